@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * kcoll module internals.
+ *
+ * Lifetimes:
+ *  - struct kcoll_ctx is created by open() and freed when its last reference
+ *    goes: the file holds one, every in-flight request holds one. release()
+ *    cancels what it can and waits for the rest, so by the time the file is
+ *    gone no request runs.
+ *  - the ring region is owned by the ctx; mappings pin the file (VMA holds a
+ *    file reference), so release() cannot run while the rings are mapped.
+ *
+ * Locking (outer to inner):
+ *  ctx->submit_lock (mutex) - SQ consumption, setup, eventfd registration
+ *  ctx->cq_lock (spinlock, irqsave) - CQ production and ctx->reqs list
+ */
+#ifndef KCOLL_H
+#define KCOLL_H
+
+#include <linux/atomic.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/kref.h>
+#include <linux/spinlock.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+#include <linux/eventfd.h>
+
+#include "kcoll_logic.h"
+
+struct kcoll_ctx;
+
+/* Shared-region fields, resolved from the layout once at setup. */
+struct kcoll_rings {
+	u32 *sq_head;
+	u32 *sq_tail;
+	u32 *sq_flags;
+	u32 *sq_dropped;
+	struct kcoll_sqe *sqes;
+	u32 *cq_head;
+	u32 *cq_tail;
+	u32 *cq_flags;
+	struct kcoll_cqe *cqes;
+};
+
+/**
+ * struct kcoll_req - one accepted descriptor until its CQE is posted.
+ * @sqe:	the validated copy; the shared SQE is never read again
+ * @ctx:	owner (holds a reference)
+ * @node:	on ctx->reqs while in flight (under ctx->cq_lock)
+ * @dwork:	KCOLL_OP_DELAY timer
+ */
+struct kcoll_req {
+	struct kcoll_sqe sqe;
+	struct kcoll_ctx *ctx;
+	struct list_head node;
+	struct delayed_work dwork;
+};
+
+struct kcoll_ctx {
+	struct kref ref;
+	struct mutex submit_lock;
+	spinlock_t cq_lock;
+	wait_queue_head_t cq_wait;
+
+	/* Set once by setup, under submit_lock, then read-only. */
+	bool ready;
+	void *region;
+	struct kcoll_ring_layout layout;
+	struct kcoll_rings r;
+
+	u32 sq_head;		/* private SQ head; must hold submit_lock */
+	u32 cq_tail;		/* private CQ tail; must hold cq_lock */
+	u32 cq_reserved;	/* slots promised to in-flight reqs; cq_lock */
+	bool dying;		/* release() started; cq_lock */
+	struct list_head reqs;	/* in-flight requests; cq_lock */
+
+	struct eventfd_ctx *evfd; /* RCU-free not needed: set/cleared under
+				   * cq_lock, used under cq_lock */
+};
+
+/**
+ * struct kcoll_opdef - the op table entry of one opcode; exactly one of
+ * @exec and @issue is set.
+ * @exec:	run the operation inline in the submitting task and return its
+ *		result; no request is allocated (NOP and other instant ops).
+ * @issue:	start an asynchronous request; it completes later, exactly
+ *		once, through kcoll_req_complete() (which may also be called
+ *		from @issue itself on an early error).
+ * @cancel:	called under ctx->cq_lock (must not sleep) when the file is
+ *		released: return true if the request was stopped and will
+ *		never complete on its own (the caller completes it with
+ *		-ECANCELED), false if its completion is already running.
+ */
+struct kcoll_opdef {
+	int (*exec)(const struct kcoll_sqe *sqe);
+	void (*issue)(struct kcoll_req *req);
+	bool (*cancel)(struct kcoll_req *req);
+};
+
+extern const struct kcoll_opdef kcoll_ops[KCOLL_OP_LAST];
+int kcoll_ops_init(void);
+void kcoll_ops_exit(void);
+
+/* kcoll_ring.c */
+struct kcoll_ctx *kcoll_ctx_create(void);
+void kcoll_ctx_release(struct kcoll_ctx *ctx);
+long kcoll_ctx_setup(struct kcoll_ctx *ctx, struct kcoll_setup *p);
+long kcoll_ctx_enter(struct kcoll_ctx *ctx, const struct kcoll_enter *e);
+long kcoll_ctx_eventfd(struct kcoll_ctx *ctx, const struct kcoll_eventfd *e);
+__poll_t kcoll_ctx_poll_mask(struct kcoll_ctx *ctx);
+void kcoll_req_complete(struct kcoll_req *req, int res);
+int kcoll_ring_init(void);
+void kcoll_ring_exit(void);
+
+/* kcoll_sysfs.c: tunables and statistics */
+enum kcoll_stat {
+	KCOLL_STAT_SUBMITTED,	/* descriptors consumed from SQs */
+	KCOLL_STAT_COMPLETED,	/* CQEs posted */
+	KCOLL_STAT_FAILED,	/* CQEs posted with res < 0 */
+	KCOLL_STAT_REJECTED,	/* ENTER calls refused for lack of CQ room */
+	KCOLL_STAT_NR
+};
+void kcoll_stat_add(enum kcoll_stat s, u64 v);
+extern atomic_t kcoll_nr_contexts;	/* open files */
+extern atomic_t kcoll_nr_inflight;	/* accepted requests not completed */
+extern atomic_t kcoll_nr_live_reqs;	/* allocated requests (leak check) */
+u32 kcoll_max_sq_entries(void);
+u32 kcoll_max_cq_entries(void);
+extern const struct attribute_group *kcoll_attr_groups[];
+
+/* kcoll_ib.c: RDMA devices */
+int kcoll_ib_init(void);
+void kcoll_ib_exit(void);
+ssize_t kcoll_ib_list(char *buf, size_t size);
+
+#endif /* KCOLL_H */

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Shims over kernel API differences between the supported kernels, chosen by
+ * the feature probes of tools/conftest.sh (kcoll_config.h), never by version.
+ */
+#ifndef KCOLL_COMPAT_H
+#define KCOLL_COMPAT_H
+
+#include <linux/eventfd.h>
+#include "kcoll_config.h"
+
+static inline void kcoll_eventfd_signal(struct eventfd_ctx *ctx)
+{
+#ifdef HAVE_EVENTFD_SIGNAL_1ARG
+	eventfd_signal(ctx);
+#else
+	eventfd_signal(ctx, 1);
+#endif
+}
+
+#endif /* KCOLL_COMPAT_H */

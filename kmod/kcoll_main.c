@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kcoll: kernel-scheduled collective communication over RDMA.
+ *
+ * /dev/kcoll: each open file is one context with its own submission and
+ * completion rings (KCOLL_IOC_SETUP + mmap), a doorbell (KCOLL_IOC_ENTER),
+ * poll() and an optional eventfd. See docs/DESIGN.md.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/fs.h>
+#include <linux/miscdevice.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/poll.h>
+#include <linux/uaccess.h>
+#include <linux/vmalloc.h>
+
+#include "kcoll.h"
+
+#define KCOLL_VERSION "0.1.0"
+
+static int kcoll_open(struct inode *inode, struct file *file)
+{
+	struct kcoll_ctx *ctx = kcoll_ctx_create();
+
+	if (!ctx)
+		return -ENOMEM;
+	file->private_data = ctx;
+	return nonseekable_open(inode, file);
+}
+
+static int kcoll_release(struct inode *inode, struct file *file)
+{
+	kcoll_ctx_release(file->private_data);
+	return 0;
+}
+
+static bool kcoll_zeroed(const void *p, size_t n)
+{
+	return !memchr_inv(p, 0, n);
+}
+
+static long kcoll_ioctl_query(void __user *uarg)
+{
+	struct kcoll_query q;
+	unsigned int i;
+
+	if (copy_from_user(&q, uarg, sizeof(q)))
+		return -EFAULT;
+	if (!kcoll_zeroed(&q, sizeof(q)))
+		return -EINVAL;
+	q.abi_version = KCOLL_ABI_VERSION;
+	q.features = KCOLL_FEAT_SINGLE_MMAP | KCOLL_FEAT_NODROP |
+		     KCOLL_FEAT_EVENTFD | KCOLL_FEAT_POLL;
+	q.max_sq_entries = kcoll_max_sq_entries();
+	q.max_cq_entries = kcoll_max_cq_entries();
+	q.sqe_size = sizeof(struct kcoll_sqe);
+	q.cqe_size = sizeof(struct kcoll_cqe);
+	q.nr_ops = KCOLL_OP_LAST;
+	q.prio_max = KCOLL_PRIO_MAX;
+	for (i = 0; i < KCOLL_OP_LAST; i++)
+		if (kcoll_ops[i].exec || kcoll_ops[i].issue)
+			q.ops_supported |= 1ULL << i;
+	q.delay_max_us = KCOLL_DELAY_MAX_US;
+	return copy_to_user(uarg, &q, sizeof(q)) ? -EFAULT : 0;
+}
+
+static long kcoll_ioctl(struct file *file, unsigned int cmd,
+			unsigned long arg)
+{
+	struct kcoll_ctx *ctx = file->private_data;
+	void __user *uarg = (void __user *)arg;
+	long ret;
+
+	switch (cmd) {
+	case KCOLL_IOC_QUERY:
+		return kcoll_ioctl_query(uarg);
+	case KCOLL_IOC_SETUP: {
+		struct kcoll_setup p;
+
+		if (copy_from_user(&p, uarg, sizeof(p)))
+			return -EFAULT;
+		ret = kcoll_ctx_setup(ctx, &p);
+		if (ret)
+			return ret;
+		/* The rings exist now; a failed copy leaves them usable and
+		 * a retry gets -EBUSY, exactly like a lost reply. */
+		return copy_to_user(uarg, &p, sizeof(p)) ? -EFAULT : 0;
+	}
+	case KCOLL_IOC_ENTER: {
+		struct kcoll_enter e;
+
+		if (copy_from_user(&e, uarg, sizeof(e)))
+			return -EFAULT;
+		return kcoll_ctx_enter(ctx, &e);
+	}
+	case KCOLL_IOC_EVENTFD: {
+		struct kcoll_eventfd e;
+
+		if (copy_from_user(&e, uarg, sizeof(e)))
+			return -EFAULT;
+		return kcoll_ctx_eventfd(ctx, &e);
+	}
+	default:
+		return -ENOTTY;
+	}
+}
+
+static int kcoll_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct kcoll_ctx *ctx = file->private_data;
+	unsigned long len = vma->vm_end - vma->vm_start;
+
+	/* Pairs with the release in kcoll_ctx_setup(). */
+	if (!smp_load_acquire(&ctx->ready))
+		return -ENXIO;
+	if (vma->vm_pgoff != (KCOLL_OFF_RINGS >> PAGE_SHIFT))
+		return -EINVAL;
+	if (len != ctx->layout.size)
+		return -EINVAL;
+	/* A private (copy-on-write) mapping would silently detach the
+	 * application from the kernel's view of the rings. */
+	if (!(vma->vm_flags & VM_SHARED))
+		return -EINVAL;
+	return remap_vmalloc_range(vma, ctx->region, 0);
+}
+
+static __poll_t kcoll_poll(struct file *file, poll_table *wait)
+{
+	struct kcoll_ctx *ctx = file->private_data;
+
+	poll_wait(file, &ctx->cq_wait, wait);
+	return kcoll_ctx_poll_mask(ctx);
+}
+
+static const struct file_operations kcoll_fops = {
+	.owner = THIS_MODULE,
+	.open = kcoll_open,
+	.release = kcoll_release,
+	.unlocked_ioctl = kcoll_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+	.mmap = kcoll_mmap,
+	.poll = kcoll_poll,
+};
+
+static struct miscdevice kcoll_misc = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = KCOLL_DEV_NAME,
+	.fops = &kcoll_fops,
+	.groups = kcoll_attr_groups,
+	.mode = 0666,
+};
+
+static int __init kcoll_init(void)
+{
+	int err;
+
+	err = kcoll_ring_init();
+	if (err)
+		return err;
+	err = kcoll_ops_init();
+	if (err)
+		goto out_ring_exit;
+	err = kcoll_ib_init();
+	if (err)
+		goto out_ops_exit;
+	err = misc_register(&kcoll_misc);
+	if (err)
+		goto out_ib_exit;
+	pr_info("version " KCOLL_VERSION ", ABI %u\n", KCOLL_ABI_VERSION);
+	return 0;
+
+out_ib_exit:
+	kcoll_ib_exit();
+out_ops_exit:
+	kcoll_ops_exit();
+out_ring_exit:
+	kcoll_ring_exit();
+	return err;
+}
+
+static void __exit kcoll_exit(void)
+{
+	int live;
+
+	misc_deregister(&kcoll_misc);
+	kcoll_ib_exit();
+	kcoll_ops_exit();
+	live = atomic_read(&kcoll_nr_live_reqs);
+	if (live || atomic_read(&kcoll_nr_contexts))
+		pr_err("leak: %d request(s), %d context(s) still allocated\n",
+		       live, atomic_read(&kcoll_nr_contexts));
+	kcoll_ring_exit();
+	pr_info("unloaded\n");
+}
+
+module_init(kcoll_init);
+module_exit(kcoll_exit);
+
+MODULE_LICENSE("GPL");
+MODULE_AUTHOR("kcoll developers");
+MODULE_DESCRIPTION("Kernel-scheduled collective communication over RDMA");
+MODULE_VERSION(KCOLL_VERSION);

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kcoll op table: one entry per uapi opcode. Collectives plug in here with
+ * an .issue that starts the schedule and a .cancel that tears it down.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/jiffies.h>
+#include <linux/workqueue.h>
+
+#include "kcoll.h"
+
+static struct workqueue_struct *kcoll_wq;
+
+static int kcoll_nop_exec(const struct kcoll_sqe *sqe)
+{
+	return 0;
+}
+
+static void kcoll_delay_fire(struct work_struct *work)
+{
+	struct kcoll_req *req = container_of(to_delayed_work(work),
+					     struct kcoll_req, dwork);
+
+	kcoll_req_complete(req, 0);
+}
+
+static void kcoll_delay_issue(struct kcoll_req *req)
+{
+	INIT_DELAYED_WORK(&req->dwork, kcoll_delay_fire);
+	queue_delayed_work(kcoll_wq, &req->dwork,
+			   usecs_to_jiffies(req->sqe.count));
+}
+
+/* Must hold req->ctx->cq_lock; does not sleep. */
+static bool kcoll_delay_cancel(struct kcoll_req *req)
+{
+	/* True only if the work was pending: it will now never run. */
+	return cancel_delayed_work(&req->dwork);
+}
+
+const struct kcoll_opdef kcoll_ops[KCOLL_OP_LAST] = {
+	[KCOLL_OP_NOP] = {
+		.exec = kcoll_nop_exec,
+	},
+	[KCOLL_OP_DELAY] = {
+		.issue = kcoll_delay_issue,
+		.cancel = kcoll_delay_cancel,
+	},
+};
+
+/* Every opcode has exactly one of .exec and .issue. */
+static int kcoll_ops_check(void)
+{
+	unsigned int i;
+
+	BUILD_BUG_ON(ARRAY_SIZE(kcoll_ops) != KCOLL_OP_LAST);
+	for (i = 0; i < KCOLL_OP_LAST; i++) {
+		if (!kcoll_ops[i].exec == !kcoll_ops[i].issue) {
+			pr_err("op %u (%s): needs exactly one of exec/issue\n",
+			       i, kcoll_op_name(i));
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+int kcoll_ops_init(void)
+{
+	int err;
+
+	err = kcoll_ops_check();
+	if (err)
+		return err;
+	kcoll_wq = alloc_workqueue("kcoll", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
+	return kcoll_wq ? 0 : -ENOMEM;
+}
+
+/* All files are closed by now; wait for any completion still unwinding. */
+void kcoll_ops_exit(void)
+{
+	destroy_workqueue(kcoll_wq);
+}

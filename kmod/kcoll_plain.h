@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * Environment shim for kcoll's plain-logic sources: the files that hold no
+ * kernel state (ring arithmetic, descriptor validation, later the schedules)
+ * include this instead of kernel headers, so the same sources build into the
+ * module, the host unit tests, the fuzzers and the simulator.
+ */
+#ifndef KCOLL_PLAIN_H
+#define KCOLL_PLAIN_H
+
+#ifdef __KERNEL__
+#include <linux/types.h>
+#include <linux/errno.h>
+#include <linux/stddef.h>
+#include <linux/build_bug.h>
+#define KCOLL_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#include <stdint.h>
+#include <stddef.h>
+#include <stdbool.h>
+#include <errno.h>
+#include <linux/types.h>
+typedef uint8_t u8;
+typedef uint16_t u16;
+typedef uint32_t u32;
+typedef uint64_t u64;
+typedef int32_t s32;
+typedef int64_t s64;
+#define KCOLL_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
+#include "../uapi/linux/kcoll.h"
+
+#endif /* KCOLL_PLAIN_H */

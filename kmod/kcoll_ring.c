@@ -1,0 +1,447 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kcoll submission and completion rings.
+ *
+ * Memory ordering (the pairs; see docs/DESIGN.md):
+ *  A1 app: write SQEs; store-release sq.tail
+ *  K1 kernel (ENTER): load-acquire sq.tail          -- pairs with A1
+ *  K2 kernel: copy SQEs once; store-release sq.head -- pairs with the app's
+ *     load-acquire of sq.head before it reuses a slot
+ *  K3 kernel (completion): write CQE; store-release cq.tail
+ *  A2 app: load-acquire cq.tail                     -- pairs with K3
+ *  A3 app: read CQEs; store-release cq.head
+ *  K4 kernel: READ_ONCE(cq.head) before reserving slots. A slot is only
+ *     rewritten after head passed it; the CQE stores that follow depend on
+ *     the value read, and a stale head only makes the kernel more
+ *     conservative, so no further barrier is needed.
+ * Every value read from the shared region is read once and then checked.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/slab.h>
+#include <linux/vmalloc.h>
+#include <linux/sched/signal.h>
+#include <linux/poll.h>
+#include <linux/hrtimer.h>
+#include <linux/lockdep.h>
+
+#include "kcoll.h"
+#include "kcoll_compat.h"
+
+static struct kmem_cache *kcoll_req_cache;
+
+struct kcoll_ctx *kcoll_ctx_create(void)
+{
+	struct kcoll_ctx *ctx;
+
+	ctx = kzalloc(sizeof(*ctx), GFP_KERNEL);
+	if (!ctx)
+		return NULL;
+	kref_init(&ctx->ref);
+	mutex_init(&ctx->submit_lock);
+	spin_lock_init(&ctx->cq_lock);
+	init_waitqueue_head(&ctx->cq_wait);
+	INIT_LIST_HEAD(&ctx->reqs);
+	atomic_inc(&kcoll_nr_contexts);
+	return ctx;
+}
+
+static void kcoll_ctx_free(struct kref *ref)
+{
+	struct kcoll_ctx *ctx = container_of(ref, struct kcoll_ctx, ref);
+
+	if (ctx->evfd)
+		eventfd_ctx_put(ctx->evfd);
+	vfree(ctx->region);
+	mutex_destroy(&ctx->submit_lock);
+	atomic_dec(&kcoll_nr_contexts);
+	kfree(ctx);
+}
+
+/* ---------------------------------------------------------------- */
+/* Completion side                                                   */
+/* ---------------------------------------------------------------- */
+
+/*
+ * Write one CQE into a slot reserved at submission and publish it.
+ * Must hold ctx->cq_lock.
+ */
+static void kcoll_cq_post(struct kcoll_ctx *ctx, u64 user_data, int res)
+	__must_hold(&ctx->cq_lock)
+{
+	struct kcoll_cqe *cqe;
+
+	lockdep_assert_held(&ctx->cq_lock);
+	cqe = &ctx->r.cqes[ctx->cq_tail & (ctx->layout.cq_entries - 1)];
+	WRITE_ONCE(cqe->user_data, user_data);
+	WRITE_ONCE(cqe->res, res);
+	WRITE_ONCE(cqe->flags, 0);
+	ctx->cq_tail++;
+	ctx->cq_reserved--;
+	/* K3: the CQE stores above are visible before the new tail. */
+	smp_store_release(ctx->r.cq_tail, ctx->cq_tail);
+
+	kcoll_stat_add(KCOLL_STAT_COMPLETED, 1);
+	if (res < 0)
+		kcoll_stat_add(KCOLL_STAT_FAILED, 1);
+}
+
+/* Wake waiters and signal the eventfd. Must hold ctx->cq_lock. */
+static void kcoll_cq_notify(struct kcoll_ctx *ctx)
+	__must_hold(&ctx->cq_lock)
+{
+	lockdep_assert_held(&ctx->cq_lock);
+	if (wq_has_sleeper(&ctx->cq_wait))
+		wake_up_all(&ctx->cq_wait);
+	if (ctx->evfd &&
+	    !(READ_ONCE(*ctx->r.cq_flags) & KCOLL_CQ_F_EVENTFD_DISABLED))
+		kcoll_eventfd_signal(ctx->evfd);
+}
+
+/* Must hold ctx->cq_lock; frees @req. The caller drops the ctx reference. */
+static void __kcoll_req_finish(struct kcoll_req *req, int res)
+	__must_hold(&req->ctx->cq_lock)
+{
+	struct kcoll_ctx *ctx = req->ctx;
+
+	kcoll_cq_post(ctx, req->sqe.user_data, res);
+	list_del(&req->node);
+	atomic_dec(&kcoll_nr_inflight);
+	kcoll_cq_notify(ctx);
+	kmem_cache_free(kcoll_req_cache, req);
+	atomic_dec(&kcoll_nr_live_reqs);
+}
+
+/**
+ * kcoll_req_complete - post the CQE of an asynchronous request and free it.
+ * @req: the request, issued and not yet completed
+ * @res: result for the CQE (0 or positive, or -errno)
+ *
+ * Callable from any context; exactly once per issued request.
+ */
+void kcoll_req_complete(struct kcoll_req *req, int res)
+{
+	struct kcoll_ctx *ctx = req->ctx;
+	unsigned long flags;
+
+	spin_lock_irqsave(&ctx->cq_lock, flags);
+	__kcoll_req_finish(req, res);
+	spin_unlock_irqrestore(&ctx->cq_lock, flags);
+	kref_put(&ctx->ref, kcoll_ctx_free);
+}
+
+/* ---------------------------------------------------------------- */
+/* Setup                                                             */
+/* ---------------------------------------------------------------- */
+
+static void kcoll_rings_resolve(struct kcoll_ctx *ctx)
+{
+	const struct kcoll_ring_layout *l = &ctx->layout;
+	u8 *base = ctx->region;
+
+	ctx->r.sq_head = (u32 *)(base + l->sq_off.head);
+	ctx->r.sq_tail = (u32 *)(base + l->sq_off.tail);
+	ctx->r.sq_flags = (u32 *)(base + l->sq_off.flags);
+	ctx->r.sq_dropped = (u32 *)(base + l->sq_off.dropped);
+	ctx->r.sqes = (struct kcoll_sqe *)(base + l->sq_off.sqes);
+	ctx->r.cq_head = (u32 *)(base + l->cq_off.head);
+	ctx->r.cq_tail = (u32 *)(base + l->cq_off.tail);
+	ctx->r.cq_flags = (u32 *)(base + l->cq_off.flags);
+	ctx->r.cqes = (struct kcoll_cqe *)(base + l->cq_off.cqes);
+
+	*(u32 *)(base + l->sq_off.ring_mask) = l->sq_entries - 1;
+	*(u32 *)(base + l->sq_off.ring_entries) = l->sq_entries;
+	*(u32 *)(base + l->cq_off.ring_mask) = l->cq_entries - 1;
+	*(u32 *)(base + l->cq_off.ring_entries) = l->cq_entries;
+}
+
+long kcoll_ctx_setup(struct kcoll_ctx *ctx, struct kcoll_setup *p)
+{
+	struct kcoll_ring_layout l;
+	u32 sq, cq;
+	void *region;
+	int err;
+
+	err = kcoll_setup_check(p);
+	if (err)
+		return err;
+	err = kcoll_ring_size(p->sq_entries, p->cq_entries, p->flags,
+			      kcoll_max_sq_entries(), kcoll_max_cq_entries(),
+			      &sq, &cq);
+	if (err)
+		return err;
+	kcoll_ring_layout(sq, cq, &l);
+
+	mutex_lock(&ctx->submit_lock);
+	if (ctx->ready) {
+		err = -EBUSY;
+		goto out_unlock;
+	}
+	/* Zeroed, page-aligned, and flagged for remap_vmalloc_range(). */
+	region = vmalloc_user(l.size);
+	if (!region) {
+		err = -ENOMEM;
+		goto out_unlock;
+	}
+	ctx->region = region;
+	ctx->layout = l;
+	kcoll_rings_resolve(ctx);
+	/* Publish region and layout to mmap()/poll(), which take no lock. */
+	smp_store_release(&ctx->ready, true);
+	mutex_unlock(&ctx->submit_lock);
+
+	p->sq_entries = sq;
+	p->cq_entries = cq;
+	p->features = KCOLL_FEAT_SINGLE_MMAP | KCOLL_FEAT_NODROP |
+		      KCOLL_FEAT_EVENTFD | KCOLL_FEAT_POLL;
+	p->sq_off = l.sq_off;
+	p->cq_off = l.cq_off;
+	p->mmap_size = l.size;
+	p->mmap_offset = KCOLL_OFF_RINGS;
+	return 0;
+
+out_unlock:
+	mutex_unlock(&ctx->submit_lock);
+	return err;
+}
+
+/* ---------------------------------------------------------------- */
+/* Submission                                                        */
+/* ---------------------------------------------------------------- */
+
+/*
+ * Consume up to @to_submit SQEs. Every consumed SQE gets exactly one CQE,
+ * in a slot reserved here. Returns the number consumed, -EBUSY if SQEs were
+ * queued but no CQ slot was free, or -EOVERFLOW if the SQ tail is corrupt.
+ * Must hold ctx->submit_lock.
+ */
+static int kcoll_submit(struct kcoll_ctx *ctx, u32 to_submit)
+	__must_hold(&ctx->submit_lock)
+{
+	const u32 sq_mask = ctx->layout.sq_entries - 1;
+	u32 tail, space, i;
+	int n;
+
+	lockdep_assert_held(&ctx->submit_lock);
+	/* K1: the SQE contents are visible once the tail is. */
+	tail = smp_load_acquire(ctx->r.sq_tail);
+	n = kcoll_sq_ready(ctx->sq_head, tail, ctx->layout.sq_entries,
+			   to_submit);
+	if (n <= 0) {
+		if (n == -EOVERFLOW)
+			pr_debug("pid %d: SQ tail %u is %u ahead of head %u\n",
+				 task_pid_nr(current), tail, tail - ctx->sq_head,
+				 ctx->sq_head);
+		return n;
+	}
+
+	spin_lock_irq(&ctx->cq_lock);
+	space = kcoll_cq_space(READ_ONCE(*ctx->r.cq_head), ctx->cq_tail,
+			       ctx->layout.cq_entries, ctx->cq_reserved);
+	if ((u32)n > space)
+		n = space;
+	ctx->cq_reserved += n;
+	spin_unlock_irq(&ctx->cq_lock);
+	if (!n) {
+		kcoll_stat_add(KCOLL_STAT_REJECTED, 1);
+		return -EBUSY;
+	}
+
+	for (i = 0; i < (u32)n; i++) {
+		const struct kcoll_sqe *shared;
+		const struct kcoll_opdef *op;
+		struct kcoll_req *req;
+		struct kcoll_sqe sqe;
+		int res;
+
+		/* Copy once; validate and use only the copy. */
+		shared = &ctx->r.sqes[ctx->sq_head & sq_mask];
+		memcpy(&sqe, shared, sizeof(sqe));
+		ctx->sq_head++;
+
+		res = kcoll_sqe_check(&sqe);
+		if (res)
+			goto complete_now;
+		op = &kcoll_ops[sqe.opcode];
+		if (op->exec) {
+			res = op->exec(&sqe);
+			goto complete_now;
+		}
+
+		req = kmem_cache_alloc(kcoll_req_cache, GFP_KERNEL);
+		if (!req) {
+			res = -ENOMEM;
+			goto complete_now;
+		}
+		atomic_inc(&kcoll_nr_live_reqs);
+		req->sqe = sqe;
+		req->ctx = ctx;
+		kref_get(&ctx->ref);
+		atomic_inc(&kcoll_nr_inflight);
+		spin_lock_irq(&ctx->cq_lock);
+		list_add_tail(&req->node, &ctx->reqs);
+		spin_unlock_irq(&ctx->cq_lock);
+		op->issue(req);
+		continue;
+
+complete_now:
+		spin_lock_irq(&ctx->cq_lock);
+		kcoll_cq_post(ctx, sqe.user_data, res);
+		spin_unlock_irq(&ctx->cq_lock);
+	}
+	/* K2: the SQ slots may be reused. */
+	smp_store_release(ctx->r.sq_head, ctx->sq_head);
+	kcoll_stat_add(KCOLL_STAT_SUBMITTED, n);
+
+	/* One notification for the inline completions of the whole batch. */
+	spin_lock_irq(&ctx->cq_lock);
+	kcoll_cq_notify(ctx);
+	spin_unlock_irq(&ctx->cq_lock);
+	return n;
+}
+
+static bool kcoll_cq_has(struct kcoll_ctx *ctx, u32 want)
+{
+	return kcoll_cq_ready(READ_ONCE(*ctx->r.cq_head),
+			      READ_ONCE(ctx->cq_tail),
+			      ctx->layout.cq_entries) >= want;
+}
+
+static int kcoll_wait(struct kcoll_ctx *ctx, u32 want, u64 timeout_ns)
+{
+	long ret;
+
+	if (!timeout_ns)
+		return wait_event_interruptible(ctx->cq_wait,
+						kcoll_cq_has(ctx, want));
+	ret = wait_event_interruptible_hrtimeout(ctx->cq_wait,
+						 kcoll_cq_has(ctx, want),
+						 ns_to_ktime(timeout_ns));
+	return ret;	/* 0, -ETIME or -ERESTARTSYS */
+}
+
+long kcoll_ctx_enter(struct kcoll_ctx *ctx, const struct kcoll_enter *e)
+{
+	int submitted = 0;
+	int err;
+
+	/* Pairs with the release in kcoll_ctx_setup(). */
+	if (!smp_load_acquire(&ctx->ready))
+		return -EBADFD;
+	err = kcoll_enter_check(e, ctx->layout.sq_entries,
+				ctx->layout.cq_entries);
+	if (err)
+		return err;
+
+	if (e->to_submit) {
+		mutex_lock(&ctx->submit_lock);
+		submitted = kcoll_submit(ctx, e->to_submit);
+		mutex_unlock(&ctx->submit_lock);
+		if (submitted < 0)
+			return submitted;
+	}
+	if ((e->flags & KCOLL_ENTER_GETEVENTS) && e->min_complete) {
+		err = kcoll_wait(ctx, e->min_complete, e->timeout_ns);
+		/* Consumed SQEs are reported even if the wait ended early:
+		 * the application must learn that they are in flight. */
+		if (err && !submitted)
+			return err;
+	}
+	return submitted;
+}
+
+long kcoll_ctx_eventfd(struct kcoll_ctx *ctx, const struct kcoll_eventfd *e)
+{
+	struct eventfd_ctx *new = NULL, *old = NULL;
+	long err = 0;
+
+	if (e->resv)
+		return -EINVAL;
+	if (e->fd != -1) {
+		if (e->fd < 0)
+			return -EBADF;
+		new = eventfd_ctx_fdget(e->fd);
+		if (IS_ERR(new))
+			return PTR_ERR(new);
+	}
+
+	spin_lock_irq(&ctx->cq_lock);
+	if (new && ctx->evfd) {
+		err = -EBUSY;
+		old = new;	/* drop the reference just taken */
+	} else if (!new && !ctx->evfd) {
+		err = -ENOENT;
+	} else {
+		old = ctx->evfd;
+		ctx->evfd = new;
+	}
+	spin_unlock_irq(&ctx->cq_lock);
+	if (old)
+		eventfd_ctx_put(old);
+	return err;
+}
+
+__poll_t kcoll_ctx_poll_mask(struct kcoll_ctx *ctx)
+{
+	__poll_t mask = 0;
+	u32 queued;
+
+	if (!smp_load_acquire(&ctx->ready))
+		return 0;
+	if (kcoll_cq_has(ctx, 1))
+		mask |= EPOLLIN | EPOLLRDNORM;
+	queued = kcoll_ring_used(READ_ONCE(*ctx->r.sq_head),
+				 READ_ONCE(*ctx->r.sq_tail));
+	if (queued < ctx->layout.sq_entries)
+		mask |= EPOLLOUT | EPOLLWRNORM;
+	return mask;
+}
+
+/*
+ * The file is gone: stop what can be stopped, wait for the rest, then drop
+ * the file's reference. No request runs once this returns.
+ */
+void kcoll_ctx_release(struct kcoll_ctx *ctx)
+{
+	struct kcoll_req *req, *tmp;
+	int cancelled = 0;
+
+	spin_lock_irq(&ctx->cq_lock);
+	ctx->dying = true;
+	list_for_each_entry_safe(req, tmp, &ctx->reqs, node) {
+		const struct kcoll_opdef *op = &kcoll_ops[req->sqe.opcode];
+
+		if (op->cancel && op->cancel(req)) {
+			__kcoll_req_finish(req, -ECANCELED);
+			/* The file still holds a reference: never the last. */
+			kref_put(&ctx->ref, kcoll_ctx_free);
+			cancelled++;
+		}
+	}
+	spin_unlock_irq(&ctx->cq_lock);
+	if (cancelled)
+		pr_debug("released context with %d request(s) cancelled\n",
+			 cancelled);
+
+	/* Requests whose completion was already running finish on their own. */
+	wait_event(ctx->cq_wait, ({
+		bool empty;
+
+		spin_lock_irq(&ctx->cq_lock);
+		empty = list_empty(&ctx->reqs);
+		spin_unlock_irq(&ctx->cq_lock);
+		empty;
+	}));
+	kref_put(&ctx->ref, kcoll_ctx_free);
+}
+
+int kcoll_ring_init(void)
+{
+	kcoll_req_cache = KMEM_CACHE(kcoll_req, 0);
+	return kcoll_req_cache ? 0 : -ENOMEM;
+}
+
+void kcoll_ring_exit(void)
+{
+	kmem_cache_destroy(kcoll_req_cache);
+}

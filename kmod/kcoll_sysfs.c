@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kcoll tunables and statistics.
+ *
+ * Each tunable is defined once in kcoll_knobs[] and appears both as a module
+ * parameter (load-time default, /sys/module/kcoll/parameters/) and as an
+ * attribute of the misc device (/sys/class/misc/kcoll/). Writes take effect
+ * for rings set up afterwards. See docs/ABI/sysfs-class-misc-kcoll.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/device.h>
+#include <linux/moduleparam.h>
+#include <linux/percpu.h>
+#include <linux/sysfs.h>
+
+#include "kcoll.h"
+
+struct kcoll_knob {
+	const char *name;
+	u32 val;
+	u32 min;
+	u32 max;
+	bool pow2;
+};
+
+enum { KCOLL_KNOB_MAX_SQ, KCOLL_KNOB_MAX_CQ, KCOLL_KNOB_NR };
+
+static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
+	[KCOLL_KNOB_MAX_SQ] = { "max_sq_entries", 4096, 1,
+				KCOLL_SQ_ENTRIES_LIMIT, true },
+	[KCOLL_KNOB_MAX_CQ] = { "max_cq_entries", 8192, 1,
+				KCOLL_CQ_ENTRIES_LIMIT, true },
+};
+
+u32 kcoll_max_sq_entries(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_MAX_SQ].val);
+}
+
+u32 kcoll_max_cq_entries(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_MAX_CQ].val);
+}
+
+static int kcoll_knob_parse(struct kcoll_knob *k, const char *buf)
+{
+	u32 v;
+	int err;
+
+	err = kstrtou32(buf, 0, &v);
+	if (err)
+		return err;
+	if (v < k->min || v > k->max || (k->pow2 && !kcoll_is_pow2(v)))
+		return -EINVAL;
+	WRITE_ONCE(k->val, v);
+	return 0;
+}
+
+static int kcoll_param_set(const char *val, const struct kernel_param *kp)
+{
+	return kcoll_knob_parse(kp->arg, val);
+}
+
+static int kcoll_param_get(char *buf, const struct kernel_param *kp)
+{
+	const struct kcoll_knob *k = kp->arg;
+
+	return sysfs_emit(buf, "%u\n", READ_ONCE(k->val));
+}
+
+static const struct kernel_param_ops kcoll_param_ops = {
+	.set = kcoll_param_set,
+	.get = kcoll_param_get,
+};
+
+module_param_cb(max_sq_entries, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_MAX_SQ], 0644);
+MODULE_PARM_DESC(max_sq_entries,
+		 "Largest SQ a ring may have (power of two, 1..32768; default 4096)");
+module_param_cb(max_cq_entries, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_MAX_CQ], 0644);
+MODULE_PARM_DESC(max_cq_entries,
+		 "Largest CQ a ring may have (power of two, 1..65536; default 8192)");
+
+/* ---------------------------------------------------------------- */
+/* Device attributes                                                 */
+/* ---------------------------------------------------------------- */
+
+struct kcoll_knob_attr {
+	struct device_attribute attr;
+	struct kcoll_knob *knob;
+};
+
+static ssize_t kcoll_knob_show(struct device *dev,
+			       struct device_attribute *attr, char *buf)
+{
+	struct kcoll_knob_attr *ka = container_of(attr, struct kcoll_knob_attr,
+						  attr);
+
+	return sysfs_emit(buf, "%u\n", READ_ONCE(ka->knob->val));
+}
+
+static ssize_t kcoll_knob_store(struct device *dev,
+				struct device_attribute *attr,
+				const char *buf, size_t count)
+{
+	struct kcoll_knob_attr *ka = container_of(attr, struct kcoll_knob_attr,
+						  attr);
+	int err = kcoll_knob_parse(ka->knob, buf);
+
+	return err ? err : count;
+}
+
+#define KCOLL_KNOB_ATTR(_name, _idx)					\
+	static struct kcoll_knob_attr kcoll_attr_##_name = {		\
+		.attr = __ATTR(_name, 0644, kcoll_knob_show,		\
+			       kcoll_knob_store),			\
+		.knob = &kcoll_knobs[_idx],				\
+	}
+
+KCOLL_KNOB_ATTR(max_sq_entries, KCOLL_KNOB_MAX_SQ);
+KCOLL_KNOB_ATTR(max_cq_entries, KCOLL_KNOB_MAX_CQ);
+
+static ssize_t abi_version_show(struct device *dev,
+				struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%u\n", KCOLL_ABI_VERSION);
+}
+static DEVICE_ATTR_RO(abi_version);
+
+static ssize_t rdma_devices_show(struct device *dev,
+				 struct device_attribute *attr, char *buf)
+{
+	return kcoll_ib_list(buf, PAGE_SIZE);
+}
+static DEVICE_ATTR_RO(rdma_devices);
+
+static struct attribute *kcoll_attrs[] = {
+	&kcoll_attr_max_sq_entries.attr.attr,
+	&kcoll_attr_max_cq_entries.attr.attr,
+	&dev_attr_abi_version.attr,
+	&dev_attr_rdma_devices.attr,
+	NULL,
+};
+
+static const struct attribute_group kcoll_group = {
+	.attrs = kcoll_attrs,
+};
+
+/* ---------------------------------------------------------------- */
+/* Statistics: per-CPU counters summed on read                       */
+/* ---------------------------------------------------------------- */
+
+struct kcoll_pcpu_stats {
+	u64 v[KCOLL_STAT_NR];
+};
+static DEFINE_PER_CPU(struct kcoll_pcpu_stats, kcoll_pcpu_stats);
+
+atomic_t kcoll_nr_contexts = ATOMIC_INIT(0);
+atomic_t kcoll_nr_inflight = ATOMIC_INIT(0);
+atomic_t kcoll_nr_live_reqs = ATOMIC_INIT(0);
+
+void kcoll_stat_add(enum kcoll_stat s, u64 v)
+{
+	this_cpu_add(kcoll_pcpu_stats.v[s], v);
+}
+
+static u64 kcoll_stat_sum(enum kcoll_stat s)
+{
+	u64 sum = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		sum += per_cpu(kcoll_pcpu_stats, cpu).v[s];
+	return sum;
+}
+
+#define KCOLL_STAT_ATTR(_name, _stat)					\
+	static ssize_t _name##_show(struct device *dev,			\
+				    struct device_attribute *attr,	\
+				    char *buf)				\
+	{								\
+		return sysfs_emit(buf, "%llu\n",			\
+				  (unsigned long long)kcoll_stat_sum(_stat)); \
+	}								\
+	static DEVICE_ATTR_RO(_name)
+
+KCOLL_STAT_ATTR(submitted, KCOLL_STAT_SUBMITTED);
+KCOLL_STAT_ATTR(completed, KCOLL_STAT_COMPLETED);
+KCOLL_STAT_ATTR(failed, KCOLL_STAT_FAILED);
+KCOLL_STAT_ATTR(rejected, KCOLL_STAT_REJECTED);
+
+static ssize_t contexts_show(struct device *dev,
+			     struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", atomic_read(&kcoll_nr_contexts));
+}
+static DEVICE_ATTR_RO(contexts);
+
+static ssize_t inflight_show(struct device *dev,
+			     struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", atomic_read(&kcoll_nr_inflight));
+}
+static DEVICE_ATTR_RO(inflight);
+
+static struct attribute *kcoll_stats_attrs[] = {
+	&dev_attr_submitted.attr,
+	&dev_attr_completed.attr,
+	&dev_attr_failed.attr,
+	&dev_attr_rejected.attr,
+	&dev_attr_contexts.attr,
+	&dev_attr_inflight.attr,
+	NULL,
+};
+
+static const struct attribute_group kcoll_stats_group = {
+	.name = "stats",
+	.attrs = kcoll_stats_attrs,
+};
+
+const struct attribute_group *kcoll_attr_groups[] = {
+	&kcoll_group,
+	&kcoll_stats_group,
+	NULL,
+};

@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: (GPL-2.0 WITH Linux-syscall-note) OR MIT */
+/*
+ * kcoll: kernel-scheduled collective communication.
+ *
+ * This is the stable user/kernel ABI of /dev/kcoll. Rules:
+ *  - only fixed-width types; user pointers travel as __u64;
+ *  - structures only grow at the end; every reserved field and every unknown
+ *    flag bit must be zero, and the kernel rejects them with -EINVAL, so an
+ *    old kernel refuses what it does not understand;
+ *  - ring positions are reported by KCOLL_IOC_SETUP as offsets into the single
+ *    mapping; applications add them to the mmap base and never hard-code them.
+ *
+ * Ring protocol (see docs/DESIGN.md for the full discussion):
+ *  - indices are free-running __u32 counters, masked with (entries - 1);
+ *  - the application writes SQEs, then store-releases sq.tail; the kernel
+ *    load-acquires sq.tail, copies each SQE once, and store-releases sq.head;
+ *  - the kernel writes CQEs, then store-releases cq.tail; the application
+ *    load-acquires cq.tail, reads CQEs, and store-releases cq.head;
+ *  - the kernel never accepts a descriptor without a reserved CQ slot, so the
+ *    CQ cannot overflow: a submission that would exceed it fails with -EBUSY.
+ */
+#ifndef _UAPI_LINUX_KCOLL_H
+#define _UAPI_LINUX_KCOLL_H
+
+#include <linux/types.h>
+#include <linux/ioctl.h>
+
+#define KCOLL_ABI_VERSION	1
+#define KCOLL_DEV_NAME		"kcoll"
+
+/* ------------------------------------------------------------------ */
+/* Descriptors                                                         */
+/* ------------------------------------------------------------------ */
+
+/** enum kcoll_op - SQE opcodes. Unknown values complete with -EINVAL. */
+enum kcoll_op {
+	/* Completes at once with res 0; user_data echoed. */
+	KCOLL_OP_NOP		= 0,
+	/*
+	 * Completes asynchronously from kernel (workqueue) context after
+	 * @count microseconds (at most KCOLL_DELAY_MAX_US), with res 0.
+	 * Exercises the asynchronous completion and wake-up path.
+	 */
+	KCOLL_OP_DELAY		= 1,
+	KCOLL_OP_LAST		/* not an opcode: number of opcodes */
+};
+
+#define KCOLL_DELAY_MAX_US	(60U * 1000 * 1000)
+
+/** enum kcoll_dtype - element types of collective buffers. */
+enum kcoll_dtype {
+	KCOLL_DTYPE_NONE	= 0,	/* for ops that carry no typed data */
+	KCOLL_DTYPE_INT8	= 1,
+	KCOLL_DTYPE_UINT8	= 2,
+	KCOLL_DTYPE_INT32	= 3,
+	KCOLL_DTYPE_UINT32	= 4,
+	KCOLL_DTYPE_INT64	= 5,
+	KCOLL_DTYPE_UINT64	= 6,
+	KCOLL_DTYPE_FP16	= 7,
+	KCOLL_DTYPE_BF16	= 8,
+	KCOLL_DTYPE_FP32	= 9,
+	KCOLL_DTYPE_FP64	= 10,
+	KCOLL_DTYPE_LAST
+};
+
+/** enum kcoll_redop - reduction operators. */
+enum kcoll_redop {
+	KCOLL_REDOP_NONE	= 0,	/* for ops that do not reduce */
+	KCOLL_REDOP_SUM		= 1,
+	KCOLL_REDOP_PROD	= 2,
+	KCOLL_REDOP_MIN		= 3,
+	KCOLL_REDOP_MAX		= 4,
+	KCOLL_REDOP_AVG		= 5,	/* floating-point types only */
+	KCOLL_REDOP_LAST
+};
+
+/* Priorities: 0 is the lowest, KCOLL_PRIO_MAX the highest. */
+#define KCOLL_PRIO_MAX		7
+
+/* SQE flags. No flag is defined in ABI version 1: any set bit is -EINVAL. */
+#define KCOLL_SQE_F_ALL		0U
+
+/**
+ * struct kcoll_sqe - submission queue entry, 64 bytes.
+ * @opcode:	enum kcoll_op
+ * @dtype:	enum kcoll_dtype (zero for ops without typed data)
+ * @redop:	enum kcoll_redop (zero for ops that do not reduce)
+ * @prio:	0..KCOLL_PRIO_MAX
+ * @flags:	KCOLL_SQE_F_*
+ * @user_data:	opaque, echoed in the CQE
+ * @comm_id:	communicator handle (zero for ops without one)
+ * @peer:	root rank for rooted collectives, peer rank for send/recv
+ * @count:	element count (KCOLL_OP_DELAY: microseconds)
+ * @send_addr:	send buffer: user address, or offset into @send_mr
+ * @recv_addr:	receive buffer: user address, or offset into @recv_mr
+ * @send_mr:	registration handle of the send buffer, 0 = plain address
+ * @recv_mr:	registration handle of the receive buffer, 0 = plain address
+ * @resv:	must be zero
+ *
+ * Every field an opcode does not use must be zero.
+ */
+struct kcoll_sqe {
+	__u8	opcode;
+	__u8	dtype;
+	__u8	redop;
+	__u8	prio;
+	__u32	flags;
+	__u64	user_data;
+	__u32	comm_id;
+	__u32	peer;
+	__u64	count;
+	__u64	send_addr;
+	__u64	recv_addr;
+	__u32	send_mr;
+	__u32	recv_mr;
+	__u32	resv[2];
+};
+
+/**
+ * struct kcoll_cqe - completion queue entry, 16 bytes.
+ * @user_data:	copied from the SQE
+ * @res:	0 or a positive result on success, -errno on failure
+ * @flags:	KCOLL_CQE_F_*
+ */
+struct kcoll_cqe {
+	__u64	user_data;
+	__s32	res;
+	__u32	flags;
+};
+
+/* ------------------------------------------------------------------ */
+/* Rings                                                               */
+/* ------------------------------------------------------------------ */
+
+/*
+ * All rings live in one mapping, created by KCOLL_IOC_SETUP and mapped with
+ * mmap(NULL, setup.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+ *      KCOLL_OFF_RINGS).
+ */
+#define KCOLL_OFF_RINGS		0ULL
+
+/* Offsets of the SQ fields, relative to the start of the mapping. */
+struct kcoll_sq_offsets {
+	__u32	head;		/* kernel writes: next SQE the kernel reads */
+	__u32	tail;		/* application writes: next free SQE slot */
+	__u32	ring_mask;
+	__u32	ring_entries;
+	__u32	flags;		/* kernel writes: KCOLL_SQ_F_* */
+	__u32	dropped;	/* kernel writes: SQEs rejected before a CQE */
+	__u32	sqes;		/* the SQE array */
+	__u32	resv;
+};
+
+/* Offsets of the CQ fields, relative to the start of the mapping. */
+struct kcoll_cq_offsets {
+	__u32	head;		/* application writes: next CQE to reap */
+	__u32	tail;		/* kernel writes: next CQE slot to fill */
+	__u32	ring_mask;
+	__u32	ring_entries;
+	__u32	flags;		/* application writes: KCOLL_CQ_F_* */
+	__u32	cqes;		/* the CQE array */
+	__u32	resv[2];
+};
+
+/* cq.flags, set by the application. */
+#define KCOLL_CQ_F_EVENTFD_DISABLED	(1U << 0)	/* mute the eventfd */
+#define KCOLL_CQ_F_ALL			(KCOLL_CQ_F_EVENTFD_DISABLED)
+
+/* ------------------------------------------------------------------ */
+/* ioctls                                                              */
+/* ------------------------------------------------------------------ */
+
+#define KCOLL_IOC_MAGIC		'k'
+
+/* Features reported by KCOLL_IOC_QUERY and KCOLL_IOC_SETUP. */
+#define KCOLL_FEAT_SINGLE_MMAP	(1U << 0)	/* all rings in one mapping */
+#define KCOLL_FEAT_NODROP	(1U << 1)	/* CQ slots reserved at submit */
+#define KCOLL_FEAT_EVENTFD	(1U << 2)	/* KCOLL_IOC_EVENTFD */
+#define KCOLL_FEAT_POLL		(1U << 3)	/* poll()/epoll on the fd */
+
+/**
+ * struct kcoll_query - KCOLL_IOC_QUERY: what this kernel offers.
+ * All fields are written by the kernel; the input must be all zero.
+ */
+struct kcoll_query {
+	__u32	abi_version;		/* KCOLL_ABI_VERSION */
+	__u32	features;		/* KCOLL_FEAT_* */
+	__u32	max_sq_entries;		/* current sysfs limit */
+	__u32	max_cq_entries;		/* current sysfs limit */
+	__u32	sqe_size;		/* sizeof(struct kcoll_sqe) */
+	__u32	cqe_size;		/* sizeof(struct kcoll_cqe) */
+	__u32	nr_ops;			/* KCOLL_OP_LAST of the kernel */
+	__u32	prio_max;		/* KCOLL_PRIO_MAX */
+	__u64	ops_supported;		/* bit n set: opcode n is supported */
+	__u64	delay_max_us;		/* KCOLL_DELAY_MAX_US */
+	__u64	resv[4];
+};
+
+/* KCOLL_IOC_SETUP flags. */
+#define KCOLL_SETUP_CQSIZE	(1U << 0)	/* honour cq_entries */
+#define KCOLL_SETUP_CLAMP	(1U << 1)	/* clamp over-large sizes */
+#define KCOLL_SETUP_F_ALL	(KCOLL_SETUP_CQSIZE | KCOLL_SETUP_CLAMP)
+
+/**
+ * struct kcoll_setup - KCOLL_IOC_SETUP: create the rings (once per open file).
+ * @sq_entries:	in: requested SQ size (1..max_sq_entries, or any size with
+ *		KCOLL_SETUP_CLAMP); out: actual size, a power of two
+ * @cq_entries:	in: requested CQ size with KCOLL_SETUP_CQSIZE (at least
+ *		sq_entries); otherwise ignored and must be 0; out: actual
+ *		size, a power of two, default 2 * sq_entries
+ * @flags:	KCOLL_SETUP_*
+ * @features:	out: KCOLL_FEAT_*
+ * @sq_off:	out: SQ field offsets
+ * @cq_off:	out: CQ field offsets
+ * @mmap_size:	out: length to pass to mmap()
+ * @mmap_offset: out: offset to pass to mmap() (KCOLL_OFF_RINGS)
+ * @resv:	must be zero
+ */
+struct kcoll_setup {
+	__u32	sq_entries;
+	__u32	cq_entries;
+	__u32	flags;
+	__u32	features;
+	struct kcoll_sq_offsets sq_off;
+	struct kcoll_cq_offsets cq_off;
+	__u64	mmap_size;
+	__u64	mmap_offset;
+	__u64	resv[4];
+};
+
+/* KCOLL_IOC_ENTER flags. */
+#define KCOLL_ENTER_GETEVENTS	(1U << 0)	/* wait for min_complete CQEs */
+#define KCOLL_ENTER_F_ALL	(KCOLL_ENTER_GETEVENTS)
+
+/**
+ * struct kcoll_enter - KCOLL_IOC_ENTER: submit and/or wait.
+ * @to_submit:	SQEs to consume from the SQ (at most sq_entries)
+ * @min_complete: with KCOLL_ENTER_GETEVENTS, return once at least this many
+ *		CQEs are ready (at most cq_entries)
+ * @flags:	KCOLL_ENTER_*
+ * @resv0:	must be zero
+ * @timeout_ns:	wait limit, 0 = no limit; -ETIME when it expires
+ * @resv:	must be zero
+ *
+ * Returns the number of SQEs consumed (each one gets exactly one CQE), or
+ * -errno if none was consumed and the call failed.
+ */
+struct kcoll_enter {
+	__u32	to_submit;
+	__u32	min_complete;
+	__u32	flags;
+	__u32	resv0;
+	__u64	timeout_ns;
+	__u64	resv[2];
+};
+
+/**
+ * struct kcoll_eventfd - KCOLL_IOC_EVENTFD: signal an eventfd per CQE batch.
+ * @fd:	an eventfd, or -1 to unregister
+ * @resv: must be zero
+ */
+struct kcoll_eventfd {
+	__s32	fd;
+	__u32	resv;
+};
+
+#define KCOLL_IOC_QUERY		_IOWR(KCOLL_IOC_MAGIC, 0x00, struct kcoll_query)
+#define KCOLL_IOC_SETUP		_IOWR(KCOLL_IOC_MAGIC, 0x01, struct kcoll_setup)
+#define KCOLL_IOC_ENTER		_IOW(KCOLL_IOC_MAGIC, 0x02, struct kcoll_enter)
+#define KCOLL_IOC_EVENTFD	_IOW(KCOLL_IOC_MAGIC, 0x03, struct kcoll_eventfd)
+
+#endif /* _UAPI_LINUX_KCOLL_H */
