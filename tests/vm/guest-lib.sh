@@ -1,0 +1,81 @@
+# shellcheck shell=bash
+# Helpers for scenarios running inside a kcoll test VM (sourced, bash).
+# The init script exports kcoll_run, kcoll_out, kcoll_vm, kcoll_nvms,
+# kcoll_kver, kcoll_top and optionally kcoll_arg (',' stands for ' ').
+set -u
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export HOME=/root TMPDIR=/tmp LC_ALL=C
+KCOLL_OUT=$kcoll_out/vm$kcoll_vm
+KCOLL_TOP=$kcoll_top
+KCOLL_KO=$KCOLL_TOP/build/$kcoll_kver/kmod/kcoll.ko
+KCOLL_ARG=${kcoll_arg:-}
+KCOLL_ARG=${KCOLL_ARG//,/ }
+KCOLL_IP=10.9.0.$((kcoll_vm + 1))
+KCOLL_FAILS=()
+mkdir -p "$KCOLL_OUT"
+exec > >(tee -a "$KCOLL_OUT/log") 2>&1
+
+log() { echo "[vm$kcoll_vm] $*"; }
+# Record a failure; the scenario goes on so that the log shows everything.
+fail() { log "FAIL: $*"; KCOLL_FAILS+=("$*"); }
+
+kcoll_net_up() {
+	ip link set lo up
+	ip link set eth0 up || { fail "no eth0"; return 1; }
+	ip addr add "$KCOLL_IP/24" dev eth0
+}
+
+# Soft-RoCE on eth0; waits until the port is ACTIVE.
+kcoll_rxe_up() {
+	modprobe rdma_rxe || { fail "modprobe rdma_rxe"; return 1; }
+	rdma link add rxe0 type rxe netdev eth0 || { fail "rdma link add"; return 1; }
+	local i
+	for i in $(seq 1 100); do
+		ibv_devinfo -d rxe0 2>/dev/null | grep -q PORT_ACTIVE && return 0
+		sleep 0.1
+	done
+	fail "rxe0 never became ACTIVE"
+	return 1
+}
+
+kcoll_mod_load() {
+	[ -f "$KCOLL_KO" ] || { fail "no module at $KCOLL_KO"; return 1; }
+	modprobe ib_core && modprobe rdma_cm || { fail "modprobe ib_core/rdma_cm"; return 1; }
+	echo "kcoll-test: begin $(basename "$kcoll_run")" >/dev/kmsg
+	insmod "$KCOLL_KO" "$@" || { fail "insmod kcoll"; return 1; }
+	[ -c /dev/kcoll ] || { fail "/dev/kcoll missing after insmod"; return 1; }
+	log "kcoll loaded: $(cat /sys/class/misc/kcoll/abi_version 2>/dev/null | sed 's/^/ABI /')"
+}
+
+# Unload, then scan the kernel log written since kcoll_mod_load.
+kcoll_mod_unload() {
+	local refs
+	refs=$(cat /sys/module/kcoll/refcnt 2>/dev/null)
+	[ "$refs" = 0 ] || fail "module refcount is '$refs' before rmmod"
+	rmmod kcoll || fail "rmmod kcoll"
+	[ -e /sys/module/kcoll ] && fail "kcoll still loaded after rmmod"
+	kcoll_klog_check
+}
+
+# Any BUG/WARNING/Oops/leak report since the scenario began fails the run.
+kcoll_klog_check() {
+	dmesg >"$KCOLL_OUT/dmesg.txt"
+	local bad
+	bad=$(sed -n '/kcoll-test: begin/,$p' "$KCOLL_OUT/dmesg.txt" |
+		grep -E 'BUG:|WARNING:|Oops|general protection|Call Trace|KASAN|refcount_t|[Ll]eak|lockdep|hung_task|soft lockup|still has objects')
+	if [ -n "$bad" ]; then
+		fail "kernel log reports problems (see dmesg.txt): $(echo "$bad" | head -3)"
+	else
+		log "kernel log clean"
+	fi
+}
+
+# Write the status file the host waits for: "ok" or the failures.
+kcoll_finish() {
+	if [ ${#KCOLL_FAILS[@]} -eq 0 ]; then
+		echo ok >"$KCOLL_OUT/status"
+	else
+		printf '%s\n' "${KCOLL_FAILS[@]}" >"$KCOLL_OUT/status"
+	fi
+	sync
+}

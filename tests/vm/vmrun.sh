@@ -1,0 +1,87 @@
+#!/bin/bash
+# Boot a virtual cluster of N qemu VMs (TCG) running Debian's kernel KVER,
+# linked on one virtual Ethernet segment, each running SCENARIO (a bash
+# script, executed inside the VM against the host's root filesystem).
+#
+# Usage: tests/vm/vmrun.sh -k KVER -n NVMS -o OUTDIR [-t SECONDS]
+#                          [-m MEM_MB] [-c CPUS] [-a ARG] SCENARIO
+#
+# Results: OUTDIR is shared read-write with every VM; VM i writes under
+# OUTDIR/vm<i>/ and its console goes to OUTDIR/vm<i>.console. The exit code
+# is 0 only if every VM wrote OUTDIR/vm<i>/status containing "ok".
+#
+# Network: VM i has eth0 = 52:54:00:00:00:<i+1>, address 10.9.0.<i+1>/24.
+# One VM gets a private user-mode NIC; several VMs share a multicast
+# socket hub on the loopback interface (qemu -netdev socket,mcast=).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+kver="" nvms=1 out="" tmo=600 mem="" cpus="" arg=""
+while getopts "k:n:o:t:m:c:a:" o; do
+	case $o in
+	k) kver=$OPTARG ;; n) nvms=$OPTARG ;; o) out=$OPTARG ;;
+	t) tmo=$OPTARG ;; m) mem=$OPTARG ;; c) cpus=$OPTARG ;; a) arg=$OPTARG ;;
+	*) exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+scenario=${1:?usage: vmrun.sh -k KVER -n N -o OUT SCENARIO}
+scenario=$(realpath "$scenario")
+[ -n "$kver" ] && [ -n "$out" ] || { echo "vmrun: -k and -o are required" >&2; exit 2; }
+kernel=/boot/vmlinuz-$kver
+[ -r "$kernel" ] || { echo "vmrun: cannot read $kernel" >&2; exit 2; }
+command -v qemu-system-x86_64 >/dev/null || { echo "vmrun: qemu-system-x86_64 missing" >&2; exit 2; }
+
+mkdir -p "$out"
+out=$(realpath "$out")
+initrd=$top/build/vm/initrd-$kver.gz
+if [ ! -f "$initrd" ] || [ "$here/init" -nt "$initrd" ] || [ "$here/mkinitrd.sh" -nt "$initrd" ]; then
+	mkdir -p "$top/build/vm"
+	"$here/mkinitrd.sh" "$kver" "$initrd" || exit 2
+fi
+
+# Share the host's 2 cores: one vCPU each when several VMs run.
+[ -n "$cpus" ] || { [ "$nvms" -gt 1 ] && cpus=1 || cpus=2; }
+[ -n "$mem" ] || { [ "$nvms" -gt 1 ] && mem=1024 || mem=2048; }
+port=$((20000 + ($$ % 20000)))
+hub="socket,mcast=230.0.$((RANDOM % 250)).$((RANDOM % 250 + 1)):$port,localaddr=127.0.0.1"
+
+pids=()
+for ((i = 0; i < nvms; i++)); do
+	rm -rf "$out/vm$i"
+	mkdir -p "$out/vm$i"
+	mac=$(printf '52:54:00:00:00:%02x' $((i + 1)))
+	if [ "$nvms" -gt 1 ]; then
+		net="$hub,id=n0"
+	else
+		net="user,id=n0,restrict=on"
+	fi
+	cmdline="console=ttyS0 quiet loglevel=4 panic=-1 oops=panic"
+	cmdline+=" kcoll_run=$scenario kcoll_out=$out kcoll_vm=$i kcoll_nvms=$nvms"
+	cmdline+=" kcoll_kver=$kver kcoll_top=$top"
+	[ -n "$arg" ] && cmdline+=" kcoll_arg=${arg// /,}"
+	timeout --foreground -k 10 "$tmo" qemu-system-x86_64 \
+		-machine q35 -accel tcg,thread=multi -cpu max -smp "$cpus" -m "$mem" \
+		-nographic -no-reboot -nodefaults -serial stdio \
+		-kernel "$kernel" -initrd "$initrd" -append "$cmdline" \
+		-virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap \
+		-virtfs "local,path=$out,mount_tag=results,security_model=none,multidevs=remap" \
+		-netdev "$net" -device "virtio-net-pci,netdev=n0,mac=$mac,romfile=" \
+		</dev/null >"$out/vm$i.console" 2>&1 &
+	pids+=($!)
+done
+
+rc=0
+for ((i = 0; i < nvms; i++)); do
+	wait "${pids[$i]}"
+	qrc=$?
+	if [ $qrc -eq 124 ] || [ $qrc -eq 137 ]; then
+		echo "vmrun: vm$i timed out after ${tmo}s (console: $out/vm$i.console)" >&2
+		rc=1
+	fi
+	if ! grep -qx ok "$out/vm$i/status" 2>/dev/null; then
+		echo "vmrun: vm$i did not report ok: $(head -c 300 "$out/vm$i/status" 2>/dev/null || echo 'no status')" >&2
+		rc=1
+	fi
+done
+exit $rc
