@@ -35,7 +35,6 @@ struct kcoll_rings {
 	u32 *sq_head;
 	u32 *sq_tail;
 	u32 *sq_flags;
-	u32 *sq_dropped;
 	struct kcoll_sqe *sqes;
 	u32 *cq_head;
 	u32 *cq_tail;

@@ -45,7 +45,10 @@ int kcoll_ring_size(u32 req_sq, u32 req_cq, u32 flags, u32 max_sq,
 		max_sq = KCOLL_SQ_ENTRIES_LIMIT;
 	if (max_cq > KCOLL_CQ_ENTRIES_LIMIT)
 		max_cq = KCOLL_CQ_ENTRIES_LIMIT;
-	/* The limits themselves are powers of two (enforced by sysfs). */
+	/* Every SQ slot needs a CQ slot, and the CQ may not exceed max_cq:
+	 * the SQ is limited by both. (The limits are powers of two.) */
+	if (max_sq > max_cq)
+		max_sq = max_cq;
 	if (!req_sq || !max_sq || !max_cq)
 		return -EINVAL;
 	if (req_sq > max_sq) {
@@ -64,15 +67,13 @@ int kcoll_ring_size(u32 req_sq, u32 req_cq, u32 flags, u32 max_sq,
 			req_cq = max_cq;
 		}
 		*cq = kcoll_roundup_pow2(req_cq);
-		/* Every SQ slot must be able to hold an accepted descriptor. */
 		if (*cq < *sq)
 			return -EINVAL;
 	} else {
 		if (req_cq)
 			return -EINVAL;
-		*cq = 2 * *sq;
-		if (*cq > max_cq)
-			*cq = max_cq < *sq ? *sq : max_cq;
+		/* Twice the SQ, within the limit; never below the SQ. */
+		*cq = *sq <= max_cq / 2 ? 2 * *sq : max_cq;
 	}
 	return 0;
 }
@@ -97,7 +98,6 @@ void kcoll_ring_layout(u32 sq_entries, u32 cq_entries,
 	l->sq_off.ring_mask = off + 4;
 	l->sq_off.ring_entries = off + 8;
 	l->sq_off.flags = off + 12;
-	l->sq_off.dropped = off + 16;
 	off += line;
 	/* Line 1: SQ tail (application writes). */
 	l->sq_off.tail = off;

@@ -57,11 +57,13 @@ static inline bool kcoll_is_pow2(u32 v)
 	return v && !(v & (v - 1));
 }
 
-/* Smallest power of two >= v, for 1 <= v <= 2^31. */
+/* Smallest power of two >= v; 0 if there is none in u32 (v > 2^31). */
 static inline u32 kcoll_roundup_pow2(u32 v)
 {
 	u32 r = 1;
 
+	if (v > (1U << 31))
+		return 0;
 	while (r < v)
 		r <<= 1;
 	return r;

@@ -76,10 +76,12 @@ static void kcoll_cq_post(struct kcoll_ctx *ctx, u64 user_data, int res)
 	WRITE_ONCE(cqe->user_data, user_data);
 	WRITE_ONCE(cqe->res, res);
 	WRITE_ONCE(cqe->flags, 0);
-	ctx->cq_tail++;
 	ctx->cq_reserved--;
 	/* K3: the CQE stores above are visible before the new tail. */
-	smp_store_release(ctx->r.cq_tail, ctx->cq_tail);
+	smp_store_release(ctx->r.cq_tail, ctx->cq_tail + 1);
+	/* Advance the private tail only once the CQE is published: lockless
+	 * waiters (kcoll_cq_has) read it and must never see a CQE early. */
+	WRITE_ONCE(ctx->cq_tail, ctx->cq_tail + 1);
 
 	kcoll_stat_add(KCOLL_STAT_COMPLETED, 1);
 	if (res < 0)
@@ -142,7 +144,6 @@ static void kcoll_rings_resolve(struct kcoll_ctx *ctx)
 	ctx->r.sq_head = (u32 *)(base + l->sq_off.head);
 	ctx->r.sq_tail = (u32 *)(base + l->sq_off.tail);
 	ctx->r.sq_flags = (u32 *)(base + l->sq_off.flags);
-	ctx->r.sq_dropped = (u32 *)(base + l->sq_off.dropped);
 	ctx->r.sqes = (struct kcoll_sqe *)(base + l->sq_off.sqes);
 	ctx->r.cq_head = (u32 *)(base + l->cq_off.head);
 	ctx->r.cq_tail = (u32 *)(base + l->cq_off.tail);
@@ -312,12 +313,15 @@ static int kcoll_wait(struct kcoll_ctx *ctx, u32 want, u64 timeout_ns)
 	long ret;
 
 	if (!timeout_ns)
-		return wait_event_interruptible(ctx->cq_wait,
-						kcoll_cq_has(ctx, want));
-	ret = wait_event_interruptible_hrtimeout(ctx->cq_wait,
-						 kcoll_cq_has(ctx, want),
-						 ns_to_ktime(timeout_ns));
-	return ret;	/* 0, -ETIME or -ERESTARTSYS */
+		ret = wait_event_interruptible(ctx->cq_wait,
+					       kcoll_cq_has(ctx, want));
+	else
+		ret = wait_event_interruptible_hrtimeout(ctx->cq_wait,
+							 kcoll_cq_has(ctx, want),
+							 ns_to_ktime(timeout_ns));
+	/* Never restart: a restarted call would wait the whole relative
+	 * timeout again. The caller re-enters if it wants to. */
+	return ret == -ERESTARTSYS ? -EINTR : ret;	/* 0, -ETIME, -EINTR */
 }
 
 long kcoll_ctx_enter(struct kcoll_ctx *ctx, const struct kcoll_enter *e)

@@ -166,7 +166,6 @@ static int coll_setup_sane(const struct kcoll_setup *s)
 	    !coll_span_ok(so->ring_mask, u, u, size) ||
 	    !coll_span_ok(so->ring_entries, u, u, size) ||
 	    !coll_span_ok(so->flags, u, u, size) ||
-	    !coll_span_ok(so->dropped, u, u, size) ||
 	    !coll_span_ok(so->sqes,
 			  (uint64_t)s->sq_entries * sizeof(struct kcoll_sqe),
 			  _Alignof(struct kcoll_sqe), size))
@@ -200,7 +199,6 @@ static int coll_ring_resolve(struct coll_ring *r, const struct kcoll_setup *s,
 	sq->khead = (uint32_t *)(b + s->sq_off.head);
 	sq->ktail = (uint32_t *)(b + s->sq_off.tail);
 	sq->kflags = (uint32_t *)(b + s->sq_off.flags);
-	sq->kdropped = (uint32_t *)(b + s->sq_off.dropped);
 	sq->sqes = (struct kcoll_sqe *)(b + s->sq_off.sqes);
 	sq->ring_mask = *(const uint32_t *)(b + s->sq_off.ring_mask);
 	sq->ring_entries = *(const uint32_t *)(b + s->sq_off.ring_entries);
@@ -450,8 +448,13 @@ int coll_ring_wait_cqe(struct coll_ring *r, struct kcoll_cqe **cqe,
 			left = deadline - now;
 		}
 		ret = coll_ring_enter(r, 0, 1, KCOLL_ENTER_GETEVENTS, left);
-		if (ret < 0)
+		if (ret < 0) {
+			/* One may have landed just as the time ran out. */
+			if (ret == -ETIME && !coll_ring_peek_cqe(r, cqe))
+				return 0;
+			*cqe = NULL;
 			return ret;
+		}
 		/* The wait may end a moment before the tail is published:
 		 * go round again, with what is left of the timeout. */
 		if (!coll_ring_peek_cqe(r, cqe))

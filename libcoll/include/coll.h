@@ -81,7 +81,6 @@ struct coll_ring_sq {
 	uint32_t *khead;		/* kernel writes: next SQE to read */
 	uint32_t *ktail;		/* we write: published tail */
 	uint32_t *kflags;		/* kernel writes: KCOLL_SQ_F_* */
-	uint32_t *kdropped;		/* kernel writes */
 	struct kcoll_sqe *sqes;		/* the SQE array */
 	uint32_t ring_mask;
 	uint32_t ring_entries;

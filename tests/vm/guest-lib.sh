@@ -61,9 +61,7 @@ kcoll_mod_unload() {
 kcoll_klog_check() {
 	dmesg >"$KCOLL_OUT/dmesg.txt"
 	local bad
-	bad=$(sed -n '/kcoll-test: begin/,$p' "$KCOLL_OUT/dmesg.txt" |
-		grep -E 'BUG:|WARNING:|Oops|general protection|Call Trace|KASAN|refcount_t|[Ll]eak|lockdep|hung_task|soft lockup|still has objects')
-	if [ -n "$bad" ]; then
+	if ! bad=$("$KCOLL_TOP/tests/vm/klog-scan.sh" "$KCOLL_OUT/dmesg.txt"); then
 		fail "kernel log reports problems (see dmesg.txt): $(echo "$bad" | head -3)"
 	else
 		log "kernel log clean"

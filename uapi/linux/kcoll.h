@@ -146,10 +146,12 @@ struct kcoll_sq_offsets {
 	__u32	ring_mask;
 	__u32	ring_entries;
 	__u32	flags;		/* kernel writes: KCOLL_SQ_F_* */
-	__u32	dropped;	/* kernel writes: SQEs rejected before a CQE */
 	__u32	sqes;		/* the SQE array */
-	__u32	resv;
+	__u32	resv[2];
 };
+
+/* sq.flags, set by the kernel. None is defined in ABI version 1 (always 0);
+ * room for a kernel-side poller's NEED_WAKEUP. */
 
 /* Offsets of the CQ fields, relative to the start of the mapping. */
 struct kcoll_cq_offsets {

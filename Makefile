@@ -1,0 +1,118 @@
+# SPDX-License-Identifier: GPL-2.0
+# kcoll top-level build. See README.md.
+#
+#   make              module (newest Debian kernel, or KDIR=...), libcoll, tools
+#   make check        host unit tests + VM tests on every installed kernel
+#   make demo         install what is missing, build, boot a VM, show kcoll
+#   make bench        ring benchmark in a VM (recorded in docs/PERFORMANCE.md)
+#   make modules-all  the module for every kernel with headers installed
+#   make dkms-check   dkms add/build/remove against every installed kernel
+#
+# Kbuild reads ./Kbuild (not this file) when the kernel build descends here.
+
+TOP := $(CURDIR)
+BUILD := $(TOP)/build
+ifeq ($(origin CC),default)
+CC := gcc
+endif
+CFLAGS_USER := -O2 -g -Wall -Wextra -Werror -std=gnu11 -I$(TOP)/uapi
+
+# Kernels: every /lib/modules/<ver> that has headers; newest by version.
+KVERS := $(shell for d in /lib/modules/*/build; do [ -d "$$d" ] && \
+	basename "$$(dirname "$$d")"; done 2>/dev/null | sort -V)
+KVER_NEWEST := $(lastword $(KVERS))
+KDIR ?= /lib/modules/$(KVER_NEWEST)/build
+# The release a tree builds for: /lib/modules/<ver>/build or
+# /usr/src/linux-headers-<ver>.
+KVER ?= $(patsubst linux-headers-%,%,$(if $(filter build,$(notdir $(KDIR))),$(notdir $(patsubst %/,%,$(dir $(KDIR)))),$(notdir $(KDIR))))
+
+.PHONY: all module modules-all libcoll tools tests-bin unit-test check \
+	vm-test demo bench deps dkms-check install clean help
+
+all: module libcoll tools tests-bin
+
+help:
+	@sed -n '2,12p' Makefile
+
+deps:
+	tools/install-deps.sh
+
+# ---------------------------------------------------------------- module
+module:
+	@[ -n "$(KVER)" ] || { echo "no kernel headers found: run 'make deps' (as root) or set KDIR=" >&2; exit 1; }
+	tools/build-module.sh $(KDIR) $(BUILD)/$(KVER)
+
+modules-all:
+	@[ -n "$(KVERS)" ] || { echo "no kernel headers under /lib/modules" >&2; exit 1; }
+	@set -e; for v in $(KVERS); do \
+		tools/build-module.sh /lib/modules/$$v/build $(BUILD)/$$v; done
+
+# What DKMS runs inside its own copy of the tree (see dkms.conf).
+dkms-module:
+	tools/build-module.sh $(KDIR)
+
+# ---------------------------------------------------------------- libcoll
+include libcoll/libcoll.mk
+
+# ---------------------------------------------------------------- tools
+TOOLS := $(BUILD)/tools/kcoll-ringbench
+
+tools: $(TOOLS)
+
+$(BUILD)/tools/kcoll-ringbench: tools/kcoll-ringbench.c $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -o $@ $< $(LIBCOLL_A)
+
+# ---------------------------------------------------------------- tests
+# The kselftest harness comes from Debian's linux-source-6.1, extracted at
+# build time (never committed).
+KSFT_TAR ?= $(firstword $(wildcard /usr/src/linux-source-6.1.tar.xz))
+KSFT_DIR := $(BUILD)/ksft
+$(KSFT_DIR)/kselftest_harness.h:
+	@[ -n "$(KSFT_TAR)" ] || { echo "linux-source-6.1 is not installed (make deps)" >&2; exit 1; }
+	@mkdir -p $(KSFT_DIR)
+	tar -xJf $(KSFT_TAR) -C $(KSFT_DIR) --strip-components=4 \
+		linux-source-6.1/tools/testing/selftests/kselftest_harness.h \
+		linux-source-6.1/tools/testing/selftests/kselftest.h
+	@touch $@
+
+KSFT_SRCS := $(wildcard tests/kselftest/*_test.c)
+KSFT_BINS := $(patsubst tests/kselftest/%.c,$(BUILD)/tests/bin/%,$(KSFT_SRCS))
+
+tests-bin: $(KSFT_BINS)
+
+$(BUILD)/tests/bin/%: tests/kselftest/%.c tests/kselftest/kcoll_test.h uapi/linux/kcoll.h $(KSFT_DIR)/kselftest_harness.h $(LIBCOLL_A)
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -Wall -Werror -I$(TOP)/uapi -I$(KSFT_DIR) -I$(TOP)/libcoll/include \
+		-o $@ $< $(LIBCOLL_A) -lpthread
+
+include tests/unit/unit.mk
+
+# VM tests: every installed kernel, plus the 2-VM RDMA scenario.
+vm-test: modules-all tests-bin tools
+	tests/run-vm-tests.sh $(KVERS)
+
+check:
+	tests/check.sh
+
+# ---------------------------------------------------------------- demo/bench
+demo:
+	tools/demo.sh
+
+bench: modules-all tools
+	tools/bench.sh
+
+# ---------------------------------------------------------------- DKMS
+DKMS_VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
+
+dkms-check:
+	tools/dkms-check.sh $(KVERS)
+
+# libcoll, its headers (coll.h, linux/kcoll.h) and libcoll.pc under
+# PREFIX (default /usr/local); the module goes in through DKMS.
+install: libcoll-install
+
+clean:
+	rm -rf $(BUILD)
+	rm -f kmod/*.o kmod/*.ko kmod/*.mod kmod/*.mod.c kmod/.*.cmd kmod/modules.order \
+		kmod/kcoll_config.h kmod/.kcoll_config.kdir Module.symvers modules.order .*.cmd .build.log

@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: MIT
+#
+# libcoll build fragment, included from the top-level Makefile.
+#
+# Expects: TOP (the repository root) and CC. Optional: AR, PREFIX, DESTDIR,
+# LIBCOLL_EXTRA_CFLAGS, LIBCOLL_EXTRA_LDFLAGS, LIBCOLL_BUILD.
+#
+# Provides:
+#   LIBCOLL_SO        shared library (soname libcoll.so.0), with the
+#                     libcoll.so.0 and libcoll.so symlinks next to it
+#   LIBCOLL_A         static library
+#   LIBCOLL_CPPFLAGS  include flags for code using libcoll (coll.h, linux/kcoll.h)
+#   targets: libcoll, libcoll-install, libcoll-clean (phony)
+
+LIBCOLL_VERSION	:= 0.1.0
+LIBCOLL_SONAME	:= libcoll.so.0
+LIBCOLL_SRCDIR	:= $(TOP)/libcoll
+LIBCOLL_BUILD	?= $(TOP)/build/libcoll
+
+LIBCOLL_SO	:= $(LIBCOLL_BUILD)/libcoll.so.$(LIBCOLL_VERSION)
+LIBCOLL_SO_LINKS := $(LIBCOLL_BUILD)/$(LIBCOLL_SONAME) $(LIBCOLL_BUILD)/libcoll.so
+LIBCOLL_A	:= $(LIBCOLL_BUILD)/libcoll.a
+LIBCOLL_MAP	:= $(LIBCOLL_SRCDIR)/libcoll.map
+LIBCOLL_PC	:= $(LIBCOLL_BUILD)/libcoll.pc
+
+LIBCOLL_SRCS	:= $(LIBCOLL_SRCDIR)/ring.c
+LIBCOLL_OBJS	:= $(patsubst $(LIBCOLL_SRCDIR)/%.c,$(LIBCOLL_BUILD)/%.o,$(LIBCOLL_SRCS))
+
+LIBCOLL_CPPFLAGS := -I$(LIBCOLL_SRCDIR)/include -I$(TOP)/uapi
+LIBCOLL_CFLAGS	:= -std=gnu11 -Wall -Wextra -Werror -O2 -g -fPIC \
+		   -fvisibility=hidden $(LIBCOLL_CPPFLAGS) -MMD -MP \
+		   $(LIBCOLL_EXTRA_CFLAGS)
+LIBCOLL_LDFLAGS	:= -shared -Wl,-soname,$(LIBCOLL_SONAME) \
+		   -Wl,--version-script=$(LIBCOLL_MAP) \
+		   -Wl,-z,defs -Wl,-z,relro -Wl,-z,now $(LIBCOLL_EXTRA_LDFLAGS)
+
+LIBCOLL_PREFIX	= $(if $(PREFIX),$(PREFIX),/usr/local)
+
+.PHONY: libcoll libcoll-install libcoll-clean
+
+libcoll: $(LIBCOLL_SO) $(LIBCOLL_SO_LINKS) $(LIBCOLL_A)
+
+$(LIBCOLL_BUILD):
+	mkdir -p $@
+
+$(LIBCOLL_OBJS): $(LIBCOLL_BUILD)/%.o: $(LIBCOLL_SRCDIR)/%.c \
+		 $(LIBCOLL_SRCDIR)/libcoll.mk | $(LIBCOLL_BUILD)
+	$(CC) $(LIBCOLL_CFLAGS) -c -o $@ $<
+
+$(LIBCOLL_SO): $(LIBCOLL_OBJS) $(LIBCOLL_MAP)
+	$(CC) $(LIBCOLL_LDFLAGS) -o $@ $(LIBCOLL_OBJS)
+
+$(LIBCOLL_BUILD)/$(LIBCOLL_SONAME): $(LIBCOLL_SO)
+	ln -sfn $(notdir $(LIBCOLL_SO)) $@
+
+$(LIBCOLL_BUILD)/libcoll.so: $(LIBCOLL_BUILD)/$(LIBCOLL_SONAME)
+	ln -sfn $(LIBCOLL_SONAME) $@
+
+$(LIBCOLL_A): $(LIBCOLL_OBJS)
+	rm -f $@
+	$(AR) rcs $@ $(LIBCOLL_OBJS)
+
+# Regenerated on every install: PREFIX may differ from the last run.
+libcoll-install: libcoll
+	sed -e 's|@PREFIX@|$(LIBCOLL_PREFIX)|g' $(LIBCOLL_SRCDIR)/libcoll.pc.in > $(LIBCOLL_PC)
+	install -d $(DESTDIR)$(LIBCOLL_PREFIX)/lib/pkgconfig \
+		$(DESTDIR)$(LIBCOLL_PREFIX)/include/linux
+	install -m 0644 $(LIBCOLL_SRCDIR)/include/coll.h $(DESTDIR)$(LIBCOLL_PREFIX)/include/
+	install -m 0644 $(TOP)/uapi/linux/kcoll.h $(DESTDIR)$(LIBCOLL_PREFIX)/include/linux/
+	install -m 0755 $(LIBCOLL_SO) $(DESTDIR)$(LIBCOLL_PREFIX)/lib/
+	ln -sfn $(notdir $(LIBCOLL_SO)) $(DESTDIR)$(LIBCOLL_PREFIX)/lib/$(LIBCOLL_SONAME)
+	ln -sfn $(LIBCOLL_SONAME) $(DESTDIR)$(LIBCOLL_PREFIX)/lib/libcoll.so
+	install -m 0644 $(LIBCOLL_A) $(DESTDIR)$(LIBCOLL_PREFIX)/lib/
+	install -m 0644 $(LIBCOLL_PC) $(DESTDIR)$(LIBCOLL_PREFIX)/lib/pkgconfig/
+
+libcoll-clean:
+	rm -rf $(LIBCOLL_BUILD)
+
+-include $(LIBCOLL_OBJS:.o=.d)

@@ -1,0 +1,88 @@
+#!/bin/bash
+# make check: everything kcoll tests, ending with "N passed, N failed".
+#  1. build: the module against every installed kernel (W=1, no warnings),
+#     libcoll, tools and test binaries;
+#  2. host unit tests (plain logic, libcoll), no VM;
+#  3. DKMS add/build against every installed kernel (root only);
+#  4. VM tests on every installed kernel: the kselftest binaries in one VM
+#     and the 2-VM Soft-RoCE scenario.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top" || exit 1
+log=$top/build/check
+mkdir -p "$log"
+pass=0 fail=0 skip=0
+t0=$SECONDS
+
+count() {	# name rc: one result line
+	if [ "$2" = 0 ]; then
+		echo "ok - $1"
+		pass=$((pass + 1))
+	else
+		echo "not ok - $1"
+		fail=$((fail + 1))
+	fi
+}
+
+kvers=$(make -s --no-print-directory -f - <<<'include Makefile
+print:
+	@echo $(KVERS)' print 2>/dev/null)
+if [ -z "$kvers" ]; then
+	echo "check: no kernel headers under /lib/modules: run 'make deps' as root" >&2
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+echo "# kernels: $kvers"
+
+# 1. Build.
+make -s modules-all >"$log/modules.log" 2>&1
+rc=$?
+count "module builds W=1 clean against: $kvers" $rc
+[ $rc = 0 ] || tail -30 "$log/modules.log"
+make -s all >"$log/build.log" 2>&1
+rc=$?
+count "libcoll, tools and tests build" $rc
+[ $rc = 0 ] || tail -30 "$log/build.log"
+
+# 2. Host unit tests: every "ok N"/"not ok N" line counts.
+make -s unit-test >"$log/unit.log" 2>&1
+rc=$?
+grep -E '^not ok ' "$log/unit.log"
+p=$(grep -cE '^ok ' "$log/unit.log")
+f=$(grep -cE '^not ok ' "$log/unit.log")
+pass=$((pass + p)) fail=$((fail + f))
+echo "# unit: $p passed, $f failed"
+if [ $rc != 0 ] && [ "$f" = 0 ]; then
+	count "unit tests ran" $rc
+	tail -20 "$log/unit.log"
+fi
+
+# 3. DKMS.
+if [ "$(id -u)" = 0 ] && command -v dkms >/dev/null; then
+	# shellcheck disable=SC2086
+	tools/dkms-check.sh $kvers >"$log/dkms.log" 2>&1
+	cat "$log/dkms.log" | grep -E '^(not )?ok '
+	p=$(grep -cE '^ok ' "$log/dkms.log")
+	f=$(grep -cE '^not ok ' "$log/dkms.log")
+	pass=$((pass + p)) fail=$((fail + f))
+	[ "$p$f" != 00 ] || count "dkms-check ran" 1
+else
+	echo "ok - dkms # SKIP needs root and the dkms package"
+	skip=$((skip + 1))
+fi
+
+# 4. VM tests.
+# shellcheck disable=SC2086
+tests/run-vm-tests.sh $kvers | tee "$log/vm.log" | grep -vE '^VM: '
+line=$(grep -E '^VM: ' "$log/vm.log")
+if [ -n "$line" ]; then
+	read -r p f s <<<"$(echo "$line" | awk '{ print $2, $4, $6 }')"
+	pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
+else
+	count "VM tests ran" 1
+fi
+
+echo "# check took $((SECONDS - t0)) s; logs in $log"
+[ $skip = 0 ] || echo "# $skip skipped"
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]

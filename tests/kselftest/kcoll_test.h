@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Raw-ABI helpers shared by the kcoll selftests. They speak to /dev/kcoll
+ * with bare ioctls and the mapping, independent of libcoll, so that the
+ * kernel's behaviour is tested against the documented ABI itself.
+ */
+#ifndef KCOLL_TEST_H
+#define KCOLL_TEST_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <linux/kcoll.h>
+
+#define KCOLL_DEV	"/dev/kcoll"
+#define KCOLL_SYSFS	"/sys/class/misc/kcoll/"
+
+struct tring {
+	int fd;
+	struct kcoll_setup p;
+	void *map;
+	_Atomic __u32 *sq_head, *sq_tail, *cq_head, *cq_tail;
+	__u32 *cq_flags;
+	struct kcoll_sqe *sqes;
+	struct kcoll_cqe *cqes;
+	__u32 sq_mask, cq_mask;
+	__u32 sq_local_tail;	/* SQEs prepared, not yet published */
+};
+
+static inline int kt_open(void)
+{
+	return open(KCOLL_DEV, O_RDWR | O_CLOEXEC);
+}
+
+/* ioctl returning -errno on failure. */
+static inline long kt_ioctl(int fd, unsigned long cmd, void *arg)
+{
+	long r = ioctl(fd, cmd, arg);
+
+	return r < 0 ? -errno : r;
+}
+
+/* Set up and map a ring; returns 0 or -errno. */
+static inline int kt_ring_init(struct tring *r, __u32 sq, __u32 cq, __u32 flags)
+{
+	__u8 *b;
+	long err;
+
+	memset(r, 0, sizeof(*r));
+	r->fd = kt_open();
+	if (r->fd < 0)
+		return -errno;
+	r->p.sq_entries = sq;
+	r->p.cq_entries = cq;
+	r->p.flags = flags;
+	err = kt_ioctl(r->fd, KCOLL_IOC_SETUP, &r->p);
+	if (err) {
+		close(r->fd);
+		return err;
+	}
+	r->map = mmap(NULL, r->p.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		      r->fd, r->p.mmap_offset);
+	if (r->map == MAP_FAILED) {
+		err = -errno;
+		close(r->fd);
+		return err;
+	}
+	b = r->map;
+	r->sq_head = (void *)(b + r->p.sq_off.head);
+	r->sq_tail = (void *)(b + r->p.sq_off.tail);
+	r->cq_head = (void *)(b + r->p.cq_off.head);
+	r->cq_tail = (void *)(b + r->p.cq_off.tail);
+	r->cq_flags = (void *)(b + r->p.cq_off.flags);
+	r->sqes = (void *)(b + r->p.sq_off.sqes);
+	r->cqes = (void *)(b + r->p.cq_off.cqes);
+	r->sq_mask = *(__u32 *)(b + r->p.sq_off.ring_mask);
+	r->cq_mask = *(__u32 *)(b + r->p.cq_off.ring_mask);
+	r->sq_local_tail = atomic_load_explicit(r->sq_tail, memory_order_relaxed);
+	return 0;
+}
+
+static inline void kt_ring_exit(struct tring *r)
+{
+	if (r->map && r->map != MAP_FAILED)
+		munmap(r->map, r->p.mmap_size);
+	if (r->fd >= 0)
+		close(r->fd);
+	r->fd = -1;
+	r->map = NULL;
+}
+
+/* Next SQE slot, zeroed; NULL if the SQ is full. */
+static inline struct kcoll_sqe *kt_get_sqe(struct tring *r)
+{
+	__u32 head = atomic_load_explicit(r->sq_head, memory_order_acquire);
+	struct kcoll_sqe *sqe;
+
+	if (r->sq_local_tail - head >= r->p.sq_entries)
+		return NULL;
+	sqe = &r->sqes[r->sq_local_tail++ & r->sq_mask];
+	memset(sqe, 0, sizeof(*sqe));
+	return sqe;
+}
+
+static inline struct kcoll_sqe *kt_prep(struct tring *r, __u8 op, __u64 ud)
+{
+	struct kcoll_sqe *sqe = kt_get_sqe(r);
+
+	if (sqe) {
+		sqe->opcode = op;
+		sqe->user_data = ud;
+	}
+	return sqe;
+}
+
+/* Publish prepared SQEs and ring the doorbell. */
+static inline long kt_enter(struct tring *r, __u32 to_submit, __u32 min_complete,
+			    __u32 flags, __u64 timeout_ns)
+{
+	struct kcoll_enter e = {
+		.to_submit = to_submit, .min_complete = min_complete,
+		.flags = flags, .timeout_ns = timeout_ns,
+	};
+
+	atomic_store_explicit(r->sq_tail, r->sq_local_tail, memory_order_release);
+	return kt_ioctl(r->fd, KCOLL_IOC_ENTER, &e);
+}
+
+static inline long kt_submit(struct tring *r)
+{
+	__u32 n = r->sq_local_tail -
+		  atomic_load_explicit(r->sq_head, memory_order_acquire);
+
+	return kt_enter(r, n, 0, 0, 0);
+}
+
+static inline __u32 kt_cq_ready(struct tring *r)
+{
+	return atomic_load_explicit(r->cq_tail, memory_order_acquire) -
+	       atomic_load_explicit(r->cq_head, memory_order_relaxed);
+}
+
+/* Pop one CQE into *out; returns 0 or -EAGAIN. */
+static inline int kt_pop(struct tring *r, struct kcoll_cqe *out)
+{
+	__u32 head = atomic_load_explicit(r->cq_head, memory_order_relaxed);
+
+	if (atomic_load_explicit(r->cq_tail, memory_order_acquire) == head)
+		return -EAGAIN;
+	*out = r->cqes[head & r->cq_mask];
+	atomic_store_explicit(r->cq_head, head + 1, memory_order_release);
+	return 0;
+}
+
+/* Read a decimal sysfs value of the kcoll device; -1 on error. */
+static inline long long kt_sysfs_read(const char *name)
+{
+	char path[256], buf[64];
+	long long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), KCOLL_SYSFS "%s", name);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fgets(buf, sizeof(buf), f))
+		v = strtoll(buf, NULL, 0);
+	fclose(f);
+	return v;
+}
+
+/* Write a sysfs value; returns 0 or -errno. */
+static inline int kt_sysfs_write(const char *name, const char *val)
+{
+	char path[256];
+	ssize_t n;
+	int fd, err = 0;
+
+	snprintf(path, sizeof(path), KCOLL_SYSFS "%s", name);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return -errno;
+	n = write(fd, val, strlen(val));
+	if (n < 0)
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+#endif /* KCOLL_TEST_H */

@@ -1,0 +1,43 @@
+#!/bin/bash
+# Run kcoll's VM test matrix: for each kernel given, the kselftest binaries
+# in one VM, and the 2-VM Soft-RoCE scenario. Prints one result line per
+# test and per scenario, then "VM: P passed, F failed, S skipped".
+# Usage: tests/run-vm-tests.sh KVER...
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+out=$top/build/vmtest
+pass=0 fail=0 skip=0
+[ $# -gt 0 ] || { echo "usage: $0 KVER..." >&2; exit 2; }
+
+scenario() {	# kver name nvms timeout
+	local kver=$1 name=$2 n=$3 tmo=$4 dir=$out/$1/$2
+	local t0=$SECONDS
+	if "$top/tests/vm/vmrun.sh" -k "$kver" -n "$n" -o "$dir" -t "$tmo" \
+		"$top/tests/vm/scenarios/$name.sh"; then
+		echo "ok - vm $kver $name ($n VM, $((SECONDS - t0)) s)"
+		pass=$((pass + 1))
+	else
+		echo "not ok - vm $kver $name ($n VM): see $dir"
+		for s in "$dir"/vm*/status; do
+			[ -f "$s" ] && sed "s|^|#   $(basename "$(dirname "$s")"): |" "$s"
+		done
+		fail=$((fail + 1))
+	fi
+	# Every TAP line of every selftest binary counts on its own.
+	for tap in "$dir"/vm*/*.tap; do
+		[ -f "$tap" ] || continue
+		local p f s
+		p=$(grep -cE '^ok [0-9]+ ' "$tap" | tr -d ' ')
+		s=$(grep -cE '^ok [0-9]+ .*# SKIP' "$tap" | tr -d ' ')
+		f=$(grep -cE '^not ok [0-9]+ ' "$tap" | tr -d ' ')
+		grep -E '^not ok |# SKIP' "$tap" | sed "s|^|#   $kver $(basename "$tap" .tap): |"
+		pass=$((pass + p - s)) fail=$((fail + f)) skip=$((skip + s))
+	done
+}
+
+for kver in "$@"; do
+	scenario "$kver" selftests 1 900
+	scenario "$kver" rdma-pair 2 400
+done
+echo "VM: $pass passed, $fail failed, $skip skipped"
+[ $fail = 0 ]

@@ -1,0 +1,84 @@
+# SPDX-License-Identifier: MIT
+#
+# Host unit tests (no VM, no /dev/kcoll), included from the top-level
+# Makefile. Expects TOP (the repository root) and CC; pulls in
+# libcoll/libcoll.mk unless that was included already.
+#
+#   make unit-test        build and run every unit test
+#   make unit-build       build them only
+#   make unit-clean
+#
+# Arguments for the test programs (e.g. a test-name filter) go in
+# UNIT_ARGS; UNIT_SEED=<n> in the environment changes the random seeds.
+
+ifndef LIBCOLL_A
+include $(TOP)/libcoll/libcoll.mk
+endif
+
+UNIT_SRCDIR	:= $(TOP)/tests/unit
+UNIT_BUILD	?= $(TOP)/build/unit
+UNIT_TIMEOUT	?= 600
+UNIT_ARGS	?=
+
+UNIT_SAN	:= -fsanitize=address,undefined -fno-sanitize-recover=all \
+		   -fno-omit-frame-pointer
+UNIT_CFLAGS	:= -std=gnu11 -Wall -Wextra -Werror -g -O1 $(UNIT_SAN) \
+		   -I$(TOP)/uapi -I$(TOP)/kmod -I$(UNIT_SRCDIR)
+UNIT_LDFLAGS	:= $(UNIT_SAN)
+UNIT_ENV	:= ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+		   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+UNIT_LOGIC	:= $(UNIT_BUILD)/test_logic
+UNIT_ABI	:= $(UNIT_BUILD)/test_libcoll_abi
+UNIT_ABI_SO	:= $(UNIT_BUILD)/test_libcoll_abi_so
+UNIT_BINS	:= $(UNIT_LOGIC) $(UNIT_ABI) $(UNIT_ABI_SO)
+
+# Each program is compiled and linked in one step, so the headers are
+# listed by hand rather than tracked with -MMD.
+UNIT_HDRS	:= $(UNIT_SRCDIR)/unit.h $(TOP)/kmod/kcoll_logic.h \
+		   $(TOP)/kmod/kcoll_plain.h $(TOP)/uapi/linux/kcoll.h
+
+.PHONY: unit-build unit-test unit-clean
+
+unit-build: $(UNIT_BINS)
+
+$(UNIT_BUILD):
+	mkdir -p $@
+
+# The module's plain logic, compiled straight from kmod/.
+$(UNIT_LOGIC): $(UNIT_SRCDIR)/test_logic.c $(TOP)/kmod/kcoll_logic.c \
+	       $(UNIT_HDRS) $(UNIT_SRCDIR)/unit.mk | $(UNIT_BUILD)
+	$(CC) $(UNIT_CFLAGS) -o $@ $(UNIT_SRCDIR)/test_logic.c \
+		$(TOP)/kmod/kcoll_logic.c $(UNIT_LDFLAGS)
+
+# libcoll against the static library ...
+$(UNIT_ABI): $(UNIT_SRCDIR)/test_libcoll_abi.c $(TOP)/kmod/kcoll_logic.c \
+	     $(UNIT_HDRS) $(LIBCOLL_SRCDIR)/include/coll.h $(LIBCOLL_A) \
+	     $(UNIT_SRCDIR)/unit.mk | $(UNIT_BUILD)
+	$(CC) $(UNIT_CFLAGS) $(LIBCOLL_CPPFLAGS) -pthread -o $@ \
+		$(UNIT_SRCDIR)/test_libcoll_abi.c $(TOP)/kmod/kcoll_logic.c \
+		$(LIBCOLL_A) $(UNIT_LDFLAGS)
+
+# ... and the same program against the shared one: every public function
+# must be exported (COLL_API plus the version script).
+$(UNIT_ABI_SO): $(UNIT_SRCDIR)/test_libcoll_abi.c $(TOP)/kmod/kcoll_logic.c \
+		$(UNIT_HDRS) $(LIBCOLL_SRCDIR)/include/coll.h $(LIBCOLL_SO) \
+		$(LIBCOLL_SO_LINKS) $(UNIT_SRCDIR)/unit.mk | $(UNIT_BUILD)
+	$(CC) $(UNIT_CFLAGS) $(LIBCOLL_CPPFLAGS) -pthread -o $@ \
+		$(UNIT_SRCDIR)/test_libcoll_abi.c $(TOP)/kmod/kcoll_logic.c \
+		-L$(LIBCOLL_BUILD) -lcoll -Wl,-rpath,$(abspath $(LIBCOLL_BUILD)) \
+		$(UNIT_LDFLAGS)
+
+# Every program runs even if an earlier one failed; the target fails if any
+# did. The shell test checks the VM runner's kernel-log gate.
+unit-test: $(UNIT_BINS)
+	@rc=0; for t in $(UNIT_BINS); do \
+		echo "== $$t"; \
+		env $(UNIT_ENV) timeout $(UNIT_TIMEOUT) $$t $(UNIT_ARGS) || rc=1; \
+	done; \
+	echo "== tests/unit/test_klog_scan.sh"; \
+	$(UNIT_SRCDIR)/test_klog_scan.sh || rc=1; \
+	exit $$rc
+
+unit-clean:
+	rm -rf $(UNIT_BUILD)

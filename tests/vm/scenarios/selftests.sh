@@ -1,0 +1,21 @@
+#!/bin/bash
+# Run every kselftest-harness binary of kcoll inside one VM with the module
+# loaded, then unload it and scan the kernel log. TAP output per binary goes
+# to <name>.tap; the host's check runner counts the results.
+. "$kcoll_top/tests/vm/guest-lib.sh"
+kcoll_net_up
+kcoll_rxe_up
+kcoll_mod_load
+for t in "$KCOLL_TOP"/build/tests/bin/*_test; do
+	name=$(basename "$t")
+	log "running $name"
+	timeout -k 5 600 "$t" >"$KCOLL_OUT/$name.tap" 2>&1
+	rc=$?
+	grep -E '^(not )?ok |^# (PASSED|FAILED|Totals)' "$KCOLL_OUT/$name.tap"
+	[ $rc = 0 ] || fail "$name exited with $rc"
+	# A leak of contexts or requests shows in the counters at once.
+	[ "$(cat /sys/class/misc/kcoll/stats/contexts)" = 0 ] || fail "$name left contexts open"
+	[ "$(cat /sys/class/misc/kcoll/stats/inflight)" = 0 ] || fail "$name left requests in flight"
+done
+kcoll_mod_unload
+kcoll_finish
