@@ -40,16 +40,16 @@ deps:
 # ---------------------------------------------------------------- module
 module:
 	@[ -n "$(KVER)" ] || { echo "no kernel headers found: run 'make deps' (as root) or set KDIR=" >&2; exit 1; }
-	tools/build-module.sh $(KDIR) $(BUILD)/$(KVER)
+	+tools/build-module.sh $(KDIR) $(BUILD)/$(KVER)
 
 modules-all:
 	@[ -n "$(KVERS)" ] || { echo "no kernel headers under /lib/modules" >&2; exit 1; }
-	@set -e; for v in $(KVERS); do \
+	+@set -e; for v in $(KVERS); do \
 		tools/build-module.sh /lib/modules/$$v/build $(BUILD)/$$v; done
 
 # What DKMS runs inside its own copy of the tree (see dkms.conf).
 dkms-module:
-	tools/build-module.sh $(KDIR)
+	+tools/build-module.sh $(KDIR)
 
 # ---------------------------------------------------------------- libcoll
 include libcoll/libcoll.mk

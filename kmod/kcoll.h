@@ -98,6 +98,7 @@ struct kcoll_opdef {
 };
 
 extern const struct kcoll_opdef kcoll_ops[KCOLL_OP_LAST];
+int kcoll_nop_exec(const struct kcoll_sqe *sqe);
 int kcoll_ops_init(void);
 void kcoll_ops_exit(void);
 

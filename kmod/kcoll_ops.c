@@ -12,7 +12,7 @@
 
 static struct workqueue_struct *kcoll_wq;
 
-static int kcoll_nop_exec(const struct kcoll_sqe *sqe)
+int kcoll_nop_exec(const struct kcoll_sqe *sqe)
 {
 	return 0;
 }

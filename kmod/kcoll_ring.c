@@ -24,6 +24,7 @@
 #include <linux/poll.h>
 #include <linux/hrtimer.h>
 #include <linux/lockdep.h>
+#include <linux/indirect_call_wrapper.h>
 
 #include "kcoll.h"
 #include "kcoll_compat.h"
@@ -63,29 +64,51 @@ static void kcoll_ctx_free(struct kref *ref)
 /* ---------------------------------------------------------------- */
 
 /*
- * Write one CQE into a slot reserved at submission and publish it.
- * Must hold ctx->cq_lock.
+ * Write one CQE into a slot reserved at submission, without publishing it.
+ * Must hold ctx->cq_lock; kcoll_cq_publish() must follow before the lock
+ * is dropped. @pending counts filled, unpublished CQEs.
  */
-static void kcoll_cq_post(struct kcoll_ctx *ctx, u64 user_data, int res)
+static void kcoll_cq_fill(struct kcoll_ctx *ctx, u32 pending, u64 user_data,
+			  int res)
 	__must_hold(&ctx->cq_lock)
 {
 	struct kcoll_cqe *cqe;
 
 	lockdep_assert_held(&ctx->cq_lock);
-	cqe = &ctx->r.cqes[ctx->cq_tail & (ctx->layout.cq_entries - 1)];
+	cqe = &ctx->r.cqes[(ctx->cq_tail + pending) &
+			   (ctx->layout.cq_entries - 1)];
 	WRITE_ONCE(cqe->user_data, user_data);
 	WRITE_ONCE(cqe->res, res);
 	WRITE_ONCE(cqe->flags, 0);
-	ctx->cq_reserved--;
-	/* K3: the CQE stores above are visible before the new tail. */
-	smp_store_release(ctx->r.cq_tail, ctx->cq_tail + 1);
-	/* Advance the private tail only once the CQE is published: lockless
-	 * waiters (kcoll_cq_has) read it and must never see a CQE early. */
-	WRITE_ONCE(ctx->cq_tail, ctx->cq_tail + 1);
+}
 
-	kcoll_stat_add(KCOLL_STAT_COMPLETED, 1);
-	if (res < 0)
-		kcoll_stat_add(KCOLL_STAT_FAILED, 1);
+/*
+ * Publish @n filled CQEs (@failed of them with res < 0). Must hold
+ * ctx->cq_lock.
+ */
+static void kcoll_cq_publish(struct kcoll_ctx *ctx, u32 n, u32 failed)
+	__must_hold(&ctx->cq_lock)
+{
+	lockdep_assert_held(&ctx->cq_lock);
+	ctx->cq_reserved -= n;
+	/* K3: the CQE stores are visible before the new tail. */
+	smp_store_release(ctx->r.cq_tail, ctx->cq_tail + n);
+	/* Advance the private tail only once the CQEs are published:
+	 * lockless waiters (kcoll_cq_has) read it and must never see a CQE
+	 * early. */
+	WRITE_ONCE(ctx->cq_tail, ctx->cq_tail + n);
+
+	kcoll_stat_add(KCOLL_STAT_COMPLETED, n);
+	if (failed)
+		kcoll_stat_add(KCOLL_STAT_FAILED, failed);
+}
+
+/* Fill and publish one CQE. Must hold ctx->cq_lock. */
+static void kcoll_cq_post(struct kcoll_ctx *ctx, u64 user_data, int res)
+	__must_hold(&ctx->cq_lock)
+{
+	kcoll_cq_fill(ctx, 0, user_data, res);
+	kcoll_cq_publish(ctx, 1, res < 0);
 }
 
 /* Wake waiters and signal the eventfd. Must hold ctx->cq_lock. */
@@ -220,7 +243,8 @@ static int kcoll_submit(struct kcoll_ctx *ctx, u32 to_submit)
 	__must_hold(&ctx->submit_lock)
 {
 	const u32 sq_mask = ctx->layout.sq_entries - 1;
-	u32 tail, space, i;
+	u32 tail, space, i, filled = 0, failed = 0;
+	bool locked = false;
 	int n;
 
 	lockdep_assert_held(&ctx->submit_lock);
@@ -248,16 +272,20 @@ static int kcoll_submit(struct kcoll_ctx *ctx, u32 to_submit)
 		return -EBUSY;
 	}
 
+	/*
+	 * Inline completions are filled under one hold of cq_lock and
+	 * published together; the lock is dropped only around the start of
+	 * an asynchronous request (which may complete, and take the lock, at
+	 * once). @filled counts CQEs written but not yet published.
+	 */
 	for (i = 0; i < (u32)n; i++) {
-		const struct kcoll_sqe *shared;
 		const struct kcoll_opdef *op;
 		struct kcoll_req *req;
 		struct kcoll_sqe sqe;
 		int res;
 
 		/* Copy once; validate and use only the copy. */
-		shared = &ctx->r.sqes[ctx->sq_head & sq_mask];
-		memcpy(&sqe, shared, sizeof(sqe));
+		memcpy(&sqe, &ctx->r.sqes[ctx->sq_head & sq_mask], sizeof(sqe));
 		ctx->sq_head++;
 
 		res = kcoll_sqe_check(&sqe);
@@ -265,7 +293,8 @@ static int kcoll_submit(struct kcoll_ctx *ctx, u32 to_submit)
 			goto complete_now;
 		op = &kcoll_ops[sqe.opcode];
 		if (op->exec) {
-			res = op->exec(&sqe);
+			/* Direct call for NOP, the hot inline op: no retpoline. */
+			res = INDIRECT_CALL_1(op->exec, kcoll_nop_exec, &sqe);
 			goto complete_now;
 		}
 
@@ -279,25 +308,39 @@ static int kcoll_submit(struct kcoll_ctx *ctx, u32 to_submit)
 		req->ctx = ctx;
 		kref_get(&ctx->ref);
 		atomic_inc(&kcoll_nr_inflight);
-		spin_lock_irq(&ctx->cq_lock);
+		if (!locked) {
+			spin_lock_irq(&ctx->cq_lock);
+			locked = true;
+		}
 		list_add_tail(&req->node, &ctx->reqs);
+		if (filled) {
+			kcoll_cq_publish(ctx, filled, failed);
+			filled = failed = 0;
+		}
 		spin_unlock_irq(&ctx->cq_lock);
+		locked = false;
 		op->issue(req);
 		continue;
 
 complete_now:
-		spin_lock_irq(&ctx->cq_lock);
-		kcoll_cq_post(ctx, sqe.user_data, res);
-		spin_unlock_irq(&ctx->cq_lock);
+		if (!locked) {
+			spin_lock_irq(&ctx->cq_lock);
+			locked = true;
+		}
+		kcoll_cq_fill(ctx, filled++, sqe.user_data, res);
+		failed += res < 0;
 	}
+	if (!locked)
+		spin_lock_irq(&ctx->cq_lock);
+	if (filled)
+		kcoll_cq_publish(ctx, filled, failed);
+	/* One notification for the inline completions of the whole batch. */
+	kcoll_cq_notify(ctx);
+	spin_unlock_irq(&ctx->cq_lock);
+
 	/* K2: the SQ slots may be reused. */
 	smp_store_release(ctx->r.sq_head, ctx->sq_head);
 	kcoll_stat_add(KCOLL_STAT_SUBMITTED, n);
-
-	/* One notification for the inline completions of the whole batch. */
-	spin_lock_irq(&ctx->cq_lock);
-	kcoll_cq_notify(ctx);
-	spin_unlock_irq(&ctx->cq_lock);
 	return n;
 }
 

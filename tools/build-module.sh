@@ -40,7 +40,8 @@ if [ $rc -ne 0 ]; then
 	echo "build-module: kbuild failed against $kdir" >&2
 	exit $rc
 fi
-if grep -q 'warning:' "$log"; then
+# Compiler, kernel-doc and modpost warnings; not make's own notes.
+if grep -E 'warning:|WARNING:' "$log" | grep -qvE '^make(\[[0-9]+\])?: '; then
 	echo "build-module: warnings against $kdir (W=1 must be clean)" >&2
 	exit 1
 fi

@@ -44,6 +44,7 @@ static double run(struct coll_ring *r, unsigned int batch, double secs,
 		/* 64 batches between clock reads keep the clock off the path. */
 		for (unsigned int rep = 0; rep < 64; rep++) {
 			struct kcoll_cqe *cqe;
+			uint32_t head;
 			int n;
 
 			for (i = 0; i < batch; i++) {
@@ -61,11 +62,8 @@ static double run(struct coll_ring *r, unsigned int batch, double secs,
 					n < 0 ? coll_strerror(n) : "short");
 				exit(1);
 			}
-			for (i = 0; i < batch; i++) {
-				if (coll_ring_peek_cqe(r, &cqe)) {
-					fprintf(stderr, "CQE %llu missing\n", want);
-					exit(1);
-				}
+			i = 0;
+			coll_ring_for_each_cqe(r, head, cqe) {
 				if (cqe->user_data != want || cqe->res != 0) {
 					fprintf(stderr, "CQE %llu: user_data %llu res %d\n",
 						want, (unsigned long long)cqe->user_data,
@@ -73,13 +71,27 @@ static double run(struct coll_ring *r, unsigned int batch, double secs,
 					exit(1);
 				}
 				want++;
-				coll_ring_cqe_seen(r, cqe);
+				i++;
 			}
+			if (i != batch) {
+				fprintf(stderr, "%u CQEs for a batch of %u\n", i, batch);
+				exit(1);
+			}
+			coll_ring_cq_advance(r, batch);
 		}
 		t = now() - t0;
 	} while (t < secs);
 	*ops_out = seq;
 	return seq / t;
+}
+
+#define RUNS 5
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
 }
 
 /* Cost of the cheapest system call, for scale. */
@@ -146,6 +158,7 @@ static int demo(struct coll_ring *r)
 
 int main(int argc, char **argv)
 {
+	/* Batch 1 is the reference every ratio is taken against. */
 	unsigned int batches[16] = { 1, 8, 16, 32, 64, 128, 256 };
 	unsigned int nb = 7, maxb = 0, i;
 	double secs = 1.0, base = 0, r64 = 0;
@@ -187,28 +200,44 @@ int main(int argc, char **argv)
 	}
 	if (show && demo(&ring))
 		return 1;
-	printf("# kcoll-ringbench: NOP descriptors through the rings, %.1f s per point\n", secs);
+	printf("# kcoll-ringbench: NOP descriptors through the rings, %.1f s per point,\n"
+	       "# median of %d interleaved rounds\n", secs, RUNS);
 	printf("# getppid() syscall: %.0f ns\n", syscall_ns(secs / 2));
 	printf("# %8s %12s %12s %10s %12s\n", "batch", "descriptors", "desc/s", "ns/desc",
 	       "vs batch 1");
-	/* Batch 1 first: every ratio is against this run's own figure. */
+	/*
+	 * Rounds interleave every batch size, and each figure is the median
+	 * of its rounds, so that drift in the emulated machine's speed hits
+	 * all sizes alike. Every ratio is against batch 1 of this same run.
+	 */
 	{
-		unsigned long long ops;
+		double rates[16][RUNS], med[16];
+		unsigned long long ops[16] = { 0 };
+		unsigned int round, b1 = nb;
 
-		base = run(&ring, 1, secs, &ops);
-		printf("  %8u %12llu %12.0f %10.0f %12.2f\n", 1, ops, base, 1e9 / base, 1.0);
-	}
-	for (i = 0; i < nb; i++) {
-		unsigned long long ops;
-		double rate;
+		for (round = 0; round < RUNS; round++)
+			for (i = 0; i < nb; i++) {
+				unsigned long long o;
 
-		if (batches[i] == 1)
-			continue;
-		rate = run(&ring, batches[i], secs, &ops);
-		printf("  %8u %12llu %12.0f %10.0f %12.2f\n", batches[i], ops, rate,
-		       1e9 / rate, rate / base);
-		if (batches[i] == 64)
-			r64 = rate / base;
+				rates[i][round] = run(&ring, batches[i], secs / RUNS, &o);
+				ops[i] += o;
+			}
+		for (i = 0; i < nb; i++) {
+			qsort(rates[i], RUNS, sizeof(double), cmp_double);
+			med[i] = rates[i][RUNS / 2];
+			if (batches[i] == 1)
+				b1 = i;
+		}
+		base = b1 < nb ? med[b1] : 0;
+		for (i = 0; i < nb; i++) {
+			printf("  %8u %12llu %12.0f %10.0f", batches[i], ops[i], med[i],
+			       1e9 / med[i]);
+			if (base > 0)
+				printf(" %12.2f", med[i] / base);
+			printf("\n");
+			if (batches[i] == 64 && base > 0)
+				r64 = med[i] / base;
+		}
 	}
 	if (r64 > 0)
 		printf("# ratio batch 64 / one ENTER per descriptor: %.1f (target >= 10: %s)\n",

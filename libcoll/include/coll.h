@@ -267,6 +267,23 @@ COLL_API int coll_ring_wait_cqe(struct coll_ring *r, struct kcoll_cqe **cqe,
 COLL_API void coll_ring_cqe_seen(struct coll_ring *r, struct kcoll_cqe *cqe);
 
 /**
+ * coll_ring_for_each_cqe() - visit every ready CQE without consuming it.
+ * @r:		the ring
+ * @head:	a uint32_t cursor
+ * @cqe:	a struct kcoll_cqe * set to each CQE in turn
+ *
+ * Count the CQEs visited and hand them back with one
+ * coll_ring_cq_advance() afterwards: one release store per batch instead of
+ * one per CQE. Each step load-acquires cq.tail, pairing with the kernel's
+ * store-release after it writes the CQEs.
+ */
+#define coll_ring_for_each_cqe(r, head, cqe)				\
+	for ((head) = *(r)->cq.khead;					\
+	     (head) != __atomic_load_n((r)->cq.ktail, __ATOMIC_ACQUIRE) &&	\
+	     ((cqe) = &(r)->cq.cqes[(head) & (r)->cq.ring_mask], 1);	\
+	     (head)++)
+
+/**
  * coll_ring_cq_advance() - hand back the @n oldest CQEs at once.
  * @r:	the ring
  * @n:	number of CQEs read, at most coll_ring_cq_ready()
