@@ -1,0 +1,434 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * kcoll reduction implementation template. Included once by each of
+ * kcoll_reduce_{scalar,sse2,avx2}.c after defining KCOLL_VEC_BYTES:
+ *	0	plain C (the compiler may still auto-vectorize)
+ *	16	GCC vector extensions, 16-byte vectors (SSE2)
+ *	32	GCC vector extensions, 32-byte vectors (AVX2; fp16 through F16C,
+ *		so the file must be built with -mavx2 -mf16c)
+ * then KCOLL_REDUCE_DEFINE_TABLE(symbol, "name") defines the table.
+ *
+ * Order of operations: strictly elementwise. dst[i] is computed from dst[i]
+ * and src[i] alone, with the same operation in the vector main loop and in
+ * the scalar tail, so every implementation, vector width and alignment gives
+ * the same bits (NaN payloads aside). No horizontal operation, no FMA
+ * contraction (a single operation per element), no reassociation.
+ *
+ * Floating point lives only in this file (and the files including it).
+ * No library calls: no memcpy, no libgcc helpers.
+ */
+#ifndef KCOLL_VEC_BYTES
+#error "define KCOLL_VEC_BYTES (0, 16 or 32) before including kcoll_reduce_body.h"
+#endif
+
+#include "kcoll_reduce.h"
+
+#define KR_VB	KCOLL_VEC_BYTES
+
+#if KR_VB != 0 && KR_VB != 16 && KR_VB != 32
+#error "KCOLL_VEC_BYTES must be 0, 16 or 32"
+#endif
+#if KR_VB == 32 && !defined(__F16C__)
+#error "the 32-byte reduction must be compiled with -mavx2 -mf16c"
+#endif
+
+typedef signed char kr_s8;
+/* Element access types for possibly unaligned buffers. */
+typedef u16 kr_u16_m __attribute__((aligned(1), may_alias));
+typedef float kr_f32_m __attribute__((aligned(1), may_alias));
+typedef double kr_f64_m __attribute__((aligned(1), may_alias));
+
+/* ------------------------------------------------------------------ */
+/* Scalar operations (also the tail of the vector loops)              */
+/* ------------------------------------------------------------------ */
+
+/* Integer sum/prod run on the unsigned type of the same width: wraps. */
+#define KR_S_SUM(T, a, b)	((T)((a) + (b)))
+#define KR_S_PROD(T, a, b)	((T)((a) * (b)))
+/* Unsigned char * unsigned char promotes to int: 255 * 255 fits. */
+#define KR_S_MIN(T, a, b)	(((a) < (b) || (a) != (a)) ? (a) : (b))
+#define KR_S_MAX(T, a, b)	(((a) > (b) || (a) != (a)) ? (a) : (b))
+
+/* ------------------------------------------------------------------ */
+/* Vector types and operations                                         */
+/* ------------------------------------------------------------------ */
+#if KR_VB
+/* Aligned (register) type and unaligned, aliasing memory-access type. */
+#define KR_VTYPE(T, name)						\
+	typedef T name __attribute__((vector_size(KR_VB)));		\
+	typedef T name##_m __attribute__((vector_size(KR_VB), aligned(1), \
+					  may_alias))
+KR_VTYPE(u8, kr_vu8);
+KR_VTYPE(kr_s8, kr_vs8);
+KR_VTYPE(u32, kr_vu32);
+KR_VTYPE(s32, kr_vs32);
+KR_VTYPE(u64, kr_vu64);
+KR_VTYPE(s64, kr_vs64);
+KR_VTYPE(float, kr_vf32);
+KR_VTYPE(double, kr_vf64);
+
+/* Half-width vector of 16-bit elements: as many lanes as kr_vf32. */
+typedef u16 kr_vh __attribute__((vector_size(KR_VB / 2)));
+typedef u16 kr_vh_m __attribute__((vector_size(KR_VB / 2), aligned(1),
+				   may_alias));
+
+#define KR_V_SUM(VT, a, b)	((a) + (b))
+#define KR_V_PROD(VT, a, b)	((a) * (b))
+/*
+ * Bitwise select by comparison mask; the mask type is the signed integer
+ * vector of the same lane width. (a) != (a) is the NaN test (folded away
+ * for integers).
+ */
+#define KR_V_SEL(VT, m, a, b)						\
+	((VT)((m & (__typeof__(m))(a)) | (~m & (__typeof__(m))(b))))
+#define KR_V_MIN(VT, a, b) ({						\
+	__typeof__((a) < (b)) kr_m_ = ((a) < (b)) | ((a) != (a));	\
+	KR_V_SEL(VT, kr_m_, a, b); })
+#define KR_V_MAX(VT, a, b) ({						\
+	__typeof__((a) > (b)) kr_m_ = ((a) > (b)) | ((a) != (a));	\
+	KR_V_SEL(VT, kr_m_, a, b); })
+
+/* Main loop, unrolled 4x, then single vectors; leaves i for the tail. */
+#define KR_VLOOP(T, VT, VOP)						\
+	do {								\
+		const size_t e_ = KR_VB / sizeof(T);			\
+		for (; i + 4 * e_ <= n; i += 4 * e_) {			\
+			VT a0 = *(const VT##_m *)(d + i);		\
+			VT a1 = *(const VT##_m *)(d + i + e_);		\
+			VT a2 = *(const VT##_m *)(d + i + 2 * e_);	\
+			VT a3 = *(const VT##_m *)(d + i + 3 * e_);	\
+			VT b0 = *(const VT##_m *)(s + i);		\
+			VT b1 = *(const VT##_m *)(s + i + e_);		\
+			VT b2 = *(const VT##_m *)(s + i + 2 * e_);	\
+			VT b3 = *(const VT##_m *)(s + i + 3 * e_);	\
+			*(VT##_m *)(d + i) = VOP(VT, a0, b0);		\
+			*(VT##_m *)(d + i + e_) = VOP(VT, a1, b1);	\
+			*(VT##_m *)(d + i + 2 * e_) = VOP(VT, a2, b2);	\
+			*(VT##_m *)(d + i + 3 * e_) = VOP(VT, a3, b3);	\
+		}							\
+		for (; i + e_ <= n; i += e_) {				\
+			VT a0 = *(const VT##_m *)(d + i);		\
+			VT b0 = *(const VT##_m *)(s + i);		\
+			*(VT##_m *)(d + i) = VOP(VT, a0, b0);		\
+		}							\
+	} while (0)
+#else
+#define KR_VLOOP(T, VT, VOP)	do { } while (0)
+#endif
+
+/* fname: dst[i] = SOP(dst[i], src[i]) for element type T. */
+#define KR_DEF(fname, T, VT, VOP, SOP)					\
+static void fname(void *dst, const void *src, size_t n)		\
+{									\
+	typedef T kr_t_m __attribute__((aligned(1), may_alias));	\
+	kr_t_m *d = (kr_t_m *)dst;					\
+	const kr_t_m *s = (const kr_t_m *)src;				\
+	size_t i = 0;							\
+									\
+	KR_VLOOP(T, VT, VOP);						\
+	for (; i < n; i++)						\
+		d[i] = SOP(T, d[i], s[i]);				\
+}
+
+#define KR_DEF_INT(sfx, T, VT)						\
+	KR_DEF(kr_sum_##sfx, T, VT, KR_V_SUM, KR_S_SUM)			\
+	KR_DEF(kr_prod_##sfx, T, VT, KR_V_PROD, KR_S_PROD)		\
+	KR_DEF(kr_min_##sfx, T, VT, KR_V_MIN, KR_S_MIN)			\
+	KR_DEF(kr_max_##sfx, T, VT, KR_V_MAX, KR_S_MAX)
+
+/* Signed sum/prod use the unsigned functions (same bits, no UB). */
+#define KR_DEF_SINT(sfx, T, VT)						\
+	KR_DEF(kr_min_##sfx, T, VT, KR_V_MIN, KR_S_MIN)			\
+	KR_DEF(kr_max_##sfx, T, VT, KR_V_MAX, KR_S_MAX)
+
+#define KR_DEF_FLT	KR_DEF_INT
+
+KR_DEF_INT(u8, u8, kr_vu8)
+KR_DEF_SINT(s8, kr_s8, kr_vs8)
+KR_DEF_INT(u32, u32, kr_vu32)
+KR_DEF_SINT(s32, s32, kr_vs32)
+KR_DEF_INT(u64, u64, kr_vu64)
+KR_DEF_SINT(s64, s64, kr_vs64)
+KR_DEF_FLT(f32, float, kr_vf32)
+KR_DEF_FLT(f64, double, kr_vf64)
+
+/* ------------------------------------------------------------------ */
+/* 16-bit floating types                                              */
+/* ------------------------------------------------------------------ */
+
+union kr_f32bits {
+	float f;
+	u32 u;
+};
+
+static inline float kr_u2f(u32 u)
+{
+	union kr_f32bits x = { .u = u };
+
+	return x.f;
+}
+
+static inline u32 kr_f2u(float f)
+{
+	union kr_f32bits x = { .f = f };
+
+	return x.u;
+}
+
+/* bf16 -> fp32: exact. */
+static inline float kr_bf2f(u16 h)
+{
+	return kr_u2f((u32)h << 16);
+}
+
+/* fp32 -> bf16, round to nearest even; a NaN stays a (quiet) NaN. */
+static inline u16 kr_f2bf(float f)
+{
+	u32 u = kr_f2u(f);
+
+	if ((u & 0x7fffffffU) > 0x7f800000U)
+		return (u16)((u >> 16) | 0x40);
+	return (u16)((u + 0x7fffU + ((u >> 16) & 1)) >> 16);
+}
+
+/* fp16 -> fp32: exact, subnormals included; a NaN comes out quiet. */
+static inline float kr_h2f(u16 h)
+{
+	u32 sign = (u32)(h & 0x8000) << 16;
+	u32 e = (h >> 10) & 0x1f;
+	u32 m = h & 0x3ff;
+
+	if (e == 0x1f)
+		return kr_u2f(sign | 0x7f800000U | (m << 13) |
+			      (m ? 0x400000U : 0));
+	if (e == 0) {
+		if (!m)
+			return kr_u2f(sign);
+		/* subnormal m * 2^-24: normalize */
+		e = 1;
+		while (!(m & 0x400)) {
+			m <<= 1;
+			e--;
+		}
+		m &= 0x3ff;
+	}
+	return kr_u2f(sign | ((e + 112) << 23) | (m << 13));
+}
+
+/* fp32 -> fp16, round to nearest even, as F16C with imm 0. */
+static inline u16 kr_f2h(float f)
+{
+	u32 u = kr_f2u(f);
+	u32 sign = (u >> 16) & 0x8000;
+	u32 a = u & 0x7fffffffU;
+	u32 r, rem, halfw;
+
+	if (a > 0x7f800000U)			/* NaN: keep top payload bits */
+		return (u16)(sign | 0x7e00 | ((a >> 13) & 0x3ff));
+	if (a >= 0x477ff000U)			/* >= 65520: rounds to inf */
+		return (u16)(sign | 0x7c00);
+	if (a >= 0x38800000U) {			/* normal half */
+		r = (a - 0x38000000U) >> 13;
+		rem = a & 0x1fff;
+		if (rem > 0x1000 || (rem == 0x1000 && (r & 1)))
+			r++;
+		return (u16)(sign | r);
+	}
+	/* subnormal half or zero: value in units of 2^-24 */
+	{
+		u32 exp = a >> 23;
+		u32 mant = (a & 0x7fffff) | 0x800000;
+		u32 shift = 126 - exp;		/* >= 14 here */
+
+		if (shift > 24)
+			return (u16)sign;
+		r = mant >> shift;
+		rem = mant & ((1U << shift) - 1);
+		halfw = 1U << (shift - 1);
+		if (rem > halfw || (rem == halfw && (r & 1)))
+			r++;
+		return (u16)(sign | r);
+	}
+}
+
+#define KR_F_SUM(a, b)	((a) + (b))
+#define KR_F_PROD(a, b)	((a) * (b))
+#define KR_F_MIN(a, b)	KR_S_MIN(float, a, b)
+#define KR_F_MAX(a, b)	KR_S_MAX(float, a, b)
+#define KR_FV_SUM(a, b)	((a) + (b))
+#define KR_FV_PROD(a, b) ((a) * (b))
+#define KR_FV_MIN(a, b)	KR_V_MIN(kr_vf32, a, b)
+#define KR_FV_MAX(a, b)	KR_V_MAX(kr_vf32, a, b)
+
+#if KR_VB
+/* Vector bf16 <-> fp32 on kr_vf32-many lanes. */
+static inline kr_vf32 kr_vbf2f(kr_vh h)
+{
+	return (kr_vf32)(__builtin_convertvector(h, kr_vu32) << 16);
+}
+
+static inline kr_vh kr_vf2bf(kr_vf32 f)
+{
+	kr_vu32 u = (kr_vu32)f;
+	kr_vs32 nan = (kr_vs32)(u & 0x7fffffffU) > 0x7f800000;
+	kr_vu32 rn = (u + 0x7fffU + ((u >> 16) & 1)) >> 16;
+	kr_vu32 qn = (u >> 16) | 0x40;
+	kr_vu32 r = KR_V_SEL(kr_vu32, nan, qn, rn);
+
+	return __builtin_convertvector(r, kr_vh);
+}
+
+#define KR_VLOOP16(VCVT_IN, VCVT_OUT, FVOP)				\
+	do {								\
+		const size_t e_ = KR_VB / 4;				\
+		for (; i + 2 * e_ <= n; i += 2 * e_) {			\
+			kr_vf32 a0 = VCVT_IN(*(const kr_vh_m *)(d + i)); \
+			kr_vf32 a1 = VCVT_IN(*(const kr_vh_m *)(d + i + e_)); \
+			kr_vf32 b0 = VCVT_IN(*(const kr_vh_m *)(s + i)); \
+			kr_vf32 b1 = VCVT_IN(*(const kr_vh_m *)(s + i + e_)); \
+			*(kr_vh_m *)(d + i) = VCVT_OUT(FVOP(a0, b0));	\
+			*(kr_vh_m *)(d + i + e_) = VCVT_OUT(FVOP(a1, b1)); \
+		}							\
+		for (; i + e_ <= n; i += e_) {				\
+			kr_vf32 a0 = VCVT_IN(*(const kr_vh_m *)(d + i)); \
+			kr_vf32 b0 = VCVT_IN(*(const kr_vh_m *)(s + i)); \
+			*(kr_vh_m *)(d + i) = VCVT_OUT(FVOP(a0, b0));	\
+		}							\
+	} while (0)
+#define KR_VLOOP_BF16(FVOP)	KR_VLOOP16(kr_vbf2f, kr_vf2bf, FVOP)
+#else
+#define KR_VLOOP_BF16(FVOP)	do { } while (0)
+#endif
+
+#if KR_VB == 32
+/* F16C: 8 halves <-> 8 floats, rounding imm 0 = nearest even. */
+typedef short kr_v8hi __attribute__((vector_size(16)));
+
+static inline kr_vf32 kr_vh2f(kr_vh h)
+{
+	return (kr_vf32)__builtin_ia32_vcvtph2ps256((kr_v8hi)h);
+}
+
+static inline kr_vh kr_vf2h(kr_vf32 f)
+{
+	return (kr_vh)__builtin_ia32_vcvtps2ph256(f, 0);
+}
+#define KR_VLOOP_FP16(FVOP)	KR_VLOOP16(kr_vh2f, kr_vf2h, FVOP)
+#else
+#define KR_VLOOP_FP16(FVOP)	do { } while (0)
+#endif
+
+#define KR_DEF16(fname, VLOOP, TOF, FROMF, FVOP, FOP)			\
+static void fname(void *dst, const void *src, size_t n)		\
+{									\
+	kr_u16_m *d = (kr_u16_m *)dst;					\
+	const kr_u16_m *s = (const kr_u16_m *)src;			\
+	size_t i = 0;							\
+									\
+	VLOOP(FVOP);							\
+	for (; i < n; i++)						\
+		d[i] = FROMF(FOP(TOF(d[i]), TOF(s[i])));		\
+}
+
+#define KR_DEF_HALF(kind, VLOOP, TOF, FROMF)				\
+	KR_DEF16(kr_sum_##kind, VLOOP, TOF, FROMF, KR_FV_SUM, KR_F_SUM)	\
+	KR_DEF16(kr_prod_##kind, VLOOP, TOF, FROMF, KR_FV_PROD, KR_F_PROD) \
+	KR_DEF16(kr_min_##kind, VLOOP, TOF, FROMF, KR_FV_MIN, KR_F_MIN)	\
+	KR_DEF16(kr_max_##kind, VLOOP, TOF, FROMF, KR_FV_MAX, KR_F_MAX)
+
+KR_DEF_HALF(fp16, KR_VLOOP_FP16, kr_h2f, kr_f2h)
+KR_DEF_HALF(bf16, KR_VLOOP_BF16, kr_bf2f, kr_f2bf)
+
+/* ------------------------------------------------------------------ */
+/* AVG finish: dst[i] /= nranks (a true division, correctly rounded)  */
+/* ------------------------------------------------------------------ */
+
+static void kr_avg_f32(void *dst, size_t n, u32 nranks)
+{
+	kr_f32_m *d = (kr_f32_m *)dst;
+	float q = (float)nranks;
+	size_t i = 0;
+
+#if KR_VB
+	for (; i + KR_VB / 4 <= n; i += KR_VB / 4) {
+		kr_vf32 a = *(const kr_vf32_m *)(d + i);
+
+		*(kr_vf32_m *)(d + i) = a / q;
+	}
+#endif
+	for (; i < n; i++)
+		d[i] = d[i] / q;
+}
+
+static void kr_avg_f64(void *dst, size_t n, u32 nranks)
+{
+	kr_f64_m *d = (kr_f64_m *)dst;
+	double q = (double)nranks;
+	size_t i = 0;
+
+#if KR_VB
+	for (; i + KR_VB / 8 <= n; i += KR_VB / 8) {
+		kr_vf64 a = *(const kr_vf64_m *)(d + i);
+
+		*(kr_vf64_m *)(d + i) = a / q;
+	}
+#endif
+	for (; i < n; i++)
+		d[i] = d[i] / q;
+}
+
+static void kr_avg_fp16(void *dst, size_t n, u32 nranks)
+{
+	kr_u16_m *d = (kr_u16_m *)dst;
+	float q = (float)nranks;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		d[i] = kr_f2h(kr_h2f(d[i]) / q);
+}
+
+static void kr_avg_bf16(void *dst, size_t n, u32 nranks)
+{
+	kr_u16_m *d = (kr_u16_m *)dst;
+	float q = (float)nranks;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		d[i] = kr_f2bf(kr_bf2f(d[i]) / q);
+}
+
+/* ------------------------------------------------------------------ */
+/* Table                                                              */
+/* ------------------------------------------------------------------ */
+
+#define KR_ROW(sum, prod, min, max, avg) {				\
+	[KCOLL_REDOP_SUM] = sum, [KCOLL_REDOP_PROD] = prod,		\
+	[KCOLL_REDOP_MIN] = min, [KCOLL_REDOP_MAX] = max,		\
+	[KCOLL_REDOP_AVG] = avg }
+#define KR_IROW(u, s)	KR_ROW(kr_sum_##u, kr_prod_##u, kr_min_##s,	\
+			       kr_max_##s, NULL)
+#define KR_FROW(f)	KR_ROW(kr_sum_##f, kr_prod_##f, kr_min_##f,	\
+			       kr_max_##f, kr_sum_##f)
+
+#define KCOLL_REDUCE_DEFINE_TABLE(sym, impl_name)			\
+const struct kcoll_reduce_table sym = {					\
+	.name = impl_name,						\
+	.fn = {								\
+		[KCOLL_DTYPE_INT8]	= KR_IROW(u8, s8),		\
+		[KCOLL_DTYPE_UINT8]	= KR_IROW(u8, u8),		\
+		[KCOLL_DTYPE_INT32]	= KR_IROW(u32, s32),		\
+		[KCOLL_DTYPE_UINT32]	= KR_IROW(u32, u32),		\
+		[KCOLL_DTYPE_INT64]	= KR_IROW(u64, s64),		\
+		[KCOLL_DTYPE_UINT64]	= KR_IROW(u64, u64),		\
+		[KCOLL_DTYPE_FP16]	= KR_FROW(fp16),		\
+		[KCOLL_DTYPE_BF16]	= KR_FROW(bf16),		\
+		[KCOLL_DTYPE_FP32]	= KR_FROW(f32),			\
+		[KCOLL_DTYPE_FP64]	= KR_FROW(f64),			\
+	},								\
+	.avg_finish = {							\
+		[KCOLL_DTYPE_FP16]	= kr_avg_fp16,			\
+		[KCOLL_DTYPE_BF16]	= kr_avg_bf16,			\
+		[KCOLL_DTYPE_FP32]	= kr_avg_f32,			\
+		[KCOLL_DTYPE_FP64]	= kr_avg_f64,			\
+	},								\
+}
