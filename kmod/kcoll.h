@@ -5,14 +5,16 @@
  * Lifetimes:
  *  - struct kcoll_ctx is created by open() and freed when its last reference
  *    goes: the file holds one, every in-flight request holds one. release()
- *    cancels what it can and waits for the rest, so by the time the file is
- *    gone no request runs.
+ *    cancels what it can and waits until no request is on the in-flight
+ *    list; a completion may still be unwinding (after its CQE) when it
+ *    returns, which is why module exit drains kcoll_wq before freeing.
  *  - the ring region is owned by the ctx; mappings pin the file (VMA holds a
  *    file reference), so release() cannot run while the rings are mapped.
  *
  * Locking (outer to inner):
- *  ctx->submit_lock (mutex) - SQ consumption, setup, eventfd registration
- *  ctx->cq_lock (spinlock, irqsave) - CQ production and ctx->reqs list
+ *  ctx->submit_lock (mutex) - SQ consumption, setup
+ *  ctx->cq_lock (spinlock, irqsave) - CQ production and reservation, the
+ *                                     ctx->reqs list, the eventfd pointer
  */
 #ifndef KCOLL_H
 #define KCOLL_H
@@ -68,10 +70,10 @@ struct kcoll_ctx {
 	struct kcoll_ring_layout layout;
 	struct kcoll_rings r;
 
-	u32 sq_head;		/* private SQ head; must hold submit_lock */
+	u32 sq_head;		/* private SQ head; written under submit_lock,
+				 * read locklessly by poll() */
 	u32 cq_tail;		/* private CQ tail; must hold cq_lock */
 	u32 cq_reserved;	/* slots promised to in-flight reqs; cq_lock */
-	bool dying;		/* release() started; cq_lock */
 	struct list_head reqs;	/* in-flight requests; cq_lock */
 
 	struct eventfd_ctx *evfd; /* RCU-free not needed: set/cleared under

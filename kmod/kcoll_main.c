@@ -53,7 +53,8 @@ static long kcoll_ioctl_query(void __user *uarg)
 	q.abi_version = KCOLL_ABI_VERSION;
 	q.features = KCOLL_FEAT_SINGLE_MMAP | KCOLL_FEAT_NODROP |
 		     KCOLL_FEAT_EVENTFD | KCOLL_FEAT_POLL;
-	q.max_sq_entries = kcoll_max_sq_entries();
+	/* What SETUP enforces: every SQ slot needs a CQ slot. */
+	q.max_sq_entries = min(kcoll_max_sq_entries(), kcoll_max_cq_entries());
 	q.max_cq_entries = kcoll_max_cq_entries();
 	q.sqe_size = sizeof(struct kcoll_sqe);
 	q.cqe_size = sizeof(struct kcoll_cqe);
@@ -121,7 +122,7 @@ static int kcoll_mmap(struct file *file, struct vm_area_struct *vma)
 		return -EINVAL;
 	/* A private (copy-on-write) mapping would silently detach the
 	 * application from the kernel's view of the rings. */
-	if (!(vma->vm_flags & VM_SHARED))
+	if (!(vma->vm_flags & VM_MAYSHARE))
 		return -EINVAL;
 	return remap_vmalloc_range(vma, ctx->region, 0);
 }
@@ -131,6 +132,9 @@ static __poll_t kcoll_poll(struct file *file, poll_table *wait)
 	struct kcoll_ctx *ctx = file->private_data;
 
 	poll_wait(file, &ctx->cq_wait, wait);
+	/* Pairs with the barrier in wq_has_sleeper() on the completion side:
+	 * either the waker sees us on the queue or we see its new tail. */
+	smp_mb();
 	return kcoll_ctx_poll_mask(ctx);
 }
 

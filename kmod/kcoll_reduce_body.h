@@ -261,23 +261,6 @@ static inline u16 kr_f2h(float f)
 #define KR_FV_MAX(a, b)	KR_V_MAX(kr_vf32, a, b)
 
 #if KR_VB
-/* Vector bf16 <-> fp32 on kr_vf32-many lanes. */
-static inline kr_vf32 kr_vbf2f(kr_vh h)
-{
-	return (kr_vf32)(__builtin_convertvector(h, kr_vu32) << 16);
-}
-
-static inline kr_vh kr_vf2bf(kr_vf32 f)
-{
-	kr_vu32 u = (kr_vu32)f;
-	kr_vs32 nan = (kr_vs32)(u & 0x7fffffffU) > 0x7f800000;
-	kr_vu32 rn = (u + 0x7fffU + ((u >> 16) & 1)) >> 16;
-	kr_vu32 qn = (u >> 16) | 0x40;
-	kr_vu32 r = KR_V_SEL(kr_vu32, nan, qn, rn);
-
-	return __builtin_convertvector(r, kr_vh);
-}
-
 #define KR_VLOOP16(VCVT_IN, VCVT_OUT, FVOP)				\
 	do {								\
 		const size_t e_ = KR_VB / 4;				\
@@ -295,7 +278,43 @@ static inline kr_vh kr_vf2bf(kr_vf32 f)
 			*(kr_vh_m *)(d + i) = VCVT_OUT(FVOP(a0, b0));	\
 		}							\
 	} while (0)
-#define KR_VLOOP_BF16(FVOP)	KR_VLOOP16(kr_vbf2f, kr_vf2bf, FVOP)
+#endif
+
+#if KR_VB && defined(__BYTE_ORDER__) && \
+	__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/*
+ * bf16 without lane shuffles: a 32-bit lane holds two bf16 elements (little
+ * endian: the even one low). Widening is a shift (even) or a mask (odd);
+ * the rounded results come back with a shift and a mask. Same per-element
+ * arithmetic as kr_bf2f()/kr_f2bf().
+ */
+static inline kr_vu32 kr_vbf_round(kr_vf32 f)	/* result in bits 31..16 */
+{
+	kr_vu32 u = (kr_vu32)f;
+	kr_vs32 nan = (kr_vs32)(u & 0x7fffffffU) > 0x7f800000;
+	kr_vu32 rn = u + 0x7fffU + ((u >> 16) & 1);
+	kr_vu32 qn = u | 0x400000U;
+
+	return KR_V_SEL(kr_vu32, nan, qn, rn);
+}
+
+#define KR_VLOOP_BF16(FVOP)						\
+	do {								\
+		const size_t e_ = KR_VB / 2;				\
+		for (; i + e_ <= n; i += e_) {				\
+			kr_vu32 a = *(const kr_vu32_m *)(d + i);	\
+			kr_vu32 b = *(const kr_vu32_m *)(s + i);	\
+			kr_vf32 ae = (kr_vf32)(a << 16);		\
+			kr_vf32 ao = (kr_vf32)(a & 0xffff0000U);	\
+			kr_vf32 be = (kr_vf32)(b << 16);		\
+			kr_vf32 bo = (kr_vf32)(b & 0xffff0000U);	\
+			kr_vu32 re = kr_vbf_round(FVOP(ae, be));	\
+			kr_vu32 ro = kr_vbf_round(FVOP(ao, bo));	\
+									\
+			*(kr_vu32_m *)(d + i) =				\
+				(re >> 16) | (ro & 0xffff0000U);	\
+		}							\
+	} while (0)
 #else
 #define KR_VLOOP_BF16(FVOP)	do { } while (0)
 #endif

@@ -35,7 +35,7 @@ struct kcoll_ctx *kcoll_ctx_create(void)
 {
 	struct kcoll_ctx *ctx;
 
-	ctx = kzalloc(sizeof(*ctx), GFP_KERNEL);
+	ctx = kzalloc(sizeof(*ctx), GFP_KERNEL_ACCOUNT);
 	if (!ctx)
 		return NULL;
 	kref_init(&ctx->ref);
@@ -111,16 +111,50 @@ static void kcoll_cq_post(struct kcoll_ctx *ctx, u64 user_data, int res)
 	kcoll_cq_publish(ctx, 1, res < 0);
 }
 
-/* Wake waiters and signal the eventfd. Must hold ctx->cq_lock. */
-static void kcoll_cq_notify(struct kcoll_ctx *ctx)
+/*
+ * Wake waiters (CQEs arrived, or SQ room for pollers) and, if @posted CQEs
+ * were published, signal the eventfd once. Must hold ctx->cq_lock.
+ */
+static void kcoll_cq_notify(struct kcoll_ctx *ctx, u32 posted)
 	__must_hold(&ctx->cq_lock)
 {
 	lockdep_assert_held(&ctx->cq_lock);
 	if (wq_has_sleeper(&ctx->cq_wait))
 		wake_up_all(&ctx->cq_wait);
-	if (ctx->evfd &&
+	if (posted && ctx->evfd &&
 	    !(READ_ONCE(*ctx->r.cq_flags) & KCOLL_CQ_F_EVENTFD_DISABLED))
 		kcoll_eventfd_signal(ctx->evfd);
+}
+
+/* Results of inline ops, kept on the submitter's stack until flushed. */
+#define KCOLL_INLINE_BATCH	16
+struct kcoll_inline {
+	u64 user_data;
+	int res;
+};
+
+/*
+ * Fill and publish @nr inline results, and put @req (if any) on the
+ * in-flight list, under one hold of cq_lock. Must not hold cq_lock.
+ */
+static void kcoll_flush_inline(struct kcoll_ctx *ctx,
+			       const struct kcoll_inline *done, u32 nr,
+			       struct kcoll_req *req)
+{
+	u32 i, failed = 0;
+
+	if (!nr && !req)
+		return;
+	spin_lock_irq(&ctx->cq_lock);
+	for (i = 0; i < nr; i++) {
+		kcoll_cq_fill(ctx, i, done[i].user_data, done[i].res);
+		failed += done[i].res < 0;
+	}
+	if (nr)
+		kcoll_cq_publish(ctx, nr, failed);
+	if (req)
+		list_add_tail(&req->node, &ctx->reqs);
+	spin_unlock_irq(&ctx->cq_lock);
 }
 
 /* Must hold ctx->cq_lock; frees @req. The caller drops the ctx reference. */
@@ -132,7 +166,7 @@ static void __kcoll_req_finish(struct kcoll_req *req, int res)
 	kcoll_cq_post(ctx, req->sqe.user_data, res);
 	list_del(&req->node);
 	atomic_dec(&kcoll_nr_inflight);
-	kcoll_cq_notify(ctx);
+	kcoll_cq_notify(ctx, 1);
 	kmem_cache_free(kcoll_req_cache, req);
 	atomic_dec(&kcoll_nr_live_reqs);
 }
@@ -142,7 +176,9 @@ static void __kcoll_req_finish(struct kcoll_req *req, int res)
  * @req: the request, issued and not yet completed
  * @res: result for the CQE (0 or positive, or -errno)
  *
- * Callable from any context; exactly once per issued request.
+ * Exactly once per issued request, from process context with no spinlock
+ * held, or from (soft)irq context: the last reference to the context may
+ * be dropped here, and vfree() defers in interrupt context only.
  */
 void kcoll_req_complete(struct kcoll_req *req, int res)
 {
@@ -243,8 +279,8 @@ static int kcoll_submit(struct kcoll_ctx *ctx, u32 to_submit)
 	__must_hold(&ctx->submit_lock)
 {
 	const u32 sq_mask = ctx->layout.sq_entries - 1;
-	u32 tail, space, i, filled = 0, failed = 0;
-	bool locked = false;
+	struct kcoll_inline done[KCOLL_INLINE_BATCH];
+	u32 tail, space, i, pending = 0, published = 0;
 	int n;
 
 	lockdep_assert_held(&ctx->submit_lock);
@@ -273,10 +309,11 @@ static int kcoll_submit(struct kcoll_ctx *ctx, u32 to_submit)
 	}
 
 	/*
-	 * Inline completions are filled under one hold of cq_lock and
-	 * published together; the lock is dropped only around the start of
-	 * an asynchronous request (which may complete, and take the lock, at
-	 * once). @filled counts CQEs written but not yet published.
+	 * Copy, validation, inline execution and request allocation run
+	 * without cq_lock (allocation may sleep). Inline results are kept on
+	 * the stack and filled and published under one short hold of cq_lock
+	 * per KCOLL_INLINE_BATCH; pending ones are flushed before an
+	 * asynchronous request starts, so CQEs keep submission order.
 	 */
 	for (i = 0; i < (u32)n; i++) {
 		const struct kcoll_opdef *op;
@@ -286,7 +323,7 @@ static int kcoll_submit(struct kcoll_ctx *ctx, u32 to_submit)
 
 		/* Copy once; validate and use only the copy. */
 		memcpy(&sqe, &ctx->r.sqes[ctx->sq_head & sq_mask], sizeof(sqe));
-		ctx->sq_head++;
+		WRITE_ONCE(ctx->sq_head, ctx->sq_head + 1);
 
 		res = kcoll_sqe_check(&sqe);
 		if (res)
@@ -298,7 +335,7 @@ static int kcoll_submit(struct kcoll_ctx *ctx, u32 to_submit)
 			goto complete_now;
 		}
 
-		req = kmem_cache_alloc(kcoll_req_cache, GFP_KERNEL);
+		req = kmem_cache_alloc(kcoll_req_cache, GFP_KERNEL_ACCOUNT);
 		if (!req) {
 			res = -ENOMEM;
 			goto complete_now;
@@ -308,39 +345,33 @@ static int kcoll_submit(struct kcoll_ctx *ctx, u32 to_submit)
 		req->ctx = ctx;
 		kref_get(&ctx->ref);
 		atomic_inc(&kcoll_nr_inflight);
-		if (!locked) {
-			spin_lock_irq(&ctx->cq_lock);
-			locked = true;
-		}
-		list_add_tail(&req->node, &ctx->reqs);
-		if (filled) {
-			kcoll_cq_publish(ctx, filled, failed);
-			filled = failed = 0;
-		}
-		spin_unlock_irq(&ctx->cq_lock);
-		locked = false;
+		published += pending;
+		kcoll_flush_inline(ctx, done, pending, req);
+		pending = 0;
 		op->issue(req);
 		continue;
 
 complete_now:
-		if (!locked) {
-			spin_lock_irq(&ctx->cq_lock);
-			locked = true;
+		done[pending].user_data = sqe.user_data;
+		done[pending].res = res;
+		if (++pending == KCOLL_INLINE_BATCH) {
+			kcoll_flush_inline(ctx, done, pending, NULL);
+			published += pending;
+			pending = 0;
 		}
-		kcoll_cq_fill(ctx, filled++, sqe.user_data, res);
-		failed += res < 0;
 	}
-	if (!locked)
-		spin_lock_irq(&ctx->cq_lock);
-	if (filled)
-		kcoll_cq_publish(ctx, filled, failed);
-	/* One notification for the inline completions of the whole batch. */
-	kcoll_cq_notify(ctx);
-	spin_unlock_irq(&ctx->cq_lock);
+	kcoll_flush_inline(ctx, done, pending, NULL);
+	published += pending;
 
 	/* K2: the SQ slots may be reused. */
 	smp_store_release(ctx->r.sq_head, ctx->sq_head);
 	kcoll_stat_add(KCOLL_STAT_SUBMITTED, n);
+
+	/* After the SQ head moved: pollers waiting for SQ room, and one
+	 * notification for the inline completions of the whole batch. */
+	spin_lock_irq(&ctx->cq_lock);
+	kcoll_cq_notify(ctx, published);
+	spin_unlock_irq(&ctx->cq_lock);
 	return n;
 }
 
@@ -437,7 +468,8 @@ __poll_t kcoll_ctx_poll_mask(struct kcoll_ctx *ctx)
 		return 0;
 	if (kcoll_cq_has(ctx, 1))
 		mask |= EPOLLIN | EPOLLRDNORM;
-	queued = kcoll_ring_used(READ_ONCE(*ctx->r.sq_head),
+	/* The kernel's own SQ head, not the shared copy the app can write. */
+	queued = kcoll_ring_used(READ_ONCE(ctx->sq_head),
 				 READ_ONCE(*ctx->r.sq_tail));
 	if (queued < ctx->layout.sq_entries)
 		mask |= EPOLLOUT | EPOLLWRNORM;
@@ -451,24 +483,26 @@ __poll_t kcoll_ctx_poll_mask(struct kcoll_ctx *ctx)
 void kcoll_ctx_release(struct kcoll_ctx *ctx)
 {
 	struct kcoll_req *req, *tmp;
-	int cancelled = 0;
+	LIST_HEAD(cancelled);
+	int nr = 0;
 
+	/* Under the lock only stop what can be stopped; finish it after. */
 	spin_lock_irq(&ctx->cq_lock);
-	ctx->dying = true;
 	list_for_each_entry_safe(req, tmp, &ctx->reqs, node) {
 		const struct kcoll_opdef *op = &kcoll_ops[req->sqe.opcode];
 
-		if (op->cancel && op->cancel(req)) {
-			__kcoll_req_finish(req, -ECANCELED);
-			/* The file still holds a reference: never the last. */
-			kref_put(&ctx->ref, kcoll_ctx_free);
-			cancelled++;
-		}
+		if (op->cancel && op->cancel(req))
+			list_move_tail(&req->node, &cancelled);
 	}
 	spin_unlock_irq(&ctx->cq_lock);
-	if (cancelled)
-		pr_debug("released context with %d request(s) cancelled\n",
-			 cancelled);
+
+	list_for_each_entry_safe(req, tmp, &cancelled, node) {
+		/* The file still holds a reference: never the last put. */
+		kcoll_req_complete(req, -ECANCELED);
+		nr++;
+	}
+	if (nr)
+		pr_debug("released context with %d request(s) cancelled\n", nr);
 
 	/* Requests whose completion was already running finish on their own. */
 	wait_event(ctx->cq_wait, ({
@@ -484,7 +518,8 @@ void kcoll_ctx_release(struct kcoll_ctx *ctx)
 
 int kcoll_ring_init(void)
 {
-	kcoll_req_cache = KMEM_CACHE(kcoll_req, 0);
+	/* Charged to the submitter's memory cgroup. */
+	kcoll_req_cache = KMEM_CACHE(kcoll_req, SLAB_ACCOUNT);
 	return kcoll_req_cache ? 0 : -ENOMEM;
 }
 

@@ -135,7 +135,8 @@ struct kcoll_cqe {
 /*
  * All rings live in one mapping, created by KCOLL_IOC_SETUP and mapped with
  * mmap(NULL, setup.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
- *      KCOLL_OFF_RINGS).
+ *      KCOLL_OFF_RINGS) on a file opened O_RDWR. Private mappings, other
+ *      offsets and other lengths are -EINVAL.
  */
 #define KCOLL_OFF_RINGS		0ULL
 
@@ -187,7 +188,7 @@ struct kcoll_cq_offsets {
 struct kcoll_query {
 	__u32	abi_version;		/* KCOLL_ABI_VERSION */
 	__u32	features;		/* KCOLL_FEAT_* */
-	__u32	max_sq_entries;		/* current sysfs limit */
+	__u32	max_sq_entries;		/* largest SQ SETUP accepts now */
 	__u32	max_cq_entries;		/* current sysfs limit */
 	__u32	sqe_size;		/* sizeof(struct kcoll_sqe) */
 	__u32	cqe_size;		/* sizeof(struct kcoll_cqe) */
@@ -205,11 +206,12 @@ struct kcoll_query {
 
 /**
  * struct kcoll_setup - KCOLL_IOC_SETUP: create the rings (once per open file).
- * @sq_entries:	in: requested SQ size (1..max_sq_entries, or any size with
+ * @sq_entries:	in: requested SQ size (1..query.max_sq_entries, which is
+ *		min(max_sq_entries, max_cq_entries); any size with
  *		KCOLL_SETUP_CLAMP); out: actual size, a power of two
- * @cq_entries:	in: requested CQ size with KCOLL_SETUP_CQSIZE (at least
- *		sq_entries); otherwise ignored and must be 0; out: actual
- *		size, a power of two, default 2 * sq_entries
+ * @cq_entries:	in: with KCOLL_SETUP_CQSIZE, the requested CQ size (at
+ *		least sq_entries); without it, must be 0. out: actual size, a
+ *		power of two; default min(2 * sq_entries, max_cq_entries)
  * @flags:	KCOLL_SETUP_*
  * @features:	out: KCOLL_FEAT_*
  * @sq_off:	out: SQ field offsets
