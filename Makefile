@@ -55,7 +55,9 @@ dkms-module:
 include libcoll/libcoll.mk
 
 # ---------------------------------------------------------------- tools
-TOOLS := $(BUILD)/tools/kcoll-ringbench
+include kmod/reduce.mk
+
+TOOLS := $(BUILD)/tools/kcoll-ringbench $(REDUCE_BENCH)
 
 tools: $(TOOLS)
 

@@ -131,6 +131,10 @@ u32 kcoll_max_sq_entries(void);
 u32 kcoll_max_cq_entries(void);
 extern const struct attribute_group *kcoll_attr_groups[];
 
+/* kcoll_reduce.c: CPU reductions */
+int kcoll_reduce_init(void);
+const char *kcoll_reduce_impl_active(void);
+
 /* kcoll_ib.c: RDMA devices */
 int kcoll_ib_init(void);
 void kcoll_ib_exit(void);

@@ -160,6 +160,9 @@ static int __init kcoll_init(void)
 {
 	int err;
 
+	err = kcoll_reduce_init();
+	if (err)
+		return err;
 	err = kcoll_ring_init();
 	if (err)
 		return err;

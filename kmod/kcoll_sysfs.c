@@ -136,7 +136,15 @@ static ssize_t rdma_devices_show(struct device *dev,
 }
 static DEVICE_ATTR_RO(rdma_devices);
 
+static ssize_t reduce_impl_show(struct device *dev,
+				struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%s\n", kcoll_reduce_impl_active());
+}
+static DEVICE_ATTR_RO(reduce_impl);
+
 static struct attribute *kcoll_attrs[] = {
+	&dev_attr_reduce_impl.attr,
 	&kcoll_attr_max_sq_entries.attr.attr,
 	&kcoll_attr_max_cq_entries.attr.attr,
 	&dev_attr_abi_version.attr,

@@ -45,7 +45,7 @@ count "libcoll, tools and tests build" $rc
 [ $rc = 0 ] || tail -30 "$log/build.log"
 
 # 2. Host unit tests: every "ok N"/"not ok N" line counts.
-make -s unit-test >"$log/unit.log" 2>&1
+make -s unit-test reduce-test >"$log/unit.log" 2>&1
 rc=$?
 grep -E '^not ok ' "$log/unit.log"
 p=$(grep -cE '^ok ' "$log/unit.log")

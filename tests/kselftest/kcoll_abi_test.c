@@ -358,4 +358,24 @@ TEST(sysfs_knobs)
 	EXPECT_EQ(sq, pv);
 }
 
+/* The reduction implementation passed its load-time self-test. */
+TEST(reduce_impl)
+{
+	char buf[32] = "";
+	FILE *f = fopen(KCOLL_SYSFS "reduce_impl", "r");
+
+	if (!f)
+		SKIP(return, "no %sreduce_impl (module not loaded?)", KCOLL_SYSFS);
+	ASSERT_NE(NULL, fgets(buf, sizeof(buf), f));
+	fclose(f);
+	TH_LOG("reduce_impl: %s", buf);
+#ifdef __x86_64__
+	/* SSE2 is baseline on x86-64: falling back to scalar means a
+	 * vector implementation failed its self-test. */
+	EXPECT_TRUE(!strcmp(buf, "sse2\n") || !strcmp(buf, "avx2\n"));
+#else
+	EXPECT_STREQ("scalar\n", buf);
+#endif
+}
+
 TEST_HARNESS_MAIN

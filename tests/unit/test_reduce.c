@@ -587,8 +587,9 @@ static void test_half_known(void)
 		/* bf16 */
 		{ 8, KCOLL_REDOP_SUM, 0x3f80, 0x3b80, 0x3f80 },	/* 1+2^-8 tie */
 		{ 8, KCOLL_REDOP_SUM, 0x3f81, 0x3b80, 0x3f82 },
-		{ 8, KCOLL_REDOP_SUM, 0x7f7f, 0x7b80, 0x7f80 },	/* max+tie: inf */
-		{ 8, KCOLL_REDOP_SUM, 0x7f7f, 0x7b00, 0x7f7f },
+		{ 8, KCOLL_REDOP_SUM, 0x7f7f, 0x7b00, 0x7f80 },	/* max+tie: inf */
+		{ 8, KCOLL_REDOP_SUM, 0x7f7f, 0x7b80, 0x7f80 },	/* 2^128: inf */
+		{ 8, KCOLL_REDOP_SUM, 0x7f7f, 0x7a80, 0x7f7f },
 		{ 8, KCOLL_REDOP_PROD, 0x0001, 0x3f00, 0x0000 },	/* tie: 0 */
 		{ 8, KCOLL_REDOP_PROD, 0x0003, 0x3f00, 0x0002 },
 		{ 8, KCOLL_REDOP_SUM, 0x7f80, 0xff80, 0x7fc0 },
