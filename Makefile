@@ -105,8 +105,6 @@ bench: modules-all tools
 	tools/bench.sh
 
 # ---------------------------------------------------------------- DKMS
-DKMS_VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
-
 dkms-check:
 	tools/dkms-check.sh $(KVERS)
 

@@ -146,7 +146,7 @@ u32 kcoll_cq_space(u32 cq_head, u32 cq_tail, u32 cq_entries, u32 reserved)
 	return used >= cq_entries ? 0 : cq_entries - used;
 }
 
-static bool kcoll_all_zero(const void *p, size_t n)
+bool kcoll_all_zero(const void *p, size_t n)
 {
 	const u8 *b = p;
 	size_t i;
@@ -171,7 +171,7 @@ int kcoll_sqe_check(const struct kcoll_sqe *sqe)
 		return -EINVAL;
 	if (sqe->prio > KCOLL_PRIO_MAX)
 		return -EINVAL;
-	if (!kcoll_all_zero(sqe->resv, sizeof(sqe->resv)))
+	if (sqe->resv[0] | sqe->resv[1])	/* hot path: no byte loop */
 		return -EINVAL;
 
 	if (uses & KCOLL_USES_DTYPE) {

@@ -94,6 +94,9 @@ u32 kcoll_cq_space(u32 cq_head, u32 cq_tail, u32 cq_entries, u32 reserved);
 /* CQEs ready for the application, clamped to the ring size. */
 u32 kcoll_cq_ready(u32 cq_head, u32 cq_tail, u32 cq_entries);
 
+/* True if the @n bytes at @p are all zero (reserved fields, ioctl input). */
+bool kcoll_all_zero(const void *p, size_t n);
+
 /* Validate a copied SQE: 0, or the -errno its CQE will carry. */
 int kcoll_sqe_check(const struct kcoll_sqe *sqe);
 

@@ -36,11 +36,6 @@ static int kcoll_release(struct inode *inode, struct file *file)
 	return 0;
 }
 
-static bool kcoll_zeroed(const void *p, size_t n)
-{
-	return !memchr_inv(p, 0, n);
-}
-
 static long kcoll_ioctl_query(void __user *uarg)
 {
 	struct kcoll_query q;
@@ -48,7 +43,7 @@ static long kcoll_ioctl_query(void __user *uarg)
 
 	if (copy_from_user(&q, uarg, sizeof(q)))
 		return -EFAULT;
-	if (!kcoll_zeroed(&q, sizeof(q)))
+	if (!kcoll_all_zero(&q, sizeof(q)))
 		return -EINVAL;
 	q.abi_version = KCOLL_ABI_VERSION;
 	q.features = KCOLL_FEAT_SINGLE_MMAP | KCOLL_FEAT_NODROP |
