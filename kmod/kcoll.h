@@ -27,6 +27,7 @@
 #include <linux/wait.h>
 #include <linux/workqueue.h>
 #include <linux/eventfd.h>
+#include <linux/xarray.h>
 
 #include "kcoll_logic.h"
 
@@ -78,6 +79,10 @@ struct kcoll_ctx {
 
 	struct eventfd_ctx *evfd; /* RCU-free not needed: set/cleared under
 				   * cq_lock, used under cq_lock */
+
+	struct mutex comm_lock;	/* creating/destroying comms and mems */
+	struct xarray comms;	/* id -> struct kcoll_comm */
+	struct xarray mems;	/* handle -> struct kcoll_mem */
 };
 
 /**
@@ -100,6 +105,8 @@ struct kcoll_opdef {
 };
 
 extern const struct kcoll_opdef kcoll_ops[KCOLL_OP_LAST];
+void kcoll_queue_delayed(struct delayed_work *dw, unsigned long delay);
+void kcoll_coll_issue(struct kcoll_req *req);	/* kcoll_coll.c */
 int kcoll_nop_exec(const struct kcoll_sqe *sqe);
 int kcoll_ops_init(void);
 void kcoll_ops_exit(void);
@@ -134,8 +141,15 @@ extern const struct attribute_group *kcoll_attr_groups[];
 /* kcoll_reduce.c: CPU reductions */
 int kcoll_reduce_init(void);
 const char *kcoll_reduce_impl_active(void);
+/* Callers bracket these with kernel_fpu_begin()/kernel_fpu_end(). */
+void (*kcoll_reduce_active(unsigned int dtype, unsigned int redop))
+	(void *dst, const void *src, size_t n);
+int kcoll_reduce_active_avg(void *dst, size_t n, unsigned int dtype,
+			    u32 nranks);
 
 /* kcoll_ib.c: RDMA devices */
+struct ib_device;
+struct ib_pd *kcoll_ib_pd(struct ib_device *ibdev);
 int kcoll_ib_init(void);
 void kcoll_ib_exit(void);
 ssize_t kcoll_ib_list(char *buf, size_t size);

@@ -3,9 +3,9 @@
  * kcoll RDMA device tracking (ib_client).
  *
  * Every RDMA device that supports kernel verbs gets a struct kcoll_ibdev with
- * its own protection domain, created in .add and destroyed in .remove. The
- * communicators of issue 3 take references on it; today it proves that the
- * module sees each device and can allocate verbs objects on it.
+ * its own protection domain, created in .add and destroyed in .remove.
+ * Communicators use that PD for their QPs and MRs; .remove fails them and
+ * releases their verbs objects before the PD goes.
  *
  * Locking: kcoll_ib_lock (mutex) protects kcoll_ib_devs. ib_core serialises
  * .add/.remove per device and calls .remove for every device before
@@ -19,6 +19,7 @@
 #include <rdma/ib_verbs.h>
 
 #include "kcoll.h"
+#include "kcoll_comm.h"
 
 struct kcoll_ibdev {
 	struct list_head node;	/* on kcoll_ib_devs; kcoll_ib_lock */
@@ -67,6 +68,8 @@ static void kcoll_ib_remove(struct ib_device *ibdev, void *client_data)
 	mutex_lock(&kcoll_ib_lock);
 	list_del(&dev->node);
 	mutex_unlock(&kcoll_ib_lock);
+	/* Communicators on it fail and let go of its QPs and MRs first. */
+	kcoll_comms_device_removed(ibdev);
 	ib_dealloc_pd(dev->pd);
 	pr_info("%s: removed\n", dev_name(&ibdev->dev));
 	kfree(dev);
@@ -77,6 +80,14 @@ static struct ib_client kcoll_ib_client = {
 	.add = kcoll_ib_add,
 	.remove = kcoll_ib_remove,
 };
+
+/* The PD kcoll uses on @ibdev, or NULL if kcoll does not use the device. */
+struct ib_pd *kcoll_ib_pd(struct ib_device *ibdev)
+{
+	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
+
+	return dev ? dev->pd : NULL;
+}
 
 /*
  * One line per device: "<name> ports=<n> port1=<state> ..." where state is

@@ -14,6 +14,9 @@
 #define KCOLL_USES_SEND		(1U << 5)
 #define KCOLL_USES_RECV		(1U << 6)
 
+/* Elements per buffer: 2^48, far beyond memory, far from overflow. */
+#define KCOLL_COUNT_MAX		(1ULL << 48)
+
 struct kcoll_op_shape {
 	const char *name;
 	u32 uses;
@@ -26,6 +29,60 @@ static const struct kcoll_op_shape kcoll_op_shapes[KCOLL_OP_LAST] = {
 		.name = "delay",
 		.uses = KCOLL_USES_COUNT,
 		.count_max = KCOLL_DELAY_MAX_US,
+	},
+	/* Counts: the engine checks the byte sizes against nranks. */
+	[KCOLL_OP_ALLREDUCE] = {
+		.name = "allreduce",
+		.uses = KCOLL_USES_DTYPE | KCOLL_USES_REDOP | KCOLL_USES_COMM |
+			KCOLL_USES_COUNT | KCOLL_USES_SEND | KCOLL_USES_RECV,
+		.count_max = KCOLL_COUNT_MAX,
+	},
+	[KCOLL_OP_REDUCE] = {
+		.name = "reduce",
+		.uses = KCOLL_USES_DTYPE | KCOLL_USES_REDOP | KCOLL_USES_COMM |
+			KCOLL_USES_PEER | KCOLL_USES_COUNT | KCOLL_USES_SEND |
+			KCOLL_USES_RECV,
+		.count_max = KCOLL_COUNT_MAX,
+	},
+	[KCOLL_OP_BROADCAST] = {
+		.name = "broadcast",
+		.uses = KCOLL_USES_DTYPE | KCOLL_USES_COMM | KCOLL_USES_PEER |
+			KCOLL_USES_COUNT | KCOLL_USES_SEND | KCOLL_USES_RECV,
+		.count_max = KCOLL_COUNT_MAX,
+	},
+	[KCOLL_OP_ALLGATHER] = {
+		.name = "allgather",
+		.uses = KCOLL_USES_DTYPE | KCOLL_USES_COMM | KCOLL_USES_COUNT |
+			KCOLL_USES_SEND | KCOLL_USES_RECV,
+		.count_max = KCOLL_COUNT_MAX,
+	},
+	[KCOLL_OP_REDUCE_SCATTER] = {
+		.name = "reduce_scatter",
+		.uses = KCOLL_USES_DTYPE | KCOLL_USES_REDOP | KCOLL_USES_COMM |
+			KCOLL_USES_COUNT | KCOLL_USES_SEND | KCOLL_USES_RECV,
+		.count_max = KCOLL_COUNT_MAX,
+	},
+	[KCOLL_OP_ALLTOALL] = {
+		.name = "alltoall",
+		.uses = KCOLL_USES_DTYPE | KCOLL_USES_COMM | KCOLL_USES_COUNT |
+			KCOLL_USES_SEND | KCOLL_USES_RECV,
+		.count_max = KCOLL_COUNT_MAX,
+	},
+	[KCOLL_OP_SEND] = {
+		.name = "send",
+		.uses = KCOLL_USES_DTYPE | KCOLL_USES_COMM | KCOLL_USES_PEER |
+			KCOLL_USES_COUNT | KCOLL_USES_SEND,
+		.count_max = KCOLL_COUNT_MAX,
+	},
+	[KCOLL_OP_RECV] = {
+		.name = "recv",
+		.uses = KCOLL_USES_DTYPE | KCOLL_USES_COMM | KCOLL_USES_PEER |
+			KCOLL_USES_COUNT | KCOLL_USES_RECV,
+		.count_max = KCOLL_COUNT_MAX,
+	},
+	[KCOLL_OP_BARRIER] = {
+		.name = "barrier",
+		.uses = KCOLL_USES_COMM,
 	},
 };
 
@@ -186,8 +243,16 @@ int kcoll_sqe_check(const struct kcoll_sqe *sqe)
 	} else if (sqe->redop) {
 		return -EINVAL;
 	}
-	if (!(uses & KCOLL_USES_COMM) && sqe->comm_id)
+	if (uses & KCOLL_USES_REDOP && sqe->redop == KCOLL_REDOP_AVG &&
+	    sqe->dtype != KCOLL_DTYPE_FP16 && sqe->dtype != KCOLL_DTYPE_BF16 &&
+	    sqe->dtype != KCOLL_DTYPE_FP32 && sqe->dtype != KCOLL_DTYPE_FP64)
+		return -EINVAL;		/* AVG is for floating types */
+	if (uses & KCOLL_USES_COMM) {
+		if (!sqe->comm_id)
+			return -EINVAL;
+	} else if (sqe->comm_id) {
 		return -EINVAL;
+	}
 	if (!(uses & KCOLL_USES_PEER) && sqe->peer)
 		return -EINVAL;
 	if (uses & KCOLL_USES_COUNT) {

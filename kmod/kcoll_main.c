@@ -17,6 +17,7 @@
 #include <linux/vmalloc.h>
 
 #include "kcoll.h"
+#include "kcoll_comm.h"
 
 #define KCOLL_VERSION "0.1.0"
 
@@ -47,7 +48,7 @@ static long kcoll_ioctl_query(void __user *uarg)
 		return -EINVAL;
 	q.abi_version = KCOLL_ABI_VERSION;
 	q.features = KCOLL_FEAT_SINGLE_MMAP | KCOLL_FEAT_NODROP |
-		     KCOLL_FEAT_EVENTFD | KCOLL_FEAT_POLL;
+		     KCOLL_FEAT_EVENTFD | KCOLL_FEAT_POLL | KCOLL_FEAT_COMM;
 	/* What SETUP enforces: every SQ slot needs a CQ slot. */
 	q.max_sq_entries = min(kcoll_max_sq_entries(), kcoll_max_cq_entries());
 	q.max_cq_entries = kcoll_max_cq_entries();
@@ -91,6 +92,14 @@ static long kcoll_ioctl(struct file *file, unsigned int cmd,
 			return -EFAULT;
 		return kcoll_ctx_enter(ctx, &e);
 	}
+	case KCOLL_IOC_COMM_CREATE:
+		return kcoll_comm_create_ioctl(ctx, uarg);
+	case KCOLL_IOC_COMM_DESTROY:
+		return kcoll_comm_destroy_ioctl(ctx, uarg);
+	case KCOLL_IOC_REG_MEM:
+		return kcoll_reg_mem_ioctl(ctx, uarg);
+	case KCOLL_IOC_DEREG_MEM:
+		return kcoll_dereg_mem_ioctl(ctx, uarg);
 	case KCOLL_IOC_EVENTFD: {
 		struct kcoll_eventfd e;
 
@@ -167,12 +176,17 @@ static int __init kcoll_init(void)
 	err = kcoll_ib_init();
 	if (err)
 		goto out_ops_exit;
-	err = misc_register(&kcoll_misc);
+	err = kcoll_comm_init();
 	if (err)
 		goto out_ib_exit;
+	err = misc_register(&kcoll_misc);
+	if (err)
+		goto out_comm_exit;
 	pr_info("version " KCOLL_VERSION ", ABI %u\n", KCOLL_ABI_VERSION);
 	return 0;
 
+out_comm_exit:
+	kcoll_comm_exit();
 out_ib_exit:
 	kcoll_ib_exit();
 out_ops_exit:
@@ -187,6 +201,7 @@ static void __exit kcoll_exit(void)
 	int live;
 
 	misc_deregister(&kcoll_misc);
+	kcoll_comm_exit();
 	kcoll_ib_exit();
 	kcoll_ops_exit();
 	live = atomic_read(&kcoll_nr_live_reqs);

@@ -12,6 +12,12 @@
 
 static struct workqueue_struct *kcoll_wq;
 
+/* Deferred work of the module: drained (destroy_workqueue) at exit. */
+void kcoll_queue_delayed(struct delayed_work *dw, unsigned long delay)
+{
+	queue_delayed_work(kcoll_wq, dw, delay);
+}
+
 int kcoll_nop_exec(const struct kcoll_sqe *sqe)
 {
 	return 0;
@@ -47,6 +53,17 @@ const struct kcoll_opdef kcoll_ops[KCOLL_OP_LAST] = {
 		.issue = kcoll_delay_issue,
 		.cancel = kcoll_delay_cancel,
 	},
+	/* Collectives are cancelled by destroying their communicator, which
+	 * the file's release does before it waits for requests. */
+	[KCOLL_OP_ALLREDUCE] = { .issue = kcoll_coll_issue },
+	[KCOLL_OP_REDUCE] = { .issue = kcoll_coll_issue },
+	[KCOLL_OP_BROADCAST] = { .issue = kcoll_coll_issue },
+	[KCOLL_OP_ALLGATHER] = { .issue = kcoll_coll_issue },
+	[KCOLL_OP_REDUCE_SCATTER] = { .issue = kcoll_coll_issue },
+	[KCOLL_OP_ALLTOALL] = { .issue = kcoll_coll_issue },
+	[KCOLL_OP_SEND] = { .issue = kcoll_coll_issue },
+	[KCOLL_OP_RECV] = { .issue = kcoll_coll_issue },
+	[KCOLL_OP_BARRIER] = { .issue = kcoll_coll_issue },
 };
 
 /* Every opcode has exactly one of .exec and .issue. */

@@ -152,3 +152,16 @@ int kcoll_reduce_init(void)
 	pr_info("reduce: using %s\n", kcoll_reduce_impl_active());
 	return 0;
 }
+
+/* The reduction the engine uses: the implementation chosen at load. */
+kcoll_reduce_fn kcoll_reduce_active(unsigned int dtype, unsigned int redop)
+{
+	return kcoll_reduce_get(kcoll_reduce_best, dtype, redop);
+}
+
+/* AVG finishing step with the implementation chosen at load. */
+int kcoll_reduce_active_avg(void *dst, size_t n, unsigned int dtype,
+			    u32 nranks)
+{
+	return kcoll_reduce_avg_finish(kcoll_reduce_best, dst, n, dtype, nranks);
+}

@@ -28,6 +28,7 @@
 
 #include "kcoll.h"
 #include "kcoll_compat.h"
+#include "kcoll_comm.h"
 
 static struct kmem_cache *kcoll_req_cache;
 
@@ -43,6 +44,9 @@ struct kcoll_ctx *kcoll_ctx_create(void)
 	spin_lock_init(&ctx->cq_lock);
 	init_waitqueue_head(&ctx->cq_wait);
 	INIT_LIST_HEAD(&ctx->reqs);
+	mutex_init(&ctx->comm_lock);
+	xa_init_flags(&ctx->comms, XA_FLAGS_ALLOC1);
+	xa_init_flags(&ctx->mems, XA_FLAGS_ALLOC1);
 	atomic_inc(&kcoll_nr_contexts);
 	return ctx;
 }
@@ -55,6 +59,7 @@ static void kcoll_ctx_free(struct kref *ref)
 		eventfd_ctx_put(ctx->evfd);
 	vfree(ctx->region);
 	mutex_destroy(&ctx->submit_lock);
+	mutex_destroy(&ctx->comm_lock);
 	atomic_dec(&kcoll_nr_contexts);
 	kfree(ctx);
 }
@@ -485,6 +490,9 @@ void kcoll_ctx_release(struct kcoll_ctx *ctx)
 	struct kcoll_req *req, *tmp;
 	LIST_HEAD(cancelled);
 	int nr = 0;
+
+	/* Collectives end with their communicators (-ECANCELED). */
+	kcoll_ctx_comms_release(ctx);
 
 	/* Under the lock only stop what can be stopped; finish it after. */
 	spin_lock_irq(&ctx->cq_lock);

@@ -40,7 +40,9 @@ TEST_F(dev, query)
 	EXPECT_EQ(16, q.cqe_size);
 	EXPECT_EQ(KCOLL_OP_LAST, q.nr_ops);
 	EXPECT_EQ(KCOLL_PRIO_MAX, q.prio_max);
-	EXPECT_EQ((1ULL << KCOLL_OP_NOP) | (1ULL << KCOLL_OP_DELAY), q.ops_supported);
+	/* Every opcode of this ABI is implemented. */
+	EXPECT_EQ((1ULL << KCOLL_OP_LAST) - 1, q.ops_supported);
+	EXPECT_TRUE(q.features & KCOLL_FEAT_COMM);
 	EXPECT_EQ(KCOLL_DELAY_MAX_US, q.delay_max_us);
 	EXPECT_TRUE(q.features & KCOLL_FEAT_NODROP);
 	EXPECT_TRUE(q.features & KCOLL_FEAT_SINGLE_MMAP);

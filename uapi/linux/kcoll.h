@@ -42,6 +42,41 @@ enum kcoll_op {
 	 * Exercises the asynchronous completion and wake-up path.
 	 */
 	KCOLL_OP_DELAY		= 1,
+	/*
+	 * Collectives on a communicator (comm_id from KCOLL_IOC_COMM_CREATE).
+	 * Buffer sizes in elements of dtype, with n = nranks (NCCL's
+	 * conventions); count may be 0. send_addr/recv_addr are user
+	 * addresses; send_mr/recv_mr are 0 or a KCOLL_IOC_REG_MEM handle whose
+	 * range holds the buffer. In place: the addresses given below.
+	 *  ALLREDUCE       send[count] -> recv[count]; in place: send == recv
+	 *  REDUCE          send[count] -> recv[count] at root (peer);
+	 *                  recv_addr is ignored on the other ranks
+	 *  BROADCAST       root's send[count] -> recv[count] on every rank;
+	 *                  send_addr is ignored on the other ranks
+	 *  ALLGATHER       send[count] -> recv[n*count];
+	 *                  in place: send == recv + rank*count
+	 *  REDUCE_SCATTER  send[n*count] -> recv[count];
+	 *                  in place: recv == send + rank*count
+	 *  ALLTOALL        send[n*count] -> recv[n*count] (block j to rank j);
+	 *                  in place: send == recv
+	 *  SEND / RECV     count elements to / from rank peer; matched with
+	 *                  the peer's RECV / SEND in submission order per
+	 *                  (communicator, peer), independently of collectives
+	 *  BARRIER         no buffers, dtype NONE, count 0
+	 * Collectives on one communicator run in submission order; every rank
+	 * must submit the same sequence. Each operation's signature (opcode,
+	 * dtype, redop, count, root) is checked against every other rank's: a
+	 * mismatch completes the operation with -EBADMSG on every rank.
+	 */
+	KCOLL_OP_ALLREDUCE	= 2,
+	KCOLL_OP_REDUCE		= 3,
+	KCOLL_OP_BROADCAST	= 4,
+	KCOLL_OP_ALLGATHER	= 5,
+	KCOLL_OP_REDUCE_SCATTER	= 6,
+	KCOLL_OP_ALLTOALL	= 7,
+	KCOLL_OP_SEND		= 8,
+	KCOLL_OP_RECV		= 9,
+	KCOLL_OP_BARRIER	= 10,
 	KCOLL_OP_LAST		/* not an opcode: number of opcodes */
 };
 
@@ -180,6 +215,7 @@ struct kcoll_cq_offsets {
 #define KCOLL_FEAT_NODROP	(1U << 1)	/* CQ slots reserved at submit */
 #define KCOLL_FEAT_EVENTFD	(1U << 2)	/* KCOLL_IOC_EVENTFD */
 #define KCOLL_FEAT_POLL		(1U << 3)	/* poll()/epoll on the fd */
+#define KCOLL_FEAT_COMM		(1U << 4)	/* communicators, collectives */
 
 /**
  * struct kcoll_query - KCOLL_IOC_QUERY: what this kernel offers.
@@ -268,9 +304,88 @@ struct kcoll_eventfd {
 	__u32	resv;
 };
 
+/* Communicators ------------------------------------------------------ */
+
+/**
+ * struct kcoll_rank_addr - where one rank of a communicator lives.
+ * @addr:	the node's RDMA (RoCE/IPoIB) address: IPv4-mapped IPv6
+ *		(::ffff:a.b.c.d); native IPv6 is -EAFNOSUPPORT for now
+ * @port:	rdma_cm port of that node's kcoll (host order); 0: this node's
+ *		sysfs listen_port
+ * @local_index: index of the rank among the ranks on its node
+ * @resv:	must be zero
+ */
+struct kcoll_rank_addr {
+	__u8	addr[16];
+	__u16	port;
+	__u16	local_index;
+	__u32	resv;
+};
+
+#define KCOLL_KEY_LEN		16
+#define KCOLL_MAX_RANKS		4096
+
+/**
+ * struct kcoll_comm_create - KCOLL_IOC_COMM_CREATE argument. Blocks until
+ * this rank is connected to every other rank (or the timeout expires:
+ * -ETIMEDOUT; a peer refusing our key: -EACCES; a signal: -EINTR).
+ * @ranks:	user pointer to @nranks struct kcoll_rank_addr
+ * @uid:	communicator id, the same on every rank, not 0
+ * @key:	shared secret; peers presenting another key are refused
+ * @rank:	this rank, < @nranks
+ * @nranks:	1 .. KCOLL_MAX_RANKS
+ * @flags:	none defined: 0
+ * @timeout_ms:	connection setup limit; 0: sysfs connect_timeout_ms
+ * @comm_id:	out: handle for SQEs and the other ioctls, local to the file
+ */
+struct kcoll_comm_create {
+	__u64	ranks;
+	__u64	uid;
+	__u8	key[KCOLL_KEY_LEN];
+	__u32	rank;
+	__u32	nranks;
+	__u32	flags;
+	__u32	timeout_ms;
+	__u32	comm_id;
+	__u32	resv0;
+	__u64	resv[4];
+};
+
+/* KCOLL_IOC_COMM_DESTROY: operations still in flight complete -ECANCELED. */
+struct kcoll_comm_destroy {
+	__u32	comm_id;
+	__u32	resv;
+};
+
+/**
+ * struct kcoll_reg_mem - KCOLL_IOC_REG_MEM: pin @len bytes at @addr and
+ * register them with the RDMA device of @comm_id once; SQEs then name the
+ * returned @handle in send_mr/recv_mr. Counts against RLIMIT_MEMLOCK unless
+ * CAP_IPC_LOCK. The handle belongs to the file and dies with it.
+ */
+struct kcoll_reg_mem {
+	__u64	addr;
+	__u64	len;
+	__u32	comm_id;
+	__u32	flags;		/* none defined: 0 */
+	__u32	handle;		/* out, never 0 */
+	__u32	resv0;
+	__u64	resv[2];
+};
+
+/* KCOLL_IOC_DEREG_MEM: -EBUSY while an operation in flight uses it. */
+struct kcoll_dereg_mem {
+	__u32	handle;
+	__u32	resv;
+};
+
 #define KCOLL_IOC_QUERY		_IOWR(KCOLL_IOC_MAGIC, 0x00, struct kcoll_query)
 #define KCOLL_IOC_SETUP		_IOWR(KCOLL_IOC_MAGIC, 0x01, struct kcoll_setup)
 #define KCOLL_IOC_ENTER		_IOW(KCOLL_IOC_MAGIC, 0x02, struct kcoll_enter)
 #define KCOLL_IOC_EVENTFD	_IOW(KCOLL_IOC_MAGIC, 0x03, struct kcoll_eventfd)
+#define KCOLL_IOC_COMM_CREATE	_IOWR(KCOLL_IOC_MAGIC, 0x04, struct kcoll_comm_create)
+#define KCOLL_IOC_COMM_DESTROY	_IOW(KCOLL_IOC_MAGIC, 0x05, struct kcoll_comm_destroy)
+#define KCOLL_IOC_REG_MEM	_IOWR(KCOLL_IOC_MAGIC, 0x06, struct kcoll_reg_mem)
+#define KCOLL_IOC_DEREG_MEM	_IOW(KCOLL_IOC_MAGIC, 0x07, struct kcoll_dereg_mem)
 
 #endif /* _UAPI_LINUX_KCOLL_H */

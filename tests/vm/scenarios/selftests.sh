@@ -6,6 +6,8 @@
 kcoll_net_up
 kcoll_rxe_up
 kcoll_mod_load
+# This VM's rxe0 address: the communicator selftests form local ranks on it.
+export KCOLL_IP
 for t in "$KCOLL_TOP"/build/tests/bin/*_test; do
 	name=$(basename "$t")
 	log "running $name"

@@ -1,0 +1,1005 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kcoll collective engine: runs one rank's schedule (kcoll_sched.c) of each
+ * operation over the communicator's connections.
+ *
+ * Data moves receiver-driven: for every chunk it wants, the receiver sends
+ * a GRANT naming where the sender may write it (straight into the
+ * destination buffer, or into a staging slot when the data must be
+ * reduced); the sender answers with one RDMA WRITE WITH IMM per grant,
+ * whose immediate names the grant. Grants and data travel in FIFO order per
+ * (connection, kind), so both sides match them by order and check the
+ * serial. Collectives additionally exchange a SIG (signature) with every
+ * peer; an operation completes only when every peer's signature matched.
+ * A failed operation sends ABORT to its peers and waits, before it lets go
+ * of its memory, until every chunk it granted has landed or its sender has
+ * aborted too (RC ordering: nothing follows an ABORT) or died.
+ *
+ * Everything here runs under comm->lock (see kcoll_comm.h), from ENTER
+ * (issue), rdma_cm handlers and the CQ handlers (process context).
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/sched/mm.h>
+#include <linux/slab.h>
+#include <asm/fpu/api.h>
+
+#include "kcoll_comm.h"
+
+unsigned int kcoll_chunk_bytes = 256 * 1024;
+
+static struct kcoll_conn *kcoll_conn_of(struct kcoll_comm *comm, u32 rank)
+{
+	return rank < comm->nranks ? comm->conns[rank] : NULL;
+}
+
+/* Serial arithmetic on u32 sequence numbers. */
+static bool kcoll_seq_before(u32 a, u32 b)
+{
+	return (s32)(a - b) < 0;
+}
+
+static u8 *kcoll_region(struct kcoll_task *op, const struct kcoll_sregion *r)
+{
+	return op->bufs[r->buf].vaddr + r->off * op->esize;
+}
+
+static void kcoll_msg_init(struct kcoll_task *op, struct kcoll_wire_msg *m,
+			   u8 type)
+{
+	memset(m, 0, sizeof(*m));
+	m->type = type;
+	m->kind = op->kind;
+	m->seq = cpu_to_le32(op->seq);
+	m->opcode = op->args.opcode;
+	m->dtype = op->dtype;
+	m->redop = op->redop;
+	m->root = cpu_to_le32(op->kind == KCOLL_KIND_P2P ? 0 : op->args.root);
+	m->count = cpu_to_le64(op->args.count);
+}
+
+/* The op's partner on @conn for P2P: a SEND matches a RECV and back. */
+static bool kcoll_sig_match(struct kcoll_task *op, const struct kcoll_wire_msg *m)
+{
+	u8 opcode = op->args.opcode;
+
+	if (op->kind == KCOLL_KIND_P2P)
+		opcode = opcode == KCOLL_OP_SEND ? KCOLL_OP_RECV : KCOLL_OP_SEND;
+	return m->opcode == opcode && m->dtype == op->dtype &&
+	       m->redop == op->redop &&
+	       le64_to_cpu(m->count) == op->args.count &&
+	       (op->kind == KCOLL_KIND_P2P ||
+		le32_to_cpu(m->root) == op->args.root);
+}
+
+/* ------------------------------------------------------------------ */
+/* Failure                                                              */
+/* ------------------------------------------------------------------ */
+
+static void kcoll_op_send_abort(struct kcoll_task *op, struct kcoll_conn *conn)
+{
+	struct kcoll_wire_msg m;
+
+	if (!conn || conn->state != KCOLL_CONN_UP)
+		return;
+	kcoll_msg_init(op, &m, KCOLL_MSG_ABORT);
+	m.status = cpu_to_le32(-op->error);
+	/* A full SQ means the peer is not draining: it will die or the
+	 * comm will be torn down; either resolves what we wait for. */
+	if (kcoll_conn_send_msg(conn, &m))
+		kcoll_conn_kill(conn, -EIO);
+}
+
+/*
+ * End @op with @err (first error wins). Its peers are told; the op lingers
+ * until nothing can land in its memory any more (kcoll_engine_reap).
+ */
+static void kcoll_op_fail(struct kcoll_task *op, int err)
+{
+	struct kcoll_comm *comm = op->comm;
+	u32 i;
+
+	lockdep_assert_held(&comm->lock);
+	if (op->error || op->finished)
+		return;
+	op->error = err;
+	if (!op->started)
+		return;		/* nothing sent or granted yet */
+	if (op->kind == KCOLL_KIND_P2P) {
+		kcoll_op_send_abort(op, kcoll_conn_of(comm, op->args.root));
+		return;
+	}
+	for (i = 0; i < comm->nranks; i++)
+		kcoll_op_send_abort(op, comm->conns[i]);
+}
+
+/* ------------------------------------------------------------------ */
+/* Receiving                                                            */
+/* ------------------------------------------------------------------ */
+
+static int kcoll_slot_get(struct kcoll_conn *conn)
+{
+	int slot = find_first_zero_bit(&conn->slot_busy, KCOLL_STAGE_SLOTS);
+
+	if (slot >= KCOLL_STAGE_SLOTS)
+		return -1;
+	__set_bit(slot, &conn->slot_busy);
+	return slot;
+}
+
+/* Issue the grants the window allows for the current phase's receive. */
+static void kcoll_op_grant(struct kcoll_task *op)
+{
+	const struct kcoll_srecv *rv = &op->ph.recv;
+	struct kcoll_conn *conn = kcoll_conn_of(op->comm, rv->peer);
+	struct kcoll_buf *dst = &op->bufs[rv->dst.buf];
+	size_t base = rv->dst.off * op->esize;
+
+	if (!conn)
+		return;
+	while (op->recv_granted < op->recv_total || !op->recv_granted_any) {
+		struct kcoll_wire_msg m;
+		struct kcoll_grant *g;
+		u64 left = op->recv_total - op->recv_granted;
+		size_t len;
+		int slot = -1;
+
+		if (conn->k[op->kind].nr_out >= KCOLL_GRANT_WINDOW)
+			return;
+		if (rv->reduce && left) {
+			slot = kcoll_slot_get(conn);
+			if (slot < 0)
+				return;
+			len = min_t(u64, left, rounddown(conn->slot_bytes,
+							 op->esize));
+		} else if (left) {
+			len = min_t(u64, left, READ_ONCE(kcoll_chunk_bytes));
+			len = min(len, kcoll_buf_seg_room(dst, base +
+							   op->recv_granted));
+		} else {
+			len = 0;
+		}
+		g = kzalloc(sizeof(*g), GFP_KERNEL);
+		if (!g) {
+			if (slot >= 0)
+				__clear_bit(slot, &conn->slot_busy);
+			kcoll_op_fail(op, -ENOMEM);
+			return;
+		}
+		kcoll_msg_init(op, &m, KCOLL_MSG_GRANT);
+		if (slot >= 0)
+			kcoll_buf_remote(&conn->stage, slot * conn->slot_bytes,
+					 &g->addr, &g->rkey);
+		else if (len)
+			kcoll_buf_remote(dst, base + op->recv_granted, &g->addr,
+					 &g->rkey);
+		m.addr = cpu_to_le64(g->addr);
+		m.rkey = cpu_to_le32(g->rkey);
+		m.len = cpu_to_le32(len);
+		m.serial = cpu_to_le32(conn->k[op->kind].serial_out);
+		m.phase = cpu_to_le16(op->phase);
+		if (kcoll_conn_send_msg(conn, &m)) {
+			/* SQ full: retried on the next completion. A dead
+			 * connection has failed the op already. */
+			if (slot >= 0)
+				__clear_bit(slot, &conn->slot_busy);
+			kfree(g);
+			return;
+		}
+		g->seq = op->seq;
+		g->serial = conn->k[op->kind].serial_out++;
+		g->len = len;
+		g->op = op;
+		g->dst_off = op->recv_granted;
+		g->slot = slot;
+		list_add_tail(&g->node, &conn->k[op->kind].out);
+		conn->k[op->kind].nr_out++;
+		op->grants_out++;
+		op->recv_granted += len;
+		op->recv_granted_any = true;
+	}
+}
+
+/* Data of grant @g landed: reduce it if needed. */
+static void kcoll_op_landed(struct kcoll_task *op, struct kcoll_conn *conn,
+			    struct kcoll_grant *g)
+{
+	const struct kcoll_srecv *rv = &op->ph.recv;
+
+	if (g->slot >= 0) {
+		u8 *dst = kcoll_region(op, &rv->dst) + g->dst_off;
+		const u8 *opnd = kcoll_region(op, &rv->operand) + g->dst_off;
+		const u8 *in = conn->stage.vaddr + g->slot * conn->slot_bytes;
+
+		if (opnd != dst)
+			memcpy(dst, opnd, g->len);
+		kernel_fpu_begin();
+		op->reduce(dst, in, g->len / op->esize);
+		kernel_fpu_end();
+		__clear_bit(g->slot, &conn->slot_busy);
+	}
+	op->recv_done += g->len;
+	op->recv_landed_any = true;
+}
+
+/* RDMA WRITE WITH IMM from @conn's peer completed here. */
+void kcoll_engine_data(struct kcoll_conn *conn, u32 imm, u32 byte_len)
+{
+	u32 kind = imm >> KCOLL_IMM_KIND_SHIFT;
+	struct kcoll_grant *g;
+	struct kcoll_task *op;
+
+	lockdep_assert_held(&conn->comm->lock);
+	g = list_first_entry_or_null(&conn->k[kind].out, struct kcoll_grant,
+				     node);
+	if (!g || (g->serial & KCOLL_IMM_SERIAL_MASK) !=
+		  (imm & KCOLL_IMM_SERIAL_MASK) || byte_len != g->len) {
+		pr_warn_ratelimited("comm %llx rank %u: unexpected data from rank %u (imm %#x, %u bytes)\n",
+				    conn->comm->uid, conn->comm->rank,
+				    conn->peer, imm, byte_len);
+		kcoll_conn_kill(conn, -EPROTO);
+		return;
+	}
+	list_del(&g->node);
+	conn->k[kind].nr_out--;
+	op = g->op;
+	op->grants_out--;
+	if (!op->error)
+		kcoll_op_landed(op, conn, g);
+	else if (g->slot >= 0)
+		__clear_bit(g->slot, &conn->slot_busy);
+	kfree(g);
+}
+
+/* ------------------------------------------------------------------ */
+/* Sending                                                              */
+/* ------------------------------------------------------------------ */
+
+/* Our RDMA WRITE completed (the peer's HCA has the data). */
+void kcoll_write_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct kcoll_grant *g = container_of(wc->wr_cqe, struct kcoll_grant,
+					     cqe);
+	struct kcoll_conn *conn = g->conn;
+	struct kcoll_comm *comm = conn->comm;
+	struct kcoll_task *op = g->op;
+
+	mutex_lock(&comm->lock);
+	conn->sq_posted--;
+	op->writes_inflight--;
+	if (wc->status == IB_WC_SUCCESS) {
+		op->send_done += g->len;
+		op->send_done_any = true;
+	} else {
+		if (wc->status != IB_WC_WR_FLUSH_ERR)
+			pr_warn_ratelimited("comm %llx rank %u: write to rank %u failed: %s\n",
+					    comm->uid, comm->rank, conn->peer,
+					    ib_wc_status_msg(wc->status));
+		kcoll_conn_kill(conn, -EIO);
+		kcoll_op_fail(op, -EIO);
+	}
+	kfree(g);
+	kcoll_engine_reap(comm);
+	mutex_unlock(&comm->lock);
+}
+
+/* Answer the grants that have arrived for the current phase's send. */
+static void kcoll_op_send(struct kcoll_task *op)
+{
+	const struct kcoll_ssend *sd = &op->ph.send;
+	struct kcoll_conn *conn = kcoll_conn_of(op->comm, sd->peer);
+	struct kcoll_buf *src = &op->bufs[sd->src.buf];
+	size_t base = sd->src.off * op->esize;
+	struct kcoll_grant *g, *tmp;
+
+	if (!conn)
+		return;
+	list_for_each_entry_safe(g, tmp, &conn->k[op->kind].in, node) {
+		struct ib_sge sge[2];
+		int nsge = 0, err;
+		size_t off, first;
+
+		if (kcoll_seq_before(g->seq, op->seq)) {
+			/* Left over from an aborted operation. */
+			list_del(&g->node);
+			kfree(g);
+			continue;
+		}
+		if (g->seq != op->seq || g->phase > (u16)op->phase)
+			return;		/* the peer is ahead of us */
+		if (g->phase != (u16)op->phase ||
+		    (op->send_posted >= op->send_total && op->send_posted_any)) {
+			kcoll_op_fail(op, -EBADMSG);	/* schedules disagree */
+			return;
+		}
+		if (g->len > op->send_total - op->send_posted ||
+		    (!g->len && op->send_total)) {
+			kcoll_op_fail(op, -EBADMSG);	/* sizes disagree */
+			return;
+		}
+		if (sd->fwd && op->recv_done < op->send_posted + g->len)
+			return;		/* not received (and reduced) yet */
+		off = base + op->send_posted;
+		if (g->len) {
+			first = min_t(size_t, g->len,
+				      kcoll_buf_seg_room(src, off));
+			kcoll_buf_sge(src, off, first, &sge[nsge++]);
+			if (first < g->len) {
+				if (g->len - first >
+				    kcoll_buf_seg_room(src, off + first)) {
+					kcoll_op_fail(op, -EMSGSIZE);
+					return;
+				}
+				kcoll_buf_sge(src, off + first, g->len - first,
+					      &sge[nsge++]);
+			}
+		}
+		g->cqe.done = kcoll_write_done;
+		g->conn = conn;
+		g->op = op;
+		err = kcoll_conn_write(conn, sge, nsge, g->addr, g->rkey,
+				       kcoll_imm_make(op->kind, g->serial),
+				       &g->cqe);
+		if (err == -ENOBUFS)
+			return;		/* retried on the next completion */
+		if (err) {
+			kcoll_op_fail(op, err);
+			return;
+		}
+		list_del(&g->node);
+		op->writes_inflight++;
+		op->send_posted += g->len;
+		op->send_posted_any = true;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Control messages                                                     */
+/* ------------------------------------------------------------------ */
+
+static struct kcoll_task *kcoll_coll_head(struct kcoll_comm *comm)
+{
+	return list_first_entry_or_null(&comm->colls, struct kcoll_task, node);
+}
+
+/* Check the SIGs and ABORTs @conn has queued for @op. */
+static void kcoll_op_check_sigs(struct kcoll_task *op, struct kcoll_conn *conn)
+{
+	struct kcoll_sig *s, *tmp;
+
+	list_for_each_entry_safe(s, tmp, &conn->sigs, node) {
+		if (kcoll_seq_before(s->seq, op->seq)) {
+			list_del(&s->node);
+			kfree(s);
+			continue;
+		}
+		if (s->seq != op->seq)
+			continue;
+		list_del(&s->node);
+		if (s->msg.type == KCOLL_MSG_ABORT) {
+			kcoll_op_fail(op, -(int)le32_to_cpu(s->msg.status) ?:
+					  -ECONNABORTED);
+		} else if (!kcoll_sig_match(op, &s->msg)) {
+			pr_warn_ratelimited("comm %llx rank %u: operation %u does not match rank %u's (%s/%u/%u count %llu root %u)\n",
+					    op->comm->uid, op->comm->rank,
+					    op->seq, conn->peer,
+					    kcoll_op_name(s->msg.opcode),
+					    s->msg.dtype, s->msg.redop,
+					    le64_to_cpu(s->msg.count),
+					    le32_to_cpu(s->msg.root));
+			kcoll_op_fail(op, -EBADMSG);
+		} else {
+			op->sigs_ok++;
+		}
+		kfree(s);
+	}
+}
+
+/* Drop the grants @conn's peer will never fill for @op (it aborted). */
+static void kcoll_op_forget_grants(struct kcoll_task *op, struct kcoll_conn *conn)
+{
+	struct kcoll_grant *g, *tmp;
+
+	list_for_each_entry_safe(g, tmp, &conn->k[op->kind].out, node) {
+		if (g->op != op)
+			continue;
+		/* Later grants of the same op may be behind ones of nobody
+		 * else: FIFO order is per connection and kind, and an op
+		 * owns a contiguous run of it. */
+		list_del(&g->node);
+		conn->k[op->kind].nr_out--;
+		op->grants_out--;
+		if (g->slot >= 0)
+			__clear_bit(g->slot, &conn->slot_busy);
+		kfree(g);
+	}
+}
+
+static struct kcoll_task *kcoll_p2p_find(struct list_head *list, u32 seq)
+{
+	struct kcoll_task *op;
+
+	list_for_each_entry(op, list, node)
+		if (op->seq == seq)
+			return op;
+	return NULL;
+}
+
+void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
+{
+	struct kcoll_comm *comm = conn->comm;
+	u32 seq = le32_to_cpu(m->seq);
+	struct kcoll_grant *g;
+	struct kcoll_sig *s;
+	struct kcoll_task *op;
+
+	lockdep_assert_held(&comm->lock);
+	if (m->kind >= KCOLL_KIND_NR)
+		goto bad;
+	switch (m->type) {
+	case KCOLL_MSG_GRANT:
+		if (le32_to_cpu(m->serial) != conn->k[m->kind].serial_in)
+			goto bad;
+		conn->k[m->kind].serial_in++;
+		if (m->kind == KCOLL_KIND_P2P) {
+			op = kcoll_p2p_find(&conn->k[m->kind].p2p_sends, seq);
+			if (op && !kcoll_sig_match(op, m)) {
+				pr_warn_ratelimited("comm %llx rank %u: send %u to rank %u does not match its receive\n",
+						    comm->uid, comm->rank, seq,
+						    conn->peer);
+				kcoll_op_fail(op, -EBADMSG);
+			}
+		}
+		g = kzalloc(sizeof(*g), GFP_KERNEL);
+		if (!g) {
+			kcoll_conn_kill(conn, -ENOMEM);
+			return;
+		}
+		g->seq = seq;
+		g->serial = le32_to_cpu(m->serial);
+		g->addr = le64_to_cpu(m->addr);
+		g->rkey = le32_to_cpu(m->rkey);
+		g->len = le32_to_cpu(m->len);
+		g->phase = le16_to_cpu(m->phase);
+		g->slot = -1;
+		list_add_tail(&g->node, &conn->k[m->kind].in);
+		return;
+	case KCOLL_MSG_SIG:
+	case KCOLL_MSG_ABORT:
+		if (m->kind == KCOLL_KIND_P2P) {
+			if (m->type != KCOLL_MSG_ABORT)
+				goto bad;
+			/* Our send or receive with that peer and seq. */
+			op = kcoll_p2p_find(&conn->k[m->kind].p2p_sends, seq);
+			if (op && m->opcode == KCOLL_OP_RECV) {
+				kcoll_op_fail(op, -(int)le32_to_cpu(m->status));
+				kcoll_op_forget_grants(op, conn);
+			}
+			op = kcoll_p2p_find(&conn->k[m->kind].p2p_recvs, seq);
+			if (op && m->opcode == KCOLL_OP_SEND) {
+				kcoll_op_fail(op, -(int)le32_to_cpu(m->status));
+				kcoll_op_forget_grants(op, conn);
+			}
+			return;
+		}
+		op = kcoll_coll_head(comm);
+		if (op && op->started && kcoll_seq_before(seq, op->seq))
+			return;			/* stale */
+		if (m->type == KCOLL_MSG_ABORT && op && op->started &&
+		    seq == op->seq) {
+			kcoll_op_fail(op, -(int)le32_to_cpu(m->status) ?:
+					  -ECONNABORTED);
+			kcoll_op_forget_grants(op, conn);
+			return;
+		}
+		s = kzalloc(sizeof(*s), GFP_KERNEL);
+		if (!s) {
+			kcoll_conn_kill(conn, -ENOMEM);
+			return;
+		}
+		s->seq = seq;
+		s->msg = *m;
+		list_add_tail(&s->node, &conn->sigs);
+		if (op && op->started && seq == op->seq)
+			kcoll_op_check_sigs(op, conn);
+		return;
+	}
+bad:
+	pr_warn_ratelimited("comm %llx rank %u: protocol error from rank %u (type %u kind %u)\n",
+			    comm->uid, comm->rank, conn->peer, m->type, m->kind);
+	kcoll_conn_kill(conn, -EPROTO);
+}
+
+/* ------------------------------------------------------------------ */
+/* Phases                                                               */
+/* ------------------------------------------------------------------ */
+
+static void kcoll_phase_open(struct kcoll_task *op)
+{
+	struct kcoll_phase *ph = &op->ph;
+
+	kcoll_sched_phase(&op->args, op->phase, ph);
+	op->phase_open = true;
+	op->send_total = ph->has_send ? ph->send.cnt * op->esize : 0;
+	op->recv_total = ph->has_recv ? ph->recv.cnt * op->esize : 0;
+	op->send_posted = op->send_done = 0;
+	op->recv_granted = op->recv_done = 0;
+	op->send_posted_any = op->send_done_any = false;
+	op->recv_granted_any = op->recv_landed_any = false;
+	if (ph->copy.cnt) {
+		u8 *dst = kcoll_region(op, &ph->copy.dst);
+		const u8 *src = kcoll_region(op, &ph->copy.src);
+
+		if (dst != src)
+			memmove(dst, src, ph->copy.cnt * op->esize);
+	}
+}
+
+static bool kcoll_phase_done(struct kcoll_task *op)
+{
+	const struct kcoll_phase *ph = &op->ph;
+
+	if (ph->has_send && (!op->send_done_any ||
+			     op->send_done < op->send_total))
+		return false;
+	if (ph->has_recv && (!op->recv_landed_any ||
+			     op->recv_done < op->recv_total))
+		return false;
+	return true;
+}
+
+/* Run @op as far as it can go now. */
+static void kcoll_op_progress(struct kcoll_task *op)
+{
+	struct kcoll_comm *comm = op->comm;
+	u32 i;
+
+	lockdep_assert_held(&comm->lock);
+	if (!op->started) {
+		op->started = true;
+		op->nphases = kcoll_sched_nphases(&op->args);
+		if (op->error)
+			return;
+		if (op->kind == KCOLL_KIND_COLL) {
+			for (i = 0; i < comm->nranks; i++) {
+				struct kcoll_conn *conn = comm->conns[i];
+				struct kcoll_wire_msg m;
+
+				if (!conn)
+					continue;
+				kcoll_msg_init(op, &m, KCOLL_MSG_SIG);
+				if (kcoll_conn_send_msg(conn, &m)) {
+					kcoll_op_fail(op, -ECONNRESET);
+					return;
+				}
+				kcoll_op_check_sigs(op, conn);
+			}
+		}
+	}
+	while (!op->error && op->phase < op->nphases) {
+		if (!op->phase_open)
+			kcoll_phase_open(op);
+		if (op->ph.has_recv)
+			kcoll_op_grant(op);
+		if (op->ph.has_send)
+			kcoll_op_send(op);
+		if (op->error || !kcoll_phase_done(op))
+			return;
+		if (op->ph.avg_cnt) {
+			kernel_fpu_begin();
+			kcoll_reduce_active_avg(kcoll_region(op, &op->ph.avg),
+						op->ph.avg_cnt, op->dtype,
+						comm->nranks);
+			kernel_fpu_end();
+		}
+		op->phase_open = false;
+		op->phase++;
+	}
+	if (op->error)
+		return;
+	if (op->kind == KCOLL_KIND_COLL && op->sigs_ok < comm->nranks - 1)
+		return;
+	op->finished = true;
+}
+
+/* ------------------------------------------------------------------ */
+/* Completion                                                           */
+/* ------------------------------------------------------------------ */
+
+static void kcoll_op_release(struct kcoll_task *op)
+{
+	int i;
+
+	for (i = 0; i < KCOLL_SBUF_NR; i++) {
+		if (op->mems[i]) {
+			refcount_dec(&op->mems[i]->users);
+			op->mems[i] = NULL;
+			memset(&op->bufs[i], 0, sizeof(op->bufs[i]));
+		} else {
+			kcoll_buf_release(&op->bufs[i]);
+		}
+	}
+}
+
+static void kcoll_op_free(struct kcoll_task *op)
+{
+	kcoll_op_release(op);
+	kfree(op);
+}
+
+/* Nothing can land in @op's memory any more and nothing of it is posted. */
+static bool kcoll_op_quiet(struct kcoll_task *op)
+{
+	return !op->grants_out && !op->writes_inflight;
+}
+
+static void kcoll_op_complete(struct kcoll_task *op)
+{
+	struct kcoll_comm *comm = op->comm;
+	struct kcoll_req *req = op->req;
+	int res = op->error;
+
+	list_del(&op->node);
+	list_del(&op->all);
+	comm->nr_ops--;
+	if (op->kind == KCOLL_KIND_COLL)
+		comm->coll_done_seq = op->seq + 1;
+	kcoll_op_free(op);
+	kcoll_req_complete(req, res);
+}
+
+/*
+ * Progress every op that can move and complete the ones that are over.
+ * Called after every event. Must hold comm->lock.
+ */
+void kcoll_engine_reap(struct kcoll_comm *comm)
+{
+	struct kcoll_task *op, *tmp;
+	bool again;
+	u32 i;
+
+	lockdep_assert_held(&comm->lock);
+	do {
+		again = false;
+		op = kcoll_coll_head(comm);
+		if (op) {
+			if (!op->finished && !op->error)
+				kcoll_op_progress(op);
+			if ((op->finished || op->error) && kcoll_op_quiet(op)) {
+				kcoll_op_complete(op);
+				again = true;	/* start the next one */
+			}
+		}
+		for (i = 0; i < comm->nranks; i++) {
+			struct kcoll_conn *conn = comm->conns[i];
+			struct list_head *lists[2];
+			int l;
+
+			if (!conn)
+				continue;
+			lists[0] = &conn->k[KCOLL_KIND_P2P].p2p_sends;
+			lists[1] = &conn->k[KCOLL_KIND_P2P].p2p_recvs;
+			for (l = 0; l < 2; l++) {
+				/* Per direction, in order: only the head runs. */
+				op = list_first_entry_or_null(lists[l],
+							      struct kcoll_task,
+							      node);
+				if (!op)
+					continue;
+				if (!op->finished && !op->error)
+					kcoll_op_progress(op);
+				if ((op->finished || op->error) &&
+				    kcoll_op_quiet(op)) {
+					kcoll_op_complete(op);
+					again = true;
+				}
+			}
+		}
+	} while (again);
+
+	/* Failed ops queued behind the head never start: finish them too
+	 * once they reach the head (above). Failed P2P ops that are not at
+	 * the head cannot have posted anything either. */
+	list_for_each_entry_safe(op, tmp, &comm->ops, all) {
+		if (op->error && !op->started && kcoll_op_quiet(op) &&
+		    op->kind == KCOLL_KIND_P2P)
+			kcoll_op_complete(op);
+	}
+}
+
+/* @conn died: everything it carried is gone. Must hold comm->lock. */
+void kcoll_engine_conn_lost(struct kcoll_conn *conn)
+{
+	struct kcoll_comm *comm = conn->comm;
+	struct kcoll_grant *g, *tmp;
+	struct kcoll_sig *s, *stmp;
+	int k;
+
+	lockdep_assert_held(&comm->lock);
+	if (!comm->error)
+		comm->error = conn->error ?: -ECONNRESET;
+	kcoll_engine_fail_all(comm, comm->error);
+	for (k = 0; k < KCOLL_KIND_NR; k++) {
+		list_for_each_entry_safe(g, tmp, &conn->k[k].out, node) {
+			list_del(&g->node);
+			g->op->grants_out--;
+			kfree(g);
+		}
+		conn->k[k].nr_out = 0;
+		conn->slot_busy = 0;
+		list_for_each_entry_safe(g, tmp, &conn->k[k].in, node) {
+			list_del(&g->node);
+			kfree(g);
+		}
+	}
+	list_for_each_entry_safe(s, stmp, &conn->sigs, node) {
+		list_del(&s->node);
+		kfree(s);
+	}
+}
+
+/* Fail every op of @comm. Must hold comm->lock. */
+void kcoll_engine_fail_all(struct kcoll_comm *comm, int err)
+{
+	struct kcoll_task *op;
+
+	lockdep_assert_held(&comm->lock);
+	list_for_each_entry(op, &comm->ops, all)
+		kcoll_op_fail(op, err);
+}
+
+/*
+ * The comm's connections are destroyed (drained): no completion will come
+ * for anything. Complete every op. Must hold comm->lock.
+ */
+void kcoll_engine_force_reap(struct kcoll_comm *comm)
+{
+	struct kcoll_task *op, *tmp;
+
+	lockdep_assert_held(&comm->lock);
+	list_for_each_entry_safe(op, tmp, &comm->ops, all) {
+		if (!op->error)
+			op->error = comm->error ?: -ECANCELED;
+		op->grants_out = 0;
+		op->writes_inflight = 0;
+		kcoll_op_complete(op);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Issue                                                                */
+/* ------------------------------------------------------------------ */
+
+static bool kcoll_is_float(u8 dtype)
+{
+	return dtype == KCOLL_DTYPE_FP16 || dtype == KCOLL_DTYPE_BF16 ||
+	       dtype == KCOLL_DTYPE_FP32 || dtype == KCOLL_DTYPE_FP64;
+}
+
+/*
+ * Find the registration @handle for [@addr, @addr + @len) and take a use;
+ * NULL with *err set if it does not exist or does not hold the range.
+ */
+static struct kcoll_mem *kcoll_mem_get(struct kcoll_ctx *ctx,
+				       struct kcoll_comm *comm, u32 handle,
+				       u64 addr, u64 len, int *err)
+{
+	struct kcoll_mem *mem;
+
+	mutex_lock(&ctx->comm_lock);
+	mem = xa_load(&ctx->mems, handle);
+	if (!mem || mem->comm != comm) {
+		*err = -ENOENT;
+		mem = NULL;
+	} else if (addr < mem->addr || addr + len < addr ||
+		   addr + len > mem->addr + mem->len) {
+		*err = -ERANGE;
+		mem = NULL;
+	} else if (!mem->buf.segs && comm->nranks > 1) {
+		*err = -ENODEV;		/* its device went away */
+		mem = NULL;
+	} else {
+		refcount_inc(&mem->users);
+	}
+	mutex_unlock(&ctx->comm_lock);
+	return mem;
+}
+
+/* Set up buffer @which of @op: a view of a registration, or pinned now. */
+static int kcoll_op_buf(struct kcoll_task *op, int which, u64 addr, u32 handle,
+			u64 elems, bool writable)
+{
+	struct kcoll_comm *comm = op->comm;
+	struct kcoll_buf *b = &op->bufs[which];
+	struct kcoll_mem *mem;
+	size_t len;
+	int err = 0;
+
+	if (check_mul_overflow((size_t)elems, op->esize, &len))
+		return -EOVERFLOW;
+	if (!len)
+		return 0;
+	if (handle) {
+		size_t delta;
+
+		mem = kcoll_mem_get(op->req->ctx, comm, handle, addr, len,
+				    &err);
+		if (!mem)
+			return err;
+		delta = addr - mem->addr;
+		*b = mem->buf;
+		b->off0 = mem->buf.off0 + delta;
+		b->vaddr = mem->buf.vaddr + delta;
+		b->len = len;
+		op->mems[which] = mem;
+		return 0;
+	}
+	err = kcoll_buf_pin_user(b, addr, len, writable);
+	if (err)
+		return err;
+	return kcoll_buf_register(b, comm, NULL);
+}
+
+static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
+{
+	struct kcoll_comm *comm = op->comm;
+	struct kcoll_sched_args *a = &op->args;
+	u64 scount, rcount, tcount, n = comm->nranks;
+	bool p2p = op->kind == KCOLL_KIND_P2P;
+	size_t tlen;
+	int err;
+
+	op->dtype = sqe->dtype;
+	op->redop = sqe->redop;
+	a->opcode = sqe->opcode;
+	a->redop = sqe->redop;
+	a->rank = comm->rank;
+	a->nranks = comm->nranks;
+	a->count = sqe->count;
+	a->root = (sqe->opcode == KCOLL_OP_REDUCE ||
+		   sqe->opcode == KCOLL_OP_BROADCAST || p2p) ? sqe->peer : 0;
+	if (sqe->opcode == KCOLL_OP_BARRIER) {
+		op->esize = 1;
+	} else {
+		op->esize = kcoll_dtype_size(sqe->dtype);
+		if (!op->esize)
+			return -EINVAL;
+	}
+	if (sqe->redop) {
+		if (sqe->redop == KCOLL_REDOP_AVG && !kcoll_is_float(sqe->dtype))
+			return -EINVAL;
+		op->reduce = kcoll_reduce_active(sqe->dtype, sqe->redop);
+		if (!op->reduce)
+			return -EINVAL;
+	}
+	if (a->root >= n || (p2p && a->root == comm->rank))
+		return -EINVAL;
+	/* Whole-buffer sizes must fit comfortably in size_t bytes. */
+	if (sqe->count > (U64_MAX >> 16) / n / op->esize)
+		return -EOVERFLOW;
+
+	switch (sqe->opcode) {
+	case KCOLL_OP_ALLREDUCE:
+	case KCOLL_OP_ALLTOALL:
+		a->in_place = sqe->send_addr == sqe->recv_addr;
+		break;
+	case KCOLL_OP_REDUCE:
+	case KCOLL_OP_BROADCAST:
+		a->in_place = a->root == comm->rank &&
+			      sqe->send_addr == sqe->recv_addr;
+		break;
+	case KCOLL_OP_ALLGATHER:
+		a->in_place = sqe->send_addr ==
+			      sqe->recv_addr + comm->rank * sqe->count * op->esize;
+		break;
+	case KCOLL_OP_REDUCE_SCATTER:
+		a->in_place = sqe->recv_addr ==
+			      sqe->send_addr + comm->rank * sqe->count * op->esize;
+		break;
+	default:
+		a->in_place = false;
+	}
+	err = kcoll_sched_check(a);
+	if (err)
+		return err;
+
+	scount = kcoll_sched_send_count(a);
+	rcount = kcoll_sched_recv_count(a);
+	tcount = kcoll_sched_tmp_count(a);
+	err = kcoll_op_buf(op, KCOLL_SBUF_SEND, sqe->send_addr, sqe->send_mr,
+			   scount,
+			   a->in_place && sqe->opcode == KCOLL_OP_REDUCE_SCATTER);
+	if (err)
+		return err;
+	err = kcoll_op_buf(op, KCOLL_SBUF_RECV, sqe->recv_addr, sqe->recv_mr,
+			   rcount, true);
+	if (err)
+		return err;
+	if (tcount) {
+		if (check_mul_overflow((size_t)tcount, op->esize, &tlen))
+			return -EOVERFLOW;
+		err = kcoll_buf_alloc(&op->bufs[KCOLL_SBUF_TMP], tlen);
+		if (err)
+			return err;
+		err = kcoll_buf_register(&op->bufs[KCOLL_SBUF_TMP], comm,
+					 NULL);
+	}
+	return err;
+}
+
+static struct kcoll_comm *kcoll_comm_get(struct kcoll_ctx *ctx, u32 id)
+{
+	struct kcoll_comm *comm;
+
+	mutex_lock(&ctx->comm_lock);
+	comm = xa_load(&ctx->comms, id);
+	if (comm)
+		kref_get(&comm->ref);
+	mutex_unlock(&ctx->comm_lock);
+	return comm;
+}
+
+/* The .issue of every collective opcode: runs in the submitting task. */
+void kcoll_coll_issue(struct kcoll_req *req)
+{
+	const struct kcoll_sqe *sqe = &req->sqe;
+	struct kcoll_comm *comm;
+	struct kcoll_conn *conn;
+	struct kcoll_task *op;
+	int err;
+
+	comm = kcoll_comm_get(req->ctx, sqe->comm_id);
+	if (!comm) {
+		kcoll_req_complete(req, -ENOENT);
+		return;
+	}
+	op = kzalloc(sizeof(*op), GFP_KERNEL_ACCOUNT);
+	if (!op) {
+		err = -ENOMEM;
+		goto out_put;
+	}
+	op->req = req;
+	op->comm = comm;
+	op->kind = (sqe->opcode == KCOLL_OP_SEND ||
+		    sqe->opcode == KCOLL_OP_RECV) ? KCOLL_KIND_P2P :
+						    KCOLL_KIND_COLL;
+	INIT_LIST_HEAD(&op->node);
+	INIT_LIST_HEAD(&op->all);
+	err = kcoll_op_prepare(op, sqe);
+	if (err)
+		goto out_free;
+
+	mutex_lock(&comm->lock);
+	if (comm->error || comm->shutting_down) {
+		err = comm->error ?: -ECANCELED;
+		mutex_unlock(&comm->lock);
+		goto out_free;
+	}
+	if (op->kind == KCOLL_KIND_COLL) {
+		op->seq = comm->coll_seq++;
+		list_add_tail(&op->node, &comm->colls);
+	} else {
+		conn = comm->conns[op->args.root];
+		if (sqe->opcode == KCOLL_OP_SEND) {
+			op->seq = conn->k[KCOLL_KIND_P2P].p2p_send_seq++;
+			list_add_tail(&op->node,
+				      &conn->k[KCOLL_KIND_P2P].p2p_sends);
+		} else {
+			op->seq = conn->k[KCOLL_KIND_P2P].p2p_recv_seq++;
+			list_add_tail(&op->node,
+				      &conn->k[KCOLL_KIND_P2P].p2p_recvs);
+		}
+	}
+	list_add_tail(&op->all, &comm->ops);
+	comm->nr_ops++;
+	kcoll_engine_reap(comm);
+	mutex_unlock(&comm->lock);
+	kcoll_comm_put(comm);
+	return;
+
+out_free:
+	kcoll_op_free(op);
+out_put:
+	kcoll_comm_put(comm);
+	kcoll_req_complete(req, err);
+}

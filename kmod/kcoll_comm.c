@@ -1,0 +1,579 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kcoll communicators: KCOLL_IOC_COMM_CREATE / COMM_DESTROY, memory
+ * registrations (KCOLL_IOC_REG_MEM / DEREG_MEM), the global list the
+ * rdma_cm listener searches, and device removal.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/in.h>
+#include <linux/log2.h>
+#include <linux/moduleparam.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/vmalloc.h>
+
+#include "kcoll_comm.h"
+
+unsigned int kcoll_listen_port = 18515;
+module_param_named(listen_port, kcoll_listen_port, uint, 0444);
+MODULE_PARM_DESC(listen_port,
+		 "rdma_cm port kcoll listens on, on every RDMA device (default 18515)");
+
+unsigned int kcoll_connect_timeout_ms = 60000;
+
+static int kcoll_param_set_range(const char *val, const struct kernel_param *kp,
+				 unsigned int min, unsigned int max)
+{
+	unsigned int v;
+	int err = kstrtouint(val, 0, &v);
+
+	if (err)
+		return err;
+	if (v < min || v > max)
+		return -EINVAL;
+	WRITE_ONCE(*(unsigned int *)kp->arg, v);
+	return 0;
+}
+
+static int kcoll_chunk_set(const char *val, const struct kernel_param *kp)
+{
+	return kcoll_param_set_range(val, kp, 4096, 4 << 20);
+}
+
+static int kcoll_timeout_set(const char *val, const struct kernel_param *kp)
+{
+	return kcoll_param_set_range(val, kp, 100, 3600 * 1000);
+}
+
+static const struct kernel_param_ops kcoll_chunk_ops = {
+	.set = kcoll_chunk_set,
+	.get = param_get_uint,
+};
+
+static const struct kernel_param_ops kcoll_timeout_ops = {
+	.set = kcoll_timeout_set,
+	.get = param_get_uint,
+};
+
+module_param_cb(chunk_bytes, &kcoll_chunk_ops, &kcoll_chunk_bytes, 0644);
+MODULE_PARM_DESC(chunk_bytes,
+		 "Bytes per RDMA write and reduction step (4096..4 MiB; default 256 KiB; new connections and operations)");
+module_param_cb(connect_timeout_ms, &kcoll_timeout_ops,
+		&kcoll_connect_timeout_ms, 0644);
+MODULE_PARM_DESC(connect_timeout_ms,
+		 "Default time COMM_CREATE waits for every peer (100..3600000 ms; default 60000)");
+
+static LIST_HEAD(kcoll_comms);
+static DEFINE_MUTEX(kcoll_comms_lock);
+
+/* ------------------------------------------------------------------ */
+/* Lifetime                                                             */
+/* ------------------------------------------------------------------ */
+
+static void kcoll_comm_free(struct kref *ref)
+{
+	struct kcoll_comm *comm = container_of(ref, struct kcoll_comm, ref);
+	u32 i;
+
+	if (comm->conns) {
+		for (i = 0; i < comm->nranks; i++)
+			if (comm->conns[i])
+				kcoll_conn_free(comm->conns[i]);
+		kvfree(comm->conns);
+	}
+	kvfree(comm->ranks);
+	mutex_destroy(&comm->lock);
+	mutex_destroy(&comm->reg_lock);
+	kfree(comm);
+}
+
+void kcoll_comm_put(struct kcoll_comm *comm)
+{
+	kref_put(&comm->ref, kcoll_comm_free);
+}
+
+/* The listener's lookup: a referenced comm, or NULL. */
+struct kcoll_comm *kcoll_comm_find_listed(u64 uid, u32 rank)
+{
+	struct kcoll_comm *comm, *found = NULL;
+
+	mutex_lock(&kcoll_comms_lock);
+	list_for_each_entry(comm, &kcoll_comms, node) {
+		if (comm->uid == uid && comm->rank == rank) {
+			kref_get(&comm->ref);
+			found = comm;
+			break;
+		}
+	}
+	mutex_unlock(&kcoll_comms_lock);
+	return found;
+}
+
+static void kcoll_comm_unlist(struct kcoll_comm *comm)
+{
+	mutex_lock(&kcoll_comms_lock);
+	if (comm->listed)
+		list_del(&comm->node);
+	comm->listed = false;
+	mutex_unlock(&kcoll_comms_lock);
+}
+
+static bool kcoll_comm_cm_idle(struct kcoll_comm *comm)
+{
+	bool idle;
+
+	mutex_lock(&comm->lock);
+	idle = !comm->cm_busy;
+	mutex_unlock(&comm->lock);
+	return idle;
+}
+
+/*
+ * Stop everything: fail the operations (peers are told), tear down every
+ * connection (drained: no completion will follow) and complete the
+ * operations with @err. Idempotent. Must not hold comm->lock.
+ */
+static void kcoll_comm_shutdown(struct kcoll_comm *comm, int err)
+{
+	u32 i;
+
+	mutex_lock(&comm->lock);
+	if (comm->shutting_down) {
+		mutex_unlock(&comm->lock);
+		return;
+	}
+	if (!comm->error)
+		comm->error = err;
+	kcoll_engine_fail_all(comm, err);
+	/* Handlers check this first and then do nothing. */
+	comm->shutting_down = true;
+	mutex_unlock(&comm->lock);
+	wait_event(comm->wait, kcoll_comm_cm_idle(comm));
+
+	for (i = 0; i < comm->nranks; i++)
+		if (comm->conns[i])
+			kcoll_conn_shutdown(comm->conns[i]);
+
+	mutex_lock(&comm->lock);
+	for (i = 0; i < comm->nranks; i++)
+		if (comm->conns[i])
+			kcoll_conn_kill(comm->conns[i], err);
+	kcoll_engine_force_reap(comm);
+	mutex_unlock(&comm->lock);
+}
+
+static void kcoll_mem_free(struct kcoll_mem *mem)
+{
+	kcoll_buf_release(&mem->buf);
+	kfree(mem);
+}
+
+/*
+ * Destroy @comm: it leaves the file (already erased from ctx->comms by the
+ * caller), its registrations are released, its ops cancelled.
+ * Must hold ctx->comm_lock.
+ */
+static void kcoll_comm_destroy(struct kcoll_ctx *ctx, struct kcoll_comm *comm)
+{
+	struct kcoll_mem *mem, *tmp;
+
+	lockdep_assert_held(&ctx->comm_lock);
+	kcoll_comm_unlist(comm);
+	kcoll_comm_shutdown(comm, -ECANCELED);
+	/* No op uses a registration any more: they all completed. */
+	list_for_each_entry_safe(mem, tmp, &comm->mems, node) {
+		list_del(&mem->node);
+		xa_erase(&ctx->mems, mem->handle);
+		kcoll_mem_free(mem);
+	}
+	kcoll_comm_put(comm);
+}
+
+/* ------------------------------------------------------------------ */
+/* Create / destroy                                                     */
+/* ------------------------------------------------------------------ */
+
+/* Bind to our own address to learn which RDMA device serves it. */
+static int kcoll_comm_bind_device(struct kcoll_comm *comm)
+{
+	struct rdma_cm_id *id;
+	struct ib_pd *pd;
+	u32 pages;
+	int err;
+
+	id = rdma_create_id(&init_net, NULL, NULL, RDMA_PS_TCP, IB_QPT_RC);
+	if (IS_ERR(id))
+		return PTR_ERR(id);
+	err = rdma_bind_addr(id, (struct sockaddr *)&comm->self_addr);
+	if (err)
+		goto out_destroy;
+	if (!id->device) {
+		err = -ENODEV;		/* not an RDMA interface's address */
+		goto out_destroy;
+	}
+	if (!(id->device->attrs.device_cap_flags &
+	      IB_DEVICE_MEM_MGT_EXTENSIONS)) {
+		err = -EOPNOTSUPP;	/* no fast registration */
+		goto out_destroy;
+	}
+	pd = kcoll_ib_pd(id->device);
+	if (!pd) {
+		err = -ENODEV;
+		goto out_destroy;
+	}
+	pages = min_t(u32, id->device->attrs.max_fast_reg_page_list_len, 512);
+	if (!pages) {
+		err = -EOPNOTSUPP;
+		goto out_destroy;
+	}
+	comm->ibdev = id->device;
+	comm->pd = pd;
+	comm->seg_pages = rounddown_pow_of_two(pages);
+
+out_destroy:
+	rdma_destroy_id(id);
+	return err;
+}
+
+static bool kcoll_comm_connected(struct kcoll_comm *comm, int *err)
+{
+	bool done;
+
+	mutex_lock(&comm->lock);
+	*err = comm->error;
+	done = comm->error || comm->nr_up == comm->nranks - 1;
+	mutex_unlock(&comm->lock);
+	return done;
+}
+
+int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
+{
+	struct kcoll_comm_create p;
+	struct kcoll_comm *comm;
+	long left;
+	u32 i, id;
+	int err;
+
+	if (copy_from_user(&p, uarg, sizeof(p)))
+		return -EFAULT;
+	if (p.flags || p.resv0 || !kcoll_all_zero(p.resv, sizeof(p.resv)) ||
+	    p.comm_id)
+		return -EINVAL;
+	if (!p.uid || !p.nranks || p.nranks > KCOLL_MAX_RANKS ||
+	    p.rank >= p.nranks)
+		return -EINVAL;
+
+	comm = kzalloc(sizeof(*comm), GFP_KERNEL_ACCOUNT);
+	if (!comm)
+		return -ENOMEM;
+	kref_init(&comm->ref);
+	mutex_init(&comm->lock);
+	mutex_init(&comm->reg_lock);
+	init_waitqueue_head(&comm->wait);
+	INIT_LIST_HEAD(&comm->colls);
+	INIT_LIST_HEAD(&comm->ops);
+	INIT_LIST_HEAD(&comm->mems);
+	comm->ctx = ctx;
+	comm->uid = p.uid;
+	comm->rank = p.rank;
+	comm->nranks = p.nranks;
+	memcpy(comm->key, p.key, sizeof(comm->key));
+
+	comm->ranks = kvmalloc_array(p.nranks, sizeof(*comm->ranks),
+				     GFP_KERNEL_ACCOUNT);
+	comm->conns = kvcalloc(p.nranks, sizeof(*comm->conns),
+			       GFP_KERNEL_ACCOUNT);
+	if (!comm->ranks || !comm->conns) {
+		err = -ENOMEM;
+		goto out_put;
+	}
+	if (copy_from_user(comm->ranks, u64_to_user_ptr(p.ranks),
+			   array_size(p.nranks, sizeof(*comm->ranks)))) {
+		err = -EFAULT;
+		goto out_put;
+	}
+	for (i = 0; i < p.nranks; i++) {
+		struct sockaddr_storage ss;
+
+		if (comm->ranks[i].resv) {
+			err = -EINVAL;
+			goto out_put;
+		}
+		err = kcoll_rank_sockaddr(&comm->ranks[i], &ss);
+		if (err)
+			goto out_put;
+	}
+	err = kcoll_rank_sockaddr(&comm->ranks[p.rank], &comm->self_addr);
+	if (err)
+		goto out_put;
+	((struct sockaddr_in *)&comm->self_addr)->sin_port = 0;
+
+	if (p.nranks > 1) {
+		err = kcoll_comm_bind_device(comm);
+		if (err)
+			goto out_put;
+	}
+	comm->connect_deadline = jiffies + msecs_to_jiffies(p.timeout_ms ?:
+					READ_ONCE(kcoll_connect_timeout_ms));
+
+	mutex_lock(&kcoll_comms_lock);
+	{
+		struct kcoll_comm *c;
+
+		list_for_each_entry(c, &kcoll_comms, node) {
+			if (c->uid == comm->uid && c->rank == comm->rank) {
+				mutex_unlock(&kcoll_comms_lock);
+				err = -EEXIST;
+				goto out_put;
+			}
+		}
+	}
+	list_add_tail(&comm->node, &kcoll_comms);
+	comm->listed = true;
+	mutex_unlock(&kcoll_comms_lock);
+
+	mutex_lock(&comm->lock);
+	for (i = 0; i < p.nranks && !err; i++)
+		if (i != p.rank)
+			err = kcoll_conn_start(comm, i);
+	mutex_unlock(&comm->lock);
+	if (err)
+		goto out_shutdown;
+
+	left = wait_event_interruptible_timeout(comm->wait,
+			kcoll_comm_connected(comm, &err),
+			max_t(long, (long)(comm->connect_deadline - jiffies), 1));
+	if (left < 0)
+		err = -EINTR;
+	else if (!left && !err)
+		err = -ETIMEDOUT;
+	if (err)
+		goto out_shutdown;
+
+	mutex_lock(&ctx->comm_lock);
+	err = xa_alloc(&ctx->comms, &id, comm, xa_limit_31b, GFP_KERNEL);
+	if (!err)
+		comm->id = id;
+	mutex_unlock(&ctx->comm_lock);
+	if (err)
+		goto out_shutdown;
+	p.comm_id = comm->id;
+	if (copy_to_user(uarg, &p, sizeof(p))) {
+		/* Nobody can name it: undo. */
+		mutex_lock(&ctx->comm_lock);
+		xa_erase(&ctx->comms, comm->id);
+		kcoll_comm_destroy(ctx, comm);
+		mutex_unlock(&ctx->comm_lock);
+		return -EFAULT;
+	}
+	pr_debug("comm %llx rank %u/%u created (id %u)\n", comm->uid,
+		 comm->rank, comm->nranks, comm->id);
+	return 0;
+
+out_shutdown:
+	if (err == -ETIMEDOUT) {
+		mutex_lock(&comm->lock);
+		for (i = 0; i < comm->nranks; i++)
+			if (comm->conns[i] &&
+			    comm->conns[i]->state != KCOLL_CONN_UP)
+				pr_warn_ratelimited("comm %llx rank %u: no connection to rank %u\n",
+						    comm->uid, comm->rank, i);
+		mutex_unlock(&comm->lock);
+	}
+	kcoll_comm_unlist(comm);
+	kcoll_comm_shutdown(comm, err);
+out_put:
+	kcoll_comm_put(comm);
+	return err;
+}
+
+int kcoll_comm_destroy_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
+{
+	struct kcoll_comm_destroy p;
+	struct kcoll_comm *comm;
+
+	if (copy_from_user(&p, uarg, sizeof(p)))
+		return -EFAULT;
+	if (p.resv)
+		return -EINVAL;
+	mutex_lock(&ctx->comm_lock);
+	comm = xa_erase(&ctx->comms, p.comm_id);
+	if (comm)
+		kcoll_comm_destroy(ctx, comm);
+	mutex_unlock(&ctx->comm_lock);
+	return comm ? 0 : -ENOENT;
+}
+
+/* The file is going away: destroy its communicators (cancels their ops). */
+void kcoll_ctx_comms_release(struct kcoll_ctx *ctx)
+{
+	struct kcoll_comm *comm;
+	unsigned long id;
+
+	mutex_lock(&ctx->comm_lock);
+	xa_for_each(&ctx->comms, id, comm) {
+		xa_erase(&ctx->comms, id);
+		kcoll_comm_destroy(ctx, comm);
+	}
+	mutex_unlock(&ctx->comm_lock);
+	WARN_ON_ONCE(!xa_empty(&ctx->mems));
+	xa_destroy(&ctx->comms);
+	xa_destroy(&ctx->mems);
+}
+
+/* ------------------------------------------------------------------ */
+/* Memory registration                                                  */
+/* ------------------------------------------------------------------ */
+
+static int kcoll_dereg_mem(struct kcoll_ctx *ctx, u32 handle);
+
+int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
+{
+	struct kcoll_reg_mem p;
+	struct kcoll_comm *comm;
+	struct kcoll_mem *mem;
+	u32 handle;
+	int err;
+
+	if (copy_from_user(&p, uarg, sizeof(p)))
+		return -EFAULT;
+	if (p.flags || p.resv0 || p.handle ||
+	    !kcoll_all_zero(p.resv, sizeof(p.resv)))
+		return -EINVAL;
+	if (!p.len)
+		return -EINVAL;
+	if (p.addr + p.len < p.addr)
+		return -EFAULT;
+
+	mem = kzalloc(sizeof(*mem), GFP_KERNEL_ACCOUNT);
+	if (!mem)
+		return -ENOMEM;
+	refcount_set(&mem->users, 1);
+	mem->addr = p.addr;
+	mem->len = p.len;
+
+	mutex_lock(&ctx->comm_lock);
+	comm = xa_load(&ctx->comms, p.comm_id);
+	if (!comm) {
+		err = -ENOENT;
+		goto out_unlock;
+	}
+	mem->comm = comm;
+	err = kcoll_buf_pin_user(&mem->buf, p.addr, p.len, true);
+	if (err)
+		goto out_unlock;
+	err = kcoll_buf_register(&mem->buf, comm, NULL);
+	if (err)
+		goto out_release;
+	/* XA_FLAGS_ALLOC1: handles start at 1; 0 means "no handle". */
+	err = xa_alloc(&ctx->mems, &handle, mem, xa_limit_31b, GFP_KERNEL);
+	if (err)
+		goto out_release;
+	mem->handle = handle;
+	mutex_lock(&comm->lock);
+	list_add_tail(&mem->node, &comm->mems);
+	mutex_unlock(&comm->lock);
+	mutex_unlock(&ctx->comm_lock);
+
+	p.handle = mem->handle;
+	if (copy_to_user(uarg, &p, sizeof(p))) {
+		kcoll_dereg_mem(ctx, p.handle);	/* nobody can name it */
+		return -EFAULT;
+	}
+	return 0;
+
+out_release:
+	kcoll_buf_release(&mem->buf);
+out_unlock:
+	mutex_unlock(&ctx->comm_lock);
+	kfree(mem);
+	return err;
+}
+
+static int kcoll_dereg_mem(struct kcoll_ctx *ctx, u32 handle)
+{
+	struct kcoll_mem *mem;
+
+	mutex_lock(&ctx->comm_lock);
+	mem = xa_load(&ctx->mems, handle);
+	if (!mem) {
+		mutex_unlock(&ctx->comm_lock);
+		return -ENOENT;
+	}
+	if (refcount_read(&mem->users) != 1) {
+		mutex_unlock(&ctx->comm_lock);
+		return -EBUSY;
+	}
+	xa_erase(&ctx->mems, handle);
+	mutex_lock(&mem->comm->lock);
+	list_del(&mem->node);
+	mutex_unlock(&mem->comm->lock);
+	mutex_unlock(&ctx->comm_lock);
+	kcoll_mem_free(mem);
+	return 0;
+}
+
+int kcoll_dereg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
+{
+	struct kcoll_dereg_mem p;
+
+	if (copy_from_user(&p, uarg, sizeof(p)))
+		return -EFAULT;
+	if (p.resv)
+		return -EINVAL;
+	return kcoll_dereg_mem(ctx, p.handle);
+}
+
+/* ------------------------------------------------------------------ */
+/* Device removal                                                       */
+/* ------------------------------------------------------------------ */
+
+/*
+ * @ibdev is being removed (ib_client .remove, before its PD goes): every
+ * comm on it fails with -ENODEV, its connections and MRs are released now.
+ * The comms stay until their owners destroy them.
+ */
+void kcoll_comms_device_removed(struct ib_device *ibdev)
+{
+	struct kcoll_comm *comm, *victim;
+	struct kcoll_mem *mem;
+
+	for (;;) {
+		victim = NULL;
+		mutex_lock(&kcoll_comms_lock);
+		list_for_each_entry(comm, &kcoll_comms, node) {
+			if (comm->ibdev == ibdev) {
+				kref_get(&comm->ref);
+				list_del(&comm->node);
+				comm->listed = false;
+				victim = comm;
+				break;
+			}
+		}
+		mutex_unlock(&kcoll_comms_lock);
+		if (!victim)
+			return;
+		pr_warn("%s removed: communicator %llx rank %u fails\n",
+			dev_name(&ibdev->dev), victim->uid, victim->rank);
+		kcoll_comm_shutdown(victim, -ENODEV);
+		mutex_lock(&victim->lock);
+		list_for_each_entry(mem, &victim->mems, node)
+			kcoll_buf_unregister(&mem->buf);
+		victim->ibdev = NULL;
+		victim->pd = NULL;
+		mutex_unlock(&victim->lock);
+		kcoll_comm_put(victim);
+	}
+}
+
+int kcoll_comm_init(void)
+{
+	return kcoll_listen_start();
+}
+
+void kcoll_comm_exit(void)
+{
+	kcoll_listen_stop();
+}

@@ -1,0 +1,319 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * kcoll communicators, connections, memory and the collective engine.
+ *
+ * Objects and lifetimes:
+ *  - struct kcoll_comm: created by KCOLL_IOC_COMM_CREATE on a file, owned by
+ *    it (ctx->comms), destroyed by COMM_DESTROY or the file's release. While
+ *    it exists it is on the global comm list, where the rdma_cm listener finds
+ *    it for incoming connections. A kref keeps it alive for the listener
+ *    between lookup and use.
+ *  - struct kcoll_conn: one reliable connection (RC QP + CQ + receive ring)
+ *    to one peer rank; owned by its comm, torn down only by the comm (never
+ *    from an rdma_cm handler: handlers only mark it dead).
+ *  - struct kcoll_task: one collective or point-to-point request in flight;
+ *    owns its pinned buffers; completes its kcoll_req exactly once.
+ *  - struct kcoll_mem: a KCOLL_IOC_REG_MEM registration, owned by the file.
+ *
+ * Locking (outer to inner):
+ *  rdma_cm handler mutex (per cm_id)
+ *  kcoll_comms_lock (mutex)   the global comm list
+ *  comm->lock (mutex)         everything mutable in a comm, its conns and its
+ *                             ops; taken by ioctls, rdma_cm handlers and the
+ *                             CQ completion handlers (IB_POLL_WORKQUEUE:
+ *                             process context, so reductions may use the FPU)
+ *  ctx->cq_lock (spinlock)    posting CQEs (kcoll_req_complete)
+ * Never hold comm->lock across rdma_destroy_id(), ib_drain_qp() or
+ * ib_free_cq(): they wait for handlers that take it.
+ */
+#ifndef KCOLL_COMM_H
+#define KCOLL_COMM_H
+
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/scatterlist.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+#include <linux/xarray.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/rdma_cm.h>
+
+#include "kcoll.h"
+#include "kcoll_reduce.h"
+#include "kcoll_sched.h"
+#include "kcoll_wire.h"
+
+#define KCOLL_RQ_DEPTH		256	/* receives posted per connection */
+#define KCOLL_SQ_DEPTH		256	/* send WRs per connection */
+#define KCOLL_GRANT_WINDOW	8	/* grants outstanding per conn & kind */
+#define KCOLL_STAGE_SLOTS	KCOLL_GRANT_WINDOW	/* reduce landing slots */
+#define KCOLL_REG_BATCH		32	/* REG_MR WRs posted per wait */
+
+/* ------------------------------------------------------------------ */
+/* Memory                                                               */
+/* ------------------------------------------------------------------ */
+
+/* One fast-registration MR covering a run of a buffer's pages. */
+struct kcoll_mrseg {
+	struct ib_mr *mr;
+	struct sg_table sgt;
+	bool mapped;
+	size_t start;		/* byte offset in the buffer's page span */
+	size_t len;
+};
+
+/**
+ * struct kcoll_buf - memory the engine moves data in and out of: pinned
+ * user pages or pages of its own, mapped for the CPU (vmap) and, when the
+ * comm has connections, DMA-mapped and registered (fast-reg MRs).
+ * Byte b of the buffer is at vaddr + b and, for the NIC, in segment
+ * (off0 + b) / seg_bytes.
+ */
+struct kcoll_conn;
+struct kcoll_comm;
+
+struct kcoll_buf {
+	struct page **pages;
+	unsigned int npages;
+	size_t off0;		/* offset of byte 0 in the first page */
+	size_t len;
+	bool user;		/* pinned user pages (else allocated) */
+	bool charged;		/* npages charged to mm->pinned_vm */
+	struct mm_struct *mm;	/* mmgrab()ed when charged */
+	void *vmap_base;
+	u8 *vaddr;
+	struct ib_device *ibdev;
+	struct kcoll_mrseg *segs;
+	unsigned int nsegs;
+	size_t seg_bytes;
+};
+
+/* A KCOLL_IOC_REG_MEM registration. */
+struct kcoll_mem {
+	struct list_head node;		/* comm->mems; comm->lock */
+	u32 handle;
+	u64 addr;
+	u64 len;
+	struct kcoll_comm *comm;	/* whose device it is registered on */
+	struct kcoll_buf buf;
+	refcount_t users;		/* 1 + ops using it */
+};
+
+int kcoll_buf_pin_user(struct kcoll_buf *b, u64 uaddr, size_t len,
+		       bool writable);
+int kcoll_buf_alloc(struct kcoll_buf *b, size_t len);
+int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm,
+		       struct kcoll_conn *via);
+void kcoll_buf_release(struct kcoll_buf *b);
+/* Where the NIC sees bytes [off, off + len) (must not cross a segment). */
+void kcoll_buf_sge(const struct kcoll_buf *b, size_t off, size_t len,
+		   struct ib_sge *sge);
+void kcoll_buf_remote(const struct kcoll_buf *b, size_t off, u64 *addr,
+		      u32 *rkey);
+/* Bytes from @off to the end of its segment. */
+size_t kcoll_buf_seg_room(const struct kcoll_buf *b, size_t off);
+
+/* ------------------------------------------------------------------ */
+/* Connections                                                          */
+/* ------------------------------------------------------------------ */
+
+enum kcoll_conn_state {
+	KCOLL_CONN_IDLE,	/* nothing yet (passive side waits) */
+	KCOLL_CONN_CONNECTING,
+	KCOLL_CONN_UP,
+	KCOLL_CONN_DEAD,	/* lost; the comm has failed */
+};
+
+struct kcoll_rx {
+	struct ib_cqe cqe;
+	struct kcoll_conn *conn;
+	struct kcoll_wire_msg *msg;
+	u64 dma;
+};
+
+/* A grant we issued (waiting for data) or received (waiting to be used). */
+struct kcoll_grant {
+	struct list_head node;
+	struct ib_cqe cqe;	/* received grants: the WRITE's completion */
+	struct kcoll_conn *conn;
+	u32 seq;
+	u32 phase;
+	u32 serial;
+	u64 addr;		/* received grants: where to write */
+	u32 rkey;
+	u32 len;
+	struct kcoll_task *op;	/* the op receiving (issued) or sending
+				 * (received, once used) */
+	size_t dst_off;		/* issued: byte offset in the op's recv region */
+	int slot;		/* issued: staging slot, or -1 (direct) */
+};
+
+struct kcoll_conn {
+	struct kcoll_comm *comm;
+	u32 peer;
+	bool active;			/* we connect; the peer listens */
+	enum kcoll_conn_state state;
+	int error;			/* why it died */
+	struct rdma_cm_id *cm_id;	/* NULL once destroyed */
+	struct ib_qp *qp;
+	struct ib_cq *cq;
+	struct delayed_work retry;	/* active side: reconnect later */
+	unsigned int attempts;
+
+	struct kcoll_rx *rx;		/* KCOLL_RQ_DEPTH */
+	struct kcoll_wire_msg *rx_msgs;
+	struct ib_cqe tx_cqe;		/* control SENDs */
+	struct ib_cqe wr_cqe;		/* data WRITEs */
+	struct ib_cqe reg_cqe;		/* REG_MR batches */
+	struct completion reg_done;
+	int reg_status;
+	u32 reg_batch;			/* WRs of the batch in flight */
+	u32 sq_posted;			/* send WRs not yet completed */
+
+	struct kcoll_buf stage;		/* reduce landing slots */
+	size_t slot_bytes;
+	unsigned long slot_busy;	/* bitmap of KCOLL_STAGE_SLOTS */
+
+	struct {
+		u32 serial_out;		/* next grant serial we issue */
+		u32 serial_in;		/* next grant serial we expect */
+		struct list_head out;	/* issued, waiting for data */
+		struct list_head in;	/* received, not yet written */
+		u32 nr_out;
+		u32 p2p_send_seq;	/* P2P only: next seq per direction */
+		u32 p2p_recv_seq;
+		struct list_head p2p_sends;	/* P2P ops to this peer */
+		struct list_head p2p_recvs;	/* P2P ops from this peer */
+	} k[KCOLL_KIND_NR];
+	struct list_head sigs;		/* received SIGs not yet checked */
+};
+
+/* ------------------------------------------------------------------ */
+/* Operations                                                           */
+/* ------------------------------------------------------------------ */
+
+struct kcoll_sig {
+	struct list_head node;
+	u32 seq;
+	struct kcoll_wire_msg msg;
+};
+
+struct kcoll_task {
+	struct kcoll_req *req;
+	struct kcoll_comm *comm;
+	struct list_head node;		/* comm->colls, or a conn's p2p list */
+	struct list_head all;		/* comm->ops */
+	u32 kind;
+	u32 seq;
+	struct kcoll_sched_args args;
+	u8 dtype;
+	u8 redop;
+	size_t esize;
+	kcoll_reduce_fn reduce;
+
+	struct kcoll_buf bufs[KCOLL_SBUF_NR];
+	struct kcoll_mem *mems[KCOLL_SBUF_NR];	/* registered, or NULL */
+	size_t buf_base[KCOLL_SBUF_NR];	/* byte offset of the user address
+					 * in a registered buffer */
+
+	bool started;
+	u32 nphases;
+	u32 phase;			/* current */
+	bool phase_open;
+	struct kcoll_phase ph;
+	/* current phase, bytes */
+	u64 send_total, send_posted, send_done;
+	u64 recv_total, recv_granted, recv_done;
+	bool send_posted_any, send_done_any;	/* empty transfers count */
+	bool recv_granted_any, recv_landed_any;
+	u32 writes_inflight;
+	u32 grants_out;			/* issued by this op, data not in */
+
+	u32 sigs_ok;			/* peers whose signature matched */
+	int error;			/* first error, sticky */
+	bool aborted_sent;
+	bool finished;
+};
+
+/* ------------------------------------------------------------------ */
+/* Communicators                                                        */
+/* ------------------------------------------------------------------ */
+
+struct kcoll_comm {
+	struct kref ref;
+	struct kcoll_ctx *ctx;
+	u32 id;				/* handle in ctx->comms */
+	struct list_head node;		/* kcoll_comms; kcoll_comms_lock */
+	bool listed;
+
+	u64 uid;
+	u8 key[KCOLL_KEY_LEN];
+	u32 rank;
+	u32 nranks;
+	struct kcoll_rank_addr *ranks;
+	struct sockaddr_storage self_addr;
+
+	struct mutex lock;
+	struct mutex reg_lock;		/* one registration at a time */
+	wait_queue_head_t wait;		/* connection progress */
+	struct kcoll_conn **conns;	/* [nranks]; NULL for self */
+	u32 nr_up;
+	u32 cm_busy;			/* rdma_cm handlers running */
+	struct list_head mems;		/* registrations on this comm */
+	int error;			/* sticky: the comm is unusable */
+	bool shutting_down;
+	struct ib_device *ibdev;	/* of every connection */
+	struct ib_pd *pd;
+	size_t seg_pages;		/* fast-reg page list length */
+	unsigned long connect_deadline;	/* jiffies */
+
+	u32 coll_seq;			/* next collective seq to assign */
+	u32 coll_done_seq;		/* collectives finished */
+	struct list_head colls;		/* queued collectives, head active */
+	struct list_head ops;		/* every op in flight */
+	u32 nr_ops;
+};
+
+/* kcoll_comm.c */
+int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
+int kcoll_comm_destroy_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
+int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
+int kcoll_dereg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
+void kcoll_ctx_comms_release(struct kcoll_ctx *ctx);
+struct kcoll_comm *kcoll_comm_find_listed(u64 uid, u32 rank);
+void kcoll_comm_put(struct kcoll_comm *comm);
+void kcoll_buf_unregister(struct kcoll_buf *b);
+void kcoll_comm_fail(struct kcoll_comm *comm, int err);
+void kcoll_comms_device_removed(struct ib_device *ibdev);
+int kcoll_comm_init(void);
+void kcoll_comm_exit(void);
+
+/* kcoll_conn.c */
+int kcoll_listen_start(void);
+void kcoll_listen_stop(void);
+int kcoll_rank_sockaddr(const struct kcoll_rank_addr *ra,
+			struct sockaddr_storage *ss);
+int kcoll_conn_start(struct kcoll_comm *comm, u32 peer);
+void kcoll_conn_shutdown(struct kcoll_conn *conn);
+void kcoll_conn_free(struct kcoll_conn *conn);
+void kcoll_conn_kill(struct kcoll_conn *conn, int err);
+int kcoll_conn_send_msg(struct kcoll_conn *conn, struct kcoll_wire_msg *m);
+int kcoll_conn_write(struct kcoll_conn *conn, struct ib_sge *sge, int nsge,
+		     u64 raddr, u32 rkey, u32 imm, struct ib_cqe *cqe);
+int kcoll_conn_post_reg(struct kcoll_conn *conn, struct ib_mr **mrs,
+			unsigned int n);
+
+/* kcoll_coll.c: the engine; must hold comm->lock */
+void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m);
+void kcoll_engine_data(struct kcoll_conn *conn, u32 imm, u32 byte_len);
+void kcoll_write_done(struct ib_cq *cq, struct ib_wc *wc);
+void kcoll_engine_conn_lost(struct kcoll_conn *conn);
+void kcoll_engine_fail_all(struct kcoll_comm *comm, int err);
+void kcoll_engine_reap(struct kcoll_comm *comm);
+void kcoll_engine_force_reap(struct kcoll_comm *comm);
+extern unsigned int kcoll_chunk_bytes;
+extern unsigned int kcoll_listen_port;
+extern unsigned int kcoll_connect_timeout_ms;
+
+#endif /* KCOLL_COMM_H */

@@ -1,0 +1,886 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kcoll connections: one RC QP per (communicator, peer rank), set up with
+ * kernel rdma_cm. The module listens on kcoll_listen_port on every RDMA
+ * device; within a communicator the higher rank connects to the lower one,
+ * presenting a hello (struct kcoll_wire_hello) in the REQ private data. The
+ * passive side finds the communicator by (uid, rank), checks magic, version,
+ * ranks and key, and accepts or rejects with a reason. "No such
+ * communicator (yet)" is retried by the active side until the communicator's
+ * connect deadline: ranks do not create their communicators at the same
+ * instant.
+ *
+ * Every connection owns a CQ polled from ib_comp_wq (IB_POLL_WORKQUEUE,
+ * process context) and KCOLL_RQ_DEPTH receives of one control message
+ * each, reposted as they complete. The engine bounds what it sends to a
+ * peer well below that (see docs/DESIGN.md, "Credits").
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/in.h>
+#include <linux/in6.h>
+#include <linux/inet.h>
+#include <linux/log2.h>
+#include <linux/ratelimit.h>
+#include <linux/slab.h>
+#include <crypto/algapi.h>
+#include <rdma/ib_cm.h>
+
+#include "kcoll_comm.h"
+
+static struct rdma_cm_id *kcoll_listen_id;
+
+static void kcoll_conn_free_rx(struct kcoll_conn *conn)
+{
+	struct ib_device *dev = conn->cq ? conn->cq->device : NULL;
+	unsigned int i;
+
+	if (!conn->rx)
+		return;
+	for (i = 0; i < KCOLL_RQ_DEPTH; i++)
+		if (dev && conn->rx[i].dma)
+			ib_dma_unmap_single(dev, conn->rx[i].dma,
+					    sizeof(struct kcoll_wire_msg),
+					    DMA_FROM_DEVICE);
+	kfree(conn->rx);
+	kfree(conn->rx_msgs);
+	conn->rx = NULL;
+	conn->rx_msgs = NULL;
+}
+
+static void kcoll_rx_done(struct ib_cq *cq, struct ib_wc *wc);
+
+static int kcoll_conn_post_rx(struct kcoll_conn *conn, struct kcoll_rx *rx)
+{
+	struct ib_sge sge = {
+		.addr = rx->dma,
+		.length = sizeof(struct kcoll_wire_msg),
+		.lkey = conn->comm->pd->local_dma_lkey,
+	};
+	struct ib_recv_wr wr = {
+		.wr_cqe = &rx->cqe,
+		.sg_list = &sge,
+		.num_sge = 1,
+	};
+
+	ib_dma_sync_single_for_device(conn->qp->device, rx->dma,
+				      sizeof(*rx->msg), DMA_FROM_DEVICE);
+	return ib_post_recv(conn->qp, &wr, NULL);
+}
+
+static void kcoll_tx_done(struct ib_cq *cq, struct ib_wc *wc);
+static void kcoll_reg_done(struct ib_cq *cq, struct ib_wc *wc);
+
+/* CQ, QP, receive ring and staging for @id; the comm's device and PD. */
+static int kcoll_conn_create_qp(struct kcoll_conn *conn,
+				struct rdma_cm_id *id)
+{
+	struct kcoll_comm *comm = conn->comm;
+	struct ib_qp_init_attr attr = {};
+	unsigned int i;
+	int err;
+
+	if (id->device != comm->ibdev) {
+		pr_warn_ratelimited("comm %llx: peer %u reached through %s, not %s\n",
+				    comm->uid, conn->peer,
+				    dev_name(&id->device->dev),
+				    dev_name(&comm->ibdev->dev));
+		return -EXDEV;
+	}
+	conn->cq = ib_alloc_cq(id->device, conn,
+			       KCOLL_SQ_DEPTH + KCOLL_RQ_DEPTH + 1, 0,
+			       IB_POLL_WORKQUEUE);
+	if (IS_ERR(conn->cq)) {
+		err = PTR_ERR(conn->cq);
+		conn->cq = NULL;
+		return err;
+	}
+	attr.event_handler = NULL;
+	attr.qp_context = conn;
+	attr.send_cq = conn->cq;
+	attr.recv_cq = conn->cq;
+	attr.cap.max_send_wr = KCOLL_SQ_DEPTH;
+	attr.cap.max_recv_wr = KCOLL_RQ_DEPTH;
+	attr.cap.max_send_sge = 2;
+	attr.cap.max_recv_sge = 1;
+	attr.cap.max_inline_data = sizeof(struct kcoll_wire_msg);
+	attr.sq_sig_type = IB_SIGNAL_REQ_WR;
+	attr.qp_type = IB_QPT_RC;
+	err = rdma_create_qp(id, comm->pd, &attr);
+	if (err)
+		goto out_free_cq;
+	conn->qp = id->qp;
+
+	conn->rx = kcalloc(KCOLL_RQ_DEPTH, sizeof(*conn->rx), GFP_KERNEL);
+	conn->rx_msgs = kcalloc(KCOLL_RQ_DEPTH, sizeof(*conn->rx_msgs),
+				GFP_KERNEL);
+	if (!conn->rx || !conn->rx_msgs) {
+		err = -ENOMEM;
+		goto out_free_rx;
+	}
+	for (i = 0; i < KCOLL_RQ_DEPTH; i++) {
+		struct kcoll_rx *rx = &conn->rx[i];
+
+		rx->conn = conn;
+		rx->msg = &conn->rx_msgs[i];
+		rx->cqe.done = kcoll_rx_done;
+		rx->dma = ib_dma_map_single(id->device, rx->msg,
+					    sizeof(*rx->msg), DMA_FROM_DEVICE);
+		if (ib_dma_mapping_error(id->device, rx->dma)) {
+			rx->dma = 0;
+			err = -ENOMEM;
+			goto out_free_rx;
+		}
+		err = kcoll_conn_post_rx(conn, rx);
+		if (err)
+			goto out_free_rx;
+	}
+	conn->tx_cqe.done = kcoll_tx_done;
+	conn->wr_cqe.done = kcoll_write_done;
+	conn->reg_cqe.done = kcoll_reg_done;
+	return 0;
+
+out_free_rx:
+	/* Posted receives flush when the QP is destroyed. */
+	rdma_destroy_qp(id);
+	conn->qp = NULL;
+	kcoll_conn_free_rx(conn);
+out_free_cq:
+	ib_free_cq(conn->cq);
+	conn->cq = NULL;
+	return err;
+}
+
+/* Staging slots for reducing receives: allocated once the conn is up. */
+static int kcoll_conn_alloc_stage(struct kcoll_conn *conn)
+{
+	struct kcoll_comm *comm = conn->comm;
+	int err;
+
+	/* Powers of two, so no slot straddles two MR segments. */
+	conn->slot_bytes = rounddown_pow_of_two(min_t(size_t,
+					READ_ONCE(kcoll_chunk_bytes),
+					comm->seg_pages * PAGE_SIZE));
+	err = kcoll_buf_alloc(&conn->stage,
+			      conn->slot_bytes * KCOLL_STAGE_SLOTS);
+	if (err)
+		return err;
+	err = kcoll_buf_register(&conn->stage, comm, conn);
+	if (err)
+		kcoll_buf_release(&conn->stage);
+	return err;
+}
+
+/* ------------------------------------------------------------------ */
+/* Posting                                                              */
+/* ------------------------------------------------------------------ */
+
+/* Send one control message (inline). Must hold comm->lock. */
+int kcoll_conn_send_msg(struct kcoll_conn *conn, struct kcoll_wire_msg *m)
+{
+	struct ib_sge sge = {
+		.addr = (uintptr_t)m,
+		.length = sizeof(*m),
+	};
+	struct ib_send_wr wr = {
+		.wr_cqe = &conn->tx_cqe,
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = IB_WR_SEND,
+		.send_flags = IB_SEND_INLINE | IB_SEND_SIGNALED,
+	};
+	int err;
+
+	lockdep_assert_held(&conn->comm->lock);
+	if (conn->state != KCOLL_CONN_UP)
+		return -ENOTCONN;
+	if (conn->sq_posted >= KCOLL_SQ_DEPTH)
+		return -ENOBUFS;
+	err = ib_post_send(conn->qp, &wr, NULL);
+	if (!err)
+		conn->sq_posted++;
+	return err;
+}
+
+/* RDMA WRITE WITH IMM of @sge to (@raddr, @rkey). Must hold comm->lock. */
+int kcoll_conn_write(struct kcoll_conn *conn, struct ib_sge *sge, int nsge,
+		     u64 raddr, u32 rkey, u32 imm, struct ib_cqe *cqe)
+{
+	struct ib_rdma_wr wr = {
+		.wr = {
+			.wr_cqe = cqe,
+			.sg_list = nsge ? sge : NULL,
+			.num_sge = nsge,
+			.opcode = IB_WR_RDMA_WRITE_WITH_IMM,
+			.send_flags = IB_SEND_SIGNALED,
+			.ex.imm_data = cpu_to_be32(imm),
+		},
+		.remote_addr = raddr,
+		.rkey = rkey,
+	};
+	int err;
+
+	lockdep_assert_held(&conn->comm->lock);
+	if (conn->state != KCOLL_CONN_UP)
+		return -ENOTCONN;
+	if (conn->sq_posted >= KCOLL_SQ_DEPTH)
+		return -ENOBUFS;
+	err = ib_post_send(conn->qp, &wr.wr, NULL);
+	if (!err)
+		conn->sq_posted++;
+	return err;
+}
+
+/*
+ * Post REG_MR for @n MRs (the last one signalled); the caller waits for
+ * conn->reg_done without comm->lock. Must hold comm->lock.
+ */
+int kcoll_conn_post_reg(struct kcoll_conn *conn, struct ib_mr **mrs,
+			unsigned int n)
+{
+	struct ib_reg_wr wrs[KCOLL_REG_BATCH] = {};
+	unsigned int i;
+	int err;
+
+	lockdep_assert_held(&conn->comm->lock);
+	/* Also while connecting: the staging MR is registered before the
+	 * connection counts as up. */
+	if (!conn->qp || conn->state == KCOLL_CONN_DEAD)
+		return -ENOTCONN;
+	if (!n || n > KCOLL_REG_BATCH || conn->sq_posted + n > KCOLL_SQ_DEPTH)
+		return -ENOBUFS;
+	for (i = 0; i < n; i++) {
+		wrs[i].wr.opcode = IB_WR_REG_MR;
+		wrs[i].wr.wr_cqe = &conn->reg_cqe;
+		wrs[i].mr = mrs[i];
+		wrs[i].key = mrs[i]->rkey;
+		wrs[i].access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
+		if (i + 1 < n)
+			wrs[i].wr.next = &wrs[i + 1].wr;
+	}
+	/* Unsignalled ones still count against the SQ until the signalled
+	 * one completes; account them all to it. */
+	wrs[n - 1].wr.send_flags = IB_SEND_SIGNALED;
+	conn->reg_batch = n;	/* (wr_id shares a union with wr_cqe) */
+	reinit_completion(&conn->reg_done);
+	conn->reg_status = 0;
+	err = ib_post_send(conn->qp, &wrs[0].wr, NULL);
+	if (!err)
+		conn->sq_posted += n;
+	return err;
+}
+
+/* ------------------------------------------------------------------ */
+/* Completions                                                          */
+/* ------------------------------------------------------------------ */
+
+static void kcoll_conn_wc_error(struct kcoll_conn *conn, struct ib_wc *wc,
+				const char *what)
+{
+	if (wc->status != IB_WC_WR_FLUSH_ERR)
+		pr_warn_ratelimited("comm %llx peer %u: %s failed: %s (%d)\n",
+				    conn->comm->uid, conn->peer, what,
+				    ib_wc_status_msg(wc->status), wc->status);
+	kcoll_conn_kill(conn, wc->status == IB_WC_WR_FLUSH_ERR ?
+			      -ECONNRESET : -EIO);
+}
+
+static void kcoll_rx_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct kcoll_rx *rx = container_of(wc->wr_cqe, struct kcoll_rx, cqe);
+	struct kcoll_conn *conn = rx->conn;
+	struct kcoll_comm *comm = conn->comm;
+	struct kcoll_wire_msg msg;
+
+	mutex_lock(&comm->lock);
+	if (wc->status != IB_WC_SUCCESS) {
+		kcoll_conn_wc_error(conn, wc, "receive");
+		goto out;
+	}
+	if (wc->opcode == IB_WC_RECV_RDMA_WITH_IMM) {
+		u32 imm = be32_to_cpu(wc->ex.imm_data);
+
+		if (kcoll_conn_post_rx(conn, rx))
+			kcoll_conn_kill(conn, -EIO);
+		kcoll_engine_data(conn, imm, wc->byte_len);
+		goto out;
+	}
+	if (wc->opcode != IB_WC_RECV || wc->byte_len != sizeof(msg)) {
+		pr_warn_ratelimited("comm %llx peer %u: bad message (opcode %d, %u bytes)\n",
+				    comm->uid, conn->peer, wc->opcode,
+				    wc->byte_len);
+		kcoll_conn_kill(conn, -EPROTO);
+		goto out;
+	}
+	ib_dma_sync_single_for_cpu(cq->device, rx->dma, sizeof(msg),
+				   DMA_FROM_DEVICE);
+	memcpy(&msg, rx->msg, sizeof(msg));
+	if (kcoll_conn_post_rx(conn, rx))
+		kcoll_conn_kill(conn, -EIO);
+	kcoll_engine_msg(conn, &msg);
+out:
+	kcoll_engine_reap(comm);
+	mutex_unlock(&comm->lock);
+}
+
+static void kcoll_tx_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct kcoll_conn *conn = cq->cq_context;
+	struct kcoll_comm *comm = conn->comm;
+
+	mutex_lock(&comm->lock);
+	conn->sq_posted--;
+	if (wc->status != IB_WC_SUCCESS)
+		kcoll_conn_wc_error(conn, wc, "send");
+	kcoll_engine_reap(comm);
+	mutex_unlock(&comm->lock);
+}
+
+/* No comm->lock: the registering task waits for this without it held. */
+static void kcoll_reg_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct kcoll_conn *conn = cq->cq_context;
+
+	/* The signalled WR stands for the whole batch. */
+	mutex_lock(&conn->comm->lock);
+	conn->sq_posted -= conn->reg_batch;
+	mutex_unlock(&conn->comm->lock);
+	if (wc->status != IB_WC_SUCCESS) {
+		pr_warn_ratelimited("comm %llx: memory registration failed: %s\n",
+				    conn->comm->uid,
+				    ib_wc_status_msg(wc->status));
+		conn->reg_status = -EIO;
+	}
+	complete(&conn->reg_done);
+}
+
+/* ------------------------------------------------------------------ */
+/* State changes                                                        */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The connection is unusable: fail the comm's operations. The QP is moved
+ * to the error state so nothing lands any more; it is destroyed later by
+ * the comm. Must hold comm->lock.
+ */
+void kcoll_conn_kill(struct kcoll_conn *conn, int err)
+{
+	struct kcoll_comm *comm = conn->comm;
+
+	lockdep_assert_held(&comm->lock);
+	/* Setup failures (flushes after a reject, say) are the rdma_cm
+	 * handler's business: it retries or fails the setup. */
+	if (conn->state != KCOLL_CONN_UP)
+		return;
+	comm->nr_up--;
+	conn->state = KCOLL_CONN_DEAD;
+	conn->error = err;
+	if (conn->qp) {
+		struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+
+		ib_modify_qp(conn->qp, &attr, IB_QP_STATE);
+	}
+	if (!comm->shutting_down && comm->nr_ops)
+		pr_info_ratelimited("comm %llx rank %u: connection to rank %u lost (%d)\n",
+				    comm->uid, comm->rank, conn->peer, err);
+	kcoll_engine_conn_lost(conn);
+	wake_up_all(&comm->wait);
+}
+
+static void kcoll_conn_up(struct kcoll_conn *conn)
+{
+	struct kcoll_comm *comm = conn->comm;
+
+	lockdep_assert_held(&comm->lock);
+	if (conn->state != KCOLL_CONN_CONNECTING)
+		return;
+	conn->state = KCOLL_CONN_UP;
+	comm->nr_up++;
+	wake_up_all(&comm->wait);
+}
+
+static void kcoll_conn_fail_setup(struct kcoll_conn *conn, int err)
+{
+	struct kcoll_comm *comm = conn->comm;
+
+	lockdep_assert_held(&comm->lock);
+	if (!comm->error)
+		comm->error = err;
+	conn->state = KCOLL_CONN_DEAD;
+	conn->error = err;
+	wake_up_all(&comm->wait);
+}
+
+/* ------------------------------------------------------------------ */
+/* Active side                                                          */
+/* ------------------------------------------------------------------ */
+
+static int kcoll_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev);
+static void kcoll_cm_unbusy(struct kcoll_comm *comm);
+static void kcoll_cm_event(struct kcoll_conn *conn, struct rdma_cm_id *id,
+			   struct rdma_cm_event *ev);
+
+int kcoll_rank_sockaddr(const struct kcoll_rank_addr *ra,
+			struct sockaddr_storage *ss)
+{
+	static const u8 v4mapped[12] = { [10] = 0xff, [11] = 0xff };
+	struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+
+	memset(ss, 0, sizeof(*ss));
+	if (memcmp(ra->addr, v4mapped, sizeof(v4mapped)))
+		return -EAFNOSUPPORT;
+	sin->sin_family = AF_INET;
+	memcpy(&sin->sin_addr.s_addr, ra->addr + 12, 4);
+	sin->sin_port = htons(ra->port ? ra->port :
+			      READ_ONCE(kcoll_listen_port));
+	return 0;
+}
+
+/* Release the verbs objects of a failed attempt; not from its handler. */
+static void kcoll_conn_teardown_id(struct kcoll_conn *conn)
+{
+	struct rdma_cm_id *id = conn->cm_id;
+
+	if (!id)
+		return;
+	if (conn->qp) {
+		rdma_disconnect(id);
+		ib_drain_qp(conn->qp);
+		rdma_destroy_qp(id);
+		conn->qp = NULL;
+	}
+	rdma_destroy_id(id);
+	conn->cm_id = NULL;
+	kcoll_conn_free_rx(conn);
+	if (conn->cq) {
+		ib_free_cq(conn->cq);
+		conn->cq = NULL;
+	}
+}
+
+static int kcoll_conn_connect(struct kcoll_conn *conn)
+{
+	struct kcoll_comm *comm = conn->comm;
+	struct sockaddr_storage dst;
+	struct rdma_cm_id *id;
+	int err;
+
+	err = kcoll_rank_sockaddr(&comm->ranks[conn->peer], &dst);
+	if (err)
+		return err;
+	id = rdma_create_id(&init_net, kcoll_cm_handler, conn, RDMA_PS_TCP,
+			    IB_QPT_RC);
+	if (IS_ERR(id))
+		return PTR_ERR(id);
+	conn->cm_id = id;
+	conn->state = KCOLL_CONN_CONNECTING;
+	err = rdma_resolve_addr(id, (struct sockaddr *)&comm->self_addr,
+				(struct sockaddr *)&dst, 2000);
+	if (err) {
+		conn->cm_id = NULL;
+		rdma_destroy_id(id);
+	}
+	return err;
+}
+
+static void kcoll_conn_retry_work(struct work_struct *work)
+{
+	struct kcoll_conn *conn = container_of(to_delayed_work(work),
+					       struct kcoll_conn, retry);
+	struct kcoll_comm *comm = conn->comm;
+	int err;
+
+	kcoll_conn_teardown_id(conn);
+	mutex_lock(&comm->lock);
+	if (comm->shutting_down || comm->error) {
+		mutex_unlock(&comm->lock);
+		return;
+	}
+	if (time_after(jiffies, comm->connect_deadline)) {
+		pr_warn_ratelimited("comm %llx rank %u: rank %u unreachable after %u attempt(s)\n",
+				    comm->uid, comm->rank, conn->peer,
+				    conn->attempts);
+		kcoll_conn_fail_setup(conn, -ETIMEDOUT);
+		mutex_unlock(&comm->lock);
+		return;
+	}
+	conn->attempts++;
+	mutex_unlock(&comm->lock);
+	err = kcoll_conn_connect(conn);
+	if (err) {
+		mutex_lock(&comm->lock);
+		kcoll_conn_fail_setup(conn, err);
+		mutex_unlock(&comm->lock);
+	}
+}
+
+/* Try again shortly (the peer's communicator may not exist yet). */
+static void kcoll_conn_retry_later(struct kcoll_conn *conn)
+{
+	unsigned long delay = msecs_to_jiffies(min(20U << min(conn->attempts, 4U),
+						    200U));
+
+	kcoll_queue_delayed(&conn->retry, delay);
+}
+
+static int kcoll_conn_send_hello(struct kcoll_conn *conn,
+				 struct rdma_cm_id *id)
+{
+	struct kcoll_comm *comm = conn->comm;
+	struct kcoll_wire_hello hello = {
+		.version = KCOLL_WIRE_VERSION,
+		.magic = cpu_to_le32(KCOLL_WIRE_MAGIC),
+		.uid = cpu_to_le64(comm->uid),
+		.src_rank = cpu_to_le32(comm->rank),
+		.dst_rank = cpu_to_le32(conn->peer),
+		.nranks = cpu_to_le32(comm->nranks),
+	};
+	struct rdma_conn_param param = {
+		.private_data = &hello,
+		.private_data_len = sizeof(hello),
+		.responder_resources = 1,
+		.initiator_depth = 1,
+		.retry_count = 7,
+		.rnr_retry_count = 7,
+	};
+
+	memcpy(hello.key, comm->key, sizeof(hello.key));
+	return rdma_connect_locked(id, &param);
+}
+
+/* A REJECTED event on the active side: retry, or fail with the reason. */
+static void kcoll_conn_rejected(struct kcoll_conn *conn,
+				struct rdma_cm_event *ev)
+{
+	const struct kcoll_wire_reject *rej = ev->param.conn.private_data;
+	struct kcoll_comm *comm = conn->comm;
+	int reason = 0;
+
+	if (ev->status == IB_CM_REJ_CONSUMER_DEFINED && rej &&
+	    ev->param.conn.private_data_len >= sizeof(*rej) &&
+	    le32_to_cpu(rej->magic) == KCOLL_WIRE_MAGIC)
+		reason = rej->reason;
+	switch (reason) {
+	case KCOLL_REJ_KEY:
+		pr_warn_ratelimited("comm %llx rank %u: rank %u refused our key\n",
+				    comm->uid, comm->rank, conn->peer);
+		kcoll_conn_fail_setup(conn, -EACCES);
+		return;
+	case KCOLL_REJ_VERSION:
+		kcoll_conn_fail_setup(conn, -EPROTONOSUPPORT);
+		return;
+	case KCOLL_REJ_RANK:
+	case KCOLL_REJ_DUP:
+		pr_warn_ratelimited("comm %llx rank %u: rank %u refused the rank table (%d)\n",
+				    comm->uid, comm->rank, conn->peer, reason);
+		kcoll_conn_fail_setup(conn, -EINVAL);
+		return;
+	default:
+		/* Not there yet (no comm, no listener): try again. */
+		kcoll_conn_retry_later(conn);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Passive side                                                         */
+/* ------------------------------------------------------------------ */
+
+static void kcoll_reject(struct rdma_cm_id *id, u8 reason)
+{
+	struct kcoll_wire_reject rej = {
+		.magic = cpu_to_le32(KCOLL_WIRE_MAGIC),
+		.reason = reason,
+	};
+
+	rdma_reject(id, &rej, sizeof(rej), IB_CM_REJ_CONSUMER_DEFINED);
+}
+
+/*
+ * CONNECT_REQUEST on the listener: @id is new. Returns 0 (accepted or
+ * rejected; the listener keeps @id or it is destroyed with the reject) or
+ * non-zero to have rdma_cm destroy @id.
+ */
+static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
+{
+	const struct kcoll_wire_hello *h = ev->param.conn.private_data;
+	struct rdma_conn_param param = {
+		.responder_resources = 1,
+		.initiator_depth = 1,
+		.rnr_retry_count = 7,
+	};
+	struct kcoll_comm *comm;
+	struct kcoll_conn *conn;
+	u32 src, dst, n;
+	int err;
+
+	if (!h || ev->param.conn.private_data_len < sizeof(*h) ||
+	    le32_to_cpu(h->magic) != KCOLL_WIRE_MAGIC ||
+	    h->version != KCOLL_WIRE_VERSION) {
+		pr_warn_ratelimited("refusing a connection with a foreign hello (from %pISc)\n",
+				    &id->route.addr.dst_addr);
+		kcoll_reject(id, KCOLL_REJ_VERSION);
+		return -ECONNREFUSED;
+	}
+	src = le32_to_cpu(h->src_rank);
+	dst = le32_to_cpu(h->dst_rank);
+	n = le32_to_cpu(h->nranks);
+	comm = kcoll_comm_find_listed(le64_to_cpu(h->uid), dst);
+	if (!comm) {
+		kcoll_reject(id, KCOLL_REJ_NOCOMM);
+		return -ECONNREFUSED;
+	}
+	if (crypto_memneq(h->key, comm->key, sizeof(h->key))) {
+		pr_warn_ratelimited("comm %llx rank %u: refusing rank %u from %pISc: wrong key\n",
+				    comm->uid, comm->rank, src,
+				    &id->route.addr.dst_addr);
+		kcoll_reject(id, KCOLL_REJ_KEY);
+		goto out_put;
+	}
+	if (n != comm->nranks || src >= n || src <= comm->rank) {
+		pr_warn_ratelimited("comm %llx rank %u: refusing rank %u of %u (we have %u ranks)\n",
+				    comm->uid, comm->rank, src, n,
+				    comm->nranks);
+		kcoll_reject(id, KCOLL_REJ_RANK);
+		goto out_put;
+	}
+	mutex_lock(&comm->lock);
+	conn = comm->conns[src];
+	if (comm->shutting_down || comm->error ||
+	    conn->state != KCOLL_CONN_IDLE) {
+		mutex_unlock(&comm->lock);
+		kcoll_reject(id, KCOLL_REJ_DUP);
+		goto out_put;
+	}
+	conn->state = KCOLL_CONN_CONNECTING;
+	comm->cm_busy++;
+	mutex_unlock(&comm->lock);
+
+	err = kcoll_conn_create_qp(conn, id);
+	if (err) {
+		kcoll_reject(id, KCOLL_REJ_NOMEM);
+		goto out_idle;
+	}
+	err = rdma_accept(id, &param);
+	if (err) {
+		/* Our non-zero return destroys @id; the QP goes first. */
+		rdma_destroy_qp(id);
+		conn->qp = NULL;
+		kcoll_conn_free_rx(conn);
+		ib_free_cq(conn->cq);
+		conn->cq = NULL;
+		goto out_idle;
+	}
+	mutex_lock(&comm->lock);
+	id->context = conn;
+	conn->cm_id = id;
+	kcoll_cm_unbusy(comm);
+	mutex_unlock(&comm->lock);
+	kcoll_comm_put(comm);
+	return 0;
+
+out_idle:
+	mutex_lock(&comm->lock);
+	conn->state = KCOLL_CONN_IDLE;
+	kcoll_cm_unbusy(comm);
+	mutex_unlock(&comm->lock);
+out_put:
+	kcoll_comm_put(comm);
+	return -ECONNREFUSED;
+}
+
+/* ------------------------------------------------------------------ */
+/* The event handler                                                    */
+/* ------------------------------------------------------------------ */
+
+static int kcoll_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
+{
+	struct kcoll_conn *conn = id->context;
+	struct kcoll_comm *comm;
+
+	if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST)
+		return kcoll_conn_request(id, ev);
+	if (!conn)	/* the listener itself */
+		return 0;
+	comm = conn->comm;
+	pr_debug("comm %llx peer %u: %s (%d)\n", comm->uid, conn->peer,
+		 rdma_event_msg(ev->event), ev->status);
+	/* A shutting-down comm is tearing this id down: touch nothing. */
+	mutex_lock(&comm->lock);
+	if (comm->shutting_down) {
+		mutex_unlock(&comm->lock);
+		return 0;
+	}
+	comm->cm_busy++;
+	mutex_unlock(&comm->lock);
+	kcoll_cm_event(conn, id, ev);
+	mutex_lock(&comm->lock);
+	kcoll_cm_unbusy(comm);
+	mutex_unlock(&comm->lock);
+	return 0;
+}
+
+static void kcoll_cm_unbusy(struct kcoll_comm *comm)
+{
+	lockdep_assert_held(&comm->lock);
+	if (!--comm->cm_busy)
+		wake_up_all(&comm->wait);
+}
+
+static void kcoll_cm_event(struct kcoll_conn *conn, struct rdma_cm_id *id,
+			   struct rdma_cm_event *ev)
+{
+	struct kcoll_comm *comm = conn->comm;
+	int err;
+
+	switch (ev->event) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		err = rdma_resolve_route(id, 2000);
+		if (err)
+			goto retry;
+		return;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		err = kcoll_conn_create_qp(conn, id);
+		if (err) {
+			mutex_lock(&comm->lock);
+			kcoll_conn_fail_setup(conn, err);
+			mutex_unlock(&comm->lock);
+			return;
+		}
+		err = kcoll_conn_send_hello(conn, id);
+		if (err)
+			goto retry;
+		return;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+		goto retry;
+	case RDMA_CM_EVENT_REJECTED:
+		mutex_lock(&comm->lock);
+		kcoll_conn_rejected(conn, ev);
+		mutex_unlock(&comm->lock);
+		return;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		err = kcoll_conn_alloc_stage(conn);
+		mutex_lock(&comm->lock);
+		if (err)
+			kcoll_conn_fail_setup(conn, err);
+		else
+			kcoll_conn_up(conn);
+		mutex_unlock(&comm->lock);
+		return;
+	case RDMA_CM_EVENT_DISCONNECTED:
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+	case RDMA_CM_EVENT_ADDR_CHANGE:
+	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+		mutex_lock(&comm->lock);
+		if (conn->state == KCOLL_CONN_CONNECTING)
+			kcoll_conn_fail_setup(conn, -ECONNRESET);
+		else if (ev->event != RDMA_CM_EVENT_TIMEWAIT_EXIT)
+			kcoll_conn_kill(conn, ev->event ==
+					RDMA_CM_EVENT_DEVICE_REMOVAL ?
+					-ENODEV : -ECONNRESET);
+		mutex_unlock(&comm->lock);
+		return;
+	default:
+		return;
+	}
+
+retry:
+	mutex_lock(&comm->lock);
+	if (conn->state == KCOLL_CONN_CONNECTING && conn->active)
+		kcoll_conn_retry_later(conn);
+	mutex_unlock(&comm->lock);
+	return;
+}
+
+/* ------------------------------------------------------------------ */
+/* Comm-facing                                                          */
+/* ------------------------------------------------------------------ */
+
+/* Allocate the connection to @peer and, on the active side, start it. */
+int kcoll_conn_start(struct kcoll_comm *comm, u32 peer)
+{
+	struct kcoll_conn *conn;
+	int k;
+
+	conn = kzalloc(sizeof(*conn), GFP_KERNEL_ACCOUNT);
+	if (!conn)
+		return -ENOMEM;
+	conn->comm = comm;
+	conn->peer = peer;
+	conn->active = peer < comm->rank;
+	conn->state = KCOLL_CONN_IDLE;
+	INIT_DELAYED_WORK(&conn->retry, kcoll_conn_retry_work);
+	init_completion(&conn->reg_done);
+	INIT_LIST_HEAD(&conn->sigs);
+	for (k = 0; k < KCOLL_KIND_NR; k++) {
+		INIT_LIST_HEAD(&conn->k[k].out);
+		INIT_LIST_HEAD(&conn->k[k].in);
+		INIT_LIST_HEAD(&conn->k[k].p2p_sends);
+		INIT_LIST_HEAD(&conn->k[k].p2p_recvs);
+	}
+	comm->conns[peer] = conn;
+	if (conn->active) {
+		conn->state = KCOLL_CONN_CONNECTING;
+		kcoll_queue_delayed(&conn->retry, 0);
+	}
+	return 0;
+}
+
+/*
+ * Tear the connection down. The comm is shutting down and no
+ * rdma_cm handler of it is running (comm->cm_busy == 0): none will touch
+ * the connection again. Must not hold comm->lock. kcoll_conn_free() frees
+ * it (and shuts it down if that did not happen yet).
+ */
+void kcoll_conn_shutdown(struct kcoll_conn *conn)
+{
+	cancel_delayed_work_sync(&conn->retry);
+	kcoll_conn_teardown_id(conn);
+	/* Its MRs belong to the device's PD: gone before the device is. */
+	kcoll_buf_release(&conn->stage);
+}
+
+void kcoll_conn_free(struct kcoll_conn *conn)
+{
+	kcoll_conn_shutdown(conn);
+	kfree(conn);
+}
+
+int kcoll_listen_start(void)
+{
+	struct sockaddr_in sin = {
+		.sin_family = AF_INET,
+		.sin_addr.s_addr = htonl(INADDR_ANY),
+		.sin_port = htons(kcoll_listen_port),
+	};
+	struct rdma_cm_id *id;
+	int err;
+
+	id = rdma_create_id(&init_net, kcoll_cm_handler, NULL, RDMA_PS_TCP,
+			    IB_QPT_RC);
+	if (IS_ERR(id))
+		return PTR_ERR(id);
+	err = rdma_bind_addr(id, (struct sockaddr *)&sin);
+	if (err)
+		goto out_destroy;
+	err = rdma_listen(id, 128);
+	if (err)
+		goto out_destroy;
+	kcoll_listen_id = id;
+	pr_info("listening on port %u\n", kcoll_listen_port);
+	return 0;
+
+out_destroy:
+	pr_err("cannot listen on port %u: %d\n", kcoll_listen_port, err);
+	rdma_destroy_id(id);
+	return err;
+}
+
+void kcoll_listen_stop(void)
+{
+	if (kcoll_listen_id)
+		rdma_destroy_id(kcoll_listen_id);
+	kcoll_listen_id = NULL;
+}

@@ -1,0 +1,337 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kcoll memory: pin user buffers (charged to RLIMIT_MEMLOCK unless
+ * CAP_IPC_LOCK), allocate scratch, map them for the CPU (vmap) and register
+ * them with the RDMA device as fast-registration MRs of at most
+ * comm->seg_pages pages each.
+ *
+ * The NIC never sees an address outside a registered segment: remote peers
+ * get an rkey and an address inside one segment per grant, and the MRs are
+ * deregistered (rkeys dead) before the pages are unpinned or freed.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/mm.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+#include <linux/vmalloc.h>
+
+#include "kcoll_comm.h"
+
+/* Charge @npages to current's pinned_vm against RLIMIT_MEMLOCK. */
+static int kcoll_charge_pinned(struct kcoll_buf *b)
+{
+	unsigned long limit, pinned;
+
+	if (capable(CAP_IPC_LOCK))
+		return 0;
+	limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	pinned = atomic64_add_return(b->npages, &current->mm->pinned_vm);
+	if (pinned > limit) {
+		atomic64_sub(b->npages, &current->mm->pinned_vm);
+		return -ENOMEM;
+	}
+	mmgrab(current->mm);
+	b->mm = current->mm;
+	b->charged = true;
+	return 0;
+}
+
+static void kcoll_uncharge_pinned(struct kcoll_buf *b)
+{
+	if (!b->charged)
+		return;
+	atomic64_sub(b->npages, &b->mm->pinned_vm);
+	mmdrop(b->mm);
+	b->charged = false;
+	b->mm = NULL;
+}
+
+static int kcoll_buf_vmap(struct kcoll_buf *b)
+{
+	b->vmap_base = vmap(b->pages, b->npages, VM_MAP, PAGE_KERNEL);
+	if (!b->vmap_base)
+		return -ENOMEM;
+	b->vaddr = (u8 *)b->vmap_base + b->off0;
+	return 0;
+}
+
+/*
+ * kcoll_buf_pin_user - pin @len bytes at user address @uaddr of current.
+ * Must be called from the owner's process context. @len may be 0 (an empty
+ * buffer: nothing pinned). Returns 0, -EFAULT, -ENOMEM or -EOVERFLOW.
+ */
+int kcoll_buf_pin_user(struct kcoll_buf *b, u64 uaddr, size_t len,
+		       bool writable)
+{
+	unsigned int gup = FOLL_LONGTERM | (writable ? FOLL_WRITE : 0);
+	unsigned long start, end, done = 0;
+	int err, n;
+
+	memset(b, 0, sizeof(*b));
+	if (!len)
+		return 0;
+	if (uaddr + len < uaddr || uaddr + len > TASK_SIZE)
+		return -EFAULT;
+	start = uaddr & PAGE_MASK;
+	end = PAGE_ALIGN(uaddr + len);
+	if ((end - start) >> PAGE_SHIFT > UINT_MAX)
+		return -EOVERFLOW;
+	b->npages = (end - start) >> PAGE_SHIFT;
+	b->off0 = uaddr & ~PAGE_MASK;
+	b->len = len;
+	b->user = true;
+
+	b->pages = kvmalloc_array(b->npages, sizeof(*b->pages),
+				  GFP_KERNEL_ACCOUNT);
+	if (!b->pages)
+		return -ENOMEM;
+	err = kcoll_charge_pinned(b);
+	if (err)
+		goto out_free_pages;
+
+	while (done < b->npages) {
+		unsigned long chunk = min_t(unsigned long, b->npages - done,
+					    PAGE_SIZE / sizeof(struct page *));
+
+		n = pin_user_pages_fast(start + done * PAGE_SIZE, chunk, gup,
+					b->pages + done);
+		if (n <= 0) {
+			err = n ? n : -EFAULT;
+			goto out_unpin;
+		}
+		done += n;
+		if (fatal_signal_pending(current)) {
+			err = -EINTR;
+			goto out_unpin;
+		}
+		cond_resched();
+	}
+	err = kcoll_buf_vmap(b);
+	if (err)
+		goto out_unpin;
+	return 0;
+
+out_unpin:
+	unpin_user_pages(b->pages, done);
+	kcoll_uncharge_pinned(b);
+out_free_pages:
+	kvfree(b->pages);
+	b->pages = NULL;
+	b->npages = 0;
+	return err;
+}
+
+/* Scratch of @len bytes (0 allowed), zeroed, charged to the memcg. */
+int kcoll_buf_alloc(struct kcoll_buf *b, size_t len)
+{
+	unsigned int i;
+
+	memset(b, 0, sizeof(*b));
+	if (!len)
+		return 0;
+	if (PAGE_ALIGN(len) >> PAGE_SHIFT > UINT_MAX)
+		return -EOVERFLOW;
+	b->npages = PAGE_ALIGN(len) >> PAGE_SHIFT;
+	b->len = len;
+	b->pages = kvcalloc(b->npages, sizeof(*b->pages), GFP_KERNEL_ACCOUNT);
+	if (!b->pages)
+		return -ENOMEM;
+	for (i = 0; i < b->npages; i++) {
+		/* Direct-map pages: rxe turns DMA addresses back into pages. */
+		b->pages[i] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+		if (!b->pages[i])
+			goto out_free;
+	}
+	if (kcoll_buf_vmap(b))
+		goto out_free;
+	return 0;
+
+out_free:
+	while (i--)
+		__free_page(b->pages[i]);
+	kvfree(b->pages);
+	b->pages = NULL;
+	b->npages = 0;
+	return -ENOMEM;
+}
+
+void kcoll_buf_unregister(struct kcoll_buf *b)
+{
+	unsigned int i;
+
+	for (i = 0; i < b->nsegs; i++) {
+		struct kcoll_mrseg *s = &b->segs[i];
+
+		/* The rkey dies with the MR, before the pages go. */
+		if (s->mr)
+			ib_dereg_mr(s->mr);
+		if (s->mapped)
+			ib_dma_unmap_sgtable_attrs(b->ibdev, &s->sgt,
+						   DMA_BIDIRECTIONAL, 0);
+		sg_free_table(&s->sgt);
+	}
+	kvfree(b->segs);
+	b->segs = NULL;
+	b->nsegs = 0;
+	b->ibdev = NULL;
+}
+
+/* A connection of @comm that can carry REG_MR work requests, or NULL. */
+static struct kcoll_conn *kcoll_reg_conn(struct kcoll_comm *comm)
+{
+	u32 i;
+
+	for (i = 0; i < comm->nranks; i++)
+		if (comm->conns[i] && comm->conns[i]->state == KCOLL_CONN_UP)
+			return comm->conns[i];
+	return NULL;
+}
+
+/*
+ * kcoll_buf_register - DMA-map @b on @comm's device and register it, one
+ * fast-reg MR per run of comm->seg_pages pages. A comm without connections
+ * (one rank) needs no registration: returns 0 and leaves @b CPU-only.
+ * The REG_MR work requests go on @via, or on any connected connection.
+ * Must not hold comm->lock (waits for REG_MR completions).
+ */
+int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm,
+		       struct kcoll_conn *via)
+{
+	struct ib_mr *batch[KCOLL_REG_BATCH];
+	unsigned int i, nb = 0;
+	struct kcoll_conn *conn;
+	int err = 0;
+
+	if (!b->npages || comm->nranks == 1)
+		return 0;
+	mutex_lock(&comm->reg_lock);
+	b->ibdev = comm->ibdev;
+	b->seg_bytes = comm->seg_pages * PAGE_SIZE;
+	b->nsegs = DIV_ROUND_UP(b->npages, comm->seg_pages);
+	b->segs = kvcalloc(b->nsegs, sizeof(*b->segs), GFP_KERNEL_ACCOUNT);
+	if (!b->segs) {
+		err = -ENOMEM;
+		goto out_unlock;
+	}
+	for (i = 0; i < b->nsegs; i++) {
+		struct kcoll_mrseg *s = &b->segs[i];
+		unsigned int first = i * comm->seg_pages;
+		unsigned int n = min_t(unsigned int, comm->seg_pages,
+				       b->npages - first);
+		int mapped;
+
+		s->start = (size_t)first * PAGE_SIZE;
+		s->len = (size_t)n * PAGE_SIZE;
+		err = sg_alloc_table_from_pages(&s->sgt, b->pages + first, n, 0,
+						s->len, GFP_KERNEL);
+		if (err)
+			goto out_unreg;
+		err = ib_dma_map_sgtable_attrs(b->ibdev, &s->sgt,
+					       DMA_BIDIRECTIONAL, 0);
+		if (err)
+			goto out_unreg;
+		s->mapped = true;
+		s->mr = ib_alloc_mr(comm->pd, IB_MR_TYPE_MEM_REG, n);
+		if (IS_ERR(s->mr)) {
+			err = PTR_ERR(s->mr);
+			s->mr = NULL;
+			goto out_unreg;
+		}
+		mapped = ib_map_mr_sg(s->mr, s->sgt.sgl, s->sgt.nents, NULL,
+				      PAGE_SIZE);
+		if (mapped != (int)s->sgt.nents) {
+			err = mapped < 0 ? mapped : -EINVAL;
+			goto out_unreg;
+		}
+		ib_update_fast_reg_key(s->mr, ib_inc_rkey(s->mr->rkey));
+		batch[nb++] = s->mr;
+		if (nb == KCOLL_REG_BATCH || i == b->nsegs - 1) {
+			mutex_lock(&comm->lock);
+			conn = via ?: kcoll_reg_conn(comm);
+			err = conn ? kcoll_conn_post_reg(conn, batch, nb) :
+				     -ENOTCONN;
+			mutex_unlock(&comm->lock);
+			if (!err) {
+				/* Outside comm->lock: the CQ handler that
+				 * completes it may be queued behind one that
+				 * waits for comm->lock. */
+				wait_for_completion(&conn->reg_done);
+				err = conn->reg_status;
+			}
+			if (err)
+				goto out_unreg;
+			nb = 0;
+		}
+	}
+	mutex_unlock(&comm->reg_lock);
+	return 0;
+
+out_unreg:
+	kcoll_buf_unregister(b);
+out_unlock:
+	mutex_unlock(&comm->reg_lock);
+	return err;
+}
+
+/* Undo pin/alloc, map and registration; @b may be empty. Process context. */
+void kcoll_buf_release(struct kcoll_buf *b)
+{
+	unsigned int i;
+
+	if (b->segs)
+		kcoll_buf_unregister(b);
+	if (b->vmap_base)
+		vunmap(b->vmap_base);
+	if (b->pages) {
+		if (b->user) {
+			unpin_user_pages_dirty_lock(b->pages, b->npages, true);
+			kcoll_uncharge_pinned(b);
+		} else {
+			for (i = 0; i < b->npages; i++)
+				__free_page(b->pages[i]);
+		}
+		kvfree(b->pages);
+	}
+	memset(b, 0, sizeof(*b));
+}
+
+static const struct kcoll_mrseg *kcoll_buf_seg(const struct kcoll_buf *b,
+					       size_t off, size_t *in_seg)
+{
+	size_t pos = b->off0 + off;
+	const struct kcoll_mrseg *s = &b->segs[pos / b->seg_bytes];
+
+	*in_seg = pos - s->start;
+	return s;
+}
+
+size_t kcoll_buf_seg_room(const struct kcoll_buf *b, size_t off)
+{
+	size_t in_seg;
+	const struct kcoll_mrseg *s = kcoll_buf_seg(b, off, &in_seg);
+
+	return s->len - in_seg;
+}
+
+void kcoll_buf_sge(const struct kcoll_buf *b, size_t off, size_t len,
+		   struct ib_sge *sge)
+{
+	size_t in_seg;
+	const struct kcoll_mrseg *s = kcoll_buf_seg(b, off, &in_seg);
+
+	sge->addr = s->mr->iova + in_seg;
+	sge->length = len;
+	sge->lkey = s->mr->lkey;
+}
+
+void kcoll_buf_remote(const struct kcoll_buf *b, size_t off, u64 *addr,
+		      u32 *rkey)
+{
+	size_t in_seg;
+	const struct kcoll_mrseg *s = kcoll_buf_seg(b, off, &in_seg);
+
+	*addr = s->mr->iova + in_seg;
+	*rkey = s->mr->rkey;
+}

@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * kcoll schedules: what one rank does, phase by phase, to carry out one
+ * collective. Plain C (kcoll_plain.h only): the same source builds into the
+ * module, the host unit tests (which execute every schedule on an in-memory
+ * model of all ranks) and the simulator.
+ *
+ * Execution model, shared with the engine (kcoll_coll.c):
+ *  - an operation is a sequence of phases, executed in order by every rank;
+ *    a phase begins when the previous one has finished on this rank (its
+ *    send written and acknowledged locally, its receive landed and reduced);
+ *  - a phase does, in this order: an optional local copy; then at most one
+ *    send and at most one receive, concurrently; then an optional AVG
+ *    finishing step over a region;
+ *  - a send with @fwd set may only move bytes [a, b) of its region once the
+ *    phase's receive has completed (landed and reduced) its bytes [0, b):
+ *    this pipelines chains (broadcast, reduce) through a rank chunk by chunk.
+ *    A fwd send and its receive always have the same element count;
+ *  - a transfer moves @cnt elements; the sender's and the receiver's
+ *    schedules always agree on the count of every transfer between them;
+ *    a transfer with @cnt == 0 still exchanges an empty message (barrier
+ *    tokens, zero-count send/recv), so schedules omit transfers that move
+ *    nothing unless they carry meaning;
+ *  - a reducing receive computes dst = operand OP incoming, element by
+ *    element (operand may be dst itself, then it accumulates);
+ *  - offsets and counts are in elements of the operation's dtype;
+ *  - in place, a schedule references only one user buffer: RECV for
+ *    ALLREDUCE, ALLGATHER, ALLTOALL, BROADCAST and REDUCE (root), SEND for
+ *    REDUCE_SCATTER (whose result then lands at SEND + rank*count); the
+ *    other buffer's count (kcoll_sched_*_count) is 0;
+ *  - KCOLL_SBUF_TMP is a scratch buffer the engine allocates per operation,
+ *    of kcoll_sched_tmp_count() elements (0: none).
+ */
+#ifndef KCOLL_SCHED_H
+#define KCOLL_SCHED_H
+
+#include "kcoll_plain.h"
+
+enum kcoll_sbuf {
+	KCOLL_SBUF_SEND,	/* the user's send buffer (read only) */
+	KCOLL_SBUF_RECV,	/* the user's receive buffer */
+	KCOLL_SBUF_TMP,		/* engine scratch */
+	KCOLL_SBUF_NR
+};
+
+/* A region of one buffer. */
+struct kcoll_sregion {
+	u8 buf;			/* enum kcoll_sbuf */
+	u64 off;		/* elements */
+};
+
+struct kcoll_ssend {
+	u32 peer;		/* rank */
+	struct kcoll_sregion src;
+	u64 cnt;
+	bool fwd;		/* see above */
+};
+
+struct kcoll_srecv {
+	u32 peer;		/* rank */
+	struct kcoll_sregion dst;
+	u64 cnt;
+	bool reduce;		/* dst = operand OP incoming; else dst = incoming */
+	struct kcoll_sregion operand;	/* with @reduce */
+};
+
+struct kcoll_scopy {
+	struct kcoll_sregion src;
+	struct kcoll_sregion dst;
+	u64 cnt;		/* 0: no copy; src and dst never overlap
+				 * unless they are the same region */
+};
+
+struct kcoll_phase {
+	struct kcoll_scopy copy;	/* first */
+	bool has_send;
+	bool has_recv;
+	struct kcoll_ssend send;
+	struct kcoll_srecv recv;
+	struct kcoll_sregion avg;	/* last, with avg_cnt > 0: divide by
+					 * nranks (redop AVG only) */
+	u64 avg_cnt;
+};
+
+/**
+ * struct kcoll_sched_args - one rank's view of one operation.
+ * @opcode:	KCOLL_OP_ALLREDUCE .. KCOLL_OP_BARRIER (uapi)
+ * @redop:	uapi redop (AVG adds the finishing step), NONE if not reducing
+ * @rank, @nranks: this rank, 1 <= nranks <= KCOLL_MAX_RANKS
+ * @root:	root of REDUCE/BROADCAST, peer of SEND/RECV, else 0
+ * @count:	the SQE count (per-rank element count, uapi conventions)
+ * @in_place:	the uapi in-place condition holds on this rank (the engine
+ *		decides it from the addresses); only ever set where it means
+ *		something (not for SEND/RECV/BARRIER)
+ */
+struct kcoll_sched_args {
+	u32 opcode;
+	u32 redop;
+	u32 rank;
+	u32 nranks;
+	u32 root;
+	u64 count;
+	bool in_place;
+};
+
+/* 0 if @a is a valid operation for the schedules, else -EINVAL. */
+int kcoll_sched_check(const struct kcoll_sched_args *a);
+
+/* Number of phases of @a on this rank (may be 0: nothing to move). */
+u32 kcoll_sched_nphases(const struct kcoll_sched_args *a);
+
+/* Phase @idx (< nphases) of @a; the result is fully initialised. */
+void kcoll_sched_phase(const struct kcoll_sched_args *a, u32 idx,
+		       struct kcoll_phase *p);
+
+/* Elements of scratch the schedule needs on this rank (0: none). */
+u64 kcoll_sched_tmp_count(const struct kcoll_sched_args *a);
+
+/*
+ * Elements of the user's send and receive buffers on this rank (what the
+ * engine must pin: 0 where the buffer is not used, e.g. recv of REDUCE on a
+ * non-root rank, send of BROADCAST on a non-root rank, both of BARRIER).
+ */
+u64 kcoll_sched_send_count(const struct kcoll_sched_args *a);
+u64 kcoll_sched_recv_count(const struct kcoll_sched_args *a);
+
+#endif /* KCOLL_SCHED_H */

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * kcoll wire protocol between the modules of two nodes (docs/DESIGN.md,
+ * "Wire protocol"). Plain header: also used by host unit tests. All
+ * multi-byte fields are little endian on the wire.
+ */
+#ifndef KCOLL_WIRE_H
+#define KCOLL_WIRE_H
+
+#include "kcoll_plain.h"
+
+#define KCOLL_WIRE_MAGIC	0x4c4f434bU	/* "KCOL" */
+#define KCOLL_WIRE_VERSION	1
+
+/*
+ * rdma_cm REQ private data (at most 56 bytes for rdma_connect()). The first
+ * two bytes stay zero: rdma_cm reads them on AF_IB.
+ */
+struct kcoll_wire_hello {
+	u8	cma_resv[2];
+	u8	version;
+	u8	flags;		/* 0 */
+	__le32	magic;
+	__le64	uid;		/* communicator id */
+	__le32	src_rank;	/* the connecting rank */
+	__le32	dst_rank;	/* the rank it wants */
+	__le32	nranks;
+	u8	key[KCOLL_KEY_LEN];
+};
+
+/* REJ private data: why a hello was refused. */
+struct kcoll_wire_reject {
+	__le32	magic;
+	u8	reason;		/* enum kcoll_rej */
+	u8	resv[3];
+};
+
+enum kcoll_rej {
+	KCOLL_REJ_NOCOMM = 1,	/* no such communicator (yet): retry */
+	KCOLL_REJ_VERSION,	/* wire version or magic not understood */
+	KCOLL_REJ_KEY,		/* wrong communicator key */
+	KCOLL_REJ_RANK,		/* ranks or nranks inconsistent */
+	KCOLL_REJ_DUP,		/* that rank is already connected */
+	KCOLL_REJ_NOMEM,	/* the passive side could not set up */
+};
+
+/* Control messages: one SEND, inline, into a pre-posted receive. */
+enum kcoll_msg_type {
+	KCOLL_MSG_SIG = 1,	/* collective signature, to every peer */
+	KCOLL_MSG_GRANT,	/* receiver -> sender: write chunk here */
+	KCOLL_MSG_ABORT,	/* the operation failed: no more data */
+};
+
+/* Message kinds: collectives and point-to-point match independently. */
+enum kcoll_kind {
+	KCOLL_KIND_COLL = 0,
+	KCOLL_KIND_P2P = 1,
+	KCOLL_KIND_NR
+};
+
+struct kcoll_wire_msg {
+	u8	type;		/* enum kcoll_msg_type */
+	u8	kind;		/* enum kcoll_kind */
+	u8	opcode;		/* signature: uapi opcode, dtype, redop */
+	u8	dtype;
+	u8	redop;
+	u8	resv;
+	__le16	phase;		/* GRANT: the receiver's schedule phase */
+	__le32	seq;		/* collective or p2p sequence number */
+	__le32	root;		/* signature: root / peer */
+	__le64	count;		/* signature: count */
+	__le64	addr;		/* GRANT: remote address */
+	__le32	rkey;		/* GRANT */
+	__le32	len;		/* GRANT: bytes */
+	__le32	serial;		/* GRANT: per-(connection, kind) serial */
+	__le32	status;		/* ABORT: the error (positive errno) */
+};
+
+KCOLL_STATIC_ASSERT(sizeof(struct kcoll_wire_hello) <= 56,
+		    "hello must fit rdma_connect's 56 bytes");
+KCOLL_STATIC_ASSERT(sizeof(struct kcoll_wire_msg) == 48, "wire msg size");
+
+/*
+ * RDMA WRITE WITH IMM immediate: bit 31 the kind, bits 0-30 the serial of
+ * the grant the data fills (low 31 bits). The receiver checks it against the
+ * oldest grant it has outstanding on that connection for that kind.
+ */
+#define KCOLL_IMM_KIND_SHIFT	31
+#define KCOLL_IMM_SERIAL_MASK	0x7fffffffU
+
+static inline u32 kcoll_imm_make(u32 kind, u32 serial)
+{
+	return (kind << KCOLL_IMM_KIND_SHIFT) | (serial & KCOLL_IMM_SERIAL_MASK);
+}
+
+#endif /* KCOLL_WIRE_H */

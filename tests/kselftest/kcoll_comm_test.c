@@ -1,0 +1,439 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kcoll communicator selftests against the raw ABI: argument validation of
+ * COMM_CREATE/DESTROY and REG_MEM/DEREG_MEM, single-rank collectives, and
+ * several processes of this VM forming one communicator over the local
+ * Soft-RoCE device (real RC connections through rxe0's loopback).
+ * The multi-process tests need KCOLL_IP (this VM's rxe0 address, set by the
+ * VM test bed); without it they SKIP and say so.
+ */
+#include <stdint.h>
+#include <sys/wait.h>
+#include <time.h>
+#include "kselftest_harness.h"
+#include "kcoll_test.h"
+
+static void kt_addr_v4(struct kcoll_rank_addr *ra, const char *ip)
+{
+	unsigned int a, b, c, d;
+
+	memset(ra, 0, sizeof(*ra));
+	ra->addr[10] = 0xff;
+	ra->addr[11] = 0xff;
+	if (sscanf(ip, "%u.%u.%u.%u", &a, &b, &c, &d) == 4) {
+		ra->addr[12] = a;
+		ra->addr[13] = b;
+		ra->addr[14] = c;
+		ra->addr[15] = d;
+	}
+}
+
+static long kt_comm_create(int fd, __u64 uid, const char *key, __u32 rank,
+			   __u32 nranks, struct kcoll_rank_addr *ranks,
+			   __u32 timeout_ms, __u32 *id)
+{
+	struct kcoll_comm_create c = {
+		.ranks = (uintptr_t)ranks, .uid = uid, .rank = rank,
+		.nranks = nranks, .timeout_ms = timeout_ms,
+	};
+	long r;
+
+	memcpy(c.key, key, strnlen(key, sizeof(c.key)));
+	r = kt_ioctl(fd, KCOLL_IOC_COMM_CREATE, &c);
+	if (!r && id)
+		*id = c.comm_id;
+	return r;
+}
+
+/* Submit one SQE and wait for its CQE; returns the CQE's res. */
+static int kt_run(struct tring *r, struct kcoll_sqe *tmpl)
+{
+	struct kcoll_sqe *sqe = kt_get_sqe(r);
+	struct kcoll_cqe cqe;
+	long e;
+
+	if (!sqe)
+		return -ENOSPC;
+	*sqe = *tmpl;
+	e = kt_enter(r, 1, 1, KCOLL_ENTER_GETEVENTS, 0);
+	if (e < 0)
+		return (int)e;
+	while (kt_pop(r, &cqe)) {
+		e = kt_enter(r, 0, 1, KCOLL_ENTER_GETEVENTS, 0);
+		if (e < 0)
+			return (int)e;
+	}
+	return cqe.res;
+}
+
+static struct kcoll_sqe kt_coll(__u8 op, __u32 comm, __u8 dtype, __u8 redop,
+				__u32 peer, __u64 count, const void *s, void *d)
+{
+	struct kcoll_sqe sqe = {
+		.opcode = op, .comm_id = comm, .dtype = dtype, .redop = redop,
+		.peer = peer, .count = count, .send_addr = (uintptr_t)s,
+		.recv_addr = (uintptr_t)d, .user_data = 42,
+	};
+
+	return sqe;
+}
+
+TEST(comm_create_rejects_bad_arguments)
+{
+	struct kcoll_rank_addr ranks[2];
+	struct kcoll_comm_create c;
+	int fd = kt_open();
+
+	ASSERT_LE(0, fd);
+	kt_addr_v4(&ranks[0], "127.0.0.1");
+	kt_addr_v4(&ranks[1], "127.0.0.1");
+	EXPECT_EQ(-EINVAL, kt_comm_create(fd, 1, "k", 0, 0, ranks, 0, NULL));
+	EXPECT_EQ(-EINVAL, kt_comm_create(fd, 1, "k", 2, 2, ranks, 0, NULL));
+	EXPECT_EQ(-EINVAL, kt_comm_create(fd, 0, "k", 0, 1, ranks, 0, NULL));
+	EXPECT_EQ(-EINVAL, kt_comm_create(fd, 1, "k", 0, KCOLL_MAX_RANKS + 1,
+					  ranks, 0, NULL));
+	EXPECT_EQ(-EFAULT, kt_comm_create(fd, 1, "k", 0, 2, (void *)8, 0, NULL));
+	memset(&c, 0, sizeof(c));
+	c.ranks = (uintptr_t)ranks;
+	c.uid = 1;
+	c.nranks = 1;
+	c.flags = 1;
+	EXPECT_EQ(-EINVAL, kt_ioctl(fd, KCOLL_IOC_COMM_CREATE, &c));
+	c.flags = 0;
+	c.resv[3] = 1;
+	EXPECT_EQ(-EINVAL, kt_ioctl(fd, KCOLL_IOC_COMM_CREATE, &c));
+	c.resv[3] = 0;
+	ranks[0].resv = 1;
+	EXPECT_EQ(-EINVAL, kt_ioctl(fd, KCOLL_IOC_COMM_CREATE, &c));
+	ranks[0].resv = 0;
+	ranks[0].addr[10] = 0;	/* not IPv4-mapped */
+	EXPECT_EQ(-EAFNOSUPPORT, kt_ioctl(fd, KCOLL_IOC_COMM_CREATE, &c));
+	EXPECT_EQ(-EFAULT, kt_ioctl(fd, KCOLL_IOC_COMM_CREATE, (void *)16));
+	struct kcoll_comm_destroy d = { .comm_id = 12345 };
+	EXPECT_EQ(-ENOENT, kt_ioctl(fd, KCOLL_IOC_COMM_DESTROY, &d));
+	d.resv = 1;
+	EXPECT_EQ(-EINVAL, kt_ioctl(fd, KCOLL_IOC_COMM_DESTROY, &d));
+	close(fd);
+}
+
+/* One rank: every collective is a local copy (or nothing). */
+TEST(single_rank_collectives)
+{
+	struct kcoll_rank_addr ra;
+	float src[1001], dst[1001];
+	struct kcoll_sqe s;
+	struct tring r;
+	__u32 id;
+	int i;
+
+	kt_addr_v4(&ra, "127.0.0.1");
+	ASSERT_EQ(0, kt_ring_init(&r, 8, 0, 0));
+	ASSERT_EQ(0, kt_comm_create(r.fd, 7, "key", 0, 1, &ra, 0, &id));
+	ASSERT_NE(0, id);
+	for (i = 0; i < 1001; i++)
+		src[i] = i * 0.5f;
+
+	static const __u8 ops[] = { KCOLL_OP_ALLREDUCE, KCOLL_OP_ALLGATHER,
+		KCOLL_OP_REDUCE_SCATTER, KCOLL_OP_ALLTOALL, KCOLL_OP_BROADCAST,
+		KCOLL_OP_REDUCE };
+	for (unsigned int o = 0; o < sizeof(ops); o++) {
+		bool red = ops[o] == KCOLL_OP_ALLREDUCE ||
+			   ops[o] == KCOLL_OP_REDUCE_SCATTER ||
+			   ops[o] == KCOLL_OP_REDUCE;
+
+		memset(dst, 0xff, sizeof(dst));
+		s = kt_coll(ops[o], id, KCOLL_DTYPE_FP32,
+			    red ? KCOLL_REDOP_SUM : 0, 0, 1001, src, dst);
+		EXPECT_EQ(0, kt_run(&r, &s));
+		EXPECT_EQ(0, memcmp(src, dst, sizeof(dst)));
+	}
+	/* AVG over one rank is the identity. */
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_AVG,
+		    0, 1001, src, dst);
+	EXPECT_EQ(0, kt_run(&r, &s));
+	EXPECT_EQ(0, memcmp(src, dst, sizeof(dst)));
+	/* In place is a no-op; count 0 and barrier complete. */
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_MAX,
+		    0, 1001, dst, dst);
+	EXPECT_EQ(0, kt_run(&r, &s));
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_MAX,
+		    0, 0, NULL, NULL);
+	EXPECT_EQ(0, kt_run(&r, &s));
+	s = kt_coll(KCOLL_OP_BARRIER, id, 0, 0, 0, 0, NULL, NULL);
+	EXPECT_EQ(0, kt_run(&r, &s));
+
+	/* Descriptor errors come back in the CQE. */
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_INT32, KCOLL_REDOP_AVG,
+		    0, 4, src, dst);
+	EXPECT_EQ(-EINVAL, kt_run(&r, &s));
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_NONE,
+		    0, 4, src, dst);
+	EXPECT_EQ(-EINVAL, kt_run(&r, &s));
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id + 100, KCOLL_DTYPE_FP32,
+		    KCOLL_REDOP_SUM, 0, 4, src, dst);
+	EXPECT_EQ(-ENOENT, kt_run(&r, &s));
+	s = kt_coll(KCOLL_OP_ALLREDUCE, 0, KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
+		    0, 4, src, dst);
+	EXPECT_EQ(-EINVAL, kt_run(&r, &s));
+	s = kt_coll(KCOLL_OP_BROADCAST, id, KCOLL_DTYPE_FP32, 0, 1, 4, src,
+		    dst);
+	EXPECT_EQ(-EINVAL, kt_run(&r, &s));	/* root out of range */
+	s = kt_coll(KCOLL_OP_SEND, id, KCOLL_DTYPE_FP32, 0, 0, 4, src, NULL);
+	EXPECT_EQ(-EINVAL, kt_run(&r, &s));	/* to ourselves */
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
+		    0, 1 << 20, (void *)4096, dst);
+	EXPECT_EQ(-EFAULT, kt_run(&r, &s));	/* unmapped */
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
+		    0, 1ULL << 47, src, dst);
+	EXPECT_GT(0, kt_run(&r, &s));		/* far too large */
+	s = kt_coll(KCOLL_OP_BARRIER, id, KCOLL_DTYPE_FP32, 0, 0, 0, NULL,
+		    NULL);
+	EXPECT_EQ(-EINVAL, kt_run(&r, &s));
+	kt_ring_exit(&r);
+}
+
+TEST(reg_mem)
+{
+	struct kcoll_rank_addr ra;
+	struct kcoll_reg_mem m = {};
+	struct kcoll_dereg_mem d = {};
+	static float buf[4096];
+	struct kcoll_sqe s;
+	struct tring r;
+	__u32 id;
+
+	kt_addr_v4(&ra, "127.0.0.1");
+	ASSERT_EQ(0, kt_ring_init(&r, 8, 0, 0));
+	ASSERT_EQ(0, kt_comm_create(r.fd, 8, "key", 0, 1, &ra, 0, &id));
+	m.addr = (uintptr_t)buf;
+	m.len = sizeof(buf);
+	m.comm_id = id + 1;
+	EXPECT_EQ(-ENOENT, kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m));
+	m.comm_id = id;
+	m.flags = 1;
+	EXPECT_EQ(-EINVAL, kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m));
+	m.flags = 0;
+	m.len = 0;
+	EXPECT_EQ(-EINVAL, kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m));
+	m.len = sizeof(buf);
+	m.addr = 4096;
+	EXPECT_EQ(-EFAULT, kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m));
+	m.addr = (uintptr_t)buf;
+	ASSERT_EQ(0, kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m));
+	ASSERT_NE(0, m.handle);
+
+	/* Inside the registration; outside it is -ERANGE. */
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
+		    0, 1024, buf, buf + 1024);
+	s.send_mr = m.handle;
+	s.recv_mr = m.handle;
+	buf[5] = 3.0f;
+	EXPECT_EQ(0, kt_run(&r, &s));
+	EXPECT_EQ(3.0f, buf[1024 + 5]);
+	s.count = 4000;
+	EXPECT_EQ(-ERANGE, kt_run(&r, &s));
+	s.count = 16;
+	s.send_mr = m.handle + 1;
+	EXPECT_EQ(-ENOENT, kt_run(&r, &s));
+
+	d.handle = m.handle;
+	EXPECT_EQ(0, kt_ioctl(r.fd, KCOLL_IOC_DEREG_MEM, &d));
+	EXPECT_EQ(-ENOENT, kt_ioctl(r.fd, KCOLL_IOC_DEREG_MEM, &d));
+	/* A registration left behind dies with the file. */
+	m.handle = 0;
+	ASSERT_EQ(0, kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m));
+	kt_ring_exit(&r);
+}
+
+/* ---- several processes of this VM in one communicator, over rxe0 ---- */
+
+#define NPROC_MAX 4
+
+static int kt_fail(int rank, int code, int res)
+{
+	fprintf(stderr, "# rank %d: step %d failed: %s\n", rank, code,
+		strerror(-res));
+	return code;
+}
+
+/* Rank @rank of @n: run the collectives, return 0 or a failure code. */
+static int kt_rank_main(const char *ip, int rank, int n, __u64 uid,
+			const char *key, int mismatch)
+{
+	struct kcoll_rank_addr ranks[NPROC_MAX];
+	const size_t cnt = 300001;	/* odd, not a multiple of n */
+	float *a, *b;
+	struct kcoll_sqe s;
+	struct tring r;
+	__u32 id;
+	long err;
+	size_t i;
+	int res;
+
+	for (i = 0; i < (size_t)n; i++)
+		kt_addr_v4(&ranks[i], ip);
+	if (kt_ring_init(&r, 16, 0, 0))
+		return 10;
+	err = kt_comm_create(r.fd, uid, key, rank, n, ranks, 5000, &id);
+	if (err)
+		return err == -EACCES ? 20 : err == -ETIMEDOUT ? 21 : 22;
+	a = calloc(cnt * n, sizeof(float));
+	b = calloc(cnt * n, sizeof(float));
+	if (!a || !b)
+		return 11;
+	if (mismatch) {
+		s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32,
+			    KCOLL_REDOP_SUM, 0, rank ? 1000 : 1001, a, b);
+		res = kt_run(&r, &s);
+		if (res != -EBADMSG)
+			return kt_fail(rank, 30, res);
+		/* The communicator survives: the next matching one works. */
+		for (i = 0; i < 1000; i++)
+			a[i] = 1.0f;
+		s.count = 1000;
+		if ((res = kt_run(&r, &s)))
+			return kt_fail(rank, 31, res);
+		for (i = 0; i < 1000; i++)
+			if (b[i] != (float)n)
+				return 32;
+		return 0;
+	}
+
+	/* allreduce, out of place, fp32 sum */
+	for (i = 0; i < cnt; i++)
+		a[i] = (float)(rank + 1) * (float)(i % 1000);
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
+		    0, cnt, a, b);
+	if ((res = kt_run(&r, &s)))
+		return kt_fail(rank, 40, res);
+	for (i = 0; i < cnt; i++)
+		if (b[i] != (float)(n * (n + 1) / 2) * (float)(i % 1000))
+			return 41;
+	/* allreduce in place, int32 max */
+	for (i = 0; i < cnt; i++)
+		((int32_t *)a)[i] = (int32_t)((i * 7 + rank * 13) % 101);
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_INT32, KCOLL_REDOP_MAX,
+		    0, cnt, a, a);
+	if ((res = kt_run(&r, &s)))
+		return kt_fail(rank, 42, res);
+	for (i = 0; i < cnt; i++) {
+		int32_t m = 0;
+
+		for (int k = 0; k < n; k++) {
+			int32_t v = (int32_t)((i * 7 + k * 13) % 101);
+
+			m = v > m ? v : m;
+		}
+		if (((int32_t *)a)[i] != m)
+			return 43;
+	}
+	/* allgather */
+	for (i = 0; i < cnt; i++)
+		a[i] = (float)(rank * 1000000 + (int)(i % 4096));
+	s = kt_coll(KCOLL_OP_ALLGATHER, id, KCOLL_DTYPE_FP32, 0, 0, cnt, a, b);
+	if ((res = kt_run(&r, &s)))
+		return kt_fail(rank, 44, res);
+	for (i = 0; i < cnt * n; i++)
+		if (b[i] != (float)((i / cnt) * 1000000 + (i % cnt) % 4096))
+			return 45;
+	/* broadcast from the last rank */
+	for (i = 0; i < cnt; i++)
+		a[i] = rank == n - 1 ? (float)(i % 777) : -1.0f;
+	s = kt_coll(KCOLL_OP_BROADCAST, id, KCOLL_DTYPE_FP32, 0, n - 1, cnt,
+		    a, a);
+	if ((res = kt_run(&r, &s)))
+		return kt_fail(rank, 46, res);
+	for (i = 0; i < cnt; i++)
+		if (a[i] != (float)(i % 777))
+			return 47;
+	/* send/recv around the ring, both submitted before waiting */
+	for (i = 0; i < 1000; i++)
+		a[i] = (float)(rank * 10 + (int)i);
+	s = kt_coll(KCOLL_OP_SEND, id, KCOLL_DTYPE_FP32, 0, (rank + 1) % n,
+		    1000, a, NULL);
+	*kt_get_sqe(&r) = s;
+	s = kt_coll(KCOLL_OP_RECV, id, KCOLL_DTYPE_FP32, 0, (rank + n - 1) % n,
+		    1000, NULL, b);
+	*kt_get_sqe(&r) = s;
+	if (kt_enter(&r, 2, 2, KCOLL_ENTER_GETEVENTS, 0) < 0)
+		return 48;
+	for (int k = 0; k < 2; k++) {
+		struct kcoll_cqe c;
+
+		while (kt_pop(&r, &c))
+			kt_enter(&r, 0, 1, KCOLL_ENTER_GETEVENTS, 0);
+		if (c.res)
+			return 49;
+	}
+	for (i = 0; i < 1000; i++)
+		if (b[i] != (float)(((rank + n - 1) % n) * 10 + (int)i))
+			return 50;
+	s = kt_coll(KCOLL_OP_BARRIER, id, 0, 0, 0, 0, NULL, NULL);
+	if ((res = kt_run(&r, &s)))
+		return kt_fail(rank, 51, res);
+	free(a);
+	free(b);
+	kt_ring_exit(&r);
+	return 0;
+}
+
+/* Fork @n ranks; returns the first non-zero exit code (or 0). */
+static int kt_spawn(int n, __u64 uid, int badkey_rank, int mismatch,
+		    int *codes)
+{
+	const char *ip = getenv("KCOLL_IP");
+	pid_t pids[NPROC_MAX];
+	int i, st, first = 0;
+
+	for (i = 0; i < n; i++) {
+		pids[i] = fork();
+		if (!pids[i])
+			_exit(kt_rank_main(ip, i, n, uid,
+					   i == badkey_rank ? "wrong" : "secret",
+					   mismatch));
+	}
+	for (i = 0; i < n; i++) {
+		waitpid(pids[i], &st, 0);
+		codes[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 100;
+		if (codes[i] && !first)
+			first = codes[i];
+	}
+	return first;
+}
+
+TEST(local_ranks_over_rxe)
+{
+	int codes[NPROC_MAX];
+
+	if (!getenv("KCOLL_IP"))
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	EXPECT_EQ(0, kt_spawn(2, 0x1001, -1, 0, codes));
+	EXPECT_EQ(0, kt_spawn(3, 0x1002, -1, 0, codes));
+	for (int k = 0; k < 3; k++) {
+		EXPECT_EQ(0, codes[k]) {
+			TH_LOG("rank %d failed with code %d", k, codes[k]);
+		}
+	}
+}
+
+TEST(wrong_key_refused)
+{
+	int codes[NPROC_MAX];
+
+	if (!getenv("KCOLL_IP"))
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	kt_spawn(2, 0x1003, 1, 0, codes);
+	EXPECT_EQ(21, codes[0]);	/* rank 0 waits for rank 1: timeout */
+	EXPECT_EQ(20, codes[1]);	/* rank 1 is refused: -EACCES */
+}
+
+TEST(signature_mismatch_fails_everywhere)
+{
+	int codes[NPROC_MAX];
+
+	if (!getenv("KCOLL_IP"))
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	EXPECT_EQ(0, kt_spawn(3, 0x1004, -1, 1, codes));
+}
+
+TEST_HARNESS_MAIN
