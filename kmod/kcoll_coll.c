@@ -343,7 +343,8 @@ static void kcoll_op_send(struct kcoll_task *op)
 		if (err == -ENOBUFS)
 			return;		/* retried on the next completion */
 		if (err) {
-			kcoll_op_fail(op, err);
+			kcoll_op_fail(op, err == -ENOTCONN ?
+				      (conn->error ?: -ECONNRESET) : err);
 			return;
 		}
 		list_del(&g->node);
@@ -362,6 +363,18 @@ static struct kcoll_task *kcoll_coll_head(struct kcoll_comm *comm)
 	return list_first_entry_or_null(&comm->colls, struct kcoll_task, node);
 }
 
+/* The error an ABORT carries, as this rank reports it. */
+static int kcoll_abort_status(const struct kcoll_wire_msg *m)
+{
+	int err = -(int)le32_to_cpu(m->status);
+
+	/* The peer's operation was cancelled (its communicator or process
+	 * went away): for us the peer is lost. */
+	if (err == -ECANCELED || err >= 0 || err < -MAX_ERRNO)
+		return -ECONNRESET;
+	return err;
+}
+
 /* Check the SIGs and ABORTs @conn has queued for @op. */
 static void kcoll_op_check_sigs(struct kcoll_task *op, struct kcoll_conn *conn)
 {
@@ -377,8 +390,7 @@ static void kcoll_op_check_sigs(struct kcoll_task *op, struct kcoll_conn *conn)
 			continue;
 		list_del(&s->node);
 		if (s->msg.type == KCOLL_MSG_ABORT) {
-			kcoll_op_fail(op, -(int)le32_to_cpu(s->msg.status) ?:
-					  -ECONNABORTED);
+			kcoll_op_fail(op, kcoll_abort_status(&s->msg));
 		} else if (!kcoll_sig_match(op, &s->msg)) {
 			pr_warn_ratelimited("comm %llx rank %u: operation %u does not match rank %u's (%s/%u/%u count %llu root %u)\n",
 					    op->comm->uid, op->comm->rank,
@@ -472,12 +484,12 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 			/* Our send or receive with that peer and seq. */
 			op = kcoll_p2p_find(&conn->k[m->kind].p2p_sends, seq);
 			if (op && m->opcode == KCOLL_OP_RECV) {
-				kcoll_op_fail(op, -(int)le32_to_cpu(m->status));
+				kcoll_op_fail(op, kcoll_abort_status(m));
 				kcoll_op_forget_grants(op, conn);
 			}
 			op = kcoll_p2p_find(&conn->k[m->kind].p2p_recvs, seq);
 			if (op && m->opcode == KCOLL_OP_SEND) {
-				kcoll_op_fail(op, -(int)le32_to_cpu(m->status));
+				kcoll_op_fail(op, kcoll_abort_status(m));
 				kcoll_op_forget_grants(op, conn);
 			}
 			return;
@@ -487,8 +499,7 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 			return;			/* stale */
 		if (m->type == KCOLL_MSG_ABORT && op && op->started &&
 		    seq == op->seq) {
-			kcoll_op_fail(op, -(int)le32_to_cpu(m->status) ?:
-					  -ECONNABORTED);
+			kcoll_op_fail(op, kcoll_abort_status(m));
 			kcoll_op_forget_grants(op, conn);
 			return;
 		}

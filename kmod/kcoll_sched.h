@@ -17,7 +17,10 @@
  *    this pipelines chains (broadcast, reduce) through a rank chunk by chunk.
  *    A fwd send and its receive always have the same element count;
  *  - a transfer moves @cnt elements; the sender's and the receiver's
- *    schedules always agree on the count of every transfer between them;
+ *    schedules always agree on the count of every transfer between them,
+ *    and both ends of a transfer are in the same phase index (the k-th
+ *    send from A to B and the k-th receive at B from A, FIFO per ordered
+ *    pair, sit in phases with the same number);
  *    a transfer with @cnt == 0 still exchanges an empty message (barrier
  *    tokens, zero-count send/recv), so schedules omit transfers that move
  *    nothing unless they carry meaning;
@@ -37,7 +40,8 @@
 #include "kcoll_plain.h"
 
 enum kcoll_sbuf {
-	KCOLL_SBUF_SEND,	/* the user's send buffer (read only) */
+	KCOLL_SBUF_SEND,	/* the user's send buffer (read only, but
+				 * for the in-place REDUCE_SCATTER result) */
 	KCOLL_SBUF_RECV,	/* the user's receive buffer */
 	KCOLL_SBUF_TMP,		/* engine scratch */
 	KCOLL_SBUF_NR

@@ -8,6 +8,7 @@
  * VM test bed); without it they SKIP and say so.
  */
 #include <stdint.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include "kselftest_harness.h"
@@ -434,6 +435,91 @@ TEST(signature_mismatch_fails_everywhere)
 	if (!getenv("KCOLL_IP"))
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
 	EXPECT_EQ(0, kt_spawn(3, 0x1004, -1, 1, codes));
+}
+
+/*
+ * Two ranks start a large allreduce; @victim is SIGKILLed (or, with
+ * @unplug, rxe0 is deleted) while it runs. Every surviving rank must get an
+ * error CQE within the harness timeout, never hang.
+ */
+static void kt_disrupt(struct __test_metadata *_metadata, int unplug)
+{
+	const char *ip = getenv("KCOLL_IP");
+	const size_t cnt = 8 << 20;	/* 32 MiB of fp32 per rank */
+	pid_t pids[2];
+	int pipes[2][2], i, st;
+
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(0, pipe(pipes[i]));
+		pids[i] = fork();
+		if (!pids[i]) {
+			struct kcoll_rank_addr ranks[2];
+			struct kcoll_sqe s;
+			struct tring r;
+			float *a = calloc(cnt, sizeof(float));
+			__u32 id;
+			int res;
+			char c = 'r';
+
+			kt_addr_v4(&ranks[0], ip);
+			kt_addr_v4(&ranks[1], ip);
+			if (!a || kt_ring_init(&r, 8, 0, 0) ||
+			    kt_comm_create(r.fd, 0x2000 + unplug, "secret", i, 2,
+					   ranks, 5000, &id))
+				_exit(1);
+			/* Tell the parent we are about to start. */
+			if (write(pipes[i][1], &c, 1) != 1)
+				_exit(2);
+			s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32,
+				    KCOLL_REDOP_SUM, 0, cnt, a, a);
+			res = kt_run(&r, &s);
+			fprintf(stderr, "# rank %d: allreduce ended: %s\n", i,
+				strerror(-res));
+			_exit(res < 0 ? 0 : 3);
+		}
+	}
+	for (i = 0; i < 2; i++) {
+		char c;
+
+		ASSERT_EQ(1, read(pipes[i][0], &c, 1));
+	}
+	usleep(300 * 1000);
+	if (unplug) {
+		EXPECT_EQ(0, system("rdma link delete rxe0"));
+	} else {
+		kill(pids[1], SIGKILL);
+	}
+	for (i = 0; i < 2; i++) {
+		waitpid(pids[i], &st, 0);
+		if (!unplug && i == 1)
+			continue;
+		EXPECT_TRUE(WIFEXITED(st));
+		EXPECT_EQ(0, WEXITSTATUS(st)) {
+			TH_LOG("rank %d: status %#x", i, st);
+		}
+	}
+	if (unplug) {
+		EXPECT_EQ(0, system("rdma link add rxe0 type rxe netdev eth0"));
+		/* Let the port come back for whoever runs next. */
+		for (i = 0; i < 100 &&
+		     system("ibv_devinfo -d rxe0 2>/dev/null | grep -q PORT_ACTIVE");
+		     i++)
+			usleep(100 * 1000);
+	}
+}
+
+TEST(rank_killed_mid_operation)
+{
+	if (!getenv("KCOLL_IP"))
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	kt_disrupt(_metadata, 0);
+}
+
+TEST(device_removed_mid_operation)
+{
+	if (!getenv("KCOLL_IP"))
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	kt_disrupt(_metadata, 1);
 }
 
 TEST_HARNESS_MAIN
