@@ -136,10 +136,15 @@ extern atomic_t kcoll_nr_inflight;	/* accepted requests not completed */
 extern atomic_t kcoll_nr_live_reqs;	/* allocated requests (leak check) */
 u32 kcoll_max_sq_entries(void);
 u32 kcoll_max_cq_entries(void);
+u32 kcoll_chunk_bytes(void);		/* new grants use it */
+u32 kcoll_connect_timeout_ms(void);	/* COMM_CREATE default */
+extern unsigned int kcoll_listen_port;	/* module parameter, load time */
 extern const struct attribute_group *kcoll_attr_groups[];
 
 /* kcoll_reduce.c: CPU reductions */
 int kcoll_reduce_init(void);
+void kcoll_reduce_debugfs_init(void);
+void kcoll_reduce_debugfs_exit(void);
 const char *kcoll_reduce_impl_active(void);
 /* Callers bracket these with kernel_fpu_begin()/kernel_fpu_end(). */
 void (*kcoll_reduce_active(unsigned int dtype, unsigned int redop))

@@ -26,8 +26,6 @@
 
 #include "kcoll_comm.h"
 
-unsigned int kcoll_chunk_bytes = 256 * 1024;
-
 static struct kcoll_conn *kcoll_conn_of(struct kcoll_comm *comm, u32 rank)
 {
 	return rank < comm->nranks ? comm->conns[rank] : NULL;
@@ -153,7 +151,7 @@ static void kcoll_op_grant(struct kcoll_task *op)
 			len = min_t(u64, left, rounddown(conn->slot_bytes,
 							 op->esize));
 		} else if (left) {
-			len = min_t(u64, left, READ_ONCE(kcoll_chunk_bytes));
+			len = min_t(u64, left, kcoll_chunk_bytes());
 			len = min(len, kcoll_buf_seg_room(dst, base +
 							   op->recv_granted));
 		} else {

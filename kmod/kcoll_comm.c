@@ -21,50 +21,6 @@ module_param_named(listen_port, kcoll_listen_port, uint, 0444);
 MODULE_PARM_DESC(listen_port,
 		 "rdma_cm port kcoll listens on, on every RDMA device (default 18515)");
 
-unsigned int kcoll_connect_timeout_ms = 60000;
-
-static int kcoll_param_set_range(const char *val, const struct kernel_param *kp,
-				 unsigned int min, unsigned int max)
-{
-	unsigned int v;
-	int err = kstrtouint(val, 0, &v);
-
-	if (err)
-		return err;
-	if (v < min || v > max)
-		return -EINVAL;
-	WRITE_ONCE(*(unsigned int *)kp->arg, v);
-	return 0;
-}
-
-static int kcoll_chunk_set(const char *val, const struct kernel_param *kp)
-{
-	return kcoll_param_set_range(val, kp, 4096, 4 << 20);
-}
-
-static int kcoll_timeout_set(const char *val, const struct kernel_param *kp)
-{
-	return kcoll_param_set_range(val, kp, 100, 3600 * 1000);
-}
-
-static const struct kernel_param_ops kcoll_chunk_ops = {
-	.set = kcoll_chunk_set,
-	.get = param_get_uint,
-};
-
-static const struct kernel_param_ops kcoll_timeout_ops = {
-	.set = kcoll_timeout_set,
-	.get = param_get_uint,
-};
-
-module_param_cb(chunk_bytes, &kcoll_chunk_ops, &kcoll_chunk_bytes, 0644);
-MODULE_PARM_DESC(chunk_bytes,
-		 "Bytes per RDMA write and reduction step (4096..4 MiB; default 256 KiB; new connections and operations)");
-module_param_cb(connect_timeout_ms, &kcoll_timeout_ops,
-		&kcoll_connect_timeout_ms, 0644);
-MODULE_PARM_DESC(connect_timeout_ms,
-		 "Default time COMM_CREATE waits for every peer (100..3600000 ms; default 60000)");
-
 static LIST_HEAD(kcoll_comms);
 static DEFINE_MUTEX(kcoll_comms_lock);
 
@@ -316,7 +272,7 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 			goto out_put;
 	}
 	comm->connect_deadline = jiffies + msecs_to_jiffies(p.timeout_ms ?:
-					READ_ONCE(kcoll_connect_timeout_ms));
+					kcoll_connect_timeout_ms());
 
 	mutex_lock(&kcoll_comms_lock);
 	{

@@ -312,8 +312,5 @@ void kcoll_engine_conn_lost(struct kcoll_conn *conn);
 void kcoll_engine_fail_all(struct kcoll_comm *comm, int err);
 void kcoll_engine_reap(struct kcoll_comm *comm);
 void kcoll_engine_force_reap(struct kcoll_comm *comm);
-extern unsigned int kcoll_chunk_bytes;
-extern unsigned int kcoll_listen_port;
-extern unsigned int kcoll_connect_timeout_ms;
 
 #endif /* KCOLL_COMM_H */

@@ -159,7 +159,7 @@ static int kcoll_conn_alloc_stage(struct kcoll_conn *conn)
 
 	/* Powers of two, so no slot straddles two MR segments. */
 	conn->slot_bytes = rounddown_pow_of_two(min_t(size_t,
-					READ_ONCE(kcoll_chunk_bytes),
+					kcoll_chunk_bytes(),
 					comm->seg_pages * PAGE_SIZE));
 	err = kcoll_buf_alloc(&conn->stage,
 			      conn->slot_bytes * KCOLL_STAGE_SLOTS);
@@ -432,7 +432,7 @@ int kcoll_rank_sockaddr(const struct kcoll_rank_addr *ra,
 	sin->sin_family = AF_INET;
 	memcpy(&sin->sin_addr.s_addr, ra->addr + 12, 4);
 	sin->sin_port = htons(ra->port ? ra->port :
-			      READ_ONCE(kcoll_listen_port));
+			      kcoll_listen_port);
 	return 0;
 }
 

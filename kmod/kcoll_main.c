@@ -182,6 +182,7 @@ static int __init kcoll_init(void)
 	err = misc_register(&kcoll_misc);
 	if (err)
 		goto out_comm_exit;
+	kcoll_reduce_debugfs_init();
 	pr_info("version " KCOLL_VERSION ", ABI %u\n", KCOLL_ABI_VERSION);
 	return 0;
 
@@ -200,6 +201,7 @@ static void __exit kcoll_exit(void)
 {
 	int live;
 
+	kcoll_reduce_debugfs_exit();
 	misc_deregister(&kcoll_misc);
 	kcoll_comm_exit();
 	kcoll_ib_exit();

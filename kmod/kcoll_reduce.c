@@ -2,8 +2,9 @@
 /*
  * Kernel side of the CPU reductions: picks the implementation for this CPU
  * and proves it against the scalar one at load, inside
- * kernel_fpu_begin()/end(). (The collectives will call the chosen table in
- * bounded FPU sections from process context.) No floating point in this file: the
+ * kernel_fpu_begin()/end(). The engine (kcoll_coll.c) calls the chosen
+ * table in FPU sections of one chunk, from process context. It also offers
+ * an in-kernel benchmark in debugfs. No floating point in this file: the
  * arithmetic lives in kcoll_reduce_{scalar,sse2,avx2}.c, built with FPU
  * flags (see kmod/Kbuild).
  */
@@ -12,6 +13,11 @@
 #include <linux/random.h>
 #include <linux/slab.h>
 #include <linux/string.h>
+#include <linux/debugfs.h>
+#include <linux/ktime.h>
+#include <linux/math64.h>
+#include <linux/seq_file.h>
+#include <linux/vmalloc.h>
 #include <asm/cpufeature.h>
 #include <asm/fpu/api.h>
 
@@ -164,4 +170,94 @@ int kcoll_reduce_active_avg(void *dst, size_t n, unsigned int dtype,
 			    u32 nranks)
 {
 	return kcoll_reduce_avg_finish(kcoll_reduce_best, dst, n, dtype, nranks);
+}
+
+/*
+ * debugfs kcoll/reduce_bench: reading it measures, in the kernel, the
+ * engine's fp32 SUM (the active implementation, in kernel_fpu sections of
+ * one chunk) against memcpy of the same bytes, for a few buffer sizes.
+ * For benchmarks only (docs/PERFORMANCE.md); takes about a second.
+ */
+#define KCOLL_BENCH_MAX		(16U << 20)
+#define KCOLL_BENCH_CHUNK	(256U << 10)
+
+static u64 kcoll_bench_one(u8 *dst, const u8 *src, size_t bytes, bool reduce,
+			   unsigned int iters)
+{
+	kcoll_reduce_fn fn = kcoll_reduce_active(KCOLL_DTYPE_FP32,
+						 KCOLL_REDOP_SUM);
+	unsigned int i;
+	size_t off;
+	ktime_t t0;
+
+	t0 = ktime_get();
+	for (i = 0; i < iters; i++) {
+		for (off = 0; off < bytes; off += KCOLL_BENCH_CHUNK) {
+			size_t len = min_t(size_t, KCOLL_BENCH_CHUNK,
+					   bytes - off);
+
+			if (reduce) {
+				kernel_fpu_begin();
+				fn(dst + off, src + off, len / 4);
+				kernel_fpu_end();
+			} else {
+				memcpy(dst + off, src + off, len);
+			}
+		}
+		cond_resched();
+	}
+	return ktime_to_ns(ktime_sub(ktime_get(), t0)) ?: 1;
+}
+
+static int kcoll_bench_show(struct seq_file *m, void *unused)
+{
+	static const size_t sizes[] = { 64 << 10, 1 << 20, 16 << 20 };
+	u8 *src, *dst;
+	unsigned int i;
+
+	src = vzalloc(KCOLL_BENCH_MAX);
+	dst = vzalloc(KCOLL_BENCH_MAX);
+	if (!src || !dst) {
+		vfree(src);
+		vfree(dst);
+		return -ENOMEM;
+	}
+	seq_printf(m, "# impl %s; MB/s of destination bytes, same buffers\n",
+		   kcoll_reduce_impl_active());
+	seq_puts(m, "# bytes fp32_sum_MBps memcpy_MBps ratio_x1000\n");
+	for (i = 0; i < ARRAY_SIZE(sizes); i++) {
+		size_t bytes = sizes[i];
+		unsigned int iters = max_t(unsigned int, 4,
+					   (64U << 20) / bytes);
+		u64 tr, tc, mbr, mbc;
+
+		/* Warm both paths once, then take the better of two runs. */
+		kcoll_bench_one(dst, src, bytes, true, 1);
+		tr = min(kcoll_bench_one(dst, src, bytes, true, iters),
+			 kcoll_bench_one(dst, src, bytes, true, iters));
+		tc = min(kcoll_bench_one(dst, src, bytes, false, iters),
+			 kcoll_bench_one(dst, src, bytes, false, iters));
+		mbr = div64_u64((u64)bytes * iters * 1000, tr);
+		mbc = div64_u64((u64)bytes * iters * 1000, tc);
+		seq_printf(m, "%zu %llu %llu %llu\n", bytes, mbr, mbc,
+			   div64_u64(mbr * 1000, mbc ?: 1));
+	}
+	vfree(src);
+	vfree(dst);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(kcoll_bench);
+
+static struct dentry *kcoll_debugfs;
+
+void kcoll_reduce_debugfs_init(void)
+{
+	kcoll_debugfs = debugfs_create_dir("kcoll", NULL);
+	debugfs_create_file("reduce_bench", 0400, kcoll_debugfs, NULL,
+			    &kcoll_bench_fops);
+}
+
+void kcoll_reduce_debugfs_exit(void)
+{
+	debugfs_remove_recursive(kcoll_debugfs);
 }

@@ -24,14 +24,31 @@ struct kcoll_knob {
 	bool pow2;
 };
 
-enum { KCOLL_KNOB_MAX_SQ, KCOLL_KNOB_MAX_CQ, KCOLL_KNOB_NR };
+enum {
+	KCOLL_KNOB_MAX_SQ, KCOLL_KNOB_MAX_CQ, KCOLL_KNOB_CHUNK,
+	KCOLL_KNOB_CONNECT_TIMEOUT, KCOLL_KNOB_NR
+};
 
 static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	[KCOLL_KNOB_MAX_SQ] = { "max_sq_entries", 4096, 1,
 				KCOLL_SQ_ENTRIES_LIMIT, true },
 	[KCOLL_KNOB_MAX_CQ] = { "max_cq_entries", 8192, 1,
 				KCOLL_CQ_ENTRIES_LIMIT, true },
+	[KCOLL_KNOB_CHUNK] = { "chunk_bytes", 256 << 10, 4096, 4 << 20,
+			       false },
+	[KCOLL_KNOB_CONNECT_TIMEOUT] = { "connect_timeout_ms", 60000, 100,
+					 3600 * 1000, false },
 };
+
+u32 kcoll_chunk_bytes(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_CHUNK].val);
+}
+
+u32 kcoll_connect_timeout_ms(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_CONNECT_TIMEOUT].val);
+}
 
 u32 kcoll_max_sq_entries(void)
 {
@@ -82,6 +99,14 @@ module_param_cb(max_cq_entries, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_MAX_CQ], 0644);
 MODULE_PARM_DESC(max_cq_entries,
 		 "Largest CQ a ring may have (power of two, 1..65536; default 8192)");
+module_param_cb(chunk_bytes, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_CHUNK], 0644);
+MODULE_PARM_DESC(chunk_bytes,
+		 "Bytes per RDMA write and reduction step (4096..4194304; default 262144)");
+module_param_cb(connect_timeout_ms, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_CONNECT_TIMEOUT], 0644);
+MODULE_PARM_DESC(connect_timeout_ms,
+		 "How long COMM_CREATE waits for every peer by default (100..3600000 ms; default 60000)");
 
 /* ---------------------------------------------------------------- */
 /* Device attributes                                                 */
@@ -121,6 +146,15 @@ static ssize_t kcoll_knob_store(struct device *dev,
 
 KCOLL_KNOB_ATTR(max_sq_entries, KCOLL_KNOB_MAX_SQ);
 KCOLL_KNOB_ATTR(max_cq_entries, KCOLL_KNOB_MAX_CQ);
+KCOLL_KNOB_ATTR(chunk_bytes, KCOLL_KNOB_CHUNK);
+KCOLL_KNOB_ATTR(connect_timeout_ms, KCOLL_KNOB_CONNECT_TIMEOUT);
+
+static ssize_t listen_port_show(struct device *dev,
+				struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%u\n", kcoll_listen_port);
+}
+static DEVICE_ATTR_RO(listen_port);
 
 static ssize_t abi_version_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
@@ -147,6 +181,9 @@ static struct attribute *kcoll_attrs[] = {
 	&dev_attr_reduce_impl.attr,
 	&kcoll_attr_max_sq_entries.attr.attr,
 	&kcoll_attr_max_cq_entries.attr.attr,
+	&kcoll_attr_chunk_bytes.attr.attr,
+	&kcoll_attr_connect_timeout_ms.attr.attr,
+	&dev_attr_listen_port.attr,
 	&dev_attr_abi_version.attr,
 	&dev_attr_rdma_devices.attr,
 	NULL,
