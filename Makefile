@@ -5,6 +5,7 @@
 #   make check        host unit tests + VM tests on every installed kernel
 #   make demo         install what is missing, build, boot a VM, show kcoll
 #   make bench        ring benchmark in a VM (recorded in docs/PERFORMANCE.md)
+#   make mpibench     Open MPI baseline (needs mpicc; docs/PERFORMANCE.md)
 #   make modules-all  the module for every kernel with headers installed
 #   make dkms-check   dkms add/build/remove against every installed kernel
 #
@@ -27,9 +28,14 @@ KDIR ?= /lib/modules/$(KVER_NEWEST)/build
 KVER ?= $(patsubst linux-headers-%,%,$(if $(filter build,$(notdir $(KDIR))),$(notdir $(patsubst %/,%,$(dir $(KDIR)))),$(notdir $(KDIR))))
 
 .PHONY: all module modules-all libcoll tools tests-bin unit-test check \
-	vm-test demo bench deps dkms-check install clean help
+	vm-test demo bench deps dkms-check install clean help mpibench
 
-all: module libcoll tools tests-bin
+# The Open MPI baseline builds only where mpicc exists (make deps installs it).
+MPICC ?= mpicc
+MPIBENCH := $(BUILD)/tools/kcoll-mpibench
+HAVE_MPICC := $(shell command -v $(MPICC) 2>/dev/null)
+
+all: module libcoll tools tests-bin $(if $(HAVE_MPICC),mpibench)
 
 help:
 	@sed -n '2,12p' Makefile
@@ -57,13 +63,27 @@ include libcoll/libcoll.mk
 # ---------------------------------------------------------------- tools
 include kmod/reduce.mk
 
-TOOLS := $(BUILD)/tools/kcoll-ringbench $(REDUCE_BENCH)
+TOOLS := $(BUILD)/tools/kcoll-ringbench $(BUILD)/tools/kcoll-perf \
+	$(REDUCE_BENCH)
 
 tools: $(TOOLS)
 
 $(BUILD)/tools/kcoll-ringbench: tools/kcoll-ringbench.c $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -o $@ $< $(LIBCOLL_A)
+
+# Collectives through libcoll, nccl-tests style (tests/vm/scenarios/coll.sh).
+$(BUILD)/tools/kcoll-perf: tools/kcoll-perf.c tools/kcoll-check.h $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -o $@ $< $(LIBCOLL_A) $(LIBCOLL_LIBS) -lm
+
+# Open MPI's collectives, nccl-tests style (tests/vm/scenarios/mpi-bench.sh).
+mpibench: $(MPIBENCH)
+
+$(MPIBENCH): tools/kcoll-mpibench.c
+	@command -v $(MPICC) >/dev/null || { echo "$(MPICC) not found: run 'make deps' (as root)" >&2; exit 1; }
+	@mkdir -p $(dir $@)
+	$(MPICC) -O2 -g -Wall -Wextra -Werror -std=gnu11 -o $@ $<
 
 # ---------------------------------------------------------------- tests
 # The kselftest harness comes from Debian's linux-source-6.1, extracted at
@@ -81,7 +101,16 @@ $(KSFT_DIR)/kselftest_harness.h:
 KSFT_SRCS := $(wildcard tests/kselftest/*_test.c)
 KSFT_BINS := $(patsubst tests/kselftest/%.c,$(BUILD)/tests/bin/%,$(KSFT_SRCS))
 
-tests-bin: $(KSFT_BINS)
+# Multi-rank correctness test of libcoll's collectives (run by
+# tests/vm/scenarios/coll.sh, one process per rank).
+COLLTEST := $(BUILD)/tests/bin/kcoll-colltest
+
+tests-bin: $(KSFT_BINS) $(COLLTEST)
+
+$(COLLTEST): tests/vm/kcoll-colltest.c tools/kcoll-check.h $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -I$(TOP)/tools -o $@ $< \
+		$(LIBCOLL_A) $(LIBCOLL_LIBS) -lm
 
 $(BUILD)/tests/bin/%: tests/kselftest/%.c tests/kselftest/kcoll_test.h uapi/linux/kcoll.h $(KSFT_DIR)/kselftest_harness.h $(LIBCOLL_A)
 	@mkdir -p $(dir $@)

@@ -10,9 +10,10 @@
 #                     libcoll.so.0 and libcoll.so symlinks next to it
 #   LIBCOLL_A         static library
 #   LIBCOLL_CPPFLAGS  include flags for code using libcoll (coll.h, linux/kcoll.h)
+#   LIBCOLL_LIBS      what a program linking LIBCOLL_A needs besides it
 #   targets: libcoll, libcoll-install, libcoll-clean (phony)
 
-LIBCOLL_VERSION	:= 0.1.0
+LIBCOLL_VERSION	:= 0.2.0
 LIBCOLL_SONAME	:= libcoll.so.0
 LIBCOLL_SRCDIR	:= $(TOP)/libcoll
 LIBCOLL_BUILD	?= $(TOP)/build/libcoll
@@ -23,16 +24,19 @@ LIBCOLL_A	:= $(LIBCOLL_BUILD)/libcoll.a
 LIBCOLL_MAP	:= $(LIBCOLL_SRCDIR)/libcoll.map
 LIBCOLL_PC	:= $(LIBCOLL_BUILD)/libcoll.pc
 
-LIBCOLL_SRCS	:= $(LIBCOLL_SRCDIR)/ring.c
+LIBCOLL_SRCS	:= $(LIBCOLL_SRCDIR)/ring.c $(LIBCOLL_SRCDIR)/bootstrap.c \
+		   $(LIBCOLL_SRCDIR)/comm.c
 LIBCOLL_OBJS	:= $(patsubst $(LIBCOLL_SRCDIR)/%.c,$(LIBCOLL_BUILD)/%.o,$(LIBCOLL_SRCS))
 
 LIBCOLL_CPPFLAGS := -I$(LIBCOLL_SRCDIR)/include -I$(TOP)/uapi
-LIBCOLL_CFLAGS	:= -std=gnu11 -Wall -Wextra -Werror -O2 -g -fPIC \
+LIBCOLL_CFLAGS	:= -std=gnu11 -Wall -Wextra -Werror -O2 -g -fPIC -pthread \
 		   -fvisibility=hidden $(LIBCOLL_CPPFLAGS) -MMD -MP \
 		   $(LIBCOLL_EXTRA_CFLAGS)
-LIBCOLL_LDFLAGS	:= -shared -Wl,-soname,$(LIBCOLL_SONAME) \
+LIBCOLL_LDFLAGS	:= -shared -pthread -Wl,-soname,$(LIBCOLL_SONAME) \
 		   -Wl,--version-script=$(LIBCOLL_MAP) \
 		   -Wl,-z,defs -Wl,-z,relro -Wl,-z,now $(LIBCOLL_EXTRA_LDFLAGS)
+
+LIBCOLL_LIBS	:= -pthread
 
 LIBCOLL_PREFIX	= $(if $(PREFIX),$(PREFIX),/usr/local)
 

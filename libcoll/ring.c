@@ -66,7 +66,6 @@ static const char *coll_errdesc_fallback(int e)
 	case EBADF:		return "Bad file descriptor";
 	case EAGAIN:		return "Resource temporarily unavailable";
 	case ENOMEM:		return "Cannot allocate memory";
-	case EACCES:		return "Permission denied";
 	case EFAULT:		return "Bad address";
 	case EBUSY:		return "Device or resource busy";
 	case ENODEV:		return "No such device";
@@ -81,20 +80,36 @@ static const char *coll_errdesc_fallback(int e)
 	case EOVERFLOW:		return "Value too large for defined data type";
 	case EBADFD:		return "File descriptor in bad state";
 	case EOPNOTSUPP:	return "Operation not supported";
-	case ETIMEDOUT:		return "Connection timed out";
 	case ECANCELED:		return "Operation canceled";
 	default:		return NULL;
 	}
 }
 
+/* Errors that carry a kcoll meaning (see coll.h). ECANCELED keeps the C
+ * library's text, which already says it. */
+static const char *coll_errdesc_kcoll(int e)
+{
+	switch (e) {
+	case EBADMSG:	 return "Collective signature mismatch between ranks";
+	case ECONNRESET: return "Peer connection lost (connection reset)";
+	case EACCES:
+		return "Permission denied, or a peer refused the communicator key";
+	case ETIMEDOUT:	 return "Connection timed out: a peer did not answer";
+	default:	 return NULL;
+	}
+}
+
 const char *coll_strerror(int err)
 {
-	const char *s = NULL;
+	const char *s;
 	int e;
 
 	if (err == INT_MIN)
 		return "Unknown error";
 	e = err < 0 ? -err : err;
+	s = coll_errdesc_kcoll(e);
+	if (s)
+		return s;
 #if defined(__GLIBC__) && defined(__GLIBC_PREREQ)
 #if __GLIBC_PREREQ(2, 32)
 	/* Returns static, untranslated strings: no buffer, no locale. */

@@ -7,7 +7,9 @@
  *  2. the low-level ring API (coll_ring_*): set up the submission and
  *     completion rings of one /dev/kcoll context, fill SQEs, ring the
  *     doorbell, reap CQEs;
- *  3. (later) communicators and collective operations, built on layer 2.
+ *  3. communicators and collective operations (coll_comm_*, coll_allreduce,
+ *     ...), built on layer 2: a TCP bootstrap, then one ring per
+ *     communicator.
  *
  * Conventions:
  *  - every function that can fail returns 0 (or a non-negative count) on
@@ -19,7 +21,8 @@
  * Thread safety: a struct coll_ring is not internally locked. Use one ring
  * per thread, or serialise every call on a ring with an external lock.
  * Functions that take no ring (coll_strerror, coll_ring_query) are
- * thread-safe. Distinct rings are fully independent.
+ * thread-safe. Distinct rings are fully independent. Communicators (layer
+ * 3) lock their own ring and are thread-safe.
  *
  * Memory ordering (the userspace half of the protocol in linux/kcoll.h):
  *  - SQEs are written into slots the kernel has released (load-acquire of
@@ -51,7 +54,7 @@ extern "C" {
 
 /* Version of the library API described by this header. */
 #define COLL_VERSION_MAJOR	0
-#define COLL_VERSION_MINOR	1
+#define COLL_VERSION_MINOR	2
 
 /* Environment variable that overrides the device path. */
 #define COLL_DEVICE_ENV		"KCOLL_DEVICE"
@@ -66,6 +69,15 @@ extern "C" {
  * Returns a constant, NUL-terminated English description. Never NULL; an
  * unknown value yields "Unknown error". The string is static and read-only,
  * so the function is thread-safe and the result never changes.
+ *
+ * Most values get the C library's text. A few carry a kcoll meaning, which
+ * the description names:
+ *   EBADMSG	"Collective signature mismatch between ranks"
+ *   ECONNRESET	"Peer connection lost (connection reset)"
+ *   EACCES	"Permission denied, or a peer refused the communicator key"
+ *   ETIMEDOUT	"Connection timed out: a peer did not answer"
+ *   ECANCELED	"Operation canceled" (the communicator was destroyed)
+ * See also coll_last_error() for the details of a communicator failure.
  */
 COLL_API const char *coll_strerror(int err);
 
@@ -347,8 +359,626 @@ static inline void coll_ring_prep_delay(struct kcoll_sqe *sqe, uint64_t usec,
 }
 
 /* ------------------------------------------------------------------ */
-/* 3. Communicators and collectives: not yet defined.                  */
+/* 3. Communicators and collectives                                    */
 /* ------------------------------------------------------------------ */
+
+/*
+ * A communicator (coll_comm) is a group of nranks processes ("ranks"),
+ * possibly on several nodes, that run collective operations together. It
+ * is created in two steps, which can also be called separately:
+ *
+ *  1. bootstrap (coll_bootstrap): every rank connects over TCP to a
+ *     bootstrap root, proves it knows the communicator's secret and sends
+ *     the RDMA address of its node; the root answers with the table of all
+ *     ranks. The root runs in a thread of the process that called
+ *     coll_get_unique_id() (or of rank 0, see coll_comm_init_env());
+ *  2. kernel (coll_comm_init_table): the rank opens its own /dev/kcoll
+ *     context (a coll_ring), and KCOLL_IOC_COMM_CREATE connects it to every
+ *     other rank over RDMA, using the secret as the communicator key.
+ *
+ * The usual sequence, as with NCCL:
+ *
+ *	coll_unique_id id;
+ *	if (rank == 0)
+ *		coll_get_unique_id(&id);	// starts the bootstrap root
+ *	// ... hand id to every rank (MPI_Bcast, a file, an environment
+ *	//     variable through coll_unique_id_to_string()) ...
+ *	coll_comm_init_rank(&comm, nranks, &id, rank);
+ *	coll_allreduce(buf, buf, count, COLL_DTYPE_FP32, COLL_REDOP_SUM, comm);
+ *	coll_comm_destroy(comm);
+ *
+ * or, under a launcher, coll_comm_init_env(&comm) alone.
+ *
+ * Collectives follow NCCL's argument conventions (see enum kcoll_op in
+ * linux/kcoll.h for the buffer sizes and the in-place forms). Every rank
+ * of a communicator must issue the same sequence of collectives with the
+ * same signature (operation, type, reduction, count, root); a mismatch
+ * fails that operation on every rank with -EBADMSG. Point-to-point
+ * coll_send()/coll_recv() are matched per peer in issue order.
+ *
+ * Thread safety: every function below may be called from any thread; a
+ * communicator serialises access to its ring with a mutex, and completions
+ * reaped by one thread are recorded in the requests of the others. Several
+ * threads issuing collectives on one communicator must agree on an order
+ * themselves (it is the order of the calls). coll_comm_destroy() must not
+ * race with other calls on the same communicator.
+ *
+ * Errors: every function returns 0 (or a documented non-negative value) on
+ * success and a negative errno value on failure; coll_strerror() describes
+ * it, and coll_last_error() often says more (which rank, which address).
+ * Errors of operations (the res of their CQE), as the kernel reports them:
+ *   -EBADMSG	the ranks issued different collectives (signature mismatch)
+ *   -ECONNRESET	a peer's connection was lost (the peer died, the link
+ *		went down)
+ *   -ETIMEDOUT	a peer stopped answering
+ *   -ECANCELED	the communicator was destroyed while it was in flight
+ *   -EFAULT	a buffer is not (entirely) mapped
+ *   -EINVAL	an invalid argument the library could not check itself
+ */
+
+/*
+ * Environment variables read by libcoll (see docs/LIBCOLL.md): rank and
+ * size; the id (hex), or the root's host:port and the secret (32 hex
+ * digits); Open MPI's rank and size; the node's RDMA address; the address
+ * a root advertises; the bootstrap and RDMA connection timeouts; the SQ
+ * size of each communicator's ring.
+ */
+#define COLL_ENV_RANK			"KCOLL_RANK"
+#define COLL_ENV_NRANKS			"KCOLL_NRANKS"
+#define COLL_ENV_UNIQUE_ID		"KCOLL_UNIQUE_ID"
+#define COLL_ENV_ROOT			"KCOLL_ROOT"
+#define COLL_ENV_SECRET			"KCOLL_SECRET"
+#define COLL_ENV_OMPI_RANK		"OMPI_COMM_WORLD_RANK"
+#define COLL_ENV_OMPI_SIZE		"OMPI_COMM_WORLD_SIZE"
+#define COLL_ENV_IB_ADDR		"KCOLL_IB_ADDR"
+#define COLL_ENV_BOOTSTRAP_ADDR		"KCOLL_BOOTSTRAP_ADDR"
+#define COLL_ENV_BOOTSTRAP_TIMEOUT	"KCOLL_BOOTSTRAP_TIMEOUT_MS"
+#define COLL_ENV_CONNECT_TIMEOUT	"KCOLL_CONNECT_TIMEOUT_MS"
+#define COLL_ENV_RING_ENTRIES		"KCOLL_RING_ENTRIES"
+
+/* Default of KCOLL_BOOTSTRAP_TIMEOUT_MS. */
+#define COLL_BOOTSTRAP_TIMEOUT_MS_DEFAULT	60000U
+/* Default SQ size of a communicator's ring (the CQ is twice as large). */
+#define COLL_RING_ENTRIES_DEFAULT		128U
+
+/* Size of a coll_unique_id, and of its string form including the NUL. */
+#define COLL_UNIQUE_ID_BYTES	128
+#define COLL_UNIQUE_ID_STRLEN	(2 * COLL_UNIQUE_ID_BYTES + 1)
+
+/**
+ * coll_unique_id - names one communicator for its bootstrap.
+ *
+ * Opaque, fixed size, position independent (plain bytes, the same on
+ * every architecture): copy it, send it, compare it with memcmp(). It holds
+ * the bootstrap root's TCP address (IPv4, port), a random 128-bit secret
+ * (also the communicator key the kernel checks between peers), and a
+ * random non-zero 64-bit communicator uid. Whoever holds it can join the
+ * communicator: hand it only to the ranks.
+ */
+typedef struct coll_unique_id {
+	unsigned char internal[COLL_UNIQUE_ID_BYTES];
+} coll_unique_id;
+
+/* A communicator; see coll_comm_init_rank(). */
+typedef struct coll_comm coll_comm;
+/* A non-blocking operation in flight; see coll_test(). */
+typedef struct coll_request coll_request;
+/* A memory registration; see coll_mem_register(). */
+typedef struct coll_mem coll_mem;
+
+/* Element types; the values are the uapi's KCOLL_DTYPE_*. */
+typedef enum coll_dtype {
+	COLL_DTYPE_INT8		= KCOLL_DTYPE_INT8,
+	COLL_DTYPE_UINT8	= KCOLL_DTYPE_UINT8,
+	COLL_DTYPE_INT32	= KCOLL_DTYPE_INT32,
+	COLL_DTYPE_UINT32	= KCOLL_DTYPE_UINT32,
+	COLL_DTYPE_INT64	= KCOLL_DTYPE_INT64,
+	COLL_DTYPE_UINT64	= KCOLL_DTYPE_UINT64,
+	COLL_DTYPE_FP16		= KCOLL_DTYPE_FP16,	/* IEEE binary16 */
+	COLL_DTYPE_BF16		= KCOLL_DTYPE_BF16,	/* bfloat16 */
+	COLL_DTYPE_FP32		= KCOLL_DTYPE_FP32,
+	COLL_DTYPE_FP64		= KCOLL_DTYPE_FP64,
+} coll_dtype;
+
+/* First and last valid coll_dtype, for loops over every type. */
+#define COLL_DTYPE_FIRST	COLL_DTYPE_INT8
+#define COLL_DTYPE_LAST		COLL_DTYPE_FP64
+
+/*
+ * Reduction operators; the values are the uapi's KCOLL_REDOP_*. Integer
+ * SUM and PROD wrap modulo 2^bits (signed types too). AVG (sum divided by
+ * nranks) is valid for the floating-point types only. fp16 and bf16 are
+ * combined in fp32 and rounded back to nearest-even at each step.
+ */
+typedef enum coll_redop {
+	COLL_REDOP_SUM		= KCOLL_REDOP_SUM,
+	COLL_REDOP_PROD		= KCOLL_REDOP_PROD,
+	COLL_REDOP_MIN		= KCOLL_REDOP_MIN,
+	COLL_REDOP_MAX		= KCOLL_REDOP_MAX,
+	COLL_REDOP_AVG		= KCOLL_REDOP_AVG,
+} coll_redop;
+
+#define COLL_REDOP_FIRST	COLL_REDOP_SUM
+#define COLL_REDOP_LAST		COLL_REDOP_AVG
+
+/**
+ * coll_dtype_size() - size of one element of @dtype in bytes.
+ * Returns 1, 2, 4 or 8, or 0 for a value that is not a coll_dtype.
+ */
+COLL_API size_t coll_dtype_size(coll_dtype dtype);
+
+/**
+ * coll_dtype_name() - short name of @dtype: "int8", "uint8", "int32",
+ * "uint32", "int64", "uint64", "fp16", "bf16", "fp32", "fp64", or "?".
+ * The string is static.
+ */
+COLL_API const char *coll_dtype_name(coll_dtype dtype);
+
+/**
+ * coll_redop_name() - short name of @op: "sum", "prod", "min", "max",
+ * "avg", or "?". The string is static.
+ */
+COLL_API const char *coll_redop_name(coll_redop op);
+
+/**
+ * coll_redop_valid() - whether @op may reduce elements of @dtype.
+ * Returns 1 if so, 0 if not (AVG on an integer type, out-of-range values).
+ */
+COLL_API int coll_redop_valid(coll_dtype dtype, coll_redop op);
+
+/**
+ * coll_last_error() - details of the last failure in this thread.
+ *
+ * After a libcoll function of this section failed, a one-line English
+ * description of what went wrong (e.g. "bootstrap root 10.0.0.1:40321
+ * refused rank 3: wrong secret"). Not cleared on success: look at it only
+ * right after a failure. The string belongs to the calling thread and
+ * stays valid until its next libcoll call. Never NULL.
+ */
+COLL_API const char *coll_last_error(void);
+
+/* Unique ids ---------------------------------------------------------- */
+
+/**
+ * coll_get_unique_id() - create a communicator id and start its root.
+ * @id:	out: the new id
+ *
+ * Draws a fresh secret and uid (getrandom), opens a listening TCP socket
+ * on an ephemeral port of every local address, and starts the bootstrap
+ * root in a detached thread of the calling process. The id advertises
+ * $KCOLL_BOOTSTRAP_ADDR (an IPv4 address or host name) if set, else the
+ * node's RDMA address (coll_node_addr()), else the first non-loopback
+ * IPv4 address. Call it in one process, usually the one of rank 0, which
+ * must then live until every rank has joined.
+ *
+ * The root serves exactly one communicator: it waits up to
+ * $KCOLL_BOOTSTRAP_TIMEOUT_MS (60 s by default) for the first rank and as
+ * long again after each rank joins, sends the table once all nranks have
+ * joined, and exits (closing its socket). It refuses, with an error the
+ * rank reports, a connection presenting a wrong secret (-EACCES), a rank
+ * number that is taken (-EEXIST) or out of range (-ERANGE), an nranks that
+ * differs from the first rank's (-EINVAL), and malformed messages
+ * (-EPROTO). A refused connection does not disturb the others.
+ *
+ * Returns 0, or -errno: -EADDRNOTAVAIL (no usable address), or an error of
+ * getrandom(), socket(), bind(), listen(), pthread_create().
+ */
+COLL_API int coll_get_unique_id(coll_unique_id *id);
+
+/**
+ * coll_unique_id_to_string() - hex form of @id (for environment variables,
+ * command lines).
+ * @id:		the id
+ * @buf:	out: 2 * COLL_UNIQUE_ID_BYTES lower-case hex digits and a NUL
+ * @len:	size of @buf, at least COLL_UNIQUE_ID_STRLEN
+ *
+ * Returns 0, or -EINVAL (a NULL pointer) or -ENOSPC (@len too small).
+ */
+COLL_API int coll_unique_id_to_string(const coll_unique_id *id, char *buf,
+				      size_t len);
+
+/**
+ * coll_unique_id_from_string() - parse the output of
+ * coll_unique_id_to_string() (upper-case digits are accepted too;
+ * surrounding white space is not).
+ *
+ * Returns 0, or -EINVAL if @s is not the string form of a valid id.
+ */
+COLL_API int coll_unique_id_from_string(coll_unique_id *id, const char *s);
+
+/**
+ * coll_unique_id_from_root() - build an id from a known root address and
+ * secret, without starting a root (a launcher-chosen rendezvous).
+ * @id:		out: the id
+ * @root:	"host:port" of the bootstrap root (IPv4 address or a name
+ *		that resolves to one; port 1..65535)
+ * @secret_hex:	the secret, exactly 32 hex digits (16 bytes)
+ *
+ * The uid of such an id is 0: the root draws a fresh one when it starts
+ * and hands it to every rank with the table, so one fixed secret can name
+ * many successive communicators. Somebody must serve the root at that
+ * address: coll_comm_init_env() does it in rank 0.
+ *
+ * Returns 0, or -EINVAL (malformed arguments), or -EADDRNOTAVAIL (the
+ * host does not resolve to an IPv4 address).
+ */
+COLL_API int coll_unique_id_from_root(coll_unique_id *id, const char *root,
+				      const char *secret_hex);
+
+/**
+ * coll_unique_id_secret() - the secret inside @id, which is also the
+ * communicator key given to KCOLL_IOC_COMM_CREATE.
+ * @id:		the id
+ * @key:	out: KCOLL_KEY_LEN bytes
+ *
+ * Returns 0, or -EINVAL if @id is not valid.
+ */
+COLL_API int coll_unique_id_secret(const coll_unique_id *id,
+				   uint8_t key[KCOLL_KEY_LEN]);
+
+/**
+ * coll_env_unique_id() - rank, size and id from a launcher's environment.
+ * @id:		out: the communicator id
+ * @rank:	out: this process's rank
+ * @nranks:	out: number of ranks
+ *
+ * The rank is $KCOLL_RANK, else $OMPI_COMM_WORLD_RANK; the size is
+ * $KCOLL_NRANKS, else $OMPI_COMM_WORLD_SIZE. The id is
+ * $KCOLL_UNIQUE_ID (coll_unique_id_to_string() form) if set; else
+ * $KCOLL_ROOT ("host:port") with $KCOLL_SECRET (32 hex digits), see
+ * coll_unique_id_from_root(); in that mode rank 0 serves the bootstrap
+ * root itself, on every local address at that port, and this call starts
+ * it (so rank 0 must run on the host named by KCOLL_ROOT).
+ *
+ * Returns 0, or -EINVAL (variables missing or malformed, rank out of
+ * range), or an error of starting the root (-EADDRINUSE: the port is taken).
+ */
+COLL_API int coll_env_unique_id(coll_unique_id *id, int *rank, int *nranks);
+
+/* Bootstrap ------------------------------------------------------------ */
+
+/**
+ * coll_node_addr() - the RDMA address of this node, as the kernel wants it.
+ * @self:	out: addr = the IPv4-mapped IPv6 address (::ffff:a.b.c.d),
+ *		port 0 (the node's default listen port), local_index 0
+ *
+ * $KCOLL_IB_ADDR (dotted IPv4) if set; else the IPv4 address of the
+ * network device under the first RDMA device (by name) in
+ * /sys/class/infiniband: the netdev named by ports/1/gid_attrs/ndevs/0,
+ * else device/net/<netdev>, else the rxe "parent" attribute; else, as a
+ * last resort, the first non-loopback IPv4 address of the host.
+ *
+ * Returns 0, or -EINVAL (a malformed KCOLL_IB_ADDR), -EADDRNOTAVAIL (no
+ * IPv4 address found), or an error of getifaddrs().
+ */
+COLL_API int coll_node_addr(struct kcoll_rank_addr *self);
+
+/**
+ * coll_bootstrap() - step 1 of coll_comm_init_rank(): the TCP exchange.
+ * @id:		the communicator id (root address, secret, uid)
+ * @nranks:	number of ranks, 1 .. KCOLL_MAX_RANKS
+ * @rank:	this rank, 0 .. nranks - 1
+ * @self:	this rank's entry (usually from coll_node_addr(); local_index
+ *		and resv are ignored)
+ * @table:	out: @nranks entries, entry i for rank i, with local_index
+ *		= the index of rank i among the ranks with the same address
+ *		(in rank order)
+ * @uid:	out, may be NULL: the communicator uid (the id's, or the one
+ *		the root drew for an id without one)
+ *
+ * Connects to the root, retrying with backoff while it is not reachable
+ * yet, presents the secret, and waits for the table; all of it within
+ * $KCOLL_BOOTSTRAP_TIMEOUT_MS (default 60 s). Every rank receives the same
+ * table.
+ *
+ * Returns 0, or -errno: -EINVAL (bad arguments or id), -ETIMEDOUT (root
+ * unreachable, or not every rank joined in time), -ECONNRESET (the root
+ * went away), the root's refusal (-EACCES wrong secret, -EEXIST rank
+ * taken, -ERANGE rank out of range, -EINVAL nranks or uid mismatch,
+ * -EPROTO), -ENOMEM. coll_last_error() tells which.
+ */
+COLL_API int coll_bootstrap(const coll_unique_id *id, int nranks, int rank,
+			    const struct kcoll_rank_addr *self,
+			    struct kcoll_rank_addr *table, uint64_t *uid);
+
+/* Communicators ------------------------------------------------------- */
+
+/**
+ * coll_comm_init_rank() - create this rank's side of a communicator.
+ * @out:	out: the communicator (NULL on failure)
+ * @nranks:	number of ranks, 1 .. KCOLL_MAX_RANKS
+ * @id:		the same id on every rank (see coll_get_unique_id())
+ * @rank:	this rank, 0 .. nranks - 1, each exactly once
+ *
+ * coll_node_addr(), coll_bootstrap(), then coll_comm_init_table() with the
+ * id's secret as the key. Blocks until every rank has done the same (or a
+ * timeout: $KCOLL_BOOTSTRAP_TIMEOUT_MS for the bootstrap,
+ * $KCOLL_CONNECT_TIMEOUT_MS, default the module's connect_timeout_ms, for
+ * the RDMA connections).
+ *
+ * Returns 0, or -errno: those of the three steps.
+ */
+COLL_API int coll_comm_init_rank(coll_comm **out, int nranks,
+				 const coll_unique_id *id, int rank);
+
+/**
+ * coll_comm_init_env() - coll_comm_init_rank() with rank, size and id
+ * from the environment (see coll_env_unique_id()):
+ *  - KCOLL_RANK, KCOLL_NRANKS, KCOLL_UNIQUE_ID: a launcher that ran
+ *    coll_get_unique_id() (and keeps the root alive) passes the hex id;
+ *  - KCOLL_RANK, KCOLL_NRANKS, KCOLL_ROOT=host:port, KCOLL_SECRET=hex:
+ *    rank 0 serves the root at that port;
+ *  - Open MPI: OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE stand in for
+ *    KCOLL_RANK/KCOLL_NRANKS, with KCOLL_ROOT and KCOLL_SECRET exported to
+ *    every rank (mpirun -x KCOLL_ROOT -x KCOLL_SECRET).
+ *
+ * Returns 0, or -errno as coll_env_unique_id() and coll_comm_init_rank().
+ */
+COLL_API int coll_comm_init_env(coll_comm **out);
+
+/**
+ * coll_comm_init_table() - step 2 of coll_comm_init_rank(): open a
+ * /dev/kcoll context and create the communicator in the kernel.
+ * @out:	out: the communicator (NULL on failure)
+ * @nranks:	number of ranks
+ * @rank:	this rank
+ * @table:	@nranks entries (see coll_bootstrap()), the same on every rank
+ * @uid:	communicator uid, the same on every rank, not 0
+ * @key:	communicator key (KCOLL_KEY_LEN bytes), the same on every rank;
+ *		peers presenting another key are refused
+ *
+ * Sets up a ring of $KCOLL_RING_ENTRIES SQEs (default 128) and calls
+ * KCOLL_IOC_COMM_CREATE, which returns once this rank is connected to
+ * every other one.
+ *
+ * Returns 0, or -errno: those of coll_ring_init() (-ENOENT: module not
+ * loaded), -EOPNOTSUPP (the module has no communicators), and those of
+ * KCOLL_IOC_COMM_CREATE: -ETIMEDOUT (a peer did not answer in time),
+ * -EACCES (a peer refused our key), -EINVAL, -EAFNOSUPPORT, -ENOMEM.
+ */
+COLL_API int coll_comm_init_table(coll_comm **out, int nranks, int rank,
+				  const struct kcoll_rank_addr *table,
+				  uint64_t uid,
+				  const uint8_t key[KCOLL_KEY_LEN]);
+
+/**
+ * coll_comm_destroy() - wait for every operation in flight, then destroy
+ * the communicator and free it.
+ * @comm:	the communicator (NULL is ignored)
+ *
+ * Submits whatever is still queued, waits for all operations issued on
+ * @comm to complete, destroys the kernel communicator, releases its memory
+ * registrations and closes its /dev/kcoll context. Request handles of
+ * @comm that were not freed yet are freed and become invalid. @comm is
+ * freed whatever the result.
+ *
+ * Returns 0, or the first error met (e.g. of KCOLL_IOC_COMM_DESTROY).
+ */
+COLL_API int coll_comm_destroy(coll_comm *comm);
+
+/**
+ * coll_comm_abort() - destroy the communicator without waiting: operations
+ * in flight complete with -ECANCELED, then everything is released as by
+ * coll_comm_destroy(). Use it after an error (a dead peer), or to give up.
+ */
+COLL_API int coll_comm_abort(coll_comm *comm);
+
+/**
+ * coll_comm_rank() - this process's rank in @comm, or -EINVAL if @comm is
+ * NULL.
+ */
+COLL_API int coll_comm_rank(const coll_comm *comm);
+
+/**
+ * coll_comm_size() - number of ranks of @comm, or -EINVAL if @comm is NULL.
+ */
+COLL_API int coll_comm_size(const coll_comm *comm);
+
+/**
+ * coll_comm_fd() - the /dev/kcoll file descriptor of @comm, or -EINVAL.
+ *
+ * It becomes readable (poll/epoll) when a completion is ready: wait for
+ * that in an event loop, then call coll_test() on the requests. Do not
+ * read, close or ioctl it.
+ */
+COLL_API int coll_comm_fd(const coll_comm *comm);
+
+/* Collectives ------------------------------------------------------------
+ *
+ * Each collective exists blocking (coll_X) and non-blocking (coll_iX, with
+ * a trailing @req). Counts are in elements of @dtype, n = nranks:
+ *  coll_allreduce       send[count] -> recv[count]
+ *                       in place: send == recv
+ *  coll_reduce          send[count] -> recv[count] at @root (recv ignored
+ *                       elsewhere); in place: send == recv
+ *  coll_broadcast       @root's send[count] -> recv[count] (send ignored
+ *                       elsewhere); in place: send == recv
+ *  coll_allgather       send[sendcount] -> recv[n*sendcount]
+ *                       in place: send == recv + rank*sendcount
+ *  coll_reduce_scatter  send[n*recvcount] -> recv[recvcount]
+ *                       in place: recv == send + rank*recvcount
+ *  coll_alltoall        send[n*count] -> recv[n*count], block j to rank j
+ *                       in place: send == recv
+ *  coll_send/coll_recv  count elements to/from @peer, matched per peer in
+ *                       issue order (not to oneself)
+ *  coll_barrier         no data
+ * Counts may be 0. Buffers are plain process memory; a buffer entirely
+ * inside a registration (coll_mem_register()) uses it automatically.
+ *
+ * The blocking forms return the operation's result: 0 or -errno (see the
+ * top of this section). Inside a group (coll_group_start()) they only
+ * queue the operation and return 0; coll_group_end() waits for them and
+ * returns their first error. The buffers must stay valid and untouched
+ * until the operation completed.
+ *
+ * The non-blocking forms queue the operation, submit it (unless inside a
+ * group) and return 0 with *@req set; the caller must eventually free the
+ * request (coll_request_free()). They return -errno without a request if
+ * the operation could not be issued: -EINVAL (bad type, reduction, root,
+ * peer or NULL argument), -EOVERFLOW (the byte size does not fit), -ENOMEM,
+ * or the communicator's error once it broke (e.g. -EBADFD).
+ *
+ * Issuing blocks (sleeping, not spinning) while the communicator already
+ * has as many operations in flight as its CQ holds.
+ */
+COLL_API int coll_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+			    coll_dtype dtype, coll_redop op, coll_comm *comm);
+COLL_API int coll_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
+			     coll_dtype dtype, coll_redop op, coll_comm *comm,
+			     coll_request **req);
+
+COLL_API int coll_reduce(const void *sendbuf, void *recvbuf, size_t count,
+			 coll_dtype dtype, coll_redop op, int root,
+			 coll_comm *comm);
+COLL_API int coll_ireduce(const void *sendbuf, void *recvbuf, size_t count,
+			  coll_dtype dtype, coll_redop op, int root,
+			  coll_comm *comm, coll_request **req);
+
+COLL_API int coll_broadcast(const void *sendbuf, void *recvbuf, size_t count,
+			    coll_dtype dtype, int root, coll_comm *comm);
+COLL_API int coll_ibroadcast(const void *sendbuf, void *recvbuf, size_t count,
+			     coll_dtype dtype, int root, coll_comm *comm,
+			     coll_request **req);
+
+COLL_API int coll_allgather(const void *sendbuf, void *recvbuf,
+			    size_t sendcount, coll_dtype dtype,
+			    coll_comm *comm);
+COLL_API int coll_iallgather(const void *sendbuf, void *recvbuf,
+			     size_t sendcount, coll_dtype dtype,
+			     coll_comm *comm, coll_request **req);
+
+COLL_API int coll_reduce_scatter(const void *sendbuf, void *recvbuf,
+				 size_t recvcount, coll_dtype dtype,
+				 coll_redop op, coll_comm *comm);
+COLL_API int coll_ireduce_scatter(const void *sendbuf, void *recvbuf,
+				  size_t recvcount, coll_dtype dtype,
+				  coll_redop op, coll_comm *comm,
+				  coll_request **req);
+
+COLL_API int coll_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+			   coll_dtype dtype, coll_comm *comm);
+COLL_API int coll_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
+			    coll_dtype dtype, coll_comm *comm,
+			    coll_request **req);
+
+/*
+ * Point to point. A blocking coll_send() returns once the data left (the
+ * kernel decides when that is; it may wait for the matching receive): to
+ * exchange data both ways, use the non-blocking forms or a group.
+ */
+COLL_API int coll_send(const void *sendbuf, size_t count, coll_dtype dtype,
+		       int peer, coll_comm *comm);
+COLL_API int coll_isend(const void *sendbuf, size_t count, coll_dtype dtype,
+			int peer, coll_comm *comm, coll_request **req);
+COLL_API int coll_recv(void *recvbuf, size_t count, coll_dtype dtype,
+		       int peer, coll_comm *comm);
+COLL_API int coll_irecv(void *recvbuf, size_t count, coll_dtype dtype,
+			int peer, coll_comm *comm, coll_request **req);
+
+COLL_API int coll_barrier(coll_comm *comm);
+COLL_API int coll_ibarrier(coll_comm *comm, coll_request **req);
+
+/* Requests ------------------------------------------------------------ */
+
+/**
+ * coll_test() - has the operation of @req completed?
+ * @req:	a request from a coll_i* call
+ * @done:	out: 1 if it completed, else 0
+ *
+ * Never sleeps: reaps the completions that are ready (recording them in
+ * their requests) and looks at @req. Inside a group the operation may not
+ * be submitted yet, and coll_test() does not submit it.
+ *
+ * Returns the operation's result (0 or -errno) with *@done = 1, or 0 with
+ * *@done = 0 while it is in flight; -EINVAL for NULL arguments.
+ */
+COLL_API int coll_test(coll_request *req, int *done);
+
+/**
+ * coll_wait() - wait until the operation of @req has completed.
+ * @req:	a request from a coll_i* call
+ *
+ * Submits what is still queued on the communicator (even inside a group),
+ * then sleeps in the kernel (KCOLL_IOC_ENTER with KCOLL_ENTER_GETEVENTS)
+ * until the completion arrives; never spins. Signals do not cut the wait
+ * short. Completions of other requests reaped meanwhile are recorded in
+ * them. Several threads may wait at once: one sleeps in the kernel, the
+ * others on a condition variable.
+ *
+ * Returns the operation's result: 0 or -errno (-EBADMSG, -ECONNRESET, ...,
+ * see the top of this section); -EINVAL for NULL; or the communicator's
+ * error if its ring broke.
+ */
+COLL_API int coll_wait(coll_request *req);
+
+/**
+ * coll_request_free() - release @req (NULL is ignored). If the operation
+ * is still in flight it goes on and the request is released when it
+ * completes; its buffers must stay valid until then.
+ */
+COLL_API void coll_request_free(coll_request *req);
+
+/* Groups -------------------------------------------------------------- */
+
+/**
+ * coll_group_start() - open a group (groups nest; the count is per
+ * thread).
+ *
+ * Until the matching outermost coll_group_end(), collectives called by
+ * this thread are only queued in their communicator's SQ: blocking calls
+ * return 0 at once, and non-blocking ones return their request without
+ * submitting. This batches many operations into one KCOLL_IOC_ENTER per
+ * communicator, and lets one thread post sends and receives to several
+ * peers without deadlocking on their order. If a communicator's SQ (or
+ * its CQ reservation) fills up inside a group, what is queued is
+ * submitted at once (and, if the CQ is full, the call waits for some
+ * operation to complete), and queuing goes on: the batch is split.
+ *
+ * Returns 0.
+ */
+COLL_API int coll_group_start(void);
+
+/**
+ * coll_group_end() - close a group.
+ *
+ * When the outermost group closes: submits everything queued, with one
+ * KCOLL_IOC_ENTER per communicator used in the group, then waits for the
+ * blocking calls made inside the group. Non-blocking requests of the
+ * group are not waited for.
+ *
+ * Returns 0, the first error among those blocking calls, or -EINVAL if no
+ * group is open on this thread.
+ */
+COLL_API int coll_group_end(void);
+
+/* Memory registration ------------------------------------------------ */
+
+/**
+ * coll_mem_register() - pin and register a buffer with @comm's RDMA device.
+ * @comm:	the communicator
+ * @addr:	start of the buffer
+ * @len:	its length in bytes, > 0
+ * @out:	out: the registration
+ *
+ * KCOLL_IOC_REG_MEM. Operations of @comm whose send or receive buffer
+ * lies entirely inside a registration then name it in their SQE (send_mr,
+ * recv_mr), which spares the kernel pinning and registering it per
+ * operation. Counts against RLIMIT_MEMLOCK unless CAP_IPC_LOCK.
+ *
+ * Returns 0, or -EINVAL, -ENOMEM (-EPERM/-ENOMEM also when over
+ * RLIMIT_MEMLOCK), -EFAULT, or another ioctl() error.
+ */
+COLL_API int coll_mem_register(coll_comm *comm, void *addr, size_t len,
+			       coll_mem **out);
+
+/**
+ * coll_mem_deregister() - undo coll_mem_register() and free @mem.
+ *
+ * Returns 0, -EINVAL (NULL, or @mem does not belong to @comm), or -EBUSY
+ * while an operation in flight uses it (@mem then stays registered).
+ * coll_comm_destroy() releases the registrations that are left.
+ */
+COLL_API int coll_mem_deregister(coll_comm *comm, coll_mem *mem);
 
 #ifdef __cplusplus
 }

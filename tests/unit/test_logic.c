@@ -690,12 +690,56 @@ static void test_cq_space_ready(void)
 /* kcoll_sqe_check                                                     */
 /* ------------------------------------------------------------------ */
 
+/* Which fields each opcode reads, restated from the uapi comments. */
+#define F_DTYPE	(1U << 0)
+#define F_REDOP	(1U << 1)
+#define F_COMM	(1U << 2)
+#define F_PEER	(1U << 3)
+#define F_COUNT	(1U << 4)
+#define F_SEND	(1U << 5)
+#define F_RECV	(1U << 6)
+#define F_COLL	(F_DTYPE | F_COMM | F_COUNT)
+
+static u32 op_fields(u8 op)
+{
+	switch (op) {
+	case KCOLL_OP_DELAY:
+		return F_COUNT;
+	case KCOLL_OP_ALLREDUCE:
+	case KCOLL_OP_REDUCE_SCATTER:
+		return F_COLL | F_REDOP | F_SEND | F_RECV;
+	case KCOLL_OP_REDUCE:
+		return F_COLL | F_REDOP | F_PEER | F_SEND | F_RECV;
+	case KCOLL_OP_BROADCAST:
+		return F_COLL | F_PEER | F_SEND | F_RECV;
+	case KCOLL_OP_ALLGATHER:
+	case KCOLL_OP_ALLTOALL:
+		return F_COLL | F_SEND | F_RECV;
+	case KCOLL_OP_SEND:
+		return F_COLL | F_PEER | F_SEND;
+	case KCOLL_OP_RECV:
+		return F_COLL | F_PEER | F_RECV;
+	case KCOLL_OP_BARRIER:
+		return F_COMM;
+	default:
+		return 0;
+	}
+}
+
+/* The smallest valid SQE of @op. */
 static struct kcoll_sqe sqe_of(u8 op)
 {
 	struct kcoll_sqe s;
+	u32 f = op_fields(op);
 
 	memset(&s, 0, sizeof(s));
 	s.opcode = op;
+	if (f & F_DTYPE)
+		s.dtype = KCOLL_DTYPE_FP32;
+	if (f & F_REDOP)
+		s.redop = KCOLL_REDOP_SUM;
+	if (f & F_COMM)
+		s.comm_id = 1;
 	return s;
 }
 
@@ -813,24 +857,48 @@ static const struct sqe_field *sqe_field_at(size_t byte)
 }
 
 /* Expected result from the documented contract: NOP uses nothing, DELAY
- * uses count (<= KCOLL_DELAY_MAX_US); user_data and prio (<= max) are free;
+ * uses count (<= KCOLL_DELAY_MAX_US), collectives what op_fields() says
+ * (dtype and comm required, redop required where it reduces, AVG only for
+ * floating types, count <= 2^48); user_data and prio (<= max) are free;
  * everything else must be zero. */
 static int ref_sqe_check(const struct kcoll_sqe *s)
 {
+	u32 f = op_fields(s->opcode);
 	bool bad = false;
 
 	if (s->opcode >= KCOLL_OP_LAST)
 		return -EINVAL;
-	bad |= s->dtype || s->redop || s->prio > KCOLL_PRIO_MAX;
+	bad |= s->prio > KCOLL_PRIO_MAX;
 	bad |= s->flags != 0;
-	bad |= s->comm_id || s->peer;
-	bad |= s->send_addr || s->recv_addr || s->send_mr || s->recv_mr;
 	bad |= s->resv[0] || s->resv[1];
-	if (s->opcode == KCOLL_OP_NOP)
+	if (f & F_DTYPE)
+		bad |= !s->dtype || s->dtype >= KCOLL_DTYPE_LAST;
+	else
+		bad |= s->dtype != 0;
+	if (f & F_REDOP)
+		bad |= !s->redop || s->redop >= KCOLL_REDOP_LAST ||
+		       (s->redop == KCOLL_REDOP_AVG &&
+			s->dtype != KCOLL_DTYPE_FP16 &&
+			s->dtype != KCOLL_DTYPE_BF16 &&
+			s->dtype != KCOLL_DTYPE_FP32 &&
+			s->dtype != KCOLL_DTYPE_FP64);
+	else
+		bad |= s->redop != 0;
+	bad |= (f & F_COMM) ? !s->comm_id : s->comm_id != 0;
+	if (!(f & F_PEER))
+		bad |= s->peer != 0;
+	if (!(f & F_SEND))
+		bad |= s->send_addr || s->send_mr;
+	if (!(f & F_RECV))
+		bad |= s->recv_addr || s->recv_mr;
+	if (!(f & F_COUNT))
 		bad |= s->count != 0;
 	if (bad)
 		return -EINVAL;
 	if (s->opcode == KCOLL_OP_DELAY && s->count > KCOLL_DELAY_MAX_US)
+		return -ERANGE;
+	if ((f & F_COUNT) && s->opcode != KCOLL_OP_DELAY &&
+	    s->count > (1ULL << 48))
 		return -ERANGE;
 	return 0;
 }
@@ -868,15 +936,15 @@ static void test_sqe_check_every_bit(void)
 						  byte - f->off, raw[byte]);
 					return;
 				}
-				/* Fields no opcode uses yet are always
-				 * refused. */
-				if (f->off != offsetof(struct kcoll_sqe,
-						       user_data) &&
-				    f->off != offsetof(struct kcoll_sqe,
-						       prio) &&
-				    !(op == KCOLL_OP_DELAY &&
-				      f->off == offsetof(struct kcoll_sqe,
-							 count)))
+				/* Fields nobody reads are always refused. */
+				if (f->off == offsetof(struct kcoll_sqe,
+						       flags) ||
+				    f->off == offsetof(struct kcoll_sqe, resv) ||
+				    (!op_fields((u8)op) &&
+				     f->off != offsetof(struct kcoll_sqe,
+							user_data) &&
+				     f->off != offsetof(struct kcoll_sqe,
+							prio)))
 					UNIT_EQ_INT(got, -EINVAL);
 			}
 		}
@@ -897,24 +965,40 @@ static void test_sqe_check_fields(void)
 			UNIT_FAIL("op %s field %s", kcoll_op_name(op),	\
 				  #field);				\
 	} while (0)
-		BAD_FIELD(dtype, KCOLL_DTYPE_INT32);
+		u32 f = op_fields((u8)op);
+
+		if (!(f & F_DTYPE))
+			BAD_FIELD(dtype, KCOLL_DTYPE_INT32);
 		BAD_FIELD(dtype, 255);
-		BAD_FIELD(redop, KCOLL_REDOP_SUM);
+		if (!(f & F_REDOP))
+			BAD_FIELD(redop, KCOLL_REDOP_SUM);
 		BAD_FIELD(redop, 255);
 		BAD_FIELD(prio, KCOLL_PRIO_MAX + 1);
 		BAD_FIELD(flags, 1);
 		BAD_FIELD(flags, 0x80000000U);
-		BAD_FIELD(comm_id, 1);
-		BAD_FIELD(peer, 1);
-		BAD_FIELD(peer, UINT32_MAX);
-		BAD_FIELD(send_addr, 0x1000);
-		BAD_FIELD(recv_addr, 0x1000);
-		BAD_FIELD(send_mr, 1);
-		BAD_FIELD(recv_mr, 1);
+		BAD_FIELD(comm_id, (f & F_COMM) ? 0 : 1);
+		if (!(f & F_PEER)) {
+			BAD_FIELD(peer, 1);
+			BAD_FIELD(peer, UINT32_MAX);
+		}
+		if (!(f & F_SEND)) {
+			BAD_FIELD(send_addr, 0x1000);
+			BAD_FIELD(send_mr, 1);
+		}
+		if (!(f & F_RECV)) {
+			BAD_FIELD(recv_addr, 0x1000);
+			BAD_FIELD(recv_mr, 1);
+		}
 		BAD_FIELD(resv[0], 1);
 		BAD_FIELD(resv[1], 1);
 		BAD_FIELD(resv[0], UINT32_MAX);
 		BAD_FIELD(resv[1], 0x80000000U);
+		if (f & F_REDOP) {
+			s = sqe_of((u8)op);
+			s.dtype = KCOLL_DTYPE_INT32;
+			s.redop = KCOLL_REDOP_AVG;
+			UNIT_EQ_INT(sqe_check(&s), -EINVAL);
+		}
 #undef BAD_FIELD
 	}
 }
@@ -931,8 +1015,16 @@ static void test_sqe_check_random(void)
 
 		memset(&s, 0, sizeof(s));
 		/* Mostly valid opcodes, each field nonzero now and then. */
-		s.opcode = unit_rng_upto(&rng, 7) ? unit_rng_upto(&rng, 1) :
+		s.opcode = unit_rng_upto(&rng, 7) ?
+			   unit_rng_upto(&rng, KCOLL_OP_LAST - 1) :
 			   (u8)unit_rng_next(&rng);
+		/* Collectives: start from a valid one half of the time. */
+		if (s.opcode < KCOLL_OP_LAST && unit_rng_upto(&rng, 1)) {
+			u64 ud = s.user_data;
+
+			s = sqe_of(s.opcode);
+			s.user_data = ud;
+		}
 		s.user_data = unit_rng_next(&rng);
 #define MAYBE(field, val) do {						\
 		if (!unit_rng_upto(&rng, 15))				\

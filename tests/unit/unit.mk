@@ -29,9 +29,16 @@ UNIT_ENV	:= ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 UNIT_LOGIC	:= $(UNIT_BUILD)/test_logic
+UNIT_SCHED	:= $(UNIT_BUILD)/test_sched
 UNIT_ABI	:= $(UNIT_BUILD)/test_libcoll_abi
 UNIT_ABI_SO	:= $(UNIT_BUILD)/test_libcoll_abi_so
-UNIT_BINS	:= $(UNIT_LOGIC) $(UNIT_ABI) $(UNIT_ABI_SO)
+UNIT_BOOTSTRAP	:= $(UNIT_BUILD)/test_bootstrap
+UNIT_COMM	:= $(UNIT_BUILD)/test_libcoll_comm
+# kcoll-colltest and kcoll-perf linked with the /dev/kcoll model
+UNIT_TOOLS_MODEL := $(UNIT_BUILD)/kcoll-colltest-model \
+		    $(UNIT_BUILD)/kcoll-perf-model
+UNIT_BINS	:= $(UNIT_LOGIC) $(UNIT_SCHED) $(UNIT_ABI) $(UNIT_ABI_SO) \
+		   $(UNIT_BOOTSTRAP) $(UNIT_COMM)
 
 # Each program is compiled and linked in one step, so the headers are
 # listed by hand rather than tracked with -MMD.
@@ -40,7 +47,7 @@ UNIT_HDRS	:= $(UNIT_SRCDIR)/unit.h $(TOP)/kmod/kcoll_logic.h \
 
 .PHONY: unit-build unit-test unit-clean
 
-unit-build: $(UNIT_BINS)
+unit-build: $(UNIT_BINS) $(UNIT_TOOLS_MODEL)
 
 $(UNIT_BUILD):
 	mkdir -p $@
@@ -50,6 +57,13 @@ $(UNIT_LOGIC): $(UNIT_SRCDIR)/test_logic.c $(TOP)/kmod/kcoll_logic.c \
 	       $(UNIT_HDRS) $(UNIT_SRCDIR)/unit.mk | $(UNIT_BUILD)
 	$(CC) $(UNIT_CFLAGS) -o $@ $(UNIT_SRCDIR)/test_logic.c \
 		$(TOP)/kmod/kcoll_logic.c $(UNIT_LDFLAGS)
+
+# The schedules, executed on an in-memory model of every rank.
+$(UNIT_SCHED): $(UNIT_SRCDIR)/test_sched.c $(TOP)/kmod/kcoll_sched.c \
+	       $(TOP)/kmod/kcoll_sched.h $(UNIT_HDRS) $(UNIT_SRCDIR)/unit.mk \
+	       | $(UNIT_BUILD)
+	$(CC) $(UNIT_CFLAGS) -o $@ $(UNIT_SRCDIR)/test_sched.c \
+		$(TOP)/kmod/kcoll_sched.c $(UNIT_LDFLAGS)
 
 # libcoll against the static library ...
 $(UNIT_ABI): $(UNIT_SRCDIR)/test_libcoll_abi.c $(TOP)/kmod/kcoll_logic.c \
@@ -69,13 +83,58 @@ $(UNIT_ABI_SO): $(UNIT_SRCDIR)/test_libcoll_abi.c $(TOP)/kmod/kcoll_logic.c \
 		-L$(LIBCOLL_BUILD) -lcoll -Wl,-rpath,$(abspath $(LIBCOLL_BUILD)) \
 		$(UNIT_LDFLAGS)
 
+# libcoll's TCP bootstrap among threads on 127.0.0.1 (uses libcoll's
+# internal header, so it links the static library).
+$(UNIT_BOOTSTRAP): $(UNIT_SRCDIR)/test_bootstrap.c $(UNIT_SRCDIR)/unit.h \
+		   $(LIBCOLL_SRCDIR)/include/coll.h \
+		   $(LIBCOLL_SRCDIR)/coll_internal.h $(LIBCOLL_A) \
+		   $(UNIT_SRCDIR)/unit.mk | $(UNIT_BUILD)
+	$(CC) $(UNIT_CFLAGS) $(LIBCOLL_CPPFLAGS) -I$(LIBCOLL_SRCDIR) -pthread \
+		-o $@ $(UNIT_SRCDIR)/test_bootstrap.c $(LIBCOLL_A) \
+		$(UNIT_LDFLAGS) -lpthread
+
+# libcoll's communicators against a model of /dev/kcoll (kcoll_model.c:
+# ioctl, mmap and munmap wrapped by the linker), using the module's SQE
+# checks and CPU reductions (kmod/reduce.mk's sanitizer objects) and the
+# VM test's reference (tools/kcoll-check.h).
+UNIT_MODEL_SRCS	:= $(UNIT_SRCDIR)/kcoll_model.c $(TOP)/kmod/kcoll_logic.c
+UNIT_MODEL_DEPS	:= $(UNIT_MODEL_SRCS) $(UNIT_SRCDIR)/kcoll_model.h $(UNIT_HDRS) \
+		   $(TOP)/kmod/kcoll_reduce.h $(TOP)/tools/kcoll-check.h \
+		   $(LIBCOLL_SRCDIR)/include/coll.h \
+		   $(LIBCOLL_SRCDIR)/coll_internal.h $(LIBCOLL_A) \
+		   $(REDUCE_SAN_OBJS) $(UNIT_SRCDIR)/unit.mk
+UNIT_MODEL_CFLAGS := $(UNIT_CFLAGS) $(LIBCOLL_CPPFLAGS) -I$(LIBCOLL_SRCDIR) \
+		   -I$(TOP)/tools -pthread
+UNIT_MODEL_LIBS	:= $(LIBCOLL_A) $(REDUCE_SAN_OBJS) \
+		   -Wl,--wrap=ioctl,--wrap=mmap,--wrap=munmap \
+		   $(UNIT_LDFLAGS) -lpthread -lm
+
+$(UNIT_COMM): $(UNIT_SRCDIR)/test_comm.c $(UNIT_MODEL_DEPS) | $(UNIT_BUILD)
+	$(CC) $(UNIT_MODEL_CFLAGS) -o $@ $< $(UNIT_MODEL_SRCS) \
+		$(UNIT_MODEL_LIBS)
+
+# The VM test programs themselves, single rank, on the model
+# (tests/unit/test_tools_model.sh runs them).
+$(UNIT_BUILD)/kcoll-colltest-model: $(TOP)/tests/vm/kcoll-colltest.c \
+		$(UNIT_SRCDIR)/kcoll_model_auto.c $(UNIT_MODEL_DEPS) | $(UNIT_BUILD)
+	$(CC) $(UNIT_MODEL_CFLAGS) -o $@ $< $(UNIT_SRCDIR)/kcoll_model_auto.c \
+		$(UNIT_MODEL_SRCS) $(UNIT_MODEL_LIBS)
+
+$(UNIT_BUILD)/kcoll-perf-model: $(TOP)/tools/kcoll-perf.c \
+		$(UNIT_SRCDIR)/kcoll_model_auto.c $(UNIT_MODEL_DEPS) | $(UNIT_BUILD)
+	$(CC) $(UNIT_MODEL_CFLAGS) -o $@ $< $(UNIT_SRCDIR)/kcoll_model_auto.c \
+		$(UNIT_MODEL_SRCS) $(UNIT_MODEL_LIBS)
+
 # Every program runs even if an earlier one failed; the target fails if any
-# did. The shell test checks the VM runner's kernel-log gate.
-unit-test: $(UNIT_BINS)
+# did. The shell tests check the VM test programs on the /dev/kcoll model
+# and the VM runner's kernel-log gate.
+unit-test: $(UNIT_BINS) $(UNIT_TOOLS_MODEL)
 	@rc=0; for t in $(UNIT_BINS); do \
 		echo "== $$t"; \
 		env $(UNIT_ENV) timeout $(UNIT_TIMEOUT) $$t $(UNIT_ARGS) || rc=1; \
 	done; \
+	echo "== tests/unit/test_tools_model.sh"; \
+	env $(UNIT_ENV) $(UNIT_SRCDIR)/test_tools_model.sh $(UNIT_BUILD) || rc=1; \
 	echo "== tests/unit/test_klog_scan.sh"; \
 	$(UNIT_SRCDIR)/test_klog_scan.sh || rc=1; \
 	exit $$rc

@@ -126,9 +126,10 @@ enum kcoll_redop {
  * @comm_id:	communicator handle (zero for ops without one)
  * @peer:	root rank for rooted collectives, peer rank for send/recv
  * @count:	element count (KCOLL_OP_DELAY: microseconds)
- * @send_addr:	send buffer: user address, or offset into @send_mr
- * @recv_addr:	receive buffer: user address, or offset into @recv_mr
- * @send_mr:	registration handle of the send buffer, 0 = plain address
+ * @send_addr:	send buffer: user address (also with @send_mr)
+ * @recv_addr:	receive buffer: user address (also with @recv_mr)
+ * @send_mr:	REG_MEM handle whose range holds the send buffer; 0: the
+ *		buffer is pinned and registered for this operation only
  * @recv_mr:	registration handle of the receive buffer, 0 = plain address
  * @resv:	must be zero
  *

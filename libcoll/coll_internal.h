@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libcoll internals shared by bootstrap.c and comm.c (and the host unit
+ * tests, which link libcoll.a and may call these). Not installed; nothing
+ * here is exported from libcoll.so.
+ */
+#ifndef COLL_INTERNAL_H
+#define COLL_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <netinet/in.h>
+
+#include "coll.h"
+
+#define COLL_HIDDEN __attribute__((visibility("hidden")))
+
+/* ------------------------------------------------------------------ */
+/* Errors                                                              */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Record the details of a failure for coll_last_error() and return @err
+ * (a negative errno value), so that call sites read
+ *	return coll_err(-EINVAL, "rank %d out of range", rank);
+ */
+COLL_HIDDEN int coll_err(int err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* ------------------------------------------------------------------ */
+/* Small helpers                                                       */
+/* ------------------------------------------------------------------ */
+
+/* CLOCK_MONOTONIC in milliseconds. */
+COLL_HIDDEN uint64_t coll_now_ms(void);
+
+/*
+ * An unsigned decimal environment variable: 0 with *@val set (to @def
+ * when unset or empty), or -EINVAL (with coll_last_error() naming it) when
+ * it is not a number <= @max.
+ */
+COLL_HIDDEN int coll_env_uint(const char *name, uint64_t def, uint64_t max,
+			      uint64_t *val);
+
+/* Parse exactly 2 * @n hex digits of @s into @out; 0 or -EINVAL. */
+COLL_HIDDEN int coll_hex_decode(const char *s, uint8_t *out, size_t n);
+
+/* ::ffff:a.b.c.d from an IPv4 address (network order). */
+COLL_HIDDEN void coll_addr_from_ipv4(struct kcoll_rank_addr *a,
+				     struct in_addr ip);
+
+/* The IPv4 address inside an IPv4-mapped entry; false if it is not one. */
+COLL_HIDDEN bool coll_addr_to_ipv4(const struct kcoll_rank_addr *a,
+				   struct in_addr *ip);
+
+/* ------------------------------------------------------------------ */
+/* Unique ids and the bootstrap root                                   */
+/* ------------------------------------------------------------------ */
+
+/* The fields of a coll_unique_id (its bytes are a fixed encoding). */
+struct coll_id_fields {
+	struct in_addr ip;		/* root address */
+	uint16_t port;			/* root port, host order */
+	uint8_t secret[KCOLL_KEY_LEN];
+	uint64_t uid;			/* 0: the root draws one */
+};
+
+COLL_HIDDEN void coll_id_encode(coll_unique_id *id,
+				const struct coll_id_fields *f);
+/* 0, or -EINVAL if @id is not a valid id. */
+COLL_HIDDEN int coll_id_decode(const coll_unique_id *id,
+			       struct coll_id_fields *f);
+
+/*
+ * Start the bootstrap root of @f in a detached thread, listening on every
+ * local address at @f->port (0: an ephemeral port, written back to
+ * @f->port). A zero @f->uid is replaced by a random one (written back).
+ * Returns 0 or -errno.
+ */
+COLL_HIDDEN int coll_root_start(struct coll_id_fields *f);
+
+/*
+ * coll_node_addr() with another sysfs directory in place of
+ * /sys/class/infiniband (for the unit tests).
+ */
+COLL_HIDDEN int coll_node_addr_at(const char *ibdir,
+				  struct kcoll_rank_addr *self);
+
+#endif /* COLL_INTERNAL_H */

@@ -1,0 +1,861 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Host checks of libcoll's bootstrap (no /dev/kcoll needed):
+ *  - unique ids: string round trip, malformed strings, the secret;
+ *  - the real TCP bootstrap on 127.0.0.1 among threads: every rank gets
+ *    the same full table with the right local indices and uid;
+ *  - the root refuses a wrong secret, a taken rank, a different nranks and
+ *    garbage, each with a clear error, and the others still complete;
+ *  - timeouts: a root that never gets all ranks, a root that is not there;
+ *  - the launcher environment (KCOLL_RANK/NRANKS with KCOLL_UNIQUE_ID or
+ *    KCOLL_ROOT/KCOLL_SECRET, Open MPI's variables);
+ *  - the node address from a fake /sys/class/infiniband and KCOLL_IB_ADDR;
+ *  - communicator set-up without a device fails cleanly, argument checks.
+ */
+#define _GNU_SOURCE
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "coll.h"
+#include "coll_internal.h"
+#include "unit.h"
+
+/* ------------------------------------------------------------------ */
+/* Helpers                                                             */
+/* ------------------------------------------------------------------ */
+
+struct rank_arg {
+	coll_unique_id id;
+	int nranks;
+	int rank;
+	struct kcoll_rank_addr self;
+	struct kcoll_rank_addr table[16];
+	uint64_t uid;
+	int ret;
+	char err[256];
+	pthread_t th;
+};
+
+static void *rank_main(void *p)
+{
+	struct rank_arg *a = p;
+
+	int ret = coll_bootstrap(&a->id, a->nranks, a->rank, &a->self,
+				 a->table, &a->uid);
+
+	snprintf(a->err, sizeof(a->err), "%s", coll_last_error());
+	__atomic_store_n(&a->ret, ret, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void rank_setup(struct rank_arg *a, const coll_unique_id *id,
+		       int nranks, int rank, const char *ip, uint16_t port)
+{
+	struct in_addr in;
+
+	memset(a, 0, sizeof(*a));
+	a->id = *id;
+	a->nranks = nranks;
+	a->rank = rank;
+	inet_pton(AF_INET, ip, &in);
+	coll_addr_from_ipv4(&a->self, in);
+	a->self.port = port;
+	a->ret = 1;
+}
+
+static bool rank_start(struct rank_arg *a)
+{
+	return UNIT_EQ_INT(pthread_create(&a->th, NULL, rank_main, a), 0);
+}
+
+static void rank_join(struct rank_arg *a)
+{
+	pthread_join(a->th, NULL);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* A TCP port nobody listens on (right now). */
+static uint16_t free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	uint16_t port = 0;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof(sa)) &&
+	    !getsockname(fd, (struct sockaddr *)&sa, &sl))
+		port = ntohs(sa.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+/* Count the open file descriptors (a leak check). */
+static int count_fds(void)
+{
+	int fd, n = 0;
+
+	for (fd = 0; fd < 1024; fd++)
+		n += fcntl(fd, F_GETFD) >= 0;
+	return n;
+}
+
+static bool new_id(coll_unique_id *id)
+{
+	int ret = coll_get_unique_id(id);
+
+	if (!UNIT_EQ_INT(ret, 0)) {
+		unit_diag("coll_get_unique_id: %s", coll_last_error());
+		return false;
+	}
+	return true;
+}
+
+/* Run a whole communicator of @n ranks on @id (serves its root). */
+static void run_ranks(const coll_unique_id *id, int n)
+{
+	struct rank_arg *a = calloc((size_t)n, sizeof(*a));
+	int i;
+
+	if (!UNIT_CHECK(a))
+		return;
+	for (i = 0; i < n; i++) {
+		rank_setup(&a[i], id, n, i, "127.0.0.1", 0);
+		rank_start(&a[i]);
+	}
+	for (i = 0; i < n; i++) {
+		rank_join(&a[i]);
+		if (!UNIT_EQ_INT(a[i].ret, 0))
+			unit_diag("rank %d: %s", i, a[i].err);
+	}
+	free(a);
+}
+
+/* ------------------------------------------------------------------ */
+/* Unique ids                                                          */
+/* ------------------------------------------------------------------ */
+
+static void test_unique_id_string(void)
+{
+	char s[COLL_UNIQUE_ID_STRLEN], up[COLL_UNIQUE_ID_STRLEN + 1];
+	coll_unique_id id, back, other;
+	struct coll_id_fields f;
+	uint8_t key[KCOLL_KEY_LEN];
+	size_t i;
+
+	if (!new_id(&id))
+		return;
+	UNIT_EQ_INT(coll_unique_id_to_string(&id, s, sizeof(s)), 0);
+	UNIT_EQ_UINT(strlen(s), 2 * COLL_UNIQUE_ID_BYTES);
+	UNIT_EQ_INT(coll_unique_id_from_string(&back, s), 0);
+	UNIT_CHECK(!memcmp(&id, &back, sizeof(id)));
+
+	/* Upper case parses to the same id. */
+	for (i = 0; s[i]; i++)
+		up[i] = (char)(s[i] >= 'a' && s[i] <= 'f' ? s[i] - 32 : s[i]);
+	up[i] = '\0';
+	memset(&back, 0, sizeof(back));
+	UNIT_EQ_INT(coll_unique_id_from_string(&back, up), 0);
+	UNIT_CHECK(!memcmp(&id, &back, sizeof(id)));
+
+	/* What the id holds. */
+	if (UNIT_EQ_INT(coll_id_decode(&id, &f), 0)) {
+		UNIT_EQ_UINT(ntohl(f.ip.s_addr), INADDR_LOOPBACK);
+		UNIT_CHECK(f.port != 0);
+		UNIT_CHECK(f.uid != 0);
+		UNIT_EQ_INT(coll_unique_id_secret(&id, key), 0);
+		UNIT_CHECK(!memcmp(key, f.secret, KCOLL_KEY_LEN));
+	}
+	/* Two ids differ in secret and uid. */
+	if (new_id(&other)) {
+		struct coll_id_fields g;
+
+		UNIT_EQ_INT(coll_id_decode(&other, &g), 0);
+		UNIT_CHECK(memcmp(f.secret, g.secret, KCOLL_KEY_LEN));
+		UNIT_CHECK(f.uid != g.uid);
+		run_ranks(&other, 1);
+	}
+
+	/* Malformed strings. */
+	UNIT_EQ_INT(coll_unique_id_to_string(&id, s, COLL_UNIQUE_ID_STRLEN - 1),
+		    -ENOSPC);
+	UNIT_EQ_INT(coll_unique_id_to_string(NULL, s, sizeof(s)), -EINVAL);
+	UNIT_EQ_INT(coll_unique_id_to_string(&id, s, sizeof(s)), 0);
+	UNIT_EQ_INT(coll_unique_id_from_string(&back, ""), -EINVAL);
+	UNIT_EQ_INT(coll_unique_id_from_string(&back, NULL), -EINVAL);
+	UNIT_EQ_INT(coll_unique_id_from_string(&back, "00"), -EINVAL);
+	s[10] = 'g';
+	UNIT_EQ_INT(coll_unique_id_from_string(&back, s), -EINVAL);
+	UNIT_EQ_INT(coll_unique_id_to_string(&id, s, sizeof(s)), 0);
+	s[0] = s[0] == '0' ? '1' : '0';		/* breaks the magic */
+	UNIT_EQ_INT(coll_unique_id_from_string(&back, s), -EINVAL);
+	UNIT_EQ_INT(coll_unique_id_to_string(&id, s, sizeof(s)), 0);
+	s[2 * COLL_UNIQUE_ID_BYTES - 1] = '1';	/* a non-zero spare byte */
+	UNIT_EQ_INT(coll_unique_id_from_string(&back, s), -EINVAL);
+	strcat(up, "0");			/* one digit too many */
+	UNIT_EQ_INT(coll_unique_id_from_string(&back, up), -EINVAL);
+	memset(&back, 0, sizeof(back));
+	UNIT_EQ_INT(coll_unique_id_secret(&back, key), -EINVAL);
+
+	run_ranks(&id, 1);
+}
+
+static void test_unique_id_from_root(void)
+{
+	static const char secret[] = "00112233445566778899aabbccddeeff";
+	uint8_t key[KCOLL_KEY_LEN];
+	struct coll_id_fields f;
+	coll_unique_id id;
+
+	UNIT_EQ_INT(coll_unique_id_from_root(&id, "10.9.0.1:29500", secret), 0);
+	if (UNIT_EQ_INT(coll_id_decode(&id, &f), 0)) {
+		UNIT_EQ_UINT(ntohl(f.ip.s_addr), 0x0a090001);
+		UNIT_EQ_UINT(f.port, 29500);
+		UNIT_EQ_UINT(f.uid, 0);
+	}
+	UNIT_EQ_INT(coll_unique_id_secret(&id, key), 0);
+	UNIT_EQ_UINT(key[0], 0x00);
+	UNIT_EQ_UINT(key[15], 0xff);
+	UNIT_EQ_INT(coll_unique_id_from_root(&id, "localhost:1", secret), 0);
+	UNIT_EQ_INT(coll_unique_id_from_root(&id, "10.9.0.1", secret), -EINVAL);
+	UNIT_EQ_INT(coll_unique_id_from_root(&id, "10.9.0.1:0", secret), -EINVAL);
+	UNIT_EQ_INT(coll_unique_id_from_root(&id, "10.9.0.1:65536", secret),
+		    -EINVAL);
+	UNIT_EQ_INT(coll_unique_id_from_root(&id, ":80", secret), -EINVAL);
+	UNIT_EQ_INT(coll_unique_id_from_root(&id, "10.9.0.1:80", "0011"),
+		    -EINVAL);
+	UNIT_EQ_INT(coll_unique_id_from_root(&id, "10.9.0.1:80",
+		    "00112233445566778899aabbccddeefg"), -EINVAL);
+	UNIT_CHECK(strstr(coll_last_error(), "32 hex digits") != NULL);
+}
+
+/* ------------------------------------------------------------------ */
+/* The bootstrap                                                       */
+/* ------------------------------------------------------------------ */
+
+static void test_bootstrap_table(void)
+{
+	/* Ranks 0, 2, 4 on one node, 1 and 3 on another. */
+	static const char *const ip[] = {
+		"10.0.0.1", "10.0.0.2", "10.0.0.1", "10.0.0.2", "10.0.0.1"
+	};
+	static const uint16_t want_li[] = { 0, 0, 1, 1, 2 };
+	struct coll_id_fields f;
+	struct rank_arg a[5];
+	coll_unique_id id;
+	int fds0 = count_fds(), i, j;
+
+	if (!new_id(&id))
+		return;
+	UNIT_EQ_INT(coll_id_decode(&id, &f), 0);
+	for (i = 0; i < 5; i++) {
+		rank_setup(&a[i], &id, 5, i, ip[i], (uint16_t)(i == 3 ? 4791 : 0));
+		a[i].self.local_index = 77;	/* ignored */
+	}
+	/* Start them in a scrambled order. */
+	for (i = 4; i >= 0; i -= 2)
+		rank_start(&a[i]);
+	for (i = 1; i < 5; i += 2)
+		rank_start(&a[i]);
+	for (i = 0; i < 5; i++)
+		rank_join(&a[i]);
+
+	for (i = 0; i < 5; i++) {
+		if (!UNIT_EQ_INT(a[i].ret, 0)) {
+			unit_diag("rank %d: %s", i, a[i].err);
+			continue;
+		}
+		UNIT_EQ_UINT(a[i].uid, f.uid);
+		UNIT_CHECK(!memcmp(a[i].table, a[0].table,
+				   5 * sizeof(a[0].table[0])));
+	}
+	for (j = 0; j < 5 && !a[0].ret; j++) {
+		const struct kcoll_rank_addr *e = &a[0].table[j];
+		struct in_addr in;
+		char buf[INET_ADDRSTRLEN];
+
+		UNIT_CHECK(coll_addr_to_ipv4(e, &in));
+		inet_ntop(AF_INET, &in, buf, sizeof(buf));
+		UNIT_EQ_STR(buf, ip[j]);
+		UNIT_EQ_UINT(e->addr[10], 0xff);
+		UNIT_EQ_UINT(e->addr[11], 0xff);
+		UNIT_EQ_UINT(e->local_index, want_li[j]);
+		UNIT_EQ_UINT(e->port, j == 3 ? 4791 : 0);
+		UNIT_EQ_UINT(e->resv, 0);
+	}
+	/* Give the root a moment to close its side, then no fd is left. */
+	for (i = 0; i < 100 && count_fds() != fds0; i++)
+		usleep(10000);
+	UNIT_EQ_INT(count_fds(), fds0);
+}
+
+static void test_bootstrap_wrong_secret(void)
+{
+	struct coll_id_fields f;
+	struct rank_arg a[5], bad, bad2;
+	coll_unique_id id, wrong;
+	int i;
+
+	if (!new_id(&id))
+		return;
+	UNIT_EQ_INT(coll_id_decode(&id, &f), 0);
+	f.secret[7] ^= 0x40;
+	coll_id_encode(&wrong, &f);
+
+	/* A wrong secret first, alone: refused at once. */
+	rank_setup(&bad, &wrong, 5, 1, "127.0.0.1", 0);
+	rank_start(&bad);
+	rank_join(&bad);
+	UNIT_EQ_INT(bad.ret, -EACCES);
+	UNIT_CHECK(strstr(bad.err, "wrong secret") != NULL);
+	UNIT_CHECK(strstr(bad.err, "refused rank 1") != NULL);
+	unit_diag("refused as expected: %s", bad.err);
+
+	/* Then the real ranks, with another intruder among them. */
+	rank_setup(&bad2, &wrong, 5, 3, "127.0.0.1", 0);
+	for (i = 0; i < 5; i++) {
+		rank_setup(&a[i], &id, 5, i, "127.0.0.1", 0);
+		if (i == 2)
+			rank_start(&bad2);
+		rank_start(&a[i]);
+	}
+	rank_join(&bad2);
+	UNIT_EQ_INT(bad2.ret, -EACCES);
+	for (i = 0; i < 5; i++) {
+		rank_join(&a[i]);
+		if (!UNIT_EQ_INT(a[i].ret, 0))
+			unit_diag("rank %d: %s", i, a[i].err);
+		else
+			UNIT_EQ_UINT(a[i].table[i].local_index, i);
+	}
+}
+
+static void test_bootstrap_refusals(void)
+{
+	struct rank_arg r0, dup, mism, r1, *waiting;
+	coll_unique_id id;
+	int i, a, b;
+
+	if (!new_id(&id))
+		return;
+	/* Two claim rank 0: whichever comes second is refused at once, the
+	 * first joins and waits for rank 1. */
+	rank_setup(&r0, &id, 2, 0, "127.0.0.1", 0);
+	rank_setup(&dup, &id, 2, 0, "127.0.0.1", 0);
+	rank_start(&r0);
+	rank_start(&dup);
+	for (i = 0; i < 1000; i++) {
+		a = __atomic_load_n(&r0.ret, __ATOMIC_ACQUIRE);
+		b = __atomic_load_n(&dup.ret, __ATOMIC_ACQUIRE);
+		if (a != 1 || b != 1)
+			break;
+		usleep(10000);
+	}
+	UNIT_CHECK(a == -EEXIST || b == -EEXIST);
+	waiting = a == -EEXIST ? &dup : &r0;
+	rank_join(a == -EEXIST ? &r0 : &dup);
+	UNIT_CHECK(strstr(a == -EEXIST ? r0.err : dup.err,
+			  "rank 0 already joined") != NULL);
+	/* A different nranks is refused. */
+	rank_setup(&mism, &id, 3, 1, "127.0.0.1", 0);
+	rank_main(&mism);
+	UNIT_EQ_INT(mism.ret, -EINVAL);
+	UNIT_CHECK(strstr(mism.err, "nranks 3 differs from 2") != NULL);
+	unit_diag("refused as expected: %s", mism.err);
+
+	/* Garbage and a silent connection that goes away do no harm. */
+	{
+		struct coll_id_fields f;
+		struct sockaddr_in sa = { .sin_family = AF_INET };
+		uint8_t junk[64], reply[96];
+		int fd;
+
+		UNIT_EQ_INT(coll_id_decode(&id, &f), 0);
+		sa.sin_addr = f.ip;
+		sa.sin_port = htons(f.port);
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (UNIT_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0)) {
+			memset(junk, 'x', sizeof(junk));
+			UNIT_EQ_INT(write(fd, junk, sizeof(junk)), 64);
+			/* The refusal comes back: status -EPROTO. */
+			UNIT_EQ_INT(recv(fd, reply, sizeof(reply), MSG_WAITALL), 96);
+			UNIT_EQ_INT((int32_t)ntohl(*(uint32_t *)(reply + 4)), -EPROTO);
+		}
+		close(fd);
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		UNIT_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+		close(fd);
+	}
+
+	/* Rank 1 completes the communicator. */
+	rank_setup(&r1, &id, 2, 1, "127.0.0.1", 0);
+	rank_start(&r1);
+	rank_join(&r1);
+	rank_join(waiting);
+	UNIT_EQ_INT(waiting->ret, 0);
+	UNIT_EQ_INT(r1.ret, 0);
+	UNIT_CHECK(!memcmp(waiting->table, r1.table, 2 * sizeof(r1.table[0])));
+	UNIT_EQ_UINT(r1.table[1].local_index, 1);
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	v = htonl(v);
+	memcpy(p, &v, 4);
+}
+
+/* A HELLO as coll_bootstrap() sends it (see the protocol in bootstrap.c). */
+static void make_hello(uint8_t *h, const struct coll_id_fields *f, int rank,
+		       int nranks)
+{
+	memset(h, 0, 64);
+	put_be32(h, 0x4b434248);		/* "KCBH" */
+	put_be32(h + 4, 1);
+	memcpy(h + 8, f->secret, KCOLL_KEY_LEN);
+	put_be32(h + 24, (uint32_t)(f->uid >> 32));
+	put_be32(h + 28, (uint32_t)f->uid);
+	put_be32(h + 32, (uint32_t)rank);
+	put_be32(h + 36, (uint32_t)nranks);
+	h[50] = h[51] = 0xff;			/* ::ffff:127.0.0.1 */
+	h[52] = 127;
+	h[55] = 1;
+}
+
+/*
+ * Regression: a HELLO completing while an older connection still has a
+ * partial one pending behind it in the root's table (the root used to
+ * parse the moved entry's bytes).
+ */
+static void test_bootstrap_partial_hellos(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	uint8_t hello[64], reply[96];
+	struct coll_id_fields f;
+	struct rank_arg r1;
+	coll_unique_id id;
+	int a, p, i;
+
+	if (!new_id(&id) || !UNIT_EQ_INT(coll_id_decode(&id, &f), 0))
+		return;
+	sa.sin_addr = f.ip;
+	sa.sin_port = htons(f.port);
+	a = socket(AF_INET, SOCK_STREAM, 0);
+	p = socket(AF_INET, SOCK_STREAM, 0);
+	if (!UNIT_EQ_INT(connect(a, (struct sockaddr *)&sa, sizeof(sa)), 0) ||
+	    !UNIT_EQ_INT(connect(p, (struct sockaddr *)&sa, sizeof(sa)), 0))
+		goto out;
+	usleep(50000);			/* both accepted: [a, p] */
+	make_hello(hello, &f, 0, 2);
+	UNIT_EQ_INT(write(p, hello, 10), 10);	/* p stays partial */
+	usleep(50000);
+	UNIT_EQ_INT(write(a, hello, sizeof(hello)), 64);
+	usleep(50000);
+	/* Rank 1 completes the communicator; a (rank 0) gets the table. */
+	rank_setup(&r1, &id, 2, 1, "127.0.0.1", 0);
+	rank_main(&r1);
+	if (!UNIT_EQ_INT(r1.ret, 0))
+		unit_diag("%s", r1.err);
+	i = (int)recv(a, reply, sizeof(reply), MSG_WAITALL);
+	if (UNIT_EQ_INT(i, 96))
+		UNIT_EQ_INT((int32_t)ntohl(*(uint32_t *)(reply + 4)), 0);
+out:
+	close(a);
+	close(p);
+}
+
+/* A rank that gave up (timed out) may come back and join again. */
+static void test_bootstrap_rejoin(void)
+{
+	struct rank_arg r0, r1;
+	coll_unique_id id;
+
+	if (!new_id(&id))
+		return;
+	setenv(COLL_ENV_BOOTSTRAP_TIMEOUT, "300", 1);
+	rank_setup(&r0, &id, 2, 0, "127.0.0.1", 0);
+	rank_main(&r0);
+	UNIT_EQ_INT(r0.ret, -ETIMEDOUT);
+	UNIT_CHECK(strstr(r0.err, "no table from root") != NULL);
+	unsetenv(COLL_ENV_BOOTSTRAP_TIMEOUT);
+	/* The root forgot rank 0 when its connection closed. */
+	rank_setup(&r0, &id, 2, 0, "127.0.0.1", 0);
+	rank_setup(&r1, &id, 2, 1, "127.0.0.1", 0);
+	rank_start(&r0);
+	rank_start(&r1);
+	rank_join(&r0);
+	rank_join(&r1);
+	if (!UNIT_EQ_INT(r0.ret, 0))
+		unit_diag("%s", r0.err);
+	if (!UNIT_EQ_INT(r1.ret, 0))
+		unit_diag("%s", r1.err);
+}
+
+static void test_bootstrap_timeouts(void)
+{
+	static const char secret[] = "000102030405060708090a0b0c0d0e0f";
+	struct rank_arg r;
+	coll_unique_id id;
+	char root[32];
+	double t0;
+
+	/* Nobody listens: retries, then -ETIMEDOUT. */
+	snprintf(root, sizeof(root), "127.0.0.1:%u", free_port());
+	UNIT_EQ_INT(coll_unique_id_from_root(&id, root, secret), 0);
+	setenv(COLL_ENV_BOOTSTRAP_TIMEOUT, "400", 1);
+	rank_setup(&r, &id, 2, 1, "127.0.0.1", 0);
+	t0 = now_s();
+	rank_main(&r);
+	UNIT_EQ_INT(r.ret, -ETIMEDOUT);
+	UNIT_CHECK(now_s() - t0 >= 0.35 && now_s() - t0 < 5);
+	UNIT_CHECK(strstr(r.err, "unreachable") != NULL);
+	unit_diag("as expected: %s", r.err);
+
+	/* A bad timeout value is reported. */
+	setenv(COLL_ENV_BOOTSTRAP_TIMEOUT, "soon", 1);
+	rank_main(&r);
+	UNIT_EQ_INT(r.ret, -EINVAL);
+	UNIT_CHECK(strstr(r.err, COLL_ENV_BOOTSTRAP_TIMEOUT) != NULL);
+	unsetenv(COLL_ENV_BOOTSTRAP_TIMEOUT);
+
+	/* Argument checks. */
+	UNIT_EQ_INT(coll_bootstrap(&id, 0, 0, &r.self, r.table, NULL), -EINVAL);
+	UNIT_EQ_INT(coll_bootstrap(&id, 2, 2, &r.self, r.table, NULL), -EINVAL);
+	UNIT_EQ_INT(coll_bootstrap(&id, 2, -1, &r.self, r.table, NULL), -EINVAL);
+	UNIT_EQ_INT(coll_bootstrap(&id, KCOLL_MAX_RANKS + 1, 0, &r.self, r.table,
+				   NULL), -EINVAL);
+	UNIT_EQ_INT(coll_bootstrap(NULL, 2, 0, &r.self, r.table, NULL), -EINVAL);
+	memset(&id, 0, sizeof(id));
+	UNIT_EQ_INT(coll_bootstrap(&id, 2, 0, &r.self, r.table, NULL), -EINVAL);
+}
+
+/* The root of coll_get_unique_id() serves many ranks at once. */
+static void test_bootstrap_many(void)
+{
+	coll_unique_id id;
+	int round;
+
+	for (round = 0; round < 3; round++) {
+		if (!new_id(&id))
+			return;
+		run_ranks(&id, 16);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* The launcher environment                                            */
+/* ------------------------------------------------------------------ */
+
+static void clear_env(void)
+{
+	unsetenv(COLL_ENV_RANK);
+	unsetenv(COLL_ENV_NRANKS);
+	unsetenv(COLL_ENV_UNIQUE_ID);
+	unsetenv(COLL_ENV_ROOT);
+	unsetenv(COLL_ENV_SECRET);
+	unsetenv(COLL_ENV_OMPI_RANK);
+	unsetenv(COLL_ENV_OMPI_SIZE);
+}
+
+static void test_env(void)
+{
+	static const char secret[] = "f0e1d2c3b4a5968778695a4b3c2d1e0f";
+	coll_unique_id id0, id1, id;
+	struct rank_arg a[2];
+	char root[32], s[COLL_UNIQUE_ID_STRLEN];
+	int rank = -1, n = -1, i;
+
+	clear_env();
+	UNIT_EQ_INT(coll_env_unique_id(&id, &rank, &n), -EINVAL);
+	UNIT_CHECK(strstr(coll_last_error(), COLL_ENV_RANK) != NULL);
+
+	/* KCOLL_ROOT/KCOLL_SECRET: rank 0 serves the root at that port. */
+	snprintf(root, sizeof(root), "127.0.0.1:%u", free_port());
+	setenv(COLL_ENV_ROOT, root, 1);
+	setenv(COLL_ENV_SECRET, secret, 1);
+	setenv(COLL_ENV_NRANKS, "2", 1);
+	setenv(COLL_ENV_RANK, "1", 1);
+	UNIT_EQ_INT(coll_env_unique_id(&id1, &rank, &n), 0);
+	UNIT_EQ_INT(rank, 1);
+	UNIT_EQ_INT(n, 2);
+	setenv(COLL_ENV_RANK, "0", 1);
+	if (!UNIT_EQ_INT(coll_env_unique_id(&id0, &rank, &n), 0))
+		unit_diag("%s", coll_last_error());
+	UNIT_EQ_INT(rank, 0);
+	UNIT_CHECK(!memcmp(&id0, &id1, sizeof(id0)));
+	/* The port is taken now. */
+	UNIT_EQ_INT(coll_env_unique_id(&id, &rank, &n), -EADDRINUSE);
+	for (i = 0; i < 2; i++) {
+		rank_setup(&a[i], &id0, 2, i, "127.0.0.1", 0);
+		rank_start(&a[i]);
+	}
+	for (i = 0; i < 2; i++) {
+		rank_join(&a[i]);
+		if (!UNIT_EQ_INT(a[i].ret, 0))
+			unit_diag("rank %d: %s", i, a[i].err);
+	}
+	/* The root drew a uid and gave it to both. */
+	UNIT_CHECK(a[0].uid != 0);
+	UNIT_EQ_UINT(a[0].uid, a[1].uid);
+
+	/* Range and syntax checks. */
+	setenv(COLL_ENV_RANK, "2", 1);
+	UNIT_EQ_INT(coll_env_unique_id(&id, &rank, &n), -EINVAL);
+	setenv(COLL_ENV_RANK, "1x", 1);
+	UNIT_EQ_INT(coll_env_unique_id(&id, &rank, &n), -EINVAL);
+	setenv(COLL_ENV_RANK, "1", 1);
+	setenv(COLL_ENV_SECRET, "abc", 1);
+	UNIT_EQ_INT(coll_env_unique_id(&id, &rank, &n), -EINVAL);
+	UNIT_CHECK(strstr(coll_last_error(), COLL_ENV_SECRET) != NULL);
+	unsetenv(COLL_ENV_SECRET);
+	UNIT_EQ_INT(coll_env_unique_id(&id, &rank, &n), -EINVAL);
+
+	/* Open MPI's variables stand in for KCOLL_RANK/KCOLL_NRANKS. */
+	clear_env();
+	setenv(COLL_ENV_OMPI_RANK, "3", 1);
+	setenv(COLL_ENV_OMPI_SIZE, "4", 1);
+	setenv(COLL_ENV_ROOT, "127.0.0.1:9", 1);
+	setenv(COLL_ENV_SECRET, secret, 1);
+	UNIT_EQ_INT(coll_env_unique_id(&id, &rank, &n), 0);
+	UNIT_EQ_INT(rank, 3);
+	UNIT_EQ_INT(n, 4);
+
+	/* KCOLL_UNIQUE_ID wins over KCOLL_ROOT. */
+	setenv(COLL_ENV_RANK, "1", 1);
+	setenv(COLL_ENV_NRANKS, "2", 1);
+	UNIT_EQ_INT(coll_unique_id_to_string(&id0, s, sizeof(s)), 0);
+	setenv(COLL_ENV_UNIQUE_ID, s, 1);
+	UNIT_EQ_INT(coll_env_unique_id(&id, &rank, &n), 0);
+	UNIT_CHECK(!memcmp(&id, &id0, sizeof(id)));
+	UNIT_EQ_INT(rank, 1);
+	UNIT_EQ_INT(n, 2);
+	setenv(COLL_ENV_UNIQUE_ID, "nonsense", 1);
+	UNIT_EQ_INT(coll_env_unique_id(&id, &rank, &n), -EINVAL);
+	clear_env();
+}
+
+/* ------------------------------------------------------------------ */
+/* Node address                                                        */
+/* ------------------------------------------------------------------ */
+
+static bool write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!UNIT_CHECK(f))
+		return false;
+	fputs(text, f);
+	fclose(f);
+	return true;
+}
+
+static void expect_addr(const struct kcoll_rank_addr *a, const char *ip)
+{
+	struct in_addr in;
+	char buf[INET_ADDRSTRLEN];
+
+	if (!UNIT_CHECK(coll_addr_to_ipv4(a, &in)))
+		return;
+	inet_ntop(AF_INET, &in, buf, sizeof(buf));
+	UNIT_EQ_STR(buf, ip);
+	UNIT_EQ_UINT(a->port, 0);
+	UNIT_EQ_UINT(a->local_index, 0);
+}
+
+static void test_node_addr(void)
+{
+	char dir[] = "/tmp/kcoll-unit-XXXXXX", p[PATH_MAX], cmd[PATH_MAX + 16];
+	struct kcoll_rank_addr a;
+	struct in_addr in;
+	int ret;
+
+	unsetenv(COLL_ENV_IB_ADDR);
+	if (!UNIT_CHECK(mkdtemp(dir)))
+		return;
+	/* ndevs/0 of the first device (by name) names the netdev. */
+	snprintf(p, sizeof(p), "%s/rxe0/ports/1/gid_attrs/ndevs", dir);
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s", p);
+	UNIT_EQ_INT(system(cmd), 0);
+	strcat(p, "/0");
+	write_file(p, "lo\n");
+	snprintf(p, sizeof(p), "%s/zzz0", dir);	/* sorts after rxe0 */
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/zzz0/parent", dir);
+	write_file(p, "nonexistent0\n");
+	memset(&a, 0xaa, sizeof(a));
+	UNIT_EQ_INT(coll_node_addr_at(dir, &a), 0);
+	expect_addr(&a, "127.0.0.1");
+
+	/* Without ndevs: the rxe "parent" attribute. */
+	snprintf(cmd, sizeof(cmd), "rm -rf %s/rxe0/ports", dir);
+	UNIT_EQ_INT(system(cmd), 0);
+	snprintf(p, sizeof(p), "%s/rxe0/parent", dir);
+	write_file(p, "lo\n");
+	memset(&a, 0, sizeof(a));
+	UNIT_EQ_INT(coll_node_addr_at(dir, &a), 0);
+	expect_addr(&a, "127.0.0.1");
+
+	/* device/net/<netdev> comes before "parent". */
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s/rxe0/device/net/lo", dir);
+	UNIT_EQ_INT(system(cmd), 0);
+	write_file(p, "nonexistent0\n");
+	memset(&a, 0, sizeof(a));
+	UNIT_EQ_INT(coll_node_addr_at(dir, &a), 0);
+	expect_addr(&a, "127.0.0.1");
+
+	/* KCOLL_IB_ADDR overrides everything. */
+	setenv(COLL_ENV_IB_ADDR, "10.1.2.3", 1);
+	UNIT_EQ_INT(coll_node_addr_at(dir, &a), 0);
+	expect_addr(&a, "10.1.2.3");
+	UNIT_EQ_INT(coll_node_addr(&a), 0);
+	expect_addr(&a, "10.1.2.3");
+	setenv(COLL_ENV_IB_ADDR, "10.1.2", 1);
+	UNIT_EQ_INT(coll_node_addr(&a), -EINVAL);
+	UNIT_CHECK(strstr(coll_last_error(), COLL_ENV_IB_ADDR) != NULL);
+	unsetenv(COLL_ENV_IB_ADDR);
+
+	/* No RDMA device: the first non-loopback address, if any. */
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	UNIT_EQ_INT(system(cmd), 0);
+	ret = coll_node_addr_at(dir, &a);
+	if (ret == 0) {
+		UNIT_CHECK(coll_addr_to_ipv4(&a, &in));
+		UNIT_CHECK((ntohl(in.s_addr) >> 24) != 127);
+	} else {
+		UNIT_EQ_INT(ret, -EADDRNOTAVAIL);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Communicator set-up without a device; argument checks               */
+/* ------------------------------------------------------------------ */
+
+static void test_comm_no_device(void)
+{
+	static const uint8_t key[KCOLL_KEY_LEN];
+	struct kcoll_rank_addr table[2];
+	coll_comm *c = (coll_comm *)1;
+	int fds0 = count_fds();
+
+	memset(table, 0, sizeof(table));
+	setenv(COLL_DEVICE_ENV, "/nonexistent/kcoll", 1);
+	UNIT_EQ_INT(coll_comm_init_table(&c, 2, 0, table, 1, key), -ENOENT);
+	UNIT_CHECK(c == NULL);
+	UNIT_CHECK(strstr(coll_last_error(), "module loaded") != NULL);
+	setenv(COLL_DEVICE_ENV, "/dev/null", 1);
+	UNIT_EQ_INT(coll_comm_init_table(&c, 2, 0, table, 1, key), -ENOTTY);
+	UNIT_EQ_INT(coll_comm_init_table(&c, 2, 2, table, 1, key), -EINVAL);
+	UNIT_EQ_INT(coll_comm_init_table(&c, 2, 0, table, 0, key), -EINVAL);
+	UNIT_EQ_INT(coll_comm_init_table(&c, 2, 0, NULL, 1, key), -EINVAL);
+	setenv(COLL_ENV_RING_ENTRIES, "lots", 1);
+	UNIT_EQ_INT(coll_comm_init_table(&c, 2, 0, table, 1, key), -EINVAL);
+	unsetenv(COLL_ENV_RING_ENTRIES);
+	UNIT_EQ_INT(count_fds(), fds0);
+	unsetenv(COLL_DEVICE_ENV);
+}
+
+static void test_api_args(void)
+{
+	coll_request *req = (coll_request *)1;
+	int done = 5;
+	char buf[8] = { 0 };
+
+	UNIT_EQ_INT(coll_allreduce(buf, buf, 1, COLL_DTYPE_INT8, COLL_REDOP_SUM,
+				   NULL), -EINVAL);
+	UNIT_EQ_INT(coll_iallreduce(buf, buf, 1, COLL_DTYPE_INT8,
+				    COLL_REDOP_SUM, NULL, &req), -EINVAL);
+	UNIT_EQ_INT(coll_barrier(NULL), -EINVAL);
+	UNIT_EQ_INT(coll_send(buf, 1, COLL_DTYPE_INT8, 0, NULL), -EINVAL);
+	UNIT_EQ_INT(coll_test(NULL, &done), -EINVAL);
+	UNIT_EQ_INT(coll_wait(NULL), -EINVAL);
+	coll_request_free(NULL);
+	UNIT_EQ_INT(coll_comm_destroy(NULL), 0);
+	UNIT_EQ_INT(coll_comm_rank(NULL), -EINVAL);
+	UNIT_EQ_INT(coll_comm_size(NULL), -EINVAL);
+	UNIT_EQ_INT(coll_comm_fd(NULL), -EINVAL);
+	UNIT_EQ_INT(coll_mem_register(NULL, buf, 8, NULL), -EINVAL);
+	UNIT_EQ_INT(coll_comm_init_rank(NULL, 1, NULL, 0), -EINVAL);
+
+	/* Groups nest per thread; an unmatched end is an error. */
+	UNIT_EQ_INT(coll_group_end(), -EINVAL);
+	UNIT_EQ_INT(coll_group_start(), 0);
+	UNIT_EQ_INT(coll_group_start(), 0);
+	UNIT_EQ_INT(coll_group_end(), 0);
+	UNIT_EQ_INT(coll_group_end(), 0);
+	UNIT_EQ_INT(coll_group_end(), -EINVAL);
+}
+
+static void test_types(void)
+{
+	int d, o;
+
+	UNIT_EQ_INT(COLL_DTYPE_INT8, KCOLL_DTYPE_INT8);
+	UNIT_EQ_INT(COLL_DTYPE_BF16, KCOLL_DTYPE_BF16);
+	UNIT_EQ_INT(COLL_DTYPE_FP64, KCOLL_DTYPE_FP64);
+	UNIT_EQ_INT(COLL_DTYPE_LAST + 1, KCOLL_DTYPE_LAST);
+	UNIT_EQ_INT(COLL_REDOP_SUM, KCOLL_REDOP_SUM);
+	UNIT_EQ_INT(COLL_REDOP_AVG, KCOLL_REDOP_AVG);
+	UNIT_EQ_INT(COLL_REDOP_LAST + 1, KCOLL_REDOP_LAST);
+	UNIT_EQ_UINT(coll_dtype_size(COLL_DTYPE_FP16), 2);
+	UNIT_EQ_UINT(coll_dtype_size(COLL_DTYPE_UINT64), 8);
+	UNIT_EQ_UINT(coll_dtype_size((coll_dtype)0), 0);
+	UNIT_EQ_UINT(coll_dtype_size((coll_dtype)KCOLL_DTYPE_LAST), 0);
+	UNIT_EQ_STR(coll_dtype_name(COLL_DTYPE_BF16), "bf16");
+	UNIT_EQ_STR(coll_dtype_name((coll_dtype)99), "?");
+	UNIT_EQ_STR(coll_redop_name(COLL_REDOP_AVG), "avg");
+	for (d = 0; d <= KCOLL_DTYPE_LAST; d++) {
+		for (o = 0; o <= KCOLL_REDOP_LAST; o++) {
+			bool fl = d >= KCOLL_DTYPE_FP16 && d <= KCOLL_DTYPE_FP64;
+			bool want = d >= 1 && d < KCOLL_DTYPE_LAST && o >= 1 &&
+				    o < KCOLL_REDOP_LAST &&
+				    (o != KCOLL_REDOP_AVG || fl);
+
+			UNIT_EQ_INT(coll_redop_valid((coll_dtype)d,
+						     (coll_redop)o), want);
+		}
+	}
+	/* The kcoll meanings of a few errors. */
+	UNIT_CHECK(strstr(coll_strerror(-EBADMSG), "signature mismatch"));
+	UNIT_CHECK(strstr(coll_strerror(-ECONNRESET), "Peer connection lost"));
+	UNIT_CHECK(strstr(coll_strerror(-EACCES), "communicator key"));
+	UNIT_CHECK(strstr(coll_strerror(-ETIMEDOUT), "timed out"));
+}
+
+int main(int argc, char **argv)
+{
+	unit_init(argc, argv);
+	/* Roots advertise the loopback address in this test. */
+	setenv(COLL_ENV_BOOTSTRAP_ADDR, "127.0.0.1", 1);
+	UNIT_RUN(test_types);
+	UNIT_RUN(test_unique_id_string);
+	UNIT_RUN(test_unique_id_from_root);
+	UNIT_RUN(test_bootstrap_table);
+	UNIT_RUN(test_bootstrap_wrong_secret);
+	UNIT_RUN(test_bootstrap_refusals);
+	UNIT_RUN(test_bootstrap_partial_hellos);
+	UNIT_RUN(test_bootstrap_rejoin);
+	UNIT_RUN(test_bootstrap_timeouts);
+	UNIT_RUN(test_bootstrap_many);
+	UNIT_RUN(test_env);
+	UNIT_RUN(test_node_addr);
+	UNIT_RUN(test_comm_no_device);
+	UNIT_RUN(test_api_args);
+	return unit_done();
+}

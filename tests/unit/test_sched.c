@@ -1,0 +1,1627 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Host unit tests of kmod/kcoll_sched.c (collective schedules). Built
+ * directly from the module source:
+ *	gcc -I uapi -I kmod tests/unit/test_sched.c kmod/kcoll_sched.c
+ *
+ * Every rank's schedule is executed with real data on an in-memory model of
+ * the whole communicator, and each rank's result is compared with a
+ * reference computed directly from the uapi conventions (linux/kcoll.h).
+ *
+ * The model is stricter than the engine needs (kcoll_sched.h):
+ *  - transfers are rendezvous: a message moves only while the sender is in
+ *    the phase that sends it and the receiver in the phase that receives
+ *    it, so a schedule that would need buffering to progress deadlocks here
+ *    (reported as a failure). A fwd send moves only after its phase's
+ *    receive has landed whole;
+ *  - messages between two ranks pair up in order (FIFO per ordered pair,
+ *    across phases and operations); each pair must agree on the count and
+ *    be in the same phase index (the engine matches a receiver's grant to
+ *    the sender's phase). A static pass over all phases also compares, per
+ *    ordered pair, the sequence of (phase, count) of the sends with that of
+ *    the receives;
+ *  - every phase is validated before it runs: regions within the buffer
+ *    sizes the schedule declares (which must match the uapi sizes), no
+ *    partially overlapping copy, reduce operand equal to or disjoint from
+ *    the destination, a non-fwd send disjoint from the concurrent receive,
+ *    a fwd send equal to its receive, no writes to SEND (but the in-place
+ *    REDUCE_SCATTER result), no empty transfers but where they mean
+ *    something, valid peers;
+ *  - buffers have exactly the declared sizes, with ASan-poisoned memory
+ *    around them; RECV and TMP start out filled with a poison value, and
+ *    SEND must come out unchanged.
+ * Elements are int64 (SUM, PROD, MIN, MAX, and the non-reducing ops, whose
+ * values encode their origin) or double (AVG, checked against the mean
+ * within a tolerance that an element divided twice or never cannot meet).
+ */
+#include <stdint.h>
+
+#include "kcoll_sched.h"
+#include "unit.h"
+
+#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+
+/* ------------------------------------------------------------------ */
+/* Model                                                               */
+/* ------------------------------------------------------------------ */
+
+union elem {
+	int64_t i;
+	double d;
+};
+
+#define POISON		((int64_t)0x5a5a5a5a5a5a5a5aULL)
+
+/*
+ * One operation as the test describes it. For SEND/RECV a spec is one
+ * message: rank @src does SEND to @root, rank @root does RECV from @src,
+ * the other ranks do nothing.
+ */
+struct spec {
+	u32 op;
+	u32 redop;
+	u32 n;
+	u32 root;
+	u32 src;		/* SEND/RECV only */
+	u64 count;
+	bool ip;
+	u64 salt;
+};
+
+/* One rank's part in one operation. */
+struct mop {
+	const struct spec *s;
+	struct kcoll_sched_args a;
+	u32 nph;
+	union elem *buf[KCOLL_SBUF_NR];
+	u64 len[KCOLL_SBUF_NR];
+	union elem *in;		/* copy of the rank's input, for checks */
+	u64 in_len;
+};
+
+struct mrank {
+	struct mop *ops;
+	u32 nops;
+	u32 op, ph;		/* current operation and phase */
+	bool done;
+	struct kcoll_phase p;
+	bool send_done, recv_done;
+};
+
+struct world {
+	u32 n;
+	struct mrank *rk;
+	const struct spec *specs;
+	u32 nspecs;
+	union elem **ref;	/* per spec: reduced reference, or NULL */
+};
+
+/* Totals over the whole program, reported at the end. */
+static struct {
+	u64 runs, phases, transfers;
+} stats;
+
+static const char *op_name(u32 op)
+{
+	static const char *const names[] = {
+		[KCOLL_OP_ALLREDUCE] = "allreduce",
+		[KCOLL_OP_REDUCE] = "reduce",
+		[KCOLL_OP_BROADCAST] = "broadcast",
+		[KCOLL_OP_ALLGATHER] = "allgather",
+		[KCOLL_OP_REDUCE_SCATTER] = "reduce_scatter",
+		[KCOLL_OP_ALLTOALL] = "alltoall",
+		[KCOLL_OP_SEND] = "send",
+		[KCOLL_OP_RECV] = "recv",
+		[KCOLL_OP_BARRIER] = "barrier",
+	};
+
+	return op < ARRAY_SIZE(names) && names[op] ? names[op] : "?";
+}
+
+/* Diagnostic prefix naming the operation and the rank. */
+#define MFAIL(m, fmt, ...) \
+	UNIT_FAIL("%s redop %u n %u root %u count %" PRIu64 " ip %d rank %u: " \
+		  fmt, op_name((m)->a.opcode), (m)->a.redop, (m)->a.nranks, \
+		  (m)->a.root, (m)->a.count, (m)->a.in_place, (m)->a.rank, \
+		  __VA_ARGS__)
+
+static bool is_reducing(u32 op)
+{
+	return op == KCOLL_OP_ALLREDUCE || op == KCOLL_OP_REDUCE ||
+	       op == KCOLL_OP_REDUCE_SCATTER;
+}
+
+static bool is_p2p(u32 op)
+{
+	return op == KCOLL_OP_SEND || op == KCOLL_OP_RECV;
+}
+
+/* Input element j of rank r for an operation. */
+static union elem gen(const struct spec *s, u32 r, u64 j)
+{
+	union elem e;
+	u64 salt = s->salt;
+
+	switch (s->redop) {
+	case KCOLL_REDOP_NONE:
+		/* Unique per (operation, rank, index). */
+		e.i = (int64_t)((((u64)r + 1) << 40) | ((salt & 0xff) << 32) |
+				(j + 1));
+		break;
+	case KCOLL_REDOP_AVG:
+		e.d = (double)((int64_t)((r * 131ULL + j * 7 + salt) % 1999) -
+			       999) + 0.25;
+		break;
+	case KCOLL_REDOP_PROD:
+		/* Mostly +-1, a 2 on one rank in 61: no overflow for 4096. */
+		if ((r + j + salt) % 61 == 0)
+			e.i = 2;
+		else
+			e.i = ((r * 3 + j * 5 + salt) >> 1) & 1 ? -1 : 1;
+		break;
+	default:
+		e.i = (int64_t)((r * 7919ULL + j * 104729ULL + salt * 31) %
+				2001) - 1000;
+		break;
+	}
+	return e;
+}
+
+/* dst = operand OP incoming; wrap-around integer arithmetic (no UB). */
+static union elem reduce1(u32 redop, union elem a, union elem b)
+{
+	union elem e;
+
+	switch (redop) {
+	case KCOLL_REDOP_SUM:
+		e.i = (int64_t)((u64)a.i + (u64)b.i);
+		break;
+	case KCOLL_REDOP_PROD:
+		e.i = (int64_t)((u64)a.i * (u64)b.i);
+		break;
+	case KCOLL_REDOP_MIN:
+		e.i = a.i < b.i ? a.i : b.i;
+		break;
+	case KCOLL_REDOP_MAX:
+		e.i = a.i > b.i ? a.i : b.i;
+		break;
+	case KCOLL_REDOP_AVG:
+		e.d = a.d + b.d;
+		break;
+	default:
+		e.i = POISON;
+		break;
+	}
+	return e;
+}
+
+static bool elem_eq(u32 redop, union elem got, union elem want)
+{
+	double diff, tol;
+
+	if (redop != KCOLL_REDOP_AVG)
+		return got.i == want.i;
+	diff = got.d - want.d;
+	tol = 1e-9 * (want.d < 0 ? -want.d : want.d) + 1e-12;
+	return diff <= tol && -diff <= tol;
+}
+
+/* Input length of one rank (elements): n*count where the uapi says so. */
+static u64 input_len(const struct spec *s)
+{
+	if (s->op == KCOLL_OP_REDUCE_SCATTER || s->op == KCOLL_OP_ALLTOALL)
+		return (u64)s->n * s->count;
+	return s->count;
+}
+
+/* The uapi sizes of the user buffers (what the engine must pin). */
+static void uapi_counts(const struct kcoll_sched_args *a, u64 *snd, u64 *rcv)
+{
+	u64 c = a->count, nc = (u64)a->nranks * c;
+	bool root = a->rank == a->root, ip = a->in_place;
+
+	switch (a->opcode) {
+	case KCOLL_OP_ALLREDUCE:
+		*snd = ip ? 0 : c;
+		*rcv = c;
+		break;
+	case KCOLL_OP_REDUCE:
+		*snd = root && ip ? 0 : c;
+		*rcv = root ? c : 0;
+		break;
+	case KCOLL_OP_BROADCAST:
+		*snd = root && !ip ? c : 0;
+		*rcv = c;
+		break;
+	case KCOLL_OP_ALLGATHER:
+		*snd = ip ? 0 : c;
+		*rcv = nc;
+		break;
+	case KCOLL_OP_REDUCE_SCATTER:
+		*snd = nc;
+		*rcv = ip ? 0 : c;
+		break;
+	case KCOLL_OP_ALLTOALL:
+		*snd = ip ? 0 : nc;
+		*rcv = nc;
+		break;
+	case KCOLL_OP_SEND:
+		*snd = c;
+		*rcv = 0;
+		break;
+	case KCOLL_OP_RECV:
+		*snd = 0;
+		*rcv = c;
+		break;
+	default:
+		*snd = *rcv = 0;
+		break;
+	}
+}
+
+static u32 ceil_log2(u32 n)
+{
+	u32 k = 0;
+
+	while ((1U << k) < n)
+		k++;
+	return k;
+}
+
+/* The phase counts the schedules promise (see kcoll_sched.c). */
+static u32 expected_nphases(const struct kcoll_sched_args *a)
+{
+	u32 n = a->nranks;
+
+	if (is_p2p(a->opcode))
+		return 1;
+	if (a->opcode == KCOLL_OP_BARRIER)
+		return ceil_log2(n);
+	if (!a->count)
+		return 0;
+	if (n == 1)
+		return a->in_place ? 0 : 1;
+	switch (a->opcode) {
+	case KCOLL_OP_ALLREDUCE:
+		return 2 * (n - 1);
+	case KCOLL_OP_REDUCE:
+	case KCOLL_OP_BROADCAST:
+		return 1;
+	default:
+		return n - 1;
+	}
+}
+
+/* Where the rank's input lives before the operation. */
+static union elem *input_at(struct mop *m)
+{
+	const struct spec *s = m->s;
+
+	if (!m->a.in_place)
+		return m->buf[KCOLL_SBUF_SEND];
+	switch (s->op) {
+	case KCOLL_OP_REDUCE_SCATTER:
+		return m->buf[KCOLL_SBUF_SEND];
+	case KCOLL_OP_ALLGATHER:
+		return m->buf[KCOLL_SBUF_RECV] + (u64)m->a.rank * s->count;
+	default:
+		return m->buf[KCOLL_SBUF_RECV];
+	}
+}
+
+/*
+ * Element buffers come from an arena reused from run to run: fresh memory
+ * for every buffer of every run costs more in page faults than the test
+ * itself. Under ASan, what is not handed out (the redzone after each
+ * buffer, the rest of a block, everything after arena_reset) is poisoned,
+ * so an access past a buffer's declared size still fails loudly.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_ASAN	1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_ASAN	1
+#endif
+#endif
+#ifdef TEST_ASAN
+#include <sanitizer/asan_interface.h>
+#define MEM_POISON(p, n)	ASAN_POISON_MEMORY_REGION(p, n)
+#define MEM_UNPOISON(p, n)	ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define MEM_POISON(p, n)	((void)(p), (void)(n))
+#define MEM_UNPOISON(p, n)	((void)(p), (void)(n))
+#endif
+
+#define ARENA_BLOCK	(16UL << 20)
+#define ARENA_REDZONE	64UL
+#define ARENA_MAX_BLOCKS 64
+
+struct arena_blk {
+	char *base;
+	size_t size, used;
+};
+
+static struct {
+	struct arena_blk b[ARENA_MAX_BLOCKS];
+	u32 nb, cur;
+} arena;
+
+static void *arena_alloc(size_t bytes)
+{
+	size_t need = (bytes + 2 * ARENA_REDZONE - 1) & ~(ARENA_REDZONE - 1);
+	struct arena_blk *b;
+	char *p;
+
+	while (arena.cur < arena.nb &&
+	       arena.b[arena.cur].size - arena.b[arena.cur].used < need)
+		arena.cur++;
+	if (arena.cur == arena.nb) {
+		if (arena.nb == ARENA_MAX_BLOCKS) {
+			fprintf(stderr, "test arena exhausted\n");
+			exit(2);
+		}
+		b = &arena.b[arena.nb++];
+		b->size = need > ARENA_BLOCK ? need : ARENA_BLOCK;
+		b->base = malloc(b->size);
+		if (!b->base) {
+			fprintf(stderr, "out of memory\n");
+			exit(2);
+		}
+		MEM_POISON(b->base, b->size);
+	}
+	b = &arena.b[arena.cur];
+	p = b->base + b->used;
+	b->used += need;
+	MEM_UNPOISON(p, bytes);
+	return p;
+}
+
+/* Everything handed out since the last reset goes back (and is poisoned). */
+static void arena_reset(void)
+{
+	u32 i;
+
+	for (i = 0; i < arena.nb; i++) {
+		MEM_POISON(arena.b[i].base, arena.b[i].used);
+		arena.b[i].used = 0;
+	}
+	arena.cur = 0;
+}
+
+static void arena_free(void)
+{
+	u32 i;
+
+	for (i = 0; i < arena.nb; i++) {
+		MEM_UNPOISON(arena.b[i].base, arena.b[i].size);
+		free(arena.b[i].base);
+	}
+	memset(&arena, 0, sizeof(arena));
+}
+
+/* @n elements, poisoned with POISON; valid until the next arena_reset. */
+static union elem *alloc_elems(u64 n)
+{
+	union elem *v = arena_alloc(n * sizeof(*v));
+	u64 i;
+
+	for (i = 0; i < n; i++)
+		v[i].i = POISON;
+	return v;
+}
+
+/* Set up rank @r's part of @s; false if the declared sizes are wrong. */
+static bool mop_init(struct mop *m, const struct spec *s, u32 r)
+{
+	struct kcoll_sched_args *a = &m->a;
+	u64 snd, rcv, i;
+	union elem *in;
+	bool has_input;
+	int b;
+
+	memset(m, 0, sizeof(*m));
+	m->s = s;
+	a->opcode = s->op;
+	a->redop = s->redop;
+	a->rank = r;
+	a->nranks = s->n;
+	a->count = s->count;
+	if (is_p2p(s->op)) {
+		a->opcode = r == s->src ? KCOLL_OP_SEND : KCOLL_OP_RECV;
+		a->root = r == s->src ? s->root : s->src;
+	} else if (s->op == KCOLL_OP_REDUCE || s->op == KCOLL_OP_BROADCAST) {
+		a->root = s->root;
+		/* The engine sets it only where it means something. */
+		a->in_place = s->ip && r == s->root;
+	} else if (s->op != KCOLL_OP_BARRIER) {
+		a->in_place = s->ip;
+	}
+
+	if (!UNIT_EQ_INT(kcoll_sched_check(a), 0))
+		return false;
+	m->nph = kcoll_sched_nphases(a);
+	if (m->nph != expected_nphases(a)) {
+		MFAIL(m, "nphases %u, expected %u", m->nph,
+		      expected_nphases(a));
+		return false;
+	}
+	uapi_counts(a, &snd, &rcv);
+	m->len[KCOLL_SBUF_SEND] = kcoll_sched_send_count(a);
+	m->len[KCOLL_SBUF_RECV] = kcoll_sched_recv_count(a);
+	m->len[KCOLL_SBUF_TMP] = kcoll_sched_tmp_count(a);
+	if (m->len[KCOLL_SBUF_SEND] != snd || m->len[KCOLL_SBUF_RECV] != rcv) {
+		MFAIL(m, "buffer counts send %" PRIu64 " recv %" PRIu64
+		      ", uapi says %" PRIu64 " %" PRIu64,
+		      m->len[KCOLL_SBUF_SEND], m->len[KCOLL_SBUF_RECV], snd,
+		      rcv);
+		return false;
+	}
+	/* Scratch: at most 2*count, n*count for in-place alltoall. */
+	if (m->len[KCOLL_SBUF_TMP] > 2 * s->count &&
+	    !(s->op == KCOLL_OP_ALLTOALL && a->in_place &&
+	      m->len[KCOLL_SBUF_TMP] == (u64)s->n * s->count)) {
+		MFAIL(m, "tmp count %" PRIu64, m->len[KCOLL_SBUF_TMP]);
+		return false;
+	}
+	for (b = 0; b < KCOLL_SBUF_NR; b++)
+		m->buf[b] = alloc_elems(m->len[b]);
+
+	/* The input: every rank's for most ops, the root's for broadcast,
+	 * the sender's for send/recv. */
+	if (s->op == KCOLL_OP_BROADCAST)
+		has_input = r == s->root;
+	else if (a->opcode == KCOLL_OP_RECV || s->op == KCOLL_OP_BARRIER)
+		has_input = false;
+	else
+		has_input = true;
+	if (has_input) {
+		m->in_len = input_len(s);
+		m->in = alloc_elems(m->in_len);
+		in = input_at(m);
+		for (i = 0; i < m->in_len; i++)
+			m->in[i] = in[i] = gen(s, r, i);
+	}
+	return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* Phase validation                                                    */
+/* ------------------------------------------------------------------ */
+
+static bool region_ok(const struct mop *m, struct kcoll_sregion r, u64 cnt)
+{
+	return r.buf < KCOLL_SBUF_NR && r.off <= m->len[r.buf] &&
+	       cnt <= m->len[r.buf] - r.off;
+}
+
+static bool same(struct kcoll_sregion a, struct kcoll_sregion b)
+{
+	return a.buf == b.buf && a.off == b.off;
+}
+
+static bool overlap(struct kcoll_sregion a, u64 ca, struct kcoll_sregion b,
+		    u64 cb)
+{
+	return a.buf == b.buf && ca && cb && a.off < b.off + cb &&
+	       b.off < a.off + ca;
+}
+
+/* May the schedule write to this buffer? SEND is read only but for the
+ * in-place reduce-scatter, whose result lands in it. */
+static bool writable(const struct mop *m, u8 buf)
+{
+	return buf != KCOLL_SBUF_SEND ||
+	       (m->a.opcode == KCOLL_OP_REDUCE_SCATTER && m->a.in_place);
+}
+
+static bool empty_ok(u32 op)
+{
+	return is_p2p(op) || op == KCOLL_OP_BARRIER;
+}
+
+static bool peer_ok(const struct mop *m, u32 peer)
+{
+	return peer < m->a.nranks && peer != m->a.rank;
+}
+
+static bool phase_valid(const struct mop *m, u32 idx,
+			const struct kcoll_phase *p)
+{
+	const struct kcoll_scopy *c = &p->copy;
+	const struct kcoll_ssend *snd = &p->send;
+	const struct kcoll_srecv *rcv = &p->recv;
+
+	if (c->cnt) {
+		if (!region_ok(m, c->src, c->cnt) ||
+		    !region_ok(m, c->dst, c->cnt)) {
+			MFAIL(m, "phase %u: copy out of bounds", idx);
+			return false;
+		}
+		if (!same(c->src, c->dst) &&
+		    overlap(c->src, c->cnt, c->dst, c->cnt)) {
+			MFAIL(m, "phase %u: copy overlaps partially", idx);
+			return false;
+		}
+		if (!writable(m, c->dst.buf)) {
+			MFAIL(m, "phase %u: copy writes SEND", idx);
+			return false;
+		}
+	}
+	if (p->has_send) {
+		if (!peer_ok(m, snd->peer) || !region_ok(m, snd->src, snd->cnt) ||
+		    (!snd->cnt && !empty_ok(m->a.opcode))) {
+			MFAIL(m, "phase %u: bad send (peer %u cnt %" PRIu64 ")",
+			      idx, snd->peer, snd->cnt);
+			return false;
+		}
+		if (snd->fwd && (!p->has_recv || rcv->cnt != snd->cnt ||
+				 !same(snd->src, rcv->dst))) {
+			MFAIL(m, "phase %u: fwd send does not forward its "
+			      "receive", idx);
+			return false;
+		}
+		if (!snd->fwd && p->has_recv &&
+		    overlap(snd->src, snd->cnt, rcv->dst, rcv->cnt)) {
+			MFAIL(m, "phase %u: send reads what the receive "
+			      "writes", idx);
+			return false;
+		}
+	}
+	if (p->has_recv) {
+		if (!peer_ok(m, rcv->peer) || !region_ok(m, rcv->dst, rcv->cnt) ||
+		    !writable(m, rcv->dst.buf) ||
+		    (!rcv->cnt && !empty_ok(m->a.opcode))) {
+			MFAIL(m, "phase %u: bad recv (peer %u cnt %" PRIu64 ")",
+			      idx, rcv->peer, rcv->cnt);
+			return false;
+		}
+		if (rcv->reduce &&
+		    (!is_reducing(m->a.opcode) ||
+		     !region_ok(m, rcv->operand, rcv->cnt) ||
+		     (!same(rcv->operand, rcv->dst) &&
+		      overlap(rcv->operand, rcv->cnt, rcv->dst, rcv->cnt)))) {
+			MFAIL(m, "phase %u: bad reduce operand", idx);
+			return false;
+		}
+	}
+	if (m->a.opcode == KCOLL_OP_BARRIER &&
+	    (!p->has_send || !p->has_recv || snd->cnt || rcv->cnt ||
+	     c->cnt || p->avg_cnt)) {
+		MFAIL(m, "phase %u: barrier phase moves data", idx);
+		return false;
+	}
+	if (p->avg_cnt && (m->a.redop != KCOLL_REDOP_AVG ||
+			   !region_ok(m, p->avg, p->avg_cnt) ||
+			   !writable(m, p->avg.buf))) {
+		MFAIL(m, "phase %u: bad avg step", idx);
+		return false;
+	}
+	return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* Static check: per ordered pair, send counts == receive counts       */
+/* ------------------------------------------------------------------ */
+
+/* Field by field (padding aside). */
+static bool phase_eq(const struct kcoll_phase *a, const struct kcoll_phase *b)
+{
+	return same(a->copy.src, b->copy.src) &&
+	       same(a->copy.dst, b->copy.dst) && a->copy.cnt == b->copy.cnt &&
+	       a->has_send == b->has_send && a->has_recv == b->has_recv &&
+	       a->send.peer == b->send.peer && same(a->send.src, b->send.src) &&
+	       a->send.cnt == b->send.cnt && a->send.fwd == b->send.fwd &&
+	       a->recv.peer == b->recv.peer && same(a->recv.dst, b->recv.dst) &&
+	       a->recv.cnt == b->recv.cnt &&
+	       a->recv.reduce == b->recv.reduce &&
+	       same(a->recv.operand, b->recv.operand) &&
+	       same(a->avg, b->avg) && a->avg_cnt == b->avg_cnt;
+}
+
+/* The messages of one ordered pair, as seen by one side. */
+struct pairseq {
+	u64 nr;			/* number of messages */
+	u64 hash;		/* of their counts, in order */
+};
+
+static void pairseq_add(struct pairseq *q, u32 phase, u64 cnt)
+{
+	q->nr++;
+	q->hash = (q->hash ^ (cnt + 0x9e3779b97f4a7c15ULL)) *
+		  0x100000001b3ULL;
+	q->hash = (q->hash ^ phase) * 0x100000001b3ULL;
+	q->hash ^= q->hash >> 29;
+}
+
+/*
+ * Walk every phase of every rank (in order) without executing anything:
+ * the sends from A to B, in order, must have the counts and the phase
+ * indices of the receives at B from A, in order (compared through a hash
+ * of each sequence). Also checks that kcoll_sched_phase() initialises the
+ * whole result.
+ */
+static bool pairs_match(struct world *w)
+{
+	u64 nn = (u64)w->n * w->n, i;
+	struct pairseq *snd, *rcv;
+	struct kcoll_phase p, q;
+	bool ok = true;
+	u32 r, o, k;
+
+	snd = arena_alloc(nn * sizeof(*snd));
+	rcv = arena_alloc(nn * sizeof(*rcv));
+	memset(snd, 0, nn * sizeof(*snd));
+	memset(rcv, 0, nn * sizeof(*rcv));
+	for (r = 0; r < w->n && ok; r++) {
+		for (o = 0; o < w->rk[r].nops && ok; o++) {
+			const struct mop *m = &w->rk[r].ops[o];
+
+			for (k = 0; k < m->nph; k++) {
+				memset(&p, 0, sizeof(p));
+				memset(&q, 0xff, sizeof(q));
+				kcoll_sched_phase(&m->a, k, &p);
+				kcoll_sched_phase(&m->a, k, &q);
+				if (!phase_eq(&p, &q)) {
+					MFAIL(m, "phase %u not fully "
+					      "initialised", k);
+					ok = false;
+					break;
+				}
+				if (p.has_send && p.send.peer < w->n)
+					pairseq_add(&snd[(u64)r * w->n +
+							 p.send.peer],
+						    k, p.send.cnt);
+				if (p.has_recv && p.recv.peer < w->n)
+					pairseq_add(&rcv[(u64)p.recv.peer *
+							 w->n + r],
+						    k, p.recv.cnt);
+			}
+		}
+	}
+	for (i = 0; ok && i < nn; i++) {
+		if (snd[i].nr != rcv[i].nr || snd[i].hash != rcv[i].hash) {
+			UNIT_FAIL("%s n %u: %" PRIu64 " messages from %u to "
+				  "%u, %" PRIu64 " received%s",
+				  op_name(w->specs[0].op), w->n, snd[i].nr,
+				  (u32)(i / w->n), (u32)(i % w->n), rcv[i].nr,
+				  snd[i].nr == rcv[i].nr ?
+				  ", counts differ" : "");
+			ok = false;
+		}
+	}
+	return ok;
+}
+
+/* ------------------------------------------------------------------ */
+/* Execution                                                           */
+/* ------------------------------------------------------------------ */
+
+static union elem *reg(struct mop *m, struct kcoll_sregion r)
+{
+	return m->buf[r.buf] + r.off;
+}
+
+/* Enter rank @r's next phase (copy first); false on an invalid phase. */
+static bool enter_phase(struct world *w, u32 r)
+{
+	struct mrank *rk = &w->rk[r];
+	struct kcoll_phase *p = &rk->p;
+	struct mop *m;
+
+	while (rk->op < rk->nops && rk->ph >= rk->ops[rk->op].nph) {
+		rk->op++;
+		rk->ph = 0;
+	}
+	if (rk->op == rk->nops) {
+		rk->done = true;
+		return true;
+	}
+	m = &rk->ops[rk->op];
+	kcoll_sched_phase(&m->a, rk->ph, p);
+	if (!phase_valid(m, rk->ph, p))
+		return false;
+	if (p->copy.cnt && !same(p->copy.src, p->copy.dst))
+		memcpy(reg(m, p->copy.dst), reg(m, p->copy.src),
+		       p->copy.cnt * sizeof(union elem));
+	rk->send_done = !p->has_send;
+	rk->recv_done = !p->has_recv;
+	stats.phases++;
+	return true;
+}
+
+static bool can_move(struct world *w, u32 from, u32 to)
+{
+	struct mrank *a = &w->rk[from], *b = &w->rk[to];
+
+	return !a->done && !a->send_done && a->p.send.peer == to &&
+	       (!a->p.send.fwd || a->recv_done) &&
+	       !b->done && !b->recv_done && b->p.recv.peer == from;
+}
+
+/* Move the pending message from -> to; false on a count mismatch. */
+static bool move(struct world *w, u32 from, u32 to)
+{
+	struct mrank *a = &w->rk[from], *b = &w->rk[to];
+	struct mop *ma = &a->ops[a->op], *mb = &b->ops[b->op];
+	const struct kcoll_ssend *snd = &a->p.send;
+	const struct kcoll_srecv *rcv = &b->p.recv;
+	union elem *src, *dst, *opd;
+	u64 i;
+
+	/* The engine matches the receiver's grants by phase index. */
+	if (a->ph != b->ph) {
+		MFAIL(mb, "phase %u receives from %u, which sends in its "
+		      "phase %u", b->ph, from, a->ph);
+		return false;
+	}
+	if (snd->cnt != rcv->cnt) {
+		MFAIL(mb, "phase %u receives %" PRIu64 " from %u, which "
+		      "sends %" PRIu64 " in its phase %u (%s)", b->ph,
+		      rcv->cnt, from, snd->cnt, a->ph,
+		      op_name(ma->a.opcode));
+		return false;
+	}
+	src = reg(ma, snd->src);
+	dst = reg(mb, rcv->dst);
+	opd = rcv->reduce ? reg(mb, rcv->operand) : NULL;
+	for (i = 0; i < rcv->cnt; i++)
+		dst[i] = opd ? reduce1(mb->a.redop, opd[i], src[i]) : src[i];
+	a->send_done = true;
+	b->recv_done = true;
+	stats.transfers++;
+	return true;
+}
+
+/* Finish rank @r's phase (the avg step last) and enter the next one. */
+static bool finish_phase(struct world *w, u32 r)
+{
+	struct mrank *rk = &w->rk[r];
+	struct mop *m = &rk->ops[rk->op];
+	union elem *v;
+	u64 i;
+
+	if (rk->p.avg_cnt) {
+		v = reg(m, rk->p.avg);
+		for (i = 0; i < rk->p.avg_cnt; i++)
+			v[i].d /= m->a.nranks;
+	}
+	rk->ph++;
+	return enter_phase(w, r);
+}
+
+/* Run every rank to completion; false on an error or a deadlock. */
+static bool execute(struct world *w)
+{
+	bool progress = true;
+	u32 r;
+
+	for (r = 0; r < w->n; r++)
+		if (!enter_phase(w, r))
+			return false;
+	while (progress) {
+		progress = false;
+		for (r = 0; r < w->n; r++) {
+			struct mrank *rk = &w->rk[r];
+
+			while (!rk->done) {
+				bool did = false;
+
+				if (!rk->recv_done &&
+				    can_move(w, rk->p.recv.peer, r)) {
+					if (!move(w, rk->p.recv.peer, r))
+						return false;
+					did = true;
+				}
+				if (!rk->send_done &&
+				    can_move(w, r, rk->p.send.peer)) {
+					if (!move(w, r, rk->p.send.peer))
+						return false;
+					did = true;
+				}
+				if (rk->send_done && rk->recv_done) {
+					if (!finish_phase(w, r))
+						return false;
+					did = true;
+				}
+				if (!did)
+					break;
+				progress = true;
+			}
+		}
+	}
+	for (r = 0; r < w->n; r++) {
+		struct mrank *rk = &w->rk[r];
+
+		if (!rk->done) {
+			MFAIL(&rk->ops[rk->op], "deadlock in phase %u "
+			      "(send %d to %u done %d, recv %d from %u done %d)",
+			      rk->ph, rk->p.has_send, rk->p.send.peer,
+			      rk->send_done, rk->p.has_recv, rk->p.recv.peer,
+			      rk->recv_done);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* Reference and result checks                                         */
+/* ------------------------------------------------------------------ */
+
+/* The element-wise reduction over all ranks of their inputs. */
+static union elem *reference(const struct spec *s)
+{
+	u64 len = input_len(s), j;
+	union elem *ref = alloc_elems(len);
+	u32 r;
+
+	for (j = 0; j < len; j++) {
+		union elem acc = gen(s, 0, j);
+
+		for (r = 1; r < s->n; r++)
+			acc = reduce1(s->redop, acc, gen(s, r, j));
+		if (s->redop == KCOLL_REDOP_AVG)
+			acc.d /= s->n;
+		ref[j] = acc;
+	}
+	return ref;
+}
+
+/* Compare @cnt elements of @got with @want; reports the first mismatch. */
+static bool cmp_elems(const struct mop *m, const char *what, u32 redop,
+		      const union elem *got, const union elem *want, u64 cnt)
+{
+	u64 i;
+
+	for (i = 0; i < cnt; i++) {
+		if (!elem_eq(redop, got[i], want[i])) {
+			if (redop == KCOLL_REDOP_AVG)
+				MFAIL(m, "%s[%" PRIu64 "] = %g, expected %g",
+				      what, i, got[i].d, want[i].d);
+			else
+				MFAIL(m, "%s[%" PRIu64 "] = %" PRId64
+				      " (0x%" PRIx64 "), expected %" PRId64
+				      " (0x%" PRIx64 ")", what, i, got[i].i,
+				      (u64)got[i].i, want[i].i,
+				      (u64)want[i].i);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Expected value of one element of a non-reducing result. */
+static bool check_gathered(const struct mop *m, const union elem *got,
+			   u32 from, u64 from_off, u64 cnt, const char *what)
+{
+	u64 i;
+
+	for (i = 0; i < cnt; i++) {
+		union elem want = gen(m->s, from, from_off + i);
+
+		if (got[i].i != want.i) {
+			MFAIL(m, "%s[%" PRIu64 "] = 0x%" PRIx64 ", expected "
+			      "element %" PRIu64 " of rank %u (0x%" PRIx64 ")",
+			      what, i, (u64)got[i].i, from_off + i, from,
+			      (u64)want.i);
+			return false;
+		}
+	}
+	return true;
+}
+
+static void check_result(const struct mop *m, const union elem *ref)
+{
+	const struct spec *s = m->s;
+	const union elem *send = m->buf[KCOLL_SBUF_SEND];
+	const union elem *recv = m->buf[KCOLL_SBUF_RECV];
+	u32 r = m->a.rank, n = s->n, b;
+	u64 c = s->count;
+
+	switch (m->a.opcode) {
+	case KCOLL_OP_ALLREDUCE:
+		cmp_elems(m, "recv", s->redop, recv, ref, c);
+		break;
+	case KCOLL_OP_REDUCE:
+		if (r == s->root)
+			cmp_elems(m, "recv", s->redop, recv, ref, c);
+		break;
+	case KCOLL_OP_BROADCAST:
+		check_gathered(m, recv, s->root, 0, c, "recv");
+		break;
+	case KCOLL_OP_ALLGATHER:
+		for (b = 0; b < n; b++)
+			if (!check_gathered(m, recv + (u64)b * c, b, 0, c,
+					    "recv block"))
+				break;
+		break;
+	case KCOLL_OP_REDUCE_SCATTER:
+		if (!m->a.in_place) {
+			cmp_elems(m, "recv", s->redop, recv, ref + (u64)r * c,
+				  c);
+			break;
+		}
+		cmp_elems(m, "send block rank", s->redop, send + (u64)r * c,
+			  ref + (u64)r * c, c);
+		/* The other blocks are left alone. */
+		for (b = 0; b < n; b++)
+			if (b != r)
+				cmp_elems(m, "send block (input)",
+					  KCOLL_REDOP_NONE, send + (u64)b * c,
+					  m->in + (u64)b * c, c);
+		break;
+	case KCOLL_OP_ALLTOALL:
+		for (b = 0; b < n; b++)
+			if (!check_gathered(m, recv + (u64)b * c, b,
+					    (u64)r * c, c, "recv block"))
+				break;
+		break;
+	case KCOLL_OP_RECV:
+		check_gathered(m, recv, s->src, 0, c, "recv");
+		break;
+	default:
+		break;
+	}
+	/* The send buffer is read only. */
+	if (!m->a.in_place && m->len[KCOLL_SBUF_SEND] && m->in)
+		cmp_elems(m, "send (input)", KCOLL_REDOP_NONE, send, m->in,
+			  m->len[KCOLL_SBUF_SEND]);
+}
+
+/* ------------------------------------------------------------------ */
+/* Driver                                                              */
+/* ------------------------------------------------------------------ */
+
+/* Static pass only while it stays cheap (n*n pair table). */
+#define PAIR_CHECK_MAX_N	300
+
+/*
+ * Run a sequence of operations on n ranks: every rank does its part of
+ * specs[0], then of specs[1], ... Returns false if anything failed.
+ */
+static bool run_world(const struct spec *specs, u32 nspecs, u32 n)
+{
+	struct world w = { .n = n, .specs = specs, .nspecs = nspecs };
+	bool ok = true;
+	u32 r, k;
+
+	stats.runs++;
+	w.rk = calloc(n, sizeof(*w.rk));
+	w.ref = calloc(nspecs, sizeof(*w.ref));
+	if (!w.rk || !w.ref)
+		exit(2);
+	for (k = 0; k < nspecs; k++)
+		if (is_reducing(specs[k].op))
+			w.ref[k] = reference(&specs[k]);
+	for (r = 0; r < n; r++) {
+		struct mrank *rk = &w.rk[r];
+
+		rk->ops = calloc(nspecs ? nspecs : 1, sizeof(*rk->ops));
+		if (!rk->ops)
+			exit(2);
+		for (k = 0; k < nspecs && ok; k++) {
+			const struct spec *s = &specs[k];
+
+			if (is_p2p(s->op) && r != s->src && r != s->root)
+				continue;
+			ok = mop_init(&rk->ops[rk->nops], s, r);
+			rk->nops++;
+		}
+	}
+	if (ok && n <= PAIR_CHECK_MAX_N)
+		ok = pairs_match(&w);
+	if (ok)
+		ok = execute(&w);
+	for (r = 0; r < n; r++) {
+		for (k = 0; k < w.rk[r].nops; k++) {
+			struct mop *m = &w.rk[r].ops[k];
+
+			if (ok)
+				check_result(m, w.ref[m->s - specs]);
+		}
+		free(w.rk[r].ops);
+	}
+	arena_reset();
+	free(w.ref);
+	free(w.rk);
+	return ok && !unit_fails();
+}
+
+static u64 salt_next;
+
+static bool run1(u32 op, u32 redop, u32 n, u32 root, u64 count, bool ip)
+{
+	struct spec s = {
+		.op = op, .redop = redop, .n = n, .root = root,
+		.count = count, .ip = ip, .salt = salt_next++,
+	};
+
+	return run_world(&s, 1, n);
+}
+
+static const u32 all_redops[] = {
+	KCOLL_REDOP_SUM, KCOLL_REDOP_PROD, KCOLL_REDOP_MIN, KCOLL_REDOP_MAX,
+	KCOLL_REDOP_AVG,
+};
+
+/*
+ * Counts for n ranks: 0, 1, around n, small odd primes; where every rank
+ * holds n*count elements (@nc), the larger ones only up to n = 16 (the
+ * model's work grows with n*n*count there).
+ */
+static u32 counts_for(u32 n, bool nc, u64 *out)
+{
+	bool large = !nc || n <= 16;
+	const u64 cand[] = { 0, 1, 2, n - 1, n, n + 1, 13,
+			     large ? 2 * n + 3 : 0, large ? 97 : 0 };
+	u32 i, j, k = 0;
+
+	for (i = 0; i < ARRAY_SIZE(cand); i++) {
+		for (j = 0; j < k; j++)
+			if (out[j] == cand[i])
+				break;
+		if (j == k)
+			out[k++] = cand[i];
+	}
+	return k;
+}
+
+/* Roots: all of them for n <= 8, else a few. */
+static u32 roots_for(u32 n, u32 *out)
+{
+	u32 k = 0, r;
+
+	if (n <= 8) {
+		for (r = 0; r < n; r++)
+			out[k++] = r;
+		return k;
+	}
+	out[k++] = 0;
+	out[k++] = n / 2;
+	out[k++] = n - 1;
+	return k;
+}
+
+/* Communicator sizes that get every redop for every case of the sweep;
+ * the others take the redops in turn. */
+static bool every_redop(u32 n)
+{
+	return n <= 3 || n == 5 || n == 8 || n == 17;
+}
+
+/*
+ * Sweep n = 1..64 for one collective: every count of counts_for, in and
+ * out of place, roots per roots_for (rooted ops only), the redops per
+ * every_redop (reducing ops only). Then counts in the thousands for the
+ * sizes in @big_ns, in and out of place, the roots and redops in turn.
+ */
+static void sweep(u32 op, const u32 *big_ns, u32 nbig)
+{
+	static const u64 big_counts[] = { 2003, 4099 };
+	bool rooted = op == KCOLL_OP_REDUCE || op == KCOLL_OP_BROADCAST;
+	u32 n, nc, nr, ci, ri, oi, ip, i, turn = 0;
+	u64 counts[16];
+	u32 roots[8];
+
+	for (n = 1; n <= 64; n++) {
+		nc = counts_for(n, op == KCOLL_OP_ALLGATHER ||
+				   op == KCOLL_OP_REDUCE_SCATTER ||
+				   op == KCOLL_OP_ALLTOALL, counts);
+		nr = rooted ? roots_for(n, roots) : 1;
+		if (!rooted)
+			roots[0] = 0;
+		for (ci = 0; ci < nc; ci++) {
+			for (ri = 0; ri < nr; ri++) {
+				for (ip = 0; ip < 2; ip++) {
+					u64 c = counts[ci];
+					u32 rt = roots[ri];
+
+					if (!is_reducing(op)) {
+						if (!run1(op, KCOLL_REDOP_NONE,
+							  n, rt, c, ip))
+							return;
+						continue;
+					}
+					if (!every_redop(n)) {
+						oi = turn++ %
+						     ARRAY_SIZE(all_redops);
+						if (!run1(op, all_redops[oi], n,
+							  rt, c, ip))
+							return;
+						continue;
+					}
+					for (oi = 0;
+					     oi < ARRAY_SIZE(all_redops); oi++)
+						if (!run1(op, all_redops[oi], n,
+							  rt, c, ip))
+							return;
+				}
+			}
+		}
+	}
+	for (i = 0; i < nbig; i++) {
+		n = big_ns[i];
+		for (ci = 0; ci < ARRAY_SIZE(big_counts); ci++) {
+			for (ip = 0; ip < 2; ip++) {
+				u32 redop = is_reducing(op) ?
+					all_redops[turn % ARRAY_SIZE(all_redops)] :
+					KCOLL_REDOP_NONE;
+				u32 rt = rooted ? (turn * 7 + ip) % n : 0;
+
+				turn++;
+				if (!run1(op, redop, n, rt, big_counts[ci], ip))
+					return;
+			}
+		}
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Tests                                                               */
+/* ------------------------------------------------------------------ */
+
+/* Sizes for the counts in the thousands: every rank holds count elements
+ * (big_any), or n*count (big_nc). */
+static const u32 big_any[] = { 1, 2, 3, 4, 5, 7, 8, 31, 64 };
+static const u32 big_nc[] = { 1, 2, 3, 4, 7, 8 };
+
+static void test_allreduce(void)
+{
+	sweep(KCOLL_OP_ALLREDUCE, big_any, ARRAY_SIZE(big_any));
+	/* Every redop with a count in the thousands, uneven chunks. */
+	if (!unit_fails())
+		for (u32 oi = 0; oi < ARRAY_SIZE(all_redops); oi++)
+			if (!run1(KCOLL_OP_ALLREDUCE, all_redops[oi], 6, 0,
+				  1000 * 6 + 5, oi & 1))
+				break;
+}
+
+static void test_reduce(void)
+{
+	sweep(KCOLL_OP_REDUCE, big_any, ARRAY_SIZE(big_any));
+}
+
+static void test_broadcast(void)
+{
+	sweep(KCOLL_OP_BROADCAST, big_any, ARRAY_SIZE(big_any));
+}
+
+static void test_allgather(void)
+{
+	sweep(KCOLL_OP_ALLGATHER, big_nc, ARRAY_SIZE(big_nc));
+}
+
+static void test_reduce_scatter(void)
+{
+	sweep(KCOLL_OP_REDUCE_SCATTER, big_nc, ARRAY_SIZE(big_nc));
+}
+
+static void test_alltoall(void)
+{
+	sweep(KCOLL_OP_ALLTOALL, big_nc, ARRAY_SIZE(big_nc));
+}
+
+/* Larger communicators, small counts. */
+static void test_large_n(void)
+{
+	static const u32 ns[] = { 100, 257, 1000 };
+	u32 i, k, n;
+
+	for (i = 0; i < ARRAY_SIZE(ns); i++) {
+		u32 roots[] = { 0, ns[i] / 2, ns[i] - 1 };
+
+		n = ns[i];
+		for (k = 0; k < ARRAY_SIZE(roots); k++) {
+			if (!run1(KCOLL_OP_BROADCAST, KCOLL_REDOP_NONE, n,
+				  roots[k], 3, k & 1) ||
+			    !run1(KCOLL_OP_REDUCE, KCOLL_REDOP_SUM, n,
+				  roots[k], 5, k & 1) ||
+			    !run1(KCOLL_OP_REDUCE, KCOLL_REDOP_AVG, n,
+				  roots[k], 2, !(k & 1)))
+				return;
+		}
+		/* 2(n-1) phases on each of n ranks: one run for n = 1000. */
+		if (!run1(KCOLL_OP_ALLREDUCE, KCOLL_REDOP_AVG, n, 0, n + 7,
+			  n & 1))
+			return;
+		if (n > 257)
+			continue;
+		if (!run1(KCOLL_OP_ALLREDUCE, KCOLL_REDOP_SUM, n, 0, 1, false) ||
+		    !run1(KCOLL_OP_ALLREDUCE, KCOLL_REDOP_MAX, n, 0, 2 * n - 1,
+			  true))
+			return;
+		if (!run1(KCOLL_OP_ALLGATHER, KCOLL_REDOP_NONE, n, 0, 3,
+			  false) ||
+		    !run1(KCOLL_OP_ALLGATHER, KCOLL_REDOP_NONE, n, 0, 1,
+			  true) ||
+		    !run1(KCOLL_OP_REDUCE_SCATTER, KCOLL_REDOP_SUM, n, 0, 2,
+			  false) ||
+		    !run1(KCOLL_OP_REDUCE_SCATTER, KCOLL_REDOP_AVG, n, 0, 1,
+			  true) ||
+		    !run1(KCOLL_OP_ALLTOALL, KCOLL_REDOP_NONE, n, 0, 2,
+			  false) ||
+		    !run1(KCOLL_OP_ALLTOALL, KCOLL_REDOP_NONE, n, 0, 1, true))
+			return;
+	}
+}
+
+static void test_barrier(void)
+{
+	static const u32 big[] = { 100, 257, 1000, KCOLL_MAX_RANKS };
+	u32 n, i;
+
+	for (n = 1; n <= 64; n++)
+		if (!run1(KCOLL_OP_BARRIER, KCOLL_REDOP_NONE, n, 0, 0, false))
+			return;
+	for (i = 0; i < ARRAY_SIZE(big); i++)
+		if (!run1(KCOLL_OP_BARRIER, KCOLL_REDOP_NONE, big[i], 0, 0,
+			  false))
+			return;
+}
+
+/* Each rank's barrier token k goes to rank + 2^k. */
+static void test_barrier_shape(void)
+{
+	struct kcoll_sched_args a = { .opcode = KCOLL_OP_BARRIER };
+	struct kcoll_phase p;
+	u32 n, r, k;
+
+	for (n = 1; n <= 40; n++) {
+		a.nranks = n;
+		for (r = 0; r < n; r++) {
+			a.rank = r;
+			UNIT_EQ_UINT(kcoll_sched_nphases(&a), ceil_log2(n));
+			for (k = 0; k < ceil_log2(n); k++) {
+				kcoll_sched_phase(&a, k, &p);
+				UNIT_EQ_UINT(p.send.peer, (r + (1U << k)) % n);
+				UNIT_EQ_UINT(p.recv.peer,
+					     (r + n - (1U << k)) % n);
+			}
+		}
+	}
+}
+
+/* Point to point: single messages, then sequences in both directions. */
+static void test_send_recv(void)
+{
+	static const u64 counts[] = { 0, 1, 2, 7, 1000, 4099 };
+	struct spec seq[8];
+	u32 n, a, b, i, k;
+
+	for (n = 2; n <= 5; n++)
+		for (a = 0; a < n; a++)
+			for (b = 0; b < n; b++)
+				for (i = 0; b != a && i < ARRAY_SIZE(counts);
+				     i++) {
+					struct spec s = {
+						.op = KCOLL_OP_SEND, .n = n,
+						.src = a, .root = b,
+						.count = counts[i],
+						.salt = salt_next++,
+					};
+
+					if (!run_world(&s, 1, n))
+						return;
+				}
+	/* Messages either way between two ranks, zero counts among them:
+	 * FIFO per ordered pair. Every rank's list is in this order. */
+	for (k = 0; k < ARRAY_SIZE(seq); k++)
+		seq[k] = (struct spec){
+			.op = KCOLL_OP_SEND, .n = 100,
+			.src = k % 3 == 1 ? 97 : 3,
+			.root = k % 3 == 1 ? 3 : 97,
+			.count = (k * 37) % 5, .salt = salt_next++,
+		};
+	run_world(seq, ARRAY_SIZE(seq), 100);
+}
+
+/* Several collectives back to back on one communicator, with point to
+ * point in between: messages of one operation never pair with another's. */
+static void test_sequence(void)
+{
+	static const u32 ns[] = { 2, 3, 5, 8, 13 };
+	u32 i;
+
+	for (i = 0; i < ARRAY_SIZE(ns); i++) {
+		u32 n = ns[i];
+		struct spec seq[] = {
+			{ .op = KCOLL_OP_ALLREDUCE, .redop = KCOLL_REDOP_SUM,
+			  .count = 2 * n + 1 },
+			{ .op = KCOLL_OP_BARRIER },
+			{ .op = KCOLL_OP_BROADCAST, .root = n - 1, .count = 5,
+			  .ip = true },
+			{ .op = KCOLL_OP_SEND, .src = 0, .root = n - 1,
+			  .count = 3 },
+			{ .op = KCOLL_OP_ALLTOALL, .count = 2 },
+			{ .op = KCOLL_OP_REDUCE, .redop = KCOLL_REDOP_MIN,
+			  .root = n / 2, .count = 7 },
+			{ .op = KCOLL_OP_SEND, .src = n - 1, .root = 0,
+			  .count = 0 },
+			{ .op = KCOLL_OP_ALLGATHER, .count = 1, .ip = true },
+			{ .op = KCOLL_OP_REDUCE_SCATTER,
+			  .redop = KCOLL_REDOP_AVG, .count = 3 },
+			{ .op = KCOLL_OP_ALLREDUCE, .redop = KCOLL_REDOP_PROD,
+			  .count = 1, .ip = true },
+		};
+		u32 k;
+
+		for (k = 0; k < ARRAY_SIZE(seq); k++) {
+			seq[k].n = n;
+			seq[k].salt = salt_next++;
+		}
+		if (!run_world(seq, ARRAY_SIZE(seq), n))
+			return;
+	}
+}
+
+/* Random operations within the sweeps' limits and beyond them. */
+static void test_random(void)
+{
+	static const u32 ops[] = {
+		KCOLL_OP_ALLREDUCE, KCOLL_OP_REDUCE, KCOLL_OP_BROADCAST,
+		KCOLL_OP_ALLGATHER, KCOLL_OP_REDUCE_SCATTER, KCOLL_OP_ALLTOALL,
+	};
+	struct unit_rng rng;
+	u32 i;
+
+	unit_rng_seed(&rng, unit_seed(0x5c4edULL));
+	for (i = 0; i < 300; i++) {
+		u32 op = ops[unit_rng_upto(&rng, ARRAY_SIZE(ops) - 1)];
+		u32 n = 1 + unit_rng_upto(&rng, i % 10 ? 40 : 150);
+		u64 count = unit_rng_upto(&rng, i % 4 ? 3 * n : 600);
+		u32 redop = is_reducing(op) ?
+			all_redops[unit_rng_upto(&rng, 4)] : KCOLL_REDOP_NONE;
+
+		if (op == KCOLL_OP_ALLGATHER || op == KCOLL_OP_REDUCE_SCATTER ||
+		    op == KCOLL_OP_ALLTOALL)
+			count %= 60;
+		if (!run1(op, redop, n, unit_rng_upto(&rng, n - 1), count,
+			  unit_rng_upto(&rng, 1)))
+			return;
+	}
+}
+
+/* The in-place flag is ignored where it has no meaning. */
+static void test_in_place_ignored(void)
+{
+	static const u32 ops[] = {
+		KCOLL_OP_REDUCE, KCOLL_OP_BROADCAST, KCOLL_OP_SEND,
+		KCOLL_OP_RECV, KCOLL_OP_BARRIER,
+	};
+	struct kcoll_sched_args a, b;
+	struct kcoll_phase pa, pb;
+	u32 i, r, k;
+
+	for (i = 0; i < ARRAY_SIZE(ops); i++) {
+		for (r = 0; r < 6; r++) {
+			a = (struct kcoll_sched_args){
+				.opcode = ops[i], .rank = r, .nranks = 6,
+				.root = r == 2 ? 3 : 2,
+				.count = ops[i] == KCOLL_OP_BARRIER ? 0 : 11,
+				.redop = ops[i] == KCOLL_OP_REDUCE ?
+					 KCOLL_REDOP_SUM : KCOLL_REDOP_NONE,
+			};
+			if (ops[i] == KCOLL_OP_REDUCE ||
+			    ops[i] == KCOLL_OP_BROADCAST)
+				a.root = 2;
+			if (a.rank == a.root)
+				continue;
+			b = a;
+			b.in_place = true;
+			UNIT_EQ_INT(kcoll_sched_check(&b), 0);
+			UNIT_EQ_UINT(kcoll_sched_nphases(&a),
+				     kcoll_sched_nphases(&b));
+			UNIT_EQ_UINT(kcoll_sched_send_count(&a),
+				     kcoll_sched_send_count(&b));
+			UNIT_EQ_UINT(kcoll_sched_recv_count(&a),
+				     kcoll_sched_recv_count(&b));
+			UNIT_EQ_UINT(kcoll_sched_tmp_count(&a),
+				     kcoll_sched_tmp_count(&b));
+			for (k = 0; k < kcoll_sched_nphases(&a); k++) {
+				kcoll_sched_phase(&a, k, &pa);
+				kcoll_sched_phase(&b, k, &pb);
+				UNIT_CHECK(pa.has_send == pb.has_send &&
+					   pa.has_recv == pb.has_recv &&
+					   pa.send.src.buf == pb.send.src.buf &&
+					   pa.recv.dst.buf == pb.recv.dst.buf &&
+					   pa.copy.cnt == pb.copy.cnt);
+			}
+		}
+	}
+}
+
+/* Phases past the end and invalid arguments give an empty phase. */
+static void test_out_of_range(void)
+{
+	struct kcoll_sched_args a = {
+		.opcode = KCOLL_OP_ALLREDUCE, .redop = KCOLL_REDOP_SUM,
+		.rank = 1, .nranks = 4, .count = 100,
+	};
+	struct kcoll_phase p;
+
+	UNIT_EQ_UINT(kcoll_sched_nphases(&a), 6);
+	memset(&p, 0xff, sizeof(p));
+	kcoll_sched_phase(&a, 6, &p);
+	UNIT_CHECK(!p.has_send && !p.has_recv && !p.copy.cnt && !p.avg_cnt);
+	a.rank = 4;
+	UNIT_EQ_UINT(kcoll_sched_nphases(&a), 0);
+	UNIT_EQ_UINT(kcoll_sched_send_count(&a), 0);
+	UNIT_EQ_UINT(kcoll_sched_recv_count(&a), 0);
+	UNIT_EQ_UINT(kcoll_sched_tmp_count(&a), 0);
+	memset(&p, 0xff, sizeof(p));
+	kcoll_sched_phase(&a, 0, &p);
+	UNIT_CHECK(!p.has_send && !p.has_recv && !p.copy.cnt && !p.avg_cnt);
+}
+
+/* Allreduce chunks: sizes differ by at most one, the larger ones first. */
+static void test_allreduce_chunks(void)
+{
+	struct kcoll_sched_args a = {
+		.opcode = KCOLL_OP_ALLREDUCE, .redop = KCOLL_REDOP_SUM,
+		.nranks = 7, .count = 7 * 1000 + 3,
+	};
+	struct kcoll_phase p;
+	u32 r;
+
+	/* Phase 0: rank r sends its chunk r. */
+	for (r = 0; r < 7; r++) {
+		a.rank = r;
+		kcoll_sched_phase(&a, 0, &p);
+		UNIT_CHECK(p.has_send && !p.send.fwd);
+		UNIT_EQ_UINT(p.send.src.buf, KCOLL_SBUF_SEND);
+		UNIT_EQ_UINT(p.send.cnt, r < 3 ? 1001 : 1000);
+		UNIT_EQ_UINT(p.send.src.off, r * 1000 + (r < 3 ? r : 3));
+		UNIT_EQ_UINT(p.send.peer, (r + 1) % 7);
+	}
+}
+
+/* Huge counts: offsets are computed without overflow. */
+static void test_huge_count(void)
+{
+	struct kcoll_sched_args a = {
+		.opcode = KCOLL_OP_ALLTOALL, .nranks = 4096,
+		.rank = 4095, .count = (1ULL << 62) / 4096,
+	};
+	struct kcoll_phase p;
+
+	UNIT_EQ_INT(kcoll_sched_check(&a), 0);
+	UNIT_EQ_UINT(kcoll_sched_recv_count(&a), 1ULL << 62);
+	kcoll_sched_phase(&a, 4094, &p);	/* k = 4095 */
+	UNIT_EQ_UINT(p.send.peer, 4094);
+	UNIT_EQ_UINT(p.send.src.off, 4094 * a.count);
+	UNIT_EQ_UINT(p.recv.peer, 0);
+	UNIT_EQ_UINT(p.recv.dst.off, 0);
+	a.count++;
+	UNIT_EQ_INT(kcoll_sched_check(&a), -EINVAL);
+
+	a = (struct kcoll_sched_args){
+		.opcode = KCOLL_OP_ALLREDUCE, .redop = KCOLL_REDOP_MAX,
+		.nranks = 3, .rank = 2, .count = (1ULL << 62) / 3,
+	};
+	UNIT_EQ_INT(kcoll_sched_check(&a), 0);
+	kcoll_sched_phase(&a, 0, &p);
+	UNIT_EQ_UINT(p.send.src.off + p.send.cnt, a.count);
+}
+
+static void test_check(void)
+{
+	const struct kcoll_sched_args ok[] = {
+		{ .opcode = KCOLL_OP_ALLREDUCE, .redop = KCOLL_REDOP_SUM,
+		  .nranks = 1 },
+		{ .opcode = KCOLL_OP_ALLREDUCE, .redop = KCOLL_REDOP_AVG,
+		  .nranks = KCOLL_MAX_RANKS, .rank = KCOLL_MAX_RANKS - 1,
+		  .count = 1000 },
+		{ .opcode = KCOLL_OP_REDUCE, .redop = KCOLL_REDOP_PROD,
+		  .nranks = 3, .rank = 2, .root = 2, .in_place = true },
+		{ .opcode = KCOLL_OP_BROADCAST, .nranks = 3, .root = 1,
+		  .count = 5 },
+		{ .opcode = KCOLL_OP_ALLGATHER, .nranks = 2, .count = 9 },
+		{ .opcode = KCOLL_OP_REDUCE_SCATTER, .redop = KCOLL_REDOP_MIN,
+		  .nranks = 2, .count = 9 },
+		{ .opcode = KCOLL_OP_ALLTOALL, .nranks = 2, .count = 9 },
+		{ .opcode = KCOLL_OP_SEND, .nranks = 2, .root = 1 },
+		{ .opcode = KCOLL_OP_RECV, .nranks = 2, .rank = 1,
+		  .count = 1ULL << 61 },
+		{ .opcode = KCOLL_OP_BARRIER, .nranks = 1 },
+		{ .opcode = KCOLL_OP_BARRIER, .nranks = 5, .rank = 4 },
+		/* Largest count for n ranks: n*count == 2^62. */
+		{ .opcode = KCOLL_OP_ALLGATHER, .nranks = 1,
+		  .count = 1ULL << 62 },
+		{ .opcode = KCOLL_OP_ALLGATHER, .nranks = 4096,
+		  .count = 1ULL << 50 },
+		{ .opcode = KCOLL_OP_ALLGATHER, .nranks = 3,
+		  .count = (1ULL << 62) / 3 },
+	};
+	const struct kcoll_sched_args bad[] = {
+		/* Opcodes outside ALLREDUCE..BARRIER. */
+		{ .opcode = KCOLL_OP_NOP, .nranks = 1 },
+		{ .opcode = KCOLL_OP_DELAY, .nranks = 1 },
+		{ .opcode = KCOLL_OP_LAST, .nranks = 1 },
+		{ .opcode = 0xffffffff, .nranks = 1 },
+		/* Ranks. */
+		{ .opcode = KCOLL_OP_ALLGATHER, .nranks = 0 },
+		{ .opcode = KCOLL_OP_ALLGATHER, .nranks = KCOLL_MAX_RANKS + 1,
+		  .count = 1 },
+		{ .opcode = KCOLL_OP_BARRIER, .nranks = 0xffffffff },
+		{ .opcode = KCOLL_OP_ALLGATHER, .nranks = 4, .rank = 4 },
+		{ .opcode = KCOLL_OP_BARRIER, .nranks = 1, .rank = 1 },
+		/* Roots and peers. */
+		{ .opcode = KCOLL_OP_REDUCE, .redop = KCOLL_REDOP_SUM,
+		  .nranks = 4, .root = 4 },
+		{ .opcode = KCOLL_OP_BROADCAST, .nranks = 4, .root = 7 },
+		{ .opcode = KCOLL_OP_SEND, .nranks = 4, .root = 4 },
+		{ .opcode = KCOLL_OP_RECV, .nranks = 4, .root = 0xffffffff },
+		{ .opcode = KCOLL_OP_SEND, .nranks = 4, .rank = 2, .root = 2 },
+		{ .opcode = KCOLL_OP_RECV, .nranks = 1 },
+		/* Barrier with data. */
+		{ .opcode = KCOLL_OP_BARRIER, .nranks = 2, .count = 1 },
+		/* Redops. */
+		{ .opcode = KCOLL_OP_ALLREDUCE, .nranks = 2, .count = 1 },
+		{ .opcode = KCOLL_OP_REDUCE, .nranks = 2 },
+		{ .opcode = KCOLL_OP_REDUCE_SCATTER, .nranks = 2 },
+		{ .opcode = KCOLL_OP_ALLREDUCE, .redop = KCOLL_REDOP_LAST,
+		  .nranks = 2 },
+		{ .opcode = KCOLL_OP_ALLREDUCE, .redop = 0xff, .nranks = 2 },
+		{ .opcode = KCOLL_OP_BROADCAST, .redop = KCOLL_REDOP_SUM,
+		  .nranks = 2 },
+		{ .opcode = KCOLL_OP_ALLGATHER, .redop = KCOLL_REDOP_AVG,
+		  .nranks = 2 },
+		{ .opcode = KCOLL_OP_ALLTOALL, .redop = KCOLL_REDOP_MAX,
+		  .nranks = 2 },
+		{ .opcode = KCOLL_OP_SEND, .redop = KCOLL_REDOP_SUM,
+		  .nranks = 2, .root = 1 },
+		{ .opcode = KCOLL_OP_RECV, .redop = KCOLL_REDOP_SUM,
+		  .nranks = 2, .root = 1 },
+		{ .opcode = KCOLL_OP_BARRIER, .redop = KCOLL_REDOP_SUM,
+		  .nranks = 2 },
+		/* count * nranks beyond 2^62. */
+		{ .opcode = KCOLL_OP_ALLGATHER, .nranks = 1,
+		  .count = (1ULL << 62) + 1 },
+		{ .opcode = KCOLL_OP_ALLGATHER, .nranks = 3,
+		  .count = (1ULL << 62) / 3 + 1 },
+		{ .opcode = KCOLL_OP_ALLTOALL, .nranks = 4096,
+		  .count = (1ULL << 50) + 1 },
+		{ .opcode = KCOLL_OP_SEND, .nranks = 2, .root = 1,
+		  .count = UINT64_MAX },
+		{ .opcode = KCOLL_OP_ALLREDUCE, .redop = KCOLL_REDOP_SUM,
+		  .nranks = 2, .count = UINT64_MAX / 2 + 1 },
+	};
+	u32 i;
+
+	for (i = 0; i < ARRAY_SIZE(ok); i++)
+		if (!UNIT_EQ_INT(kcoll_sched_check(&ok[i]), 0))
+			unit_diag("valid case %u", i);
+	for (i = 0; i < ARRAY_SIZE(bad); i++) {
+		if (!UNIT_EQ_INT(kcoll_sched_check(&bad[i]), -EINVAL))
+			unit_diag("invalid case %u", i);
+		/* Nothing to do for what the check refuses. */
+		UNIT_EQ_UINT(kcoll_sched_nphases(&bad[i]), 0);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	unit_init(argc, argv);
+	UNIT_RUN(test_check);
+	UNIT_RUN(test_out_of_range);
+	UNIT_RUN(test_huge_count);
+	UNIT_RUN(test_in_place_ignored);
+	UNIT_RUN(test_allreduce_chunks);
+	UNIT_RUN(test_barrier_shape);
+	UNIT_RUN(test_barrier);
+	UNIT_RUN(test_send_recv);
+	UNIT_RUN(test_allreduce);
+	UNIT_RUN(test_reduce);
+	UNIT_RUN(test_broadcast);
+	UNIT_RUN(test_allgather);
+	UNIT_RUN(test_reduce_scatter);
+	UNIT_RUN(test_alltoall);
+	UNIT_RUN(test_large_n);
+	UNIT_RUN(test_sequence);
+	UNIT_RUN(test_random);
+	arena_free();
+	unit_diag("%" PRIu64 " runs executed: %" PRIu64 " phases, %"
+		  PRIu64 " transfers", stats.runs, stats.phases,
+		  stats.transfers);
+	return unit_done();
+}

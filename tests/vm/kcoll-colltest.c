@@ -1,0 +1,887 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kcoll-colltest: correctness of every collective through libcoll, one
+ * process per rank (rank, size and id from coll_comm_init_env(): e.g.
+ * KCOLL_RANK, KCOLL_NRANKS, KCOLL_ROOT, KCOLL_SECRET).
+ *
+ * Default run: every collective x every dtype x every valid reduction x
+ * counts {0, 1, 7, 3*nranks+1} x in place / out of place, each case
+ * checked against a reference computed locally from the known inputs of
+ * every rank (tools/kcoll-check.h), with guard bytes around every buffer;
+ * the API forms rotate (blocking, non-blocking + wait, group, poll() on
+ * coll_comm_fd() + coll_test(), registered buffers); then a few large
+ * cases (1000003 elements, and one >= 16 MiB case per collective), a group
+ * of several operations, more operations in flight than the CQ holds, and
+ * barriers. Each rank checks its own results; the failure counts are
+ * summed over the ranks with an allreduce, and rank 0 prints one TAP line
+ * per case group. Every rank exits 1 if anything failed anywhere.
+ *
+ * Usage: kcoll-colltest [-q | -F] [-c collective] [-t seconds] [-v]
+ *        kcoll-colltest -M | -K | -X
+ *   -q  quick: small counts, plus one 1000003-element case per collective
+ *   -F  full: 1000003 elements for every dtype, both placements, and the
+ *       >= 16 MiB cases in both placements
+ *   -c  only this collective (allreduce, reduce, broadcast, allgather,
+ *       reduce_scatter, alltoall, sendrecv)
+ *   -t  watchdog: fail (exit 2) if the run takes longer
+ *   -v  a line per case
+ *   -M  signature mismatch: rank 1 uses another count for one allreduce;
+ *       every rank must get -EBADMSG
+ *   -K  wrong key: the last rank creates the communicator (bootstrap, then
+ *       KCOLL_IOC_COMM_CREATE through coll_comm_init_table()) with a
+ *       modified key; every rank's creation must fail
+ *   -X  a dying rank: the last rank _exit()s in the middle of a large
+ *       allreduce; every other rank must see an error within 60 s
+ * In -M, -K and -X every rank prints its own result line and exits 0 only
+ * if it passed.
+ */
+#define _GNU_SOURCE
+
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coll.h"
+#include "kcoll-check.h"
+
+#define GUARD		64
+#define GUARD_BYTE	0x5a
+#define BIG_COUNT	1000003UL
+#define MIB		(1024UL * 1024)
+
+static coll_comm *comm;
+static int rank, nranks;
+static int verbose;
+static unsigned int tap_n, tap_fail;
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static __attribute__((format(printf, 2, 3)))
+void tap(bool ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	tap_n++;
+	tap_fail += !ok;
+	if (rank != 0)
+		return;
+	printf("%sok %u - ", ok ? "" : "not ", tap_n);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+}
+
+/* A diagnostic of this rank (every rank prints its own). */
+static __attribute__((format(printf, 1, 2)))
+void diag(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("# rank %d: ", rank);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+}
+
+static void watchdog(int sig)
+{
+	static const char msg[] = "Bail out! watchdog: the test took too long\n";
+
+	(void)sig;
+	if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0)
+		_exit(3);
+	_exit(2);
+}
+
+/* Sum @local over the ranks (int64 allreduce through kcoll itself). */
+static int agree(int64_t local, int64_t *total)
+{
+	int64_t v = local;
+	int ret;
+
+	ret = coll_allreduce(&v, &v, 1, COLL_DTYPE_INT64, COLL_REDOP_SUM, comm);
+	*total = v;
+	return ret;
+}
+
+/* Report a group of cases; bail out if the communicator is gone. */
+static void report(int64_t bad, const char *what, double t0)
+{
+	int64_t total;
+	int ret = agree(bad, &total);
+
+	if (ret) {
+		printf("Bail out! rank %d: allreduce of the results failed: "
+		       "%d (%s)\n", rank, ret, coll_strerror(ret));
+		fflush(stdout);
+		exit(1);
+	}
+	tap(total == 0, "%s (%.2f s)%s", what, now() - t0,
+	    total ? " - see the ranks' diagnostics" : "");
+}
+
+/* ------------------------------------------------------------------ */
+/* Buffers with guards                                                 */
+/* ------------------------------------------------------------------ */
+
+struct gbuf {
+	uint8_t *base;
+	size_t len;
+};
+
+static void *gbuf_alloc(struct gbuf *g, size_t len)
+{
+	g->len = len;
+	g->base = malloc(len + 2 * GUARD);
+	if (!g->base) {
+		diag("out of memory (%zu bytes)", len);
+		exit(1);
+	}
+	memset(g->base, GUARD_BYTE, GUARD);
+	memset(g->base + GUARD + len, GUARD_BYTE, GUARD);
+	return g->base + GUARD;
+}
+
+static size_t gbuf_damage(const struct gbuf *g)
+{
+	size_t i, bad = 0;
+
+	if (!g->base)
+		return 0;
+	for (i = 0; i < GUARD; i++) {
+		bad += g->base[i] != GUARD_BYTE;
+		bad += g->base[GUARD + g->len + i] != GUARD_BYTE;
+	}
+	return bad;
+}
+
+static void gbuf_free(struct gbuf *g)
+{
+	free(g->base);
+	g->base = NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* One case                                                            */
+/* ------------------------------------------------------------------ */
+
+enum style {
+	ST_BLOCKING,
+	ST_NONBLOCKING,
+	ST_GROUP,
+	ST_POLL,
+	ST_REGISTERED,
+	ST_NR
+};
+
+static const char *const style_names[ST_NR] = {
+	"blocking", "non-blocking", "group", "poll", "registered",
+};
+
+/* Wait with poll() on the comm's fd and coll_test(). */
+static int poll_wait(coll_request *req)
+{
+	struct pollfd p = { .fd = coll_comm_fd(comm), .events = POLLIN };
+	int done = 0, ret;
+
+	for (;;) {
+		ret = coll_test(req, &done);
+		if (done || ret)
+			return ret;
+		if (poll(&p, 1, -1) < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+static int finish(int ret, coll_request *req, enum style st)
+{
+	if (ret)
+		return ret;
+	ret = st == ST_POLL ? poll_wait(req) : coll_wait(req);
+	coll_request_free(req);
+	return ret;
+}
+
+/* Issue @c on @send/@recv in style @st; the operation's result. */
+static int issue(const struct chk_case *c, void *send, void *recv,
+		 enum style st)
+{
+	bool nb = st == ST_NONBLOCKING || st == ST_POLL;
+	coll_request *req = NULL, *req2 = NULL;
+	int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+	int ret = 0, r2;
+
+	if (st == ST_GROUP)
+		coll_group_start();
+	switch (c->coll) {
+	case CHK_ALLREDUCE:
+		ret = nb ? coll_iallreduce(send, recv, c->count, c->dt, c->op,
+					   comm, &req) :
+			   coll_allreduce(send, recv, c->count, c->dt, c->op,
+					  comm);
+		break;
+	case CHK_REDUCE:
+		ret = nb ? coll_ireduce(send, recv, c->count, c->dt, c->op,
+					c->root, comm, &req) :
+			   coll_reduce(send, recv, c->count, c->dt, c->op,
+				       c->root, comm);
+		break;
+	case CHK_BROADCAST:
+		ret = nb ? coll_ibroadcast(send, recv, c->count, c->dt, c->root,
+					   comm, &req) :
+			   coll_broadcast(send, recv, c->count, c->dt, c->root,
+					  comm);
+		break;
+	case CHK_ALLGATHER:
+		ret = nb ? coll_iallgather(send, recv, c->count, c->dt, comm,
+					   &req) :
+			   coll_allgather(send, recv, c->count, c->dt, comm);
+		break;
+	case CHK_REDUCE_SCATTER:
+		ret = nb ? coll_ireduce_scatter(send, recv, c->count, c->dt,
+						c->op, comm, &req) :
+			   coll_reduce_scatter(send, recv, c->count, c->dt,
+					       c->op, comm);
+		break;
+	case CHK_ALLTOALL:
+		ret = nb ? coll_ialltoall(send, recv, c->count, c->dt, comm,
+					  &req) :
+			   coll_alltoall(send, recv, c->count, c->dt, comm);
+		break;
+	case CHK_SENDRECV:
+		/* Blocking send and receive only work together in a group. */
+		if (!nb) {
+			if (st != ST_GROUP)
+				coll_group_start();
+			ret = coll_send(send, c->count, c->dt, next, comm);
+			r2 = coll_recv(recv, c->count, c->dt, prev, comm);
+			if (st != ST_GROUP) {
+				int r3 = coll_group_end();
+
+				ret = ret ? ret : r2 ? r2 : r3;
+				return ret;
+			}
+			ret = ret ? ret : r2;
+			break;
+		}
+		ret = coll_isend(send, c->count, c->dt, next, comm, &req);
+		r2 = coll_irecv(recv, c->count, c->dt, prev, comm, &req2);
+		ret = finish(ret, req, st);
+		r2 = finish(r2, req2, st);
+		return ret ? ret : r2;
+	default:
+		ret = -EINVAL;
+	}
+	if (st == ST_GROUP) {
+		r2 = coll_group_end();
+		return ret ? ret : r2;
+	}
+	return nb ? finish(ret, req, st) : ret;
+}
+
+static void case_name(const struct chk_case *c, char *s, size_t len)
+{
+	char root[16] = "";
+
+	if (chk_rooted(c->coll))
+		snprintf(root, sizeof(root), " root=%d", c->root);
+	snprintf(s, len, "%s %s%s%s count=%zu%s %s", chk_coll_names[c->coll],
+		 coll_dtype_name(c->dt), chk_reduces(c->coll) ? " " : "",
+		 chk_reduces(c->coll) ? coll_redop_name(c->op) : "", c->count,
+		 root, c->in_place ? "in-place" : "out-of-place");
+}
+
+/* Run one case; the number of problems found on this rank. */
+static size_t run_case(const struct chk_case *c, enum style st)
+{
+	size_t es = coll_dtype_size(c->dt), bad = 0, g;
+	struct gbuf gs = { 0 }, gr = { 0 };
+	coll_mem *ms = NULL, *mr = NULL;
+	void *s, *r = NULL, *sp, *rp;
+	char what[128], why[160];
+	int ret;
+
+	if (c->in_place) {
+		s = gbuf_alloc(&gs, chk_inplace_elems(c) * es);
+		chk_fill(c, s, NULL);
+		chk_inplace_ptrs(c, s, &sp, &rp);
+	} else {
+		s = gbuf_alloc(&gs, chk_send_elems(c) * es);
+		r = gbuf_alloc(&gr, chk_recv_elems(c) * es);
+		chk_fill(c, s, r);
+		sp = s;
+		rp = r;
+	}
+	case_name(c, what, sizeof(what));
+	if (st == ST_REGISTERED) {
+		if (gs.len && (ret = coll_mem_register(comm, s, gs.len, &ms)))
+			diag("%s: coll_mem_register: %s (%s); unregistered",
+			     what, coll_strerror(ret), coll_last_error());
+		if (gr.len && (ret = coll_mem_register(comm, r, gr.len, &mr)))
+			diag("%s: coll_mem_register: %s (%s); unregistered",
+			     what, coll_strerror(ret), coll_last_error());
+	}
+	ret = issue(c, sp, rp, st);
+	if (ret) {
+		diag("%s (%s): returned %d (%s)", what, style_names[st], ret,
+		     coll_strerror(ret));
+		bad = 1;
+	} else {
+		bad = chk_verify(c, s, r, why, sizeof(why));
+		if (bad)
+			diag("%s (%s): %zu wrong: %s", what, style_names[st],
+			     bad, why);
+	}
+	g = gbuf_damage(&gs) + gbuf_damage(&gr);
+	if (g) {
+		diag("%s (%s): %zu guard bytes overwritten", what,
+		     style_names[st], g);
+		bad += g;
+	}
+	if (verbose)
+		diag("%s (%s): %s", what, style_names[st],
+		     bad ? "FAILED" : "ok");
+	if (ms && (ret = coll_mem_deregister(comm, ms))) {
+		diag("%s: coll_mem_deregister: %s", what, coll_strerror(ret));
+		bad++;
+	}
+	if (mr && (ret = coll_mem_deregister(comm, mr))) {
+		diag("%s: coll_mem_deregister: %s", what, coll_strerror(ret));
+		bad++;
+	}
+	gbuf_free(&gs);
+	gbuf_free(&gr);
+	return bad;
+}
+
+/* ------------------------------------------------------------------ */
+/* The matrix                                                          */
+/* ------------------------------------------------------------------ */
+
+static const coll_dtype all_dtypes[] = {
+	COLL_DTYPE_INT8, COLL_DTYPE_UINT8, COLL_DTYPE_INT32, COLL_DTYPE_UINT32,
+	COLL_DTYPE_INT64, COLL_DTYPE_UINT64, COLL_DTYPE_FP16, COLL_DTYPE_BF16,
+	COLL_DTYPE_FP32, COLL_DTYPE_FP64,
+};
+#define NDTYPES (sizeof(all_dtypes) / sizeof(all_dtypes[0]))
+
+static bool coll_possible(enum chk_coll c)
+{
+	return c != CHK_SENDRECV || nranks >= 2;	/* no send to self */
+}
+
+static unsigned int case_seq;
+
+static void small_matrix(int only)
+{
+	size_t counts[4] = { 0, 1, 7, 3 * (size_t)nranks + 1 };
+	int coll, d, op;
+
+	for (coll = 0; coll < CHK_NR; coll++) {
+		if ((only >= 0 && coll != only) || !coll_possible(coll))
+			continue;
+		for (d = 0; d < (int)NDTYPES; d++) {
+			coll_dtype dt = all_dtypes[d];
+
+			for (op = COLL_REDOP_FIRST; op <= COLL_REDOP_LAST; op++) {
+				struct chk_case c = {
+					.coll = coll, .dt = dt,
+					.rank = rank, .nranks = nranks,
+				};
+				int64_t bad = 0;
+				double t0 = now();
+				char what[96];
+				int k, ip, ncases = 0;
+
+				if (chk_reduces(coll)) {
+					if (!coll_redop_valid(dt, op))
+						continue;
+					c.op = op;
+				} else if (op != COLL_REDOP_FIRST) {
+					break;
+				}
+				for (k = 0; k < 4; k++) {
+					for (ip = 0; ip < 2; ip++) {
+						if (ip && !chk_has_in_place(coll))
+							continue;
+						c.count = counts[k];
+						c.in_place = ip;
+						c.root = (int)((counts[k] + d) %
+							       (size_t)nranks);
+						bad += run_case(&c,
+							case_seq++ % ST_NR);
+						ncases++;
+					}
+				}
+				snprintf(what, sizeof(what), "%s %s%s%s: %d cases",
+					 chk_coll_names[coll],
+					 coll_dtype_name(dt),
+					 chk_reduces(coll) ? " " : "",
+					 chk_reduces(coll) ?
+					 coll_redop_name(op) : "", ncases);
+				report(bad, what, t0);
+			}
+		}
+	}
+}
+
+/* Elements for a case of about @bytes (nccl-tests' size convention). */
+static size_t count_for(enum chk_coll coll, coll_dtype dt, size_t bytes)
+{
+	size_t es = coll_dtype_size(dt), n = (size_t)nranks;
+
+	switch (coll) {
+	case CHK_ALLGATHER:
+	case CHK_REDUCE_SCATTER:
+	case CHK_ALLTOALL:
+		return (bytes / es + n - 1) / n;
+	default:
+		return bytes / es;
+	}
+}
+
+static void big_case(enum chk_coll coll, coll_dtype dt, coll_redop op,
+		     size_t count, bool in_place)
+{
+	struct chk_case c = {
+		.coll = coll, .dt = dt, .op = chk_reduces(coll) ? op : 0,
+		.rank = rank, .nranks = nranks, .count = count,
+		.in_place = in_place, .root = nranks - 1,
+	};
+	double t0 = now();
+	char what[128];
+	int64_t bad;
+
+	bad = (int64_t)run_case(&c, case_seq++ % ST_NR);
+	case_name(&c, what, sizeof(what));
+	report(bad, what, t0);
+}
+
+static void big_cases(int level, int only)
+{
+	int coll, d;
+
+	for (coll = 0; coll < CHK_NR; coll++) {
+		bool data = !chk_reduces(coll);
+
+		if ((only >= 0 && coll != only) || !coll_possible(coll))
+			continue;
+		/* 1000003 elements; in total for the collectives whose
+		 * buffers are n counts long (an odd count per rank), to keep
+		 * the traffic within what TCG VMs move in minutes. */
+		if (level < 2) {
+			size_t big = coll == CHK_ALLGATHER ||
+				     coll == CHK_REDUCE_SCATTER ||
+				     coll == CHK_ALLTOALL ?
+				     (BIG_COUNT / (size_t)nranks) | 1 : BIG_COUNT;
+
+			big_case(coll, COLL_DTYPE_INT32, COLL_REDOP_SUM, big,
+				 false);
+			if (level == 1)
+				big_case(coll, data ? COLL_DTYPE_BF16 :
+					 COLL_DTYPE_FP16, COLL_REDOP_SUM, big,
+					 chk_has_in_place(coll));
+		} else {
+			for (d = 0; d < (int)NDTYPES; d++) {
+				big_case(coll, all_dtypes[d], COLL_REDOP_SUM,
+					 BIG_COUNT, false);
+				if (chk_has_in_place(coll))
+					big_case(coll, all_dtypes[d],
+						 COLL_REDOP_SUM, BIG_COUNT,
+						 true);
+			}
+		}
+		/* >= 16 MiB. */
+		if (level >= 1) {
+			size_t n = count_for(coll, COLL_DTYPE_FP32, 16 * MIB);
+
+			big_case(coll, COLL_DTYPE_FP32, COLL_REDOP_SUM, n, false);
+			if (level == 2 && chk_has_in_place(coll))
+				big_case(coll, COLL_DTYPE_FP32, COLL_REDOP_SUM,
+					 n, true);
+		}
+	}
+}
+
+/* Several blocking allreduces in one group: one ENTER, all complete. */
+static void group_case(void)
+{
+	enum { N = 6 };
+	struct chk_case c[N];
+	struct gbuf g[N];
+	void *buf[N];
+	int64_t bad = 0;
+	double t0 = now();
+	int i, ret;
+
+	coll_group_start();
+	for (i = 0; i < N; i++) {
+		c[i] = (struct chk_case){
+			.coll = CHK_ALLREDUCE, .dt = COLL_DTYPE_INT32,
+			.op = i % 2 ? COLL_REDOP_MAX : COLL_REDOP_SUM,
+			.count = 1000 + (size_t)i, .in_place = true,
+			.rank = rank, .nranks = nranks,
+		};
+		buf[i] = gbuf_alloc(&g[i], c[i].count * 4);
+		chk_fill(&c[i], buf[i], NULL);
+		ret = coll_allreduce(buf[i], buf[i], c[i].count, c[i].dt,
+				     c[i].op, comm);
+		if (ret) {
+			diag("group: coll_allreduce queued with %d", ret);
+			bad++;
+		}
+	}
+	ret = coll_group_end();
+	if (ret) {
+		diag("group: coll_group_end: %d (%s)", ret, coll_strerror(ret));
+		bad++;
+	}
+	for (i = 0; i < N; i++) {
+		char why[160];
+		size_t b = chk_verify(&c[i], buf[i], NULL, why, sizeof(why));
+
+		if (b)
+			diag("group: allreduce %d: %s", i, why);
+		bad += (int64_t)(b + gbuf_damage(&g[i]));
+		gbuf_free(&g[i]);
+	}
+	report(bad, "group of 6 blocking allreduces", t0);
+}
+
+/* More operations in flight than the CQ holds; then barriers. */
+static void flood_case(void)
+{
+	enum { N = 600, COUNT = 16 };
+	coll_request **req = calloc(N, sizeof(*req));
+	int32_t *buf = malloc(N * COUNT * sizeof(int32_t));
+	struct chk_case c = {
+		.coll = CHK_ALLREDUCE, .dt = COLL_DTYPE_INT32,
+		.op = COLL_REDOP_SUM, .count = COUNT, .in_place = true,
+		.rank = rank, .nranks = nranks,
+	};
+	int64_t bad = 0;
+	double t0 = now();
+	int i, ret;
+
+	if (!req || !buf) {
+		diag("out of memory");
+		exit(1);
+	}
+	for (i = 0; i < N; i++) {
+		chk_fill(&c, buf + i * COUNT, NULL);
+		ret = coll_iallreduce(buf + i * COUNT, buf + i * COUNT, COUNT,
+				      c.dt, c.op, comm, &req[i]);
+		if (ret) {
+			diag("flood: coll_iallreduce %d: %s", i,
+			     coll_strerror(ret));
+			bad++;
+		}
+	}
+	/* Wait in reverse order: earlier completions get recorded while
+	 * waiting for later ones. */
+	for (i = N - 1; i >= 0; i--) {
+		if (!req[i])
+			continue;
+		ret = coll_wait(req[i]);
+		coll_request_free(req[i]);
+		if (ret) {
+			diag("flood: allreduce %d: %s", i, coll_strerror(ret));
+			bad++;
+			continue;
+		}
+		bad += chk_verify(&c, buf + i * COUNT, NULL, NULL, 0) != 0;
+	}
+	for (i = 0; i < 5; i++) {
+		ret = coll_barrier(comm);
+		if (ret) {
+			diag("barrier: %s", coll_strerror(ret));
+			bad++;
+		}
+	}
+	free(req);
+	free(buf);
+	report(bad, "600 allreduces in flight at once, then 5 barriers", t0);
+}
+
+/* ------------------------------------------------------------------ */
+/* Negative tests                                                      */
+/* ------------------------------------------------------------------ */
+
+static int init_comm(void)
+{
+	int ret = coll_comm_init_env(&comm);
+
+	if (ret) {
+		printf("Bail out! coll_comm_init_env: %d (%s): %s\n", ret,
+		       coll_strerror(ret), coll_last_error());
+		return ret;
+	}
+	rank = coll_comm_rank(comm);
+	nranks = coll_comm_size(comm);
+	return 0;
+}
+
+static int result_line(bool ok, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static int result_line(bool ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%sok 1 - rank %d: ", ok ? "" : "not ", rank);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	return ok ? 0 : 1;
+}
+
+static int test_mismatch(void)
+{
+	enum { COUNT = 1000 };
+	int32_t *buf = calloc(COUNT + 1, sizeof(int32_t));
+	size_t cnt;
+	coll_request *req;
+	int ret, ret2;
+
+	if (!buf || init_comm()) {
+		free(buf);
+		return 1;
+	}
+	if (nranks < 2) {
+		free(buf);
+		coll_comm_destroy(comm);
+		return result_line(true, "# SKIP a mismatch needs 2 ranks");
+	}
+	cnt = rank == 1 ? COUNT + 1 : COUNT;
+	ret = coll_allreduce(buf, buf, cnt, COLL_DTYPE_INT32, COLL_REDOP_SUM,
+			     comm);
+	/* Informative only: whether the communicator still works (waited
+	 * for 30 s at most; the abort below cancels it). */
+	ret2 = coll_iallreduce(buf, buf, COUNT, COLL_DTYPE_INT32,
+			       COLL_REDOP_SUM, comm, &req);
+	if (!ret2) {
+		struct pollfd p = { .fd = coll_comm_fd(comm), .events = POLLIN };
+		double t0 = now();
+		int done = 0;
+
+		for (;;) {
+			ret2 = coll_test(req, &done);
+			if (done || ret2 || now() - t0 > 30)
+				break;
+			poll(&p, 1, 1000);
+		}
+		if (!done && !ret2)
+			diag("the next, matching allreduce is still in flight "
+			     "after 30 s");
+		else
+			diag("the next, matching allreduce returned %d (%s)",
+			     ret2, coll_strerror(ret2));
+		if (done)
+			coll_request_free(req);
+	}
+	free(buf);
+	coll_comm_abort(comm);
+	return result_line(ret == -EBADMSG,
+			   "signature mismatch (count %zu) returned %d (%s)",
+			   cnt, ret, coll_strerror(ret));
+}
+
+static int test_wrong_key(void)
+{
+	uint8_t key[KCOLL_KEY_LEN];
+	struct kcoll_rank_addr self, *table;
+	coll_unique_id id;
+	uint64_t uid;
+	double t0;
+	int ret;
+
+	ret = coll_env_unique_id(&id, &rank, &nranks);
+	if (!ret)
+		ret = coll_node_addr(&self);
+	if (ret) {
+		printf("Bail out! %s\n", coll_last_error());
+		return 1;
+	}
+	if (nranks < 2)
+		return result_line(true, "# SKIP a wrong key needs 2 ranks");
+	table = calloc((size_t)nranks, sizeof(*table));
+	ret = table ? coll_bootstrap(&id, nranks, rank, &self, table, &uid) :
+		      -ENOMEM;
+	if (!ret)
+		ret = coll_unique_id_secret(&id, key);
+	if (ret) {
+		printf("Bail out! bootstrap: %s\n", coll_last_error());
+		free(table);
+		return 1;
+	}
+	if (rank == nranks - 1)
+		key[5] ^= 0x10;
+	/* Fail in bounded time if the kernel has no default. */
+	setenv(COLL_ENV_CONNECT_TIMEOUT, "20000", 0);
+	t0 = now();
+	ret = coll_comm_init_table(&comm, nranks, rank, table, uid, key);
+	free(table);
+	if (!ret) {
+		coll_comm_destroy(comm);
+		return result_line(false, "communicator created with %s key",
+				   rank == nranks - 1 ? "a wrong" : "the right");
+	}
+	return result_line(true, "%s key: creation failed as it must with %d "
+			   "(%s) after %.1f s: %s",
+			   rank == nranks - 1 ? "wrong" : "right", ret,
+			   coll_strerror(ret), now() - t0, coll_last_error());
+}
+
+static int test_die(void)
+{
+	size_t count = 8 * MIB / 4;	/* 32 MiB of fp32 */
+	float *buf = calloc(count, sizeof(float));
+	coll_request *req;
+	int i, ret = 0;
+
+	if (!buf || init_comm()) {
+		free(buf);
+		return 1;
+	}
+	if (nranks < 2) {
+		free(buf);
+		coll_comm_destroy(comm);
+		return result_line(true, "# SKIP a dying rank needs 2 ranks");
+	}
+	if (rank == nranks - 1) {
+		ret = coll_iallreduce(buf, buf, count, COLL_DTYPE_FP32,
+				      COLL_REDOP_SUM, comm, &req);
+		diag("dying in the middle of an allreduce (issued: %d)", ret);
+		fflush(stdout);
+		usleep(300 * 1000);
+		_exit(0);
+	}
+	/* The first allreduce may still complete; a later one cannot. */
+	for (i = 0; i < 3; i++) {
+		double t0 = now(), dt;
+
+		ret = coll_iallreduce(buf, buf, count, COLL_DTYPE_FP32,
+				      COLL_REDOP_SUM, comm, &req);
+		if (!ret) {
+			ret = coll_wait(req);
+			coll_request_free(req);
+		}
+		dt = now() - t0;
+		diag("allreduce %d returned %d (%s) after %.1f s", i, ret,
+		     coll_strerror(ret), dt);
+		if (ret) {
+			free(buf);
+			coll_comm_abort(comm);
+			return result_line(dt < 60, "peer death reported as %d "
+					   "(%s) after %.1f s", ret,
+					   coll_strerror(ret), dt);
+		}
+	}
+	free(buf);
+	coll_comm_abort(comm);
+	return result_line(false, "3 allreduces completed without the dead "
+			   "rank");
+}
+
+/* ------------------------------------------------------------------ */
+/* Main                                                                */
+/* ------------------------------------------------------------------ */
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: kcoll-colltest [-q | -F] [-c collective] "
+		"[-t seconds] [-v]\n"
+		"       kcoll-colltest -M | -K | -X\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	int level = 1, only = -1, special = 0, opt, i, ret;
+	unsigned int timeout = 0;
+	double t0 = now();
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	while ((opt = getopt(argc, argv, "qFc:t:vMKX")) != -1) {
+		switch (opt) {
+		case 'q':
+			level = 0;
+			break;
+		case 'F':
+			level = 2;
+			break;
+		case 'c':
+			for (i = 0; i < CHK_NR; i++)
+				if (!strcmp(optarg, chk_coll_names[i]))
+					only = i;
+			if (only < 0)
+				usage();
+			break;
+		case 't':
+			timeout = (unsigned int)atoi(optarg);
+			break;
+		case 'v':
+			verbose = 1;
+			break;
+		case 'M':
+		case 'K':
+		case 'X':
+			special = opt;
+			break;
+		default:
+			usage();
+		}
+	}
+	if (optind != argc)
+		usage();
+	signal(SIGALRM, watchdog);
+	if (special == 'X' && !timeout)
+		timeout = 120;
+	alarm(timeout);
+
+	if (special == 'M')
+		return test_mismatch();
+	if (special == 'K')
+		return test_wrong_key();
+	if (special == 'X')
+		return test_die();
+
+	if (init_comm())
+		return 1;
+	if (rank == 0)
+		printf("# kcoll-colltest: %d ranks, %s run\n", nranks,
+		       level == 0 ? "quick" : level == 1 ? "default" : "full");
+	small_matrix(only);
+	big_cases(level, only);
+	if (only < 0) {
+		group_case();
+		flood_case();
+	}
+	ret = coll_comm_destroy(comm);
+	if (ret) {
+		diag("coll_comm_destroy: %d (%s)", ret, coll_strerror(ret));
+		tap_fail++;
+	}
+	if (rank == 0) {
+		printf("1..%u\n", tap_n);
+		printf("# kcoll-colltest: %u passed, %u failed in %.1f s\n",
+		       tap_n - tap_fail, tap_fail, now() - t0);
+	}
+	return tap_fail ? 1 : 0;
+}

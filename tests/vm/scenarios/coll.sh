@@ -1,0 +1,140 @@
+#!/bin/bash
+# Collectives through libcoll across VMs: every VM brings up Soft-RoCE and
+# kcoll, then runs its share of the ranks of kcoll-colltest (the whole
+# correctness matrix, then the negative tests: signature mismatch, wrong
+# key, a rank dying mid-allreduce), optionally kcoll-perf; at the end no
+# kcoll QP may be left and the module must unload with a clean kernel log.
+#
+# Usage (2 VMs, 4 ranks):
+#   tests/vm/vmrun.sh -k KVER -n 2 -o build/vmtest/coll -t 2400 \
+#       -a "4" tests/vm/scenarios/coll.sh
+# The argument (vmrun.sh -a; its words reach us in $KCOLL_ARG):
+#   NRANKS [quick|full] [perf] [noneg]
+#   NRANKS  total ranks (default 2 per VM), spread in blocks of
+#           ceil(NRANKS / VMs): "4" on 2 VMs is ranks 0,1 on vm0 and 2,3
+#           on vm1; "3" is 0,1 on vm0 and 2 on vm1
+#   quick   kcoll-colltest -q (small counts and one 1M case per
+#           collective); full: -F; default: the default run
+#   perf    also run kcoll-perf -c all (rank 0's table in perf.txt)
+#   noneg   skip the negative tests (-M, -K, -X)
+#
+# Ranks find each other through the KCOLL_ROOT/KCOLL_SECRET mode of
+# coll_comm_init_env(): rank 0 (on vm0, 10.9.0.1) serves the bootstrap
+# root at a fixed port, a new port for each run (the same sequence in
+# every VM), with a fixed test secret; each rank learns its node's RDMA
+# address from rxe0's netdev (eth0). Each rank's output goes to
+# $KCOLL_OUT/<run>-rank<r>.log; rank 0's TAP of the main run to
+# colltest.tap (counted by tests/run-vm-tests.sh).
+. "$kcoll_top/tests/vm/guest-lib.sh"
+
+COLLTEST=$KCOLL_TOP/build/tests/bin/kcoll-colltest
+PERF=$KCOLL_TOP/build/tools/kcoll-perf
+ROOT_IP=10.9.0.1
+PORT_BASE=29500
+
+kcoll_net_up
+kcoll_rxe_up
+kcoll_mod_load
+
+# shellcheck disable=SC2086
+set -- $KCOLL_ARG
+nranks=${1:-$((2 * kcoll_nvms))}
+[ $# -gt 0 ] && shift
+level="" perf=0 neg=1
+for a in "$@"; do
+	case $a in
+	quick) level=-q ;;
+	full) level=-F ;;
+	perf) perf=1 ;;
+	noneg) neg=0 ;;
+	*) fail "unknown scenario argument '$a'" ;;
+	esac
+done
+case $nranks in
+'' | *[!0-9]*) fail "NRANKS '$nranks' is not a number"; nranks=$((2 * kcoll_nvms)) ;;
+esac
+per=$(((nranks + kcoll_nvms - 1) / kcoll_nvms))
+first=$((kcoll_vm * per))
+last=$((first + per - 1))
+[ $last -ge "$nranks" ] && last=$((nranks - 1))
+if [ $first -le $last ]; then
+	log "ranks $first..$last of $nranks (${per} per VM)"
+else
+	log "no rank of $nranks here"
+fi
+[ -x "$COLLTEST" ] || fail "no $COLLTEST (make tests-bin)"
+
+# Every VM must reach vm0 (the root) before the first run.
+for ((j = 0; j < kcoll_nvms; j++)); do
+	[ $j = "$kcoll_vm" ] && continue
+	ip=10.9.0.$((j + 1))
+	for i in $(seq 1 120); do busybox ping -c1 -W1 "$ip" >/dev/null 2>&1 && break; done
+	busybox ping -c1 -W2 "$ip" >/dev/null || fail "peer $ip unreachable over eth0"
+done
+
+export KCOLL_NRANKS=$nranks
+export KCOLL_SECRET=6b636f6c6c2d766d2d746573742d3031	# "kcoll-vm-test-01"
+# VMs boot at their own pace: the ranks wait for the root that long.
+export KCOLL_BOOTSTRAP_TIMEOUT_MS=300000
+run_no=0
+
+# run NAME TIMEOUT_S COMMAND...: this VM's ranks of one run, in parallel.
+run() {
+	local name=$1 tmo=$2 r rc i=0
+	local pids=()
+	shift 2
+	run_no=$((run_no + 1))
+	[ $first -le $last ] || return 0
+	log "run $run_no: $name ($*)"
+	for r in $(seq $first $last); do
+		KCOLL_RANK=$r KCOLL_ROOT=$ROOT_IP:$((PORT_BASE + run_no)) \
+			timeout -k 10 "$tmo" "$@" >"$KCOLL_OUT/$name-rank$r.log" 2>&1 &
+		pids+=($!)
+	done
+	for r in $(seq $first $last); do
+		wait "${pids[$i]}"
+		rc=$?
+		i=$((i + 1))
+		[ $rc = 0 ] || fail "$name: rank $r exited with $rc (see $name-rank$r.log)"
+		grep -E "^not ok|^Bail out|^# kcoll-colltest:|rank $r:" \
+			"$KCOLL_OUT/$name-rank$r.log" | head -40 | sed "s/^/[$name rank $r] /"
+	done
+}
+
+t0=$SECONDS
+run colltest 2400 "$COLLTEST" $level -t 2350
+[ -f "$KCOLL_OUT/colltest-rank0.log" ] && cp "$KCOLL_OUT/colltest-rank0.log" "$KCOLL_OUT/colltest.tap"
+log "colltest took $((SECONDS - t0)) s"
+if [ $neg = 1 ]; then
+	run mismatch 300 "$COLLTEST" -M
+	# The kernel's connect timeout bounds the refused creation.
+	KCOLL_CONNECT_TIMEOUT_MS=20000 run wrongkey 300 "$COLLTEST" -K
+	run die 300 "$COLLTEST" -X
+fi
+if [ $perf = 1 ]; then
+	if [ -x "$PERF" ]; then
+		run perf 1200 "$PERF" -c all -b 8 -e 4M -f 4 -n 5 -w 2 -i 1
+		[ -f "$KCOLL_OUT/perf-rank0.log" ] && cp "$KCOLL_OUT/perf-rank0.log" "$KCOLL_OUT/perf.txt" &&
+			cat "$KCOLL_OUT/perf.txt"
+	else
+		fail "no $PERF (make tools)"
+	fi
+fi
+
+# Every process is gone: so must be every kcoll QP (teardown may lag a
+# little behind the exit), every context and every request.
+for i in $(seq 1 60); do
+	rdma res show qp >"$KCOLL_OUT/rdma-qp.txt" 2>&1
+	grep -q kcoll "$KCOLL_OUT/rdma-qp.txt" || break
+	sleep 1
+done
+if grep -q kcoll "$KCOLL_OUT/rdma-qp.txt"; then
+	fail "kcoll QPs left after every rank exited: $(grep -c kcoll "$KCOLL_OUT/rdma-qp.txt")"
+	grep kcoll "$KCOLL_OUT/rdma-qp.txt" | head -5
+fi
+for s in contexts inflight; do
+	v=$(cat /sys/class/misc/kcoll/stats/$s 2>/dev/null || echo 0)
+	[ "$v" = 0 ] || fail "kcoll stats/$s is $v after every rank exited"
+done
+kcoll_mod_unload
+kcoll_finish

@@ -1,0 +1,496 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kcoll-perf: nccl-tests-style bandwidth benchmark of libcoll collectives.
+ * One process per rank; rank, size and communicator id come from
+ * coll_comm_init_env() (KCOLL_RANK/KCOLL_NRANKS with KCOLL_UNIQUE_ID or
+ * KCOLL_ROOT/KCOLL_SECRET, or Open MPI's mpirun -x KCOLL_ROOT -x
+ * KCOLL_SECRET). Rank 0 prints the table.
+ *
+ * Usage: kcoll-perf [-b minbytes] [-e maxbytes] [-f stepfactor] [-d dtype]
+ *                   [-o redop] [-c collective] [-r root] [-n iters]
+ *                   [-w warmup] [-i 0|1] [-C 0|1] [-R 0|1]
+ *   -b, -e  sizes (suffixes K, M, G); defaults 8 and 8M
+ *   -f      multiply the size by this each step (default 2)
+ *   -d      int8 uint8 int32 uint32 int64 uint64 fp16 bf16 fp32 fp64
+ *           (default fp32; float, half, double, bfloat16 work too)
+ *   -o      sum prod min max avg (default sum)
+ *   -c      allreduce reduce broadcast allgather reduce_scatter alltoall
+ *           sendrecv, or all (default allreduce)
+ *   -r      root of reduce and broadcast (default 0)
+ *   -n, -w  timed and warm-up iterations per size (defaults 20 and 5)
+ *   -i 1    also measure in place
+ *   -C 0    skip the check (default: one checked iteration per size, with
+ *           rank-dependent inputs; #wrong = wrong elements on all ranks)
+ *   -R 1    register the buffers with coll_mem_register() first
+ *
+ * Columns as nccl-tests: size in bytes (for allgather, reduce_scatter and
+ * alltoall the whole n*count buffer), count per rank, time in us (the
+ * average per iteration, the largest over the ranks), algbw = size/time,
+ * busbw = algbw * factor (allreduce 2(n-1)/n; allgather, reduce_scatter,
+ * alltoall (n-1)/n; the others 1). The iterations are issued back to back
+ * (non-blocking) and then waited for, as nccl-tests launches them.
+ * Exit status 1 if any element was wrong or an operation failed.
+ */
+#define _GNU_SOURCE
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coll.h"
+#include "kcoll-check.h"
+
+static coll_comm *comm;
+static int rank, nranks;
+
+static struct {
+	size_t minbytes, maxbytes;
+	double factor;
+	coll_dtype dt;
+	coll_redop op;
+	int coll;		/* -1: all */
+	int root;
+	int iters, warmup;
+	int in_place;
+	int check;
+	int reg;
+} o = {
+	.minbytes = 8, .maxbytes = 8 << 20, .factor = 2,
+	.dt = COLL_DTYPE_FP32, .op = COLL_REDOP_SUM, .coll = CHK_ALLREDUCE,
+	.iters = 20, .warmup = 5, .check = 1,
+};
+
+static double bw_sum;
+static int bw_n;
+static long long wrong_total;
+static int failed;
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void die(const char *what, int ret)
+{
+	fprintf(stderr, "kcoll-perf: rank %d: %s: %d (%s) %s\n", rank, what,
+		ret, coll_strerror(ret), coll_last_error());
+	exit(1);
+}
+
+static size_t parse_size(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	switch (*end) {
+	case 'G': case 'g': v *= 1024;	/* fall through */
+	case 'M': case 'm': v *= 1024;	/* fall through */
+	case 'K': case 'k': v *= 1024; end++; break;
+	case '\0': break;
+	default:
+		fprintf(stderr, "kcoll-perf: bad size \"%s\"\n", s);
+		exit(2);
+	}
+	if (*end || v < 0) {
+		fprintf(stderr, "kcoll-perf: bad size \"%s\"\n", s);
+		exit(2);
+	}
+	return (size_t)v;
+}
+
+static coll_dtype parse_dtype(const char *s)
+{
+	static const struct { const char *name; coll_dtype dt; } alias[] = {
+		{ "float", COLL_DTYPE_FP32 }, { "half", COLL_DTYPE_FP16 },
+		{ "double", COLL_DTYPE_FP64 }, { "bfloat16", COLL_DTYPE_BF16 },
+	};
+	int d;
+	size_t i;
+
+	for (d = COLL_DTYPE_FIRST; d <= COLL_DTYPE_LAST; d++)
+		if (!strcasecmp(s, coll_dtype_name(d)))
+			return d;
+	for (i = 0; i < sizeof(alias) / sizeof(alias[0]); i++)
+		if (!strcasecmp(s, alias[i].name))
+			return alias[i].dt;
+	fprintf(stderr, "kcoll-perf: unknown dtype \"%s\"\n", s);
+	exit(2);
+}
+
+static coll_redop parse_redop(const char *s)
+{
+	int op;
+
+	for (op = COLL_REDOP_FIRST; op <= COLL_REDOP_LAST; op++)
+		if (!strcasecmp(s, coll_redop_name(op)))
+			return op;
+	fprintf(stderr, "kcoll-perf: unknown redop \"%s\"\n", s);
+	exit(2);
+}
+
+/* ------------------------------------------------------------------ */
+/* Issuing                                                             */
+/* ------------------------------------------------------------------ */
+
+/* Issue one operation non-blocking; sendrecv takes two requests. */
+static int issue(const struct chk_case *c, void *send, void *recv,
+		 coll_request **req)
+{
+	int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+	int ret;
+
+	req[1] = NULL;
+	switch (c->coll) {
+	case CHK_ALLREDUCE:
+		return coll_iallreduce(send, recv, c->count, c->dt, c->op, comm,
+				       req);
+	case CHK_REDUCE:
+		return coll_ireduce(send, recv, c->count, c->dt, c->op, c->root,
+				    comm, req);
+	case CHK_BROADCAST:
+		return coll_ibroadcast(send, recv, c->count, c->dt, c->root,
+				       comm, req);
+	case CHK_ALLGATHER:
+		return coll_iallgather(send, recv, c->count, c->dt, comm, req);
+	case CHK_REDUCE_SCATTER:
+		return coll_ireduce_scatter(send, recv, c->count, c->dt, c->op,
+					    comm, req);
+	case CHK_ALLTOALL:
+		return coll_ialltoall(send, recv, c->count, c->dt, comm, req);
+	case CHK_SENDRECV:
+		ret = coll_isend(send, c->count, c->dt, next, comm, &req[0]);
+		if (ret)
+			return ret;
+		ret = coll_irecv(recv, c->count, c->dt, prev, comm, &req[1]);
+		if (ret) {
+			coll_wait(req[0]);
+			coll_request_free(req[0]);
+		}
+		return ret;
+	default:
+		return -EINVAL;
+	}
+}
+
+/* @iters operations back to back, then wait for all; seconds per op. */
+static double run(const struct chk_case *c, void *send, void *recv, int iters)
+{
+	coll_request **req = calloc((size_t)iters * 2 + 2, sizeof(*req));
+	double t0;
+	int i, ret, first = 0;
+
+	if (!req)
+		die("calloc", -ENOMEM);
+	t0 = now();
+	for (i = 0; i < iters; i++) {
+		ret = issue(c, send, recv, &req[2 * i]);
+		if (ret)
+			die("issuing", ret);
+	}
+	for (i = 0; i < 2 * iters; i++) {
+		if (!req[i])
+			continue;
+		ret = coll_wait(req[i]);
+		coll_request_free(req[i]);
+		if (ret && !first)
+			first = ret;
+	}
+	free(req);
+	if (first)
+		die(chk_coll_names[c->coll], first);
+	return iters ? (now() - t0) / iters : 0;
+}
+
+static double max_over_ranks(double v)
+{
+	int ret = coll_allreduce(&v, &v, 1, COLL_DTYPE_FP64, COLL_REDOP_MAX,
+				 comm);
+
+	if (ret)
+		die("allreduce of the time", ret);
+	return v;
+}
+
+static long long sum_over_ranks(long long v)
+{
+	int64_t x = v;
+	int ret = coll_allreduce(&x, &x, 1, COLL_DTYPE_INT64, COLL_REDOP_SUM,
+				 comm);
+
+	if (ret)
+		die("allreduce of #wrong", ret);
+	return x;
+}
+
+static double bus_factor(enum chk_coll c)
+{
+	double n = nranks;
+
+	switch (c) {
+	case CHK_ALLREDUCE:
+		return 2 * (n - 1) / n;
+	case CHK_ALLGATHER:
+	case CHK_REDUCE_SCATTER:
+	case CHK_ALLTOALL:
+		return (n - 1) / n;
+	default:
+		return 1;
+	}
+}
+
+/* Time and check one placement; prints its columns on rank 0. */
+static void measure(struct chk_case *c, void *sbuf, void *rbuf, size_t size)
+{
+	void *send = sbuf, *recv = rbuf;
+	double t, algbw, busbw;
+	long long wrong = -1;
+	char ts[16];
+	int ret;
+
+	if (c->in_place)
+		chk_inplace_ptrs(c, sbuf, &send, &recv);
+	chk_fill(c, sbuf, rbuf);
+	if (o.warmup)
+		run(c, send, recv, o.warmup);
+	ret = coll_barrier(comm);
+	if (ret)
+		die("barrier", ret);
+	t = max_over_ranks(run(c, send, recv, o.iters));
+	if (o.check) {
+		size_t bad;
+
+		chk_fill(c, sbuf, rbuf);
+		run(c, send, recv, 1);
+		bad = chk_verify(c, sbuf, rbuf, NULL, 0);
+		wrong = sum_over_ranks((long long)bad);
+		wrong_total += wrong;
+	}
+	algbw = t > 0 ? (double)size / t / 1e9 : 0;
+	busbw = algbw * bus_factor(c->coll);
+	bw_sum += busbw;
+	bw_n++;
+	if (rank)
+		return;
+	if (t * 1e6 >= 10000)
+		snprintf(ts, sizeof(ts), "%7.0f", t * 1e6);
+	else
+		snprintf(ts, sizeof(ts), "%7.2f", t * 1e6);
+	if (wrong < 0)
+		printf("  %7s  %6.2f  %6.2f  %6s", ts, algbw, busbw, "N/A");
+	else
+		printf("  %7s  %6.2f  %6.2f  %6lld", ts, algbw, busbw, wrong);
+}
+
+static void bench(enum chk_coll coll)
+{
+	size_t es = coll_dtype_size(o.dt), n = (size_t)nranks;
+	size_t size, count, prev = (size_t)-1, cap;
+	void *sbuf, *rbuf;
+	coll_mem *ms = NULL, *mr = NULL;
+	int ret;
+
+	/* Both buffers hold maxbytes (plus a block) in every layout. */
+	cap = o.maxbytes + n * es;
+	sbuf = malloc(cap);
+	rbuf = malloc(cap);
+	if (!sbuf || !rbuf)
+		die("malloc", -ENOMEM);
+	memset(sbuf, 0, cap);
+	memset(rbuf, 0, cap);
+	if (o.reg) {
+		ret = coll_mem_register(comm, sbuf, cap, &ms);
+		if (!ret)
+			ret = coll_mem_register(comm, rbuf, cap, &mr);
+		if (ret)
+			die("coll_mem_register", ret);
+	}
+	if (rank == 0) {
+		printf("#\n# %s\n#\n", chk_coll_names[coll]);
+		/* Centred over the 33-column blocks that start at 52. */
+		printf("#%51s%-33s%s\n", "", "           out-of-place",
+		       o.in_place ? "             in-place" : "");
+		printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s",
+		       "size", "count", "type", "redop", "root", "time",
+		       "algbw", "busbw", "#wrong");
+		if (o.in_place)
+			printf("  %7s  %6s  %6s  %6s", "time", "algbw", "busbw",
+			       "#wrong");
+		printf("\n# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s",
+		       "(B)", "(elements)", "", "", "", "(us)", "(GB/s)",
+		       "(GB/s)", "");
+		if (o.in_place)
+			printf("  %7s  %6s  %6s  %6s", "(us)", "(GB/s)",
+			       "(GB/s)", "");
+		printf("\n");
+	}
+	for (size = o.minbytes; size <= o.maxbytes;) {
+		struct chk_case c = {
+			.coll = coll, .dt = o.dt,
+			.op = chk_reduces(coll) ? o.op : 0,
+			.root = chk_rooted(coll) ? o.root : 0,
+			.rank = rank, .nranks = nranks,
+		};
+		size_t bytes;
+
+		if (coll == CHK_ALLGATHER || coll == CHK_REDUCE_SCATTER ||
+		    coll == CHK_ALLTOALL) {
+			count = size / (n * es);
+			bytes = count * n * es;
+		} else {
+			count = size / es;
+			bytes = count * es;
+		}
+		if (count != prev) {
+			prev = count;
+			c.count = count;
+			if (rank == 0)
+				printf("%12zu  %12zu  %8s  %6s  %6d", bytes,
+				       count, coll_dtype_name(o.dt),
+				       chk_reduces(coll) ?
+				       coll_redop_name(o.op) : "none",
+				       chk_rooted(coll) ? o.root : -1);
+			c.in_place = false;
+			measure(&c, sbuf, rbuf, bytes);
+			if (o.in_place && chk_has_in_place(coll)) {
+				c.in_place = true;
+				measure(&c, sbuf, rbuf, bytes);
+			}
+			if (rank == 0)
+				printf("\n");
+			fflush(stdout);
+		}
+		if (o.factor <= 1 || size == o.maxbytes)
+			break;
+		size = (size_t)((double)size * o.factor);
+		if (size > o.maxbytes)
+			size = o.maxbytes;
+	}
+	if (ms && coll_mem_deregister(comm, ms))
+		failed = 1;
+	if (mr && coll_mem_deregister(comm, mr))
+		failed = 1;
+	free(sbuf);
+	free(rbuf);
+}
+
+/* "#  Rank  0 Pid 1234 on host" for every rank, through an allgather. */
+static void show_ranks(void)
+{
+	struct {
+		int32_t rank, pid;
+		char host[56];
+	} me, *all = calloc((size_t)nranks, sizeof(me));
+	int i, ret;
+
+	if (!all)
+		die("calloc", -ENOMEM);
+	memset(&me, 0, sizeof(me));
+	me.rank = rank;
+	me.pid = getpid();
+	gethostname(me.host, sizeof(me.host) - 1);
+	ret = coll_allgather(&me, all, sizeof(me), COLL_DTYPE_UINT8, comm);
+	if (ret)
+		die("allgather of the rank table", ret);
+	if (rank == 0) {
+		printf("#\n# Using ranks\n");
+		for (i = 0; i < nranks; i++)
+			printf("#  Rank %3d Pid %7d on %s\n", all[i].rank,
+			       all[i].pid, all[i].host);
+	}
+	free(all);
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: kcoll-perf [-b minbytes] [-e maxbytes] "
+		"[-f stepfactor] [-d dtype] [-o redop] [-c collective|all]\n"
+		"                  [-r root] [-n iters] [-w warmup] [-i 0|1] "
+		"[-C 0|1] [-R 0|1]\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	int opt, i, ret;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	while ((opt = getopt(argc, argv, "b:e:f:d:o:c:r:n:w:i:C:R:h")) != -1) {
+		switch (opt) {
+		case 'b': o.minbytes = parse_size(optarg); break;
+		case 'e': o.maxbytes = parse_size(optarg); break;
+		case 'f': o.factor = atof(optarg); break;
+		case 'd': o.dt = parse_dtype(optarg); break;
+		case 'o': o.op = parse_redop(optarg); break;
+		case 'c':
+			o.coll = -2;
+			if (!strcmp(optarg, "all"))
+				o.coll = -1;
+			for (i = 0; i < CHK_NR; i++)
+				if (!strcmp(optarg, chk_coll_names[i]))
+					o.coll = i;
+			if (o.coll == -2)
+				usage();
+			break;
+		case 'r': o.root = atoi(optarg); break;
+		case 'n': o.iters = atoi(optarg); break;
+		case 'w': o.warmup = atoi(optarg); break;
+		case 'i': o.in_place = atoi(optarg); break;
+		case 'C': o.check = atoi(optarg); break;
+		case 'R': o.reg = atoi(optarg); break;
+		default: usage();
+		}
+	}
+	if (optind != argc || o.iters < 1 || o.warmup < 0 ||
+	    o.minbytes > o.maxbytes)
+		usage();
+	if (!coll_redop_valid(o.dt, o.op) &&
+	    (o.coll < 0 || chk_reduces(o.coll))) {
+		fprintf(stderr, "kcoll-perf: %s is not valid for %s\n",
+			coll_redop_name(o.op), coll_dtype_name(o.dt));
+		return 2;
+	}
+
+	ret = coll_comm_init_env(&comm);
+	if (ret)
+		die("coll_comm_init_env", ret);
+	rank = coll_comm_rank(comm);
+	nranks = coll_comm_size(comm);
+	if (o.root < 0 || o.root >= nranks) {
+		fprintf(stderr, "kcoll-perf: root %d out of range\n", o.root);
+		return 2;
+	}
+	if (rank == 0)
+		printf("# kcoll-perf: %d ranks, minBytes %zu maxBytes %zu "
+		       "step: %g(factor) warmup iters: %d iters: %d "
+		       "validation: %d registered: %d\n", nranks, o.minbytes,
+		       o.maxbytes, o.factor, o.warmup, o.iters, o.check, o.reg);
+	show_ranks();
+	for (i = 0; i < CHK_NR; i++) {
+		if (o.coll >= 0 && i != o.coll)
+			continue;
+		if (i == CHK_SENDRECV && nranks < 2) {
+			if (o.coll == CHK_SENDRECV && rank == 0)
+				printf("# sendrecv needs 2 ranks\n");
+			continue;
+		}
+		bench(i);
+	}
+	ret = coll_comm_destroy(comm);
+	if (ret)
+		failed = 1;
+	if (rank == 0) {
+		printf("# Out of bounds values : %lld %s\n", wrong_total,
+		       wrong_total ? "FAILED" : "OK");
+		printf("# Avg bus bandwidth    : %g\n#\n",
+		       bw_n ? bw_sum / bw_n : 0.0);
+	}
+	return wrong_total || failed ? 1 : 0;
+}
