@@ -145,6 +145,8 @@ extern const struct attribute_group *kcoll_attr_groups[];
 int kcoll_reduce_init(void);
 void kcoll_reduce_debugfs_init(void);
 void kcoll_reduce_debugfs_exit(void);
+struct dentry;
+void kcoll_comm_debugfs_init(struct dentry *dir);	/* kcoll_comm.c */
 const char *kcoll_reduce_impl_active(void);
 /* Callers bracket these with kernel_fpu_begin()/kernel_fpu_end(). */
 void (*kcoll_reduce_active(unsigned int dtype, unsigned int redop))

@@ -6,7 +6,9 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/debugfs.h>
 #include <linux/in.h>
+#include <linux/seq_file.h>
 #include <linux/log2.h>
 #include <linux/moduleparam.h>
 #include <linux/sched/signal.h>
@@ -532,4 +534,63 @@ int kcoll_comm_init(void)
 void kcoll_comm_exit(void)
 {
 	kcoll_listen_stop();
+}
+
+/*
+ * debugfs kcoll/comms: the state of every communicator, its operations and
+ * connections, for diagnosing a stuck operation (until kcollctl reports it).
+ */
+static int kcoll_comms_show(struct seq_file *m, void *unused)
+{
+	struct kcoll_comm *comm;
+	struct kcoll_task *op;
+	u32 i;
+
+	mutex_lock(&kcoll_comms_lock);
+	list_for_each_entry(comm, &kcoll_comms, node) {
+		mutex_lock(&comm->lock);
+		seq_printf(m, "comm %llx rank %u/%u error %d ops %u next_seq %u\n",
+			   comm->uid, comm->rank, comm->nranks, comm->error,
+			   comm->nr_ops, comm->coll_seq);
+		list_for_each_entry(op, &comm->ops, all)
+			seq_printf(m, "  op %s seq %u kind %u started %d phase %u/%u err %d fin %d sigs %u send %llu/%llu/%llu recv %llu/%llu/%llu writes %u grants %u\n",
+				   kcoll_op_name(op->args.opcode), op->seq,
+				   op->kind, op->started, op->phase,
+				   op->nphases, op->error, op->finished,
+				   op->sigs_ok, op->send_posted, op->send_done,
+				   op->send_total, op->recv_granted,
+				   op->recv_done, op->recv_total,
+				   op->writes_inflight, op->grants_out);
+		for (i = 0; i < comm->nranks; i++) {
+			struct kcoll_conn *c = comm->conns[i];
+			struct kcoll_grant *g;
+			struct kcoll_sig *s;
+			int k;
+
+			if (!c)
+				continue;
+			seq_printf(m, "  conn %u state %d sq %u slots %lx", i,
+				   c->state, c->sq_posted, c->slot_busy);
+			for (k = 0; k < KCOLL_KIND_NR; k++) {
+				seq_printf(m, " k%d out %u (ser %u/%u) in:", k,
+					   c->k[k].nr_out, c->k[k].serial_out,
+					   c->k[k].serial_in);
+				list_for_each_entry(g, &c->k[k].in, node)
+					seq_printf(m, " %u.%u", g->seq, g->phase);
+			}
+			seq_puts(m, " sigs:");
+			list_for_each_entry(s, &c->sigs, node)
+				seq_printf(m, " %u/%u", s->seq, s->msg.type);
+			seq_putc(m, '\n');
+		}
+		mutex_unlock(&comm->lock);
+	}
+	mutex_unlock(&kcoll_comms_lock);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(kcoll_comms);
+
+void kcoll_comm_debugfs_init(struct dentry *dir)
+{
+	debugfs_create_file("comms", 0400, dir, NULL, &kcoll_comms_fops);
 }

@@ -255,6 +255,7 @@ void kcoll_reduce_debugfs_init(void)
 	kcoll_debugfs = debugfs_create_dir("kcoll", NULL);
 	debugfs_create_file("reduce_bench", 0400, kcoll_debugfs, NULL,
 			    &kcoll_bench_fops);
+	kcoll_comm_debugfs_init(kcoll_debugfs);
 }
 
 void kcoll_reduce_debugfs_exit(void)

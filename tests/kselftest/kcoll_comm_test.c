@@ -249,6 +249,7 @@ TEST(reg_mem)
 /* ---- several processes of this VM in one communicator, over rxe0 ---- */
 
 #define NPROC_MAX 4
+#define KT_FLOOD 200
 
 static int kt_fail(int rank, int code, int res)
 {
@@ -273,7 +274,7 @@ static int kt_rank_main(const char *ip, int rank, int n, __u64 uid,
 
 	for (i = 0; i < (size_t)n; i++)
 		kt_addr_v4(&ranks[i], ip);
-	if (kt_ring_init(&r, 16, 0, 0))
+	if (kt_ring_init(&r, 256, 0, 0))
 		return 10;
 	err = kt_comm_create(r.fd, uid, key, rank, n, ranks, 5000, &id);
 	if (err)
@@ -372,6 +373,30 @@ static int kt_rank_main(const char *ip, int rank, int n, __u64 uid,
 	s = kt_coll(KCOLL_OP_BARRIER, id, 0, 0, 0, 0, NULL, NULL);
 	if ((res = kt_run(&r, &s)))
 		return kt_fail(rank, 51, res);
+	/* Many small collectives in flight at once, one ENTER. */
+	for (i = 0; i < KT_FLOOD * 16; i++)
+		((int32_t *)a)[i] = (int32_t)(i + rank);
+	for (i = 0; i < KT_FLOOD; i++) {
+		s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_INT32,
+			    KCOLL_REDOP_SUM, 0, 16, (int32_t *)a + i * 16,
+			    (int32_t *)a + i * 16);
+		s.user_data = i;
+		*kt_get_sqe(&r) = s;
+	}
+	if (kt_enter(&r, KT_FLOOD, 0, 0, 0) != KT_FLOOD)
+		return 52;
+	for (i = 0; i < KT_FLOOD; i++) {
+		struct kcoll_cqe c;
+
+		while (kt_pop(&r, &c))
+			if (kt_enter(&r, 0, 1, KCOLL_ENTER_GETEVENTS, 0) < 0)
+				return 53;
+		if (c.res || c.user_data != i)
+			return kt_fail(rank, 54, c.res);
+	}
+	for (i = 0; i < KT_FLOOD * 16; i++)
+		if (((int32_t *)a)[i] != (int32_t)(n * i + n * (n - 1) / 2))
+			return 55;
 	free(a);
 	free(b);
 	kt_ring_exit(&r);

@@ -32,6 +32,7 @@
  *       modified key; every rank's creation must fail
  *   -X  a dying rank: the last rank _exit()s in the middle of a large
  *       allreduce; every other rank must see an error within 60 s
+ *   -G  only the group and flood cases (many operations in flight)
  * In -M, -K and -X every rank prints its own result line and exits 0 only
  * if it passed.
  */
@@ -807,7 +808,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: kcoll-colltest [-q | -F] [-c collective] "
 		"[-t seconds] [-v]\n"
-		"       kcoll-colltest -M | -K | -X\n");
+		"       kcoll-colltest -M | -K | -X | -G\n");
 	exit(2);
 }
 
@@ -818,7 +819,7 @@ int main(int argc, char **argv)
 	double t0 = now();
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "qFc:t:vMKX")) != -1) {
+	while ((opt = getopt(argc, argv, "qFc:t:vMKXG")) != -1) {
 		switch (opt) {
 		case 'q':
 			level = 0;
@@ -842,6 +843,7 @@ int main(int argc, char **argv)
 		case 'M':
 		case 'K':
 		case 'X':
+		case 'G':
 			special = opt;
 			break;
 		default:
@@ -867,8 +869,10 @@ int main(int argc, char **argv)
 	if (rank == 0)
 		printf("# kcoll-colltest: %d ranks, %s run\n", nranks,
 		       level == 0 ? "quick" : level == 1 ? "default" : "full");
-	small_matrix(only);
-	big_cases(level, only);
+	if (special != 'G') {
+		small_matrix(only);
+		big_cases(level, only);
+	}
 	if (only < 0) {
 		group_case();
 		flood_case();

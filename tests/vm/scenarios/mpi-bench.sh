@@ -1,0 +1,296 @@
+#!/bin/bash
+# Open MPI baseline between the two test VMs, same boot as kcoll: 4 ranks
+# (2 per VM), tools/kcoll-mpibench's nccl-tests-style tables for each Open
+# MPI transport that starts, next to perftest's ib_write_bw on the same link.
+# Not part of `make check` (it takes 7-9 minutes); run it with
+#   tests/vm/vmrun.sh -k KVER -n 2 -o build/vmtest-mpi -t 900 tests/vm/scenarios/mpi-bench.sh
+# and read build/vmtest-mpi/vm0/summary.txt (tables: vm0/mpi-*.txt).
+#
+# Launch: the guests have no ssh. VM 1 serves a tiny remote-exec service
+# (busybox nc -ll -e, one command line per connection, exit status sent
+# back); mpirun on VM 0 uses it as its rsh agent (--mca plm_rsh_agent), so
+# Open MPI's ordinary rsh launcher starts its orted on VM 1. This is a test
+# network between two private VMs: the service has no authentication.
+#
+# Transports (kcoll_arg, -a, may name others; default "tcp ucx"):
+#   tcp           pml ob1, btl tcp (eth0) + vader (shared memory) + self
+#   ucx           pml ucx, UCX_TLS=rc_v,sm,self on rxe0:1 (RC verbs between
+#                 the VMs, shared memory inside one), UD's GRH check off
+#   ucx-dgidcheck the same with UCX's defaults for the GRH check: hangs
+#   openib        pml ob1, btl openib on rxe0: Debian's build lacks rdmacm
+. "$kcoll_top/tests/vm/guest-lib.sh"
+
+peer_vm=$((1 - kcoll_vm))
+peer=10.9.0.$((peer_vm + 1))
+bench=$KCOLL_TOP/build/tools/kcoll-mpibench
+rexec_port=2222
+transports=${KCOLL_ARG:-tcp ucx}
+t_start=$SECONDS
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_openib_warn_no_device_params_found=0
+
+# Wait until the other VM reached the same point (flag files in the shared
+# results folder); $2 = seconds.
+vm_sync() {
+	local i
+	touch "$kcoll_out/vm$kcoll_vm/sync.$1"
+	for ((i = 0; i < ${2:-300} * 10; i++)); do
+		[ -e "$kcoll_out/vm$peer_vm/sync.$1" ] && return 0
+		sleep 0.1
+	done
+	fail "vm$peer_vm never reached '$1'"
+	return 1
+}
+
+# rxe0's non-zero counters (packets, retransmissions, duplicates).
+rxe_pkts() {
+	(cd /sys/class/infiniband/rxe0/ports/1/hw_counters 2>/dev/null &&
+		grep -H . ./* | sed 's|^\./||' | grep -v ':0$' | tr '\n' ' ')
+}
+
+kcoll_net_up
+kcoll_rxe_up
+[ -x "$bench" ] || fail "no $bench (make mpibench)"
+
+# Distinct host names (Open MPI names nodes by them) and a hosts file for
+# both; the host root is read-only, so bind a tmpfs copy over /etc/hosts.
+hostname "vm$kcoll_vm"
+printf '127.0.0.1 localhost\n10.9.0.1 vm0\n10.9.0.2 vm1\n' >/tmp/hosts
+mount --bind /tmp/hosts /etc/hosts
+
+for i in $(seq 1 120); do busybox ping -c1 -W1 "$peer" >/dev/null 2>&1 && break; done
+busybox ping -c1 -W2 "$peer" >/dev/null || fail "peer $peer unreachable over eth0"
+log "rxe0 GID 1: $(cat /sys/class/infiniband/rxe0/ports/1/gids/1 2>/dev/null)" \
+	"($(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/1 2>/dev/null))"
+
+# ------------------------------------------------------------ remote exec
+# Server (both VMs; only VM 1's is used): read one line, run it with bash,
+# answer its output and a last line __KCOLL_RC=<status>.
+cat >/tmp/kcoll-rexecd <<EOF
+#!/bin/bash
+IFS= read -r cmd || exit 0
+echo "\$(date +%T) \$cmd" >>"$KCOLL_OUT/rexec.log"
+bash -c "\$cmd" </dev/null 2>&1
+echo "__KCOLL_RC=\$?"
+EOF
+# Client, in ssh's place: kcoll-rsh [options] HOST COMMAND...
+cat >/tmp/kcoll-rsh <<EOF
+#!/bin/bash
+while [ \$# -gt 0 ] && [ "\${1#-}" != "\$1" ]; do shift; done
+host=\$1
+shift
+exec 3<>"/dev/tcp/\$host/$rexec_port" || exit 255
+printf '%s\n' "\$*" >&3
+rc=255
+while IFS= read -r line <&3 || [ -n "\$line" ]; do
+	case \$line in
+	__KCOLL_RC=*) rc=\${line#__KCOLL_RC=} ;;
+	*) printf '%s\n' "\$line" ;;
+	esac
+done
+exit "\$rc"
+EOF
+chmod +x /tmp/kcoll-rexecd /tmp/kcoll-rsh
+busybox nc -ll -p "$rexec_port" -e /tmp/kcoll-rexecd &
+rexecd_pid=$!
+sleep 0.5
+if [ "$kcoll_vm" = 0 ]; then
+	for i in $(seq 1 100); do
+		[ "$(/tmp/kcoll-rsh vm1 hostname 2>/dev/null)" = vm1 ] && break
+		sleep 0.3
+	done
+	[ "$(/tmp/kcoll-rsh vm1 hostname 2>/dev/null)" = vm1 ] || fail "remote exec to vm1 does not answer"
+fi
+
+# ------------------------------------------------------------ mpirun
+printf 'vm0 slots=2\nvm1 slots=2\n' >/tmp/kcoll-mpi.hosts
+# Common to every run. One vCPU per VM runs two ranks: ranks yield while
+# they poll (Open MPI would set this itself had the hostfile said slots=1).
+mpi_common=(--hostfile /tmp/kcoll-mpi.hosts -np 4 --map-by slot --bind-to none
+	--mca plm rsh --mca plm_rsh_agent /tmp/kcoll-rsh --mca plm_rsh_no_tree_spawn 1
+	--mca oob_tcp_if_include eth0 --mca mpi_yield_when_idle 1
+	--mca orte_base_help_aggregate 0)
+# UCX over rxe: GID 1 is the IPv4 RoCE v2 one. rc_v means RC verbs plus
+# UD verbs as UCX's auxiliary (wire-up) transport, and UCX's UD drops every
+# packet rxe delivers unless its destination-GID check is off (with it on,
+# endpoints die with "ud_ep.c: UD endpoint ...: unhandled timeout error").
+# Large messages: the emulated wire loses packets, and rxe recovers only by
+# go-back-N after the RC ack timeout. UCX's default rendezvous (RDMA READ)
+# with its 1 s timeout stalls for seconds per MiB; RDMA WRITE rendezvous
+# with perftest's own timeout (-u 14: 4.096 us * 2^14 = 67 ms) keeps going.
+# shellcheck disable=SC2054
+ucx_env=(-x UCX_NET_DEVICES=rxe0:1 -x UCX_IB_GID_INDEX=1 -x UCX_TLS=rc_v,sm,self
+	-x UCX_UD_VERBS_TIMEOUT=600s -x UCX_RC_VERBS_TIMEOUT=67ms -x UCX_RNDV_SCHEME=put_zcopy
+	-x UCX_KEEPALIVE_INTERVAL=inf -x UCX_WARN_UNUSED_ENV_VARS=n)
+
+transport_args() {	# name -> mpirun arguments
+	case $1 in
+	tcp) echo "--mca pml ob1 --mca btl tcp,vader,self --mca btl_tcp_if_include eth0" ;;
+	ucx) echo "--mca pml ucx --mca btl ^openib,ofi ${ucx_env[*]} -x UCX_UD_VERBS_ETH_DGID_CHECK=n" ;;
+	ucx-dgidcheck) echo "--mca pml ucx --mca btl ^openib,ofi ${ucx_env[*]}" ;;
+	openib) echo "--mca pml ob1 --mca btl openib,vader,self --mca btl_openib_if_include rxe0:1" \
+		"--mca btl_openib_cpc_include rdmacm --mca btl_openib_allow_ib 1" ;;
+	esac
+}
+
+# Processes a run left behind (a run killed by its timeout) would steal the
+# VMs' only vCPUs from the next one: end them on both VMs (guest only).
+mpi_cleanup() {
+	local here there
+	sleep 1
+	here=$(pidof kcoll-mpibench orted)
+	# shellcheck disable=SC2016
+	there=$(/tmp/kcoll-rsh vm1 'p=$(pidof kcoll-mpibench orted); [ -n "$p" ] && kill -9 $p; echo $p')
+	[ -n "$here$there" ] && log "ended leftover MPI processes: vm0 [$here] vm1 [$there]"
+	# shellcheck disable=SC2086
+	[ -n "$here" ] && kill -9 $here
+}
+
+# mpi_run NAME TIMEOUT TRANSPORT BENCH-ARGS...: output in $KCOLL_OUT/mpi-NAME.txt
+mpi_run() {
+	local name=$1 tmo=$2 tr=$3 t0=$SECONDS rc before
+	shift 3
+	before=$(rxe_pkts)
+	# shellcheck disable=SC2046
+	timeout -k 15 "$tmo" mpirun "${mpi_common[@]}" $(transport_args "$tr") \
+		"$bench" "$@" >"$KCOLL_OUT/mpi-$name.txt" 2>&1
+	rc=$?
+	{
+		echo "# transport $tr: mpirun $(transport_args "$tr") kcoll-mpibench $*"
+		echo "# exit $rc after $((SECONDS - t0)) s"
+		echo "# vm0 rxe0 counters before: $before"
+		echo "# vm0 rxe0 counters after:  $(rxe_pkts)"
+	} >>"$KCOLL_OUT/mpi-$name.txt"
+	log "mpi $name ($tr): exit $rc in $((SECONDS - t0)) s"
+	mpi_cleanup
+	return $rc
+}
+
+# The allreduce probe: run per transport before kcoll loads (it also finds
+# the transports that start at all: the RDMA paths may fail or hang) and
+# again, identically, after the tables with kcoll loaded. Comparing the two
+# is the interference check; its 16 MiB row (3 timed iterations) is the
+# headline figure.
+probe_args=(-c allreduce -b 2M -e 16M -f 8 -n 3 -w 0)
+if [ "$kcoll_vm" = 0 ]; then
+	ucx_info -d >"$KCOLL_OUT/ucx_info.txt" 2>&1
+	working=""
+	for tr in $transports; do
+		if mpi_run "pre-$tr" 150 "$tr" "${probe_args[@]}" &&
+			grep -q 'Out of bounds values : 0 OK' "$KCOLL_OUT/mpi-pre-$tr.txt"; then
+			working="$working $tr"
+		else
+			log "transport $tr failed; the last lines of its output:"
+			grep -v '^ ' "$KCOLL_OUT/mpi-pre-$tr.txt" | tail -15 | sed 's/^/    /'
+		fi
+	done
+	log "transports that ran:${working:- none}"
+	echo "${working# }" >"$KCOLL_OUT/transports-ok.txt"
+	case " $working " in *" tcp "*) ;; *) fail "Open MPI over TCP did not run" ;; esac
+fi
+vm_sync pre-kcoll 600
+kcoll_mod_load
+vm_sync kcoll-loaded 120
+
+# ------------------------------------------------------------ perftest
+# ib_write_bw from VM 1 to VM 0, twice with different iteration counts: the
+# difference of the client's wall times is a cross-check on perftest's
+# figure that does not depend on its cycle-counter calibration.
+bw_size=65536
+for n in 100 600; do
+	bw_args=(-d rxe0 -x 1 -s "$bw_size" -n "$n" -F)
+	if [ "$kcoll_vm" = 0 ]; then
+		timeout 180 ib_write_bw "${bw_args[@]}" >"$KCOLL_OUT/ib_write_bw-$n.txt" 2>&1 ||
+			fail "ib_write_bw server (-n $n) failed"
+	else
+		ok=0
+		for i in $(seq 1 100); do
+			t0=$(date +%s.%N)
+			if timeout 120 ib_write_bw "${bw_args[@]}" 10.9.0.1 >"$KCOLL_OUT/ib_write_bw-$n.txt" 2>&1; then
+				echo "$n $(date +%s.%N) $t0" | awk '{ printf "%d %.3f\n", $1, $2 - $3 }' >>"$KCOLL_OUT/ib_write_bw-wall.txt"
+				ok=1
+				break
+			fi
+			sleep 0.5
+		done
+		[ $ok = 1 ] || fail "ib_write_bw client (-n $n) never completed"
+	fi
+	vm_sync "perftest-$n" 200
+done
+if [ "$kcoll_vm" = 1 ]; then
+	cat "$KCOLL_OUT"/ib_write_bw-600.txt
+	# perftest's "MB/sec" is MiB/s; convert to MB/s (10^6) as the MPI tables use.
+	pt=$(awk -v s=$bw_size '$1 == s && NF >= 5 { printf "%.2f", $4 * 1.048576 }' "$KCOLL_OUT/ib_write_bw-600.txt" | tail -1)
+	wall=$(awk -v s=$bw_size '{ t[$1] = $2 } END { d = t[600] - t[100];
+		if (d > 0) printf "%.2f", 500 * s / d / 1e6 }' "$KCOLL_OUT/ib_write_bw-wall.txt")
+	echo "perftest=${pt:-?} wall=${wall:-?}" >"$KCOLL_OUT/ib_write_bw-summary.txt"
+	log "ib_write_bw VM1->VM0 ${bw_size} B: perftest ${pt:-?} MB/s; wall-clock (600 vs 100 writes) ${wall:-?} MB/s"
+fi
+vm_sync perftest-done 60
+
+# ------------------------------------------------------------ Open MPI
+if [ "$kcoll_vm" = 0 ]; then
+	# Full tables: 8 B..16 MiB, x4 steps (a subset of nccl-tests' x2 grid),
+	# about 0.5 s of timed iterations per size (at least one), kcoll loaded.
+	for tr in $working; do
+		left=$((450 - (SECONDS - t_start)))
+		[ $left -gt 60 ] || { fail "no time left for the $tr table"; break; }
+		mpi_run "$tr" "$left" "$tr" -b 8 -e 16M -f 4 -n 20 -w 0 -T 0.5 ||
+			fail "kcoll-mpibench over $tr failed"
+		cat "$KCOLL_OUT/mpi-$tr.txt"
+	done
+	for tr in $working; do
+		mpi_run "post-$tr" 150 "$tr" "${probe_args[@]}" || fail "post-kcoll probe over $tr failed"
+	done
+fi
+vm_sync mpi-done 700
+
+# ------------------------------------------------------------ kcoll-perf
+# >>> KCOLL-PERF: run kcoll's own benchmark here, in this same boot (both
+# VMs reach this point with kcoll loaded and rxe0 up), and write its tables
+# to $KCOLL_OUT/kcoll-perf.txt so that summary.txt can set them beside the
+# Open MPI tables. Not wired up yet.
+if [ -x "$KCOLL_TOP/build/tools/kcoll-perf" ]; then
+	log "kcoll-perf is built but this scenario does not run it yet"
+fi
+vm_sync kcoll-perf-done 600
+# <<< KCOLL-PERF
+
+# ------------------------------------------------------------ summary
+if [ "$kcoll_vm" = 0 ]; then
+	{
+		echo "Open MPI baseline, same boot ($(uname -r), $(nproc) vCPU/VM, 2 VMs x 2 ranks)"
+		echo "transports that ran: $(cat "$KCOLL_OUT/transports-ok.txt")"
+		bw=$(cat "$kcoll_out/vm1/ib_write_bw-summary.txt" 2>/dev/null)
+		echo "ib_write_bw VM1->VM0 64 KiB (MB/s): $bw"
+		wall=$(echo "$bw" | sed -n 's/.*wall=\([0-9.]*\).*/\1/p')
+		pt=$(echo "$bw" | sed -n 's/.*perftest=\([0-9.]*\).*/\1/p')
+		# busbw in MB/s of one allreduce row (SIZE) of FILE.
+		ar_mbs() {
+			awk -v s="$1" '/^# allreduce:/ { r = 1 } /^# allgather:/ { r = 0 }
+				r && $1 == s { printf "%.2f", $8 * 1000 }' "$2" 2>/dev/null
+		}
+		ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "?" }'; }
+		echo "allreduce busbw (MB/s): probe before kcoll | probe with kcoll | table with kcoll"
+		for tr in $working; do
+			for sz in 2097152 16777216; do
+				a=$(ar_mbs $sz "$KCOLL_OUT/mpi-pre-$tr.txt")
+				b=$(ar_mbs $sz "$KCOLL_OUT/mpi-post-$tr.txt")
+				c=$(ar_mbs $sz "$KCOLL_OUT/mpi-$tr.txt")
+				echo "  $tr $sz B: ${a:-?} | ${b:-?} | ${c:-?}"
+			done
+			m=$(awk -v a="$a" -v b="$b" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", (a + b) / 2 }')
+			echo "  $tr 16 MiB, mean of the probes: ${m:-?} MB/s = $(ratio "$m" "$wall") x ib_write_bw (wall)," \
+				"$(ratio "$m" "$pt") x ib_write_bw (perftest)"
+		done
+		for tr in $working; do
+			grep -E '^# [a-z_]+: sizes >= 1 MiB' "$KCOLL_OUT/mpi-$tr.txt" | sed "s/^# /$tr: /"
+		done
+	} >"$KCOLL_OUT/summary.txt"
+	cat "$KCOLL_OUT/summary.txt"
+fi
+
+kill "$rexecd_pid" 2>/dev/null
+log "scenario took $((SECONDS - t_start)) s"
+kcoll_mod_unload
+kcoll_finish
