@@ -19,7 +19,7 @@
 #include "kcoll.h"
 #include "kcoll_comm.h"
 
-#define KCOLL_VERSION "0.1.0"
+#define KCOLL_VERSION "0.2.0"
 
 static int kcoll_open(struct inode *inode, struct file *file)
 {

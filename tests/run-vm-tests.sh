@@ -1,6 +1,7 @@
 #!/bin/bash
 # Run kcoll's VM test matrix: for each kernel given, the kselftest binaries
-# in one VM, and the 2-VM Soft-RoCE scenario. Prints one result line per
+# in one VM, the 2-VM Soft-RoCE scenario and the collective scenarios
+# (tests/vm/scenarios/coll.sh). Prints one result line per
 # test and per scenario, then "VM: P passed, F failed, S skipped".
 # Usage: tests/run-vm-tests.sh KVER...
 set -u
@@ -9,15 +10,16 @@ out=$top/build/vmtest
 pass=0 fail=0 skip=0
 [ $# -gt 0 ] || { echo "usage: $0 KVER..." >&2; exit 2; }
 
-scenario() {	# kver name nvms timeout
-	local kver=$1 name=$2 n=$3 tmo=$4 dir=$out/$1/$2
+scenario() {	# kver name nvms timeout [arg]
+	local kver=$1 name=$2 n=$3 tmo=$4 arg=${5:-}
+	local dir=$out/$1/$2${arg:+-${arg// /-}}
 	local t0=$SECONDS
 	if "$top/tests/vm/vmrun.sh" -k "$kver" -n "$n" -o "$dir" -t "$tmo" \
-		"$top/tests/vm/scenarios/$name.sh"; then
-		echo "ok - vm $kver $name ($n VM, $((SECONDS - t0)) s)"
+		${arg:+-a "$arg"} "$top/tests/vm/scenarios/$name.sh"; then
+		echo "ok - vm $kver $name $arg ($n VM, $((SECONDS - t0)) s)"
 		pass=$((pass + 1))
 	else
-		echo "not ok - vm $kver $name ($n VM): see $dir"
+		echo "not ok - vm $kver $name $arg ($n VM): see $dir"
 		for s in "$dir"/vm*/status; do
 			[ -f "$s" ] && sed "s|^|#   $(basename "$(dirname "$s")"): |" "$s"
 		done
@@ -35,9 +37,17 @@ scenario() {	# kver name nvms timeout
 	done
 }
 
+# Collectives through libcoll: 4 ranks over 2 VMs on every kernel, and 3
+# ranks (not a power of two; 2 + 1 per VM) on the first (Debian 12's
+# primary) kernel. "quick": the whole type x reduction matrix at small and
+# odd counts, one 1M-element and one 16 MiB case per collective, and the
+# negative tests.
+first=$1
 for kver in "$@"; do
 	scenario "$kver" selftests 1 900
 	scenario "$kver" rdma-pair 2 400
+	scenario "$kver" coll 2 1500 "4 quick"
+	[ "$kver" = "$first" ] && scenario "$kver" coll 2 1500 "3 quick"
 done
 echo "VM: $pass passed, $fail failed, $skip skipped"
 [ $fail = 0 ]

@@ -14,7 +14,7 @@ t() {	# name expected-exit log-text
 clean='[    4.1] rdma_rxe: loaded
 [    5.6] kcoll-test: begin selftests.sh
 [    5.9] kcoll: loading out-of-tree module taints kernel.
-[    5.9] kcoll: version 0.1.0, ABI 1
+[    5.9] kcoll: version 0.2.0, ABI 1
 [    9.1] kcoll: unloaded'
 t clean 0 "$clean"
 t warning 1 "$clean

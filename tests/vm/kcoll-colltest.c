@@ -507,8 +507,8 @@ static void big_cases(int level, int only)
 						 true);
 			}
 		}
-		/* >= 16 MiB. */
-		if (level >= 1) {
+		/* >= 16 MiB, at every level. */
+		{
 			size_t n = count_for(coll, COLL_DTYPE_FP32, 16 * MIB);
 
 			big_case(coll, COLL_DTYPE_FP32, COLL_REDOP_SUM, n, false);

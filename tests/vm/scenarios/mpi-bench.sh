@@ -246,15 +246,32 @@ fi
 vm_sync mpi-done 700
 
 # ------------------------------------------------------------ kcoll-perf
-# >>> KCOLL-PERF: run kcoll's own benchmark here, in this same boot (both
-# VMs reach this point with kcoll loaded and rxe0 up), and write its tables
-# to $KCOLL_OUT/kcoll-perf.txt so that summary.txt can set them beside the
-# Open MPI tables. Not wired up yet.
-if [ -x "$KCOLL_TOP/build/tools/kcoll-perf" ]; then
-	log "kcoll-perf is built but this scenario does not run it yet"
+# kcoll's own benchmark in the same boot, same 4 ranks (2 per VM): ranks
+# find each other through coll_comm_init_env()'s KCOLL_ROOT/KCOLL_SECRET
+# mode, rank 0 (vm0) serving the bootstrap root.
+KPERF=$KCOLL_TOP/build/tools/kcoll-perf
+if [ -x "$KPERF" ]; then
+	export KCOLL_NRANKS=4 KCOLL_ROOT=10.9.0.1:29900
+	export KCOLL_SECRET=6b636f6c6c2d62656e63682d30303031
+	export KCOLL_BOOTSTRAP_TIMEOUT_MS=120000
+	kpids=()
+	for r in $((2 * kcoll_vm)) $((2 * kcoll_vm + 1)); do
+		KCOLL_RANK=$r timeout -k 10 900 "$KPERF" -c all -b 1M -e 16M -f 4 \
+			-n 3 -w 1 >"$KCOLL_OUT/kcoll-perf-rank$r.txt" 2>&1 &
+		kpids+=($!)
+	done
+	for p in "${kpids[@]}"; do wait "$p" || fail "kcoll-perf failed (see kcoll-perf-rank*.txt)"; done
+	[ "$kcoll_vm" = 0 ] && cp "$KCOLL_OUT/kcoll-perf-rank0.txt" "$KCOLL_OUT/kcoll-perf.txt"
+	# The engine's reduction against memcpy, measured in this kernel.
+	if [ "$kcoll_vm" = 0 ]; then
+		mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
+		cat /sys/kernel/debug/kcoll/reduce_bench >"$KCOLL_OUT/reduce-bench.txt" 2>&1 ||
+			fail "reduce_bench"
+	fi
+else
+	fail "no $KPERF (make tools)"
 fi
-vm_sync kcoll-perf-done 600
-# <<< KCOLL-PERF
+vm_sync kcoll-perf-done 900
 
 # ------------------------------------------------------------ summary
 if [ "$kcoll_vm" = 0 ]; then
