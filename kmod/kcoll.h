@@ -138,6 +138,7 @@ u32 kcoll_max_sq_entries(void);
 u32 kcoll_max_cq_entries(void);
 u32 kcoll_chunk_bytes(void);		/* new grants use it */
 u32 kcoll_connect_timeout_ms(void);	/* COMM_CREATE default */
+u32 kcoll_ack_timeout(void);		/* new connections */
 extern unsigned int kcoll_listen_port;	/* module parameter, load time */
 extern const struct attribute_group *kcoll_attr_groups[];
 

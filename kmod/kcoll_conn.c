@@ -545,6 +545,8 @@ static int kcoll_conn_send_hello(struct kcoll_conn *conn,
 	};
 
 	memcpy(hello.key, comm->key, sizeof(hello.key));
+	/* How long a lost packet stalls the QP before it is resent. */
+	rdma_set_ack_timeout(id, kcoll_ack_timeout());
 	return rdma_connect_locked(id, &param);
 }
 
@@ -660,6 +662,7 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		kcoll_reject(id, KCOLL_REJ_NOMEM);
 		goto out_idle;
 	}
+	rdma_set_ack_timeout(id, kcoll_ack_timeout());
 	err = rdma_accept(id, &param);
 	if (err) {
 		/* Our non-zero return destroys @id; the QP goes first. */

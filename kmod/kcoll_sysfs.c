@@ -26,7 +26,7 @@ struct kcoll_knob {
 
 enum {
 	KCOLL_KNOB_MAX_SQ, KCOLL_KNOB_MAX_CQ, KCOLL_KNOB_CHUNK,
-	KCOLL_KNOB_CONNECT_TIMEOUT, KCOLL_KNOB_NR
+	KCOLL_KNOB_CONNECT_TIMEOUT, KCOLL_KNOB_ACK_TIMEOUT, KCOLL_KNOB_NR
 };
 
 static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
@@ -34,11 +34,18 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 				KCOLL_SQ_ENTRIES_LIMIT, true },
 	[KCOLL_KNOB_MAX_CQ] = { "max_cq_entries", 8192, 1,
 				KCOLL_CQ_ENTRIES_LIMIT, true },
-	[KCOLL_KNOB_CHUNK] = { "chunk_bytes", 256 << 10, 4096, 4 << 20,
+	[KCOLL_KNOB_CHUNK] = { "chunk_bytes", 64 << 10, 4096, 4 << 20,
 			       false },
 	[KCOLL_KNOB_CONNECT_TIMEOUT] = { "connect_timeout_ms", 60000, 100,
 					 3600 * 1000, false },
+	/* IB encoding: 4.096 us * 2^v; 18 (about 1 s) is rdma_cm's own. */
+	[KCOLL_KNOB_ACK_TIMEOUT] = { "ack_timeout", 18, 8, 31, false },
 };
+
+u32 kcoll_ack_timeout(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_ACK_TIMEOUT].val);
+}
 
 u32 kcoll_chunk_bytes(void)
 {
@@ -102,9 +109,13 @@ MODULE_PARM_DESC(max_cq_entries,
 module_param_cb(chunk_bytes, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_CHUNK], 0644);
 MODULE_PARM_DESC(chunk_bytes,
-		 "Bytes per RDMA write and reduction step (4096..4194304; default 262144)");
+		 "Bytes per RDMA write and reduction step (4096..4194304; default 65536)");
 module_param_cb(connect_timeout_ms, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_CONNECT_TIMEOUT], 0644);
+module_param_cb(ack_timeout, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_ACK_TIMEOUT], 0644);
+MODULE_PARM_DESC(ack_timeout,
+		 "RC local ACK timeout of new connections, 4.096us * 2^v (8..31; default 18, about 1 s)");
 MODULE_PARM_DESC(connect_timeout_ms,
 		 "How long COMM_CREATE waits for every peer by default (100..3600000 ms; default 60000)");
 
@@ -148,6 +159,7 @@ KCOLL_KNOB_ATTR(max_sq_entries, KCOLL_KNOB_MAX_SQ);
 KCOLL_KNOB_ATTR(max_cq_entries, KCOLL_KNOB_MAX_CQ);
 KCOLL_KNOB_ATTR(chunk_bytes, KCOLL_KNOB_CHUNK);
 KCOLL_KNOB_ATTR(connect_timeout_ms, KCOLL_KNOB_CONNECT_TIMEOUT);
+KCOLL_KNOB_ATTR(ack_timeout, KCOLL_KNOB_ACK_TIMEOUT);
 
 static ssize_t listen_port_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
@@ -183,6 +195,7 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_max_cq_entries.attr.attr,
 	&kcoll_attr_chunk_bytes.attr.attr,
 	&kcoll_attr_connect_timeout_ms.attr.attr,
+	&kcoll_attr_ack_timeout.attr.attr,
 	&dev_attr_listen_port.attr,
 	&dev_attr_abi_version.attr,
 	&dev_attr_rdma_devices.attr,

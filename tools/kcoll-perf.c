@@ -8,7 +8,7 @@
  *
  * Usage: kcoll-perf [-b minbytes] [-e maxbytes] [-f stepfactor] [-d dtype]
  *                   [-o redop] [-c collective] [-r root] [-n iters]
- *                   [-w warmup] [-i 0|1] [-C 0|1] [-R 0|1]
+ *                   [-w warmup] [-i 0|1] [-C 0|1] [-R 0|1] [-M]
  *   -b, -e  sizes (suffixes K, M, G); defaults 8 and 8M
  *   -f      multiply the size by this each step (default 2)
  *   -d      int8 uint8 int32 uint32 int64 uint64 fp16 bf16 fp32 fp64
@@ -22,6 +22,7 @@
  *   -C 0    skip the check (default: one checked iteration per size, with
  *           rank-dependent inputs; #wrong = wrong elements on all ranks)
  *   -R 1    register the buffers with coll_mem_register() first
+ *   -M      bandwidths in MB/s instead of GB/s (slow, emulated links)
  *
  * Columns as nccl-tests: size in bytes (for allgather, reduce_scatter and
  * alltoall the whole n*count buffer), count per rank, time in us (the
@@ -66,6 +67,9 @@ static struct {
 };
 
 static double bw_sum;
+/* Bandwidth columns: GB/s as nccl-tests, or MB/s with -M (emulated links). */
+static double bw_div = 1e9;
+static const char *bw_unit = "(GB/s)";
 static int bw_n;
 static long long wrong_total;
 static int failed;
@@ -273,7 +277,7 @@ static void measure(struct chk_case *c, void *sbuf, void *rbuf, size_t size)
 		wrong = sum_over_ranks((long long)bad);
 		wrong_total += wrong;
 	}
-	algbw = t > 0 ? (double)size / t / 1e9 : 0;
+	algbw = t > 0 ? (double)size / t / bw_div : 0;
 	busbw = algbw * bus_factor(c->coll);
 	bw_sum += busbw;
 	bw_n++;
@@ -324,11 +328,11 @@ static void bench(enum chk_coll coll)
 			printf("  %7s  %6s  %6s  %6s", "time", "algbw", "busbw",
 			       "#wrong");
 		printf("\n# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s",
-		       "(B)", "(elements)", "", "", "", "(us)", "(GB/s)",
-		       "(GB/s)", "");
+		       "(B)", "(elements)", "", "", "", "(us)", bw_unit,
+		       bw_unit, "");
 		if (o.in_place)
-			printf("  %7s  %6s  %6s  %6s", "(us)", "(GB/s)",
-			       "(GB/s)", "");
+			printf("  %7s  %6s  %6s  %6s", "(us)", bw_unit,
+			       bw_unit, "");
 		printf("\n");
 	}
 	for (size = o.minbytes; size <= o.maxbytes;) {
@@ -413,7 +417,7 @@ static void usage(void)
 	fprintf(stderr, "usage: kcoll-perf [-b minbytes] [-e maxbytes] "
 		"[-f stepfactor] [-d dtype] [-o redop] [-c collective|all]\n"
 		"                  [-r root] [-n iters] [-w warmup] [-i 0|1] "
-		"[-C 0|1] [-R 0|1]\n");
+		"[-C 0|1] [-R 0|1] [-M]\n");
 	exit(2);
 }
 
@@ -422,7 +426,7 @@ int main(int argc, char **argv)
 	int opt, i, ret;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "b:e:f:d:o:c:r:n:w:i:C:R:h")) != -1) {
+	while ((opt = getopt(argc, argv, "b:e:f:d:o:c:r:n:w:i:C:R:Mh")) != -1) {
 		switch (opt) {
 		case 'b': o.minbytes = parse_size(optarg); break;
 		case 'e': o.maxbytes = parse_size(optarg); break;
@@ -445,6 +449,7 @@ int main(int argc, char **argv)
 		case 'i': o.in_place = atoi(optarg); break;
 		case 'C': o.check = atoi(optarg); break;
 		case 'R': o.reg = atoi(optarg); break;
+		case 'M': bw_div = 1e6; bw_unit = "(MB/s)"; break;
 		default: usage();
 		}
 	}

@@ -18,6 +18,7 @@
 #   perf    also run kcoll-perf -c all (rank 0's table in perf.txt)
 #   noneg   skip the negative tests (-M, -K, -X)
 #   demo    only kcoll-perf, small sizes (what make demo shows)
+#   chunk=N sysfs chunk_bytes for this run; mtu=N eth0's MTU
 #
 # Ranks find each other through the KCOLL_ROOT/KCOLL_SECRET mode of
 # coll_comm_init_env(): rank 0 (on vm0, 10.9.0.1) serves the bootstrap
@@ -45,7 +46,7 @@ set -- $KCOLL_ARG
 nranks=${1:-$((2 * kcoll_nvms))}
 [ $# -gt 0 ] && shift
 level="" perf=0 neg=1 check=1
-perf_args=(-c all -b 8 -e 4M -f 4 -n 5 -w 2 -i 1)
+perf_args=(-M -c all -b 8 -e 4M -f 4 -n 5 -w 2 -i 1)
 for a in "$@"; do
 	case $a in
 	quick) level=-q ;;
@@ -53,7 +54,10 @@ for a in "$@"; do
 	perf) perf=1 ;;
 	noneg) neg=0 ;;
 	flood) level=-G neg=0 ;;
-	demo) perf=1 neg=0 check=0 perf_args=(-c all -b 8 -e 1M -f 32 -n 3 -w 1) ;;
+	chunk=*) echo "${a#chunk=}" >/sys/class/misc/kcoll/chunk_bytes ||
+			fail "chunk_bytes ${a#chunk=}" ;;
+	mtu=*) ip link set eth0 mtu "${a#mtu=}" || fail "mtu ${a#mtu=}" ;;
+	demo) perf=1 neg=0 check=0 perf_args=(-M -c all -b 8 -e 1M -f 32 -n 3 -w 1) ;;
 	*) fail "unknown scenario argument '$a'" ;;
 	esac
 done

@@ -256,7 +256,7 @@ if [ -x "$KPERF" ]; then
 	export KCOLL_BOOTSTRAP_TIMEOUT_MS=120000
 	kpids=()
 	for r in $((2 * kcoll_vm)) $((2 * kcoll_vm + 1)); do
-		KCOLL_RANK=$r timeout -k 10 900 "$KPERF" -c all -b 1M -e 16M -f 4 \
+		KCOLL_RANK=$r timeout -k 10 900 "$KPERF" -M -c all -b 1M -e 16M -f 4 \
 			-n 3 -w 1 >"$KCOLL_OUT/kcoll-perf-rank$r.txt" 2>&1 &
 		kpids+=($!)
 	done
