@@ -9,6 +9,9 @@
  */
 #include <stdint.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <linux/capability.h>
 #include <sys/wait.h>
 #include <time.h>
 #include "kselftest_harness.h"
@@ -244,6 +247,66 @@ TEST(reg_mem)
 	m.handle = 0;
 	ASSERT_EQ(0, kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m));
 	kt_ring_exit(&r);
+}
+
+/*
+ * Without CAP_IPC_LOCK, pinning counts against RLIMIT_MEMLOCK: a
+ * registration or an operation beyond it fails with -ENOMEM and leaves
+ * nothing pinned (the next one within the limit works).
+ */
+TEST(memlock_limit)
+{
+	pid_t pid = fork();
+	int st;
+
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		struct __user_cap_header_struct h = {
+			.version = _LINUX_CAPABILITY_VERSION_3,
+		};
+		struct __user_cap_data_struct d[2];
+		struct rlimit rl = { 64 << 10, 64 << 10 };
+		struct kcoll_rank_addr ra;
+		struct kcoll_reg_mem m = {};
+		size_t big = 1 << 20;
+		char *buf = aligned_alloc(4096, big);
+		struct kcoll_sqe s;
+		struct tring r;
+		__u32 id;
+
+		if (!buf || syscall(SYS_capget, &h, d))
+			_exit(1);
+		d[0].effective &= ~(1U << CAP_IPC_LOCK);
+		d[0].permitted &= ~(1U << CAP_IPC_LOCK);
+		if (syscall(SYS_capset, &h, d) || setrlimit(RLIMIT_MEMLOCK, &rl))
+			_exit(2);
+		memset(buf, 1, big);
+		kt_addr_v4(&ra, "127.0.0.1");
+		if (kt_ring_init(&r, 8, 0, 0) ||
+		    kt_comm_create(r.fd, 9, "key", 0, 1, &ra, 0, &id))
+			_exit(3);
+		m.addr = (uintptr_t)buf;
+		m.len = big;
+		m.comm_id = id;
+		if (kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m) != -ENOMEM)
+			_exit(4);
+		s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32,
+			    KCOLL_REDOP_SUM, 0, big / 8, buf, buf + big / 2);
+		if (kt_run(&r, &s) != -ENOMEM)
+			_exit(5);
+		/* Nothing stayed charged: 32 KiB still fits. */
+		m.len = 32 << 10;
+		if (kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m))
+			_exit(6);
+		s.count = 2048;		/* 8 KiB each way */
+		if (kt_run(&r, &s))
+			_exit(7);
+		kt_ring_exit(&r);
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st));
+	EXPECT_EQ(0, WEXITSTATUS(st));
 }
 
 /* ---- several processes of this VM in one communicator, over rxe0 ---- */

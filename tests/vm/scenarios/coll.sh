@@ -57,6 +57,7 @@ for a in "$@"; do
 	chunk=*) echo "${a#chunk=}" >/sys/class/misc/kcoll/chunk_bytes ||
 			fail "chunk_bytes ${a#chunk=}" ;;
 	mtu=*) ip link set eth0 mtu "${a#mtu=}" || fail "mtu ${a#mtu=}" ;;
+	big) perf=1 neg=0 check=0 perf_args=(-M -c allreduce -b 16M -e 16M -n 3 -w 1) ;;
 	demo) perf=1 neg=0 check=0 perf_args=(-M -c all -b 8 -e 1M -f 32 -n 3 -w 1) ;;
 	*) fail "unknown scenario argument '$a'" ;;
 	esac
