@@ -5,8 +5,14 @@
  * kernel_fpu_begin()/end(). The engine (kcoll_coll.c) calls the chosen
  * table in FPU sections of one chunk, from process context. It also offers
  * an in-kernel benchmark in debugfs. No floating point in this file: the
- * arithmetic lives in kcoll_reduce_{scalar,sse2,avx2}.c, built with FPU
- * flags (see kmod/Kbuild).
+ * arithmetic lives in kcoll_reduce_{scalar,sse2,avx2,avx512}.c, built with
+ * FPU flags (see kmod/Kbuild).
+ *
+ * Choice: the widest usable implementation that passes the self-test, so
+ * AVX-512 over AVX2 over SSE2. On the few CPUs that lower their clock for
+ * 512-bit floating point (Skylake-SP to Cooper Lake) AVX2 might serve the
+ * rest of the system better; there is deliberately no knob for that (see
+ * kcoll_reduce_avx512.c).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -36,6 +42,15 @@ static bool kcoll_reduce_usable(enum kcoll_reduce_impl impl)
 		return boot_cpu_has(X86_FEATURE_AVX2) &&
 		       boot_cpu_has(X86_FEATURE_F16C) &&
 		       boot_cpu_has(X86_FEATURE_OSXSAVE);
+	case KCOLL_REDUCE_AVX512:
+		/* and the OS must save/restore the opmask and ZMM state */
+		return boot_cpu_has(X86_FEATURE_AVX512F) &&
+		       boot_cpu_has(X86_FEATURE_AVX512BW) &&
+		       boot_cpu_has(X86_FEATURE_AVX512VL) &&
+		       boot_cpu_has(X86_FEATURE_F16C) &&
+		       boot_cpu_has(X86_FEATURE_OSXSAVE) &&
+		       cpu_has_xfeatures(XFEATURE_MASK_SSE | XFEATURE_MASK_YMM |
+					 XFEATURE_MASK_AVX512, NULL);
 	default:
 		return false;
 	}

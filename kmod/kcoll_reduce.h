@@ -22,9 +22,10 @@
  *
  * Kernel use: every implementation (the scalar one too) is compiled with
  * SSE enabled, so callers must bracket the calls with kernel_fpu_begin()/
- * kernel_fpu_end(), and pick SSE2/AVX2 only when the CPU has them
- * (AVX2 needs X86_FEATURE_AVX2 and X86_FEATURE_F16C). kcoll_reduce_get()
- * does not check the CPU.
+ * kernel_fpu_end(), and pick SSE2/AVX2/AVX-512 only when the CPU has them
+ * (AVX2 needs X86_FEATURE_AVX2 and X86_FEATURE_F16C; AVX-512 needs
+ * X86_FEATURE_AVX512F, AVX512BW, AVX512VL and F16C, with the ZMM state
+ * enabled). kcoll_reduce_get() does not check the CPU.
  */
 #ifndef KCOLL_REDUCE_H
 #define KCOLL_REDUCE_H
@@ -35,6 +36,7 @@ enum kcoll_reduce_impl {
 	KCOLL_REDUCE_SCALAR,
 	KCOLL_REDUCE_SSE2,	/* x86-64 only */
 	KCOLL_REDUCE_AVX2,	/* x86-64 only; needs AVX2 and F16C */
+	KCOLL_REDUCE_AVX512,	/* x86-64 only; AVX-512F/BW/VL and F16C */
 	KCOLL_REDUCE_NR
 };
 
@@ -52,6 +54,7 @@ extern const struct kcoll_reduce_table kcoll_reduce_scalar_table;
 #if defined(__x86_64__)
 extern const struct kcoll_reduce_table kcoll_reduce_sse2_table;
 extern const struct kcoll_reduce_table kcoll_reduce_avx2_table;
+extern const struct kcoll_reduce_table kcoll_reduce_avx512_table;
 #endif
 
 /*
@@ -72,7 +75,7 @@ int kcoll_reduce_avg_finish(enum kcoll_reduce_impl impl, void *dst, size_t n,
 /* Element size in bytes, 0 for NONE and unknown types. */
 size_t kcoll_dtype_size(unsigned int dtype);
 
-/* "scalar", "sse2", "avx2", or "?" */
+/* "scalar", "sse2", "avx2", "avx512", or "?" */
 const char *kcoll_reduce_impl_name(enum kcoll_reduce_impl impl);
 
 #endif /* KCOLL_REDUCE_H */

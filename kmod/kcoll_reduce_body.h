@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
  * kcoll reduction implementation template. Included once by each of
- * kcoll_reduce_{scalar,sse2,avx2}.c after defining KCOLL_VEC_BYTES:
+ * kcoll_reduce_{scalar,sse2,avx2,avx512}.c after defining KCOLL_VEC_BYTES:
  *	0	plain C (the compiler may still auto-vectorize)
  *	16	GCC vector extensions, 16-byte vectors (SSE2)
  *	32	GCC vector extensions, 32-byte vectors (AVX2; fp16 through F16C,
  *		so the file must be built with -mavx2 -mf16c)
+ *	64	GCC vector extensions, 64-byte vectors (AVX-512; fp16 through the
+ *		AVX-512F forms of the F16C conversions, so the file must be
+ *		built with -mavx512f -mavx512bw -mavx512vl -mf16c)
  * then KCOLL_REDUCE_DEFINE_TABLE(symbol, "name") defines the table.
  *
  * Order of operations: strictly elementwise. dst[i] is computed from dst[i]
@@ -18,18 +21,27 @@
  * No library calls: no memcpy, no libgcc helpers.
  */
 #ifndef KCOLL_VEC_BYTES
-#error "define KCOLL_VEC_BYTES (0, 16 or 32) before including kcoll_reduce_body.h"
+#error "define KCOLL_VEC_BYTES (0, 16, 32 or 64) before including kcoll_reduce_body.h"
 #endif
 
 #include "kcoll_reduce.h"
 
 #define KR_VB	KCOLL_VEC_BYTES
 
-#if KR_VB != 0 && KR_VB != 16 && KR_VB != 32
-#error "KCOLL_VEC_BYTES must be 0, 16 or 32"
+#if KR_VB != 0 && KR_VB != 16 && KR_VB != 32 && KR_VB != 64
+#error "KCOLL_VEC_BYTES must be 0, 16, 32 or 64"
 #endif
 #if KR_VB == 32 && !defined(__F16C__)
 #error "the 32-byte reduction must be compiled with -mavx2 -mf16c"
+#endif
+/*
+ * 64 bytes: F for the zmm arithmetic and conversions, BW for the 8-bit
+ * lanes (without it GCC splits u8/s8 vectors into 256-bit halves), VL so
+ * the 256-bit half-vectors of the fp16 path may use EVEX forms too.
+ */
+#if KR_VB == 64 && !(defined(__AVX512F__) && defined(__AVX512BW__) && \
+		     defined(__AVX512VL__) && defined(__F16C__))
+#error "the 64-byte reduction must be compiled with -mavx512f -mavx512bw -mavx512vl -mf16c"
 #endif
 
 typedef signed char kr_s8;
@@ -331,6 +343,33 @@ static inline kr_vf32 kr_vh2f(kr_vh h)
 static inline kr_vh kr_vf2h(kr_vf32 f)
 {
 	return (kr_vh)__builtin_ia32_vcvtps2ph256(f, 0);
+}
+#define KR_VLOOP_FP16(FVOP)	KR_VLOOP16(kr_vh2f, kr_vf2h, FVOP)
+#elif KR_VB == 64
+/*
+ * AVX-512F: 16 halves <-> 16 floats (vcvtph2ps/vcvtps2ph on zmm), the same
+ * conversions as F16C's: widening is exact (subnormals included, a NaN
+ * comes out quiet), narrowing with imm 0 rounds to nearest even. These are
+ * the builtins behind _mm512_cvtph_ps()/_mm512_cvtps_ph() in GCC and
+ * clang (<immintrin.h> cannot be included in the kernel); all-ones mask,
+ * so the pass-through operand is unused, and rounding operand 4
+ * (_MM_FROUND_CUR_DIRECTION: MXCSR, which the conversion does not use
+ * anyway for ph -> ps).
+ */
+typedef short kr_v16hi __attribute__((vector_size(32)));
+
+static inline kr_vf32 kr_vh2f(kr_vh h)
+{
+	return (kr_vf32)__builtin_ia32_vcvtph2ps512_mask((kr_v16hi)h,
+							 (kr_vf32){ 0 },
+							 (unsigned short)0xffff,
+							 4);
+}
+
+static inline kr_vh kr_vf2h(kr_vf32 f)
+{
+	return (kr_vh)__builtin_ia32_vcvtps2ph512_mask(f, 0, (kr_v16hi){ 0 },
+						       (unsigned short)0xffff);
 }
 #define KR_VLOOP_FP16(FVOP)	KR_VLOOP16(kr_vh2f, kr_vf2h, FVOP)
 #else

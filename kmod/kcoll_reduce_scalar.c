@@ -19,6 +19,8 @@ kcoll_reduce_table_of(enum kcoll_reduce_impl impl)
 		return &kcoll_reduce_sse2_table;
 	case KCOLL_REDUCE_AVX2:
 		return &kcoll_reduce_avx2_table;
+	case KCOLL_REDUCE_AVX512:
+		return &kcoll_reduce_avx512_table;
 #endif
 	default:
 		return NULL;

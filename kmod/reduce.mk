@@ -12,7 +12,8 @@ REDUCE_DIR	:= $(TOP)/kmod
 REDUCE_BUILD	:= $(BUILD)/reduce
 REDUCE_SRCS	:= $(REDUCE_DIR)/kcoll_reduce_scalar.c \
 		   $(REDUCE_DIR)/kcoll_reduce_sse2.c \
-		   $(REDUCE_DIR)/kcoll_reduce_avx2.c
+		   $(REDUCE_DIR)/kcoll_reduce_avx2.c \
+		   $(REDUCE_DIR)/kcoll_reduce_avx512.c
 REDUCE_HDRS	:= $(REDUCE_DIR)/kcoll_reduce.h $(REDUCE_DIR)/kcoll_reduce_body.h \
 		   $(REDUCE_DIR)/kcoll_plain.h $(TOP)/uapi/linux/kcoll.h
 REDUCE_CFLAGS	:= -std=gnu11 -O2 -g -Wall -Wextra -Werror \
@@ -21,6 +22,7 @@ REDUCE_CFLAGS	:= -std=gnu11 -O2 -g -Wall -Wextra -Werror \
 REDUCE_ISA_scalar :=
 REDUCE_ISA_sse2	:=
 REDUCE_ISA_avx2	:= -mavx2 -mf16c
+REDUCE_ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mf16c
 REDUCE_SAN	:= -fsanitize=address,undefined -fno-sanitize-recover=all \
 		   -fno-omit-frame-pointer
 

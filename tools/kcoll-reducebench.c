@@ -61,6 +61,12 @@ static bool impl_supported(enum kcoll_reduce_impl impl)
 		__builtin_cpu_init();
 		return __builtin_cpu_supports("avx2") &&
 		       __builtin_cpu_supports("f16c");
+	case KCOLL_REDUCE_AVX512:
+		__builtin_cpu_init();
+		return __builtin_cpu_supports("avx512f") &&
+		       __builtin_cpu_supports("avx512bw") &&
+		       __builtin_cpu_supports("avx512vl") &&
+		       __builtin_cpu_supports("f16c");
 #endif
 	default:
 		return false;
@@ -273,7 +279,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (worst_fp32 < 1e30)
-		printf("# fp32 sum, vector impls (sse2/avx2): lowest ratio "
+		printf("# fp32 sum, vector impls (sse2/avx2/avx512): lowest ratio "
 		       "%.2fx (target 0.80x)\n", worst_fp32);
 	return 0;
 }

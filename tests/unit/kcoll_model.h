@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * kcoll_model.c: a model of /dev/kcoll for host tests. Link the program
- * with kcoll_model.c, kmod/kcoll_logic.c, the scalar/SSE2/AVX2 reduction
- * objects and -Wl,--wrap=ioctl,--wrap=mmap,--wrap=munmap.
+ * with kcoll_model.c, kmod/kcoll_logic.c, the scalar/SSE2/AVX2/AVX-512
+ * reduction objects and -Wl,--wrap=ioctl,--wrap=mmap,--wrap=munmap.
  */
 #ifndef KCOLL_MODEL_H
 #define KCOLL_MODEL_H

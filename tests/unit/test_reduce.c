@@ -31,6 +31,16 @@ static bool impl_supported(enum kcoll_reduce_impl impl, const char **why)
 			return true;
 		*why = "CPU lacks AVX2 or F16C";
 		return false;
+	case KCOLL_REDUCE_AVX512:
+		/* libgcc also checks that the OS enabled the ZMM state */
+		__builtin_cpu_init();
+		if (__builtin_cpu_supports("avx512f") &&
+		    __builtin_cpu_supports("avx512bw") &&
+		    __builtin_cpu_supports("avx512vl") &&
+		    __builtin_cpu_supports("f16c"))
+			return true;
+		*why = "CPU or OS lacks AVX-512F/BW/VL or F16C";
+		return false;
 #endif
 	default:
 		*why = "not built on this architecture";
@@ -390,7 +400,8 @@ static void gen_elem(void *p, unsigned int dt)
 /* ------------------------------------------------------------------ */
 
 static const size_t lengths[] = {
-	0, 1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 1000, 4099,
+	0, 1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 255,
+	256, 257, 1000, 4099,
 };
 
 #define GUARD	64
@@ -555,6 +566,62 @@ static void test_half_roundtrip(void)
 	}
 }
 
+/*
+ * Every 16-bit pattern as dst against every pattern as src (in a shuffled
+ * order, then random values), for every redop, once with aligned buffers
+ * and once with both pointers one byte off: NaNs, infinities, subnormals
+ * and ties through the vector widening/narrowing, against the reference.
+ */
+static void test_half_all(void)
+{
+	static const unsigned int dts[] = { KCOLL_DTYPE_FP16, KCOLL_DTYPE_BF16 };
+	const size_t n = 65536, bytes = n * 2;
+	uint8_t *dbuf = malloc(bytes + 1), *sbuf = malloc(bytes + 1);
+	uint16_t *dref = malloc(bytes), *sref = malloc(bytes);
+
+	for (unsigned int k = 0; k < 2; k++) {
+		for (unsigned int op = 1; op < KCOLL_REDOP_LAST; op++) {
+			kcoll_reduce_fn fn = kcoll_reduce_get(cur_impl, dts[k],
+							      op);
+
+			if (!UNIT_CHECK(fn != NULL))
+				continue;
+			for (unsigned int pass = 0; pass < 4; pass++) {
+				size_t off = pass & 1;
+
+				for (uint32_t i = 0; i < n; i++) {
+					dref[i] = (uint16_t)i;
+					if (pass < 2)	/* odd factor: bijection */
+						sref[i] = (uint16_t)(i * 40503u +
+								     12345u);
+					else
+						gen_elem(&sref[i], dts[k]);
+				}
+				memcpy(dbuf + off, dref, bytes);
+				memcpy(sbuf + off, sref, bytes);
+				fn(dbuf + off, sbuf + off, n);
+				ref_reduce(dref, sref, n, dts[k], op);
+				for (size_t i = 0; i < n; i++) {
+					if (elem_eq(dbuf + off, dref, i, dts[k]))
+						continue;
+					UNIT_FAIL("%s dtype %u redop %u off %zu: "
+						  "0x%04zx op 0x%04x got 0x%04" PRIx64
+						  " want 0x%04x",
+						  kcoll_reduce_impl_name(cur_impl),
+						  dts[k], op, off, i, sref[i],
+						  elem_bits(dbuf + off, i, dts[k]),
+						  dref[i]);
+					break;
+				}
+			}
+		}
+	}
+	free(dbuf);
+	free(sbuf);
+	free(dref);
+	free(sref);
+}
+
 /* Known answers: rounding ties, overflow, subnormals, infinities. */
 static void test_half_known(void)
 {
@@ -599,15 +666,18 @@ static void test_half_known(void)
 	for (size_t k = 0; k < sizeof(t) / sizeof(t[0]); k++) {
 		kcoll_reduce_fn fn = kcoll_reduce_get(cur_impl, t[k].dt,
 						      t[k].op);
-		/* 40 copies: the vector loops and the scalar tail */
-		uint16_t d[40], s[40], want = t[k].want;
+		/*
+		 * 60 copies: the unrolled and single-vector loops and the
+		 * scalar tail, for every vector width.
+		 */
+		uint16_t d[60], s[60], want = t[k].want;
 
-		for (int i = 0; i < 40; i++) {
+		for (int i = 0; i < 60; i++) {
 			d[i] = t[k].a;
 			s[i] = t[k].b;
 		}
-		fn(d, s, 40);
-		for (int i = 0; i < 40; i++) {
+		fn(d, s, 60);
+		for (int i = 0; i < 60; i++) {
 			if (!elem_eq(&d[i], &want, 0, t[k].dt)) {
 				UNIT_FAIL("case %zu elem %d: 0x%04x want 0x%04x",
 					  k, i, d[i], want);
@@ -708,6 +778,7 @@ static void test_invalid(void)
 #if defined(__x86_64__)
 	UNIT_EQ_STR(kcoll_reduce_impl_name(KCOLL_REDUCE_SSE2), "sse2");
 	UNIT_EQ_STR(kcoll_reduce_impl_name(KCOLL_REDUCE_AVX2), "avx2");
+	UNIT_EQ_STR(kcoll_reduce_impl_name(KCOLL_REDUCE_AVX512), "avx512");
 #endif
 	UNIT_EQ_STR(kcoll_reduce_impl_name(KCOLL_REDUCE_NR), "?");
 }
@@ -736,7 +807,7 @@ static void test_ref_self(void)
 }
 
 static const char *const impl_test_names[KCOLL_REDUCE_NR] = {
-	"scalar", "sse2", "avx2",
+	"scalar", "sse2", "avx2", "avx512",
 };
 
 static void run_impl_test(const char *name, void (*fn)(void))
@@ -770,6 +841,7 @@ int main(int argc, char **argv)
 	run_impl_test("test_reduce_all", test_reduce_all);
 	run_impl_test("test_reduce_inplace", test_reduce_inplace);
 	run_impl_test("test_half_roundtrip", test_half_roundtrip);
+	run_impl_test("test_half_all", test_half_all);
 	run_impl_test("test_half_known", test_half_known);
 	run_impl_test("test_avg_finish", test_avg_finish);
 	return unit_done();
