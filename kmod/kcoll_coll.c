@@ -373,6 +373,13 @@ static int kcoll_abort_status(const struct kcoll_wire_msg *m)
 	return err;
 }
 
+/* An ABORT that reports a lost peer or device: the communicator is gone. */
+static bool kcoll_abort_is_loss(int err)
+{
+	return err == -ECONNRESET || err == -ENODEV || err == -EIO ||
+	       err == -ENOTCONN || err == -ETIMEDOUT;
+}
+
 /* Check the SIGs and ABORTs @conn has queued for @op. */
 static void kcoll_op_check_sigs(struct kcoll_task *op, struct kcoll_conn *conn)
 {
@@ -490,6 +497,12 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 				kcoll_op_fail(op, kcoll_abort_status(m));
 				kcoll_op_forget_grants(op, conn);
 			}
+			return;
+		}
+		if (m->type == KCOLL_MSG_ABORT &&
+		    kcoll_abort_is_loss(kcoll_abort_status(m))) {
+			/* The sender lost a peer: so have we. */
+			kcoll_conn_kill(conn, kcoll_abort_status(m));
 			return;
 		}
 		op = kcoll_coll_head(comm);
@@ -716,18 +729,30 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 	}
 }
 
-/* @conn died: everything it carried is gone. Must hold comm->lock. */
+/*
+ * @conn died: everything it carried is gone, and the communicator is
+ * broken. Its other connections are killed too (QPs to the error state):
+ * a peer that lost its own neighbour may never write the chunks we
+ * granted, and a dead peer whose disconnect got lost would never be
+ * noticed on a connection we only receive on; with every QP in error
+ * nothing can land any more, so the operations can let go of their
+ * memory and complete. Must hold comm->lock.
+ */
 void kcoll_engine_conn_lost(struct kcoll_conn *conn)
 {
 	struct kcoll_comm *comm = conn->comm;
 	struct kcoll_grant *g, *tmp;
 	struct kcoll_sig *s, *stmp;
+	u32 i;
 	int k;
 
 	lockdep_assert_held(&comm->lock);
 	if (!comm->error)
 		comm->error = conn->error ?: -ECONNRESET;
 	kcoll_engine_fail_all(comm, comm->error);
+	for (i = 0; i < comm->nranks; i++)
+		if (comm->conns[i] && comm->conns[i] != conn)
+			kcoll_conn_kill(comm->conns[i], comm->error);
 	for (k = 0; k < KCOLL_KIND_NR; k++) {
 		list_for_each_entry_safe(g, tmp, &conn->k[k].out, node) {
 			list_del(&g->node);
