@@ -82,6 +82,8 @@ static void kcoll_op_send_abort(struct kcoll_task *op, struct kcoll_conn *conn)
 		return;
 	kcoll_msg_init(op, &m, KCOLL_MSG_ABORT);
 	m.status = cpu_to_le32(-op->error);
+	/* Which rank is lost, if any (+1; 0: none): see kcoll_abort_lost(). */
+	m.root = cpu_to_le32(op->comm->lost_rank);
 	/* A full SQ means the peer is not draining: it will die or the
 	 * comm will be torn down; either resolves what we wait for. */
 	if (kcoll_conn_send_msg(conn, &m))
@@ -373,11 +375,20 @@ static int kcoll_abort_status(const struct kcoll_wire_msg *m)
 	return err;
 }
 
-/* An ABORT that reports a lost peer or device: the communicator is gone. */
-static bool kcoll_abort_is_loss(int err)
+/*
+ * An ABORT naming a lost rank: that rank is gone for us too, even if its
+ * disconnect never reached us (RC notices a dead peer only when sending
+ * to it; a rank that only receives from it would wait forever).
+ */
+static void kcoll_abort_lost(struct kcoll_comm *comm,
+			     const struct kcoll_wire_msg *m)
 {
-	return err == -ECONNRESET || err == -ENODEV || err == -EIO ||
-	       err == -ENOTCONN || err == -ETIMEDOUT;
+	u32 lost = le32_to_cpu(m->root);
+
+	if (!lost || lost > comm->nranks || lost - 1 == comm->rank)
+		return;
+	if (comm->conns[lost - 1])
+		kcoll_conn_kill(comm->conns[lost - 1], -ECONNRESET);
 }
 
 /* Check the SIGs and ABORTs @conn has queued for @op. */
@@ -407,6 +418,7 @@ static void kcoll_op_check_sigs(struct kcoll_task *op, struct kcoll_conn *conn)
 			kcoll_op_fail(op, -EBADMSG);
 		} else {
 			op->sigs_ok++;
+			conn->sig_next = op->seq + 1;
 		}
 		kfree(s);
 	}
@@ -453,7 +465,11 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 	lockdep_assert_held(&comm->lock);
 	if (m->kind >= KCOLL_KIND_NR)
 		goto bad;
+	if (m->type == KCOLL_MSG_ABORT)
+		kcoll_abort_lost(comm, m);
 	switch (m->type) {
+	case KCOLL_MSG_NOP:
+		return;
 	case KCOLL_MSG_GRANT:
 		if (le32_to_cpu(m->serial) != conn->k[m->kind].serial_in)
 			goto bad;
@@ -497,12 +513,6 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 				kcoll_op_fail(op, kcoll_abort_status(m));
 				kcoll_op_forget_grants(op, conn);
 			}
-			return;
-		}
-		if (m->type == KCOLL_MSG_ABORT &&
-		    kcoll_abort_is_loss(kcoll_abort_status(m))) {
-			/* The sender lost a peer: so have we. */
-			kcoll_conn_kill(conn, kcoll_abort_status(m));
 			return;
 		}
 		op = kcoll_coll_head(comm);
@@ -580,6 +590,8 @@ static void kcoll_op_progress(struct kcoll_task *op)
 	if (!op->started) {
 		op->started = true;
 		op->nphases = kcoll_sched_nphases(&op->args);
+		if (!op->error && comm->error)
+			op->error = comm->error;	/* nothing sent yet */
 		if (op->error)
 			return;
 		if (op->kind == KCOLL_KIND_COLL) {
@@ -730,29 +742,63 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 }
 
 /*
- * @conn died: everything it carried is gone, and the communicator is
- * broken. Its other connections are killed too (QPs to the error state):
- * a peer that lost its own neighbour may never write the chunks we
- * granted, and a dead peer whose disconnect got lost would never be
- * noticed on a connection we only receive on; with every QP in error
- * nothing can land any more, so the operations can let go of their
- * memory and complete. Must hold comm->lock.
+ * Does @op still need @conn's peer: its signature, or a transfer with it
+ * in this or a later phase? (A peer that finished its part and left is
+ * no failure for an operation that has everything it needs from it.)
+ */
+static bool kcoll_op_needs_peer(struct kcoll_task *op, struct kcoll_conn *conn)
+{
+	struct kcoll_phase ph;
+	u32 i, peer = conn->peer;
+
+	if (op->finished)
+		return false;
+	if (op->kind == KCOLL_KIND_P2P)
+		return op->args.root == peer;
+	if (!op->started || !kcoll_seq_before(op->seq, conn->sig_next))
+		return true;
+	for (i = op->phase; i < op->nphases; i++) {
+		if (i == op->phase && op->phase_open) {
+			ph = op->ph;
+			if (ph.has_send && ph.send.peer == peer &&
+			    !(op->send_done_any && op->send_done == op->send_total))
+				return true;
+			if (ph.has_recv && ph.recv.peer == peer &&
+			    !(op->recv_landed_any && op->recv_done == op->recv_total))
+				return true;
+			continue;
+		}
+		kcoll_sched_phase(&op->args, i, &ph);
+		if ((ph.has_send && ph.send.peer == peer) ||
+		    (ph.has_recv && ph.recv.peer == peer))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * @conn died: everything it carried is gone and the communicator cannot
+ * start anything new; operations that still need the peer fail (their
+ * ABORTs name the lost rank, so peers that only receive from it learn of
+ * it too). Must hold comm->lock.
  */
 void kcoll_engine_conn_lost(struct kcoll_conn *conn)
 {
 	struct kcoll_comm *comm = conn->comm;
 	struct kcoll_grant *g, *tmp;
 	struct kcoll_sig *s, *stmp;
-	u32 i;
+	struct kcoll_task *op;
 	int k;
 
 	lockdep_assert_held(&comm->lock);
-	if (!comm->error)
+	if (!comm->error) {
 		comm->error = conn->error ?: -ECONNRESET;
-	kcoll_engine_fail_all(comm, comm->error);
-	for (i = 0; i < comm->nranks; i++)
-		if (comm->conns[i] && comm->conns[i] != conn)
-			kcoll_conn_kill(comm->conns[i], comm->error);
+		comm->lost_rank = conn->peer + 1;
+	}
+	/* Operations that are done with that peer may still finish. */
+	list_for_each_entry(op, &comm->ops, all)
+		if (kcoll_op_needs_peer(op, conn))
+			kcoll_op_fail(op, comm->error);
 	for (k = 0; k < KCOLL_KIND_NR; k++) {
 		list_for_each_entry_safe(g, tmp, &conn->k[k].out, node) {
 			list_del(&g->node);

@@ -187,6 +187,7 @@ struct kcoll_conn {
 		struct list_head p2p_recvs;	/* P2P ops from this peer */
 	} k[KCOLL_KIND_NR];
 	struct list_head sigs;		/* received SIGs not yet checked */
+	u32 sig_next;			/* SIGs consumed up to this seq */
 };
 
 /* ------------------------------------------------------------------ */
@@ -262,6 +263,7 @@ struct kcoll_comm {
 	u32 cm_busy;			/* rdma_cm handlers running */
 	struct list_head mems;		/* registrations on this comm */
 	int error;			/* sticky: the comm is unusable */
+	u32 lost_rank;			/* + 1, the peer whose loss set it */
 	bool shutting_down;
 	struct ib_device *ibdev;	/* of every connection */
 	struct ib_pd *pd;

@@ -232,13 +232,28 @@ int kcoll_conn_write(struct kcoll_conn *conn, struct ib_sge *sge, int nsge,
 }
 
 /*
- * Post REG_MR for @n MRs (the last one signalled); the caller waits for
- * conn->reg_done without comm->lock. Must hold comm->lock.
+ * Post REG_MR for @n MRs (the last one signalled), followed by a NOP
+ * control message: rxe generates the completions of local work requests
+ * only when its completer runs, which an idle QP may not do for minutes;
+ * the NOP's ACK runs it. The caller waits for conn->reg_done without
+ * comm->lock. Must hold comm->lock.
  */
 int kcoll_conn_post_reg(struct kcoll_conn *conn, struct ib_mr **mrs,
 			unsigned int n)
 {
+	static const struct kcoll_wire_msg nop = { .type = KCOLL_MSG_NOP };
 	struct ib_reg_wr wrs[KCOLL_REG_BATCH] = {};
+	struct ib_sge sge = {
+		.addr = (uintptr_t)&nop,
+		.length = sizeof(nop),
+	};
+	struct ib_send_wr kick = {
+		.wr_cqe = &conn->tx_cqe,
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = IB_WR_SEND,
+		.send_flags = IB_SEND_INLINE | IB_SEND_SIGNALED,
+	};
 	unsigned int i;
 	int err;
 
@@ -247,7 +262,8 @@ int kcoll_conn_post_reg(struct kcoll_conn *conn, struct ib_mr **mrs,
 	 * connection counts as up. */
 	if (!conn->qp || conn->state == KCOLL_CONN_DEAD)
 		return -ENOTCONN;
-	if (!n || n > KCOLL_REG_BATCH || conn->sq_posted + n > KCOLL_SQ_DEPTH)
+	if (!n || n > KCOLL_REG_BATCH ||
+	    conn->sq_posted + n + 1 > KCOLL_SQ_DEPTH)
 		return -ENOBUFS;
 	for (i = 0; i < n; i++) {
 		wrs[i].wr.opcode = IB_WR_REG_MR;
@@ -255,8 +271,7 @@ int kcoll_conn_post_reg(struct kcoll_conn *conn, struct ib_mr **mrs,
 		wrs[i].mr = mrs[i];
 		wrs[i].key = mrs[i]->rkey;
 		wrs[i].access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
-		if (i + 1 < n)
-			wrs[i].wr.next = &wrs[i + 1].wr;
+		wrs[i].wr.next = i + 1 < n ? &wrs[i + 1].wr : &kick;
 	}
 	/* Unsignalled ones still count against the SQ until the signalled
 	 * one completes; account them all to it. */
@@ -266,7 +281,7 @@ int kcoll_conn_post_reg(struct kcoll_conn *conn, struct ib_mr **mrs,
 	conn->reg_status = 0;
 	err = ib_post_send(conn->qp, &wrs[0].wr, NULL);
 	if (!err)
-		conn->sq_posted += n;
+		conn->sq_posted += n + 1;
 	return err;
 }
 
@@ -777,12 +792,24 @@ static void kcoll_cm_event(struct kcoll_conn *conn, struct rdma_cm_id *id,
 	case RDMA_CM_EVENT_ADDR_CHANGE:
 	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
 		mutex_lock(&comm->lock);
-		if (conn->state == KCOLL_CONN_CONNECTING)
+		if (conn->state == KCOLL_CONN_CONNECTING) {
 			kcoll_conn_fail_setup(conn, -ECONNRESET);
-		else if (ev->event != RDMA_CM_EVENT_TIMEWAIT_EXIT)
+		} else if (ev->event == RDMA_CM_EVENT_DISCONNECTED &&
+			   conn->state == KCOLL_CONN_UP && conn->qp) {
+			/*
+			 * The peer closed. What it sent before may still be
+			 * waiting in our CQ: flush instead of failing now.
+			 * The flushed receives come after every real
+			 * completion and kill the connection then.
+			 */
+			struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+
+			ib_modify_qp(conn->qp, &attr, IB_QP_STATE);
+		} else if (ev->event != RDMA_CM_EVENT_TIMEWAIT_EXIT) {
 			kcoll_conn_kill(conn, ev->event ==
 					RDMA_CM_EVENT_DEVICE_REMOVAL ?
 					-ENODEV : -ECONNRESET);
+		}
 		mutex_unlock(&comm->lock);
 		return;
 	default:

@@ -256,8 +256,23 @@ int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm,
 			if (!err) {
 				/* Outside comm->lock: the CQ handler that
 				 * completes it may be queued behind one that
-				 * waits for comm->lock. */
-				wait_for_completion(&conn->reg_done);
+				 * waits for comm->lock. A QP that does not
+				 * complete it in 30 s is broken: kill it, and
+				 * the flush completes it. */
+				if (!wait_for_completion_timeout(&conn->reg_done,
+								 30 * HZ)) {
+					struct ib_qp_attr qa = {
+						.qp_state = IB_QPS_ERR,
+					};
+
+					mutex_lock(&comm->lock);
+					kcoll_conn_kill(conn, -ETIMEDOUT);
+					/* Also a connection still being set up. */
+					ib_modify_qp(conn->qp, &qa, IB_QP_STATE);
+					mutex_unlock(&comm->lock);
+					wait_for_completion(&conn->reg_done);
+					conn->reg_status = -ETIMEDOUT;
+				}
 				err = conn->reg_status;
 			}
 			if (err)
