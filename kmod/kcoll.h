@@ -158,6 +158,9 @@ int kcoll_reduce_active_avg(void *dst, size_t n, unsigned int dtype,
 /* kcoll_ib.c: RDMA devices */
 struct ib_device;
 struct ib_pd *kcoll_ib_pd(struct ib_device *ibdev);
+struct ib_mr;
+int kcoll_ib_reg_mrs(struct ib_device *ibdev, struct ib_mr **mrs,
+		     unsigned int n);
 int kcoll_ib_init(void);
 void kcoll_ib_exit(void);
 ssize_t kcoll_ib_list(char *buf, size_t size);

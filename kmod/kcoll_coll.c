@@ -917,7 +917,7 @@ static int kcoll_op_buf(struct kcoll_task *op, int which, u64 addr, u32 handle,
 	err = kcoll_buf_pin_user(b, addr, len, writable);
 	if (err)
 		return err;
-	return kcoll_buf_register(b, comm, NULL);
+	return kcoll_buf_register(b, comm);
 }
 
 static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
@@ -1001,8 +1001,7 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 		err = kcoll_buf_alloc(&op->bufs[KCOLL_SBUF_TMP], tlen);
 		if (err)
 			return err;
-		err = kcoll_buf_register(&op->bufs[KCOLL_SBUF_TMP], comm,
-					 NULL);
+		err = kcoll_buf_register(&op->bufs[KCOLL_SBUF_TMP], comm);
 	}
 	return err;
 }

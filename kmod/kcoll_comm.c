@@ -43,7 +43,6 @@ static void kcoll_comm_free(struct kref *ref)
 	}
 	kvfree(comm->ranks);
 	mutex_destroy(&comm->lock);
-	mutex_destroy(&comm->reg_lock);
 	kfree(comm);
 }
 
@@ -228,7 +227,6 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 		return -ENOMEM;
 	kref_init(&comm->ref);
 	mutex_init(&comm->lock);
-	mutex_init(&comm->reg_lock);
 	init_waitqueue_head(&comm->wait);
 	INIT_LIST_HEAD(&comm->colls);
 	INIT_LIST_HEAD(&comm->ops);
@@ -422,7 +420,7 @@ int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	err = kcoll_buf_pin_user(&mem->buf, p.addr, p.len, true);
 	if (err)
 		goto out_unlock;
-	err = kcoll_buf_register(&mem->buf, comm, NULL);
+	err = kcoll_buf_register(&mem->buf, comm);
 	if (err)
 		goto out_release;
 	/* XA_FLAGS_ALLOC1: handles start at 1; 0 means "no handle". */

@@ -48,7 +48,7 @@
 #define KCOLL_SQ_DEPTH		256	/* send WRs per connection */
 #define KCOLL_GRANT_WINDOW	8	/* grants outstanding per conn & kind */
 #define KCOLL_STAGE_SLOTS	KCOLL_GRANT_WINDOW	/* reduce landing slots */
-#define KCOLL_REG_BATCH		32	/* REG_MR WRs posted per wait */
+#define KCOLL_REG_BATCH		32	/* REG_MR WRs per registration batch */
 
 /* ------------------------------------------------------------------ */
 /* Memory                                                               */
@@ -103,8 +103,7 @@ struct kcoll_mem {
 int kcoll_buf_pin_user(struct kcoll_buf *b, u64 uaddr, size_t len,
 		       bool writable);
 int kcoll_buf_alloc(struct kcoll_buf *b, size_t len);
-int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm,
-		       struct kcoll_conn *via);
+int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm);
 void kcoll_buf_release(struct kcoll_buf *b);
 /* Where the NIC sees bytes [off, off + len) (must not cross a segment). */
 void kcoll_buf_sge(const struct kcoll_buf *b, size_t off, size_t len,
@@ -165,10 +164,6 @@ struct kcoll_conn {
 	struct kcoll_wire_msg *rx_msgs;
 	struct ib_cqe tx_cqe;		/* control SENDs */
 	struct ib_cqe wr_cqe;		/* data WRITEs */
-	struct ib_cqe reg_cqe;		/* REG_MR batches */
-	struct completion reg_done;
-	int reg_status;
-	u32 reg_batch;			/* WRs of the batch in flight */
 	u32 sq_posted;			/* send WRs not yet completed */
 
 	struct kcoll_buf stage;		/* reduce landing slots */
@@ -256,7 +251,6 @@ struct kcoll_comm {
 	struct sockaddr_storage self_addr;
 
 	struct mutex lock;
-	struct mutex reg_lock;		/* one registration at a time */
 	wait_queue_head_t wait;		/* connection progress */
 	struct kcoll_conn **conns;	/* [nranks]; NULL for self */
 	u32 nr_up;
@@ -303,8 +297,6 @@ void kcoll_conn_kill(struct kcoll_conn *conn, int err);
 int kcoll_conn_send_msg(struct kcoll_conn *conn, struct kcoll_wire_msg *m);
 int kcoll_conn_write(struct kcoll_conn *conn, struct ib_sge *sge, int nsge,
 		     u64 raddr, u32 rkey, u32 imm, struct ib_cqe *cqe);
-int kcoll_conn_post_reg(struct kcoll_conn *conn, struct ib_mr **mrs,
-			unsigned int n);
 
 /* kcoll_coll.c: the engine; must hold comm->lock */
 void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m);

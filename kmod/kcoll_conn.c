@@ -69,7 +69,6 @@ static int kcoll_conn_post_rx(struct kcoll_conn *conn, struct kcoll_rx *rx)
 }
 
 static void kcoll_tx_done(struct ib_cq *cq, struct ib_wc *wc);
-static void kcoll_reg_done(struct ib_cq *cq, struct ib_wc *wc);
 
 /* CQ, QP, receive ring and staging for @id; the comm's device and PD. */
 static int kcoll_conn_create_qp(struct kcoll_conn *conn,
@@ -137,7 +136,6 @@ static int kcoll_conn_create_qp(struct kcoll_conn *conn,
 	}
 	conn->tx_cqe.done = kcoll_tx_done;
 	conn->wr_cqe.done = kcoll_write_done;
-	conn->reg_cqe.done = kcoll_reg_done;
 	return 0;
 
 out_free_rx:
@@ -165,7 +163,7 @@ static int kcoll_conn_alloc_stage(struct kcoll_conn *conn)
 			      conn->slot_bytes * KCOLL_STAGE_SLOTS);
 	if (err)
 		return err;
-	err = kcoll_buf_register(&conn->stage, comm, conn);
+	err = kcoll_buf_register(&conn->stage, comm);
 	if (err)
 		kcoll_buf_release(&conn->stage);
 	return err;
@@ -174,6 +172,27 @@ static int kcoll_conn_alloc_stage(struct kcoll_conn *conn)
 /* ------------------------------------------------------------------ */
 /* Posting                                                              */
 /* ------------------------------------------------------------------ */
+
+/*
+ * Post one signalled send-queue WR on @conn: every WR of ours is signalled
+ * and counted in sq_posted until its completion handler runs.
+ * Must hold comm->lock.
+ */
+static int kcoll_conn_post(struct kcoll_conn *conn, struct ib_send_wr *wr)
+{
+	int err;
+
+	lockdep_assert_held(&conn->comm->lock);
+	if (conn->state != KCOLL_CONN_UP)
+		return -ENOTCONN;
+	if (conn->sq_posted >= KCOLL_SQ_DEPTH)
+		return -ENOBUFS;
+	wr->send_flags |= IB_SEND_SIGNALED;
+	err = ib_post_send(conn->qp, wr, NULL);
+	if (!err)
+		conn->sq_posted++;
+	return err;
+}
 
 /* Send one control message (inline). Must hold comm->lock. */
 int kcoll_conn_send_msg(struct kcoll_conn *conn, struct kcoll_wire_msg *m)
@@ -187,19 +206,10 @@ int kcoll_conn_send_msg(struct kcoll_conn *conn, struct kcoll_wire_msg *m)
 		.sg_list = &sge,
 		.num_sge = 1,
 		.opcode = IB_WR_SEND,
-		.send_flags = IB_SEND_INLINE | IB_SEND_SIGNALED,
+		.send_flags = IB_SEND_INLINE,
 	};
-	int err;
 
-	lockdep_assert_held(&conn->comm->lock);
-	if (conn->state != KCOLL_CONN_UP)
-		return -ENOTCONN;
-	if (conn->sq_posted >= KCOLL_SQ_DEPTH)
-		return -ENOBUFS;
-	err = ib_post_send(conn->qp, &wr, NULL);
-	if (!err)
-		conn->sq_posted++;
-	return err;
+	return kcoll_conn_post(conn, &wr);
 }
 
 /* RDMA WRITE WITH IMM of @sge to (@raddr, @rkey). Must hold comm->lock. */
@@ -212,77 +222,13 @@ int kcoll_conn_write(struct kcoll_conn *conn, struct ib_sge *sge, int nsge,
 			.sg_list = nsge ? sge : NULL,
 			.num_sge = nsge,
 			.opcode = IB_WR_RDMA_WRITE_WITH_IMM,
-			.send_flags = IB_SEND_SIGNALED,
 			.ex.imm_data = cpu_to_be32(imm),
 		},
 		.remote_addr = raddr,
 		.rkey = rkey,
 	};
-	int err;
 
-	lockdep_assert_held(&conn->comm->lock);
-	if (conn->state != KCOLL_CONN_UP)
-		return -ENOTCONN;
-	if (conn->sq_posted >= KCOLL_SQ_DEPTH)
-		return -ENOBUFS;
-	err = ib_post_send(conn->qp, &wr.wr, NULL);
-	if (!err)
-		conn->sq_posted++;
-	return err;
-}
-
-/*
- * Post REG_MR for @n MRs (the last one signalled), followed by a NOP
- * control message: rxe generates the completions of local work requests
- * only when its completer runs, which an idle QP may not do for minutes;
- * the NOP's ACK runs it. The caller waits for conn->reg_done without
- * comm->lock. Must hold comm->lock.
- */
-int kcoll_conn_post_reg(struct kcoll_conn *conn, struct ib_mr **mrs,
-			unsigned int n)
-{
-	static const struct kcoll_wire_msg nop = { .type = KCOLL_MSG_NOP };
-	struct ib_reg_wr wrs[KCOLL_REG_BATCH] = {};
-	struct ib_sge sge = {
-		.addr = (uintptr_t)&nop,
-		.length = sizeof(nop),
-	};
-	struct ib_send_wr kick = {
-		.wr_cqe = &conn->tx_cqe,
-		.sg_list = &sge,
-		.num_sge = 1,
-		.opcode = IB_WR_SEND,
-		.send_flags = IB_SEND_INLINE | IB_SEND_SIGNALED,
-	};
-	unsigned int i;
-	int err;
-
-	lockdep_assert_held(&conn->comm->lock);
-	/* Also while connecting: the staging MR is registered before the
-	 * connection counts as up. */
-	if (!conn->qp || conn->state == KCOLL_CONN_DEAD)
-		return -ENOTCONN;
-	if (!n || n > KCOLL_REG_BATCH ||
-	    conn->sq_posted + n + 1 > KCOLL_SQ_DEPTH)
-		return -ENOBUFS;
-	for (i = 0; i < n; i++) {
-		wrs[i].wr.opcode = IB_WR_REG_MR;
-		wrs[i].wr.wr_cqe = &conn->reg_cqe;
-		wrs[i].mr = mrs[i];
-		wrs[i].key = mrs[i]->rkey;
-		wrs[i].access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
-		wrs[i].wr.next = i + 1 < n ? &wrs[i + 1].wr : &kick;
-	}
-	/* Unsignalled ones still count against the SQ until the signalled
-	 * one completes; account them all to it. */
-	wrs[n - 1].wr.send_flags = IB_SEND_SIGNALED;
-	conn->reg_batch = n;	/* (wr_id shares a union with wr_cqe) */
-	reinit_completion(&conn->reg_done);
-	conn->reg_status = 0;
-	err = ib_post_send(conn->qp, &wrs[0].wr, NULL);
-	if (!err)
-		conn->sq_posted += n + 1;
-	return err;
+	return kcoll_conn_post(conn, &wr.wr);
 }
 
 /* ------------------------------------------------------------------ */
@@ -349,24 +295,6 @@ static void kcoll_tx_done(struct ib_cq *cq, struct ib_wc *wc)
 		kcoll_conn_wc_error(conn, wc, "send");
 	kcoll_engine_reap(comm);
 	mutex_unlock(&comm->lock);
-}
-
-/* No comm->lock: the registering task waits for this without it held. */
-static void kcoll_reg_done(struct ib_cq *cq, struct ib_wc *wc)
-{
-	struct kcoll_conn *conn = cq->cq_context;
-
-	/* The signalled WR stands for the whole batch. */
-	mutex_lock(&conn->comm->lock);
-	conn->sq_posted -= conn->reg_batch;
-	mutex_unlock(&conn->comm->lock);
-	if (wc->status != IB_WC_SUCCESS) {
-		pr_warn_ratelimited("comm %llx: memory registration failed: %s\n",
-				    conn->comm->uid,
-				    ib_wc_status_msg(wc->status));
-		conn->reg_status = -EIO;
-	}
-	complete(&conn->reg_done);
 }
 
 /* ------------------------------------------------------------------ */
@@ -842,7 +770,6 @@ int kcoll_conn_start(struct kcoll_comm *comm, u32 peer)
 	conn->active = peer < comm->rank;
 	conn->state = KCOLL_CONN_IDLE;
 	INIT_DELAYED_WORK(&conn->retry, kcoll_conn_retry_work);
-	init_completion(&conn->reg_done);
 	INIT_LIST_HEAD(&conn->sigs);
 	for (k = 0; k < KCOLL_KIND_NR; k++) {
 		INIT_LIST_HEAD(&conn->k[k].out);

@@ -13,23 +13,231 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/delay.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/slab.h>
+#include <rdma/ib_cache.h>
 #include <rdma/ib_verbs.h>
 
 #include "kcoll.h"
 #include "kcoll_comm.h"
 
+/*
+ * One per RDMA device: the PD every communicator on it uses, and the
+ * registration QP. Fast-registration work requests go on a QP of their
+ * own, which never carries data: on a data QP a REG_MR completes only
+ * after every earlier WR there is acknowledged (minutes behind
+ * retransmissions on a lossy link), and rxe's retransmission logic does
+ * not cope with local operations between the data WRs of a window (it
+ * stalled the QP in tests). Here nothing precedes a REG_MR, so it
+ * completes at once, and the MR is then valid on every QP of the PD.
+ */
 struct kcoll_ibdev {
 	struct list_head node;	/* on kcoll_ib_devs; kcoll_ib_lock */
 	struct ib_device *ibdev;
 	struct ib_pd *pd;
+
+	struct mutex reg_lock;	/* the registration QP, one batch at a time */
+	struct ib_cq *reg_cq;	/* IB_POLL_DIRECT: polled by the registrar */
+	struct ib_qp *reg_qp;	/* RC, connected to itself; NULL until used */
+	bool removed;		/* under reg_lock: no new registration QP */
 };
 
 static LIST_HEAD(kcoll_ib_devs);
 static DEFINE_MUTEX(kcoll_ib_lock);
 static struct ib_client kcoll_ib_client;
+
+#define KCOLL_REG_QP_DEPTH	(KCOLL_REG_BATCH + 1)
+
+/* Must hold dev->reg_lock. */
+static void kcoll_reg_qp_destroy(struct kcoll_ibdev *dev)
+{
+	if (dev->reg_qp) {
+		ib_destroy_qp(dev->reg_qp);
+		dev->reg_qp = NULL;
+	}
+	if (dev->reg_cq) {
+		ib_free_cq(dev->reg_cq);
+		dev->reg_cq = NULL;
+	}
+}
+
+/*
+ * Bring the registration QP to RTS, connected to itself: REG_MR needs a
+ * send queue in RTS but sends nothing on the wire. The address is the
+ * port's GID 0 (link-local on RoCE, so no neighbour lookup) or its LID.
+ */
+static int kcoll_reg_qp_connect(struct kcoll_ibdev *dev, struct ib_qp *qp)
+{
+	struct ib_device *ib = dev->ibdev;
+	u32 port = rdma_start_port(ib);
+	struct ib_port_attr pattr;
+	struct ib_qp_attr a = {};
+	union ib_gid gid;
+	int err;
+
+	err = ib_query_port(ib, port, &pattr);
+	if (err)
+		return err;
+	a.qp_state = IB_QPS_INIT;
+	a.port_num = port;
+	a.pkey_index = 0;
+	a.qp_access_flags = 0;
+	err = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_PKEY_INDEX |
+			   IB_QP_PORT | IB_QP_ACCESS_FLAGS);
+	if (err)
+		return err;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IB_QPS_RTR;
+	a.path_mtu = IB_MTU_1024;
+	a.dest_qp_num = qp->qp_num;
+	a.rq_psn = 0;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.type = rdma_ah_find_type(ib, port);
+	rdma_ah_set_port_num(&a.ah_attr, port);
+	if (rdma_protocol_roce(ib, port)) {
+		err = rdma_query_gid(ib, port, 0, &gid);
+		if (err)
+			return err;
+		rdma_ah_set_grh(&a.ah_attr, &gid, 0, 0, 1, 0);
+	} else {
+		rdma_ah_set_dlid(&a.ah_attr, pattr.lid);
+	}
+	err = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU |
+			   IB_QP_DEST_QPN | IB_QP_RQ_PSN |
+			   IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_MIN_RNR_TIMER);
+	if (err)
+		return err;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IB_QPS_RTS;
+	a.sq_psn = 0;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 1;
+	return ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_SQ_PSN | IB_QP_TIMEOUT |
+			    IB_QP_RETRY_CNT | IB_QP_RNR_RETRY |
+			    IB_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* Must hold dev->reg_lock. */
+static int kcoll_reg_qp_create(struct kcoll_ibdev *dev)
+{
+	struct ib_qp_init_attr attr = {};
+	int err;
+
+	dev->reg_cq = ib_alloc_cq(dev->ibdev, NULL, KCOLL_REG_QP_DEPTH, 0,
+				  IB_POLL_DIRECT);
+	if (IS_ERR(dev->reg_cq)) {
+		err = PTR_ERR(dev->reg_cq);
+		dev->reg_cq = NULL;
+		return err;
+	}
+	attr.send_cq = dev->reg_cq;
+	attr.recv_cq = dev->reg_cq;
+	attr.cap.max_send_wr = KCOLL_REG_QP_DEPTH;
+	attr.cap.max_recv_wr = 1;
+	attr.cap.max_send_sge = 1;
+	attr.cap.max_recv_sge = 1;
+	attr.sq_sig_type = IB_SIGNAL_REQ_WR;
+	attr.qp_type = IB_QPT_RC;
+	dev->reg_qp = ib_create_qp(dev->pd, &attr);
+	if (IS_ERR(dev->reg_qp)) {
+		err = PTR_ERR(dev->reg_qp);
+		dev->reg_qp = NULL;
+		goto out_destroy;
+	}
+	err = kcoll_reg_qp_connect(dev, dev->reg_qp);
+	if (err)
+		goto out_destroy;
+	return 0;
+
+out_destroy:
+	pr_warn("%s: cannot set up the registration QP (%d)\n",
+		dev_name(&dev->ibdev->dev), err);
+	kcoll_reg_qp_destroy(dev);
+	return err;
+}
+
+/*
+ * kcoll_ib_reg_mrs - register @n (≤ KCOLL_REG_BATCH) mapped fast-reg MRs of
+ * @ibdev for local and remote write, and wait until the device has done
+ * it: when this returns 0, the MRs are valid on every QP of the PD.
+ * Sleeps (polls the CQ); process context, no spinlocks held.
+ */
+int kcoll_ib_reg_mrs(struct ib_device *ibdev, struct ib_mr **mrs,
+		     unsigned int n)
+{
+	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
+	struct ib_reg_wr *wrs;
+	unsigned long deadline;
+	struct ib_wc wc;
+	unsigned int i;
+	int err, got;
+
+	if (!dev)
+		return -ENODEV;
+	if (!n || n > KCOLL_REG_BATCH)
+		return -EINVAL;
+	wrs = kcalloc(n, sizeof(*wrs), GFP_KERNEL);
+	if (!wrs)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		wrs[i].wr.opcode = IB_WR_REG_MR;
+		wrs[i].wr.wr_id = i;
+		wrs[i].wr.next = i + 1 < n ? &wrs[i + 1].wr : NULL;
+		wrs[i].mr = mrs[i];
+		wrs[i].key = mrs[i]->rkey;
+		wrs[i].access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
+	}
+	/* The last completes the batch: a send queue completes in order. */
+	wrs[n - 1].wr.send_flags = IB_SEND_SIGNALED;
+
+	mutex_lock(&dev->reg_lock);
+	if (dev->removed) {
+		err = -ENODEV;
+		goto out_unlock;
+	}
+	if (!dev->reg_qp) {
+		err = kcoll_reg_qp_create(dev);
+		if (err)
+			goto out_unlock;
+	}
+	err = ib_post_send(dev->reg_qp, &wrs[0].wr, NULL);
+	if (err)
+		goto out_unlock;
+	deadline = jiffies + 10 * HZ;
+	for (;;) {
+		got = ib_poll_cq(dev->reg_cq, 1, &wc);
+		if (got > 0)
+			break;
+		if (got < 0 || time_after(jiffies, deadline)) {
+			/* Never seen: start over with a fresh QP. */
+			pr_warn_ratelimited("%s: memory registration did not complete\n",
+					    dev_name(&ibdev->dev));
+			kcoll_reg_qp_destroy(dev);
+			err = -ETIMEDOUT;
+			goto out_unlock;
+		}
+		usleep_range(10, 50);
+	}
+	if (wc.status != IB_WC_SUCCESS) {
+		pr_warn_ratelimited("%s: memory registration failed: %s\n",
+				    dev_name(&ibdev->dev),
+				    ib_wc_status_msg(wc.status));
+		/* The QP is in error now; the next batch gets a new one. */
+		kcoll_reg_qp_destroy(dev);
+		err = -EIO;
+	}
+out_unlock:
+	mutex_unlock(&dev->reg_lock);
+	kfree(wrs);
+	return err;
+}
 
 static int kcoll_ib_add(struct ib_device *ibdev)
 {
@@ -40,6 +248,7 @@ static int kcoll_ib_add(struct ib_device *ibdev)
 	if (!dev)
 		return -ENOMEM;
 	dev->ibdev = ibdev;
+	mutex_init(&dev->reg_lock);
 	dev->pd = ib_alloc_pd(ibdev, 0);
 	if (IS_ERR(dev->pd)) {
 		err = PTR_ERR(dev->pd);
@@ -48,6 +257,10 @@ static int kcoll_ib_add(struct ib_device *ibdev)
 		goto out_free_dev;
 	}
 	ib_set_client_data(ibdev, &kcoll_ib_client, dev);
+	/* Now if the port is up, else at the first registration. */
+	mutex_lock(&dev->reg_lock);
+	kcoll_reg_qp_create(dev);
+	mutex_unlock(&dev->reg_lock);
 
 	mutex_lock(&kcoll_ib_lock);
 	list_add_tail(&dev->node, &kcoll_ib_devs);
@@ -57,6 +270,7 @@ static int kcoll_ib_add(struct ib_device *ibdev)
 	return 0;
 
 out_free_dev:
+	mutex_destroy(&dev->reg_lock);
 	kfree(dev);
 	return err;
 }
@@ -70,6 +284,11 @@ static void kcoll_ib_remove(struct ib_device *ibdev, void *client_data)
 	mutex_unlock(&kcoll_ib_lock);
 	/* Communicators on it fail and let go of its QPs and MRs first. */
 	kcoll_comms_device_removed(ibdev);
+	mutex_lock(&dev->reg_lock);
+	dev->removed = true;
+	kcoll_reg_qp_destroy(dev);
+	mutex_unlock(&dev->reg_lock);
+	mutex_destroy(&dev->reg_lock);
 	ib_dealloc_pd(dev->pd);
 	pr_info("%s: removed\n", dev_name(&ibdev->dev));
 	kfree(dev);

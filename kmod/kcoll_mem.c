@@ -178,42 +178,28 @@ void kcoll_buf_unregister(struct kcoll_buf *b)
 	b->ibdev = NULL;
 }
 
-/* A connection of @comm that can carry REG_MR work requests, or NULL. */
-static struct kcoll_conn *kcoll_reg_conn(struct kcoll_comm *comm)
-{
-	u32 i;
-
-	for (i = 0; i < comm->nranks; i++)
-		if (comm->conns[i] && comm->conns[i]->state == KCOLL_CONN_UP)
-			return comm->conns[i];
-	return NULL;
-}
-
 /*
  * kcoll_buf_register - DMA-map @b on @comm's device and register it, one
  * fast-reg MR per run of comm->seg_pages pages. A comm without connections
  * (one rank) needs no registration: returns 0 and leaves @b CPU-only.
- * The REG_MR work requests go on @via, or on any connected connection.
- * Must not hold comm->lock (waits for REG_MR completions).
+ * The REG_MR work requests go on the device's registration QP
+ * (kcoll_ib_reg_mrs()), which waits for them: the MRs are then valid on
+ * every connection. Process context; sleeps.
  */
-int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm,
-		       struct kcoll_conn *via)
+int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm)
 {
 	struct ib_mr *batch[KCOLL_REG_BATCH];
 	unsigned int i, nb = 0;
-	struct kcoll_conn *conn;
 	int err = 0;
 
 	if (!b->npages || comm->nranks == 1)
 		return 0;
-	mutex_lock(&comm->reg_lock);
 	b->ibdev = comm->ibdev;
 	b->seg_bytes = comm->seg_pages * PAGE_SIZE;
 	b->nsegs = DIV_ROUND_UP(b->npages, comm->seg_pages);
 	b->segs = kvcalloc(b->nsegs, sizeof(*b->segs), GFP_KERNEL_ACCOUNT);
 	if (!b->segs) {
-		err = -ENOMEM;
-		goto out_unlock;
+		return -ENOMEM;
 	}
 	for (i = 0; i < b->nsegs; i++) {
 		struct kcoll_mrseg *s = &b->segs[i];
@@ -248,45 +234,16 @@ int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm,
 		ib_update_fast_reg_key(s->mr, ib_inc_rkey(s->mr->rkey));
 		batch[nb++] = s->mr;
 		if (nb == KCOLL_REG_BATCH || i == b->nsegs - 1) {
-			mutex_lock(&comm->lock);
-			conn = via ?: kcoll_reg_conn(comm);
-			err = conn ? kcoll_conn_post_reg(conn, batch, nb) :
-				     -ENOTCONN;
-			mutex_unlock(&comm->lock);
-			if (!err) {
-				/* Outside comm->lock: the CQ handler that
-				 * completes it may be queued behind one that
-				 * waits for comm->lock. A QP that does not
-				 * complete it in 30 s is broken: kill it, and
-				 * the flush completes it. */
-				if (!wait_for_completion_timeout(&conn->reg_done,
-								 30 * HZ)) {
-					struct ib_qp_attr qa = {
-						.qp_state = IB_QPS_ERR,
-					};
-
-					mutex_lock(&comm->lock);
-					kcoll_conn_kill(conn, -ETIMEDOUT);
-					/* Also a connection still being set up. */
-					ib_modify_qp(conn->qp, &qa, IB_QP_STATE);
-					mutex_unlock(&comm->lock);
-					wait_for_completion(&conn->reg_done);
-					conn->reg_status = -ETIMEDOUT;
-				}
-				err = conn->reg_status;
-			}
+			err = kcoll_ib_reg_mrs(b->ibdev, batch, nb);
 			if (err)
 				goto out_unreg;
 			nb = 0;
 		}
 	}
-	mutex_unlock(&comm->reg_lock);
 	return 0;
 
 out_unreg:
 	kcoll_buf_unregister(b);
-out_unlock:
-	mutex_unlock(&comm->reg_lock);
 	return err;
 }
 

@@ -49,8 +49,8 @@ enum kcoll_msg_type {
 	KCOLL_MSG_SIG = 1,	/* collective signature, to every peer */
 	KCOLL_MSG_GRANT,	/* receiver -> sender: write chunk here */
 	KCOLL_MSG_ABORT,	/* the operation failed: no more data */
-	KCOLL_MSG_NOP,		/* nothing; sent after local work requests
-				 * so the QP's completions are generated */
+	KCOLL_MSG_NOP,		/* nothing; accepted and ignored (wire
+				 * version 1 senders used it as a kick) */
 };
 
 /* Message kinds: collectives and point-to-point match independently. */

@@ -16,7 +16,8 @@
 #   quick   kcoll-colltest -q (small counts and one 1M case per
 #           collective); full: -F; default: the default run
 #   perf    also run kcoll-perf -c all (rank 0's table in perf.txt)
-#   noneg   skip the negative tests (-M, -K, -X)
+#   noneg   skip the negative tests (-M, -K, -X); negonly: only those
+#   die=N   only the dying-rank test, N times in a row
 #   demo    only kcoll-perf, small sizes (what make demo shows)
 #   chunk=N sysfs chunk_bytes for this run; mtu=N eth0's MTU
 #
@@ -40,12 +41,13 @@ kcoll_mod_load
 # What the RDMA core holds before any rank runs (kcoll's PD per device):
 # every count must come back to this once the ranks are gone.
 rdma res show >"$KCOLL_OUT/rdma-res-before.txt" 2>&1
+rdma res show qp >"$KCOLL_OUT/rdma-qp-before.txt" 2>&1
 
 # shellcheck disable=SC2086
 set -- $KCOLL_ARG
 nranks=${1:-$((2 * kcoll_nvms))}
 [ $# -gt 0 ] && shift
-level="" perf=0 neg=1 check=1
+level="" perf=0 neg=1 check=1 dieloop=0
 perf_args=(-M -c all -b 8 -e 4M -f 4 -n 5 -w 2 -i 1)
 for a in "$@"; do
 	case $a in
@@ -53,6 +55,8 @@ for a in "$@"; do
 	full) level=-F ;;
 	perf) perf=1 ;;
 	noneg) neg=0 ;;
+	negonly) check=0 ;;
+	die=*) check=0 neg=0 dieloop=${a#die=} ;;
 	flood) level=-G neg=0 ;;
 	chunk=*) echo "${a#chunk=}" >/sys/class/misc/kcoll/chunk_bytes ||
 			fail "chunk_bytes ${a#chunk=}" ;;
@@ -115,7 +119,7 @@ run() {
 
 # A stuck run leaves the engine's view in comms-<s>.txt.
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
-( for s in 60 120 240 480; do sleep $((s / 2)); cat /sys/kernel/debug/kcoll/comms >"$KCOLL_OUT/comms-$s.txt" 2>&1; done ) &
+( for s in 60 120 240 480; do sleep $((s / 2)); cat /sys/kernel/debug/kcoll/comms >"$KCOLL_OUT/comms-$s.txt" 2>&1; dmesg >"$KCOLL_OUT/dmesg-$s.txt" 2>&1; rdma -d res show qp >"$KCOLL_OUT/qp-$s.txt" 2>&1; done ) &
 t0=$SECONDS
 if [ $check = 1 ]; then
 	run colltest 2400 "$COLLTEST" $level -t 2350
@@ -126,8 +130,16 @@ if [ $neg = 1 ]; then
 	run mismatch 300 "$COLLTEST" -M
 	# The kernel's connect timeout bounds the refused creation.
 	KCOLL_CONNECT_TIMEOUT_MS=20000 run wrongkey 300 "$COLLTEST" -K
+	# A hang here leaves the engine's view and the ranks' kernel stacks.
+	( sleep 90; snap=$KCOLL_OUT/die-90s.txt
+	  { cat /sys/kernel/debug/kcoll/comms; rdma -d res show qp
+	    for p in $(pgrep -f kcoll-colltest); do echo "== $p"; cat /proc/$p/stack; done
+	    dmesg | tail -50; } >"$snap" 2>&1 ) &
 	run die 300 "$COLLTEST" -X
 fi
+for i in $(seq 1 $dieloop); do
+	run die 300 "$COLLTEST" -X
+done
 if [ $perf = 1 ]; then
 	if [ -x "$PERF" ]; then
 		run perf 1200 "$PERF" "${perf_args[@]}"
@@ -138,16 +150,19 @@ if [ $perf = 1 ]; then
 	fi
 fi
 
-# Every process is gone: so must be every kcoll QP (teardown may lag a
-# little behind the exit), every context and every request.
+# Every process is gone: so must be every connection's QP (rdma_cm's; the
+# module's own registration QP, "[kcoll]", lives as long as the device and
+# is in the baseline), every context and every request. Teardown may lag
+# a little behind the exit.
+rc_qps() { grep -c "type RC" "$1"; }
 for i in $(seq 1 60); do
 	rdma res show qp >"$KCOLL_OUT/rdma-qp.txt" 2>&1
-	grep -q kcoll "$KCOLL_OUT/rdma-qp.txt" || break
+	[ "$(rc_qps "$KCOLL_OUT/rdma-qp.txt")" = "$(rc_qps "$KCOLL_OUT/rdma-qp-before.txt")" ] && break
 	sleep 1
 done
-if grep -q kcoll "$KCOLL_OUT/rdma-qp.txt"; then
-	fail "kcoll QPs left after every rank exited: $(grep -c kcoll "$KCOLL_OUT/rdma-qp.txt")"
-	grep kcoll "$KCOLL_OUT/rdma-qp.txt" | head -5
+if [ "$(rc_qps "$KCOLL_OUT/rdma-qp.txt")" != "$(rc_qps "$KCOLL_OUT/rdma-qp-before.txt")" ]; then
+	fail "RC QPs left after every rank exited: $(rc_qps "$KCOLL_OUT/rdma-qp.txt"), $(rc_qps "$KCOLL_OUT/rdma-qp-before.txt") before"
+	grep "type RC" "$KCOLL_OUT/rdma-qp.txt" | head -5
 fi
 for i in $(seq 1 30); do
 	rdma res show >"$KCOLL_OUT/rdma-res-after.txt" 2>&1
