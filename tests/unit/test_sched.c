@@ -37,6 +37,7 @@
 #include <stdint.h>
 
 #include "kcoll_sched.h"
+#include "kcoll_cost.h"
 #include "unit.h"
 
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
@@ -1827,6 +1828,139 @@ static void test_check(void)
 	}
 }
 
+/* ------------------------------------------------------------------ */
+/* Cost model and choice                                               */
+/* ------------------------------------------------------------------ */
+
+/* The cheapest applicable algorithm by brute force over every value. */
+static u8 cheapest(const struct kcoll_cost *c, u32 op, u32 n, u64 bytes)
+{
+	u64 best_ns = UINT64_MAX, ns;
+	u8 best = default_algo(op), algo;
+
+	for (algo = 1; algo < KCOLL_ALGO_NR; algo++) {
+		ns = kcoll_cost_ns(c, op, algo, n, bytes);
+		if (ns < best_ns || (ns == best_ns && algo == default_algo(op))) {
+			best_ns = ns;
+			best = algo;
+		}
+	}
+	return best;
+}
+
+static void test_cost_choice(void)
+{
+	static const u32 ops[] = {
+		KCOLL_OP_ALLREDUCE, KCOLL_OP_REDUCE, KCOLL_OP_BROADCAST,
+		KCOLL_OP_ALLGATHER, KCOLL_OP_REDUCE_SCATTER, KCOLL_OP_ALLTOALL,
+		KCOLL_OP_BARRIER,
+	};
+	static const u32 ns[] = { 1, 2, 3, 7, 8, 16, 100, 1024, 4096 };
+	static const u64 sizes[] = { 0, 8, 4096, 1ULL << 20, 64ULL << 20,
+				     1ULL << 40, UINT64_MAX };
+	struct kcoll_tune t;
+	u32 o, i, j;
+
+	kcoll_tune_init(&t);
+	UNIT_EQ_UINT(t.cost.alpha_ns, KCOLL_COST_ALPHA_NS);
+	for (o = 0; o < ARRAY_SIZE(ops); o++) {
+		for (i = 0; i < ARRAY_SIZE(ns); i++) {
+			u64 prev = 0;
+
+			for (j = 0; j < ARRAY_SIZE(sizes); j++) {
+				u32 op = ops[o];
+				u64 b = op == KCOLL_OP_BARRIER ? 0 : sizes[j];
+				u8 ch = kcoll_sched_choose(&t, op, ns[i], b);
+				u64 ns_ch;
+
+				/* Applicable, never DEFAULT, the cheapest. */
+				UNIT_CHECK(kcoll_sched_algo_ok(op, ch) &&
+					   ch != KCOLL_ALGO_DEFAULT);
+				if (ns[i] > 1 &&
+				    !UNIT_EQ_UINT(ch, cheapest(&t.cost, op,
+							       ns[i], b)))
+					unit_diag("%s n %u bytes %" PRIu64,
+						  op_name(op), ns[i], b);
+				/* The default's time grows with the size. */
+				ns_ch = kcoll_cost_ns(&t.cost, op,
+						      default_algo(op), ns[i],
+						      b);
+				UNIT_CHECK(ns_ch >= prev);
+				prev = ns_ch;
+			}
+		}
+	}
+}
+
+/*
+ * What the model must conclude whatever its exact figures: small messages
+ * take O(log n) phases, a large allreduce a bandwidth-optimal schedule
+ * within 20 % of 2(n-1)/n * S * beta; forced and disabled algorithms and
+ * size limits are honoured.
+ */
+static void test_cost_regimes(void)
+{
+	static const u32 ns[] = { 16, 100, 1024, 4096 };
+	struct kcoll_sched_args a = { .redop = KCOLL_REDOP_SUM, .count = 2 };
+	struct kcoll_tune t;
+	u64 big = 256ULL << 20, bound;
+	u32 i;
+	u8 ch;
+
+	kcoll_tune_init(&t);
+	for (i = 0; i < ARRAY_SIZE(ns); i++) {
+		u32 n = ns[i];
+
+		a.nranks = n;
+		a.opcode = KCOLL_OP_ALLREDUCE;
+		a.algo = kcoll_sched_choose(&t, KCOLL_OP_ALLREDUCE, n, 8);
+		UNIT_CHECK(kcoll_sched_nphases(&a) <= 2 * ceil_log2(n) + 2);
+		a.opcode = KCOLL_OP_ALLTOALL;
+		a.redop = KCOLL_REDOP_NONE;
+		a.algo = kcoll_sched_choose(&t, KCOLL_OP_ALLTOALL, n, 8);
+		if (n >= 100)
+			UNIT_EQ_UINT(a.algo, KCOLL_ALGO_BRUCK);
+		a.redop = KCOLL_REDOP_SUM;
+		UNIT_EQ_UINT(kcoll_sched_choose(&t, KCOLL_OP_BROADCAST, n, 8),
+			     KCOLL_ALGO_BINOMIAL);
+		ch = kcoll_sched_choose(&t, KCOLL_OP_ALLREDUCE, n, big);
+		UNIT_CHECK(ch == KCOLL_ALGO_RING ||
+			   ch == KCOLL_ALGO_RABENSEIFNER);
+		bound = 2 * (big * t.cost.beta_ps / 1000) * (n - 1) / n;
+		UNIT_CHECK(kcoll_cost_ns(&t.cost, KCOLL_OP_ALLREDUCE, ch, n,
+					 big) * 10 <= bound * 12);
+	}
+	/* Few ranks, large broadcast: the pipelined chain. */
+	UNIT_EQ_UINT(kcoll_sched_choose(&t, KCOLL_OP_BROADCAST, 8, big),
+		     KCOLL_ALGO_CHAIN);
+	UNIT_EQ_UINT(kcoll_sched_choose(&t, KCOLL_OP_ALLTOALL, 8, 1 << 20),
+		     KCOLL_ALGO_PAIRWISE);
+
+	/* Forced, unless it does not apply. */
+	t.coll[KCOLL_OP_ALLREDUCE].force = KCOLL_ALGO_RING;
+	UNIT_EQ_UINT(kcoll_sched_choose(&t, KCOLL_OP_ALLREDUCE, 4096, 8),
+		     KCOLL_ALGO_RING);
+	t.coll[KCOLL_OP_ALLREDUCE].force = KCOLL_ALGO_BRUCK;
+	UNIT_CHECK(kcoll_sched_choose(&t, KCOLL_OP_ALLREDUCE, 4096, 8) !=
+		   KCOLL_ALGO_BRUCK);
+	t.coll[KCOLL_OP_ALLREDUCE].force = KCOLL_ALGO_DEFAULT;
+	/* Disabled and size-limited. */
+	ch = kcoll_sched_choose(&t, KCOLL_OP_ALLREDUCE, 1024, 8);
+	t.coll[KCOLL_OP_ALLREDUCE].disabled = 1U << ch;
+	UNIT_CHECK(kcoll_sched_choose(&t, KCOLL_OP_ALLREDUCE, 1024, 8) != ch);
+	t.coll[KCOLL_OP_ALLREDUCE].disabled = 0;
+	t.coll[KCOLL_OP_ALLREDUCE].max_bytes[ch] = 4;
+	UNIT_CHECK(kcoll_sched_choose(&t, KCOLL_OP_ALLREDUCE, 1024, 8) != ch);
+	UNIT_EQ_UINT(kcoll_sched_choose(&t, KCOLL_OP_ALLREDUCE, 1024, 4), ch);
+	/* Everything disabled: the default. */
+	t.coll[KCOLL_OP_ALLREDUCE].disabled = ~0U;
+	UNIT_EQ_UINT(kcoll_sched_choose(&t, KCOLL_OP_ALLREDUCE, 1024, 8),
+		     KCOLL_ALGO_RING);
+	/* Not an algorithm of the collective: no estimate. */
+	UNIT_EQ_UINT(kcoll_cost_ns(&t.cost, KCOLL_OP_REDUCE,
+				   KCOLL_ALGO_RING, 8, 8), UINT64_MAX);
+}
+
 int main(int argc, char **argv)
 {
 	unit_init(argc, argv);
@@ -1847,6 +1981,8 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_large_n);
 	UNIT_RUN(test_large_n_algos);
 	UNIT_RUN(test_algo_args);
+	UNIT_RUN(test_cost_choice);
+	UNIT_RUN(test_cost_regimes);
 	UNIT_RUN(test_sequence);
 	UNIT_RUN(test_random);
 	arena_free();

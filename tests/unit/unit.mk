@@ -59,11 +59,14 @@ $(UNIT_LOGIC): $(UNIT_SRCDIR)/test_logic.c $(TOP)/kmod/kcoll_logic.c \
 		$(TOP)/kmod/kcoll_logic.c $(UNIT_LDFLAGS)
 
 # The schedules, executed on an in-memory model of every rank.
+# The cost model's choice too.
 $(UNIT_SCHED): $(UNIT_SRCDIR)/test_sched.c $(TOP)/kmod/kcoll_sched.c \
-	       $(TOP)/kmod/kcoll_sched.h $(UNIT_HDRS) $(UNIT_SRCDIR)/unit.mk \
+	       $(TOP)/kmod/kcoll_sched.h $(TOP)/kmod/kcoll_cost.c \
+	       $(TOP)/kmod/kcoll_cost.h $(UNIT_HDRS) $(UNIT_SRCDIR)/unit.mk \
 	       | $(UNIT_BUILD)
 	$(CC) $(UNIT_CFLAGS) -o $@ $(UNIT_SRCDIR)/test_sched.c \
-		$(TOP)/kmod/kcoll_sched.c $(UNIT_LDFLAGS)
+		$(TOP)/kmod/kcoll_sched.c $(TOP)/kmod/kcoll_cost.c \
+		$(UNIT_LDFLAGS)
 
 # libcoll against the static library ...
 $(UNIT_ABI): $(UNIT_SRCDIR)/test_libcoll_abi.c $(TOP)/kmod/kcoll_logic.c \
