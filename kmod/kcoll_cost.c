@@ -72,22 +72,6 @@ static u64 kcoll_log_steps_ns(const struct kcoll_cost *c, u32 L, u64 m,
 	return t;
 }
 
-static u32 kcoll_log2_floor(u32 n)
-{
-	u32 k = 0;
-
-	while (n >> (k + 1))
-		k++;
-	return k;
-}
-
-static u32 kcoll_log2_ceil(u32 n)
-{
-	u32 k = kcoll_log2_floor(n);
-
-	return (1U << k) < n ? k + 1 : k;
-}
-
 /* Bruck: about n/2 blocks a step, and its copy-only phases. */
 static u64 kcoll_bruck_ns(const struct kcoll_cost *c, u32 n, u64 b)
 {
@@ -95,7 +79,7 @@ static u64 kcoll_bruck_ns(const struct kcoll_cost *c, u32 n, u64 b)
 		.opcode = KCOLL_OP_ALLTOALL, .algo = KCOLL_ALGO_BRUCK,
 		.nranks = n, .count = 1,
 	};
-	u32 lc = kcoll_log2_ceil(n), k, nph = kcoll_sched_nphases(&a);
+	u32 lc = kcoll_ceil_log2(n), k, nph = kcoll_sched_nphases(&a);
 	u64 t = 0, moved = 0;
 
 	for (k = 0; k < lc; k++) {
@@ -124,8 +108,8 @@ u64 kcoll_cost_ns(const struct kcoll_cost *c, u32 opcode, u8 algo,
 		return KCOLL_COST_INF;
 	if (n == 1)
 		return 0;
-	L = kcoll_log2_floor(n);
-	lc = kcoll_log2_ceil(n);
+	L = kcoll_floor_log2(n);
+	lc = kcoll_ceil_log2(n);
 	p = 1U << L;
 	nb = kcoll_sat_mul(n, bytes);
 	switch (opcode) {

@@ -479,26 +479,6 @@ static void kcoll_sched_barrier(const struct kcoll_sched_args *a, u32 k,
 	kcoll_ph_recv(p, kcoll_rank_sub(r, d, n), KCOLL_SBUF_RECV, 0, 0);
 }
 
-/* ceil(log2 n) for n >= 1. */
-static u32 kcoll_ceil_log2(u32 n)
-{
-	u32 k = 0;
-
-	while (k < 32 && (1ULL << k) < n)
-		k++;
-	return k;
-}
-
-/* floor(log2 n) for n >= 1. */
-static u32 kcoll_floor_log2(u32 n)
-{
-	u32 k = 0;
-
-	while (n >> (k + 1))
-		k++;
-	return k;
-}
-
 /* Where this rank's input to a reduction lives. */
 static u8 kcoll_sched_in(const struct kcoll_sched_args *a)
 {

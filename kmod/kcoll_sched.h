@@ -131,6 +131,23 @@ struct kcoll_sched_args {
 	u8 algo;
 };
 
+/* floor(log2 n) and ceil(log2 n), n >= 1 (schedules and cost model). */
+static inline u32 kcoll_floor_log2(u32 n)
+{
+	u32 k = 0;
+
+	while (n >> (k + 1))
+		k++;
+	return k;
+}
+
+static inline u32 kcoll_ceil_log2(u32 n)
+{
+	u32 k = kcoll_floor_log2(n);
+
+	return (1U << k) < n ? k + 1 : k;
+}
+
 /* 0 if @a is a valid operation for the schedules, else -EINVAL. */
 int kcoll_sched_check(const struct kcoll_sched_args *a);
 

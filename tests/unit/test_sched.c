@@ -1243,23 +1243,22 @@ static u32 algos_for(u32 op, u8 *out)
 	return k;
 }
 
+/* What DEFAULT stands for, per opcode. */
+static const u8 named_default[KCOLL_OP_LAST] = {
+	[KCOLL_OP_ALLREDUCE] = KCOLL_ALGO_RING,
+	[KCOLL_OP_ALLGATHER] = KCOLL_ALGO_RING,
+	[KCOLL_OP_REDUCE_SCATTER] = KCOLL_ALGO_RING,
+	[KCOLL_OP_REDUCE] = KCOLL_ALGO_CHAIN,
+	[KCOLL_OP_BROADCAST] = KCOLL_ALGO_CHAIN,
+	[KCOLL_OP_ALLTOALL] = KCOLL_ALGO_PAIRWISE,
+	[KCOLL_OP_BARRIER] = KCOLL_ALGO_DISSEMINATION,
+	[KCOLL_OP_SEND] = KCOLL_ALGO_DIRECT,
+	[KCOLL_OP_RECV] = KCOLL_ALGO_DIRECT,
+};
+
 static u8 default_algo(u32 op)
 {
-	switch (op) {
-	case KCOLL_OP_ALLREDUCE:
-	case KCOLL_OP_ALLGATHER:
-	case KCOLL_OP_REDUCE_SCATTER:
-		return KCOLL_ALGO_RING;
-	case KCOLL_OP_REDUCE:
-	case KCOLL_OP_BROADCAST:
-		return KCOLL_ALGO_CHAIN;
-	case KCOLL_OP_ALLTOALL:
-		return KCOLL_ALGO_PAIRWISE;
-	case KCOLL_OP_BARRIER:
-		return KCOLL_ALGO_DISSEMINATION;
-	default:
-		return KCOLL_ALGO_DIRECT;
-	}
+	return named_default[op];
 }
 
 /* sweep_algo() for every algorithm of @op. */
