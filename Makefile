@@ -28,7 +28,7 @@ KDIR ?= /lib/modules/$(KVER_NEWEST)/build
 KVER ?= $(patsubst linux-headers-%,%,$(if $(filter build,$(notdir $(KDIR))),$(notdir $(patsubst %/,%,$(dir $(KDIR)))),$(notdir $(KDIR))))
 
 .PHONY: all module modules-all libcoll tools tests-bin unit-test check \
-	vm-test demo bench deps dkms-check install clean help mpibench
+	vm-test demo bench deps dkms-check install clean help mpibench collsim
 
 # The Open MPI baseline builds only where mpicc exists (make deps installs it).
 MPICC ?= mpicc
@@ -63,10 +63,22 @@ include libcoll/libcoll.mk
 # ---------------------------------------------------------------- tools
 include kmod/reduce.mk
 
+COLLSIM := $(BUILD)/tools/collsim
 TOOLS := $(BUILD)/tools/kcoll-ringbench $(BUILD)/tools/kcoll-perf \
-	$(REDUCE_BENCH)
+	$(REDUCE_BENCH) $(COLLSIM)
 
 tools: $(TOOLS)
+
+# Discrete-event simulator running the module's schedules and cost model
+# (docs/PERFORMANCE.md, collsim). The schedules accept up to 16384 ranks
+# here (the module: KCOLL_MAX_RANKS).
+collsim: $(COLLSIM)
+
+$(COLLSIM): tools/collsim.c kmod/kcoll_sched.c kmod/kcoll_sched.h \
+	    kmod/kcoll_cost.c kmod/kcoll_cost.h kmod/kcoll_plain.h uapi/linux/kcoll.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_USER) -I$(TOP)/kmod -DKCOLL_SCHED_MAX_RANKS=16384 -o $@ \
+		tools/collsim.c kmod/kcoll_sched.c kmod/kcoll_cost.c -lm
 
 $(BUILD)/tools/kcoll-ringbench: tools/kcoll-ringbench.c $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)

@@ -13,7 +13,13 @@
 #include <linux/errno.h>
 #include <linux/stddef.h>
 #include <linux/build_bug.h>
+#include <linux/math64.h>
 #define KCOLL_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+/* u64 / u64, also on 32-bit kernels (no libgcc __udivdi3 there). */
+static inline u64 kcoll_div64(u64 a, u64 b)
+{
+	return div64_u64(a, b);
+}
 #else
 #include <stdint.h>
 #include <stddef.h>
@@ -27,6 +33,10 @@ typedef uint64_t u64;
 typedef int32_t s32;
 typedef int64_t s64;
 #define KCOLL_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+static inline u64 kcoll_div64(u64 a, u64 b)
+{
+	return a / b;
+}
 #endif
 
 #include "../uapi/linux/kcoll.h"

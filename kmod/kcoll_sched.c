@@ -5,31 +5,134 @@
  * into the host unit tests, which run every schedule of every rank on an
  * in-memory model.
  *
- * One schedule per collective, bandwidth-optimal for large messages:
- *  ALLREDUCE       ring reduce-scatter, then ring allgather, over n chunks
- *                  of the buffer: 2(n-1) phases
- *  REDUCE          pipelined chain root+1 -> root+2 -> ... -> root: 1 phase
- *  BROADCAST       pipelined chain root -> root+1 -> ... -> root-1: 1 phase
- *  ALLGATHER       ring: n-1 phases (the own block's copy rides in the
- *                  first one)
- *  REDUCE_SCATTER  ring, partial sums double-buffered in TMP: n-1 phases
- *  ALLTOALL        pairwise exchange, phase k with ranks rank +- k: n-1
- *                  phases (the own block's copy rides in the first one)
- *  SEND / RECV     1 phase, one transfer (also with count 0)
- *  BARRIER         dissemination, empty tokens: ceil(log2 n) phases
+ * Algorithms (struct kcoll_sched_args.algo; DEFAULT = the first one named
+ * for the collective, today's schedule), with their phase counts for
+ * n > 1 ranks, L = floor(log2 n), Lc = ceil(log2 n), f = 1 if n is not a
+ * power of two, else 0:
+ *  ALLREDUCE       ring: reduce-scatter then allgather, both around the
+ *                  ring over n chunks of the buffer: 2(n-1) phases
+ *                  recdoubling: whole-buffer exchanges with rank ^ 2^i,
+ *                  reduced into RECV and TMP alternately: L + 2f
+ *                  binomial: binomial reduce to rank 0, binomial broadcast
+ *                  from it, accumulating in RECV: 2 Lc
+ *                  rabenseifner: reduce-scatter by recursive halving, then
+ *                  allgather by recursive doubling, over 2^L chunks: 2L + 2f
+ *  REDUCE          chain: pipelined root+1 -> root+2 -> ... -> root: 1
+ *                  binomial: Lc
+ *  BROADCAST       chain: pipelined root -> root+1 -> ... -> root-1: 1
+ *                  binomial: Lc
+ *  ALLGATHER       ring: n-1 (the own block's copy rides in the first one)
+ *                  recdoubling: groups of blocks doubling in size: L + 2f
+ *  REDUCE_SCATTER  ring, partial sums double-buffered in TMP: n-1
+ *                  rechalving: recursive halving of the block range, partial
+ *                  sums in TMP: L + 2f
+ *  ALLTOALL        pairwise: phase k with ranks rank +- k: n-1 (the own
+ *                  block's copy rides in the first one)
+ *                  bruck: ceil(log2 n) exchanges of about n/2 blocks, packed
+ *                  and unpacked through TMP by copy-only phases: about 3n
+ *  SEND / RECV     direct: 1 phase, one transfer (also with count 0)
+ *  BARRIER         dissemination, empty tokens: Lc
  * A collective with count 0 has no phase; with n == 1 it has at most one
- * (the out-of-place copy). Ring schedules keep their phase count when
- * count < n: the phases whose chunks are empty have no transfer, and both
- * ends of every transfer compute the same chunk, so they agree.
+ * (the out-of-place copy), whatever the algorithm. Schedules keep their
+ * phase count when count < n: the phases whose chunks are empty have no
+ * transfer, and both ends of every transfer compute the same chunk, so they
+ * agree. Ranks idle in a phase (the tree and fold schedules) get an empty
+ * phase, so every transfer sits at the same phase index on both ends.
  *
- * Chunks (ALLREDUCE): chunk j of count elements over n ranks has
- * count/n + (j < count%n) elements, the chunks laid out in order.
+ * Non-powers of two (recdoubling, rabenseifner, rechalving): p = 2^L, rem =
+ * n - p; rank 2i (i < rem) hands its data to rank 2i+1 in phase 0 and gets
+ * the result back in the last phase, idle in between; the others run the
+ * power-of-two schedule on p virtual ranks (see struct kcoll_fold).
+ *
+ * Chunks (ring ALLREDUCE over n, rabenseifner over p): chunk j of count
+ * elements over m has count/m + (j < count%m) elements, laid out in order.
  * Ring direction: every rank sends to rank+1 and receives from rank-1.
  */
 #include "kcoll_sched.h"
 
 /* Bound on n*count: every element offset and count fits u64 comfortably. */
 #define KCOLL_SCHED_MAX_ELEMS	(1ULL << 62)
+
+/* The uapi's rank bound; the simulator (tools/collsim.c) raises it. */
+#ifndef KCOLL_SCHED_MAX_RANKS
+#define KCOLL_SCHED_MAX_RANKS	KCOLL_MAX_RANKS
+#endif
+KCOLL_STATIC_ASSERT(KCOLL_SCHED_MAX_RANKS <= 16384,
+		    "bruck's phase count must stay below 65536");
+
+/* The wire carries phase numbers in 16 bits. */
+#define KCOLL_SCHED_MAX_PHASES	65535U
+
+#define KCOLL_OPBIT(op)		(1U << (op))
+
+/* The opcodes each algorithm applies to. */
+static const u16 kcoll_algo_ops[KCOLL_ALGO_NR] = {
+	[KCOLL_ALGO_DEFAULT] = 0xffff,
+	[KCOLL_ALGO_RING] = KCOLL_OPBIT(KCOLL_OP_ALLREDUCE) |
+			    KCOLL_OPBIT(KCOLL_OP_ALLGATHER) |
+			    KCOLL_OPBIT(KCOLL_OP_REDUCE_SCATTER),
+	[KCOLL_ALGO_CHAIN] = KCOLL_OPBIT(KCOLL_OP_BROADCAST) |
+			     KCOLL_OPBIT(KCOLL_OP_REDUCE),
+	[KCOLL_ALGO_PAIRWISE] = KCOLL_OPBIT(KCOLL_OP_ALLTOALL),
+	[KCOLL_ALGO_DISSEMINATION] = KCOLL_OPBIT(KCOLL_OP_BARRIER),
+	[KCOLL_ALGO_DIRECT] = KCOLL_OPBIT(KCOLL_OP_SEND) |
+			      KCOLL_OPBIT(KCOLL_OP_RECV),
+	[KCOLL_ALGO_RECDOUBLING] = KCOLL_OPBIT(KCOLL_OP_ALLREDUCE) |
+				   KCOLL_OPBIT(KCOLL_OP_ALLGATHER),
+	[KCOLL_ALGO_BINOMIAL] = KCOLL_OPBIT(KCOLL_OP_BROADCAST) |
+				KCOLL_OPBIT(KCOLL_OP_REDUCE) |
+				KCOLL_OPBIT(KCOLL_OP_ALLREDUCE),
+	[KCOLL_ALGO_RABENSEIFNER] = KCOLL_OPBIT(KCOLL_OP_ALLREDUCE),
+	[KCOLL_ALGO_RECHALVING] = KCOLL_OPBIT(KCOLL_OP_REDUCE_SCATTER),
+	[KCOLL_ALGO_BRUCK] = KCOLL_OPBIT(KCOLL_OP_ALLTOALL),
+};
+
+static const char *const kcoll_algo_names[KCOLL_ALGO_NR] = {
+	[KCOLL_ALGO_DEFAULT] = "default",
+	[KCOLL_ALGO_RING] = "ring",
+	[KCOLL_ALGO_CHAIN] = "chain",
+	[KCOLL_ALGO_PAIRWISE] = "pairwise",
+	[KCOLL_ALGO_DISSEMINATION] = "dissemination",
+	[KCOLL_ALGO_DIRECT] = "direct",
+	[KCOLL_ALGO_RECDOUBLING] = "recdoubling",
+	[KCOLL_ALGO_BINOMIAL] = "binomial",
+	[KCOLL_ALGO_RABENSEIFNER] = "rabenseifner",
+	[KCOLL_ALGO_RECHALVING] = "rechalving",
+	[KCOLL_ALGO_BRUCK] = "bruck",
+};
+
+const char *kcoll_algo_name(u8 algo)
+{
+	return algo < KCOLL_ALGO_NR ? kcoll_algo_names[algo] : "?";
+}
+
+bool kcoll_sched_algo_ok(u32 opcode, u8 algo)
+{
+	return opcode < 16 && algo < KCOLL_ALGO_NR &&
+	       (kcoll_algo_ops[algo] & KCOLL_OPBIT(opcode));
+}
+
+u8 kcoll_sched_algo(const struct kcoll_sched_args *a)
+{
+	if (a->algo != KCOLL_ALGO_DEFAULT)
+		return a->algo;
+	switch (a->opcode) {
+	case KCOLL_OP_REDUCE:
+	case KCOLL_OP_BROADCAST:
+		return KCOLL_ALGO_CHAIN;
+	case KCOLL_OP_ALLTOALL:
+		return KCOLL_ALGO_PAIRWISE;
+	case KCOLL_OP_BARRIER:
+		return KCOLL_ALGO_DISSEMINATION;
+	case KCOLL_OP_SEND:
+	case KCOLL_OP_RECV:
+		return KCOLL_ALGO_DIRECT;
+	default:
+		return KCOLL_ALGO_RING;
+	}
+}
+
+static u32 kcoll_sched_nph(const struct kcoll_sched_args *a);
 
 static bool kcoll_sched_reducing(u32 opcode)
 {
@@ -47,7 +150,10 @@ int kcoll_sched_check(const struct kcoll_sched_args *a)
 {
 	if (a->opcode < KCOLL_OP_ALLREDUCE || a->opcode > KCOLL_OP_BARRIER)
 		return -EINVAL;
-	if (!a->nranks || a->nranks > KCOLL_MAX_RANKS || a->rank >= a->nranks)
+	if (!a->nranks || a->nranks > KCOLL_SCHED_MAX_RANKS ||
+	    a->rank >= a->nranks)
+		return -EINVAL;
+	if (!kcoll_sched_algo_ok(a->opcode, a->algo))
 		return -EINVAL;
 	if (kcoll_sched_rooted(a->opcode) && a->root >= a->nranks)
 		return -EINVAL;
@@ -63,6 +169,9 @@ int kcoll_sched_check(const struct kcoll_sched_args *a)
 		return -EINVAL;
 	}
 	if (a->count > KCOLL_SCHED_MAX_ELEMS / a->nranks)
+		return -EINVAL;
+	/* Never reached within KCOLL_SCHED_MAX_RANKS; kept as the rule. */
+	if (kcoll_sched_nph(a) > KCOLL_SCHED_MAX_PHASES)
 		return -EINVAL;
 	return 0;
 }
@@ -370,42 +479,532 @@ static void kcoll_sched_barrier(const struct kcoll_sched_args *a, u32 k,
 	kcoll_ph_recv(p, kcoll_rank_sub(r, d, n), KCOLL_SBUF_RECV, 0, 0);
 }
 
-/* ceil(log2 n) for n >= 1. */
-static u32 kcoll_ceil_log2(u32 n)
+/* Where this rank's input to a reduction lives. */
+static u8 kcoll_sched_in(const struct kcoll_sched_args *a)
 {
-	u32 k = 0;
+	return kcoll_sched_in_place(a) ? KCOLL_SBUF_RECV : KCOLL_SBUF_SEND;
+}
 
-	while (k < 32 && (1ULL << k) < n)
-		k++;
-	return k;
+/*
+ * Recursive doubling and halving on any n ranks: p = 2^L <= n < 2p, rem =
+ * n - p. Ranks 2i and 2i+1, i < rem, make virtual rank i: 2i ("away")
+ * hands its data to 2i+1 (the "host") in a fold-in phase and gets the
+ * result back in a fold-out phase, idle in between; rank r >= 2 rem is
+ * virtual rank r - rem. Virtual rank v stands for ranks (and their blocks)
+ * [lo(v), lo(v+1)), lo(v) = v + min(v, rem): consecutive virtual ranks
+ * stand for consecutive ranks, so a group of them is one block range.
+ */
+struct kcoll_fold {
+	u32 p, L, rem;
+	u32 pre;	/* 1 with rem: the fold-in and fold-out phases */
+	u32 v;		/* virtual rank (host or plain rank) */
+	bool away, host;
+};
+
+static void kcoll_fold_init(struct kcoll_fold *f, u32 n, u32 r)
+{
+	f->L = kcoll_floor_log2(n);
+	f->p = 1U << f->L;
+	f->rem = n - f->p;
+	f->pre = f->rem ? 1 : 0;
+	f->away = r < 2 * f->rem && !(r & 1);
+	f->host = r < 2 * f->rem && (r & 1);
+	f->v = r < 2 * f->rem ? r / 2 : r - f->rem;
+}
+
+static u32 kcoll_fold_lo(const struct kcoll_fold *f, u32 v)
+{
+	return v + (v < f->rem ? v : f->rem);
+}
+
+/* The rank that runs virtual rank @v (the host of a pair). */
+static u32 kcoll_fold_rank(const struct kcoll_fold *f, u32 v)
+{
+	return kcoll_fold_lo(f, v + 1) - 1;
+}
+
+/*
+ * Step @i of a recursive halving over virtual ranks: the group of 2m
+ * virtual ranks (m = p >> (i+1)) that holds v splits in two; v keeps the
+ * half [*keep, *keep + m) that holds it and sends [*give, *give + m) to
+ * its partner v ^ m. Returns the partner's rank.
+ */
+static u32 kcoll_halving_step(const struct kcoll_fold *f, u32 i, u32 *keep,
+			      u32 *give)
+{
+	u32 m = f->p >> (i + 1), base = f->v & ~(2 * m - 1);
+
+	*keep = base + (f->v & m);
+	*give = base + (~f->v & m);
+	return kcoll_fold_rank(f, f->v ^ m);
+}
+
+/*
+ * Step @i of a recursive doubling over virtual ranks: v holds the group
+ * [*mine, *mine + 2^i), its partner v ^ 2^i the group [*theirs, ...); they
+ * swap them. Returns the partner's rank.
+ */
+static u32 kcoll_doubling_step(const struct kcoll_fold *f, u32 i, u32 *mine,
+			       u32 *theirs)
+{
+	u32 m = 1U << i;
+
+	*mine = f->v & ~(m - 1);
+	*theirs = *mine ^ m;
+	return kcoll_fold_rank(f, f->v ^ m);
+}
+
+/* Elements [off, off + cnt) of chunks [j0, j1) of count over m chunks. */
+static void kcoll_chunk_range(u64 count, u32 m, u32 j0, u32 j1, u64 *off,
+			      u64 *cnt)
+{
+	*off = kcoll_chunk_off(count, m, j0);
+	*cnt = kcoll_chunk_off(count, m, j1) - *off;
+}
+
+/*
+ * Fold-in of a reduction (the away rank's @cnt elements at @in into the
+ * host's @dst) and fold-out (the host's result at RECV back to the away
+ * rank). @last: the fold-out phase, else the fold-in one.
+ */
+static void kcoll_fold_phase(const struct kcoll_sched_args *a,
+			     const struct kcoll_fold *f, bool last, u8 in,
+			     u8 dst, u64 cnt, struct kcoll_phase *p)
+{
+	u32 r = a->rank;
+
+	if (!last && f->away)
+		kcoll_ph_send(p, r + 1, in, 0, cnt, false);
+	else if (!last && f->host)
+		kcoll_ph_recv_reduce(p, r - 1, dst, 0, cnt, in, 0);
+	else if (last && f->host)
+		kcoll_ph_send(p, r - 1, KCOLL_SBUF_RECV, 0, cnt, false);
+	else if (last && f->away)
+		kcoll_ph_recv(p, r + 1, KCOLL_SBUF_RECV, 0, cnt);
+}
+
+/*
+ * ALLREDUCE by recursive doubling: step i exchanges the whole partial
+ * result with virtual rank v ^ 2^i. A send must not read what the
+ * concurrent receive writes, so step i reduces into RECV when L-1-i is
+ * even and into TMP when it is odd (the last step into RECV), reading the
+ * other one: the previous step's result, or at step 0 the input (the
+ * host's fold-in result, which it reduced into the buffer that step 0
+ * reads). In place, when step 0 must reduce into RECV, its copy first
+ * moves the input to TMP.
+ */
+static u8 kcoll_rd_dst(u32 L, u32 i)
+{
+	return ((L - 1 - i) & 1) ? KCOLL_SBUF_TMP : KCOLL_SBUF_RECV;
+}
+
+static void kcoll_sched_allreduce_rd(const struct kcoll_sched_args *a,
+				     u32 idx, struct kcoll_phase *p)
+{
+	struct kcoll_fold f;
+	u8 in = kcoll_sched_in(a), dst, src;
+	u64 c = a->count;
+	u32 i, peer;
+
+	kcoll_fold_init(&f, a->nranks, a->rank);
+	if (idx < f.pre || idx >= f.pre + f.L) {
+		/* The host's fold-in reduces into what step 0 reads. */
+		kcoll_fold_phase(a, &f, idx >= f.pre, in,
+				 (f.L & 1) ? KCOLL_SBUF_TMP : KCOLL_SBUF_RECV,
+				 c, p);
+		return;
+	}
+	if (f.away)
+		return;
+	i = idx - f.pre;
+	dst = kcoll_rd_dst(f.L, i);
+	src = dst == KCOLL_SBUF_RECV ? KCOLL_SBUF_TMP : KCOLL_SBUF_RECV;
+	if (i == 0 && !f.host) {
+		if (in == KCOLL_SBUF_SEND)
+			src = KCOLL_SBUF_SEND;
+		else if (dst == KCOLL_SBUF_TMP)
+			src = KCOLL_SBUF_RECV;
+		else	/* in place, reducing into RECV: input to TMP */
+			kcoll_ph_copy(p, KCOLL_SBUF_RECV, 0, KCOLL_SBUF_TMP,
+				      0, c);
+	}
+	peer = kcoll_fold_rank(&f, f.v ^ (1U << i));
+	kcoll_ph_send(p, peer, src, 0, c, false);
+	kcoll_ph_recv_reduce(p, peer, dst, 0, c, src, 0);
+	if (i == f.L - 1)
+		kcoll_ph_avg(a, p, KCOLL_SBUF_RECV, 0, c);
+}
+
+/*
+ * ALLREDUCE, Rabenseifner: reduce-scatter by recursive halving over p
+ * chunks (step i keeps the half of the current chunk range that holds
+ * chunk v and sends the other half, reducing into RECV), after which
+ * virtual rank v owns chunk v; then allgather by recursive doubling of
+ * chunk groups in RECV. Empty halves (count < p) move nothing on both ends.
+ */
+static void kcoll_sched_allreduce_rab(const struct kcoll_sched_args *a,
+				      u32 idx, struct kcoll_phase *p)
+{
+	struct kcoll_fold f;
+	u8 in = kcoll_sched_in(a), src;
+	u64 c = a->count, koff, kcnt, soff, scnt;
+	u32 i, peer, keep, give;
+
+	kcoll_fold_init(&f, a->nranks, a->rank);
+	if (idx < f.pre || idx >= f.pre + 2 * f.L) {
+		kcoll_fold_phase(a, &f, idx >= f.pre, in, KCOLL_SBUF_RECV, c,
+				 p);
+		return;
+	}
+	if (f.away)
+		return;
+	i = idx - f.pre;
+	if (i < f.L) {
+		peer = kcoll_halving_step(&f, i, &keep, &give);
+		src = i == 0 && !f.host ? in : KCOLL_SBUF_RECV;
+		kcoll_chunk_range(c, f.p, keep, keep + (f.p >> (i + 1)), &koff,
+				  &kcnt);
+		kcoll_chunk_range(c, f.p, give, give + (f.p >> (i + 1)), &soff,
+				  &scnt);
+		if (scnt)
+			kcoll_ph_send(p, peer, src, soff, scnt, false);
+		if (kcnt)
+			kcoll_ph_recv_reduce(p, peer, KCOLL_SBUF_RECV, koff,
+					     kcnt, src, koff);
+		if (i == f.L - 1)	/* kept: chunk v */
+			kcoll_ph_avg(a, p, KCOLL_SBUF_RECV, koff, kcnt);
+		return;
+	}
+	i -= f.L;
+	peer = kcoll_doubling_step(&f, i, &keep, &give);
+	kcoll_chunk_range(c, f.p, keep, keep + (1U << i), &soff, &scnt);
+	kcoll_chunk_range(c, f.p, give, give + (1U << i), &koff, &kcnt);
+	if (scnt)
+		kcoll_ph_send(p, peer, KCOLL_SBUF_RECV, soff, scnt, false);
+	if (kcnt)
+		kcoll_ph_recv(p, peer, KCOLL_SBUF_RECV, koff, kcnt);
+}
+
+/*
+ * ALLGATHER by recursive doubling: step i swaps the blocks of the own
+ * group of 2^i virtual ranks for the partner group's, in RECV. The away
+ * rank hands its block to its host first and receives all of RECV last
+ * (its own block included: one send instead of two). Out of place, the
+ * first phase also copies the own block into RECV.
+ */
+static void kcoll_sched_allgather_rd(const struct kcoll_sched_args *a,
+				     u32 idx, struct kcoll_phase *p)
+{
+	bool ip = kcoll_sched_in_place(a);
+	u32 n = a->nranks, r = a->rank, i, peer, mine, theirs;
+	u64 c = a->count, lo;
+	struct kcoll_fold f;
+
+	kcoll_fold_init(&f, n, r);
+	if (idx == 0 && !ip)
+		kcoll_ph_copy(p, KCOLL_SBUF_SEND, 0, KCOLL_SBUF_RECV,
+			      (u64)r * c, c);
+	if (idx < f.pre) {
+		if (f.away)
+			kcoll_ph_send(p, r + 1, ip ? KCOLL_SBUF_RECV :
+				      KCOLL_SBUF_SEND, ip ? (u64)r * c : 0, c,
+				      false);
+		else if (f.host)
+			kcoll_ph_recv(p, r - 1, KCOLL_SBUF_RECV,
+				      (u64)(r - 1) * c, c);
+		return;
+	}
+	if (idx >= f.pre + f.L) {
+		kcoll_fold_phase(a, &f, true, 0, 0, (u64)n * c, p);
+		return;
+	}
+	if (f.away)
+		return;
+	i = idx - f.pre;
+	peer = kcoll_doubling_step(&f, i, &mine, &theirs);
+	lo = kcoll_fold_lo(&f, mine);
+	kcoll_ph_send(p, peer, KCOLL_SBUF_RECV, lo * c,
+		      (kcoll_fold_lo(&f, mine + (1U << i)) - lo) * c, false);
+	lo = kcoll_fold_lo(&f, theirs);
+	kcoll_ph_recv(p, peer, KCOLL_SBUF_RECV, lo * c,
+		      (kcoll_fold_lo(&f, theirs + (1U << i)) - lo) * c);
+}
+
+/*
+ * REDUCE_SCATTER by recursive halving of the block range: step i keeps the
+ * half of the current range that holds the own block and sends the other
+ * half. Partial sums live in TMP, laid out from the first block this rank
+ * keeps after step 0 (the host's TMP holds all n blocks, from its fold-in);
+ * the last step reduces straight into the result (RECV, or in place SEND
+ * block r), but on the host, which keeps two blocks: it copies its own one
+ * out and sends its away rank's in the fold-out phase.
+ */
+static void kcoll_sched_rs_halving(const struct kcoll_sched_args *a,
+				   u32 idx, struct kcoll_phase *p)
+{
+	bool ip = kcoll_sched_in_place(a);
+	u32 n = a->nranks, r = a->rank, i, peer, keep, give, m;
+	u8 fbuf = ip ? KCOLL_SBUF_SEND : KCOLL_SBUF_RECV, src;
+	u64 c = a->count, foff = ip ? (u64)r * c : 0;
+	u64 koff, kcnt, soff, sbase, tbase;
+	struct kcoll_fold f;
+
+	kcoll_fold_init(&f, n, r);
+	if (idx < f.pre) {
+		if (f.away)
+			kcoll_ph_send(p, r + 1, KCOLL_SBUF_SEND, 0, (u64)n * c,
+				      false);
+		else if (f.host)
+			kcoll_ph_recv_reduce(p, r - 1, KCOLL_SBUF_TMP, 0,
+					     (u64)n * c, KCOLL_SBUF_SEND, 0);
+		return;
+	}
+	if (idx >= f.pre + f.L) {
+		if (f.host) {
+			kcoll_ph_copy(p, KCOLL_SBUF_TMP, (u64)r * c, fbuf, foff,
+				      c);
+			kcoll_ph_send(p, r - 1, KCOLL_SBUF_TMP,
+				      (u64)(r - 1) * c, c, false);
+		} else if (f.away) {
+			kcoll_ph_recv(p, r + 1, fbuf, foff, c);
+		}
+		return;
+	}
+	if (f.away)
+		return;
+	i = idx - f.pre;
+	m = f.p >> (i + 1);
+	peer = kcoll_halving_step(&f, i, &keep, &give);
+	koff = kcoll_fold_lo(&f, keep) * c;
+	kcnt = kcoll_fold_lo(&f, keep + m) * c - koff;
+	soff = kcoll_fold_lo(&f, give) * c;
+	tbase = f.host ? 0 : kcoll_fold_lo(&f, f.v & (f.p >> 1)) * c;
+	src = i == 0 && !f.host ? KCOLL_SBUF_SEND : KCOLL_SBUF_TMP;
+	sbase = src == KCOLL_SBUF_TMP ? tbase : 0;
+	kcoll_ph_send(p, peer, src, soff - sbase,
+		      kcoll_fold_lo(&f, give + m) * c - soff, false);
+	if (i == f.L - 1 && !f.host) {	/* kept: block r */
+		kcoll_ph_recv_reduce(p, peer, fbuf, foff, kcnt, src,
+				     koff - sbase);
+		kcoll_ph_avg(a, p, fbuf, foff, kcnt);
+		return;
+	}
+	kcoll_ph_recv_reduce(p, peer, KCOLL_SBUF_TMP, koff - tbase, kcnt, src,
+			     koff - sbase);
+	if (i == f.L - 1)	/* the host's two blocks */
+		kcoll_ph_avg(a, p, KCOLL_SBUF_TMP, koff, kcnt);
+}
+
+static u64 kcoll_sched_tmp_rs_halving(const struct kcoll_sched_args *a)
+{
+	struct kcoll_fold f;
+	u32 k0;
+
+	kcoll_fold_init(&f, a->nranks, a->rank);
+	if (f.host)
+		return (u64)a->nranks * a->count;
+	if (f.away || f.L < 2)
+		return 0;
+	k0 = f.v & (f.p >> 1);
+	return (u64)(kcoll_fold_lo(&f, k0 + (f.p >> 1)) -
+		     kcoll_fold_lo(&f, k0)) * a->count;
+}
+
+/*
+ * Binomial trees over relative ranks v = rank - root. Broadcast: in step k
+ * the ranks v < 2^k send to v + 2^k (< n) and the ranks 2^k <= v < 2^k+1
+ * receive. Reduce, the mirror image: in step k the ranks v = 2^k mod 2^k+1
+ * send their partial result to v - 2^k, which reduces it into @acc (with
+ * the own input @in as operand at its first receive, step 0); a rank sends
+ * @acc if it has received anything (v + 1 < n), else its input.
+ */
+static void kcoll_binomial_bcast(const struct kcoll_sched_args *a, u32 root,
+				 u32 k, u8 src, struct kcoll_phase *p)
+{
+	u32 n = a->nranks, v = kcoll_rank_sub(a->rank, root, n), d = 1U << k;
+
+	if (v < d && v + d < n)
+		kcoll_ph_send(p, kcoll_rank_add(a->rank, d, n), src, 0,
+			      a->count, false);
+	else if (v >= d && v < 2 * d)
+		kcoll_ph_recv(p, kcoll_rank_sub(a->rank, d, n),
+			      KCOLL_SBUF_RECV, 0, a->count);
+}
+
+static void kcoll_binomial_reduce(const struct kcoll_sched_args *a, u32 root,
+				  u32 k, u8 in, u8 acc, struct kcoll_phase *p)
+{
+	u32 n = a->nranks, v = kcoll_rank_sub(a->rank, root, n), d = 1U << k;
+
+	if ((v & (2 * d - 1)) == d) {
+		kcoll_ph_send(p, kcoll_rank_sub(a->rank, d, n),
+			      k && v + 1 < n ? acc : in, 0, a->count, false);
+	} else if (!(v & (2 * d - 1)) && v + d < n) {
+		kcoll_ph_recv_reduce(p, kcoll_rank_add(a->rank, d, n), acc, 0,
+				     a->count, k ? acc : in, 0);
+		if (v == 0 && 2 * d >= n)	/* the root's last step */
+			kcoll_ph_avg(a, p, acc, 0, a->count);
+	}
+}
+
+static void kcoll_sched_binomial(const struct kcoll_sched_args *a, u32 idx,
+				 struct kcoll_phase *p)
+{
+	u32 lc = kcoll_ceil_log2(a->nranks);
+	bool ip = kcoll_sched_in_place(a);
+
+	switch (a->opcode) {
+	case KCOLL_OP_BROADCAST:
+		if (idx == 0 && a->rank == a->root && !ip)
+			kcoll_ph_copy(p, KCOLL_SBUF_SEND, 0, KCOLL_SBUF_RECV, 0,
+				      a->count);
+		kcoll_binomial_bcast(a, a->root, idx, KCOLL_SBUF_RECV, p);
+		break;
+	case KCOLL_OP_REDUCE:
+		kcoll_binomial_reduce(a, a->root, idx, kcoll_sched_in(a),
+				      a->rank == a->root ? KCOLL_SBUF_RECV :
+				      KCOLL_SBUF_TMP, p);
+		break;
+	default:	/* ALLREDUCE: reduce to rank 0, broadcast from it */
+		if (idx < lc)
+			kcoll_binomial_reduce(a, 0, idx, kcoll_sched_in(a),
+					      KCOLL_SBUF_RECV, p);
+		else
+			kcoll_binomial_bcast(a, 0, idx - lc, KCOLL_SBUF_RECV,
+					     p);
+		break;
+	}
+}
+
+/*
+ * ALLTOALL, Bruck. TMP holds W (n blocks), P and Q (n/2 blocks each).
+ * Phases 0 and 1 rotate the input into W: W[j] = block for rank r + j.
+ * Step k (0 <= k < Lc) sends every W[j] with bit k of j set to rank r + 2^k
+ * and receives the same j's from rank r - 2^k: the j's form runs of 2^k
+ * (the last one shorter) every 2^(k+1), packed into P by one copy-only
+ * phase per run, the last copy riding in the phase of the exchange, which
+ * receives into Q; one copy-only phase per run then unpacks Q into W (but
+ * after the last step). Then W[j] holds the block from rank r - j: n
+ * copy-only phases put each into RECV (from Q for the j's of the last step).
+ */
+static u32 kcoll_bruck_runs(u32 n, u32 k)
+{
+	return (n + (1U << k) - 1) >> (k + 1);
+}
+
+static u32 kcoll_bruck_nph(u32 n)
+{
+	u32 lc = kcoll_ceil_log2(n), k, nph = 2 + n;
+
+	for (k = 0; k < lc; k++)
+		nph += kcoll_bruck_runs(n, k) * (k + 1 < lc ? 2 : 1);
+	return nph;
+}
+
+static void kcoll_sched_alltoall_bruck(const struct kcoll_sched_args *a,
+				       u32 idx, struct kcoll_phase *p)
+{
+	u32 n = a->nranks, r = a->rank, lc = kcoll_ceil_log2(n), k, d, j, len;
+	u8 in = kcoll_sched_in(a);
+	u64 c = a->count, P = (u64)n * c, Q = P + (u64)(n / 2) * c;
+
+	if (idx == 0) {
+		kcoll_ph_copy(p, in, (u64)r * c, KCOLL_SBUF_TMP, 0,
+			      (u64)(n - r) * c);
+		return;
+	}
+	if (idx == 1) {
+		if (r)
+			kcoll_ph_copy(p, in, 0, KCOLL_SBUF_TMP,
+				      (u64)(n - r) * c, (u64)r * c);
+		return;
+	}
+	idx -= 2;
+	for (k = 0; k < lc; k++) {
+		u32 runs = kcoll_bruck_runs(n, k);
+
+		d = 1U << k;
+		if (idx < runs * (k + 1 < lc ? 2 : 1)) {
+			bool pack = idx < runs;
+			u32 t = pack ? idx : idx - runs;
+
+			j = 2 * d * t + d;
+			len = n - j < d ? n - j : d;
+			if (pack)
+				kcoll_ph_copy(p, KCOLL_SBUF_TMP, (u64)j * c,
+					      KCOLL_SBUF_TMP,
+					      P + (u64)t * d * c,
+					      (u64)len * c);
+			else
+				kcoll_ph_copy(p, KCOLL_SBUF_TMP,
+					      Q + (u64)t * d * c,
+					      KCOLL_SBUF_TMP, (u64)j * c,
+					      (u64)len * c);
+			if (t == runs - 1 && pack) {
+				/* j + len - d: the j's with bit k set */
+				u64 h = (u64)(t * d + len) * c;
+
+				kcoll_ph_send(p, kcoll_rank_add(r, d, n),
+					      KCOLL_SBUF_TMP, P, h, false);
+				kcoll_ph_recv(p, kcoll_rank_sub(r, d, n),
+					      KCOLL_SBUF_TMP, Q, h);
+			}
+			return;
+		}
+		idx -= runs * (k + 1 < lc ? 2 : 1);
+	}
+	j = idx;
+	d = 1U << (lc - 1);
+	kcoll_ph_copy(p, KCOLL_SBUF_TMP, j >= d ? Q + (u64)(j - d) * c :
+		      (u64)j * c, KCOLL_SBUF_RECV,
+		      (u64)kcoll_rank_sub(r, j, n) * c, c);
+}
+
+/* Phases of @a, which passed every check but the phase count. */
+static u32 kcoll_sched_nph(const struct kcoll_sched_args *a)
+{
+	u32 n = a->nranks;
+	struct kcoll_fold f;
+
+	switch (a->opcode) {
+	case KCOLL_OP_SEND:
+	case KCOLL_OP_RECV:
+		return 1;
+	case KCOLL_OP_BARRIER:
+		return kcoll_ceil_log2(n);
+	default:
+		break;
+	}
+	if (!a->count)
+		return 0;
+	if (n == 1)	/* at most the out-of-place copy */
+		return kcoll_sched_in_place(a) ? 0 : 1;
+	kcoll_fold_init(&f, n, 0);
+	switch (kcoll_sched_algo(a)) {
+	case KCOLL_ALGO_RING:
+		return a->opcode == KCOLL_OP_ALLREDUCE ? 2 * (n - 1) : n - 1;
+	case KCOLL_ALGO_PAIRWISE:
+		return n - 1;
+	case KCOLL_ALGO_RECDOUBLING:
+	case KCOLL_ALGO_RECHALVING:
+		return f.L + 2 * f.pre;
+	case KCOLL_ALGO_RABENSEIFNER:
+		return 2 * f.L + 2 * f.pre;
+	case KCOLL_ALGO_BINOMIAL:
+		return kcoll_ceil_log2(n) *
+		       (a->opcode == KCOLL_OP_ALLREDUCE ? 2 : 1);
+	case KCOLL_ALGO_BRUCK:
+		return kcoll_bruck_nph(n);
+	default:	/* CHAIN */
+		return 1;
+	}
 }
 
 u32 kcoll_sched_nphases(const struct kcoll_sched_args *a)
 {
 	if (kcoll_sched_check(a))
 		return 0;
-	switch (a->opcode) {
-	case KCOLL_OP_SEND:
-	case KCOLL_OP_RECV:
-		return 1;
-	case KCOLL_OP_BARRIER:
-		return kcoll_ceil_log2(a->nranks);
-	default:
-		break;
-	}
-	if (!a->count)
-		return 0;
-	if (a->nranks == 1)	/* at most the out-of-place copy */
-		return kcoll_sched_in_place(a) ? 0 : 1;
-	switch (a->opcode) {
-	case KCOLL_OP_ALLREDUCE:
-		return 2 * (a->nranks - 1);
-	case KCOLL_OP_REDUCE:
-	case KCOLL_OP_BROADCAST:
-		return 1;
-	default:		/* ALLGATHER, REDUCE_SCATTER, ALLTOALL */
-		return a->nranks - 1;
-	}
+	return kcoll_sched_nph(a);
 }
 
 void kcoll_sched_phase(const struct kcoll_sched_args *a, u32 idx,
@@ -436,6 +1035,29 @@ void kcoll_sched_phase(const struct kcoll_sched_args *a, u32 idx,
 		return;
 	}
 
+	switch (kcoll_sched_algo(a)) {
+	case KCOLL_ALGO_RECDOUBLING:
+		if (a->opcode == KCOLL_OP_ALLREDUCE)
+			kcoll_sched_allreduce_rd(a, idx, p);
+		else
+			kcoll_sched_allgather_rd(a, idx, p);
+		return;
+	case KCOLL_ALGO_RABENSEIFNER:
+		kcoll_sched_allreduce_rab(a, idx, p);
+		return;
+	case KCOLL_ALGO_RECHALVING:
+		kcoll_sched_rs_halving(a, idx, p);
+		return;
+	case KCOLL_ALGO_BINOMIAL:
+		kcoll_sched_binomial(a, idx, p);
+		return;
+	case KCOLL_ALGO_BRUCK:
+		kcoll_sched_alltoall_bruck(a, idx, p);
+		return;
+	default:	/* the defaults: ring, chain, pairwise */
+		break;
+	}
+
 	switch (a->opcode) {
 	case KCOLL_OP_ALLREDUCE:
 		kcoll_sched_allreduce(a, idx, p);
@@ -461,9 +1083,35 @@ void kcoll_sched_phase(const struct kcoll_sched_args *a, u32 idx,
 u64 kcoll_sched_tmp_count(const struct kcoll_sched_args *a)
 {
 	u32 n = a->nranks;
+	struct kcoll_fold f;
 
 	if (!kcoll_sched_nphases(a) || n == 1)
 		return 0;
+	switch (kcoll_sched_algo(a)) {
+	case KCOLL_ALGO_RECDOUBLING:
+		if (a->opcode != KCOLL_OP_ALLREDUCE)
+			return 0;
+		/* TMP is a step's destination from L = 2 on; with L = 1 only
+		 * the host's fold-in and the in-place copy use it. */
+		kcoll_fold_init(&f, n, a->rank);
+		return !f.away && (f.L >= 2 || f.host ||
+				   kcoll_sched_in_place(a)) ? a->count : 0;
+	case KCOLL_ALGO_BINOMIAL:
+		/* Non-root reduce ranks that receive accumulate in TMP. */
+		if (a->opcode != KCOLL_OP_REDUCE || a->rank == a->root)
+			return 0;
+		return !(kcoll_rank_sub(a->rank, a->root, n) & 1) &&
+		       kcoll_rank_sub(a->rank, a->root, n) + 1 < n ?
+		       a->count : 0;
+	case KCOLL_ALGO_RECHALVING:
+		return kcoll_sched_tmp_rs_halving(a);
+	case KCOLL_ALGO_BRUCK:
+		return (u64)(n + 2 * (n / 2)) * a->count;
+	case KCOLL_ALGO_RABENSEIFNER:
+		return 0;
+	default:
+		break;
+	}
 	switch (a->opcode) {
 	case KCOLL_OP_REDUCE: {
 		u32 pos = kcoll_rank_sub(a->rank, kcoll_rank_add(a->root, 1, n),

@@ -47,6 +47,27 @@ enum kcoll_sbuf {
 	KCOLL_SBUF_NR
 };
 
+/*
+ * Algorithms (struct kcoll_sched_args.algo). DEFAULT is the collective's
+ * default schedule (the one named first for it below); every other value
+ * must apply to the opcode, else kcoll_sched_check() fails with -EINVAL.
+ * kcoll_sched.c describes each schedule and its phase count.
+ */
+enum kcoll_algo {
+	KCOLL_ALGO_DEFAULT = 0,
+	KCOLL_ALGO_RING,	/* ALLREDUCE, ALLGATHER, REDUCE_SCATTER */
+	KCOLL_ALGO_CHAIN,	/* BROADCAST, REDUCE (pipelined) */
+	KCOLL_ALGO_PAIRWISE,	/* ALLTOALL */
+	KCOLL_ALGO_DISSEMINATION, /* BARRIER */
+	KCOLL_ALGO_DIRECT,	/* SEND, RECV */
+	KCOLL_ALGO_RECDOUBLING,	/* ALLREDUCE, ALLGATHER */
+	KCOLL_ALGO_BINOMIAL,	/* BROADCAST, REDUCE, ALLREDUCE */
+	KCOLL_ALGO_RABENSEIFNER, /* ALLREDUCE */
+	KCOLL_ALGO_RECHALVING,	/* REDUCE_SCATTER */
+	KCOLL_ALGO_BRUCK,	/* ALLTOALL */
+	KCOLL_ALGO_NR
+};
+
 /* A region of one buffer. */
 struct kcoll_sregion {
 	u8 buf;			/* enum kcoll_sbuf */
@@ -96,6 +117,8 @@ struct kcoll_phase {
  * @in_place:	the uapi in-place condition holds on this rank (the engine
  *		decides it from the addresses); only ever set where it means
  *		something (not for SEND/RECV/BARRIER)
+ * @algo:	enum kcoll_algo; every rank of the operation must use the same
+ *		(DEFAULT where zero-initialised)
  */
 struct kcoll_sched_args {
 	u32 opcode;
@@ -105,10 +128,37 @@ struct kcoll_sched_args {
 	u32 root;
 	u64 count;
 	bool in_place;
+	u8 algo;
 };
+
+/* floor(log2 n) and ceil(log2 n), n >= 1 (schedules and cost model). */
+static inline u32 kcoll_floor_log2(u32 n)
+{
+	u32 k = 0;
+
+	while (n >> (k + 1))
+		k++;
+	return k;
+}
+
+static inline u32 kcoll_ceil_log2(u32 n)
+{
+	u32 k = kcoll_floor_log2(n);
+
+	return (1U << k) < n ? k + 1 : k;
+}
 
 /* 0 if @a is a valid operation for the schedules, else -EINVAL. */
 int kcoll_sched_check(const struct kcoll_sched_args *a);
+
+/*
+ * The algorithm @a runs (DEFAULT resolved to the collective's default),
+ * whether @algo applies to @opcode (DEFAULT applies to every opcode), and
+ * a short name for messages and tools ("ring", "bruck", ...; "?" if none).
+ */
+u8 kcoll_sched_algo(const struct kcoll_sched_args *a);
+bool kcoll_sched_algo_ok(u32 opcode, u8 algo);
+const char *kcoll_algo_name(u8 algo);
 
 /* Number of phases of @a on this rank (may be 0: nothing to move). */
 u32 kcoll_sched_nphases(const struct kcoll_sched_args *a);

@@ -37,6 +37,7 @@
 #include <stdint.h>
 
 #include "kcoll_sched.h"
+#include "kcoll_cost.h"
 #include "unit.h"
 
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
@@ -65,6 +66,7 @@ struct spec {
 	u32 src;		/* SEND/RECV only */
 	u64 count;
 	bool ip;
+	u8 algo;		/* enum kcoll_algo */
 	u64 salt;
 };
 
@@ -120,8 +122,9 @@ static const char *op_name(u32 op)
 
 /* Diagnostic prefix naming the operation and the rank. */
 #define MFAIL(m, fmt, ...) \
-	UNIT_FAIL("%s redop %u n %u root %u count %" PRIu64 " ip %d rank %u: " \
-		  fmt, op_name((m)->a.opcode), (m)->a.redop, (m)->a.nranks, \
+	UNIT_FAIL("%s/%s redop %u n %u root %u count %" PRIu64 " ip %d " \
+		  "rank %u: " fmt, op_name((m)->a.opcode), \
+		  kcoll_algo_name((m)->a.algo), (m)->a.redop, (m)->a.nranks, \
 		  (m)->a.root, (m)->a.count, (m)->a.in_place, (m)->a.rank, \
 		  __VA_ARGS__)
 
@@ -268,10 +271,36 @@ static u32 ceil_log2(u32 n)
 	return k;
 }
 
+static u32 floor_log2(u32 n)
+{
+	u32 k = 0;
+
+	while ((2U << k) <= n)
+		k++;
+	return k;
+}
+
+/* Bruck: 2 rotation copies, per step k one pack copy per run of 2^k
+ * indices with bit k set (the last one with the exchange) and as many
+ * unpack copies (but after the last step), then n placing copies. */
+static u32 bruck_nphases(u32 n)
+{
+	u32 lc = ceil_log2(n), k, j, runs, nph = 2 + n;
+
+	for (k = 0; k < lc; k++) {
+		for (runs = 0, j = 0; j < n; j++)
+			if ((j & (1U << k)) && !(j & ((1U << k) - 1)))
+				runs++;	/* j starts a run */
+		nph += runs * (k + 1 < lc ? 2 : 1);
+	}
+	return nph;
+}
+
 /* The phase counts the schedules promise (see kcoll_sched.c). */
 static u32 expected_nphases(const struct kcoll_sched_args *a)
 {
 	u32 n = a->nranks;
+	u32 fold = n & (n - 1) ? 2 : 0;	/* fold-in and fold-out */
 
 	if (is_p2p(a->opcode))
 		return 1;
@@ -281,6 +310,19 @@ static u32 expected_nphases(const struct kcoll_sched_args *a)
 		return 0;
 	if (n == 1)
 		return a->in_place ? 0 : 1;
+	switch (a->algo) {
+	case KCOLL_ALGO_RECDOUBLING:
+	case KCOLL_ALGO_RECHALVING:
+		return floor_log2(n) + fold;
+	case KCOLL_ALGO_RABENSEIFNER:
+		return 2 * floor_log2(n) + fold;
+	case KCOLL_ALGO_BINOMIAL:
+		return ceil_log2(n) * (a->opcode == KCOLL_OP_ALLREDUCE ? 2 : 1);
+	case KCOLL_ALGO_BRUCK:
+		return bruck_nphases(n);
+	default:
+		break;
+	}
 	switch (a->opcode) {
 	case KCOLL_OP_ALLREDUCE:
 		return 2 * (n - 1);
@@ -426,6 +468,7 @@ static bool mop_init(struct mop *m, const struct spec *s, u32 r)
 	a->rank = r;
 	a->nranks = s->n;
 	a->count = s->count;
+	a->algo = s->algo;
 	if (is_p2p(s->op)) {
 		a->opcode = r == s->src ? KCOLL_OP_SEND : KCOLL_OP_RECV;
 		a->root = r == s->src ? s->root : s->src;
@@ -456,10 +499,15 @@ static bool mop_init(struct mop *m, const struct spec *s, u32 r)
 		      rcv);
 		return false;
 	}
-	/* Scratch: at most 2*count, n*count for in-place alltoall. */
+	/* Scratch: at most 2*count, n*count for in-place pairwise alltoall
+	 * and halving reduce-scatter, 2*n*count for bruck. */
 	if (m->len[KCOLL_SBUF_TMP] > 2 * s->count &&
 	    !(s->op == KCOLL_OP_ALLTOALL && a->in_place &&
-	      m->len[KCOLL_SBUF_TMP] == (u64)s->n * s->count)) {
+	      m->len[KCOLL_SBUF_TMP] == (u64)s->n * s->count) &&
+	    !(s->algo == KCOLL_ALGO_RECHALVING &&
+	      m->len[KCOLL_SBUF_TMP] <= (u64)s->n * s->count) &&
+	    !(s->algo == KCOLL_ALGO_BRUCK &&
+	      m->len[KCOLL_SBUF_TMP] <= 2 * (u64)s->n * s->count)) {
 		MFAIL(m, "tmp count %" PRIu64, m->len[KCOLL_SBUF_TMP]);
 		return false;
 	}
@@ -1029,11 +1077,15 @@ static bool run_world(const struct spec *specs, u32 nspecs, u32 n)
 
 static u64 salt_next;
 
+/* The algorithm run1() asks for (the sweeps set it). */
+static u8 test_algo = KCOLL_ALGO_DEFAULT;
+
 static bool run1(u32 op, u32 redop, u32 n, u32 root, u64 count, bool ip)
 {
 	struct spec s = {
 		.op = op, .redop = redop, .n = n, .root = root,
-		.count = count, .ip = ip, .salt = salt_next++,
+		.count = count, .ip = ip, .algo = test_algo,
+		.salt = salt_next++,
 	};
 
 	return run_world(&s, 1, n);
@@ -1095,7 +1147,7 @@ static bool every_redop(u32 n)
  * every_redop (reducing ops only). Then counts in the thousands for the
  * sizes in @big_ns, in and out of place, the roots and redops in turn.
  */
-static void sweep(u32 op, const u32 *big_ns, u32 nbig)
+static void sweep_algo(u32 op, const u32 *big_ns, u32 nbig)
 {
 	static const u64 big_counts[] = { 2003, 4099 };
 	bool rooted = op == KCOLL_OP_REDUCE || op == KCOLL_OP_BROADCAST;
@@ -1154,6 +1206,72 @@ static void sweep(u32 op, const u32 *big_ns, u32 nbig)
 			}
 		}
 	}
+}
+
+/*
+ * The algorithms of each collective, written out here rather than taken
+ * from kcoll_sched_algo_ok(): DEFAULT (today's schedule) first, then the
+ * others. The named defaults (ring, chain, pairwise) must be DEFAULT.
+ */
+static u32 algos_for(u32 op, u8 *out)
+{
+	u32 k = 0;
+
+	out[k++] = KCOLL_ALGO_DEFAULT;
+	switch (op) {
+	case KCOLL_OP_ALLREDUCE:
+		out[k++] = KCOLL_ALGO_RECDOUBLING;
+		out[k++] = KCOLL_ALGO_BINOMIAL;
+		out[k++] = KCOLL_ALGO_RABENSEIFNER;
+		break;
+	case KCOLL_OP_REDUCE:
+	case KCOLL_OP_BROADCAST:
+		out[k++] = KCOLL_ALGO_BINOMIAL;
+		break;
+	case KCOLL_OP_ALLGATHER:
+		out[k++] = KCOLL_ALGO_RECDOUBLING;
+		break;
+	case KCOLL_OP_REDUCE_SCATTER:
+		out[k++] = KCOLL_ALGO_RECHALVING;
+		break;
+	case KCOLL_OP_ALLTOALL:
+		out[k++] = KCOLL_ALGO_BRUCK;
+		break;
+	default:
+		break;
+	}
+	return k;
+}
+
+/* What DEFAULT stands for, per opcode. */
+static const u8 named_default[KCOLL_OP_LAST] = {
+	[KCOLL_OP_ALLREDUCE] = KCOLL_ALGO_RING,
+	[KCOLL_OP_ALLGATHER] = KCOLL_ALGO_RING,
+	[KCOLL_OP_REDUCE_SCATTER] = KCOLL_ALGO_RING,
+	[KCOLL_OP_REDUCE] = KCOLL_ALGO_CHAIN,
+	[KCOLL_OP_BROADCAST] = KCOLL_ALGO_CHAIN,
+	[KCOLL_OP_ALLTOALL] = KCOLL_ALGO_PAIRWISE,
+	[KCOLL_OP_BARRIER] = KCOLL_ALGO_DISSEMINATION,
+	[KCOLL_OP_SEND] = KCOLL_ALGO_DIRECT,
+	[KCOLL_OP_RECV] = KCOLL_ALGO_DIRECT,
+};
+
+static u8 default_algo(u32 op)
+{
+	return named_default[op];
+}
+
+/* sweep_algo() for every algorithm of @op. */
+static void sweep(u32 op, const u32 *big_ns, u32 nbig)
+{
+	u8 algos[8];
+	u32 i, na = algos_for(op, algos);
+
+	for (i = 0; i < na && !unit_fails(); i++) {
+		test_algo = algos[i];
+		sweep_algo(op, big_ns, nbig);
+	}
+	test_algo = KCOLL_ALGO_DEFAULT;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1243,6 +1361,111 @@ static void test_large_n(void)
 		    !run1(KCOLL_OP_ALLTOALL, KCOLL_REDOP_NONE, n, 0, 1, true))
 			return;
 	}
+}
+
+/* Every algorithm on larger communicators, powers of two and not. */
+static void test_large_n_algos(void)
+{
+	static const u32 ns[] = { 100, 127, 128, 255 };
+	static const u32 ops[] = {
+		KCOLL_OP_ALLREDUCE, KCOLL_OP_REDUCE, KCOLL_OP_BROADCAST,
+		KCOLL_OP_ALLGATHER, KCOLL_OP_REDUCE_SCATTER, KCOLL_OP_ALLTOALL,
+	};
+	u32 i, o, k, na, turn = 0;
+	u8 algos[8];
+
+	for (i = 0; i < ARRAY_SIZE(ns); i++) {
+		u32 n = ns[i];
+
+		for (o = 0; o < ARRAY_SIZE(ops); o++) {
+			u32 op = ops[o];
+			bool nc = op == KCOLL_OP_ALLGATHER ||
+				  op == KCOLL_OP_REDUCE_SCATTER ||
+				  op == KCOLL_OP_ALLTOALL;
+			const u64 counts[] = { 1, nc ? 3 : n - 1,
+					       nc ? 2 : 3 * (u64)n + 5 };
+
+			na = algos_for(op, algos);
+			for (k = 0; k < na * ARRAY_SIZE(counts); k++) {
+				u32 redop = is_reducing(op) ?
+					all_redops[turn % ARRAY_SIZE(all_redops)] :
+					KCOLL_REDOP_NONE;
+
+				test_algo = algos[k % na];
+				turn++;
+				if (!run1(op, redop, n, (turn * 37) % n,
+					  counts[k / na], turn & 1))
+					goto out;
+			}
+		}
+	}
+out:
+	test_algo = KCOLL_ALGO_DEFAULT;
+}
+
+/*
+ * The named default algorithms give DEFAULT's phases; an algorithm that
+ * does not apply to the opcode is refused; at KCOLL_MAX_RANKS every
+ * algorithm stays below 65536 phases (the wire's 16-bit phase numbers).
+ */
+static void test_algo_args(void)
+{
+	static const u32 ops[] = {
+		KCOLL_OP_ALLREDUCE, KCOLL_OP_REDUCE, KCOLL_OP_BROADCAST,
+		KCOLL_OP_ALLGATHER, KCOLL_OP_REDUCE_SCATTER, KCOLL_OP_ALLTOALL,
+		KCOLL_OP_SEND, KCOLL_OP_RECV, KCOLL_OP_BARRIER,
+	};
+	struct kcoll_phase pa, pb;
+	u32 o, k, algo, na, i;
+	u8 algos[8];
+
+	for (o = 0; o < ARRAY_SIZE(ops); o++) {
+		u32 op = ops[o];
+		struct kcoll_sched_args a = {
+			.opcode = op, .nranks = 7, .rank = 3, .root = 5,
+			.count = op == KCOLL_OP_BARRIER ? 0 : 29,
+			.redop = is_reducing(op) ? KCOLL_REDOP_SUM :
+				 KCOLL_REDOP_NONE,
+		}, b = a;
+
+		b.algo = default_algo(op);
+		UNIT_EQ_INT(kcoll_sched_check(&b), 0);
+		UNIT_EQ_UINT(kcoll_sched_algo(&a), b.algo);
+		UNIT_EQ_UINT(kcoll_sched_nphases(&a), kcoll_sched_nphases(&b));
+		UNIT_EQ_UINT(kcoll_sched_tmp_count(&a),
+			     kcoll_sched_tmp_count(&b));
+		for (k = 0; k < kcoll_sched_nphases(&a); k++) {
+			kcoll_sched_phase(&a, k, &pa);
+			kcoll_sched_phase(&b, k, &pb);
+			UNIT_CHECK(phase_eq(&pa, &pb));
+		}
+		na = algos_for(op, algos);
+		for (algo = 0; algo <= KCOLL_ALGO_NR; algo++) {
+			bool ok = algo == default_algo(op);
+
+			for (i = 0; i < na; i++)
+				ok = ok || algos[i] == algo;
+			b.algo = algo;
+			if (!UNIT_EQ_INT(kcoll_sched_check(&b), ok ? 0 : -EINVAL))
+				unit_diag("%s algo %u", op_name(op), algo);
+			UNIT_CHECK(kcoll_sched_algo_ok(op, algo) == ok);
+			if (!ok) {
+				UNIT_EQ_UINT(kcoll_sched_nphases(&b), 0);
+				continue;
+			}
+			/* The largest communicator, the last rank. */
+			b.nranks = KCOLL_MAX_RANKS;
+			b.rank = KCOLL_MAX_RANKS - 1;
+			b.count = op == KCOLL_OP_BARRIER ? 0 : 1;
+			UNIT_EQ_INT(kcoll_sched_check(&b), 0);
+			UNIT_CHECK(kcoll_sched_nphases(&b) < 65536);
+			UNIT_EQ_UINT(kcoll_sched_nphases(&b),
+				     expected_nphases(&b));
+			b = a;
+		}
+	}
+	UNIT_CHECK(!strcmp(kcoll_algo_name(KCOLL_ALGO_BRUCK), "bruck"));
+	UNIT_CHECK(!strcmp(kcoll_algo_name(KCOLL_ALGO_NR), "?"));
 }
 
 static void test_barrier(void)
@@ -1372,13 +1595,18 @@ static void test_random(void)
 		u32 redop = is_reducing(op) ?
 			all_redops[unit_rng_upto(&rng, 4)] : KCOLL_REDOP_NONE;
 
+		u8 algos[8];
+		u32 na = algos_for(op, algos);
+
 		if (op == KCOLL_OP_ALLGATHER || op == KCOLL_OP_REDUCE_SCATTER ||
 		    op == KCOLL_OP_ALLTOALL)
 			count %= 60;
+		test_algo = algos[unit_rng_upto(&rng, na - 1)];
 		if (!run1(op, redop, n, unit_rng_upto(&rng, n - 1), count,
 			  unit_rng_upto(&rng, 1)))
-			return;
+			break;
 	}
+	test_algo = KCOLL_ALGO_DEFAULT;
 }
 
 /* The in-place flag is ignored where it has no meaning. */
@@ -1599,6 +1827,139 @@ static void test_check(void)
 	}
 }
 
+/* ------------------------------------------------------------------ */
+/* Cost model and choice                                               */
+/* ------------------------------------------------------------------ */
+
+/* The cheapest applicable algorithm by brute force over every value. */
+static u8 cheapest(const struct kcoll_cost *c, u32 op, u32 n, u64 bytes)
+{
+	u64 best_ns = UINT64_MAX, ns;
+	u8 best = default_algo(op), algo;
+
+	for (algo = 1; algo < KCOLL_ALGO_NR; algo++) {
+		ns = kcoll_cost_ns(c, op, algo, n, bytes);
+		if (ns < best_ns || (ns == best_ns && algo == default_algo(op))) {
+			best_ns = ns;
+			best = algo;
+		}
+	}
+	return best;
+}
+
+static void test_cost_choice(void)
+{
+	static const u32 ops[] = {
+		KCOLL_OP_ALLREDUCE, KCOLL_OP_REDUCE, KCOLL_OP_BROADCAST,
+		KCOLL_OP_ALLGATHER, KCOLL_OP_REDUCE_SCATTER, KCOLL_OP_ALLTOALL,
+		KCOLL_OP_BARRIER,
+	};
+	static const u32 ns[] = { 1, 2, 3, 7, 8, 16, 100, 1024, 4096 };
+	static const u64 sizes[] = { 0, 8, 4096, 1ULL << 20, 64ULL << 20,
+				     1ULL << 40, UINT64_MAX };
+	struct kcoll_tune t;
+	u32 o, i, j;
+
+	kcoll_tune_init(&t);
+	UNIT_EQ_UINT(t.cost.alpha_ns, KCOLL_COST_ALPHA_NS);
+	for (o = 0; o < ARRAY_SIZE(ops); o++) {
+		for (i = 0; i < ARRAY_SIZE(ns); i++) {
+			u64 prev = 0;
+
+			for (j = 0; j < ARRAY_SIZE(sizes); j++) {
+				u32 op = ops[o];
+				u64 b = op == KCOLL_OP_BARRIER ? 0 : sizes[j];
+				u8 ch = kcoll_sched_choose(&t, op, ns[i], b);
+				u64 ns_ch;
+
+				/* Applicable, never DEFAULT, the cheapest. */
+				UNIT_CHECK(kcoll_sched_algo_ok(op, ch) &&
+					   ch != KCOLL_ALGO_DEFAULT);
+				if (ns[i] > 1 &&
+				    !UNIT_EQ_UINT(ch, cheapest(&t.cost, op,
+							       ns[i], b)))
+					unit_diag("%s n %u bytes %" PRIu64,
+						  op_name(op), ns[i], b);
+				/* The default's time grows with the size. */
+				ns_ch = kcoll_cost_ns(&t.cost, op,
+						      default_algo(op), ns[i],
+						      b);
+				UNIT_CHECK(ns_ch >= prev);
+				prev = ns_ch;
+			}
+		}
+	}
+}
+
+/*
+ * What the model must conclude whatever its exact figures: small messages
+ * take O(log n) phases, a large allreduce a bandwidth-optimal schedule
+ * within 20 % of 2(n-1)/n * S * beta; forced and disabled algorithms and
+ * size limits are honoured.
+ */
+static void test_cost_regimes(void)
+{
+	static const u32 ns[] = { 16, 100, 1024, 4096 };
+	struct kcoll_sched_args a = { .redop = KCOLL_REDOP_SUM, .count = 2 };
+	struct kcoll_tune t;
+	u64 big = 256ULL << 20, bound;
+	u32 i;
+	u8 ch;
+
+	kcoll_tune_init(&t);
+	for (i = 0; i < ARRAY_SIZE(ns); i++) {
+		u32 n = ns[i];
+
+		a.nranks = n;
+		a.opcode = KCOLL_OP_ALLREDUCE;
+		a.algo = kcoll_sched_choose(&t, KCOLL_OP_ALLREDUCE, n, 8);
+		UNIT_CHECK(kcoll_sched_nphases(&a) <= 2 * ceil_log2(n) + 2);
+		a.opcode = KCOLL_OP_ALLTOALL;
+		a.redop = KCOLL_REDOP_NONE;
+		a.algo = kcoll_sched_choose(&t, KCOLL_OP_ALLTOALL, n, 8);
+		if (n >= 100)
+			UNIT_EQ_UINT(a.algo, KCOLL_ALGO_BRUCK);
+		a.redop = KCOLL_REDOP_SUM;
+		UNIT_EQ_UINT(kcoll_sched_choose(&t, KCOLL_OP_BROADCAST, n, 8),
+			     KCOLL_ALGO_BINOMIAL);
+		ch = kcoll_sched_choose(&t, KCOLL_OP_ALLREDUCE, n, big);
+		UNIT_CHECK(ch == KCOLL_ALGO_RING ||
+			   ch == KCOLL_ALGO_RABENSEIFNER);
+		bound = 2 * (big * t.cost.beta_ps / 1000) * (n - 1) / n;
+		UNIT_CHECK(kcoll_cost_ns(&t.cost, KCOLL_OP_ALLREDUCE, ch, n,
+					 big) * 10 <= bound * 12);
+	}
+	/* Few ranks, large broadcast: the pipelined chain. */
+	UNIT_EQ_UINT(kcoll_sched_choose(&t, KCOLL_OP_BROADCAST, 8, big),
+		     KCOLL_ALGO_CHAIN);
+	UNIT_EQ_UINT(kcoll_sched_choose(&t, KCOLL_OP_ALLTOALL, 8, 1 << 20),
+		     KCOLL_ALGO_PAIRWISE);
+
+	/* Forced, unless it does not apply. */
+	t.coll[KCOLL_OP_ALLREDUCE].force = KCOLL_ALGO_RING;
+	UNIT_EQ_UINT(kcoll_sched_choose(&t, KCOLL_OP_ALLREDUCE, 4096, 8),
+		     KCOLL_ALGO_RING);
+	t.coll[KCOLL_OP_ALLREDUCE].force = KCOLL_ALGO_BRUCK;
+	UNIT_CHECK(kcoll_sched_choose(&t, KCOLL_OP_ALLREDUCE, 4096, 8) !=
+		   KCOLL_ALGO_BRUCK);
+	t.coll[KCOLL_OP_ALLREDUCE].force = KCOLL_ALGO_DEFAULT;
+	/* Disabled and size-limited. */
+	ch = kcoll_sched_choose(&t, KCOLL_OP_ALLREDUCE, 1024, 8);
+	t.coll[KCOLL_OP_ALLREDUCE].disabled = 1U << ch;
+	UNIT_CHECK(kcoll_sched_choose(&t, KCOLL_OP_ALLREDUCE, 1024, 8) != ch);
+	t.coll[KCOLL_OP_ALLREDUCE].disabled = 0;
+	t.coll[KCOLL_OP_ALLREDUCE].max_bytes[ch] = 4;
+	UNIT_CHECK(kcoll_sched_choose(&t, KCOLL_OP_ALLREDUCE, 1024, 8) != ch);
+	UNIT_EQ_UINT(kcoll_sched_choose(&t, KCOLL_OP_ALLREDUCE, 1024, 4), ch);
+	/* Everything disabled: the default. */
+	t.coll[KCOLL_OP_ALLREDUCE].disabled = ~0U;
+	UNIT_EQ_UINT(kcoll_sched_choose(&t, KCOLL_OP_ALLREDUCE, 1024, 8),
+		     KCOLL_ALGO_RING);
+	/* Not an algorithm of the collective: no estimate. */
+	UNIT_EQ_UINT(kcoll_cost_ns(&t.cost, KCOLL_OP_REDUCE,
+				   KCOLL_ALGO_RING, 8, 8), UINT64_MAX);
+}
+
 int main(int argc, char **argv)
 {
 	unit_init(argc, argv);
@@ -1617,6 +1978,10 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_reduce_scatter);
 	UNIT_RUN(test_alltoall);
 	UNIT_RUN(test_large_n);
+	UNIT_RUN(test_large_n_algos);
+	UNIT_RUN(test_algo_args);
+	UNIT_RUN(test_cost_choice);
+	UNIT_RUN(test_cost_regimes);
 	UNIT_RUN(test_sequence);
 	UNIT_RUN(test_random);
 	arena_free();

@@ -39,6 +39,9 @@ UNIT_TOOLS_MODEL := $(UNIT_BUILD)/kcoll-colltest-model \
 		    $(UNIT_BUILD)/kcoll-perf-model
 UNIT_BINS	:= $(UNIT_LOGIC) $(UNIT_SCHED) $(UNIT_ABI) $(UNIT_ABI_SO) \
 		   $(UNIT_BOOTSTRAP) $(UNIT_COMM)
+# The simulator, optimised and without sanitizers (tests/unit/
+# test_collsim.sh runs it at 4096 ranks).
+UNIT_COLLSIM	:= $(UNIT_BUILD)/collsim
 
 # Each program is compiled and linked in one step, so the headers are
 # listed by hand rather than tracked with -MMD.
@@ -47,7 +50,7 @@ UNIT_HDRS	:= $(UNIT_SRCDIR)/unit.h $(TOP)/kmod/kcoll_logic.h \
 
 .PHONY: unit-build unit-test unit-clean
 
-unit-build: $(UNIT_BINS) $(UNIT_TOOLS_MODEL)
+unit-build: $(UNIT_BINS) $(UNIT_TOOLS_MODEL) $(UNIT_COLLSIM)
 
 $(UNIT_BUILD):
 	mkdir -p $@
@@ -59,11 +62,22 @@ $(UNIT_LOGIC): $(UNIT_SRCDIR)/test_logic.c $(TOP)/kmod/kcoll_logic.c \
 		$(TOP)/kmod/kcoll_logic.c $(UNIT_LDFLAGS)
 
 # The schedules, executed on an in-memory model of every rank.
+# The cost model's choice too.
 $(UNIT_SCHED): $(UNIT_SRCDIR)/test_sched.c $(TOP)/kmod/kcoll_sched.c \
-	       $(TOP)/kmod/kcoll_sched.h $(UNIT_HDRS) $(UNIT_SRCDIR)/unit.mk \
+	       $(TOP)/kmod/kcoll_sched.h $(TOP)/kmod/kcoll_cost.c \
+	       $(TOP)/kmod/kcoll_cost.h $(UNIT_HDRS) $(UNIT_SRCDIR)/unit.mk \
 	       | $(UNIT_BUILD)
 	$(CC) $(UNIT_CFLAGS) -o $@ $(UNIT_SRCDIR)/test_sched.c \
-		$(TOP)/kmod/kcoll_sched.c $(UNIT_LDFLAGS)
+		$(TOP)/kmod/kcoll_sched.c $(TOP)/kmod/kcoll_cost.c \
+		$(UNIT_LDFLAGS)
+
+$(UNIT_COLLSIM): $(TOP)/tools/collsim.c $(TOP)/kmod/kcoll_sched.c \
+		 $(TOP)/kmod/kcoll_sched.h $(TOP)/kmod/kcoll_cost.c \
+		 $(TOP)/kmod/kcoll_cost.h $(UNIT_HDRS) $(UNIT_SRCDIR)/unit.mk \
+		 | $(UNIT_BUILD)
+	$(CC) -std=gnu11 -Wall -Wextra -Werror -O2 -I$(TOP)/uapi -I$(TOP)/kmod \
+		-DKCOLL_SCHED_MAX_RANKS=16384 -o $@ $(TOP)/tools/collsim.c \
+		$(TOP)/kmod/kcoll_sched.c $(TOP)/kmod/kcoll_cost.c -lm
 
 # libcoll against the static library ...
 $(UNIT_ABI): $(UNIT_SRCDIR)/test_libcoll_abi.c $(TOP)/kmod/kcoll_logic.c \
@@ -128,11 +142,13 @@ $(UNIT_BUILD)/kcoll-perf-model: $(TOP)/tools/kcoll-perf.c \
 # Every program runs even if an earlier one failed; the target fails if any
 # did. The shell tests check the VM test programs on the /dev/kcoll model
 # and the VM runner's kernel-log gate.
-unit-test: $(UNIT_BINS) $(UNIT_TOOLS_MODEL)
+unit-test: $(UNIT_BINS) $(UNIT_TOOLS_MODEL) $(UNIT_COLLSIM)
 	@rc=0; for t in $(UNIT_BINS); do \
 		echo "== $$t"; \
 		env $(UNIT_ENV) timeout $(UNIT_TIMEOUT) $$t $(UNIT_ARGS) || rc=1; \
 	done; \
+	echo "== tests/unit/test_collsim.sh"; \
+	timeout $(UNIT_TIMEOUT) $(UNIT_SRCDIR)/test_collsim.sh $(UNIT_COLLSIM) || rc=1; \
 	echo "== tests/unit/test_tools_model.sh"; \
 	env $(UNIT_ENV) $(UNIT_SRCDIR)/test_tools_model.sh $(UNIT_BUILD) || rc=1; \
 	echo "== tests/unit/test_klog_scan.sh"; \
