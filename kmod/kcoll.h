@@ -142,6 +142,13 @@ u32 kcoll_ack_timeout(void);		/* new connections */
 extern unsigned int kcoll_listen_port;	/* module parameter, load time */
 extern const struct attribute_group *kcoll_attr_groups[];
 
+/* kcoll_tune.c: algorithm choice (cost model tunables) */
+void kcoll_tune_setup(void);
+u8 kcoll_tune_choose(u32 opcode, u32 nranks, u64 bytes);
+void kcoll_tune_count(u8 algo);
+extern const struct attribute_group kcoll_algo_group;
+extern const struct attribute_group kcoll_algo_ops_group;
+
 /* kcoll_reduce.c: CPU reductions */
 int kcoll_reduce_init(void);
 void kcoll_reduce_debugfs_init(void);

@@ -52,6 +52,7 @@ static void kcoll_msg_init(struct kcoll_task *op, struct kcoll_wire_msg *m,
 	m->opcode = op->args.opcode;
 	m->dtype = op->dtype;
 	m->redop = op->redop;
+	m->algo = op->args.algo;
 	m->root = cpu_to_le32(op->kind == KCOLL_KIND_P2P ? 0 : op->args.root);
 	m->count = cpu_to_le64(op->args.count);
 }
@@ -64,7 +65,7 @@ static bool kcoll_sig_match(struct kcoll_task *op, const struct kcoll_wire_msg *
 	if (op->kind == KCOLL_KIND_P2P)
 		opcode = opcode == KCOLL_OP_SEND ? KCOLL_OP_RECV : KCOLL_OP_SEND;
 	return m->opcode == opcode && m->dtype == op->dtype &&
-	       m->redop == op->redop &&
+	       m->redop == op->redop && m->algo == op->args.algo &&
 	       le64_to_cpu(m->count) == op->args.count &&
 	       (op->kind == KCOLL_KIND_P2P ||
 		le32_to_cpu(m->root) == op->args.root);
@@ -979,6 +980,10 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	default:
 		a->in_place = false;
 	}
+	/* Same inputs on every rank, same choice (kcoll_tune.c). */
+	if (!p2p)
+		a->algo = kcoll_tune_choose(a->opcode, a->nranks,
+					    sqe->count * op->esize);
 	err = kcoll_sched_check(a);
 	if (err)
 		return err;
@@ -1071,6 +1076,7 @@ void kcoll_coll_issue(struct kcoll_req *req)
 	}
 	list_add_tail(&op->all, &comm->ops);
 	comm->nr_ops++;
+	kcoll_tune_count(kcoll_sched_algo(&op->args));
 	kcoll_engine_reap(comm);
 	mutex_unlock(&comm->lock);
 	kcoll_comm_put(comm);

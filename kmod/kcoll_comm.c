@@ -551,8 +551,10 @@ static int kcoll_comms_show(struct seq_file *m, void *unused)
 			   comm->uid, comm->rank, comm->nranks, comm->error,
 			   comm->nr_ops, comm->coll_seq);
 		list_for_each_entry(op, &comm->ops, all)
-			seq_printf(m, "  op %s seq %u kind %u started %d phase %u/%u err %d fin %d sigs %u send %llu/%llu/%llu recv %llu/%llu/%llu writes %u grants %u\n",
-				   kcoll_op_name(op->args.opcode), op->seq,
+			seq_printf(m, "  op %s algo %s seq %u kind %u started %d phase %u/%u err %d fin %d sigs %u send %llu/%llu/%llu recv %llu/%llu/%llu writes %u grants %u\n",
+				   kcoll_op_name(op->args.opcode),
+				   kcoll_algo_name(kcoll_sched_algo(&op->args)),
+				   op->seq,
 				   op->kind, op->started, op->phase,
 				   op->nphases, op->error, op->finished,
 				   op->sigs_ok, op->send_posted, op->send_done,

@@ -164,6 +164,7 @@ static int __init kcoll_init(void)
 {
 	int err;
 
+	kcoll_tune_setup();
 	err = kcoll_reduce_init();
 	if (err)
 		return err;

@@ -281,5 +281,7 @@ static const struct attribute_group kcoll_stats_group = {
 const struct attribute_group *kcoll_attr_groups[] = {
 	&kcoll_group,
 	&kcoll_stats_group,
+	&kcoll_algo_group,
+	&kcoll_algo_ops_group,
 	NULL,
 };

@@ -66,7 +66,7 @@ struct kcoll_wire_msg {
 	u8	opcode;		/* signature: uapi opcode, dtype, redop */
 	u8	dtype;
 	u8	redop;
-	u8	resv;
+	u8	algo;		/* signature: enum kcoll_algo (collectives) */
 	__le16	phase;		/* GRANT: the receiver's schedule phase */
 	__le32	seq;		/* collective or p2p sequence number */
 	__le32	root;		/* signature: root / peer */

@@ -18,6 +18,8 @@
 #   perf    also run kcoll-perf -c all (rank 0's table in perf.txt)
 #   noneg   skip the negative tests (-M, -K, -X); negonly: only those
 #   die=N   only the dying-rank test, N times in a row
+#   algo=C:A force algorithm A for collective C (sysfs algo/C), e.g.
+#           algo=allreduce:ring; repeatable
 #   demo    only kcoll-perf, small sizes (what make demo shows)
 #   chunk=N sysfs chunk_bytes for this run; mtu=N eth0's MTU
 #
@@ -57,6 +59,9 @@ for a in "$@"; do
 	noneg) neg=0 ;;
 	negonly) check=0 ;;
 	die=*) check=0 neg=0 dieloop=${a#die=} ;;
+	algo=*:*) a=${a#algo=}
+		echo "${a#*:}" >"/sys/class/misc/kcoll/algo/${a%%:*}" ||
+			fail "force ${a%%:*} to ${a#*:}" ;;
 	flood) level=-G neg=0 ;;
 	chunk=*) echo "${a#chunk=}" >/sys/class/misc/kcoll/chunk_bytes ||
 			fail "chunk_bytes ${a#chunk=}" ;;
@@ -125,6 +130,8 @@ if [ $check = 1 ]; then
 	run colltest 2400 "$COLLTEST" $level -t 2350
 	[ -f "$KCOLL_OUT/colltest-rank0.log" ] && cp "$KCOLL_OUT/colltest-rank0.log" "$KCOLL_OUT/colltest.tap"
 	log "colltest took $((SECONDS - t0)) s"
+	# Which algorithms the automatic choice ran (this VM's ranks).
+	log "algorithms run: $(cd /sys/class/misc/kcoll/algo_ops && for f in *; do printf '%s=%s ' "$f" "$(cat "$f")"; done)"
 fi
 if [ $neg = 1 ]; then
 	run mismatch 300 "$COLLTEST" -M

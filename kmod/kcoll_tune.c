@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kcoll algorithm selection: the module's copy of the cost model's
+ * tunables (kcoll_cost.h) and their sysfs files, and per-algorithm
+ * operation counts.
+ *
+ * /sys/class/misc/kcoll/algo/
+ *	alpha_ns beta_ps gamma_ps	the cost model (rw)
+ *	<collective>			"auto" or a forced algorithm (rw)
+ *	max_bytes_<algorithm>		0, or the largest operation (count *
+ *					element size) the cost-based choice
+ *					may give that algorithm (rw)
+ * /sys/class/misc/kcoll/algo_ops/<algorithm>	collectives run with it
+ *
+ * Every rank of a communicator must have the same settings: the choice is
+ * made on each rank independently, and the algorithm travels in the
+ * signature, so ranks that chose differently fail with -EBADMSG instead of
+ * exchanging data that does not fit.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/device.h>
+#include <linux/kernel.h>
+#include <linux/mutex.h>
+#include <linux/string.h>
+#include <linux/sysfs.h>
+
+#include "kcoll.h"
+#include "kcoll_cost.h"
+
+static struct kcoll_tune kcoll_tune_cur;
+static DEFINE_MUTEX(kcoll_tune_lock);
+static atomic64_t kcoll_algo_ops[KCOLL_ALGO_NR];
+
+void kcoll_tune_setup(void)
+{
+	kcoll_tune_init(&kcoll_tune_cur);
+}
+
+u8 kcoll_tune_choose(u32 opcode, u32 nranks, u64 bytes)
+{
+	u8 algo;
+
+	mutex_lock(&kcoll_tune_lock);
+	algo = kcoll_sched_choose(&kcoll_tune_cur, opcode, nranks, bytes);
+	mutex_unlock(&kcoll_tune_lock);
+	return algo;
+}
+
+void kcoll_tune_count(u8 algo)
+{
+	if (algo < KCOLL_ALGO_NR)
+		atomic64_inc(&kcoll_algo_ops[algo]);
+}
+
+/* ---------------------------------------------------------------- */
+/* Cost model                                                        */
+/* ---------------------------------------------------------------- */
+
+struct kcoll_cost_attr {
+	struct device_attribute attr;
+	size_t off;		/* in struct kcoll_cost */
+	u32 min, max;
+};
+
+static ssize_t kcoll_cost_show(struct device *dev,
+			       struct device_attribute *attr, char *buf)
+{
+	struct kcoll_cost_attr *ca = container_of(attr, struct kcoll_cost_attr,
+						  attr);
+	u32 v;
+
+	mutex_lock(&kcoll_tune_lock);
+	v = *(u32 *)((u8 *)&kcoll_tune_cur.cost + ca->off);
+	mutex_unlock(&kcoll_tune_lock);
+	return sysfs_emit(buf, "%u\n", v);
+}
+
+static ssize_t kcoll_cost_store(struct device *dev,
+				struct device_attribute *attr, const char *buf,
+				size_t count)
+{
+	struct kcoll_cost_attr *ca = container_of(attr, struct kcoll_cost_attr,
+						  attr);
+	u32 v;
+	int err;
+
+	err = kstrtou32(buf, 0, &v);
+	if (err)
+		return err;
+	if (v < ca->min || v > ca->max)
+		return -ERANGE;
+	mutex_lock(&kcoll_tune_lock);
+	*(u32 *)((u8 *)&kcoll_tune_cur.cost + ca->off) = v;
+	mutex_unlock(&kcoll_tune_lock);
+	return count;
+}
+
+#define KCOLL_COST_ATTR(_name, _field, _min, _max)			\
+	static struct kcoll_cost_attr kcoll_cost_attr_##_name = {	\
+		.attr = __ATTR(_name, 0644, kcoll_cost_show,		\
+			       kcoll_cost_store),			\
+		.off = offsetof(struct kcoll_cost, _field),		\
+		.min = _min, .max = _max,				\
+	}
+
+/* Bounds keep the model's u64 arithmetic far from overflow. */
+KCOLL_COST_ATTR(alpha_ns, alpha_ns, 0, 1000000000);
+KCOLL_COST_ATTR(beta_ps, beta_ps, 0, 1000000);
+KCOLL_COST_ATTR(gamma_ps, gamma_ps, 0, 1000000);
+
+/* ---------------------------------------------------------------- */
+/* Forced algorithm per collective                                   */
+/* ---------------------------------------------------------------- */
+
+struct kcoll_force_attr {
+	struct device_attribute attr;
+	u32 opcode;
+};
+
+static ssize_t kcoll_force_show(struct device *dev,
+				struct device_attribute *attr, char *buf)
+{
+	struct kcoll_force_attr *fa = container_of(attr,
+						   struct kcoll_force_attr,
+						   attr);
+	u8 algo;
+
+	mutex_lock(&kcoll_tune_lock);
+	algo = kcoll_tune_cur.coll[fa->opcode].force;
+	mutex_unlock(&kcoll_tune_lock);
+	return sysfs_emit(buf, "%s\n", algo == KCOLL_ALGO_DEFAULT ? "auto" :
+			  kcoll_algo_name(algo));
+}
+
+static ssize_t kcoll_force_store(struct device *dev,
+				 struct device_attribute *attr,
+				 const char *buf, size_t count)
+{
+	struct kcoll_force_attr *fa = container_of(attr,
+						   struct kcoll_force_attr,
+						   attr);
+	u8 algo;
+
+	if (sysfs_streq(buf, "auto")) {
+		algo = KCOLL_ALGO_DEFAULT;
+	} else {
+		for (algo = KCOLL_ALGO_DEFAULT + 1; algo < KCOLL_ALGO_NR; algo++)
+			if (sysfs_streq(buf, kcoll_algo_name(algo)))
+				break;
+		if (algo == KCOLL_ALGO_NR ||
+		    !kcoll_sched_algo_ok(fa->opcode, algo))
+			return -EINVAL;
+	}
+	mutex_lock(&kcoll_tune_lock);
+	kcoll_tune_cur.coll[fa->opcode].force = algo;
+	mutex_unlock(&kcoll_tune_lock);
+	return count;
+}
+
+#define KCOLL_FORCE_ATTR(_name, _op)					\
+	static struct kcoll_force_attr kcoll_force_attr_##_name = {	\
+		.attr = __ATTR(_name, 0644, kcoll_force_show,		\
+			       kcoll_force_store),			\
+		.opcode = _op,						\
+	}
+
+KCOLL_FORCE_ATTR(allreduce, KCOLL_OP_ALLREDUCE);
+KCOLL_FORCE_ATTR(reduce, KCOLL_OP_REDUCE);
+KCOLL_FORCE_ATTR(broadcast, KCOLL_OP_BROADCAST);
+KCOLL_FORCE_ATTR(allgather, KCOLL_OP_ALLGATHER);
+KCOLL_FORCE_ATTR(reduce_scatter, KCOLL_OP_REDUCE_SCATTER);
+KCOLL_FORCE_ATTR(alltoall, KCOLL_OP_ALLTOALL);
+
+/* ---------------------------------------------------------------- */
+/* Size limits per algorithm (every collective it serves)            */
+/* ---------------------------------------------------------------- */
+
+struct kcoll_max_attr {
+	struct device_attribute attr;
+	u8 algo;
+};
+
+static ssize_t kcoll_max_show(struct device *dev,
+			      struct device_attribute *attr, char *buf)
+{
+	struct kcoll_max_attr *ma = container_of(attr, struct kcoll_max_attr,
+						 attr);
+	u64 v;
+
+	mutex_lock(&kcoll_tune_lock);
+	v = kcoll_tune_cur.coll[KCOLL_OP_ALLREDUCE].max_bytes[ma->algo];
+	mutex_unlock(&kcoll_tune_lock);
+	return sysfs_emit(buf, "%llu\n", (unsigned long long)v);
+}
+
+static ssize_t kcoll_max_store(struct device *dev,
+			       struct device_attribute *attr, const char *buf,
+			       size_t count)
+{
+	struct kcoll_max_attr *ma = container_of(attr, struct kcoll_max_attr,
+						 attr);
+	unsigned int op;
+	u64 v;
+	int err;
+
+	err = kstrtou64(buf, 0, &v);
+	if (err)
+		return err;
+	mutex_lock(&kcoll_tune_lock);
+	for (op = 0; op < ARRAY_SIZE(kcoll_tune_cur.coll); op++)
+		kcoll_tune_cur.coll[op].max_bytes[ma->algo] = v;
+	mutex_unlock(&kcoll_tune_lock);
+	return count;
+}
+
+#define KCOLL_MAX_ATTR(_name, _algo)					\
+	static struct kcoll_max_attr kcoll_max_attr_##_name = {		\
+		.attr = __ATTR(max_bytes_##_name, 0644, kcoll_max_show,	\
+			       kcoll_max_store),			\
+		.algo = _algo,						\
+	}
+
+KCOLL_MAX_ATTR(ring, KCOLL_ALGO_RING);
+KCOLL_MAX_ATTR(chain, KCOLL_ALGO_CHAIN);
+KCOLL_MAX_ATTR(pairwise, KCOLL_ALGO_PAIRWISE);
+KCOLL_MAX_ATTR(recdoubling, KCOLL_ALGO_RECDOUBLING);
+KCOLL_MAX_ATTR(binomial, KCOLL_ALGO_BINOMIAL);
+KCOLL_MAX_ATTR(rabenseifner, KCOLL_ALGO_RABENSEIFNER);
+KCOLL_MAX_ATTR(rechalving, KCOLL_ALGO_RECHALVING);
+KCOLL_MAX_ATTR(bruck, KCOLL_ALGO_BRUCK);
+
+static struct attribute *kcoll_algo_attrs[] = {
+	&kcoll_cost_attr_alpha_ns.attr.attr,
+	&kcoll_cost_attr_beta_ps.attr.attr,
+	&kcoll_cost_attr_gamma_ps.attr.attr,
+	&kcoll_force_attr_allreduce.attr.attr,
+	&kcoll_force_attr_reduce.attr.attr,
+	&kcoll_force_attr_broadcast.attr.attr,
+	&kcoll_force_attr_allgather.attr.attr,
+	&kcoll_force_attr_reduce_scatter.attr.attr,
+	&kcoll_force_attr_alltoall.attr.attr,
+	&kcoll_max_attr_ring.attr.attr,
+	&kcoll_max_attr_chain.attr.attr,
+	&kcoll_max_attr_pairwise.attr.attr,
+	&kcoll_max_attr_recdoubling.attr.attr,
+	&kcoll_max_attr_binomial.attr.attr,
+	&kcoll_max_attr_rabenseifner.attr.attr,
+	&kcoll_max_attr_rechalving.attr.attr,
+	&kcoll_max_attr_bruck.attr.attr,
+	NULL,
+};
+
+const struct attribute_group kcoll_algo_group = {
+	.name = "algo",
+	.attrs = kcoll_algo_attrs,
+};
+
+/* ---------------------------------------------------------------- */
+/* algo_ops/<algorithm>                                              */
+/* ---------------------------------------------------------------- */
+
+struct kcoll_algo_stat_attr {
+	struct device_attribute attr;
+	u8 algo;
+};
+
+static ssize_t kcoll_algo_stat_show(struct device *dev,
+				    struct device_attribute *attr, char *buf)
+{
+	struct kcoll_algo_stat_attr *sa =
+		container_of(attr, struct kcoll_algo_stat_attr, attr);
+
+	return sysfs_emit(buf, "%lld\n",
+			  (long long)atomic64_read(&kcoll_algo_ops[sa->algo]));
+}
+
+#define KCOLL_ALGO_STAT_ATTR(_name, _algo)				\
+	static struct kcoll_algo_stat_attr kcoll_algo_stat_##_name = {	\
+		.attr = __ATTR(_name, 0444, kcoll_algo_stat_show, NULL),	\
+		.algo = _algo,						\
+	}
+
+KCOLL_ALGO_STAT_ATTR(ring, KCOLL_ALGO_RING);
+KCOLL_ALGO_STAT_ATTR(chain, KCOLL_ALGO_CHAIN);
+KCOLL_ALGO_STAT_ATTR(pairwise, KCOLL_ALGO_PAIRWISE);
+KCOLL_ALGO_STAT_ATTR(dissemination, KCOLL_ALGO_DISSEMINATION);
+KCOLL_ALGO_STAT_ATTR(recdoubling, KCOLL_ALGO_RECDOUBLING);
+KCOLL_ALGO_STAT_ATTR(binomial, KCOLL_ALGO_BINOMIAL);
+KCOLL_ALGO_STAT_ATTR(rabenseifner, KCOLL_ALGO_RABENSEIFNER);
+KCOLL_ALGO_STAT_ATTR(rechalving, KCOLL_ALGO_RECHALVING);
+KCOLL_ALGO_STAT_ATTR(bruck, KCOLL_ALGO_BRUCK);
+
+static struct attribute *kcoll_algo_stat_attrs[] = {
+	&kcoll_algo_stat_ring.attr.attr,
+	&kcoll_algo_stat_chain.attr.attr,
+	&kcoll_algo_stat_pairwise.attr.attr,
+	&kcoll_algo_stat_dissemination.attr.attr,
+	&kcoll_algo_stat_recdoubling.attr.attr,
+	&kcoll_algo_stat_binomial.attr.attr,
+	&kcoll_algo_stat_rabenseifner.attr.attr,
+	&kcoll_algo_stat_rechalving.attr.attr,
+	&kcoll_algo_stat_bruck.attr.attr,
+	NULL,
+};
+
+const struct attribute_group kcoll_algo_ops_group = {
+	.name = "algo_ops",
+	.attrs = kcoll_algo_stat_attrs,
+};
