@@ -124,11 +124,12 @@ static void kcoll_cq_notify(struct kcoll_ctx *ctx, u32 posted)
 	__must_hold(&ctx->cq_lock)
 {
 	lockdep_assert_held(&ctx->cq_lock);
-	if (wq_has_sleeper(&ctx->cq_wait))
-		wake_up_all(&ctx->cq_wait);
+	/* The eventfd first: a woken poller often reads it next. */
 	if (posted && ctx->evfd &&
 	    !(READ_ONCE(*ctx->r.cq_flags) & KCOLL_CQ_F_EVENTFD_DISABLED))
 		kcoll_eventfd_signal(ctx->evfd);
+	if (wq_has_sleeper(&ctx->cq_wait))
+		wake_up_all(&ctx->cq_wait);
 }
 
 /* Results of inline ops, kept on the submitter's stack until flushed. */

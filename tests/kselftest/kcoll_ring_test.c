@@ -231,6 +231,11 @@ TEST_F(ring, poll_and_eventfd)
 	pfd.revents = 0;
 	ASSERT_EQ(1, poll(&pfd, 1, 10000));	/* woken by the completion */
 	EXPECT_TRUE(pfd.revents & POLLIN);
+	/* The CQE is published before the eventfd is signalled (another
+	 * CPU may get here in between): wait for the eventfd too. */
+	pfd.fd = efd;
+	pfd.revents = 0;
+	ASSERT_EQ(1, poll(&pfd, 1, 10000));
 	ASSERT_EQ(sizeof(cnt), read(efd, &cnt, sizeof(cnt)));
 	EXPECT_GE(cnt, 1);
 	ASSERT_EQ(0, kt_pop(&self->r, &c));
