@@ -65,7 +65,7 @@ include kmod/reduce.mk
 
 COLLSIM := $(BUILD)/tools/collsim
 TOOLS := $(BUILD)/tools/kcoll-ringbench $(BUILD)/tools/kcoll-perf \
-	$(REDUCE_BENCH) $(COLLSIM)
+	$(BUILD)/tools/kcoll-priobench $(REDUCE_BENCH) $(COLLSIM)
 
 tools: $(TOOLS)
 
@@ -88,6 +88,11 @@ $(BUILD)/tools/kcoll-ringbench: tools/kcoll-ringbench.c $(LIBCOLL_A) libcoll/inc
 $(BUILD)/tools/kcoll-perf: tools/kcoll-perf.c tools/kcoll-check.h $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -o $@ $< $(LIBCOLL_A) $(LIBCOLL_LIBS) -lm
+
+# An urgent small allreduce alone and behind a large one (coll.sh prio).
+$(BUILD)/tools/kcoll-priobench: tools/kcoll-priobench.c $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -o $@ $< $(LIBCOLL_A) $(LIBCOLL_LIBS)
 
 # Open MPI's collectives, nccl-tests style (tests/vm/scenarios/mpi-bench.sh).
 mpibench: $(MPIBENCH)

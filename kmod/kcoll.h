@@ -139,6 +139,8 @@ u32 kcoll_max_cq_entries(void);
 u32 kcoll_chunk_bytes(void);		/* new grants use it */
 u32 kcoll_connect_timeout_ms(void);	/* COMM_CREATE default */
 u32 kcoll_ack_timeout(void);		/* new connections */
+bool kcoll_prio_sched(void);		/* priorities (else FIFO) */
+u32 kcoll_prio_aging_ms(void);
 extern unsigned int kcoll_listen_port;	/* module parameter, load time */
 extern const struct attribute_group *kcoll_attr_groups[];
 
@@ -165,6 +167,12 @@ int kcoll_reduce_active_avg(void *dst, size_t n, unsigned int dtype,
 /* kcoll_ib.c: RDMA devices */
 struct ib_device;
 struct ib_pd *kcoll_ib_pd(struct ib_device *ibdev);
+/* Per device: operations started and not finished, by SQE priority. */
+struct kcoll_prio {
+	atomic_t active[KCOLL_PRIO_MAX + 1];
+	unsigned long last[KCOLL_PRIO_MAX + 1];	/* jiffies, last active */
+};
+struct kcoll_prio *kcoll_ib_prio(struct ib_device *ibdev);
 struct ib_mr;
 int kcoll_ib_reg_mrs(struct ib_device *ibdev, struct ib_mr **mrs,
 		     unsigned int n);

@@ -284,6 +284,68 @@ void kcoll_write_done(struct ib_cq *cq, struct ib_wc *wc)
 	mutex_unlock(&comm->lock);
 }
 
+/*
+ * Priorities (sysfs prio_sched): while an operation of a higher priority
+ * has started and not finished on the same device, in any communicator or
+ * process, @op posts no new chunk; what it has posted drains, so the
+ * higher one starts at the next chunk boundary. Every prio_aging_ms a held
+ * op still sends one chunk: nothing starves, and two nodes whose
+ * priorities cross (each waiting for the other's held op) still progress.
+ * Equal priorities are not ordered: their QPs share the NIC. A held op
+ * re-runs from comm->kick. Must hold comm->lock.
+ */
+static bool kcoll_op_held(struct kcoll_task *op)
+{
+	struct kcoll_prio *pr = op->prio_dev;
+	unsigned long recent;
+	unsigned int p;
+
+	if (!pr || !kcoll_prio_sched())
+		goto run;
+	recent = jiffies - msecs_to_jiffies(kcoll_prio_aging_ms());
+	for (p = op->prio + 1; p <= KCOLL_PRIO_MAX; p++) {
+		if (atomic_read(&pr->active[p]))
+			break;
+		/*
+		 * Urgent operations come in bursts (one per layer): for a
+		 * while after one, keep at most one chunk of ours in flight,
+		 * so the next finds at most that ahead of it on the NIC.
+		 */
+		if (time_after(READ_ONCE(pr->last[p]), recent) &&
+		    op->writes_inflight) {
+			kcoll_queue_delayed(&op->comm->kick, 1);
+			return true;
+		}
+	}
+	if (p > KCOLL_PRIO_MAX)
+		goto run;
+	if (!op->held) {
+		op->held = true;
+		op->held_since = jiffies;
+	} else if (time_after_eq(jiffies, op->held_since +
+				 msecs_to_jiffies(kcoll_prio_aging_ms()))) {
+		op->held_since = jiffies;	/* one chunk, then hold again */
+		return false;
+	}
+	kcoll_queue_delayed(&op->comm->kick, 1);
+	return true;
+run:
+	op->held = false;
+	return false;
+}
+
+/* comm->kick: held operations look again. */
+void kcoll_engine_kick_work(struct work_struct *work)
+{
+	struct kcoll_comm *comm = container_of(to_delayed_work(work),
+					       struct kcoll_comm, kick);
+
+	mutex_lock(&comm->lock);
+	if (!comm->shutting_down)
+		kcoll_engine_reap(comm);
+	mutex_unlock(&comm->lock);
+}
+
 /* Answer the grants that have arrived for the current phase's send. */
 static void kcoll_op_send(struct kcoll_task *op)
 {
@@ -320,6 +382,8 @@ static void kcoll_op_send(struct kcoll_task *op)
 		}
 		if (sd->fwd && op->recv_done < op->send_posted + g->len)
 			return;		/* not received (and reduced) yet */
+		if (g->len && kcoll_op_held(op))
+			return;		/* a higher priority runs */
 		off = base + op->send_posted;
 		if (g->len) {
 			first = min_t(size_t, g->len,
@@ -595,6 +659,11 @@ static void kcoll_op_progress(struct kcoll_task *op)
 			op->error = comm->error;	/* nothing sent yet */
 		if (op->error)
 			return;
+		if (comm->prio) {
+			op->prio_dev = comm->prio;
+			atomic_inc(&op->prio_dev->active[op->prio]);
+			WRITE_ONCE(op->prio_dev->last[op->prio], jiffies);
+		}
 		if (op->kind == KCOLL_KIND_COLL) {
 			for (i = 0; i < comm->nranks; i++) {
 				struct kcoll_conn *conn = comm->conns[i];
@@ -677,6 +746,10 @@ static void kcoll_op_complete(struct kcoll_task *op)
 	list_del(&op->node);
 	list_del(&op->all);
 	comm->nr_ops--;
+	if (op->prio_dev) {
+		WRITE_ONCE(op->prio_dev->last[op->prio], jiffies);
+		atomic_dec(&op->prio_dev->active[op->prio]);
+	}
 	if (op->kind == KCOLL_KIND_COLL)
 		comm->coll_done_seq = op->seq + 1;
 	kcoll_op_free(op);
@@ -932,6 +1005,7 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 
 	op->dtype = sqe->dtype;
 	op->redop = sqe->redop;
+	op->prio = sqe->prio;		/* <= KCOLL_PRIO_MAX: checked at submit */
 	a->opcode = sqe->opcode;
 	a->redop = sqe->redop;
 	a->rank = comm->rank;

@@ -119,6 +119,8 @@ static void kcoll_comm_shutdown(struct kcoll_comm *comm, int err)
 			kcoll_conn_kill(comm->conns[i], err);
 	kcoll_engine_force_reap(comm);
 	mutex_unlock(&comm->lock);
+	/* No op is left to queue it again. */
+	cancel_delayed_work_sync(&comm->kick);
 }
 
 static void kcoll_mem_free(struct kcoll_mem *mem)
@@ -187,6 +189,7 @@ static int kcoll_comm_bind_device(struct kcoll_comm *comm)
 	}
 	comm->ibdev = id->device;
 	comm->pd = pd;
+	comm->prio = kcoll_ib_prio(id->device);
 	comm->seg_pages = rounddown_pow_of_two(pages);
 
 out_destroy:
@@ -227,6 +230,7 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 		return -ENOMEM;
 	kref_init(&comm->ref);
 	mutex_init(&comm->lock);
+	INIT_DELAYED_WORK(&comm->kick, kcoll_engine_kick_work);
 	init_waitqueue_head(&comm->wait);
 	INIT_LIST_HEAD(&comm->colls);
 	INIT_LIST_HEAD(&comm->ops);
@@ -519,6 +523,7 @@ void kcoll_comms_device_removed(struct ib_device *ibdev)
 			kcoll_buf_unregister(&mem->buf);
 		victim->ibdev = NULL;
 		victim->pd = NULL;
+		victim->prio = NULL;
 		mutex_unlock(&victim->lock);
 		kcoll_comm_put(victim);
 	}
@@ -551,9 +556,10 @@ static int kcoll_comms_show(struct seq_file *m, void *unused)
 			   comm->uid, comm->rank, comm->nranks, comm->error,
 			   comm->nr_ops, comm->coll_seq);
 		list_for_each_entry(op, &comm->ops, all)
-			seq_printf(m, "  op %s algo %s seq %u kind %u started %d phase %u/%u err %d fin %d sigs %u send %llu/%llu/%llu recv %llu/%llu/%llu writes %u grants %u\n",
+			seq_printf(m, "  op %s algo %s prio %u%s seq %u kind %u started %d phase %u/%u err %d fin %d sigs %u send %llu/%llu/%llu recv %llu/%llu/%llu writes %u grants %u\n",
 				   kcoll_op_name(op->args.opcode),
 				   kcoll_algo_name(kcoll_sched_algo(&op->args)),
+				   op->prio, op->held ? " (held)" : "",
 				   op->seq,
 				   op->kind, op->started, op->phase,
 				   op->nphases, op->error, op->finished,

@@ -205,6 +205,10 @@ struct kcoll_task {
 	struct kcoll_sched_args args;
 	u8 dtype;
 	u8 redop;
+	u8 prio;			/* SQE priority */
+	struct kcoll_prio *prio_dev;	/* counted there while started */
+	unsigned long held_since;	/* jiffies; with @held */
+	bool held;			/* sends held back for a higher prio */
 	size_t esize;
 	kcoll_reduce_fn reduce;
 
@@ -261,6 +265,8 @@ struct kcoll_comm {
 	bool shutting_down;
 	struct ib_device *ibdev;	/* of every connection */
 	struct ib_pd *pd;
+	struct kcoll_prio *prio;	/* the device's, NULL without one */
+	struct delayed_work kick;	/* re-run the engine (held ops) */
 	size_t seg_pages;		/* fast-reg page list length */
 	unsigned long connect_deadline;	/* jiffies */
 
@@ -306,5 +312,6 @@ void kcoll_engine_conn_lost(struct kcoll_conn *conn);
 void kcoll_engine_fail_all(struct kcoll_comm *comm, int err);
 void kcoll_engine_reap(struct kcoll_comm *comm);
 void kcoll_engine_force_reap(struct kcoll_comm *comm);
+void kcoll_engine_kick_work(struct work_struct *work);
 
 #endif /* KCOLL_COMM_H */

@@ -42,6 +42,7 @@ struct kcoll_ibdev {
 	struct ib_cq *reg_cq;	/* IB_POLL_DIRECT: polled by the registrar */
 	struct ib_qp *reg_qp;	/* RC, connected to itself; NULL until used */
 	bool removed;		/* under reg_lock: no new registration QP */
+	struct kcoll_prio prio;	/* what runs on it, by priority */
 };
 
 static LIST_HEAD(kcoll_ib_devs);
@@ -312,6 +313,13 @@ struct ib_pd *kcoll_ib_pd(struct ib_device *ibdev)
  * One line per device: "<name> ports=<n> port1=<state> ..." where state is
  * the ib_port_state name (ACTIVE, DOWN, ...).
  */
+struct kcoll_prio *kcoll_ib_prio(struct ib_device *ibdev)
+{
+	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
+
+	return dev ? &dev->prio : NULL;
+}
+
 ssize_t kcoll_ib_list(char *buf, size_t size)
 {
 	static const char *const states[] = {

@@ -26,7 +26,8 @@ struct kcoll_knob {
 
 enum {
 	KCOLL_KNOB_MAX_SQ, KCOLL_KNOB_MAX_CQ, KCOLL_KNOB_CHUNK,
-	KCOLL_KNOB_CONNECT_TIMEOUT, KCOLL_KNOB_ACK_TIMEOUT, KCOLL_KNOB_NR
+	KCOLL_KNOB_CONNECT_TIMEOUT, KCOLL_KNOB_ACK_TIMEOUT,
+	KCOLL_KNOB_PRIO_SCHED, KCOLL_KNOB_PRIO_AGING, KCOLL_KNOB_NR
 };
 
 static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
@@ -40,7 +41,20 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 					 3600 * 1000, false },
 	/* IB encoding: 4.096 us * 2^v; 18 (about 1 s) is rdma_cm's own. */
 	[KCOLL_KNOB_ACK_TIMEOUT] = { "ack_timeout", 18, 8, 31, false },
+	/* 1: the SQE priority orders chunks on a device; 0: FIFO. */
+	[KCOLL_KNOB_PRIO_SCHED] = { "prio_sched", 1, 0, 1, false },
+	[KCOLL_KNOB_PRIO_AGING] = { "prio_aging_ms", 50, 1, 60000, false },
 };
+
+bool kcoll_prio_sched(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_PRIO_SCHED].val);
+}
+
+u32 kcoll_prio_aging_ms(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_PRIO_AGING].val);
+}
 
 u32 kcoll_ack_timeout(void)
 {
@@ -116,6 +130,14 @@ module_param_cb(ack_timeout, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_ACK_TIMEOUT], 0644);
 MODULE_PARM_DESC(ack_timeout,
 		 "RC local ACK timeout of new connections, 4.096us * 2^v (8..31; default 18, about 1 s)");
+module_param_cb(prio_sched, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_PRIO_SCHED], 0644);
+MODULE_PARM_DESC(prio_sched,
+		 "1: SQE priorities order the chunks of all operations on a device; 0: FIFO (default 1)");
+module_param_cb(prio_aging_ms, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_PRIO_AGING], 0644);
+MODULE_PARM_DESC(prio_aging_ms,
+		 "A held-back lower-priority operation still sends one chunk this often (1..60000 ms; default 50)");
 MODULE_PARM_DESC(connect_timeout_ms,
 		 "How long COMM_CREATE waits for every peer by default (100..3600000 ms; default 60000)");
 
@@ -160,6 +182,8 @@ KCOLL_KNOB_ATTR(max_cq_entries, KCOLL_KNOB_MAX_CQ);
 KCOLL_KNOB_ATTR(chunk_bytes, KCOLL_KNOB_CHUNK);
 KCOLL_KNOB_ATTR(connect_timeout_ms, KCOLL_KNOB_CONNECT_TIMEOUT);
 KCOLL_KNOB_ATTR(ack_timeout, KCOLL_KNOB_ACK_TIMEOUT);
+KCOLL_KNOB_ATTR(prio_sched, KCOLL_KNOB_PRIO_SCHED);
+KCOLL_KNOB_ATTR(prio_aging_ms, KCOLL_KNOB_PRIO_AGING);
 
 static ssize_t listen_port_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
@@ -196,6 +220,8 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_chunk_bytes.attr.attr,
 	&kcoll_attr_connect_timeout_ms.attr.attr,
 	&kcoll_attr_ack_timeout.attr.attr,
+	&kcoll_attr_prio_sched.attr.attr,
+	&kcoll_attr_prio_aging_ms.attr.attr,
 	&dev_attr_listen_port.attr,
 	&dev_attr_abi_version.attr,
 	&dev_attr_rdma_devices.attr,

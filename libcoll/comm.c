@@ -77,6 +77,7 @@ struct coll_comm {
 	unsigned int nfree;
 	coll_request reqs;		/* list head of every live request */
 	struct coll_mem *mems;
+	uint8_t prio;			/* of the SQEs it submits */
 };
 
 /* Time a destroyed communicator's cancelled operations get to complete. */
@@ -548,6 +549,7 @@ static int comm_post(coll_comm *c, struct kcoll_sqe *t, uint64_t send_bytes,
 	sqe = coll_ring_get_sqe(&c->ring);	/* comm_reserve made room */
 	*sqe = *t;
 	sqe->comm_id = c->comm_id;
+	sqe->prio = c->prio;
 	sqe->user_data = (uint64_t)c->slots[slot].gen << 32 | slot;
 	sqe->send_mr = comm_find_mr(c, t->send_addr, send_bytes);
 	sqe->recv_mr = comm_find_mr(c, t->recv_addr, recv_bytes);
@@ -1131,6 +1133,24 @@ int coll_comm_rank(const coll_comm *comm)
 int coll_comm_size(const coll_comm *comm)
 {
 	return comm ? comm->nranks : -EINVAL;
+}
+
+int coll_comm_set_priority(coll_comm *comm, int prio)
+{
+	if (!comm)
+		return -EINVAL;
+	if (prio < 0 || prio > COLL_PRIO_MAX)
+		return coll_err(-EINVAL, "priority %d not in 0..%d", prio,
+				COLL_PRIO_MAX);
+	pthread_mutex_lock(&comm->lock);
+	comm->prio = (uint8_t)prio;
+	pthread_mutex_unlock(&comm->lock);
+	return 0;
+}
+
+int coll_comm_get_priority(const coll_comm *comm)
+{
+	return comm ? comm->prio : -EINVAL;
 }
 
 int coll_comm_fd(const coll_comm *comm)

@@ -775,6 +775,24 @@ COLL_API int coll_comm_rank(const coll_comm *comm);
 COLL_API int coll_comm_size(const coll_comm *comm);
 
 /**
+ * coll_comm_set_priority() - priority of the operations @comm submits from
+ * now on: 0 (the default, lowest) to COLL_PRIO_MAX (highest).
+ *
+ * On a device, the kernel holds back the chunks of an operation while one
+ * of a higher priority (of any communicator or process) is running, so a
+ * small urgent collective overtakes a large one at the next chunk boundary
+ * (sysfs prio_sched switches this off, prio_aging_ms bounds the hold).
+ * Every rank of @comm should use the same priority.
+ *
+ * Returns 0, or -EINVAL (NULL @comm, @prio out of range).
+ */
+#define COLL_PRIO_MAX	KCOLL_PRIO_MAX
+COLL_API int coll_comm_set_priority(coll_comm *comm, int prio);
+
+/** coll_comm_get_priority() - as set, or -EINVAL if @comm is NULL. */
+COLL_API int coll_comm_get_priority(const coll_comm *comm);
+
+/**
  * coll_comm_fd() - the /dev/kcoll file descriptor of @comm, or -EINVAL.
  *
  * It becomes readable (poll/epoll) when a completion is ready: wait for

@@ -18,6 +18,9 @@
 #   perf    also run kcoll-perf -c all (rank 0's table in perf.txt)
 #   noneg   skip the negative tests (-M, -K, -X); negonly: only those
 #   die=N   only the dying-rank test, N times in a row
+#   prio    only kcoll-priobench (64 KiB urgent allreduce alone and behind
+#           a 256 MiB one; prio=SIZE for another bulk size), first with
+#           sysfs prio_sched=1 (priorities), then 0 (FIFO)
 #   algo=C:A force algorithm A for collective C (sysfs algo/C), e.g.
 #           algo=allreduce:ring; repeatable
 #   demo    only kcoll-perf, small sizes (what make demo shows)
@@ -34,6 +37,7 @@
 
 COLLTEST=$KCOLL_TOP/build/tests/bin/kcoll-colltest
 PERF=$KCOLL_TOP/build/tools/kcoll-perf
+PRIOBENCH=$KCOLL_TOP/build/tools/kcoll-priobench
 ROOT_IP=10.9.0.1
 PORT_BASE=29500
 
@@ -49,7 +53,7 @@ rdma res show qp >"$KCOLL_OUT/rdma-qp-before.txt" 2>&1
 set -- $KCOLL_ARG
 nranks=${1:-$((2 * kcoll_nvms))}
 [ $# -gt 0 ] && shift
-level="" perf=0 neg=1 check=1 dieloop=0
+level="" perf=0 neg=1 check=1 dieloop=0 prio=0 prio_args=(-s 64K -b 256M -n 30)
 perf_args=(-M -c all -b 8 -e 4M -f 4 -n 5 -w 2 -i 1)
 for a in "$@"; do
 	case $a in
@@ -58,6 +62,8 @@ for a in "$@"; do
 	perf) perf=1 ;;
 	noneg) neg=0 ;;
 	negonly) check=0 ;;
+	prio) check=0 neg=0 prio=1 ;;
+	prio=*) check=0 neg=0 prio=1 prio_args=(-s 64K -b "${a#prio=}" -n 30) ;;
 	die=*) check=0 neg=0 dieloop=${a#die=} ;;
 	algo=*:*) a=${a#algo=}
 		echo "${a#*:}" >"/sys/class/misc/kcoll/algo/${a%%:*}" ||
@@ -143,6 +149,16 @@ if [ $neg = 1 ]; then
 	    for p in $(pgrep -f kcoll-colltest); do echo "== $p"; cat /proc/$p/stack; done
 	    dmesg | tail -50; } >"$snap" 2>&1 ) &
 	run die 300 "$COLLTEST" -X
+fi
+if [ $prio = 1 ]; then
+	for mode in 1 0; do
+		echo $mode >/sys/class/misc/kcoll/prio_sched ||
+			fail "prio_sched $mode"
+		run prio$mode 1200 "$PRIOBENCH" "${prio_args[@]}"
+		[ -f "$KCOLL_OUT/prio$mode-rank0.log" ] &&
+			sed "s/^/[prio_sched=$mode] /" "$KCOLL_OUT/prio$mode-rank0.log"
+	done
+	echo 1 >/sys/class/misc/kcoll/prio_sched
 fi
 for i in $(seq 1 $dieloop); do
 	run die 300 "$COLLTEST" -X
