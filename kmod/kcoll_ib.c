@@ -42,6 +42,7 @@ struct kcoll_ibdev {
 	struct ib_cq *reg_cq;	/* IB_POLL_DIRECT: polled by the registrar */
 	struct ib_qp *reg_qp;	/* RC, connected to itself; NULL until used */
 	bool removed;		/* under reg_lock: no new registration QP */
+	struct ib_reg_wr reg_wrs[KCOLL_REG_BATCH];	/* under reg_lock */
 	struct kcoll_prio prio;	/* what runs on it, by priority */
 };
 
@@ -184,9 +185,10 @@ int kcoll_ib_reg_mrs(struct ib_device *ibdev, struct ib_mr **mrs,
 		return -ENODEV;
 	if (!n || n > KCOLL_REG_BATCH)
 		return -EINVAL;
-	wrs = kcalloc(n, sizeof(*wrs), GFP_KERNEL);
-	if (!wrs)
-		return -ENOMEM;
+
+	mutex_lock(&dev->reg_lock);
+	wrs = dev->reg_wrs;
+	memset(wrs, 0, n * sizeof(*wrs));
 	for (i = 0; i < n; i++) {
 		wrs[i].wr.opcode = IB_WR_REG_MR;
 		wrs[i].wr.wr_id = i;
@@ -198,7 +200,6 @@ int kcoll_ib_reg_mrs(struct ib_device *ibdev, struct ib_mr **mrs,
 	/* The last completes the batch: a send queue completes in order. */
 	wrs[n - 1].wr.send_flags = IB_SEND_SIGNALED;
 
-	mutex_lock(&dev->reg_lock);
 	if (dev->removed) {
 		err = -ENODEV;
 		goto out_unlock;
@@ -236,7 +237,6 @@ int kcoll_ib_reg_mrs(struct ib_device *ibdev, struct ib_mr **mrs,
 	}
 out_unlock:
 	mutex_unlock(&dev->reg_lock);
-	kfree(wrs);
 	return err;
 }
 
