@@ -28,6 +28,18 @@
 #include "kcoll.h"
 #include "kcoll_cost.h"
 
+/* Every algorithm a collective can run (not DEFAULT, not DIRECT p2p). */
+#define KCOLL_TUNE_ALGOS(X)						\
+	X(ring, KCOLL_ALGO_RING)					\
+	X(chain, KCOLL_ALGO_CHAIN)					\
+	X(pairwise, KCOLL_ALGO_PAIRWISE)				\
+	X(dissemination, KCOLL_ALGO_DISSEMINATION)			\
+	X(recdoubling, KCOLL_ALGO_RECDOUBLING)				\
+	X(binomial, KCOLL_ALGO_BINOMIAL)				\
+	X(rabenseifner, KCOLL_ALGO_RABENSEIFNER)			\
+	X(rechalving, KCOLL_ALGO_RECHALVING)				\
+	X(bruck, KCOLL_ALGO_BRUCK)
+
 static struct kcoll_tune kcoll_tune_cur;
 static DEFINE_MUTEX(kcoll_tune_lock);
 static atomic64_t kcoll_algo_ops[KCOLL_ALGO_NR];
@@ -219,16 +231,9 @@ static ssize_t kcoll_max_store(struct device *dev,
 		.attr = __ATTR(max_bytes_##_name, 0644, kcoll_max_show,	\
 			       kcoll_max_store),			\
 		.algo = _algo,						\
-	}
+	};
 
-KCOLL_MAX_ATTR(ring, KCOLL_ALGO_RING);
-KCOLL_MAX_ATTR(chain, KCOLL_ALGO_CHAIN);
-KCOLL_MAX_ATTR(pairwise, KCOLL_ALGO_PAIRWISE);
-KCOLL_MAX_ATTR(recdoubling, KCOLL_ALGO_RECDOUBLING);
-KCOLL_MAX_ATTR(binomial, KCOLL_ALGO_BINOMIAL);
-KCOLL_MAX_ATTR(rabenseifner, KCOLL_ALGO_RABENSEIFNER);
-KCOLL_MAX_ATTR(rechalving, KCOLL_ALGO_RECHALVING);
-KCOLL_MAX_ATTR(bruck, KCOLL_ALGO_BRUCK);
+KCOLL_TUNE_ALGOS(KCOLL_MAX_ATTR)
 
 static struct attribute *kcoll_algo_attrs[] = {
 	&kcoll_cost_attr_alpha_ns.attr.attr,
@@ -240,14 +245,8 @@ static struct attribute *kcoll_algo_attrs[] = {
 	&kcoll_force_attr_allgather.attr.attr,
 	&kcoll_force_attr_reduce_scatter.attr.attr,
 	&kcoll_force_attr_alltoall.attr.attr,
-	&kcoll_max_attr_ring.attr.attr,
-	&kcoll_max_attr_chain.attr.attr,
-	&kcoll_max_attr_pairwise.attr.attr,
-	&kcoll_max_attr_recdoubling.attr.attr,
-	&kcoll_max_attr_binomial.attr.attr,
-	&kcoll_max_attr_rabenseifner.attr.attr,
-	&kcoll_max_attr_rechalving.attr.attr,
-	&kcoll_max_attr_bruck.attr.attr,
+#define KCOLL_MAX_PTR(_name, _algo) &kcoll_max_attr_##_name.attr.attr,
+	KCOLL_TUNE_ALGOS(KCOLL_MAX_PTR)
 	NULL,
 };
 
@@ -279,28 +278,13 @@ static ssize_t kcoll_algo_stat_show(struct device *dev,
 	static struct kcoll_algo_stat_attr kcoll_algo_stat_##_name = {	\
 		.attr = __ATTR(_name, 0444, kcoll_algo_stat_show, NULL),	\
 		.algo = _algo,						\
-	}
+	};
 
-KCOLL_ALGO_STAT_ATTR(ring, KCOLL_ALGO_RING);
-KCOLL_ALGO_STAT_ATTR(chain, KCOLL_ALGO_CHAIN);
-KCOLL_ALGO_STAT_ATTR(pairwise, KCOLL_ALGO_PAIRWISE);
-KCOLL_ALGO_STAT_ATTR(dissemination, KCOLL_ALGO_DISSEMINATION);
-KCOLL_ALGO_STAT_ATTR(recdoubling, KCOLL_ALGO_RECDOUBLING);
-KCOLL_ALGO_STAT_ATTR(binomial, KCOLL_ALGO_BINOMIAL);
-KCOLL_ALGO_STAT_ATTR(rabenseifner, KCOLL_ALGO_RABENSEIFNER);
-KCOLL_ALGO_STAT_ATTR(rechalving, KCOLL_ALGO_RECHALVING);
-KCOLL_ALGO_STAT_ATTR(bruck, KCOLL_ALGO_BRUCK);
+KCOLL_TUNE_ALGOS(KCOLL_ALGO_STAT_ATTR)
 
 static struct attribute *kcoll_algo_stat_attrs[] = {
-	&kcoll_algo_stat_ring.attr.attr,
-	&kcoll_algo_stat_chain.attr.attr,
-	&kcoll_algo_stat_pairwise.attr.attr,
-	&kcoll_algo_stat_dissemination.attr.attr,
-	&kcoll_algo_stat_recdoubling.attr.attr,
-	&kcoll_algo_stat_binomial.attr.attr,
-	&kcoll_algo_stat_rabenseifner.attr.attr,
-	&kcoll_algo_stat_rechalving.attr.attr,
-	&kcoll_algo_stat_bruck.attr.attr,
+#define KCOLL_STAT_PTR(_name, _algo) &kcoll_algo_stat_##_name.attr.attr,
+	KCOLL_TUNE_ALGOS(KCOLL_STAT_PTR)
 	NULL,
 };
 
