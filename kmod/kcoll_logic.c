@@ -228,7 +228,7 @@ int kcoll_sqe_check(const struct kcoll_sqe *sqe)
 		return -EINVAL;
 	if (sqe->prio > KCOLL_PRIO_MAX)
 		return -EINVAL;
-	if (sqe->resv[0] | sqe->resv[1])	/* hot path: no byte loop */
+	if (sqe->resv)
 		return -EINVAL;
 
 	if (uses & KCOLL_USES_DTYPE) {
@@ -250,7 +250,7 @@ int kcoll_sqe_check(const struct kcoll_sqe *sqe)
 	if (uses & KCOLL_USES_COMM) {
 		if (!sqe->comm_id)
 			return -EINVAL;
-	} else if (sqe->comm_id) {
+	} else if (sqe->comm_id || sqe->timeout_ms) {
 		return -EINVAL;
 	}
 	if (!(uses & KCOLL_USES_PEER) && sqe->peer)

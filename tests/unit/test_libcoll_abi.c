@@ -438,7 +438,7 @@ static void test_fake_ring_basics(void)
 		UNIT_CHECK(sqe == &f.r.sq.sqes[i]);
 		UNIT_CHECK(!prev || sqe == prev + 1);
 		UNIT_EQ_UINT(sqe->opcode | sqe->flags | sqe->user_data |
-			     sqe->count | sqe->resv[1], 0);
+			     sqe->count | sqe->timeout_ms | sqe->resv, 0);
 		coll_ring_prep_nop(sqe, 100 + i);
 		prev = sqe;
 		UNIT_EQ_UINT(coll_ring_sq_space(&f.r), 7 - i);

@@ -841,8 +841,7 @@ static const struct sqe_field sqe_fields[] = {
 	SQE_FIELD(prio), SQE_FIELD(flags), SQE_FIELD(user_data),
 	SQE_FIELD(comm_id), SQE_FIELD(peer), SQE_FIELD(count),
 	SQE_FIELD(send_addr), SQE_FIELD(recv_addr), SQE_FIELD(send_mr),
-	SQE_FIELD(recv_mr), { "resv[0]", offsetof(struct kcoll_sqe, resv), 4 },
-	{ "resv[1]", offsetof(struct kcoll_sqe, resv) + 4, 4 },
+	SQE_FIELD(recv_mr), SQE_FIELD(timeout_ms), SQE_FIELD(resv),
 };
 
 static const struct sqe_field *sqe_field_at(size_t byte)
@@ -870,7 +869,7 @@ static int ref_sqe_check(const struct kcoll_sqe *s)
 		return -EINVAL;
 	bad |= s->prio > KCOLL_PRIO_MAX;
 	bad |= s->flags != 0;
-	bad |= s->resv[0] || s->resv[1];
+	bad |= s->resv != 0;
 	if (f & F_DTYPE)
 		bad |= !s->dtype || s->dtype >= KCOLL_DTYPE_LAST;
 	else
@@ -885,6 +884,8 @@ static int ref_sqe_check(const struct kcoll_sqe *s)
 	else
 		bad |= s->redop != 0;
 	bad |= (f & F_COMM) ? !s->comm_id : s->comm_id != 0;
+	if (!(f & F_COMM))	/* timeouts apply to communicator ops only */
+		bad |= s->timeout_ms != 0;
 	if (!(f & F_PEER))
 		bad |= s->peer != 0;
 	if (!(f & F_SEND))

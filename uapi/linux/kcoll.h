@@ -131,6 +131,10 @@ enum kcoll_redop {
  * @send_mr:	REG_MEM handle whose range holds the send buffer; 0: the
  *		buffer is pinned and registered for this operation only
  * @recv_mr:	registration handle of the receive buffer, 0 = plain address
+ * @timeout_ms:	collectives and send/recv: give up after this many
+ *		milliseconds from submission with -ETIMEDOUT (and a report, see
+ *		KCOLL_IOC_COMM_REPORT); 0: the sysfs op_timeout_ms default;
+ *		KCOLL_TIMEOUT_NONE: never. Other ops: must be zero.
  * @resv:	must be zero
  *
  * Every field an opcode does not use must be zero.
@@ -149,8 +153,11 @@ struct kcoll_sqe {
 	__u64	recv_addr;
 	__u32	send_mr;
 	__u32	recv_mr;
-	__u32	resv[2];
+	__u32	timeout_ms;
+	__u32	resv;
 };
+
+#define KCOLL_TIMEOUT_NONE	0xffffffffU
 
 /**
  * struct kcoll_cqe - completion queue entry, 16 bytes.
@@ -163,6 +170,13 @@ struct kcoll_cqe {
 	__s32	res;
 	__u32	flags;
 };
+
+/*
+ * CQE flags. KCOLL_CQE_F_REPORT: the operation failed and its communicator
+ * holds a report about it (which ranks never arrived, which peer was lost),
+ * returned by KCOLL_IOC_COMM_REPORT until a later failure replaces it.
+ */
+#define KCOLL_CQE_F_REPORT	(1U << 0)
 
 /* ------------------------------------------------------------------ */
 /* Rings                                                               */
@@ -217,6 +231,8 @@ struct kcoll_cq_offsets {
 #define KCOLL_FEAT_EVENTFD	(1U << 2)	/* KCOLL_IOC_EVENTFD */
 #define KCOLL_FEAT_POLL		(1U << 3)	/* poll()/epoll on the fd */
 #define KCOLL_FEAT_COMM		(1U << 4)	/* communicators, collectives */
+#define KCOLL_FEAT_TIMEOUT	(1U << 5)	/* sqe.timeout_ms, COMM_REPORT */
+#define KCOLL_FEAT_ABORT	(1U << 6)	/* KCOLL_IOC_COMM_ABORT */
 
 /**
  * struct kcoll_query - KCOLL_IOC_QUERY: what this kernel offers.
@@ -380,6 +396,62 @@ struct kcoll_dereg_mem {
 	__u32	resv;
 };
 
+/**
+ * KCOLL_IOC_COMM_ABORT: end every operation in flight on @comm_id with
+ * -ECANCELED, at once (memory the NIC may still write is released only when
+ * the connections are down), tell the peers (they fail with -ECONNRESET
+ * naming this rank) and refuse new operations with -ECANCELED. The handle
+ * stays valid for KCOLL_IOC_COMM_REPORT and KCOLL_IOC_COMM_DESTROY. May be
+ * called from any thread, also while another one waits in KCOLL_IOC_ENTER.
+ */
+struct kcoll_comm_abort {
+	__u32	comm_id;
+	__u32	resv;
+};
+
+/* Reasons in struct kcoll_comm_report. */
+enum kcoll_report_reason {
+	KCOLL_REPORT_NONE	= 0,	/* no operation has failed */
+	KCOLL_REPORT_TIMEOUT	= 1,	/* @missing: ranks never heard from */
+	KCOLL_REPORT_PEER_LOST	= 2,	/* @peer: the lost rank */
+	KCOLL_REPORT_MISMATCH	= 3,	/* @peer: a rank whose signature differs */
+	KCOLL_REPORT_ABORTED	= 4,	/* KCOLL_IOC_COMM_ABORT, or @peer aborted */
+	KCOLL_REPORT_OTHER	= 5,	/* see @error */
+};
+
+/**
+ * struct kcoll_comm_report - KCOLL_IOC_COMM_REPORT: why the last failed
+ * operation of a communicator failed.
+ * @comm_id:	in
+ * @missing_cap: in: room in @missing, in ranks (0: do not copy)
+ * @missing:	in: user pointer to __u32[@missing_cap], or 0
+ * @user_data:	out: the failed operation's SQE user_data
+ * @seq:	out: its sequence number on the communicator (collectives)
+ * @error:	out: its CQE res (0: nothing failed yet)
+ * @reason:	out: enum kcoll_report_reason
+ * @opcode:	out: enum kcoll_op
+ * @peer:	out: see @reason; ~0U if none
+ * @nmissing:	out: how many ranks the operation still waited for; the
+ *		first min(@nmissing, @missing_cap) are copied, ascending
+ * @elapsed_ms:	out: submission to failure
+ * @resv:	must be zero
+ */
+struct kcoll_comm_report {
+	__u32	comm_id;
+	__u32	missing_cap;
+	__u64	missing;
+	__u64	user_data;
+	__u64	seq;
+	__s32	error;
+	__u8	reason;
+	__u8	opcode;
+	__u16	resv0;
+	__u32	peer;
+	__u32	nmissing;
+	__u64	elapsed_ms;
+	__u64	resv[2];
+};
+
 #define KCOLL_IOC_QUERY		_IOWR(KCOLL_IOC_MAGIC, 0x00, struct kcoll_query)
 #define KCOLL_IOC_SETUP		_IOWR(KCOLL_IOC_MAGIC, 0x01, struct kcoll_setup)
 #define KCOLL_IOC_ENTER		_IOW(KCOLL_IOC_MAGIC, 0x02, struct kcoll_enter)
@@ -388,5 +460,7 @@ struct kcoll_dereg_mem {
 #define KCOLL_IOC_COMM_DESTROY	_IOW(KCOLL_IOC_MAGIC, 0x05, struct kcoll_comm_destroy)
 #define KCOLL_IOC_REG_MEM	_IOWR(KCOLL_IOC_MAGIC, 0x06, struct kcoll_reg_mem)
 #define KCOLL_IOC_DEREG_MEM	_IOW(KCOLL_IOC_MAGIC, 0x07, struct kcoll_dereg_mem)
+#define KCOLL_IOC_COMM_ABORT	_IOW(KCOLL_IOC_MAGIC, 0x08, struct kcoll_comm_abort)
+#define KCOLL_IOC_COMM_REPORT	_IOWR(KCOLL_IOC_MAGIC, 0x09, struct kcoll_comm_report)
 
 #endif /* _UAPI_LINUX_KCOLL_H */
