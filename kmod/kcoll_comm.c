@@ -367,6 +367,13 @@ int kcoll_comm_destroy_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 		return -EFAULT;
 	if (p.resv)
 		return -EINVAL;
+	/*
+	 * Never erase index 0: in an XA_FLAGS_ALLOC1 array it holds the
+	 * reservation that keeps 0 from being allocated, and erasing it
+	 * makes the next COMM_CREATE return comm_id 0.
+	 */
+	if (!p.comm_id)
+		return -ENOENT;
 	mutex_lock(&ctx->comm_lock);
 	comm = xa_erase(&ctx->comms, p.comm_id);
 	if (comm)
