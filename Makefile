@@ -65,7 +65,8 @@ include kmod/reduce.mk
 
 COLLSIM := $(BUILD)/tools/collsim
 TOOLS := $(BUILD)/tools/kcoll-ringbench $(BUILD)/tools/kcoll-perf \
-	$(BUILD)/tools/kcoll-priobench $(REDUCE_BENCH) $(COLLSIM)
+	$(BUILD)/tools/kcoll-priobench $(BUILD)/tools/kcoll-fuzz \
+	$(REDUCE_BENCH) $(COLLSIM)
 
 tools: $(TOOLS)
 
@@ -93,6 +94,14 @@ $(BUILD)/tools/kcoll-perf: tools/kcoll-perf.c tools/kcoll-check.h $(LIBCOLL_A) l
 $(BUILD)/tools/kcoll-priobench: tools/kcoll-priobench.c $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -o $@ $< $(LIBCOLL_A) $(LIBCOLL_LIBS)
+
+# The in-VM fuzzer of /dev/kcoll (tests/vm/scenarios/fuzz.sh). It links the
+# module's plain logic as its oracle for SETUP and ENTER.
+$(BUILD)/tools/kcoll-fuzz: tools/kcoll-fuzz.c tools/kcoll-sqe-ref.h kmod/kcoll_logic.c \
+	    kmod/kcoll_logic.h kmod/kcoll_plain.h uapi/linux/kcoll.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_USER) -I$(TOP)/kmod -I$(TOP)/tools -pthread -o $@ \
+		tools/kcoll-fuzz.c kmod/kcoll_logic.c
 
 # Open MPI's collectives, nccl-tests style (tests/vm/scenarios/mpi-bench.sh).
 mpibench: $(MPIBENCH)

@@ -1,0 +1,3136 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * kcoll-fuzz: a multi-threaded fuzzer of /dev/kcoll, run inside a test VM
+ * (tests/vm/scenarios/fuzz.sh) for a fixed budget.
+ *
+ * Several threads pick random actions, biased toward almost-valid input:
+ * QUERY/SETUP with mutated arguments and bad pointers, mmap with right and
+ * wrong offsets, lengths and flags, munmap/mremap/mprotect/madvise of the
+ * rings while other threads submit, ENTER with random counts, flags and
+ * (short) timeouts, mutated SQEs (NOP, DELAY, collectives on communicators
+ * the fuzzer creates: one rank, bogus multi-rank tables that time out,
+ * and, with an RDMA address, two-rank communicators over the local device
+ * whose results are checked), REG_MEM/DEREG_MEM over mapped, unmapped,
+ * read-only and vanishing memory, corruption of the shared ring indices,
+ * EVENTFD with random descriptors, COMM_ABORT/COMM_REPORT, poll/epoll, and
+ * close()/dup2() of descriptors other threads are inside ENTER with.
+ *
+ * Each thread owns a private ring on which it checks what is cheap to
+ * check (documented -EINVAL cases, SETUP's geometry, every CQE's result
+ * against an independent reference of SQE validation, one-rank collective
+ * results, no more CQEs than consumed SQEs); the shared rings are for
+ * races only. A result that contradicts the ABI, a signal other than the
+ * SIGSEGV/SIGBUS of a guarded access to memory another thread unmapped,
+ * or a call that never returns is "unexpected": printed, counted, and
+ * the exit status is 1. Threads are joined at most 90 s after the budget.
+ *
+ * Usage: kcoll-fuzz [-t SECONDS] [-s SEED] [-j THREADS] [-a ADDR] [-P] [-v]
+ *   -t  budget in seconds (default 10)
+ *   -s  seed (default: from the clock); printed, "-s" reproduces the
+ *       choices of every thread (timing between threads still varies)
+ *   -j  fuzzing threads (default 4)
+ *   -a  this node's RDMA address (default $KCOLL_IP): multi-rank tables
+ *       name it, and two-rank communicators are formed over it
+ *   -P  no two-rank communicators
+ *   -v  log every unexpected result (else the first 50) and progress
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+#include "kcoll_logic.h"	/* the module's plain logic: SETUP/ENTER oracles */
+#include "kcoll-sqe-ref.h"	/* independent SQE reference */
+
+#define KCOLL_DEV	"/dev/kcoll"
+#define MAX_THREADS	64
+#define NSHARED		8
+#define MAX_IDS		8
+#define PRIV_IDS	64
+/* One ring mapping at most: 2^15 SQEs + 2^16 CQEs + the index lines. */
+#define RES_SIZE	(4UL << 20)
+#define PRIV_DATA	(2UL << 20)
+#define PRIV_HOLE	(1UL << 20)
+/* The shared zone: data, a hole, read-only pages, a hole, pages that come
+ * and go, and a hole up to the end. */
+#define Z_DATA		0UL
+#define Z_DATA_SZ	(4UL << 20)
+#define Z_RO		(5UL << 20)
+#define Z_RO_SZ		(256UL << 10)
+#define Z_VOL		(6UL << 20)
+#define Z_VOL_SZ	(1UL << 20)
+#define ZONE_SIZE	(16UL << 20)
+#define NERR		134
+#define MAX_UNEXPECTED_LOG 50
+#define PAGE		4096UL
+#define KERNEL_ADDR	0xffff888000000000ULL
+
+#define LD(x)		__atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define ST(x, v)	__atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+
+/* ------------------------------------------------------------------ */
+/* Randomness                                                          */
+/* ------------------------------------------------------------------ */
+
+struct rng {
+	uint64_t s;
+};
+
+static uint64_t splitmix(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static uint64_t rnd(struct rng *r)
+{
+	r->s ^= r->s >> 12;
+	r->s ^= r->s << 25;
+	r->s ^= r->s >> 27;
+	return r->s * 0x2545f4914f6cdd1dULL;
+}
+
+/* Uniform in [0, n); 0 if n is 0. */
+static uint32_t rn(struct rng *r, uint32_t n)
+{
+	return n ? (uint32_t)((rnd(r) >> 32) % n) : 0;
+}
+
+static bool one_in(struct rng *r, uint32_t n)
+{
+	return rn(r, n) == 0;
+}
+
+static const uint64_t interesting[] = {
+	0, 1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 63, 64, 127, 128, 255, 256,
+	511, 512, 1023, 1024, 4095, 4096, 4097, 32767, 32768, 65535, 65536,
+	65537, 0x7fffffff, 0x80000000, 0xffffffff, 0x100000000ULL,
+	60000000, 60000001, 1ULL << 40, 1ULL << 47, 1ULL << 48,
+	(1ULL << 48) + 1, 0x7fffffffffffffffULL, 0x8000000000000000ULL,
+	~0ULL - 1, ~0ULL,
+};
+
+static uint64_t rinteresting(struct rng *r)
+{
+	uint64_t v = interesting[rn(r, sizeof(interesting) / sizeof(interesting[0]))];
+
+	switch (rn(r, 4)) {
+	case 0:
+		return v + 1;
+	case 1:
+		return v - 1;
+	default:
+		return v;
+	}
+}
+
+/* A 32-bit value biased to boundaries. */
+static uint32_t rval32(struct rng *r)
+{
+	switch (rn(r, 4)) {
+	case 0:
+		return (uint32_t)rnd(r);
+	case 1:
+		return rn(r, 17);
+	default:
+		return (uint32_t)rinteresting(r);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Global state                                                        */
+/* ------------------------------------------------------------------ */
+
+enum call_kind {
+	C_OPEN, C_CLOSE, C_DUP, C_QUERY, C_SETUP, C_ENTER, C_EVENTFD,
+	C_COMM_CREATE, C_COMM_DESTROY, C_REG_MEM, C_DEREG_MEM, C_COMM_ABORT,
+	C_COMM_REPORT, C_BAD_IOCTL, C_MMAP, C_MUNMAP, C_VMA, C_POLL, C_RW,
+	C_SYSFS, C_NR
+};
+
+static const char *const call_names[C_NR] = {
+	[C_OPEN] = "open", [C_CLOSE] = "close", [C_DUP] = "dup",
+	[C_QUERY] = "QUERY", [C_SETUP] = "SETUP", [C_ENTER] = "ENTER",
+	[C_EVENTFD] = "EVENTFD", [C_COMM_CREATE] = "COMM_CREATE",
+	[C_COMM_DESTROY] = "COMM_DESTROY", [C_REG_MEM] = "REG_MEM",
+	[C_DEREG_MEM] = "DEREG_MEM", [C_COMM_ABORT] = "COMM_ABORT",
+	[C_COMM_REPORT] = "COMM_REPORT", [C_BAD_IOCTL] = "other_ioctl",
+	[C_MMAP] = "mmap", [C_MUNMAP] = "munmap", [C_VMA] = "mremap/mprotect/madvise",
+	[C_POLL] = "poll", [C_RW] = "read/write/lseek", [C_SYSFS] = "sysfs",
+};
+
+/* A descriptor of /dev/kcoll with its ring, as the fuzzer last set it up.
+ * Shared slots are read and written racily by every thread (that is the
+ * point); every value read from one is range-checked before use, and the
+ * ring always lives inside the slot's own reservation. */
+struct slot {
+	int fd;
+	char *res;			/* RES_SIZE, never given back */
+	uint32_t sq_entries, cq_entries;
+	struct kcoll_sq_offsets so;
+	struct kcoll_cq_offsets co;
+	uint64_t size;			/* 0: no ring set up */
+	int mapped;
+	uint32_t ltail;			/* SQEs written (application tail) */
+	uint32_t comms[MAX_IDS];
+	uint32_t mems[MAX_IDS];
+	uint64_t mem_addr[MAX_IDS], mem_len[MAX_IDS];
+	int nranks[MAX_IDS];		/* of comms[i] */
+	pthread_mutex_t lock;		/* mapping changes and reopen */
+	bool shared;
+};
+
+/* What the owner of a private slot knows for sure. */
+struct acct {
+	bool valid;			/* no index corrupted since open */
+	uint64_t consumed, reaped;
+	uint32_t known_comms[PRIV_IDS];	/* every comm id alive on the fd */
+	bool comms_exact;
+	bool setup_known;		/* whether the file has rings is known */
+};
+
+struct tstate {
+	int id;
+	pid_t tid;
+	pthread_t th;
+	struct rng r;
+	uint64_t calls[C_NR];
+	uint64_t errs[NERR];
+	uint64_t faults, sqes, cqes, intr, checked, pair_sessions, pair_ops,
+		 pair_ok;
+	_Atomic int64_t call_t0;	/* 0: not in a call */
+	_Atomic int call_allow_ms;
+	_Atomic int call_kind;
+	int64_t kicked;			/* watchdog: last SIGUSR1 */
+	bool stuck_reported;
+	struct slot priv;
+	struct acct acct;
+	char *data;			/* PRIV_DATA bytes, a hole after */
+	int evfd[2];
+	int epfd;
+	uint32_t seq;
+	struct kcoll_query q;
+	struct kcoll_rank_addr *ranks;	/* KCOLL_MAX_RANKS + 1 entries */
+	bool partner;
+	bool done;
+};
+
+static struct {
+	int seconds, nthreads, verbose, pairs;
+	uint64_t seed;
+	uint32_t ip;			/* network order; 0: none */
+	char ipstr[64];
+} opt = { .seconds = 10, .nthreads = 4, .pairs = 1 };
+
+static struct slot g_shared[NSHARED];
+static char *g_zone;
+static int g_memfd = -1;		/* shared file pages for the volatile zone */
+static struct tstate *g_ts[MAX_THREADS + 1];
+static int g_nts;
+static int64_t g_deadline;
+static atomic_bool g_stop;
+static atomic_ulong g_unexpected;
+static atomic_ulong g_unexpected_sig[65];
+static atomic_bool g_abort_notty, g_report_notty;
+static atomic_ulong g_abort_ok, g_report_ok;
+static char g_seedline[96];
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static bool stopping(void)
+{
+	return atomic_load_explicit(&g_stop, memory_order_relaxed) ||
+	       now_ns() >= g_deadline;
+}
+
+static __attribute__((format(printf, 2, 3)))
+void unexpected(struct tstate *t, const char *fmt, ...)
+{
+	unsigned long n = atomic_fetch_add(&g_unexpected, 1);
+	char buf[512];
+	va_list ap;
+
+	if (n >= MAX_UNEXPECTED_LOG && !opt.verbose)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "kcoll-fuzz: UNEXPECTED (thread %d): %s\n",
+		t ? t->id : -1, buf);
+}
+
+static __attribute__((format(printf, 1, 2))) void vlog(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!opt.verbose)
+		return;
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+}
+
+/* ------------------------------------------------------------------ */
+/* Signals: guarded accesses to memory that may vanish                 */
+/* ------------------------------------------------------------------ */
+
+static __thread sigjmp_buf t_jb;
+static __thread volatile sig_atomic_t t_guard;
+
+static void on_fault(int sig, siginfo_t *si, void *uc)
+{
+	char msg[200];
+	int n;
+
+	(void)uc;
+	if (t_guard) {
+		t_guard = 0;
+		siglongjmp(t_jb, 1);
+	}
+	n = snprintf(msg, sizeof(msg),
+		     "kcoll-fuzz: UNEXPECTED signal %d (code %d, addr %p) outside a guarded access; %s\n",
+		     sig, si->si_code, si->si_addr, g_seedline);
+	if (n > 0 && write(2, msg, (size_t)n) < 0)
+		_exit(3);
+	_exit(1);
+}
+
+static void on_usr1(int sig)
+{
+	(void)sig;		/* interrupts a wait: the call returns EINTR */
+}
+
+static void on_other(int sig)
+{
+	if (sig > 0 && sig < 65)
+		atomic_fetch_add(&g_unexpected_sig[sig], 1);
+}
+
+static void signals_init(void)
+{
+	struct sigaction sa;
+	int s;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_fault;
+	/* Not blocked in the handler: siglongjmp needs no mask restore. */
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+	sigaction(SIGSEGV, &sa, NULL);
+	sigaction(SIGBUS, &sa, NULL);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_usr1;	/* no SA_RESTART */
+	sigaction(SIGUSR1, &sa, NULL);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_other;
+	for (s = 1; s < 32; s++) {
+		if (s == SIGSEGV || s == SIGBUS || s == SIGUSR1 || s == SIGKILL ||
+		    s == SIGSTOP || s == SIGINT || s == SIGTERM || s == SIGQUIT ||
+		    s == SIGABRT || s == SIGCHLD || s == SIGWINCH || s == SIGCONT ||
+		    s == SIGTSTP || s == SIGTTIN || s == SIGTTOU)
+			continue;
+		sigaction(s, &sa, NULL);
+	}
+}
+
+/*
+ * Run fn(arg) with SIGSEGV/SIGBUS turned into a return of false. @fn may
+ * not take locks or allocate: it is abandoned where it faults. All state
+ * it produces goes through @arg (nothing local here survives a longjmp).
+ */
+static __attribute__((noinline)) bool guarded(struct tstate *t,
+					      void (*fn)(void *), void *arg)
+{
+	if (sigsetjmp(t_jb, 0)) {
+		t_guard = 0;
+		t->faults++;
+		return false;
+	}
+	t_guard = 1;
+	fn(arg);
+	t_guard = 0;
+	return true;
+}
+
+/* A 32-bit load from memory that may vanish. */
+struct gload {
+	volatile uint32_t *p;
+	uint32_t v;
+};
+
+static void gload_fn(void *arg)
+{
+	struct gload *g = arg;
+
+	g->v = __atomic_load_n(g->p, __ATOMIC_ACQUIRE);
+}
+
+static bool gload(struct tstate *t, volatile uint32_t *p, uint32_t *v)
+{
+	struct gload g = { .p = p };
+
+	if (!guarded(t, gload_fn, &g))
+		return false;
+	*v = g.v;
+	return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* System calls, counted and watched                                   */
+/* ------------------------------------------------------------------ */
+
+static void call_begin(struct tstate *t, int kind, int allow_ms)
+{
+	atomic_store_explicit(&t->call_allow_ms, allow_ms, memory_order_relaxed);
+	atomic_store_explicit(&t->call_kind, kind, memory_order_relaxed);
+	atomic_store_explicit(&t->call_t0, now_ns(), memory_order_release);
+}
+
+/* Returns @r, or -errno. */
+static long call_end(struct tstate *t, int kind, long r)
+{
+	int e = r < 0 ? errno : 0;
+
+	atomic_store_explicit(&t->call_t0, 0, memory_order_release);
+	t->calls[kind]++;
+	if (r < 0) {
+		t->errs[e > 0 && e < NERR ? e : 0]++;
+		if (e == EINTR)
+			t->intr++;
+		return -e;
+	}
+	return r;
+}
+
+static int ioctl_kind(unsigned long cmd)
+{
+	switch (cmd) {
+	case KCOLL_IOC_QUERY: return C_QUERY;
+	case KCOLL_IOC_SETUP: return C_SETUP;
+	case KCOLL_IOC_ENTER: return C_ENTER;
+	case KCOLL_IOC_EVENTFD: return C_EVENTFD;
+	case KCOLL_IOC_COMM_CREATE: return C_COMM_CREATE;
+	case KCOLL_IOC_COMM_DESTROY: return C_COMM_DESTROY;
+	case KCOLL_IOC_REG_MEM: return C_REG_MEM;
+	case KCOLL_IOC_DEREG_MEM: return C_DEREG_MEM;
+	case KCOLL_IOC_COMM_ABORT: return C_COMM_ABORT;
+	case KCOLL_IOC_COMM_REPORT: return C_COMM_REPORT;
+	default: return C_BAD_IOCTL;
+	}
+}
+
+static long x_ioctl(struct tstate *t, int fd, unsigned long cmd, void *arg,
+		    int allow_ms)
+{
+	int kind = ioctl_kind(cmd);
+
+	call_begin(t, kind, allow_ms);
+	return call_end(t, kind, ioctl(fd, cmd, arg));
+}
+
+static int x_open(struct tstate *t, int flags)
+{
+	call_begin(t, C_OPEN, 1000);
+	return (int)call_end(t, C_OPEN, open(KCOLL_DEV, flags));
+}
+
+/* close() of the last reference waits for the context's requests. */
+static void x_close(struct tstate *t, int fd)
+{
+	call_begin(t, C_CLOSE, 5000);
+	call_end(t, C_CLOSE, close(fd));
+}
+
+static void *x_mmap(struct tstate *t, void *addr, size_t len, int prot,
+		    int flags, int fd, off_t off, long *err)
+{
+	void *p;
+
+	call_begin(t, C_MMAP, 1000);
+	p = mmap(addr, len, prot, flags, fd, off);
+	*err = call_end(t, C_MMAP, p == MAP_FAILED ? -1 : 0);
+	return p;
+}
+
+/* Make [addr, addr + len) an inaccessible part of a reservation again. */
+static void reserve(struct tstate *t, void *addr, size_t len)
+{
+	long err;
+
+	if (!len)
+		return;
+	x_mmap(t, addr, len, PROT_NONE,
+	       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0,
+	       &err);
+	if (err) {
+		fprintf(stderr, "kcoll-fuzz: cannot re-reserve %p+%zu: %s\n",
+			addr, len, strerror((int)-err));
+		_exit(2);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Memory the descriptors point at                                     */
+/* ------------------------------------------------------------------ */
+
+static size_t dtype_size(uint8_t dt)
+{
+	static const uint8_t sz[KCOLL_DTYPE_LAST] = {
+		[KCOLL_DTYPE_INT8] = 1, [KCOLL_DTYPE_UINT8] = 1,
+		[KCOLL_DTYPE_INT32] = 4, [KCOLL_DTYPE_UINT32] = 4,
+		[KCOLL_DTYPE_INT64] = 8, [KCOLL_DTYPE_UINT64] = 8,
+		[KCOLL_DTYPE_FP16] = 2, [KCOLL_DTYPE_BF16] = 2,
+		[KCOLL_DTYPE_FP32] = 4, [KCOLL_DTYPE_FP64] = 8,
+	};
+
+	return dt < KCOLL_DTYPE_LAST ? sz[dt] : 0;
+}
+
+/* A random slot's ring mapping (maybe gone). */
+static uint64_t ring_addr(struct tstate *t)
+{
+	struct slot *s = one_in(&t->r, 2) ? &t->priv : &g_shared[rn(&t->r, NSHARED)];
+
+	return (uint64_t)(uintptr_t)s->res + rn(&t->r, 64) * PAGE;
+}
+
+/*
+ * An address for a buffer of @len bytes: mostly valid memory of the
+ * caller (private: only it touches it), sometimes shared, read-only,
+ * vanishing, a ring, straddling into a hole, or no memory at all.
+ */
+static uint64_t pick_addr(struct tstate *t, uint64_t len, bool priv)
+{
+	char *z = g_zone;
+	uint64_t fit;
+
+	switch (rn(&t->r, 40)) {
+	case 0: return 0;
+	case 1: return 4096;
+	case 2: return KERNEL_ADDR + rn(&t->r, 1 << 20) * PAGE;
+	case 3: return 0x0000800000000000ULL - PAGE;	/* top of user space */
+	case 4: return 0x0008000000000000ULL;		/* non-canonical */
+	case 5: return (uint64_t)(uintptr_t)(z + Z_RO) + rn(&t->r, Z_RO_SZ);
+	case 6: return (uint64_t)(uintptr_t)(z + Z_VOL) + rn(&t->r, Z_VOL_SZ);
+	case 7: return (uint64_t)(uintptr_t)(z + Z_DATA_SZ) - rn(&t->r, 8192);
+	case 11: return (uint64_t)(uintptr_t)(z + Z_DATA) + rn(&t->r, Z_DATA_SZ);
+	case 12:	/* read-only file pages: libc's and our own text */
+		return ((one_in(&t->r, 2) ? (uint64_t)(uintptr_t)&memcpy :
+			 (uint64_t)(uintptr_t)&pick_addr) & ~(PAGE - 1)) -
+		       rn(&t->r, 4) * PAGE;
+	case 8: return (uint64_t)(uintptr_t)(z + Z_DATA_SZ + PAGE);	/* hole */
+	case 9: return ring_addr(t);
+	case 10:
+		if (priv)
+			return (uint64_t)(uintptr_t)(t->data + PRIV_DATA) - len / 2;
+		return (uint64_t)(uintptr_t)(z + Z_DATA + Z_DATA_SZ) - len / 2;
+	default:
+		/* Descriptors of shared rings may be consumed by any thread's
+		 * ENTER, at any time: they never point at private memory,
+		 * whose contents the owner checks. */
+		if (!priv) {
+			fit = len < Z_DATA_SZ ? Z_DATA_SZ - len : 0;
+			return (uint64_t)(uintptr_t)(z + Z_DATA) +
+			       (fit ? rnd(&t->r) % fit : 0);
+		}
+		fit = len < PRIV_DATA ? PRIV_DATA - len : 0;
+		return (uint64_t)(uintptr_t)t->data + (fit ? rnd(&t->r) % fit : 0);
+	}
+}
+
+/* A length: mostly small, sometimes page-sized, sometimes absurd. */
+static uint64_t pick_len(struct tstate *t)
+{
+	switch (rn(&t->r, 10)) {
+	case 0: return rinteresting(&t->r);
+	case 1: return (uint64_t)(rn(&t->r, 512) + 1) * PAGE;
+	case 2: return 1ULL << (30 + rn(&t->r, 17));	/* 1 GiB .. 64 TiB */
+	case 3: return 0;
+	default: return rn(&t->r, 65536) + 1;
+	}
+}
+
+/* An ioctl argument pointer that is not a valid struct. */
+static void *bad_ptr(struct tstate *t, size_t size)
+{
+	switch (rn(&t->r, 7)) {
+	case 0: return NULL;
+	case 1: return (void *)(uintptr_t)16;
+	case 2: return (void *)(uintptr_t)KERNEL_ADDR;
+	case 3: return g_zone + Z_DATA_SZ + PAGE;			/* hole */
+	case 4: return g_zone + Z_DATA_SZ - size / 2;		/* straddles */
+	case 5: return g_zone + Z_VOL + rn(&t->r, Z_VOL_SZ / 64) * 64;
+	default: return (void *)(uintptr_t)0x0008000000000000ULL;
+	}
+}
+
+/* The shared zone: a reservation with data, read-only and vanishing
+ * parts. The read-only pages hold ready-made valid arguments, so that
+ * copy_from_user succeeds and copy_to_user fails. */
+#define RO_SETUP	0
+#define RO_QUERY	256
+#define RO_ENTER	512
+#define RO_CREATE	768
+#define RO_RANKS	1024
+#define RO_REG		1536
+#define RO_REPORT	1792
+
+static void zone_init(void)
+{
+	struct kcoll_setup su = { .sq_entries = 8 };
+	struct kcoll_enter en = { 0 };
+	struct kcoll_rank_addr ra = { .addr = { [10] = 0xff, [11] = 0xff, 127, 0, 0, 1 } };
+	struct kcoll_comm_create cc = { .uid = 0x5eed, .nranks = 1 };
+	char *z;
+
+	z = mmap(NULL, ZONE_SIZE, PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (z == MAP_FAILED) {
+		perror("kcoll-fuzz: zone");
+		exit(2);
+	}
+	if (mprotect(z + Z_DATA, Z_DATA_SZ, PROT_READ | PROT_WRITE) ||
+	    mprotect(z + Z_RO, Z_RO_SZ, PROT_READ | PROT_WRITE) ||
+	    mprotect(z + Z_VOL, Z_VOL_SZ, PROT_READ | PROT_WRITE)) {
+		perror("kcoll-fuzz: zone mprotect");
+		exit(2);
+	}
+	memset(z + Z_DATA, 0x11, Z_DATA_SZ);
+	memset(z + Z_VOL, 0x22, Z_VOL_SZ);
+	memset(z + Z_RO, 0, Z_RO_SZ);
+	cc.ranks = (uint64_t)(uintptr_t)(z + Z_RO + RO_RANKS);
+	memcpy(z + Z_RO + RO_SETUP, &su, sizeof(su));
+	memcpy(z + Z_RO + RO_ENTER, &en, sizeof(en));
+	memcpy(z + Z_RO + RO_RANKS, &ra, sizeof(ra));
+	memcpy(z + Z_RO + RO_CREATE, &cc, sizeof(cc));
+	if (mprotect(z + Z_RO, Z_RO_SZ, PROT_READ)) {
+		perror("kcoll-fuzz: zone mprotect");
+		exit(2);
+	}
+	g_zone = z;
+	g_memfd = memfd_create("kcoll-fuzz", MFD_CLOEXEC);
+	if (g_memfd >= 0 && ftruncate(g_memfd, 32 * PAGE))
+		g_memfd = -1;
+}
+
+static char *reservation(size_t len)
+{
+	char *p = mmap(NULL, len, PROT_NONE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	if (p == MAP_FAILED) {
+		perror("kcoll-fuzz: reservation");
+		exit(2);
+	}
+	return p;
+}
+
+/* ------------------------------------------------------------------ */
+/* Slots                                                               */
+/* ------------------------------------------------------------------ */
+
+static void slot_init(struct slot *s, bool shared)
+{
+	memset(s, 0, sizeof(*s));
+	s->fd = -1;
+	s->res = reservation(RES_SIZE);
+	s->shared = shared;
+	pthread_mutex_init(&s->lock, NULL);
+}
+
+static void slot_forget(struct slot *s)
+{
+	int i;
+
+	ST(s->size, 0);
+	ST(s->sq_entries, 0);
+	ST(s->cq_entries, 0);
+	ST(s->ltail, 0);
+	for (i = 0; i < MAX_IDS; i++) {
+		ST(s->comms[i], 0);
+		ST(s->mems[i], 0);
+	}
+}
+
+static void acct_reset(struct tstate *t)
+{
+	memset(&t->acct, 0, sizeof(t->acct));
+	t->acct.valid = true;
+	t->acct.comms_exact = true;
+	t->acct.setup_known = true;
+}
+
+/* Drop the ring mapping (if any). Must hold s->lock. */
+static void slot_unmap_locked(struct tstate *t, struct slot *s)
+{
+	if (!LD(s->mapped))
+		return;
+	ST(s->mapped, 0);
+	reserve(t, s->res, RES_SIZE);
+	t->calls[C_MUNMAP]++;
+}
+
+/* Close the descriptor and forget the ring. Must hold s->lock. */
+static void slot_close_locked(struct tstate *t, struct slot *s)
+{
+	/* Other threads close shared descriptors without the lock: whoever
+	 * takes the number out of the slot closes it, exactly once. */
+	int fd = __atomic_exchange_n(&s->fd, -1, __ATOMIC_RELAXED);
+
+	slot_unmap_locked(t, s);
+	slot_forget(s);
+	if (fd >= 0)
+		x_close(t, fd);
+}
+
+/* The geometry SETUP reported, range-checked against the reservation. */
+struct ringview {
+	char *b;
+	uint32_t sqn, cqn;
+	uint32_t sq_head, sq_tail, sq_mask, sq_entries, sq_flags, sqes;
+	uint32_t cq_head, cq_tail, cq_mask, cq_entries, cq_flags, cqes;
+};
+
+static bool off_ok(uint32_t off, uint64_t len)
+{
+	return off % 4 == 0 && (uint64_t)off + len <= RES_SIZE;
+}
+
+static bool ring_view(struct slot *s, struct ringview *v)
+{
+	v->b = s->res;
+	v->sqn = LD(s->sq_entries);
+	v->cqn = LD(s->cq_entries);
+	v->sq_head = LD(s->so.head);
+	v->sq_tail = LD(s->so.tail);
+	v->sq_mask = LD(s->so.ring_mask);
+	v->sq_entries = LD(s->so.ring_entries);
+	v->sq_flags = LD(s->so.flags);
+	v->sqes = LD(s->so.sqes);
+	v->cq_head = LD(s->co.head);
+	v->cq_tail = LD(s->co.tail);
+	v->cq_mask = LD(s->co.ring_mask);
+	v->cq_entries = LD(s->co.ring_entries);
+	v->cq_flags = LD(s->co.flags);
+	v->cqes = LD(s->co.cqes);
+	if (!LD(s->mapped) || !kcoll_is_pow2(v->sqn) || !kcoll_is_pow2(v->cqn) ||
+	    v->sqn > KCOLL_SQ_ENTRIES_LIMIT || v->cqn > KCOLL_CQ_ENTRIES_LIMIT)
+		return false;
+	return off_ok(v->sq_head, 4) && off_ok(v->sq_tail, 4) &&
+	       off_ok(v->sq_mask, 4) && off_ok(v->sq_entries, 4) &&
+	       off_ok(v->sq_flags, 4) && off_ok(v->cq_head, 4) &&
+	       off_ok(v->cq_tail, 4) && off_ok(v->cq_mask, 4) &&
+	       off_ok(v->cq_entries, 4) && off_ok(v->cq_flags, 4) &&
+	       off_ok(v->sqes, (uint64_t)v->sqn * sizeof(struct kcoll_sqe)) &&
+	       off_ok(v->cqes, (uint64_t)v->cqn * sizeof(struct kcoll_cqe));
+}
+
+#define RU32(v, f)	((uint32_t *)((v)->b + (v)->f))
+
+/* Record a successful SETUP's geometry in @s. */
+static void slot_record(struct slot *s, const struct kcoll_setup *p)
+{
+	ST(s->so.head, p->sq_off.head);
+	ST(s->so.tail, p->sq_off.tail);
+	ST(s->so.ring_mask, p->sq_off.ring_mask);
+	ST(s->so.ring_entries, p->sq_off.ring_entries);
+	ST(s->so.flags, p->sq_off.flags);
+	ST(s->so.sqes, p->sq_off.sqes);
+	ST(s->co.head, p->cq_off.head);
+	ST(s->co.tail, p->cq_off.tail);
+	ST(s->co.ring_mask, p->cq_off.ring_mask);
+	ST(s->co.ring_entries, p->cq_off.ring_entries);
+	ST(s->co.flags, p->cq_off.flags);
+	ST(s->co.cqes, p->cq_off.cqes);
+	ST(s->sq_entries, p->sq_entries);
+	ST(s->cq_entries, p->cq_entries);
+	ST(s->size, p->mmap_size);
+	ST(s->ltail, 0);
+}
+
+/* Map @s's ring at its reservation. Must hold s->lock. */
+static bool slot_map_locked(struct tstate *t, struct slot *s)
+{
+	uint64_t size = LD(s->size);
+	long err;
+	int prot = PROT_READ | PROT_WRITE;
+
+	if (!size || size > RES_SIZE || LD(s->fd) < 0)
+		return false;
+	if (one_in(&t->r, 30))
+		prot = PROT_READ;	/* writes then fault */
+	x_mmap(t, s->res, size, prot, MAP_SHARED | MAP_FIXED, LD(s->fd), 0, &err);
+	if (err) {
+		/* A failed MAP_FIXED may have unmapped the range already. */
+		reserve(t, s->res, size);
+		ST(s->mapped, 0);
+		return false;
+	}
+	ST(s->mapped, 1);
+	return true;
+}
+
+static uint32_t pick_sq_entries(struct tstate *t)
+{
+	switch (rn(&t->r, 12)) {
+	case 0: return rval32(&t->r);
+	case 1: return t->q.max_sq_entries;
+	case 2: return t->q.max_sq_entries + 1;
+	case 3: return 0;
+	case 4: return 64 << rn(&t->r, 6);
+	default: return rn(&t->r, 32) + 1;
+	}
+}
+
+/*
+ * SETUP with random sizes and flags. On the private slot the result is
+ * checked against the plain logic the module is built from. Returns 0 or
+ * -errno.
+ */
+static long do_setup(struct tstate *t, struct slot *s, int fd, bool check)
+{
+	struct kcoll_setup p, in;
+	bool clean = true, known_arg = true, had = LD(s->size) != 0;
+	void *arg = &p;
+	long ret;
+	uint32_t sq, cq;
+	int want;
+
+	memset(&p, 0, sizeof(p));
+	p.sq_entries = pick_sq_entries(t);
+	if (one_in(&t->r, 3)) {
+		p.flags |= KCOLL_SETUP_CQSIZE;
+		p.cq_entries = one_in(&t->r, 4) ? rval32(&t->r) :
+			       p.sq_entries * (rn(&t->r, 4) + 1);
+	}
+	if (one_in(&t->r, 3))
+		p.flags |= KCOLL_SETUP_CLAMP;
+	if (one_in(&t->r, 8)) {
+		clean = false;
+		switch (rn(&t->r, 6)) {
+		case 0: p.flags |= 1U << (2 + rn(&t->r, 30)); break;
+		case 1: p.resv[rn(&t->r, 4)] = rnd(&t->r) | 1; break;
+		case 2: p.mmap_size = rnd(&t->r) | 1; break;
+		case 3: p.features = rval32(&t->r) | 1; break;
+		case 4: ((uint32_t *)&p.sq_off)[rn(&t->r, 8)] = rval32(&t->r) | 1; break;
+		default: p.cq_off.resv[rn(&t->r, 2)] = 1; break;
+		}
+	}
+	if (!(p.flags & KCOLL_SETUP_CQSIZE) && one_in(&t->r, 10))
+		p.cq_entries = rval32(&t->r);	/* without CQSIZE: EINVAL if != 0 */
+	in = p;
+	if (one_in(&t->r, 25)) {
+		arg = one_in(&t->r, 2) ? (void *)(g_zone + Z_RO + RO_SETUP) :
+					 bad_ptr(t, sizeof(p));
+		known_arg = false;
+	}
+	ret = x_ioctl(t, fd, KCOLL_IOC_SETUP, arg, 1000);
+	if (ret == 0 && arg == (void *)&p) {
+		slot_record(s, &p);
+	} else if (arg == (void *)(g_zone + Z_RO + RO_SETUP) && ret == -EFAULT) {
+		/* The rings exist but the reply is lost: the geometry of the
+		 * read-only request (sq 8), from the plain logic. */
+		struct kcoll_setup q = { .sq_entries = 8 };
+		struct kcoll_ring_layout l;
+		uint32_t a, b;
+
+		if (!kcoll_ring_size(8, 0, 0, t->q.max_sq_entries,
+				     t->q.max_cq_entries, &a, &b)) {
+			kcoll_ring_layout(a, b, &l);
+			q.sq_entries = a;
+			q.cq_entries = b;
+			q.sq_off = l.sq_off;
+			q.cq_off = l.cq_off;
+			q.mmap_size = l.size;
+			slot_record(s, &q);
+		}
+	} else if (!known_arg && (ret == 0 || ret == -EFAULT) && check) {
+		t->acct.setup_known = false;	/* rings or not: unknown */
+	}
+	if (!check || !known_arg || !t->acct.setup_known)
+		return ret;
+
+	/* The private descriptor's state is known: check the answer. */
+	t->checked++;
+	if (!clean) {
+		if (ret != -EINVAL)
+			unexpected(t, "SETUP with a reserved/output/flag field set (flags %#x) returned %ld, not -EINVAL",
+				   in.flags, ret);
+		return ret;
+	}
+	want = kcoll_ring_size(in.sq_entries, in.cq_entries, in.flags,
+			       t->q.max_sq_entries, t->q.max_cq_entries, &sq, &cq);
+	if (want) {
+		if (ret != -EINVAL)
+			unexpected(t, "SETUP sq %u cq %u flags %#x (max %u/%u) returned %ld, expected -EINVAL",
+				   in.sq_entries, in.cq_entries, in.flags,
+				   t->q.max_sq_entries, t->q.max_cq_entries, ret);
+	} else if (had) {
+		if (ret != -EBUSY)
+			unexpected(t, "second SETUP (sq %u cq %u flags %#x) returned %ld, expected -EBUSY",
+				   in.sq_entries, in.cq_entries, in.flags, ret);
+	} else if (ret == 0) {
+		struct kcoll_ring_layout l;
+
+		kcoll_ring_layout(sq, cq, &l);
+		if (p.sq_entries != sq || p.cq_entries != cq ||
+		    memcmp(&p.sq_off, &l.sq_off, sizeof(l.sq_off)) ||
+		    memcmp(&p.cq_off, &l.cq_off, sizeof(l.cq_off)) ||
+		    p.mmap_size != l.size || p.mmap_offset != KCOLL_OFF_RINGS ||
+		    !(p.features & KCOLL_FEAT_SINGLE_MMAP) ||
+		    !kcoll_all_zero(p.resv, sizeof(p.resv)))
+			unexpected(t, "SETUP sq %u cq %u flags %#x: got sq %u cq %u size %llu, expected sq %u cq %u size %llu",
+				   in.sq_entries, in.cq_entries, in.flags,
+				   p.sq_entries, p.cq_entries,
+				   (unsigned long long)p.mmap_size, sq, cq,
+				   (unsigned long long)l.size);
+	} else if (ret != -ENOMEM) {
+		unexpected(t, "SETUP sq %u cq %u flags %#x (max %u/%u) returned %ld, expected success",
+			   in.sq_entries, in.cq_entries, in.flags,
+			   t->q.max_sq_entries, t->q.max_cq_entries, ret);
+	}
+	return ret;
+}
+
+/*
+ * Descriptors of private rings live at numbers of their own, far above the
+ * shared ones: a shared number another thread closes or dup2()s after it
+ * was reused can never be a private descriptor, whose state is checked.
+ */
+#define PRIV_FD_BASE	512
+
+static int fd_private(struct tstate *t, int fd)
+{
+	int hi;
+
+	if (fd < 0)
+		return fd;
+	call_begin(t, C_DUP, 1000);
+	hi = (int)call_end(t, C_DUP, fcntl(fd, F_DUPFD_CLOEXEC, PRIV_FD_BASE + 4 * t->id));
+	x_close(t, fd);
+	return hi;
+}
+
+/* Open a fresh descriptor into @s, usually with a ring, usually mapped. */
+static void slot_reopen(struct tstate *t, struct slot *s)
+{
+	static const int oflags[] = {
+		O_RDWR, O_RDWR | O_CLOEXEC, O_RDWR | O_NONBLOCK, O_RDONLY,
+		O_WRONLY,
+	};
+	bool priv = !s->shared;
+	int fd;
+
+	pthread_mutex_lock(&s->lock);
+	slot_close_locked(t, s);
+	fd = x_open(t, one_in(&t->r, 6) ? oflags[rn(&t->r, 5)] : O_RDWR);
+	if (priv)
+		fd = fd_private(t, fd);
+	if (fd < 0) {
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	ST(s->fd, fd);
+	if (priv)
+		acct_reset(t);
+	if (!one_in(&t->r, 10)) {
+		int tries = 4;
+
+		while (tries-- && do_setup(t, s, fd, priv) && !LD(s->size))
+			;
+	}
+	if (LD(s->size) && !one_in(&t->r, 10))
+		slot_map_locked(t, s);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* Descriptors                                                         */
+/* ------------------------------------------------------------------ */
+
+#define TAG_MAGIC	0xc011ULL
+enum { EXP_ANY, EXP_ZERO, EXP_REF };
+
+static uint64_t tag(struct tstate *t, int exp, enum kcoll_ref_verdict v)
+{
+	return TAG_MAGIC << 48 | (uint64_t)exp << 44 | (uint64_t)v << 40 |
+	       (t->seq++ & 0xffffffffffULL);
+}
+
+static bool is_reducing(uint8_t op)
+{
+	return op == KCOLL_OP_ALLREDUCE || op == KCOLL_OP_REDUCE ||
+	       op == KCOLL_OP_REDUCE_SCATTER;
+}
+
+/* Send and receive bytes of @op for n ranks, count elements of @es. */
+static void coll_sizes(uint8_t op, uint32_t n, uint64_t count, size_t es,
+		       uint64_t *snd, uint64_t *rcv)
+{
+	uint64_t c = count * es, nc = c * n;
+
+	*snd = *rcv = 0;
+	switch (op) {
+	case KCOLL_OP_ALLREDUCE: case KCOLL_OP_REDUCE:
+	case KCOLL_OP_BROADCAST:
+		*snd = *rcv = c;
+		break;
+	case KCOLL_OP_ALLGATHER:
+		*snd = c;
+		*rcv = nc;
+		break;
+	case KCOLL_OP_REDUCE_SCATTER:
+		*snd = nc;
+		*rcv = c;
+		break;
+	case KCOLL_OP_ALLTOALL:
+		*snd = *rcv = nc;
+		break;
+	case KCOLL_OP_SEND:
+		*snd = c;
+		break;
+	case KCOLL_OP_RECV:
+		*rcv = c;
+		break;
+	default:
+		break;
+	}
+}
+
+static uint64_t pick_count(struct tstate *t)
+{
+	switch (rn(&t->r, 20)) {
+	case 0: return rinteresting(&t->r);
+	case 1: return 0;
+	case 2: case 3: return rn(&t->r, 65536);
+	default: return rn(&t->r, 1024) + 1;
+	}
+}
+
+/* A comm id of @s (0 if none), its rank count in *@n. */
+static uint32_t pick_comm(struct tstate *t, struct slot *s, int *n)
+{
+	int i = rn(&t->r, MAX_IDS), k;
+
+	*n = 1;
+	for (k = 0; k < MAX_IDS; k++) {
+		uint32_t id = LD(s->comms[(i + k) % MAX_IDS]);
+
+		if (id) {
+			*n = LD(s->nranks[(i + k) % MAX_IDS]);
+			return id;
+		}
+	}
+	return 0;
+}
+
+/* A valid-looking collective on one of @s's communicators. */
+static void gen_coll(struct tstate *t, struct slot *s, struct kcoll_sqe *q,
+		     uint8_t op, bool priv)
+{
+	uint64_t snd, rcv;
+	int n = 1, i;
+	size_t es;
+
+	q->opcode = op;
+	q->comm_id = pick_comm(t, s, &n);
+	if (!q->comm_id || one_in(&t->r, 20))
+		q->comm_id = rn(&t->r, 8) + 1;
+	if (op == KCOLL_OP_BARRIER)
+		goto out;
+	q->dtype = rn(&t->r, KCOLL_DTYPE_LAST - 1) + 1;
+	if (is_reducing(op)) {
+		q->redop = rn(&t->r, KCOLL_REDOP_AVG - 1) + 1;
+		if (kcoll_ref_float(q->dtype) && one_in(&t->r, 4))
+			q->redop = KCOLL_REDOP_AVG;
+	}
+	if (op == KCOLL_OP_REDUCE || op == KCOLL_OP_BROADCAST)
+		q->peer = one_in(&t->r, 8) ? rn(&t->r, 3) : 0;
+	if (op == KCOLL_OP_SEND || op == KCOLL_OP_RECV)
+		q->peer = rn(&t->r, 3);
+	q->count = pick_count(t);
+	es = dtype_size(q->dtype);
+	coll_sizes(op, (uint32_t)(n > 0 ? n : 1), q->count > (1 << 20) ? 1 : q->count,
+		   es, &snd, &rcv);
+	if (snd)
+		q->send_addr = pick_addr(t, snd, priv);
+	if (rcv)
+		q->recv_addr = pick_addr(t, rcv, priv);
+	if (snd && rcv && one_in(&t->r, 5))
+		q->recv_addr = q->send_addr;			/* in place */
+	/* A registration that holds the buffer, sometimes. */
+	for (i = 0; i < MAX_IDS && one_in(&t->r, 3); i++) {
+		int k = rn(&t->r, MAX_IDS);
+		uint32_t h = LD(s->mems[k]);
+		uint64_t a = LD(s->mem_addr[k]), l = LD(s->mem_len[k]);
+
+		if (!h)
+			continue;
+		if (snd && one_in(&t->r, 2)) {
+			q->send_mr = h;
+			if (snd <= l)
+				q->send_addr = a + rnd(&t->r) % (l - snd + 1);
+		} else if (rcv) {
+			q->recv_mr = h;
+			if (rcv <= l)
+				q->recv_addr = a + rnd(&t->r) % (l - rcv + 1);
+		}
+		break;
+	}
+out:
+	q->prio = rn(&t->r, KCOLL_PRIO_MAX + 1);
+	switch (rn(&t->r, 8)) {
+	case 0: q->timeout_ms = rn(&t->r, 200) + 1; break;
+	case 1: q->timeout_ms = KCOLL_TIMEOUT_NONE; break;
+	default: break;
+	}
+}
+
+/* 1-3 mutations of a valid descriptor. */
+static void mutate_sqe(struct tstate *t, struct kcoll_sqe *q)
+{
+	uint8_t *b = (uint8_t *)q;
+	int k = rn(&t->r, 3) + 1;
+
+	while (k--) {
+		switch (rn(&t->r, 12)) {
+		case 0: case 1: {
+			unsigned int byte = rn(&t->r, sizeof(*q));
+
+			if (byte >= 8 && byte < 16)	/* user_data: the tag */
+				byte = 0;
+			b[byte] ^= 1U << rn(&t->r, 8);
+			break;
+		}
+		case 2: q->opcode = one_in(&t->r, 2) ? rn(&t->r, KCOLL_OP_LAST + 2) :
+						       (uint8_t)rnd(&t->r); break;
+		case 3: q->dtype = rn(&t->r, KCOLL_DTYPE_LAST + 2); break;
+		case 4: q->redop = rn(&t->r, KCOLL_REDOP_LAST + 2); break;
+		case 5: q->prio = rn(&t->r, 3) ? rn(&t->r, KCOLL_PRIO_MAX + 3) : (uint8_t)rnd(&t->r); break;
+		case 6: q->flags = 1U << rn(&t->r, 32); break;
+		case 7: q->count = rinteresting(&t->r); break;
+		case 8: q->peer = rval32(&t->r); break;
+		case 9: q->resv = rval32(&t->r); break;
+		case 10: q->comm_id = rval32(&t->r); break;
+		default:
+			switch (rn(&t->r, 5)) {
+			case 0: q->send_addr = pick_addr(t, 64, false); break;
+			case 1: q->recv_addr = pick_addr(t, 64, false); break;
+			case 2: q->send_mr = rval32(&t->r); break;
+			case 3: q->recv_mr = rval32(&t->r); break;
+			default: q->timeout_ms = rval32(&t->r); break;
+			}
+		}
+	}
+}
+
+/* One descriptor for @s; *@v is what the reference expects of it. */
+static void gen_sqe(struct tstate *t, struct slot *s, struct kcoll_sqe *q,
+		    bool priv)
+{
+	enum kcoll_ref_verdict v;
+	int exp = EXP_ANY;
+	uint32_t r = rn(&t->r, 100);
+
+	memset(q, 0, sizeof(*q));
+	if (r < 30) {
+		q->opcode = KCOLL_OP_NOP;
+	} else if (r < 50) {
+		q->opcode = KCOLL_OP_DELAY;
+		/* Short delays; the CQ fills with long ones otherwise. */
+		q->count = one_in(&t->r, 300) ? rn(&t->r, KCOLL_DELAY_MAX_US + 1) :
+			   one_in(&t->r, 20) ? rn(&t->r, 20000) : rn(&t->r, 2000);
+		if (priv && q->count > 5000)
+			q->count = 5000;
+	} else if (r < 97) {
+		gen_coll(t, s, q, KCOLL_OP_ALLREDUCE + rn(&t->r, KCOLL_OP_LAST -
+							   KCOLL_OP_ALLREDUCE), priv);
+	} else {
+		q->opcode = KCOLL_OP_LAST + rn(&t->r, 245);
+	}
+	if (one_in(&t->r, 4))
+		mutate_sqe(t, q);
+	v = kcoll_ref_sqe(q);
+	if (v != KCOLL_REF_VALID)
+		exp = EXP_REF;
+	else if (q->opcode == KCOLL_OP_NOP || q->opcode == KCOLL_OP_DELAY)
+		exp = EXP_ZERO;		/* NOP, and a DELAY not cancelled */
+	q->user_data = priv ? tag(t, exp, v) : rnd(&t->r);
+}
+
+/* ------------------------------------------------------------------ */
+/* Rings                                                               */
+/* ------------------------------------------------------------------ */
+
+/* Write @n descriptors at the application tail and publish it. */
+static void ring_push(struct slot *s, const struct ringview *v,
+		      const struct kcoll_sqe *q, uint32_t n)
+{
+	uint32_t tail = LD(s->ltail), head, i;
+
+	head = __atomic_load_n(RU32(v, sq_head), __ATOMIC_ACQUIRE);
+	if (tail - head > v->sqn)
+		tail = head;		/* lost track (corruption, reopen) */
+	for (i = 0; i < n; i++) {
+		uint32_t idx = (tail + i) & (v->sqn - 1);
+
+		memcpy(v->b + v->sqes + (size_t)idx * sizeof(*q), &q[i],
+		       sizeof(*q));
+	}
+	__atomic_store_n(RU32(v, sq_tail), tail + n, __ATOMIC_RELEASE);
+	ST(s->ltail, tail + n);
+}
+
+struct gpush {
+	struct slot *s;
+	const struct ringview *v;
+	const struct kcoll_sqe *q;
+	uint32_t n;
+};
+
+static void gpush_fn(void *arg)
+{
+	struct gpush *g = arg;
+
+	ring_push(g->s, g->v, g->q, g->n);
+}
+
+static bool gpush(struct tstate *t, struct slot *s, const struct ringview *v,
+		  const struct kcoll_sqe *q, uint32_t n)
+{
+	struct gpush g = { s, v, q, n };
+
+	return guarded(t, gpush_fn, &g);
+}
+
+#define DRAIN_MAX	256
+
+/* Copy up to DRAIN_MAX ready CQEs out and release them. Returns how many,
+ * or -1 if the indices are corrupt (then the head is reset to the tail). */
+static int ring_pop(const struct ringview *v, struct kcoll_cqe *out)
+{
+	uint32_t head = __atomic_load_n(RU32(v, cq_head), __ATOMIC_RELAXED);
+	uint32_t tail = __atomic_load_n(RU32(v, cq_tail), __ATOMIC_ACQUIRE);
+	uint32_t n = tail - head, i;
+
+	if (n > v->cqn) {
+		__atomic_store_n(RU32(v, cq_head), tail, __ATOMIC_RELEASE);
+		return -1;
+	}
+	if (n > DRAIN_MAX)
+		n = DRAIN_MAX;
+	for (i = 0; i < n; i++)
+		memcpy(&out[i], v->b + v->cqes +
+		       (size_t)((head + i) & (v->cqn - 1)) * sizeof(*out),
+		       sizeof(*out));
+	__atomic_store_n(RU32(v, cq_head), head + n, __ATOMIC_RELEASE);
+	return (int)n;
+}
+
+struct gpop {
+	const struct ringview *v;
+	struct kcoll_cqe *out;
+	int n;
+};
+
+static void gpop_fn(void *arg)
+{
+	struct gpop *g = arg;
+
+	g->n = ring_pop(g->v, g->out);
+}
+
+/* ring_pop() of memory that may vanish: false if it faulted. */
+static bool gpop(struct tstate *t, const struct ringview *v,
+		 struct kcoll_cqe *out, int *n)
+{
+	struct gpop g = { v, out, 0 };
+
+	if (!guarded(t, gpop_fn, &g))
+		return false;
+	*n = g.n;
+	return true;
+}
+
+static void check_cqe(struct tstate *t, const struct kcoll_cqe *c)
+{
+	uint64_t ud = c->user_data;
+	int exp = (ud >> 44) & 0xf;
+	enum kcoll_ref_verdict v = (ud >> 40) & 0xf;
+
+	if (ud >> 48 != TAG_MAGIC)
+		return;
+	t->checked++;
+	if (exp == EXP_ZERO && c->res != 0)
+		unexpected(t, "valid NOP/DELAY (user_data %#llx) completed with %d",
+			   (unsigned long long)ud, c->res);
+	if (exp == EXP_REF && !kcoll_ref_res_ok(v, c->res))
+		unexpected(t, "invalid SQE (reference: %s, user_data %#llx) completed with %d",
+			   v == KCOLL_REF_EINVAL ? "-EINVAL" :
+			   v == KCOLL_REF_ERANGE ? "-ERANGE" : "-EINVAL/-ERANGE",
+			   (unsigned long long)ud, c->res);
+}
+
+/* Reap what is ready on @s; checks CQEs of the private slot. */
+static void ring_drain(struct tstate *t, struct slot *s)
+{
+	struct kcoll_cqe c[DRAIN_MAX];
+	struct ringview v;
+	int n = 0, i, rounds = 8;
+	bool priv = !s->shared;
+
+	if (!ring_view(s, &v))
+		return;
+	while (rounds--) {
+		if (!gpop(t, &v, c, &n))
+			return;
+		if (n < 0) {
+			if (priv)
+				t->acct.valid = false;
+			return;
+		}
+		if (!n)
+			return;
+		t->cqes += n;
+		if (!priv)
+			continue;
+		for (i = 0; i < n; i++)
+			check_cqe(t, &c[i]);
+		t->acct.reaped += n;
+		if (t->acct.valid && t->acct.reaped > t->acct.consumed)
+			unexpected(t, "%llu CQEs reaped but only %llu SQEs consumed",
+				   (unsigned long long)t->acct.reaped,
+				   (unsigned long long)t->acct.consumed);
+	}
+}
+
+/* ENTER with random arguments around @n queued SQEs. */
+static long do_enter(struct tstate *t, struct slot *s, uint32_t n, bool wait)
+{
+	struct kcoll_enter e = { .to_submit = n };
+	uint32_t sqn = LD(s->sq_entries), cqn = LD(s->cq_entries);
+	bool priv = !s->shared;
+	int allow = 200, want;
+	void *arg = &e;
+	long ret;
+
+	if (one_in(&t->r, 8)) {
+		switch (rn(&t->r, 4)) {
+		case 0: e.to_submit = rval32(&t->r); break;
+		case 1: e.to_submit = sqn + rn(&t->r, 2); break;
+		case 2: e.to_submit = 0; break;
+		default: e.to_submit = rn(&t->r, n + 2); break;
+		}
+	}
+	if (wait || one_in(&t->r, 4)) {
+		e.flags = KCOLL_ENTER_GETEVENTS;
+		e.min_complete = one_in(&t->r, 6) ? rval32(&t->r) % (cqn + 2) :
+				 rn(&t->r, n + 1);
+		/* Always a short limit, but for a rare unlimited wait that
+		 * the watchdog's SIGUSR1 ends (the EINTR path). */
+		e.timeout_ns = rn(&t->r, 10000000) + 1;
+		if (one_in(&t->r, 2000)) {
+			e.timeout_ns = 0;
+			allow = 300;
+		} else if (one_in(&t->r, 500)) {
+			e.timeout_ns = one_in(&t->r, 2) ? ~0ULL : 1ULL << 63;
+			allow = 300;
+		}
+	} else if (one_in(&t->r, 20)) {
+		e.min_complete = rval32(&t->r);		/* EINVAL */
+	}
+	if (one_in(&t->r, 30)) {
+		switch (rn(&t->r, 4)) {
+		case 0: e.flags |= 1U << rn(&t->r, 32); break;
+		case 1: e.resv0 = rval32(&t->r) | 1; break;
+		case 2: e.resv[rn(&t->r, 2)] = rnd(&t->r) | 1; break;
+		default: e.timeout_ns = rnd(&t->r); break;
+		}
+	}
+	if (one_in(&t->r, 40)) {
+		arg = one_in(&t->r, 3) ? (void *)(g_zone + Z_RO + RO_ENTER) :
+			bad_ptr(t, sizeof(e));
+	}
+	ret = x_ioctl(t, LD(s->fd), KCOLL_IOC_ENTER, arg, allow);
+	if (!priv || arg != (void *)&e || !LD(s->size) || LD(s->fd) < 0)
+		return ret;
+	/* Private and set up: kcoll_enter_check() decides -EINVAL. */
+	want = kcoll_enter_check(&e, sqn, cqn);
+	t->checked++;
+	if (want && ret != -EINVAL)
+		unexpected(t, "ENTER {%u, %u, %#x, resv0 %u, %llu} on sq %u cq %u returned %ld, expected -EINVAL",
+			   e.to_submit, e.min_complete, e.flags, e.resv0,
+			   (unsigned long long)e.timeout_ns, sqn, cqn, ret);
+	else if (!want && ret == -EINVAL)
+		unexpected(t, "ENTER {%u, %u, %#x, %llu} on sq %u cq %u returned -EINVAL",
+			   e.to_submit, e.min_complete, e.flags,
+			   (unsigned long long)e.timeout_ns, sqn, cqn);
+	else if (ret > (long)e.to_submit)
+		unexpected(t, "ENTER consumed %ld SQEs of to_submit %u",
+			   ret, e.to_submit);
+	if (ret > 0)
+		t->acct.consumed += ret;
+	return ret;
+}
+
+/* Write a batch of (mutated) descriptors into @s, ENTER, reap. */
+static void act_submit(struct tstate *t, struct slot *s)
+{
+	struct kcoll_sqe q[32];
+	struct ringview v;
+	uint32_t n, i;
+	bool priv = !s->shared;
+
+	if (!ring_view(s, &v)) {
+		if (LD(s->fd) >= 0 && one_in(&t->r, 4))
+			do_enter(t, s, rn(&t->r, 4), false);
+		return;
+	}
+	n = rn(&t->r, 8) + 1;
+	if (one_in(&t->r, 10))
+		n = rn(&t->r, 32) + 1;
+	if (n > v.sqn)
+		n = v.sqn;
+	for (i = 0; i < n; i++)
+		gen_sqe(t, s, &q[i], priv);
+	if (!gpush(t, s, &v, q, n))
+		return;
+	t->sqes += n;
+	do_enter(t, s, n, one_in(&t->r, 3));
+	ring_drain(t, s);
+}
+
+/*
+ * One single-rank collective on private memory, alone on the private ring:
+ * it completes inside ENTER and, on one rank, every collective copies its
+ * input to its output, which is checked byte for byte.
+ */
+static void act_checked_coll(struct tstate *t)
+{
+	static const uint8_t ops[] = {
+		KCOLL_OP_ALLREDUCE, KCOLL_OP_REDUCE, KCOLL_OP_BROADCAST,
+		KCOLL_OP_ALLGATHER, KCOLL_OP_REDUCE_SCATTER, KCOLL_OP_ALLTOALL,
+	};
+	struct slot *s = &t->priv;
+	struct kcoll_sqe q;
+	struct kcoll_cqe c[DRAIN_MAX];
+	struct ringview v;
+	uint32_t id = 0;
+	uint64_t len;
+	int i, n = 0;
+	char *src, *dst;
+
+	for (i = 0; i < MAX_IDS && !id; i++)
+		if (LD(s->nranks[i]) == 1)
+			id = LD(s->comms[i]);
+	if (!id || !ring_view(s, &v))
+		return;
+	ring_drain(t, s);
+	memset(&q, 0, sizeof(q));
+	q.opcode = ops[rn(&t->r, sizeof(ops))];
+	q.comm_id = id;
+	q.dtype = rn(&t->r, KCOLL_DTYPE_LAST - 1) + 1;
+	if (is_reducing(q.opcode))
+		q.redop = rn(&t->r, KCOLL_REDOP_MAX) + 1;	/* not AVG */
+	q.count = rn(&t->r, 3) ? rn(&t->r, 4096) + 1 : rn(&t->r, 65536) + 1;
+	len = q.count * dtype_size(q.dtype);
+	src = t->data + rn(&t->r, (uint32_t)(PRIV_DATA / 2 - len) + 1);
+	dst = t->data + PRIV_DATA / 2 + rn(&t->r, (uint32_t)(PRIV_DATA / 2 - len) + 1);
+	for (i = 0; i < (int)len; i++)
+		src[i] = (char)rnd(&t->r);
+	memset(dst, 0xa5, len);
+	q.send_addr = (uint64_t)(uintptr_t)src;
+	q.recv_addr = (uint64_t)(uintptr_t)dst;
+	q.user_data = tag(t, EXP_ANY, KCOLL_REF_VALID);
+	if (!gpush(t, s, &v, &q, 1))
+		return;
+	{
+		struct kcoll_enter e = {
+			.to_submit = 1, .min_complete = 1,
+			.flags = KCOLL_ENTER_GETEVENTS, .timeout_ns = 10000000,
+		};
+		long ret = x_ioctl(t, LD(s->fd), KCOLL_IOC_ENTER, &e, 200);
+
+		if (ret != 1)
+			return;		/* CQ full, ring corrupted, ... */
+		t->acct.consumed++;
+	}
+	if (!gpop(t, &v, c, &n) || n <= 0)
+		return;
+	t->acct.reaped += n;
+	for (i = 0; i < n; i++) {
+		check_cqe(t, &c[i]);
+		if (c[i].user_data != q.user_data)
+			continue;
+		t->checked++;
+		if (c[i].res == 0 && memcmp(src, dst, len))
+			unexpected(t, "one-rank %s of %llu x dtype %u completed but the output differs from the input",
+				   kcoll_op_name(q.opcode),
+				   (unsigned long long)q.count, q.dtype);
+		else if (c[i].res != 0)
+			vlog("kcoll-fuzz: one-rank %s: %d\n",
+			     kcoll_op_name(q.opcode), c[i].res);
+	}
+}
+
+/* Scribble over the shared indices and fields, then let the kernel see. */
+static uint32_t *corrupt_where(struct tstate *t, const struct ringview *v,
+				int what)
+{
+	uint32_t *p;
+
+	switch (what) {
+	case 0: p = RU32(v, sq_tail); break;
+	case 1: p = RU32(v, cq_head); break;
+	case 2: p = RU32(v, sq_head); break;
+	case 3: p = RU32(v, cq_tail); break;
+	case 4: p = RU32(v, sq_mask); break;
+	case 5: p = RU32(v, cq_mask); break;
+	case 6: p = RU32(v, sq_entries); break;
+	case 7: p = RU32(v, cq_entries); break;
+	case 8: p = RU32(v, sq_flags); break;
+	case 9: p = RU32(v, cq_flags); break;
+	case 10:
+		p = (uint32_t *)(v->b + v->sqes) + rn(&t->r, v->sqn * 16);
+		break;
+	default:
+		p = (uint32_t *)(v->b + v->cqes) + rn(&t->r, v->cqn * 4);
+		break;
+	}
+	return p;
+}
+
+struct gstore {
+	uint32_t *p;
+	uint32_t v;
+};
+
+static void gstore_fn(void *arg)
+{
+	struct gstore *g = arg;
+
+	__atomic_store_n(g->p, g->v, __ATOMIC_RELEASE);
+}
+
+static bool gstore(struct tstate *t, uint32_t *p, uint32_t v)
+{
+	struct gstore g = { p, v };
+
+	return guarded(t, gstore_fn, &g);
+}
+
+static void act_corrupt(struct tstate *t, struct slot *s)
+{
+	struct ringview v;
+	uint32_t cur = 0, val, *p;
+	int what;
+
+	if (!ring_view(s, &v))
+		return;
+	/* The private ring keeps its descriptors and completions intact:
+	 * their tags are checked. Only its indices and fields change. */
+	what = rn(&t->r, s->shared ? 12 : 10);
+	switch (rn(&t->r, 6)) {
+	case 0: val = rval32(&t->r); break;
+	case 1: val = v.sqn + rn(&t->r, 3); break;
+	case 2: val = v.cqn + rn(&t->r, 3); break;
+	default: val = 0; break;
+	}
+	p = corrupt_where(t, &v, what);
+	if (what <= 3 && !gload(t, p, &cur))
+		return;
+	if (what <= 3 && rn(&t->r, 3))
+		val = cur + (one_in(&t->r, 2) ? val : -val);
+	if (what == 9 && one_in(&t->r, 2))
+		val = rn(&t->r, 2);
+	if (!gstore(t, p, val))
+		return;
+	if (!s->shared && (what == 1 || what == 3))
+		t->acct.valid = false;
+	do_enter(t, s, rn(&t->r, v.sqn + 1), one_in(&t->r, 4));
+	ring_drain(t, s);
+	/* Sometimes repair what the application owns. */
+	if (one_in(&t->r, 2) && what <= 1)
+		gstore(t, p, cur);
+}
+
+/* ------------------------------------------------------------------ */
+/* Actions on descriptors and mappings                                 */
+/* ------------------------------------------------------------------ */
+
+static void act_query(struct tstate *t, struct slot *s)
+{
+	struct kcoll_query q;
+	bool dirty = false;
+	void *arg = &q;
+	long ret;
+	int fd = LD(s->fd);
+
+	memset(&q, 0, sizeof(q));
+	if (one_in(&t->r, 4)) {
+		((uint8_t *)&q)[rn(&t->r, sizeof(q))] = (uint8_t)(rnd(&t->r) | 1);
+		dirty = true;
+	}
+	if (one_in(&t->r, 8))
+		arg = one_in(&t->r, 2) ? (void *)(g_zone + Z_RO + RO_QUERY) :
+		      bad_ptr(t, sizeof(q));
+	ret = x_ioctl(t, fd, KCOLL_IOC_QUERY, arg, 200);
+	if (s->shared || fd < 0 || arg != (void *)&q)
+		return;
+	t->checked++;
+	if (dirty && ret != -EINVAL)
+		unexpected(t, "QUERY with non-zero input returned %ld", ret);
+	if (!dirty && ret != 0)
+		unexpected(t, "QUERY returned %ld", ret);
+	if (!dirty && ret == 0 &&
+	    (q.abi_version != KCOLL_ABI_VERSION ||
+	     q.sqe_size != sizeof(struct kcoll_sqe) ||
+	     q.cqe_size != sizeof(struct kcoll_cqe) ||
+	     q.nr_ops != KCOLL_OP_LAST || q.max_sq_entries > q.max_cq_entries ||
+	     (q.ops_supported & ~((1ULL << q.nr_ops) - 1)) ||
+	     q.delay_max_us != KCOLL_DELAY_MAX_US ||
+	     !kcoll_all_zero(q.resv, sizeof(q.resv))))
+		unexpected(t, "QUERY: abi %u sqe %u cqe %u ops %u sq %u cq %u",
+			   q.abi_version, q.sqe_size, q.cqe_size, q.nr_ops,
+			   q.max_sq_entries, q.max_cq_entries);
+}
+
+static void act_setup(struct tstate *t, struct slot *s)
+{
+	if (one_in(&t->r, 2) || LD(s->fd) < 0) {
+		slot_reopen(t, s);
+		return;
+	}
+	/* Once per file: a second SETUP is -EBUSY (or -EINVAL for bad
+	 * arguments, checked first). */
+	pthread_mutex_lock(&s->lock);
+	do_setup(t, s, LD(s->fd), !s->shared);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void act_mmap(struct tstate *t, struct slot *s)
+{
+	uint64_t size = LD(s->size), len;
+	int fd = LD(s->fd), flags = MAP_SHARED, prot = PROT_READ | PROT_WRITE;
+	bool must_fail = false;
+	off_t off = 0;
+	long err;
+	void *p;
+
+	if (fd < 0)
+		return;
+	if (one_in(&t->r, 2)) {
+		pthread_mutex_lock(&s->lock);
+		slot_map_locked(t, s);
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	/* Somewhere the kernel chooses, with right or wrong arguments. */
+	len = size ? size : PAGE;
+	switch (rn(&t->r, 8)) {
+	case 0: off = (off_t)(rn(&t->r, 16) + 1) * (off_t)PAGE; must_fail = true; break;
+	case 1: len = size + PAGE * (rn(&t->r, 4) + 1); must_fail = true; break;
+	case 2: if (size > PAGE) { len = size - PAGE; must_fail = true; } break;
+	case 3: flags = MAP_PRIVATE; must_fail = true; break;
+	case 4: prot = PROT_READ; break;
+	case 5: prot = PROT_READ | PROT_WRITE | PROT_EXEC; break;
+	case 6: off = (off_t)rnd(&t->r) & ~(off_t)(PAGE - 1) & 0x7fffffffffffLL; must_fail = off != 0; break;
+	default: break;
+	}
+	if (!size)
+		must_fail = true;	/* -ENXIO before SETUP */
+	p = x_mmap(t, NULL, len, prot, flags, fd, off, &err);
+	if (!err) {
+		if (must_fail && !s->shared && t->acct.setup_known)
+			unexpected(t, "mmap len %llu (ring %llu) off %lld flags %#x succeeded",
+				   (unsigned long long)len, (unsigned long long)size,
+				   (long long)off, flags);
+		uint32_t junk;
+
+		gload(t, p, &junk);
+		call_begin(t, C_MUNMAP, 1000);
+		call_end(t, C_MUNMAP, munmap(p, len));
+	} else if (!must_fail && !s->shared && fd >= 0 && err != -EACCES &&
+		   err != -EPERM && err != -ENOMEM && t->acct.setup_known) {
+		unexpected(t, "mmap of a %llu-byte ring failed: %ld",
+			   (unsigned long long)size, err);
+	}
+	if (!s->shared)
+		t->checked++;
+}
+
+/* Take the ring away from under the other threads, in one of many ways. */
+static void act_unmap(struct tstate *t, struct slot *s)
+{
+	uint64_t size = LD(s->size);
+	char *b = s->res;
+	long err;
+
+	pthread_mutex_lock(&s->lock);
+	if (!LD(s->mapped) || !size || size > RES_SIZE) {
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	switch (rn(&t->r, 8)) {
+	case 0: case 1:			/* munmap, then the hole is reserved again */
+		call_begin(t, C_MUNMAP, 1000);
+		call_end(t, C_MUNMAP, munmap(b, size));
+		reserve(t, b, RES_SIZE);
+		ST(s->mapped, 0);
+		break;
+	case 2:				/* replaced in one step */
+		reserve(t, b, size);
+		t->calls[C_MUNMAP]++;
+		ST(s->mapped, 0);
+		break;
+	case 3: {			/* one page out of the middle */
+		uint64_t pg = rn(&t->r, (uint32_t)(size / PAGE)) * PAGE;
+
+		call_begin(t, C_MUNMAP, 1000);
+		call_end(t, C_MUNMAP, munmap(b + pg, PAGE));
+		reserve(t, b + pg, PAGE);
+		break;
+	}
+	case 4:				/* read-only: our writes fault */
+		call_begin(t, C_VMA, 1000);
+		call_end(t, C_VMA, mprotect(b, size, one_in(&t->r, 3) ? PROT_NONE : PROT_READ));
+		break;
+	case 5:				/* zapped: the next touch is SIGBUS */
+		call_begin(t, C_VMA, 1000);
+		call_end(t, C_VMA, madvise(b, size, one_in(&t->r, 2) ? MADV_DONTNEED :
+					   one_in(&t->r, 2) ? MADV_DONTFORK : MADV_REMOVE));
+		break;
+	case 6: {			/* shrink (grow is refused: VM_DONTEXPAND) */
+		uint64_t nsz = size > PAGE ? size - PAGE : size;
+		void *p;
+
+		call_begin(t, C_VMA, 1000);
+		p = mremap(b, size, one_in(&t->r, 2) ? nsz : size + PAGE, 0);
+		err = call_end(t, C_VMA, p == MAP_FAILED ? -1 : 0);
+		if (!err && nsz < size)
+			reserve(t, b + nsz, size - nsz);
+		break;
+	}
+	default:			/* the same ring mapped again */
+		slot_map_locked(t, s);
+		break;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* close(), dup2() and friends on a shared descriptor: other threads may be
+ * inside ENTER with it. */
+static void act_close_dup(struct tstate *t)
+{
+	struct slot *s = &g_shared[rn(&t->r, NSHARED)];
+	struct slot *o = &g_shared[rn(&t->r, NSHARED)];
+	int fd = LD(s->fd), nfd;
+
+	switch (rn(&t->r, 5)) {
+	case 0:				/* close, ring and all */
+		pthread_mutex_lock(&s->lock);
+		slot_close_locked(t, s);
+		pthread_mutex_unlock(&s->lock);
+		break;
+	case 1:				/* close, the mapping keeps the file */
+		fd = __atomic_exchange_n(&s->fd, -1, __ATOMIC_RELAXED);
+		if (fd >= 0)
+			x_close(t, fd);
+		break;
+	case 2:				/* the number moves to another file */
+		if (fd < 0 || LD(o->fd) < 0 || o == s)
+			return;
+		call_begin(t, C_DUP, 5000);
+		call_end(t, C_DUP, dup2(LD(o->fd), fd));
+		break;
+	case 3:				/* the file moves to another number */
+		if (fd < 0)
+			return;
+		call_begin(t, C_DUP, 1000);
+		nfd = (int)call_end(t, C_DUP, fcntl(fd, one_in(&t->r, 2) ?
+						     F_DUPFD_CLOEXEC : F_DUPFD, 3));
+		if (nfd < 0)
+			return;
+		if (__atomic_compare_exchange_n(&s->fd, &fd, nfd, false,
+						__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			x_close(t, fd);
+		else
+			x_close(t, nfd);
+		break;
+	default:
+		slot_reopen(t, s);
+		break;
+	}
+}
+
+static void act_eventfd(struct tstate *t, struct slot *s)
+{
+	struct kcoll_eventfd e = { 0 };
+	void *arg = &e;
+	long ret;
+	int i = rn(&t->r, 2);
+	uint64_t junk;
+
+	switch (rn(&t->r, 10)) {
+	case 0: e.fd = -1; break;
+	case 1: e.fd = LD(g_shared[rn(&t->r, NSHARED)].fd); break;
+	case 2: e.fd = t->epfd; break;
+	case 3: e.fd = (int)rval32(&t->r); break;
+	case 4: e.fd = -2 - (int)rn(&t->r, 1000); break;
+	case 5:				/* the eventfd goes while registered */
+		call_begin(t, C_CLOSE, 1000);
+		call_end(t, C_CLOSE, close(t->evfd[i]));
+		t->evfd[i] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		return;
+	case 6:
+		if (read(t->evfd[i], &junk, sizeof(junk)) < 0)
+			t->calls[C_RW]++;
+		return;
+	default: e.fd = t->evfd[i]; break;
+	}
+	if (one_in(&t->r, 15))
+		e.resv = rval32(&t->r) | 1;
+	if (one_in(&t->r, 30))
+		arg = bad_ptr(t, sizeof(e));
+	ret = x_ioctl(t, LD(s->fd), KCOLL_IOC_EVENTFD, arg, 200);
+	if (s->shared || arg != (void *)&e || LD(s->fd) < 0)
+		return;
+	t->checked++;
+	if (e.resv && ret != -EINVAL)
+		unexpected(t, "EVENTFD with resv %u returned %ld", e.resv, ret);
+	else if (!e.resv && e.fd < -1 && ret != -EBADF)
+		unexpected(t, "EVENTFD fd %d returned %ld, expected -EBADF", e.fd, ret);
+}
+
+/* ------------------------------------------------------------------ */
+/* Communicators and registrations                                     */
+/* ------------------------------------------------------------------ */
+
+static void v4(struct kcoll_rank_addr *ra, uint32_t ip_net, uint16_t port)
+{
+	memset(ra, 0, sizeof(*ra));
+	ra->addr[10] = 0xff;
+	ra->addr[11] = 0xff;
+	memcpy(ra->addr + 12, &ip_net, 4);
+	ra->port = port;
+}
+
+static uint32_t pick_ip(struct tstate *t)
+{
+	switch (rn(&t->r, 9)) {
+	case 0: return htonl(INADDR_LOOPBACK);
+	case 1: return htonl(0x0a090063);		/* 10.9.0.99: nobody */
+	case 2: return htonl(0x0a090002);		/* the second VM, if any */
+	case 3: return 0;
+	case 4: return htonl(0xffffffff);
+	case 5: return htonl(0xe0000001);		/* multicast */
+	case 6: return (uint32_t)rnd(&t->r);
+	default: return opt.ip ? opt.ip : htonl(INADDR_LOOPBACK);
+	}
+}
+
+static void slot_add_comm(struct slot *s, uint32_t id, int n)
+{
+	int i, k = 0;
+
+	for (i = 0; i < MAX_IDS; i++)
+		if (!LD(s->comms[i])) {
+			k = i;
+			break;
+		}
+	if (i == MAX_IDS)
+		k = (int)(id % MAX_IDS);
+	ST(s->nranks[k], n);
+	ST(s->comms[k], id);
+}
+
+static void slot_del_comm(struct slot *s, uint32_t id)
+{
+	int i;
+
+	for (i = 0; i < MAX_IDS; i++)
+		if (LD(s->comms[i]) == id)
+			ST(s->comms[i], 0);
+}
+
+static bool acct_has_comm(struct tstate *t, uint32_t id)
+{
+	int i;
+
+	for (i = 0; id && i < PRIV_IDS; i++)
+		if (t->acct.known_comms[i] == id)
+			return true;
+	return false;
+}
+
+static void acct_set_comm(struct tstate *t, uint32_t id, bool add)
+{
+	int i;
+
+	for (i = 0; i < PRIV_IDS; i++) {
+		if (add && !t->acct.known_comms[i]) {
+			t->acct.known_comms[i] = id;
+			return;
+		}
+		if (!add && t->acct.known_comms[i] == id) {
+			t->acct.known_comms[i] = 0;
+			return;
+		}
+	}
+	if (add)
+		t->acct.comms_exact = false;	/* table full: stop checking */
+}
+
+static void act_comm_create(struct tstate *t, struct slot *s)
+{
+	struct kcoll_comm_create c;
+	struct kcoll_rank_addr *ra = t->ranks;
+	bool must_einval = false, known = true;
+	void *arg = &c;
+	uint32_t i, n = 1;
+	int allow, fd = LD(s->fd);
+	long ret;
+
+	memset(&c, 0, sizeof(c));
+	c.uid = one_in(&t->r, 2) ? rn(&t->r, 64) + 1 : rnd(&t->r) | 1;
+	for (i = 0; i < KCOLL_KEY_LEN; i++)
+		c.key[i] = (uint8_t)rn(&t->r, 3);
+	switch (rn(&t->r, 20)) {
+	case 0: case 1: case 2:		/* several ranks, nobody answers */
+		n = rn(&t->r, 7) + 2;
+		if (one_in(&t->r, 30))
+			n = rn(&t->r, 64) + 2;
+		if (one_in(&t->r, 1500))
+			n = KCOLL_MAX_RANKS;
+		c.rank = one_in(&t->r, 2) ? 0 : rn(&t->r, n);
+		for (i = 0; i < n; i++)
+			v4(&ra[i], pick_ip(t), one_in(&t->r, 4) ? (uint16_t)rnd(&t->r) : 0);
+		c.timeout_ms = rn(&t->r, 200) + 1;
+		break;
+	case 3:				/* a table with a bad entry */
+		n = rn(&t->r, 4) + 1;
+		c.rank = rn(&t->r, n);
+		for (i = 0; i < n; i++)
+			v4(&ra[i], pick_ip(t), 0);
+		i = rn(&t->r, n);
+		if (one_in(&t->r, 2))
+			ra[i].resv = rval32(&t->r) | 1;
+		else
+			ra[i].addr[rn(&t->r, 12)] ^= 1U << rn(&t->r, 8);
+		c.timeout_ms = rn(&t->r, 100) + 1;
+		break;
+	case 4: case 5:			/* a field that must be zero, or bad sizes */
+		must_einval = true;
+		v4(&ra[0], htonl(INADDR_LOOPBACK), 0);
+		switch (rn(&t->r, 8)) {
+		case 0: c.flags = 1U << rn(&t->r, 32); break;
+		case 1: c.resv0 = rval32(&t->r) | 1; break;
+		case 2: c.resv[rn(&t->r, 4)] = rnd(&t->r) | 1; break;
+		case 3: c.comm_id = rval32(&t->r) | 1; break;
+		case 4: c.uid = 0; break;
+		case 5: n = 0; break;
+		case 6: n = KCOLL_MAX_RANKS + 1 + rn(&t->r, 1000000); break;
+		default: c.rank = n + rn(&t->r, 5); break;
+		}
+		break;
+	case 6:				/* the table is not there */
+		c.ranks = (uint64_t)(uintptr_t)bad_ptr(t, sizeof(*ra));
+		n = rn(&t->r, 3) + 1;
+		c.timeout_ms = 50;
+		known = false;
+		break;
+	case 7:
+		arg = one_in(&t->r, 2) ? (void *)(g_zone + Z_RO + RO_CREATE) :
+		      bad_ptr(t, sizeof(c));
+		known = false;
+		break;
+	default:			/* one rank */
+		v4(&ra[0], one_in(&t->r, 2) ? htonl(INADDR_LOOPBACK) :
+			   (opt.ip ? opt.ip : htonl(INADDR_LOOPBACK)), 0);
+		c.timeout_ms = rn(&t->r, 3) ? 0 : rval32(&t->r);
+		break;
+	}
+	c.nranks = n;
+	if (!c.ranks)
+		c.ranks = (uint64_t)(uintptr_t)ra;
+	/* Multi-rank waits end at timeout_ms, a signal, or the default
+	 * connect timeout, which the watchdog cuts short with SIGUSR1. */
+	allow = n > 1 ? (int)(c.timeout_ms ? c.timeout_ms : 1000) + 1000 : 1000;
+	if (n >= 1000)
+		allow += 10000;
+	ret = x_ioctl(t, fd, KCOLL_IOC_COMM_CREATE, arg, allow);
+	if (ret == 0 && arg == (void *)&c) {
+		if (!c.comm_id) {
+			char link[128] = "?", path[64];
+			ssize_t k;
+
+			snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+			k = readlink(path, link, sizeof(link) - 1);
+			if (k > 0)
+				link[k] = 0;
+			struct kcoll_comm_destroy d0 = { .comm_id = 0 };
+			long dr = x_ioctl(t, fd, KCOLL_IOC_COMM_DESTROY, &d0, 5000);
+
+			unexpected(t, "COMM_CREATE (fd %d: %s, %s slot, uid %llu rank %u nranks %u timeout %u) succeeded with comm_id 0 (COMM_DESTROY of id 0: %ld)",
+				   fd, link, s->shared ? "shared" : "private",
+				   (unsigned long long)c.uid, c.rank, c.nranks,
+				   c.timeout_ms, dr);
+		}
+		slot_add_comm(s, c.comm_id, (int)n);
+		if (!s->shared) {
+			if (acct_has_comm(t, c.comm_id) && t->acct.comms_exact)
+				unexpected(t, "COMM_CREATE returned comm_id %u, which is alive",
+					   c.comm_id);
+			acct_set_comm(t, c.comm_id, true);
+		}
+	}
+	if (s->shared || fd < 0 || !known)
+		return;
+	t->checked++;
+	if (must_einval && ret != -EINVAL)
+		unexpected(t, "COMM_CREATE uid %llu rank %u nranks %u flags %#x comm_id %u returned %ld, not -EINVAL",
+			   (unsigned long long)c.uid, c.rank, c.nranks, c.flags,
+			   c.comm_id, ret);
+}
+
+static void act_comm_destroy(struct tstate *t, struct slot *s)
+{
+	struct kcoll_comm_destroy d = { 0 };
+	int n, fd = LD(s->fd);
+	long ret;
+
+	d.comm_id = one_in(&t->r, 4) ? rval32(&t->r) : pick_comm(t, s, &n);
+	if (one_in(&t->r, 20))
+		d.resv = rval32(&t->r) | 1;
+	ret = x_ioctl(t, fd, KCOLL_IOC_COMM_DESTROY,
+		      one_in(&t->r, 40) ? bad_ptr(t, sizeof(d)) : &d, 5000);
+	if (ret == 0)
+		slot_del_comm(s, d.comm_id);
+	if (s->shared || fd < 0)
+		return;
+	t->checked++;
+	if (d.resv && ret == 0)
+		unexpected(t, "COMM_DESTROY with resv %u succeeded", d.resv);
+	if (!d.resv && ret == 0 && t->acct.comms_exact &&
+	    !acct_has_comm(t, d.comm_id))
+		unexpected(t, "COMM_DESTROY of comm_id %u, never created on this file, succeeded",
+			   d.comm_id);
+	if (ret == 0)
+		acct_set_comm(t, d.comm_id, false);
+}
+
+static void slot_add_mem(struct slot *s, uint32_t h, uint64_t a, uint64_t l)
+{
+	int k = (int)(h % MAX_IDS);
+
+	ST(s->mem_addr[k], a);
+	ST(s->mem_len[k], l);
+	ST(s->mems[k], h);
+}
+
+static void act_dereg(struct tstate *t, struct slot *s, uint32_t h)
+{
+	struct kcoll_dereg_mem d = { .handle = h };
+	long ret;
+	int i;
+
+	if (one_in(&t->r, 20))
+		d.resv = rval32(&t->r) | 1;
+	ret = x_ioctl(t, LD(s->fd), KCOLL_IOC_DEREG_MEM,
+		      one_in(&t->r, 40) ? bad_ptr(t, sizeof(d)) : &d, 1000);
+	if (ret == 0)
+		for (i = 0; i < MAX_IDS; i++)
+			if (LD(s->mems[i]) == h)
+				ST(s->mems[i], 0);
+	if (!s->shared && d.resv && ret == 0)
+		unexpected(t, "DEREG_MEM with resv %u succeeded", d.resv);
+}
+
+static void act_reg_mem(struct tstate *t, struct slot *s)
+{
+	struct kcoll_reg_mem m = { 0 };
+	bool must_einval = false, priv = !s->shared;
+	int n, k = rn(&t->r, MAX_IDS), fd = LD(s->fd);
+	void *arg = &m;
+	long ret;
+
+	/* Keep the pinned total bounded: replace a live registration. */
+	if (LD(s->mems[k]) && one_in(&t->r, 2)) {
+		act_dereg(t, s, LD(s->mems[k]));
+		return;
+	}
+	m.comm_id = one_in(&t->r, 8) ? rval32(&t->r) : pick_comm(t, s, &n);
+	m.len = pick_len(t);
+	if (m.len > (64ULL << 20) && one_in(&t->r, 2))
+		m.len = rn(&t->r, 1 << 20) + 1;
+	m.addr = pick_addr(t, m.len < PRIV_DATA ? m.len : 4096, priv);
+	switch (rn(&t->r, 25)) {
+	case 0: m.flags = 1U << rn(&t->r, 32); must_einval = true; break;
+	case 1: m.resv0 = rval32(&t->r) | 1; must_einval = true; break;
+	case 2: m.resv[rn(&t->r, 2)] = rnd(&t->r) | 1; must_einval = true; break;
+	case 3: m.handle = rval32(&t->r) | 1; must_einval = true; break;
+	case 4: arg = one_in(&t->r, 2) ? (void *)(g_zone + Z_RO + RO_REG) :
+		      bad_ptr(t, sizeof(m)); break;
+	default: break;
+	}
+	if (!m.len && arg == (void *)&m)
+		must_einval = true;
+	ret = x_ioctl(t, fd, KCOLL_IOC_REG_MEM, arg, 2000);
+	if (ret == 0 && arg == (void *)&m) {
+		if (!m.handle)
+			unexpected(t, "REG_MEM succeeded with handle 0");
+		slot_add_mem(s, m.handle, m.addr, m.len);
+	}
+	if (!priv || fd < 0 || arg != (void *)&m)
+		return;
+	t->checked++;
+	if (must_einval && ret != -EINVAL)
+		unexpected(t, "REG_MEM flags %#x resv0 %u handle %u len %llu returned %ld, not -EINVAL",
+			   m.flags, m.resv0, m.handle, (unsigned long long)m.len, ret);
+	else if (ret == 0 && t->acct.comms_exact && !acct_has_comm(t, m.comm_id))
+		unexpected(t, "REG_MEM on comm_id %u, not alive on this file, succeeded",
+			   m.comm_id);
+}
+
+/* COMM_ABORT / COMM_REPORT: -ENOTTY until the kernel has them. */
+static void act_abort_report(struct tstate *t, struct slot *s)
+{
+	int n, fd = LD(s->fd);
+	bool resv = one_in(&t->r, 15);
+	long ret;
+
+	if (one_in(&t->r, 2)) {
+		struct kcoll_comm_abort a = { 0 };
+
+		a.comm_id = one_in(&t->r, 4) ? rval32(&t->r) : pick_comm(t, s, &n);
+		if (resv)
+			a.resv = rval32(&t->r) | 1;
+		ret = x_ioctl(t, fd, KCOLL_IOC_COMM_ABORT,
+			      one_in(&t->r, 30) ? bad_ptr(t, sizeof(a)) : &a, 5000);
+		if (ret == -ENOTTY)
+			atomic_store(&g_abort_notty, true);
+		else if (ret == 0)
+			atomic_fetch_add(&g_abort_ok, 1);
+		if (!s->shared && fd >= 0 && resv && ret == 0)
+			unexpected(t, "COMM_ABORT with resv %u succeeded", a.resv);
+	} else {
+		struct kcoll_comm_report p = { 0 };
+		char *end = t->data + PRIV_DATA;	/* a hole follows */
+
+		p.comm_id = one_in(&t->r, 4) ? rval32(&t->r) : pick_comm(t, s, &n);
+		/* Where the missing ranks go: our scratch with a hole after
+		 * it, so an over-long copy faults instead of corrupting us. */
+		switch (rn(&t->r, 5)) {
+		case 0:
+			p.missing_cap = rn(&t->r, 64);
+			p.missing = (uint64_t)(uintptr_t)(end - 4 * (uint64_t)p.missing_cap);
+			break;
+		case 1:
+			p.missing_cap = rval32(&t->r);
+			p.missing = (uint64_t)(uintptr_t)(end - 4 * rn(&t->r, 64));
+			break;
+		case 2:
+			p.missing_cap = rval32(&t->r);
+			p.missing = (uint64_t)(uintptr_t)bad_ptr(t, 64);
+			break;
+		case 3:
+			p.missing = (uint64_t)(uintptr_t)(end - 256);
+			break;
+		default:
+			break;
+		}
+		if (resv) {
+			if (one_in(&t->r, 2))
+				p.resv[rn(&t->r, 2)] = rnd(&t->r) | 1;
+			else
+				p.resv0 = (uint16_t)(rn(&t->r, 65535) + 1);
+		}
+		ret = x_ioctl(t, fd, KCOLL_IOC_COMM_REPORT,
+			      one_in(&t->r, 30) ? bad_ptr(t, sizeof(p)) : &p, 1000);
+		if (ret == -ENOTTY)
+			atomic_store(&g_report_notty, true);
+		else if (ret == 0)
+			atomic_fetch_add(&g_report_ok, 1);
+		if (!s->shared && fd >= 0 && resv && ret == 0)
+			unexpected(t, "COMM_REPORT with a reserved field set succeeded");
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Everything else                                                     */
+/* ------------------------------------------------------------------ */
+
+static void act_poll(struct tstate *t)
+{
+	struct pollfd pfd[4];
+	struct epoll_event ev;
+	int i, n = rn(&t->r, 4) + 1;
+
+	for (i = 0; i < n; i++) {
+		pfd[i].fd = i == 0 ? LD(t->priv.fd) : LD(g_shared[rn(&t->r, NSHARED)].fd);
+		pfd[i].events = POLLIN | POLLOUT;
+	}
+	switch (rn(&t->r, 4)) {
+	case 0:
+		ev.events = EPOLLIN | EPOLLOUT | (one_in(&t->r, 2) ? EPOLLET : 0);
+		ev.data.u64 = 0;
+		call_begin(t, C_POLL, 500);
+		call_end(t, C_POLL, epoll_ctl(t->epfd, one_in(&t->r, 3) ? EPOLL_CTL_DEL :
+					      EPOLL_CTL_ADD, pfd[n - 1].fd, &ev));
+		break;
+	case 1: {
+		struct epoll_event out[8];
+
+		call_begin(t, C_POLL, 500);
+		call_end(t, C_POLL, epoll_wait(t->epfd, out, 8, (int)rn(&t->r, 3)));
+		break;
+	}
+	default:
+		call_begin(t, C_POLL, 500);
+		call_end(t, C_POLL, poll(pfd, n, (int)rn(&t->r, 3)));
+		break;
+	}
+}
+
+static void act_misc(struct tstate *t, struct slot *s)
+{
+	static const char *const files[] = {
+		"/sys/class/misc/kcoll/stats/submitted",
+		"/sys/class/misc/kcoll/stats/completed",
+		"/sys/class/misc/kcoll/stats/failed",
+		"/sys/class/misc/kcoll/stats/rejected",
+		"/sys/class/misc/kcoll/stats/contexts",
+		"/sys/class/misc/kcoll/stats/inflight",
+		"/sys/class/misc/kcoll/rdma_devices",
+		"/sys/class/misc/kcoll/algo_ops/allreduce",
+		"/sys/kernel/debug/kcoll/comms",
+	};
+	int fd = LD(s->fd);
+	char buf[4096];
+	long ret;
+
+	switch (rn(&t->r, 6)) {
+	case 0: case 1: {		/* a command the driver does not have */
+		static const uint32_t sizes[] = { 0, 4, 8, 16, 24, 40, 64, 80, 128, 4095 };
+		unsigned long cmd;
+
+		do {
+			cmd = _IOC(rn(&t->r, 4), one_in(&t->r, 8) ? rn(&t->r, 256) : 'k',
+				   one_in(&t->r, 2) ? rn(&t->r, 12) : rn(&t->r, 256),
+				   sizes[rn(&t->r, 10)]);
+		} while (ioctl_kind(cmd) != C_BAD_IOCTL ||
+			 _IOC_TYPE(cmd) == 'T' || _IOC_TYPE(cmd) == 'f' ||
+			 _IOC_TYPE(cmd) == 0x12 || _IOC_TYPE(cmd) == 0x94 ||
+			 _IOC_TYPE(cmd) == 'X');
+		ret = x_ioctl(t, fd, cmd, one_in(&t->r, 2) ? t->data : bad_ptr(t, 64), 200);
+		if (!s->shared && fd >= 0 && _IOC_TYPE(cmd) == 'k' && ret != -ENOTTY)
+			unexpected(t, "unknown ioctl %#lx returned %ld, not -ENOTTY",
+				   cmd, ret);
+		break;
+	}
+	case 2:
+		call_begin(t, C_RW, 200);
+		switch (rn(&t->r, 3)) {
+		case 0: call_end(t, C_RW, read(fd, buf, rn(&t->r, sizeof(buf)))); break;
+		case 1: call_end(t, C_RW, write(fd, buf, rn(&t->r, sizeof(buf)))); break;
+		default: call_end(t, C_RW, lseek(fd, rnd(&t->r) & 0xffff, SEEK_SET)); break;
+		}
+		break;
+	default: {			/* statistics and debugfs, while all this runs */
+		int f;
+
+		call_begin(t, C_SYSFS, 2000);
+		f = open(files[rn(&t->r, sizeof(files) / sizeof(files[0]))], O_RDONLY);
+		if (f >= 0) {
+			while (read(f, buf, sizeof(buf)) > 0)
+				;
+			close(f);
+		}
+		call_end(t, C_SYSFS, f);
+		break;
+	}
+	}
+}
+
+/* Interrupt another thread's wait. */
+static void act_signal(struct tstate *t)
+{
+	struct tstate *o = g_ts[rn(&t->r, (uint32_t)g_nts)];
+
+	if (o && o != t && !o->done && !stopping())
+		pthread_kill(o->th, SIGUSR1);
+}
+
+/* The pages buffers and registrations point at come and go. */
+static void act_data(struct tstate *t)
+{
+	uint64_t off = rn(&t->r, Z_VOL_SZ / PAGE) * PAGE;
+	uint64_t len = (uint64_t)(rn(&t->r, 16) + 1) * PAGE;
+	char *p = g_zone + Z_VOL + off;
+	long err;
+
+	if (off + len > Z_VOL_SZ)
+		len = Z_VOL_SZ - off;
+	switch (rn(&t->r, 6)) {
+	case 0:
+		call_begin(t, C_MUNMAP, 1000);
+		call_end(t, C_MUNMAP, munmap(p, len));
+		reserve(t, p, len);
+		break;
+	case 4:			/* shared file pages (shmem) ... */
+		if (g_memfd >= 0)
+			x_mmap(t, p, len, PROT_READ | PROT_WRITE,
+			       MAP_SHARED | MAP_FIXED, g_memfd,
+			       (off_t)(rn(&t->r, 16) * PAGE), &err);
+		break;
+	case 5:			/* ... truncated under pins and mappings */
+		if (g_memfd >= 0) {
+			call_begin(t, C_VMA, 1000);
+			call_end(t, C_VMA, ftruncate(g_memfd, (off_t)(rn(&t->r, 2) * 32 * PAGE)));
+		}
+		break;
+	case 1:
+		x_mmap(t, p, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0, &err);
+		break;
+	case 2:
+		call_begin(t, C_VMA, 1000);
+		call_end(t, C_VMA, mprotect(p, len, one_in(&t->r, 2) ? PROT_READ :
+					    PROT_READ | PROT_WRITE));
+		break;
+	default:
+		call_begin(t, C_VMA, 1000);
+		call_end(t, C_VMA, madvise(p, len, MADV_DONTNEED));
+		break;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Two ranks over the local RDMA device                                */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The partner thread runs rank 0 of a two-rank communicator on its own
+ * descriptor; the thread that starts a session runs rank 1 on its own.
+ * Jobs are handed over one at a time.
+ */
+enum { PJ_NONE, PJ_OPEN, PJ_CREATE, PJ_RUN, PJ_DESTROY, PJ_CLOSE, PJ_EXIT };
+
+struct pring {
+	int fd;
+	struct kcoll_setup p;
+	char *map;
+	uint32_t tail;
+};
+
+static struct {
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	int job;		/* PJ_* pending, PJ_NONE when done */
+	long ret;
+	struct kcoll_comm_create cc;
+	struct kcoll_rank_addr ranks[2];
+	struct kcoll_sqe sqe;
+	int64_t until;
+	struct tstate *t;
+	struct pring ring;
+	pthread_mutex_t session;
+	uint64_t uid_seq;
+} pair = {
+	.m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+	.session = PTHREAD_MUTEX_INITIALIZER,
+};
+
+static long pr_open(struct tstate *t, struct pring *r)
+{
+	long err;
+	void *m;
+
+	memset(r, 0, sizeof(*r));
+	r->fd = fd_private(t, x_open(t, O_RDWR | O_CLOEXEC));
+	if (r->fd < 0)
+		return r->fd;
+	r->p.sq_entries = 8;
+	err = x_ioctl(t, r->fd, KCOLL_IOC_SETUP, &r->p, 1000);
+	if (err) {
+		x_close(t, r->fd);
+		r->fd = -1;
+		return err;
+	}
+	m = x_mmap(t, NULL, r->p.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		   r->fd, 0, &err);
+	if (err) {
+		x_close(t, r->fd);
+		r->fd = -1;
+		return err;
+	}
+	r->map = m;
+	return 0;
+}
+
+static void pr_close(struct tstate *t, struct pring *r)
+{
+	if (r->map) {
+		call_begin(t, C_MUNMAP, 1000);
+		call_end(t, C_MUNMAP, munmap(r->map, r->p.mmap_size));
+	}
+	if (r->fd >= 0)
+		x_close(t, r->fd);
+	r->map = NULL;
+	r->fd = -1;
+}
+
+/* Submit one SQE and wait (in 10 ms slices) for its CQE until @until.
+ * Returns the CQE's res, or 1 if none came. */
+static long pr_run(struct tstate *t, struct pring *r, const struct kcoll_sqe *q,
+		   int64_t until)
+{
+	uint32_t *sq_tail = (uint32_t *)(r->map + r->p.sq_off.tail);
+	uint32_t *cq_head = (uint32_t *)(r->map + r->p.cq_off.head);
+	uint32_t *cq_tail = (uint32_t *)(r->map + r->p.cq_off.tail);
+	struct kcoll_sqe *sqes = (void *)(r->map + r->p.sq_off.sqes);
+	struct kcoll_cqe *cqes = (void *)(r->map + r->p.cq_off.cqes);
+	struct kcoll_enter e = { .to_submit = 1 };
+	long ret;
+
+	sqes[r->tail & (r->p.sq_entries - 1)] = *q;
+	__atomic_store_n(sq_tail, ++r->tail, __ATOMIC_RELEASE);
+	ret = x_ioctl(t, r->fd, KCOLL_IOC_ENTER, &e, 1000);
+	if (ret != 1)
+		return ret < 0 ? ret : -EIO;
+	while (now_ns() < until) {
+		uint32_t h = __atomic_load_n(cq_head, __ATOMIC_RELAXED);
+
+		while (h != __atomic_load_n(cq_tail, __ATOMIC_ACQUIRE)) {
+			struct kcoll_cqe c = cqes[h & (r->p.cq_entries - 1)];
+
+			__atomic_store_n(cq_head, ++h, __ATOMIC_RELEASE);
+			if (c.user_data == q->user_data)
+				return c.res;
+		}
+		e = (struct kcoll_enter){ .min_complete = 1,
+			.flags = KCOLL_ENTER_GETEVENTS, .timeout_ns = 10000000 };
+		x_ioctl(t, r->fd, KCOLL_IOC_ENTER, &e, 300);
+	}
+	return 1;
+}
+
+static void *partner_main(void *arg)
+{
+	struct tstate *t = arg;
+
+	t->tid = (pid_t)syscall(SYS_gettid);
+	pthread_mutex_lock(&pair.m);
+	for (;;) {
+		int job;
+		long ret = 0;
+
+		while (pair.job == PJ_NONE)
+			pthread_cond_wait(&pair.cv, &pair.m);
+		job = pair.job;
+		if (job == PJ_EXIT)
+			break;
+		pthread_mutex_unlock(&pair.m);
+		switch (job) {
+		case PJ_OPEN:
+			ret = pr_open(t, &pair.ring);
+			break;
+		case PJ_CREATE:
+			pair.cc.ranks = (uint64_t)(uintptr_t)pair.ranks;
+			ret = x_ioctl(t, pair.ring.fd, KCOLL_IOC_COMM_CREATE, &pair.cc,
+				      (int)pair.cc.timeout_ms + 2000);
+			break;
+		case PJ_RUN:
+			ret = pr_run(t, &pair.ring, &pair.sqe, pair.until);
+			break;
+		case PJ_DESTROY: {
+			struct kcoll_comm_destroy d = { .comm_id = pair.cc.comm_id };
+
+			ret = x_ioctl(t, pair.ring.fd, KCOLL_IOC_COMM_DESTROY, &d, 10000);
+			break;
+		}
+		case PJ_CLOSE:
+			pr_close(t, &pair.ring);
+			break;
+		}
+		pthread_mutex_lock(&pair.m);
+		pair.ret = ret;
+		pair.job = PJ_NONE;
+		pthread_cond_broadcast(&pair.cv);
+	}
+	pthread_mutex_unlock(&pair.m);
+	t->done = true;
+	return NULL;
+}
+
+static void pj_post(int job)
+{
+	pthread_mutex_lock(&pair.m);
+	pair.job = job;
+	pthread_cond_broadcast(&pair.cv);
+	pthread_mutex_unlock(&pair.m);
+}
+
+/* Wait for the partner's job; false (and the session is abandoned) if it
+ * does not finish by @until. */
+static bool pj_wait(struct tstate *t, int64_t until, long *ret)
+{
+	struct timespec ts;
+	bool ok = true;
+
+	pthread_mutex_lock(&pair.m);
+	while (pair.job != PJ_NONE) {
+		int64_t left = until - now_ns();
+
+		if (left <= 0) {
+			ok = false;
+			break;
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 20000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&pair.cv, &pair.m, &ts);
+	}
+	if (ok)
+		*ret = pair.ret;
+	pthread_mutex_unlock(&pair.m);
+	if (!ok)
+		unexpected(t, "the two-rank partner did not finish its job in time");
+	return ok;
+}
+
+static int32_t *i32(char *base, uint64_t off)
+{
+	return (int32_t *)(base + off);
+}
+
+/*
+ * One matched collective (int32) on both ranks, checked. Rank 0 is the
+ * partner (data in its private zone), rank 1 is @t.
+ */
+static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
+		    uint32_t id1, bool *broken)
+{
+	static const uint8_t ops[] = {
+		KCOLL_OP_ALLREDUCE, KCOLL_OP_BROADCAST, KCOLL_OP_ALLGATHER,
+		KCOLL_OP_REDUCE_SCATTER, KCOLL_OP_ALLTOALL, KCOLL_OP_REDUCE,
+		KCOLL_OP_BARRIER, KCOLL_OP_SEND,
+	};
+	struct tstate *p = pair.t;
+	struct kcoll_sqe q0, q1;
+	uint8_t op = ops[rn(&t->r, sizeof(ops))];
+	uint64_t c = rn(&t->r, 3) ? rn(&t->r, 4096) + 1 : rn(&t->r, 65536) + 1;
+	uint64_t snd, rcv, i, half = PRIV_DATA / 2;
+	/* A count that differs between the ranks (not for a barrier, whose
+	 * count must be 0: rank 1's descriptor would just be invalid). */
+	bool mismatch = op != KCOLL_OP_BARRIER && one_in(&t->r, 12), ok = true;
+	int64_t until = now_ns() + 20000000000LL;
+	char *b[2] = { p->data, t->data };
+	long r0 = 1, r1;
+	int k;
+
+	coll_sizes(op, 2, c, 4, &snd, &rcv);
+	memset(&q0, 0, sizeof(q0));
+	q0.opcode = op;
+	q0.dtype = KCOLL_DTYPE_INT32;
+	q0.count = c;
+	q0.redop = is_reducing(op) ? KCOLL_REDOP_SUM : 0;
+	q0.peer = (op == KCOLL_OP_BROADCAST || op == KCOLL_OP_REDUCE) ? rn(&t->r, 2) : 0;
+	if (op == KCOLL_OP_BARRIER) {
+		q0.dtype = 0;
+		q0.count = 0;
+		snd = rcv = 0;
+	}
+	q1 = q0;
+	if (op == KCOLL_OP_SEND) {	/* rank 1 sends to rank 0 */
+		q0.opcode = KCOLL_OP_RECV;
+		q0.peer = 1;
+		q1.peer = 0;
+	}
+	q0.comm_id = id0;
+	q1.comm_id = id1;
+	for (k = 0; k < 2; k++) {
+		struct kcoll_sqe *q = k ? &q1 : &q0;
+		int32_t *s = i32(b[k], 0);
+
+		for (i = 0; i < snd / 4; i++)
+			s[i] = (int32_t)((k + 1) * 1000003 + i * 7);
+		memset(b[k] + half, 0x5a, rcv);
+		q->send_addr = snd ? (uint64_t)(uintptr_t)b[k] : 0;
+		q->recv_addr = rcv ? (uint64_t)(uintptr_t)(b[k] + half) : 0;
+		if (q->opcode == KCOLL_OP_SEND)
+			q->recv_addr = 0;
+		if (q->opcode == KCOLL_OP_RECV) {
+			q->send_addr = 0;
+			q->recv_addr = (uint64_t)(uintptr_t)(b[k] + half);
+		}
+		q->user_data = 0x9a1200000000ULL + t->seq++;
+	}
+	if (mismatch)
+		q1.count = c + 1;	/* both must fail, nothing to check */
+
+	pair.sqe = q0;
+	pair.until = until;
+	pj_post(PJ_RUN);
+	r1 = pr_run(t, mine, &q1, until);
+	if (!pj_wait(t, until + 5000000000LL, &r0)) {
+		*broken = true;
+		return false;
+	}
+	t->pair_ops++;
+	if (r0 == 1 || r1 == 1) {
+		unexpected(t, "two-rank %s count %llu%s: no completion within 20 s (rank 0: %ld, rank 1: %ld)",
+			   kcoll_op_name(op), (unsigned long long)c,
+			   mismatch ? " (mismatched)" : "", r0, r1);
+		return false;
+	}
+	if (mismatch) {
+		if (r0 == 0 && r1 == 0 && op != KCOLL_OP_BARRIER)
+			unexpected(t, "two-rank %s with counts %llu/%llu succeeded on both ranks",
+				   kcoll_op_name(op), (unsigned long long)c,
+				   (unsigned long long)c + 1);
+		return r0 == 0 && r1 == 0;
+	}
+	if (r0 || r1) {
+		vlog("kcoll-fuzz: two-rank %s count %llu: %ld/%ld\n",
+		     kcoll_op_name(op), (unsigned long long)c, r0, r1);
+		return false;
+	}
+	t->pair_ok++;
+	/* Check the results (element i of rank k's input: (k+1)*1000003 + 7i). */
+#define IN(k, j) ((int32_t)(((k) + 1) * 1000003 + (j) * 7))
+	for (k = 0; k < 2 && ok; k++) {
+		const int32_t *o = i32(b[k], half);
+
+		for (i = 0; i < c && ok; i++) {
+			int32_t want;
+
+			switch (op) {
+			case KCOLL_OP_ALLREDUCE:
+				want = (int32_t)((uint32_t)IN(0, i) + (uint32_t)IN(1, i));
+				break;
+			case KCOLL_OP_REDUCE:
+				if ((uint32_t)k != q0.peer)
+					continue;
+				want = (int32_t)((uint32_t)IN(0, i) + (uint32_t)IN(1, i));
+				break;
+			case KCOLL_OP_BROADCAST:
+				want = IN(q0.peer, i);
+				break;
+			case KCOLL_OP_ALLGATHER:
+				want = IN(0, i);
+				if (o[c + i] != IN(1, i))
+					ok = false;
+				break;
+			case KCOLL_OP_REDUCE_SCATTER:
+				want = (int32_t)((uint32_t)IN(0, k * c + i) +
+						 (uint32_t)IN(1, k * c + i));
+				break;
+			case KCOLL_OP_ALLTOALL:
+				want = IN(0, k * c + i);
+				if (o[c + i] != IN(1, k * c + i))
+					ok = false;
+				break;
+			case KCOLL_OP_SEND:
+				if (k != 0)
+					continue;
+				want = IN(1, i);
+				break;
+			default:
+				continue;
+			}
+			if (o[i] != want)
+				ok = false;
+		}
+		if (!ok)
+			unexpected(t, "two-rank %s count %llu: rank %d's result is wrong at element %llu",
+				   kcoll_op_name(op), (unsigned long long)c, k,
+				   (unsigned long long)(i - 1));
+	}
+#undef IN
+	return ok;
+}
+
+static void act_pair(struct tstate *t)
+{
+	static _Atomic int64_t next_session;
+	struct pring mine = { .fd = -1 };
+	struct kcoll_comm_create c;
+	int64_t until;
+	uint32_t id0 = 0, id1 = 0;
+	bool broken = false, wrong_key;
+	long r0 = -1, r1;
+	int i, nops;
+
+	if (!opt.pairs || !opt.ip || now_ns() < atomic_load(&next_session) ||
+	    pthread_mutex_trylock(&pair.session))
+		return;
+	atomic_store(&next_session, now_ns() + 1000000000LL);
+	t->pair_sessions++;
+	until = now_ns() + 10000000000LL;
+	pj_post(PJ_OPEN);
+	if (pr_open(t, &mine) || !pj_wait(t, until, &r0) || r0) {
+		broken = r0 > 0;
+		goto out_close;
+	}
+	wrong_key = one_in(&t->r, 10);
+	memset(&pair.cc, 0, sizeof(pair.cc));
+	pair.cc.uid = 0xfa1700000000ULL + ++pair.uid_seq;
+	for (i = 0; i < KCOLL_KEY_LEN; i++)
+		pair.cc.key[i] = (uint8_t)rnd(&t->r);
+	pair.cc.nranks = 2;
+	pair.cc.rank = 0;
+	pair.cc.timeout_ms = wrong_key ? 1000 : 8000;
+	v4(&pair.ranks[0], opt.ip, 0);
+	v4(&pair.ranks[1], opt.ip, 0);
+	c = pair.cc;
+	c.rank = 1;
+	c.ranks = (uint64_t)(uintptr_t)pair.ranks;
+	if (wrong_key)
+		c.key[0] ^= 0xff;
+	pj_post(PJ_CREATE);
+	r1 = x_ioctl(t, mine.fd, KCOLL_IOC_COMM_CREATE, &c, (int)c.timeout_ms + 2000);
+	if (!pj_wait(t, now_ns() + 15000000000LL, &r0)) {
+		broken = true;
+		goto out_close;
+	}
+	if (wrong_key) {
+		if (r0 == 0 || r1 == 0)
+			unexpected(t, "two-rank COMM_CREATE with different keys: rank 0 %ld, rank 1 %ld",
+				   r0, r1);
+	} else if (r0 || r1) {
+		vlog("kcoll-fuzz: two-rank COMM_CREATE: %ld/%ld\n", r0, r1);
+	}
+	if (!r0)
+		id0 = pair.cc.comm_id;
+	if (!r1)
+		id1 = c.comm_id;
+	if (!id0 || !id1)
+		goto out_destroy;
+	nops = rn(&t->r, 6) + 1;
+	for (i = 0; i < nops && !stopping() && !broken; i++)
+		if (!pair_op(t, &mine, id0, id1, &broken))
+			break;
+	/* Sometimes leave the communicators to the file's release. */
+	if (one_in(&t->r, 3))
+		goto out_close;
+out_destroy:
+	if (id1) {
+		struct kcoll_comm_destroy d = { .comm_id = id1 };
+
+		x_ioctl(t, mine.fd, KCOLL_IOC_COMM_DESTROY, &d, 10000);
+	}
+	if (id0 && !broken) {
+		pj_post(PJ_DESTROY);
+		broken = !pj_wait(t, now_ns() + 15000000000LL, &r0);
+	}
+out_close:
+	pr_close(t, &mine);
+	if (!broken) {
+		pj_post(PJ_CLOSE);
+		broken = !pj_wait(t, now_ns() + 15000000000LL, &r0);
+	}
+	if (broken)
+		opt.pairs = 0;		/* the partner is stuck: no more sessions */
+	pthread_mutex_unlock(&pair.session);
+}
+
+/* ------------------------------------------------------------------ */
+/* Threads                                                             */
+/* ------------------------------------------------------------------ */
+
+static void one_action(struct tstate *t)
+{
+	struct slot *s = one_in(&t->r, 5) ? &t->priv : &g_shared[rn(&t->r, NSHARED)];
+	uint32_t r = rn(&t->r, 1000);
+
+	if (LD(s->fd) < 0 && !one_in(&t->r, 20)) {
+		slot_reopen(t, s);
+		return;
+	}
+	if (r < 280) act_submit(t, s);
+	else if (r < 330) act_checked_coll(t);
+	else if (r < 380) act_corrupt(t, s);
+	else if (r < 400) act_query(t, s);
+	else if (r < 440) act_setup(t, s);
+	else if (r < 490) act_mmap(t, s);
+	else if (r < 540) act_unmap(t, s);
+	else if (r < 580) act_eventfd(t, s);
+	else if (r < 650) act_comm_create(t, s);
+	else if (r < 680) act_comm_destroy(t, s);
+	else if (r < 740) act_reg_mem(t, s);
+	else if (r < 760) {
+		int k = rn(&t->r, MAX_IDS);
+
+		act_dereg(t, s, one_in(&t->r, 5) ? rval32(&t->r) : LD(s->mems[k]));
+	} else if (r < 790) act_abort_report(t, s);
+	else if (r < 830) act_close_dup(t);
+	else if (r < 860) act_poll(t);
+	else if (r < 900) act_misc(t, s);
+	else if (r < 910) act_signal(t);
+	else if (r < 930) act_data(t);
+	else if (r < 960) do_enter(t, s, rn(&t->r, 8), one_in(&t->r, 2));
+	else if (r < 965) act_pair(t);
+	else ring_drain(t, s);
+}
+
+static void *thread_main(void *arg)
+{
+	struct tstate *t = arg;
+	long ret;
+	int fd;
+
+	t->tid = (pid_t)syscall(SYS_gettid);
+	/* What this kernel offers: the SETUP oracle needs the limits. */
+	fd = x_open(t, O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		ret = x_ioctl(t, fd, KCOLL_IOC_QUERY, &t->q, 200);
+		if (ret)
+			unexpected(t, "QUERY on a fresh descriptor returned %ld", ret);
+		x_close(t, fd);
+	}
+	slot_reopen(t, &t->priv);
+	while (!stopping())
+		one_action(t);
+	pthread_mutex_lock(&t->priv.lock);
+	slot_close_locked(t, &t->priv);
+	pthread_mutex_unlock(&t->priv.lock);
+	t->done = true;
+	return NULL;
+}
+
+static struct tstate *tstate_new(int id)
+{
+	struct tstate *t = calloc(1, sizeof(*t));
+	char *z;
+
+	if (!t) {
+		perror("kcoll-fuzz");
+		exit(2);
+	}
+	t->id = id;
+	t->r.s = splitmix(&(uint64_t){ opt.seed + (uint64_t)id * 0x1000193 }) | 1;
+	slot_init(&t->priv, false);
+	acct_reset(t);
+	z = reservation(PRIV_DATA + PRIV_HOLE);
+	if (mprotect(z, PRIV_DATA, PROT_READ | PROT_WRITE)) {
+		perror("kcoll-fuzz: mprotect");
+		exit(2);
+	}
+	memset(z, 0x33, PRIV_DATA);
+	t->data = z;
+	t->evfd[0] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	t->evfd[1] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	t->epfd = epoll_create1(EPOLL_CLOEXEC);
+	t->ranks = calloc(KCOLL_MAX_RANKS + 1, sizeof(*t->ranks));
+	if (!t->ranks) {
+		perror("kcoll-fuzz");
+		exit(2);
+	}
+	return t;
+}
+
+/* A thread inside one call for much longer than it allowed itself: print
+ * where the kernel has it. */
+static void report_stuck(struct tstate *t, int64_t ms)
+{
+	char path[64], buf[2048];
+	int kind = atomic_load(&t->call_kind), f;
+	ssize_t n;
+
+	unexpected(t, "%s has not returned for %lld ms", call_names[kind], (long long)ms);
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stack", t->tid);
+	f = open(path, O_RDONLY);
+	if (f >= 0) {
+		n = read(f, buf, sizeof(buf) - 1);
+		if (n > 0) {
+			buf[n] = 0;
+			fprintf(stderr, "kcoll-fuzz: thread %d kernel stack:\n%s", t->id, buf);
+		}
+		close(f);
+	}
+}
+
+/* Every 20 ms: wake threads stuck in an interruptible wait longer than
+ * they meant to (SIGUSR1), and report calls that do not return at all. */
+static void watchdog(void)
+{
+	int64_t now = now_ns();
+	int i;
+
+	for (i = 0; i < g_nts; i++) {
+		struct tstate *t = g_ts[i];
+		int64_t t0 = atomic_load_explicit(&t->call_t0, memory_order_acquire);
+		int64_t ms;
+
+		if (!t0 || t->done)
+			continue;
+		ms = (now - t0) / 1000000;
+		if (ms > atomic_load(&t->call_allow_ms) && now - t->kicked > 200000000LL) {
+			t->kicked = now;
+			pthread_kill(t->th, SIGUSR1);
+		}
+		if (ms > 60000 && !t->stuck_reported) {
+			t->stuck_reported = true;
+			report_stuck(t, ms);
+		}
+	}
+}
+
+static const char *errname(int e)
+{
+	const char *n = e ? strerrorname_np(e) : NULL;
+
+	return n ? n : "E?";
+}
+
+static void summary(int nthreads)
+{
+	uint64_t calls[C_NR] = { 0 }, errs[NERR] = { 0 }, total = 0, etotal = 0;
+	uint64_t faults = 0, sqes = 0, cqes = 0, intr = 0, checked = 0;
+	uint64_t ps = 0, pops = 0, pok = 0;
+	char line[4096];
+	size_t o = 0;
+	unsigned long unexp = atomic_load(&g_unexpected), sigs = 0;
+	int i, k;
+
+	for (i = 0; i < g_nts; i++) {
+		struct tstate *t = g_ts[i];
+
+		for (k = 0; k < C_NR; k++)
+			calls[k] += t->calls[k];
+		for (k = 0; k < NERR; k++)
+			errs[k] += t->errs[k];
+		faults += t->faults;
+		sqes += t->sqes;
+		cqes += t->cqes;
+		intr += t->intr;
+		checked += t->checked;
+		ps += t->pair_sessions;
+		pops += t->pair_ops;
+		pok += t->pair_ok;
+	}
+	for (k = 0; k < 65; k++) {
+		unsigned long n = atomic_load(&g_unexpected_sig[k]);
+
+		if (n) {
+			fprintf(stderr, "kcoll-fuzz: UNEXPECTED signal %d received %lu time(s)\n",
+				k, n);
+			sigs += n;
+		}
+	}
+	unexp += sigs;
+	for (k = 0; k < C_NR; k++)
+		total += calls[k];
+	for (k = 0; k < NERR; k++)
+		etotal += errs[k];
+	printf("kcoll-fuzz: %d threads, %d s: %llu SQEs written, %llu CQEs reaped, %llu results checked, %llu guarded faults, %llu interrupted waits\n",
+	       nthreads, opt.seconds, (unsigned long long)sqes,
+	       (unsigned long long)cqes, (unsigned long long)checked,
+	       (unsigned long long)faults, (unsigned long long)intr);
+	if (opt.pairs || ps)
+		printf("kcoll-fuzz: two-rank sessions %llu, collectives %llu (%llu succeeded and checked)\n",
+		       (unsigned long long)ps, (unsigned long long)pops,
+		       (unsigned long long)pok);
+	printf("kcoll-fuzz: COMM_ABORT %s, COMM_REPORT %s\n",
+	       atomic_load(&g_abort_notty) && !atomic_load(&g_abort_ok) ?
+	       "not implemented by this kernel (-ENOTTY)" : "exercised",
+	       atomic_load(&g_report_notty) && !atomic_load(&g_report_ok) ?
+	       "not implemented by this kernel (-ENOTTY)" : "exercised");
+	o += snprintf(line + o, sizeof(line) - o, "kcoll-fuzz: seed %llu, %llu calls (%.0f/s; ",
+		      (unsigned long long)opt.seed, (unsigned long long)total,
+		      opt.seconds ? (double)total / opt.seconds : 0.0);
+	for (k = 0; k < C_NR; k++)
+		if (calls[k])
+			o += snprintf(line + o, sizeof(line) - o, "%s%s %llu",
+				      k ? ", " : "", call_names[k],
+				      (unsigned long long)calls[k]);
+	o += snprintf(line + o, sizeof(line) - o, "), %llu errors by errno (",
+		      (unsigned long long)etotal);
+	for (k = 0, i = 0; k < NERR; k++)
+		if (errs[k])
+			o += snprintf(line + o, sizeof(line) - o, "%s%s %llu",
+				      i++ ? ", " : "", errname(k),
+				      (unsigned long long)errs[k]);
+	snprintf(line + o, sizeof(line) - o, "), %lu unexpected", unexp);
+	printf("%s\n", line);
+	fflush(stdout);
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: kcoll-fuzz [-t SECONDS] [-s SEED] [-j THREADS] [-a ADDR] [-P] [-v]\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	struct tstate *partner = NULL;
+	const char *ip = getenv("KCOLL_IP");
+	int c, i, nthreads, fd;
+	int64_t t0, last_progress, join_until;
+	bool hung = false;
+
+	opt.seed = (uint64_t)time(NULL) * 1000003ULL ^ (uint64_t)getpid() << 16;
+	while ((c = getopt(argc, argv, "t:s:j:a:Pvh")) != -1) {
+		switch (c) {
+		case 't': opt.seconds = atoi(optarg); break;
+		case 's': opt.seed = strtoull(optarg, NULL, 0); break;
+		case 'j': opt.nthreads = atoi(optarg); break;
+		case 'a': ip = optarg; break;
+		case 'P': opt.pairs = 0; break;
+		case 'v': opt.verbose = 1; break;
+		default: usage();
+		}
+	}
+	if (optind != argc || opt.seconds < 0 || opt.nthreads < 1 ||
+	    opt.nthreads > MAX_THREADS)
+		usage();
+	if (ip && *ip) {
+		struct in_addr a;
+
+		if (inet_pton(AF_INET, ip, &a) != 1) {
+			fprintf(stderr, "kcoll-fuzz: bad address '%s'\n", ip);
+			return 2;
+		}
+		opt.ip = a.s_addr;
+		snprintf(opt.ipstr, sizeof(opt.ipstr), "%s", ip);
+	}
+	nthreads = opt.nthreads;
+	snprintf(g_seedline, sizeof(g_seedline), "reproduce with -s %llu -j %d",
+		 (unsigned long long)opt.seed, nthreads);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("kcoll-fuzz: seed %llu, %d threads, %d s, address %s, two-rank communicators %s\n",
+	       (unsigned long long)opt.seed, nthreads, opt.seconds,
+	       opt.ip ? opt.ipstr : "none", opt.pairs && opt.ip ? "on" : "off");
+	fd = open(KCOLL_DEV, O_RDWR);
+	if (fd < 0) {
+		fprintf(stderr, "kcoll-fuzz: %s: %s\n", KCOLL_DEV, strerror(errno));
+		return 2;
+	}
+	close(fd);
+
+	signals_init();
+	zone_init();
+	for (i = 0; i < NSHARED; i++)
+		slot_init(&g_shared[i], true);
+	for (i = 0; i < nthreads; i++)
+		g_ts[i] = tstate_new(i);
+	if (opt.pairs && opt.ip) {
+		partner = tstate_new(nthreads);
+		partner->partner = true;
+		pair.t = partner;
+		g_ts[nthreads] = partner;
+		g_nts = nthreads + 1;
+	} else {
+		opt.pairs = 0;
+		g_nts = nthreads;
+	}
+	t0 = now_ns();
+	g_deadline = t0 + (int64_t)opt.seconds * 1000000000LL;
+	last_progress = t0;
+	for (i = 0; i < g_nts; i++) {
+		void *(*fn)(void *) = g_ts[i]->partner ? partner_main : thread_main;
+
+		if (pthread_create(&g_ts[i]->th, NULL, fn, g_ts[i])) {
+			perror("kcoll-fuzz: pthread_create");
+			return 2;
+		}
+	}
+
+	/* Budget: the threads check it; the main thread watches them. */
+	while (now_ns() < g_deadline) {
+		usleep(20000);
+		watchdog();
+		if (opt.verbose && now_ns() - last_progress > 10000000000LL) {
+			uint64_t n = 0;
+			int k;
+
+			last_progress = now_ns();
+			for (i = 0; i < g_nts; i++)
+				for (k = 0; k < C_NR; k++)
+					n += g_ts[i]->calls[k];
+			fprintf(stderr, "kcoll-fuzz: %lld s, %llu calls, %lu unexpected\n",
+				(long long)((last_progress - t0) / 1000000000LL),
+				(unsigned long long)n, atomic_load(&g_unexpected));
+		}
+	}
+	atomic_store(&g_stop, true);
+
+	/* Join with a deadline: a thread the kernel never lets go is a hang.
+	 * The fuzzing threads first (one may be in a two-rank session with
+	 * the partner), then the partner. */
+	join_until = now_ns() + 90000000000LL;
+	for (i = 0; i < g_nts; i++) {
+		struct tstate *t = g_ts[i];
+
+		while (!t->done && now_ns() < join_until) {
+			usleep(20000);
+			watchdog();
+			if (t->partner)
+				pj_post(PJ_EXIT);
+		}
+		if (!t->done) {
+			int64_t c0 = atomic_load(&t->call_t0);
+
+			report_stuck(t, c0 ? (now_ns() - c0) / 1000000 : -1);
+			hung = true;
+		}
+	}
+	for (i = 0; i < g_nts && !hung; i++)
+		pthread_join(g_ts[i]->th, NULL);
+	if (!hung) {
+		for (i = 0; i < NSHARED; i++) {
+			pthread_mutex_lock(&g_shared[i].lock);
+			slot_close_locked(g_ts[0], &g_shared[i]);
+			pthread_mutex_unlock(&g_shared[i].lock);
+		}
+	}
+	summary(nthreads);
+	if (hung) {
+		fprintf(stderr, "kcoll-fuzz: a thread is stuck in the kernel; %s\n",
+			g_seedline);
+		_exit(1);
+	}
+	if (atomic_load(&g_unexpected)) {
+		fprintf(stderr, "kcoll-fuzz: %s\n", g_seedline);
+		return 1;
+	}
+	for (i = 0; i < 65; i++)
+		if (atomic_load(&g_unexpected_sig[i]))
+			return 1;
+	return 0;
+}
