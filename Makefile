@@ -8,6 +8,8 @@
 #   make mpibench     Open MPI baseline (needs mpicc; docs/PERFORMANCE.md)
 #   make modules-all  the module for every kernel with headers installed
 #   make dkms-check   dkms add/build/remove against every installed kernel
+#   make fuzz         the in-VM fuzzer on every kernel (FUZZ_SECONDS=600)
+#   make fuzz-host    libFuzzer over validation and schedules (FUZZ_SECONDS=300)
 #
 # Kbuild reads ./Kbuild (not this file) when the kernel build descends here.
 
@@ -28,7 +30,8 @@ KDIR ?= /lib/modules/$(KVER_NEWEST)/build
 KVER ?= $(patsubst linux-headers-%,%,$(if $(filter build,$(notdir $(KDIR))),$(notdir $(patsubst %/,%,$(dir $(KDIR)))),$(notdir $(KDIR))))
 
 .PHONY: all module modules-all libcoll tools tests-bin unit-test check \
-	vm-test demo bench deps dkms-check install clean help mpibench collsim
+	vm-test demo bench deps dkms-check install clean help mpibench collsim \
+	fuzz fuzz-host
 
 # The Open MPI baseline builds only where mpicc exists (make deps installs it).
 MPICC ?= mpicc
@@ -38,7 +41,7 @@ HAVE_MPICC := $(shell command -v $(MPICC) 2>/dev/null)
 all: module libcoll tools tests-bin $(if $(HAVE_MPICC),mpibench)
 
 help:
-	@sed -n '2,12p' Makefile
+	@sed -n '2,14p' Makefile
 
 deps:
 	tools/install-deps.sh
@@ -144,6 +147,7 @@ $(BUILD)/tests/bin/%: tests/kselftest/%.c tests/kselftest/kcoll_test.h uapi/linu
 		-o $@ $< $(LIBCOLL_A) -lpthread
 
 include tests/unit/unit.mk
+include tests/fuzz/fuzz.mk
 
 # VM tests: every installed kernel, plus the 2-VM RDMA scenario.
 vm-test: modules-all tests-bin tools
@@ -151,6 +155,13 @@ vm-test: modules-all tests-bin tools
 
 check:
 	tests/check.sh
+
+# The in-VM fuzzer (tests/vm/scenarios/fuzz.sh) for FUZZ_SECONDS on every
+# installed kernel; make check runs it for 60 s on the first one.
+# FUZZ_SEED=<n> repeats a run's choices (docs/TESTING.md).
+FUZZ_VM_SECONDS = $(if $(filter command line environment,$(origin FUZZ_SECONDS)),$(FUZZ_SECONDS),600)
+fuzz: modules-all tools
+	tests/run-vm-tests.sh --fuzz "$(FUZZ_VM_SECONDS)$(if $(FUZZ_SEED), $(FUZZ_SEED))" $(KVERS)
 
 # ---------------------------------------------------------------- demo/bench
 demo:

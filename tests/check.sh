@@ -2,7 +2,8 @@
 # make check: everything kcoll tests, ending with "N passed, N failed".
 #  1. build: the module against every installed kernel (W=1, no warnings),
 #     libcoll, tools and test binaries;
-#  2. host unit tests (plain logic, libcoll), no VM;
+#  2. host unit tests (plain logic, libcoll), no VM, and a short run of the
+#     host fuzzers (libFuzzer; make fuzz-host runs them longer);
 #  3. DKMS add/build against every installed kernel (root only);
 #  4. VM tests on every installed kernel: the kselftest binaries in one VM
 #     and the 2-VM Soft-RoCE scenario.
@@ -44,14 +45,22 @@ rc=$?
 count "libcoll, tools and tests build" $rc
 [ $rc = 0 ] || tail -30 "$log/build.log"
 
-# 2. Host unit tests: every "ok N"/"not ok N" line counts.
-make -s unit-test reduce-test >"$log/unit.log" 2>&1
+# 2. Host unit tests and the host fuzzers' short run: every "ok N"/"not
+# ok N" line counts ("# SKIP" ones as skipped).
+make -s -k unit-test reduce-test fuzz-host-quick >"$log/unit.log" 2>&1
 rc=$?
-grep -E '^not ok ' "$log/unit.log"
-p=$(grep -cE '^ok ' "$log/unit.log")
+grep -E '^not ok |# SKIP' "$log/unit.log"
+# The fuzzers' executions.
+grep -E '^ok [0-9]+ fuzz_' "$log/unit.log" | sed 's/^ok [0-9]* /# /'
+p=$(grep -E '^ok ' "$log/unit.log" | grep -cv '# SKIP')
+s=$(grep -cE '^ok .*# SKIP' "$log/unit.log")
 f=$(grep -cE '^not ok ' "$log/unit.log")
-pass=$((pass + p)) fail=$((fail + f))
-echo "# unit: $p passed, $f failed"
+pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
+if [ "$s" != 0 ]; then
+	echo "# unit: $p passed, $f failed, $s skipped"
+else
+	echo "# unit: $p passed, $f failed"
+fi
 if [ $rc != 0 ] && [ "$f" = 0 ]; then
 	count "unit tests ran" $rc
 	tail -20 "$log/unit.log"

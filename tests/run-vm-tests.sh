@@ -1,13 +1,22 @@
 #!/bin/bash
 # Run kcoll's VM test matrix: for each kernel given, the kselftest binaries
 # in one VM, the 2-VM Soft-RoCE scenario and the collective scenarios
-# (tests/vm/scenarios/coll.sh). Prints one result line per
-# test and per scenario, then "VM: P passed, F failed, S skipped".
+# (tests/vm/scenarios/coll.sh); on the first kernel also the fuzzer
+# (tests/vm/scenarios/fuzz.sh, FUZZ_CHECK_SECONDS, default 60). Prints one
+# result line per test and per scenario, then "VM: P passed, F failed,
+# S skipped".
 # Usage: tests/run-vm-tests.sh KVER...
+#        tests/run-vm-tests.sh --fuzz "SECONDS [SEED]" KVER...
+#        (only the fuzzer, on every kernel given: make fuzz)
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$top/build/vmtest
 pass=0 fail=0 skip=0
+fuzz_only=""
+if [ "${1:-}" = --fuzz ]; then
+	fuzz_only=${2:?usage: $0 --fuzz "SECONDS [SEED]" KVER...}
+	shift 2
+fi
 [ $# -gt 0 ] || { echo "usage: $0 KVER..." >&2; exit 2; }
 
 scenario() {	# kver name nvms timeout [arg]
@@ -25,6 +34,10 @@ scenario() {	# kver name nvms timeout [arg]
 		done
 		fail=$((fail + 1))
 	fi
+	# What a scenario reports about itself (the fuzzer: its calls).
+	for sum in "$dir"/vm*/summary.txt; do
+		[ -f "$sum" ] && sed "s|^|#   |" "$sum"
+	done
 	# Every TAP line of every selftest binary counts on its own.
 	for tap in "$dir"/vm*/*.tap; do
 		[ -f "$tap" ] || continue
@@ -49,12 +62,25 @@ forced="algo=allreduce:rabenseifner algo=reduce_scatter:rechalving"
 forced+=" algo=allgather:recdoubling algo=broadcast:binomial"
 forced+=" algo=reduce:binomial algo=alltoall:bruck"
 first=$1
+if [ -n "$fuzz_only" ]; then
+	# The VM's own limit: the budget, the fuzzer's join deadline, boot
+	# and the checks after it.
+	for kver in "$@"; do
+		scenario "$kver" fuzz 1 $((${fuzz_only%% *} + 420)) "$fuzz_only"
+	done
+	echo "VM: $pass passed, $fail failed, $skip skipped"
+	[ $fail = 0 ]
+	exit
+fi
 for kver in "$@"; do
 	scenario "$kver" selftests 1 900
 	scenario "$kver" rdma-pair 2 400
 	scenario "$kver" coll 2 1500 "4 quick"
 	if [ "$kver" = "$first" ]; then
 		scenario "$kver" coll 2 1500 "3 quick $forced"
+		# The fuzzer, briefly (make fuzz runs it longer on every kernel).
+		scenario "$kver" fuzz 1 $((${FUZZ_CHECK_SECONDS:-60} + 420)) \
+			"${FUZZ_CHECK_SECONDS:-60}"
 	else
 		scenario "$kver" coll 2 1500 "3 quick"
 	fi
