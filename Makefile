@@ -122,7 +122,14 @@ KSFT_BINS := $(patsubst tests/kselftest/%.c,$(BUILD)/tests/bin/%,$(KSFT_SRCS))
 # tests/vm/scenarios/coll.sh, one process per rank).
 COLLTEST := $(BUILD)/tests/bin/kcoll-colltest
 
-tests-bin: $(KSFT_BINS) $(COLLTEST)
+# A node stopping dead mid-collective (tests/vm/scenarios/nodedie.sh).
+NODEDIE := $(BUILD)/tests/bin/kcoll-nodedie
+
+tests-bin: $(KSFT_BINS) $(COLLTEST) $(NODEDIE)
+
+$(NODEDIE): tests/vm/kcoll-nodedie.c $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -o $@ $< $(LIBCOLL_A) $(LIBCOLL_LIBS)
 
 $(COLLTEST): tests/vm/kcoll-colltest.c tools/kcoll-check.h $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)

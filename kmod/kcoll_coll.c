@@ -75,16 +75,30 @@ static bool kcoll_sig_match(struct kcoll_task *op, const struct kcoll_wire_msg *
 /* Failure                                                              */
 /* ------------------------------------------------------------------ */
 
+/* Errors that mean a peer is gone for the communicator. */
+static bool kcoll_err_is_loss(int err)
+{
+	return err == -ECONNRESET || err == -ETIMEDOUT || err == -EIO ||
+	       err == -ENODEV || err == -EPROTO;
+}
+
 static void kcoll_op_send_abort(struct kcoll_task *op, struct kcoll_conn *conn)
 {
+	u32 lost = op->comm->lost_rank;
 	struct kcoll_wire_msg m;
 
 	if (!conn || conn->state != KCOLL_CONN_UP)
 		return;
 	kcoll_msg_init(op, &m, KCOLL_MSG_ABORT);
 	m.status = cpu_to_le32(-op->error);
-	/* Which rank is lost, if any (+1; 0: none): see kcoll_abort_lost(). */
-	m.root = cpu_to_le32(op->comm->lost_rank);
+	/*
+	 * Which rank is lost, if any (+1; 0: none): see kcoll_abort_lost().
+	 * Failed because a peer went away (its own ABORT told us, before its
+	 * disconnect did): that peer, so that our peers blame it and not us.
+	 */
+	if (!lost && op->report_peer != ~0U && kcoll_err_is_loss(op->error))
+		lost = op->report_peer + 1;
+	m.root = cpu_to_le32(lost);
 	/* A full SQ means the peer is not draining: it will die or the
 	 * comm will be torn down; either resolves what we wait for. */
 	if (kcoll_conn_send_msg(conn, &m))
@@ -467,6 +481,18 @@ static void kcoll_abort_lost(struct kcoll_comm *comm,
 				-ETIMEDOUT : -ECONNRESET);
 }
 
+/* Whom an ABORT from @conn's peer blames: the rank it names as lost, or
+ * the sender itself. */
+static u32 kcoll_abort_culprit(struct kcoll_conn *conn,
+			       const struct kcoll_wire_msg *m)
+{
+	u32 lost = le32_to_cpu(m->root);
+
+	if (lost && lost <= conn->comm->nranks)
+		return lost - 1;
+	return conn->peer;
+}
+
 /* Check the SIGs and ABORTs @conn has queued for @op. */
 static void kcoll_op_check_sigs(struct kcoll_task *op, struct kcoll_conn *conn)
 {
@@ -483,7 +509,7 @@ static void kcoll_op_check_sigs(struct kcoll_task *op, struct kcoll_conn *conn)
 		list_del(&s->node);
 		if (s->msg.type == KCOLL_MSG_ABORT) {
 			kcoll_op_fail_from(op, kcoll_abort_status(&s->msg),
-					   conn->peer);
+					   kcoll_abort_culprit(conn, &s->msg));
 		} else if (!kcoll_sig_match(op, &s->msg)) {
 			pr_warn_ratelimited("comm %llx rank %u: operation %u does not match rank %u's (%s/%u/%u count %llu root %u)\n",
 					    op->comm->uid, op->comm->rank,
@@ -583,13 +609,13 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 			op = kcoll_p2p_find(&conn->k[m->kind].p2p_sends, seq);
 			if (op && m->opcode == KCOLL_OP_RECV) {
 				kcoll_op_fail_from(op, kcoll_abort_status(m),
-						   conn->peer);
+						   kcoll_abort_culprit(conn, m));
 				kcoll_op_forget_grants(op, conn);
 			}
 			op = kcoll_p2p_find(&conn->k[m->kind].p2p_recvs, seq);
 			if (op && m->opcode == KCOLL_OP_SEND) {
 				kcoll_op_fail_from(op, kcoll_abort_status(m),
-						   conn->peer);
+						   kcoll_abort_culprit(conn, m));
 				kcoll_op_forget_grants(op, conn);
 			}
 			return;
@@ -600,7 +626,7 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 		if (m->type == KCOLL_MSG_ABORT && op && op->started &&
 		    seq == op->seq) {
 			kcoll_op_fail_from(op, kcoll_abort_status(m),
-					   conn->peer);
+					   kcoll_abort_culprit(conn, m));
 			kcoll_op_forget_grants(op, conn);
 			return;
 		}
@@ -922,6 +948,8 @@ static void kcoll_op_reason(struct kcoll_task *op)
 		break;
 	case -ECONNRESET:
 	case -ENODEV:
+	case -EIO:
+	case -EPROTO:
 		op->reason = KCOLL_REPORT_PEER_LOST;
 		break;
 	default:
@@ -1105,6 +1133,16 @@ void kcoll_engine_conn_lost(struct kcoll_conn *conn)
 	}
 	if (!comm->shutting_down)
 		kcoll_nl_peer_lost(comm, conn->peer, conn->error ?: -ECONNRESET);
+	/* With nothing in flight the loss still explains every later
+	 * refusal; a failing operation's report replaces this one. */
+	if (!comm->report.error) {
+		comm->report.error = comm->error;
+		comm->report.reason = comm->error == -ETIMEDOUT ?
+				      KCOLL_REPORT_TIMEOUT :
+				      KCOLL_REPORT_PEER_LOST;
+		comm->report.peer = comm->lost_rank - 1;
+		comm->report.seq = comm->coll_seq;
+	}
 	/* Operations that are done with that peer may still finish. */
 	list_for_each_entry(op, &comm->ops, all)
 		if (kcoll_op_needs_peer(op, conn))

@@ -1284,7 +1284,7 @@ int coll_report_format(const coll_report *r, char *buf, size_t size)
 			      r->reason == COLL_REPORT_MISMATCH ? " differs" :
 			      r->reason == COLL_REPORT_PEER_LOST ? " lost" :
 			      r->reason == COLL_REPORT_TIMEOUT ?
-			      " never arrived" : "");
+			      " missing" : "");
 	if (r->nmissing) {
 		shown = r->nmissing < COLL_REPORT_MAX_MISSING ?
 			r->nmissing : COLL_REPORT_MAX_MISSING;

@@ -55,6 +55,10 @@ for kver in "$@"; do
 	scenario "$kver" coll 2 1500 "4 quick"
 	if [ "$kver" = "$first" ]; then
 		scenario "$kver" coll 2 1500 "3 quick $forced"
+		# Death of a process, 100 times in a row (then no leak, and
+		# rmmod), and of a whole node (3 VMs, one stops dead).
+		scenario "$kver" coll 2 1500 "2 die=100"
+		scenario "$kver" nodedie 3 900
 	else
 		scenario "$kver" coll 2 1500 "3 quick"
 	fi
