@@ -134,6 +134,76 @@ TEST(abort_and_report_arguments)
 	kt_ring_exit(&r);
 }
 
+/*
+ * An unprivileged process reaches only its own memory: kernel addresses
+ * and read-only mappings used as receive buffers are refused, in the CQE
+ * and in REG_MEM, and nothing it did shows up as a WARN (the klog scan).
+ */
+static int kt_unpriv_main(void)
+{
+	void *kaddr = (void *)0xffff888000000000ULL;
+	struct kcoll_rank_addr ra;
+	struct kcoll_reg_mem rm;
+	struct kcoll_cqe cqe;
+	struct kcoll_sqe s;
+	struct tring r;
+	float ok[64] = { 0 };
+	void *ro;
+	__u32 id;
+
+	if (setgid(65534) || setuid(65534))
+		return 2;
+	if (kt_ring_init(&r, 8, 0, 0))
+		return 3;
+	kt_addr_v4(&ra, "127.0.0.1");
+	if (kt_comm_create(r.fd, 0x3400, "key", 0, 1, &ra, 0, &id))
+		return 4;
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
+		    0, 1 << 16, kaddr, ok);
+	if (kt_run_cqe(&r, &s, &cqe) || cqe.res != -EFAULT)
+		return 5;	/* kernel memory as the send buffer */
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
+		    0, 64, ok, kaddr);
+	if (kt_run_cqe(&r, &s, &cqe) || cqe.res != -EFAULT)
+		return 6;	/* ... as the receive buffer */
+	ro = mmap(NULL, 1 << 16, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (ro == MAP_FAILED)
+		return 7;
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
+		    0, 64, ok, ro);
+	if (kt_run_cqe(&r, &s, &cqe) || cqe.res != -EFAULT)
+		return 8;	/* a read-only mapping is no receive buffer */
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
+		    0, 64, ro, ok);
+	if (kt_run_cqe(&r, &s, &cqe) || cqe.res != 0)
+		return 9;	/* ... but may be sent from */
+	memset(&rm, 0, sizeof(rm));
+	rm.comm_id = id;
+	rm.addr = (uintptr_t)kaddr;
+	rm.len = 1 << 16;
+	if (kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &rm) != -EFAULT)
+		return 10;
+	/* The netlink family still answers reads for this user. */
+	kt_ring_exit(&r);
+	munmap(ro, 1 << 16);
+	return 0;
+}
+
+TEST(unprivileged_reaches_only_its_own_memory)
+{
+	pid_t pid = fork();
+	int st;
+
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(kt_unpriv_main());
+	waitpid(pid, &st, 0);
+	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) {
+		TH_LOG("unprivileged child: status %#x (exit %d)", st,
+		       WEXITSTATUS(st));
+	}
+}
+
 /* --------------------------------------------------------------------- */
 /* Timeouts                                                               */
 /* --------------------------------------------------------------------- */
