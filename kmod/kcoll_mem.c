@@ -78,13 +78,21 @@ int kcoll_buf_pin_user(struct kcoll_buf *b, u64 uaddr, size_t len,
 	end = PAGE_ALIGN(uaddr + len);
 	if ((end - start) >> PAGE_SHIFT > UINT_MAX)
 		return -EOVERFLOW;
+	/*
+	 * More pages than the machine has can never be pinned: fail before
+	 * sizing the page array by the request (REG_MEM of a few TiB of
+	 * address space asked kvmalloc for more than INT_MAX bytes, which
+	 * it refuses with a WARN).
+	 */
+	if ((end - start) >> PAGE_SHIFT > totalram_pages())
+		return -ENOMEM;
 	b->npages = (end - start) >> PAGE_SHIFT;
 	b->off0 = uaddr & ~PAGE_MASK;
 	b->len = len;
 	b->user = true;
 
 	b->pages = kvmalloc_array(b->npages, sizeof(*b->pages),
-				  GFP_KERNEL_ACCOUNT);
+				  GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
 	if (!b->pages)
 		return -ENOMEM;
 	err = kcoll_charge_pinned(b);
