@@ -79,6 +79,7 @@ struct kcoll_buf {
 	size_t off0;		/* offset of byte 0 in the first page */
 	size_t len;
 	bool user;		/* pinned user pages (else allocated) */
+	bool writable;		/* pinned with FOLL_WRITE: dirty on release */
 	bool charged;		/* npages charged to mm->pinned_vm */
 	struct mm_struct *mm;	/* mmgrab()ed when charged */
 	void *vmap_base;

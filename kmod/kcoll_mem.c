@@ -90,6 +90,7 @@ int kcoll_buf_pin_user(struct kcoll_buf *b, u64 uaddr, size_t len,
 	b->off0 = uaddr & ~PAGE_MASK;
 	b->len = len;
 	b->user = true;
+	b->writable = writable;
 
 	b->pages = kvmalloc_array(b->npages, sizeof(*b->pages),
 				  GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
@@ -266,7 +267,11 @@ void kcoll_buf_release(struct kcoll_buf *b)
 		vunmap(b->vmap_base);
 	if (b->pages) {
 		if (b->user) {
-			unpin_user_pages_dirty_lock(b->pages, b->npages, true);
+			/* Only what we may have written: a send buffer
+			 * can be a read-only file mapping, whose pages
+			 * must not become dirty. */
+			unpin_user_pages_dirty_lock(b->pages, b->npages,
+						    b->writable);
 			kcoll_uncharge_pinned(b);
 		} else {
 			for (i = 0; i < b->npages; i++)
