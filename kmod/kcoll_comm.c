@@ -341,23 +341,32 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 
 	mutex_lock(&ctx->comm_lock);
 	err = xa_alloc(&ctx->comms, &id, comm, xa_limit_31b, GFP_KERNEL);
-	if (!err)
+	if (!err) {
 		comm->id = id;
+		/*
+		 * Once the lock is dropped, another thread of the file may
+		 * destroy the comm (ids are small and easy to guess): keep
+		 * it alive until we are done with it here.
+		 */
+		kref_get(&comm->ref);
+	}
 	mutex_unlock(&ctx->comm_lock);
 	if (err)
 		goto out_shutdown;
-	p.comm_id = comm->id;
+	p.comm_id = id;
 	kcoll_nl_comm_event(comm, KCOLL_CMD_EV_COMM_CREATED, 0);
 	if (copy_to_user(uarg, &p, sizeof(p))) {
-		/* Nobody can name it: undo. */
+		/* Nobody can name it: undo, unless someone did already. */
 		mutex_lock(&ctx->comm_lock);
-		xa_erase(&ctx->comms, comm->id);
-		kcoll_comm_destroy(ctx, comm);
+		if (xa_cmpxchg(&ctx->comms, id, comm, NULL, 0) == comm)
+			kcoll_comm_destroy(ctx, comm);
 		mutex_unlock(&ctx->comm_lock);
+		kcoll_comm_put(comm);
 		return -EFAULT;
 	}
 	pr_debug("comm %llx rank %u/%u created (id %u)\n", comm->uid,
-		 comm->rank, comm->nranks, comm->id);
+		 comm->rank, comm->nranks, id);
+	kcoll_comm_put(comm);
 	return 0;
 
 out_shutdown:
@@ -561,9 +570,10 @@ int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	mutex_unlock(&comm->lock);
 	mutex_unlock(&ctx->comm_lock);
 
-	p.handle = mem->handle;
+	/* @mem may be gone already: another thread can DEREG_MEM it. */
+	p.handle = handle;
 	if (copy_to_user(uarg, &p, sizeof(p))) {
-		kcoll_dereg_mem(ctx, p.handle);	/* nobody can name it */
+		kcoll_dereg_mem(ctx, handle);	/* nobody can name it */
 		return -EFAULT;
 	}
 	return 0;
