@@ -392,6 +392,17 @@ static void kcoll_op_send(struct kcoll_task *op)
 		}
 		if (g->seq != op->seq || g->phase > (u16)op->phase)
 			return;		/* the peer is ahead of us */
+		if (g->sig_unchecked) {
+			/* Granted before this send was issued. */
+			g->sig_unchecked = false;
+			if (!kcoll_sig_match(op, &g->sig)) {
+				pr_warn_ratelimited("comm %llx rank %u: send %u to rank %u does not match its receive\n",
+						    op->comm->uid, op->comm->rank,
+						    op->seq, conn->peer);
+				kcoll_op_fail(op, -EBADMSG);
+				return;
+			}
+		}
 		if (g->phase != (u16)op->phase ||
 		    (op->send_posted >= op->send_total && op->send_posted_any)) {
 			kcoll_op_fail(op, -EBADMSG);	/* schedules disagree */
@@ -598,6 +609,12 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 		g->len = le32_to_cpu(m->len);
 		g->phase = le16_to_cpu(m->phase);
 		g->slot = -1;
+		if (m->kind == KCOLL_KIND_P2P && !op) {
+			/* Our send is not issued yet: kcoll_op_send() checks
+			 * the receive's signature when it gets there. */
+			g->sig = *m;
+			g->sig_unchecked = true;
+		}
 		list_add_tail(&g->node, &conn->k[m->kind].in);
 		return;
 	case KCOLL_MSG_SIG:

@@ -147,6 +147,10 @@ struct kcoll_grant {
 				 * (received, once used) */
 	size_t dst_off;		/* issued: byte offset in the op's recv region */
 	int slot;		/* issued: staging slot, or -1 (direct) */
+	/* Received P2P grants that arrived before our SEND was issued: the
+	 * receive's signature, checked when the send first uses them. */
+	bool sig_unchecked;
+	struct kcoll_wire_msg sig;
 };
 
 struct kcoll_conn {
