@@ -279,6 +279,14 @@ void kcoll_engine_data(struct kcoll_conn *conn, u32 imm, u32 byte_len)
 /* ------------------------------------------------------------------ */
 
 /* Our RDMA WRITE completed (the peer's HCA has the data). */
+/* @conn's peer said BYE after completing collective @op: it needs
+ * nothing more of it, and everything it sent for it has landed here. */
+bool kcoll_peer_finished(struct kcoll_conn *conn, struct kcoll_task *op)
+{
+	return conn->bye && op->kind == KCOLL_KIND_COLL &&
+	       kcoll_seq_before(op->seq, conn->bye_done);
+}
+
 void kcoll_write_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct kcoll_grant *g = container_of(wc->wr_cqe, struct kcoll_grant,
@@ -290,9 +298,13 @@ void kcoll_write_done(struct ib_cq *cq, struct ib_wc *wc)
 	mutex_lock(&comm->lock);
 	conn->sq_posted--;
 	op->writes_inflight--;
-	if (wc->status == IB_WC_SUCCESS) {
+	if (wc->status == IB_WC_SUCCESS ||
+	    (wc->status == IB_WC_WR_FLUSH_ERR && kcoll_peer_finished(conn, op))) {
+		/* Flushed after the peer's BYE: it had the data. */
 		op->send_done += g->len;
 		op->send_done_any = true;
+		if (wc->status != IB_WC_SUCCESS)
+			kcoll_conn_kill(conn, -ECONNRESET);
 	} else {
 		if (wc->status != IB_WC_WR_FLUSH_ERR)
 			pr_warn_ratelimited("comm %llx rank %u: write to rank %u failed: %s\n",
@@ -583,6 +595,10 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 		kcoll_abort_lost(comm, m);
 	switch (m->type) {
 	case KCOLL_MSG_NOP:
+		return;
+	case KCOLL_MSG_BYE:
+		conn->bye = true;
+		conn->bye_done = seq;
 		return;
 	case KCOLL_MSG_GRANT:
 		if (le32_to_cpu(m->serial) != conn->k[m->kind].serial_in)
@@ -1104,7 +1120,7 @@ static bool kcoll_op_needs_peer(struct kcoll_task *op, struct kcoll_conn *conn)
 	struct kcoll_phase ph;
 	u32 i, peer = conn->peer;
 
-	if (op->finished)
+	if (op->finished || kcoll_peer_finished(conn, op))
 		return false;
 	if (op->kind == KCOLL_KIND_P2P)
 		return op->args.root == peer;

@@ -89,6 +89,24 @@ static bool kcoll_comm_is_shut(struct kcoll_comm *comm)
 	return shut;
 }
 
+/* How long a leaving comm waits for its BYEs to be acknowledged. */
+#define KCOLL_BYE_WAIT_MS	500
+
+/* Every send posted on a live connection has completed. */
+static bool kcoll_comm_sends_done(struct kcoll_comm *comm)
+{
+	bool done = true;
+	u32 i;
+
+	mutex_lock(&comm->lock);
+	for (i = 0; i < comm->nranks && done; i++)
+		if (comm->conns[i] && comm->conns[i]->state == KCOLL_CONN_UP &&
+		    comm->conns[i]->sq_posted)
+			done = false;
+	mutex_unlock(&comm->lock);
+	return done;
+}
+
 static bool kcoll_comm_cm_idle(struct kcoll_comm *comm)
 {
 	bool idle;
@@ -106,6 +124,7 @@ static bool kcoll_comm_cm_idle(struct kcoll_comm *comm)
  */
 static void kcoll_comm_shutdown(struct kcoll_comm *comm, int err)
 {
+	bool bye;
 	u32 i;
 
 	mutex_lock(&comm->lock);
@@ -116,12 +135,21 @@ static void kcoll_comm_shutdown(struct kcoll_comm *comm, int err)
 		wait_event(comm->wait, kcoll_comm_is_shut(comm));
 		return;
 	}
+	bye = !comm->error;
 	if (!comm->error)
 		comm->error = err;
 	kcoll_engine_fail_all(comm, err);
+	/* A healthy comm says BYE: peers still finishing a collective with
+	 * us then know we have it (see kcoll_conn_send_bye()). */
+	for (i = 0; bye && i < comm->nranks; i++)
+		if (comm->conns[i])
+			kcoll_conn_send_bye(comm->conns[i]);
 	/* Handlers check this first and then do nothing. */
 	comm->shutting_down = true;
 	mutex_unlock(&comm->lock);
+	if (bye)
+		wait_event_timeout(comm->wait, kcoll_comm_sends_done(comm),
+				   msecs_to_jiffies(KCOLL_BYE_WAIT_MS));
 	wait_event(comm->wait, kcoll_comm_cm_idle(comm));
 
 	for (i = 0; i < comm->nranks; i++)

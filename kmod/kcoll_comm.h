@@ -188,6 +188,9 @@ struct kcoll_conn {
 	} k[KCOLL_KIND_NR];
 	struct list_head sigs;		/* received SIGs not yet checked */
 	u32 sig_next;			/* SIGs consumed up to this seq */
+	bool bye;			/* the peer said BYE: */
+	u32 bye_done;			/* it completed every collective
+					 * below this seq */
 };
 
 /* ------------------------------------------------------------------ */
@@ -339,6 +342,7 @@ int kcoll_rank_sockaddr(const struct kcoll_rank_addr *ra,
 			struct sockaddr_storage *ss);
 int kcoll_conn_start(struct kcoll_comm *comm, u32 peer);
 void kcoll_conn_shutdown(struct kcoll_conn *conn);
+void kcoll_conn_send_bye(struct kcoll_conn *conn);
 void kcoll_conn_free(struct kcoll_conn *conn);
 void kcoll_conn_kill(struct kcoll_conn *conn, int err);
 int kcoll_conn_send_msg(struct kcoll_conn *conn, struct kcoll_wire_msg *m);
@@ -354,6 +358,7 @@ void kcoll_engine_fail_all(struct kcoll_comm *comm, int err);
 void kcoll_engine_reap(struct kcoll_comm *comm);
 void kcoll_engine_force_reap(struct kcoll_comm *comm);
 void kcoll_engine_kick_work(struct work_struct *work);
+bool kcoll_peer_finished(struct kcoll_conn *conn, struct kcoll_task *op);
 void kcoll_engine_timeout_work(struct work_struct *work);
 u32 kcoll_op_missing(struct kcoll_task *op, u32 *out, u32 cap);
 
