@@ -69,10 +69,10 @@ static unsigned int kc_conf_seen(const struct kc_conf *conf, const char *key)
 {
 	size_t i;
 
-	if (!strcmp(key, "listen_port"))
-		return conf->listen_port_line;
-	if (!strcmp(key, "listen_address"))
-		return conf->listen_address_line;
+	if (!strcmp(key, "metrics_port"))
+		return conf->metrics_port_line;
+	if (!strcmp(key, "metrics_address"))
+		return conf->metrics_address_line;
 	if (!strcmp(key, "devices"))
 		return conf->devices_line;
 	for (i = 0; i < conf->n_tunables; i++)
@@ -90,10 +90,10 @@ static int kc_conf_port(struct kc_conf_ctx *cx, const char *v)
 	port = strtoul(v, &end, 10);
 	if (!isdigit((unsigned char)*v) || *end || errno || !port ||
 	    port > 65535)
-		return kc_conf_err(cx, "listen_port: '%s' is not a port "
+		return kc_conf_err(cx, "metrics_port: '%s' is not a port "
 				   "number (1-65535)", v);
-	cx->conf->listen_port = port;
-	cx->conf->listen_port_line = cx->line;
+	cx->conf->metrics_port = port;
+	cx->conf->metrics_port_line = cx->line;
 	return 0;
 }
 
@@ -104,10 +104,10 @@ static int kc_conf_address(struct kc_conf_ctx *cx, const char *v)
 	if (strlen(v) >= KC_CONF_ADDR_MAX ||
 	    (inet_pton(AF_INET, v, buf) != 1 &&
 	     inet_pton(AF_INET6, v, buf) != 1))
-		return kc_conf_err(cx, "listen_address: '%s' is not an IPv4 "
+		return kc_conf_err(cx, "metrics_address: '%s' is not an IPv4 "
 				   "or IPv6 address", v);
-	strcpy(cx->conf->listen_address, v);
-	cx->conf->listen_address_line = cx->line;
+	strcpy(cx->conf->metrics_address, v);
+	cx->conf->metrics_address_line = cx->line;
 	return 0;
 }
 
@@ -194,9 +194,9 @@ static int kc_conf_line(struct kc_conf_ctx *cx, char *line)
 	if (prev)
 		return kc_conf_err(cx, "%s: already set on line %u", key,
 				   prev);
-	if (!strcmp(key, "listen_port"))
+	if (!strcmp(key, "metrics_port"))
 		return kc_conf_port(cx, val);
-	if (!strcmp(key, "listen_address"))
+	if (!strcmp(key, "metrics_address"))
 		return kc_conf_address(cx, val);
 	if (!strcmp(key, "devices"))
 		return kc_conf_devices(cx, val);

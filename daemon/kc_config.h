@@ -5,8 +5,8 @@
  * One "key = value" per line; blank lines and everything from '#' to the
  * end of a line are ignored; spaces around key and value are trimmed.
  * Keys of the daemon itself:
- *	listen_port = N		Prometheus port (1-65535)
- *	listen_address = ADDR	Prometheus address (IPv4 or IPv6 literal)
+ *	metrics_port = N		Prometheus port (1-65535)
+ *	metrics_address = ADDR	Prometheus address (IPv4 or IPv6 literal)
  *	devices = NAME...	RDMA devices expected (warned about if absent),
  *				separated by spaces or commas
  * Any other key is a module tunable, set with KCOLL_CMD_TUNABLE_SET: a
@@ -32,10 +32,10 @@ struct kc_conf_tunable {
 };
 
 struct kc_conf {
-	unsigned int listen_port;		/* 0: not set */
-	unsigned int listen_port_line;
-	char listen_address[KC_CONF_ADDR_MAX];	/* "": not set */
-	unsigned int listen_address_line;
+	unsigned int metrics_port;		/* 0: not set */
+	unsigned int metrics_port_line;
+	char metrics_address[KC_CONF_ADDR_MAX];	/* "": not set */
+	unsigned int metrics_address_line;
 	char devices[KC_CONF_MAX_DEVICES][KC_DEV_NAME_MAX];
 	unsigned int n_devices;
 	unsigned int devices_line;

@@ -745,11 +745,11 @@ static int kd_init_conf(struct kd *d)
 		return 1;
 	d->have_conf = ret == 0;
 	if (d->port < 0)
-		d->port = d->have_conf && d->conf.listen_port ?
-			(int)d->conf.listen_port : KD_DEFAULT_PORT;
+		d->port = d->have_conf && d->conf.metrics_port ?
+			(int)d->conf.metrics_port : KD_DEFAULT_PORT;
 	if (!d->bind_addr)
-		d->bind_addr = d->have_conf && d->conf.listen_address[0] ?
-			d->conf.listen_address : KD_DEFAULT_ADDR;
+		d->bind_addr = d->have_conf && d->conf.metrics_address[0] ?
+			d->conf.metrics_address : KD_DEFAULT_ADDR;
 	return 0;
 }
 

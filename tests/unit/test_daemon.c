@@ -36,8 +36,8 @@ static void test_conf_good(void)
 	static const char text[] =
 		"# kcolld test configuration\n"
 		"\n"
-		"listen_port = 9100   # Prometheus\n"
-		"  listen_address=::1\n"
+		"metrics_port = 9100   # Prometheus\n"
+		"  metrics_address=::1\n"
 		"devices = rxe0, mlx5_0 mlx5_1\n"
 		"chunk_bytes = 131072\n"
 		"\t algo/allreduce =   ring\n"
@@ -51,9 +51,9 @@ static void test_conf_good(void)
 		return;
 	}
 	UNIT_EQ_STR(err, "");
-	UNIT_EQ_UINT(c.listen_port, 9100);
-	UNIT_EQ_UINT(c.listen_port_line, 3);
-	UNIT_EQ_STR(c.listen_address, "::1");
+	UNIT_EQ_UINT(c.metrics_port, 9100);
+	UNIT_EQ_UINT(c.metrics_port_line, 3);
+	UNIT_EQ_STR(c.metrics_address, "::1");
 	UNIT_EQ_UINT(c.n_devices, 3);
 	UNIT_EQ_STR(c.devices[0], "rxe0");
 	UNIT_EQ_STR(c.devices[1], "mlx5_0");
@@ -81,7 +81,7 @@ static void test_conf_empty(void)
 
 	UNIT_EQ_INT(kc_conf_parse_str("", "e.conf", &c, err, sizeof(err)), 0);
 	UNIT_EQ_UINT(c.n_tunables, 0);
-	UNIT_EQ_UINT(c.listen_port, 0);
+	UNIT_EQ_UINT(c.metrics_port, 0);
 	kc_conf_free(&c);
 	UNIT_EQ_INT(kc_conf_parse_str("# only a comment\n\n   \n", "e.conf",
 				      &c, err, sizeof(err)), 0);
@@ -107,23 +107,23 @@ static void test_conf_errors(void)
 		{ "\n\n = 5\n", "t.conf:3: missing key before '='" },
 		{ "a = 1\nb =\n", "t.conf:2: b: missing value" },
 		{ "a = 1\nb = # comment\n", "t.conf:2: b: missing value" },
-		{ "listen_port = 0\n",
-		  "t.conf:1: listen_port: '0' is not a port number (1-65535)" },
-		{ "\nlisten_port = 65536\n",
-		  "t.conf:2: listen_port: '65536' is not a port number "
+		{ "metrics_port = 0\n",
+		  "t.conf:1: metrics_port: '0' is not a port number (1-65535)" },
+		{ "\nmetrics_port = 65536\n",
+		  "t.conf:2: metrics_port: '65536' is not a port number "
 		  "(1-65535)" },
-		{ "listen_port = 80x\n",
-		  "t.conf:1: listen_port: '80x' is not a port number "
+		{ "metrics_port = 80x\n",
+		  "t.conf:1: metrics_port: '80x' is not a port number "
 		  "(1-65535)" },
-		{ "listen_port = -1\n",
-		  "t.conf:1: listen_port: '-1' is not a port number "
+		{ "metrics_port = -1\n",
+		  "t.conf:1: metrics_port: '-1' is not a port number "
 		  "(1-65535)" },
-		{ "listen_address = localhost\n",
-		  "t.conf:1: listen_address: 'localhost' is not an IPv4 or "
+		{ "metrics_address = localhost\n",
+		  "t.conf:1: metrics_address: 'localhost' is not an IPv4 or "
 		  "IPv6 address" },
 		{ "x = 1\ny = 2\nx = 3\n", "t.conf:3: x: already set on line 1" },
-		{ "listen_port = 1\nlisten_port = 2\n",
-		  "t.conf:2: listen_port: already set on line 1" },
+		{ "metrics_port = 1\nmetrics_port = 2\n",
+		  "t.conf:2: metrics_port: already set on line 1" },
 		{ "[tunables]\n", "t.conf:1: sections are not supported: write "
 		  "'key = value' lines only" },
 		{ "1abc = 3\n", "t.conf:1: invalid key '1abc' (letters, "

@@ -145,10 +145,10 @@ devices = rxe0, mlx9
 algo/allreduce = ring   # forced
 CONF
 printf 'chunk_bytes = 131072\n\nnot_a_knob = 1\nprio_sched = 5\n' >"$tmp/bad-values.conf"
-printf 'prio_sched = 1\nlisten_port = 99999\n' >"$tmp/bad-syntax.conf"
+printf 'prio_sched = 1\nmetrics_port = 99999\n' >"$tmp/bad-syntax.conf"
 check "kcolld -t" 0 "$tmp/good.conf: OK (2 tunables)" "$kd" -t -c "$tmp/good.conf"
 check "kcolld -t: error names file and line" 1 \
-	"$tmp/bad-syntax.conf:2: listen_port: '99999' is not a port number (1-65535)" \
+	"$tmp/bad-syntax.conf:2: metrics_port: '99999' is not a port number (1-65535)" \
 	"$kd" -t -c "$tmp/bad-syntax.conf"
 check "kcolld -c missing file" 1 "$tmp/none.conf: No such file or directory" \
 	"$kd" -t -c "$tmp/none.conf"
@@ -220,7 +220,7 @@ else
 		grep -q "keeping the previous configuration" "$tmp/kd.log" && break
 		sleep 0.1
 	done
-	grep -q "good.conf:2: listen_port: '99999' is not a port number" "$tmp/kd.log" &&
+	grep -q "good.conf:2: metrics_port: '99999' is not a port number" "$tmp/kd.log" &&
 		grep -q "keeping the previous configuration" "$tmp/kd.log"
 	result "kcolld SIGHUP with a bad file keeps the old one" $? "$tmp/kd.log"
 	printf 'prio_sched = 0\n' >"$tmp/good.conf"

@@ -124,7 +124,7 @@ echo 65536 >$SYS/chunk_bytes
 conf=/tmp/kcolld.conf
 cat >$conf <<EOF
 # kcolld configuration of the ctl scenario
-listen_port = $PORT
+metrics_port = $PORT
 devices = rxe0
 chunk_bytes = 262144
 EOF
