@@ -1,7 +1,7 @@
 #!/bin/bash
 # Run kcoll's VM test matrix: for each kernel given, the kselftest binaries
-# in one VM, the 2-VM Soft-RoCE scenario and the collective scenarios
-# (tests/vm/scenarios/coll.sh). Prints one result line per
+# in one VM, the 2-VM Soft-RoCE scenario, the collective scenarios
+# (tests/vm/scenarios/coll.sh) and the control plane (ctl.sh). Prints one result line per
 # test and per scenario, then "VM: P passed, F failed, S skipped".
 # Usage: tests/run-vm-tests.sh KVER...
 set -u
@@ -53,6 +53,11 @@ for kver in "$@"; do
 	scenario "$kver" selftests 1 900
 	scenario "$kver" rdma-pair 2 400
 	scenario "$kver" coll 2 1500 "4 quick"
+	# kcollctl and kcolld against the module's netlink family, once the
+	# module has one.
+	if grep -qs KCOLL_GENL_NAME "$top"/kmod/*.c; then
+		scenario "$kver" ctl 1 600
+	fi
 	if [ "$kver" = "$first" ]; then
 		scenario "$kver" coll 2 1500 "3 quick $forced"
 		# Death of a process, 100 times in a row (then no leak, and
