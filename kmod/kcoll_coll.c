@@ -1392,18 +1392,6 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	return err;
 }
 
-static struct kcoll_comm *kcoll_comm_get(struct kcoll_ctx *ctx, u32 id)
-{
-	struct kcoll_comm *comm;
-
-	mutex_lock(&ctx->comm_lock);
-	comm = xa_load(&ctx->comms, id);
-	if (comm)
-		kref_get(&comm->ref);
-	mutex_unlock(&ctx->comm_lock);
-	return comm;
-}
-
 /* The .issue of every collective opcode: runs in the submitting task. */
 void kcoll_coll_issue(struct kcoll_req *req)
 {
@@ -1413,7 +1401,7 @@ void kcoll_coll_issue(struct kcoll_req *req)
 	struct kcoll_task *op;
 	int err;
 
-	comm = kcoll_comm_get(req->ctx, sqe->comm_id);
+	comm = kcoll_ctx_comm_get(req->ctx, sqe->comm_id);
 	if (!comm) {
 		kcoll_req_complete(req, -ENOENT);
 		return;

@@ -432,7 +432,7 @@ int kcoll_comm_destroy_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 }
 
 /* A referenced comm of @ctx, or NULL. */
-static struct kcoll_comm *kcoll_ctx_comm_get(struct kcoll_ctx *ctx, u32 id)
+struct kcoll_comm *kcoll_ctx_comm_get(struct kcoll_ctx *ctx, u32 id)
 {
 	struct kcoll_comm *comm;
 

@@ -321,6 +321,7 @@ int kcoll_comm_destroy_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
 int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
 int kcoll_dereg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
 int kcoll_comm_abort_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
+struct kcoll_comm *kcoll_ctx_comm_get(struct kcoll_ctx *ctx, u32 id);
 int kcoll_comm_report_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
 /* Netlink: call @fn for each comm on the node from the @skip'th, under the
  * comm list lock; stops at the first non-zero return, which it returns. */

@@ -29,27 +29,6 @@ static long long kt_now_ms(void)
 	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
-/* Submit one SQE and wait for its CQE (whole CQE returned). */
-static int kt_run_cqe(struct tring *r, struct kcoll_sqe *tmpl,
-		      struct kcoll_cqe *cqe)
-{
-	struct kcoll_sqe *sqe = kt_get_sqe(r);
-	long e;
-
-	if (!sqe)
-		return -ENOSPC;
-	*sqe = *tmpl;
-	e = kt_enter(r, 1, 1, KCOLL_ENTER_GETEVENTS, 0);
-	if (e < 0)
-		return (int)e;
-	while (kt_pop(r, cqe)) {
-		e = kt_enter(r, 0, 1, KCOLL_ENTER_GETEVENTS, 0);
-		if (e < 0)
-			return (int)e;
-	}
-	return 0;
-}
-
 static long kt_report(int fd, __u32 id, struct kcoll_comm_report *rep,
 		      __u32 *missing, __u32 cap)
 {

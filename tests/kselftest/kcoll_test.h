@@ -230,11 +230,11 @@ static inline long kt_comm_create(int fd, __u64 uid, const char *key, __u32 rank
 	return r;
 }
 
-/* Submit one SQE and wait for its CQE; returns the CQE's res. */
-static inline int kt_run(struct tring *r, struct kcoll_sqe *tmpl)
+/* Submit one SQE and wait for its CQE (the whole CQE into @cqe). */
+static inline int kt_run_cqe(struct tring *r, struct kcoll_sqe *tmpl,
+			     struct kcoll_cqe *cqe)
 {
 	struct kcoll_sqe *sqe = kt_get_sqe(r);
-	struct kcoll_cqe cqe;
 	long e;
 
 	if (!sqe)
@@ -243,12 +243,21 @@ static inline int kt_run(struct tring *r, struct kcoll_sqe *tmpl)
 	e = kt_enter(r, 1, 1, KCOLL_ENTER_GETEVENTS, 0);
 	if (e < 0)
 		return (int)e;
-	while (kt_pop(r, &cqe)) {
+	while (kt_pop(r, cqe)) {
 		e = kt_enter(r, 0, 1, KCOLL_ENTER_GETEVENTS, 0);
 		if (e < 0)
 			return (int)e;
 	}
-	return cqe.res;
+	return 0;
+}
+
+/* Submit one SQE and wait for its CQE; returns the CQE's res. */
+static inline int kt_run(struct tring *r, struct kcoll_sqe *tmpl)
+{
+	struct kcoll_cqe cqe;
+	int e = kt_run_cqe(r, tmpl, &cqe);
+
+	return e ? e : cqe.res;
 }
 
 static inline struct kcoll_sqe kt_coll(__u8 op, __u32 comm, __u8 dtype, __u8 redop,
