@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # kcoll top-level build. See README.md.
 #
-#   make              module (newest Debian kernel, or KDIR=...), libcoll, tools
+#   make              module (newest Debian kernel, or KDIR=...), libcoll, tools,
+#                     kcollctl and kcolld
 #   make check        host unit tests + VM tests on every installed kernel
 #   make demo         install what is missing, build, boot a VM, show kcoll
 #   make bench        ring benchmark in a VM (recorded in docs/PERFORMANCE.md)
@@ -31,14 +32,14 @@ KVER ?= $(patsubst linux-headers-%,%,$(if $(filter build,$(notdir $(KDIR))),$(no
 
 .PHONY: all module modules-all libcoll tools tests-bin unit-test check \
 	vm-test demo bench deps dkms-check install clean help mpibench collsim \
-	fuzz fuzz-host
+	daemon fuzz fuzz-host
 
 # The Open MPI baseline builds only where mpicc exists (make deps installs it).
 MPICC ?= mpicc
 MPIBENCH := $(BUILD)/tools/kcoll-mpibench
 HAVE_MPICC := $(shell command -v $(MPICC) 2>/dev/null)
 
-all: module libcoll tools tests-bin $(if $(HAVE_MPICC),mpibench)
+all: module libcoll tools daemon tests-bin $(if $(HAVE_MPICC),mpibench)
 
 help:
 	@sed -n '2,14p' Makefile
@@ -114,6 +115,10 @@ $(MPIBENCH): tools/kcoll-mpibench.c
 	@mkdir -p $(dir $@)
 	$(MPICC) -O2 -g -Wall -Wextra -Werror -std=gnu11 -o $@ $<
 
+# ---------------------------------------------------------------- daemon
+# kcollctl and kcolld: the control plane over generic netlink (daemon/).
+include daemon/daemon.mk
+
 # ---------------------------------------------------------------- tests
 # The kselftest harness comes from Debian's linux-source-6.1, extracted at
 # build time (never committed).
@@ -134,7 +139,14 @@ KSFT_BINS := $(patsubst tests/kselftest/%.c,$(BUILD)/tests/bin/%,$(KSFT_SRCS))
 # tests/vm/scenarios/coll.sh, one process per rank).
 COLLTEST := $(BUILD)/tests/bin/kcoll-colltest
 
-tests-bin: $(KSFT_BINS) $(COLLTEST)
+# A node stopping dead mid-collective (tests/vm/scenarios/nodedie.sh).
+NODEDIE := $(BUILD)/tests/bin/kcoll-nodedie
+
+tests-bin: $(KSFT_BINS) $(COLLTEST) $(NODEDIE)
+
+$(NODEDIE): tests/vm/kcoll-nodedie.c $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -o $@ $< $(LIBCOLL_A) $(LIBCOLL_LIBS)
 
 $(COLLTEST): tests/vm/kcoll-colltest.c tools/kcoll-check.h $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)
@@ -150,7 +162,7 @@ include tests/unit/unit.mk
 include tests/fuzz/fuzz.mk
 
 # VM tests: every installed kernel, plus the 2-VM RDMA scenario.
-vm-test: modules-all tests-bin tools
+vm-test: modules-all tests-bin tools daemon
 	tests/run-vm-tests.sh $(KVERS)
 
 check:
@@ -174,9 +186,10 @@ bench: modules-all tools
 dkms-check:
 	tools/dkms-check.sh $(KVERS)
 
-# libcoll, its headers (coll.h, linux/kcoll.h) and libcoll.pc under
-# PREFIX (default /usr/local); the module goes in through DKMS.
-install: libcoll-install
+# libcoll, its headers (coll.h, linux/kcoll.h) and libcoll.pc, kcollctl
+# and kcolld with their man pages under PREFIX (default /usr/local); the
+# module goes in through DKMS.
+install: libcoll-install daemon-install
 
 clean:
 	rm -rf $(BUILD)

@@ -30,6 +30,7 @@
 #include <linux/xarray.h>
 
 #include "kcoll_logic.h"
+#include "../uapi/linux/kcoll_netlink.h"
 
 struct kcoll_ctx;
 
@@ -106,6 +107,7 @@ struct kcoll_opdef {
 
 extern const struct kcoll_opdef kcoll_ops[KCOLL_OP_LAST];
 void kcoll_queue_delayed(struct delayed_work *dw, unsigned long delay);
+void kcoll_mod_delayed(struct delayed_work *dw, unsigned long delay);
 void kcoll_coll_issue(struct kcoll_req *req);	/* kcoll_coll.c */
 int kcoll_nop_exec(const struct kcoll_sqe *sqe);
 int kcoll_ops_init(void);
@@ -119,6 +121,7 @@ long kcoll_ctx_enter(struct kcoll_ctx *ctx, const struct kcoll_enter *e);
 long kcoll_ctx_eventfd(struct kcoll_ctx *ctx, const struct kcoll_eventfd *e);
 __poll_t kcoll_ctx_poll_mask(struct kcoll_ctx *ctx);
 void kcoll_req_complete(struct kcoll_req *req, int res);
+void kcoll_req_complete_flags(struct kcoll_req *req, int res, u32 cflags);
 int kcoll_ring_init(void);
 void kcoll_ring_exit(void);
 
@@ -141,8 +144,36 @@ u32 kcoll_connect_timeout_ms(void);	/* COMM_CREATE default */
 u32 kcoll_ack_timeout(void);		/* new connections */
 bool kcoll_prio_sched(void);		/* priorities (else FIFO) */
 u32 kcoll_prio_aging_ms(void);
+u32 kcoll_op_timeout_ms(void);		/* SQE timeout_ms 0 means this */
 extern unsigned int kcoll_listen_port;	/* module parameter, load time */
 extern const struct attribute_group *kcoll_attr_groups[];
+struct device *kcoll_misc_device(void);	/* kcoll_main.c */
+
+/*
+ * Operation statistics of a communicator, a device or the node: lockless
+ * counters, updated once per completed collective or send/recv.
+ */
+struct kcoll_opstats {
+	atomic64_t ops;
+	atomic64_t bytes;
+	atomic64_t errors;
+	atomic64_t timeouts;
+	atomic64_t lat[KCOLL_NL_LAT_BUCKETS];	/* log2 microseconds */
+};
+void kcoll_opstats_add(struct kcoll_opstats *st, u64 bytes, int res,
+		       u64 ns);
+extern struct kcoll_opstats kcoll_node_stats;
+
+/* kcoll_nl.c: generic netlink family and events */
+struct ib_device;
+int kcoll_nl_init(void);
+void kcoll_nl_exit(void);
+struct kcoll_comm;
+void kcoll_nl_comm_event(struct kcoll_comm *comm, u8 cmd, u32 inflight);
+void kcoll_nl_peer_lost(struct kcoll_comm *comm, u32 peer, int err);
+void kcoll_nl_op_timeout(struct kcoll_comm *comm, u64 seq, u8 opcode,
+			 u32 timeout_ms, const u32 *missing, u32 nmissing);
+void kcoll_nl_dev_event(struct ib_device *ibdev, u8 cmd);
 
 /* kcoll_tune.c: algorithm choice (cost model tunables) */
 void kcoll_tune_setup(void);
@@ -179,5 +210,11 @@ int kcoll_ib_reg_mrs(struct ib_device *ibdev, struct ib_mr **mrs,
 int kcoll_ib_init(void);
 void kcoll_ib_exit(void);
 ssize_t kcoll_ib_list(char *buf, size_t size);
+struct kcoll_opstats *kcoll_ib_stats(struct ib_device *ibdev);
+/* Call @fn for every device, under the device list lock; stops at the first
+ * non-zero return, which it returns. */
+int kcoll_ib_for_each(int (*fn)(struct ib_device *ibdev,
+				struct kcoll_opstats *st, void *arg),
+		      void *arg, unsigned int skip);
 
 #endif /* KCOLL_H */

@@ -75,16 +75,30 @@ static bool kcoll_sig_match(struct kcoll_task *op, const struct kcoll_wire_msg *
 /* Failure                                                              */
 /* ------------------------------------------------------------------ */
 
+/* Errors that mean a peer is gone for the communicator. */
+static bool kcoll_err_is_loss(int err)
+{
+	return err == -ECONNRESET || err == -ETIMEDOUT || err == -EIO ||
+	       err == -ENODEV || err == -EPROTO;
+}
+
 static void kcoll_op_send_abort(struct kcoll_task *op, struct kcoll_conn *conn)
 {
+	u32 lost = op->comm->lost_rank;
 	struct kcoll_wire_msg m;
 
 	if (!conn || conn->state != KCOLL_CONN_UP)
 		return;
 	kcoll_msg_init(op, &m, KCOLL_MSG_ABORT);
 	m.status = cpu_to_le32(-op->error);
-	/* Which rank is lost, if any (+1; 0: none): see kcoll_abort_lost(). */
-	m.root = cpu_to_le32(op->comm->lost_rank);
+	/*
+	 * Which rank is lost, if any (+1; 0: none): see kcoll_abort_lost().
+	 * Failed because a peer went away (its own ABORT told us, before its
+	 * disconnect did): that peer, so that our peers blame it and not us.
+	 */
+	if (!lost && op->report_peer != ~0U && kcoll_err_is_loss(op->error))
+		lost = op->report_peer + 1;
+	m.root = cpu_to_le32(lost);
 	/* A full SQ means the peer is not draining: it will die or the
 	 * comm will be torn down; either resolves what we wait for. */
 	if (kcoll_conn_send_msg(conn, &m))
@@ -112,6 +126,14 @@ static void kcoll_op_fail(struct kcoll_task *op, int err)
 	}
 	for (i = 0; i < comm->nranks; i++)
 		kcoll_op_send_abort(op, comm->conns[i]);
+}
+
+/* The same, @peer's doing (its ABORT, its differing signature). */
+static void kcoll_op_fail_from(struct kcoll_task *op, int err, u32 peer)
+{
+	if (!op->error && !op->finished)
+		op->report_peer = peer;
+	kcoll_op_fail(op, err);
 }
 
 /* ------------------------------------------------------------------ */
@@ -257,6 +279,14 @@ void kcoll_engine_data(struct kcoll_conn *conn, u32 imm, u32 byte_len)
 /* ------------------------------------------------------------------ */
 
 /* Our RDMA WRITE completed (the peer's HCA has the data). */
+/* @conn's peer said BYE after completing collective @op: it needs
+ * nothing more of it, and everything it sent for it has landed here. */
+bool kcoll_peer_finished(struct kcoll_conn *conn, struct kcoll_task *op)
+{
+	return conn->bye && op->kind == KCOLL_KIND_COLL &&
+	       kcoll_seq_before(op->seq, conn->bye_done);
+}
+
 void kcoll_write_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct kcoll_grant *g = container_of(wc->wr_cqe, struct kcoll_grant,
@@ -268,9 +298,13 @@ void kcoll_write_done(struct ib_cq *cq, struct ib_wc *wc)
 	mutex_lock(&comm->lock);
 	conn->sq_posted--;
 	op->writes_inflight--;
-	if (wc->status == IB_WC_SUCCESS) {
+	if (wc->status == IB_WC_SUCCESS ||
+	    (wc->status == IB_WC_WR_FLUSH_ERR && kcoll_peer_finished(conn, op))) {
+		/* Flushed after the peer's BYE: it had the data. */
 		op->send_done += g->len;
 		op->send_done_any = true;
+		if (wc->status != IB_WC_SUCCESS)
+			kcoll_conn_kill(conn, -ECONNRESET);
 	} else {
 		if (wc->status != IB_WC_WR_FLUSH_ERR)
 			pr_warn_ratelimited("comm %llx rank %u: write to rank %u failed: %s\n",
@@ -463,8 +497,23 @@ static void kcoll_abort_lost(struct kcoll_comm *comm,
 
 	if (!lost || lost > comm->nranks || lost - 1 == comm->rank)
 		return;
+	/* A peer that timed out waiting for that rank says so. */
 	if (comm->conns[lost - 1])
-		kcoll_conn_kill(comm->conns[lost - 1], -ECONNRESET);
+		kcoll_conn_kill(comm->conns[lost - 1],
+				kcoll_abort_status(m) == -ETIMEDOUT ?
+				-ETIMEDOUT : -ECONNRESET);
+}
+
+/* Whom an ABORT from @conn's peer blames: the rank it names as lost, or
+ * the sender itself. */
+static u32 kcoll_abort_culprit(struct kcoll_conn *conn,
+			       const struct kcoll_wire_msg *m)
+{
+	u32 lost = le32_to_cpu(m->root);
+
+	if (lost && lost <= conn->comm->nranks)
+		return lost - 1;
+	return conn->peer;
 }
 
 /* Check the SIGs and ABORTs @conn has queued for @op. */
@@ -482,7 +531,8 @@ static void kcoll_op_check_sigs(struct kcoll_task *op, struct kcoll_conn *conn)
 			continue;
 		list_del(&s->node);
 		if (s->msg.type == KCOLL_MSG_ABORT) {
-			kcoll_op_fail(op, kcoll_abort_status(&s->msg));
+			kcoll_op_fail_from(op, kcoll_abort_status(&s->msg),
+					   kcoll_abort_culprit(conn, &s->msg));
 		} else if (!kcoll_sig_match(op, &s->msg)) {
 			pr_warn_ratelimited("comm %llx rank %u: operation %u does not match rank %u's (%s/%u/%u count %llu root %u)\n",
 					    op->comm->uid, op->comm->rank,
@@ -491,7 +541,7 @@ static void kcoll_op_check_sigs(struct kcoll_task *op, struct kcoll_conn *conn)
 					    s->msg.dtype, s->msg.redop,
 					    le64_to_cpu(s->msg.count),
 					    le32_to_cpu(s->msg.root));
-			kcoll_op_fail(op, -EBADMSG);
+			kcoll_op_fail_from(op, -EBADMSG, conn->peer);
 		} else {
 			op->sigs_ok++;
 			conn->sig_next = op->seq + 1;
@@ -546,6 +596,10 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 	switch (m->type) {
 	case KCOLL_MSG_NOP:
 		return;
+	case KCOLL_MSG_BYE:
+		conn->bye = true;
+		conn->bye_done = seq;
+		return;
 	case KCOLL_MSG_GRANT:
 		if (le32_to_cpu(m->serial) != conn->k[m->kind].serial_in)
 			goto bad;
@@ -587,12 +641,14 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 			/* Our send or receive with that peer and seq. */
 			op = kcoll_p2p_find(&conn->k[m->kind].p2p_sends, seq);
 			if (op && m->opcode == KCOLL_OP_RECV) {
-				kcoll_op_fail(op, kcoll_abort_status(m));
+				kcoll_op_fail_from(op, kcoll_abort_status(m),
+						   kcoll_abort_culprit(conn, m));
 				kcoll_op_forget_grants(op, conn);
 			}
 			op = kcoll_p2p_find(&conn->k[m->kind].p2p_recvs, seq);
 			if (op && m->opcode == KCOLL_OP_SEND) {
-				kcoll_op_fail(op, kcoll_abort_status(m));
+				kcoll_op_fail_from(op, kcoll_abort_status(m),
+						   kcoll_abort_culprit(conn, m));
 				kcoll_op_forget_grants(op, conn);
 			}
 			return;
@@ -602,7 +658,8 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 			return;			/* stale */
 		if (m->type == KCOLL_MSG_ABORT && op && op->started &&
 		    seq == op->seq) {
-			kcoll_op_fail(op, kcoll_abort_status(m));
+			kcoll_op_fail_from(op, kcoll_abort_status(m),
+					   kcoll_abort_culprit(conn, m));
 			kcoll_op_forget_grants(op, conn);
 			return;
 		}
@@ -724,6 +781,156 @@ static void kcoll_op_progress(struct kcoll_task *op)
 }
 
 /* ------------------------------------------------------------------ */
+/* Timeouts                                                             */
+/* ------------------------------------------------------------------ */
+
+/* Has @conn's peer sent its signature (or ABORT) for collective @op? */
+static bool kcoll_op_sig_seen(struct kcoll_task *op, struct kcoll_conn *conn)
+{
+	struct kcoll_sig *s;
+
+	if (kcoll_seq_before(op->seq, conn->sig_next))
+		return true;
+	list_for_each_entry(s, &conn->sigs, node)
+		if (s->seq == op->seq)
+			return true;
+	return false;
+}
+
+static void kcoll_missing_add(u32 *out, u32 cap, u32 *n, u32 rank)
+{
+	u32 i;
+
+	for (i = 0; i < min(*n, cap); i++)
+		if (out[i] == rank)
+			return;
+	if (*n < cap)
+		out[*n] = rank;
+	(*n)++;
+}
+
+/*
+ * The ranks @op still waits for, into @out (at most @cap of them, @out may
+ * be NULL with @cap 0); returns how many there are. A collective waits
+ * first for the peers whose signature has not come (they have not submitted
+ * it), ascending; once every signature is in, for the peers of its current
+ * phase whose data (or grants) are missing. Must hold comm->lock.
+ */
+u32 kcoll_op_missing(struct kcoll_task *op, u32 *out, u32 cap)
+{
+	struct kcoll_comm *comm = op->comm;
+	const struct kcoll_phase *ph = &op->ph;
+	u32 i, n = 0;
+
+	lockdep_assert_held(&comm->lock);
+	if (op->kind == KCOLL_KIND_P2P) {
+		kcoll_missing_add(out, cap, &n, op->args.root);
+		return n;
+	}
+	for (i = 0; i < comm->nranks; i++)
+		if (comm->conns[i] && !kcoll_op_sig_seen(op, comm->conns[i]))
+			kcoll_missing_add(out, cap, &n, i);
+	if (n || !op->started || !op->phase_open)
+		return n;
+	if (ph->has_recv && !(op->recv_landed_any &&
+			      op->recv_done == op->recv_total))
+		kcoll_missing_add(out, cap, &n, ph->recv.peer);
+	if (ph->has_send && !(op->send_done_any &&
+			      op->send_done == op->send_total))
+		kcoll_missing_add(out, cap, &n, ph->send.peer);
+	if (n == 2 && cap >= 2 && out[0] > out[1])
+		swap(out[0], out[1]);
+	return n;
+}
+
+/*
+ * @op ran past its deadline. It fails with -ETIMEDOUT on this rank; the
+ * ranks it still waits for are reported (log, netlink event, the comm's
+ * report) and their connections are closed: they may still hold grants
+ * into @op's memory, which must not be written once @op completes, and a
+ * rank that stalls a collective this long is as good as lost for the
+ * communicator. The ABORTs to the other peers name the first missing rank,
+ * so they fail at once with the same error instead of waiting for their own
+ * timers. Must hold comm->lock.
+ */
+static void kcoll_op_timeout(struct kcoll_task *op)
+{
+	struct kcoll_comm *comm = op->comm;
+	u32 i, n;
+
+	n = kcoll_op_missing(op, NULL, 0);
+	op->missing = n ? kmalloc_array(n, sizeof(u32), GFP_KERNEL) : NULL;
+	op->nmissing = op->missing ? kcoll_op_missing(op, op->missing, n) : 0;
+	op->reason = KCOLL_REPORT_TIMEOUT;
+	pr_warn_ratelimited("comm %llx rank %u: %s %u timed out after %u ms, waiting for %u rank(s)%s%u%s\n",
+			    comm->uid, comm->rank,
+			    kcoll_op_name(op->args.opcode), op->seq,
+			    op->timeout_ms, n, op->nmissing ? ", first " : "",
+			    op->nmissing ? op->missing[0] : 0,
+			    op->nmissing > 1 ? " ..." : "");
+	kcoll_nl_op_timeout(comm, op->seq, op->args.opcode, op->timeout_ms,
+			    op->missing, op->nmissing);
+	if (!comm->error && op->nmissing) {
+		comm->error = -ETIMEDOUT;
+		comm->lost_rank = op->missing[0] + 1;
+	}
+	if (op->nmissing)
+		op->report_peer = op->missing[0];
+	kcoll_op_fail(op, -ETIMEDOUT);
+	for (i = 0; i < op->nmissing; i++) {
+		struct kcoll_conn *conn = kcoll_conn_of(comm, op->missing[i]);
+
+		if (conn)
+			kcoll_conn_kill(conn, -ETIMEDOUT);
+	}
+}
+
+/* Run comm->timeout_work at @deadline, or earlier. Must hold comm->lock. */
+static void kcoll_timeout_arm(struct kcoll_comm *comm, unsigned long deadline)
+{
+	unsigned long now = jiffies;
+
+	lockdep_assert_held(&comm->lock);
+	if (delayed_work_pending(&comm->timeout_work) &&
+	    time_before_eq(comm->timeout_at, deadline))
+		return;
+	comm->timeout_at = deadline;
+	kcoll_mod_delayed(&comm->timeout_work,
+			  time_after(deadline, now) ? deadline - now : 0);
+}
+
+/* comm->timeout_work: fail the operations past their deadline. */
+void kcoll_engine_timeout_work(struct work_struct *work)
+{
+	struct kcoll_comm *comm = container_of(to_delayed_work(work),
+					       struct kcoll_comm,
+					       timeout_work);
+	unsigned long next = 0, now = jiffies;
+	struct kcoll_task *op, *tmp;
+	bool any = false;
+
+	mutex_lock(&comm->lock);
+	if (comm->shutting_down)
+		goto out_unlock;
+	list_for_each_entry_safe(op, tmp, &comm->ops, all) {
+		if (!op->deadline || op->error || op->finished)
+			continue;
+		if (time_after_eq(now, op->deadline)) {
+			kcoll_op_timeout(op);
+			any = true;
+		} else if (!next || time_before(op->deadline, next)) {
+			next = op->deadline;
+		}
+	}
+	if (any)
+		kcoll_engine_reap(comm);
+	if (next)
+		kcoll_timeout_arm(comm, next);
+out_unlock:
+	mutex_unlock(&comm->lock);
+}
+
+/* ------------------------------------------------------------------ */
 /* Completion                                                           */
 /* ------------------------------------------------------------------ */
 
@@ -745,6 +952,7 @@ static void kcoll_op_release(struct kcoll_task *op)
 static void kcoll_op_free(struct kcoll_task *op)
 {
 	kcoll_op_release(op);
+	kfree(op->missing);
 	kfree(op);
 }
 
@@ -754,12 +962,82 @@ static bool kcoll_op_quiet(struct kcoll_task *op)
 	return !op->grants_out && !op->writes_inflight;
 }
 
+/* What the report of failed @op says; op->reason if the failure set it. */
+static void kcoll_op_reason(struct kcoll_task *op)
+{
+	struct kcoll_comm *comm = op->comm;
+
+	if (op->reason)
+		return;
+	switch (op->error) {
+	case -ETIMEDOUT:
+		op->reason = KCOLL_REPORT_TIMEOUT;
+		break;
+	case -EBADMSG:
+		op->reason = KCOLL_REPORT_MISMATCH;
+		break;
+	case -ECANCELED:
+		op->reason = KCOLL_REPORT_ABORTED;
+		break;
+	case -ECONNRESET:
+	case -ENODEV:
+	case -EIO:
+	case -EPROTO:
+		op->reason = KCOLL_REPORT_PEER_LOST;
+		break;
+	default:
+		op->reason = KCOLL_REPORT_OTHER;
+	}
+	if (op->report_peer == ~0U && comm->lost_rank &&
+	    op->reason != KCOLL_REPORT_MISMATCH)
+		op->report_peer = comm->lost_rank - 1;
+	/* Failed because a peer timed out: whom we were waiting for. */
+	if (op->reason == KCOLL_REPORT_TIMEOUT && !op->missing) {
+		u32 n = kcoll_op_missing(op, NULL, 0);
+
+		op->missing = n ? kmalloc_array(n, sizeof(u32), GFP_KERNEL) :
+				  NULL;
+		op->nmissing = op->missing ? kcoll_op_missing(op, op->missing,
+							      n) : 0;
+	}
+}
+
+/* @op failed: it becomes the comm's report. Must hold comm->lock. */
+static void kcoll_report_set(struct kcoll_task *op, u64 ns)
+{
+	struct kcoll_report *r = &op->comm->report;
+
+	kcoll_op_reason(op);
+	kfree(r->missing);
+	r->user_data = op->req->sqe.user_data;
+	r->seq = op->seq;
+	r->error = op->error;
+	r->reason = op->reason;
+	r->opcode = op->args.opcode;
+	r->peer = op->report_peer;
+	r->missing = op->missing;	/* moves */
+	r->nmissing = op->nmissing;
+	r->elapsed_ms = div_u64(ns, NSEC_PER_MSEC);
+	op->missing = NULL;
+	op->nmissing = 0;
+}
+
 static void kcoll_op_complete(struct kcoll_task *op)
 {
 	struct kcoll_comm *comm = op->comm;
 	struct kcoll_req *req = op->req;
+	u64 ns = ktime_get_ns() - op->t_submit;
 	int res = op->error;
+	u32 cflags = 0;
 
+	if (res < 0) {
+		kcoll_report_set(op, ns);
+		cflags = KCOLL_CQE_F_REPORT;
+	}
+	kcoll_opstats_add(&comm->stats, op->bytes, res, ns);
+	if (comm->dstats)
+		kcoll_opstats_add(comm->dstats, op->bytes, res, ns);
+	kcoll_opstats_add(&kcoll_node_stats, op->bytes, res, ns);
 	list_del(&op->node);
 	list_del(&op->all);
 	comm->nr_ops--;
@@ -770,7 +1048,7 @@ static void kcoll_op_complete(struct kcoll_task *op)
 	if (op->kind == KCOLL_KIND_COLL)
 		comm->coll_done_seq = op->seq + 1;
 	kcoll_op_free(op);
-	kcoll_req_complete(req, res);
+	kcoll_req_complete_flags(req, res, cflags);
 }
 
 /*
@@ -842,7 +1120,7 @@ static bool kcoll_op_needs_peer(struct kcoll_task *op, struct kcoll_conn *conn)
 	struct kcoll_phase ph;
 	u32 i, peer = conn->peer;
 
-	if (op->finished)
+	if (op->finished || kcoll_peer_finished(conn, op))
 		return false;
 	if (op->kind == KCOLL_KIND_P2P)
 		return op->args.root == peer;
@@ -885,6 +1163,18 @@ void kcoll_engine_conn_lost(struct kcoll_conn *conn)
 	if (!comm->error) {
 		comm->error = conn->error ?: -ECONNRESET;
 		comm->lost_rank = conn->peer + 1;
+	}
+	if (!comm->shutting_down)
+		kcoll_nl_peer_lost(comm, conn->peer, conn->error ?: -ECONNRESET);
+	/* With nothing in flight the loss still explains every later
+	 * refusal; a failing operation's report replaces this one. */
+	if (!comm->report.error) {
+		comm->report.error = comm->error;
+		comm->report.reason = comm->error == -ETIMEDOUT ?
+				      KCOLL_REPORT_TIMEOUT :
+				      KCOLL_REPORT_PEER_LOST;
+		comm->report.peer = comm->lost_rank - 1;
+		comm->report.seq = comm->coll_seq;
 	}
 	/* Operations that are done with that peer may still finish. */
 	list_for_each_entry(op, &comm->ops, all)
@@ -1102,18 +1392,6 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	return err;
 }
 
-static struct kcoll_comm *kcoll_comm_get(struct kcoll_ctx *ctx, u32 id)
-{
-	struct kcoll_comm *comm;
-
-	mutex_lock(&ctx->comm_lock);
-	comm = xa_load(&ctx->comms, id);
-	if (comm)
-		kref_get(&comm->ref);
-	mutex_unlock(&ctx->comm_lock);
-	return comm;
-}
-
 /* The .issue of every collective opcode: runs in the submitting task. */
 void kcoll_coll_issue(struct kcoll_req *req)
 {
@@ -1123,7 +1401,7 @@ void kcoll_coll_issue(struct kcoll_req *req)
 	struct kcoll_task *op;
 	int err;
 
-	comm = kcoll_comm_get(req->ctx, sqe->comm_id);
+	comm = kcoll_ctx_comm_get(req->ctx, sqe->comm_id);
 	if (!comm) {
 		kcoll_req_complete(req, -ENOENT);
 		return;
@@ -1135,6 +1413,12 @@ void kcoll_coll_issue(struct kcoll_req *req)
 	}
 	op->req = req;
 	op->comm = comm;
+	op->t_submit = ktime_get_ns();
+	op->report_peer = ~0U;
+	op->timeout_ms = sqe->timeout_ms == KCOLL_TIMEOUT_NONE ? 0 :
+			 sqe->timeout_ms ?: kcoll_op_timeout_ms();
+	if (op->timeout_ms)
+		op->deadline = (jiffies + msecs_to_jiffies(op->timeout_ms)) ?: 1;
 	op->kind = (sqe->opcode == KCOLL_OP_SEND ||
 		    sqe->opcode == KCOLL_OP_RECV) ? KCOLL_KIND_P2P :
 						    KCOLL_KIND_COLL;
@@ -1144,7 +1428,13 @@ void kcoll_coll_issue(struct kcoll_req *req)
 	if (err)
 		goto out_free;
 
+	op->bytes = (u64)sqe->count * op->esize;
 	mutex_lock(&comm->lock);
+	if (comm->aborted) {
+		err = -ECANCELED;
+		mutex_unlock(&comm->lock);
+		goto out_free;
+	}
 	if (comm->error || comm->shutting_down) {
 		err = comm->error ?: -ECANCELED;
 		mutex_unlock(&comm->lock);
@@ -1167,6 +1457,8 @@ void kcoll_coll_issue(struct kcoll_req *req)
 	}
 	list_add_tail(&op->all, &comm->ops);
 	comm->nr_ops++;
+	if (op->deadline)
+		kcoll_timeout_arm(comm, op->deadline);
 	kcoll_tune_count(kcoll_sched_algo(&op->args));
 	kcoll_engine_reap(comm);
 	mutex_unlock(&comm->lock);

@@ -25,6 +25,7 @@ MODULE_PARM_DESC(listen_port,
 
 static LIST_HEAD(kcoll_comms);
 static DEFINE_MUTEX(kcoll_comms_lock);
+static atomic_t kcoll_comm_gids = ATOMIC_INIT(0);
 
 /* ------------------------------------------------------------------ */
 /* Lifetime                                                             */
@@ -42,6 +43,7 @@ static void kcoll_comm_free(struct kref *ref)
 		kvfree(comm->conns);
 	}
 	kvfree(comm->ranks);
+	kfree(comm->report.missing);
 	mutex_destroy(&comm->lock);
 	kfree(comm);
 }
@@ -77,6 +79,34 @@ static void kcoll_comm_unlist(struct kcoll_comm *comm)
 	mutex_unlock(&kcoll_comms_lock);
 }
 
+static bool kcoll_comm_is_shut(struct kcoll_comm *comm)
+{
+	bool shut;
+
+	mutex_lock(&comm->lock);
+	shut = comm->shut;
+	mutex_unlock(&comm->lock);
+	return shut;
+}
+
+/* How long a leaving comm waits for its BYEs to be acknowledged. */
+#define KCOLL_BYE_WAIT_MS	500
+
+/* Every send posted on a live connection has completed. */
+static bool kcoll_comm_sends_done(struct kcoll_comm *comm)
+{
+	bool done = true;
+	u32 i;
+
+	mutex_lock(&comm->lock);
+	for (i = 0; i < comm->nranks && done; i++)
+		if (comm->conns[i] && comm->conns[i]->state == KCOLL_CONN_UP &&
+		    comm->conns[i]->sq_posted)
+			done = false;
+	mutex_unlock(&comm->lock);
+	return done;
+}
+
 static bool kcoll_comm_cm_idle(struct kcoll_comm *comm)
 {
 	bool idle;
@@ -94,19 +124,32 @@ static bool kcoll_comm_cm_idle(struct kcoll_comm *comm)
  */
 static void kcoll_comm_shutdown(struct kcoll_comm *comm, int err)
 {
+	bool bye;
 	u32 i;
 
 	mutex_lock(&comm->lock);
 	if (comm->shutting_down) {
 		mutex_unlock(&comm->lock);
+		/* Another caller (abort, device removal) is at it: the
+		 * caller may free what the ops used once it is over. */
+		wait_event(comm->wait, kcoll_comm_is_shut(comm));
 		return;
 	}
+	bye = !comm->error;
 	if (!comm->error)
 		comm->error = err;
 	kcoll_engine_fail_all(comm, err);
+	/* A healthy comm says BYE: peers still finishing a collective with
+	 * us then know we have it (see kcoll_conn_send_bye()). */
+	for (i = 0; bye && i < comm->nranks; i++)
+		if (comm->conns[i])
+			kcoll_conn_send_bye(comm->conns[i]);
 	/* Handlers check this first and then do nothing. */
 	comm->shutting_down = true;
 	mutex_unlock(&comm->lock);
+	if (bye)
+		wait_event_timeout(comm->wait, kcoll_comm_sends_done(comm),
+				   msecs_to_jiffies(KCOLL_BYE_WAIT_MS));
 	wait_event(comm->wait, kcoll_comm_cm_idle(comm));
 
 	for (i = 0; i < comm->nranks; i++)
@@ -119,8 +162,13 @@ static void kcoll_comm_shutdown(struct kcoll_comm *comm, int err)
 			kcoll_conn_kill(comm->conns[i], err);
 	kcoll_engine_force_reap(comm);
 	mutex_unlock(&comm->lock);
-	/* No op is left to queue it again. */
+	/* No op is left to queue them again. */
 	cancel_delayed_work_sync(&comm->kick);
+	cancel_delayed_work_sync(&comm->timeout_work);
+	mutex_lock(&comm->lock);
+	comm->shut = true;
+	mutex_unlock(&comm->lock);
+	wake_up_all(&comm->wait);
 }
 
 static void kcoll_mem_free(struct kcoll_mem *mem)
@@ -141,6 +189,7 @@ static void kcoll_comm_destroy(struct kcoll_ctx *ctx, struct kcoll_comm *comm)
 	lockdep_assert_held(&ctx->comm_lock);
 	kcoll_comm_unlist(comm);
 	kcoll_comm_shutdown(comm, -ECANCELED);
+	kcoll_nl_comm_event(comm, KCOLL_CMD_EV_COMM_DESTROYED, 0);
 	/* No op uses a registration any more: they all completed. */
 	list_for_each_entry_safe(mem, tmp, &comm->mems, node) {
 		list_del(&mem->node);
@@ -190,6 +239,7 @@ static int kcoll_comm_bind_device(struct kcoll_comm *comm)
 	comm->ibdev = id->device;
 	comm->pd = pd;
 	comm->prio = kcoll_ib_prio(id->device);
+	comm->dstats = kcoll_ib_stats(id->device);
 	comm->seg_pages = rounddown_pow_of_two(pages);
 
 out_destroy:
@@ -231,6 +281,11 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	kref_init(&comm->ref);
 	mutex_init(&comm->lock);
 	INIT_DELAYED_WORK(&comm->kick, kcoll_engine_kick_work);
+	INIT_DELAYED_WORK(&comm->timeout_work, kcoll_engine_timeout_work);
+	comm->gid = atomic_inc_return(&kcoll_comm_gids) ?:
+		    atomic_inc_return(&kcoll_comm_gids);
+	comm->pid = task_tgid_nr(current);
+	comm->report.peer = ~0U;
 	init_waitqueue_head(&comm->wait);
 	INIT_LIST_HEAD(&comm->colls);
 	INIT_LIST_HEAD(&comm->ops);
@@ -327,6 +382,7 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	if (err)
 		goto out_shutdown;
 	p.comm_id = id;
+	kcoll_nl_comm_event(comm, KCOLL_CMD_EV_COMM_CREATED, 0);
 	if (copy_to_user(uarg, &p, sizeof(p))) {
 		/* Nobody can name it: undo, unless someone did already. */
 		mutex_lock(&ctx->comm_lock);
@@ -380,6 +436,102 @@ int kcoll_comm_destroy_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 		kcoll_comm_destroy(ctx, comm);
 	mutex_unlock(&ctx->comm_lock);
 	return comm ? 0 : -ENOENT;
+}
+
+/* A referenced comm of @ctx, or NULL. */
+struct kcoll_comm *kcoll_ctx_comm_get(struct kcoll_ctx *ctx, u32 id)
+{
+	struct kcoll_comm *comm;
+
+	mutex_lock(&ctx->comm_lock);
+	comm = xa_load(&ctx->comms, id);
+	if (comm)
+		kref_get(&comm->ref);
+	mutex_unlock(&ctx->comm_lock);
+	return comm;
+}
+
+/*
+ * KCOLL_IOC_COMM_ABORT: cancel everything in flight now and refuse what
+ * comes. Only ctx->comm_lock's lookup is shared with destroy: the
+ * shutdown itself runs on a reference, so a thread blocked in another
+ * ioctl of the same file does not hold it up.
+ */
+int kcoll_comm_abort_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
+{
+	struct kcoll_comm_abort p;
+	struct kcoll_comm *comm;
+	bool first;
+	u32 inflight;
+
+	if (copy_from_user(&p, uarg, sizeof(p)))
+		return -EFAULT;
+	if (p.resv)
+		return -EINVAL;
+	comm = kcoll_ctx_comm_get(ctx, p.comm_id);
+	if (!comm)
+		return -ENOENT;
+	mutex_lock(&comm->lock);
+	first = !comm->aborted;
+	comm->aborted = true;
+	inflight = comm->nr_ops;
+	mutex_unlock(&comm->lock);
+	kcoll_comm_unlist(comm);
+	kcoll_comm_shutdown(comm, -ECANCELED);
+	if (first) {
+		pr_info("comm %llx rank %u/%u aborted, %u operation(s) cancelled\n",
+			comm->uid, comm->rank, comm->nranks, inflight);
+		kcoll_nl_comm_event(comm, KCOLL_CMD_EV_COMM_ABORTED, inflight);
+	}
+	kcoll_comm_put(comm);
+	return 0;
+}
+
+/* KCOLL_IOC_COMM_REPORT: the last failure of a communicator. */
+int kcoll_comm_report_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
+{
+	struct kcoll_comm_report p;
+	struct kcoll_comm *comm;
+	u32 *missing = NULL;
+	u32 ncopy = 0;
+	int err = 0;
+
+	if (copy_from_user(&p, uarg, sizeof(p)))
+		return -EFAULT;
+	if (p.resv0 || !kcoll_all_zero(p.resv, sizeof(p.resv)))
+		return -EINVAL;
+	if (p.missing_cap && !p.missing)
+		return -EINVAL;
+	comm = kcoll_ctx_comm_get(ctx, p.comm_id);
+	if (!comm)
+		return -ENOENT;
+	mutex_lock(&comm->lock);
+	p.user_data = comm->report.user_data;
+	p.seq = comm->report.seq;
+	p.error = comm->report.error;
+	p.reason = comm->report.reason;
+	p.opcode = comm->report.opcode;
+	p.peer = comm->report.peer;
+	p.nmissing = comm->report.nmissing;
+	p.elapsed_ms = comm->report.elapsed_ms;
+	ncopy = min(p.nmissing, p.missing_cap);
+	if (ncopy) {
+		missing = kmemdup(comm->report.missing, ncopy * sizeof(u32),
+				  GFP_KERNEL);
+		if (!missing)
+			err = -ENOMEM;
+	}
+	mutex_unlock(&comm->lock);
+	kcoll_comm_put(comm);
+	if (err)
+		return err;
+	if (ncopy && copy_to_user(u64_to_user_ptr(p.missing), missing,
+				  ncopy * sizeof(u32)))
+		err = -EFAULT;
+	kfree(missing);
+	if (!err && copy_to_user(uarg, &p, sizeof(p)))
+		err = -EFAULT;
+	return err;
 }
 
 /* The file is going away: destroy its communicators (cancels their ops). */
@@ -541,9 +693,29 @@ void kcoll_comms_device_removed(struct ib_device *ibdev)
 		victim->ibdev = NULL;
 		victim->pd = NULL;
 		victim->prio = NULL;
+		victim->dstats = NULL;
 		mutex_unlock(&victim->lock);
 		kcoll_comm_put(victim);
 	}
+}
+
+int kcoll_comms_for_each(int (*fn)(struct kcoll_comm *comm, void *arg),
+			 void *arg, unsigned int skip)
+{
+	struct kcoll_comm *comm;
+	unsigned int i = 0;
+	int ret = 0;
+
+	mutex_lock(&kcoll_comms_lock);
+	list_for_each_entry(comm, &kcoll_comms, node) {
+		if (i++ < skip)
+			continue;
+		ret = fn(comm, arg);
+		if (ret)
+			break;
+	}
+	mutex_unlock(&kcoll_comms_lock);
+	return ret;
 }
 
 int kcoll_comm_init(void)

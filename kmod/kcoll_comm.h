@@ -188,6 +188,9 @@ struct kcoll_conn {
 	} k[KCOLL_KIND_NR];
 	struct list_head sigs;		/* received SIGs not yet checked */
 	u32 sig_next;			/* SIGs consumed up to this seq */
+	bool bye;			/* the peer said BYE: */
+	u32 bye_done;			/* it completed every collective
+					 * below this seq */
 };
 
 /* ------------------------------------------------------------------ */
@@ -237,6 +240,14 @@ struct kcoll_task {
 
 	u32 sigs_ok;			/* peers whose signature matched */
 	int error;			/* first error, sticky */
+	u8 reason;			/* enum kcoll_report_reason of @error */
+	u32 report_peer;		/* the rank @reason names, or ~0U */
+	u32 *missing;			/* timed out: ranks still waited for */
+	u32 nmissing;
+	u64 t_submit;			/* ktime_get_ns() at submission */
+	unsigned long deadline;		/* jiffies; 0: no timeout */
+	u32 timeout_ms;
+	u64 bytes;			/* payload, for statistics */
 	bool aborted_sent;
 	bool finished;
 };
@@ -245,10 +256,25 @@ struct kcoll_task {
 /* Communicators                                                        */
 /* ------------------------------------------------------------------ */
 
+/* Why the last failed operation failed (KCOLL_IOC_COMM_REPORT). */
+struct kcoll_report {
+	u64 user_data;
+	u64 seq;
+	int error;
+	u8 reason;
+	u8 opcode;
+	u32 peer;
+	u32 *missing;			/* kmalloc'ed, @nmissing ranks */
+	u32 nmissing;
+	u64 elapsed_ms;
+};
+
 struct kcoll_comm {
 	struct kref ref;
 	struct kcoll_ctx *ctx;
 	u32 id;				/* handle in ctx->comms */
+	u32 gid;			/* node-wide id (netlink), never 0 */
+	pid_t pid;			/* creator's thread group */
 	struct list_head node;		/* kcoll_comms; kcoll_comms_lock */
 	bool listed;
 
@@ -268,10 +294,17 @@ struct kcoll_comm {
 	int error;			/* sticky: the comm is unusable */
 	u32 lost_rank;			/* + 1, the peer whose loss set it */
 	bool shutting_down;
+	bool shut;			/* kcoll_comm_shutdown() is over */
+	bool aborted;			/* KCOLL_IOC_COMM_ABORT */
 	struct ib_device *ibdev;	/* of every connection */
 	struct ib_pd *pd;
 	struct kcoll_prio *prio;	/* the device's, NULL without one */
 	struct delayed_work kick;	/* re-run the engine (held ops) */
+	struct delayed_work timeout_work; /* fails ops past their deadline */
+	unsigned long timeout_at;	/* jiffies it is queued for */
+	struct kcoll_report report;	/* last failure */
+	struct kcoll_opstats stats;
+	struct kcoll_opstats *dstats;	/* the device's, NULL without one */
 	size_t seg_pages;		/* fast-reg page list length */
 	unsigned long connect_deadline;	/* jiffies */
 
@@ -287,6 +320,13 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
 int kcoll_comm_destroy_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
 int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
 int kcoll_dereg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
+int kcoll_comm_abort_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
+struct kcoll_comm *kcoll_ctx_comm_get(struct kcoll_ctx *ctx, u32 id);
+int kcoll_comm_report_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
+/* Netlink: call @fn for each comm on the node from the @skip'th, under the
+ * comm list lock; stops at the first non-zero return, which it returns. */
+int kcoll_comms_for_each(int (*fn)(struct kcoll_comm *comm, void *arg),
+			 void *arg, unsigned int skip);
 void kcoll_ctx_comms_release(struct kcoll_ctx *ctx);
 struct kcoll_comm *kcoll_comm_find_listed(u64 uid, u32 rank);
 void kcoll_comm_put(struct kcoll_comm *comm);
@@ -303,6 +343,7 @@ int kcoll_rank_sockaddr(const struct kcoll_rank_addr *ra,
 			struct sockaddr_storage *ss);
 int kcoll_conn_start(struct kcoll_comm *comm, u32 peer);
 void kcoll_conn_shutdown(struct kcoll_conn *conn);
+void kcoll_conn_send_bye(struct kcoll_conn *conn);
 void kcoll_conn_free(struct kcoll_conn *conn);
 void kcoll_conn_kill(struct kcoll_conn *conn, int err);
 int kcoll_conn_send_msg(struct kcoll_conn *conn, struct kcoll_wire_msg *m);
@@ -318,5 +359,8 @@ void kcoll_engine_fail_all(struct kcoll_comm *comm, int err);
 void kcoll_engine_reap(struct kcoll_comm *comm);
 void kcoll_engine_force_reap(struct kcoll_comm *comm);
 void kcoll_engine_kick_work(struct work_struct *work);
+bool kcoll_peer_finished(struct kcoll_conn *conn, struct kcoll_task *op);
+void kcoll_engine_timeout_work(struct work_struct *work);
+u32 kcoll_op_missing(struct kcoll_task *op, u32 *out, u32 cap);
 
 #endif /* KCOLL_COMM_H */

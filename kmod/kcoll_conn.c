@@ -294,7 +294,29 @@ static void kcoll_tx_done(struct ib_cq *cq, struct ib_wc *wc)
 	if (wc->status != IB_WC_SUCCESS)
 		kcoll_conn_wc_error(conn, wc, "send");
 	kcoll_engine_reap(comm);
+	if (comm->shutting_down && !conn->sq_posted)
+		wake_up_all(&comm->wait);	/* a BYE went out */
 	mutex_unlock(&comm->lock);
+}
+
+/*
+ * Tell the peer we are leaving and how many collectives we completed. A
+ * peer whose last WRITE to us was acknowledged by our NIC but not yet
+ * towards it (a lost ACK) would otherwise fail that collective when our
+ * QP goes away, though we have its data and it has ours. Must hold
+ * comm->lock.
+ */
+void kcoll_conn_send_bye(struct kcoll_conn *conn)
+{
+	struct kcoll_wire_msg m = {
+		.type = KCOLL_MSG_BYE,
+		.kind = KCOLL_KIND_COLL,
+		.seq = cpu_to_le32(conn->comm->coll_done_seq),
+	};
+
+	lockdep_assert_held(&conn->comm->lock);
+	if (conn->state == KCOLL_CONN_UP)
+		kcoll_conn_send_msg(conn, &m);
 }
 
 /* ------------------------------------------------------------------ */

@@ -44,6 +44,7 @@ struct kcoll_ibdev {
 	bool removed;		/* under reg_lock: no new registration QP */
 	struct ib_reg_wr reg_wrs[KCOLL_REG_BATCH];	/* under reg_lock */
 	struct kcoll_prio prio;	/* what runs on it, by priority */
+	struct kcoll_opstats stats;	/* operations of comms on it */
 };
 
 static LIST_HEAD(kcoll_ib_devs);
@@ -268,6 +269,7 @@ static int kcoll_ib_add(struct ib_device *ibdev)
 	mutex_unlock(&kcoll_ib_lock);
 	pr_info("%s: added (%u port(s))\n", dev_name(&ibdev->dev),
 		rdma_end_port(ibdev));
+	kcoll_nl_dev_event(ibdev, KCOLL_CMD_EV_DEV_ADDED);
 	return 0;
 
 out_free_dev:
@@ -292,6 +294,7 @@ static void kcoll_ib_remove(struct ib_device *ibdev, void *client_data)
 	mutex_destroy(&dev->reg_lock);
 	ib_dealloc_pd(dev->pd);
 	pr_info("%s: removed\n", dev_name(&ibdev->dev));
+	kcoll_nl_dev_event(ibdev, KCOLL_CMD_EV_DEV_REMOVED);
 	kfree(dev);
 }
 
@@ -318,6 +321,33 @@ struct kcoll_prio *kcoll_ib_prio(struct ib_device *ibdev)
 	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
 
 	return dev ? &dev->prio : NULL;
+}
+
+struct kcoll_opstats *kcoll_ib_stats(struct ib_device *ibdev)
+{
+	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
+
+	return dev ? &dev->stats : NULL;
+}
+
+int kcoll_ib_for_each(int (*fn)(struct ib_device *ibdev,
+				struct kcoll_opstats *st, void *arg),
+		      void *arg, unsigned int skip)
+{
+	struct kcoll_ibdev *dev;
+	unsigned int i = 0;
+	int ret = 0;
+
+	mutex_lock(&kcoll_ib_lock);
+	list_for_each_entry(dev, &kcoll_ib_devs, node) {
+		if (i++ < skip)
+			continue;
+		ret = fn(dev->ibdev, &dev->stats, arg);
+		if (ret)
+			break;
+	}
+	mutex_unlock(&kcoll_ib_lock);
+	return ret;
 }
 
 ssize_t kcoll_ib_list(char *buf, size_t size)

@@ -48,7 +48,8 @@ static long kcoll_ioctl_query(void __user *uarg)
 		return -EINVAL;
 	q.abi_version = KCOLL_ABI_VERSION;
 	q.features = KCOLL_FEAT_SINGLE_MMAP | KCOLL_FEAT_NODROP |
-		     KCOLL_FEAT_EVENTFD | KCOLL_FEAT_POLL | KCOLL_FEAT_COMM;
+		     KCOLL_FEAT_EVENTFD | KCOLL_FEAT_POLL | KCOLL_FEAT_COMM |
+		     KCOLL_FEAT_TIMEOUT | KCOLL_FEAT_ABORT;
 	/* What SETUP enforces: every SQ slot needs a CQ slot. */
 	q.max_sq_entries = min(kcoll_max_sq_entries(), kcoll_max_cq_entries());
 	q.max_cq_entries = kcoll_max_cq_entries();
@@ -100,6 +101,10 @@ static long kcoll_ioctl(struct file *file, unsigned int cmd,
 		return kcoll_reg_mem_ioctl(ctx, uarg);
 	case KCOLL_IOC_DEREG_MEM:
 		return kcoll_dereg_mem_ioctl(ctx, uarg);
+	case KCOLL_IOC_COMM_ABORT:
+		return kcoll_comm_abort_ioctl(ctx, uarg);
+	case KCOLL_IOC_COMM_REPORT:
+		return kcoll_comm_report_ioctl(ctx, uarg);
 	case KCOLL_IOC_EVENTFD: {
 		struct kcoll_eventfd e;
 
@@ -160,6 +165,11 @@ static struct miscdevice kcoll_misc = {
 	.mode = 0666,
 };
 
+struct device *kcoll_misc_device(void)
+{
+	return kcoll_misc.this_device;
+}
+
 static int __init kcoll_init(void)
 {
 	int err;
@@ -174,9 +184,13 @@ static int __init kcoll_init(void)
 	err = kcoll_ops_init();
 	if (err)
 		goto out_ring_exit;
-	err = kcoll_ib_init();
+	/* Before the devices: adding them sends events. */
+	err = kcoll_nl_init();
 	if (err)
 		goto out_ops_exit;
+	err = kcoll_ib_init();
+	if (err)
+		goto out_nl_exit;
 	err = kcoll_comm_init();
 	if (err)
 		goto out_ib_exit;
@@ -191,6 +205,8 @@ out_comm_exit:
 	kcoll_comm_exit();
 out_ib_exit:
 	kcoll_ib_exit();
+out_nl_exit:
+	kcoll_nl_exit();
 out_ops_exit:
 	kcoll_ops_exit();
 out_ring_exit:
@@ -206,6 +222,7 @@ static void __exit kcoll_exit(void)
 	misc_deregister(&kcoll_misc);
 	kcoll_comm_exit();
 	kcoll_ib_exit();
+	kcoll_nl_exit();
 	kcoll_ops_exit();
 	live = atomic_read(&kcoll_nr_live_reqs);
 	if (live || atomic_read(&kcoll_nr_contexts))

@@ -18,6 +18,12 @@ void kcoll_queue_delayed(struct delayed_work *dw, unsigned long delay)
 	queue_delayed_work(kcoll_wq, dw, delay);
 }
 
+/* Queue @dw to run in @delay jiffies, moving it if it is already queued. */
+void kcoll_mod_delayed(struct delayed_work *dw, unsigned long delay)
+{
+	mod_delayed_work(kcoll_wq, dw, delay);
+}
+
 int kcoll_nop_exec(const struct kcoll_sqe *sqe)
 {
 	return 0;

@@ -74,7 +74,7 @@ static void kcoll_ctx_free(struct kref *ref)
  * is dropped. @pending counts filled, unpublished CQEs.
  */
 static void kcoll_cq_fill(struct kcoll_ctx *ctx, u32 pending, u64 user_data,
-			  int res)
+			  int res, u32 cflags)
 	__must_hold(&ctx->cq_lock)
 {
 	struct kcoll_cqe *cqe;
@@ -84,7 +84,7 @@ static void kcoll_cq_fill(struct kcoll_ctx *ctx, u32 pending, u64 user_data,
 			   (ctx->layout.cq_entries - 1)];
 	WRITE_ONCE(cqe->user_data, user_data);
 	WRITE_ONCE(cqe->res, res);
-	WRITE_ONCE(cqe->flags, 0);
+	WRITE_ONCE(cqe->flags, cflags);
 }
 
 /*
@@ -109,10 +109,11 @@ static void kcoll_cq_publish(struct kcoll_ctx *ctx, u32 n, u32 failed)
 }
 
 /* Fill and publish one CQE. Must hold ctx->cq_lock. */
-static void kcoll_cq_post(struct kcoll_ctx *ctx, u64 user_data, int res)
+static void kcoll_cq_post(struct kcoll_ctx *ctx, u64 user_data, int res,
+			  u32 cflags)
 	__must_hold(&ctx->cq_lock)
 {
-	kcoll_cq_fill(ctx, 0, user_data, res);
+	kcoll_cq_fill(ctx, 0, user_data, res, cflags);
 	kcoll_cq_publish(ctx, 1, res < 0);
 }
 
@@ -153,7 +154,7 @@ static void kcoll_flush_inline(struct kcoll_ctx *ctx,
 		return;
 	spin_lock_irq(&ctx->cq_lock);
 	for (i = 0; i < nr; i++) {
-		kcoll_cq_fill(ctx, i, done[i].user_data, done[i].res);
+		kcoll_cq_fill(ctx, i, done[i].user_data, done[i].res, 0);
 		failed += done[i].res < 0;
 	}
 	if (nr)
@@ -164,12 +165,12 @@ static void kcoll_flush_inline(struct kcoll_ctx *ctx,
 }
 
 /* Must hold ctx->cq_lock; frees @req. The caller drops the ctx reference. */
-static void __kcoll_req_finish(struct kcoll_req *req, int res)
+static void __kcoll_req_finish(struct kcoll_req *req, int res, u32 cflags)
 	__must_hold(&req->ctx->cq_lock)
 {
 	struct kcoll_ctx *ctx = req->ctx;
 
-	kcoll_cq_post(ctx, req->sqe.user_data, res);
+	kcoll_cq_post(ctx, req->sqe.user_data, res, cflags);
 	list_del(&req->node);
 	atomic_dec(&kcoll_nr_inflight);
 	kcoll_cq_notify(ctx, 1);
@@ -188,11 +189,17 @@ static void __kcoll_req_finish(struct kcoll_req *req, int res)
  */
 void kcoll_req_complete(struct kcoll_req *req, int res)
 {
+	kcoll_req_complete_flags(req, res, 0);
+}
+
+/* The same, with KCOLL_CQE_F_* @cflags in the CQE. */
+void kcoll_req_complete_flags(struct kcoll_req *req, int res, u32 cflags)
+{
 	struct kcoll_ctx *ctx = req->ctx;
 	unsigned long flags;
 
 	spin_lock_irqsave(&ctx->cq_lock, flags);
-	__kcoll_req_finish(req, res);
+	__kcoll_req_finish(req, res, cflags);
 	spin_unlock_irqrestore(&ctx->cq_lock, flags);
 	kref_put(&ctx->ref, kcoll_ctx_free);
 }
@@ -259,7 +266,8 @@ long kcoll_ctx_setup(struct kcoll_ctx *ctx, struct kcoll_setup *p)
 	p->sq_entries = sq;
 	p->cq_entries = cq;
 	p->features = KCOLL_FEAT_SINGLE_MMAP | KCOLL_FEAT_NODROP |
-		      KCOLL_FEAT_EVENTFD | KCOLL_FEAT_POLL | KCOLL_FEAT_COMM;
+		      KCOLL_FEAT_EVENTFD | KCOLL_FEAT_POLL | KCOLL_FEAT_COMM |
+		     KCOLL_FEAT_TIMEOUT | KCOLL_FEAT_ABORT;
 	p->sq_off = l.sq_off;
 	p->cq_off = l.cq_off;
 	p->mmap_size = l.size;

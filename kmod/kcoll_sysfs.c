@@ -27,7 +27,8 @@ struct kcoll_knob {
 enum {
 	KCOLL_KNOB_MAX_SQ, KCOLL_KNOB_MAX_CQ, KCOLL_KNOB_CHUNK,
 	KCOLL_KNOB_CONNECT_TIMEOUT, KCOLL_KNOB_ACK_TIMEOUT,
-	KCOLL_KNOB_PRIO_SCHED, KCOLL_KNOB_PRIO_AGING, KCOLL_KNOB_NR
+	KCOLL_KNOB_PRIO_SCHED, KCOLL_KNOB_PRIO_AGING, KCOLL_KNOB_OP_TIMEOUT,
+	KCOLL_KNOB_NR
 };
 
 static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
@@ -44,7 +45,16 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	/* 1: the SQE priority orders chunks on a device; 0: FIFO. */
 	[KCOLL_KNOB_PRIO_SCHED] = { "prio_sched", 1, 0, 1, false },
 	[KCOLL_KNOB_PRIO_AGING] = { "prio_aging_ms", 50, 1, 60000, false },
+	/* 0: operations never time out. 10 min is PyTorch's own default
+	 * for its NCCL process groups. */
+	[KCOLL_KNOB_OP_TIMEOUT] = { "op_timeout_ms", 600000, 0,
+				    24 * 3600 * 1000, false },
 };
+
+u32 kcoll_op_timeout_ms(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_OP_TIMEOUT].val);
+}
 
 bool kcoll_prio_sched(void)
 {
@@ -138,6 +148,10 @@ module_param_cb(prio_aging_ms, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_PRIO_AGING], 0644);
 MODULE_PARM_DESC(prio_aging_ms,
 		 "A held-back lower-priority operation still sends one chunk this often (1..60000 ms; default 50)");
+module_param_cb(op_timeout_ms, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_OP_TIMEOUT], 0644);
+MODULE_PARM_DESC(op_timeout_ms,
+		 "Default operation timeout when the SQE gives none (0: never; up to 86400000 ms; default 600000)");
 MODULE_PARM_DESC(connect_timeout_ms,
 		 "How long COMM_CREATE waits for every peer by default (100..3600000 ms; default 60000)");
 
@@ -184,6 +198,7 @@ KCOLL_KNOB_ATTR(connect_timeout_ms, KCOLL_KNOB_CONNECT_TIMEOUT);
 KCOLL_KNOB_ATTR(ack_timeout, KCOLL_KNOB_ACK_TIMEOUT);
 KCOLL_KNOB_ATTR(prio_sched, KCOLL_KNOB_PRIO_SCHED);
 KCOLL_KNOB_ATTR(prio_aging_ms, KCOLL_KNOB_PRIO_AGING);
+KCOLL_KNOB_ATTR(op_timeout_ms, KCOLL_KNOB_OP_TIMEOUT);
 
 static ssize_t listen_port_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
@@ -222,6 +237,7 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_ack_timeout.attr.attr,
 	&kcoll_attr_prio_sched.attr.attr,
 	&kcoll_attr_prio_aging_ms.attr.attr,
+	&kcoll_attr_op_timeout_ms.attr.attr,
 	&dev_attr_listen_port.attr,
 	&dev_attr_abi_version.attr,
 	&dev_attr_rdma_devices.attr,
@@ -275,6 +291,32 @@ KCOLL_STAT_ATTR(completed, KCOLL_STAT_COMPLETED);
 KCOLL_STAT_ATTR(failed, KCOLL_STAT_FAILED);
 KCOLL_STAT_ATTR(rejected, KCOLL_STAT_REJECTED);
 
+struct kcoll_opstats kcoll_node_stats;
+
+/* Count one completed operation in @st: @ns from submission to completion. */
+void kcoll_opstats_add(struct kcoll_opstats *st, u64 bytes, int res, u64 ns)
+{
+	u64 us = ns / NSEC_PER_USEC;
+	unsigned int b = us ? min_t(unsigned int, ilog2(us),
+				    KCOLL_NL_LAT_BUCKETS - 1) : 0;
+
+	atomic64_inc(&st->ops);
+	atomic64_add(bytes, &st->bytes);
+	if (res < 0)
+		atomic64_inc(&st->errors);
+	if (res == -ETIMEDOUT)
+		atomic64_inc(&st->timeouts);
+	atomic64_inc(&st->lat[b]);
+}
+
+static ssize_t timeouts_show(struct device *dev,
+			     struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%lld\n",
+			  (long long)atomic64_read(&kcoll_node_stats.timeouts));
+}
+static DEVICE_ATTR_RO(timeouts);
+
 static ssize_t contexts_show(struct device *dev,
 			     struct device_attribute *attr, char *buf)
 {
@@ -294,6 +336,7 @@ static struct attribute *kcoll_stats_attrs[] = {
 	&dev_attr_completed.attr,
 	&dev_attr_failed.attr,
 	&dev_attr_rejected.attr,
+	&dev_attr_timeouts.attr,
 	&dev_attr_contexts.attr,
 	&dev_attr_inflight.attr,
 	NULL,

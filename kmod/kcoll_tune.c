@@ -21,7 +21,7 @@
 
 #include <linux/device.h>
 #include <linux/kernel.h>
-#include <linux/mutex.h>
+#include <linux/seqlock.h>
 #include <linux/string.h>
 #include <linux/sysfs.h>
 
@@ -41,7 +41,13 @@
 	X(bruck, KCOLL_ALGO_BRUCK)
 
 static struct kcoll_tune kcoll_tune_cur;
-static DEFINE_MUTEX(kcoll_tune_lock);
+/*
+ * Every submitted collective reads the tunables; sysfs and netlink rarely
+ * write them. Readers retry instead of locking (kcoll_sched_choose() is a
+ * pure function of the struct); writers and the sysfs readers take the
+ * seqlock's spinlock, for a handful of word stores at most.
+ */
+static DEFINE_SEQLOCK(kcoll_tune_lock);
 static atomic64_t kcoll_algo_ops[KCOLL_ALGO_NR];
 
 void kcoll_tune_setup(void)
@@ -51,11 +57,14 @@ void kcoll_tune_setup(void)
 
 u8 kcoll_tune_choose(u32 opcode, u32 nranks, u64 bytes)
 {
+	unsigned int seq;
 	u8 algo;
 
-	mutex_lock(&kcoll_tune_lock);
-	algo = kcoll_sched_choose(&kcoll_tune_cur, opcode, nranks, bytes);
-	mutex_unlock(&kcoll_tune_lock);
+	do {
+		seq = read_seqbegin(&kcoll_tune_lock);
+		algo = kcoll_sched_choose(&kcoll_tune_cur, opcode, nranks,
+					  bytes);
+	} while (read_seqretry(&kcoll_tune_lock, seq));
 	return algo;
 }
 
@@ -82,9 +91,9 @@ static ssize_t kcoll_cost_show(struct device *dev,
 						  attr);
 	u32 v;
 
-	mutex_lock(&kcoll_tune_lock);
+	read_seqlock_excl(&kcoll_tune_lock);
 	v = *(u32 *)((u8 *)&kcoll_tune_cur.cost + ca->off);
-	mutex_unlock(&kcoll_tune_lock);
+	read_sequnlock_excl(&kcoll_tune_lock);
 	return sysfs_emit(buf, "%u\n", v);
 }
 
@@ -102,9 +111,9 @@ static ssize_t kcoll_cost_store(struct device *dev,
 		return err;
 	if (v < ca->min || v > ca->max)
 		return -ERANGE;
-	mutex_lock(&kcoll_tune_lock);
+	write_seqlock(&kcoll_tune_lock);
 	*(u32 *)((u8 *)&kcoll_tune_cur.cost + ca->off) = v;
-	mutex_unlock(&kcoll_tune_lock);
+	write_sequnlock(&kcoll_tune_lock);
 	return count;
 }
 
@@ -138,9 +147,9 @@ static ssize_t kcoll_force_show(struct device *dev,
 						   attr);
 	u8 algo;
 
-	mutex_lock(&kcoll_tune_lock);
+	read_seqlock_excl(&kcoll_tune_lock);
 	algo = kcoll_tune_cur.coll[fa->opcode].force;
-	mutex_unlock(&kcoll_tune_lock);
+	read_sequnlock_excl(&kcoll_tune_lock);
 	return sysfs_emit(buf, "%s\n", algo == KCOLL_ALGO_DEFAULT ? "auto" :
 			  kcoll_algo_name(algo));
 }
@@ -164,9 +173,9 @@ static ssize_t kcoll_force_store(struct device *dev,
 		    !kcoll_sched_algo_ok(fa->opcode, algo))
 			return -EINVAL;
 	}
-	mutex_lock(&kcoll_tune_lock);
+	write_seqlock(&kcoll_tune_lock);
 	kcoll_tune_cur.coll[fa->opcode].force = algo;
-	mutex_unlock(&kcoll_tune_lock);
+	write_sequnlock(&kcoll_tune_lock);
 	return count;
 }
 
@@ -200,9 +209,9 @@ static ssize_t kcoll_max_show(struct device *dev,
 						 attr);
 	u64 v;
 
-	mutex_lock(&kcoll_tune_lock);
+	read_seqlock_excl(&kcoll_tune_lock);
 	v = kcoll_tune_cur.coll[KCOLL_OP_ALLREDUCE].max_bytes[ma->algo];
-	mutex_unlock(&kcoll_tune_lock);
+	read_sequnlock_excl(&kcoll_tune_lock);
 	return sysfs_emit(buf, "%llu\n", (unsigned long long)v);
 }
 
@@ -219,10 +228,10 @@ static ssize_t kcoll_max_store(struct device *dev,
 	err = kstrtou64(buf, 0, &v);
 	if (err)
 		return err;
-	mutex_lock(&kcoll_tune_lock);
+	write_seqlock(&kcoll_tune_lock);
 	for (op = 0; op < ARRAY_SIZE(kcoll_tune_cur.coll); op++)
 		kcoll_tune_cur.coll[op].max_bytes[ma->algo] = v;
-	mutex_unlock(&kcoll_tune_lock);
+	write_sequnlock(&kcoll_tune_lock);
 	return count;
 }
 

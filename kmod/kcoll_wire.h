@@ -51,6 +51,8 @@ enum kcoll_msg_type {
 	KCOLL_MSG_ABORT,	/* the operation failed: no more data */
 	KCOLL_MSG_NOP,		/* nothing; accepted and ignored (wire
 				 * version 1 senders used it as a kick) */
+	KCOLL_MSG_BYE,		/* the sender's comm is going away; seq:
+				 * collectives it completed (all below) */
 };
 
 /* Message kinds: collectives and point-to-point match independently. */

@@ -26,6 +26,8 @@
 #define _GNU_SOURCE
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -50,6 +52,7 @@ struct coll_request {
 	uint32_t slot;
 	int res;
 	bool done;
+	bool report;			/* KCOLL_CQE_F_REPORT: ask the kernel */
 	bool orphan;			/* freed by the user while in flight */
 };
 
@@ -78,6 +81,7 @@ struct coll_comm {
 	coll_request reqs;		/* list head of every live request */
 	struct coll_mem *mems;
 	uint8_t prio;			/* of the SQEs it submits */
+	uint32_t timeout_ms;		/* sqe.timeout_ms of the SQEs */
 };
 
 /* Time a destroyed communicator's cancelled operations get to complete. */
@@ -163,8 +167,11 @@ static void req_unlink(coll_request *req)
 	req->prev = req->next = req;
 }
 
+static void comm_describe(coll_comm *c, int ret);
+
 /* Record @res in the request behind @user_data, if it is still there. */
-static void comm_complete(coll_comm *c, uint64_t user_data, int res)
+static void comm_complete(coll_comm *c, uint64_t user_data, int res,
+			  uint32_t flags)
 {
 	uint32_t slot = (uint32_t)user_data;
 	coll_request *req;
@@ -177,6 +184,7 @@ static void comm_complete(coll_comm *c, uint64_t user_data, int res)
 	c->slots[slot].req = NULL;
 	c->free_slots[c->nfree++] = slot;
 	req->res = res;
+	req->report = flags & KCOLL_CQE_F_REPORT;
 	req->done = true;
 	if (req->orphan) {
 		req_unlink(req);
@@ -192,7 +200,7 @@ static void comm_reap(coll_comm *c)
 	uint32_t head;
 
 	coll_ring_for_each_cqe(&c->ring, head, cqe) {
-		comm_complete(c, cqe->user_data, cqe->res);
+		comm_complete(c, cqe->user_data, cqe->res, cqe->flags);
 		n++;
 	}
 	if (!n)
@@ -550,6 +558,7 @@ static int comm_post(coll_comm *c, struct kcoll_sqe *t, uint64_t send_bytes,
 	*sqe = *t;
 	sqe->comm_id = c->comm_id;
 	sqe->prio = c->prio;
+	sqe->timeout_ms = c->timeout_ms;
 	sqe->user_data = (uint64_t)c->slots[slot].gen << 32 | slot;
 	sqe->send_mr = comm_find_mr(c, t->send_addr, send_bytes);
 	sqe->recv_mr = comm_find_mr(c, t->recv_addr, recv_bytes);
@@ -843,6 +852,8 @@ int coll_test(coll_request *req, int *done)
 		ret = req->res;
 	else if (c->err)
 		ret = c->err;
+	if (req->done && req->report)
+		comm_describe(c, ret);
 	pthread_mutex_unlock(&c->lock);
 	return ret;
 }
@@ -859,6 +870,8 @@ int coll_wait(coll_request *req)
 	ret = comm_wait_cond(c, cond_req_done, req, true, 0);
 	if (req->done)
 		ret = req->res;
+	if (req->done && req->report)
+		comm_describe(c, ret);
 	pthread_mutex_unlock(&c->lock);
 	return ret;
 }
@@ -1088,6 +1101,8 @@ static int comm_destroy(coll_comm *c, bool abort)
 
 	if (!c)
 		return 0;
+	if (abort && c->created)	/* cancel in the kernel first */
+		coll_comm_cancel(c);
 	pthread_mutex_lock(&c->lock);
 	if (!abort && !c->err) {
 		ret = comm_wait_cond(c, cond_idle, NULL, true, 0);
@@ -1151,6 +1166,149 @@ int coll_comm_set_priority(coll_comm *comm, int prio)
 int coll_comm_get_priority(const coll_comm *comm)
 {
 	return comm ? comm->prio : -EINVAL;
+}
+
+int coll_comm_set_timeout(coll_comm *comm, uint32_t timeout_ms)
+{
+	if (!comm)
+		return -EINVAL;
+	pthread_mutex_lock(&comm->lock);
+	comm->timeout_ms = timeout_ms;
+	pthread_mutex_unlock(&comm->lock);
+	return 0;
+}
+
+int64_t coll_comm_get_timeout(const coll_comm *comm)
+{
+	return comm ? (int64_t)comm->timeout_ms : -EINVAL;
+}
+
+/* Deliberately lock-free towards @comm: it must work while another thread
+ * holds comm->lock waiting in the kernel. comm_id and the fd are constant
+ * while the communicator exists. */
+int coll_comm_cancel(coll_comm *comm)
+{
+	struct kcoll_comm_abort a;
+	int ret;
+
+	if (!comm)
+		return -EINVAL;
+	memset(&a, 0, sizeof(a));
+	a.comm_id = comm->comm_id;
+	ret = kcoll_ioctl(comm->ring.ring_fd, KCOLL_IOC_COMM_ABORT, &a);
+	if (ret)
+		return coll_err(ret, "KCOLL_IOC_COMM_ABORT: %s",
+				coll_strerror(ret));
+	return 0;
+}
+
+static const char *report_reason_name(int reason)
+{
+	switch (reason) {
+	case COLL_REPORT_TIMEOUT: return "timeout";
+	case COLL_REPORT_PEER_LOST: return "peer lost";
+	case COLL_REPORT_MISMATCH: return "signature mismatch";
+	case COLL_REPORT_ABORTED: return "aborted";
+	case COLL_REPORT_OTHER: return "error";
+	}
+	return "none";
+}
+
+int coll_comm_get_report(coll_comm *comm, coll_report *r)
+{
+	struct kcoll_comm_report k;
+	uint32_t i;
+	int ret;
+
+	if (!comm || !r)
+		return coll_err(-EINVAL, "coll_comm_get_report: NULL argument");
+	memset(r, 0, sizeof(*r));
+	memset(&k, 0, sizeof(k));
+	k.comm_id = comm->comm_id;
+	k.missing_cap = COLL_REPORT_MAX_MISSING;
+	k.missing = (uintptr_t)r->missing;
+	ret = kcoll_ioctl(comm->ring.ring_fd, KCOLL_IOC_COMM_REPORT, &k);
+	if (ret)
+		return coll_err(ret, "KCOLL_IOC_COMM_REPORT: %s",
+				coll_strerror(ret));
+	r->error = k.error;
+	r->reason = k.reason;
+	r->opcode = k.opcode;
+	r->peer = k.peer == ~0U ? -1 : (int)k.peer;
+	r->seq = k.seq;
+	r->elapsed_ms = k.elapsed_ms;
+	r->nmissing = k.nmissing;
+	for (i = k.nmissing; i < COLL_REPORT_MAX_MISSING; i++)
+		r->missing[i] = 0;
+	return 0;
+}
+
+/* snprintf at @*n into @buf, keeping @*n the length needed so far. */
+static void report_append(char *buf, size_t size, int *n, const char *fmt, ...)
+{
+	size_t at = (size_t)*n < size ? (size_t)*n : size;
+	va_list ap;
+	int k;
+
+	va_start(ap, fmt);
+	k = vsnprintf(buf + at, size - at, fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		*n += k;
+}
+
+int coll_report_format(const coll_report *r, char *buf, size_t size)
+{
+	static const char *const ops[] = {
+		"nop", "delay", "allreduce", "reduce", "broadcast", "allgather",
+		"reduce_scatter", "alltoall", "send", "recv", "barrier",
+	};
+	const char *op = r->opcode >= 0 &&
+			 (size_t)r->opcode < sizeof(ops) / sizeof(ops[0]) ?
+			 ops[r->opcode] : "?";
+	uint32_t i, shown;
+	int n = 0;
+
+	if (size)
+		buf[0] = '\0';
+	if (!r->error) {
+		report_append(buf, size, &n, "no operation has failed");
+		return n;
+	}
+	report_append(buf, size, &n, "%s #%llu failed after %llu ms: %s (%s)",
+		      op, (unsigned long long)r->seq,
+		      (unsigned long long)r->elapsed_ms,
+		      report_reason_name(r->reason), coll_strerror(r->error));
+	if (r->peer >= 0)
+		report_append(buf, size, &n, "; rank %d%s", r->peer,
+			      r->reason == COLL_REPORT_MISMATCH ? " differs" :
+			      r->reason == COLL_REPORT_PEER_LOST ? " lost" :
+			      r->reason == COLL_REPORT_TIMEOUT ?
+			      " missing" : "");
+	if (r->nmissing) {
+		shown = r->nmissing < COLL_REPORT_MAX_MISSING ?
+			r->nmissing : COLL_REPORT_MAX_MISSING;
+		report_append(buf, size, &n, "; waiting for %u rank(s):",
+			      r->nmissing);
+		for (i = 0; i < shown; i++)
+			report_append(buf, size, &n, "%s%u", i ? "," : " ",
+				      r->missing[i]);
+		if (shown < r->nmissing)
+			report_append(buf, size, &n, ",...");
+	}
+	return n;
+}
+
+/* A failed operation has a kernel report: make it coll_last_error(). */
+static void comm_describe(coll_comm *c, int ret)
+{
+	coll_report r;
+	char msg[512];
+
+	if (coll_comm_get_report(c, &r) || !r.error)
+		return;
+	coll_report_format(&r, msg, sizeof(msg));
+	coll_err(ret, "%s", msg);
 }
 
 int coll_comm_fd(const coll_comm *comm)

@@ -1,10 +1,10 @@
 #!/bin/bash
 # Run kcoll's VM test matrix: for each kernel given, the kselftest binaries
-# in one VM, the 2-VM Soft-RoCE scenario and the collective scenarios
-# (tests/vm/scenarios/coll.sh); on the first kernel also the fuzzer
-# (tests/vm/scenarios/fuzz.sh, FUZZ_CHECK_SECONDS, default 60). Prints one
-# result line per test and per scenario, then "VM: P passed, F failed,
-# S skipped".
+# in one VM, the 2-VM Soft-RoCE scenario, the collective scenarios
+# (tests/vm/scenarios/coll.sh), the control plane (ctl.sh) and, on the
+# first kernel, the fuzzer (tests/vm/scenarios/fuzz.sh, FUZZ_CHECK_SECONDS,
+# default 60). Prints one result line per test and per scenario, then
+# "VM: P passed, F failed, S skipped".
 # Usage: tests/run-vm-tests.sh KVER...
 #        tests/run-vm-tests.sh --fuzz "SECONDS [SEED]" KVER...
 #        (only the fuzzer, on every kernel given: make fuzz)
@@ -78,6 +78,13 @@ for kver in "$@"; do
 	scenario "$kver" coll 2 1500 "4 quick"
 	if [ "$kver" = "$first" ]; then
 		scenario "$kver" coll 2 1500 "3 quick $forced"
+		# Death of a process, 100 times in a row (then no leak, and
+		# rmmod), and of a whole node (3 VMs, one stops dead).
+		scenario "$kver" coll 2 1500 "2 die=100"
+		scenario "$kver" nodedie 3 900
+		# kcollctl and kcolld against the module's netlink family (the
+		# selftests check the family itself on every kernel).
+		scenario "$kver" ctl 1 600
 		# The fuzzer, briefly (make fuzz runs it longer on every kernel).
 		scenario "$kver" fuzz 1 $((${FUZZ_CHECK_SECONDS:-60} + 420)) \
 			"${FUZZ_CHECK_SECONDS:-60}"

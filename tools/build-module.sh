@@ -17,8 +17,9 @@ if [ "$out" != "$top" ]; then
 		case $f in */kcoll_config.h) continue ;; esac
 		cmp -s "$f" "$out/kmod/${f##*/}" || cp -p "$f" "$out/kmod/"
 	done
-	cmp -s "$top/uapi/linux/kcoll.h" "$out/uapi/linux/kcoll.h" ||
-		cp -p "$top/uapi/linux/kcoll.h" "$out/uapi/linux/"
+	for f in "$top"/uapi/linux/*.h; do
+		cmp -s "$f" "$out/uapi/linux/${f##*/}" || cp -p "$f" "$out/uapi/linux/"
+	done
 fi
 
 # Probe once per kernel tree (the stamp remembers which tree it was).

@@ -758,10 +758,100 @@ COLL_API int coll_comm_destroy(coll_comm *comm);
 
 /**
  * coll_comm_abort() - destroy the communicator without waiting: operations
- * in flight complete with -ECANCELED, then everything is released as by
- * coll_comm_destroy(). Use it after an error (a dead peer), or to give up.
+ * in flight are cancelled in the kernel (coll_comm_cancel()) and complete
+ * with -ECANCELED, then everything is released as by coll_comm_destroy().
+ * Use it after an error (a dead peer, a timeout), or to give up. Like
+ * coll_comm_destroy(), it must not race with other calls on @comm; from a
+ * watchdog thread, call coll_comm_cancel() instead.
  */
 COLL_API int coll_comm_abort(coll_comm *comm);
+
+/**
+ * coll_comm_cancel() - cancel everything in flight on @comm, now.
+ *
+ * Every operation in flight completes with -ECANCELED within bounded time
+ * (the kernel tears the connections down; nothing waits for the peers),
+ * and later operations on @comm fail with -ECANCELED at once. The peers'
+ * operations fail with -ECONNRESET, naming this rank in their reports.
+ * Unlike every other call, this one may run while other threads use @comm,
+ * for instance wait in coll_wait(): it is how a watchdog thread unblocks
+ * them. @comm stays allocated; free it with coll_comm_destroy() or
+ * coll_comm_abort(), then create a new communicator to carry on.
+ *
+ * Returns 0, or -errno (-ENOENT if the kernel communicator is gone).
+ */
+COLL_API int coll_comm_cancel(coll_comm *comm);
+
+/* No timeout for the operations of a communicator (coll_comm_set_timeout). */
+#define COLL_TIMEOUT_NONE	KCOLL_TIMEOUT_NONE
+
+/**
+ * coll_comm_set_timeout() - limit for the operations @comm submits from
+ * now on, in milliseconds from submission: 0 (the default) uses the
+ * kernel's op_timeout_ms (sysfs, 10 min unless changed); COLL_TIMEOUT_NONE
+ * never times out. An operation past its limit completes with -ETIMEDOUT;
+ * coll_last_error() and coll_comm_get_report() then name the ranks it was
+ * waiting for, which the kernel disconnects: the communicator is failed,
+ * destroy it and build a new one without them.
+ */
+COLL_API int coll_comm_set_timeout(coll_comm *comm, uint32_t timeout_ms);
+
+/** coll_comm_get_timeout() - as set, or -EINVAL if @comm is NULL. */
+COLL_API int64_t coll_comm_get_timeout(const coll_comm *comm);
+
+/* Why an operation failed (coll_report.reason). */
+enum coll_report_reason {
+	COLL_REPORT_NONE	= KCOLL_REPORT_NONE,
+	COLL_REPORT_TIMEOUT	= KCOLL_REPORT_TIMEOUT,	  /* see missing[] */
+	COLL_REPORT_PEER_LOST	= KCOLL_REPORT_PEER_LOST, /* see peer */
+	COLL_REPORT_MISMATCH	= KCOLL_REPORT_MISMATCH,  /* see peer */
+	COLL_REPORT_ABORTED	= KCOLL_REPORT_ABORTED,
+	COLL_REPORT_OTHER	= KCOLL_REPORT_OTHER,
+};
+
+#define COLL_REPORT_MAX_MISSING	64
+
+/**
+ * struct coll_report - the kernel's account of the last failed operation
+ * of a communicator (coll_comm_get_report()).
+ * @error:	its result (-errno); 0 if no operation has failed
+ * @reason:	enum coll_report_reason
+ * @opcode:	enum kcoll_op (KCOLL_OP_ALLREDUCE, ...)
+ * @peer:	the rank the reason names (the lost peer, the one whose
+ *		signature differs, the first missing one), or -1
+ * @seq:	the collective's sequence number on the communicator
+ * @elapsed_ms:	from submission to failure
+ * @nmissing:	ranks the operation was still waiting for (timeouts), of
+ *		which the first COLL_REPORT_MAX_MISSING are in @missing,
+ *		ascending
+ */
+typedef struct coll_report {
+	int error;
+	int reason;
+	int opcode;
+	int peer;
+	uint64_t seq;
+	uint64_t elapsed_ms;
+	uint32_t nmissing;
+	uint32_t missing[COLL_REPORT_MAX_MISSING];
+} coll_report;
+
+/**
+ * coll_comm_get_report() - why the last failed operation of @comm failed.
+ * coll_wait() and coll_test() already put its one-line form in
+ * coll_last_error() when they return the failure. Thread-safe like
+ * coll_comm_cancel(). Returns 0 (r->error 0: nothing failed) or -errno.
+ */
+COLL_API int coll_comm_get_report(coll_comm *comm, coll_report *r);
+
+/**
+ * coll_report_format() - @r as one English line into @buf (snprintf
+ * semantics: returns the length it needed), e.g. "allreduce #17 failed
+ * after 5003 ms: timeout (Connection timed out); rank 2 never arrived;
+ * waiting for 1 rank(s): 2".
+ */
+COLL_API int coll_report_format(const coll_report *r, char *buf,
+				size_t size);
 
 /**
  * coll_comm_rank() - this process's rank in @comm, or -EINVAL if @comm is

@@ -196,4 +196,80 @@ static inline int kt_sysfs_write(const char *name, const char *val)
 	return err;
 }
 
+/* Communicators (kcoll_comm_test.c, kcoll_fault_test.c) ---------------- */
+
+static inline void kt_addr_v4(struct kcoll_rank_addr *ra, const char *ip)
+{
+	unsigned int a, b, c, d;
+
+	memset(ra, 0, sizeof(*ra));
+	ra->addr[10] = 0xff;
+	ra->addr[11] = 0xff;
+	if (sscanf(ip, "%u.%u.%u.%u", &a, &b, &c, &d) == 4) {
+		ra->addr[12] = a;
+		ra->addr[13] = b;
+		ra->addr[14] = c;
+		ra->addr[15] = d;
+	}
+}
+
+static inline long kt_comm_create(int fd, __u64 uid, const char *key, __u32 rank,
+			   __u32 nranks, struct kcoll_rank_addr *ranks,
+			   __u32 timeout_ms, __u32 *id)
+{
+	struct kcoll_comm_create c = {
+		.ranks = (uintptr_t)ranks, .uid = uid, .rank = rank,
+		.nranks = nranks, .timeout_ms = timeout_ms,
+	};
+	long r;
+
+	memcpy(c.key, key, strnlen(key, sizeof(c.key)));
+	r = kt_ioctl(fd, KCOLL_IOC_COMM_CREATE, &c);
+	if (!r && id)
+		*id = c.comm_id;
+	return r;
+}
+
+/* Submit one SQE and wait for its CQE (the whole CQE into @cqe). */
+static inline int kt_run_cqe(struct tring *r, struct kcoll_sqe *tmpl,
+			     struct kcoll_cqe *cqe)
+{
+	struct kcoll_sqe *sqe = kt_get_sqe(r);
+	long e;
+
+	if (!sqe)
+		return -ENOSPC;
+	*sqe = *tmpl;
+	e = kt_enter(r, 1, 1, KCOLL_ENTER_GETEVENTS, 0);
+	if (e < 0)
+		return (int)e;
+	while (kt_pop(r, cqe)) {
+		e = kt_enter(r, 0, 1, KCOLL_ENTER_GETEVENTS, 0);
+		if (e < 0)
+			return (int)e;
+	}
+	return 0;
+}
+
+/* Submit one SQE and wait for its CQE; returns the CQE's res. */
+static inline int kt_run(struct tring *r, struct kcoll_sqe *tmpl)
+{
+	struct kcoll_cqe cqe;
+	int e = kt_run_cqe(r, tmpl, &cqe);
+
+	return e ? e : cqe.res;
+}
+
+static inline struct kcoll_sqe kt_coll(__u8 op, __u32 comm, __u8 dtype, __u8 redop,
+				__u32 peer, __u64 count, const void *s, void *d)
+{
+	struct kcoll_sqe sqe = {
+		.opcode = op, .comm_id = comm, .dtype = dtype, .redop = redop,
+		.peer = peer, .count = count, .send_addr = (uintptr_t)s,
+		.recv_addr = (uintptr_t)d, .user_data = 42,
+	};
+
+	return sqe;
+}
+
 #endif /* KCOLL_TEST_H */

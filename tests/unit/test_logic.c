@@ -990,10 +990,9 @@ static void test_sqe_check_fields(void)
 			BAD_FIELD(recv_addr, 0x1000);
 			BAD_FIELD(recv_mr, 1);
 		}
-		BAD_FIELD(resv[0], 1);
-		BAD_FIELD(resv[1], 1);
-		BAD_FIELD(resv[0], UINT32_MAX);
-		BAD_FIELD(resv[1], 0x80000000U);
+		BAD_FIELD(resv, 1);
+		BAD_FIELD(resv, UINT32_MAX);
+		BAD_FIELD(resv, 0x80000000U);
 		if (f & F_REDOP) {
 			s = sqe_of((u8)op);
 			s.dtype = KCOLL_DTYPE_INT32;
@@ -1054,8 +1053,8 @@ static void test_sqe_check_random(void)
 		MAYBE(recv_addr, unit_rng_next(&rng));
 		MAYBE(send_mr, (u32)unit_rng_next(&rng));
 		MAYBE(recv_mr, (u32)unit_rng_next(&rng));
-		MAYBE(resv[0], (u32)unit_rng_next(&rng));
-		MAYBE(resv[1], (u32)unit_rng_next(&rng));
+		MAYBE(timeout_ms, (u32)unit_rng_next(&rng));
+		MAYBE(resv, (u32)unit_rng_next(&rng));
 #undef MAYBE
 		got = kcoll_sqe_check(&s);
 		want = ref_sqe_check(&s);

@@ -37,8 +37,13 @@ UNIT_COMM	:= $(UNIT_BUILD)/test_libcoll_comm
 # kcoll-colltest and kcoll-perf linked with the /dev/kcoll model
 UNIT_TOOLS_MODEL := $(UNIT_BUILD)/kcoll-colltest-model \
 		    $(UNIT_BUILD)/kcoll-perf-model
+# kcollctl/kcolld (daemon/): the plain logic, the netlink layer against
+# a model of the family, and the two programs linked with that model.
+UNIT_DAEMON	:= $(UNIT_BUILD)/test_daemon
+UNIT_DAEMON_NL	:= $(UNIT_BUILD)/test_daemon_nl
+UNIT_DAEMON_TOOLS := $(UNIT_BUILD)/kcollctl-fake $(UNIT_BUILD)/kcolld-fake
 UNIT_BINS	:= $(UNIT_LOGIC) $(UNIT_SCHED) $(UNIT_ABI) $(UNIT_ABI_SO) \
-		   $(UNIT_BOOTSTRAP) $(UNIT_COMM)
+		   $(UNIT_BOOTSTRAP) $(UNIT_COMM) $(UNIT_DAEMON) $(UNIT_DAEMON_NL)
 # The simulator, optimised and without sanitizers (tests/unit/
 # test_collsim.sh runs it at 4096 ranks).
 UNIT_COLLSIM	:= $(UNIT_BUILD)/collsim
@@ -50,7 +55,8 @@ UNIT_HDRS	:= $(UNIT_SRCDIR)/unit.h $(TOP)/kmod/kcoll_logic.h \
 
 .PHONY: unit-build unit-test unit-clean
 
-unit-build: $(UNIT_BINS) $(UNIT_TOOLS_MODEL) $(UNIT_COLLSIM)
+unit-build: $(UNIT_BINS) $(UNIT_TOOLS_MODEL) $(UNIT_COLLSIM) \
+	    $(UNIT_DAEMON_TOOLS)
 
 $(UNIT_BUILD):
 	mkdir -p $@
@@ -139,10 +145,52 @@ $(UNIT_BUILD)/kcoll-perf-model: $(TOP)/tools/kcoll-perf.c \
 	$(CC) $(UNIT_MODEL_CFLAGS) -o $@ $< $(UNIT_SRCDIR)/kcoll_model_auto.c \
 		$(UNIT_MODEL_SRCS) $(UNIT_MODEL_LIBS)
 
+# daemon/ with libnl-genl-3 and json-c. kcoll_nl_fake.c answers the
+# netlink requests (it replaces sendmsg/recvmsg on netlink sockets).
+UNIT_DSRC	:= $(TOP)/daemon
+UNIT_DAEMON_PKGS := libnl-genl-3.0 json-c
+UNIT_DAEMON_CFLAGS := $(UNIT_CFLAGS) -I$(UNIT_DSRC) -DKC_VERSION='"unit"' \
+		   $(shell pkg-config --cflags $(UNIT_DAEMON_PKGS) 2>/dev/null)
+UNIT_DAEMON_LIBS := $(shell pkg-config --libs $(UNIT_DAEMON_PKGS) 2>/dev/null) \
+		   $(UNIT_LDFLAGS)
+UNIT_DAEMON_DEPS := $(wildcard $(UNIT_DSRC)/*.h) \
+		   $(TOP)/uapi/linux/kcoll_netlink.h $(TOP)/uapi/linux/kcoll.h \
+		   $(UNIT_SRCDIR)/unit.h $(UNIT_SRCDIR)/unit.mk
+UNIT_DAEMON_RENDER := $(addprefix $(UNIT_DSRC)/,kc_model.c kc_fmt.c \
+		   kc_render.c)
+UNIT_DAEMON_NLSRC := $(addprefix $(UNIT_DSRC)/,kc_nlparse.c kc_nl.c) \
+		   $(UNIT_SRCDIR)/kcoll_nl_fake.c
+UNIT_DAEMON_D	:= $(addprefix $(UNIT_DSRC)/,kc_config.c kc_prom.c kc_http.c)
+
+$(UNIT_DAEMON): $(UNIT_SRCDIR)/test_daemon.c $(UNIT_DAEMON_RENDER) \
+		$(UNIT_DAEMON_D) $(UNIT_DAEMON_DEPS) | $(UNIT_BUILD)
+	$(CC) $(UNIT_DAEMON_CFLAGS) -o $@ $< $(UNIT_DAEMON_RENDER) \
+		$(UNIT_DAEMON_D) $(UNIT_DAEMON_LIBS)
+
+$(UNIT_DAEMON_NL): $(UNIT_SRCDIR)/test_daemon_nl.c $(UNIT_DAEMON_NLSRC) \
+		   $(UNIT_DSRC)/kc_model.c $(UNIT_SRCDIR)/kcoll_nl_fake.h \
+		   $(UNIT_DAEMON_DEPS) | $(UNIT_BUILD)
+	$(CC) $(UNIT_DAEMON_CFLAGS) -o $@ $< $(UNIT_DAEMON_NLSRC) \
+		$(UNIT_DSRC)/kc_model.c $(UNIT_DAEMON_LIBS)
+
+$(UNIT_BUILD)/kcollctl-fake: $(UNIT_DSRC)/kcollctl.c $(UNIT_DAEMON_RENDER) \
+		$(UNIT_DAEMON_NLSRC) $(UNIT_SRCDIR)/kcoll_nl_fake.h \
+		$(UNIT_DAEMON_DEPS) | $(UNIT_BUILD)
+	$(CC) $(UNIT_DAEMON_CFLAGS) -o $@ $< $(UNIT_DAEMON_RENDER) \
+		$(UNIT_DAEMON_NLSRC) $(UNIT_DAEMON_LIBS)
+
+$(UNIT_BUILD)/kcolld-fake: $(UNIT_DSRC)/kcolld.c $(UNIT_DAEMON_RENDER) \
+		$(UNIT_DAEMON_D) $(UNIT_DAEMON_NLSRC) \
+		$(UNIT_SRCDIR)/kcoll_nl_fake.h $(UNIT_DAEMON_DEPS) | $(UNIT_BUILD)
+	$(CC) $(UNIT_DAEMON_CFLAGS) -o $@ $< $(UNIT_DAEMON_RENDER) \
+		$(UNIT_DAEMON_D) $(UNIT_DAEMON_NLSRC) $(UNIT_DAEMON_LIBS)
+
 # Every program runs even if an earlier one failed; the target fails if any
-# did. The shell tests check the VM test programs on the /dev/kcoll model
-# and the VM runner's kernel-log gate.
-unit-test: $(UNIT_BINS) $(UNIT_TOOLS_MODEL) $(UNIT_COLLSIM)
+# did. The shell tests check the VM test programs on the /dev/kcoll model,
+# kcollctl and kcolld on the netlink model, and the VM runner's kernel-log
+# gate.
+unit-test: $(UNIT_BINS) $(UNIT_TOOLS_MODEL) $(UNIT_COLLSIM) \
+	   $(UNIT_DAEMON_TOOLS)
 	@rc=0; for t in $(UNIT_BINS); do \
 		echo "== $$t"; \
 		env $(UNIT_ENV) timeout $(UNIT_TIMEOUT) $$t $(UNIT_ARGS) || rc=1; \
@@ -151,6 +199,8 @@ unit-test: $(UNIT_BINS) $(UNIT_TOOLS_MODEL) $(UNIT_COLLSIM)
 	timeout $(UNIT_TIMEOUT) $(UNIT_SRCDIR)/test_collsim.sh $(UNIT_COLLSIM) || rc=1; \
 	echo "== tests/unit/test_tools_model.sh"; \
 	env $(UNIT_ENV) $(UNIT_SRCDIR)/test_tools_model.sh $(UNIT_BUILD) || rc=1; \
+	echo "== tests/unit/test_daemon_cli.sh"; \
+	env $(UNIT_ENV) $(UNIT_SRCDIR)/test_daemon_cli.sh $(UNIT_BUILD) || rc=1; \
 	echo "== tests/unit/test_klog_scan.sh"; \
 	$(UNIT_SRCDIR)/test_klog_scan.sh || rc=1; \
 	exit $$rc

@@ -81,3 +81,50 @@ kcoll_finish() {
 	fi
 	sync
 }
+
+# Wait until every VM of the run answers on eth0 (the ranks bootstrap
+# through vm0).
+kcoll_peers_up() {
+	local j ip i
+	for ((j = 0; j < kcoll_nvms; j++)); do
+		[ $j = "$kcoll_vm" ] && continue
+		ip=10.9.0.$((j + 1))
+		for i in $(seq 1 120); do busybox ping -c1 -W1 "$ip" >/dev/null 2>&1 && break; done
+		busybox ping -c1 -W2 "$ip" >/dev/null || fail "peer $ip unreachable over eth0"
+	done
+}
+
+# What the RDMA core holds before any rank runs (kcoll's PD and
+# registration QP per device): kcoll_res_check compares with it.
+kcoll_res_baseline() {
+	rdma res show >"$KCOLL_OUT/rdma-res-before.txt" 2>&1
+	rdma res show qp >"$KCOLL_OUT/rdma-qp-before.txt" 2>&1
+}
+
+# Every process is gone: so must be every connection's RC QP, every
+# resource count, every context and every request. Teardown may lag a
+# little behind the exits.
+kcoll_res_check() {
+	local i v s
+	rc_qps() { grep -c "type RC" "$1"; }
+	for i in $(seq 1 60); do
+		rdma res show qp >"$KCOLL_OUT/rdma-qp.txt" 2>&1
+		[ "$(rc_qps "$KCOLL_OUT/rdma-qp.txt")" = "$(rc_qps "$KCOLL_OUT/rdma-qp-before.txt")" ] && break
+		sleep 1
+	done
+	if [ "$(rc_qps "$KCOLL_OUT/rdma-qp.txt")" != "$(rc_qps "$KCOLL_OUT/rdma-qp-before.txt")" ]; then
+		fail "RC QPs left after every rank exited: $(rc_qps "$KCOLL_OUT/rdma-qp.txt"), $(rc_qps "$KCOLL_OUT/rdma-qp-before.txt") before"
+		grep "type RC" "$KCOLL_OUT/rdma-qp.txt" | head -5
+	fi
+	for i in $(seq 1 30); do
+		rdma res show >"$KCOLL_OUT/rdma-res-after.txt" 2>&1
+		cmp -s "$KCOLL_OUT/rdma-res-before.txt" "$KCOLL_OUT/rdma-res-after.txt" && break
+		sleep 1
+	done
+	cmp -s "$KCOLL_OUT/rdma-res-before.txt" "$KCOLL_OUT/rdma-res-after.txt" ||
+		fail "rdma res not back to baseline: $(tr '\n' ' ' <"$KCOLL_OUT/rdma-res-before.txt") -> $(tr '\n' ' ' <"$KCOLL_OUT/rdma-res-after.txt")"
+	for s in contexts inflight; do
+		v=$(cat /sys/class/misc/kcoll/stats/$s 2>/dev/null || echo 0)
+		[ "$v" = 0 ] || fail "kcoll stats/$s is $v after every rank exited"
+	done
+}

@@ -773,6 +773,9 @@ static int test_die(void)
 		usleep(300 * 1000);
 		_exit(0);
 	}
+	/* Were detection ever stuck, the timeout would turn the hang into
+	 * a report of whom each rank waits for (and still fail below). */
+	coll_comm_set_timeout(comm, 30000);
 	/* The first allreduce may still complete; a later one cannot. */
 	for (i = 0; i < 3; i++) {
 		double t0 = now(), dt;
@@ -787,11 +790,21 @@ static int test_die(void)
 		diag("allreduce %d returned %d (%s) after %.1f s", i, ret,
 		     coll_strerror(ret), dt);
 		if (ret) {
+			coll_report rep;
+			bool named;
+
+			/* The report must blame the dead rank, not the
+			 * messenger that told us. */
+			named = !coll_comm_get_report(comm, &rep) &&
+				rep.error && rep.peer == nranks - 1;
+			diag("report: %s", coll_last_error());
 			free(buf);
 			coll_comm_abort(comm);
-			return result_line(dt < 60, "peer death reported as %d "
-					   "(%s) after %.1f s", ret,
-					   coll_strerror(ret), dt);
+			return result_line(dt < 20 && named,
+					   "peer death reported as %d (%s) "
+					   "after %.1f s, rank %d named", ret,
+					   coll_strerror(ret), dt,
+					   named ? nranks - 1 : rep.peer);
 		}
 	}
 	free(buf);

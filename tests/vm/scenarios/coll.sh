@@ -44,10 +44,7 @@ PORT_BASE=29500
 kcoll_net_up
 kcoll_rxe_up
 kcoll_mod_load
-# What the RDMA core holds before any rank runs (kcoll's PD per device):
-# every count must come back to this once the ranks are gone.
-rdma res show >"$KCOLL_OUT/rdma-res-before.txt" 2>&1
-rdma res show qp >"$KCOLL_OUT/rdma-qp-before.txt" 2>&1
+kcoll_res_baseline
 
 # shellcheck disable=SC2086
 set -- $KCOLL_ARG
@@ -92,12 +89,7 @@ fi
 [ -x "$COLLTEST" ] || fail "no $COLLTEST (make tests-bin)"
 
 # Every VM must reach vm0 (the root) before the first run.
-for ((j = 0; j < kcoll_nvms; j++)); do
-	[ $j = "$kcoll_vm" ] && continue
-	ip=10.9.0.$((j + 1))
-	for i in $(seq 1 120); do busybox ping -c1 -W1 "$ip" >/dev/null 2>&1 && break; done
-	busybox ping -c1 -W2 "$ip" >/dev/null || fail "peer $ip unreachable over eth0"
-done
+kcoll_peers_up
 
 export KCOLL_NRANKS=$nranks
 export KCOLL_SECRET=6b636f6c6c2d766d2d746573742d3031	# "kcoll-vm-test-01"
@@ -173,30 +165,6 @@ if [ $perf = 1 ]; then
 	fi
 fi
 
-# Every process is gone: so must be every connection's QP (rdma_cm's; the
-# module's own registration QP, "[kcoll]", lives as long as the device and
-# is in the baseline), every context and every request. Teardown may lag
-# a little behind the exit.
-rc_qps() { grep -c "type RC" "$1"; }
-for i in $(seq 1 60); do
-	rdma res show qp >"$KCOLL_OUT/rdma-qp.txt" 2>&1
-	[ "$(rc_qps "$KCOLL_OUT/rdma-qp.txt")" = "$(rc_qps "$KCOLL_OUT/rdma-qp-before.txt")" ] && break
-	sleep 1
-done
-if [ "$(rc_qps "$KCOLL_OUT/rdma-qp.txt")" != "$(rc_qps "$KCOLL_OUT/rdma-qp-before.txt")" ]; then
-	fail "RC QPs left after every rank exited: $(rc_qps "$KCOLL_OUT/rdma-qp.txt"), $(rc_qps "$KCOLL_OUT/rdma-qp-before.txt") before"
-	grep "type RC" "$KCOLL_OUT/rdma-qp.txt" | head -5
-fi
-for i in $(seq 1 30); do
-	rdma res show >"$KCOLL_OUT/rdma-res-after.txt" 2>&1
-	cmp -s "$KCOLL_OUT/rdma-res-before.txt" "$KCOLL_OUT/rdma-res-after.txt" && break
-	sleep 1
-done
-cmp -s "$KCOLL_OUT/rdma-res-before.txt" "$KCOLL_OUT/rdma-res-after.txt" ||
-	fail "rdma res not back to baseline: $(tr '\n' ' ' <"$KCOLL_OUT/rdma-res-before.txt") -> $(tr '\n' ' ' <"$KCOLL_OUT/rdma-res-after.txt")"
-for s in contexts inflight; do
-	v=$(cat /sys/class/misc/kcoll/stats/$s 2>/dev/null || echo 0)
-	[ "$v" = 0 ] || fail "kcoll stats/$s is $v after every rank exited"
-done
+kcoll_res_check
 kcoll_mod_unload
 kcoll_finish

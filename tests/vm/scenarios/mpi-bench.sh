@@ -1,7 +1,9 @@
 #!/bin/bash
 # Open MPI baseline between the two test VMs, same boot as kcoll: 4 ranks
-# (2 per VM), tools/kcoll-mpibench's nccl-tests-style tables for each Open
-# MPI transport that starts, next to perftest's ib_write_bw on the same link.
+# (2 per VM; "ppn=1" in the argument: 2 ranks, one per VM),
+# tools/kcoll-mpibench's nccl-tests-style tables for each Open MPI
+# transport that starts, next to perftest's ib_write_bw on the same link,
+# one way and both ways at once (-b).
 # Not part of `make check` (it takes 7-9 minutes); run it with
 #   tests/vm/vmrun.sh -k KVER -n 2 -o build/vmtest-mpi -t 900 tests/vm/scenarios/mpi-bench.sh
 # and read build/vmtest-mpi/vm0/summary.txt (tables: vm0/mpi-*.txt).
@@ -24,7 +26,16 @@ peer_vm=$((1 - kcoll_vm))
 peer=10.9.0.$((peer_vm + 1))
 bench=$KCOLL_TOP/build/tools/kcoll-mpibench
 rexec_port=2222
-transports=${KCOLL_ARG:-tcp ucx}
+# Words of kcoll_arg: transports, and ppn=N (ranks per VM, default 2).
+ppn=2 transports=""
+for a in ${KCOLL_ARG:-}; do
+	case $a in
+	ppn=*) ppn=${a#ppn=} ;;
+	*) transports="$transports $a" ;;
+	esac
+done
+transports=${transports:-tcp ucx}
+np=$((2 * ppn))
 t_start=$SECONDS
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_openib_warn_no_device_params_found=0
@@ -103,10 +114,10 @@ if [ "$kcoll_vm" = 0 ]; then
 fi
 
 # ------------------------------------------------------------ mpirun
-printf 'vm0 slots=2\nvm1 slots=2\n' >/tmp/kcoll-mpi.hosts
+printf 'vm0 slots=%d\nvm1 slots=%d\n' "$ppn" "$ppn" >/tmp/kcoll-mpi.hosts
 # Common to every run. One vCPU per VM runs two ranks: ranks yield while
 # they poll (Open MPI would set this itself had the hostfile said slots=1).
-mpi_common=(--hostfile /tmp/kcoll-mpi.hosts -np 4 --map-by slot --bind-to none
+mpi_common=(--hostfile /tmp/kcoll-mpi.hosts -np "$np" --map-by slot --bind-to none
 	--mca plm rsh --mca plm_rsh_agent /tmp/kcoll-rsh --mca plm_rsh_no_tree_spawn 1
 	--mca oob_tcp_if_include eth0 --mca mpi_yield_when_idle 1
 	--mca orte_base_help_aggregate 0)
@@ -226,6 +237,21 @@ if [ "$kcoll_vm" = 1 ]; then
 	echo "perftest=${pt:-?} wall=${wall:-?}" >"$KCOLL_OUT/ib_write_bw-summary.txt"
 	log "ib_write_bw VM1->VM0 ${bw_size} B: perftest ${pt:-?} MB/s; wall-clock (600 vs 100 writes) ${wall:-?} MB/s"
 fi
+# The same link with traffic both ways at once (ib_write_bw -b): what
+# each direction gets when both are busy, as in a 2-rank ring.
+if [ "$kcoll_vm" = 0 ]; then
+	timeout 180 ib_write_bw "${bw_args[@]}" -b >"$KCOLL_OUT/ib_write_bw-bidir.txt" 2>&1 ||
+		fail "ib_write_bw -b server failed"
+else
+	for i in $(seq 1 100); do
+		timeout 120 ib_write_bw "${bw_args[@]}" -b 10.9.0.1 >"$KCOLL_OUT/ib_write_bw-bidir.txt" 2>&1 && break
+		sleep 0.5
+	done
+	# Both directions together; per direction is half of it.
+	bidir=$(awk -v s=$bw_size '$1 == s && NF >= 5 { printf "%.2f", $4 * 1.048576 }' "$KCOLL_OUT/ib_write_bw-bidir.txt" | tail -1)
+	echo "bidir=${bidir:-?}" >>"$KCOLL_OUT/ib_write_bw-summary.txt"
+	log "ib_write_bw -b ${bw_size} B: ${bidir:-?} MB/s both directions together"
+fi
 vm_sync perftest-done 60
 
 # ------------------------------------------------------------ Open MPI
@@ -246,16 +272,16 @@ fi
 vm_sync mpi-done 700
 
 # ------------------------------------------------------------ kcoll-perf
-# kcoll's own benchmark in the same boot, same 4 ranks (2 per VM): ranks
+# kcoll's own benchmark in the same boot, same ranks (ppn per VM): ranks
 # find each other through coll_comm_init_env()'s KCOLL_ROOT/KCOLL_SECRET
 # mode, rank 0 (vm0) serving the bootstrap root.
 KPERF=$KCOLL_TOP/build/tools/kcoll-perf
 if [ -x "$KPERF" ]; then
-	export KCOLL_NRANKS=4 KCOLL_ROOT=10.9.0.1:29900
+	export KCOLL_NRANKS=$np KCOLL_ROOT=10.9.0.1:29900
 	export KCOLL_SECRET=6b636f6c6c2d62656e63682d30303031
 	export KCOLL_BOOTSTRAP_TIMEOUT_MS=120000
 	kpids=()
-	for r in $((2 * kcoll_vm)) $((2 * kcoll_vm + 1)); do
+	for r in $(seq $((ppn * kcoll_vm)) $((ppn * kcoll_vm + ppn - 1))); do
 		KCOLL_RANK=$r timeout -k 10 900 "$KPERF" -M -c all -b 1M -e 16M -f 4 \
 			-n 3 -w 1 >"$KCOLL_OUT/kcoll-perf-rank$r.txt" 2>&1 &
 		kpids+=($!)
@@ -276,7 +302,7 @@ vm_sync kcoll-perf-done 900
 # ------------------------------------------------------------ summary
 if [ "$kcoll_vm" = 0 ]; then
 	{
-		echo "Open MPI baseline, same boot ($(uname -r), $(nproc) vCPU/VM, 2 VMs x 2 ranks)"
+		echo "Open MPI baseline, same boot ($(uname -r), $(nproc) vCPU/VM, 2 VMs x $ppn ranks)"
 		echo "transports that ran: $(cat "$KCOLL_OUT/transports-ok.txt")"
 		bw=$(cat "$kcoll_out/vm1/ib_write_bw-summary.txt" 2>/dev/null)
 		echo "ib_write_bw VM1->VM0 64 KiB (MB/s): $bw"

@@ -1,0 +1,840 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kcoll generic netlink family: devices, communicators, statistics and
+ * tunables for kcolld/kcollctl, and the events they log. The contract is
+ * uapi/linux/kcoll_netlink.h.
+ *
+ * Requests are validated strictly against kcoll_nl_policy (every command is
+ * below resv_start_op). Reading is open to everyone, like sysfs; setting a
+ * tunable needs CAP_NET_ADMIN (GENL_ADMIN_PERM). Tunables are exactly the
+ * writable attributes of /sys/class/misc/kcoll/ and its algo/ group: the
+ * netlink path calls their show/store methods, so both interfaces validate
+ * the same way and cannot drift apart.
+ *
+ * Locking: handlers run under genl's own mutex and take, in order,
+ * kcoll_ib_lock or kcoll_comms_lock, then comm->lock (never the other way
+ * round). Events are sent from process context, some under comm->lock.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/device.h>
+#include <linux/slab.h>
+#include <linux/sysfs.h>
+#include <net/genetlink.h>
+#include <rdma/ib_verbs.h>
+
+#include "kcoll.h"
+#include "kcoll_comm.h"
+
+/* Largest member list and missing-rank list in a dump message (a do request
+ * for one communicator sizes its reply to carry everything). */
+#define KCOLL_NL_DUMP_MEMBERS	32
+#define KCOLL_NL_MAX_MISSING	256
+#define KCOLL_NL_MAX_OPS	64
+
+static const struct nla_policy kcoll_nl_policy[KCOLL_A_MAX + 1] = {
+	[KCOLL_A_COMM_ID] = { .type = NLA_U32 },
+	[KCOLL_A_TUNABLE_NAME] = { .type = NLA_NUL_STRING,
+				   .len = KCOLL_NL_TUNABLE_NAME_MAX - 1 },
+	[KCOLL_A_TUNABLE_VALUE] = { .type = NLA_NUL_STRING,
+				    .len = KCOLL_NL_TUNABLE_VALUE_MAX - 1 },
+};
+
+static const struct genl_multicast_group kcoll_nl_mcgrps[] = {
+	{ .name = KCOLL_GENL_MCGRP_EVENTS },
+};
+
+static struct genl_family kcoll_nl_family;
+static bool kcoll_nl_registered;
+
+/* ---------------------------------------------------------------- */
+/* Attribute helpers                                                 */
+/* ---------------------------------------------------------------- */
+
+static int kcoll_nl_put_u64(struct sk_buff *skb, int type, u64 v)
+{
+	return nla_put_u64_64bit(skb, type, v, KCOLL_A_PAD);
+}
+
+static int kcoll_nl_put_stats(struct sk_buff *skb, struct kcoll_opstats *st,
+			      bool node, u32 ncomms)
+{
+	u64 hist[KCOLL_NL_LAT_BUCKETS];
+	struct nlattr *nest;
+	int i;
+
+	nest = nla_nest_start(skb, KCOLL_A_STATS);
+	if (!nest)
+		return -EMSGSIZE;
+	for (i = 0; i < KCOLL_NL_LAT_BUCKETS; i++)
+		hist[i] = atomic64_read(&st->lat[i]);
+	if (kcoll_nl_put_u64(skb, KCOLL_A_STAT_OPS, atomic64_read(&st->ops)) ||
+	    kcoll_nl_put_u64(skb, KCOLL_A_STAT_BYTES,
+			     atomic64_read(&st->bytes)) ||
+	    kcoll_nl_put_u64(skb, KCOLL_A_STAT_ERRORS,
+			     atomic64_read(&st->errors)) ||
+	    kcoll_nl_put_u64(skb, KCOLL_A_STAT_TIMEOUTS,
+			     atomic64_read(&st->timeouts)) ||
+	    nla_put(skb, KCOLL_A_STAT_LAT_HIST, sizeof(hist), hist))
+		goto out_cancel;
+	if (node && (kcoll_nl_put_u64(skb, KCOLL_A_STAT_INFLIGHT,
+				      atomic_read(&kcoll_nr_inflight)) ||
+		     kcoll_nl_put_u64(skb, KCOLL_A_STAT_CONTEXTS,
+				      atomic_read(&kcoll_nr_contexts)) ||
+		     kcoll_nl_put_u64(skb, KCOLL_A_STAT_COMMS, ncomms)))
+		goto out_cancel;
+	nla_nest_end(skb, nest);
+	return 0;
+
+out_cancel:
+	nla_nest_cancel(skb, nest);
+	return -EMSGSIZE;
+}
+
+/* ---------------------------------------------------------------- */
+/* Devices                                                           */
+/* ---------------------------------------------------------------- */
+
+static int kcoll_nl_count_dev_comms(struct kcoll_comm *comm, void *arg)
+{
+	void **a = arg;
+
+	if (comm->ibdev == a[0])
+		(*(u32 *)a[1])++;
+	return 0;
+}
+
+static int kcoll_nl_put_dev_attrs(struct sk_buff *skb, struct ib_device *ibdev,
+				  struct kcoll_opstats *st)
+{
+	struct ib_port_attr pattr;
+	u8 state = IB_PORT_NOP;
+	u32 ncomms = 0;
+	void *a[2] = { ibdev, &ncomms };
+
+	if (!ib_query_port(ibdev, rdma_start_port(ibdev), &pattr))
+		state = pattr.state;
+	kcoll_comms_for_each(kcoll_nl_count_dev_comms, a, 0);
+	if (nla_put_string(skb, KCOLL_A_DEV_NAME, dev_name(&ibdev->dev)) ||
+	    nla_put_u32(skb, KCOLL_A_DEV_INDEX, ibdev->index) ||
+	    kcoll_nl_put_u64(skb, KCOLL_A_DEV_NODE_GUID,
+			     be64_to_cpu(ibdev->node_guid)) ||
+	    nla_put_u8(skb, KCOLL_A_DEV_PORT_STATE, state) ||
+	    nla_put_u32(skb, KCOLL_A_DEV_COMMS, ncomms))
+		return -EMSGSIZE;
+	return st ? kcoll_nl_put_stats(skb, st, false, 0) : 0;
+}
+
+struct kcoll_nl_dump {
+	struct sk_buff *skb;
+	struct netlink_callback *cb;
+	u32 done;		/* entries written in this pass */
+};
+
+static int kcoll_nl_dev_one(struct ib_device *ibdev, struct kcoll_opstats *st,
+			    void *arg)
+{
+	struct kcoll_nl_dump *d = arg;
+	void *hdr;
+
+	hdr = genlmsg_put(d->skb, NETLINK_CB(d->cb->skb).portid,
+			  d->cb->nlh->nlmsg_seq, &kcoll_nl_family, NLM_F_MULTI,
+			  KCOLL_CMD_DEV_GET);
+	if (!hdr)
+		return -EMSGSIZE;
+	if (kcoll_nl_put_dev_attrs(d->skb, ibdev, st)) {
+		genlmsg_cancel(d->skb, hdr);
+		return -EMSGSIZE;
+	}
+	genlmsg_end(d->skb, hdr);
+	d->done++;
+	return 0;
+}
+
+static int kcoll_nl_dev_dump(struct sk_buff *skb, struct netlink_callback *cb)
+{
+	struct kcoll_nl_dump d = { .skb = skb, .cb = cb };
+	int err;
+
+	err = kcoll_ib_for_each(kcoll_nl_dev_one, &d, cb->args[0]);
+	cb->args[0] += d.done;
+	if (err && !d.done)
+		return err;	/* one device does not fit an empty message */
+	return skb->len;
+}
+
+/* ---------------------------------------------------------------- */
+/* Communicators                                                     */
+/* ---------------------------------------------------------------- */
+
+static u8 kcoll_nl_comm_state(struct kcoll_comm *comm)
+{
+	if (comm->aborted)
+		return KCOLL_COMM_ABORTED;
+	if (comm->error)
+		return KCOLL_COMM_FAILED;
+	if (comm->nr_up + 1 < comm->nranks)
+		return KCOLL_COMM_CONNECTING;
+	return KCOLL_COMM_READY;
+}
+
+static int kcoll_nl_put_comm_id(struct sk_buff *skb, struct kcoll_comm *comm)
+{
+	if (nla_put_u32(skb, KCOLL_A_COMM_ID, comm->gid) ||
+	    kcoll_nl_put_u64(skb, KCOLL_A_COMM_UID, comm->uid) ||
+	    nla_put_u32(skb, KCOLL_A_COMM_PID, comm->pid) ||
+	    nla_put_u32(skb, KCOLL_A_RANK, comm->rank) ||
+	    nla_put_u32(skb, KCOLL_A_NRANKS, comm->nranks))
+		return -EMSGSIZE;
+	return 0;
+}
+
+static int kcoll_nl_put_missing(struct sk_buff *skb, const u32 *r, u32 n)
+{
+	if (!n)
+		return 0;
+	return nla_put(skb, KCOLL_A_MISSING_RANKS,
+		       min_t(u32, n, KCOLL_NL_MAX_MISSING) * sizeof(u32), r);
+}
+
+/* Must hold comm->lock. */
+static int kcoll_nl_put_members(struct sk_buff *skb, struct kcoll_comm *comm)
+{
+	struct nlattr *nest, *m;
+	u32 i;
+
+	lockdep_assert_held(&comm->lock);
+	nest = nla_nest_start(skb, KCOLL_A_COMM_MEMBERS);
+	if (!nest)
+		return -EMSGSIZE;
+	for (i = 0; i < comm->nranks; i++) {
+		const struct kcoll_rank_addr *ra = &comm->ranks[i];
+		struct kcoll_conn *conn = comm->conns[i];
+		u8 up = i == comm->rank ||
+			(conn && conn->state == KCOLL_CONN_UP);
+
+		m = nla_nest_start(skb, KCOLL_A_MEMBER);
+		if (!m ||
+		    nla_put_u32(skb, KCOLL_A_RANK, i) ||
+		    nla_put(skb, KCOLL_A_MEMBER_ADDR, sizeof(ra->addr),
+			    ra->addr) ||
+		    nla_put_u16(skb, KCOLL_A_MEMBER_PORT,
+				ra->port ?: kcoll_listen_port) ||
+		    nla_put_u16(skb, KCOLL_A_MEMBER_LOCAL_INDEX,
+				ra->local_index) ||
+		    nla_put_u8(skb, KCOLL_A_MEMBER_CONNECTED, up))
+			goto out_cancel;
+		nla_nest_end(skb, m);
+	}
+	nla_nest_end(skb, nest);
+	return 0;
+
+out_cancel:
+	nla_nest_cancel(skb, nest);
+	return -EMSGSIZE;
+}
+
+/* Must hold comm->lock. */
+static int kcoll_nl_put_ops(struct sk_buff *skb, struct kcoll_comm *comm,
+			    u32 *missing)
+{
+	u64 now = ktime_get_ns();
+	struct kcoll_task *op;
+	struct nlattr *nest, *o;
+	u32 n = 0, nmiss;
+
+	lockdep_assert_held(&comm->lock);
+	nest = nla_nest_start(skb, KCOLL_A_COMM_OPS);
+	if (!nest)
+		return -EMSGSIZE;
+	list_for_each_entry(op, &comm->ops, all) {
+		if (n++ >= KCOLL_NL_MAX_OPS)
+			break;
+		nmiss = missing ? kcoll_op_missing(op, missing,
+						   KCOLL_NL_MAX_MISSING) : 0;
+		o = nla_nest_start(skb, KCOLL_A_OP);
+		if (!o ||
+		    kcoll_nl_put_u64(skb, KCOLL_A_OP_SEQ, op->seq) ||
+		    nla_put_u8(skb, KCOLL_A_OP_OPCODE, op->args.opcode) ||
+		    nla_put_string(skb, KCOLL_A_OP_ALGO,
+				   kcoll_algo_name(kcoll_sched_algo(&op->args))) ||
+		    nla_put_u8(skb, KCOLL_A_OP_PRIO, op->prio) ||
+		    kcoll_nl_put_u64(skb, KCOLL_A_OP_BYTES, op->bytes) ||
+		    kcoll_nl_put_u64(skb, KCOLL_A_OP_AGE_MS,
+				     div_u64(now - op->t_submit,
+					     NSEC_PER_MSEC)) ||
+		    nla_put_u32(skb, KCOLL_A_OP_TIMEOUT_MS, op->timeout_ms) ||
+		    kcoll_nl_put_missing(skb, missing,
+					 min_t(u32, nmiss,
+					       KCOLL_NL_MAX_MISSING)))
+			goto out_cancel;
+		nla_nest_end(skb, o);
+	}
+	nla_nest_end(skb, nest);
+	return 0;
+
+out_cancel:
+	nla_nest_cancel(skb, nest);
+	return -EMSGSIZE;
+}
+
+/* Must hold comm->lock. */
+static int kcoll_nl_put_last_error(struct sk_buff *skb,
+				   struct kcoll_comm *comm)
+{
+	const struct kcoll_report *r = &comm->report;
+	struct nlattr *nest;
+
+	if (!r->error)
+		return 0;
+	nest = nla_nest_start(skb, KCOLL_A_COMM_LAST_ERROR);
+	if (!nest ||
+	    kcoll_nl_put_u64(skb, KCOLL_A_OP_SEQ, r->seq) ||
+	    nla_put_u8(skb, KCOLL_A_OP_OPCODE, r->opcode) ||
+	    nla_put_s32(skb, KCOLL_A_ERRNO, r->error) ||
+	    (r->peer != ~0U && nla_put_u32(skb, KCOLL_A_PEER_RANK, r->peer)) ||
+	    kcoll_nl_put_missing(skb, r->missing, r->nmissing))
+		goto out_cancel;
+	nla_nest_end(skb, nest);
+	return 0;
+
+out_cancel:
+	if (nest)
+		nla_nest_cancel(skb, nest);
+	return -EMSGSIZE;
+}
+
+static int kcoll_nl_fill_comm(struct sk_buff *skb, struct kcoll_comm *comm,
+			      u32 portid, u32 seq, int flags, bool full)
+{
+	u32 *missing;
+	void *hdr;
+	int err = -EMSGSIZE;
+
+	missing = kmalloc_array(KCOLL_NL_MAX_MISSING, sizeof(u32), GFP_KERNEL);
+	hdr = genlmsg_put(skb, portid, seq, &kcoll_nl_family, flags,
+			  KCOLL_CMD_COMM_GET);
+	if (!hdr) {
+		kfree(missing);
+		return -EMSGSIZE;
+	}
+	mutex_lock(&comm->lock);
+	if (kcoll_nl_put_comm_id(skb, comm) ||
+	    nla_put_u8(skb, KCOLL_A_COMM_STATE, kcoll_nl_comm_state(comm)) ||
+	    (comm->ibdev && nla_put_string(skb, KCOLL_A_DEV_NAME,
+					   dev_name(&comm->ibdev->dev))) ||
+	    nla_put_u32(skb, KCOLL_A_COMM_INFLIGHT, comm->nr_ops) ||
+	    ((full || comm->nranks <= KCOLL_NL_DUMP_MEMBERS) &&
+	     kcoll_nl_put_members(skb, comm)) ||
+	    kcoll_nl_put_ops(skb, comm, missing) ||
+	    kcoll_nl_put_stats(skb, &comm->stats, false, 0) ||
+	    kcoll_nl_put_last_error(skb, comm))
+		goto out_unlock;
+	err = 0;
+out_unlock:
+	mutex_unlock(&comm->lock);
+	kfree(missing);
+	if (err) {
+		genlmsg_cancel(skb, hdr);
+		return err;
+	}
+	genlmsg_end(skb, hdr);
+	return 0;
+}
+
+static int kcoll_nl_comm_one(struct kcoll_comm *comm, void *arg)
+{
+	struct kcoll_nl_dump *d = arg;
+	int err;
+
+	err = kcoll_nl_fill_comm(d->skb, comm, NETLINK_CB(d->cb->skb).portid,
+				 d->cb->nlh->nlmsg_seq, NLM_F_MULTI, false);
+	if (!err)
+		d->done++;
+	return err;
+}
+
+static int kcoll_nl_comm_dump(struct sk_buff *skb, struct netlink_callback *cb)
+{
+	struct kcoll_nl_dump d = { .skb = skb, .cb = cb };
+	int err;
+
+	err = kcoll_comms_for_each(kcoll_nl_comm_one, &d, cb->args[0]);
+	cb->args[0] += d.done;
+	if (err && !d.done)
+		return err;
+	return skb->len;
+}
+
+struct kcoll_nl_find {
+	u32 gid;
+	struct kcoll_comm *comm;
+};
+
+static int kcoll_nl_find_comm(struct kcoll_comm *comm, void *arg)
+{
+	struct kcoll_nl_find *f = arg;
+
+	if (comm->gid != f->gid)
+		return 0;
+	kref_get(&comm->ref);
+	f->comm = comm;
+	return 1;
+}
+
+static int kcoll_nl_comm_get(struct sk_buff *skb, struct genl_info *info)
+{
+	struct kcoll_nl_find f = {};
+	struct sk_buff *msg;
+	size_t size;
+	int err;
+
+	if (!info->attrs[KCOLL_A_COMM_ID]) {
+		NL_SET_ERR_MSG(info->extack, "KCOLL_A_COMM_ID is required (or dump)");
+		return -EINVAL;
+	}
+	f.gid = nla_get_u32(info->attrs[KCOLL_A_COMM_ID]);
+	kcoll_comms_for_each(kcoll_nl_find_comm, &f, 0);
+	if (!f.comm) {
+		NL_SET_ERR_MSG_ATTR(info->extack, info->attrs[KCOLL_A_COMM_ID],
+				    "no such communicator");
+		return -ENOENT;
+	}
+	/* Every member, every op with its missing ranks, the histogram. */
+	size = NLMSG_DEFAULT_SIZE + (size_t)f.comm->nranks * 48 +
+	       KCOLL_NL_MAX_OPS * (128 + KCOLL_NL_MAX_MISSING * 4);
+	msg = genlmsg_new(size, GFP_KERNEL);
+	if (!msg) {
+		err = -ENOMEM;
+		goto out_put;
+	}
+	err = kcoll_nl_fill_comm(msg, f.comm, info->snd_portid, info->snd_seq,
+				 0, true);
+	if (err) {
+		nlmsg_free(msg);
+		goto out_put;
+	}
+	err = genlmsg_reply(msg, info);
+out_put:
+	kcoll_comm_put(f.comm);
+	return err;
+}
+
+/* ---------------------------------------------------------------- */
+/* Statistics                                                        */
+/* ---------------------------------------------------------------- */
+
+static int kcoll_nl_count_comm(struct kcoll_comm *comm, void *arg)
+{
+	(*(u32 *)arg)++;
+	return 0;
+}
+
+static int kcoll_nl_stats_dev(struct ib_device *ibdev, struct kcoll_opstats *st,
+			      void *arg)
+{
+	struct sk_buff *skb = arg;
+	struct nlattr *nest;
+
+	nest = nla_nest_start(skb, KCOLL_A_DEV);
+	if (!nest)
+		return -EMSGSIZE;
+	if (kcoll_nl_put_dev_attrs(skb, ibdev, st)) {
+		nla_nest_cancel(skb, nest);
+		return -EMSGSIZE;
+	}
+	nla_nest_end(skb, nest);
+	return 0;
+}
+
+static int kcoll_nl_stats_get(struct sk_buff *skb, struct genl_info *info)
+{
+	struct sk_buff *msg;
+	u32 ncomms = 0;
+	void *hdr;
+	int err = -EMSGSIZE;
+
+	msg = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	if (!msg)
+		return -ENOMEM;
+	hdr = genlmsg_put_reply(msg, info, &kcoll_nl_family, 0,
+				KCOLL_CMD_STATS_GET);
+	if (!hdr)
+		goto out_free;
+	kcoll_comms_for_each(kcoll_nl_count_comm, &ncomms, 0);
+	if (kcoll_nl_put_stats(msg, &kcoll_node_stats, true, ncomms))
+		goto out_free;
+	err = kcoll_ib_for_each(kcoll_nl_stats_dev, msg, 0);
+	if (err)
+		goto out_free;
+	genlmsg_end(msg, hdr);
+	return genlmsg_reply(msg, info);
+
+out_free:
+	nlmsg_free(msg);
+	return err;
+}
+
+/* ---------------------------------------------------------------- */
+/* Tunables                                                          */
+/* ---------------------------------------------------------------- */
+
+/* The groups whose writable attributes are tunables. */
+static const struct attribute_group *kcoll_nl_tunable_group(unsigned int g)
+{
+	const struct attribute_group *grp;
+	unsigned int i, k = 0;
+
+	for (i = 0; (grp = kcoll_attr_groups[i]); i++) {
+		if (grp->name && strcmp(grp->name, "algo"))
+			continue;	/* stats/, algo_ops/: read-only */
+		if (k++ == g)
+			return grp;
+	}
+	return NULL;
+}
+
+/* The @idx'th tunable, its full name into @name; NULL past the end. */
+static struct device_attribute *kcoll_nl_tunable_at(unsigned int idx,
+						    char *name, size_t size)
+{
+	const struct attribute_group *grp;
+	struct attribute *const *a;
+	unsigned int g, k = 0;
+
+	for (g = 0; (grp = kcoll_nl_tunable_group(g)); g++) {
+		for (a = grp->attrs; *a; a++) {
+			if (!((*a)->mode & 0222))
+				continue;
+			if (k++ != idx)
+				continue;
+			if (grp->name)
+				snprintf(name, size, "%s/%s", grp->name,
+					 (*a)->name);
+			else
+				strscpy(name, (*a)->name, size);
+			return container_of(*a, struct device_attribute, attr);
+		}
+	}
+	return NULL;
+}
+
+static struct device_attribute *kcoll_nl_tunable_find(const char *name)
+{
+	char buf[KCOLL_NL_TUNABLE_NAME_MAX];
+	struct device_attribute *da;
+	unsigned int i;
+
+	for (i = 0; (da = kcoll_nl_tunable_at(i, buf, sizeof(buf))); i++)
+		if (!strcmp(buf, name))
+			return da;
+	return NULL;
+}
+
+/* The value as sysfs shows it, without the newline, into @page. */
+static int kcoll_nl_tunable_show(struct device_attribute *da, char *page)
+{
+	ssize_t n = da->show(kcoll_misc_device(), da, page);
+
+	if (n < 0)
+		return n;
+	while (n > 0 && (page[n - 1] == '\n' || page[n - 1] == ' '))
+		n--;
+	page[min_t(ssize_t, n, KCOLL_NL_TUNABLE_VALUE_MAX - 1)] = '\0';
+	return 0;
+}
+
+static int kcoll_nl_put_tunable(struct sk_buff *skb, const char *name,
+				struct device_attribute *da, char *page,
+				bool nest)
+{
+	struct nlattr *n = NULL;
+	int err;
+
+	err = kcoll_nl_tunable_show(da, page);
+	if (err)
+		return err;
+	if (nest) {
+		n = nla_nest_start(skb, KCOLL_A_TUNABLE);
+		if (!n)
+			return -EMSGSIZE;
+	}
+	if (nla_put_string(skb, KCOLL_A_TUNABLE_NAME, name) ||
+	    nla_put_string(skb, KCOLL_A_TUNABLE_VALUE, page)) {
+		if (n)
+			nla_nest_cancel(skb, n);
+		return -EMSGSIZE;
+	}
+	if (n)
+		nla_nest_end(skb, n);
+	return 0;
+}
+
+static int kcoll_nl_tunable_dump(struct sk_buff *skb,
+				 struct netlink_callback *cb)
+{
+	char name[KCOLL_NL_TUNABLE_NAME_MAX];
+	struct device_attribute *da;
+	unsigned long idx;
+	char *page;
+	void *hdr;
+	int err = 0;
+
+	page = (char *)get_zeroed_page(GFP_KERNEL);
+	if (!page)
+		return -ENOMEM;
+	for (idx = cb->args[0];
+	     (da = kcoll_nl_tunable_at(idx, name, sizeof(name))); idx++) {
+		hdr = genlmsg_put(skb, NETLINK_CB(cb->skb).portid,
+				  cb->nlh->nlmsg_seq, &kcoll_nl_family,
+				  NLM_F_MULTI, KCOLL_CMD_TUNABLE_GET);
+		if (!hdr)
+			break;
+		err = kcoll_nl_put_tunable(skb, name, da, page, true);
+		if (err) {
+			genlmsg_cancel(skb, hdr);
+			break;
+		}
+		genlmsg_end(skb, hdr);
+	}
+	free_page((unsigned long)page);
+	if (err && err != -EMSGSIZE)
+		return err;
+	cb->args[0] = idx;
+	return skb->len;
+}
+
+static int kcoll_nl_tunable_get(struct sk_buff *skb, struct genl_info *info)
+{
+	struct nlattr *na = info->attrs[KCOLL_A_TUNABLE_NAME];
+	struct device_attribute *da;
+	struct sk_buff *msg;
+	char *page;
+	void *hdr;
+	int err;
+
+	if (!na) {
+		NL_SET_ERR_MSG(info->extack, "KCOLL_A_TUNABLE_NAME is required (or dump)");
+		return -EINVAL;
+	}
+	da = kcoll_nl_tunable_find(nla_data(na));
+	if (!da) {
+		NL_SET_ERR_MSG_ATTR(info->extack, na, "no such tunable");
+		return -ENOENT;
+	}
+	page = (char *)get_zeroed_page(GFP_KERNEL);
+	msg = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
+	err = -ENOMEM;
+	if (!page || !msg)
+		goto out_free;
+	err = -EMSGSIZE;
+	hdr = genlmsg_put_reply(msg, info, &kcoll_nl_family, 0,
+				KCOLL_CMD_TUNABLE_GET);
+	if (!hdr)
+		goto out_free;
+	err = kcoll_nl_put_tunable(msg, nla_data(na), da, page, false);
+	if (err)
+		goto out_free;
+	genlmsg_end(msg, hdr);
+	free_page((unsigned long)page);
+	return genlmsg_reply(msg, info);
+
+out_free:
+	nlmsg_free(msg);
+	free_page((unsigned long)page);
+	return err;
+}
+
+static int kcoll_nl_tunable_set(struct sk_buff *skb, struct genl_info *info)
+{
+	struct nlattr *na = info->attrs[KCOLL_A_TUNABLE_NAME];
+	struct nlattr *va = info->attrs[KCOLL_A_TUNABLE_VALUE];
+	struct device_attribute *da;
+	const char *val;
+	ssize_t n;
+
+	if (!na || !va) {
+		NL_SET_ERR_MSG(info->extack, "KCOLL_A_TUNABLE_NAME and KCOLL_A_TUNABLE_VALUE are required");
+		return -EINVAL;
+	}
+	da = kcoll_nl_tunable_find(nla_data(na));
+	if (!da) {
+		NL_SET_ERR_MSG_ATTR(info->extack, na, "no such tunable");
+		return -ENOENT;
+	}
+	val = nla_data(va);
+	n = da->store(kcoll_misc_device(), da, val, strlen(val));
+	if (n < 0) {
+		NL_SET_ERR_MSG_ATTR(info->extack, va,
+				    "value refused (out of range or malformed)");
+		return n;
+	}
+	pr_info("tunable %s set to %s by pid %d (netlink)\n",
+		(char *)nla_data(na), val, task_tgid_nr(current));
+	return 0;
+}
+
+/* ---------------------------------------------------------------- */
+/* Family                                                            */
+/* ---------------------------------------------------------------- */
+
+static const struct genl_small_ops kcoll_nl_ops[] = {
+	{
+		.cmd = KCOLL_CMD_DEV_GET,
+		.dumpit = kcoll_nl_dev_dump,
+	},
+	{
+		.cmd = KCOLL_CMD_COMM_GET,
+		.doit = kcoll_nl_comm_get,
+		.dumpit = kcoll_nl_comm_dump,
+	},
+	{
+		.cmd = KCOLL_CMD_STATS_GET,
+		.doit = kcoll_nl_stats_get,
+	},
+	{
+		.cmd = KCOLL_CMD_TUNABLE_GET,
+		.doit = kcoll_nl_tunable_get,
+		.dumpit = kcoll_nl_tunable_dump,
+	},
+	{
+		.cmd = KCOLL_CMD_TUNABLE_SET,
+		.doit = kcoll_nl_tunable_set,
+		.flags = GENL_ADMIN_PERM,
+	},
+};
+
+static struct genl_family kcoll_nl_family = {
+	.name = KCOLL_GENL_NAME,
+	.version = KCOLL_GENL_VERSION,
+	.maxattr = KCOLL_A_MAX,
+	.policy = kcoll_nl_policy,
+	.module = THIS_MODULE,
+	.small_ops = kcoll_nl_ops,
+	.n_small_ops = ARRAY_SIZE(kcoll_nl_ops),
+	.mcgrps = kcoll_nl_mcgrps,
+	.n_mcgrps = ARRAY_SIZE(kcoll_nl_mcgrps),
+	/* Every command gets strict validation. */
+	.resv_start_op = KCOLL_CMD_TUNABLE_SET + 1,
+};
+
+/* ---------------------------------------------------------------- */
+/* Events                                                            */
+/* ---------------------------------------------------------------- */
+
+static struct sk_buff *kcoll_nl_event_new(size_t size, u8 cmd, void **hdr)
+{
+	struct sk_buff *skb;
+
+	if (!READ_ONCE(kcoll_nl_registered) ||
+	    !genl_has_listeners(&kcoll_nl_family, &init_net, 0))
+		return NULL;
+	skb = genlmsg_new(size, GFP_KERNEL);
+	if (!skb)
+		return NULL;
+	*hdr = genlmsg_put(skb, 0, 0, &kcoll_nl_family, 0, cmd);
+	if (!*hdr) {
+		nlmsg_free(skb);
+		return NULL;
+	}
+	return skb;
+}
+
+static void kcoll_nl_event_send(struct sk_buff *skb, void *hdr, int err)
+{
+	if (err) {
+		nlmsg_free(skb);
+		return;
+	}
+	genlmsg_end(skb, hdr);
+	genlmsg_multicast(&kcoll_nl_family, skb, 0, 0, GFP_KERNEL);
+}
+
+void kcoll_nl_comm_event(struct kcoll_comm *comm, u8 cmd, u32 inflight)
+{
+	struct sk_buff *skb;
+	void *hdr;
+	int err;
+
+	skb = kcoll_nl_event_new(NLMSG_DEFAULT_SIZE, cmd, &hdr);
+	if (!skb)
+		return;
+	err = kcoll_nl_put_comm_id(skb, comm);
+	if (!err && cmd == KCOLL_CMD_EV_COMM_CREATED && comm->ibdev)
+		err = nla_put_string(skb, KCOLL_A_DEV_NAME,
+				     dev_name(&comm->ibdev->dev));
+	if (!err && cmd == KCOLL_CMD_EV_COMM_ABORTED)
+		err = nla_put_u32(skb, KCOLL_A_COMM_INFLIGHT, inflight);
+	kcoll_nl_event_send(skb, hdr, err);
+}
+
+void kcoll_nl_peer_lost(struct kcoll_comm *comm, u32 peer, int error)
+{
+	struct sk_buff *skb;
+	void *hdr;
+	int err;
+
+	skb = kcoll_nl_event_new(NLMSG_DEFAULT_SIZE, KCOLL_CMD_EV_PEER_LOST,
+				 &hdr);
+	if (!skb)
+		return;
+	err = kcoll_nl_put_comm_id(skb, comm) ?:
+	      nla_put_u32(skb, KCOLL_A_PEER_RANK, peer) ?:
+	      nla_put_s32(skb, KCOLL_A_ERRNO, error);
+	kcoll_nl_event_send(skb, hdr, err);
+}
+
+void kcoll_nl_op_timeout(struct kcoll_comm *comm, u64 seq, u8 opcode,
+			 u32 timeout_ms, const u32 *missing, u32 nmissing)
+{
+	struct sk_buff *skb;
+	void *hdr;
+	int err;
+
+	skb = kcoll_nl_event_new(NLMSG_DEFAULT_SIZE +
+				 (size_t)nmissing * sizeof(u32),
+				 KCOLL_CMD_EV_OP_TIMEOUT, &hdr);
+	if (!skb)
+		return;
+	err = kcoll_nl_put_comm_id(skb, comm) ?:
+	      kcoll_nl_put_u64(skb, KCOLL_A_OP_SEQ, seq) ?:
+	      nla_put_u8(skb, KCOLL_A_OP_OPCODE, opcode) ?:
+	      nla_put_u32(skb, KCOLL_A_OP_TIMEOUT_MS, timeout_ms);
+	if (!err && nmissing)
+		err = nla_put(skb, KCOLL_A_MISSING_RANKS,
+			      nmissing * sizeof(u32), missing);
+	kcoll_nl_event_send(skb, hdr, err);
+}
+
+void kcoll_nl_dev_event(struct ib_device *ibdev, u8 cmd)
+{
+	struct sk_buff *skb;
+	void *hdr;
+	int err;
+
+	skb = kcoll_nl_event_new(NLMSG_DEFAULT_SIZE, cmd, &hdr);
+	if (!skb)
+		return;
+	err = nla_put_string(skb, KCOLL_A_DEV_NAME, dev_name(&ibdev->dev)) ?:
+	      nla_put_u32(skb, KCOLL_A_DEV_INDEX, ibdev->index);
+	kcoll_nl_event_send(skb, hdr, err);
+}
+
+int kcoll_nl_init(void)
+{
+	int err;
+
+	err = genl_register_family(&kcoll_nl_family);
+	if (err) {
+		pr_err("cannot register generic netlink family: %d\n", err);
+		return err;
+	}
+	WRITE_ONCE(kcoll_nl_registered, true);
+	return 0;
+}
+
+void kcoll_nl_exit(void)
+{
+	WRITE_ONCE(kcoll_nl_registered, false);
+	genl_unregister_family(&kcoll_nl_family);
+}

@@ -1,0 +1,812 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kcoll fault handling and control plane selftests against the raw ABI:
+ * KCOLL_IOC_COMM_ABORT and KCOLL_IOC_COMM_REPORT argument checks,
+ * per-operation timeouts that name the rank that never arrived, abort of a
+ * communicator with an operation in flight (and a new communicator after
+ * it), and the generic netlink family (strict policy, CAP_NET_ADMIN for
+ * writes, tunables, statistics, events) spoken with raw netlink sockets.
+ * The multi-process tests need KCOLL_IP (this VM's rxe0 address); without
+ * it they SKIP and say so.
+ */
+#include <stdint.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <linux/genetlink.h>
+#include <linux/netlink.h>
+#include <linux/kcoll_netlink.h>
+#include "kselftest_harness.h"
+#include "kcoll_test.h"
+
+static long long kt_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+static long kt_report(int fd, __u32 id, struct kcoll_comm_report *rep,
+		      __u32 *missing, __u32 cap)
+{
+	memset(rep, 0, sizeof(*rep));
+	rep->comm_id = id;
+	rep->missing = (uintptr_t)missing;
+	rep->missing_cap = cap;
+	return kt_ioctl(fd, KCOLL_IOC_COMM_REPORT, rep);
+}
+
+static long kt_abort(int fd, __u32 id)
+{
+	struct kcoll_comm_abort a = { .comm_id = id };
+
+	return kt_ioctl(fd, KCOLL_IOC_COMM_ABORT, &a);
+}
+
+TEST(abort_and_report_arguments)
+{
+	struct kcoll_comm_report rep;
+	struct kcoll_comm_abort ab;
+	struct kcoll_query q = {};
+	struct kcoll_rank_addr ra;
+	struct kcoll_cqe cqe;
+	struct kcoll_sqe s;
+	struct tring r;
+	float buf[16] = { 1 };
+	__u32 id, miss[4];
+
+	ASSERT_EQ(0, kt_ring_init(&r, 8, 0, 0));
+	ASSERT_EQ(0, kt_ioctl(r.fd, KCOLL_IOC_QUERY, &q));
+	EXPECT_TRUE(q.features & KCOLL_FEAT_TIMEOUT);
+	EXPECT_TRUE(q.features & KCOLL_FEAT_ABORT);
+
+	kt_addr_v4(&ra, "127.0.0.1");
+	ASSERT_EQ(0, kt_comm_create(r.fd, 0x3000, "key", 0, 1, &ra, 0, &id));
+
+	/* Bad arguments. */
+	ab = (struct kcoll_comm_abort){ .comm_id = id, .resv = 1 };
+	EXPECT_EQ(-EINVAL, kt_ioctl(r.fd, KCOLL_IOC_COMM_ABORT, &ab));
+	EXPECT_EQ(-ENOENT, kt_abort(r.fd, id + 100));
+	EXPECT_EQ(-EFAULT, kt_ioctl(r.fd, KCOLL_IOC_COMM_ABORT, (void *)8));
+	EXPECT_EQ(-ENOENT, kt_report(r.fd, id + 100, &rep, NULL, 0));
+	memset(&rep, 0, sizeof(rep));
+	rep.comm_id = id;
+	rep.resv[1] = 1;
+	EXPECT_EQ(-EINVAL, kt_ioctl(r.fd, KCOLL_IOC_COMM_REPORT, &rep));
+	EXPECT_EQ(-EINVAL, kt_report(r.fd, id, &rep, NULL, 4));
+	EXPECT_EQ(-EFAULT, kt_ioctl(r.fd, KCOLL_IOC_COMM_REPORT, (void *)8));
+
+	/* Nothing failed yet. */
+	ASSERT_EQ(0, kt_report(r.fd, id, &rep, miss, 4));
+	EXPECT_EQ(0, rep.error);
+	EXPECT_EQ(KCOLL_REPORT_NONE, rep.reason);
+	EXPECT_EQ(~0U, rep.peer);
+	EXPECT_EQ(0, rep.nmissing);
+
+	/* A timeout on a single rank changes nothing: it completes at once. */
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
+		    0, 16, buf, buf);
+	s.timeout_ms = 1;
+	ASSERT_EQ(0, kt_run_cqe(&r, &s, &cqe));
+	EXPECT_EQ(0, cqe.res);
+	EXPECT_EQ(0, cqe.flags);
+	s.timeout_ms = KCOLL_TIMEOUT_NONE;
+	ASSERT_EQ(0, kt_run_cqe(&r, &s, &cqe));
+	EXPECT_EQ(0, cqe.res);
+
+	/* Abort: idempotent, later operations are cancelled at once. */
+	EXPECT_EQ(0, kt_abort(r.fd, id));
+	EXPECT_EQ(0, kt_abort(r.fd, id));
+	s.timeout_ms = 0;
+	ASSERT_EQ(0, kt_run_cqe(&r, &s, &cqe));
+	EXPECT_EQ(-ECANCELED, cqe.res);
+	/* Refused at submission: no report, the last failure stays none. */
+	EXPECT_EQ(0, cqe.flags & KCOLL_CQE_F_REPORT);
+	ASSERT_EQ(0, kt_report(r.fd, id, &rep, miss, 4));
+	EXPECT_EQ(0, rep.error);
+	EXPECT_EQ(0, kt_ioctl(r.fd, KCOLL_IOC_COMM_DESTROY,
+			      &(struct kcoll_comm_destroy){ .comm_id = id }));
+	EXPECT_EQ(-ENOENT, kt_abort(r.fd, id));
+	kt_ring_exit(&r);
+}
+
+/*
+ * An unprivileged process reaches only its own memory: kernel addresses
+ * and read-only mappings used as receive buffers are refused, in the CQE
+ * and in REG_MEM, and nothing it did shows up as a WARN (the klog scan).
+ */
+static int kt_unpriv_main(void)
+{
+	void *kaddr = (void *)0xffff888000000000ULL;
+	struct kcoll_rank_addr ra;
+	struct kcoll_reg_mem rm;
+	struct kcoll_cqe cqe;
+	struct kcoll_sqe s;
+	struct tring r;
+	float ok[64] = { 0 };
+	void *ro;
+	__u32 id;
+
+	if (setgid(65534) || setuid(65534))
+		return 2;
+	if (kt_ring_init(&r, 8, 0, 0))
+		return 3;
+	kt_addr_v4(&ra, "127.0.0.1");
+	if (kt_comm_create(r.fd, 0x3400, "key", 0, 1, &ra, 0, &id))
+		return 4;
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
+		    0, 1 << 16, kaddr, ok);
+	if (kt_run_cqe(&r, &s, &cqe) || cqe.res != -EFAULT)
+		return 5;	/* kernel memory as the send buffer */
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
+		    0, 64, ok, kaddr);
+	if (kt_run_cqe(&r, &s, &cqe) || cqe.res != -EFAULT)
+		return 6;	/* ... as the receive buffer */
+	ro = mmap(NULL, 1 << 16, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (ro == MAP_FAILED)
+		return 7;
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
+		    0, 64, ok, ro);
+	if (kt_run_cqe(&r, &s, &cqe) || cqe.res != -EFAULT)
+		return 8;	/* a read-only mapping is no receive buffer */
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
+		    0, 64, ro, ok);
+	if (kt_run_cqe(&r, &s, &cqe) || cqe.res != 0)
+		return 9;	/* ... but may be sent from */
+	memset(&rm, 0, sizeof(rm));
+	rm.comm_id = id;
+	rm.addr = (uintptr_t)kaddr;
+	rm.len = 1 << 16;
+	if (kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &rm) != -EFAULT)
+		return 10;
+	/* The netlink family still answers reads for this user. */
+	kt_ring_exit(&r);
+	munmap(ro, 1 << 16);
+	return 0;
+}
+
+TEST(unprivileged_reaches_only_its_own_memory)
+{
+	pid_t pid = fork();
+	int st;
+
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(kt_unpriv_main());
+	waitpid(pid, &st, 0);
+	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) {
+		TH_LOG("unprivileged child: status %#x (exit %d)", st,
+		       WEXITSTATUS(st));
+	}
+}
+
+/* --------------------------------------------------------------------- */
+/* Timeouts                                                               */
+/* --------------------------------------------------------------------- */
+
+#define KT_TIMEOUT_MS	2000
+
+/*
+ * Rank @rank of 3: ranks 0 and 1 run an allreduce with a 2 s timeout that
+ * rank 2 never joins. Exit codes name the failed check.
+ */
+static int kt_timeout_rank(const char *ip, int rank, int go_fd)
+{
+	struct kcoll_rank_addr ranks[3];
+	struct kcoll_comm_report rep;
+	static float a[4096];
+	struct kcoll_cqe cqe;
+	struct kcoll_sqe s;
+	struct tring r;
+	long long t0, dt;
+	__u32 id, miss[8];
+	char c;
+	int i;
+
+	for (i = 0; i < 3; i++)
+		kt_addr_v4(&ranks[i], ip);
+	if (kt_ring_init(&r, 8, 0, 0))
+		return 10;
+	if (kt_comm_create(r.fd, 0x3100, "secret", rank, 3, ranks, 30000,
+			   &id))
+		return 11;
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
+		    0, 4096, a, a);
+	s.timeout_ms = KT_TIMEOUT_MS;
+	if (rank == 2) {
+		/* The straggler: wait until the others gave up, then find
+		 * the communicator failed (its peers closed on it). */
+		if (read(go_fd, &c, 1) != 1)
+			return 12;
+		t0 = kt_now_ms();
+		if (kt_run_cqe(&r, &s, &cqe))
+			return 13;
+		fprintf(stderr, "# rank 2: late allreduce: %s after %lld ms\n",
+			strerror(-cqe.res), kt_now_ms() - t0);
+		if (cqe.res != -ECONNRESET && cqe.res != -ETIMEDOUT)
+			return 14;
+		if (kt_now_ms() - t0 > 10000)
+			return 15;
+		kt_ring_exit(&r);
+		return 0;
+	}
+	t0 = kt_now_ms();
+	if (kt_run_cqe(&r, &s, &cqe))
+		return 20;
+	dt = kt_now_ms() - t0;
+	fprintf(stderr, "# rank %d: allreduce: %s after %lld ms, flags %#x\n",
+		rank, strerror(-cqe.res), dt, cqe.flags);
+	if (cqe.res != -ETIMEDOUT)
+		return 21;
+	if (!(cqe.flags & KCOLL_CQE_F_REPORT))
+		return 22;
+	/* The other rank's timer may fire first (its ABORT ends ours). */
+	if (dt < KT_TIMEOUT_MS / 2 || dt > KT_TIMEOUT_MS + 8000)
+		return 23;
+	if (kt_report(r.fd, id, &rep, miss, 8))
+		return 24;
+	fprintf(stderr, "# rank %d: report: reason %u peer %d nmissing %u first %u elapsed %llu ms\n",
+		rank, rep.reason, (int)rep.peer, rep.nmissing,
+		rep.nmissing ? miss[0] : 0, (unsigned long long)rep.elapsed_ms);
+	if (rep.error != -ETIMEDOUT || rep.reason != KCOLL_REPORT_TIMEOUT)
+		return 25;
+	if (rep.nmissing != 1 || miss[0] != 2 || rep.peer != 2)
+		return 26;
+	if (rep.opcode != KCOLL_OP_ALLREDUCE || rep.user_data != 42 ||
+	    rep.seq != 0)
+		return 27;
+	if (rep.elapsed_ms < KT_TIMEOUT_MS / 2 ||
+	    rep.elapsed_ms > (__u64)dt + 50)
+		return 28;
+	kt_ring_exit(&r);
+	return 0;
+}
+
+TEST(timeout_names_the_missing_rank)
+{
+	const char *ip = getenv("KCOLL_IP");
+	long long timeouts0;
+	pid_t pids[3];
+	int go[2], i, st;
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	timeouts0 = kt_sysfs_read("stats/timeouts");
+	ASSERT_EQ(0, pipe(go));
+	for (i = 0; i < 3; i++) {
+		pids[i] = fork();
+		ASSERT_LE(0, pids[i]);
+		if (!pids[i])
+			_exit(kt_timeout_rank(ip, i, go[0]));
+	}
+	for (i = 0; i < 2; i++) {
+		waitpid(pids[i], &st, 0);
+		EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) {
+			TH_LOG("rank %d: status %#x (exit %d)", i, st,
+			       WEXITSTATUS(st));
+		}
+	}
+	ASSERT_EQ(1, write(go[1], "g", 1));
+	waitpid(pids[2], &st, 0);
+	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) {
+		TH_LOG("rank 2: status %#x (exit %d)", st, WEXITSTATUS(st));
+	}
+	/* At least one rank's own timer fired. */
+	EXPECT_LT(timeouts0, kt_sysfs_read("stats/timeouts"));
+}
+
+/* --------------------------------------------------------------------- */
+/* Abort                                                                  */
+/* --------------------------------------------------------------------- */
+
+/* Both ranks build a fresh communicator and check an allreduce on it. */
+static int kt_carry_on(const char *ip, int rank)
+{
+	struct kcoll_rank_addr ranks[2];
+	int32_t a[1000];
+	struct kcoll_sqe s;
+	struct tring r;
+	__u32 id;
+	int i;
+
+	kt_addr_v4(&ranks[0], ip);
+	kt_addr_v4(&ranks[1], ip);
+	if (kt_ring_init(&r, 8, 0, 0))
+		return 40;
+	if (kt_comm_create(r.fd, 0x3201, "secret", rank, 2, ranks, 30000,
+			   &id))
+		return 41;
+	for (i = 0; i < 1000; i++)
+		a[i] = i + rank;
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_INT32,
+		    KCOLL_REDOP_SUM, 0, 1000, a, a);
+	if (kt_run(&r, &s))
+		return 42;
+	for (i = 0; i < 1000; i++)
+		if (a[i] != 2 * i + 1)
+			return 43;
+	kt_ring_exit(&r);
+	return 0;
+}
+
+static int kt_abort_rank(const char *ip, int rank, int to_peer, int from_peer)
+{
+	struct kcoll_rank_addr ranks[2];
+	struct kcoll_comm_report rep;
+	static float a[1 << 16];
+	struct kcoll_cqe cqe;
+	struct kcoll_sqe s, *sqe;
+	struct tring r;
+	long long t0;
+	__u32 id;
+	char c = 'x';
+
+	kt_addr_v4(&ranks[0], ip);
+	kt_addr_v4(&ranks[1], ip);
+	if (kt_ring_init(&r, 8, 0, 0))
+		return 10;
+	if (kt_comm_create(r.fd, 0x3200, "secret", rank, 2, ranks, 30000,
+			   &id))
+		return 11;
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
+		    0, 1 << 16, a, a);
+	s.timeout_ms = KCOLL_TIMEOUT_NONE;
+	if (rank == 1) {
+		/* Joins only after rank 0 aborted: its peer is gone. */
+		if (read(from_peer, &c, 1) != 1)
+			return 12;
+		t0 = kt_now_ms();
+		if (kt_run_cqe(&r, &s, &cqe))
+			return 13;
+		fprintf(stderr, "# rank 1: allreduce after the peer's abort: %s after %lld ms\n",
+			strerror(-cqe.res), kt_now_ms() - t0);
+		if (cqe.res != -ECONNRESET)
+			return 14;
+		if (kt_now_ms() - t0 > 10000)
+			return 15;
+		if (kt_report(r.fd, id, &rep, NULL, 0))
+			return 16;
+		/* Failed at submission (the comm had failed) or in flight. */
+		if (rep.error && rep.peer != 0)
+			return 17;
+		kt_ring_exit(&r);
+		return kt_carry_on(ip, rank);
+	}
+	sqe = kt_get_sqe(&r);
+	*sqe = s;
+	if (kt_enter(&r, 1, 0, 0, 0) != 1)
+		return 20;
+	usleep(300 * 1000);
+	if (!kt_pop(&r, &cqe))
+		return 21;		/* it cannot have completed alone */
+	t0 = kt_now_ms();
+	if (kt_abort(r.fd, id))
+		return 22;
+	while (kt_pop(&r, &cqe))
+		if (kt_enter(&r, 0, 1, KCOLL_ENTER_GETEVENTS, 0) < 0)
+			return 23;
+	fprintf(stderr, "# rank 0: aborted allreduce: %s %lld ms after the abort\n",
+		strerror(-cqe.res), kt_now_ms() - t0);
+	if (cqe.res != -ECANCELED || !(cqe.flags & KCOLL_CQE_F_REPORT))
+		return 24;
+	if (kt_now_ms() - t0 > 5000)
+		return 25;
+	if (kt_report(r.fd, id, &rep, NULL, 0) ||
+	    rep.reason != KCOLL_REPORT_ABORTED || rep.error != -ECANCELED)
+		return 26;
+	if (kt_run_cqe(&r, &s, &cqe) || cqe.res != -ECANCELED)
+		return 27;
+	if (write(to_peer, &c, 1) != 1)
+		return 28;
+	kt_ring_exit(&r);
+	return kt_carry_on(ip, rank);
+}
+
+TEST(abort_cancels_in_flight_then_carry_on)
+{
+	const char *ip = getenv("KCOLL_IP");
+	int p01[2], i, st;
+	pid_t pids[2];
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	ASSERT_EQ(0, pipe(p01));
+	for (i = 0; i < 2; i++) {
+		pids[i] = fork();
+		ASSERT_LE(0, pids[i]);
+		if (!pids[i])
+			_exit(kt_abort_rank(ip, i, p01[1], p01[0]));
+	}
+	for (i = 0; i < 2; i++) {
+		waitpid(pids[i], &st, 0);
+		EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) {
+			TH_LOG("rank %d: status %#x (exit %d)", i, st,
+			       WEXITSTATUS(st));
+		}
+	}
+}
+
+/* --------------------------------------------------------------------- */
+/* Generic netlink, spoken raw                                            */
+/* --------------------------------------------------------------------- */
+
+struct kt_nl {
+	int fd;
+	__u16 family;
+	__u32 mcgrp;
+	__u32 seq;
+	char buf[65536];
+};
+
+static void kt_nla_put(struct nlmsghdr *n, __u16 type, const void *data,
+		       size_t len)
+{
+	struct nlattr *a = (struct nlattr *)((char *)n + NLMSG_ALIGN(n->nlmsg_len));
+
+	a->nla_type = type;
+	a->nla_len = NLA_HDRLEN + len;
+	memcpy((char *)a + NLA_HDRLEN, data, len);
+	n->nlmsg_len = NLMSG_ALIGN(n->nlmsg_len) + NLA_ALIGN(a->nla_len);
+}
+
+static void kt_nla_str(struct nlmsghdr *n, __u16 type, const char *s)
+{
+	kt_nla_put(n, type, s, strlen(s) + 1);
+}
+
+/* Find attribute @type among the attributes in [@p, @p + @len). */
+static struct nlattr *kt_nla_find(void *p, int len, __u16 type)
+{
+	struct nlattr *a;
+
+	for (a = p; len >= NLA_HDRLEN && a->nla_len >= NLA_HDRLEN &&
+		    a->nla_len <= len;
+	     len -= NLA_ALIGN(a->nla_len),
+	     a = (struct nlattr *)((char *)a + NLA_ALIGN(a->nla_len)))
+		if ((a->nla_type & NLA_TYPE_MASK) == type)
+			return a;
+	return NULL;
+}
+
+static void *kt_nla_data(struct nlattr *a)
+{
+	return (char *)a + NLA_HDRLEN;
+}
+
+static int kt_nla_len(struct nlattr *a)
+{
+	return a->nla_len - NLA_HDRLEN;
+}
+
+static struct nlmsghdr *kt_nl_msg(struct kt_nl *nl, void *m, __u16 type,
+				  __u16 flags, __u8 cmd)
+{
+	struct nlmsghdr *n = m;
+	struct genlmsghdr *g;
+
+	memset(m, 0, 4096);
+	n->nlmsg_len = NLMSG_LENGTH(GENL_HDRLEN);
+	n->nlmsg_type = type;
+	n->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | flags;
+	n->nlmsg_seq = ++nl->seq;
+	g = NLMSG_DATA(n);
+	g->cmd = cmd;
+	g->version = 1;
+	return n;
+}
+
+/*
+ * Send @n and collect the replies: @cb is called for each data message
+ * (its attributes); returns 0 or the kernel's -errno from the ack.
+ */
+static int kt_nl_talk(struct kt_nl *nl, struct nlmsghdr *n,
+		      void (*cb)(void *attrs, int len, void *arg), void *arg)
+{
+	__u32 seq = n->nlmsg_seq;
+	ssize_t got;
+
+	if (send(nl->fd, n, n->nlmsg_len, 0) < 0)
+		return -errno;
+	for (;;) {
+		struct nlmsghdr *h;
+
+		got = recv(nl->fd, nl->buf, sizeof(nl->buf), 0);
+		if (got < 0)
+			return -errno;
+		for (h = (void *)nl->buf; NLMSG_OK(h, got);
+		     h = NLMSG_NEXT(h, got)) {
+			if (h->nlmsg_seq != seq)
+				continue;
+			if (h->nlmsg_type == NLMSG_DONE)
+				return 0;
+			if (h->nlmsg_type == NLMSG_ERROR) {
+				struct nlmsgerr *e = NLMSG_DATA(h);
+
+				/* An ack without a dump ends the exchange. */
+				return e->error;
+			}
+			if (cb)
+				cb((char *)NLMSG_DATA(h) + GENL_HDRLEN,
+				   h->nlmsg_len - NLMSG_LENGTH(GENL_HDRLEN),
+				   arg);
+		}
+	}
+}
+
+static void kt_nl_family_cb(void *attrs, int len, void *arg)
+{
+	struct kt_nl *nl = arg;
+	struct nlattr *a, *grps, *g;
+	int glen;
+
+	a = kt_nla_find(attrs, len, CTRL_ATTR_FAMILY_ID);
+	if (a)
+		nl->family = *(__u16 *)kt_nla_data(a);
+	grps = kt_nla_find(attrs, len, CTRL_ATTR_MCAST_GROUPS);
+	if (!grps)
+		return;
+	glen = kt_nla_len(grps);
+	for (g = kt_nla_data(grps); glen >= NLA_HDRLEN;
+	     glen -= NLA_ALIGN(g->nla_len),
+	     g = (struct nlattr *)((char *)g + NLA_ALIGN(g->nla_len))) {
+		struct nlattr *nm = kt_nla_find(kt_nla_data(g), kt_nla_len(g),
+						CTRL_ATTR_MCAST_GRP_NAME);
+		struct nlattr *id = kt_nla_find(kt_nla_data(g), kt_nla_len(g),
+						CTRL_ATTR_MCAST_GRP_ID);
+
+		if (nm && id && !strcmp(kt_nla_data(nm),
+					KCOLL_GENL_MCGRP_EVENTS))
+			nl->mcgrp = *(__u32 *)kt_nla_data(id);
+	}
+}
+
+static int kt_nl_open(struct kt_nl *nl)
+{
+	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
+	char m[4096];
+	struct nlmsghdr *n;
+	struct timeval tv = { .tv_sec = 10 };
+
+	memset(nl, 0, sizeof(*nl));
+	nl->fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
+	if (nl->fd < 0 || bind(nl->fd, (void *)&sa, sizeof(sa)))
+		return -errno;
+	setsockopt(nl->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	n = kt_nl_msg(nl, m, GENL_ID_CTRL, 0, CTRL_CMD_GETFAMILY);
+	kt_nla_str(n, CTRL_ATTR_FAMILY_NAME, KCOLL_GENL_NAME);
+	return kt_nl_talk(nl, n, kt_nl_family_cb, nl) ?:
+	       (nl->family && nl->mcgrp ? 0 : -ENOENT);
+}
+
+static int kt_nl_set(struct kt_nl *nl, const char *name, const char *val)
+{
+	char m[4096];
+	struct nlmsghdr *n = kt_nl_msg(nl, m, nl->family, 0,
+				       KCOLL_CMD_TUNABLE_SET);
+
+	kt_nla_str(n, KCOLL_A_TUNABLE_NAME, name);
+	kt_nla_str(n, KCOLL_A_TUNABLE_VALUE, val);
+	return kt_nl_talk(nl, n, NULL, NULL);
+}
+
+struct kt_tunables {
+	int n;
+	int seen_chunk, seen_algo, seen_timeout;
+	char value[64];		/* of the one asked for with get */
+};
+
+static void kt_tunable_cb(void *attrs, int len, void *arg)
+{
+	struct kt_tunables *t = arg;
+	struct nlattr *nest = kt_nla_find(attrs, len, KCOLL_A_TUNABLE);
+	struct nlattr *name, *val;
+
+	if (nest) {	/* dump: nested */
+		attrs = kt_nla_data(nest);
+		len = kt_nla_len(nest);
+	}
+	name = kt_nla_find(attrs, len, KCOLL_A_TUNABLE_NAME);
+	val = kt_nla_find(attrs, len, KCOLL_A_TUNABLE_VALUE);
+	if (!name || !val)
+		return;
+	t->n++;
+	t->seen_chunk |= !strcmp(kt_nla_data(name), "chunk_bytes");
+	t->seen_algo |= !strcmp(kt_nla_data(name), "algo/allreduce");
+	t->seen_timeout |= !strcmp(kt_nla_data(name), "op_timeout_ms");
+	snprintf(t->value, sizeof(t->value), "%s", (char *)kt_nla_data(val));
+}
+
+struct kt_seen {
+	int stats_ops;		/* STATS nest with an OPS attribute */
+	int comms_ours;		/* COMM_GET entries of our pid */
+	int devs;
+};
+
+static void kt_stats_cb(void *attrs, int len, void *arg)
+{
+	struct kt_seen *s = arg;
+	struct nlattr *st = kt_nla_find(attrs, len, KCOLL_A_STATS);
+
+	if (st && kt_nla_find(kt_nla_data(st), kt_nla_len(st),
+			      KCOLL_A_STAT_OPS) &&
+	    kt_nla_find(kt_nla_data(st), kt_nla_len(st),
+			KCOLL_A_STAT_LAT_HIST))
+		s->stats_ops++;
+}
+
+static void kt_comm_cb(void *attrs, int len, void *arg)
+{
+	struct kt_seen *s = arg;
+	struct nlattr *pid = kt_nla_find(attrs, len, KCOLL_A_COMM_PID);
+	struct nlattr *nr = kt_nla_find(attrs, len, KCOLL_A_NRANKS);
+	struct nlattr *m = kt_nla_find(attrs, len, KCOLL_A_COMM_MEMBERS);
+
+	if (pid && nr && m && *(__u32 *)kt_nla_data(pid) == (__u32)getpid() &&
+	    *(__u32 *)kt_nla_data(nr) == 1)
+		s->comms_ours++;
+}
+
+static void kt_dev_cb(void *attrs, int len, void *arg)
+{
+	struct kt_seen *s = arg;
+
+	if (kt_nla_find(attrs, len, KCOLL_A_DEV_NAME))
+		s->devs++;
+}
+
+/* Wait up to 5 s for event @cmd carrying our pid. */
+static int kt_nl_event(int fd, __u8 cmd)
+{
+	static char buf[16384];
+	long long end = kt_now_ms() + 5000;
+
+	while (kt_now_ms() < end) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		struct nlmsghdr *h;
+		ssize_t got;
+
+		if (poll(&p, 1, 500) <= 0)
+			continue;
+		got = recv(fd, buf, sizeof(buf), 0);
+		for (h = (void *)buf; got > 0 && NLMSG_OK(h, got);
+		     h = NLMSG_NEXT(h, got)) {
+			struct genlmsghdr *g = NLMSG_DATA(h);
+			struct nlattr *pid;
+
+			pid = kt_nla_find((char *)g + GENL_HDRLEN,
+					  h->nlmsg_len - NLMSG_LENGTH(GENL_HDRLEN),
+					  KCOLL_A_COMM_PID);
+			if (g->cmd == cmd && pid &&
+			    *(__u32 *)kt_nla_data(pid) == (__u32)getpid())
+				return 0;
+		}
+	}
+	return -ETIMEDOUT;
+}
+
+TEST(netlink_family)
+{
+	struct kcoll_rank_addr ra;
+	struct kt_tunables t = {};
+	struct kt_seen seen = {};
+	struct nlmsghdr *n;
+	struct tring r;
+	struct kt_nl *nl = calloc(1, sizeof(*nl));
+	struct sockaddr_nl nl_any = { .nl_family = AF_NETLINK };
+	char m[4096], want[64];
+	long long aging;
+	int ev, st;
+	__u32 id;
+	pid_t pid;
+
+	ASSERT_NE(NULL, nl);
+	ASSERT_EQ(0, kt_nl_open(nl));
+
+	/* Tunables: dump, then one, then the same value sysfs shows. */
+	n = kt_nl_msg(nl, m, nl->family, NLM_F_DUMP, KCOLL_CMD_TUNABLE_GET);
+	EXPECT_EQ(0, kt_nl_talk(nl, n, kt_tunable_cb, &t));
+	EXPECT_LT(10, t.n);
+	EXPECT_TRUE(t.seen_chunk && t.seen_algo && t.seen_timeout);
+	memset(&t, 0, sizeof(t));
+	n = kt_nl_msg(nl, m, nl->family, 0, KCOLL_CMD_TUNABLE_GET);
+	kt_nla_str(n, KCOLL_A_TUNABLE_NAME, "op_timeout_ms");
+	EXPECT_EQ(0, kt_nl_talk(nl, n, kt_tunable_cb, &t));
+	snprintf(want, sizeof(want), "%lld", kt_sysfs_read("op_timeout_ms"));
+	EXPECT_STREQ(want, t.value);
+
+	/* Strict policy and validation. */
+	n = kt_nl_msg(nl, m, nl->family, 0, KCOLL_CMD_TUNABLE_SET);
+	kt_nla_str(n, KCOLL_A_TUNABLE_NAME, "prio_aging_ms");
+	kt_nla_str(n, KCOLL_A_TUNABLE_VALUE, "50");
+	kt_nla_put(n, KCOLL_A_MAX + 5, "x", 1);	/* unknown attribute */
+	EXPECT_EQ(-EINVAL, kt_nl_talk(nl, n, NULL, NULL));
+	n = kt_nl_msg(nl, m, nl->family, 0, KCOLL_CMD_TUNABLE_SET);
+	kt_nla_put(n, KCOLL_A_TUNABLE_NAME, "prio_aging_ms", 13); /* no NUL */
+	kt_nla_str(n, KCOLL_A_TUNABLE_VALUE, "50");
+	EXPECT_EQ(-EINVAL, kt_nl_talk(nl, n, NULL, NULL));
+	n = kt_nl_msg(nl, m, nl->family, 0, KCOLL_CMD_TUNABLE_SET);
+	kt_nla_str(n, KCOLL_A_TUNABLE_NAME, "prio_aging_ms");
+	EXPECT_EQ(-EINVAL, kt_nl_talk(nl, n, NULL, NULL));	/* no value */
+	EXPECT_EQ(-ENOENT, kt_nl_set(nl, "no_such_knob", "1"));
+	EXPECT_EQ(-ENOENT, kt_nl_set(nl, "stats/submitted", "1"));
+	EXPECT_EQ(-EINVAL, kt_nl_set(nl, "chunk_bytes", "1"));
+	EXPECT_EQ(-EINVAL, kt_nl_set(nl, "chunk_bytes", "lots"));
+	EXPECT_NE(0, kt_nl_set(nl, "algo/allreduce", "no-such-algorithm"));
+
+	/* A write works, and sysfs sees it. */
+	aging = kt_sysfs_read("prio_aging_ms");
+	ASSERT_LT(0, aging);
+	EXPECT_EQ(0, kt_nl_set(nl, "prio_aging_ms", "77"));
+	EXPECT_EQ(77, kt_sysfs_read("prio_aging_ms"));
+	snprintf(want, sizeof(want), "%lld", aging);
+	EXPECT_EQ(0, kt_nl_set(nl, "prio_aging_ms", want));
+
+	/* Without CAP_NET_ADMIN, writes are refused and reads work. */
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		struct kt_nl *u = calloc(1, sizeof(*u));
+		struct kt_tunables ut = {};
+		char um[4096];
+
+		if (setgid(65534) || setuid(65534))
+			_exit(2);
+		if (!u || kt_nl_open(u))
+			_exit(3);
+		if (kt_nl_set(u, "prio_aging_ms", "77") != -EPERM)
+			_exit(4);
+		n = kt_nl_msg(u, um, u->family, NLM_F_DUMP,
+			      KCOLL_CMD_TUNABLE_GET);
+		if (kt_nl_talk(u, n, kt_tunable_cb, &ut) || !ut.n)
+			_exit(5);
+		_exit(0);
+	}
+	waitpid(pid, &st, 0);
+	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) {
+		TH_LOG("unprivileged child: status %#x", st);
+	}
+	EXPECT_EQ(aging, kt_sysfs_read("prio_aging_ms"));
+
+	/* Statistics and devices. */
+	n = kt_nl_msg(nl, m, nl->family, 0, KCOLL_CMD_STATS_GET);
+	EXPECT_EQ(0, kt_nl_talk(nl, n, kt_stats_cb, &seen));
+	EXPECT_EQ(1, seen.stats_ops);
+	n = kt_nl_msg(nl, m, nl->family, NLM_F_DUMP, KCOLL_CMD_DEV_GET);
+	EXPECT_EQ(0, kt_nl_talk(nl, n, kt_dev_cb, &seen));
+	if (getenv("KCOLL_IP")) {
+		EXPECT_LE(1, seen.devs);
+	}
+
+	/* Events and the communicator list. */
+	ev = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
+	ASSERT_LE(0, ev);
+	ASSERT_EQ(0, bind(ev, (void *)&nl_any, sizeof(nl_any)));
+	ASSERT_EQ(0, setsockopt(ev, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP,
+				&nl->mcgrp, sizeof(nl->mcgrp)));
+	kt_addr_v4(&ra, "127.0.0.1");
+	ASSERT_EQ(0, kt_ring_init(&r, 8, 0, 0));
+	ASSERT_EQ(0, kt_comm_create(r.fd, 0x3300, "key", 0, 1, &ra, 0, &id));
+	EXPECT_EQ(0, kt_nl_event(ev, KCOLL_CMD_EV_COMM_CREATED));
+	n = kt_nl_msg(nl, m, nl->family, NLM_F_DUMP, KCOLL_CMD_COMM_GET);
+	EXPECT_EQ(0, kt_nl_talk(nl, n, kt_comm_cb, &seen));
+	EXPECT_EQ(1, seen.comms_ours);
+	EXPECT_EQ(0, kt_abort(r.fd, id));
+	EXPECT_EQ(0, kt_nl_event(ev, KCOLL_CMD_EV_COMM_ABORTED));
+	EXPECT_EQ(0, kt_ioctl(r.fd, KCOLL_IOC_COMM_DESTROY,
+			      &(struct kcoll_comm_destroy){ .comm_id = id }));
+	EXPECT_EQ(0, kt_nl_event(ev, KCOLL_CMD_EV_COMM_DESTROYED));
+	/* An aborted communicator has left the list. */
+	seen.comms_ours = 0;
+	n = kt_nl_msg(nl, m, nl->family, NLM_F_DUMP, KCOLL_CMD_COMM_GET);
+	EXPECT_EQ(0, kt_nl_talk(nl, n, kt_comm_cb, &seen));
+	EXPECT_EQ(0, seen.comms_ours);
+	kt_ring_exit(&r);
+	close(ev);
+	close(nl->fd);
+	free(nl);
+}
+
+TEST_HARNESS_MAIN

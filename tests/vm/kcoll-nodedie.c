@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kcoll-nodedie: death of a node in the middle of a collective.
+ *
+ * Every rank (one per VM, launched by tests/vm/scenarios/nodedie.sh with
+ * coll_comm_init_env()'s variables) checks a few allreduces, then starts a
+ * 64 MiB allreduce with a timeout. The victim rank then stops its whole VM
+ * at once (sysrq 'b': no process exit, no disconnect, the NIC just goes
+ * silent), after writing "ok" to the status file given with -s, since it
+ * cannot report later. The survivors must see the allreduce fail within
+ * the timeout (plus slack) with a report that names the victim, then build
+ * a new communicator of the survivors alone (ranks renumbered, a new
+ * bootstrap port) and check an allreduce on it.
+ *
+ * Usage: kcoll-nodedie -v VICTIM -p PORT2 [-T TIMEOUT_MS] [-s STATUS]
+ *   -v  rank whose node dies (not 0: rank 0 hosts the new bootstrap)
+ *   -p  bootstrap root port of the survivors' new communicator
+ *   -T  operation timeout (default 10000 ms)
+ *   -s  the victim's status file (written "ok" just before it dies)
+ * Prints TAP-like result lines; exit 0 when every check passed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coll.h"
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int fails;
+
+static void check(bool ok, const char *what, int rank)
+{
+	printf("%sok - rank %d: %s\n", ok ? "" : "not ", rank, what);
+	fflush(stdout);
+	if (!ok)
+		fails++;
+}
+
+/* Allreduce of int32 (rank + i) over @comm; checks the sums. */
+static bool allreduce_ok(coll_comm *comm, size_t count)
+{
+	int n = coll_comm_size(comm), r = coll_comm_rank(comm);
+	int32_t *a = malloc(count * sizeof(*a));
+	bool ok = a != NULL;
+	size_t i;
+
+	for (i = 0; ok && i < count; i++)
+		a[i] = (int32_t)(i + r);
+	if (ok && coll_allreduce(a, a, count, COLL_DTYPE_INT32,
+				 COLL_REDOP_SUM, comm)) {
+		printf("# allreduce: %s\n", coll_last_error());
+		ok = false;
+	}
+	for (i = 0; ok && i < count; i++)
+		ok = a[i] == (int32_t)(n * i + n * (n - 1) / 2);
+	free(a);
+	return ok;
+}
+
+static void die_now(const char *status)
+{
+	int fd;
+
+	if (status) {
+		fd = open(status, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd >= 0) {
+			if (write(fd, "ok\n", 3) != 3)
+				perror("status");
+			fsync(fd);
+			close(fd);
+		}
+	}
+	sync();
+	printf("# stopping this node now\n");
+	fflush(stdout);
+	fd = open("/proc/sysrq-trigger", O_WRONLY);
+	if (fd < 0 || write(fd, "b", 1) != 1)
+		perror("sysrq-trigger");
+	pause();
+}
+
+int main(int argc, char **argv)
+{
+	const char *status = NULL;
+	int victim = -1, port2 = 0, o, rank, nranks, ret;
+	unsigned int timeout_ms = 10000;
+	size_t big = 16u << 20;		/* 64 MiB of int32 */
+	coll_comm *comm, *comm2;
+	coll_request *req;
+	coll_report rep;
+	char root[64], buf[32];
+	const char *ip;
+	double t0, dt;
+	int32_t *a;
+
+	while ((o = getopt(argc, argv, "v:p:T:s:")) != -1) {
+		switch (o) {
+		case 'v': victim = atoi(optarg); break;
+		case 'p': port2 = atoi(optarg); break;
+		case 'T': timeout_ms = strtoul(optarg, NULL, 0); break;
+		case 's': status = optarg; break;
+		default:
+			fprintf(stderr, "usage: kcoll-nodedie -v VICTIM -p PORT2 [-T MS] [-s STATUS]\n");
+			return 2;
+		}
+	}
+	ip = getenv(COLL_ENV_ROOT);
+	if (victim < 0 || port2 <= 0 || !ip) {
+		fprintf(stderr, "kcoll-nodedie: -v, -p and $%s are required\n",
+			COLL_ENV_ROOT);
+		return 2;
+	}
+	/* Rank 0 serves the survivors' bootstrap at the same address. */
+	if (victim == 0) {
+		fprintf(stderr, "kcoll-nodedie: the victim cannot be rank 0\n");
+		return 2;
+	}
+	ret = coll_comm_init_env(&comm);
+	if (ret) {
+		printf("Bail out! coll_comm_init_env: %s\n", coll_last_error());
+		return 1;
+	}
+	rank = coll_comm_rank(comm);
+	nranks = coll_comm_size(comm);
+	check(allreduce_ok(comm, 100001), "allreduce before the death", rank);
+	coll_comm_set_timeout(comm, timeout_ms);
+
+	a = calloc(big, sizeof(*a));
+	if (!a || coll_iallreduce(a, a, big, COLL_DTYPE_INT32, COLL_REDOP_SUM,
+				  comm, &req)) {
+		printf("Bail out! big allreduce not issued: %s\n",
+		       coll_last_error());
+		return 1;
+	}
+	if (rank == victim) {
+		usleep(500 * 1000);
+		if (fails) {
+			printf("Bail out! the victim failed before dying\n");
+			return 1;
+		}
+		die_now(status);
+		return 1;
+	}
+	t0 = now_s();
+	ret = coll_wait(req);
+	dt = now_s() - t0;
+	coll_request_free(req);
+	printf("# rank %d: big allreduce: %d (%s) after %.1f s: %s\n", rank, ret,
+	       coll_strerror(ret), dt, ret ? coll_last_error() : "");
+	check(ret == -ECONNRESET || ret == -ETIMEDOUT || ret == -EIO,
+	      "the allreduce failed with a connection error or a timeout", rank);
+	check(dt < timeout_ms / 1000.0 + 20, "within the timeout (+20 s)", rank);
+	ret = coll_comm_get_report(comm, &rep);
+	check(!ret && rep.error &&
+	      (rep.peer == victim ||
+	       (rep.nmissing && rep.missing[0] == (uint32_t)victim)),
+	      "the report names the dead node's rank", rank);
+	coll_comm_abort(comm);
+	free(a);
+
+	/* The survivors carry on without the victim. */
+	snprintf(root, sizeof(root), "%s", ip);
+	if (strchr(root, ':'))
+		*strchr(root, ':') = '\0';
+	snprintf(root + strlen(root), sizeof(root) - strlen(root), ":%d",
+		 port2);
+	setenv(COLL_ENV_ROOT, root, 1);
+	snprintf(buf, sizeof(buf), "%d", nranks - 1);
+	setenv(COLL_ENV_NRANKS, buf, 1);
+	snprintf(buf, sizeof(buf), "%d", rank < victim ? rank : rank - 1);
+	setenv(COLL_ENV_RANK, buf, 1);
+	ret = coll_comm_init_env(&comm2);
+	check(!ret, "a new communicator without the dead node", rank);
+	if (!ret) {
+		check(allreduce_ok(comm2, 100001),
+		      "allreduce on the new communicator", rank);
+		coll_comm_destroy(comm2);
+	} else {
+		printf("# coll_comm_init_env: %s\n", coll_last_error());
+	}
+	printf("# kcoll-nodedie: rank %d: %d failure(s)\n", rank, fails);
+	return fails ? 1 : 0;
+}

@@ -1,0 +1,49 @@
+#!/bin/bash
+# Death of a node: one rank per VM (run it on 3 VMs) starts a 64 MiB
+# allreduce; the last VM then stops dead (sysrq 'b': no process exit, no
+# disconnect, its NIC falls silent). The survivors must fail within the
+# operation timeout with the lost rank named in the report, then build a
+# communicator without it and run an allreduce on it. Afterwards nothing is
+# leaked on the survivors and the module unloads with a clean kernel log.
+#
+#   tests/vm/vmrun.sh -k KVER -n 3 -o OUT -t 900 tests/vm/scenarios/nodedie.sh
+#
+# The victim writes its own "ok" status just before it dies (kcoll-nodedie
+# -s): it cannot report afterwards.
+. "$kcoll_top/tests/vm/guest-lib.sh"
+
+TOOL=$KCOLL_TOP/build/tests/bin/kcoll-nodedie
+ROOT_IP=10.9.0.1
+PORT=29700
+victim=$((kcoll_nvms - 1))
+
+[ "$kcoll_nvms" -ge 3 ] || fail "nodedie needs 3 VMs (two survivors)"
+[ -x "$TOOL" ] || fail "no $TOOL (make tests-bin)"
+kcoll_net_up
+kcoll_rxe_up
+kcoll_mod_load
+kcoll_res_baseline
+kcoll_peers_up
+
+export KCOLL_NRANKS=$kcoll_nvms KCOLL_RANK=$kcoll_vm
+export KCOLL_ROOT=$ROOT_IP:$PORT
+export KCOLL_SECRET=6b636f6c6c2d766d2d746573742d3031
+export KCOLL_BOOTSTRAP_TIMEOUT_MS=300000
+if [ "$kcoll_vm" = "$victim" ]; then
+	log "rank $kcoll_vm: this node dies in the middle of an allreduce"
+	"$TOOL" -v "$victim" -p $((PORT + 1)) -T 10000 \
+		-s "$KCOLL_OUT/status" >"$KCOLL_OUT/nodedie.log" 2>&1
+	# Only reached if the victim failed before it could die.
+	fail "the victim did not die: $(tail -3 "$KCOLL_OUT/nodedie.log" | tr '\n' ' ')"
+	kcoll_finish
+	exit 0
+fi
+t0=$SECONDS
+timeout -k 10 600 "$TOOL" -v "$victim" -p $((PORT + 1)) -T 10000 \
+	>"$KCOLL_OUT/nodedie.log" 2>&1 ||
+	fail "kcoll-nodedie rank $kcoll_vm failed (see nodedie.log)"
+sed "s/^/[rank $kcoll_vm] /" "$KCOLL_OUT/nodedie.log"
+log "survived the node's death in $((SECONDS - t0)) s"
+kcoll_res_check
+kcoll_mod_unload
+kcoll_finish
