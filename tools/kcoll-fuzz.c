@@ -2410,16 +2410,11 @@ static void pr_close(struct tstate *t, struct pring *r)
 	r->fd = -1;
 }
 
-/* Submit one SQE and wait (in 10 ms slices) for its CQE until @until.
- * Returns the CQE's res, or 1 if none came. */
-static long pr_run(struct tstate *t, struct pring *r, const struct kcoll_sqe *q,
-		   int64_t until)
+/* Submit one SQE: 0 or -errno. */
+static long pr_submit(struct tstate *t, struct pring *r, const struct kcoll_sqe *q)
 {
 	uint32_t *sq_tail = (uint32_t *)(r->map + r->p.sq_off.tail);
-	uint32_t *cq_head = (uint32_t *)(r->map + r->p.cq_off.head);
-	uint32_t *cq_tail = (uint32_t *)(r->map + r->p.cq_off.tail);
 	struct kcoll_sqe *sqes = (void *)(r->map + r->p.sq_off.sqes);
-	struct kcoll_cqe *cqes = (void *)(r->map + r->p.cq_off.cqes);
 	struct kcoll_enter e = { .to_submit = 1 };
 	long ret;
 
@@ -2428,6 +2423,19 @@ static long pr_run(struct tstate *t, struct pring *r, const struct kcoll_sqe *q,
 	ret = x_ioctl(t, r->fd, KCOLL_IOC_ENTER, &e, 1000);
 	if (ret != 1)
 		return ret < 0 ? ret : -EIO;
+	return 0;
+}
+
+/* Wait (in 10 ms slices) for the CQE of @q until @until: its res, or 1 if
+ * none came. */
+static long pr_wait(struct tstate *t, struct pring *r, const struct kcoll_sqe *q,
+		    int64_t until)
+{
+	uint32_t *cq_head = (uint32_t *)(r->map + r->p.cq_off.head);
+	uint32_t *cq_tail = (uint32_t *)(r->map + r->p.cq_off.tail);
+	struct kcoll_cqe *cqes = (void *)(r->map + r->p.cq_off.cqes);
+	struct kcoll_enter e;
+
 	while (now_ns() < until) {
 		uint32_t h = __atomic_load_n(cq_head, __ATOMIC_RELAXED);
 
@@ -2443,6 +2451,14 @@ static long pr_run(struct tstate *t, struct pring *r, const struct kcoll_sqe *q,
 		x_ioctl(t, r->fd, KCOLL_IOC_ENTER, &e, 300);
 	}
 	return 1;
+}
+
+static long pr_run(struct tstate *t, struct pring *r, const struct kcoll_sqe *q,
+		   int64_t until)
+{
+	long ret = pr_submit(t, r, q);
+
+	return ret ? ret : pr_wait(t, r, q, until);
 }
 
 static void *partner_main(void *arg)
@@ -2542,7 +2558,7 @@ static int32_t *i32(char *base, uint64_t off)
  * partner (data in its private zone), rank 1 is @t.
  */
 static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
-		    uint32_t id1, bool *broken)
+		    uint32_t id1, bool *broken, bool *aborted)
 {
 	static const uint8_t ops[] = {
 		KCOLL_OP_ALLREDUCE, KCOLL_OP_BROADCAST, KCOLL_OP_ALLGATHER,
@@ -2557,6 +2573,7 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 	/* A count that differs between the ranks (not for a barrier, whose
 	 * count must be 0: rank 1's descriptor would just be invalid). */
 	bool mismatch = op != KCOLL_OP_BARRIER && one_in(&t->r, 12), ok = true;
+	bool abort_it = !mismatch && one_in(&t->r, 10);
 	int64_t until = now_ns() + 20000000000LL;
 	char *b[2] = { p->data, t->data };
 	long r0 = 1, r1;
@@ -2605,12 +2622,48 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 	pair.sqe = q0;
 	pair.until = until;
 	pj_post(PJ_RUN);
-	r1 = pr_run(t, mine, &q1, until);
+	if (abort_it) {
+		/* COMM_ABORT while the collective is in flight: it ends here
+		 * with -ECANCELED (unless it was done already), the peer's
+		 * completes too, and the communicator refuses new work. */
+		struct kcoll_comm_abort a = { .comm_id = id1 };
+		long ar;
+
+		r1 = pr_submit(t, mine, &q1);
+		ar = x_ioctl(t, mine->fd, KCOLL_IOC_COMM_ABORT, &a, 10000);
+		if (ar && ar != -ENOTTY)
+			unexpected(t, "COMM_ABORT of a live two-rank communicator: %ld", ar);
+		if (!r1)
+			r1 = pr_wait(t, mine, &q1, until);
+		*aborted = ar == 0;
+	} else {
+		r1 = pr_run(t, mine, &q1, until);
+	}
 	if (!pj_wait(t, until + 5000000000LL, &r0)) {
 		*broken = true;
 		return false;
 	}
 	t->pair_ops++;
+	if (*aborted && r0 != 1 && r1 != 1) {
+		struct kcoll_comm_report rep = { .comm_id = id1 };
+		struct kcoll_sqe b = { .opcode = KCOLL_OP_BARRIER, .comm_id = id1,
+				       .user_data = 0x9a1300000000ULL + t->seq++ };
+		long rr, br;
+
+		if (r1 != 0 && r1 != -ECANCELED)
+			unexpected(t, "two-rank %s aborted on rank 1 completed there with %ld, not -ECANCELED",
+				   kcoll_op_name(op), r1);
+		rr = x_ioctl(t, mine->fd, KCOLL_IOC_COMM_REPORT, &rep, 1000);
+		if (r1 == -ECANCELED && (rr || rep.reason != KCOLL_REPORT_ABORTED ||
+					 rep.error != -ECANCELED))
+			unexpected(t, "COMM_REPORT after COMM_ABORT: ret %ld, reason %u, error %d",
+				   rr, rep.reason, rep.error);
+		br = pr_run(t, mine, &b, now_ns() + 10000000000LL);
+		if (br != -ECANCELED)
+			unexpected(t, "a barrier on an aborted communicator completed with %ld, not -ECANCELED",
+				   br);
+		return false;
+	}
 	if (r0 == 1 || r1 == 1) {
 		unexpected(t, "two-rank %s count %llu%s: no completion within 20 s (rank 0: %ld, rank 1: %ld)",
 			   kcoll_op_name(op), (unsigned long long)c,
@@ -2691,7 +2744,7 @@ static void act_pair(struct tstate *t)
 	struct kcoll_comm_create c;
 	int64_t until;
 	uint32_t id0 = 0, id1 = 0;
-	bool broken = false, wrong_key;
+	bool broken = false, wrong_key, aborted = false;
 	long r0 = -1, r1;
 	int i, nops;
 
@@ -2742,7 +2795,7 @@ static void act_pair(struct tstate *t)
 		goto out_destroy;
 	nops = rn(&t->r, 6) + 1;
 	for (i = 0; i < nops && !stopping() && !broken; i++)
-		if (!pair_op(t, &mine, id0, id1, &broken))
+		if (!pair_op(t, &mine, id0, id1, &broken, &aborted))
 			break;
 	/* Sometimes leave the communicators to the file's release. */
 	if (one_in(&t->r, 3))
