@@ -1382,6 +1382,10 @@ static long do_enter(struct tstate *t, struct slot *s, uint32_t n, bool wait)
 			bad_ptr(t, sizeof(e));
 	}
 	ret = x_ioctl(t, LD(s->fd), KCOLL_IOC_ENTER, arg, allow);
+	/* Whatever the argument was (readable garbage can be a valid
+	 * ENTER), what it consumed counts. */
+	if (priv && ret > 0)
+		t->acct.consumed += ret;
 	if (!priv || arg != (void *)&e || !LD(s->size) || LD(s->fd) < 0)
 		return ret;
 	/* Private and set up: kcoll_enter_check() decides -EINVAL. */
@@ -1398,8 +1402,6 @@ static long do_enter(struct tstate *t, struct slot *s, uint32_t n, bool wait)
 	else if (ret > (long)e.to_submit)
 		unexpected(t, "ENTER consumed %ld SQEs of to_submit %u",
 			   ret, e.to_submit);
-	if (ret > 0)
-		t->acct.consumed += ret;
 	return ret;
 }
 
@@ -2344,7 +2346,8 @@ static void act_data(struct tstate *t)
  * descriptor; the thread that starts a session runs rank 1 on its own.
  * Jobs are handed over one at a time.
  */
-enum { PJ_NONE, PJ_OPEN, PJ_CREATE, PJ_RUN, PJ_DESTROY, PJ_CLOSE, PJ_EXIT };
+enum { PJ_NONE, PJ_OPEN, PJ_CREATE, PJ_RUN, PJ_DESTROY, PJ_CLOSE, PJ_REG,
+       PJ_DEREG, PJ_EXIT };
 
 struct pring {
 	int fd;
@@ -2361,6 +2364,7 @@ static struct {
 	struct kcoll_comm_create cc;
 	struct kcoll_rank_addr ranks[2];
 	struct kcoll_sqe sqe;
+	struct kcoll_reg_mem reg;
 	int64_t until;
 	struct tstate *t;
 	struct pring ring;
@@ -2498,6 +2502,16 @@ static void *partner_main(void *arg)
 		case PJ_CLOSE:
 			pr_close(t, &pair.ring);
 			break;
+		case PJ_REG:
+			pair.reg.handle = 0;
+			ret = x_ioctl(t, pair.ring.fd, KCOLL_IOC_REG_MEM, &pair.reg, 10000);
+			break;
+		case PJ_DEREG: {
+			struct kcoll_dereg_mem d = { .handle = pair.reg.handle };
+
+			ret = x_ioctl(t, pair.ring.fd, KCOLL_IOC_DEREG_MEM, &d, 10000);
+			break;
+		}
 		}
 		pthread_mutex_lock(&pair.m);
 		pair.ret = ret;
@@ -2573,7 +2587,12 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 	/* A count that differs between the ranks (not for a barrier, whose
 	 * count must be 0: rank 1's descriptor would just be invalid). */
 	bool mismatch = op != KCOLL_OP_BARRIER && one_in(&t->r, 12), ok = true;
-	bool abort_it = !mismatch && one_in(&t->r, 10);
+	uint32_t variant = mismatch ? 20 : rn(&t->r, 20);	/* 20: none */
+	bool abort_it = variant < 2;		/* COMM_ABORT in flight */
+	bool lonely = variant == 2;		/* rank 0 never comes: timeout */
+	bool close_it = variant == 3;		/* rank 1 closes in flight */
+	bool reg = op != KCOLL_OP_BARRIER && one_in(&t->r, 4);
+	uint32_t h1 = 0;
 	int64_t until = now_ns() + 20000000000LL;
 	char *b[2] = { p->data, t->data };
 	long r0 = 1, r1;
@@ -2619,6 +2638,67 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 	if (mismatch)
 		q1.count = c + 1;	/* both must fail, nothing to check */
 
+	/* Buffers registered once (REG_MEM on the device) on both ranks. */
+	if (reg) {
+		struct kcoll_reg_mem m = {
+			.addr = (uint64_t)(uintptr_t)t->data, .len = PRIV_DATA,
+			.comm_id = id1,
+		};
+		long rr0 = -1, rr1;
+
+		pair.reg = (struct kcoll_reg_mem){
+			.addr = (uint64_t)(uintptr_t)p->data, .len = PRIV_DATA,
+			.comm_id = id0,
+		};
+		pj_post(PJ_REG);
+		rr1 = x_ioctl(t, mine->fd, KCOLL_IOC_REG_MEM, &m, 10000);
+		if (!pj_wait(t, now_ns() + 15000000000LL, &rr0)) {
+			*broken = true;
+			return false;
+		}
+		if (rr0 || rr1) {
+			unexpected(t, "REG_MEM of 2 MiB on a two-rank communicator: rank 0 %ld, rank 1 %ld",
+				   rr0, rr1);
+			return false;
+		}
+		h1 = m.handle;
+		q0.send_mr = q0.send_addr ? pair.reg.handle : 0;
+		q0.recv_mr = q0.recv_addr ? pair.reg.handle : 0;
+		q1.send_mr = q1.send_addr ? h1 : 0;
+		q1.recv_mr = q1.recv_addr ? h1 : 0;
+	}
+	if (lonely) {
+		/* Only rank 1 submits, with a short operation timeout: it
+		 * must end with -ETIMEDOUT, and the report must name rank 0
+		 * as the one that never came. The ranks' sequences now
+		 * differ: the session ends. */
+		struct kcoll_comm_report rep = { .comm_id = id1, .missing_cap = 4 };
+		uint32_t miss[4] = { 99, 99, 99, 99 };
+		long rr;
+
+		rep.missing = (uint64_t)(uintptr_t)miss;
+		q1.timeout_ms = 100 + rn(&t->r, 400);
+		r1 = pr_run(t, mine, &q1, now_ns() + 20000000000LL +
+			    (int64_t)q1.timeout_ms * 1000000);
+		t->pair_ops++;
+		if (r1 == 1)
+			unexpected(t, "two-rank %s with timeout_ms %u and no peer: no completion",
+				   kcoll_op_name(op), q1.timeout_ms);
+		else if (r1 != -ETIMEDOUT)
+			unexpected(t, "two-rank %s with timeout_ms %u and no peer completed with %ld, not -ETIMEDOUT",
+				   kcoll_op_name(op), q1.timeout_ms, r1);
+		rr = x_ioctl(t, mine->fd, KCOLL_IOC_COMM_REPORT, &rep, 1000);
+		if (r1 == -ETIMEDOUT &&
+		    (rr || rep.reason != KCOLL_REPORT_TIMEOUT ||
+		     rep.error != -ETIMEDOUT || rep.user_data != q1.user_data ||
+		     rep.nmissing != 1 || miss[0] != 0 || miss[1] != 99))
+			unexpected(t, "COMM_REPORT after a timeout: ret %ld reason %u error %d nmissing %u missing[0] %u user_data %#llx",
+				   rr, rep.reason, rep.error, rep.nmissing, miss[0],
+				   (unsigned long long)rep.user_data);
+		*aborted = true;	/* the session is over */
+		return false;
+	}
+
 	pair.sqe = q0;
 	pair.until = until;
 	pj_post(PJ_RUN);
@@ -2636,6 +2716,14 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 		if (!r1)
 			r1 = pr_wait(t, mine, &q1, until);
 		*aborted = ar == 0;
+	} else if (close_it) {
+		/* The file goes while its collective is in flight: the
+		 * communicator dies with it, the peer's operation must end
+		 * (and this one's CQE is gone with the ring). */
+		pr_submit(t, mine, &q1);
+		pr_close(t, mine);
+		r1 = 0;
+		*aborted = true;
 	} else {
 		r1 = pr_run(t, mine, &q1, until);
 	}
@@ -2644,6 +2732,12 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 		return false;
 	}
 	t->pair_ops++;
+	if (close_it) {
+		if (r0 == 1)
+			unexpected(t, "two-rank %s: rank 1 closed its descriptor, rank 0's operation did not complete in 20 s",
+				   kcoll_op_name(op));
+		return false;
+	}
 	if (*aborted && r0 != 1 && r1 != 1) {
 		struct kcoll_comm_report rep = { .comm_id = id1 };
 		struct kcoll_sqe b = { .opcode = KCOLL_OP_BARRIER, .comm_id = id1,
@@ -2734,6 +2828,20 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 				   (unsigned long long)(i - 1));
 	}
 #undef IN
+	if (reg) {
+		struct kcoll_dereg_mem d = { .handle = h1 };
+		long dr0 = -1, dr1;
+
+		pj_post(PJ_DEREG);
+		dr1 = x_ioctl(t, mine->fd, KCOLL_IOC_DEREG_MEM, &d, 10000);
+		if (!pj_wait(t, now_ns() + 15000000000LL, &dr0)) {
+			*broken = true;
+			return false;
+		}
+		if (dr0 || dr1)
+			unexpected(t, "DEREG_MEM after a completed two-rank %s: rank 0 %ld, rank 1 %ld",
+				   kcoll_op_name(op), dr0, dr1);
+	}
 	return ok;
 }
 
