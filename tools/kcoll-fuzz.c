@@ -516,10 +516,12 @@ static size_t dtype_size(uint8_t dt)
 	return dt < KCOLL_DTYPE_LAST ? sz[dt] : 0;
 }
 
-/* A random slot's ring mapping (maybe gone). */
+/* A shared slot's ring mapping (maybe gone), as a buffer. Never a private
+ * ring: a collective writing its output over a private ring's indices
+ * would break what its owner checks. */
 static uint64_t ring_addr(struct tstate *t)
 {
-	struct slot *s = one_in(&t->r, 2) ? &t->priv : &g_shared[rn(&t->r, NSHARED)];
+	struct slot *s = &g_shared[rn(&t->r, NSHARED)];
 
 	return (uint64_t)(uintptr_t)s->res + rn(&t->r, 64) * PAGE;
 }
