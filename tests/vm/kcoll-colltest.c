@@ -99,12 +99,18 @@ void diag(const char *fmt, ...)
 	putchar('\n');
 }
 
+/* What the test is doing, for the watchdog's last words. */
+static const char *volatile stage = "starting";
+
 static void watchdog(int sig)
 {
-	static const char msg[] = "Bail out! watchdog: the test took too long\n";
+	static const char msg[] = "Bail out! watchdog: the test took too long in: ";
+	const char *st = stage;
 
 	(void)sig;
-	if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0)
+	if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0 ||
+	    write(STDOUT_FILENO, st, strlen(st)) < 0 ||
+	    write(STDOUT_FILENO, "\n", 1) < 0)
 		_exit(3);
 	_exit(2);
 }
@@ -625,8 +631,11 @@ static void flood_case(void)
 
 static int init_comm(void)
 {
-	int ret = coll_comm_init_env(&comm);
+	int ret;
 
+	stage = "coll_comm_init_env";
+	ret = coll_comm_init_env(&comm);
+	stage = "after coll_comm_init_env";
 	if (ret) {
 		printf("Bail out! coll_comm_init_env: %d (%s): %s\n", ret,
 		       coll_strerror(ret), coll_last_error());
@@ -766,6 +775,7 @@ static int test_die(void)
 		return result_line(true, "# SKIP a dying rank needs 2 ranks");
 	}
 	if (rank == nranks - 1) {
+		stage = "the dying rank's allreduce";
 		ret = coll_iallreduce(buf, buf, count, COLL_DTYPE_FP32,
 				      COLL_REDOP_SUM, comm, &req);
 		diag("dying in the middle of an allreduce (issued: %d)", ret);
@@ -780,6 +790,8 @@ static int test_die(void)
 	for (i = 0; i < 3; i++) {
 		double t0 = now(), dt;
 
+		stage = i == 0 ? "allreduce 0" : i == 1 ? "allreduce 1" :
+			"allreduce 2";
 		ret = coll_iallreduce(buf, buf, count, COLL_DTYPE_FP32,
 				      COLL_REDOP_SUM, comm, &req);
 		if (!ret) {
@@ -799,6 +811,7 @@ static int test_die(void)
 				rep.error && rep.peer == nranks - 1;
 			diag("report: %s", coll_last_error());
 			free(buf);
+			stage = "coll_comm_abort";
 			coll_comm_abort(comm);
 			return result_line(dt < 20 && named,
 					   "peer death reported as %d (%s) "

@@ -110,6 +110,20 @@ run() {
 			timeout -k 10 "$tmo" "$@" >"$KCOLL_OUT/$name-rank$r.log" 2>&1 &
 		pids+=($!)
 	done
+	# Still running after RUN_SNAP_S (default half the limit): the
+	# engine's view, the QPs, the ranks' kernel stacks and the log go to
+	# hang-<run>.txt while the hang is still there to see.
+	( sleep "${RUN_SNAP_S:-$((tmo / 2))}"
+	  kill -0 "${pids[@]}" 2>/dev/null || exit 0
+	  { date; cat /sys/kernel/debug/kcoll/comms; rdma -d res show qp
+	    for p in $(pgrep -f kcoll-); do
+		echo "== $p $(tr '\0' ' ' </proc/$p/cmdline)"; cat /proc/$p/stack
+		for t in /proc/$p/task/*; do
+			[ "$t" = /proc/$p/task/$p ] || { echo "-- ${t##*/}"; cat "$t/stack"; }
+		done
+	    done
+	    dmesg | tail -80; } >"$KCOLL_OUT/hang-$run_no-$name.txt" 2>&1 ) &
+	snap=$!
 	for r in $(seq $first $last); do
 		wait "${pids[$i]}"
 		rc=$?
@@ -117,7 +131,11 @@ run() {
 		[ $rc = 0 ] || fail "$name: rank $r exited with $rc (see $name-rank$r.log)"
 		grep -E "^not ok|^Bail out|^# kcoll-colltest:|rank $r:" \
 			"$KCOLL_OUT/$name-rank$r.log" | head -40 | sed "s/^/[$name rank $r] /"
+		# A failed run of a loop keeps its log (the next one overwrites).
+		[ $rc = 0 ] || cp "$KCOLL_OUT/$name-rank$r.log" "$KCOLL_OUT/$name-run$run_no-rank$r.log"
 	done
+	kill "$snap" 2>/dev/null
+	wait "$snap" 2>/dev/null
 }
 
 # A stuck run leaves the engine's view in comms-<s>.txt.
@@ -153,7 +171,8 @@ if [ $prio = 1 ]; then
 	echo 1 >/sys/class/misc/kcoll/prio_sched
 fi
 for i in $(seq 1 $dieloop); do
-	run die 300 "$COLLTEST" -X
+	# The test's own watchdog ends a hung run after 120 s.
+	RUN_SNAP_S=90 run die 300 "$COLLTEST" -X
 done
 if [ $perf = 1 ]; then
 	if [ -x "$PERF" ]; then
