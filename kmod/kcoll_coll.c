@@ -109,6 +109,24 @@ static void kcoll_op_send_abort(struct kcoll_task *op, struct kcoll_conn *conn)
  * End @op with @err (first error wins). Its peers are told; the op lingers
  * until nothing can land in its memory any more (kcoll_engine_reap).
  */
+static void kcoll_timeout_arm(struct kcoll_comm *comm, unsigned long deadline);
+
+/*
+ * How long a failed operation may wait for its posted writes and the
+ * peers' writes into its grants: the RC transport's own limit (the first
+ * try and 7 retries of the local ACK timeout) and a second. A transfer
+ * that is neither done nor failed by then never will be (a peer gone
+ * without a trace, a provider that stopped retrying; both seen with
+ * rxe): kcoll_engine_timeout_work() closes the op's connections, which
+ * flushes them.
+ */
+static unsigned long kcoll_drain_jiffies(void)
+{
+	u64 ms = div_u64((4096ULL << kcoll_ack_timeout()) * 8, NSEC_PER_MSEC);
+
+	return msecs_to_jiffies(clamp_t(u64, ms + MSEC_PER_SEC, 2000, 120000));
+}
+
 static void kcoll_op_fail(struct kcoll_task *op, int err)
 {
 	struct kcoll_comm *comm = op->comm;
@@ -120,6 +138,8 @@ static void kcoll_op_fail(struct kcoll_task *op, int err)
 	op->error = err;
 	if (!op->started)
 		return;		/* nothing sent or granted yet */
+	op->drain_by = (jiffies + kcoll_drain_jiffies()) ?: 1;
+	kcoll_timeout_arm(comm, op->drain_by);
 	if (op->kind == KCOLL_KIND_P2P) {
 		kcoll_op_send_abort(op, kcoll_conn_of(comm, op->args.root));
 		return;
@@ -580,7 +600,27 @@ static struct kcoll_task *kcoll_p2p_find(struct list_head *list, u32 seq)
 	return NULL;
 }
 
+static void kcoll_engine_msg_one(struct kcoll_conn *conn,
+				 const struct kcoll_wire_msg *m);
+
+/*
+ * A message from @conn's peer. An ABORT with -ECANCELED comes only from a
+ * communicator being shut down (destroyed, aborted, its process gone):
+ * the peer is leaving, so the connection is closed now. Its disconnect
+ * may never arrive (rdma_cm sends the DREQ once when the id is destroyed
+ * at once) and our writes to a QP that is gone would wait for the RC
+ * retries, which rxe has been seen never to end. Must hold comm->lock.
+ */
 void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
+{
+	kcoll_engine_msg_one(conn, m);
+	if (m->type == KCOLL_MSG_ABORT &&
+	    le32_to_cpu(m->status) == ECANCELED)
+		kcoll_conn_kill(conn, -ECONNRESET);
+}
+
+static void kcoll_engine_msg_one(struct kcoll_conn *conn,
+				 const struct kcoll_wire_msg *m)
 {
 	struct kcoll_comm *comm = conn->comm;
 	u32 seq = le32_to_cpu(m->seq);
@@ -899,7 +939,49 @@ static void kcoll_timeout_arm(struct kcoll_comm *comm, unsigned long deadline)
 			  time_after(deadline, now) ? deadline - now : 0);
 }
 
-/* comm->timeout_work: fail the operations past their deadline. */
+static bool kcoll_op_quiet(struct kcoll_task *op);
+
+/* Has @op a grant out with @conn's peer (it may still write into it)? */
+static bool kcoll_op_granted_to(struct kcoll_task *op, struct kcoll_conn *conn)
+{
+	struct kcoll_grant *g;
+
+	list_for_each_entry(g, &conn->k[op->kind].out, node)
+		if (g->op == op)
+			return true;
+	return false;
+}
+
+/*
+ * Failed @op did not drain by op->drain_by: close the connections that
+ * hold its transfers (or any posted work: writes are not tracked per
+ * connection). Their QPs go to the error state and flush, so @op
+ * completes. Must hold comm->lock.
+ */
+static void kcoll_op_unstick(struct kcoll_task *op)
+{
+	struct kcoll_comm *comm = op->comm;
+	u32 i;
+
+	lockdep_assert_held(&comm->lock);
+	pr_warn_ratelimited("comm %llx rank %u: %s %u failed (%d) and its transfers did not drain (%u write(s), %u grant(s)); closing their connections\n",
+			    comm->uid, comm->rank,
+			    kcoll_op_name(op->args.opcode), op->seq, op->error,
+			    op->writes_inflight, op->grants_out);
+	for (i = 0; i < comm->nranks; i++) {
+		struct kcoll_conn *conn = comm->conns[i];
+
+		if (conn && conn->state == KCOLL_CONN_UP &&
+		    (conn->sq_posted || kcoll_op_granted_to(op, conn)))
+			kcoll_conn_kill(conn, -ETIMEDOUT);
+	}
+	op->drain_by = 0;
+}
+
+/*
+ * comm->timeout_work: fail the operations past their deadline; close the
+ * connections of failed ones that do not drain.
+ */
 void kcoll_engine_timeout_work(struct work_struct *work)
 {
 	struct kcoll_comm *comm = container_of(to_delayed_work(work),
@@ -913,6 +995,15 @@ void kcoll_engine_timeout_work(struct work_struct *work)
 	if (comm->shutting_down)
 		goto out_unlock;
 	list_for_each_entry_safe(op, tmp, &comm->ops, all) {
+		if (op->drain_by && !kcoll_op_quiet(op)) {
+			if (time_after_eq(now, op->drain_by)) {
+				kcoll_op_unstick(op);
+				any = true;
+			} else if (!next || time_before(op->drain_by, next)) {
+				next = op->drain_by;
+			}
+			continue;
+		}
 		if (!op->deadline || op->error || op->finished)
 			continue;
 		if (time_after_eq(now, op->deadline)) {

@@ -136,14 +136,18 @@ static void kcoll_comm_shutdown(struct kcoll_comm *comm, int err)
 		return;
 	}
 	bye = !comm->error;
-	if (!comm->error)
-		comm->error = err;
-	kcoll_engine_fail_all(comm, err);
-	/* A healthy comm says BYE: peers still finishing a collective with
-	 * us then know we have it (see kcoll_conn_send_bye()). */
+	/*
+	 * A healthy comm says BYE: peers still finishing a collective with
+	 * us then know we have it (see kcoll_conn_send_bye()). It goes
+	 * before the ABORTs of what is in flight, which make the peers close
+	 * the connection at once (kcoll_engine_msg()).
+	 */
 	for (i = 0; bye && i < comm->nranks; i++)
 		if (comm->conns[i])
 			kcoll_conn_send_bye(comm->conns[i]);
+	if (!comm->error)
+		comm->error = err;
+	kcoll_engine_fail_all(comm, err);
 	/* Handlers check this first and then do nothing. */
 	comm->shutting_down = true;
 	mutex_unlock(&comm->lock);

@@ -246,6 +246,8 @@ struct kcoll_task {
 	u32 nmissing;
 	u64 t_submit;			/* ktime_get_ns() at submission */
 	unsigned long deadline;		/* jiffies; 0: no timeout */
+	unsigned long drain_by;		/* failed: quiet by then, or its
+					 * connections are closed (0: n/a) */
 	u32 timeout_ms;
 	u64 bytes;			/* payload, for statistics */
 	bool aborted_sent;
