@@ -57,7 +57,8 @@ scenario() {	# kver name nvms timeout [arg]
 # it does not pick at these sizes forced through sysfs on the first
 # kernel's 3-rank run. "quick": the whole type x reduction matrix at small
 # and odd counts, one 1M-element and one 16 MiB case per collective, and
-# the negative tests.
+# the negative tests. "skew": the two VMs advertise different cost models
+# (coll.sh), which each communicator must reconcile into one.
 forced="algo=allreduce:rabenseifner algo=reduce_scatter:rechalving"
 forced+=" algo=allgather:recdoubling algo=broadcast:binomial"
 forced+=" algo=reduce:binomial algo=alltoall:bruck"
@@ -75,7 +76,7 @@ fi
 for kver in "$@"; do
 	scenario "$kver" selftests 1 900
 	scenario "$kver" rdma-pair 2 400
-	scenario "$kver" coll 2 1500 "4 quick"
+	scenario "$kver" coll 2 1500 "4 quick skew"
 	if [ "$kver" = "$first" ]; then
 		scenario "$kver" coll 2 1500 "3 quick $forced"
 		# Death of a process, 100 times in a row (then no leak, and
