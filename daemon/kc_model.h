@@ -46,6 +46,11 @@ struct kc_stats {
 	uint64_t lat[KCOLL_NL_LAT_BUCKETS];
 };
 
+/* KCOLL_A_COST_*: the cost model's inputs (see kcoll_netlink.h). */
+struct kc_cost {
+	uint32_t alpha_ns, beta_ps, gamma_ps;
+};
+
 struct kc_dev {
 	uint64_t have;
 	char name[KC_DEV_NAME_MAX];
@@ -53,6 +58,7 @@ struct kc_dev {
 	uint64_t node_guid;
 	uint8_t port_state;
 	uint32_t comms;
+	struct kc_cost cost;		/* what the node advertises on it */
 	struct kc_stats stats;		/* valid if KC_HAS(dev, KCOLL_A_STATS) */
 };
 
@@ -96,6 +102,7 @@ struct kc_comm {
 	uint8_t state;			/* enum kcoll_comm_state */
 	char dev[KC_DEV_NAME_MAX];
 	uint32_t inflight;
+	struct kc_cost cost;		/* agreed by the ranks */
 	struct kc_member *members;
 	size_t n_members;
 	struct kc_op *ops;

@@ -60,7 +60,11 @@ static struct nla_policy kc_policy[KCOLL_A_MAX + 1] = {
 	[KCOLL_A_TUNABLE]		= { .type = NLA_NESTED },
 	[KCOLL_A_TUNABLE_NAME]		= { .type = NLA_STRING },
 	[KCOLL_A_TUNABLE_VALUE]		= { .type = NLA_STRING },
+	[KCOLL_A_COST_ALPHA_NS]		= { .type = NLA_U32 },
+	[KCOLL_A_COST_BETA_PS]		= { .type = NLA_U32 },
+	[KCOLL_A_COST_GAMMA_PS]		= { .type = NLA_U32 },
 };
+
 
 static uint64_t kc_have(kc_tb tb)
 {
@@ -95,6 +99,13 @@ static void kc_get_str(char *dst, size_t len, struct nlattr *a)
 
 #define KC_GET(tb, attr, dst, fn) \
 	do { if ((tb)[attr]) (dst) = fn((tb)[attr]); } while (0)
+
+static void kc_fill_cost(kc_tb tb, struct kc_cost *c)
+{
+	KC_GET(tb, KCOLL_A_COST_ALPHA_NS, c->alpha_ns, nla_get_u32);
+	KC_GET(tb, KCOLL_A_COST_BETA_PS, c->beta_ps, nla_get_u32);
+	KC_GET(tb, KCOLL_A_COST_GAMMA_PS, c->gamma_ps, nla_get_u32);
+}
 
 static int kc_get_ranks(struct nlattr *a, struct kc_ranks *r)
 {
@@ -159,6 +170,7 @@ static int kc_fill_dev(kc_tb tb, struct kc_dev *d)
 	KC_GET(tb, KCOLL_A_DEV_NODE_GUID, d->node_guid, nla_get_u64);
 	KC_GET(tb, KCOLL_A_DEV_PORT_STATE, d->port_state, nla_get_u8);
 	KC_GET(tb, KCOLL_A_DEV_COMMS, d->comms, nla_get_u32);
+	kc_fill_cost(tb, &d->cost);
 	if (tb[KCOLL_A_STATS])
 		return kc_parse_stats(tb[KCOLL_A_STATS], &d->stats);
 	return 0;
@@ -294,6 +306,7 @@ static int kc_fill_comm(kc_tb tb, struct kc_comm *c)
 	KC_GET(tb, KCOLL_A_COMM_STATE, c->state, nla_get_u8);
 	kc_get_str(c->dev, sizeof(c->dev), tb[KCOLL_A_DEV_NAME]);
 	KC_GET(tb, KCOLL_A_COMM_INFLIGHT, c->inflight, nla_get_u32);
+	kc_fill_cost(tb, &c->cost);
 	if (tb[KCOLL_A_COMM_MEMBERS])
 		ret = kc_fill_members(tb[KCOLL_A_COMM_MEMBERS], c);
 	if (!ret && tb[KCOLL_A_COMM_OPS])

@@ -87,6 +87,26 @@ static struct json_object *kc_json_hist(const uint64_t *lat)
 	return a;
 }
 
+/* The cost model's inputs: {"alpha_ns": .., "beta_ps": .., "gamma_ps": ..}. */
+static struct json_object *kc_json_cost(const struct kc_cost *c)
+{
+	struct json_object *o = json_object_new_object();
+
+	if (!o)
+		return NULL;
+	kc_jadd_int(o, "alpha_ns", c->alpha_ns);
+	kc_jadd_int(o, "beta_ps", c->beta_ps);
+	kc_jadd_int(o, "gamma_ps", c->gamma_ps);
+	return o;
+}
+
+/* " cost alpha 5000ns beta 80ps/B gamma 40ps/B" */
+static void kc_text_cost(FILE *f, const struct kc_cost *c)
+{
+	fprintf(f, " cost alpha %uns beta %ups/B gamma %ups/B", c->alpha_ns,
+		c->beta_ps, c->gamma_ps);
+}
+
 struct json_object *kc_json_stats(const struct kc_stats *st)
 {
 	static const struct {
@@ -142,6 +162,8 @@ struct json_object *kc_json_dev(const struct kc_dev *d)
 					      sizeof(buf)));
 	if (KC_HAS(d, KCOLL_A_DEV_COMMS))
 		kc_jadd_int(o, "comms", d->comms);
+	if (KC_HAS(d, KCOLL_A_COST_BETA_PS))
+		kc_jadd(o, "cost", kc_json_cost(&d->cost));
 	if (KC_HAS(d, KCOLL_A_STATS))
 		kc_jadd(o, "stats", kc_json_stats(&d->stats));
 	return o;
@@ -259,6 +281,8 @@ struct json_object *kc_json_comm(const struct kc_comm *c, bool details)
 		kc_jadd_str(o, "dev", c->dev);
 	if (KC_HAS(c, KCOLL_A_COMM_INFLIGHT))
 		kc_jadd_int(o, "inflight", c->inflight);
+	if (KC_HAS(c, KCOLL_A_COST_BETA_PS))
+		kc_jadd(o, "cost", kc_json_cost(&c->cost));
 	if (details)
 		kc_json_comm_details(o, c);
 	return o;
@@ -417,6 +441,8 @@ void kc_text_dev(FILE *f, const struct kc_dev *d)
 			kc_port_state_str(d->port_state, buf, sizeof(buf)));
 	if (KC_HAS(d, KCOLL_A_DEV_COMMS))
 		fprintf(f, " comms %u", d->comms);
+	if (KC_HAS(d, KCOLL_A_COST_BETA_PS))
+		kc_text_cost(f, &d->cost);
 	fputc('\n', f);
 	if (KC_HAS(d, KCOLL_A_STATS)) {
 		fputs("    ", f);
@@ -509,6 +535,8 @@ void kc_text_comm(FILE *f, const struct kc_comm *c, bool details)
 		fprintf(f, " dev %s", c->dev);
 	if (KC_HAS(c, KCOLL_A_COMM_INFLIGHT))
 		fprintf(f, " inflight %u", c->inflight);
+	if (KC_HAS(c, KCOLL_A_COST_BETA_PS))
+		kc_text_cost(f, &c->cost);
 	fputc('\n', f);
 	if (!details)
 		return;

@@ -175,15 +175,30 @@ void kcoll_nl_op_timeout(struct kcoll_comm *comm, u64 seq, u8 opcode,
 			 u32 timeout_ms, const u32 *missing, u32 nmissing);
 void kcoll_nl_dev_event(struct ib_device *ibdev, u8 cmd);
 
+/*
+ * The alpha-beta-gamma inputs of the cost model for one communicator: each
+ * rank advertises its own (kcoll_tune_model()) in the connection handshake
+ * and every rank takes the largest of each over all ranks, so that all
+ * choose alike (kcoll_comm_model_merge()). 0: not known.
+ */
+struct kcoll_model {
+	u32 alpha_ns;
+	u32 beta_ps;
+	u32 gamma_ps;
+};
+
 /* kcoll_tune.c: algorithm choice (cost model tunables) */
 void kcoll_tune_setup(void);
-u8 kcoll_tune_choose(u32 opcode, u32 nranks, u64 bytes);
+void kcoll_tune_model(struct ib_device *ibdev, struct kcoll_model *m);
+u8 kcoll_tune_choose(u32 opcode, u32 nranks, u64 bytes,
+		     const struct kcoll_model *m);
 void kcoll_tune_count(u8 algo);
 extern const struct attribute_group kcoll_algo_group;
 extern const struct attribute_group kcoll_algo_ops_group;
 
 /* kcoll_reduce.c: CPU reductions */
 int kcoll_reduce_init(void);
+u32 kcoll_reduce_gamma_ps(void);	/* fp32 sum, measured at load */
 void kcoll_reduce_debugfs_init(void);
 void kcoll_reduce_debugfs_exit(void);
 struct dentry;
@@ -198,6 +213,7 @@ int kcoll_reduce_active_avg(void *dst, size_t n, unsigned int dtype,
 /* kcoll_ib.c: RDMA devices */
 struct ib_device;
 struct ib_pd *kcoll_ib_pd(struct ib_device *ibdev);
+u32 kcoll_ib_beta_ps(struct ib_device *ibdev);	/* 0: unknown */
 /* Per device: operations started and not finished, by SQE priority. */
 struct kcoll_prio {
 	atomic_t active[KCOLL_PRIO_MAX + 1];

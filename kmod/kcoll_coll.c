@@ -1455,7 +1455,8 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	/* Same inputs on every rank, same choice (kcoll_tune.c). */
 	if (!p2p)
 		a->algo = kcoll_tune_choose(a->opcode, a->nranks,
-					    sqe->count * op->esize);
+					    sqe->count * op->esize,
+					    &comm->model);
 	err = kcoll_sched_check(a);
 	if (err)
 		return err;

@@ -334,6 +334,8 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 		if (err)
 			goto out_put;
 	}
+	kcoll_tune_model(comm->ibdev, &comm->mine);
+	comm->model = comm->mine;
 	comm->connect_deadline = jiffies + msecs_to_jiffies(p.timeout_ms ?:
 					kcoll_connect_timeout_ms());
 
@@ -745,9 +747,10 @@ static int kcoll_comms_show(struct seq_file *m, void *unused)
 	mutex_lock(&kcoll_comms_lock);
 	list_for_each_entry(comm, &kcoll_comms, node) {
 		mutex_lock(&comm->lock);
-		seq_printf(m, "comm %llx rank %u/%u error %d ops %u next_seq %u\n",
+		seq_printf(m, "comm %llx rank %u/%u error %d ops %u next_seq %u model %u/%u/%u\n",
 			   comm->uid, comm->rank, comm->nranks, comm->error,
-			   comm->nr_ops, comm->coll_seq);
+			   comm->nr_ops, comm->coll_seq, comm->model.alpha_ns,
+			   comm->model.beta_ps, comm->model.gamma_ps);
 		list_for_each_entry(op, &comm->ops, all)
 			seq_printf(m, "  op %s algo %s prio %u%s seq %u kind %u started %d phase %u/%u err %d fin %d sigs %u send %llu/%llu/%llu recv %llu/%llu/%llu writes %u grants %u\n",
 				   kcoll_op_name(op->args.opcode),

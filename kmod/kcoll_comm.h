@@ -300,6 +300,11 @@ struct kcoll_comm {
 	bool aborted;			/* KCOLL_IOC_COMM_ABORT */
 	struct ib_device *ibdev;	/* of every connection */
 	struct ib_pd *pd;
+	/* The cost model inputs of every rank seen so far, the largest of
+	 * each: complete (and equal on every rank) once all are connected.
+	 * Under @lock. */
+	struct kcoll_model model;
+	struct kcoll_model mine;	/* what this rank advertises; fixed */
 	struct kcoll_prio *prio;	/* the device's, NULL without one */
 	struct delayed_work kick;	/* re-run the engine (held ops) */
 	struct delayed_work timeout_work; /* fails ops past their deadline */

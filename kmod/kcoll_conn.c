@@ -488,6 +488,22 @@ static void kcoll_conn_retry_later(struct kcoll_conn *conn)
 	kcoll_queue_delayed(&conn->retry, delay);
 }
 
+/*
+ * A peer's cost model inputs (0: it does not know): the communicator's
+ * model is the largest of each over every rank, so every rank, having
+ * heard every other one, chooses alike. Must hold comm->lock.
+ */
+static void kcoll_comm_model_merge(struct kcoll_comm *comm, __le32 alpha_ns,
+				   __le32 beta_ps, __le32 gamma_ps)
+{
+	struct kcoll_model *m = &comm->model;
+
+	lockdep_assert_held(&comm->lock);
+	m->alpha_ns = max(m->alpha_ns, le32_to_cpu(alpha_ns));
+	m->beta_ps = max(m->beta_ps, le32_to_cpu(beta_ps));
+	m->gamma_ps = max(m->gamma_ps, le32_to_cpu(gamma_ps));
+}
+
 static int kcoll_conn_send_hello(struct kcoll_conn *conn,
 				 struct rdma_cm_id *id)
 {
@@ -499,6 +515,9 @@ static int kcoll_conn_send_hello(struct kcoll_conn *conn,
 		.src_rank = cpu_to_le32(comm->rank),
 		.dst_rank = cpu_to_le32(conn->peer),
 		.nranks = cpu_to_le32(comm->nranks),
+		.alpha_ns = cpu_to_le32(comm->mine.alpha_ns),
+		.beta_ps = cpu_to_le32(comm->mine.beta_ps),
+		.gamma_ps = cpu_to_le32(comm->mine.gamma_ps),
 	};
 	struct rdma_conn_param param = {
 		.private_data = &hello,
@@ -570,7 +589,12 @@ static void kcoll_reject(struct rdma_cm_id *id, u8 reason)
 static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 {
 	const struct kcoll_wire_hello *h = ev->param.conn.private_data;
+	struct kcoll_wire_accept acc = {
+		.magic = cpu_to_le32(KCOLL_WIRE_MAGIC),
+	};
 	struct rdma_conn_param param = {
+		.private_data = &acc,
+		.private_data_len = sizeof(acc),
 		.responder_resources = 1,
 		.initiator_depth = 1,
 		.rnr_retry_count = 7,
@@ -620,7 +644,11 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	}
 	conn->state = KCOLL_CONN_CONNECTING;
 	comm->cm_busy++;
+	kcoll_comm_model_merge(comm, h->alpha_ns, h->beta_ps, h->gamma_ps);
 	mutex_unlock(&comm->lock);
+	acc.alpha_ns = cpu_to_le32(comm->mine.alpha_ns);
+	acc.beta_ps = cpu_to_le32(comm->mine.beta_ps);
+	acc.gamma_ps = cpu_to_le32(comm->mine.gamma_ps);
 
 	err = kcoll_conn_create_qp(conn, id);
 	if (err) {
@@ -731,6 +759,18 @@ static void kcoll_cm_event(struct kcoll_conn *conn, struct rdma_cm_id *id,
 	case RDMA_CM_EVENT_ESTABLISHED:
 		err = kcoll_conn_alloc_stage(conn);
 		mutex_lock(&comm->lock);
+		/* The active side: the accepting rank's model in the REP. */
+		if (conn->active && ev->param.conn.private_data &&
+		    ev->param.conn.private_data_len >=
+		    sizeof(struct kcoll_wire_accept)) {
+			const struct kcoll_wire_accept *acc =
+				ev->param.conn.private_data;
+
+			if (le32_to_cpu(acc->magic) == KCOLL_WIRE_MAGIC)
+				kcoll_comm_model_merge(comm, acc->alpha_ns,
+						       acc->beta_ps,
+						       acc->gamma_ps);
+		}
 		if (err)
 			kcoll_conn_fail_setup(conn, err);
 		else

@@ -194,6 +194,13 @@ static bool kcoll_algo_allowed(const struct kcoll_coll_tune *ct, u32 opcode,
 u8 kcoll_sched_choose(const struct kcoll_tune *t, u32 opcode, u32 nranks,
 		      u64 bytes)
 {
+	return kcoll_sched_choose_cost(t, &t->cost, opcode, nranks, bytes);
+}
+
+u8 kcoll_sched_choose_cost(const struct kcoll_tune *t,
+			   const struct kcoll_cost *cost, u32 opcode,
+			   u32 nranks, u64 bytes)
+{
 	struct kcoll_sched_args a = { .opcode = opcode };
 	u8 dflt = kcoll_sched_algo(&a), best = dflt, algo;
 	const struct kcoll_coll_tune *ct;
@@ -207,11 +214,11 @@ u8 kcoll_sched_choose(const struct kcoll_tune *t, u32 opcode, u32 nranks,
 		return ct->force;
 	/* The default wins ties; it is also the answer if none is allowed. */
 	if (kcoll_algo_allowed(ct, opcode, dflt, bytes))
-		best_ns = kcoll_cost_ns(&t->cost, opcode, dflt, nranks, bytes);
+		best_ns = kcoll_cost_ns(cost, opcode, dflt, nranks, bytes);
 	for (algo = KCOLL_ALGO_DEFAULT + 1; algo < KCOLL_ALGO_NR; algo++) {
 		if (algo == dflt || !kcoll_algo_allowed(ct, opcode, algo, bytes))
 			continue;
-		ns = kcoll_cost_ns(&t->cost, opcode, algo, nranks, bytes);
+		ns = kcoll_cost_ns(cost, opcode, algo, nranks, bytes);
 		if (ns < best_ns) {
 			best_ns = ns;
 			best = algo;

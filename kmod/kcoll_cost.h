@@ -87,5 +87,10 @@ u64 kcoll_cost_ns(const struct kcoll_cost *c, u32 opcode, u8 algo,
  * ties go to the collective's default). */
 u8 kcoll_sched_choose(const struct kcoll_tune *t, u32 opcode, u32 nranks,
 		      u64 bytes);
+/* The same with @cost in place of t->cost (the module: a communicator's
+ * agreed alpha, beta and gamma). */
+u8 kcoll_sched_choose_cost(const struct kcoll_tune *t,
+			   const struct kcoll_cost *cost, u32 opcode,
+			   u32 nranks, u64 bytes);
 
 #endif /* KCOLL_COST_H */

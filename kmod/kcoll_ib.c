@@ -313,9 +313,40 @@ struct ib_pd *kcoll_ib_pd(struct ib_device *ibdev)
 }
 
 /*
- * One line per device: "<name> ports=<n> port1=<state> ..." where state is
- * the ib_port_state name (ACTIVE, DOWN, ...).
+ * The cost model's beta for @ibdev: picoseconds per byte at the data rate
+ * of its first port as it is now (lane rate after line encoding, times the
+ * width), or 0 if the port reports nothing we know. ib_port_speed values
+ * by number: the newer ones are not in every kernel's enum.
  */
+u32 kcoll_ib_beta_ps(struct ib_device *ibdev)
+{
+	struct ib_port_attr pattr;
+	u32 lane_mbps, mbps;
+	int width;
+
+	if (ib_query_port(ibdev, rdma_start_port(ibdev), &pattr) ||
+	    pattr.state != IB_PORT_ACTIVE)
+		return 0;
+	switch (pattr.active_speed) {
+	case 1:   lane_mbps = 2000; break;	/* SDR, 8b/10b */
+	case 2:   lane_mbps = 4000; break;	/* DDR */
+	case 4:   lane_mbps = 8000; break;	/* QDR */
+	case 8:   lane_mbps = 9697; break;	/* FDR10, 64b/66b */
+	case 16:  lane_mbps = 13636; break;	/* FDR */
+	case 32:  lane_mbps = 25000; break;	/* EDR */
+	case 64:  lane_mbps = 50000; break;	/* HDR */
+	case 128: lane_mbps = 100000; break;	/* NDR */
+	case 256: lane_mbps = 200000; break;	/* XDR */
+	default:  return 0;
+	}
+	width = ib_width_enum_to_int(pattr.active_width);
+	if (width <= 0)
+		return 0;
+	mbps = lane_mbps * (u32)width;
+	/* 1 Mb/s is 125000 B/s: 8e6 ps per byte. */
+	return max_t(u32, 1, 8000000U / mbps);
+}
+
 struct kcoll_prio *kcoll_ib_prio(struct ib_device *ibdev)
 {
 	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);

@@ -104,9 +104,19 @@ static int kcoll_nl_count_dev_comms(struct kcoll_comm *comm, void *arg)
 	return 0;
 }
 
+static int kcoll_nl_put_model(struct sk_buff *skb, const struct kcoll_model *m)
+{
+	if (nla_put_u32(skb, KCOLL_A_COST_ALPHA_NS, m->alpha_ns) ||
+	    nla_put_u32(skb, KCOLL_A_COST_BETA_PS, m->beta_ps) ||
+	    nla_put_u32(skb, KCOLL_A_COST_GAMMA_PS, m->gamma_ps))
+		return -EMSGSIZE;
+	return 0;
+}
+
 static int kcoll_nl_put_dev_attrs(struct sk_buff *skb, struct ib_device *ibdev,
 				  struct kcoll_opstats *st)
 {
+	struct kcoll_model model;
 	struct ib_port_attr pattr;
 	u8 state = IB_PORT_NOP;
 	u32 ncomms = 0;
@@ -115,7 +125,9 @@ static int kcoll_nl_put_dev_attrs(struct sk_buff *skb, struct ib_device *ibdev,
 	if (!ib_query_port(ibdev, rdma_start_port(ibdev), &pattr))
 		state = pattr.state;
 	kcoll_comms_for_each(kcoll_nl_count_dev_comms, a, 0);
-	if (nla_put_string(skb, KCOLL_A_DEV_NAME, dev_name(&ibdev->dev)) ||
+	kcoll_tune_model(ibdev, &model);
+	if (kcoll_nl_put_model(skb, &model) ||
+	    nla_put_string(skb, KCOLL_A_DEV_NAME, dev_name(&ibdev->dev)) ||
 	    nla_put_u32(skb, KCOLL_A_DEV_INDEX, ibdev->index) ||
 	    kcoll_nl_put_u64(skb, KCOLL_A_DEV_NODE_GUID,
 			     be64_to_cpu(ibdev->node_guid)) ||
@@ -324,6 +336,7 @@ static int kcoll_nl_fill_comm(struct sk_buff *skb, struct kcoll_comm *comm,
 	    (comm->ibdev && nla_put_string(skb, KCOLL_A_DEV_NAME,
 					   dev_name(&comm->ibdev->dev))) ||
 	    nla_put_u32(skb, KCOLL_A_COMM_INFLIGHT, comm->nr_ops) ||
+	    kcoll_nl_put_model(skb, &comm->model) ||
 	    ((full || comm->nranks <= KCOLL_NL_DUMP_MEMBERS) &&
 	     kcoll_nl_put_members(skb, comm)) ||
 	    kcoll_nl_put_ops(skb, comm, missing) ||

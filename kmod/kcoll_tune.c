@@ -5,15 +5,21 @@
  * operation counts.
  *
  * /sys/class/misc/kcoll/algo/
- *	alpha_ns beta_ps gamma_ps	the cost model (rw)
+ *	alpha_ns beta_ps gamma_ps	the cost model (rw): what this node
+ *					advertises to new communicators;
+ *					beta_ps and gamma_ps 0 (the default):
+ *					the device's port rate and the fp32
+ *					sum measured at load
  *	<collective>			"auto" or a forced algorithm (rw)
  *	max_bytes_<algorithm>		0, or the largest operation (count *
  *					element size) the cost-based choice
  *					may give that algorithm (rw)
  * /sys/class/misc/kcoll/algo_ops/<algorithm>	collectives run with it
  *
- * Every rank of a communicator must have the same settings: the choice is
- * made on each rank independently, and the algorithm travels in the
+ * The choice is made on each rank independently, from the communicator's
+ * alpha, beta and gamma, which its ranks agree on when they connect (the
+ * largest each advertises), and from the per-collective settings here,
+ * which every rank must have alike. The algorithm travels in the
  * signature, so ranks that chose differently fail with -EBADMSG instead of
  * exchanging data that does not fit.
  */
@@ -53,17 +59,58 @@ static atomic64_t kcoll_algo_ops[KCOLL_ALGO_NR];
 void kcoll_tune_setup(void)
 {
 	kcoll_tune_init(&kcoll_tune_cur);
+	/* Estimated unless set: the device's rate, the measured reduction. */
+	kcoll_tune_cur.cost.beta_ps = 0;
+	kcoll_tune_cur.cost.gamma_ps = 0;
 }
 
-u8 kcoll_tune_choose(u32 opcode, u32 nranks, u64 bytes)
+/*
+ * What this node advertises for a new communicator on @ibdev (NULL: none):
+ * the sysfs values, with beta and gamma estimated where they are 0, and
+ * the built-in defaults where no estimate exists.
+ */
+void kcoll_tune_model(struct ib_device *ibdev, struct kcoll_model *m)
 {
+	unsigned int seq;
+
+	do {
+		seq = read_seqbegin(&kcoll_tune_lock);
+		m->alpha_ns = kcoll_tune_cur.cost.alpha_ns;
+		m->beta_ps = kcoll_tune_cur.cost.beta_ps;
+		m->gamma_ps = kcoll_tune_cur.cost.gamma_ps;
+	} while (read_seqretry(&kcoll_tune_lock, seq));
+	if (!m->beta_ps && ibdev)
+		m->beta_ps = kcoll_ib_beta_ps(ibdev);
+	if (!m->beta_ps)
+		m->beta_ps = KCOLL_COST_BETA_PS;
+	if (!m->gamma_ps)
+		m->gamma_ps = kcoll_reduce_gamma_ps() ?: KCOLL_COST_GAMMA_PS;
+}
+
+/*
+ * The algorithm for a collective of a communicator whose agreed model is
+ * @m (a zero field: this node's sysfs value); the rest of the model and
+ * the per-collective settings are read now, so they apply to the next
+ * operation.
+ */
+u8 kcoll_tune_choose(u32 opcode, u32 nranks, u64 bytes,
+		     const struct kcoll_model *m)
+{
+	struct kcoll_cost c;
 	unsigned int seq;
 	u8 algo;
 
 	do {
 		seq = read_seqbegin(&kcoll_tune_lock);
-		algo = kcoll_sched_choose(&kcoll_tune_cur, opcode, nranks,
-					  bytes);
+		c = kcoll_tune_cur.cost;
+		if (m->alpha_ns)
+			c.alpha_ns = m->alpha_ns;
+		if (m->beta_ps)
+			c.beta_ps = m->beta_ps;
+		if (m->gamma_ps)
+			c.gamma_ps = m->gamma_ps;
+		algo = kcoll_sched_choose_cost(&kcoll_tune_cur, &c, opcode,
+					       nranks, bytes);
 	} while (read_seqretry(&kcoll_tune_lock, seq));
 	return algo;
 }

@@ -26,6 +26,19 @@ struct kcoll_wire_hello {
 	__le32	dst_rank;	/* the rank it wants */
 	__le32	nranks;
 	u8	key[KCOLL_KEY_LEN];
+	/* The sender's cost model inputs (0: not known; senders before
+	 * these fields leave the padding zero). */
+	__le32	alpha_ns;
+	__le32	beta_ps;
+	__le32	gamma_ps;
+};
+
+/* REP private data: the accepting rank's cost model inputs. */
+struct kcoll_wire_accept {
+	__le32	magic;
+	__le32	alpha_ns;
+	__le32	beta_ps;
+	__le32	gamma_ps;
 };
 
 /* REJ private data: why a hello was refused. */

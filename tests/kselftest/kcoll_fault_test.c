@@ -623,7 +623,22 @@ struct kt_seen {
 	int stats_ops;		/* STATS nest with an OPS attribute */
 	int comms_ours;		/* COMM_GET entries of our pid */
 	int devs;
+	int devs_costed;	/* with a complete cost model */
+	int comms_costed;	/* ours, with the model this node advertises */
+	__u32 alpha_ns;		/* sysfs algo/alpha_ns */
 };
+
+/* The COST_* attributes: all there, alpha as sysfs says, beta and gamma
+ * estimated (sysfs 0) or set, never 0. */
+static bool kt_cost_ok(void *attrs, int len, __u32 alpha_ns)
+{
+	struct nlattr *a = kt_nla_find(attrs, len, KCOLL_A_COST_ALPHA_NS);
+	struct nlattr *b = kt_nla_find(attrs, len, KCOLL_A_COST_BETA_PS);
+	struct nlattr *g = kt_nla_find(attrs, len, KCOLL_A_COST_GAMMA_PS);
+
+	return a && b && g && *(__u32 *)kt_nla_data(a) == alpha_ns &&
+	       *(__u32 *)kt_nla_data(b) && *(__u32 *)kt_nla_data(g);
+}
 
 static void kt_stats_cb(void *attrs, int len, void *arg)
 {
@@ -645,16 +660,20 @@ static void kt_comm_cb(void *attrs, int len, void *arg)
 	struct nlattr *m = kt_nla_find(attrs, len, KCOLL_A_COMM_MEMBERS);
 
 	if (pid && nr && m && *(__u32 *)kt_nla_data(pid) == (__u32)getpid() &&
-	    *(__u32 *)kt_nla_data(nr) == 1)
+	    *(__u32 *)kt_nla_data(nr) == 1) {
 		s->comms_ours++;
+		s->comms_costed += kt_cost_ok(attrs, len, s->alpha_ns);
+	}
 }
 
 static void kt_dev_cb(void *attrs, int len, void *arg)
 {
 	struct kt_seen *s = arg;
 
-	if (kt_nla_find(attrs, len, KCOLL_A_DEV_NAME))
+	if (kt_nla_find(attrs, len, KCOLL_A_DEV_NAME)) {
 		s->devs++;
+		s->devs_costed += kt_cost_ok(attrs, len, s->alpha_ns);
+	}
 }
 
 /* Wait up to 5 s for event @cmd carrying our pid. */
@@ -771,6 +790,7 @@ TEST(netlink_family)
 	EXPECT_EQ(aging, kt_sysfs_read("prio_aging_ms"));
 
 	/* Statistics and devices. */
+	seen.alpha_ns = (__u32)kt_sysfs_read("algo/alpha_ns");
 	n = kt_nl_msg(nl, m, nl->family, 0, KCOLL_CMD_STATS_GET);
 	EXPECT_EQ(0, kt_nl_talk(nl, n, kt_stats_cb, &seen));
 	EXPECT_EQ(1, seen.stats_ops);
@@ -779,6 +799,7 @@ TEST(netlink_family)
 	if (getenv("KCOLL_IP")) {
 		EXPECT_LE(1, seen.devs);
 	}
+	EXPECT_EQ(seen.devs, seen.devs_costed);
 
 	/* Events and the communicator list. */
 	ev = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
@@ -793,6 +814,7 @@ TEST(netlink_family)
 	n = kt_nl_msg(nl, m, nl->family, NLM_F_DUMP, KCOLL_CMD_COMM_GET);
 	EXPECT_EQ(0, kt_nl_talk(nl, n, kt_comm_cb, &seen));
 	EXPECT_EQ(1, seen.comms_ours);
+	EXPECT_EQ(1, seen.comms_costed);
 	EXPECT_EQ(0, kt_abort(r.fd, id));
 	EXPECT_EQ(0, kt_nl_event(ev, KCOLL_CMD_EV_COMM_ABORTED));
 	EXPECT_EQ(0, kt_ioctl(r.fd, KCOLL_IOC_COMM_DESTROY,

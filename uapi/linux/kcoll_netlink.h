@@ -134,6 +134,14 @@ enum kcoll_comm_state {
  *			algorithm knobs as "algo/allreduce")
  * @KCOLL_A_TUNABLE_VALUE: string, the value as sysfs shows/accepts it
  * @KCOLL_A_PAD:	padding for 64-bit attributes
+ * @KCOLL_A_COST_ALPHA_NS: u32, cost model: per message step (ns)
+ * @KCOLL_A_COST_BETA_PS: u32, cost model: per byte on the wire (ps)
+ * @KCOLL_A_COST_GAMMA_PS: u32, cost model: per byte reduced (ps)
+ *			In DEV_GET: what this node advertises to a new
+ *			communicator on the device (sysfs algo/, with beta
+ *			from the port's rate and gamma measured at load
+ *			where those are 0); in COMM_GET: the communicator's
+ *			model, the largest of each over its ranks
  */
 enum kcoll_nl_attr {
 	KCOLL_A_UNSPEC,
@@ -182,6 +190,9 @@ enum kcoll_nl_attr {
 	KCOLL_A_TUNABLE,
 	KCOLL_A_TUNABLE_NAME,
 	KCOLL_A_TUNABLE_VALUE,
+	KCOLL_A_COST_ALPHA_NS,
+	KCOLL_A_COST_BETA_PS,
+	KCOLL_A_COST_GAMMA_PS,
 	__KCOLL_A_MAX,
 	KCOLL_A_MAX = __KCOLL_A_MAX - 1
 };

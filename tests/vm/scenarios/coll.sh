@@ -25,6 +25,10 @@
 #           algo=allreduce:ring; repeatable
 #   demo    only kcoll-perf, small sizes (what make demo shows)
 #   chunk=N sysfs chunk_bytes for this run; mtu=N eth0's MTU
+#   skew    the VMs advertise different cost models (vm0 sysfs
+#           algo/beta_ps 9999, vm1 algo/gamma_ps 50000): every
+#           communicator must agree on the largest of each (the engine's
+#           snapshots show it) and still choose alike on every rank
 #
 # Ranks find each other through the KCOLL_ROOT/KCOLL_SECRET mode of
 # coll_comm_init_env(): rank 0 (on vm0, 10.9.0.1) serves the bootstrap
@@ -50,7 +54,7 @@ kcoll_res_baseline
 set -- $KCOLL_ARG
 nranks=${1:-$((2 * kcoll_nvms))}
 [ $# -gt 0 ] && shift
-level="" perf=0 neg=1 check=1 dieloop=0 prio=0 prio_args=(-s 64K -b 256M -n 30)
+level="" perf=0 neg=1 check=1 dieloop=0 prio=0 prio_args=(-s 64K -b 256M -n 30) skew=0
 perf_args=(-M -c all -b 8 -e 4M -f 4 -n 5 -w 2 -i 1)
 for a in "$@"; do
 	case $a in
@@ -69,11 +73,18 @@ for a in "$@"; do
 	chunk=*) echo "${a#chunk=}" >/sys/class/misc/kcoll/chunk_bytes ||
 			fail "chunk_bytes ${a#chunk=}" ;;
 	mtu=*) ip link set eth0 mtu "${a#mtu=}" || fail "mtu ${a#mtu=}" ;;
+	skew) skew=1 ;;
 	big) perf=1 neg=0 check=0 perf_args=(-M -c allreduce -b 16M -e 16M -n 3 -w 1) ;;
 	demo) perf=1 neg=0 check=0 perf_args=(-M -c all -b 8 -e 1M -f 32 -n 3 -w 1) ;;
 	*) fail "unknown scenario argument '$a'" ;;
 	esac
 done
+if [ $skew = 1 ]; then
+	case $kcoll_vm in
+	0) echo 9999 >/sys/class/misc/kcoll/algo/beta_ps || fail "skew: beta_ps" ;;
+	1) echo 50000 >/sys/class/misc/kcoll/algo/gamma_ps || fail "skew: gamma_ps" ;;
+	esac
+fi
 case $nranks in
 '' | *[!0-9]*) fail "NRANKS '$nranks' is not a number"; nranks=$((2 * kcoll_nvms)) ;;
 esac
@@ -186,4 +197,32 @@ fi
 
 kcoll_res_check
 kcoll_mod_unload
+# skew: the model of every communicator the snapshots saw, "uid a/b/g".
+if [ $skew = 1 ]; then
+	grep -h "^comm " "$KCOLL_OUT"/comms-*.txt 2>/dev/null |
+		awk '$(NF - 1) == "model" { print $2, $NF }' | sort -u >"$KCOLL_OUT/models.tmp"
+	mv "$KCOLL_OUT/models.tmp" "$KCOLL_OUT/models.txt"
+	[ -s "$KCOLL_OUT/models.txt" ] || fail "skew: no communicator in the snapshots"
+	while read -r uid m; do
+		IFS=/ read -r a b g <<<"$m"
+		case $kcoll_vm in
+		0) [ "$b" -ge 9999 ] || fail "skew: comm $uid has beta $b < vm0's 9999" ;;
+		1) [ "$g" -ge 50000 ] || fail "skew: comm $uid has gamma $g < vm1's 50000" ;;
+		esac
+		log "skew: comm $uid model $a/$b/$g"
+	done <"$KCOLL_OUT/models.txt"
+	if [ "$kcoll_vm" = 0 ]; then
+		for i in $(seq 1 600); do
+			[ -f "$kcoll_out/vm1/models.txt" ] && break
+			sleep 0.2
+		done
+		# The same communicator has the same model on both VMs.
+		same=$(join "$KCOLL_OUT/models.txt" "$kcoll_out/vm1/models.txt" 2>/dev/null)
+		[ -n "$same" ] || fail "skew: no communicator seen on both VMs"
+		echo "$same" | awk '$2 != $3 { bad = 1; print "skew: comm " $1 " model " $2 " on vm0, " $3 " on vm1" }
+			END { exit bad }' || fail "skew: the VMs disagree on a model"
+		[ -n "$same" ] && log "skew: $(echo "$same" | wc -l) communicator(s) with one model on both VMs"
+	fi
+fi
+
 kcoll_finish
