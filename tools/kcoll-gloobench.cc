@@ -232,11 +232,12 @@ struct Case {
 					       (float)((r + 1) * (i % 97 + 1));
 			break;
 		case C_REDUCE_SCATTER:
-			/* Our block of the reduced buffer, in place. */
+			/* Our block of the reduced buffer: Gloo leaves it at
+			 * the start of the buffer (its distribution phase). */
 			for (i = 0; i < count; i++) {
 				size_t j = (size_t)rank * count + i;
 
-				bad += send[j] != (float)(tri * (double)(j % 97 + 1));
+				bad += send[i] != (float)(tri * (double)(j % 97 + 1));
 			}
 			break;
 		case C_ALLTOALL:
