@@ -222,23 +222,13 @@ static double run(const struct chk_case *c, void *send, void *recv, int iters)
 	return iters ? (now() - t0) / iters : 0;
 }
 
-static double max_over_ranks(double v)
+/* @v reduced over the ranks with @op (the time: max; CPU time: sum). */
+static double over_ranks(double v, coll_redop op)
 {
-	int ret = coll_allreduce(&v, &v, 1, COLL_DTYPE_FP64, COLL_REDOP_MAX,
-				 comm);
+	int ret = coll_allreduce(&v, &v, 1, COLL_DTYPE_FP64, op, comm);
 
 	if (ret)
-		die("allreduce of the time", ret);
-	return v;
-}
-
-static double dsum_over_ranks(double v)
-{
-	int ret = coll_allreduce(&v, &v, 1, COLL_DTYPE_FP64, COLL_REDOP_SUM,
-				 comm);
-
-	if (ret)
-		die("allreduce of the CPU time", ret);
+		die("allreduce of a measurement", ret);
 	return v;
 }
 
@@ -294,11 +284,11 @@ static void measure(struct chk_case *c, void *sbuf, void *rbuf, size_t size)
 	if (o.cpu && !c->in_place) {
 		double n1 = bench_node_busy();
 
-		cpu = dsum_over_ranks(bench_proc_cpu() - c0);
-		node = dsum_over_ranks(n0 >= 0 && n1 >= 0 ?
-				       (n1 - n0) / ranks_here : 0);
+		cpu = over_ranks(bench_proc_cpu() - c0, COLL_REDOP_SUM);
+		node = over_ranks(n0 >= 0 && n1 >= 0 ?
+				  (n1 - n0) / ranks_here : 0, COLL_REDOP_SUM);
 	}
-	t = max_over_ranks(t);
+	t = over_ranks(t, COLL_REDOP_MAX);
 	if (o.check) {
 		size_t bad;
 

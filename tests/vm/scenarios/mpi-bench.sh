@@ -341,6 +341,22 @@ fi
 # find each other through coll_comm_init_env()'s KCOLL_ROOT/KCOLL_SECRET
 # mode, rank 0 (vm0) serving the bootstrap root.
 KPERF=$KCOLL_TOP/build/tools/kcoll-perf
+# kperf NAME PORT TIMEOUT ARGS...: this VM's ranks of one kcoll-perf run,
+# each to NAME-rank<r>.txt; rank 0's also to NAME.txt.
+kperf() {
+	local name=$1 port=$2 tmo=$3 r p
+	local kpids=()
+	shift 3
+	for r in $(seq $((ppn * kcoll_vm)) $((ppn * kcoll_vm + ppn - 1))); do
+		KCOLL_ROOT=10.9.0.1:$port KCOLL_RANK=$r timeout -k 10 "$tmo" \
+			"$KPERF" "$@" >"$KCOLL_OUT/$name-rank$r.txt" 2>&1 &
+		kpids+=($!)
+	done
+	for p in "${kpids[@]}"; do
+		wait "$p" || fail "kcoll-perf $name failed (see $name-rank*.txt)"
+	done
+	[ "$kcoll_vm" = 0 ] && cp "$KCOLL_OUT/$name-rank0.txt" "$KCOLL_OUT/$name.txt"
+}
 if [ -x "$KPERF" ]; then
 	export KCOLL_NRANKS=$np KCOLL_ROOT=10.9.0.1:29900
 	export KCOLL_SECRET=6b636f6c6c2d62656e63682d30303031
@@ -353,19 +369,10 @@ if [ -x "$KPERF" ]; then
 		small) kargs=(-b 8 -e 512K -f 4 -n 20 -w 2) port=29900 ;;
 		*) kargs=(-b 2M -e 16M -f 4 -n 3 -w 1) port=29901 ;;
 		esac
-		kpids=()
-		for r in $(seq $((ppn * kcoll_vm)) $((ppn * kcoll_vm + ppn - 1))); do
-			KCOLL_ROOT=10.9.0.1:$port KCOLL_RANK=$r timeout -k 10 900 "$KPERF" \
-				-M -u -c all "${kargs[@]}" \
-				>"$KCOLL_OUT/kcoll-perf-$part-rank$r.txt" 2>&1 &
-			kpids+=($!)
-		done
-		for p in "${kpids[@]}"; do
-			wait "$p" || fail "kcoll-perf ($part) failed (see kcoll-perf-$part-rank*.txt)"
-		done
+		kperf "kcoll-perf-$part" "$port" 900 -M -u -c all "${kargs[@]}"
 	done
-	[ "$kcoll_vm" = 0 ] && cat "$KCOLL_OUT/kcoll-perf-small-rank0.txt" \
-		"$KCOLL_OUT/kcoll-perf-big-rank0.txt" >"$KCOLL_OUT/kcoll-perf.txt"
+	[ "$kcoll_vm" = 0 ] && cat "$KCOLL_OUT/kcoll-perf-small.txt" \
+		"$KCOLL_OUT/kcoll-perf-big.txt" >"$KCOLL_OUT/kcoll-perf.txt"
 	# The engine's reduction against memcpy, measured in this kernel.
 	if [ "$kcoll_vm" = 0 ]; then
 		mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
@@ -389,17 +396,7 @@ if [ $algos = 1 ] && [ -x "$KPERF" ]; then
 		for a in ring chain pairwise recdoubling binomial rabenseifner rechalving bruck; do
 			echo "$a" >"/sys/class/misc/kcoll/algo/$c" 2>/dev/null || continue
 			port=$((port + 1))
-			kpids=()
-			for r in $(seq $((ppn * kcoll_vm)) $((ppn * kcoll_vm + ppn - 1))); do
-				KCOLL_ROOT=10.9.0.1:$port KCOLL_RANK=$r timeout -k 10 600 "$KPERF" \
-					-M -c "$c" -b 8 -e 8M -f 32 -n 3 -w 1 -C 0 \
-					>"$KCOLL_OUT/algo-$c-$a-rank$r.txt" 2>&1 &
-				kpids+=($!)
-			done
-			for p in "${kpids[@]}"; do
-				wait "$p" || fail "kcoll-perf $c forced to $a failed"
-			done
-			[ "$kcoll_vm" = 0 ] && cp "$KCOLL_OUT/algo-$c-$a-rank0.txt" "$KCOLL_OUT/algo-$c-$a.txt"
+			kperf "algo-$c-$a" "$port" 600 -M -c "$c" -b 8 -e 8M -f 32 -n 3 -w 1 -C 0
 		done
 		echo auto >"/sys/class/misc/kcoll/algo/$c"
 	done
