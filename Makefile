@@ -5,8 +5,9 @@
 #                     kcollctl and kcolld
 #   make check        host unit tests + VM tests on every installed kernel
 #   make demo         install what is missing, build, boot a VM, show kcoll
-#   make bench        ring benchmark in a VM (recorded in docs/PERFORMANCE.md)
-#   make mpibench     Open MPI baseline (needs mpicc; docs/PERFORMANCE.md)
+#   make bench        kcoll beside the link, Open MPI and Gloo in one boot, then
+#                     the ring and priority benchmarks (docs/PERFORMANCE.md)
+#   make mpibench     Open MPI baseline (needs mpicc); make gloobench: Gloo's
 #   make modules-all  the module for every kernel with headers installed
 #   make dkms-check   dkms add/build/remove against every installed kernel
 #   make fuzz         the in-VM fuzzer on every kernel (FUZZ_SECONDS=600)
@@ -31,18 +32,23 @@ KDIR ?= /lib/modules/$(KVER_NEWEST)/build
 KVER ?= $(patsubst linux-headers-%,%,$(if $(filter build,$(notdir $(KDIR))),$(notdir $(patsubst %/,%,$(dir $(KDIR)))),$(notdir $(KDIR))))
 
 .PHONY: all module modules-all libcoll tools tests-bin unit-test check \
-	vm-test demo bench deps dkms-check install clean help mpibench collsim \
+	vm-test demo bench deps dkms-check install clean help mpibench gloobench collsim \
 	daemon fuzz fuzz-host
 
 # The Open MPI baseline builds only where mpicc exists (make deps installs it).
 MPICC ?= mpicc
 MPIBENCH := $(BUILD)/tools/kcoll-mpibench
 HAVE_MPICC := $(shell command -v $(MPICC) 2>/dev/null)
+# The Gloo baseline (Debian's libgloo-dev), likewise.
+CXX ?= g++
+GLOOBENCH := $(BUILD)/tools/kcoll-gloobench
+HAVE_GLOO := $(wildcard /usr/include/gloo/rendezvous/file_store.h)
 
-all: module libcoll tools daemon tests-bin $(if $(HAVE_MPICC),mpibench)
+all: module libcoll tools daemon tests-bin $(if $(HAVE_MPICC),mpibench) \
+	$(if $(HAVE_GLOO),gloobench)
 
 help:
-	@sed -n '2,14p' Makefile
+	@sed -n '2,15p' Makefile
 
 deps:
 	tools/install-deps.sh
@@ -90,7 +96,7 @@ $(BUILD)/tools/kcoll-ringbench: tools/kcoll-ringbench.c $(LIBCOLL_A) libcoll/inc
 	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -o $@ $< $(LIBCOLL_A)
 
 # Collectives through libcoll, nccl-tests style (tests/vm/scenarios/coll.sh).
-$(BUILD)/tools/kcoll-perf: tools/kcoll-perf.c tools/kcoll-check.h $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
+$(BUILD)/tools/kcoll-perf: tools/kcoll-perf.c tools/kcoll-check.h tools/bench-cpu.h $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -o $@ $< $(LIBCOLL_A) $(LIBCOLL_LIBS) -lm
 
@@ -110,10 +116,18 @@ $(BUILD)/tools/kcoll-fuzz: tools/kcoll-fuzz.c tools/kcoll-sqe-ref.h kmod/kcoll_l
 # Open MPI's collectives, nccl-tests style (tests/vm/scenarios/mpi-bench.sh).
 mpibench: $(MPIBENCH)
 
-$(MPIBENCH): tools/kcoll-mpibench.c
+$(MPIBENCH): tools/kcoll-mpibench.c tools/bench-cpu.h
 	@command -v $(MPICC) >/dev/null || { echo "$(MPICC) not found: run 'make deps' (as root)" >&2; exit 1; }
 	@mkdir -p $(dir $@)
 	$(MPICC) -O2 -g -Wall -Wextra -Werror -std=gnu11 -o $@ $<
+
+# Gloo's collectives, the same table (tests/vm/scenarios/mpi-bench.sh).
+gloobench: $(GLOOBENCH)
+
+$(GLOOBENCH): tools/kcoll-gloobench.cc tools/bench-cpu.h
+	@[ -n "$(HAVE_GLOO)" ] || { echo "no Gloo headers: run 'make deps' (as root)" >&2; exit 1; }
+	@mkdir -p $(dir $@)
+	$(CXX) -std=gnu++17 -O2 -g -Wall -Wextra -Werror -o $@ $< -lgloo -libverbs -pthread
 
 # ---------------------------------------------------------------- daemon
 # kcollctl and kcolld: the control plane over generic netlink (daemon/).
@@ -179,7 +193,7 @@ fuzz: modules-all tools
 demo:
 	tools/demo.sh
 
-bench: modules-all tools
+bench: modules-all tools mpibench gloobench collsim
 	tools/bench.sh
 
 # ---------------------------------------------------------------- DKMS

@@ -32,7 +32,9 @@
  * its threads, summed over all ranks) spent in the timed loop, as
  *   cpu(s/GB)  CPU seconds per GB of bus traffic (iters*size*factor), and
  *   cores      CPU seconds per wall-clock second (how many CPUs were busy;
- *              MPI libraries busy-poll while they wait).
+ *              MPI libraries busy-poll while they wait),
+ * and node(s/GB): every busy CPU of the ranks' nodes (/proc/stat; see
+ * tools/bench-cpu.h), per GB of bus traffic, as kcoll-perf -u prints it.
  * The last line sums CPU and bus bytes over all sizes >= 1 MiB.
  */
 #include <errno.h>
@@ -46,6 +48,8 @@
 
 #include <mpi.h>
 
+#include "bench-cpu.h"
+
 enum coll { C_ALLREDUCE, C_ALLGATHER, C_REDUCE_SCATTER, C_BCAST, C_ALLTOALL, C_LAST };
 
 static const char *const coll_name[C_LAST] = {
@@ -57,6 +61,7 @@ static const char *const coll_name[C_LAST] = {
 };
 
 static int rank, nranks;
+static int ranks_here = 1;	/* ranks on this rank's node */
 
 struct bufs {
 	float *send, *recv;
@@ -250,7 +255,7 @@ static size_t next_size(size_t size, const struct opts *o)
 /* One collective over the whole size range; returns the number of wrong elements. */
 static long long bench(enum coll c, const struct opts *o)
 {
-	double big_cpu = 0, big_bus = 0;	/* sums over sizes >= 1 MiB */
+	double big_cpu = 0, big_node = 0, big_bus = 0;	/* sizes >= 1 MiB */
 	size_t blk = (c == C_ALLREDUCE || c == C_BCAST) ? 1 : nranks;
 	size_t last_count = 0, size;
 	long long wrong_total = 0;
@@ -259,13 +264,14 @@ static long long bench(enum coll c, const struct opts *o)
 	if (rank == 0) {
 		printf("#\n# %s: %d ranks, fp32%s\n#\n", coll_name[c], nranks,
 		       c == C_ALLREDUCE || c == C_REDUCE_SCATTER ? ", sum" : "");
-		printf("# %10s %12s %6s %6s %5s %11s %11s %11s %7s %6s %10s %6s\n",
+		printf("# %10s %12s %6s %6s %5s %11s %11s %11s %7s %6s %10s %6s %10s\n",
 		       "size(B)", "count", "type", "redop", "root", "time(us)",
-		       "algbw(GB/s)", "busbw(GB/s)", "#wrong", "iters", "cpu(s/GB)", "cores");
+		       "algbw(GB/s)", "busbw(GB/s)", "#wrong", "iters", "cpu(s/GB)", "cores",
+		       "node(s/GB)");
 	}
 	for (size = o->minb; size <= o->maxb; size = next_size(size, o)) {
 		size_t count = size / sizeof(float) / blk, bytes;
-		double t0, t, tmax, c0, cpu, cpu_sum, est, bus;
+		double t0, t, tmax, c0, n0, n1, cpu, cpu_sum, node, node_sum, est, bus;
 		long long wrong = 0, wrong_sum = 0;
 		int iters = o->iters, i;
 
@@ -307,13 +313,17 @@ static long long bench(enum coll c, const struct opts *o)
 		}
 		MPI_Barrier(MPI_COMM_WORLD);
 		c0 = cpu_seconds();
+		n0 = bench_node_busy();
 		t0 = MPI_Wtime();
 		for (i = 0; i < iters; i++)
 			run_once(c, &b, count);
 		t = MPI_Wtime() - t0;
 		cpu = cpu_seconds() - c0;
+		n1 = bench_node_busy();
+		node = n0 >= 0 && n1 >= 0 ? (n1 - n0) / ranks_here : 0;
 		MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 		MPI_Reduce(&cpu, &cpu_sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+		MPI_Reduce(&node, &node_sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
 		MPI_Reduce(&wrong, &wrong_sum, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
 		if (rank == 0) {
 			double us = tmax / iters * 1e6;
@@ -322,21 +332,22 @@ static long long bench(enum coll c, const struct opts *o)
 			bus = (double)bytes * bus_factor(c) * iters;
 			if (bytes >= (1 << 20)) {
 				big_cpu += cpu_sum;
+				big_node += node_sum;
 				big_bus += bus;
 			}
 			wrong_total += wrong_sum;
-			printf("  %10zu %12zu %6s %6s %5d %11.1f %11.6f %11.6f %7lld %6d %10.4g %6.2f\n",
+			printf("  %10zu %12zu %6s %6s %5d %11.1f %11.6f %11.6f %7lld %6d %10.4g %6.2f %10.4g\n",
 			       bytes, bytes / sizeof(float),
 			       "float", c == C_ALLREDUCE || c == C_REDUCE_SCATTER ? "sum" : "none",
 			       c == C_BCAST ? 0 : -1, us, algbw, algbw * bus_factor(c),
 			       o->check ? wrong_sum : -1LL, iters, cpu_sum / (bus / 1e9),
-			       cpu_sum / tmax);
+			       cpu_sum / tmax, node_sum / (bus / 1e9));
 			fflush(stdout);
 		}
 	}
 	if (rank == 0 && big_bus > 0)
-		printf("# %s: sizes >= 1 MiB: %.2f CPU s (all ranks) per GB of bus traffic\n",
-		       coll_name[c], big_cpu / (big_bus / 1e9));
+		printf("# %s: sizes >= 1 MiB: %.3f CPU s (ranks), %.3f CPU s (nodes) per GB of bus traffic\n",
+		       coll_name[c], big_cpu / (big_bus / 1e9), big_node / (big_bus / 1e9));
 	free(b.send);
 	free(b.recv);
 	MPI_Bcast(&wrong_total, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
@@ -400,6 +411,16 @@ int main(int argc, char **argv)
 	}
 
 	MPI_Get_processor_name(host, &hlen);
+	{
+		uint64_t mine = bench_host_hash();
+		uint64_t *hs = malloc((size_t)nranks * sizeof(*hs));
+
+		if (!hs)
+			MPI_Abort(MPI_COMM_WORLD, 4);
+		MPI_Allgather(&mine, 1, MPI_UINT64_T, hs, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+		ranks_here = bench_ranks_here(hs, nranks, mine);
+		free(hs);
+	}
 	if (rank == 0) {
 		char lib[MPI_MAX_LIBRARY_VERSION_STRING];
 		int len;

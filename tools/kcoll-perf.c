@@ -8,7 +8,7 @@
  *
  * Usage: kcoll-perf [-b minbytes] [-e maxbytes] [-f stepfactor] [-d dtype]
  *                   [-o redop] [-c collective] [-r root] [-n iters]
- *                   [-w warmup] [-i 0|1] [-C 0|1] [-R 0|1] [-M]
+ *                   [-w warmup] [-i 0|1] [-C 0|1] [-R 0|1] [-M] [-u]
  *   -b, -e  sizes (suffixes K, M, G); defaults 8 and 8M
  *   -f      multiply the size by this each step (default 2)
  *   -d      int8 uint8 int32 uint32 int64 uint64 fp16 bf16 fp32 fp64
@@ -23,6 +23,10 @@
  *           rank-dependent inputs; #wrong = wrong elements on all ranks)
  *   -R 1    register the buffers with coll_mem_register() first
  *   -M      bandwidths in MB/s instead of GB/s (slow, emulated links)
+ *   -u      also CPU time per GB of bus traffic of the timed iterations
+ *           (out of place): "cpu" of the ranks' processes, "node" of
+ *           their nodes' CPUs (tools/bench-cpu.h); and per collective,
+ *           the same over the sizes >= 1 MiB
  *
  * Columns as nccl-tests: size in bytes (for allgather, reduce_scatter and
  * alltoall the whole n*count buffer), count per rank, time in us (the
@@ -43,6 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench-cpu.h"
 #include "coll.h"
 #include "kcoll-check.h"
 
@@ -60,6 +65,7 @@ static struct {
 	int in_place;
 	int check;
 	int reg;
+	int cpu;
 } o = {
 	.minbytes = 8, .maxbytes = 8 << 20, .factor = 2,
 	.dt = COLL_DTYPE_FP32, .op = COLL_REDOP_SUM, .coll = CHK_ALLREDUCE,
@@ -73,6 +79,9 @@ static const char *bw_unit = "(GB/s)";
 static int bw_n;
 static long long wrong_total;
 static int failed;
+/* -u: ranks on this node; CPU seconds and bus bytes of sizes >= 1 MiB. */
+static int ranks_here = 1;
+static double big_cpu, big_node, big_bus;
 
 static double now(void)
 {
@@ -213,13 +222,13 @@ static double run(const struct chk_case *c, void *send, void *recv, int iters)
 	return iters ? (now() - t0) / iters : 0;
 }
 
-static double max_over_ranks(double v)
+/* @v reduced over the ranks with @op (the time: max; CPU time: sum). */
+static double over_ranks(double v, coll_redop op)
 {
-	int ret = coll_allreduce(&v, &v, 1, COLL_DTYPE_FP64, COLL_REDOP_MAX,
-				 comm);
+	int ret = coll_allreduce(&v, &v, 1, COLL_DTYPE_FP64, op, comm);
 
 	if (ret)
-		die("allreduce of the time", ret);
+		die("allreduce of a measurement", ret);
 	return v;
 }
 
@@ -254,7 +263,7 @@ static double bus_factor(enum chk_coll c)
 static void measure(struct chk_case *c, void *sbuf, void *rbuf, size_t size)
 {
 	void *send = sbuf, *recv = rbuf;
-	double t, algbw, busbw;
+	double t, algbw, busbw, c0 = 0, n0 = 0, cpu = 0, node = 0, bus;
 	long long wrong = -1;
 	char ts[16];
 	int ret;
@@ -267,7 +276,19 @@ static void measure(struct chk_case *c, void *sbuf, void *rbuf, size_t size)
 	ret = coll_barrier(comm);
 	if (ret)
 		die("barrier", ret);
-	t = max_over_ranks(run(c, send, recv, o.iters));
+	if (o.cpu && !c->in_place) {
+		c0 = bench_proc_cpu();
+		n0 = bench_node_busy();
+	}
+	t = run(c, send, recv, o.iters);
+	if (o.cpu && !c->in_place) {
+		double n1 = bench_node_busy();
+
+		cpu = over_ranks(bench_proc_cpu() - c0, COLL_REDOP_SUM);
+		node = over_ranks(n0 >= 0 && n1 >= 0 ?
+				  (n1 - n0) / ranks_here : 0, COLL_REDOP_SUM);
+	}
+	t = over_ranks(t, COLL_REDOP_MAX);
 	if (o.check) {
 		size_t bad;
 
@@ -291,6 +312,17 @@ static void measure(struct chk_case *c, void *sbuf, void *rbuf, size_t size)
 		printf("  %7s  %6.2f  %6.2f  %6s", ts, algbw, busbw, "N/A");
 	else
 		printf("  %7s  %6.2f  %6.2f  %6lld", ts, algbw, busbw, wrong);
+	if (o.cpu && !c->in_place) {
+		/* Bytes on the bus in the timed iterations. */
+		bus = (double)size * bus_factor(c->coll) * o.iters;
+		if (size >= (1 << 20)) {
+			big_cpu += cpu;
+			big_node += node;
+			big_bus += bus;
+		}
+		printf("  %8.3g  %8.3g", bus > 0 ? cpu / (bus / 1e9) : 0,
+		       bus > 0 ? node / (bus / 1e9) : 0);
+	}
 }
 
 static void bench(enum chk_coll coll)
@@ -324,12 +356,16 @@ static void bench(enum chk_coll coll)
 		printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s",
 		       "size", "count", "type", "redop", "root", "time",
 		       "algbw", "busbw", "#wrong");
+		if (o.cpu)
+			printf("  %8s  %8s", "cpu", "node");
 		if (o.in_place)
 			printf("  %7s  %6s  %6s  %6s", "time", "algbw", "busbw",
 			       "#wrong");
 		printf("\n# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s",
 		       "(B)", "(elements)", "", "", "", "(us)", bw_unit,
 		       bw_unit, "");
+		if (o.cpu)
+			printf("  %8s  %8s", "(s/GB)", "(s/GB)");
 		if (o.in_place)
 			printf("  %7s  %6s  %6s  %6s", "(us)", bw_unit,
 			       bw_unit, "");
@@ -377,6 +413,11 @@ static void bench(enum chk_coll coll)
 		if (size > o.maxbytes)
 			size = o.maxbytes;
 	}
+	if (o.cpu && rank == 0 && big_bus > 0)
+		printf("# %s: sizes >= 1 MiB: %.3f CPU s (ranks), %.3f CPU s "
+		       "(nodes) per GB of bus traffic\n", chk_coll_names[coll],
+		       big_cpu / (big_bus / 1e9), big_node / (big_bus / 1e9));
+	big_cpu = big_node = big_bus = 0;
 	if (ms && coll_mem_deregister(comm, ms))
 		failed = 1;
 	if (mr && coll_mem_deregister(comm, mr))
@@ -403,6 +444,9 @@ static void show_ranks(void)
 	ret = coll_allgather(&me, all, sizeof(me), COLL_DTYPE_UINT8, comm);
 	if (ret)
 		die("allgather of the rank table", ret);
+	ranks_here = 0;
+	for (i = 0; i < nranks; i++)
+		ranks_here += !strcmp(all[i].host, me.host);
 	if (rank == 0) {
 		printf("#\n# Using ranks\n");
 		for (i = 0; i < nranks; i++)
@@ -417,7 +461,7 @@ static void usage(void)
 	fprintf(stderr, "usage: kcoll-perf [-b minbytes] [-e maxbytes] "
 		"[-f stepfactor] [-d dtype] [-o redop] [-c collective|all]\n"
 		"                  [-r root] [-n iters] [-w warmup] [-i 0|1] "
-		"[-C 0|1] [-R 0|1] [-M]\n");
+		"[-C 0|1] [-R 0|1] [-M] [-u]\n");
 	exit(2);
 }
 
@@ -426,7 +470,7 @@ int main(int argc, char **argv)
 	int opt, i, ret;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "b:e:f:d:o:c:r:n:w:i:C:R:Mh")) != -1) {
+	while ((opt = getopt(argc, argv, "b:e:f:d:o:c:r:n:w:i:C:R:Muh")) != -1) {
 		switch (opt) {
 		case 'b': o.minbytes = parse_size(optarg); break;
 		case 'e': o.maxbytes = parse_size(optarg); break;
@@ -450,6 +494,7 @@ int main(int argc, char **argv)
 		case 'C': o.check = atoi(optarg); break;
 		case 'R': o.reg = atoi(optarg); break;
 		case 'M': bw_div = 1e6; bw_unit = "(MB/s)"; break;
+		case 'u': o.cpu = 1; break;
 		default: usage();
 		}
 	}

@@ -1,12 +1,18 @@
 #!/bin/bash
-# Open MPI baseline between the two test VMs, same boot as kcoll: 4 ranks
-# (2 per VM; "ppn=1" in the argument: 2 ranks, one per VM),
-# tools/kcoll-mpibench's nccl-tests-style tables for each Open MPI
-# transport that starts, next to perftest's ib_write_bw on the same link,
-# one way and both ways at once (-b).
-# Not part of `make check` (it takes 7-9 minutes); run it with
-#   tests/vm/vmrun.sh -k KVER -n 2 -o build/vmtest-mpi -t 900 tests/vm/scenarios/mpi-bench.sh
-# and read build/vmtest-mpi/vm0/summary.txt (tables: vm0/mpi-*.txt).
+# The side-by-side benchmark (make bench), one boot of two VMs: 4 ranks
+# (2 per VM; "ppn=1" in the argument: 2 ranks, one per VM) of
+#   - perftest on the link itself: ib_write_bw one way and both ways at
+#     once (-b), ib_write_lat;
+#   - Open MPI's collectives (tools/kcoll-mpibench) over each transport
+#     that starts;
+#   - Gloo's (tools/kcoll-gloobench) over TCP and, if it runs, ibverbs;
+#   - kcoll's (kcoll-perf -u), every collective from 8 B to 16 MiB;
+# all as nccl-tests-style tables with CPU time per GB (process and node).
+# tools/bench-table.sh turns the output directory into the ratio table.
+# Not part of `make check` (it takes 10-13 minutes); run it with
+#   tests/vm/vmrun.sh -k KVER -n 2 -o build/vmtest-mpi -t 1800 tests/vm/scenarios/mpi-bench.sh
+# and read build/vmtest-mpi/vm0/summary.txt (tables: vm0/mpi-*.txt,
+# vm0/gloo-*.txt, vm0/kcoll-perf.txt), or tools/bench-table.sh build/vmtest-mpi.
 #
 # Launch: the guests have no ssh. VM 1 serves a tiny remote-exec service
 # (busybox nc -ll -e, one command line per connection, exit status sent
@@ -27,10 +33,11 @@ peer=10.9.0.$((peer_vm + 1))
 bench=$KCOLL_TOP/build/tools/kcoll-mpibench
 rexec_port=2222
 # Words of kcoll_arg: transports, and ppn=N (ranks per VM, default 2).
-ppn=2 transports=""
+ppn=2 transports="" algos=0
 for a in ${KCOLL_ARG:-}; do
 	case $a in
 	ppn=*) ppn=${a#ppn=} ;;
+	algos) algos=1 ;;
 	*) transports="$transports $a" ;;
 	esac
 done
@@ -252,6 +259,21 @@ else
 	echo "bidir=${bidir:-?}" >>"$KCOLL_OUT/ib_write_bw-summary.txt"
 	log "ib_write_bw -b ${bw_size} B: ${bidir:-?} MB/s both directions together"
 fi
+vm_sync perftest-bidir 60
+# The link's latency (8-byte RDMA WRITEs, ping-pong).
+lat_args=(-d rxe0 -x 1 -s 8 -n 1000 -F)
+if [ "$kcoll_vm" = 0 ]; then
+	timeout 180 ib_write_lat "${lat_args[@]}" >"$KCOLL_OUT/ib_write_lat.txt" 2>&1 ||
+		fail "ib_write_lat server failed"
+else
+	for i in $(seq 1 100); do
+		timeout 120 ib_write_lat "${lat_args[@]}" 10.9.0.1 >"$KCOLL_OUT/ib_write_lat.txt" 2>&1 && break
+		sleep 0.5
+	done
+	lat=$(awk '$1 == 8 && NF >= 6 { print $5 }' "$KCOLL_OUT/ib_write_lat.txt" | tail -1)
+	echo "lat=${lat:-?}" >>"$KCOLL_OUT/ib_write_bw-summary.txt"
+	log "ib_write_lat 8 B: ${lat:-?} us typical"
+fi
 vm_sync perftest-done 60
 
 # ------------------------------------------------------------ Open MPI
@@ -259,7 +281,7 @@ if [ "$kcoll_vm" = 0 ]; then
 	# Full tables: 8 B..16 MiB, x4 steps (a subset of nccl-tests' x2 grid),
 	# about 0.5 s of timed iterations per size (at least one), kcoll loaded.
 	for tr in $working; do
-		left=$((450 - (SECONDS - t_start)))
+		left=$((900 - (SECONDS - t_start)))
 		[ $left -gt 60 ] || { fail "no time left for the $tr table"; break; }
 		mpi_run "$tr" "$left" "$tr" -b 8 -e 16M -f 4 -n 20 -w 0 -T 0.5 ||
 			fail "kcoll-mpibench over $tr failed"
@@ -271,23 +293,86 @@ if [ "$kcoll_vm" = 0 ]; then
 fi
 vm_sync mpi-done 700
 
+# ------------------------------------------------------------ Gloo
+# Every VM starts its ranks; they meet in a FileStore in the shared output
+# directory. TCP first, then ibverbs on rxe0 (its old-API algorithms;
+# alltoall needs the new API, which ibverbs lacks).
+GLOO=$KCOLL_TOP/build/tools/kcoll-gloobench
+gloo_run() {	# transport timeout_s args...
+	local tr=$1 tmo=$2 r p rc=0 t0=$SECONDS
+	local pids=()
+	shift 2
+	[ "$kcoll_vm" = 0 ] && mkdir -p "$kcoll_out/gloo-store-$tr"
+	vm_sync "gloo-$tr-start" 300 || return 1
+	for r in $(seq $((ppn * kcoll_vm)) $((ppn * kcoll_vm + ppn - 1))); do
+		KCOLL_RANK=$r KCOLL_NRANKS=$np timeout -k 10 "$tmo" "$GLOO" \
+			-s "$kcoll_out/gloo-store-$tr" -x "$tr" "$@" \
+			>"$KCOLL_OUT/gloo-$tr-rank$r.txt" 2>&1 &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p" || rc=1; done
+	[ "$kcoll_vm" = 0 ] && cp "$KCOLL_OUT/gloo-$tr-rank0.txt" "$KCOLL_OUT/gloo-$tr.txt"
+	log "gloo $tr: exit $rc in $((SECONDS - t0)) s"
+	vm_sync "gloo-$tr-done" $((tmo + 60))
+	return $rc
+}
+gloo_ok=""
+if [ -x "$GLOO" ]; then
+	if gloo_run tcp 600 -b 8 -e 16M -f 4 -n 20 -w 0 -T 0.5; then
+		gloo_ok="tcp"
+	else
+		fail "Gloo over TCP failed (see gloo-tcp-rank*.txt)"
+	fi
+	# Whether Gloo's verbs transport works on rxe is part of the answer.
+	if gloo_run ibverbs 150 -c allreduce,allgather,reduce_scatter,bcast \
+		-b 8 -e 16M -f 4 -n 20 -w 0 -T 0.5; then
+		gloo_ok="$gloo_ok ibverbs"
+	else
+		log "Gloo over ibverbs did not run; its last lines:"
+		tail -5 "$KCOLL_OUT/gloo-ibverbs-rank$((ppn * kcoll_vm)).txt" | sed 's/^/    /'
+	fi
+else
+	fail "no $GLOO (make gloobench)"
+fi
+[ "$kcoll_vm" = 0 ] && echo "$gloo_ok" >"$KCOLL_OUT/gloo-ok.txt"
+
 # ------------------------------------------------------------ kcoll-perf
 # kcoll's own benchmark in the same boot, same ranks (ppn per VM): ranks
 # find each other through coll_comm_init_env()'s KCOLL_ROOT/KCOLL_SECRET
 # mode, rank 0 (vm0) serving the bootstrap root.
 KPERF=$KCOLL_TOP/build/tools/kcoll-perf
+# kperf NAME PORT TIMEOUT ARGS...: this VM's ranks of one kcoll-perf run,
+# each to NAME-rank<r>.txt; rank 0's also to NAME.txt.
+kperf() {
+	local name=$1 port=$2 tmo=$3 r p
+	local kpids=()
+	shift 3
+	for r in $(seq $((ppn * kcoll_vm)) $((ppn * kcoll_vm + ppn - 1))); do
+		KCOLL_ROOT=10.9.0.1:$port KCOLL_RANK=$r timeout -k 10 "$tmo" \
+			"$KPERF" "$@" >"$KCOLL_OUT/$name-rank$r.txt" 2>&1 &
+		kpids+=($!)
+	done
+	for p in "${kpids[@]}"; do
+		wait "$p" || fail "kcoll-perf $name failed (see $name-rank*.txt)"
+	done
+	[ "$kcoll_vm" = 0 ] && cp "$KCOLL_OUT/$name-rank0.txt" "$KCOLL_OUT/$name.txt"
+}
 if [ -x "$KPERF" ]; then
 	export KCOLL_NRANKS=$np KCOLL_ROOT=10.9.0.1:29900
 	export KCOLL_SECRET=6b636f6c6c2d62656e63682d30303031
 	export KCOLL_BOOTSTRAP_TIMEOUT_MS=120000
-	kpids=()
-	for r in $(seq $((ppn * kcoll_vm)) $((ppn * kcoll_vm + ppn - 1))); do
-		KCOLL_RANK=$r timeout -k 10 900 "$KPERF" -M -c all -b 1M -e 16M -f 4 \
-			-n 3 -w 1 >"$KCOLL_OUT/kcoll-perf-rank$r.txt" 2>&1 &
-		kpids+=($!)
+	# Small sizes with more iterations, then the large ones: the sizes
+	# of the MPI and Gloo tables (8 B x 4^k, and 16 MiB), with their CPU
+	# columns (-u).
+	for part in small big; do
+		case $part in
+		small) kargs=(-b 8 -e 512K -f 4 -n 20 -w 2) port=29900 ;;
+		*) kargs=(-b 2M -e 16M -f 4 -n 3 -w 1) port=29901 ;;
+		esac
+		kperf "kcoll-perf-$part" "$port" 900 -M -u -c all "${kargs[@]}"
 	done
-	for p in "${kpids[@]}"; do wait "$p" || fail "kcoll-perf failed (see kcoll-perf-rank*.txt)"; done
-	[ "$kcoll_vm" = 0 ] && cp "$KCOLL_OUT/kcoll-perf-rank0.txt" "$KCOLL_OUT/kcoll-perf.txt"
+	[ "$kcoll_vm" = 0 ] && cat "$KCOLL_OUT/kcoll-perf-small.txt" \
+		"$KCOLL_OUT/kcoll-perf-big.txt" >"$KCOLL_OUT/kcoll-perf.txt"
 	# The engine's reduction against memcpy, measured in this kernel.
 	if [ "$kcoll_vm" = 0 ]; then
 		mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
@@ -297,7 +382,26 @@ if [ -x "$KPERF" ]; then
 else
 	fail "no $KPERF (make tools)"
 fi
-vm_sync kcoll-perf-done 900
+vm_sync kcoll-perf-done 1200
+
+# ------------------------------------------------------------ algorithms
+# "algos": kcoll-perf once per collective and algorithm, forced through
+# sysfs on both VMs (the same sequence on each; an algorithm a collective
+# cannot run is refused by sysfs everywhere alike), for
+# tools/collsim-vs-vm.sh to rank them beside the simulator's ranking.
+if [ $algos = 1 ] && [ -x "$KPERF" ]; then
+	port=29910
+	t0=$SECONDS
+	for c in allreduce allgather reduce_scatter broadcast alltoall; do
+		for a in ring chain pairwise recdoubling binomial rabenseifner rechalving bruck; do
+			echo "$a" >"/sys/class/misc/kcoll/algo/$c" 2>/dev/null || continue
+			port=$((port + 1))
+			kperf "algo-$c-$a" "$port" 600 -M -c "$c" -b 8 -e 8M -f 32 -n 3 -w 1 -C 0
+		done
+		echo auto >"/sys/class/misc/kcoll/algo/$c"
+	done
+	log "forced algorithms: $((port - 29910)) runs in $((SECONDS - t0)) s"
+fi
 
 # ------------------------------------------------------------ summary
 if [ "$kcoll_vm" = 0 ]; then
@@ -331,6 +435,9 @@ if [ "$kcoll_vm" = 0 ]; then
 		done
 	} >"$KCOLL_OUT/summary.txt"
 	cat "$KCOLL_OUT/summary.txt"
+	"$KCOLL_TOP/tools/bench-table.sh" "$kcoll_out" >"$KCOLL_OUT/table.txt" 2>&1 ||
+		fail "bench-table.sh"
+	cat "$KCOLL_OUT/table.txt"
 fi
 
 kill "$rexecd_pid" 2>/dev/null

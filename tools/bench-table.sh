@@ -1,0 +1,144 @@
+#!/bin/bash
+# The side-by-side table of make bench: reads the output directory of
+# tests/vm/scenarios/mpi-bench.sh (one boot) and prints, per collective and
+# size, kcoll's busbw next to the link's (ib_write_bw, one way) and every
+# peer that ran there (Open MPI per transport, Gloo per transport) as
+# ratios kcoll/peer; then the 8-byte latencies, and CPU seconds per GB of
+# bus traffic (sizes >= 1 MiB) of the ranks' processes and of the nodes.
+# Usage: tools/bench-table.sh DIR     (DIR/vm0, DIR/vm1 as vmrun.sh left them)
+set -u
+dir=${1:?usage: $0 DIR}
+v0=$dir/vm0
+[ -f "$v0/kcoll-perf.txt" ] || { echo "bench-table: no $v0/kcoll-perf.txt" >&2; exit 1; }
+sum=$(cat "$dir/vm1/ib_write_bw-summary.txt" 2>/dev/null)
+val() { echo "$sum" | sed -n "s/.*\\b$1=\\([0-9.]*\\).*/\\1/p" | head -1; }
+link=$(val perftest) bidir=$(val bidir) lat=$(val lat)
+
+files=("kcoll=$v0/kcoll-perf.txt")
+for tr in $(cat "$v0/transports-ok.txt" 2>/dev/null); do
+	[ -f "$v0/mpi-$tr.txt" ] && files+=("mpi-$tr=$v0/mpi-$tr.txt")
+done
+for tr in $(cat "$v0/gloo-ok.txt" 2>/dev/null); do
+	[ -f "$v0/gloo-$tr.txt" ] && files+=("gloo-$tr=$v0/gloo-$tr.txt")
+done
+
+ranks=$(sed -n 's/^# kcoll-perf: \([0-9]*\) ranks.*/\1/p' "$v0/kcoll-perf.txt" | head -1)
+echo "# kcoll side by side, one boot: ${ranks:-?} ranks on 2 VMs ($dir)"
+echo "# link (perftest between the VMs): ib_write_bw 64 KiB ${link:-?} MB/s one way," \
+	"${bidir:-?} MB/s both ways together; ib_write_lat 8 B ${lat:-?} us"
+echo "# peers:$(for f in "${files[@]:1}"; do printf ' %s' "${f%%=*}"; done)"
+echo "# ratios are kcoll / peer (busbw: higher is better for kcoll; time: lower)"
+
+for f in "${files[@]}"; do
+	printf '%s\t%s\n' "${f%%=*}" "${f#*=}"
+done | awk -v link="${link:-0}" '
+BEGIN { FS = "\t" }
+{ sysname[++nsys] = $1; path[nsys] = $2 }
+END {
+	for (i = 1; i <= nsys; i++)
+		parse(sysname[i], path[i])
+	for (co in nsz)		# sizes in order (insertion sort)
+		for (j = 2; j <= nsz[co]; j++)
+			for (l = j; l > 1 && sz[co, l - 1] + 0 > sz[co, l] + 0; l--) {
+				t = sz[co, l]; sz[co, l] = sz[co, l - 1]; sz[co, l - 1] = t
+			}
+	ncoll = split("allreduce allgather reduce_scatter broadcast alltoall reduce", colls, " ")
+	hdr = sprintf("%-14s %10s %9s %6s", "collective", "size(B)", "kcoll", "/link")
+	for (i = 2; i <= nsys; i++)
+		hdr = hdr sprintf(" %9s %6s", sysname[i], "k/" i - 1)
+	print "#"
+	print "# busbw (MB/s); k/N = kcoll / peer N in the order above"
+	print hdr
+	for (c = 1; c <= ncoll; c++) {
+		co = colls[c]
+		for (j = 1; j <= nsz[co]; j++) {
+			s = sz[co, j]
+			k = bw["kcoll", co, s]
+			if (k == "")
+				continue	# sizes kcoll ran
+			line = sprintf("%-14s %10d %9.3f %6s", co, s, k,
+				       ratio(k, link))
+			for (i = 2; i <= nsys; i++) {
+				p = bw[sysname[i], co, s]
+				line = line sprintf(" %9s %6s", p == "" ? "-" : sprintf("%.3f", p),
+						    ratio(k, p))
+			}
+			print line
+		}
+	}
+	print "#"
+	print "# latency: time per operation (us) at the smallest size kcoll and a peer both ran"
+	print "# (8 B where the collective allows it); k/N as above, lower is better for kcoll"
+	for (c = 1; c <= ncoll; c++) {
+		co = colls[c]
+		s = ""		# the smallest size kcoll and a peer both ran
+		for (j = 1; j <= nsz[co] && s == ""; j++)
+			for (i = 2; i <= nsys; i++)
+				if (sz[co, j] + 0 > 0 && tm["kcoll", co, sz[co, j]] != "" &&
+				    tm[sysname[i], co, sz[co, j]] != "")
+					s = sz[co, j]
+		if (s == "")
+			continue
+		line = sprintf("%-14s %10d %9.1f", co, s, tm["kcoll", co, s])
+		for (i = 2; i <= nsys; i++) {
+			p = tm[sysname[i], co, s]
+			line = line sprintf("  %s %s (%s)", sysname[i], p == "" ? "-" : p,
+					    ratio(tm["kcoll", co, s], p))
+		}
+		print line
+	}
+	print "#"
+	print "# CPU s per GB of bus traffic, sizes >= 1 MiB: ranks (processes) | nodes (all busy CPUs)"
+	for (c = 1; c <= ncoll; c++) {
+		co = colls[c]
+		if (cr["kcoll", co] == "")
+			continue
+		line = sprintf("%-14s kcoll %s | %s", co, cr["kcoll", co], cn["kcoll", co])
+		for (i = 2; i <= nsys; i++) {
+			if (cr[sysname[i], co] == "")
+				continue
+			line = line sprintf(";  %s %s | %s (k/%d %s | %s)", sysname[i],
+					    cr[sysname[i], co], cn[sysname[i], co], i - 1,
+					    ratio(cr["kcoll", co], cr[sysname[i], co]),
+					    ratio(cn["kcoll", co], cn[sysname[i], co]))
+		}
+		print line
+	}
+}
+function ratio(a, b) {
+	if (a == "" || b == "" || a + 0 <= 0 || b + 0 <= 0)
+		return "-"
+	return sprintf("%.2f", a / b)
+}
+function parse(sys, file,    line, f, n, co, mbs, first) {
+	co = ""
+	while ((getline line < file) > 0) {
+		n = split(line, f, " ")
+		if (f[1] == "#" && n >= 2) {
+			name = f[2]
+			sub(/:$/, "", name)
+			if (name == "bcast")
+				name = "broadcast"
+			if (name ~ /^(allreduce|allgather|reduce_scatter|broadcast|alltoall|reduce|sendrecv)$/) {
+				co = name
+				# "# coll: sizes >= 1 MiB: A CPU s (ranks), B CPU s (nodes) ..."
+				if (line ~ /sizes >= 1 MiB: .* \(ranks\), .* \(nodes\)/) {
+					cr[sys, co] = f[7]
+					cn[sys, co] = f[11]
+				}
+			}
+			continue
+		}
+		if (co == "" || f[1] !~ /^[0-9]+$/ || n < 8)
+			continue
+		# kcoll-perf -M: MB/s; the MPI and Gloo tables: GB/s
+		mbs = sys == "kcoll" ? f[8] + 0 : f[8] * 1000
+		if (!((co, f[1]) in seen)) {
+			seen[co, f[1]] = 1
+			sz[co, ++nsz[co]] = f[1]
+		}
+		bw[sys, co, f[1]] = mbs
+		tm[sys, co, f[1]] = f[6]
+	}
+	close(file)
+}'
