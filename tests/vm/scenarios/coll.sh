@@ -24,6 +24,8 @@
 #   algo=C:A force algorithm A for collective C (sysfs algo/C), e.g.
 #           algo=allreduce:ring; repeatable
 #   demo    only kcoll-perf, small sizes (what make demo shows)
+#   big     only kcoll-perf, allreduce at 16 MiB; big=C: collective C from
+#           2 to 16 MiB
 #   chunk=N sysfs chunk_bytes for this run; mtu=N eth0's MTU
 #   skew    the VMs advertise different cost models (vm0 sysfs
 #           algo/beta_ps 9999, vm1 algo/gamma_ps 50000): every
@@ -75,6 +77,7 @@ for a in "$@"; do
 	mtu=*) ip link set eth0 mtu "${a#mtu=}" || fail "mtu ${a#mtu=}" ;;
 	skew) skew=1 ;;
 	big) perf=1 neg=0 check=0 perf_args=(-M -c allreduce -b 16M -e 16M -n 3 -w 1) ;;
+	big=*) perf=1 neg=0 check=0 perf_args=(-M -c "${a#big=}" -b 2M -e 16M -f 2 -n 3 -w 1) ;;
 	demo) perf=1 neg=0 check=0 perf_args=(-M -c all -b 8 -e 1M -f 32 -n 3 -w 1) ;;
 	*) fail "unknown scenario argument '$a'" ;;
 	esac
@@ -187,7 +190,7 @@ for i in $(seq 1 $dieloop); do
 done
 if [ $perf = 1 ]; then
 	if [ -x "$PERF" ]; then
-		run perf 1200 "$PERF" "${perf_args[@]}"
+		RUN_SNAP_S=${RUN_SNAP_S:-300} run perf 1200 "$PERF" "${perf_args[@]}"
 		[ -f "$KCOLL_OUT/perf-rank0.log" ] && cp "$KCOLL_OUT/perf-rank0.log" "$KCOLL_OUT/perf.txt" &&
 			cat "$KCOLL_OUT/perf.txt"
 	else
