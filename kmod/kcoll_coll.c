@@ -105,16 +105,13 @@ static void kcoll_op_send_abort(struct kcoll_task *op, struct kcoll_conn *conn)
 		kcoll_conn_kill(conn, -EIO);
 }
 
-/*
- * End @op with @err (first error wins). Its peers are told; the op lingers
- * until nothing can land in its memory any more (kcoll_engine_reap).
- */
 static void kcoll_timeout_arm(struct kcoll_comm *comm, unsigned long deadline);
 
 /*
  * How long a failed operation may wait for its posted writes and the
  * peers' writes into its grants: the RC transport's own limit (the first
- * try and 7 retries of the local ACK timeout) and a second. A transfer
+ * try and 7 retries of the local ACK timeout) and a second, at least 10 s
+ * (a loaded host delays ACKs for seconds and loses nothing). A transfer
  * that is neither done nor failed by then never will be (a peer gone
  * without a trace, a provider that stopped retrying; both seen with
  * rxe): kcoll_engine_timeout_work() closes the op's connections, which
@@ -124,9 +121,13 @@ static unsigned long kcoll_drain_jiffies(void)
 {
 	u64 ms = div_u64((4096ULL << kcoll_ack_timeout()) * 8, NSEC_PER_MSEC);
 
-	return msecs_to_jiffies(clamp_t(u64, ms + MSEC_PER_SEC, 2000, 120000));
+	return msecs_to_jiffies(clamp_t(u64, ms + MSEC_PER_SEC, 10000, 120000));
 }
 
+/*
+ * End @op with @err (first error wins). Its peers are told; the op lingers
+ * until nothing can land in its memory any more (kcoll_engine_reap).
+ */
 static void kcoll_op_fail(struct kcoll_task *op, int err)
 {
 	struct kcoll_comm *comm = op->comm;
