@@ -96,7 +96,7 @@ $(BUILD)/tools/kcoll-ringbench: tools/kcoll-ringbench.c $(LIBCOLL_A) libcoll/inc
 	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -o $@ $< $(LIBCOLL_A)
 
 # Collectives through libcoll, nccl-tests style (tests/vm/scenarios/coll.sh).
-$(BUILD)/tools/kcoll-perf: tools/kcoll-perf.c tools/kcoll-check.h tools/bench-cpu.h $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
+$(BUILD)/tools/kcoll-perf: tools/kcoll-perf.c tools/kcoll-check.h tools/bench-util.h $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -o $@ $< $(LIBCOLL_A) $(LIBCOLL_LIBS) -lm
 
@@ -116,7 +116,7 @@ $(BUILD)/tools/kcoll-fuzz: tools/kcoll-fuzz.c tools/kcoll-sqe-ref.h kmod/kcoll_l
 # Open MPI's collectives, nccl-tests style (tests/vm/scenarios/mpi-bench.sh).
 mpibench: $(MPIBENCH)
 
-$(MPIBENCH): tools/kcoll-mpibench.c tools/bench-cpu.h
+$(MPIBENCH): tools/kcoll-mpibench.c tools/bench-util.h
 	@command -v $(MPICC) >/dev/null || { echo "$(MPICC) not found: run 'make deps' (as root)" >&2; exit 1; }
 	@mkdir -p $(dir $@)
 	$(MPICC) -O2 -g -Wall -Wextra -Werror -std=gnu11 -o $@ $<
@@ -124,7 +124,7 @@ $(MPIBENCH): tools/kcoll-mpibench.c tools/bench-cpu.h
 # Gloo's collectives, the same table (tests/vm/scenarios/mpi-bench.sh).
 gloobench: $(GLOOBENCH)
 
-$(GLOOBENCH): tools/kcoll-gloobench.cc tools/bench-cpu.h
+$(GLOOBENCH): tools/kcoll-gloobench.cc tools/bench-util.h
 	@[ -n "$(HAVE_GLOO)" ] || { echo "no Gloo headers: run 'make deps' (as root)" >&2; exit 1; }
 	@mkdir -p $(dir $@)
 	$(CXX) -std=gnu++17 -O2 -g -Wall -Wextra -Werror -o $@ $< -lgloo -libverbs -pthread

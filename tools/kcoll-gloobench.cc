@@ -27,7 +27,7 @@
  *
  * Columns as kcoll-mpibench: size(B) count type redop root time(us)
  * algbw busbw #wrong iters cpu(s/GB) cores node(s/GB); time is the
- * slowest rank's mean; CPU as tools/bench-cpu.h describes.
+ * slowest rank's mean; CPU as tools/bench-util.h describes.
  */
 #include <getopt.h>
 #include <stdint.h>
@@ -53,7 +53,7 @@
 #include <gloo/transport/ibverbs/device.h>
 #include <gloo/transport/tcp/device.h>
 
-#include "bench-cpu.h"
+#include "bench-util.h"
 
 namespace {
 
@@ -86,20 +86,13 @@ double now()
 
 size_t parse_size(const char *s)
 {
-	char *end;
-	double v = strtod(s, &end);
+	size_t v = bench_parse_size(s);
 
-	switch (*end) {
-	case 'G': case 'g': v *= 1024;	/* fall through */
-	case 'M': case 'm': v *= 1024;	/* fall through */
-	case 'K': case 'k': v *= 1024; end++; break;
-	default: break;
-	}
-	if (*end || v < 1) {
+	if (v == (size_t)-1 || v < 1) {
 		fprintf(stderr, "kcoll-gloobench: bad size '%s'\n", s);
 		exit(2);
 	}
-	return (size_t)v;
+	return v;
 }
 
 double bus_factor(int c)

@@ -34,7 +34,7 @@
  *   cores      CPU seconds per wall-clock second (how many CPUs were busy;
  *              MPI libraries busy-poll while they wait),
  * and node(s/GB): every busy CPU of the ranks' nodes (/proc/stat; see
- * tools/bench-cpu.h), per GB of bus traffic, as kcoll-perf -u prints it.
+ * tools/bench-util.h), per GB of bus traffic, as kcoll-perf -u prints it.
  * The last line sums CPU and bus bytes over all sizes >= 1 MiB.
  */
 #include <errno.h>
@@ -48,7 +48,7 @@
 
 #include <mpi.h>
 
-#include "bench-cpu.h"
+#include "bench-util.h"
 
 enum coll { C_ALLREDUCE, C_ALLGATHER, C_REDUCE_SCATTER, C_BCAST, C_ALLTOALL, C_LAST };
 
@@ -79,20 +79,14 @@ static double cpu_seconds(void)
 
 static size_t parse_size(const char *s)
 {
-	char *end;
-	double v = strtod(s, &end);
+	size_t v = bench_parse_size(s);
 
-	switch (*end) {
-	case 'G': case 'g': v *= 1024;	/* fall through */
-	case 'M': case 'm': v *= 1024;	/* fall through */
-	case 'K': case 'k': v *= 1024;	/* fall through */
-	case 0: case 'B': case 'b': break;
-	default:
+	if (v == (size_t)-1) {
 		if (rank == 0)
 			fprintf(stderr, "bad size '%s'\n", s);
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
-	return (size_t)v;
+	return v;
 }
 
 /* Values are small integers, so every sum of them is exact in fp32. */

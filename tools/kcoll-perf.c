@@ -25,7 +25,7 @@
  *   -M      bandwidths in MB/s instead of GB/s (slow, emulated links)
  *   -u      also CPU time per GB of bus traffic of the timed iterations
  *           (out of place): "cpu" of the ranks' processes, "node" of
- *           their nodes' CPUs (tools/bench-cpu.h); and per collective,
+ *           their nodes' CPUs (tools/bench-util.h); and per collective,
  *           the same over the sizes >= 1 MiB
  *
  * Columns as nccl-tests: size in bytes (for allgather, reduce_scatter and
@@ -47,7 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench-cpu.h"
+#include "bench-util.h"
 #include "coll.h"
 #include "kcoll-check.h"
 
@@ -100,23 +100,13 @@ static void die(const char *what, int ret)
 
 static size_t parse_size(const char *s)
 {
-	char *end;
-	double v = strtod(s, &end);
+	size_t v = bench_parse_size(s);
 
-	switch (*end) {
-	case 'G': case 'g': v *= 1024;	/* fall through */
-	case 'M': case 'm': v *= 1024;	/* fall through */
-	case 'K': case 'k': v *= 1024; end++; break;
-	case '\0': break;
-	default:
+	if (v == (size_t)-1) {
 		fprintf(stderr, "kcoll-perf: bad size \"%s\"\n", s);
 		exit(2);
 	}
-	if (*end || v < 0) {
-		fprintf(stderr, "kcoll-perf: bad size \"%s\"\n", s);
-		exit(2);
-	}
-	return (size_t)v;
+	return v;
 }
 
 static coll_dtype parse_dtype(const char *s)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * CPU accounting shared by the benchmarks (kcoll-perf -C, kcoll-mpibench,
- * kcoll-gloobench): what a collective costs in CPU time per GB of bus
- * traffic, counted two ways.
+ * Shared by the benchmarks (kcoll-perf, kcoll-mpibench, kcoll-gloobench):
+ * their size arguments, and CPU accounting: what a collective costs in CPU
+ * time per GB of bus traffic, counted two ways.
  *
  *   ranks  user + system time of the benchmark processes (getrusage). A
  *          library that polls pays here; kcoll's ranks sleep in the
@@ -15,11 +15,12 @@
  *
  * Plain C, for C and C++ callers.
  */
-#ifndef KCOLL_BENCH_CPU_H
-#define KCOLL_BENCH_CPU_H
+#ifndef KCOLL_BENCH_UTIL_H
+#define KCOLL_BENCH_UTIL_H
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -77,4 +78,25 @@ static inline int bench_ranks_here(const uint64_t *all, int n, uint64_t mine)
 	return k ? k : 1;
 }
 
-#endif /* KCOLL_BENCH_CPU_H */
+/*
+ * A size argument: bytes, with an optional K, M or G (binary) or B suffix.
+ * Returns (size_t)-1 for anything else or a negative number.
+ */
+static inline size_t bench_parse_size(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	switch (*end) {
+	case 'G': case 'g': v *= 1024;	/* fall through */
+	case 'M': case 'm': v *= 1024;	/* fall through */
+	case 'K': case 'k': v *= 1024;	/* fall through */
+	case 'B': case 'b': end++; break;
+	default: break;
+	}
+	if (*end || end == s || v < 0 || v >= 18446744073709551615.0)
+		return (size_t)-1;
+	return (size_t)v;
+}
+
+#endif /* KCOLL_BENCH_UTIL_H */
