@@ -185,6 +185,7 @@ struct kcoll_model {
 	u32 alpha_ns;
 	u32 beta_ps;
 	u32 gamma_ps;
+	u32 node_ranks;		/* from the rank table, not exchanged */
 };
 
 /* kcoll_tune.c: algorithm choice (cost model tunables) */

@@ -251,6 +251,33 @@ out_destroy:
 	return err;
 }
 
+/*
+ * Ranks per node if the rank table places them in equal blocks (ranks
+ * 0..k-1 on one node, k..2k-1 on the next, ...), else 1. Every rank has the
+ * same table, so every rank gets the same answer (the cost model's
+ * node_ranks).
+ */
+static u32 kcoll_node_ranks(const struct kcoll_rank_addr *r, u32 n)
+{
+	u32 k = 1, i;
+
+	while (k < n && !memcmp(r[k].addr, r[0].addr, sizeof(r->addr)))
+		k++;
+	if (k == 1 || n % k)
+		return 1;
+	for (i = 0; i < n; i++) {
+		const struct kcoll_rank_addr *head = &r[i - i % k];
+
+		if (memcmp(r[i].addr, head->addr, sizeof(r->addr)))
+			return 1;
+		/* A new block is a new node. */
+		if (i % k == 0 && i &&
+		    !memcmp(head->addr, r[i - k].addr, sizeof(r->addr)))
+			return 1;
+	}
+	return k;
+}
+
 static bool kcoll_comm_connected(struct kcoll_comm *comm, int *err)
 {
 	bool done;
@@ -335,6 +362,7 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 			goto out_put;
 	}
 	kcoll_tune_model(comm->ibdev, &comm->mine);
+	comm->mine.node_ranks = kcoll_node_ranks(comm->ranks, comm->nranks);
 	comm->model = comm->mine;
 	comm->connect_deadline = jiffies + msecs_to_jiffies(p.timeout_ms ?:
 					kcoll_connect_timeout_ms());

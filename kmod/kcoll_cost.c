@@ -30,9 +30,12 @@ static u64 kcoll_ps(u64 bytes, u32 ps)
 }
 
 /* One phase moving @m bytes, reduced at the receiver if @red. */
-static u64 kcoll_phase_ns(const struct kcoll_cost *c, u64 m, bool red)
+/* One phase moving @m bytes, the NIC shared by @share flows. */
+static u64 kcoll_phase_sh_ns(const struct kcoll_cost *c, u64 m, bool red,
+			     u32 share)
 {
-	u64 t = kcoll_sat_add(c->alpha_ns, kcoll_ps(m, c->beta_ps));
+	u64 t = kcoll_sat_add(c->alpha_ns,
+			      kcoll_ps(kcoll_sat_mul(m, share), c->beta_ps));
 	u64 first = m < c->chunk_bytes ? m : c->chunk_bytes;
 
 	if (!red)
@@ -44,9 +47,35 @@ static u64 kcoll_phase_ns(const struct kcoll_cost *c, u64 m, bool red)
 	return t;
 }
 
+static u64 kcoll_phase_ns(const struct kcoll_cost *c, u64 m, bool red)
+{
+	return kcoll_phase_sh_ns(c, m, red, 1);
+}
+
 static u64 kcoll_steps_ns(const struct kcoll_cost *c, u64 k, u64 m, bool red)
 {
 	return kcoll_sat_mul(k, kcoll_phase_ns(c, m, red));
+}
+
+/* log2 of the ranks per node (block placement), 0 if one or unknown. */
+static u32 kcoll_node_log2(const struct kcoll_cost *c)
+{
+	return c->node_ranks > 1 ? kcoll_floor_log2(c->node_ranks) : 0;
+}
+
+/*
+ * @k steps of @m bytes at partner distances 1, 2, 4, ... (recursive
+ * doubling, binomial trees): those at distances of at least the ranks per
+ * node cross nodes with every rank of the node at once.
+ */
+static u64 kcoll_spread_steps_ns(const struct kcoll_cost *c, u32 k, u64 m,
+				 bool red)
+{
+	u32 g = kcoll_node_log2(c), local = g < k ? g : k;
+
+	return kcoll_sat_add(kcoll_sat_mul(k - local,
+				kcoll_phase_sh_ns(c, m, red, 1U << g)),
+			     kcoll_steps_ns(c, local, m, red));
 }
 
 /* A pipelined chain of @hops carrying @m bytes. */
@@ -67,8 +96,11 @@ static u64 kcoll_log_steps_ns(const struct kcoll_cost *c, u32 L, u64 m,
 	u64 t = 0;
 	u32 i;
 
+	/* Step i moves m / 2^i between partners n / 2^i apart. */
 	for (i = 1; i <= L; i++)
-		t = kcoll_sat_add(t, kcoll_phase_ns(c, m >> i, red));
+		t = kcoll_sat_add(t, kcoll_phase_sh_ns(c, m >> i, red,
+				i + kcoll_node_log2(c) <= L ?
+				1U << kcoll_node_log2(c) : 1));
 	return t;
 }
 
@@ -86,8 +118,9 @@ static u64 kcoll_bruck_ns(const struct kcoll_cost *c, u32 n, u64 b)
 		u32 d = 1U << k, tail = n & (2 * d - 1);
 		u64 h = (u64)(n >> (k + 1)) * d + (tail > d ? tail - d : 0);
 
-		t = kcoll_sat_add(t, kcoll_phase_ns(c, kcoll_sat_mul(h, b),
-						    false));
+		t = kcoll_sat_add(t, kcoll_phase_sh_ns(c, kcoll_sat_mul(h, b),
+				false, k >= kcoll_node_log2(c) ?
+				1U << kcoll_node_log2(c) : 1));
 		moved += h;
 	}
 	/* Every phase copies: rotation and placing (2n blocks), packing and
@@ -124,11 +157,13 @@ u64 kcoll_cost_ns(const struct kcoll_cost *c, u32 opcode, u8 algo,
 			return kcoll_sat_add(kcoll_steps_ns(c, n - 1, nb, true),
 					     kcoll_steps_ns(c, n - 1, nb, false));
 		case KCOLL_ALGO_RECDOUBLING:
-			return kcoll_sat_add(fold,
-					     kcoll_steps_ns(c, L, bytes, true));
+			return kcoll_sat_add(fold, kcoll_spread_steps_ns(c, L,
+								bytes, true));
 		case KCOLL_ALGO_BINOMIAL:
-			return kcoll_sat_add(kcoll_steps_ns(c, lc, bytes, true),
-					     kcoll_steps_ns(c, lc, bytes, false));
+			return kcoll_sat_add(kcoll_spread_steps_ns(c, lc, bytes,
+								   true),
+					     kcoll_spread_steps_ns(c, lc, bytes,
+								   false));
 		default:	/* RABENSEIFNER */
 			fold = kcoll_sat_add(fold, kcoll_log_steps_ns(c, L, bytes,
 								      true));
@@ -140,7 +175,8 @@ u64 kcoll_cost_ns(const struct kcoll_cost *c, u32 opcode, u8 algo,
 		if (algo == KCOLL_ALGO_CHAIN)
 			return kcoll_chain_ns(c, n - 1, bytes,
 					      opcode == KCOLL_OP_REDUCE);
-		return kcoll_steps_ns(c, lc, bytes, opcode == KCOLL_OP_REDUCE);
+		return kcoll_spread_steps_ns(c, lc, bytes,
+					     opcode == KCOLL_OP_REDUCE);
 	case KCOLL_OP_ALLGATHER:
 		if (algo == KCOLL_ALGO_RING)
 			return kcoll_steps_ns(c, n - 1, bytes, false);
@@ -160,6 +196,15 @@ u64 kcoll_cost_ns(const struct kcoll_cost *c, u32 opcode, u8 algo,
 	case KCOLL_OP_ALLTOALL:
 		if (algo == KCOLL_ALGO_BRUCK)
 			return kcoll_bruck_ns(c, n, bytes);
+		/* Pairwise: the phases with a partner on another node have
+		 * every rank of the node on its NIC. */
+		if (c->node_ranks > 1 && c->node_ranks < n)
+			return kcoll_sat_add(
+				kcoll_sat_mul(n - c->node_ranks,
+					kcoll_phase_sh_ns(c, bytes, false,
+							  c->node_ranks)),
+				kcoll_steps_ns(c, c->node_ranks - 1, bytes,
+					       false));
 		return kcoll_steps_ns(c, n - 1, bytes, false);
 	case KCOLL_OP_BARRIER:
 		return kcoll_steps_ns(c, lc, 0, false);

@@ -50,6 +50,14 @@ struct kcoll_cost {
 	u32 copy_ns;		/* per copy-only phase */
 	u32 copy_ps;		/* per byte copied */
 	u32 chunk_bytes;	/* the engine's pipelining unit (> 0) */
+	/*
+	 * Ranks per node sharing its NIC, ranks placed in blocks (0 or 1:
+	 * one per node, or unknown). A step whose partners are on other
+	 * nodes puts all of a node's ranks on its NIC at once, each at
+	 * 1/node_ranks of the wire; a ring or chain keeps one flow per
+	 * node and direction.
+	 */
+	u32 node_ranks;
 };
 
 /*

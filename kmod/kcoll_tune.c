@@ -109,6 +109,7 @@ u8 kcoll_tune_choose(u32 opcode, u32 nranks, u64 bytes,
 			c.beta_ps = m->beta_ps;
 		if (m->gamma_ps)
 			c.gamma_ps = m->gamma_ps;
+		c.node_ranks = m->node_ranks;
 		algo = kcoll_sched_choose_cost(&kcoll_tune_cur, &c, opcode,
 					       nranks, bytes);
 	} while (read_seqretry(&kcoll_tune_lock, seq));

@@ -44,7 +44,9 @@
  *
  * Usage: collsim -n 4096 -c allreduce -b 8 -e 256M -f 8 -a auto -t
  *	  fullbisection -A 5000 -B 12.5 -G 25 -C 65536 [-d esize] [-k leaf]
- *	  [-O oversub] [-H hop_ns] [-X copy_ns] [-Y copy_GBps] [-q]
+ *	  [-O oversub] [-H hop_ns] [-X copy_ns] [-Y copy_GBps] [-P ranks] [-q]
+ *   -P  ranks per node for the cost model's automatic choice (-a auto), as
+ *       the module takes it from the rank table (default 1)
  */
 #define _GNU_SOURCE
 
@@ -442,7 +444,7 @@ static void usage(void)
 		"       [-B GBps] [-G reduce_GBps] [-C chunk_bytes] [-d esize] "
 		"[-k leaf]\n"
 		"       [-O oversub] [-H hop_ns] [-X copy_ns] [-Y copy_GBps] "
-		"[-q]\n");
+		"[-P node_ranks] [-q]\n");
 	exit(2);
 }
 
@@ -479,7 +481,7 @@ int main(int argc, char **argv)
 	u64 bmin = 8, bmax = 256ULL << 20, alpha_ns = KCOLL_COST_ALPHA_NS;
 	u64 copy_ns = KCOLL_COST_COPY_NS, hop_ns = 0;
 	const char *algo_arg = "auto", *topo = "fullbisection";
-	u32 op = KCOLL_OP_ALLREDUCE, factor = 2, i, opt;
+	u32 op = KCOLL_OP_ALLREDUCE, factor = 2, i, opt, node_ranks = 1;
 	struct kcoll_tune tune;
 	bool quiet = false;
 	u64 sz;
@@ -489,7 +491,7 @@ int main(int argc, char **argv)
 	S.chunk = KCOLL_COST_CHUNK_BYTES;
 	S.leaf = 32;
 	S.oversub = 1;
-	while ((int)(opt = getopt(argc, argv, "n:c:b:e:f:a:t:A:B:G:C:d:k:O:H:X:Y:q")) != -1) {
+	while ((int)(opt = getopt(argc, argv, "n:c:b:e:f:a:t:A:B:G:C:d:k:O:H:X:Y:P:q")) != -1) {
 		switch (opt) {
 		case 'n': S.n = strtoul(optarg, NULL, 0); break;
 		case 'c':
@@ -505,6 +507,7 @@ int main(int argc, char **argv)
 		case 'a': algo_arg = optarg; break;
 		case 't': topo = optarg; break;
 		case 'A': alpha_ns = strtoull(optarg, NULL, 0); break;
+		case 'P': node_ranks = (u32)strtoul(optarg, NULL, 0); break;
 		case 'B': gbps = atof(optarg); break;
 		case 'G': rgbps = atof(optarg); break;
 		case 'C': S.chunk = parse_size(optarg); break;
@@ -545,6 +548,7 @@ int main(int argc, char **argv)
 	tune.cost.alpha_ns = alpha_ns;
 	tune.cost.beta_ps = (u32)llround(1000 / gbps);
 	tune.cost.gamma_ps = (u32)llround(1000 / rgbps);
+	tune.cost.node_ranks = node_ranks;
 	tune.cost.copy_ns = copy_ns;
 	tune.cost.copy_ps = (u32)llround(1000 / cgbps);
 	tune.cost.chunk_bytes = S.chunk;

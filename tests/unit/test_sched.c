@@ -1960,6 +1960,61 @@ static void test_cost_regimes(void)
 				   KCOLL_ALGO_RING, 8, 8), UINT64_MAX);
 }
 
+/*
+ * Ranks per node: 4 ranks, 2 per node (the VM test bed's layout), 8 MiB.
+ * Measured there (docs/PERFORMANCE.md, "collsim against the VMs"): the ring
+ * beats Rabenseifner, recursive halving and recursive doubling by 1.3-1.6x,
+ * since their cross-node steps put both ranks of a node on its NIC. The
+ * flat model picks the recursive ones; told the layout, it picks the ring.
+ */
+static void test_cost_node_ranks(void)
+{
+	static const struct { u32 op; u8 flat, nodes; } want[] = {
+		{ KCOLL_OP_ALLREDUCE, KCOLL_ALGO_RABENSEIFNER, KCOLL_ALGO_RING },
+		{ KCOLL_OP_REDUCE_SCATTER, KCOLL_ALGO_RECHALVING, KCOLL_ALGO_RING },
+		{ KCOLL_OP_ALLGATHER, KCOLL_ALGO_RECDOUBLING, KCOLL_ALGO_RING },
+	};
+	u64 big = 8ULL << 20;
+	struct kcoll_tune t;
+	u32 i, n;
+
+	kcoll_tune_init(&t);
+	/* The VM's estimates: rxe's claimed 2 Gb/s, TCG's reduction. */
+	t.cost.beta_ps = 4000;
+	t.cost.gamma_ps = 1250;
+	for (i = 0; i < ARRAY_SIZE(want); i++) {
+		t.cost.node_ranks = 1;
+		UNIT_EQ_UINT(kcoll_sched_choose(&t, want[i].op, 4, big),
+			     want[i].flat);
+		t.cost.node_ranks = 2;
+		UNIT_EQ_UINT(kcoll_sched_choose(&t, want[i].op, 4, big),
+			     want[i].nodes);
+		/* All ranks on one node: nothing crosses, flat again. */
+		t.cost.node_ranks = 4;
+		UNIT_EQ_UINT(kcoll_sched_choose(&t, want[i].op, 4, big),
+			     want[i].flat);
+	}
+	/* The layout only adds cost, never removes it, for every algorithm. */
+	for (n = 2; n <= 64; n++) {
+		u8 a;
+
+		for (i = 0; i < ARRAY_SIZE(want); i++)
+			for (a = KCOLL_ALGO_DEFAULT + 1; a < KCOLL_ALGO_NR; a++) {
+				u64 flat, nodes;
+
+				t.cost.node_ranks = 1;
+				flat = kcoll_cost_ns(&t.cost, want[i].op, a, n, big);
+				t.cost.node_ranks = 2;
+				nodes = kcoll_cost_ns(&t.cost, want[i].op, a, n, big);
+				UNIT_CHECK(nodes >= flat);
+			}
+	}
+	/* Small messages stay latency-bound: recursive doubling. */
+	t.cost.node_ranks = 2;
+	UNIT_EQ_UINT(kcoll_sched_choose(&t, KCOLL_OP_ALLREDUCE, 64, 8),
+		     KCOLL_ALGO_RECDOUBLING);
+}
+
 int main(int argc, char **argv)
 {
 	unit_init(argc, argv);
@@ -1982,6 +2037,7 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_algo_args);
 	UNIT_RUN(test_cost_choice);
 	UNIT_RUN(test_cost_regimes);
+	UNIT_RUN(test_cost_node_ranks);
 	UNIT_RUN(test_sequence);
 	UNIT_RUN(test_random);
 	arena_free();
