@@ -29,8 +29,8 @@ static u64 kcoll_ps(u64 bytes, u32 ps)
 	return t == KCOLL_COST_INF ? t : kcoll_div64(t, 1000);
 }
 
-/* One phase moving @m bytes, reduced at the receiver if @red. */
-/* One phase moving @m bytes, the NIC shared by @share flows. */
+/* One phase moving @m bytes, reduced at the receiver if @red, each NIC
+ * carrying @share such flows at once. */
 static u64 kcoll_phase_sh_ns(const struct kcoll_cost *c, u64 m, bool red,
 			     u32 share)
 {
@@ -61,6 +61,13 @@ static u64 kcoll_steps_ns(const struct kcoll_cost *c, u64 k, u64 m, bool red)
 static u32 kcoll_node_log2(const struct kcoll_cost *c)
 {
 	return c->node_ranks > 1 ? kcoll_floor_log2(c->node_ranks) : 0;
+}
+
+/* Flows on a NIC in a step whose partners are 2^@d ranks apart: all of
+ * the node's ranks once that crosses nodes, else one. */
+static u32 kcoll_step_share(const struct kcoll_cost *c, u32 d)
+{
+	return d >= kcoll_node_log2(c) ? 1U << kcoll_node_log2(c) : 1;
 }
 
 /*
@@ -99,8 +106,7 @@ static u64 kcoll_log_steps_ns(const struct kcoll_cost *c, u32 L, u64 m,
 	/* Step i moves m / 2^i between partners n / 2^i apart. */
 	for (i = 1; i <= L; i++)
 		t = kcoll_sat_add(t, kcoll_phase_sh_ns(c, m >> i, red,
-				i + kcoll_node_log2(c) <= L ?
-				1U << kcoll_node_log2(c) : 1));
+						       kcoll_step_share(c, L - i)));
 	return t;
 }
 
@@ -119,8 +125,8 @@ static u64 kcoll_bruck_ns(const struct kcoll_cost *c, u32 n, u64 b)
 		u64 h = (u64)(n >> (k + 1)) * d + (tail > d ? tail - d : 0);
 
 		t = kcoll_sat_add(t, kcoll_phase_sh_ns(c, kcoll_sat_mul(h, b),
-				false, k >= kcoll_node_log2(c) ?
-				1U << kcoll_node_log2(c) : 1));
+						       false,
+						       kcoll_step_share(c, k)));
 		moved += h;
 	}
 	/* Every phase copies: rotation and placing (2n blocks), packing and

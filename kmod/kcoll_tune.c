@@ -85,6 +85,7 @@ void kcoll_tune_model(struct ib_device *ibdev, struct kcoll_model *m)
 		m->beta_ps = KCOLL_COST_BETA_PS;
 	if (!m->gamma_ps)
 		m->gamma_ps = kcoll_reduce_gamma_ps() ?: KCOLL_COST_GAMMA_PS;
+	m->node_ranks = 0;	/* the communicator's rank table decides */
 }
 
 /*
