@@ -601,27 +601,7 @@ static struct kcoll_task *kcoll_p2p_find(struct list_head *list, u32 seq)
 	return NULL;
 }
 
-static void kcoll_engine_msg_one(struct kcoll_conn *conn,
-				 const struct kcoll_wire_msg *m);
-
-/*
- * A message from @conn's peer. An ABORT with -ECANCELED comes only from a
- * communicator being shut down (destroyed, aborted, its process gone):
- * the peer is leaving, so the connection is closed now. Its disconnect
- * may never arrive (rdma_cm sends the DREQ once when the id is destroyed
- * at once) and our writes to a QP that is gone would wait for the RC
- * retries, which rxe has been seen never to end. Must hold comm->lock.
- */
 void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
-{
-	kcoll_engine_msg_one(conn, m);
-	if (m->type == KCOLL_MSG_ABORT &&
-	    le32_to_cpu(m->status) == ECANCELED)
-		kcoll_conn_kill(conn, -ECONNRESET);
-}
-
-static void kcoll_engine_msg_one(struct kcoll_conn *conn,
-				 const struct kcoll_wire_msg *m)
 {
 	struct kcoll_comm *comm = conn->comm;
 	u32 seq = le32_to_cpu(m->seq);
@@ -638,8 +618,18 @@ static void kcoll_engine_msg_one(struct kcoll_conn *conn,
 	case KCOLL_MSG_NOP:
 		return;
 	case KCOLL_MSG_BYE:
+		/*
+		 * The peer is leaving: close the connection now. Its
+		 * disconnect may never come (rdma_cm sends the DREQ of an
+		 * id destroyed while connected once), and our writes to a QP
+		 * that is gone would wait for RC retries, which rxe was seen
+		 * never to end. What it sent before the BYE has been
+		 * processed (one QP, in order); collectives it completed
+		 * complete here too (kcoll_peer_finished()).
+		 */
 		conn->bye = true;
 		conn->bye_done = seq;
+		kcoll_conn_kill(conn, -ECONNRESET);
 		return;
 	case KCOLL_MSG_GRANT:
 		if (le32_to_cpu(m->serial) != conn->k[m->kind].serial_in)

@@ -124,7 +124,6 @@ static bool kcoll_comm_cm_idle(struct kcoll_comm *comm)
  */
 static void kcoll_comm_shutdown(struct kcoll_comm *comm, int err)
 {
-	bool bye;
 	u32 i;
 
 	mutex_lock(&comm->lock);
@@ -135,14 +134,14 @@ static void kcoll_comm_shutdown(struct kcoll_comm *comm, int err)
 		wait_event(comm->wait, kcoll_comm_is_shut(comm));
 		return;
 	}
-	bye = !comm->error;
 	/*
-	 * A healthy comm says BYE: peers still finishing a collective with
-	 * us then know we have it (see kcoll_conn_send_bye()). It goes
-	 * before the ABORTs of what is in flight, which make the peers close
-	 * the connection at once (kcoll_engine_msg()).
+	 * Every peer still connected gets a BYE, healthy comm or not: it
+	 * closes its connection at once instead of waiting for a disconnect
+	 * that may not come, and a peer still finishing a collective with us
+	 * knows we have it (kcoll_conn_send_bye()). It goes before the
+	 * ABORTs of what is in flight, so those are never needed.
 	 */
-	for (i = 0; bye && i < comm->nranks; i++)
+	for (i = 0; i < comm->nranks; i++)
 		if (comm->conns[i])
 			kcoll_conn_send_bye(comm->conns[i]);
 	if (!comm->error)
@@ -151,9 +150,8 @@ static void kcoll_comm_shutdown(struct kcoll_comm *comm, int err)
 	/* Handlers check this first and then do nothing. */
 	comm->shutting_down = true;
 	mutex_unlock(&comm->lock);
-	if (bye)
-		wait_event_timeout(comm->wait, kcoll_comm_sends_done(comm),
-				   msecs_to_jiffies(KCOLL_BYE_WAIT_MS));
+	wait_event_timeout(comm->wait, kcoll_comm_sends_done(comm),
+			   msecs_to_jiffies(KCOLL_BYE_WAIT_MS));
 	wait_event(comm->wait, kcoll_comm_cm_idle(comm));
 
 	for (i = 0; i < comm->nranks; i++)
