@@ -142,6 +142,8 @@ u32 kcoll_max_cq_entries(void);
 u32 kcoll_chunk_bytes(void);		/* new grants use it */
 u32 kcoll_connect_timeout_ms(void);	/* COMM_CREATE default */
 u32 kcoll_ack_timeout(void);		/* new connections */
+#define KCOLL_QPS_PER_PEER_MAX	4
+u32 kcoll_qps_per_peer(void);		/* new communicators */
 bool kcoll_prio_sched(void);		/* priorities (else FIFO) */
 u32 kcoll_prio_aging_ms(void);
 u32 kcoll_op_timeout_ms(void);		/* SQE timeout_ms 0 means this */

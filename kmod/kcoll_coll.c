@@ -125,13 +125,41 @@ static unsigned long kcoll_drain_jiffies(void)
 }
 
 /*
+ * Tell @op's peers it failed. Over several QPs an ABORT (lane 0) could
+ * overtake our WRITEs on the other lanes, and the peer, having forgotten
+ * the grants they fill, would take them for stray data: to such peers the
+ * ABORT goes once our writes have completed (@deferred: that moment).
+ */
+static void kcoll_op_abort_peers(struct kcoll_task *op, bool deferred)
+{
+	struct kcoll_comm *comm = op->comm;
+	u32 i, first = 0, end = comm->nranks;
+
+	if (op->kind == KCOLL_KIND_P2P) {
+		first = op->args.root;
+		end = first + 1;
+	}
+	for (i = first; i < end; i++) {
+		struct kcoll_conn *conn = kcoll_conn_of(comm, i);
+		bool lanes = conn && conn->nlanes > 1;
+
+		if (deferred && !lanes)
+			continue;
+		if (!deferred && lanes && op->writes_inflight) {
+			op->abort_deferred = true;
+			continue;
+		}
+		kcoll_op_send_abort(op, conn);
+	}
+}
+
+/*
  * End @op with @err (first error wins). Its peers are told; the op lingers
  * until nothing can land in its memory any more (kcoll_engine_reap).
  */
 static void kcoll_op_fail(struct kcoll_task *op, int err)
 {
 	struct kcoll_comm *comm = op->comm;
-	u32 i;
 
 	lockdep_assert_held(&comm->lock);
 	if (op->error || op->finished)
@@ -141,12 +169,7 @@ static void kcoll_op_fail(struct kcoll_task *op, int err)
 		return;		/* nothing sent or granted yet */
 	op->drain_by = (jiffies + kcoll_drain_jiffies()) ?: 1;
 	kcoll_timeout_arm(comm, op->drain_by);
-	if (op->kind == KCOLL_KIND_P2P) {
-		kcoll_op_send_abort(op, kcoll_conn_of(comm, op->args.root));
-		return;
-	}
-	for (i = 0; i < comm->nranks; i++)
-		kcoll_op_send_abort(op, comm->conns[i]);
+	kcoll_op_abort_peers(op, false);
 }
 
 /* The same, @peer's doing (its ABORT, its differing signature). */
@@ -163,9 +186,9 @@ static void kcoll_op_fail_from(struct kcoll_task *op, int err, u32 peer)
 
 static int kcoll_slot_get(struct kcoll_conn *conn)
 {
-	int slot = find_first_zero_bit(&conn->slot_busy, KCOLL_STAGE_SLOTS);
+	int slot = find_first_zero_bit(&conn->slot_busy, conn->window);
 
-	if (slot >= KCOLL_STAGE_SLOTS)
+	if (slot >= conn->window)
 		return -1;
 	__set_bit(slot, &conn->slot_busy);
 	return slot;
@@ -188,7 +211,7 @@ static void kcoll_op_grant(struct kcoll_task *op)
 		size_t len;
 		int slot = -1;
 
-		if (conn->k[op->kind].nr_out >= KCOLL_GRANT_WINDOW)
+		if (conn->k[op->kind].nr_out >= conn->window)
 			return;
 		if (rv->reduce && left) {
 			slot = kcoll_slot_get(conn);
@@ -260,39 +283,58 @@ static void kcoll_op_landed(struct kcoll_task *op, struct kcoll_conn *conn,
 		kernel_fpu_begin();
 		op->reduce(dst, in, g->len / op->esize);
 		kernel_fpu_end();
-		__clear_bit(g->slot, &conn->slot_busy);
 	}
-	op->recv_done += g->len;
-	op->recv_landed_any = true;
 }
 
-/* RDMA WRITE WITH IMM from @conn's peer completed here. */
+/*
+ * RDMA WRITE WITH IMM from @conn's peer completed here. With one QP per
+ * peer the data comes in grant order; with several it may not, so the
+ * grant is found by its serial, and grants retire (op->recv_done grows)
+ * only in order: a forwarding send relies on recv_done covering a
+ * contiguous prefix of the receive.
+ */
 void kcoll_engine_data(struct kcoll_conn *conn, u32 imm, u32 byte_len)
 {
 	u32 kind = imm >> KCOLL_IMM_KIND_SHIFT;
-	struct kcoll_grant *g;
+	struct kcoll_grant *g, *tmp;
 	struct kcoll_task *op;
+	bool found = false;
 
 	lockdep_assert_held(&conn->comm->lock);
-	g = list_first_entry_or_null(&conn->k[kind].out, struct kcoll_grant,
-				     node);
-	if (!g || (g->serial & KCOLL_IMM_SERIAL_MASK) !=
-		  (imm & KCOLL_IMM_SERIAL_MASK) || byte_len != g->len) {
+	list_for_each_entry(g, &conn->k[kind].out, node) {
+		if ((g->serial & KCOLL_IMM_SERIAL_MASK) ==
+		    (imm & KCOLL_IMM_SERIAL_MASK)) {
+			found = !g->landed && byte_len == g->len;
+			break;
+		}
+	}
+	if (!found) {
 		pr_warn_ratelimited("comm %llx rank %u: unexpected data from rank %u (imm %#x, %u bytes)\n",
 				    conn->comm->uid, conn->comm->rank,
 				    conn->peer, imm, byte_len);
 		kcoll_conn_kill(conn, -EPROTO);
 		return;
 	}
-	list_del(&g->node);
-	conn->k[kind].nr_out--;
-	op = g->op;
-	op->grants_out--;
-	if (!op->error)
-		kcoll_op_landed(op, conn, g);
-	else if (g->slot >= 0)
+	g->landed = true;
+	if (!g->op->error)
+		kcoll_op_landed(g->op, conn, g);
+	if (g->slot >= 0) {
 		__clear_bit(g->slot, &conn->slot_busy);
-	kfree(g);
+		g->slot = -1;
+	}
+	list_for_each_entry_safe(g, tmp, &conn->k[kind].out, node) {
+		if (!g->landed)
+			break;
+		list_del(&g->node);
+		conn->k[kind].nr_out--;
+		op = g->op;
+		op->grants_out--;
+		if (!op->error) {
+			op->recv_done += g->len;
+			op->recv_landed_any = true;
+		}
+		kfree(g);
+	}
 }
 
 /* ------------------------------------------------------------------ */
@@ -318,6 +360,7 @@ void kcoll_write_done(struct ib_cq *cq, struct ib_wc *wc)
 
 	mutex_lock(&comm->lock);
 	conn->sq_posted--;
+	conn->lane[g->lane].sq_posted--;
 	op->writes_inflight--;
 	if (wc->status == IB_WC_SUCCESS ||
 	    (wc->status == IB_WC_WR_FLUSH_ERR && kcoll_peer_finished(conn, op))) {
@@ -335,6 +378,10 @@ void kcoll_write_done(struct ib_cq *cq, struct ib_wc *wc)
 		kcoll_op_fail(op, -EIO);
 	}
 	kfree(g);
+	if (op->abort_deferred && !op->writes_inflight) {
+		op->abort_deferred = false;
+		kcoll_op_abort_peers(op, true);
+	}
 	kcoll_engine_reap(comm);
 	mutex_unlock(&comm->lock);
 }
@@ -468,7 +515,8 @@ static void kcoll_op_send(struct kcoll_task *op)
 		g->cqe.done = kcoll_write_done;
 		g->conn = conn;
 		g->op = op;
-		err = kcoll_conn_write(conn, sge, nsge, g->addr, g->rkey,
+		g->lane = g->serial % conn->nlanes;
+		err = kcoll_conn_write(conn, g->lane, sge, nsge, g->addr, g->rkey,
 				       kcoll_imm_make(op->kind, g->serial),
 				       &g->cqe);
 		if (err == -ENOBUFS)

@@ -360,6 +360,7 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 			goto out_put;
 	}
 	kcoll_tune_model(comm->ibdev, &comm->mine);
+	comm->lanes = kcoll_qps_per_peer();
 	comm->mine.node_ranks = kcoll_node_ranks(comm->ranks, comm->nranks);
 	comm->model = comm->mine;
 	comm->connect_deadline = jiffies + msecs_to_jiffies(p.timeout_ms ?:
@@ -797,8 +798,9 @@ static int kcoll_comms_show(struct seq_file *m, void *unused)
 
 			if (!c)
 				continue;
-			seq_printf(m, "  conn %u state %d sq %u slots %lx", i,
-				   c->state, c->sq_posted, c->slot_busy);
+			seq_printf(m, "  conn %u state %d qps %u sq %u slots %lx",
+				   i, c->state, c->nlanes, c->sq_posted,
+				   c->slot_busy);
 			for (k = 0; k < KCOLL_KIND_NR; k++) {
 				seq_printf(m, " k%d out %u (ser %u/%u) in:", k,
 					   c->k[k].nr_out, c->k[k].serial_out,

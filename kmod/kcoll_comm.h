@@ -44,10 +44,12 @@
 #include "kcoll_sched.h"
 #include "kcoll_wire.h"
 
-#define KCOLL_RQ_DEPTH		256	/* receives posted per connection */
-#define KCOLL_SQ_DEPTH		256	/* send WRs per connection */
-#define KCOLL_GRANT_WINDOW	8	/* grants outstanding per conn & kind */
-#define KCOLL_STAGE_SLOTS	KCOLL_GRANT_WINDOW	/* reduce landing slots */
+#define KCOLL_RQ_DEPTH		256	/* receives posted per QP */
+#define KCOLL_SQ_DEPTH		256	/* send WRs per QP */
+#define KCOLL_GRANT_WINDOW	8	/* grants outstanding per QP & kind */
+#define KCOLL_MAX_LANES		KCOLL_QPS_PER_PEER_MAX	/* RC QPs per peer */
+/* Reduce landing slots per connection: the largest window (a bitmap). */
+#define KCOLL_STAGE_SLOTS	(KCOLL_GRANT_WINDOW * KCOLL_MAX_LANES)
 #define KCOLL_REG_BATCH		32	/* REG_MR WRs per registration batch */
 
 /* ------------------------------------------------------------------ */
@@ -127,7 +129,7 @@ enum kcoll_conn_state {
 
 struct kcoll_rx {
 	struct ib_cqe cqe;
-	struct kcoll_conn *conn;
+	struct kcoll_lane *lane;
 	struct kcoll_wire_msg *msg;
 	u64 dma;
 };
@@ -147,10 +149,30 @@ struct kcoll_grant {
 				 * (received, once used) */
 	size_t dst_off;		/* issued: byte offset in the op's recv region */
 	int slot;		/* issued: staging slot, or -1 (direct) */
+	bool landed;		/* issued: its data is here (lanes land out
+				 * of order; grants retire in order) */
+	u8 lane;		/* received: the QP its WRITE went on */
 	/* Received P2P grants that arrived before our SEND was issued: the
 	 * receive's signature, checked when the send first uses them. */
 	bool sig_unchecked;
 	struct kcoll_wire_msg sig;
+};
+
+/*
+ * One RC QP of a connection. Lane 0 carries every control message and its
+ * share of the data; lanes 1.. carry data only (docs/DESIGN.md, "Several
+ * QPs per peer"). All lanes of a connection share its CQ.
+ */
+struct kcoll_lane {
+	struct kcoll_conn *conn;
+	u8 idx;
+	bool established;
+	struct rdma_cm_id *cm_id;	/* NULL once destroyed */
+	struct ib_qp *qp;
+	struct kcoll_rx *rx;		/* KCOLL_RQ_DEPTH */
+	struct kcoll_wire_msg *rx_msgs;
+	struct ib_cqe tx_cqe;		/* control SENDs */
+	u32 sq_posted;			/* send WRs not yet completed */
 };
 
 struct kcoll_conn {
@@ -159,21 +181,18 @@ struct kcoll_conn {
 	bool active;			/* we connect; the peer listens */
 	enum kcoll_conn_state state;
 	int error;			/* why it died */
-	struct rdma_cm_id *cm_id;	/* NULL once destroyed */
-	struct ib_qp *qp;
-	struct ib_cq *cq;
+	struct ib_cq *cq;		/* every lane's */
 	struct delayed_work retry;	/* active side: reconnect later */
 	unsigned int attempts;
-
-	struct kcoll_rx *rx;		/* KCOLL_RQ_DEPTH */
-	struct kcoll_wire_msg *rx_msgs;
-	struct ib_cqe tx_cqe;		/* control SENDs */
-	struct ib_cqe wr_cqe;		/* data WRITEs */
-	u32 sq_posted;			/* send WRs not yet completed */
+	u8 nlanes;			/* QPs: the active side's choice */
+	u8 lanes_up;			/* established during setup */
+	struct kcoll_lane lane[KCOLL_MAX_LANES];
+	u32 sq_posted;			/* every lane's, summed */
+	u32 window;			/* grants out per kind */
 
 	struct kcoll_buf stage;		/* reduce landing slots */
 	size_t slot_bytes;
-	unsigned long slot_busy;	/* bitmap of KCOLL_STAGE_SLOTS */
+	unsigned long slot_busy;	/* bitmap of conn->window slots */
 
 	struct {
 		u32 serial_out;		/* next grant serial we issue */
@@ -236,6 +255,7 @@ struct kcoll_task {
 	bool send_posted_any, send_done_any;	/* empty transfers count */
 	bool recv_granted_any, recv_landed_any;
 	u32 writes_inflight;
+	bool abort_deferred;		/* ABORTs wait for writes_inflight */
 	u32 grants_out;			/* issued by this op, data not in */
 
 	u32 sigs_ok;			/* peers whose signature matched */
@@ -306,6 +326,7 @@ struct kcoll_comm {
 	struct kcoll_model model;
 	struct kcoll_model mine;	/* what this rank advertises; fixed */
 	struct kcoll_prio *prio;	/* the device's, NULL without one */
+	u8 lanes;			/* QPs per peer we connect with */
 	struct delayed_work kick;	/* re-run the engine (held ops) */
 	struct delayed_work timeout_work; /* fails ops past their deadline */
 	unsigned long timeout_at;	/* jiffies it is queued for */
@@ -354,8 +375,9 @@ void kcoll_conn_send_bye(struct kcoll_conn *conn);
 void kcoll_conn_free(struct kcoll_conn *conn);
 void kcoll_conn_kill(struct kcoll_conn *conn, int err);
 int kcoll_conn_send_msg(struct kcoll_conn *conn, struct kcoll_wire_msg *m);
-int kcoll_conn_write(struct kcoll_conn *conn, struct ib_sge *sge, int nsge,
-		     u64 raddr, u32 rkey, u32 imm, struct ib_cqe *cqe);
+int kcoll_conn_write(struct kcoll_conn *conn, unsigned int lane,
+		     struct ib_sge *sge, int nsge, u64 raddr, u32 rkey, u32 imm,
+		     struct ib_cqe *cqe);
 
 /* kcoll_coll.c: the engine; must hold comm->lock */
 void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * kcoll connections: one RC QP per (communicator, peer rank), set up with
- * kernel rdma_cm. The module listens on kcoll_listen_port on every RDMA
+ * kernel rdma_cm (several with sysfs qps_per_peer: docs/DESIGN.md, "Several
+ * QPs per peer"). The module listens on kcoll_listen_port on every RDMA
  * device; within a communicator the higher rank connects to the lower one,
  * presenting a hello (struct kcoll_wire_hello) in the REQ private data. The
  * passive side finds the communicator by (uid, rank), checks magic, version,
@@ -30,32 +31,32 @@
 
 static struct rdma_cm_id *kcoll_listen_id;
 
-static void kcoll_conn_free_rx(struct kcoll_conn *conn)
+static void kcoll_lane_free_rx(struct kcoll_lane *lane)
 {
-	struct ib_device *dev = conn->cq ? conn->cq->device : NULL;
+	struct ib_cq *cq = lane->conn->cq;
 	unsigned int i;
 
-	if (!conn->rx)
+	if (!lane->rx)
 		return;
 	for (i = 0; i < KCOLL_RQ_DEPTH; i++)
-		if (dev && conn->rx[i].dma)
-			ib_dma_unmap_single(dev, conn->rx[i].dma,
+		if (cq && lane->rx[i].dma)
+			ib_dma_unmap_single(cq->device, lane->rx[i].dma,
 					    sizeof(struct kcoll_wire_msg),
 					    DMA_FROM_DEVICE);
-	kfree(conn->rx);
-	kfree(conn->rx_msgs);
-	conn->rx = NULL;
-	conn->rx_msgs = NULL;
+	kfree(lane->rx);
+	kfree(lane->rx_msgs);
+	lane->rx = NULL;
+	lane->rx_msgs = NULL;
 }
 
 static void kcoll_rx_done(struct ib_cq *cq, struct ib_wc *wc);
 
-static int kcoll_conn_post_rx(struct kcoll_conn *conn, struct kcoll_rx *rx)
+static int kcoll_lane_post_rx(struct kcoll_lane *lane, struct kcoll_rx *rx)
 {
 	struct ib_sge sge = {
 		.addr = rx->dma,
 		.length = sizeof(struct kcoll_wire_msg),
-		.lkey = conn->comm->pd->local_dma_lkey,
+		.lkey = lane->conn->comm->pd->local_dma_lkey,
 	};
 	struct ib_recv_wr wr = {
 		.wr_cqe = &rx->cqe,
@@ -63,17 +64,43 @@ static int kcoll_conn_post_rx(struct kcoll_conn *conn, struct kcoll_rx *rx)
 		.num_sge = 1,
 	};
 
-	ib_dma_sync_single_for_device(conn->qp->device, rx->dma,
+	ib_dma_sync_single_for_device(lane->qp->device, rx->dma,
 				      sizeof(*rx->msg), DMA_FROM_DEVICE);
-	return ib_post_recv(conn->qp, &wr, NULL);
+	return ib_post_recv(lane->qp, &wr, NULL);
 }
 
 static void kcoll_tx_done(struct ib_cq *cq, struct ib_wc *wc);
 
-/* CQ, QP, receive ring and staging for @id; the comm's device and PD. */
-static int kcoll_conn_create_qp(struct kcoll_conn *conn,
+/* @n QPs (lanes) to the peer; the grant window grows with them. */
+static void kcoll_conn_set_lanes(struct kcoll_conn *conn, unsigned int n)
+{
+	BUILD_BUG_ON(KCOLL_STAGE_SLOTS > BITS_PER_LONG);
+	conn->nlanes = clamp(n, 1U, (unsigned int)KCOLL_MAX_LANES);
+	conn->window = KCOLL_GRANT_WINDOW * conn->nlanes;
+}
+
+/* Free the connection's CQ once no lane has a QP on it. */
+static void kcoll_conn_free_cq(struct kcoll_conn *conn)
+{
+	unsigned int i;
+
+	for (i = 0; i < KCOLL_MAX_LANES; i++)
+		if (conn->lane[i].qp)
+			return;
+	if (conn->cq) {
+		ib_free_cq(conn->cq);
+		conn->cq = NULL;
+	}
+}
+
+/*
+ * QP and receive ring of @lane for @id, on the comm's device and PD; the
+ * connection's CQ (sized for all its lanes) comes with the first one.
+ */
+static int kcoll_lane_create_qp(struct kcoll_lane *lane,
 				struct rdma_cm_id *id)
 {
+	struct kcoll_conn *conn = lane->conn;
 	struct kcoll_comm *comm = conn->comm;
 	struct ib_qp_init_attr attr = {};
 	unsigned int i;
@@ -86,16 +113,18 @@ static int kcoll_conn_create_qp(struct kcoll_conn *conn,
 				    dev_name(&comm->ibdev->dev));
 		return -EXDEV;
 	}
-	conn->cq = ib_alloc_cq(id->device, conn,
-			       KCOLL_SQ_DEPTH + KCOLL_RQ_DEPTH + 1, 0,
-			       IB_POLL_WORKQUEUE);
-	if (IS_ERR(conn->cq)) {
-		err = PTR_ERR(conn->cq);
-		conn->cq = NULL;
-		return err;
+	if (!conn->cq) {
+		conn->cq = ib_alloc_cq(id->device, conn, conn->nlanes *
+				       (KCOLL_SQ_DEPTH + KCOLL_RQ_DEPTH) + 1,
+				       0, IB_POLL_WORKQUEUE);
+		if (IS_ERR(conn->cq)) {
+			err = PTR_ERR(conn->cq);
+			conn->cq = NULL;
+			return err;
+		}
 	}
 	attr.event_handler = NULL;
-	attr.qp_context = conn;
+	attr.qp_context = lane;
 	attr.send_cq = conn->cq;
 	attr.recv_cq = conn->cq;
 	attr.cap.max_send_wr = KCOLL_SQ_DEPTH;
@@ -108,20 +137,20 @@ static int kcoll_conn_create_qp(struct kcoll_conn *conn,
 	err = rdma_create_qp(id, comm->pd, &attr);
 	if (err)
 		goto out_free_cq;
-	conn->qp = id->qp;
+	lane->qp = id->qp;
 
-	conn->rx = kcalloc(KCOLL_RQ_DEPTH, sizeof(*conn->rx), GFP_KERNEL);
-	conn->rx_msgs = kcalloc(KCOLL_RQ_DEPTH, sizeof(*conn->rx_msgs),
+	lane->rx = kcalloc(KCOLL_RQ_DEPTH, sizeof(*lane->rx), GFP_KERNEL);
+	lane->rx_msgs = kcalloc(KCOLL_RQ_DEPTH, sizeof(*lane->rx_msgs),
 				GFP_KERNEL);
-	if (!conn->rx || !conn->rx_msgs) {
+	if (!lane->rx || !lane->rx_msgs) {
 		err = -ENOMEM;
 		goto out_free_rx;
 	}
 	for (i = 0; i < KCOLL_RQ_DEPTH; i++) {
-		struct kcoll_rx *rx = &conn->rx[i];
+		struct kcoll_rx *rx = &lane->rx[i];
 
-		rx->conn = conn;
-		rx->msg = &conn->rx_msgs[i];
+		rx->lane = lane;
+		rx->msg = &lane->rx_msgs[i];
 		rx->cqe.done = kcoll_rx_done;
 		rx->dma = ib_dma_map_single(id->device, rx->msg,
 					    sizeof(*rx->msg), DMA_FROM_DEVICE);
@@ -130,22 +159,20 @@ static int kcoll_conn_create_qp(struct kcoll_conn *conn,
 			err = -ENOMEM;
 			goto out_free_rx;
 		}
-		err = kcoll_conn_post_rx(conn, rx);
+		err = kcoll_lane_post_rx(lane, rx);
 		if (err)
 			goto out_free_rx;
 	}
-	conn->tx_cqe.done = kcoll_tx_done;
-	conn->wr_cqe.done = kcoll_write_done;
+	lane->tx_cqe.done = kcoll_tx_done;
 	return 0;
 
 out_free_rx:
 	/* Posted receives flush when the QP is destroyed. */
 	rdma_destroy_qp(id);
-	conn->qp = NULL;
-	kcoll_conn_free_rx(conn);
+	lane->qp = NULL;
+	kcoll_lane_free_rx(lane);
 out_free_cq:
-	ib_free_cq(conn->cq);
-	conn->cq = NULL;
+	kcoll_conn_free_cq(conn);
 	return err;
 }
 
@@ -159,8 +186,7 @@ static int kcoll_conn_alloc_stage(struct kcoll_conn *conn)
 	conn->slot_bytes = rounddown_pow_of_two(min_t(size_t,
 					kcoll_chunk_bytes(),
 					comm->seg_pages * PAGE_SIZE));
-	err = kcoll_buf_alloc(&conn->stage,
-			      conn->slot_bytes * KCOLL_STAGE_SLOTS);
+	err = kcoll_buf_alloc(&conn->stage, conn->slot_bytes * conn->window);
 	if (err)
 		return err;
 	err = kcoll_buf_register(&conn->stage, comm);
@@ -174,27 +200,36 @@ static int kcoll_conn_alloc_stage(struct kcoll_conn *conn)
 /* ------------------------------------------------------------------ */
 
 /*
- * Post one signalled send-queue WR on @conn: every WR of ours is signalled
- * and counted in sq_posted until its completion handler runs.
- * Must hold comm->lock.
+ * Post one signalled send-queue WR on @conn's lane @idx: every WR of ours
+ * is signalled and counted in sq_posted (the lane's and the connection's)
+ * until its completion handler runs. Must hold comm->lock.
  */
-static int kcoll_conn_post(struct kcoll_conn *conn, struct ib_send_wr *wr)
+static int kcoll_conn_post(struct kcoll_conn *conn, unsigned int idx,
+			   struct ib_send_wr *wr)
 {
+	struct kcoll_lane *lane = &conn->lane[idx];
 	int err;
 
 	lockdep_assert_held(&conn->comm->lock);
 	if (conn->state != KCOLL_CONN_UP)
 		return -ENOTCONN;
-	if (conn->sq_posted >= KCOLL_SQ_DEPTH)
+	if (idx >= conn->nlanes)
+		return -EINVAL;
+	if (lane->sq_posted >= KCOLL_SQ_DEPTH)
 		return -ENOBUFS;
 	wr->send_flags |= IB_SEND_SIGNALED;
-	err = ib_post_send(conn->qp, wr, NULL);
-	if (!err)
+	err = ib_post_send(lane->qp, wr, NULL);
+	if (!err) {
+		lane->sq_posted++;
 		conn->sq_posted++;
+	}
 	return err;
 }
 
-/* Send one control message (inline). Must hold comm->lock. */
+/*
+ * Send one control message (inline) on lane 0: control messages stay in
+ * order among themselves. Must hold comm->lock.
+ */
 int kcoll_conn_send_msg(struct kcoll_conn *conn, struct kcoll_wire_msg *m)
 {
 	struct ib_sge sge = {
@@ -202,19 +237,23 @@ int kcoll_conn_send_msg(struct kcoll_conn *conn, struct kcoll_wire_msg *m)
 		.length = sizeof(*m),
 	};
 	struct ib_send_wr wr = {
-		.wr_cqe = &conn->tx_cqe,
+		.wr_cqe = &conn->lane[0].tx_cqe,
 		.sg_list = &sge,
 		.num_sge = 1,
 		.opcode = IB_WR_SEND,
 		.send_flags = IB_SEND_INLINE,
 	};
 
-	return kcoll_conn_post(conn, &wr);
+	return kcoll_conn_post(conn, 0, &wr);
 }
 
-/* RDMA WRITE WITH IMM of @sge to (@raddr, @rkey). Must hold comm->lock. */
-int kcoll_conn_write(struct kcoll_conn *conn, struct ib_sge *sge, int nsge,
-		     u64 raddr, u32 rkey, u32 imm, struct ib_cqe *cqe)
+/*
+ * RDMA WRITE WITH IMM of @sge to (@raddr, @rkey) on lane @lane. Must hold
+ * comm->lock.
+ */
+int kcoll_conn_write(struct kcoll_conn *conn, unsigned int lane,
+		     struct ib_sge *sge, int nsge, u64 raddr, u32 rkey, u32 imm,
+		     struct ib_cqe *cqe)
 {
 	struct ib_rdma_wr wr = {
 		.wr = {
@@ -228,7 +267,7 @@ int kcoll_conn_write(struct kcoll_conn *conn, struct ib_sge *sge, int nsge,
 		.rkey = rkey,
 	};
 
-	return kcoll_conn_post(conn, &wr.wr);
+	return kcoll_conn_post(conn, lane, &wr.wr);
 }
 
 /* ------------------------------------------------------------------ */
@@ -249,7 +288,8 @@ static void kcoll_conn_wc_error(struct kcoll_conn *conn, struct ib_wc *wc,
 static void kcoll_rx_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct kcoll_rx *rx = container_of(wc->wr_cqe, struct kcoll_rx, cqe);
-	struct kcoll_conn *conn = rx->conn;
+	struct kcoll_lane *lane = rx->lane;
+	struct kcoll_conn *conn = lane->conn;
 	struct kcoll_comm *comm = conn->comm;
 	struct kcoll_wire_msg msg;
 
@@ -261,7 +301,7 @@ static void kcoll_rx_done(struct ib_cq *cq, struct ib_wc *wc)
 	if (wc->opcode == IB_WC_RECV_RDMA_WITH_IMM) {
 		u32 imm = be32_to_cpu(wc->ex.imm_data);
 
-		if (kcoll_conn_post_rx(conn, rx))
+		if (kcoll_lane_post_rx(lane, rx))
 			kcoll_conn_kill(conn, -EIO);
 		kcoll_engine_data(conn, imm, wc->byte_len);
 		goto out;
@@ -276,7 +316,7 @@ static void kcoll_rx_done(struct ib_cq *cq, struct ib_wc *wc)
 	ib_dma_sync_single_for_cpu(cq->device, rx->dma, sizeof(msg),
 				   DMA_FROM_DEVICE);
 	memcpy(&msg, rx->msg, sizeof(msg));
-	if (kcoll_conn_post_rx(conn, rx))
+	if (kcoll_lane_post_rx(lane, rx))
 		kcoll_conn_kill(conn, -EIO);
 	kcoll_engine_msg(conn, &msg);
 out:
@@ -286,10 +326,12 @@ out:
 
 static void kcoll_tx_done(struct ib_cq *cq, struct ib_wc *wc)
 {
-	struct kcoll_conn *conn = cq->cq_context;
+	struct kcoll_lane *lane = wc->qp->qp_context;
+	struct kcoll_conn *conn = lane->conn;
 	struct kcoll_comm *comm = conn->comm;
 
 	mutex_lock(&comm->lock);
+	lane->sq_posted--;
 	conn->sq_posted--;
 	if (wc->status != IB_WC_SUCCESS)
 		kcoll_conn_wc_error(conn, wc, "send");
@@ -331,6 +373,7 @@ void kcoll_conn_send_bye(struct kcoll_conn *conn)
 void kcoll_conn_kill(struct kcoll_conn *conn, int err)
 {
 	struct kcoll_comm *comm = conn->comm;
+	unsigned int i;
 
 	lockdep_assert_held(&comm->lock);
 	/* Setup failures (flushes after a reject, say) are the rdma_cm
@@ -340,10 +383,11 @@ void kcoll_conn_kill(struct kcoll_conn *conn, int err)
 	comm->nr_up--;
 	conn->state = KCOLL_CONN_DEAD;
 	conn->error = err;
-	if (conn->qp) {
+	for (i = 0; i < conn->nlanes; i++) {
 		struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
 
-		ib_modify_qp(conn->qp, &attr, IB_QP_STATE);
+		if (conn->lane[i].qp)
+			ib_modify_qp(conn->lane[i].qp, &attr, IB_QP_STATE);
 	}
 	if (!comm->shutting_down && comm->nr_ops)
 		pr_info_ratelimited("comm %llx rank %u: connection to rank %u lost (%d)\n",
@@ -382,7 +426,7 @@ static void kcoll_conn_fail_setup(struct kcoll_conn *conn, int err)
 
 static int kcoll_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev);
 static void kcoll_cm_unbusy(struct kcoll_comm *comm);
-static void kcoll_cm_event(struct kcoll_conn *conn, struct rdma_cm_id *id,
+static void kcoll_cm_event(struct kcoll_lane *lane, struct rdma_cm_id *id,
 			   struct rdma_cm_event *ev);
 
 int kcoll_rank_sockaddr(const struct kcoll_rank_addr *ra,
@@ -401,30 +445,39 @@ int kcoll_rank_sockaddr(const struct kcoll_rank_addr *ra,
 	return 0;
 }
 
-/* Release the verbs objects of a failed attempt; not from its handler. */
+/*
+ * Release the verbs objects of every lane (a failed attempt, or the end);
+ * not from a handler of theirs.
+ */
 static void kcoll_conn_teardown_id(struct kcoll_conn *conn)
 {
-	struct rdma_cm_id *id = conn->cm_id;
+	unsigned int i;
 
-	if (!id)
-		return;
-	if (conn->qp) {
-		rdma_disconnect(id);
-		ib_drain_qp(conn->qp);
-		rdma_destroy_qp(id);
-		conn->qp = NULL;
+	for (i = 0; i < KCOLL_MAX_LANES; i++) {
+		struct kcoll_lane *lane = &conn->lane[i];
+		struct rdma_cm_id *id = lane->cm_id;
+
+		if (!id)
+			continue;
+		if (lane->qp) {
+			rdma_disconnect(id);
+			ib_drain_qp(lane->qp);
+			rdma_destroy_qp(id);
+			lane->qp = NULL;
+		}
+		rdma_destroy_id(id);
+		lane->cm_id = NULL;
+		lane->established = false;
+		kcoll_lane_free_rx(lane);
 	}
-	rdma_destroy_id(id);
-	conn->cm_id = NULL;
-	kcoll_conn_free_rx(conn);
-	if (conn->cq) {
-		ib_free_cq(conn->cq);
-		conn->cq = NULL;
-	}
+	conn->lanes_up = 0;
+	kcoll_conn_free_cq(conn);
 }
 
-static int kcoll_conn_connect(struct kcoll_conn *conn)
+/* Active side: start connecting lane @idx (lane 0 first, then the rest). */
+static int kcoll_conn_connect(struct kcoll_conn *conn, unsigned int idx)
 {
+	struct kcoll_lane *lane = &conn->lane[idx];
 	struct kcoll_comm *comm = conn->comm;
 	struct sockaddr_storage dst;
 	struct rdma_cm_id *id;
@@ -433,16 +486,17 @@ static int kcoll_conn_connect(struct kcoll_conn *conn)
 	err = kcoll_rank_sockaddr(&comm->ranks[conn->peer], &dst);
 	if (err)
 		return err;
-	id = rdma_create_id(&init_net, kcoll_cm_handler, conn, RDMA_PS_TCP,
+	id = rdma_create_id(&init_net, kcoll_cm_handler, lane, RDMA_PS_TCP,
 			    IB_QPT_RC);
 	if (IS_ERR(id))
 		return PTR_ERR(id);
-	conn->cm_id = id;
-	conn->state = KCOLL_CONN_CONNECTING;
+	lane->cm_id = id;
+	if (!idx)
+		conn->state = KCOLL_CONN_CONNECTING;
 	err = rdma_resolve_addr(id, (struct sockaddr *)&comm->self_addr,
 				(struct sockaddr *)&dst, 2000);
 	if (err) {
-		conn->cm_id = NULL;
+		lane->cm_id = NULL;
 		rdma_destroy_id(id);
 	}
 	return err;
@@ -471,7 +525,7 @@ static void kcoll_conn_retry_work(struct work_struct *work)
 	}
 	conn->attempts++;
 	mutex_unlock(&comm->lock);
-	err = kcoll_conn_connect(conn);
+	err = kcoll_conn_connect(conn, 0);
 	if (err) {
 		mutex_lock(&comm->lock);
 		kcoll_conn_fail_setup(conn, err);
@@ -504,12 +558,14 @@ static void kcoll_comm_model_merge(struct kcoll_comm *comm, __le32 alpha_ns,
 	m->gamma_ps = max(m->gamma_ps, le32_to_cpu(gamma_ps));
 }
 
-static int kcoll_conn_send_hello(struct kcoll_conn *conn,
+static int kcoll_conn_send_hello(struct kcoll_lane *lane,
 				 struct rdma_cm_id *id)
 {
+	struct kcoll_conn *conn = lane->conn;
 	struct kcoll_comm *comm = conn->comm;
 	struct kcoll_wire_hello hello = {
 		.version = KCOLL_WIRE_VERSION,
+		.flags = kcoll_hello_lanes(lane->idx, conn->nlanes),
 		.magic = cpu_to_le32(KCOLL_WIRE_MAGIC),
 		.uid = cpu_to_le64(comm->uid),
 		.src_rank = cpu_to_le32(comm->rank),
@@ -535,10 +591,11 @@ static int kcoll_conn_send_hello(struct kcoll_conn *conn,
 }
 
 /* A REJECTED event on the active side: retry, or fail with the reason. */
-static void kcoll_conn_rejected(struct kcoll_conn *conn,
+static void kcoll_conn_rejected(struct kcoll_lane *lane,
 				struct rdma_cm_event *ev)
 {
 	const struct kcoll_wire_reject *rej = ev->param.conn.private_data;
+	struct kcoll_conn *conn = lane->conn;
 	struct kcoll_comm *comm = conn->comm;
 	int reason = 0;
 
@@ -562,7 +619,15 @@ static void kcoll_conn_rejected(struct kcoll_conn *conn,
 		kcoll_conn_fail_setup(conn, -EINVAL);
 		return;
 	default:
-		/* Not there yet (no comm, no listener): try again. */
+		/* Not there yet (no comm, no listener): try again. Lanes
+		 * after the first go to a peer that has accepted one. */
+		if (lane->idx) {
+			pr_warn_ratelimited("comm %llx rank %u: rank %u refused QP %u of %u (%d)\n",
+					    comm->uid, comm->rank, conn->peer,
+					    lane->idx, conn->nlanes, reason);
+			kcoll_conn_fail_setup(conn, -ECONNREFUSED);
+			return;
+		}
 		kcoll_conn_retry_later(conn);
 	}
 }
@@ -599,9 +664,10 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		.initiator_depth = 1,
 		.rnr_retry_count = 7,
 	};
+	struct kcoll_lane *lane = NULL;
 	struct kcoll_comm *comm;
 	struct kcoll_conn *conn;
-	u32 src, dst, n;
+	u32 src, dst, n, idx, nlanes;
 	int err;
 
 	if (!h || ev->param.conn.private_data_len < sizeof(*h) ||
@@ -615,6 +681,14 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	src = le32_to_cpu(h->src_rank);
 	dst = le32_to_cpu(h->dst_rank);
 	n = le32_to_cpu(h->nranks);
+	idx = kcoll_hello_lane(h->flags);
+	nlanes = kcoll_hello_nlanes(h->flags);
+	if (idx >= nlanes || nlanes > KCOLL_MAX_LANES) {
+		pr_warn_ratelimited("refusing a connection for QP %u of %u (from %pISc)\n",
+				    idx, nlanes, &id->route.addr.dst_addr);
+		kcoll_reject(id, KCOLL_REJ_RANK);
+		return -ECONNREFUSED;
+	}
 	comm = kcoll_comm_find_listed(le64_to_cpu(h->uid), dst);
 	if (!comm) {
 		kcoll_reject(id, KCOLL_REJ_NOCOMM);
@@ -636,13 +710,22 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	}
 	mutex_lock(&comm->lock);
 	conn = comm->conns[src];
+	/* The first QP finds the connection idle and sets the number of
+	 * QPs; the others join it while it is being set up. */
 	if (comm->shutting_down || comm->error ||
-	    conn->state != KCOLL_CONN_IDLE) {
+	    (!idx && conn->state != KCOLL_CONN_IDLE) ||
+	    (idx && (conn->state != KCOLL_CONN_CONNECTING ||
+		     conn->nlanes != nlanes || conn->lane[idx].cm_id ||
+		     !conn->lane[0].cm_id))) {
 		mutex_unlock(&comm->lock);
 		kcoll_reject(id, KCOLL_REJ_DUP);
 		goto out_put;
 	}
-	conn->state = KCOLL_CONN_CONNECTING;
+	if (!idx) {
+		conn->state = KCOLL_CONN_CONNECTING;
+		kcoll_conn_set_lanes(conn, nlanes);
+	}
+	lane = &conn->lane[idx];
 	comm->cm_busy++;
 	kcoll_comm_model_merge(comm, h->alpha_ns, h->beta_ps, h->gamma_ps);
 	mutex_unlock(&comm->lock);
@@ -650,7 +733,7 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	acc.beta_ps = cpu_to_le32(comm->mine.beta_ps);
 	acc.gamma_ps = cpu_to_le32(comm->mine.gamma_ps);
 
-	err = kcoll_conn_create_qp(conn, id);
+	err = kcoll_lane_create_qp(lane, id);
 	if (err) {
 		kcoll_reject(id, KCOLL_REJ_NOMEM);
 		goto out_idle;
@@ -660,15 +743,14 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	if (err) {
 		/* Our non-zero return destroys @id; the QP goes first. */
 		rdma_destroy_qp(id);
-		conn->qp = NULL;
-		kcoll_conn_free_rx(conn);
-		ib_free_cq(conn->cq);
-		conn->cq = NULL;
+		lane->qp = NULL;
+		kcoll_lane_free_rx(lane);
+		kcoll_conn_free_cq(conn);
 		goto out_idle;
 	}
 	mutex_lock(&comm->lock);
-	id->context = conn;
-	conn->cm_id = id;
+	id->context = lane;
+	lane->cm_id = id;
 	kcoll_cm_unbusy(comm);
 	mutex_unlock(&comm->lock);
 	kcoll_comm_put(comm);
@@ -676,7 +758,12 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 
 out_idle:
 	mutex_lock(&comm->lock);
-	conn->state = KCOLL_CONN_IDLE;
+	/* A later QP's failure fails the setup: the active side does not
+	 * retry once the first is accepted. */
+	if (idx)
+		kcoll_conn_fail_setup(conn, err);
+	else
+		conn->state = KCOLL_CONN_IDLE;
 	kcoll_cm_unbusy(comm);
 	mutex_unlock(&comm->lock);
 out_put:
@@ -690,16 +777,18 @@ out_put:
 
 static int kcoll_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 {
-	struct kcoll_conn *conn = id->context;
+	struct kcoll_lane *lane = id->context;
+	struct kcoll_conn *conn;
 	struct kcoll_comm *comm;
 
 	if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST)
 		return kcoll_conn_request(id, ev);
-	if (!conn)	/* the listener itself */
+	if (!lane)	/* the listener itself */
 		return 0;
+	conn = lane->conn;
 	comm = conn->comm;
-	pr_debug("comm %llx peer %u: %s (%d)\n", comm->uid, conn->peer,
-		 rdma_event_msg(ev->event), ev->status);
+	pr_debug("comm %llx peer %u QP %u: %s (%d)\n", comm->uid, conn->peer,
+		 lane->idx, rdma_event_msg(ev->event), ev->status);
 	/* A shutting-down comm is tearing this id down: touch nothing. */
 	mutex_lock(&comm->lock);
 	if (comm->shutting_down) {
@@ -708,7 +797,7 @@ static int kcoll_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	}
 	comm->cm_busy++;
 	mutex_unlock(&comm->lock);
-	kcoll_cm_event(conn, id, ev);
+	kcoll_cm_event(lane, id, ev);
 	mutex_lock(&comm->lock);
 	kcoll_cm_unbusy(comm);
 	mutex_unlock(&comm->lock);
@@ -722,10 +811,70 @@ static void kcoll_cm_unbusy(struct kcoll_comm *comm)
 		wake_up_all(&comm->wait);
 }
 
-static void kcoll_cm_event(struct kcoll_conn *conn, struct rdma_cm_id *id,
-			   struct rdma_cm_event *ev)
+/*
+ * Lane @lane is established. The first one of an active side brings the
+ * accepting rank's model (REP); the connection is up once all lanes are.
+ * Returns true when the caller is to start the other lanes (the active
+ * side's first). Must hold comm->lock.
+ */
+static bool kcoll_lane_established(struct kcoll_lane *lane,
+				   struct rdma_cm_event *ev, int err)
+{
+	struct kcoll_conn *conn = lane->conn;
+	struct kcoll_comm *comm = conn->comm;
+
+	lockdep_assert_held(&comm->lock);
+	if (conn->state != KCOLL_CONN_CONNECTING)
+		return false;
+	if (conn->active && !lane->idx && ev->param.conn.private_data &&
+	    ev->param.conn.private_data_len >=
+	    sizeof(struct kcoll_wire_accept)) {
+		const struct kcoll_wire_accept *acc =
+			ev->param.conn.private_data;
+
+		if (le32_to_cpu(acc->magic) == KCOLL_WIRE_MAGIC)
+			kcoll_comm_model_merge(comm, acc->alpha_ns,
+					       acc->beta_ps, acc->gamma_ps);
+	}
+	if (err) {
+		kcoll_conn_fail_setup(conn, err);
+		return false;
+	}
+	lane->established = true;
+	conn->lanes_up++;
+	if (conn->lanes_up == conn->nlanes)
+		kcoll_conn_up(conn);
+	return conn->active && !lane->idx && conn->nlanes > 1;
+}
+
+/*
+ * Active side, from the first lane's ESTABLISHED handler: connect the
+ * others. The comm cannot go away meanwhile (its shutdown waits for
+ * cm_busy); nothing else touches these lanes until they have an id.
+ */
+static void kcoll_conn_connect_rest(struct kcoll_conn *conn)
 {
 	struct kcoll_comm *comm = conn->comm;
+	unsigned int i;
+	int err;
+
+	for (i = 1; i < conn->nlanes; i++) {
+		err = kcoll_conn_connect(conn, i);
+		if (err) {
+			mutex_lock(&comm->lock);
+			kcoll_conn_fail_setup(conn, err);
+			mutex_unlock(&comm->lock);
+			return;
+		}
+	}
+}
+
+static void kcoll_cm_event(struct kcoll_lane *lane, struct rdma_cm_id *id,
+			   struct rdma_cm_event *ev)
+{
+	struct kcoll_conn *conn = lane->conn;
+	struct kcoll_comm *comm = conn->comm;
+	bool more;
 	int err;
 
 	switch (ev->event) {
@@ -735,14 +884,14 @@ static void kcoll_cm_event(struct kcoll_conn *conn, struct rdma_cm_id *id,
 			goto retry;
 		return;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
-		err = kcoll_conn_create_qp(conn, id);
+		err = kcoll_lane_create_qp(lane, id);
 		if (err) {
 			mutex_lock(&comm->lock);
 			kcoll_conn_fail_setup(conn, err);
 			mutex_unlock(&comm->lock);
 			return;
 		}
-		err = kcoll_conn_send_hello(conn, id);
+		err = kcoll_conn_send_hello(lane, id);
 		if (err)
 			goto retry;
 		return;
@@ -753,29 +902,17 @@ static void kcoll_cm_event(struct kcoll_conn *conn, struct rdma_cm_id *id,
 		goto retry;
 	case RDMA_CM_EVENT_REJECTED:
 		mutex_lock(&comm->lock);
-		kcoll_conn_rejected(conn, ev);
+		kcoll_conn_rejected(lane, ev);
 		mutex_unlock(&comm->lock);
 		return;
 	case RDMA_CM_EVENT_ESTABLISHED:
-		err = kcoll_conn_alloc_stage(conn);
+		/* Staging is the connection's: with its first lane. */
+		err = lane->idx ? 0 : kcoll_conn_alloc_stage(conn);
 		mutex_lock(&comm->lock);
-		/* The active side: the accepting rank's model in the REP. */
-		if (conn->active && ev->param.conn.private_data &&
-		    ev->param.conn.private_data_len >=
-		    sizeof(struct kcoll_wire_accept)) {
-			const struct kcoll_wire_accept *acc =
-				ev->param.conn.private_data;
-
-			if (le32_to_cpu(acc->magic) == KCOLL_WIRE_MAGIC)
-				kcoll_comm_model_merge(comm, acc->alpha_ns,
-						       acc->beta_ps,
-						       acc->gamma_ps);
-		}
-		if (err)
-			kcoll_conn_fail_setup(conn, err);
-		else
-			kcoll_conn_up(conn);
+		more = kcoll_lane_established(lane, ev, err);
 		mutex_unlock(&comm->lock);
+		if (more)
+			kcoll_conn_connect_rest(conn);
 		return;
 	case RDMA_CM_EVENT_DISCONNECTED:
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
@@ -785,7 +922,7 @@ static void kcoll_cm_event(struct kcoll_conn *conn, struct rdma_cm_id *id,
 		if (conn->state == KCOLL_CONN_CONNECTING) {
 			kcoll_conn_fail_setup(conn, -ECONNRESET);
 		} else if (ev->event == RDMA_CM_EVENT_DISCONNECTED &&
-			   conn->state == KCOLL_CONN_UP && conn->qp) {
+			   conn->state == KCOLL_CONN_UP && lane->qp) {
 			/*
 			 * The peer closed. What it sent before may still be
 			 * waiting in our CQ: flush instead of failing now.
@@ -794,7 +931,7 @@ static void kcoll_cm_event(struct kcoll_conn *conn, struct rdma_cm_id *id,
 			 */
 			struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
 
-			ib_modify_qp(conn->qp, &attr, IB_QP_STATE);
+			ib_modify_qp(lane->qp, &attr, IB_QP_STATE);
 		} else if (ev->event != RDMA_CM_EVENT_TIMEWAIT_EXIT) {
 			kcoll_conn_kill(conn, ev->event ==
 					RDMA_CM_EVENT_DEVICE_REMOVAL ?
@@ -808,8 +945,13 @@ static void kcoll_cm_event(struct kcoll_conn *conn, struct rdma_cm_id *id,
 
 retry:
 	mutex_lock(&comm->lock);
-	if (conn->state == KCOLL_CONN_CONNECTING && conn->active)
-		kcoll_conn_retry_later(conn);
+	if (conn->state == KCOLL_CONN_CONNECTING && conn->active) {
+		/* Only the first lane retries (see kcoll_conn_rejected()). */
+		if (lane->idx)
+			kcoll_conn_fail_setup(conn, -EHOSTUNREACH);
+		else
+			kcoll_conn_retry_later(conn);
+	}
 	mutex_unlock(&comm->lock);
 	return;
 }
@@ -831,6 +973,12 @@ int kcoll_conn_start(struct kcoll_comm *comm, u32 peer)
 	conn->peer = peer;
 	conn->active = peer < comm->rank;
 	conn->state = KCOLL_CONN_IDLE;
+	for (k = 0; k < KCOLL_MAX_LANES; k++) {
+		conn->lane[k].conn = conn;
+		conn->lane[k].idx = k;
+	}
+	/* The connecting side chooses; the listening side learns it. */
+	kcoll_conn_set_lanes(conn, conn->active ? comm->lanes : 1);
 	INIT_DELAYED_WORK(&conn->retry, kcoll_conn_retry_work);
 	INIT_LIST_HEAD(&conn->sigs);
 	for (k = 0; k < KCOLL_KIND_NR; k++) {

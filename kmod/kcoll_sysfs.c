@@ -28,7 +28,7 @@ enum {
 	KCOLL_KNOB_MAX_SQ, KCOLL_KNOB_MAX_CQ, KCOLL_KNOB_CHUNK,
 	KCOLL_KNOB_CONNECT_TIMEOUT, KCOLL_KNOB_ACK_TIMEOUT,
 	KCOLL_KNOB_PRIO_SCHED, KCOLL_KNOB_PRIO_AGING, KCOLL_KNOB_OP_TIMEOUT,
-	KCOLL_KNOB_NR
+	KCOLL_KNOB_QPS_PER_PEER, KCOLL_KNOB_NR
 };
 
 static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
@@ -49,7 +49,15 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	 * for its NCCL process groups. */
 	[KCOLL_KNOB_OP_TIMEOUT] = { "op_timeout_ms", 600000, 0,
 				    24 * 3600 * 1000, false },
+	/* RC QPs a new communicator opens to each peer it connects to. */
+	[KCOLL_KNOB_QPS_PER_PEER] = { "qps_per_peer", 1, 1,
+				      KCOLL_QPS_PER_PEER_MAX, false },
 };
+
+u32 kcoll_qps_per_peer(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_QPS_PER_PEER].val);
+}
 
 u32 kcoll_op_timeout_ms(void)
 {
@@ -152,6 +160,10 @@ module_param_cb(op_timeout_ms, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_OP_TIMEOUT], 0644);
 MODULE_PARM_DESC(op_timeout_ms,
 		 "Default operation timeout when the SQE gives none (0: never; up to 86400000 ms; default 600000)");
+module_param_cb(qps_per_peer, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_QPS_PER_PEER], 0644);
+MODULE_PARM_DESC(qps_per_peer,
+		 "RC QPs per peer of new communicators; chunks are spread over them (1..4; default 1)");
 MODULE_PARM_DESC(connect_timeout_ms,
 		 "How long COMM_CREATE waits for every peer by default (100..3600000 ms; default 60000)");
 
@@ -199,6 +211,7 @@ KCOLL_KNOB_ATTR(ack_timeout, KCOLL_KNOB_ACK_TIMEOUT);
 KCOLL_KNOB_ATTR(prio_sched, KCOLL_KNOB_PRIO_SCHED);
 KCOLL_KNOB_ATTR(prio_aging_ms, KCOLL_KNOB_PRIO_AGING);
 KCOLL_KNOB_ATTR(op_timeout_ms, KCOLL_KNOB_OP_TIMEOUT);
+KCOLL_KNOB_ATTR(qps_per_peer, KCOLL_KNOB_QPS_PER_PEER);
 
 static ssize_t listen_port_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
@@ -238,6 +251,7 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_prio_sched.attr.attr,
 	&kcoll_attr_prio_aging_ms.attr.attr,
 	&kcoll_attr_op_timeout_ms.attr.attr,
+	&kcoll_attr_qps_per_peer.attr.attr,
 	&dev_attr_listen_port.attr,
 	&dev_attr_abi_version.attr,
 	&dev_attr_rdma_devices.attr,

@@ -19,7 +19,8 @@
 struct kcoll_wire_hello {
 	u8	cma_resv[2];
 	u8	version;
-	u8	flags;		/* 0 */
+	u8	flags;		/* bits 0-3: this QP's index; 4-7: QPs - 1
+				 * (wire version 1 senders: 0, one QP) */
 	__le32	magic;
 	__le64	uid;		/* communicator id */
 	__le32	src_rank;	/* the connecting rank */
@@ -32,6 +33,21 @@ struct kcoll_wire_hello {
 	__le32	beta_ps;
 	__le32	gamma_ps;
 };
+
+static inline u8 kcoll_hello_lanes(unsigned int idx, unsigned int nlanes)
+{
+	return (u8)((idx & 0xf) | ((nlanes - 1) & 0xf) << 4);
+}
+
+static inline unsigned int kcoll_hello_lane(u8 flags)
+{
+	return flags & 0xf;
+}
+
+static inline unsigned int kcoll_hello_nlanes(u8 flags)
+{
+	return (flags >> 4) + 1;
+}
 
 /* REP private data: the accepting rank's cost model inputs. */
 struct kcoll_wire_accept {

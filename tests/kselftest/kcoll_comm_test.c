@@ -249,6 +249,29 @@ TEST(memlock_limit)
 #define NPROC_MAX 4
 #define KT_FLOOD 200
 
+/*
+ * RC QPs on this VM's RDMA devices (rdma tool), or -1. Set by a test
+ * before kt_spawn(): with kt_qps, rank 0 checks after its first
+ * collective that every rank has that many QPs to each peer.
+ */
+static int kt_qps;
+static long kt_qp_base;
+
+static long kt_rc_qps(void)
+{
+	char line[512];
+	long n = 0;
+	FILE *p;
+
+	p = popen("rdma res show qp 2>/dev/null", "r");
+	if (!p)
+		return -1;
+	while (fgets(line, sizeof(line), p))
+		if (strstr(line, "type RC"))
+			n++;
+	return pclose(p) ? -1 : n;
+}
+
 static int kt_fail(int rank, int code, int res)
 {
 	fprintf(stderr, "# rank %d: step %d failed: %s\n", rank, code,
@@ -309,6 +332,18 @@ static int kt_rank_main(const char *ip, int rank, int n, __u64 uid,
 	for (i = 0; i < cnt; i++)
 		if (b[i] != (float)(n * (n + 1) / 2) * (float)(i % 1000))
 			return 41;
+	if (kt_qps && rank == 0) {
+		/* Every rank is connected now; the device's registration QP
+		 * may have come with this test. */
+		long want = (long)n * (n - 1) * kt_qps, got = kt_rc_qps();
+
+		if (got < 0 || got - kt_qp_base < want ||
+		    got - kt_qp_base > want + 1) {
+			fprintf(stderr, "# %d ranks, %d QPs per peer: %ld new RC QPs, want %ld\n",
+				n, kt_qps, got - kt_qp_base, want);
+			return 60;
+		}
+	}
 	/* allreduce in place, int32 max */
 	for (i = 0; i < cnt; i++)
 		((int32_t *)a)[i] = (int32_t)((i * 7 + rank * 13) % 101);
@@ -438,6 +473,52 @@ TEST(local_ranks_over_rxe)
 			TH_LOG("rank %d failed with code %d", k, codes[k]);
 		}
 	}
+}
+
+/*
+ * sysfs qps_per_peer: communicators created while it is 3 open three RC
+ * QPs to each peer and spread their chunks over them (out of order on the
+ * receiving side); results, a signature mismatch and its ABORTs (which
+ * wait for writes on the other QPs) behave as with one.
+ */
+TEST(several_qps_per_peer)
+{
+	int codes[NPROC_MAX];
+	long long old;
+	char buf[16];
+	long left;
+
+	if (!getenv("KCOLL_IP"))
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "writing sysfs qps_per_peer needs root");
+	old = kt_sysfs_read("qps_per_peer");
+	ASSERT_EQ(1, old);
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("qps_per_peer", "0"));
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("qps_per_peer", "5"));
+	kt_qp_base = kt_rc_qps();
+	ASSERT_LE(0, kt_qp_base) {
+		TH_LOG("cannot count QPs with 'rdma res show qp'");
+	}
+	ASSERT_EQ(0, kt_sysfs_write("qps_per_peer", "3"));
+	kt_qps = 3;
+	EXPECT_EQ(0, kt_spawn(2, 0x1011, -1, 0, codes));
+	EXPECT_EQ(0, codes[1]);
+	EXPECT_EQ(0, kt_spawn(3, 0x1012, -1, 0, codes));
+	for (int k = 0; k < 3; k++) {
+		EXPECT_EQ(0, codes[k]) {
+			TH_LOG("rank %d failed with code %d", k, codes[k]);
+		}
+	}
+	kt_qps = 0;
+	EXPECT_EQ(0, kt_spawn(3, 0x1013, -1, 1, codes));
+	snprintf(buf, sizeof(buf), "%lld", old);
+	EXPECT_EQ(0, kt_sysfs_write("qps_per_peer", buf));
+	/* Every QP went with its communicator (the device's registration
+	 * QP may have been created meanwhile). */
+	left = kt_rc_qps() - kt_qp_base;
+	EXPECT_LE(0, left);
+	EXPECT_GE(1, left);
 }
 
 TEST(wrong_key_refused)

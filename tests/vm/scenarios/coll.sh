@@ -27,6 +27,8 @@
 #   big     only kcoll-perf, allreduce at 16 MiB; big=C: collective C from
 #           2 to 16 MiB
 #   chunk=N sysfs chunk_bytes for this run; mtu=N eth0's MTU
+#   qps=N   sysfs qps_per_peer for this run: N RC QPs to each peer, the
+#           chunks spread over them
 #   skew    the VMs advertise different cost models (vm0 sysfs
 #           algo/beta_ps 9999, vm1 algo/gamma_ps 50000): every
 #           communicator must agree on the largest of each (the engine's
@@ -75,6 +77,8 @@ for a in "$@"; do
 	chunk=*) echo "${a#chunk=}" >/sys/class/misc/kcoll/chunk_bytes ||
 			fail "chunk_bytes ${a#chunk=}" ;;
 	mtu=*) ip link set eth0 mtu "${a#mtu=}" || fail "mtu ${a#mtu=}" ;;
+	qps=*) echo "${a#qps=}" >/sys/class/misc/kcoll/qps_per_peer ||
+			fail "qps_per_peer ${a#qps=}" ;;
 	skew) skew=1 ;;
 	big) perf=1 neg=0 check=0 perf_args=(-M -c allreduce -b 16M -e 16M -n 3 -w 1) ;;
 	big=*) perf=1 neg=0 check=0 perf_args=(-M -c "${a#big=}" -b 2M -e 16M -f 2 -n 3 -w 1) ;;
