@@ -90,7 +90,8 @@ for kver in "$@"; do
 		scenario "$kver" fuzz 1 $((${FUZZ_CHECK_SECONDS:-60} + 420)) \
 			"${FUZZ_CHECK_SECONDS:-60}"
 	else
-		scenario "$kver" coll 2 1500 "3 quick"
+		# The matrix over three QPs per peer (sysfs qps_per_peer).
+		scenario "$kver" coll 2 1500 "3 quick qps=3"
 	fi
 done
 echo "VM: $pass passed, $fail failed, $skip skipped"

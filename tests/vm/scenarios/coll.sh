@@ -28,7 +28,8 @@
 #           2 to 16 MiB
 #   chunk=N sysfs chunk_bytes for this run; mtu=N eth0's MTU
 #   qps=N   sysfs qps_per_peer for this run: N RC QPs to each peer, the
-#           chunks spread over them
+#           chunks spread over them; qpsweep=N/M/..: kcoll-perf (with
+#           big's or big=C's arguments) once per value, in this boot
 #   skew    the VMs advertise different cost models (vm0 sysfs
 #           algo/beta_ps 9999, vm1 algo/gamma_ps 50000): every
 #           communicator must agree on the largest of each (the engine's
@@ -58,7 +59,7 @@ kcoll_res_baseline
 set -- $KCOLL_ARG
 nranks=${1:-$((2 * kcoll_nvms))}
 [ $# -gt 0 ] && shift
-level="" perf=0 neg=1 check=1 dieloop=0 prio=0 prio_args=(-s 64K -b 256M -n 30) skew=0
+level="" perf=0 neg=1 check=1 dieloop=0 qpsweep="" prio=0 prio_args=(-s 64K -b 256M -n 30) skew=0
 perf_args=(-M -c all -b 8 -e 4M -f 4 -n 5 -w 2 -i 1)
 for a in "$@"; do
 	case $a in
@@ -77,6 +78,7 @@ for a in "$@"; do
 	chunk=*) echo "${a#chunk=}" >/sys/class/misc/kcoll/chunk_bytes ||
 			fail "chunk_bytes ${a#chunk=}" ;;
 	mtu=*) ip link set eth0 mtu "${a#mtu=}" || fail "mtu ${a#mtu=}" ;;
+	qpsweep=*) qpsweep=${a#qpsweep=} ;;
 	qps=*) echo "${a#qps=}" >/sys/class/misc/kcoll/qps_per_peer ||
 			fail "qps_per_peer ${a#qps=}" ;;
 	skew) skew=1 ;;
@@ -193,7 +195,15 @@ for i in $(seq 1 $dieloop); do
 	RUN_SNAP_S=90 run die 300 "$COLLTEST" -X
 done
 if [ $perf = 1 ]; then
-	if [ -x "$PERF" ]; then
+	if [ -x "$PERF" ] && [ -n "$qpsweep" ]; then
+		for q in ${qpsweep//\// }; do
+			echo "$q" >/sys/class/misc/kcoll/qps_per_peer || fail "qps_per_peer $q"
+			RUN_SNAP_S=${RUN_SNAP_S:-300} run perf-q$q 1200 "$PERF" "${perf_args[@]}"
+			[ -f "$KCOLL_OUT/perf-q$q-rank0.log" ] &&
+				sed "s/^/[qps_per_peer=$q] /" "$KCOLL_OUT/perf-q$q-rank0.log"
+		done
+		echo 1 >/sys/class/misc/kcoll/qps_per_peer
+	elif [ -x "$PERF" ]; then
 		RUN_SNAP_S=${RUN_SNAP_S:-300} run perf 1200 "$PERF" "${perf_args[@]}"
 		[ -f "$KCOLL_OUT/perf-rank0.log" ] && cp "$KCOLL_OUT/perf-rank0.log" "$KCOLL_OUT/perf.txt" &&
 			cat "$KCOLL_OUT/perf.txt"
