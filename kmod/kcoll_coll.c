@@ -361,6 +361,7 @@ void kcoll_write_done(struct ib_cq *cq, struct ib_wc *wc)
 	mutex_lock(&comm->lock);
 	conn->sq_posted--;
 	conn->lane[g->lane].sq_posted--;
+	conn->sent_at = jiffies;
 	op->writes_inflight--;
 	if (wc->status == IB_WC_SUCCESS ||
 	    (wc->status == IB_WC_WR_FLUSH_ERR && kcoll_peer_finished(conn, op))) {
@@ -1018,15 +1019,66 @@ static void kcoll_op_unstick(struct kcoll_task *op)
 }
 
 /*
+ * A send queue that stops: RC completes every posted WR, with success or
+ * an error, within its retry budget (kcoll_drain_jiffies()), unless the
+ * provider stops retrying or the peer stops answering RNR (retried for
+ * ever). A connection with work posted and no send completion for three
+ * budgets (30 s to 6 min) is closed, so its operations fail now, naming
+ * the peer, rather than at their own timeout (10 min by default).
+ */
+static unsigned long kcoll_stall_jiffies(void)
+{
+	return 3 * kcoll_drain_jiffies();
+}
+
+/* @conn's send queue went from empty to busy. Must hold comm->lock. */
+void kcoll_engine_sq_busy(struct kcoll_conn *conn)
+{
+	lockdep_assert_held(&conn->comm->lock);
+	conn->sent_at = jiffies;
+	kcoll_timeout_arm(conn->comm, conn->sent_at + kcoll_stall_jiffies());
+}
+
+/* Close the connections whose send queue stalled; the next check time. */
+static unsigned long kcoll_conns_check_stall(struct kcoll_comm *comm,
+					     unsigned long now, bool *any)
+{
+	unsigned long next = 0, at;
+	u32 i;
+
+	lockdep_assert_held(&comm->lock);
+	for (i = 0; i < comm->nranks; i++) {
+		struct kcoll_conn *conn = comm->conns[i];
+
+		if (!conn || conn->state != KCOLL_CONN_UP || !conn->sq_posted)
+			continue;
+		at = conn->sent_at + kcoll_stall_jiffies();
+		if (time_before(now, at)) {
+			if (!next || time_before(at, next))
+				next = at;
+			continue;
+		}
+		pr_warn_ratelimited("comm %llx rank %u: %u send(s) to rank %u and no completion for %u s: closing the connection\n",
+				    comm->uid, comm->rank, conn->sq_posted,
+				    conn->peer,
+				    jiffies_to_msecs(now - conn->sent_at) / 1000);
+		kcoll_conn_kill(conn, -ETIMEDOUT);
+		*any = true;
+	}
+	return next;
+}
+
+/*
  * comm->timeout_work: fail the operations past their deadline; close the
- * connections of failed ones that do not drain.
+ * connections of failed ones that do not drain, and those whose send
+ * queue stalled.
  */
 void kcoll_engine_timeout_work(struct work_struct *work)
 {
 	struct kcoll_comm *comm = container_of(to_delayed_work(work),
 					       struct kcoll_comm,
 					       timeout_work);
-	unsigned long next = 0, now = jiffies;
+	unsigned long next = 0, stall, now = jiffies;
 	struct kcoll_task *op, *tmp;
 	bool any = false;
 
@@ -1052,6 +1104,9 @@ void kcoll_engine_timeout_work(struct work_struct *work)
 			next = op->deadline;
 		}
 	}
+	stall = kcoll_conns_check_stall(comm, now, &any);
+	if (stall && (!next || time_before(stall, next)))
+		next = stall;
 	if (any)
 		kcoll_engine_reap(comm);
 	if (next)

@@ -221,7 +221,8 @@ static int kcoll_conn_post(struct kcoll_conn *conn, unsigned int idx,
 	err = ib_post_send(lane->qp, wr, NULL);
 	if (!err) {
 		lane->sq_posted++;
-		conn->sq_posted++;
+		if (!conn->sq_posted++)
+			kcoll_engine_sq_busy(conn);
 	}
 	return err;
 }
@@ -333,6 +334,7 @@ static void kcoll_tx_done(struct ib_cq *cq, struct ib_wc *wc)
 	mutex_lock(&comm->lock);
 	lane->sq_posted--;
 	conn->sq_posted--;
+	conn->sent_at = jiffies;
 	if (wc->status != IB_WC_SUCCESS)
 		kcoll_conn_wc_error(conn, wc, "send");
 	kcoll_engine_reap(comm);
