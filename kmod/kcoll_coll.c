@@ -301,6 +301,10 @@ void kcoll_engine_data(struct kcoll_conn *conn, u32 imm, u32 byte_len)
 	bool found = false;
 
 	lockdep_assert_held(&conn->comm->lock);
+	/* Dead (a BYE, an error): what other QPs still complete behind it
+	 * is no concern of anyone's any more. */
+	if (conn->state != KCOLL_CONN_UP)
+		return;
 	list_for_each_entry(g, &conn->k[kind].out, node) {
 		if ((g->serial & KCOLL_IMM_SERIAL_MASK) ==
 		    (imm & KCOLL_IMM_SERIAL_MASK)) {
@@ -361,7 +365,7 @@ void kcoll_write_done(struct ib_cq *cq, struct ib_wc *wc)
 	mutex_lock(&comm->lock);
 	conn->sq_posted--;
 	conn->lane[g->lane].sq_posted--;
-	conn->sent_at = jiffies;
+	conn->lane[g->lane].sent_at = jiffies;
 	op->writes_inflight--;
 	if (wc->status == IB_WC_SUCCESS ||
 	    (wc->status == IB_WC_WR_FLUSH_ERR && kcoll_peer_finished(conn, op))) {
@@ -384,6 +388,8 @@ void kcoll_write_done(struct ib_cq *cq, struct ib_wc *wc)
 		kcoll_op_abort_peers(op, true);
 	}
 	kcoll_engine_reap(comm);
+	if (comm->shutting_down && !conn->sq_posted)
+		wake_up_all(&comm->wait);	/* the BYE wait */
 	mutex_unlock(&comm->lock);
 }
 
@@ -628,9 +634,8 @@ static void kcoll_op_forget_grants(struct kcoll_task *op, struct kcoll_conn *con
 	list_for_each_entry_safe(g, tmp, &conn->k[op->kind].out, node) {
 		if (g->op != op)
 			continue;
-		/* Later grants of the same op may be behind ones of nobody
-		 * else: FIFO order is per connection and kind, and an op
-		 * owns a contiguous run of it. */
+		/* Grants are found by serial and retire in order once
+		 * landed: dropping @op's leaves the others' valid. */
 		list_del(&g->node);
 		conn->k[op->kind].nr_out--;
 		op->grants_out--;
@@ -1031,12 +1036,14 @@ static unsigned long kcoll_stall_jiffies(void)
 	return 3 * kcoll_drain_jiffies();
 }
 
-/* @conn's send queue went from empty to busy. Must hold comm->lock. */
-void kcoll_engine_sq_busy(struct kcoll_conn *conn)
+/* @lane's send queue went from empty to busy. Must hold comm->lock. */
+void kcoll_engine_sq_busy(struct kcoll_lane *lane)
 {
-	lockdep_assert_held(&conn->comm->lock);
-	conn->sent_at = jiffies;
-	kcoll_timeout_arm(conn->comm, conn->sent_at + kcoll_stall_jiffies());
+	struct kcoll_comm *comm = lane->conn->comm;
+
+	lockdep_assert_held(&comm->lock);
+	lane->sent_at = jiffies;
+	kcoll_timeout_arm(comm, lane->sent_at + kcoll_stall_jiffies());
 }
 
 /* Close the connections whose send queue stalled; the next check time. */
@@ -1049,21 +1056,31 @@ static unsigned long kcoll_conns_check_stall(struct kcoll_comm *comm,
 	lockdep_assert_held(&comm->lock);
 	for (i = 0; i < comm->nranks; i++) {
 		struct kcoll_conn *conn = comm->conns[i];
+		unsigned int l;
 
-		if (!conn || conn->state != KCOLL_CONN_UP || !conn->sq_posted)
+		if (!conn || conn->state != KCOLL_CONN_UP)
 			continue;
-		at = conn->sent_at + kcoll_stall_jiffies();
-		if (time_before(now, at)) {
-			if (!next || time_before(at, next))
-				next = at;
-			continue;
+		/* Per QP: one that stops hides behind others that do not. */
+		for (l = 0; l < conn->nlanes; l++) {
+			struct kcoll_lane *lane = &conn->lane[l];
+
+			if (!lane->sq_posted)
+				continue;
+			at = lane->sent_at + kcoll_stall_jiffies();
+			if (time_before(now, at)) {
+				if (!next || time_before(at, next))
+					next = at;
+				continue;
+			}
+			pr_warn_ratelimited("comm %llx rank %u: %u send(s) to rank %u (QP %u) and no completion for %u s: closing the connection\n",
+					    comm->uid, comm->rank,
+					    lane->sq_posted, conn->peer, l,
+					    jiffies_to_msecs(now - lane->sent_at) /
+					    1000);
+			kcoll_conn_kill(conn, -ETIMEDOUT);
+			*any = true;
+			break;
 		}
-		pr_warn_ratelimited("comm %llx rank %u: %u send(s) to rank %u and no completion for %u s: closing the connection\n",
-				    comm->uid, comm->rank, conn->sq_posted,
-				    conn->peer,
-				    jiffies_to_msecs(now - conn->sent_at) / 1000);
-		kcoll_conn_kill(conn, -ETIMEDOUT);
-		*any = true;
 	}
 	return next;
 }

@@ -173,6 +173,8 @@ struct kcoll_lane {
 	struct kcoll_wire_msg *rx_msgs;
 	struct ib_cqe tx_cqe;		/* control SENDs */
 	u32 sq_posted;			/* send WRs not yet completed */
+	unsigned long sent_at;		/* jiffies: last send completion, or
+					 * the posting that ended idleness */
 };
 
 struct kcoll_conn {
@@ -188,8 +190,6 @@ struct kcoll_conn {
 	u8 lanes_up;			/* established during setup */
 	struct kcoll_lane lane[KCOLL_MAX_LANES];
 	u32 sq_posted;			/* every lane's, summed */
-	unsigned long sent_at;		/* jiffies: last send completion, or
-					 * the posting that ended idleness */
 	u32 window;			/* grants out per kind */
 
 	struct kcoll_buf stage;		/* reduce landing slots */
@@ -392,7 +392,7 @@ void kcoll_engine_force_reap(struct kcoll_comm *comm);
 void kcoll_engine_kick_work(struct work_struct *work);
 bool kcoll_peer_finished(struct kcoll_conn *conn, struct kcoll_task *op);
 void kcoll_engine_timeout_work(struct work_struct *work);
-void kcoll_engine_sq_busy(struct kcoll_conn *conn);
+void kcoll_engine_sq_busy(struct kcoll_lane *lane);
 u32 kcoll_op_missing(struct kcoll_task *op, u32 *out, u32 cap);
 
 #endif /* KCOLL_COMM_H */

@@ -94,6 +94,26 @@ static void kcoll_conn_free_cq(struct kcoll_conn *conn)
 }
 
 /*
+ * Destroy @lane's QP during setup. Its posted receives flush; while
+ * another lane keeps the shared CQ polled, they must have come back before
+ * their ring goes.
+ */
+static void kcoll_lane_destroy_qp(struct kcoll_lane *lane,
+				  struct rdma_cm_id *id)
+{
+	unsigned int i;
+
+	for (i = 0; i < KCOLL_MAX_LANES; i++)
+		if (i != lane->idx && lane->conn->lane[i].qp) {
+			ib_drain_qp(lane->qp);
+			break;
+		}
+	rdma_destroy_qp(id);
+	lane->qp = NULL;
+	kcoll_lane_free_rx(lane);
+}
+
+/*
  * QP and receive ring of @lane for @id, on the comm's device and PD; the
  * connection's CQ (sized for all its lanes) comes with the first one.
  */
@@ -114,8 +134,9 @@ static int kcoll_lane_create_qp(struct kcoll_lane *lane,
 		return -EXDEV;
 	}
 	if (!conn->cq) {
+		/* + the drain WRs of a lane being torn down */
 		conn->cq = ib_alloc_cq(id->device, conn, conn->nlanes *
-				       (KCOLL_SQ_DEPTH + KCOLL_RQ_DEPTH) + 1,
+				       (KCOLL_SQ_DEPTH + KCOLL_RQ_DEPTH) + 2,
 				       0, IB_POLL_WORKQUEUE);
 		if (IS_ERR(conn->cq)) {
 			err = PTR_ERR(conn->cq);
@@ -167,10 +188,7 @@ static int kcoll_lane_create_qp(struct kcoll_lane *lane,
 	return 0;
 
 out_free_rx:
-	/* Posted receives flush when the QP is destroyed. */
-	rdma_destroy_qp(id);
-	lane->qp = NULL;
-	kcoll_lane_free_rx(lane);
+	kcoll_lane_destroy_qp(lane, id);
 out_free_cq:
 	kcoll_conn_free_cq(conn);
 	return err;
@@ -220,9 +238,9 @@ static int kcoll_conn_post(struct kcoll_conn *conn, unsigned int idx,
 	wr->send_flags |= IB_SEND_SIGNALED;
 	err = ib_post_send(lane->qp, wr, NULL);
 	if (!err) {
-		lane->sq_posted++;
-		if (!conn->sq_posted++)
-			kcoll_engine_sq_busy(conn);
+		conn->sq_posted++;
+		if (!lane->sq_posted++)
+			kcoll_engine_sq_busy(lane);
 	}
 	return err;
 }
@@ -334,7 +352,7 @@ static void kcoll_tx_done(struct ib_cq *cq, struct ib_wc *wc)
 	mutex_lock(&comm->lock);
 	lane->sq_posted--;
 	conn->sq_posted--;
-	conn->sent_at = jiffies;
+	lane->sent_at = jiffies;
 	if (wc->status != IB_WC_SUCCESS)
 		kcoll_conn_wc_error(conn, wc, "send");
 	kcoll_engine_reap(comm);
@@ -601,6 +619,12 @@ static void kcoll_conn_rejected(struct kcoll_lane *lane,
 	struct kcoll_comm *comm = conn->comm;
 	int reason = 0;
 
+	/* The accepting side: the connecting one gave up (ib_cm's REJ for
+	 * an accepted REQ whose id went away). It does not dial back. */
+	if (!conn->active) {
+		kcoll_conn_fail_setup(conn, -ECONNRESET);
+		return;
+	}
 	if (ev->status == IB_CM_REJ_CONSUMER_DEFINED && rej &&
 	    ev->param.conn.private_data_len >= sizeof(*rej) &&
 	    le32_to_cpu(rej->magic) == KCOLL_WIRE_MAGIC)
@@ -616,6 +640,13 @@ static void kcoll_conn_rejected(struct kcoll_lane *lane,
 		return;
 	case KCOLL_REJ_RANK:
 	case KCOLL_REJ_DUP:
+		if (lane->idx) {
+			pr_warn_ratelimited("comm %llx rank %u: rank %u refused QP %u of %u: does its kcoll predate several QPs per peer? (qps_per_peer=1 talks to it)\n",
+					    comm->uid, comm->rank, conn->peer,
+					    lane->idx, conn->nlanes);
+			kcoll_conn_fail_setup(conn, -EPROTONOSUPPORT);
+			return;
+		}
 		pr_warn_ratelimited("comm %llx rank %u: rank %u refused the rank table (%d)\n",
 				    comm->uid, comm->rank, conn->peer, reason);
 		kcoll_conn_fail_setup(conn, -EINVAL);
@@ -744,9 +775,7 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	err = rdma_accept(id, &param);
 	if (err) {
 		/* Our non-zero return destroys @id; the QP goes first. */
-		rdma_destroy_qp(id);
-		lane->qp = NULL;
-		kcoll_lane_free_rx(lane);
+		kcoll_lane_destroy_qp(lane, id);
 		kcoll_conn_free_cq(conn);
 		goto out_idle;
 	}
