@@ -227,6 +227,11 @@ int kcoll_ib_reg_mrs(struct ib_device *ibdev, struct ib_mr **mrs,
 int kcoll_ib_init(void);
 void kcoll_ib_exit(void);
 ssize_t kcoll_ib_list(char *buf, size_t size);
+/* The devices tunable: which devices new communicators may use. */
+#define KCOLL_IB_ALLOW_MAX	64	/* with the NUL; a netlink value fits */
+bool kcoll_ib_enabled(struct ib_device *ibdev);
+ssize_t kcoll_ib_allow_show(char *buf);
+int kcoll_ib_allow_store(const char *buf, size_t count);
 struct kcoll_opstats *kcoll_ib_stats(struct ib_device *ibdev);
 /* Call @fn for every device, under the device list lock; stops at the first
  * non-zero return, which it returns. */

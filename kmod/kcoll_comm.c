@@ -223,6 +223,13 @@ static int kcoll_comm_bind_device(struct kcoll_comm *comm)
 		err = -ENODEV;		/* not an RDMA interface's address */
 		goto out_destroy;
 	}
+	if (!kcoll_ib_enabled(id->device)) {
+		pr_warn_ratelimited("comm %llx rank %u: %s, the device of our address, is not in the devices tunable\n",
+				    comm->uid, comm->rank,
+				    dev_name(&id->device->dev));
+		err = -ENXIO;
+		goto out_destroy;
+	}
 	if (!(id->device->attrs.device_cap_flags &
 	      IB_DEVICE_MEM_MGT_EXTENSIONS)) {
 		err = -EOPNOTSUPP;	/* no fast registration */

@@ -555,6 +555,11 @@ static void kcoll_conn_rejected(struct kcoll_conn *conn,
 	case KCOLL_REJ_VERSION:
 		kcoll_conn_fail_setup(conn, -EPROTONOSUPPORT);
 		return;
+	case KCOLL_REJ_DEVICE:
+		pr_warn_ratelimited("comm %llx rank %u: rank %u does not use the device our hello reached\n",
+				    comm->uid, comm->rank, conn->peer);
+		kcoll_conn_fail_setup(conn, -ENXIO);
+		return;
 	case KCOLL_REJ_RANK:
 	case KCOLL_REJ_DUP:
 		pr_warn_ratelimited("comm %llx rank %u: rank %u refused the rank table (%d)\n",
@@ -610,6 +615,14 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		pr_warn_ratelimited("refusing a connection with a foreign hello (from %pISc)\n",
 				    &id->route.addr.dst_addr);
 		kcoll_reject(id, KCOLL_REJ_VERSION);
+		return -ECONNREFUSED;
+	}
+	/* The devices tunable: not on a device this node does not use. */
+	if (!kcoll_ib_enabled(id->device)) {
+		pr_warn_ratelimited("refusing a connection from %pISc on %s: not in the devices tunable\n",
+				    &id->route.addr.dst_addr,
+				    dev_name(&id->device->dev));
+		kcoll_reject(id, KCOLL_REJ_DEVICE);
 		return -ECONNREFUSED;
 	}
 	src = le32_to_cpu(h->src_rank);

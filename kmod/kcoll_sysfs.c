@@ -207,6 +207,22 @@ static ssize_t listen_port_show(struct device *dev,
 }
 static DEVICE_ATTR_RO(listen_port);
 
+static ssize_t devices_show(struct device *dev,
+			    struct device_attribute *attr, char *buf)
+{
+	return kcoll_ib_allow_show(buf);
+}
+
+static ssize_t devices_store(struct device *dev,
+			     struct device_attribute *attr,
+			     const char *buf, size_t count)
+{
+	int err = kcoll_ib_allow_store(buf, count);
+
+	return err ? err : count;
+}
+static DEVICE_ATTR_RW(devices);
+
 static ssize_t abi_version_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
 {
@@ -239,6 +255,7 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_prio_aging_ms.attr.attr,
 	&kcoll_attr_op_timeout_ms.attr.attr,
 	&dev_attr_listen_port.attr,
+	&dev_attr_devices.attr,
 	&dev_attr_abi_version.attr,
 	&dev_attr_rdma_devices.attr,
 	NULL,
