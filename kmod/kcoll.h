@@ -145,7 +145,9 @@ u32 kcoll_ack_timeout(void);		/* new connections */
 bool kcoll_prio_sched(void);		/* priorities (else FIFO) */
 u32 kcoll_prio_aging_ms(void);
 u32 kcoll_op_timeout_ms(void);		/* SQE timeout_ms 0 means this */
-extern unsigned int kcoll_listen_port;	/* module parameter, load time */
+extern unsigned int kcoll_listen_port;	/* module parameter; sysfs moves it */
+/* kcoll_conn.c: listen on @port from now on (the sysfs listen_port). */
+int kcoll_listen_set_port(unsigned int port);
 extern const struct attribute_group *kcoll_attr_groups[];
 struct device *kcoll_misc_device(void);	/* kcoll_main.c */
 

@@ -21,7 +21,7 @@
 unsigned int kcoll_listen_port = 18515;
 module_param_named(listen_port, kcoll_listen_port, uint, 0444);
 MODULE_PARM_DESC(listen_port,
-		 "rdma_cm port kcoll listens on, on every RDMA device (default 18515)");
+		 "rdma_cm port kcoll listens on, on every RDMA device, at load (default 18515; sysfs listen_port moves it)");
 
 static LIST_HEAD(kcoll_comms);
 static DEFINE_MUTEX(kcoll_comms_lock);

@@ -203,9 +203,26 @@ KCOLL_KNOB_ATTR(op_timeout_ms, KCOLL_KNOB_OP_TIMEOUT);
 static ssize_t listen_port_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
 {
-	return sysfs_emit(buf, "%u\n", kcoll_listen_port);
+	return sysfs_emit(buf, "%u\n", READ_ONCE(kcoll_listen_port));
 }
-static DEVICE_ATTR_RO(listen_port);
+
+/* A new listener on the new port; the old one closes once it is up. */
+static ssize_t listen_port_store(struct device *dev,
+				 struct device_attribute *attr,
+				 const char *buf, size_t count)
+{
+	unsigned int port;
+	int err;
+
+	err = kstrtouint(buf, 0, &port);
+	if (err)
+		return err;
+	if (!port || port > 65535)
+		return -EINVAL;
+	err = kcoll_listen_set_port(port);
+	return err ? err : count;
+}
+static DEVICE_ATTR_RW(listen_port);
 
 static ssize_t devices_show(struct device *dev,
 			    struct device_attribute *attr, char *buf)
