@@ -1,11 +1,13 @@
 #!/bin/bash
 # The control plane against the real module, in one VM: kcollctl (dev,
-# stats, get/set with and without CAP_NET_ADMIN, out-of-range values,
-# comm while 2 local ranks run, monitor), the fault events a subscriber
-# sees (an operation timed out, naming the rank that never came, also in
-# kcollctl comm and libcoll's report while the communicator lives; a peer
-# lost to SIGKILL; rxe0 removed and added again) and kcolld (configuration applied,
-# Prometheus endpoint, module unloaded and loaded again under it: it must
+# stats, get/set with and without CAP_NET_ADMIN, out-of-range values, the
+# devices tunable shown per device, comm while 2 local ranks run,
+# monitor), the fault events a subscriber sees (an operation timed out,
+# naming the rank that never came, also in kcollctl comm and libcoll's
+# report while the communicator lives; a peer lost to SIGKILL; rxe0
+# removed and added again) and kcolld (configuration applied, listen_port
+# and devices included: the ranks then connect on the new port;
+# Prometheus endpoint; module unloaded and loaded again under it: it must
 # notice both, re-subscribe and re-apply its configuration).
 #
 #   tests/vm/vmrun.sh -k KVER -n 1 -o build/vmtest/ctl -t 600 \
@@ -142,13 +144,34 @@ cat >$conf <<EOF
 metrics_port = $PORT
 devices = rxe0
 chunk_bytes = 262144
+listen_port = 18516
 EOF
 "$KCOLLD" -f -c $conf >"$KCOLL_OUT/kcolld.log" 2>&1 &
 kcolld_pid=$!
-wait_for "$KCOLL_OUT/kcolld.log" "applied 1 of 1 tunables from $conf" 20 ||
+wait_for "$KCOLL_OUT/kcolld.log" "applied 2 of 2 tunables from $conf" 20 ||
 	fail "kcolld did not apply its configuration: $(tail -3 "$KCOLL_OUT/kcolld.log")"
 [ "$(cat $SYS/chunk_bytes)" = 262144 ] || fail "kcolld: chunk_bytes is $(cat $SYS/chunk_bytes), not 262144"
 grep -q 'device rxe0 is not in use' "$KCOLL_OUT/kcolld.log" && fail "kcolld does not find rxe0"
+# listen_port moved the listener; devices restricted kcoll to rxe0.
+[ "$(cat $SYS/listen_port)" = 18516 ] || fail "kcolld: listen_port is $(cat $SYS/listen_port), not 18516"
+wait_for "$KCOLL_OUT/kcolld.log" "new communicators use only rxe0 (devices, $conf:3)" 5 ||
+	fail "kcolld did not set the devices tunable: $(tail -3 "$KCOLL_OUT/kcolld.log")"
+[ "$(cat $SYS/devices)" = rxe0 ] || fail "kcolld: sysfs devices is '$(cat $SYS/devices)', not rxe0"
+dmesg | grep -q 'kcoll: listening on port 18516' || fail "the module did not log its new listen port"
+ctl dev-enabled 0 dev
+grep -q '^[0-9]*: rxe0: .* enabled' "$KCOLL_OUT/ctl-dev-enabled.txt" ||
+	fail "kcollctl dev: rxe0 not enabled: $(cat "$KCOLL_OUT/ctl-dev-enabled.txt")"
+# Out of the devices tunable, rxe0 shows disabled, as text and JSON.
+ctl set-devices 0 set devices nosuch0
+ctl dev-disabled 0 dev
+grep -q '^[0-9]*: rxe0: .* disabled' "$KCOLL_OUT/ctl-dev-disabled.txt" ||
+	fail "kcollctl dev: rxe0 not disabled: $(cat "$KCOLL_OUT/ctl-dev-disabled.txt")"
+ctl dev-disabled-json 0 -j dev
+grep -q '"enabled":false' "$KCOLL_OUT/ctl-dev-disabled-json.txt" ||
+	fail "kcollctl -j dev: rxe0 not \"enabled\":false: $(cat "$KCOLL_OUT/ctl-dev-disabled-json.txt")"
+ctl set-devices-bad 1 set devices 'rxe0 *'
+ctl set-devices-back 0 set devices rxe0
+[ "$(cat $SYS/devices)" = rxe0 ] || fail "kcollctl set devices rxe0: sysfs says '$(cat $SYS/devices)'"
 metrics >"$KCOLL_OUT/metrics-1.txt" 2>&1
 grep -q '^kcoll_up 1$' "$KCOLL_OUT/metrics-1.txt" || fail "kcolld /metrics: no kcoll_up 1"
 grep -q '^kcoll_ops_total{device="rxe0"} ' "$KCOLL_OUT/metrics-1.txt" ||
@@ -186,7 +209,7 @@ for i in 0 1; do
 	wait "${pids[$i]}" || fail "kcoll-perf rank $i failed (perf-rank$i.log)"
 done
 if [ $seen = 1 ]; then
-	grep -q "member rank 1 $KCOLL_IP port [0-9]* local [01] connected" \
+	grep -q "member rank 1 $KCOLL_IP port 18516 local [01] connected" \
 		"$KCOLL_OUT/ctl-comm-details.txt" ||
 		fail "kcollctl -d comm: no member line for rank 1: $(head -4 "$KCOLL_OUT/ctl-comm-details.txt")"
 	json_ok <"$KCOLL_OUT/ctl-comm-json.txt" || fail "kcollctl -j -d comm is not JSON"
@@ -322,13 +345,17 @@ wait_for "$KCOLL_OUT/kcolld.log" "kcoll module is back" 10 ||
 	fail "kcolld did not notice the module coming back: $(tail -3 "$KCOLL_OUT/kcolld.log")"
 wait_for "$KCOLL_OUT/kcolld.log" "re-applying $conf" 1 || fail "kcolld: no re-apply announced"
 for i in $(seq 1 50); do
-	[ "$(grep -c "applied 1 of 1 tunables from $conf" "$KCOLL_OUT/kcolld.log")" -ge 2 ] && break
+	[ "$(grep -c "applied 2 of 2 tunables from $conf" "$KCOLL_OUT/kcolld.log")" -ge 2 ] && break
 	sleep 0.1
 done
-[ "$(grep -c "applied 1 of 1 tunables from $conf" "$KCOLL_OUT/kcolld.log")" -ge 2 ] ||
+[ "$(grep -c "applied 2 of 2 tunables from $conf" "$KCOLL_OUT/kcolld.log")" -ge 2 ] ||
 	fail "kcolld did not re-apply its configuration after the reload"
 [ "$(cat $SYS/chunk_bytes)" = 262144 ] ||
 	fail "after the reload chunk_bytes is $(cat $SYS/chunk_bytes), not kcolld's 262144"
+[ "$(cat $SYS/listen_port)" = 18516 ] ||
+	fail "after the reload listen_port is $(cat $SYS/listen_port), not kcolld's 18516"
+wait_for "$SYS/devices" rxe0 5 ||
+	fail "after the reload devices is '$(cat $SYS/devices)', not kcolld's rxe0"
 metrics >"$KCOLL_OUT/metrics-3.txt" 2>&1
 grep -q '^kcoll_up 1$' "$KCOLL_OUT/metrics-3.txt" || fail "kcolld /metrics after the reload: no kcoll_up 1"
 
