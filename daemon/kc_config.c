@@ -115,6 +115,8 @@ static int kc_conf_devices(struct kc_conf_ctx *cx, char *v)
 {
 	struct kc_conf *conf = cx->conf;
 	char *save = NULL, *name;
+	unsigned int i;
+	size_t len, n;
 
 	for (name = strtok_r(v, " \t,", &save); name;
 	     name = strtok_r(NULL, " \t,", &save)) {
@@ -129,6 +131,18 @@ static int kc_conf_devices(struct kc_conf_ctx *cx, char *v)
 	}
 	if (!conf->n_devices)
 		return kc_conf_err(cx, "devices: no device named");
+	for (i = 0, len = 0; i < conf->n_devices; i++) {
+		n = strlen(conf->devices[i]);
+		if (len + !!len + n >= sizeof(conf->devices_list))
+			return kc_conf_err(cx, "devices: the list is longer "
+					   "than %d characters with single "
+					   "commas", KCOLL_NL_TUNABLE_VALUE_MAX
+					   - 1);
+		if (len)
+			conf->devices_list[len++] = ',';
+		memcpy(conf->devices_list + len, conf->devices[i], n + 1);
+		len += n;
+	}
 	conf->devices_line = cx->line;
 	return 0;
 }

@@ -7,8 +7,10 @@
  * Keys of the daemon itself:
  *	metrics_port = N		Prometheus port (1-65535)
  *	metrics_address = ADDR	Prometheus address (IPv4 or IPv6 literal)
- *	devices = NAME...	RDMA devices expected (warned about if absent),
- *				separated by spaces or commas
+ *	devices = NAME...	the RDMA devices kcoll may use, separated by
+ *				spaces or commas: set as the module's
+ *				"devices" tunable (comma-separated, at most
+ *				63 characters); absent ones are warned about
  * Any other key is a module tunable, set with KCOLL_CMD_TUNABLE_SET: a
  * /sys/class/misc/kcoll/ name ("chunk_bytes", "algo/allreduce") and the
  * text sysfs accepts. A key may appear once. Errors name the file and line.
@@ -39,6 +41,7 @@ struct kc_conf {
 	char devices[KC_CONF_MAX_DEVICES][KC_DEV_NAME_MAX];
 	unsigned int n_devices;
 	unsigned int devices_line;
+	char devices_list[KCOLL_NL_TUNABLE_VALUE_MAX];	/* "a,b": the tunable */
 	struct kc_conf_tunable *tunables;	/* in file order */
 	size_t n_tunables;
 };

@@ -58,6 +58,7 @@ struct kc_dev {
 	uint64_t node_guid;
 	uint8_t port_state;
 	uint32_t comms;
+	uint8_t enabled;		/* the module's devices tunable */
 	struct kc_cost cost;		/* what the node advertises on it */
 	struct kc_stats stats;		/* valid if KC_HAS(dev, KCOLL_A_STATS) */
 };

@@ -63,6 +63,7 @@ static struct nla_policy kc_policy[KCOLL_A_MAX + 1] = {
 	[KCOLL_A_COST_ALPHA_NS]		= { .type = NLA_U32 },
 	[KCOLL_A_COST_BETA_PS]		= { .type = NLA_U32 },
 	[KCOLL_A_COST_GAMMA_PS]		= { .type = NLA_U32 },
+	[KCOLL_A_DEV_ENABLED]		= { .type = NLA_U8 },
 };
 
 
@@ -170,6 +171,7 @@ static int kc_fill_dev(kc_tb tb, struct kc_dev *d)
 	KC_GET(tb, KCOLL_A_DEV_NODE_GUID, d->node_guid, nla_get_u64);
 	KC_GET(tb, KCOLL_A_DEV_PORT_STATE, d->port_state, nla_get_u8);
 	KC_GET(tb, KCOLL_A_DEV_COMMS, d->comms, nla_get_u32);
+	KC_GET(tb, KCOLL_A_DEV_ENABLED, d->enabled, nla_get_u8);
 	kc_fill_cost(tb, &d->cost);
 	if (tb[KCOLL_A_STATS])
 		return kc_parse_stats(tb[KCOLL_A_STATS], &d->stats);

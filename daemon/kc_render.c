@@ -162,6 +162,8 @@ struct json_object *kc_json_dev(const struct kc_dev *d)
 					      sizeof(buf)));
 	if (KC_HAS(d, KCOLL_A_DEV_COMMS))
 		kc_jadd_int(o, "comms", d->comms);
+	if (KC_HAS(d, KCOLL_A_DEV_ENABLED))
+		kc_jadd(o, "enabled", json_object_new_boolean(d->enabled));
 	if (KC_HAS(d, KCOLL_A_COST_BETA_PS))
 		kc_jadd(o, "cost", kc_json_cost(&d->cost));
 	if (KC_HAS(d, KCOLL_A_STATS))
@@ -441,6 +443,8 @@ void kc_text_dev(FILE *f, const struct kc_dev *d)
 			kc_port_state_str(d->port_state, buf, sizeof(buf)));
 	if (KC_HAS(d, KCOLL_A_DEV_COMMS))
 		fprintf(f, " comms %u", d->comms);
+	if (KC_HAS(d, KCOLL_A_DEV_ENABLED))
+		fputs(d->enabled ? " enabled" : " disabled", f);
 	if (KC_HAS(d, KCOLL_A_COST_BETA_PS))
 		kc_text_cost(f, &d->cost);
 	fputc('\n', f);

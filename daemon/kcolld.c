@@ -157,6 +157,32 @@ static void kd_check_devices(struct kd *d)
 	free(devs);
 }
 
+/*
+ * "devices =": the module's devices tunable, so that new communicators use
+ * only those devices and the listener refuses hellos arriving on others.
+ * Returns 1 if the module refused it, else 0.
+ */
+static unsigned int kd_apply_devices(struct kd *d)
+{
+	int ret;
+
+	if (!d->conf.n_devices)
+		return 0;
+	ret = kc_nl_tunable_set(&d->nl, "devices", d->conf.devices_list);
+	if (ret) {
+		kd_log(LOG_ERR, "%s:%u: devices = %s: %s%s%s%s", d->conf_path,
+		       d->conf.devices_line, d->conf.devices_list,
+		       ret == -ENOENT && !d->nl.errmsg[0] ?
+		       "this kcoll module has no devices tunable" :
+		       strerror(-ret), d->nl.errmsg[0] ? " (" : "",
+		       d->nl.errmsg, d->nl.errmsg[0] ? ")" : "");
+		return 1;
+	}
+	kd_log(LOG_NOTICE, "new communicators use only %s (devices, %s:%u)",
+	       d->conf.devices_list, d->conf_path, d->conf.devices_line);
+	return 0;
+}
+
 /* Sets every tunable of the configuration; returns how many failed. */
 static unsigned int kd_apply(struct kd *d)
 {
@@ -183,6 +209,7 @@ static unsigned int kd_apply(struct kd *d)
 	kd_log(failed ? LOG_WARNING : LOG_NOTICE,
 	       "applied %zu of %zu tunables from %s", d->conf.n_tunables -
 	       failed, d->conf.n_tunables, d->conf_path);
+	failed += kd_apply_devices(d);
 	kd_check_devices(d);
 	return failed;
 }

@@ -147,7 +147,9 @@ u32 kcoll_qps_per_peer(void);		/* new communicators */
 bool kcoll_prio_sched(void);		/* priorities (else FIFO) */
 u32 kcoll_prio_aging_ms(void);
 u32 kcoll_op_timeout_ms(void);		/* SQE timeout_ms 0 means this */
-extern unsigned int kcoll_listen_port;	/* module parameter, load time */
+extern unsigned int kcoll_listen_port;	/* module parameter; sysfs moves it */
+/* kcoll_conn.c: listen on @port from now on (the sysfs listen_port). */
+int kcoll_listen_set_port(unsigned int port);
 extern const struct attribute_group *kcoll_attr_groups[];
 struct device *kcoll_misc_device(void);	/* kcoll_main.c */
 
@@ -230,6 +232,11 @@ int kcoll_ib_reg_mrs(struct ib_device *ibdev, struct ib_mr **mrs,
 int kcoll_ib_init(void);
 void kcoll_ib_exit(void);
 ssize_t kcoll_ib_list(char *buf, size_t size);
+/* The devices tunable: which devices new communicators may use. */
+#define KCOLL_IB_ALLOW_MAX	64	/* with the NUL; a netlink value fits */
+bool kcoll_ib_enabled(struct ib_device *ibdev);
+ssize_t kcoll_ib_allow_show(char *buf);
+int kcoll_ib_allow_store(const char *buf, size_t count);
 struct kcoll_opstats *kcoll_ib_stats(struct ib_device *ibdev);
 /* Call @fn for every device, under the device list lock; stops at the first
  * non-zero return, which it returns. */

@@ -21,7 +21,7 @@
 unsigned int kcoll_listen_port = 18515;
 module_param_named(listen_port, kcoll_listen_port, uint, 0444);
 MODULE_PARM_DESC(listen_port,
-		 "rdma_cm port kcoll listens on, on every RDMA device (default 18515)");
+		 "rdma_cm port kcoll listens on, on every RDMA device, at load (default 18515; sysfs listen_port moves it)");
 
 static LIST_HEAD(kcoll_comms);
 static DEFINE_MUTEX(kcoll_comms_lock);
@@ -221,6 +221,13 @@ static int kcoll_comm_bind_device(struct kcoll_comm *comm)
 		goto out_destroy;
 	if (!id->device) {
 		err = -ENODEV;		/* not an RDMA interface's address */
+		goto out_destroy;
+	}
+	if (!kcoll_ib_enabled(id->device)) {
+		pr_warn_ratelimited("comm %llx rank %u: %s, the device of our address, is not in the devices tunable\n",
+				    comm->uid, comm->rank,
+				    dev_name(&id->device->dev));
+		err = -ENXIO;
 		goto out_destroy;
 	}
 	if (!(id->device->attrs.device_cap_flags &

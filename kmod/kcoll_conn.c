@@ -638,6 +638,11 @@ static void kcoll_conn_rejected(struct kcoll_lane *lane,
 	case KCOLL_REJ_VERSION:
 		kcoll_conn_fail_setup(conn, -EPROTONOSUPPORT);
 		return;
+	case KCOLL_REJ_DEVICE:
+		pr_warn_ratelimited("comm %llx rank %u: rank %u does not use the device our hello reached\n",
+				    comm->uid, comm->rank, conn->peer);
+		kcoll_conn_fail_setup(conn, -ENXIO);
+		return;
 	case KCOLL_REJ_RANK:
 	case KCOLL_REJ_DUP:
 		if (lane->idx) {
@@ -709,6 +714,14 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		pr_warn_ratelimited("refusing a connection with a foreign hello (from %pISc)\n",
 				    &id->route.addr.dst_addr);
 		kcoll_reject(id, KCOLL_REJ_VERSION);
+		return -ECONNREFUSED;
+	}
+	/* The devices tunable: not on a device this node does not use. */
+	if (!kcoll_ib_enabled(id->device)) {
+		pr_warn_ratelimited("refusing a connection from %pISc on %s: not in the devices tunable\n",
+				    &id->route.addr.dst_addr,
+				    dev_name(&id->device->dev));
+		kcoll_reject(id, KCOLL_REJ_DEVICE);
 		return -ECONNREFUSED;
 	}
 	src = le32_to_cpu(h->src_rank);
@@ -1046,39 +1059,101 @@ void kcoll_conn_free(struct kcoll_conn *conn)
 	kfree(conn);
 }
 
-int kcoll_listen_start(void)
+/* kcoll_listen_id (NULL: not listening), the port, kcoll_listen_stopped. */
+static DEFINE_MUTEX(kcoll_listen_lock);
+static bool kcoll_listen_stopped;
+
+/*
+ * A listener on @port, every address: the new id or an ERR_PTR. Must hold
+ * kcoll_listen_lock.
+ */
+static struct rdma_cm_id *kcoll_listen_on(unsigned int port)
 {
 	struct sockaddr_in sin = {
 		.sin_family = AF_INET,
 		.sin_addr.s_addr = htonl(INADDR_ANY),
-		.sin_port = htons(kcoll_listen_port),
+		.sin_port = htons(port),
 	};
 	struct rdma_cm_id *id;
 	int err;
 
+	lockdep_assert_held(&kcoll_listen_lock);
 	id = rdma_create_id(&init_net, kcoll_cm_handler, NULL, RDMA_PS_TCP,
 			    IB_QPT_RC);
 	if (IS_ERR(id))
-		return PTR_ERR(id);
+		return id;
 	err = rdma_bind_addr(id, (struct sockaddr *)&sin);
 	if (err)
 		goto out_destroy;
 	err = rdma_listen(id, 128);
 	if (err)
 		goto out_destroy;
-	kcoll_listen_id = id;
-	pr_info("listening on port %u\n", kcoll_listen_port);
-	return 0;
+	pr_info("listening on port %u\n", port);
+	return id;
 
 out_destroy:
-	pr_err("cannot listen on port %u: %d\n", kcoll_listen_port, err);
+	pr_err("cannot listen on port %u: %d\n", port, err);
 	rdma_destroy_id(id);
-	return err;
+	return ERR_PTR(err);
+}
+
+int kcoll_listen_start(void)
+{
+	struct rdma_cm_id *id;
+
+	mutex_lock(&kcoll_listen_lock);
+	id = kcoll_listen_on(kcoll_listen_port);
+	if (!IS_ERR(id))
+		kcoll_listen_id = id;
+	mutex_unlock(&kcoll_listen_lock);
+	return PTR_ERR_OR_ZERO(id);
+}
+
+/*
+ * Listen on @port from now on: the new listener first (a port that cannot
+ * be had leaves the old one, -EADDRINUSE), then the old one closes.
+ * Connections already made stay; communicators whose rank table gives no
+ * port connect to @port from now on. Before the listener starts (netlink
+ * is up first at load) the port is only recorded for it; once it stopped
+ * (unload): -ENODEV.
+ */
+int kcoll_listen_set_port(unsigned int port)
+{
+	struct rdma_cm_id *id, *old;
+
+	if (!port || port > 65535)
+		return -EINVAL;
+	mutex_lock(&kcoll_listen_lock);
+	if (kcoll_listen_stopped) {
+		mutex_unlock(&kcoll_listen_lock);
+		return -ENODEV;
+	}
+	if (!kcoll_listen_id || port == kcoll_listen_port) {
+		WRITE_ONCE(kcoll_listen_port, port);
+		mutex_unlock(&kcoll_listen_lock);
+		return 0;
+	}
+	id = kcoll_listen_on(port);
+	if (IS_ERR(id)) {
+		mutex_unlock(&kcoll_listen_lock);
+		return PTR_ERR(id);
+	}
+	old = kcoll_listen_id;
+	kcoll_listen_id = id;
+	pr_info("no longer listening on port %u\n", kcoll_listen_port);
+	WRITE_ONCE(kcoll_listen_port, port);
+	/* Under the lock: kcoll_listen_stop() must not see it half gone. */
+	rdma_destroy_id(old);
+	mutex_unlock(&kcoll_listen_lock);
+	return 0;
 }
 
 void kcoll_listen_stop(void)
 {
+	mutex_lock(&kcoll_listen_lock);
 	if (kcoll_listen_id)
 		rdma_destroy_id(kcoll_listen_id);
 	kcoll_listen_id = NULL;
+	kcoll_listen_stopped = true;
+	mutex_unlock(&kcoll_listen_lock);
 }

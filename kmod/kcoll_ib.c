@@ -7,18 +7,27 @@
  * Communicators use that PD for their QPs and MRs; .remove fails them and
  * releases their verbs objects before the PD goes.
  *
+ * The devices tunable (sysfs devices, kcolld's "devices =") limits which of
+ * them new communicators may use and which accept incoming connections: a
+ * list of names, empty for every device. Names, not devices: a device
+ * added later is in or out by its name.
+ *
  * Locking: kcoll_ib_lock (mutex) protects kcoll_ib_devs. ib_core serialises
  * .add/.remove per device and calls .remove for every device before
- * ib_unregister_client() returns.
+ * ib_unregister_client() returns. kcoll_ib_allow_lock (spinlock) protects
+ * kcoll_ib_allow.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/ctype.h>
 #include <linux/delay.h>
 #include <linux/ktime.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
+#include <linux/spinlock.h>
+#include <linux/sysfs.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ib_verbs.h>
 
@@ -53,6 +62,10 @@ struct kcoll_ibdev {
 static LIST_HEAD(kcoll_ib_devs);
 static DEFINE_MUTEX(kcoll_ib_lock);
 static struct ib_client kcoll_ib_client;
+
+/* The devices tunable: names separated by single commas; "": all. */
+static char kcoll_ib_allow[KCOLL_IB_ALLOW_MAX];
+static DEFINE_SPINLOCK(kcoll_ib_allow_lock);
 
 #define KCOLL_REG_QP_DEPTH	(KCOLL_REG_BATCH + 1)
 
@@ -531,6 +544,86 @@ ssize_t kcoll_ib_list(char *buf, size_t size)
 	}
 	mutex_unlock(&kcoll_ib_lock);
 	return len;
+}
+
+/* Whether @ibdev may carry new communicators (the devices tunable). */
+bool kcoll_ib_enabled(struct ib_device *ibdev)
+{
+	const char *name = dev_name(&ibdev->dev);
+	size_t len = strlen(name), n;
+	const char *p;
+	bool ok;
+
+	spin_lock(&kcoll_ib_allow_lock);
+	ok = !kcoll_ib_allow[0];
+	for (p = kcoll_ib_allow; !ok && *p; p += n + (p[n] == ',')) {
+		n = strcspn(p, ",");
+		ok = n == len && !memcmp(p, name, len);
+	}
+	spin_unlock(&kcoll_ib_allow_lock);
+	return ok;
+}
+
+/* The devices tunable as sysfs shows it: "*" for every device. */
+ssize_t kcoll_ib_allow_show(char *buf)
+{
+	char copy[KCOLL_IB_ALLOW_MAX];
+
+	spin_lock(&kcoll_ib_allow_lock);
+	memcpy(copy, kcoll_ib_allow, sizeof(copy));
+	spin_unlock(&kcoll_ib_allow_lock);
+	return sysfs_emit(buf, "%s\n", copy[0] ? copy : "*");
+}
+
+static bool kcoll_ib_name_char(char c)
+{
+	return isalnum(c) || c == '_' || c == '-' || c == '.';
+}
+
+/*
+ * Set the devices tunable from @buf: device names separated by commas or
+ * white space, or "*" (or nothing) for every device. -EINVAL for a name
+ * with other characters than [A-Za-z0-9_.-], or a list longer than
+ * KCOLL_IB_ALLOW_MAX - 1 once written with single commas. Communicators
+ * that exist keep their device.
+ */
+int kcoll_ib_allow_store(const char *buf, size_t count)
+{
+	char list[KCOLL_IB_ALLOW_MAX] = "";
+	size_t len = 0, i = 0, n;
+	bool all = false;
+
+	while (i < count && buf[i]) {
+		if (buf[i] == ',' || isspace(buf[i])) {
+			i++;
+			continue;
+		}
+		for (n = 0; i + n < count && buf[i + n] && buf[i + n] != ',' &&
+		     !isspace(buf[i + n]); n++)
+			;
+		if (n == 1 && buf[i] == '*') {
+			all = true;
+			i++;
+			continue;
+		}
+		if (len + !!len + n >= sizeof(list))
+			return -EINVAL;
+		if (len)
+			list[len++] = ',';
+		for (; n; n--, i++) {
+			if (!kcoll_ib_name_char(buf[i]))
+				return -EINVAL;
+			list[len++] = buf[i];
+		}
+		list[len] = '\0';
+	}
+	if (all && len)
+		return -EINVAL;		/* "*" stands alone */
+	spin_lock(&kcoll_ib_allow_lock);
+	memcpy(kcoll_ib_allow, list, sizeof(list));
+	spin_unlock(&kcoll_ib_allow_lock);
+	pr_info("devices: %s\n", list[0] ? list : "* (every device)");
+	return 0;
 }
 
 int kcoll_ib_init(void)

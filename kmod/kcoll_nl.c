@@ -132,7 +132,8 @@ static int kcoll_nl_put_dev_attrs(struct sk_buff *skb, struct ib_device *ibdev,
 	    kcoll_nl_put_u64(skb, KCOLL_A_DEV_NODE_GUID,
 			     be64_to_cpu(ibdev->node_guid)) ||
 	    nla_put_u8(skb, KCOLL_A_DEV_PORT_STATE, state) ||
-	    nla_put_u32(skb, KCOLL_A_DEV_COMMS, ncomms))
+	    nla_put_u32(skb, KCOLL_A_DEV_COMMS, ncomms) ||
+	    nla_put_u8(skb, KCOLL_A_DEV_ENABLED, kcoll_ib_enabled(ibdev)))
 		return -EMSGSIZE;
 	return st ? kcoll_nl_put_stats(skb, st, false, 0) : 0;
 }

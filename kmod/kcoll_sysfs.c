@@ -216,9 +216,42 @@ KCOLL_KNOB_ATTR(qps_per_peer, KCOLL_KNOB_QPS_PER_PEER);
 static ssize_t listen_port_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
 {
-	return sysfs_emit(buf, "%u\n", kcoll_listen_port);
+	return sysfs_emit(buf, "%u\n", READ_ONCE(kcoll_listen_port));
 }
-static DEVICE_ATTR_RO(listen_port);
+
+/* A new listener on the new port; the old one closes once it is up. */
+static ssize_t listen_port_store(struct device *dev,
+				 struct device_attribute *attr,
+				 const char *buf, size_t count)
+{
+	unsigned int port;
+	int err;
+
+	err = kstrtouint(buf, 0, &port);
+	if (err)
+		return err;
+	if (!port || port > 65535)
+		return -EINVAL;
+	err = kcoll_listen_set_port(port);
+	return err ? err : count;
+}
+static DEVICE_ATTR_RW(listen_port);
+
+static ssize_t devices_show(struct device *dev,
+			    struct device_attribute *attr, char *buf)
+{
+	return kcoll_ib_allow_show(buf);
+}
+
+static ssize_t devices_store(struct device *dev,
+			     struct device_attribute *attr,
+			     const char *buf, size_t count)
+{
+	int err = kcoll_ib_allow_store(buf, count);
+
+	return err ? err : count;
+}
+static DEVICE_ATTR_RW(devices);
 
 static ssize_t abi_version_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
@@ -253,6 +286,7 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_op_timeout_ms.attr.attr,
 	&kcoll_attr_qps_per_peer.attr.attr,
 	&dev_attr_listen_port.attr,
+	&dev_attr_devices.attr,
 	&dev_attr_abi_version.attr,
 	&dev_attr_rdma_devices.attr,
 	NULL,

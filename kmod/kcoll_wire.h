@@ -71,6 +71,9 @@ enum kcoll_rej {
 	KCOLL_REJ_RANK,		/* ranks or nranks inconsistent */
 	KCOLL_REJ_DUP,		/* that rank is already connected */
 	KCOLL_REJ_NOMEM,	/* the passive side could not set up */
+	KCOLL_REJ_DEVICE,	/* the hello came in on a device the passive
+				 * side does not use (its devices tunable);
+				 * older peers retry on it until they time out */
 };
 
 /* Control messages: one SEND, inline, into a pre-posted receive. */

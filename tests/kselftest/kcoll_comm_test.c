@@ -7,8 +7,10 @@
  * The multi-process tests need KCOLL_IP (this VM's rxe0 address, set by the
  * VM test bed); without it they SKIP and say so.
  */
+#define _GNU_SOURCE
 #include <stdint.h>
 #include <signal.h>
+#include <grp.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <linux/capability.h>
@@ -185,63 +187,118 @@ TEST(reg_mem)
 }
 
 /*
- * Without CAP_IPC_LOCK, pinning counts against RLIMIT_MEMLOCK: a
- * registration or an operation beyond it fails with -ENOMEM and leaves
- * nothing pinned (the next one within the limit works).
+ * Drop to uid/gid 65534 (nobody), no supplementary groups: no
+ * capabilities left. Returns 0 or -errno.
  */
-TEST(memlock_limit)
+static int kt_become_nobody(void)
+{
+	if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
+	    setresuid(65534, 65534, 65534))
+		return -errno;
+	return getuid() == 65534 && geteuid() == 65534 ? 0 : -EPERM;
+}
+
+/* Whether this process may lock memory beyond RLIMIT_MEMLOCK. */
+static int kt_has_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = {
+		.version = _LINUX_CAPABILITY_VERSION_3,
+	};
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d))
+		return -1;
+	return !!(d[0].effective & (1U << CAP_IPC_LOCK));
+}
+
+/*
+ * The child of memlock_limit: without CAP_IPC_LOCK (dropped by root, or
+ * never held by nobody) and with a 64 KiB RLIMIT_MEMLOCK, a registration
+ * or an operation beyond it fails with -ENOMEM and leaves nothing pinned
+ * (the next one within the limit works). Exit codes name the failed check.
+ */
+static int kt_memlock_child(int nobody)
+{
+	struct __user_cap_header_struct h = {
+		.version = _LINUX_CAPABILITY_VERSION_3,
+	};
+	struct __user_cap_data_struct d[2];
+	struct rlimit rl = { 64 << 10, 64 << 10 };
+	struct kcoll_rank_addr ra;
+	struct kcoll_reg_mem m = {};
+	size_t big = 1 << 20;
+	char *buf = aligned_alloc(4096, big);
+	struct kcoll_sqe s;
+	struct tring r;
+	__u32 id;
+
+	if (!buf)
+		return 1;
+	if (nobody) {
+		if (setrlimit(RLIMIT_MEMLOCK, &rl) || kt_become_nobody())
+			return 2;
+	} else {
+		if (syscall(SYS_capget, &h, d))
+			return 1;
+		d[0].effective &= ~(1U << CAP_IPC_LOCK);
+		d[0].permitted &= ~(1U << CAP_IPC_LOCK);
+		if (syscall(SYS_capset, &h, d) ||
+		    setrlimit(RLIMIT_MEMLOCK, &rl))
+			return 2;
+	}
+	if (kt_has_ipc_lock() != 0)
+		return 8;
+	memset(buf, 1, big);
+	kt_addr_v4(&ra, "127.0.0.1");
+	if (kt_ring_init(&r, 8, 0, 0) ||
+	    kt_comm_create(r.fd, 9 + nobody, "key", 0, 1, &ra, 0, &id))
+		return 3;
+	m.addr = (uintptr_t)buf;
+	m.len = big;
+	m.comm_id = id;
+	if (kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m) != -ENOMEM)
+		return 4;
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32,
+		    KCOLL_REDOP_SUM, 0, big / 8, buf, buf + big / 2);
+	if (kt_run(&r, &s) != -ENOMEM)
+		return 5;
+	/* Nothing stayed charged: 32 KiB still fits. */
+	m.len = 32 << 10;
+	if (kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m))
+		return 6;
+	s.count = 2048;		/* 8 KiB each way */
+	if (kt_run(&r, &s))
+		return 7;
+	kt_ring_exit(&r);
+	return 0;
+}
+
+static void kt_memlock(struct __test_metadata *_metadata, int nobody)
 {
 	pid_t pid = fork();
 	int st;
 
 	ASSERT_LE(0, pid);
-	if (!pid) {
-		struct __user_cap_header_struct h = {
-			.version = _LINUX_CAPABILITY_VERSION_3,
-		};
-		struct __user_cap_data_struct d[2];
-		struct rlimit rl = { 64 << 10, 64 << 10 };
-		struct kcoll_rank_addr ra;
-		struct kcoll_reg_mem m = {};
-		size_t big = 1 << 20;
-		char *buf = aligned_alloc(4096, big);
-		struct kcoll_sqe s;
-		struct tring r;
-		__u32 id;
-
-		if (!buf || syscall(SYS_capget, &h, d))
-			_exit(1);
-		d[0].effective &= ~(1U << CAP_IPC_LOCK);
-		d[0].permitted &= ~(1U << CAP_IPC_LOCK);
-		if (syscall(SYS_capset, &h, d) || setrlimit(RLIMIT_MEMLOCK, &rl))
-			_exit(2);
-		memset(buf, 1, big);
-		kt_addr_v4(&ra, "127.0.0.1");
-		if (kt_ring_init(&r, 8, 0, 0) ||
-		    kt_comm_create(r.fd, 9, "key", 0, 1, &ra, 0, &id))
-			_exit(3);
-		m.addr = (uintptr_t)buf;
-		m.len = big;
-		m.comm_id = id;
-		if (kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m) != -ENOMEM)
-			_exit(4);
-		s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32,
-			    KCOLL_REDOP_SUM, 0, big / 8, buf, buf + big / 2);
-		if (kt_run(&r, &s) != -ENOMEM)
-			_exit(5);
-		/* Nothing stayed charged: 32 KiB still fits. */
-		m.len = 32 << 10;
-		if (kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m))
-			_exit(6);
-		s.count = 2048;		/* 8 KiB each way */
-		if (kt_run(&r, &s))
-			_exit(7);
-		kt_ring_exit(&r);
-		_exit(0);
-	}
+	if (!pid)
+		_exit(kt_memlock_child(nobody));
 	ASSERT_EQ(pid, waitpid(pid, &st, 0));
 	EXPECT_TRUE(WIFEXITED(st));
-	EXPECT_EQ(0, WEXITSTATUS(st));
+	EXPECT_EQ(0, WEXITSTATUS(st)) {
+		TH_LOG("%s child failed check %d", nobody ? "unprivileged" :
+		       "root", WEXITSTATUS(st));
+	}
+}
+
+/* Root without CAP_IPC_LOCK. */
+TEST(memlock_limit)
+{
+	kt_memlock(_metadata, 0);
+}
+
+/* uid/gid 65534, which never had a capability. */
+TEST(memlock_limit_unprivileged)
+{
+	kt_memlock(_metadata, 1);
 }
 
 /* ---- several processes of this VM in one communicator, over rxe0 ---- */
@@ -436,9 +493,12 @@ static int kt_rank_main(const char *ip, int rank, int n, __u64 uid,
 	return 0;
 }
 
-/* Fork @n ranks; returns the first non-zero exit code (or 0). */
+/*
+ * Fork @n ranks, as uid/gid 65534 if @nobody; returns the first non-zero
+ * exit code (or 0).
+ */
 static int kt_spawn(int n, __u64 uid, int badkey_rank, int mismatch,
-		    int *codes)
+		    int *codes, int nobody)
 {
 	const char *ip = getenv("KCOLL_IP");
 	pid_t pids[NPROC_MAX];
@@ -446,6 +506,8 @@ static int kt_spawn(int n, __u64 uid, int badkey_rank, int mismatch,
 
 	for (i = 0; i < n; i++) {
 		pids[i] = fork();
+		if (!pids[i] && nobody && kt_become_nobody())
+			_exit(99);
 		if (!pids[i])
 			_exit(kt_rank_main(ip, i, n, uid,
 					   i == badkey_rank ? "wrong" : "secret",
@@ -466,8 +528,8 @@ TEST(local_ranks_over_rxe)
 
 	if (!getenv("KCOLL_IP"))
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
-	EXPECT_EQ(0, kt_spawn(2, 0x1001, -1, 0, codes));
-	EXPECT_EQ(0, kt_spawn(3, 0x1002, -1, 0, codes));
+	EXPECT_EQ(0, kt_spawn(2, 0x1001, -1, 0, codes, 0));
+	EXPECT_EQ(0, kt_spawn(3, 0x1002, -1, 0, codes, 0));
 	for (int k = 0; k < 3; k++) {
 		EXPECT_EQ(0, codes[k]) {
 			TH_LOG("rank %d failed with code %d", k, codes[k]);
@@ -502,16 +564,16 @@ TEST(several_qps_per_peer)
 	}
 	ASSERT_EQ(0, kt_sysfs_write("qps_per_peer", "3"));
 	kt_qps = 3;
-	EXPECT_EQ(0, kt_spawn(2, 0x1011, -1, 0, codes));
+	EXPECT_EQ(0, kt_spawn(2, 0x1011, -1, 0, codes, 0));
 	EXPECT_EQ(0, codes[1]);
-	EXPECT_EQ(0, kt_spawn(3, 0x1012, -1, 0, codes));
+	EXPECT_EQ(0, kt_spawn(3, 0x1012, -1, 0, codes, 0));
 	for (int k = 0; k < 3; k++) {
 		EXPECT_EQ(0, codes[k]) {
 			TH_LOG("rank %d failed with code %d", k, codes[k]);
 		}
 	}
 	kt_qps = 0;
-	EXPECT_EQ(0, kt_spawn(3, 0x1013, -1, 1, codes));
+	EXPECT_EQ(0, kt_spawn(3, 0x1013, -1, 1, codes, 0));
 	snprintf(buf, sizeof(buf), "%lld", old);
 	EXPECT_EQ(0, kt_sysfs_write("qps_per_peer", buf));
 	/* Every QP went with its communicator (the device's registration
@@ -527,7 +589,26 @@ TEST(wrong_key_refused)
 
 	if (!getenv("KCOLL_IP"))
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
-	kt_spawn(2, 0x1003, 1, 0, codes);
+	kt_spawn(2, 0x1003, 1, 0, codes, 0);
+	EXPECT_EQ(21, codes[0]);	/* rank 0 waits for rank 1: timeout */
+	EXPECT_EQ(20, codes[1]);	/* rank 1 is refused: -EACCES */
+}
+
+/*
+ * The same as uid/gid 65534: an unprivileged user forms a communicator
+ * over rxe0 and runs collectives on it, and a rank with a wrong key is
+ * refused all the same.
+ */
+TEST(wrong_key_refused_unprivileged)
+{
+	int codes[NPROC_MAX];
+
+	if (!getenv("KCOLL_IP"))
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	EXPECT_EQ(0, kt_spawn(2, 0x1013, -1, 0, codes, 1));
+	EXPECT_EQ(0, codes[0]);
+	EXPECT_EQ(0, codes[1]);
+	kt_spawn(2, 0x1014, 1, 0, codes, 1);
 	EXPECT_EQ(21, codes[0]);	/* rank 0 waits for rank 1: timeout */
 	EXPECT_EQ(20, codes[1]);	/* rank 1 is refused: -EACCES */
 }
@@ -538,7 +619,7 @@ TEST(signature_mismatch_fails_everywhere)
 
 	if (!getenv("KCOLL_IP"))
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
-	EXPECT_EQ(0, kt_spawn(3, 0x1004, -1, 1, codes));
+	EXPECT_EQ(0, kt_spawn(3, 0x1004, -1, 1, codes, 0));
 }
 
 /*

@@ -5,7 +5,9 @@
  * per-operation timeouts that name the rank that never arrived, abort of a
  * communicator with an operation in flight (and a new communicator after
  * it), and the generic netlink family (strict policy, CAP_NET_ADMIN for
- * writes, tunables, statistics, events) spoken with raw netlink sockets.
+ * writes, tunables, statistics, events) spoken with raw netlink sockets,
+ * and the two tunables that change where the module talks: the devices
+ * allow-list and the listen port, moved at run time.
  * The multi-process tests need KCOLL_IP (this VM's rxe0 address); without
  * it they SKIP and say so.
  */
@@ -828,6 +830,238 @@ TEST(netlink_family)
 	EXPECT_EQ(0, seen.comms_ours);
 	kt_ring_exit(&r);
 	close(ev);
+	close(nl->fd);
+	free(nl);
+}
+
+/* --------------------------------------------------------------------- */
+/* The devices tunable and the listen port                               */
+/* --------------------------------------------------------------------- */
+
+/* A sysfs value of the kcoll device without its newline, into @buf. */
+static int kt_sysfs_str(const char *name, char *buf, size_t len)
+{
+	char path[256];
+	FILE *f;
+	int ok;
+
+	snprintf(path, sizeof(path), KCOLL_SYSFS "%s", name);
+	f = fopen(path, "r");
+	if (!f)
+		return -errno;
+	ok = fgets(buf, len, f) != NULL;
+	fclose(f);
+	if (!ok)
+		return -EIO;
+	buf[strcspn(buf, "\n")] = '\0';
+	return 0;
+}
+
+/* DEV_GET: KCOLL_A_DEV_ENABLED of device "rxe0" (-1: not listed). */
+static void kt_rxe_enabled_cb(void *attrs, int len, void *arg)
+{
+	struct nlattr *name = kt_nla_find(attrs, len, KCOLL_A_DEV_NAME);
+	struct nlattr *en = kt_nla_find(attrs, len, KCOLL_A_DEV_ENABLED);
+
+	if (name && !strcmp(kt_nla_data(name), "rxe0"))
+		*(int *)arg = en ? *(__u8 *)kt_nla_data(en) : -2;
+}
+
+static int kt_rxe_enabled(struct kt_nl *nl)
+{
+	char m[4096];
+	struct nlmsghdr *n = kt_nl_msg(nl, m, nl->family, NLM_F_DUMP,
+				       KCOLL_CMD_DEV_GET);
+	int en = -1;
+
+	if (kt_nl_talk(nl, n, kt_rxe_enabled_cb, &en))
+		return -3;
+	return en;
+}
+
+/*
+ * Rank @rank of 2 on @ip, ranks at @port (0: the listen port), @tmo_ms to
+ * connect: create, then one checked allreduce. 0, or the creation's
+ * -errno, or a positive failure code.
+ */
+static int kt_pair(const char *ip, int rank, __u64 uid, __u16 port,
+		   __u32 tmo_ms)
+{
+	struct kcoll_rank_addr ranks[2];
+	int32_t a[256];
+	struct kcoll_sqe s;
+	struct tring r;
+	long err;
+	__u32 id;
+	int i;
+
+	kt_addr_v4(&ranks[0], ip);
+	kt_addr_v4(&ranks[1], ip);
+	ranks[0].port = port;
+	ranks[1].port = port;
+	if (kt_ring_init(&r, 8, 0, 0))
+		return 1;
+	err = kt_comm_create(r.fd, uid, "secret", rank, 2, ranks, tmo_ms, &id);
+	if (err) {
+		kt_ring_exit(&r);
+		return (int)err;
+	}
+	for (i = 0; i < 256; i++)
+		a[i] = i + rank;
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_INT32,
+		    KCOLL_REDOP_SUM, 0, 256, a, a);
+	if (kt_run(&r, &s))
+		return 2;
+	for (i = 0; i < 256; i++)
+		if (a[i] != 2 * i + 1)
+			return 3;
+	kt_ring_exit(&r);
+	return 0;
+}
+
+/* Both ranks of kt_pair() in two children; their results in @res. */
+static void kt_pair_run(const char *ip, __u64 uid, __u16 port, __u32 tmo_ms,
+			int res[2])
+{
+	pid_t pids[2];
+	int i, st;
+
+	for (i = 0; i < 2; i++) {
+		pids[i] = fork();
+		if (!pids[i])
+			_exit(-kt_pair(ip, i, uid, port, tmo_ms) & 0xff);
+	}
+	for (i = 0; i < 2; i++) {
+		res[i] = 1000;
+		if (waitpid(pids[i], &st, 0) == pids[i] && WIFEXITED(st))
+			res[i] = -(signed char)WEXITSTATUS(st);
+	}
+}
+
+TEST(devices_tunable)
+{
+	const char *ip = getenv("KCOLL_IP");
+	struct kcoll_rank_addr ranks[2];
+	struct kt_nl *nl = calloc(1, sizeof(*nl));
+	char v[128], lng[80];
+	long long t0, dt;
+	struct tring r;
+	int st, code;
+	pid_t pid;
+	__u32 id;
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	ASSERT_NE(NULL, nl);
+	ASSERT_EQ(0, kt_nl_open(nl));
+	ASSERT_EQ(0, kt_sysfs_str("devices", v, sizeof(v)));
+	EXPECT_STREQ("*", v);
+	EXPECT_EQ(1, kt_rxe_enabled(nl));
+
+	/* Malformed lists change nothing. */
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("devices", "rxe0 *"));
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("devices", "rx/e0"));
+	memset(lng, 'a', sizeof(lng) - 1);
+	lng[sizeof(lng) - 1] = '\0';
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("devices", lng));
+	EXPECT_EQ(-EINVAL, kt_nl_set(nl, "devices", "rxe0,a\tb;"));
+	ASSERT_EQ(0, kt_sysfs_str("devices", v, sizeof(v)));
+	EXPECT_STREQ("*", v);
+
+	/* Normalised: single commas. */
+	EXPECT_EQ(0, kt_sysfs_write("devices", " rxe0 ,, mlx5_0\n"));
+	ASSERT_EQ(0, kt_sysfs_str("devices", v, sizeof(v)));
+	EXPECT_STREQ("rxe0,mlx5_0", v);
+	EXPECT_EQ(1, kt_rxe_enabled(nl));
+
+	/* rxe0 left out: no new communicator on it, at once. */
+	EXPECT_EQ(0, kt_nl_set(nl, "devices", "nosuch0"));
+	EXPECT_EQ(0, kt_rxe_enabled(nl));
+	kt_addr_v4(&ranks[0], ip);
+	kt_addr_v4(&ranks[1], ip);
+	ASSERT_EQ(0, kt_ring_init(&r, 8, 0, 0));
+	t0 = kt_now_ms();
+	EXPECT_EQ(-ENXIO, kt_comm_create(r.fd, 0x3600, "secret", 0, 2, ranks,
+					 20000, &id));
+	EXPECT_GT(3000, kt_now_ms() - t0);
+	kt_ring_exit(&r);
+
+	/*
+	 * The listener: rank 1 starts while rxe0 is in, connecting to rank 0,
+	 * which never comes (refused "not yet": it retries). Then rxe0 goes
+	 * out: its next hello is refused for the device, and its creation
+	 * fails with -ENXIO long before its 20 s.
+	 */
+	EXPECT_EQ(0, kt_nl_set(nl, "devices", "*"));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		if (kt_ring_init(&r, 8, 0, 0))
+			_exit(1);
+		_exit(-kt_comm_create(r.fd, 0x3601, "secret", 1, 2, ranks,
+				      20000, &id) & 0xff);
+	}
+	usleep(1500 * 1000);
+	t0 = kt_now_ms();
+	EXPECT_EQ(0, kt_sysfs_write("devices", "nosuch0"));
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	dt = kt_now_ms() - t0;
+	code = WIFEXITED(st) ? WEXITSTATUS(st) : 1000;
+	EXPECT_EQ(ENXIO, code) {
+		TH_LOG("rank 1: exit %d (%s) %lld ms after rxe0 went out",
+		       code, strerror(code), dt);
+	}
+	EXPECT_GT(10000, dt);
+
+	/* Back to every device: communicators work again. */
+	EXPECT_EQ(0, kt_sysfs_write("devices", "*"));
+	ASSERT_EQ(0, kt_sysfs_str("devices", v, sizeof(v)));
+	EXPECT_STREQ("*", v);
+	EXPECT_EQ(1, kt_rxe_enabled(nl));
+	close(nl->fd);
+	free(nl);
+}
+
+TEST(listen_port_moves)
+{
+	const char *ip = getenv("KCOLL_IP");
+	struct kt_nl *nl = calloc(1, sizeof(*nl));
+	long long port0 = kt_sysfs_read("listen_port");
+	char v[16];
+	int res[2];
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	ASSERT_NE(NULL, nl);
+	ASSERT_EQ(0, kt_nl_open(nl));
+	ASSERT_LT(0, port0);
+	ASSERT_NE(18600, port0);
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("listen_port", "0"));
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("listen_port", "65536"));
+	EXPECT_EQ(-EINVAL, kt_nl_set(nl, "listen_port", "port"));
+	EXPECT_EQ(port0, kt_sysfs_read("listen_port"));
+
+	/* Moved: the default port of a rank table is the new one. */
+	EXPECT_EQ(0, kt_sysfs_write("listen_port", "18600"));
+	EXPECT_EQ(18600, kt_sysfs_read("listen_port"));
+	kt_pair_run(ip, 0x3700, 0, 20000, res);
+	EXPECT_EQ(0, res[0]);
+	EXPECT_EQ(0, res[1]);
+	/* Nobody listens on the old port any more. */
+	kt_pair_run(ip, 0x3701, (__u16)port0, 2000, res);
+	EXPECT_EQ(-ETIMEDOUT, res[0]);
+	EXPECT_EQ(-ETIMEDOUT, res[1]);
+	kt_pair_run(ip, 0x3702, 18600, 20000, res);
+	EXPECT_EQ(0, res[0]);
+	EXPECT_EQ(0, res[1]);
+
+	/* Back, through netlink. */
+	snprintf(v, sizeof(v), "%lld", port0);
+	EXPECT_EQ(0, kt_nl_set(nl, "listen_port", v));
+	EXPECT_EQ(port0, kt_sysfs_read("listen_port"));
+	kt_pair_run(ip, 0x3703, 0, 20000, res);
+	EXPECT_EQ(0, res[0]);
+	EXPECT_EQ(0, res[1]);
 	close(nl->fd);
 	free(nl);
 }

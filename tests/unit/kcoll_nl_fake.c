@@ -3,14 +3,15 @@
  * A model of the kcoll generic netlink family for host tests (see
  * kcoll_nl_fake.h). Fixed contents:
  *
- *	devices	rxe0 (index 3, ACTIVE, 1 comm, counters and a histogram),
- *		mlx5_0 (index 4, DOWN, no traffic)
+ *	devices	rxe0 (index 3, ACTIVE, 1 comm, counters and a histogram,
+ *		enabled), mlx5_0 (index 4, DOWN, no traffic, disabled)
  *	comms	7: rank 1/4 on rxe0, members (IPv4-mapped and IPv6), two
  *		operations in flight, a last error; 9: connecting, nothing
  *		in flight
  *	tunables chunk_bytes (4096-4194304), op_timeout_ms (0-3600000),
  *		prio_sched (0-1), algo/allreduce (auto, ring, recdoubling,
- *		binomial, rabenseifner)
+ *		binomial, rabenseifner), devices ("*", "rxe0",
+ *		"rxe0,mlx9")
  *
  * Replies carry an attribute id beyond KCOLL_A_MAX here and there, as a
  * newer kernel's would: readers must ignore it.
@@ -61,15 +62,21 @@ static const char *const fake_algos[] = {
 	"auto", "ring", "recdoubling", "binomial", "rabenseifner", NULL
 };
 
+/* The devices tunable: the lists the tests write. */
+static const char *const fake_devlists[] = {
+	"*", "rxe0", "rxe0,mlx9", NULL
+};
+
 static struct fake_tunable fake_tunables[] = {
 	{ "chunk_bytes", "", 4096, 4194304, NULL },
 	{ "op_timeout_ms", "", 0, 3600000, NULL },
 	{ "prio_sched", "", 0, 1, NULL },
 	{ "algo/allreduce", "", 1, 0, fake_algos },
+	{ "devices", "", 1, 0, fake_devlists },
 };
 
 static const char *const fake_defaults[] = {
-	"65536", "0", "1", "auto",
+	"65536", "0", "1", "auto", "*",
 };
 
 static void fake_flush(int fd);
@@ -371,6 +378,7 @@ static void fake_put_dev(struct nl_msg *m, int i)
 		    0x505400fffe123456ULL);
 	nla_put_u8(m, KCOLL_A_DEV_PORT_STATE, i ? 1 : 4);
 	nla_put_u32(m, KCOLL_A_DEV_COMMS, i ? 0 : 2);
+	nla_put_u8(m, KCOLL_A_DEV_ENABLED, !i);	/* mlx5_0: not in devices */
 	fake_put_stats(m, false, !i);
 }
 

@@ -59,6 +59,7 @@ static void test_conf_good(void)
 	UNIT_EQ_STR(c.devices[1], "mlx5_0");
 	UNIT_EQ_STR(c.devices[2], "mlx5_1");
 	UNIT_EQ_UINT(c.devices_line, 5);
+	UNIT_EQ_STR(c.devices_list, "rxe0,mlx5_0,mlx5_1");
 	if (UNIT_EQ_UINT(c.n_tunables, 3)) {
 		UNIT_EQ_STR(c.tunables[0].name, "chunk_bytes");
 		UNIT_EQ_STR(c.tunables[0].value, "131072");
@@ -131,6 +132,10 @@ static void test_conf_errors(void)
 		{ "a b = 3\n", "t.conf:1: invalid key 'a b' (letters, digits, "
 		  "'_', '-', '.', '/')" },
 		{ "devices = , ,\n", "t.conf:1: devices: no device named" },
+		{ "devices = mlx5_0 mlx5_1 mlx5_2 mlx5_3 mlx5_4 mlx5_5 mlx5_6 "
+		  "mlx5_7 mlx5_8 mlx5_9\n",
+		  "t.conf:1: devices: the list is longer than 63 characters "
+		  "with single commas" },
 		{ "a = b\x01 c\n", "t.conf:1: a: value has control characters" },
 		{ "abcdefghijabcdefghijabcdefghijabcdefghijabcdefgh = 1\n",
 		  "t.conf:1: tunable name 'abcdefghijabcdefghijabcdefghijabcdef"

@@ -64,6 +64,8 @@ check "dev lists both devices" 0 \
 	"3: rxe0: node_guid 5054:00ff:fe12:3456 port ACTIVE comms 2" "$ctl" dev
 check "dev counters" 0 "    ops 11 bytes 4096 errors 1 timeouts 1" "$ctl" dev show
 check "dev NAME filters" 0 "port DOWN" "$ctl" dev show mlx5_0
+check "dev: a device in the devices tunable" 0 "comms 2 enabled" "$ctl" dev
+check "dev: a device not in the devices tunable" 0 "comms 0 disabled" "$ctl" dev
 check "dev unknown NAME fails" 1 "no device 'ib9' in use by kcoll" \
 	"$ctl" dev show ib9
 check "comm summary" 0 \
@@ -125,7 +127,7 @@ kill -INT "$mon"
 wait "$mon"
 result "monitor stops with status 0 on SIGINT" $? "$tmp/mon"
 
-json_check "-j dev" 'd[0]["name"] == "rxe0" and d[0]["node_guid"] == "5054:00ff:fe12:3456" and d[1]["port_state"] == "DOWN"' \
+json_check "-j dev" 'd[0]["name"] == "rxe0" and d[0]["node_guid"] == "5054:00ff:fe12:3456" and d[1]["port_state"] == "DOWN" and d[0]["enabled"] is True and d[1]["enabled"] is False' \
 	"$ctl" -j dev
 json_check "-j stats" 'd["node"]["inflight"] == 2 and d["node"]["latency"][0] == {"from_us": 64, "to_us": 128, "count": 7} and d["devices"][1]["stats"]["ops"] == 0' \
 	"$ctl" -j stats
@@ -133,7 +135,7 @@ json_check "-j -d comm" 'd[0]["members"][2]["addr"] == "fe80::1" and d[0]["membe
 	"$ctl" -j -d comm
 json_check "-j comm without -d" '"members" not in d[0] and d[0]["uid"] == "0x1122334455667788"' \
 	"$ctl" -j comm
-json_check "-p get" 'd == {"chunk_bytes": "65536", "op_timeout_ms": "0", "prio_sched": "1", "algo/allreduce": "auto"}' \
+json_check "-p get" 'd == {"chunk_bytes": "65536", "op_timeout_ms": "0", "prio_sched": "1", "algo/allreduce": "auto", "devices": "*"}' \
 	"$ctl" -p get
 json_check "-j get KNOB" 'd == {"prio_sched": "1"}' "$ctl" -j get prio_sched
 
@@ -155,6 +157,9 @@ check "kcolld -c missing file" 1 "$tmp/none.conf: No such file or directory" \
 check "kcolld bad port is usage" 2 "bad port" "$kd" -p 70000
 check "kcolld --once applies the configuration" 0 \
 	"applied 2 of 2 tunables from $tmp/good.conf" "$kd" --once -c "$tmp/good.conf"
+check "kcolld --once sets the devices tunable" 0 \
+	"new communicators use only rxe0,mlx9 (devices, $tmp/good.conf:3)" \
+	"$kd" --once -c "$tmp/good.conf"
 check "kcolld --once warns about an absent device" 0 \
 	"$tmp/good.conf:3: device mlx9 is not in use by kcoll" "$kd" --once -c "$tmp/good.conf"
 check "kcolld --once prints the metrics" 0 'kcoll_ops_total{device="rxe0"} 11' \

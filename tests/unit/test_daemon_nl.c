@@ -469,11 +469,13 @@ static void test_nl_tunables(void)
 	if (!open_resolved(&nl))
 		return;
 	if (UNIT_EQ_INT(kc_nl_tunable_get(&nl, NULL, &t, &n), 0) &&
-	    UNIT_EQ_UINT(n, 4)) {
+	    UNIT_EQ_UINT(n, 5)) {
 		UNIT_EQ_STR(t[0].name, "chunk_bytes");
 		UNIT_EQ_STR(t[0].value, "65536");
 		UNIT_EQ_STR(t[3].name, "algo/allreduce");
 		UNIT_EQ_STR(t[3].value, "auto");
+		UNIT_EQ_STR(t[4].name, "devices");
+		UNIT_EQ_STR(t[4].value, "*");
 	}
 	free(t);
 	if (UNIT_EQ_INT(kc_nl_tunable_get(&nl, "prio_sched", &t, &n), 0) &&

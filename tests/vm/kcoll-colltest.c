@@ -17,7 +17,7 @@
  * per case group. Every rank exits 1 if anything failed anywhere.
  *
  * Usage: kcoll-colltest [-q | -F] [-c collective] [-t seconds] [-v]
- *        kcoll-colltest -M | -K | -X
+ *        kcoll-colltest -M | -K | -X | -T
  *   -q  quick: small counts, plus one 1000003-element case per collective
  *   -F  full: 1000003 elements for every dtype, both placements, and the
  *       >= 16 MiB cases in both placements
@@ -30,10 +30,17 @@
  *   -K  wrong key: the last rank creates the communicator (bootstrap, then
  *       KCOLL_IOC_COMM_CREATE through coll_comm_init_table()) with a
  *       modified key; every rank's creation must fail
- *   -X  a dying rank: the last rank _exit()s in the middle of a large
- *       allreduce; every other rank must see an error within 60 s
+ *   -X  a dying rank: the last rank dies in the middle of a large
+ *       allreduce, by _exit() or, with KCOLL_TEST_DIE=kill, by SIGKILL
+ *       (no exit path of its own runs); every other rank must see an
+ *       error within 20 s that names the dead rank
+ *   -T  a timeout: every rank but the last runs an allreduce with a 2 s
+ *       timeout that the last never joins; each must get -ETIMEDOUT and a
+ *       coll_comm_get_report() naming the last rank as the one missing.
+ *       Every rank then keeps its communicator while the file named by
+ *       $KCOLL_TEST_HOLD exists (at most 120 s), for kcollctl to look at
  *   -G  only the group and flood cases (many operations in flight)
- * In -M, -K and -X every rank prints its own result line and exits 0 only
+ * In -M, -K, -X and -T every rank prints its own result line and exits 0 only
  * if it passed.
  */
 #define _GNU_SOURCE
@@ -46,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -758,6 +766,9 @@ static int test_wrong_key(void)
 			   coll_strerror(ret), now() - t0, coll_last_error());
 }
 
+static bool die_kill;		/* -X with KCOLL_TEST_DIE=kill */
+static int die_pipe = -1;	/* to the parent: "this one kills itself" */
+
 static int test_die(void)
 {
 	size_t count = 8 * MIB / 4;	/* 32 MiB of fp32 */
@@ -778,9 +789,17 @@ static int test_die(void)
 		stage = "the dying rank's allreduce";
 		ret = coll_iallreduce(buf, buf, count, COLL_DTYPE_FP32,
 				      COLL_REDOP_SUM, comm, &req);
-		diag("dying in the middle of an allreduce (issued: %d)", ret);
+		diag("dying (%s) in the middle of an allreduce (issued: %d)",
+		     die_kill ? "SIGKILL" : "_exit", ret);
 		fflush(stdout);
 		usleep(300 * 1000);
+		/* SIGKILL: no exit path of the process runs, the kernel
+		 * alone tears the file and the communicator down. */
+		if (die_kill) {
+			if (write(die_pipe, "k", 1) != 1)
+				_exit(4);
+			kill(getpid(), SIGKILL);
+		}
 		_exit(0);
 	}
 	/* Were detection ever stuck, the timeout would turn the hang into
@@ -826,6 +845,111 @@ static int test_die(void)
 			   "rank");
 }
 
+/*
+ * -X with SIGKILL: the test runs in a child, so that the dying rank's
+ * death is the child's and this process can still exit 0 when the child
+ * died as planned (it says so on the pipe first).
+ */
+static int test_die_killed(unsigned int timeout)
+{
+	int p[2], st;
+	pid_t pid;
+	char c;
+
+	if (pipe(p))
+		return 1;
+	pid = fork();
+	if (pid < 0)
+		return 1;
+	if (!pid) {
+		close(p[0]);
+		die_pipe = p[1];
+		alarm(timeout);		/* alarms do not survive fork() */
+		_exit(test_die());
+	}
+	close(p[1]);
+	if (waitpid(pid, &st, 0) != pid)
+		return 1;
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL &&
+	    read(p[0], &c, 1) == 1 && c == 'k') {
+		printf("ok 1 - the dying rank died of SIGKILL as planned\n");
+		return 0;
+	}
+	printf("not ok 1 - the test process died: status %#x\n", st);
+	return 1;
+}
+
+/* Keep the communicator while $KCOLL_TEST_HOLD exists (120 s at most). */
+static void hold(void)
+{
+	const char *f = getenv("KCOLL_TEST_HOLD");
+	double t0 = now();
+
+	stage = "holding the communicator";
+	if (!f)
+		return;
+	diag("holding the communicator while %s exists", f);
+	while (access(f, F_OK) == 0 && now() - t0 < 120)
+		usleep(100 * 1000);
+}
+
+static int test_timeout(void)
+{
+	enum { COUNT = 4096, TMO_MS = 2000 };
+	float *buf = calloc(COUNT, sizeof(float));
+	coll_report rep;
+	char line[256];
+	double t0, dt;
+	bool ok;
+	int ret;
+
+	if (!buf || init_comm()) {
+		free(buf);
+		return 1;
+	}
+	if (nranks < 2) {
+		free(buf);
+		coll_comm_destroy(comm);
+		return result_line(true, "# SKIP a timeout needs 2 ranks");
+	}
+	if (rank == nranks - 1) {
+		/* The straggler never submits. */
+		diag("never joining the allreduce");
+		fflush(stdout);
+		hold();
+		free(buf);
+		coll_comm_destroy(comm);
+		return result_line(true, "the straggler held its communicator");
+	}
+	coll_comm_set_timeout(comm, TMO_MS);
+	stage = "the allreduce that times out";
+	t0 = now();
+	ret = coll_allreduce(buf, buf, COUNT, COLL_DTYPE_FP32, COLL_REDOP_SUM,
+			     comm);
+	dt = now() - t0;
+	diag("allreduce returned %d (%s) after %.1f s: %s", ret,
+	     coll_strerror(ret), dt, coll_last_error());
+	memset(&rep, 0, sizeof(rep));
+	ok = ret == -ETIMEDOUT && !coll_comm_get_report(comm, &rep) &&
+	     rep.error == -ETIMEDOUT && rep.reason == COLL_REPORT_TIMEOUT &&
+	     rep.nmissing == 1 && rep.missing[0] == (uint32_t)nranks - 1 &&
+	     rep.peer == nranks - 1 && rep.opcode == KCOLL_OP_ALLREDUCE;
+	coll_report_format(&rep, line, sizeof(line));
+	/* ctl.sh waits for this line before it looks with kcollctl. */
+	diag("report: %s", line);
+	fflush(stdout);
+	hold();
+	free(buf);
+	coll_comm_destroy(comm);
+	return result_line(ok && dt < TMO_MS / 1000.0 + 10,
+			   "timeout after %.1f s: error %d reason %d, %u "
+			   "missing, first %d, peer %d", dt, rep.error,
+			   rep.reason, rep.nmissing,
+			   rep.nmissing ? (int)rep.missing[0] : -1, rep.peer);
+}
+
 /* ------------------------------------------------------------------ */
 /* Main                                                                */
 /* ------------------------------------------------------------------ */
@@ -834,7 +958,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: kcoll-colltest [-q | -F] [-c collective] "
 		"[-t seconds] [-v]\n"
-		"       kcoll-colltest -M | -K | -X | -G\n");
+		"       kcoll-colltest -M | -K | -X | -T | -G\n");
 	exit(2);
 }
 
@@ -845,7 +969,7 @@ int main(int argc, char **argv)
 	double t0 = now();
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "qFc:t:vMKXG")) != -1) {
+	while ((opt = getopt(argc, argv, "qFc:t:vMKXTG")) != -1) {
 		switch (opt) {
 		case 'q':
 			level = 0;
@@ -869,6 +993,7 @@ int main(int argc, char **argv)
 		case 'M':
 		case 'K':
 		case 'X':
+		case 'T':
 		case 'G':
 			special = opt;
 			break;
@@ -879,16 +1004,22 @@ int main(int argc, char **argv)
 	if (optind != argc)
 		usage();
 	signal(SIGALRM, watchdog);
-	if (special == 'X' && !timeout)
-		timeout = 120;
+	if ((special == 'X' || special == 'T') && !timeout)
+		timeout = special == 'T' ? 200 : 120;
 	alarm(timeout);
 
 	if (special == 'M')
 		return test_mismatch();
 	if (special == 'K')
 		return test_wrong_key();
-	if (special == 'X')
-		return test_die();
+	if (special == 'X') {
+		const char *how = getenv("KCOLL_TEST_DIE");
+
+		die_kill = how && !strcmp(how, "kill");
+		return die_kill ? test_die_killed(timeout) : test_die();
+	}
+	if (special == 'T')
+		return test_timeout();
 
 	if (init_comm())
 		return 1;

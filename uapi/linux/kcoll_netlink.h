@@ -28,7 +28,8 @@
  *
  * Requests (NLM_F_REQUEST):
  * @KCOLL_CMD_DEV_GET:	dump: one reply per RDMA device kcoll drives
- *	(DEV_NAME, DEV_INDEX, DEV_NODE_GUID, DEV_PORT_STATE, DEV_COMMS, STATS)
+ *	(DEV_NAME, DEV_INDEX, DEV_NODE_GUID, DEV_PORT_STATE, DEV_COMMS,
+ *	DEV_ENABLED, STATS)
  * @KCOLL_CMD_COMM_GET:	dump: one reply per communicator on this node; do:
  *	the one named by COMM_ID. Reply: COMM_ID, COMM_UID, COMM_PID, RANK,
  *	NRANKS, COMM_STATE, DEV_NAME, COMM_INFLIGHT, COMM_MEMBERS, COMM_OPS,
@@ -142,6 +143,9 @@ enum kcoll_comm_state {
  *			from the port's rate and gamma measured at load
  *			where those are 0); in COMM_GET: the communicator's
  *			model, the largest of each over its ranks
+ * @KCOLL_A_DEV_ENABLED: u8, 1 if new communicators may use the device and
+ *			it accepts connections (the "devices" tunable lists
+ *			it, or is "*"), else 0
  */
 enum kcoll_nl_attr {
 	KCOLL_A_UNSPEC,
@@ -193,6 +197,7 @@ enum kcoll_nl_attr {
 	KCOLL_A_COST_ALPHA_NS,
 	KCOLL_A_COST_BETA_PS,
 	KCOLL_A_COST_GAMMA_PS,
+	KCOLL_A_DEV_ENABLED,
 	__KCOLL_A_MAX,
 	KCOLL_A_MAX = __KCOLL_A_MAX - 1
 };

@@ -17,7 +17,8 @@
 #           collective); full: -F; default: the default run
 #   perf    also run kcoll-perf -c all (rank 0's table in perf.txt)
 #   noneg   skip the negative tests (-M, -K, -X); negonly: only those
-#   die=N   only the dying-rank test, N times in a row
+#   die=N   only the dying-rank test, N times in a row: odd runs the
+#           dying rank kills itself with SIGKILL, even runs it _exit()s
 #   prio    only kcoll-priobench (64 KiB urgent allreduce alone and behind
 #           a 256 MiB one; prio=SIZE for another bulk size), first with
 #           sysfs prio_sched=1 (priorities), then 0 (FIFO)
@@ -191,8 +192,11 @@ if [ $prio = 1 ]; then
 	echo 1 >/sys/class/misc/kcoll/prio_sched
 fi
 for i in $(seq 1 $dieloop); do
-	# The test's own watchdog ends a hung run after 120 s.
-	RUN_SNAP_S=90 run die 300 "$COLLTEST" -X
+	# The test's own watchdog ends a hung run after 120 s. The dying rank
+	# alternates: SIGKILL (the kernel alone cleans up after it), _exit().
+	how="exit"
+	[ $((i % 2)) = 1 ] && how="kill"
+	KCOLL_TEST_DIE=$how RUN_SNAP_S=90 run die 300 "$COLLTEST" -X
 done
 if [ $perf = 1 ]; then
 	if [ -x "$PERF" ] && [ -n "$qpsweep" ]; then

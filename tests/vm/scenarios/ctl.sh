@@ -1,20 +1,27 @@
 #!/bin/bash
 # The control plane against the real module, in one VM: kcollctl (dev,
-# stats, get/set with and without CAP_NET_ADMIN, out-of-range values,
-# comm while 2 local ranks run, monitor) and kcolld (configuration applied,
-# Prometheus endpoint, module unloaded and loaded again under it: it must
+# stats, get/set with and without CAP_NET_ADMIN, out-of-range values, the
+# devices tunable shown per device, comm while 2 local ranks run,
+# monitor), the fault events a subscriber sees (an operation timed out,
+# naming the rank that never came, also in kcollctl comm and libcoll's
+# report while the communicator lives; a peer lost to SIGKILL; rxe0
+# removed and added again) and kcolld (configuration applied, listen_port
+# and devices included: the ranks then connect on the new port;
+# Prometheus endpoint; module unloaded and loaded again under it: it must
 # notice both, re-subscribe and re-apply its configuration).
 #
 #   tests/vm/vmrun.sh -k KVER -n 1 -o build/vmtest/ctl -t 600 \
 #       tests/vm/scenarios/ctl.sh
 #
-# Logs: kcolld.log, monitor.log, perf-rank<r>.log and one file per check
+# Logs: kcolld.log, monitor.log, monitor-faults.log, perf-rank<r>.log,
+# timeout-rank<r>.log, die-rank<r>.log and one file per check
 # under $KCOLL_OUT.
 . "$kcoll_top/tests/vm/guest-lib.sh"
 
 CTL=$KCOLL_TOP/build/daemon/kcollctl
 KCOLLD=$KCOLL_TOP/build/daemon/kcolld
 PERF=$KCOLL_TOP/build/tools/kcoll-perf
+COLLTEST=$KCOLL_TOP/build/tests/bin/kcoll-colltest
 SYS=/sys/class/misc/kcoll
 PORT=9464
 kcolld_pid="" mon_pid="" monj_pid=""
@@ -22,7 +29,7 @@ kcolld_pid="" mon_pid="" monj_pid=""
 kcoll_net_up
 kcoll_rxe_up
 kcoll_mod_load
-for b in "$CTL" "$KCOLLD" "$PERF"; do
+for b in "$CTL" "$KCOLLD" "$PERF" "$COLLTEST"; do
 	[ -x "$b" ] || fail "no $b (make daemon tools)"
 done
 
@@ -64,6 +71,16 @@ wait_for() {
 	local i
 	for i in $(seq 1 $(($3 * 10))); do
 		grep -qF -- "$2" "$1" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# wait_re FILE EXTENDED_REGEX SECONDS
+wait_re() {
+	local i
+	for i in $(seq 1 $(($3 * 10))); do
+		grep -qE -- "$2" "$1" 2>/dev/null && return 0
 		sleep 0.1
 	done
 	return 1
@@ -127,13 +144,34 @@ cat >$conf <<EOF
 metrics_port = $PORT
 devices = rxe0
 chunk_bytes = 262144
+listen_port = 18516
 EOF
 "$KCOLLD" -f -c $conf >"$KCOLL_OUT/kcolld.log" 2>&1 &
 kcolld_pid=$!
-wait_for "$KCOLL_OUT/kcolld.log" "applied 1 of 1 tunables from $conf" 20 ||
+wait_for "$KCOLL_OUT/kcolld.log" "applied 2 of 2 tunables from $conf" 20 ||
 	fail "kcolld did not apply its configuration: $(tail -3 "$KCOLL_OUT/kcolld.log")"
 [ "$(cat $SYS/chunk_bytes)" = 262144 ] || fail "kcolld: chunk_bytes is $(cat $SYS/chunk_bytes), not 262144"
 grep -q 'device rxe0 is not in use' "$KCOLL_OUT/kcolld.log" && fail "kcolld does not find rxe0"
+# listen_port moved the listener; devices restricted kcoll to rxe0.
+[ "$(cat $SYS/listen_port)" = 18516 ] || fail "kcolld: listen_port is $(cat $SYS/listen_port), not 18516"
+wait_for "$KCOLL_OUT/kcolld.log" "new communicators use only rxe0 (devices, $conf:3)" 5 ||
+	fail "kcolld did not set the devices tunable: $(tail -3 "$KCOLL_OUT/kcolld.log")"
+[ "$(cat $SYS/devices)" = rxe0 ] || fail "kcolld: sysfs devices is '$(cat $SYS/devices)', not rxe0"
+dmesg | grep -q 'kcoll: listening on port 18516' || fail "the module did not log its new listen port"
+ctl dev-enabled 0 dev
+grep -q '^[0-9]*: rxe0: .* enabled' "$KCOLL_OUT/ctl-dev-enabled.txt" ||
+	fail "kcollctl dev: rxe0 not enabled: $(cat "$KCOLL_OUT/ctl-dev-enabled.txt")"
+# Out of the devices tunable, rxe0 shows disabled, as text and JSON.
+ctl set-devices 0 set devices nosuch0
+ctl dev-disabled 0 dev
+grep -q '^[0-9]*: rxe0: .* disabled' "$KCOLL_OUT/ctl-dev-disabled.txt" ||
+	fail "kcollctl dev: rxe0 not disabled: $(cat "$KCOLL_OUT/ctl-dev-disabled.txt")"
+ctl dev-disabled-json 0 -j dev
+grep -q '"enabled":false' "$KCOLL_OUT/ctl-dev-disabled-json.txt" ||
+	fail "kcollctl -j dev: rxe0 not \"enabled\":false: $(cat "$KCOLL_OUT/ctl-dev-disabled-json.txt")"
+ctl set-devices-bad 1 set devices 'rxe0 *'
+ctl set-devices-back 0 set devices rxe0
+[ "$(cat $SYS/devices)" = rxe0 ] || fail "kcollctl set devices rxe0: sysfs says '$(cat $SYS/devices)'"
 metrics >"$KCOLL_OUT/metrics-1.txt" 2>&1
 grep -q '^kcoll_up 1$' "$KCOLL_OUT/metrics-1.txt" || fail "kcolld /metrics: no kcoll_up 1"
 grep -q '^kcoll_ops_total{device="rxe0"} ' "$KCOLL_OUT/metrics-1.txt" ||
@@ -171,7 +209,7 @@ for i in 0 1; do
 	wait "${pids[$i]}" || fail "kcoll-perf rank $i failed (perf-rank$i.log)"
 done
 if [ $seen = 1 ]; then
-	grep -q "member rank 1 $KCOLL_IP port [0-9]* local [01] connected" \
+	grep -q "member rank 1 $KCOLL_IP port 18516 local [01] connected" \
 		"$KCOLL_OUT/ctl-comm-details.txt" ||
 		fail "kcollctl -d comm: no member line for rank 1: $(head -4 "$KCOLL_OUT/ctl-comm-details.txt")"
 	json_ok <"$KCOLL_OUT/ctl-comm-json.txt" || fail "kcollctl -j -d comm is not JSON"
@@ -198,6 +236,104 @@ ops=$(sed -n 's/^kcoll_ops_total{device="rxe0"} //p' "$KCOLL_OUT/metrics-2.txt")
 [ "${ops:-0}" -gt 0 ] || fail "kcolld /metrics: rxe0 ops '$ops' after the allreduces"
 log "rxe0 ops after the run: $ops"
 
+# ------------------------------------------------------------ fault events
+"$CTL" monitor >"$KCOLL_OUT/monitor-faults.log" 2>&1 &
+mon_pid=$!
+"$CTL" -j monitor >"$KCOLL_OUT/monitor-faults-json.log" 2>&1 &
+monj_pid=$!
+sleep 1
+# ranks NAME N PORT ARGS...: N local ranks of kcoll-colltest, pids in $pids.
+ranks() {
+	local name=$1 n=$2 port=$3 r
+	shift 3
+	pids=()
+	for r in $(seq 0 $((n - 1))); do
+		KCOLL_NRANKS=$n KCOLL_RANK=$r KCOLL_ROOT=$KCOLL_IP:$port \
+			timeout -k 10 300 "$COLLTEST" "$@" >"$KCOLL_OUT/$name-rank$r.log" 2>&1 &
+		pids+=($!)
+	done
+}
+
+# An operation times out: 3 ranks, rank 2 never joins the allreduce (2 s
+# timeout). While the ranks keep their communicators ($hold exists),
+# kcollctl must name rank 2 as missing in each one's last error, and
+# libcoll's report did (kcoll-colltest -T checks it and prints it).
+hold=/tmp/kcoll-hold
+touch $hold
+KCOLL_TEST_HOLD=$hold ranks timeout 3 29701 -T
+for r in 0 1; do
+	wait_for "$KCOLL_OUT/timeout-rank$r.log" "report:" 60 ||
+		fail "timeout: rank $r has no report after 60 s: $(tail -3 "$KCOLL_OUT/timeout-rank$r.log")"
+	grep -q "report: .*timeout.*; rank 2 missing; waiting for 1 rank(s): 2$" "$KCOLL_OUT/timeout-rank$r.log" ||
+		fail "timeout: libcoll's report of rank $r does not name rank 2: $(grep report: "$KCOLL_OUT/timeout-rank$r.log")"
+done
+ctl comm-timeout 0 -d comm
+n=$(grep -cE '^    last error seq [0-9]+ allreduce: Connection timed out \(-110\), missing ranks 2$' \
+	"$KCOLL_OUT/ctl-comm-timeout.txt")
+[ "$n" = 2 ] || fail "kcollctl -d comm: $n of 2 timed-out communicators name rank 2 as missing: $(cat "$KCOLL_OUT/ctl-comm-timeout.txt")"
+# The same for one communicator by id, as text and as JSON.
+id=$(sed -n 's|^comm \([0-9]*\) uid .* rank 0/3 .*|\1|p' "$KCOLL_OUT/ctl-comm-timeout.txt")
+[ -n "$id" ] || fail "kcollctl comm: no rank 0/3 communicator: $(cat "$KCOLL_OUT/ctl-comm-timeout.txt")"
+ctl comm-show-timeout 0 -d comm show "$id"
+grep -q 'missing ranks 2$' "$KCOLL_OUT/ctl-comm-show-timeout.txt" ||
+	fail "kcollctl -d comm show $id: no missing rank 2: $(cat "$KCOLL_OUT/ctl-comm-show-timeout.txt")"
+ctl comm-show-timeout-json 0 -j -d comm show "$id"
+if command -v python3 >/dev/null; then
+	python3 -c 'import json, sys
+c = json.load(sys.stdin)[0]
+le = c["last_error"]
+sys.exit(not (c["rank"] == 0 and le["missing"] == [2] and le["errno"] == -110))' \
+		<"$KCOLL_OUT/ctl-comm-show-timeout-json.txt" ||
+		fail "kcollctl -j -d comm show $id: last_error.missing is not [2]: $(cat "$KCOLL_OUT/ctl-comm-show-timeout-json.txt")"
+else
+	grep -qE '"missing": ?\[ ?2 ?\]' "$KCOLL_OUT/ctl-comm-show-timeout-json.txt" ||
+		fail "kcollctl -j -d comm show $id: no \"missing\": [2]"
+fi
+rm -f $hold
+for r in 0 1 2; do
+	wait "${pids[$r]}" || fail "timeout: rank $r failed: $(grep -E '^(not )?ok' "$KCOLL_OUT/timeout-rank$r.log")"
+done
+# The first rank whose timer fires reports it (its ABORT ends the other's).
+wait_re "$KCOLL_OUT/monitor-faults.log" "rank [01]/3: op [0-9]+ allreduce timed out after 2000 ms, missing ranks 2$" 10 ||
+	fail "kcollctl monitor: no timeout event naming rank 2: $(grep 'timed out' "$KCOLL_OUT/monitor-faults.log")"
+grep -q "timed out .*missing ranks 2" "$KCOLL_OUT/kcolld.log" ||
+	fail "kcolld did not log the timeout event"
+
+# A peer dies of SIGKILL in the middle of an allreduce: rank 0 is told,
+# and so is a subscriber, with the rank that died.
+KCOLL_TEST_DIE="kill" ranks die 2 29702 -X
+for r in 0 1; do
+	wait "${pids[$r]}" || fail "die: rank $r failed: $(grep -E '^(not )?ok' "$KCOLL_OUT/die-rank$r.log")"
+done
+grep -q 'died of SIGKILL as planned' "$KCOLL_OUT/die-rank1.log" || fail "die: rank 1 did not die of SIGKILL"
+wait_for "$KCOLL_OUT/monitor-faults.log" "rank 0/2: lost peer rank 1" 10 ||
+	fail "kcollctl monitor: no peer-lost event naming rank 1: $(grep lost "$KCOLL_OUT/monitor-faults.log")"
+
+# rxe0 goes away and comes back (nothing uses it now).
+ctl dev-before 0 dev
+idx=$(sed -n 's/^\([0-9]*\): rxe0: .*/\1/p' "$KCOLL_OUT/ctl-dev-before.txt")
+rdma link delete rxe0 || fail "rdma link delete rxe0"
+wait_for "$KCOLL_OUT/monitor-faults.log" "device rxe0 (index $idx) removed" 10 ||
+	fail "kcollctl monitor: no removal of rxe0 (index $idx): $(grep device "$KCOLL_OUT/monitor-faults.log")"
+ctl dev-none 0 dev
+grep -q 'rxe0' "$KCOLL_OUT/ctl-dev-none.txt" && fail "kcollctl dev still lists rxe0 after its removal"
+kcoll_rxe_up || fail "rxe0 did not come back"
+wait_re "$KCOLL_OUT/monitor-faults.log" "device rxe0 \(index [0-9]+\) added$" 10 ||
+	fail "kcollctl monitor: no addition of rxe0: $(grep device "$KCOLL_OUT/monitor-faults.log")"
+grep -q '"event":"dev_removed"' "$KCOLL_OUT/monitor-faults-json.log" &&
+	grep -q '"event":"dev_added"' "$KCOLL_OUT/monitor-faults-json.log" &&
+	grep -q '"event":"op_timeout"' "$KCOLL_OUT/monitor-faults-json.log" &&
+	grep -q '"event":"peer_lost"' "$KCOLL_OUT/monitor-faults-json.log" ||
+	fail "kcollctl -j monitor misses a fault event: $(cut -c1-60 "$KCOLL_OUT/monitor-faults-json.log")"
+ctl dev-back 0 dev
+grep -q '^[0-9]*: rxe0: .*port ACTIVE' "$KCOLL_OUT/ctl-dev-back.txt" ||
+	fail "kcollctl dev: rxe0 not back ACTIVE: $(cat "$KCOLL_OUT/ctl-dev-back.txt")"
+kill -INT "$mon_pid" "$monj_pid"
+wait "$mon_pid" || fail "kcollctl monitor (faults) did not exit 0 on SIGINT"
+wait "$monj_pid" || fail "kcollctl -j monitor (faults) did not exit 0 on SIGINT"
+mon_pid="" monj_pid=""
+sed 's/^/[monitor] /' "$KCOLL_OUT/monitor-faults.log" | grep -v 'created\|destroyed'
+
 # Module unload and reload under kcolld.
 kcoll_mod_unload
 wait_for "$KCOLL_OUT/kcolld.log" "kcoll module gone" 10 ||
@@ -209,13 +345,17 @@ wait_for "$KCOLL_OUT/kcolld.log" "kcoll module is back" 10 ||
 	fail "kcolld did not notice the module coming back: $(tail -3 "$KCOLL_OUT/kcolld.log")"
 wait_for "$KCOLL_OUT/kcolld.log" "re-applying $conf" 1 || fail "kcolld: no re-apply announced"
 for i in $(seq 1 50); do
-	[ "$(grep -c "applied 1 of 1 tunables from $conf" "$KCOLL_OUT/kcolld.log")" -ge 2 ] && break
+	[ "$(grep -c "applied 2 of 2 tunables from $conf" "$KCOLL_OUT/kcolld.log")" -ge 2 ] && break
 	sleep 0.1
 done
-[ "$(grep -c "applied 1 of 1 tunables from $conf" "$KCOLL_OUT/kcolld.log")" -ge 2 ] ||
+[ "$(grep -c "applied 2 of 2 tunables from $conf" "$KCOLL_OUT/kcolld.log")" -ge 2 ] ||
 	fail "kcolld did not re-apply its configuration after the reload"
 [ "$(cat $SYS/chunk_bytes)" = 262144 ] ||
 	fail "after the reload chunk_bytes is $(cat $SYS/chunk_bytes), not kcolld's 262144"
+[ "$(cat $SYS/listen_port)" = 18516 ] ||
+	fail "after the reload listen_port is $(cat $SYS/listen_port), not kcolld's 18516"
+wait_for "$SYS/devices" rxe0 5 ||
+	fail "after the reload devices is '$(cat $SYS/devices)', not kcolld's rxe0"
 metrics >"$KCOLL_OUT/metrics-3.txt" 2>&1
 grep -q '^kcoll_up 1$' "$KCOLL_OUT/metrics-3.txt" || fail "kcolld /metrics after the reload: no kcoll_up 1"
 
