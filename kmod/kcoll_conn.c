@@ -756,6 +756,13 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	}
 	mutex_lock(&comm->lock);
 	conn = comm->conns[src];
+	if (!conn) {
+		/* Listed, its connections not allocated yet (or never, the
+		 * creation failing): as if it did not exist yet. */
+		mutex_unlock(&comm->lock);
+		kcoll_reject(id, KCOLL_REJ_NOCOMM);
+		goto out_put;
+	}
 	/* The first QP finds the connection idle and sets the number of
 	 * QPs; the others join it while it is being set up. */
 	if (comm->shutting_down || comm->error ||
