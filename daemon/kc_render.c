@@ -542,8 +542,12 @@ void kc_text_comm(FILE *f, const struct kc_comm *c, bool details)
 	if (KC_HAS(c, KCOLL_A_COST_BETA_PS))
 		kc_text_cost(f, &c->cost);
 	fputc('\n', f);
-	if (!details)
+	if (!details) {
+		/* Who it waited for is the first thing an operator needs. */
+		if (KC_HAS(c, KCOLL_A_COMM_LAST_ERROR))
+			kc_text_lasterr(f, &c->last_error);
 		return;
+	}
 	if (KC_HAS(c, KCOLL_A_STATS)) {
 		fputs("    stats ", f);
 		kc_text_counters(f, &c->stats);

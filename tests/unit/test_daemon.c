@@ -646,7 +646,9 @@ static void test_text(void)
 	sample_comm(&c, m, &op);
 	CAPTURE(s, kc_text_comm(OUT, &c, false));
 	UNIT_EQ_STR(s, "comm 7 uid 0x1122334455667788 pid 4242 rank 1/4 "
-		    "state ready dev rxe0 inflight 1\n");
+		    "state ready dev rxe0 inflight 1\n"
+		    "    last error seq 12 allgather: Connection timed out "
+		    "(-110), missing ranks 2\n");
 	free(s);
 	CAPTURE(s, kc_text_comm(OUT, &c, true));
 	UNIT_EQ_STR(s, "comm 7 uid 0x1122334455667788 pid 4242 rank 1/4 "
