@@ -271,6 +271,11 @@ ctl comm-timeout 0 -d comm
 n=$(grep -cE '^    last error seq [0-9]+ allreduce: Connection timed out \(-110\), missing ranks 2$' \
 	"$KCOLL_OUT/ctl-comm-timeout.txt")
 [ "$n" = 2 ] || fail "kcollctl -d comm: $n of 2 timed-out communicators name rank 2 as missing: $(cat "$KCOLL_OUT/ctl-comm-timeout.txt")"
+# Without -d too: the last failure and who never arrived.
+ctl comm-timeout-plain 0 comm
+n=$(grep -cE '^    last error seq [0-9]+ allreduce: Connection timed out \(-110\), missing ranks 2$' \
+	"$KCOLL_OUT/ctl-comm-timeout-plain.txt")
+[ "$n" = 2 ] || fail "kcollctl comm: $n of 2 timed-out communicators name rank 2 as missing: $(cat "$KCOLL_OUT/ctl-comm-timeout-plain.txt")"
 # The same for one communicator by id, as text and as JSON.
 id=$(sed -n 's|^comm \([0-9]*\) uid .* rank 0/3 .*|\1|p' "$KCOLL_OUT/ctl-comm-timeout.txt")
 [ -n "$id" ] || fail "kcollctl comm: no rank 0/3 communicator: $(cat "$KCOLL_OUT/ctl-comm-timeout.txt")"
