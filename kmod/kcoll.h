@@ -219,7 +219,6 @@ int kcoll_reduce_active_avg(void *dst, size_t n, unsigned int dtype,
 struct ib_device;
 struct ib_pd *kcoll_ib_pd(struct ib_device *ibdev);
 u32 kcoll_ib_beta_ps(struct ib_device *ibdev);	/* 0: unknown */
-u32 kcoll_ib_alpha_ns(struct ib_device *ibdev);	/* 0: unknown; sleeps */
 /* Per device: operations started and not finished, by SQE priority. */
 struct kcoll_prio {
 	atomic_t active[KCOLL_PRIO_MAX + 1];

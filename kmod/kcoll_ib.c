@@ -21,11 +21,9 @@
 
 #include <linux/ctype.h>
 #include <linux/delay.h>
-#include <linux/ktime.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/slab.h>
-#include <linux/sort.h>
 #include <linux/spinlock.h>
 #include <linux/sysfs.h>
 #include <rdma/ib_cache.h>
@@ -55,7 +53,6 @@ struct kcoll_ibdev {
 	bool removed;		/* under reg_lock: no new registration QP */
 	struct ib_reg_wr reg_wrs[KCOLL_REG_BATCH];	/* under reg_lock */
 	struct kcoll_prio prio;	/* what runs on it, by priority */
-	u32 alpha_ns;		/* under reg_lock: probed round trip, 0: not yet */
 	struct kcoll_opstats stats;	/* operations of comms on it */
 };
 
@@ -87,8 +84,7 @@ static void kcoll_reg_qp_destroy(struct kcoll_ibdev *dev)
  * send queue in RTS but sends nothing on the wire. The address is the
  * port's GID 0 (link-local on RoCE, so no neighbour lookup) or its LID.
  */
-static int kcoll_reg_qp_connect(struct kcoll_ibdev *dev, struct ib_qp *qp,
-				int access)
+static int kcoll_reg_qp_connect(struct kcoll_ibdev *dev, struct ib_qp *qp)
 {
 	struct ib_device *ib = dev->ibdev;
 	u32 port = rdma_start_port(ib);
@@ -103,7 +99,7 @@ static int kcoll_reg_qp_connect(struct kcoll_ibdev *dev, struct ib_qp *qp,
 	a.qp_state = IB_QPS_INIT;
 	a.port_num = port;
 	a.pkey_index = 0;
-	a.qp_access_flags = access;
+	a.qp_access_flags = 0;
 	err = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_PKEY_INDEX |
 			   IB_QP_PORT | IB_QP_ACCESS_FLAGS);
 	if (err)
@@ -171,7 +167,7 @@ static int kcoll_reg_qp_create(struct kcoll_ibdev *dev)
 		dev->reg_qp = NULL;
 		goto out_destroy;
 	}
-	err = kcoll_reg_qp_connect(dev, dev->reg_qp, 0);
+	err = kcoll_reg_qp_connect(dev, dev->reg_qp);
 	if (err)
 		goto out_destroy;
 	return 0;
@@ -320,120 +316,6 @@ static struct ib_client kcoll_ib_client = {
 	.add = kcoll_ib_add,
 	.remove = kcoll_ib_remove,
 };
-
-#define KCOLL_ALPHA_PROBES	16
-
-/* Wait for one completion on a polled-directly CQ; 0 or -errno. */
-static int kcoll_probe_wait(struct ib_cq *cq)
-{
-	unsigned long deadline = jiffies + HZ;
-	struct ib_wc wc;
-	int got;
-
-	for (;;) {
-		got = ib_poll_cq(cq, 1, &wc);
-		if (got > 0)
-			return wc.status == IB_WC_SUCCESS ? 0 : -EIO;
-		if (got < 0)
-			return got;
-		if (time_after(jiffies, deadline))
-			return -ETIMEDOUT;
-		cond_resched();
-	}
-}
-
-static int kcoll_u64_cmp(const void *a, const void *b)
-{
-	u64 x = *(const u64 *)a, y = *(const u64 *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/*
- * The cost model's alpha for @dev: the median round trip of a zero-byte
- * RDMA WRITE through the port to itself (post to completion, which needs
- * the responder's ACK), on a QP of its own. A step of the engine is a
- * grant one way and a write the other, about one such round trip plus
- * the fabric's hops. 0 when the port is down or the probe fails.
- * Must hold dev->reg_lock.
- */
-static u32 kcoll_ib_probe_alpha(struct kcoll_ibdev *dev)
-{
-	struct ib_qp_init_attr attr = {};
-	u64 ns[KCOLL_ALPHA_PROBES];
-	struct ib_rdma_wr wr = {};
-	struct ib_cq *cq;
-	struct ib_qp *qp;
-	unsigned int i;
-	int err;
-
-	lockdep_assert_held(&dev->reg_lock);
-	cq = ib_alloc_cq(dev->ibdev, NULL, 4, 0, IB_POLL_DIRECT);
-	if (IS_ERR(cq))
-		return 0;
-	attr.send_cq = cq;
-	attr.recv_cq = cq;
-	attr.cap.max_send_wr = 2;
-	attr.cap.max_recv_wr = 1;
-	attr.cap.max_send_sge = 1;
-	attr.cap.max_recv_sge = 1;
-	attr.sq_sig_type = IB_SIGNAL_REQ_WR;
-	attr.qp_type = IB_QPT_RC;
-	qp = ib_create_qp(dev->pd, &attr);
-	if (IS_ERR(qp))
-		goto out_free_cq;
-	err = kcoll_reg_qp_connect(dev, qp, IB_ACCESS_REMOTE_WRITE);
-	/* A zero-byte WRITE needs no address or key (IBA C9-88). */
-	wr.wr.opcode = IB_WR_RDMA_WRITE;
-	wr.wr.send_flags = IB_SEND_SIGNALED;
-	for (i = 0; !err && i < KCOLL_ALPHA_PROBES; i++) {
-		ktime_t t0 = ktime_get();
-
-		err = ib_post_send(qp, &wr.wr, NULL);
-		if (!err)
-			err = kcoll_probe_wait(cq);
-		ns[i] = ktime_to_ns(ktime_sub(ktime_get(), t0));
-	}
-	ib_destroy_qp(qp);
-	ib_free_cq(cq);
-	if (err) {
-		pr_info("%s: alpha probe failed (%d); alpha stays the default\n",
-			dev_name(&dev->ibdev->dev), err);
-		return 0;
-	}
-	sort(ns, KCOLL_ALPHA_PROBES, sizeof(ns[0]), kcoll_u64_cmp, NULL);
-	return (u32)clamp_t(u64, ns[KCOLL_ALPHA_PROBES / 2], 1, 1000000000);
-
-out_free_cq:
-	ib_free_cq(cq);
-	return 0;
-}
-
-/*
- * The cost model's alpha for @ibdev (ns), probed the first time a
- * communicator asks while its port is up; 0: unknown. Sleeps.
- */
-u32 kcoll_ib_alpha_ns(struct ib_device *ibdev)
-{
-	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
-	struct ib_port_attr pattr;
-	u32 alpha;
-
-	if (!dev)
-		return 0;
-	mutex_lock(&dev->reg_lock);
-	if (!dev->alpha_ns && !dev->removed &&
-	    !ib_query_port(ibdev, rdma_start_port(ibdev), &pattr) &&
-	    pattr.state == IB_PORT_ACTIVE) {
-		dev->alpha_ns = kcoll_ib_probe_alpha(dev);
-		if (dev->alpha_ns)
-			pr_info("%s: alpha %u ns (zero-byte write round trip through the port)\n",
-				dev_name(&ibdev->dev), dev->alpha_ns);
-	}
-	alpha = dev->alpha_ns;
-	mutex_unlock(&dev->reg_lock);
-	return alpha;
-}
 
 /* The PD kcoll uses on @ibdev, or NULL if kcoll does not use the device. */
 struct ib_pd *kcoll_ib_pd(struct ib_device *ibdev)

@@ -7,10 +7,9 @@
  * /sys/class/misc/kcoll/algo/
  *	alpha_ns beta_ps gamma_ps	the cost model (rw): what this node
  *					advertises to new communicators;
- *					0 (the default): estimated, from a
- *					write round trip through the port,
- *					the port's rate and the fp32 sum
- *					measured at load
+ *					beta_ps and gamma_ps 0 (the default):
+ *					the device's port rate and the fp32
+ *					sum measured at load
  *	<collective>			"auto" or a forced algorithm (rw)
  *	max_bytes_<algorithm>		0, or the largest operation (count *
  *					element size) the cost-based choice
@@ -60,18 +59,15 @@ static atomic64_t kcoll_algo_ops[KCOLL_ALGO_NR];
 void kcoll_tune_setup(void)
 {
 	kcoll_tune_init(&kcoll_tune_cur);
-	/* Estimated unless set: the device's round trip and rate, the
-	 * measured reduction. */
-	kcoll_tune_cur.cost.alpha_ns = 0;
+	/* Estimated unless set: the device's rate, the measured reduction. */
 	kcoll_tune_cur.cost.beta_ps = 0;
 	kcoll_tune_cur.cost.gamma_ps = 0;
 }
 
 /*
  * What this node advertises for a new communicator on @ibdev (NULL: none):
- * the sysfs values, with alpha, beta and gamma estimated where they are 0,
- * and the built-in defaults where no estimate exists. Sleeps (the first
- * call on a device probes its round trip).
+ * the sysfs values, with beta and gamma estimated where they are 0, and
+ * the built-in defaults where no estimate exists.
  */
 void kcoll_tune_model(struct ib_device *ibdev, struct kcoll_model *m)
 {
@@ -83,10 +79,6 @@ void kcoll_tune_model(struct ib_device *ibdev, struct kcoll_model *m)
 		m->beta_ps = kcoll_tune_cur.cost.beta_ps;
 		m->gamma_ps = kcoll_tune_cur.cost.gamma_ps;
 	} while (read_seqretry(&kcoll_tune_lock, seq));
-	if (!m->alpha_ns && ibdev)
-		m->alpha_ns = kcoll_ib_alpha_ns(ibdev);
-	if (!m->alpha_ns)
-		m->alpha_ns = KCOLL_COST_ALPHA_NS;
 	if (!m->beta_ps && ibdev)
 		m->beta_ps = kcoll_ib_beta_ps(ibdev);
 	if (!m->beta_ps)
