@@ -716,14 +716,6 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		kcoll_reject(id, KCOLL_REJ_VERSION);
 		return -ECONNREFUSED;
 	}
-	/* The devices tunable: not on a device this node does not use. */
-	if (!kcoll_ib_enabled(id->device)) {
-		pr_warn_ratelimited("refusing a connection from %pISc on %s: not in the devices tunable\n",
-				    &id->route.addr.dst_addr,
-				    dev_name(&id->device->dev));
-		kcoll_reject(id, KCOLL_REJ_DEVICE);
-		return -ECONNREFUSED;
-	}
 	src = le32_to_cpu(h->src_rank);
 	dst = le32_to_cpu(h->dst_rank);
 	n = le32_to_cpu(h->nranks);
@@ -737,8 +729,29 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	}
 	comm = kcoll_comm_find_listed(le64_to_cpu(h->uid), dst);
 	if (!comm) {
-		kcoll_reject(id, KCOLL_REJ_NOCOMM);
+		/* The devices tunable: on a device this node does not use,
+		 * no communicator of ours will ever be there. */
+		if (!kcoll_ib_enabled(id->device)) {
+			pr_warn_ratelimited("refusing a connection from %pISc on %s: not in the devices tunable\n",
+					    &id->route.addr.dst_addr,
+					    dev_name(&id->device->dev));
+			kcoll_reject(id, KCOLL_REJ_DEVICE);
+		} else {
+			kcoll_reject(id, KCOLL_REJ_NOCOMM);
+		}
 		return -ECONNREFUSED;
+	}
+	/* An existing communicator keeps its device, whatever the tunable
+	 * says now; a hello on another is refused as such at once. */
+	if (id->device != comm->ibdev) {
+		pr_warn_ratelimited("comm %llx rank %u: refusing rank %u from %pISc on %s: the communicator uses %s\n",
+				    comm->uid, comm->rank, src,
+				    &id->route.addr.dst_addr,
+				    dev_name(&id->device->dev),
+				    comm->ibdev ? dev_name(&comm->ibdev->dev) :
+						  "none");
+		kcoll_reject(id, KCOLL_REJ_DEVICE);
+		goto out_put;
 	}
 	if (crypto_memneq(h->key, comm->key, sizeof(h->key))) {
 		pr_warn_ratelimited("comm %llx rank %u: refusing rank %u from %pISc: wrong key\n",
