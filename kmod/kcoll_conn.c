@@ -1121,6 +1121,12 @@ int kcoll_listen_start(void)
 {
 	struct rdma_cm_id *id;
 
+	/* The module parameter: what sysfs would refuse, refused at load. */
+	if (!kcoll_listen_port || kcoll_listen_port > 65535) {
+		pr_err("listen_port=%u: not a port (1..65535)\n",
+		       kcoll_listen_port);
+		return -EINVAL;
+	}
 	mutex_lock(&kcoll_listen_lock);
 	id = kcoll_listen_on(kcoll_listen_port);
 	if (!IS_ERR(id))
