@@ -469,6 +469,37 @@ static bool kcoll_ib_name_char(char c)
  * KCOLL_IB_ALLOW_MAX - 1 once written with single commas. Communicators
  * that exist keep their device.
  */
+/*
+ * Say which names of @list no RDMA device has now: a typo would otherwise
+ * refuse every communicator without a word. Still stored: a device of
+ * that name may come later.
+ */
+static void kcoll_ib_allow_check(const char *list)
+{
+	struct kcoll_ibdev *dev;
+	const char *p;
+	size_t n;
+	bool seen;
+
+	mutex_lock(&kcoll_ib_lock);
+	for (p = list; *p; p += n + (p[n] == ',')) {
+		n = strcspn(p, ",");
+		seen = false;
+		list_for_each_entry(dev, &kcoll_ib_devs, node) {
+			const char *name = dev_name(&dev->ibdev->dev);
+
+			if (strlen(name) == n && !strncmp(name, p, n)) {
+				seen = true;
+				break;
+			}
+		}
+		if (!seen)
+			pr_warn("devices: no RDMA device is called %.*s (yet); kept in the list\n",
+				(int)n, p);
+	}
+	mutex_unlock(&kcoll_ib_lock);
+}
+
 int kcoll_ib_allow_store(const char *buf, size_t count)
 {
 	char list[KCOLL_IB_ALLOW_MAX] = "";
@@ -505,6 +536,7 @@ int kcoll_ib_allow_store(const char *buf, size_t count)
 	memcpy(kcoll_ib_allow, list, sizeof(list));
 	spin_unlock(&kcoll_ib_allow_lock);
 	pr_info("devices: %s\n", list[0] ? list : "* (every device)");
+	kcoll_ib_allow_check(list);
 	return 0;
 }
 
