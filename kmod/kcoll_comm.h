@@ -166,7 +166,6 @@ struct kcoll_grant {
 struct kcoll_lane {
 	struct kcoll_conn *conn;
 	u8 idx;
-	bool established;
 	struct rdma_cm_id *cm_id;	/* NULL once destroyed */
 	struct ib_qp *qp;
 	struct kcoll_rx *rx;		/* KCOLL_RQ_DEPTH */

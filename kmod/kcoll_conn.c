@@ -487,7 +487,6 @@ static void kcoll_conn_teardown_id(struct kcoll_conn *conn)
 		}
 		rdma_destroy_id(id);
 		lane->cm_id = NULL;
-		lane->established = false;
 		kcoll_lane_free_rx(lane);
 	}
 	conn->lanes_up = 0;
@@ -904,7 +903,6 @@ static bool kcoll_lane_established(struct kcoll_lane *lane,
 		kcoll_conn_fail_setup(conn, err);
 		return false;
 	}
-	lane->established = true;
 	conn->lanes_up++;
 	if (conn->lanes_up == conn->nlanes)
 		kcoll_conn_up(conn);
@@ -1117,12 +1115,17 @@ out_destroy:
 	return ERR_PTR(err);
 }
 
+static bool kcoll_port_ok(unsigned int port)
+{
+	return port && port <= 65535;
+}
+
 int kcoll_listen_start(void)
 {
 	struct rdma_cm_id *id;
 
 	/* The module parameter: what sysfs would refuse, refused at load. */
-	if (!kcoll_listen_port || kcoll_listen_port > 65535) {
+	if (!kcoll_port_ok(kcoll_listen_port)) {
 		pr_err("listen_port=%u: not a port (1..65535)\n",
 		       kcoll_listen_port);
 		return -EINVAL;
@@ -1147,7 +1150,7 @@ int kcoll_listen_set_port(unsigned int port)
 {
 	struct rdma_cm_id *id, *old;
 
-	if (!port || port > 65535)
+	if (!kcoll_port_ok(port))
 		return -EINVAL;
 	mutex_lock(&kcoll_listen_lock);
 	if (kcoll_listen_stopped) {

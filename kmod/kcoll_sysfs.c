@@ -230,9 +230,7 @@ static ssize_t listen_port_store(struct device *dev,
 	err = kstrtouint(buf, 0, &port);
 	if (err)
 		return err;
-	if (!port || port > 65535)
-		return -EINVAL;
-	err = kcoll_listen_set_port(port);
+	err = kcoll_listen_set_port(port);	/* checks the range */
 	return err ? err : count;
 }
 static DEVICE_ATTR_RW(listen_port);
