@@ -769,22 +769,39 @@ static int test_wrong_key(void)
 static bool die_kill;		/* -X with KCOLL_TEST_DIE=kill */
 static int die_pipe = -1;	/* to the parent: "this one kills itself" */
 
-static int test_die(void)
+/*
+ * Start a test that needs two ranks or more: @count floats and the
+ * communicator. NULL when it cannot go on, *@ret then being its result
+ * (1 on failure; a SKIP line, saying @skip, for a single rank).
+ */
+static float *pair_test_begin(size_t count, const char *skip, int *ret)
 {
-	size_t count = 8 * MIB / 4;	/* 32 MiB of fp32 */
 	float *buf = calloc(count, sizeof(float));
-	coll_request *req;
-	int i, ret = 0;
 
 	if (!buf || init_comm()) {
 		free(buf);
-		return 1;
+		*ret = 1;
+		return NULL;
 	}
 	if (nranks < 2) {
 		free(buf);
 		coll_comm_destroy(comm);
-		return result_line(true, "# SKIP a dying rank needs 2 ranks");
+		*ret = result_line(true, "%s", skip);
+		return NULL;
 	}
+	return buf;
+}
+
+static int test_die(void)
+{
+	size_t count = 8 * MIB / 4;	/* 32 MiB of fp32 */
+	coll_request *req;
+	int i, ret = 0;
+	float *buf = pair_test_begin(count, "# SKIP a dying rank needs 2 ranks",
+				     &ret);
+
+	if (!buf)
+		return ret;
 	if (rank == nranks - 1) {
 		stage = "the dying rank's allreduce";
 		ret = coll_iallreduce(buf, buf, count, COLL_DTYPE_FP32,
@@ -898,22 +915,16 @@ static void hold(void)
 static int test_timeout(void)
 {
 	enum { COUNT = 4096, TMO_MS = 2000 };
-	float *buf = calloc(COUNT, sizeof(float));
 	coll_report rep;
 	char line[256];
 	double t0, dt;
 	bool ok;
 	int ret;
+	float *buf = pair_test_begin(COUNT, "# SKIP a timeout needs 2 ranks",
+				     &ret);
 
-	if (!buf || init_comm()) {
-		free(buf);
-		return 1;
-	}
-	if (nranks < 2) {
-		free(buf);
-		coll_comm_destroy(comm);
-		return result_line(true, "# SKIP a timeout needs 2 ranks");
-	}
+	if (!buf)
+		return ret;
 	if (rank == nranks - 1) {
 		/* The straggler never submits. */
 		diag("never joining the allreduce");
