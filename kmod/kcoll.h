@@ -131,6 +131,8 @@ enum kcoll_stat {
 	KCOLL_STAT_COMPLETED,	/* CQEs posted */
 	KCOLL_STAT_FAILED,	/* CQEs posted with res < 0 */
 	KCOLL_STAT_REJECTED,	/* ENTER calls refused for lack of CQ room */
+	KCOLL_STAT_RDMA_BYTES,	/* payload sent by RDMA WRITE */
+	KCOLL_STAT_INTRA_BYTES,	/* payload copied to ranks on this node */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);
@@ -144,6 +146,7 @@ u32 kcoll_connect_timeout_ms(void);	/* COMM_CREATE default */
 u32 kcoll_ack_timeout(void);		/* new connections */
 #define KCOLL_QPS_PER_PEER_MAX	4
 u32 kcoll_qps_per_peer(void);		/* new communicators */
+bool kcoll_intra_node(void);		/* new connections */
 bool kcoll_prio_sched(void);		/* priorities (else FIFO) */
 u32 kcoll_prio_aging_ms(void);
 u32 kcoll_op_timeout_ms(void);		/* SQE timeout_ms 0 means this */

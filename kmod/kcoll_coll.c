@@ -234,12 +234,27 @@ static void kcoll_op_grant(struct kcoll_task *op)
 			return;
 		}
 		kcoll_msg_init(op, &m, KCOLL_MSG_GRANT);
-		if (slot >= 0)
+		if (conn->local && len) {
+			u8 *va = slot >= 0 ?
+				 conn->stage.vaddr + slot * conn->slot_bytes :
+				 dst->vaddr + base + op->recv_granted;
+			int err = kcoll_xpose_add(conn, va, len, &g->xid);
+
+			if (err) {
+				if (slot >= 0)
+					__clear_bit(slot, &conn->slot_busy);
+				kfree(g);
+				kcoll_op_fail(op, err);
+				return;
+			}
+			g->addr = g->xid;
+		} else if (slot >= 0) {
 			kcoll_buf_remote(&conn->stage, slot * conn->slot_bytes,
 					 &g->addr, &g->rkey);
-		else if (len)
+		} else if (len) {
 			kcoll_buf_remote(dst, base + op->recv_granted, &g->addr,
 					 &g->rkey);
+		}
 		m.addr = cpu_to_le64(g->addr);
 		m.rkey = cpu_to_le32(g->rkey);
 		m.len = cpu_to_le32(len);
@@ -248,6 +263,7 @@ static void kcoll_op_grant(struct kcoll_task *op)
 		if (kcoll_conn_send_msg(conn, &m)) {
 			/* SQ full: retried on the next completion. A dead
 			 * connection has failed the op already. */
+			kcoll_xpose_revoke(g->xid);
 			if (slot >= 0)
 				__clear_bit(slot, &conn->slot_busy);
 			kfree(g);
@@ -320,6 +336,9 @@ void kcoll_engine_data(struct kcoll_conn *conn, u32 imm, u32 byte_len)
 		return;
 	}
 	g->landed = true;
+	/* Intra-node: the copy is over (it came before the DATA message). */
+	kcoll_xpose_revoke(g->xid);
+	g->xid = 0;
 	if (!g->op->error)
 		kcoll_op_landed(g->op, conn, g);
 	if (g->slot >= 0) {
@@ -370,6 +389,7 @@ void kcoll_write_done(struct ib_cq *cq, struct ib_wc *wc)
 	if (wc->status == IB_WC_SUCCESS ||
 	    (wc->status == IB_WC_WR_FLUSH_ERR && kcoll_peer_finished(conn, op))) {
 		/* Flushed after the peer's BYE: it had the data. */
+		kcoll_stat_add(KCOLL_STAT_RDMA_BYTES, g->len);
 		op->send_done += g->len;
 		op->send_done_any = true;
 		if (wc->status != IB_WC_SUCCESS)
@@ -455,6 +475,42 @@ void kcoll_engine_kick_work(struct work_struct *work)
 	mutex_unlock(&comm->lock);
 }
 
+/*
+ * Fill grant @g of a peer on this node from @src: copy, then tell it with a
+ * DATA message where a WRITE WITH IMM would have told it. The peer's CQ
+ * handler sees the message after the copy (the post orders them). Done at
+ * once: there is no completion to wait for. -ENOBUFS: retry later.
+ */
+static int kcoll_op_send_local(struct kcoll_task *op, struct kcoll_conn *conn,
+			       struct kcoll_grant *g, const u8 *src)
+{
+	struct kcoll_wire_msg m;
+	int err;
+
+	if (conn->state != KCOLL_CONN_UP)
+		return conn->error ?: -ECONNRESET;
+	if (conn->lane[0].sq_posted >= KCOLL_SQ_DEPTH)
+		return -ENOBUFS;	/* the next send completion retries */
+	if (g->len) {
+		err = kcoll_xpose_copy(conn, g->addr, src, g->len);
+		if (err)
+			return err;
+	}
+	kcoll_msg_init(op, &m, KCOLL_MSG_DATA);
+	m.serial = cpu_to_le32(g->serial);
+	m.len = cpu_to_le32(g->len);
+	err = kcoll_conn_send_msg(conn, &m);
+	if (err)
+		return err == -ENOTCONN ? (conn->error ?: -ECONNRESET) : err;
+	op->send_posted += g->len;
+	op->send_posted_any = true;
+	op->send_done += g->len;
+	op->send_done_any = true;
+	conn->local_bytes += g->len;
+	kcoll_stat_add(KCOLL_STAT_INTRA_BYTES, g->len);
+	return 0;
+}
+
 /* Answer the grants that have arrived for the current phase's send. */
 static void kcoll_op_send(struct kcoll_task *op)
 {
@@ -505,6 +561,25 @@ static void kcoll_op_send(struct kcoll_task *op)
 		if (g->len && kcoll_op_held(op))
 			return;		/* a higher priority runs */
 		off = base + op->send_posted;
+		if (conn->local) {
+			err = kcoll_op_send_local(op, conn, g, src->vaddr + off);
+			if (err == -ENOBUFS)
+				return;
+			if (err == -ENOENT) {
+				/* The peer dropped the grant: it failed. */
+				kcoll_op_fail_from(op, -ECONNRESET, conn->peer);
+				return;
+			}
+			if (err) {
+				kcoll_op_fail(op, err);
+				if (err == -EPROTO)	/* frees the grants */
+					kcoll_conn_kill(conn, err);
+				return;
+			}
+			list_del(&g->node);
+			kfree(g);
+			continue;
+		}
 		if (g->len) {
 			first = min_t(size_t, g->len,
 				      kcoll_buf_seg_room(src, off));
@@ -626,6 +701,26 @@ static void kcoll_op_check_sigs(struct kcoll_task *op, struct kcoll_conn *conn)
 	}
 }
 
+/*
+ * The connection is being torn down: withdraw the memory its grants expose
+ * to a peer on this node before the staging and the ops' pages go. The
+ * grants themselves are freed by kcoll_engine_conn_lost(). Must hold
+ * comm->lock.
+ */
+void kcoll_engine_conn_unexpose(struct kcoll_conn *conn)
+{
+	struct kcoll_grant *g;
+	int k;
+
+	lockdep_assert_held(&conn->comm->lock);
+	for (k = 0; k < KCOLL_KIND_NR; k++) {
+		list_for_each_entry(g, &conn->k[k].out, node) {
+			kcoll_xpose_revoke(g->xid);
+			g->xid = 0;
+		}
+	}
+}
+
 /* Drop the grants @conn's peer will never fill for @op (it aborted). */
 static void kcoll_op_forget_grants(struct kcoll_task *op, struct kcoll_conn *conn)
 {
@@ -639,6 +734,7 @@ static void kcoll_op_forget_grants(struct kcoll_task *op, struct kcoll_conn *con
 		list_del(&g->node);
 		conn->k[op->kind].nr_out--;
 		op->grants_out--;
+		kcoll_xpose_revoke(g->xid);
 		if (g->slot >= 0)
 			__clear_bit(g->slot, &conn->slot_busy);
 		kfree(g);
@@ -684,6 +780,13 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 		conn->bye = true;
 		conn->bye_done = seq;
 		kcoll_conn_kill(conn, -ECONNRESET);
+		return;
+	case KCOLL_MSG_DATA:
+		if (!conn->local)
+			goto bad;
+		kcoll_engine_data(conn, kcoll_imm_make(m->kind,
+						       le32_to_cpu(m->serial)),
+				  le32_to_cpu(m->len));
 		return;
 	case KCOLL_MSG_GRANT:
 		if (le32_to_cpu(m->serial) != conn->k[m->kind].serial_in)
@@ -1386,6 +1489,7 @@ void kcoll_engine_conn_lost(struct kcoll_conn *conn)
 		list_for_each_entry_safe(g, tmp, &conn->k[k].out, node) {
 			list_del(&g->node);
 			g->op->grants_out--;
+			kcoll_xpose_revoke(g->xid);
 			kfree(g);
 		}
 		conn->k[k].nr_out = 0;

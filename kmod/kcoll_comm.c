@@ -6,6 +6,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <crypto/algapi.h>
 #include <linux/debugfs.h>
 #include <linux/in.h>
 #include <linux/seq_file.h>
@@ -68,6 +69,23 @@ struct kcoll_comm *kcoll_comm_find_listed(u64 uid, u32 rank)
 	}
 	mutex_unlock(&kcoll_comms_lock);
 	return found;
+}
+
+/*
+ * Is rank @rank of communicator @uid on this node, with key @key? The
+ * listener's check of a hello that offers the intra-node path: only a rank
+ * whose communicator this module holds can share memory with ours.
+ */
+bool kcoll_comm_here(u64 uid, u32 rank, const u8 *key)
+{
+	struct kcoll_comm *comm = kcoll_comm_find_listed(uid, rank);
+	bool here;
+
+	if (!comm)
+		return false;
+	here = !crypto_memneq(key, comm->key, KCOLL_KEY_LEN);
+	kcoll_comm_put(comm);
+	return here;
 }
 
 static void kcoll_comm_unlist(struct kcoll_comm *comm)
@@ -766,6 +784,7 @@ int kcoll_comm_init(void)
 void kcoll_comm_exit(void)
 {
 	kcoll_listen_stop();
+	kcoll_local_exit();
 }
 
 /*
@@ -805,9 +824,11 @@ static int kcoll_comms_show(struct seq_file *m, void *unused)
 
 			if (!c)
 				continue;
-			seq_printf(m, "  conn %u state %d qps %u sq %u slots %lx",
-				   i, c->state, c->nlanes, c->sq_posted,
-				   c->slot_busy);
+			seq_printf(m, "  conn %u state %d %s qps %u sq %u slots %lx",
+				   i, c->state, c->local ? "local" : "rdma",
+				   c->nlanes, c->sq_posted, c->slot_busy);
+			if (c->local)
+				seq_printf(m, " copied %llu", c->local_bytes);
 			for (k = 0; k < KCOLL_KIND_NR; k++) {
 				seq_printf(m, " k%d out %u (ser %u/%u) in:", k,
 					   c->k[k].nr_out, c->k[k].serial_out,

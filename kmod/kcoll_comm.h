@@ -152,6 +152,8 @@ struct kcoll_grant {
 	bool landed;		/* issued: its data is here (lanes land out
 				 * of order; grants retire in order) */
 	u8 lane;		/* received: the QP its WRITE went on */
+	u32 xid;		/* issued on an intra-node connection: the
+				 * exposure of its memory (0: none) */
 	/* Received P2P grants that arrived before our SEND was issued: the
 	 * receive's signature, checked when the send first uses them. */
 	bool sig_unchecked;
@@ -180,6 +182,10 @@ struct kcoll_conn {
 	struct kcoll_comm *comm;
 	u32 peer;
 	bool active;			/* we connect; the peer listens */
+	bool local;			/* the peer is on this node: data is
+					 * copied, not written (kcoll_local.c) */
+	bool local_offer;		/* active side: we asked for that */
+	u64 local_bytes;		/* copied to the peer (intra-node) */
 	enum kcoll_conn_state state;
 	int error;			/* why it died */
 	struct ib_cq *cq;		/* every lane's */
@@ -380,6 +386,14 @@ int kcoll_conn_write(struct kcoll_conn *conn, unsigned int lane,
 		     struct ib_sge *sge, int nsge, u64 raddr, u32 rkey, u32 imm,
 		     struct ib_cqe *cqe);
 
+/* kcoll_local.c: the intra-node data path */
+int kcoll_xpose_add(struct kcoll_conn *conn, u8 *vaddr, u32 len, u32 *id);
+void kcoll_xpose_revoke(u32 id);
+int kcoll_xpose_copy(struct kcoll_conn *conn, u32 id, const u8 *src, u32 len);
+void kcoll_local_exit(void);
+/* kcoll_comm.c: is rank @rank of communicator @uid (with @key) here? */
+bool kcoll_comm_here(u64 uid, u32 rank, const u8 *key);
+
 /* kcoll_coll.c: the engine; must hold comm->lock */
 void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m);
 void kcoll_engine_data(struct kcoll_conn *conn, u32 imm, u32 byte_len);
@@ -392,6 +406,7 @@ void kcoll_engine_kick_work(struct work_struct *work);
 bool kcoll_peer_finished(struct kcoll_conn *conn, struct kcoll_task *op);
 void kcoll_engine_timeout_work(struct work_struct *work);
 void kcoll_engine_sq_busy(struct kcoll_lane *lane);
+void kcoll_engine_conn_unexpose(struct kcoll_conn *conn);
 u32 kcoll_op_missing(struct kcoll_task *op, u32 *out, u32 cap);
 
 #endif /* KCOLL_COMM_H */

@@ -584,7 +584,8 @@ static int kcoll_conn_send_hello(struct kcoll_lane *lane,
 	struct kcoll_comm *comm = conn->comm;
 	struct kcoll_wire_hello hello = {
 		.version = KCOLL_WIRE_VERSION,
-		.flags = kcoll_hello_lanes(lane->idx, conn->nlanes),
+		.flags = kcoll_hello_lanes(lane->idx, conn->nlanes) |
+			 (conn->local_offer ? KCOLL_HELLO_LOCAL : 0),
 		.magic = cpu_to_le32(KCOLL_WIRE_MAGIC),
 		.uid = cpu_to_le64(comm->uid),
 		.src_rank = cpu_to_le32(comm->rank),
@@ -705,6 +706,7 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	struct kcoll_comm *comm;
 	struct kcoll_conn *conn;
 	u32 src, dst, n, idx, nlanes;
+	bool local;
 	int err;
 
 	if (!h || ev->param.conn.private_data_len < sizeof(*h) ||
@@ -766,6 +768,11 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		kcoll_reject(id, KCOLL_REJ_RANK);
 		goto out_put;
 	}
+	/* The intra-node path, if offered, and only if the connecting
+	 * rank's communicator really is in this module. */
+	local = !idx && nlanes == 1 && (h->flags & KCOLL_HELLO_LOCAL) &&
+		kcoll_intra_node() &&
+		kcoll_comm_here(le64_to_cpu(h->uid), src, h->key);
 	mutex_lock(&comm->lock);
 	conn = comm->conns[src];
 	if (!conn) {
@@ -789,6 +796,8 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	if (!idx) {
 		conn->state = KCOLL_CONN_CONNECTING;
 		kcoll_conn_set_lanes(conn, nlanes);
+		conn->local = local;
+		acc.flags = local ? KCOLL_ACCEPT_LOCAL : 0;
 	}
 	lane = &conn->lane[idx];
 	comm->cm_busy++;
@@ -889,15 +898,21 @@ static bool kcoll_lane_established(struct kcoll_lane *lane,
 	lockdep_assert_held(&comm->lock);
 	if (conn->state != KCOLL_CONN_CONNECTING)
 		return false;
-	if (conn->active && !lane->idx && ev->param.conn.private_data &&
-	    ev->param.conn.private_data_len >=
-	    sizeof(struct kcoll_wire_accept)) {
+	if (conn->active && !lane->idx) {
 		const struct kcoll_wire_accept *acc =
 			ev->param.conn.private_data;
+		u8 len = acc ? ev->param.conn.private_data_len : 0;
 
-		if (le32_to_cpu(acc->magic) == KCOLL_WIRE_MAGIC)
+		conn->local = false;
+		if (len >= offsetof(struct kcoll_wire_accept, flags) &&
+		    le32_to_cpu(acc->magic) == KCOLL_WIRE_MAGIC) {
 			kcoll_comm_model_merge(comm, acc->alpha_ns,
 					       acc->beta_ps, acc->gamma_ps);
+			/* Offered by us and confirmed by the peer. */
+			conn->local = conn->local_offer &&
+				      len >= sizeof(*acc) &&
+				      (acc->flags & KCOLL_ACCEPT_LOCAL);
+		}
 	}
 	if (err) {
 		kcoll_conn_fail_setup(conn, err);
@@ -1039,8 +1054,16 @@ int kcoll_conn_start(struct kcoll_comm *comm, u32 peer)
 		conn->lane[k].conn = conn;
 		conn->lane[k].idx = k;
 	}
-	/* The connecting side chooses; the listening side learns it. */
-	kcoll_conn_set_lanes(conn, conn->active ? comm->lanes : 1);
+	/*
+	 * The connecting side chooses; the listening side learns it. A peer
+	 * on this node gets one QP: its data does not go through the NIC.
+	 */
+	conn->local_offer = conn->active && kcoll_intra_node() &&
+			    !memcmp(comm->ranks[peer].addr,
+				    comm->ranks[comm->rank].addr,
+				    sizeof(comm->ranks[peer].addr));
+	kcoll_conn_set_lanes(conn, conn->active && !conn->local_offer ?
+				   comm->lanes : 1);
 	INIT_DELAYED_WORK(&conn->retry, kcoll_conn_retry_work);
 	INIT_LIST_HEAD(&conn->sigs);
 	for (k = 0; k < KCOLL_KIND_NR; k++) {
@@ -1067,6 +1090,11 @@ void kcoll_conn_shutdown(struct kcoll_conn *conn)
 {
 	cancel_delayed_work_sync(&conn->retry);
 	kcoll_conn_teardown_id(conn);
+	/* A peer on this node copies into staging slots without the NIC:
+	 * withdraw them before they are freed. */
+	mutex_lock(&conn->comm->lock);
+	kcoll_engine_conn_unexpose(conn);
+	mutex_unlock(&conn->comm->lock);
 	/* Its MRs belong to the device's PD: gone before the device is. */
 	kcoll_buf_release(&conn->stage);
 }

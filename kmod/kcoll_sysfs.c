@@ -28,7 +28,7 @@ enum {
 	KCOLL_KNOB_MAX_SQ, KCOLL_KNOB_MAX_CQ, KCOLL_KNOB_CHUNK,
 	KCOLL_KNOB_CONNECT_TIMEOUT, KCOLL_KNOB_ACK_TIMEOUT,
 	KCOLL_KNOB_PRIO_SCHED, KCOLL_KNOB_PRIO_AGING, KCOLL_KNOB_OP_TIMEOUT,
-	KCOLL_KNOB_QPS_PER_PEER, KCOLL_KNOB_NR
+	KCOLL_KNOB_QPS_PER_PEER, KCOLL_KNOB_INTRA_NODE, KCOLL_KNOB_NR
 };
 
 static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
@@ -52,7 +52,14 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	/* RC QPs a new communicator opens to each peer it connects to. */
 	[KCOLL_KNOB_QPS_PER_PEER] = { "qps_per_peer", 1, 1,
 				      KCOLL_QPS_PER_PEER_MAX, false },
+	/* 1: data between ranks on one node is copied by the CPU. */
+	[KCOLL_KNOB_INTRA_NODE] = { "intra_node", 1, 0, 1, false },
 };
+
+bool kcoll_intra_node(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_INTRA_NODE].val);
+}
 
 u32 kcoll_qps_per_peer(void)
 {
@@ -164,6 +171,10 @@ module_param_cb(qps_per_peer, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_QPS_PER_PEER], 0644);
 MODULE_PARM_DESC(qps_per_peer,
 		 "RC QPs per peer of new communicators; chunks are spread over them (1..4; default 1)");
+module_param_cb(intra_node, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_INTRA_NODE], 0644);
+MODULE_PARM_DESC(intra_node,
+		 "1: new connections between ranks on this node copy data with the CPU instead of the NIC; 0: through the NIC (default 1)");
 MODULE_PARM_DESC(connect_timeout_ms,
 		 "How long COMM_CREATE waits for every peer by default (100..3600000 ms; default 60000)");
 
@@ -212,6 +223,7 @@ KCOLL_KNOB_ATTR(prio_sched, KCOLL_KNOB_PRIO_SCHED);
 KCOLL_KNOB_ATTR(prio_aging_ms, KCOLL_KNOB_PRIO_AGING);
 KCOLL_KNOB_ATTR(op_timeout_ms, KCOLL_KNOB_OP_TIMEOUT);
 KCOLL_KNOB_ATTR(qps_per_peer, KCOLL_KNOB_QPS_PER_PEER);
+KCOLL_KNOB_ATTR(intra_node, KCOLL_KNOB_INTRA_NODE);
 
 static ssize_t listen_port_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
@@ -283,6 +295,7 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_prio_aging_ms.attr.attr,
 	&kcoll_attr_op_timeout_ms.attr.attr,
 	&kcoll_attr_qps_per_peer.attr.attr,
+	&kcoll_attr_intra_node.attr.attr,
 	&dev_attr_listen_port.attr,
 	&dev_attr_devices.attr,
 	&dev_attr_abi_version.attr,
@@ -336,6 +349,8 @@ KCOLL_STAT_ATTR(submitted, KCOLL_STAT_SUBMITTED);
 KCOLL_STAT_ATTR(completed, KCOLL_STAT_COMPLETED);
 KCOLL_STAT_ATTR(failed, KCOLL_STAT_FAILED);
 KCOLL_STAT_ATTR(rejected, KCOLL_STAT_REJECTED);
+KCOLL_STAT_ATTR(rdma_write_bytes, KCOLL_STAT_RDMA_BYTES);
+KCOLL_STAT_ATTR(intra_node_bytes, KCOLL_STAT_INTRA_BYTES);
 
 struct kcoll_opstats kcoll_node_stats;
 
@@ -382,6 +397,8 @@ static struct attribute *kcoll_stats_attrs[] = {
 	&dev_attr_completed.attr,
 	&dev_attr_failed.attr,
 	&dev_attr_rejected.attr,
+	&dev_attr_rdma_write_bytes.attr,
+	&dev_attr_intra_node_bytes.attr,
 	&dev_attr_timeouts.attr,
 	&dev_attr_contexts.attr,
 	&dev_attr_inflight.attr,

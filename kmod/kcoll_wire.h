@@ -19,8 +19,9 @@
 struct kcoll_wire_hello {
 	u8	cma_resv[2];
 	u8	version;
-	u8	flags;		/* bits 0-3: this QP's index; 4-7: QPs - 1
-				 * (wire version 1 senders: 0, one QP) */
+	u8	flags;		/* bits 0-2: this QP's index; 4-6: QPs - 1
+				 * (wire version 1 senders: 0, one QP);
+				 * bit 3: KCOLL_HELLO_LOCAL */
 	__le32	magic;
 	__le64	uid;		/* communicator id */
 	__le32	src_rank;	/* the connecting rank */
@@ -34,19 +35,27 @@ struct kcoll_wire_hello {
 	__le32	gamma_ps;
 };
 
+/*
+ * The connecting rank's table puts the accepting rank on its own node: it
+ * offers the intra-node path (docs/DESIGN.md, "Ranks on the same node").
+ * Only the same module ever sees it: peers on other nodes never get it.
+ * Bit 7 stays reserved (zero).
+ */
+#define KCOLL_HELLO_LOCAL	0x08
+
 static inline u8 kcoll_hello_lanes(unsigned int idx, unsigned int nlanes)
 {
-	return (u8)((idx & 0xf) | ((nlanes - 1) & 0xf) << 4);
+	return (u8)((idx & 0x7) | ((nlanes - 1) & 0x7) << 4);
 }
 
 static inline unsigned int kcoll_hello_lane(u8 flags)
 {
-	return flags & 0xf;
+	return flags & 0x7;
 }
 
 static inline unsigned int kcoll_hello_nlanes(u8 flags)
 {
-	return (flags >> 4) + 1;
+	return ((flags >> 4) & 0x7) + 1;
 }
 
 /* REP private data: the accepting rank's cost model inputs. */
@@ -55,7 +64,14 @@ struct kcoll_wire_accept {
 	__le32	alpha_ns;
 	__le32	beta_ps;
 	__le32	gamma_ps;
+	u8	flags;		/* KCOLL_ACCEPT_LOCAL (senders before it:
+				 * absent; rdma_cm pads it with zeros) */
+	u8	resv[3];
 };
+
+/* The accepting rank found the connecting one's communicator in its own
+ * module: data between them is copied by the CPU, not written by the NIC. */
+#define KCOLL_ACCEPT_LOCAL	0x01
 
 /* REJ private data: why a hello was refused. */
 struct kcoll_wire_reject {
@@ -85,6 +101,9 @@ enum kcoll_msg_type {
 				 * version 1 senders used it as a kick) */
 	KCOLL_MSG_BYE,		/* the sender's comm is going away; seq:
 				 * collectives it completed (all below) */
+	KCOLL_MSG_DATA,		/* intra-node connections only: the data of
+				 * grant @serial (@len bytes) has been copied
+				 * in; stands for a WRITE WITH IMM */
 };
 
 /* Message kinds: collectives and point-to-point match independently. */
@@ -105,10 +124,12 @@ struct kcoll_wire_msg {
 	__le32	seq;		/* collective or p2p sequence number */
 	__le32	root;		/* signature: root / peer */
 	__le64	count;		/* signature: count */
-	__le64	addr;		/* GRANT: remote address */
-	__le32	rkey;		/* GRANT */
-	__le32	len;		/* GRANT: bytes */
-	__le32	serial;		/* GRANT: per-(connection, kind) serial */
+	__le64	addr;		/* GRANT: remote address (intra-node: the
+				 * id of the exposed memory) */
+	__le32	rkey;		/* GRANT (intra-node: 0) */
+	__le32	len;		/* GRANT, DATA: bytes */
+	__le32	serial;		/* GRANT, DATA: per-(connection, kind)
+				 * serial */
 	__le32	status;		/* ABORT: the error (positive errno) */
 };
 

@@ -562,6 +562,9 @@ TEST(several_qps_per_peer)
 	ASSERT_LE(0, kt_qp_base) {
 		TH_LOG("cannot count QPs with 'rdma res show qp'");
 	}
+	/* Ranks on one node copy their data (intra_node) over one QP: have
+	 * them go through the NIC, as ranks on different nodes do. */
+	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
 	ASSERT_EQ(0, kt_sysfs_write("qps_per_peer", "3"));
 	kt_qps = 3;
 	EXPECT_EQ(0, kt_spawn(2, 0x1011, -1, 0, codes, 0));
@@ -576,11 +579,72 @@ TEST(several_qps_per_peer)
 	EXPECT_EQ(0, kt_spawn(3, 0x1013, -1, 1, codes, 0));
 	snprintf(buf, sizeof(buf), "%lld", old);
 	EXPECT_EQ(0, kt_sysfs_write("qps_per_peer", buf));
+	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
 	/* Every QP went with its communicator (the device's registration
 	 * QP may have been created meanwhile). */
 	left = kt_rc_qps() - kt_qp_base;
 	EXPECT_LE(0, left);
 	EXPECT_GE(1, left);
+}
+
+/*
+ * sysfs intra_node: ranks on the same node copy each other's data with the
+ * CPU (stats/intra_node_bytes grows, stats/rdma_write_bytes does not) over
+ * one QP per pair whatever qps_per_peer says; with 0 the same run goes
+ * through the NIC (the other way round). Both give the same results.
+ */
+TEST(intra_node_copies_instead_of_the_nic)
+{
+	/* The allgather of kt_rank_main() alone moves 300001 floats from
+	 * each of 3 ranks to the 2 others. */
+	const long long least = 300001LL * 4 * 3 * 2;
+	long long old_qps, rdma0, intra0, rdma1, intra1;
+	int codes[NPROC_MAX];
+	char buf[24];
+
+	if (!getenv("KCOLL_IP"))
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "writing sysfs intra_node needs root");
+	ASSERT_EQ(1, kt_sysfs_read("intra_node"));
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("intra_node", "2"));
+	old_qps = kt_sysfs_read("qps_per_peer");
+	ASSERT_LE(1, old_qps);
+	kt_qp_base = kt_rc_qps();
+	ASSERT_LE(0, kt_qp_base) {
+		TH_LOG("cannot count QPs with 'rdma res show qp'");
+	}
+
+	/* On: one QP per pair though 2 are asked for, nothing written. */
+	ASSERT_EQ(0, kt_sysfs_write("qps_per_peer", "2"));
+	kt_qps = 1;
+	rdma0 = kt_sysfs_read("stats/rdma_write_bytes");
+	intra0 = kt_sysfs_read("stats/intra_node_bytes");
+	ASSERT_LE(0, rdma0);
+	ASSERT_LE(0, intra0);
+	EXPECT_EQ(0, kt_spawn(3, 0x1021, -1, 0, codes, 0));
+	kt_qps = 0;
+	rdma1 = kt_sysfs_read("stats/rdma_write_bytes");
+	intra1 = kt_sysfs_read("stats/intra_node_bytes");
+	EXPECT_EQ(rdma0, rdma1);
+	EXPECT_LE(least, intra1 - intra0) {
+		TH_LOG("intra-node path: %lld bytes copied, want >= %lld",
+		       intra1 - intra0, least);
+	}
+
+	/* Off: the same through the NIC. */
+	snprintf(buf, sizeof(buf), "%lld", old_qps);
+	EXPECT_EQ(0, kt_sysfs_write("qps_per_peer", buf));
+	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
+	EXPECT_EQ(0, kt_spawn(3, 0x1022, -1, 0, codes, 0));
+	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
+	rdma0 = kt_sysfs_read("stats/rdma_write_bytes");
+	intra0 = kt_sysfs_read("stats/intra_node_bytes");
+	EXPECT_EQ(intra1, intra0);
+	EXPECT_LE(least, rdma0 - rdma1) {
+		TH_LOG("through the NIC: %lld bytes written, want >= %lld",
+		       rdma0 - rdma1, least);
+	}
 }
 
 TEST(wrong_key_refused)
