@@ -63,17 +63,43 @@ static u32 kcoll_node_log2(const struct kcoll_cost *c)
 	return c->node_ranks > 1 ? kcoll_floor_log2(c->node_ranks) : 0;
 }
 
-/* Flows on a NIC in a step whose partners are 2^@d ranks apart: all of
- * the node's ranks once that crosses nodes, else one. */
-static u32 kcoll_step_share(const struct kcoll_cost *c, u32 d)
+/*
+ * One phase moving @m bytes between ranks on the same node: the sender
+ * copies it into the receiver's memory (the intra-node path), chunk by
+ * chunk while the receiver reduces the previous one.
+ */
+static u64 kcoll_local_phase_ns(const struct kcoll_cost *c, u64 m, bool red)
 {
-	return d >= kcoll_node_log2(c) ? 1U << kcoll_node_log2(c) : 1;
+	u64 first = m < c->chunk_bytes ? m : c->chunk_bytes;
+	u32 slow = c->copy_ps, fast = 0;
+
+	if (red) {
+		slow = c->gamma_ps > c->copy_ps ? c->gamma_ps : c->copy_ps;
+		fast = c->gamma_ps > c->copy_ps ? c->copy_ps : c->gamma_ps;
+	}
+	return kcoll_sat_add(kcoll_sat_add(c->alpha_ns, kcoll_ps(m, slow)),
+			     kcoll_ps(first, fast));
+}
+
+/*
+ * One step of @m bytes between partners 2^@d ranks apart (recursive
+ * doubling and halving, binomial trees, Bruck): with ranks placed in
+ * blocks, those nearer than the ranks per node are on the same node and
+ * copy; the others cross nodes with every rank of the node on its NIC at
+ * once.
+ */
+static u64 kcoll_step_ns(const struct kcoll_cost *c, u32 d, u64 m, bool red)
+{
+	u32 g = kcoll_node_log2(c);
+
+	if (d < g)
+		return kcoll_local_phase_ns(c, m, red);
+	return kcoll_phase_sh_ns(c, m, red, 1U << g);
 }
 
 /*
  * @k steps of @m bytes at partner distances 1, 2, 4, ... (recursive
- * doubling, binomial trees): those at distances of at least the ranks per
- * node cross nodes with every rank of the node at once.
+ * doubling, binomial trees).
  */
 static u64 kcoll_spread_steps_ns(const struct kcoll_cost *c, u32 k, u64 m,
 				 bool red)
@@ -81,8 +107,9 @@ static u64 kcoll_spread_steps_ns(const struct kcoll_cost *c, u32 k, u64 m,
 	u32 g = kcoll_node_log2(c), local = g < k ? g : k;
 
 	return kcoll_sat_add(kcoll_sat_mul(k - local,
-				kcoll_phase_sh_ns(c, m, red, 1U << g)),
-			     kcoll_steps_ns(c, local, m, red));
+					   kcoll_step_ns(c, g, m, red)),
+			     kcoll_sat_mul(local,
+					   kcoll_step_ns(c, 0, m, red)));
 }
 
 /* A pipelined chain of @hops carrying @m bytes. */
@@ -96,17 +123,21 @@ static u64 kcoll_chain_ns(const struct kcoll_cost *c, u32 hops, u64 m,
 			     kcoll_ps(m - first, rate));
 }
 
-/* L halving (or doubling) steps moving m/2, m/4, ..., m/2^L bytes. */
+/*
+ * L halving (or doubling) steps moving m/2, m/4, ..., m/2^L bytes: the
+ * step moving m / 2^i is between partners n / 2^i apart (farthest first
+ * in halving, last in doubling), or, @near, 2^(i-1) apart (Rabenseifner:
+ * the large halves stay near, on the node).
+ */
 static u64 kcoll_log_steps_ns(const struct kcoll_cost *c, u32 L, u64 m,
-			      bool red)
+			      bool red, bool near)
 {
 	u64 t = 0;
 	u32 i;
 
-	/* Step i moves m / 2^i between partners n / 2^i apart. */
 	for (i = 1; i <= L; i++)
-		t = kcoll_sat_add(t, kcoll_phase_sh_ns(c, m >> i, red,
-						       kcoll_step_share(c, L - i)));
+		t = kcoll_sat_add(t, kcoll_step_ns(c, near ? i - 1 : L - i,
+						   m >> i, red));
 	return t;
 }
 
@@ -124,9 +155,8 @@ static u64 kcoll_bruck_ns(const struct kcoll_cost *c, u32 n, u64 b)
 		u32 d = 1U << k, tail = n & (2 * d - 1);
 		u64 h = (u64)(n >> (k + 1)) * d + (tail > d ? tail - d : 0);
 
-		t = kcoll_sat_add(t, kcoll_phase_sh_ns(c, kcoll_sat_mul(h, b),
-						       false,
-						       kcoll_step_share(c, k)));
+		t = kcoll_sat_add(t, kcoll_step_ns(c, k, kcoll_sat_mul(h, b),
+						   false));
 		moved += h;
 	}
 	/* Every phase copies: rotation and placing (2n blocks), packing and
@@ -172,9 +202,9 @@ u64 kcoll_cost_ns(const struct kcoll_cost *c, u32 opcode, u8 algo,
 								   false));
 		default:	/* RABENSEIFNER */
 			fold = kcoll_sat_add(fold, kcoll_log_steps_ns(c, L, bytes,
-								      true));
+								      true, true));
 			return kcoll_sat_add(fold, kcoll_log_steps_ns(c, L, bytes,
-								      false));
+								      false, true));
 		}
 	case KCOLL_OP_REDUCE:
 	case KCOLL_OP_BROADCAST:
@@ -191,14 +221,15 @@ u64 kcoll_cost_ns(const struct kcoll_cost *c, u32 opcode, u8 algo,
 					     kcoll_phase_ns(c, nb, false));
 		/* Groups of 2^i virtual ranks: about 2^i n / p blocks. */
 		return kcoll_sat_add(fold, kcoll_log_steps_ns(c, L,
-				     kcoll_div64(nb, p) << L, false));
+				     kcoll_div64(nb, p) << L, false, false));
 	case KCOLL_OP_REDUCE_SCATTER:
 		if (algo == KCOLL_ALGO_RING)
 			return kcoll_steps_ns(c, n - 1, bytes, true);
 		if (p < n)
 			fold = kcoll_sat_add(kcoll_phase_ns(c, nb, true),
 					     kcoll_phase_ns(c, bytes, false));
-		return kcoll_sat_add(fold, kcoll_log_steps_ns(c, L, nb, true));
+		return kcoll_sat_add(fold, kcoll_log_steps_ns(c, L, nb, true,
+							      false));
 	case KCOLL_OP_ALLTOALL:
 		if (algo == KCOLL_ALGO_BRUCK)
 			return kcoll_bruck_ns(c, n, bytes);
@@ -209,8 +240,8 @@ u64 kcoll_cost_ns(const struct kcoll_cost *c, u32 opcode, u8 algo,
 				kcoll_sat_mul(n - c->node_ranks,
 					kcoll_phase_sh_ns(c, bytes, false,
 							  c->node_ranks)),
-				kcoll_steps_ns(c, c->node_ranks - 1, bytes,
-					       false));
+				kcoll_sat_mul(c->node_ranks - 1,
+					kcoll_local_phase_ns(c, bytes, false)));
 		return kcoll_steps_ns(c, n - 1, bytes, false);
 	case KCOLL_OP_BARRIER:
 		return kcoll_steps_ns(c, lc, 0, false);

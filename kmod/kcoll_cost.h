@@ -55,7 +55,8 @@ struct kcoll_cost {
 	 * one per node, or unknown). A step whose partners are on other
 	 * nodes puts all of a node's ranks on its NIC at once, each at
 	 * 1/node_ranks of the wire; a ring or chain keeps one flow per
-	 * node and direction.
+	 * node and direction. A step between ranks of one node costs a
+	 * copy (copy_ps), not the wire: the module's intra-node path.
 	 */
 	u32 node_ranks;
 };

@@ -635,12 +635,38 @@ static void kcoll_sched_allreduce_rd(const struct kcoll_sched_args *a,
 		kcoll_ph_avg(a, p, KCOLL_SBUF_RECV, 0, c);
 }
 
+/* The low @bits bits of @x in reverse order. */
+static u32 kcoll_bitrev(u32 x, u32 bits)
+{
+	u32 y = 0, i;
+
+	for (i = 0; i < bits; i++)
+		y |= ((x >> i) & 1) << (bits - 1 - i);
+	return y;
+}
+
+/*
+ * The chunk range [h, h + (p >> (i+1))) virtual rank @v keeps after step
+ * @i of a nearest-first halving: step i splits the range in two by bit i
+ * of v, so the kept range is numbered by v's low i+1 bits reversed.
+ */
+static u32 kcoll_near_half(const struct kcoll_fold *f, u32 v, u32 i)
+{
+	return kcoll_bitrev(v & ((2U << i) - 1), i + 1) * (f->p >> (i + 1));
+}
+
 /*
  * ALLREDUCE, Rabenseifner: reduce-scatter by recursive halving over p
- * chunks (step i keeps the half of the current chunk range that holds
- * chunk v and sends the other half, reducing into RECV), after which
- * virtual rank v owns chunk v; then allgather by recursive doubling of
- * chunk groups in RECV. Empty halves (count < p) move nothing on both ends.
+ * chunks, nearest partner first (step i: virtual rank v ^ 2^i; v keeps the
+ * half of its chunk range picked by bit i of v and sends the other half,
+ * reducing into RECV), after which v owns chunk rev(v) (v's bits
+ * reversed); then allgather by recursive doubling of chunk groups in RECV,
+ * farthest partner first (step j: v ^ 2^(L-1-j), whose group is the
+ * adjacent one of 2^j chunks). Partners near in rank are on the same node
+ * when ranks are placed in blocks: the halves that move between nodes are
+ * the small ones (a quarter of the data each way for two nodes, against
+ * half with the farthest partner first). Empty halves (count < p) move
+ * nothing on both ends.
  */
 static void kcoll_sched_allreduce_rab(const struct kcoll_sched_args *a,
 				      u32 idx, struct kcoll_phase *p)
@@ -660,7 +686,9 @@ static void kcoll_sched_allreduce_rab(const struct kcoll_sched_args *a,
 		return;
 	i = idx - f.pre;
 	if (i < f.L) {
-		peer = kcoll_halving_step(&f, i, &keep, &give);
+		peer = kcoll_fold_rank(&f, f.v ^ (1U << i));
+		keep = kcoll_near_half(&f, f.v, i);
+		give = kcoll_near_half(&f, f.v ^ (1U << i), i);
 		src = i == 0 && !f.host ? in : KCOLL_SBUF_RECV;
 		kcoll_chunk_range(c, f.p, keep, keep + (f.p >> (i + 1)), &koff,
 				  &kcnt);
@@ -671,12 +699,14 @@ static void kcoll_sched_allreduce_rab(const struct kcoll_sched_args *a,
 		if (kcnt)
 			kcoll_ph_recv_reduce(p, peer, KCOLL_SBUF_RECV, koff,
 					     kcnt, src, koff);
-		if (i == f.L - 1)	/* kept: chunk v */
+		if (i == f.L - 1)	/* kept: chunk rev(v) */
 			kcoll_ph_avg(a, p, KCOLL_SBUF_RECV, koff, kcnt);
 		return;
 	}
 	i -= f.L;
-	peer = kcoll_doubling_step(&f, i, &keep, &give);
+	peer = kcoll_fold_rank(&f, f.v ^ (f.p >> (i + 1)));
+	keep = kcoll_bitrev(f.v, f.L) & ~((1U << i) - 1);
+	give = keep ^ (1U << i);
 	kcoll_chunk_range(c, f.p, keep, keep + (1U << i), &soff, &scnt);
 	kcoll_chunk_range(c, f.p, give, give + (1U << i), &koff, &kcnt);
 	if (scnt)

@@ -1963,14 +1963,19 @@ static void test_cost_regimes(void)
 /*
  * Ranks per node: 4 ranks, 2 per node (the VM test bed's layout), 8 MiB.
  * Measured there (docs/PERFORMANCE.md, "collsim against the VMs"): the ring
- * beats Rabenseifner, recursive halving and recursive doubling by 1.3-1.6x,
- * since their cross-node steps put both ranks of a node on its NIC. The
- * flat model picks the recursive ones; told the layout, it picks the ring.
+ * beat Rabenseifner (farthest partner first), recursive halving and
+ * recursive doubling by 1.3-1.6x, since their cross-node steps put both
+ * ranks of a node on its NIC. The flat model picks the recursive ones;
+ * told the layout, it picks the ring for reduce-scatter and allgather,
+ * and Rabenseifner for allreduce: its halving goes nearest partner first,
+ * so its big halves are copied on the node and only a quarter of the data
+ * crosses each way per step (the ring: three quarters in all).
  */
 static void test_cost_node_ranks(void)
 {
 	static const struct { u32 op; u8 flat, nodes; } want[] = {
-		{ KCOLL_OP_ALLREDUCE, KCOLL_ALGO_RABENSEIFNER, KCOLL_ALGO_RING },
+		{ KCOLL_OP_ALLREDUCE, KCOLL_ALGO_RABENSEIFNER,
+		  KCOLL_ALGO_RABENSEIFNER },
 		{ KCOLL_OP_REDUCE_SCATTER, KCOLL_ALGO_RECHALVING, KCOLL_ALGO_RING },
 		{ KCOLL_OP_ALLGATHER, KCOLL_ALGO_RECDOUBLING, KCOLL_ALGO_RING },
 	};
@@ -1994,7 +1999,16 @@ static void test_cost_node_ranks(void)
 		UNIT_EQ_UINT(kcoll_sched_choose(&t, want[i].op, 4, big),
 			     want[i].flat);
 	}
-	/* The layout only adds cost, never removes it, for every algorithm. */
+	/* Rabenseifner on two nodes: cheaper than flat (the copies) and than
+	 * the ring. */
+	t.cost.node_ranks = 2;
+	UNIT_CHECK(kcoll_cost_ns(&t.cost, KCOLL_OP_ALLREDUCE,
+				 KCOLL_ALGO_RABENSEIFNER, 4, big) <
+		   kcoll_cost_ns(&t.cost, KCOLL_OP_ALLREDUCE,
+				 KCOLL_ALGO_RING, 4, big));
+	/* Where a copy costs what the wire does, the layout only adds cost,
+	 * never removes it, for every algorithm. */
+	t.cost.copy_ps = t.cost.beta_ps;
 	for (n = 2; n <= 64; n++) {
 		u8 a;
 

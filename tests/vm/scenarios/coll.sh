@@ -31,6 +31,11 @@
 #   qps=N   sysfs qps_per_peer for this run: N RC QPs to each peer, the
 #           chunks spread over them; qpsweep=N/M/..: kcoll-perf (with
 #           big's or big=C's arguments) once per value, in this boot
+#   intra=0|1  sysfs intra_node for this run (0: ranks on one VM go
+#           through rxe too); intrasweep=1/0: kcoll-perf once per value,
+#           in this boot, as qpsweep
+#   sweep=FILE:V/W/..  the same for any file under /sys/class/misc/kcoll,
+#           e.g. sweep=algo/allreduce:ring/rabenseifner (restored after)
 #   skew    the VMs advertise different cost models (vm0 sysfs
 #           algo/beta_ps 9999, vm1 algo/gamma_ps 50000): every
 #           communicator must agree on the largest of each (the engine's
@@ -60,7 +65,7 @@ kcoll_res_baseline
 set -- $KCOLL_ARG
 nranks=${1:-$((2 * kcoll_nvms))}
 [ $# -gt 0 ] && shift
-level="" perf=0 neg=1 check=1 dieloop=0 qpsweep="" prio=0 prio_args=(-s 64K -b 256M -n 30) skew=0
+level="" perf=0 neg=1 check=1 dieloop=0 qpsweep="" sweep_knob="" prio=0 prio_args=(-s 64K -b 256M -n 30) skew=0
 perf_args=(-M -c all -b 8 -e 4M -f 4 -n 5 -w 2 -i 1)
 for a in "$@"; do
 	case $a in
@@ -79,7 +84,11 @@ for a in "$@"; do
 	chunk=*) echo "${a#chunk=}" >/sys/class/misc/kcoll/chunk_bytes ||
 			fail "chunk_bytes ${a#chunk=}" ;;
 	mtu=*) ip link set eth0 mtu "${a#mtu=}" || fail "mtu ${a#mtu=}" ;;
-	qpsweep=*) qpsweep=${a#qpsweep=} ;;
+	qpsweep=*) qpsweep=${a#qpsweep=} sweep_knob=qps_per_peer ;;
+	intrasweep=*) qpsweep=${a#intrasweep=} sweep_knob=intra_node ;;
+	sweep=*:*) a=${a#sweep=}; qpsweep=${a#*:} sweep_knob=${a%%:*} ;;
+	intra=*) echo "${a#intra=}" >/sys/class/misc/kcoll/intra_node ||
+			fail "intra_node ${a#intra=}" ;;
 	qps=*) echo "${a#qps=}" >/sys/class/misc/kcoll/qps_per_peer ||
 			fail "qps_per_peer ${a#qps=}" ;;
 	skew) skew=1 ;;
@@ -200,13 +209,14 @@ for i in $(seq 1 $dieloop); do
 done
 if [ $perf = 1 ]; then
 	if [ -x "$PERF" ] && [ -n "$qpsweep" ]; then
+		sweep_was=$(cat "/sys/class/misc/kcoll/$sweep_knob")
 		for q in ${qpsweep//\// }; do
-			echo "$q" >/sys/class/misc/kcoll/qps_per_peer || fail "qps_per_peer $q"
+			echo "$q" >"/sys/class/misc/kcoll/$sweep_knob" || fail "$sweep_knob $q"
 			RUN_SNAP_S=${RUN_SNAP_S:-300} run perf-q$q 1200 "$PERF" "${perf_args[@]}"
 			[ -f "$KCOLL_OUT/perf-q$q-rank0.log" ] &&
-				sed "s/^/[qps_per_peer=$q] /" "$KCOLL_OUT/perf-q$q-rank0.log"
+				sed "s|^|[$sweep_knob=$q] |" "$KCOLL_OUT/perf-q$q-rank0.log"
 		done
-		echo 1 >/sys/class/misc/kcoll/qps_per_peer
+		echo "$sweep_was" >"/sys/class/misc/kcoll/$sweep_knob"
 	elif [ -x "$PERF" ]; then
 		RUN_SNAP_S=${RUN_SNAP_S:-300} run perf 1200 "$PERF" "${perf_args[@]}"
 		[ -f "$KCOLL_OUT/perf-rank0.log" ] && cp "$KCOLL_OUT/perf-rank0.log" "$KCOLL_OUT/perf.txt" &&
