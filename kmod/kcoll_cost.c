@@ -219,6 +219,16 @@ u64 kcoll_cost_ns(const struct kcoll_cost *c, u32 opcode, u8 algo,
 		if (p < n)
 			fold = kcoll_sat_add(kcoll_phase_ns(c, bytes, false),
 					     kcoll_phase_ns(c, nb, false));
+		if (algo == KCOLL_ALGO_FARFIRST) {
+			u64 vb = kcoll_div64(nb, p);	/* a virtual block */
+			u32 j;
+
+			/* Step j: 2^j blocks, partners p / 2^(j+1) apart. */
+			for (j = 0; j < L; j++)
+				fold = kcoll_sat_add(fold, kcoll_sat_mul(1U << j,
+					kcoll_step_ns(c, L - 1 - j, vb, false)));
+			return fold;
+		}
 		/* Groups of 2^i virtual ranks: about 2^i n / p blocks. */
 		return kcoll_sat_add(fold, kcoll_log_steps_ns(c, L,
 				     kcoll_div64(nb, p) << L, false, false));

@@ -85,6 +85,7 @@ static const u16 kcoll_algo_ops[KCOLL_ALGO_NR] = {
 	[KCOLL_ALGO_RABENSEIFNER] = KCOLL_OPBIT(KCOLL_OP_ALLREDUCE),
 	[KCOLL_ALGO_RECHALVING] = KCOLL_OPBIT(KCOLL_OP_REDUCE_SCATTER),
 	[KCOLL_ALGO_BRUCK] = KCOLL_OPBIT(KCOLL_OP_ALLTOALL),
+	[KCOLL_ALGO_FARFIRST] = KCOLL_OPBIT(KCOLL_OP_ALLGATHER),
 };
 
 static const char *const kcoll_algo_names[KCOLL_ALGO_NR] = {
@@ -99,6 +100,7 @@ static const char *const kcoll_algo_names[KCOLL_ALGO_NR] = {
 	[KCOLL_ALGO_RABENSEIFNER] = "rabenseifner",
 	[KCOLL_ALGO_RECHALVING] = "rechalving",
 	[KCOLL_ALGO_BRUCK] = "bruck",
+	[KCOLL_ALGO_FARFIRST] = "farfirst",
 };
 
 const char *kcoll_algo_name(u8 algo)
@@ -761,6 +763,64 @@ static void kcoll_sched_allgather_rd(const struct kcoll_sched_args *a,
 }
 
 /*
+ * ALLGATHER by recursive doubling, farthest partner first: step j pairs
+ * virtual rank v with v ^ (p >> (j+1)) and swaps the 2^j blocks each holds,
+ * one block a phase (2^j phases; p - 1 in all, like the ring). v holds the
+ * blocks v ^ x for x in the span of the distances used so far, which are
+ * not contiguous, hence a phase per block; phase k of step j moves block
+ * v ^ x(k) one way and w ^ x(k) the other, the same k on both ends. With
+ * ranks placed in blocks per node, the steps between nodes come first,
+ * while each rank holds few blocks: on two nodes a quarter of the data
+ * per rank crosses (the ring: three quarters), and the rest is copied on
+ * the node. A virtual block is its ranks' blocks (one, or two for a fold
+ * host); fold-in and fold-out as in recursive doubling.
+ */
+static void kcoll_sched_allgather_ff(const struct kcoll_sched_args *a,
+				     u32 idx, struct kcoll_phase *p)
+{
+	bool ip = kcoll_sched_in_place(a);
+	u32 n = a->nranks, r = a->rank, i, j, k, b, x, peer, u;
+	u64 c = a->count, lo;
+	struct kcoll_fold f;
+
+	kcoll_fold_init(&f, n, r);
+	if (idx == 0 && !ip)
+		kcoll_ph_copy(p, KCOLL_SBUF_SEND, 0, KCOLL_SBUF_RECV,
+			      (u64)r * c, c);
+	if (idx < f.pre) {
+		if (f.away)
+			kcoll_ph_send(p, r + 1, ip ? KCOLL_SBUF_RECV :
+				      KCOLL_SBUF_SEND, ip ? (u64)r * c : 0, c,
+				      false);
+		else if (f.host)
+			kcoll_ph_recv(p, r - 1, KCOLL_SBUF_RECV,
+				      (u64)(r - 1) * c, c);
+		return;
+	}
+	if (idx >= f.pre + f.p - 1) {
+		kcoll_fold_phase(a, &f, true, 0, 0, (u64)n * c, p);
+		return;
+	}
+	if (f.away)
+		return;
+	i = idx - f.pre;
+	j = kcoll_floor_log2(i + 1);
+	k = i + 1 - (1U << j);
+	for (x = 0, b = 0; b < j; b++)
+		if (k & (1U << b))
+			x |= f.p >> (b + 1);
+	peer = kcoll_fold_rank(&f, f.v ^ (f.p >> (j + 1)));
+	u = f.v ^ x;
+	lo = kcoll_fold_lo(&f, u);
+	kcoll_ph_send(p, peer, KCOLL_SBUF_RECV, lo * c,
+		      (kcoll_fold_lo(&f, u + 1) - lo) * c, false);
+	u ^= f.p >> (j + 1);
+	lo = kcoll_fold_lo(&f, u);
+	kcoll_ph_recv(p, peer, KCOLL_SBUF_RECV, lo * c,
+		      (kcoll_fold_lo(&f, u + 1) - lo) * c);
+}
+
+/*
  * REDUCE_SCATTER by recursive halving of the block range: step i keeps the
  * half of the current range that holds the own block and sends the other
  * half. Partial sums live in TMP, laid out from the first block this rank
@@ -1020,6 +1080,8 @@ static u32 kcoll_sched_nph(const struct kcoll_sched_args *a)
 		return f.L + 2 * f.pre;
 	case KCOLL_ALGO_RABENSEIFNER:
 		return 2 * f.L + 2 * f.pre;
+	case KCOLL_ALGO_FARFIRST:
+		return f.p - 1 + 2 * f.pre;
 	case KCOLL_ALGO_BINOMIAL:
 		return kcoll_ceil_log2(n) *
 		       (a->opcode == KCOLL_OP_ALLREDUCE ? 2 : 1);
@@ -1074,6 +1136,9 @@ void kcoll_sched_phase(const struct kcoll_sched_args *a, u32 idx,
 		return;
 	case KCOLL_ALGO_RABENSEIFNER:
 		kcoll_sched_allreduce_rab(a, idx, p);
+		return;
+	case KCOLL_ALGO_FARFIRST:
+		kcoll_sched_allgather_ff(a, idx, p);
 		return;
 	case KCOLL_ALGO_RECHALVING:
 		kcoll_sched_rs_halving(a, idx, p);

@@ -44,7 +44,8 @@
 	X(binomial, KCOLL_ALGO_BINOMIAL)				\
 	X(rabenseifner, KCOLL_ALGO_RABENSEIFNER)			\
 	X(rechalving, KCOLL_ALGO_RECHALVING)				\
-	X(bruck, KCOLL_ALGO_BRUCK)
+	X(bruck, KCOLL_ALGO_BRUCK)					\
+	X(farfirst, KCOLL_ALGO_FARFIRST)
 
 static struct kcoll_tune kcoll_tune_cur;
 /*

@@ -60,7 +60,7 @@ scenario() {	# kver name nvms timeout [arg]
 # the negative tests. "skew": the two VMs advertise different cost models
 # (coll.sh), which each communicator must reconcile into one.
 forced="algo=allreduce:rabenseifner algo=reduce_scatter:rechalving"
-forced+=" algo=allgather:recdoubling algo=broadcast:binomial"
+forced+=" algo=allgather:farfirst algo=broadcast:binomial"
 forced+=" algo=reduce:binomial algo=alltoall:bruck"
 first=$1
 if [ -n "$fuzz_only" ]; then

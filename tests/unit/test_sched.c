@@ -316,6 +316,8 @@ static u32 expected_nphases(const struct kcoll_sched_args *a)
 		return floor_log2(n) + fold;
 	case KCOLL_ALGO_RABENSEIFNER:
 		return 2 * floor_log2(n) + fold;
+	case KCOLL_ALGO_FARFIRST:	/* a block a phase */
+		return (1U << floor_log2(n)) - 1 + fold;
 	case KCOLL_ALGO_BINOMIAL:
 		return ceil_log2(n) * (a->opcode == KCOLL_OP_ALLREDUCE ? 2 : 1);
 	case KCOLL_ALGO_BRUCK:
@@ -1230,6 +1232,7 @@ static u32 algos_for(u32 op, u8 *out)
 		break;
 	case KCOLL_OP_ALLGATHER:
 		out[k++] = KCOLL_ALGO_RECDOUBLING;
+		out[k++] = KCOLL_ALGO_FARFIRST;
 		break;
 	case KCOLL_OP_REDUCE_SCATTER:
 		out[k++] = KCOLL_ALGO_RECHALVING;
@@ -1966,10 +1969,11 @@ static void test_cost_regimes(void)
  * beat Rabenseifner (farthest partner first), recursive halving and
  * recursive doubling by 1.3-1.6x, since their cross-node steps put both
  * ranks of a node on its NIC. The flat model picks the recursive ones;
- * told the layout, it picks the ring for reduce-scatter and allgather,
- * and Rabenseifner for allreduce: its halving goes nearest partner first,
- * so its big halves are copied on the node and only a quarter of the data
- * crosses each way per step (the ring: three quarters in all).
+ * told the layout, it picks the ring for reduce-scatter, Rabenseifner
+ * for allreduce (its halving goes nearest partner first, so its big halves
+ * are copied on the node and only a quarter of the data crosses each way
+ * per step; the ring: three quarters in all) and farthest-first doubling
+ * for allgather (a quarter crosses, then the node copies).
  */
 static void test_cost_node_ranks(void)
 {
@@ -1977,7 +1981,8 @@ static void test_cost_node_ranks(void)
 		{ KCOLL_OP_ALLREDUCE, KCOLL_ALGO_RABENSEIFNER,
 		  KCOLL_ALGO_RABENSEIFNER },
 		{ KCOLL_OP_REDUCE_SCATTER, KCOLL_ALGO_RECHALVING, KCOLL_ALGO_RING },
-		{ KCOLL_OP_ALLGATHER, KCOLL_ALGO_RECDOUBLING, KCOLL_ALGO_RING },
+		{ KCOLL_OP_ALLGATHER, KCOLL_ALGO_RECDOUBLING,
+		  KCOLL_ALGO_FARFIRST },
 	};
 	u64 big = 8ULL << 20;
 	struct kcoll_tune t;

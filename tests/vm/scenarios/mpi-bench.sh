@@ -386,7 +386,7 @@ if [ $algos = 1 ] && [ -x "$KPERF" ]; then
 	port=29910
 	t0=$SECONDS
 	for c in allreduce allgather reduce_scatter broadcast alltoall; do
-		for a in ring chain pairwise recdoubling binomial rabenseifner rechalving bruck; do
+		for a in ring chain pairwise recdoubling binomial rabenseifner rechalving bruck farfirst; do
 			echo "$a" >"/sys/class/misc/kcoll/algo/$c" 2>/dev/null || continue
 			port=$((port + 1))
 			kperf "algo-$c-$a" "$port" 600 -M -c "$c" -b 8 -e 8M -f 32 -n 3 -w 1 -C 0
