@@ -240,6 +240,11 @@ bool kcoll_ib_enabled(struct ib_device *ibdev);
 ssize_t kcoll_ib_allow_show(char *buf);
 int kcoll_ib_allow_store(const char *buf, size_t count);
 struct kcoll_opstats *kcoll_ib_stats(struct ib_device *ibdev);
+/* The device's measured message round trip (alpha), 0 if none yet; and a
+ * new sample of it. */
+#define KCOLL_ALPHA_MAX_NS	1000000000U	/* sysfs alpha_ns's limit */
+u32 kcoll_ib_alpha_ns(struct ib_device *ibdev);
+void kcoll_ib_alpha_sample(struct ib_device *ibdev, u64 ns);
 /* Call @fn for every device, under the device list lock; stops at the first
  * non-zero return, which it returns. */
 int kcoll_ib_for_each(int (*fn)(struct ib_device *ibdev,

@@ -781,6 +781,29 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 		conn->bye_done = seq;
 		kcoll_conn_kill(conn, -ECONNRESET);
 		return;
+	case KCOLL_MSG_PING:
+		/* Only a connecting rank pings, only once we said we answer
+		 * (KCOLL_ACCEPT_PING): echo its clock. */
+		if (conn->active)
+			goto bad;
+		/* It may overtake our own ESTABLISHED: then it is answered
+		 * once we are up. */
+		if (conn->state == KCOLL_CONN_UP)
+			kcoll_conn_pong(conn, le64_to_cpu(m->count));
+		else
+			conn->pong_due = le64_to_cpu(m->count);
+		return;
+	case KCOLL_MSG_PONG:
+		if (!conn->active || !conn->pings)
+			goto bad;
+		{
+			u64 rtt = ktime_get_ns() - le64_to_cpu(m->count);
+
+			if (!conn->ping_min_ns || rtt < conn->ping_min_ns)
+				conn->ping_min_ns = rtt;
+		}
+		kcoll_conn_ping(conn);
+		return;
 	case KCOLL_MSG_DATA:
 		if (!conn->local)
 			goto bad;

@@ -829,6 +829,8 @@ static int kcoll_comms_show(struct seq_file *m, void *unused)
 				   c->nlanes, c->sq_posted, c->slot_busy);
 			if (c->local)
 				seq_printf(m, " copied %llu", c->local_bytes);
+			if (c->ping_min_ns)
+				seq_printf(m, " rtt %llu ns", c->ping_min_ns);
 			for (k = 0; k < KCOLL_KIND_NR; k++) {
 				seq_printf(m, " k%d out %u (ser %u/%u) in:", k,
 					   c->k[k].nr_out, c->k[k].serial_out,

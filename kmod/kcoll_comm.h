@@ -51,6 +51,7 @@
 /* Reduce landing slots per connection: the largest window (a bitmap). */
 #define KCOLL_STAGE_SLOTS	(KCOLL_GRANT_WINDOW * KCOLL_MAX_LANES)
 #define KCOLL_REG_BATCH		32	/* REG_MR WRs per registration batch */
+#define KCOLL_PINGS		4	/* round trips timed per connection */
 
 /* ------------------------------------------------------------------ */
 /* Memory                                                               */
@@ -186,6 +187,12 @@ struct kcoll_conn {
 					 * copied, not written (kcoll_local.c) */
 	bool local_offer;		/* active side: we asked for that */
 	u64 local_bytes;		/* copied to the peer (intra-node) */
+	bool peer_pongs;		/* active side: the REP said PING is
+					 * understood */
+	u8 pings;			/* sent so far (KCOLL_PINGS at most) */
+	u64 ping_min_ns;		/* shortest round trip seen */
+	u64 pong_due;			/* passive side: a PING's clock that
+					 * came before we were up (0: none) */
 	enum kcoll_conn_state state;
 	int error;			/* why it died */
 	struct ib_cq *cq;		/* every lane's */
@@ -381,6 +388,8 @@ void kcoll_conn_shutdown(struct kcoll_conn *conn);
 void kcoll_conn_send_bye(struct kcoll_conn *conn);
 void kcoll_conn_free(struct kcoll_conn *conn);
 void kcoll_conn_kill(struct kcoll_conn *conn, int err);
+void kcoll_conn_ping(struct kcoll_conn *conn);
+void kcoll_conn_pong(struct kcoll_conn *conn, u64 clock);
 int kcoll_conn_send_msg(struct kcoll_conn *conn, struct kcoll_wire_msg *m);
 int kcoll_conn_write(struct kcoll_conn *conn, unsigned int lane,
 		     struct ib_sge *sge, int nsge, u64 raddr, u32 rkey, u32 imm,

@@ -425,7 +425,51 @@ static void kcoll_conn_up(struct kcoll_conn *conn)
 		return;
 	conn->state = KCOLL_CONN_UP;
 	comm->nr_up++;
+	/* Time the device's round trip (the cost model's alpha), unless the
+	 * peer is on this node: that one never touches the wire. */
+	if (conn->active && conn->peer_pongs && !conn->local)
+		kcoll_conn_ping(conn);
+	if (conn->pong_due) {
+		kcoll_conn_pong(conn, conn->pong_due);
+		conn->pong_due = 0;
+	}
 	wake_up_all(&comm->wait);
+}
+
+/* Answer a PING that carried @clock. Must hold comm->lock. */
+void kcoll_conn_pong(struct kcoll_conn *conn, u64 clock)
+{
+	struct kcoll_wire_msg m = {
+		.type = KCOLL_MSG_PONG,
+		.kind = KCOLL_KIND_COLL,
+		.count = cpu_to_le64(clock),
+	};
+
+	kcoll_conn_send_msg(conn, &m);
+}
+
+/*
+ * Send the next PING of the connection's KCOLL_PINGS; after the last PONG
+ * the shortest round trip becomes a sample of the device's alpha. Must
+ * hold comm->lock.
+ */
+void kcoll_conn_ping(struct kcoll_conn *conn)
+{
+	struct kcoll_wire_msg m = {
+		.type = KCOLL_MSG_PING,
+		.kind = KCOLL_KIND_COLL,
+	};
+
+	lockdep_assert_held(&conn->comm->lock);
+	if (conn->pings >= KCOLL_PINGS) {
+		if (conn->ping_min_ns)
+			kcoll_ib_alpha_sample(conn->comm->ibdev,
+					      conn->ping_min_ns);
+		return;
+	}
+	m.count = cpu_to_le64(ktime_get_ns());
+	if (!kcoll_conn_send_msg(conn, &m))
+		conn->pings++;
 }
 
 static void kcoll_conn_fail_setup(struct kcoll_conn *conn, int err)
@@ -797,7 +841,8 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		conn->state = KCOLL_CONN_CONNECTING;
 		kcoll_conn_set_lanes(conn, nlanes);
 		conn->local = local;
-		acc.flags = local ? KCOLL_ACCEPT_LOCAL : 0;
+		acc.flags = (local ? KCOLL_ACCEPT_LOCAL : 0) |
+			    KCOLL_ACCEPT_PING;
 	}
 	lane = &conn->lane[idx];
 	comm->cm_busy++;
@@ -904,6 +949,7 @@ static bool kcoll_lane_established(struct kcoll_lane *lane,
 		u8 len = acc ? ev->param.conn.private_data_len : 0;
 
 		conn->local = false;
+		conn->peer_pongs = false;
 		if (len >= offsetof(struct kcoll_wire_accept, flags) &&
 		    le32_to_cpu(acc->magic) == KCOLL_WIRE_MAGIC) {
 			kcoll_comm_model_merge(comm, acc->alpha_ns,
@@ -912,6 +958,8 @@ static bool kcoll_lane_established(struct kcoll_lane *lane,
 			conn->local = conn->local_offer &&
 				      len >= sizeof(*acc) &&
 				      (acc->flags & KCOLL_ACCEPT_LOCAL);
+			conn->peer_pongs = len >= sizeof(*acc) &&
+					   (acc->flags & KCOLL_ACCEPT_PING);
 		}
 	}
 	if (err) {

@@ -54,6 +54,7 @@ struct kcoll_ibdev {
 	struct ib_reg_wr reg_wrs[KCOLL_REG_BATCH];	/* under reg_lock */
 	struct kcoll_prio prio;	/* what runs on it, by priority */
 	struct kcoll_opstats stats;	/* operations of comms on it */
+	atomic_t alpha_ns;	/* measured round trip, smoothed; 0: none */
 };
 
 static LIST_HEAD(kcoll_ib_devs);
@@ -367,6 +368,32 @@ struct kcoll_prio *kcoll_ib_prio(struct ib_device *ibdev)
 	return dev ? &dev->prio : NULL;
 }
 
+u32 kcoll_ib_alpha_ns(struct ib_device *ibdev)
+{
+	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
+
+	return dev ? atomic_read(&dev->alpha_ns) : 0;
+}
+
+/*
+ * A connection's shortest timed round trip: PING, the peer's CQ handler,
+ * PONG, ours; what a grant and the write answering it cost, software
+ * included. Smoothed over connections (1/4 weight to the new sample), so
+ * one busy moment does not swing the model of the next communicators.
+ */
+void kcoll_ib_alpha_sample(struct ib_device *ibdev, u64 ns)
+{
+	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
+	u32 v = min_t(u64, max_t(u64, ns, 1), KCOLL_ALPHA_MAX_NS), old, new;
+
+	if (!dev)
+		return;
+	do {
+		old = atomic_read(&dev->alpha_ns);
+		new = old ? (u32)(((u64)old * 3 + v) / 4) : v;
+	} while (atomic_cmpxchg(&dev->alpha_ns, old, new) != old);
+}
+
 struct kcoll_opstats *kcoll_ib_stats(struct ib_device *ibdev)
 {
 	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
@@ -422,7 +449,8 @@ ssize_t kcoll_ib_list(char *buf, size_t size)
 			len += scnprintf(buf + len, size - len, " port%u=%s",
 					 port, st);
 		}
-		len += scnprintf(buf + len, size - len, "\n");
+		len += scnprintf(buf + len, size - len, " alpha_ns=%d\n",
+				 atomic_read(&dev->alpha_ns));
 	}
 	mutex_unlock(&kcoll_ib_lock);
 	return len;

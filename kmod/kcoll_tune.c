@@ -7,9 +7,10 @@
  * /sys/class/misc/kcoll/algo/
  *	alpha_ns beta_ps gamma_ps	the cost model (rw): what this node
  *					advertises to new communicators;
- *					beta_ps and gamma_ps 0 (the default):
- *					the device's port rate and the fp32
- *					sum measured at load
+ *					0 (the default): alpha_ns the
+ *					device's timed round trips (PING),
+ *					beta_ps its port rate, gamma_ps the
+ *					fp32 sum measured at load
  *	<collective>			"auto" or a forced algorithm (rw)
  *	max_bytes_<algorithm>		0, or the largest operation (count *
  *					element size) the cost-based choice
@@ -60,7 +61,9 @@ static atomic64_t kcoll_algo_ops[KCOLL_ALGO_NR];
 void kcoll_tune_setup(void)
 {
 	kcoll_tune_init(&kcoll_tune_cur);
-	/* Estimated unless set: the device's rate, the measured reduction. */
+	/* Estimated unless set: the device's round trips and rate, the
+	 * measured reduction. */
+	kcoll_tune_cur.cost.alpha_ns = 0;
 	kcoll_tune_cur.cost.beta_ps = 0;
 	kcoll_tune_cur.cost.gamma_ps = 0;
 }
@@ -80,6 +83,10 @@ void kcoll_tune_model(struct ib_device *ibdev, struct kcoll_model *m)
 		m->beta_ps = kcoll_tune_cur.cost.beta_ps;
 		m->gamma_ps = kcoll_tune_cur.cost.gamma_ps;
 	} while (read_seqretry(&kcoll_tune_lock, seq));
+	if (!m->alpha_ns && ibdev)
+		m->alpha_ns = kcoll_ib_alpha_ns(ibdev);
+	if (!m->alpha_ns)
+		m->alpha_ns = KCOLL_COST_ALPHA_NS;
 	if (!m->beta_ps && ibdev)
 		m->beta_ps = kcoll_ib_beta_ps(ibdev);
 	if (!m->beta_ps)
@@ -111,6 +118,9 @@ u8 kcoll_tune_choose(u32 opcode, u32 nranks, u64 bytes,
 			c.beta_ps = m->beta_ps;
 		if (m->gamma_ps)
 			c.gamma_ps = m->gamma_ps;
+		c.alpha_ns = c.alpha_ns ?: KCOLL_COST_ALPHA_NS;
+		c.beta_ps = c.beta_ps ?: KCOLL_COST_BETA_PS;
+		c.gamma_ps = c.gamma_ps ?: KCOLL_COST_GAMMA_PS;
 		c.node_ranks = m->node_ranks;
 		algo = kcoll_sched_choose_cost(&kcoll_tune_cur, &c, opcode,
 					       nranks, bytes);

@@ -72,6 +72,9 @@ struct kcoll_wire_accept {
 /* The accepting rank found the connecting one's communicator in its own
  * module: data between them is copied by the CPU, not written by the NIC. */
 #define KCOLL_ACCEPT_LOCAL	0x01
+/* The accepting rank answers PING with PONG: the connecting one may ping
+ * (older peers leave the bit clear and would take PING for an error). */
+#define KCOLL_ACCEPT_PING	0x02
 
 /* REJ private data: why a hello was refused. */
 struct kcoll_wire_reject {
@@ -104,6 +107,11 @@ enum kcoll_msg_type {
 	KCOLL_MSG_DATA,		/* intra-node connections only: the data of
 				 * grant @serial (@len bytes) has been copied
 				 * in; stands for a WRITE WITH IMM */
+	KCOLL_MSG_PING,		/* connecting rank -> accepting rank, only
+				 * after KCOLL_ACCEPT_PING: @count is the
+				 * sender's clock, echoed by ... */
+	KCOLL_MSG_PONG,		/* ... the answer: the round trip is the
+				 * device's measured alpha */
 };
 
 /* Message kinds: collectives and point-to-point match independently. */

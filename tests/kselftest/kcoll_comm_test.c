@@ -587,6 +587,25 @@ TEST(several_qps_per_peer)
 	EXPECT_GE(1, left);
 }
 
+/* rxe0's measured alpha from sysfs rdma_devices, or -1. */
+static long long kt_rdma_alpha_ns(void)
+{
+	char line[256];
+	long long a = -1;
+	const char *p;
+	FILE *f;
+
+	f = fopen(KCOLL_SYSFS "rdma_devices", "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "rxe0 ", 5) &&
+		    (p = strstr(line, " alpha_ns=")))
+			a = strtoll(p + 10, NULL, 10);
+	fclose(f);
+	return a;
+}
+
 /*
  * sysfs intra_node: ranks on the same node copy each other's data with the
  * CPU (stats/intra_node_bytes grows, stats/rdma_write_bytes does not) over
@@ -645,6 +664,9 @@ TEST(intra_node_copies_instead_of_the_nic)
 		TH_LOG("through the NIC: %lld bytes written, want >= %lld",
 		       rdma0 - rdma1, least);
 	}
+	/* Connections through the NIC time their round trips: the
+	 * device's alpha is measured now. */
+	EXPECT_LT(0, kt_rdma_alpha_ns());
 }
 
 TEST(wrong_key_refused)
@@ -768,7 +790,13 @@ TEST(device_removed_mid_operation)
 {
 	if (!getenv("KCOLL_IP"))
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "deleting rxe0 needs root");
+	/* Through the NIC: two local ranks copying their data would finish
+	 * the allreduce before the device goes. */
+	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
 	kt_disrupt(_metadata, 1);
+	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
 }
 
 TEST_HARNESS_MAIN

@@ -630,15 +630,16 @@ struct kt_seen {
 	__u32 alpha_ns;		/* sysfs algo/alpha_ns */
 };
 
-/* The COST_* attributes: all there, alpha as sysfs says, beta and gamma
- * estimated (sysfs 0) or set, never 0. */
+/* The COST_* attributes: all there, alpha as sysfs says where set,
+ * alpha, beta and gamma estimated (sysfs 0) or set, never 0. */
 static bool kt_cost_ok(void *attrs, int len, __u32 alpha_ns)
 {
 	struct nlattr *a = kt_nla_find(attrs, len, KCOLL_A_COST_ALPHA_NS);
 	struct nlattr *b = kt_nla_find(attrs, len, KCOLL_A_COST_BETA_PS);
 	struct nlattr *g = kt_nla_find(attrs, len, KCOLL_A_COST_GAMMA_PS);
 
-	return a && b && g && *(__u32 *)kt_nla_data(a) == alpha_ns &&
+	return a && b && g && *(__u32 *)kt_nla_data(a) &&
+	       (!alpha_ns || *(__u32 *)kt_nla_data(a) == alpha_ns) &&
 	       *(__u32 *)kt_nla_data(b) && *(__u32 *)kt_nla_data(g);
 }
 

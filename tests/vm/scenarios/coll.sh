@@ -226,6 +226,7 @@ if [ $perf = 1 ]; then
 	fi
 fi
 
+log "kcoll devices: $(tr '\n' ' ' </sys/class/misc/kcoll/rdma_devices)"
 kcoll_res_check
 kcoll_mod_unload
 # skew: the model of every communicator the snapshots saw, "uid a/b/g".
