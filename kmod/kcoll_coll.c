@@ -782,19 +782,24 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 		kcoll_conn_kill(conn, -ECONNRESET);
 		return;
 	case KCOLL_MSG_PING:
-		/* Only a connecting rank pings, only once we said we answer
-		 * (KCOLL_ACCEPT_PING): echo its clock. */
-		if (conn->active)
-			goto bad;
-		/* It may overtake our own ESTABLISHED: then it is answered
-		 * once we are up. */
+		/*
+		 * The connecting rank pings once our REP said we answer
+		 * (KCOLL_ACCEPT_PING); a rank that pings answers too, so the
+		 * accepting side then times its own. The first PING may
+		 * overtake our ESTABLISHED: answered once we are up.
+		 */
 		if (conn->state == KCOLL_CONN_UP)
 			kcoll_conn_pong(conn, le64_to_cpu(m->count));
 		else
 			conn->pong_due = le64_to_cpu(m->count);
+		if (!conn->active && !conn->peer_pongs) {
+			conn->peer_pongs = true;
+			if (conn->state == KCOLL_CONN_UP && !conn->local)
+				kcoll_conn_ping(conn);
+		}
 		return;
 	case KCOLL_MSG_PONG:
-		if (!conn->active || !conn->pings)
+		if (!conn->pings)
 			goto bad;
 		{
 			u64 rtt = ktime_get_ns() - le64_to_cpu(m->count);

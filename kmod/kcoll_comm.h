@@ -187,8 +187,8 @@ struct kcoll_conn {
 					 * copied, not written (kcoll_local.c) */
 	bool local_offer;		/* active side: we asked for that */
 	u64 local_bytes;		/* copied to the peer (intra-node) */
-	bool peer_pongs;		/* active side: the REP said PING is
-					 * understood */
+	bool peer_pongs;		/* the peer answers PING (its REP said
+					 * so, or it pinged us) */
 	u8 pings;			/* sent so far (KCOLL_PINGS at most) */
 	u64 ping_min_ns;		/* shortest round trip seen */
 	u64 pong_due;			/* passive side: a PING's clock that

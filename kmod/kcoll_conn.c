@@ -426,8 +426,10 @@ static void kcoll_conn_up(struct kcoll_conn *conn)
 	conn->state = KCOLL_CONN_UP;
 	comm->nr_up++;
 	/* Time the device's round trip (the cost model's alpha), unless the
-	 * peer is on this node: that one never touches the wire. */
-	if (conn->active && conn->peer_pongs && !conn->local)
+	 * peer is on this node: that one never touches the wire. The
+	 * accepting side starts once the peer's first PING shows that it
+	 * answers. */
+	if (conn->peer_pongs && !conn->local)
 		kcoll_conn_ping(conn);
 	if (conn->pong_due) {
 		kcoll_conn_pong(conn, conn->pong_due);

@@ -107,9 +107,10 @@ enum kcoll_msg_type {
 	KCOLL_MSG_DATA,		/* intra-node connections only: the data of
 				 * grant @serial (@len bytes) has been copied
 				 * in; stands for a WRITE WITH IMM */
-	KCOLL_MSG_PING,		/* connecting rank -> accepting rank, only
-				 * after KCOLL_ACCEPT_PING: @count is the
-				 * sender's clock, echoed by ... */
+	KCOLL_MSG_PING,		/* connecting rank -> accepting rank after
+				 * KCOLL_ACCEPT_PING, then also the other
+				 * way: @count is the sender's clock,
+				 * echoed by ... */
 	KCOLL_MSG_PONG,		/* ... the answer: the round trip is the
 				 * device's measured alpha */
 };
