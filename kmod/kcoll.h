@@ -107,6 +107,7 @@ struct kcoll_opdef {
 
 extern const struct kcoll_opdef kcoll_ops[KCOLL_OP_LAST];
 void kcoll_queue_delayed(struct delayed_work *dw, unsigned long delay);
+void kcoll_queue_work(struct work_struct *w);
 void kcoll_mod_delayed(struct delayed_work *dw, unsigned long delay);
 void kcoll_coll_issue(struct kcoll_req *req);	/* kcoll_coll.c */
 int kcoll_nop_exec(const struct kcoll_sqe *sqe);

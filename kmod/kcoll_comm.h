@@ -193,6 +193,9 @@ struct kcoll_conn {
 	u64 ping_min_ns;		/* shortest round trip seen */
 	u64 pong_due;			/* passive side: a PING's clock that
 					 * came before we were up (0: none) */
+	struct kcoll_lchan *lchan;	/* local and up: control messages
+					 * go through it, not the QP */
+	struct work_struct lrx;		/* delivers the channel's messages */
 	enum kcoll_conn_state state;
 	int error;			/* why it died */
 	struct ib_cq *cq;		/* every lane's */
@@ -400,6 +403,10 @@ int kcoll_xpose_add(struct kcoll_conn *conn, u8 *vaddr, u32 len, u32 *id);
 void kcoll_xpose_revoke(u32 id);
 int kcoll_xpose_copy(struct kcoll_conn *conn, u32 id, const u8 *src, u32 len);
 void kcoll_local_exit(void);
+int kcoll_lchan_attach(struct kcoll_conn *conn);
+void kcoll_lchan_detach(struct kcoll_conn *conn);
+int kcoll_lchan_send(struct kcoll_conn *conn, const struct kcoll_wire_msg *m);
+void kcoll_lchan_rx_work(struct work_struct *work);
 /* kcoll_comm.c: is rank @rank of communicator @uid (with @key) here? */
 bool kcoll_comm_here(u64 uid, u32 rank, const u8 *key);
 

@@ -245,11 +245,27 @@ static int kcoll_conn_post(struct kcoll_conn *conn, unsigned int idx,
 	return err;
 }
 
+static int kcoll_conn_send_qp(struct kcoll_conn *conn,
+			      struct kcoll_wire_msg *m);
+
 /*
- * Send one control message (inline) on lane 0: control messages stay in
- * order among themselves. Must hold comm->lock.
+ * Send one control message: to a peer on this node through the channel,
+ * else inline on lane 0. Either way control messages stay in order among
+ * themselves. Must hold comm->lock.
  */
 int kcoll_conn_send_msg(struct kcoll_conn *conn, struct kcoll_wire_msg *m)
+{
+	if (conn->lchan) {	/* a peer on this node: not through the NIC */
+		lockdep_assert_held(&conn->comm->lock);
+		if (conn->state != KCOLL_CONN_UP)
+			return -ENOTCONN;
+		return kcoll_lchan_send(conn, m);
+	}
+	return kcoll_conn_send_qp(conn, m);
+}
+
+static int kcoll_conn_send_qp(struct kcoll_conn *conn,
+			      struct kcoll_wire_msg *m)
 {
 	struct ib_sge sge = {
 		.addr = (uintptr_t)m,
@@ -400,6 +416,20 @@ void kcoll_conn_kill(struct kcoll_conn *conn, int err)
 	 * handler's business: it retries or fails the setup. */
 	if (conn->state != KCOLL_CONN_UP)
 		return;
+	/*
+	 * A peer on this node would not notice: nothing of ours fails on
+	 * its side as a dead QP's retries would. Say BYE for us, unless
+	 * this is its BYE (it has gone) or our shutdown (which sent one).
+	 */
+	if (conn->lchan && !conn->bye && !comm->shutting_down) {
+		struct kcoll_wire_msg m = {
+			.type = KCOLL_MSG_BYE,
+			.kind = KCOLL_KIND_COLL,
+			.seq = cpu_to_le32(comm->coll_done_seq),
+		};
+
+		kcoll_lchan_send(conn, &m);
+	}
 	comm->nr_up--;
 	conn->state = KCOLL_CONN_DEAD;
 	conn->error = err;
@@ -416,6 +446,8 @@ void kcoll_conn_kill(struct kcoll_conn *conn, int err)
 	wake_up_all(&comm->wait);
 }
 
+static void kcoll_conn_fail_setup(struct kcoll_conn *conn, int err);
+
 static void kcoll_conn_up(struct kcoll_conn *conn)
 {
 	struct kcoll_comm *comm = conn->comm;
@@ -423,6 +455,10 @@ static void kcoll_conn_up(struct kcoll_conn *conn)
 	lockdep_assert_held(&comm->lock);
 	if (conn->state != KCOLL_CONN_CONNECTING)
 		return;
+	if (conn->local && kcoll_lchan_attach(conn)) {
+		kcoll_conn_fail_setup(conn, -ENOMEM);
+		return;
+	}
 	conn->state = KCOLL_CONN_UP;
 	comm->nr_up++;
 	/* Time the device's round trip (the cost model's alpha), unless the
@@ -1115,6 +1151,7 @@ int kcoll_conn_start(struct kcoll_comm *comm, u32 peer)
 	kcoll_conn_set_lanes(conn, conn->active && !conn->local_offer ?
 				   comm->lanes : 1);
 	INIT_DELAYED_WORK(&conn->retry, kcoll_conn_retry_work);
+	INIT_WORK(&conn->lrx, kcoll_lchan_rx_work);
 	INIT_LIST_HEAD(&conn->sigs);
 	for (k = 0; k < KCOLL_KIND_NR; k++) {
 		INIT_LIST_HEAD(&conn->k[k].out);
@@ -1139,6 +1176,8 @@ int kcoll_conn_start(struct kcoll_comm *comm, u32 peer)
 void kcoll_conn_shutdown(struct kcoll_conn *conn)
 {
 	cancel_delayed_work_sync(&conn->retry);
+	/* Our BYE is queued already: the peer still gets it. */
+	kcoll_lchan_detach(conn);
 	kcoll_conn_teardown_id(conn);
 	/* A peer on this node copies into staging slots without the NIC:
 	 * withdraw them before they are freed. */

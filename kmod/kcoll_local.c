@@ -18,6 +18,19 @@
  * staging freed only after the grants are gone. The copier holds a
  * reference only for the memcpy, under its own comm->lock, never the
  * receiver's, so the wait cannot deadlock.
+ *
+ * Control messages between the two take a channel (struct kcoll_lchan)
+ * instead of the QP: a queue per direction, drained by the receiving
+ * connection's work item under its comm->lock, as its CQ handler would.
+ * rxe loops every SEND through the same checksumming packet path as a
+ * remote one (a round trip costs milliseconds under TCG), and a hardware
+ * HCA through PCIe. The rdma_cm connection stays for setup, key check and
+ * disconnects; its QP carries nothing once the connection is up.
+ * Channel lifetime: found by (uid, ranks) in kcoll_lchans; each end
+ * attaches when its connection comes up and detaches in its teardown,
+ * after its BYE has been queued. What is queued for an end that has not
+ * attached yet waits for it; what is sent to an end that detached is
+ * dropped, as a SEND to a QP that is gone. The last end to detach frees it.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -125,10 +138,181 @@ int kcoll_xpose_copy(struct kcoll_conn *conn, u32 id, const u8 *src, u32 len)
 	return 0;
 }
 
+/* ------------------------------------------------------------------ */
+/* Control channel                                                      */
+/* ------------------------------------------------------------------ */
+
+struct kcoll_lmsg {
+	struct list_head node;
+	struct kcoll_wire_msg msg;
+};
+
+struct kcoll_lchan {
+	struct list_head node;		/* kcoll_lchans; kcoll_lchans_lock */
+	u64 uid;
+	u32 rank[2];			/* [0] the lower, [1] the higher */
+	unsigned int users;		/* ends that attached and did not
+					 * detach yet; kcoll_lchans_lock */
+	spinlock_t lock;		/* the rest */
+	struct kcoll_conn *end[2];	/* attached connections */
+	bool gone[2];			/* detached for good */
+	struct list_head inbox[2];	/* messages for end i */
+};
+
+static LIST_HEAD(kcoll_lchans);
+static DEFINE_SPINLOCK(kcoll_lchans_lock);
+
+/* Which end of its channel @conn is. */
+static unsigned int kcoll_lchan_end(const struct kcoll_conn *conn)
+{
+	return conn->comm->rank > conn->peer;
+}
+
+/*
+ * @conn (local) is up: attach it to the channel its peer shares, created
+ * by whichever end comes first, and deliver what is already queued for
+ * it. Must hold comm->lock.
+ */
+int kcoll_lchan_attach(struct kcoll_conn *conn)
+{
+	struct kcoll_comm *comm = conn->comm;
+	unsigned int me = kcoll_lchan_end(conn);
+	struct kcoll_lchan *ch, *fresh;
+	u32 lo = min(comm->rank, conn->peer), hi = max(comm->rank, conn->peer);
+
+	lockdep_assert_held(&comm->lock);
+	if (conn->lchan)
+		return 0;
+	fresh = kzalloc(sizeof(*fresh), GFP_KERNEL);
+	if (!fresh)
+		return -ENOMEM;
+	spin_lock(&kcoll_lchans_lock);
+	list_for_each_entry(ch, &kcoll_lchans, node)
+		if (ch->uid == comm->uid && ch->rank[0] == lo &&
+		    ch->rank[1] == hi)
+			goto found;
+	ch = fresh;
+	fresh = NULL;
+	ch->uid = comm->uid;
+	ch->rank[0] = lo;
+	ch->rank[1] = hi;
+	spin_lock_init(&ch->lock);
+	INIT_LIST_HEAD(&ch->inbox[0]);
+	INIT_LIST_HEAD(&ch->inbox[1]);
+	list_add(&ch->node, &kcoll_lchans);
+found:
+	ch->users++;
+	spin_lock(&ch->lock);
+	ch->end[me] = conn;
+	if (!list_empty(&ch->inbox[me]))
+		kcoll_queue_work(&conn->lrx);
+	spin_unlock(&ch->lock);
+	spin_unlock(&kcoll_lchans_lock);
+	kfree(fresh);
+	conn->lchan = ch;
+	return 0;
+}
+
+/*
+ * @conn's teardown: nothing is delivered to it any more, what waits for it
+ * is dropped, and the channel goes with its last end. Must not hold
+ * comm->lock (waits for the delivery work).
+ */
+void kcoll_lchan_detach(struct kcoll_conn *conn)
+{
+	struct kcoll_lchan *ch = conn->lchan;
+	unsigned int me = kcoll_lchan_end(conn);
+	struct kcoll_lmsg *lm, *tmp;
+	LIST_HEAD(drop);
+	bool last;
+
+	if (!ch)
+		return;
+	spin_lock(&ch->lock);
+	ch->end[me] = NULL;
+	ch->gone[me] = true;
+	list_splice_init(&ch->inbox[me], &drop);
+	spin_unlock(&ch->lock);
+	cancel_work_sync(&conn->lrx);
+	list_for_each_entry_safe(lm, tmp, &drop, node)
+		kfree(lm);
+	/* What the work took but did not get to: none, it ran to the end. */
+	spin_lock(&kcoll_lchans_lock);
+	last = !--ch->users;
+	if (last)
+		list_del(&ch->node);
+	spin_unlock(&kcoll_lchans_lock);
+	if (last) {
+		/* The other end detached first, or never attached: its
+		 * queue has nobody to read it. */
+		list_for_each_entry_safe(lm, tmp, &ch->inbox[!me], node)
+			kfree(lm);
+		kfree(ch);
+	}
+	conn->lchan = NULL;
+}
+
+/*
+ * Queue @m for the peer of @conn (local, attached). 0, or -ENOMEM; a peer
+ * that has left loses it, as a SEND to a QP that is gone would. Must hold
+ * comm->lock.
+ */
+int kcoll_lchan_send(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
+{
+	struct kcoll_lchan *ch = conn->lchan;
+	unsigned int peer = !kcoll_lchan_end(conn);
+	struct kcoll_lmsg *lm;
+
+	lockdep_assert_held(&conn->comm->lock);
+	lm = kmalloc(sizeof(*lm), GFP_KERNEL);
+	if (!lm)
+		return -ENOMEM;
+	lm->msg = *m;
+	spin_lock(&ch->lock);
+	if (ch->gone[peer]) {
+		spin_unlock(&ch->lock);
+		kfree(lm);
+		return 0;
+	}
+	list_add_tail(&lm->node, &ch->inbox[peer]);
+	if (ch->end[peer])
+		kcoll_queue_work(&ch->end[peer]->lrx);
+	spin_unlock(&ch->lock);
+	return 0;
+}
+
+/* conn->lrx: deliver what the channel holds for this end, in order. */
+void kcoll_lchan_rx_work(struct work_struct *work)
+{
+	struct kcoll_conn *conn = container_of(work, struct kcoll_conn, lrx);
+	struct kcoll_comm *comm = conn->comm;
+	struct kcoll_lchan *ch = conn->lchan;
+	unsigned int me = kcoll_lchan_end(conn);
+	struct kcoll_lmsg *lm, *tmp;
+	LIST_HEAD(batch);
+
+	mutex_lock(&comm->lock);
+	spin_lock(&ch->lock);
+	list_splice_init(&ch->inbox[me], &batch);
+	spin_unlock(&ch->lock);
+	list_for_each_entry_safe(lm, tmp, &batch, node) {
+		/* A dead connection drops what comes, as a QP in the error
+		 * state flushes it. */
+		if (conn->state == KCOLL_CONN_UP && !comm->shutting_down)
+			kcoll_engine_msg(conn, &lm->msg);
+		kfree(lm);
+	}
+	if (!comm->shutting_down)
+		kcoll_engine_reap(comm);
+	mutex_unlock(&comm->lock);
+}
+
 /* Module unload: every communicator is gone, and with it every grant. */
 void kcoll_local_exit(void)
 {
 	if (!xa_empty(&kcoll_xposes))
 		pr_err("exposed memory left at unload\n");
+	if (!list_empty(&kcoll_lchans))
+		pr_err("intra-node channel left at unload\n");
 	xa_destroy(&kcoll_xposes);
 }

@@ -18,6 +18,11 @@ void kcoll_queue_delayed(struct delayed_work *dw, unsigned long delay)
 	queue_delayed_work(kcoll_wq, dw, delay);
 }
 
+void kcoll_queue_work(struct work_struct *w)
+{
+	queue_work(kcoll_wq, w);
+}
+
 /* Queue @dw to run in @delay jiffies, moving it if it is already queued. */
 void kcoll_mod_delayed(struct delayed_work *dw, unsigned long delay)
 {
