@@ -227,7 +227,6 @@ if [ $perf = 1 ]; then
 fi
 
 log "kcoll devices: $(tr '\n' ' ' </sys/class/misc/kcoll/rdma_devices)"
-log "algorithms run: $(cd /sys/class/misc/kcoll/algo_ops && grep -v '^0$' ./* 2>/dev/null | sed 's|^\./||' | tr '\n' ' ')"
 kcoll_res_check
 kcoll_mod_unload
 # skew: the model of every communicator the snapshots saw, "uid a/b/g".
