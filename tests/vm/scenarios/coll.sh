@@ -227,6 +227,8 @@ if [ $perf = 1 ]; then
 fi
 
 log "kcoll devices: $(tr '\n' ' ' </sys/class/misc/kcoll/rdma_devices)"
+[ $check = 1 ] ||
+	log "algorithms run: $(cd /sys/class/misc/kcoll/algo_ops && for f in *; do printf '%s=%s ' "$f" "$(cat "$f")"; done)"
 kcoll_res_check
 kcoll_mod_unload
 # skew: the model of every communicator the snapshots saw, "uid a/b/g".
