@@ -213,7 +213,8 @@ static void kcoll_op_grant(struct kcoll_task *op)
 
 		if (conn->k[op->kind].nr_out >= conn->window)
 			return;
-		if (rv->reduce && left) {
+		if (left && (rv->reduce || (op->unreg && !conn->local))) {
+			/* Reducing, or no MR to write into: staging. */
 			slot = kcoll_slot_get(conn);
 			if (slot < 0)
 				return;
@@ -221,8 +222,9 @@ static void kcoll_op_grant(struct kcoll_task *op)
 							 op->esize));
 		} else if (left) {
 			len = min_t(u64, left, kcoll_chunk_bytes());
-			len = min(len, kcoll_buf_seg_room(dst, base +
-							   op->recv_granted));
+			if (dst->segs)	/* one MR per WRITE */
+				len = min(len, kcoll_buf_seg_room(dst, base +
+							op->recv_granted));
 		} else {
 			len = 0;
 		}
@@ -289,7 +291,10 @@ static void kcoll_op_landed(struct kcoll_task *op, struct kcoll_conn *conn,
 {
 	const struct kcoll_srecv *rv = &op->ph.recv;
 
-	if (g->slot >= 0) {
+	if (g->slot >= 0 && !rv->reduce) {	/* unregistered: copy out */
+		memcpy(kcoll_region(op, &rv->dst) + g->dst_off,
+		       conn->stage.vaddr + g->slot * conn->slot_bytes, g->len);
+	} else if (g->slot >= 0) {
 		u8 *dst = kcoll_region(op, &rv->dst) + g->dst_off;
 		const u8 *opnd = kcoll_region(op, &rv->operand) + g->dst_off;
 		const u8 *in = conn->stage.vaddr + g->slot * conn->slot_bytes;
@@ -579,6 +584,45 @@ static void kcoll_op_send(struct kcoll_task *op)
 			list_del(&g->node);
 			kfree(g);
 			continue;
+		}
+		if (conn->nlanes == 1 && g->len <= conn->lane[0].max_inline) {
+			/*
+			 * Small: the data goes in the WQE, so the send is
+			 * done once posted, one RC ACK sooner than a WRITE
+			 * from memory (a latency-bound step's third trip).
+			 * One QP only: with several, an ABORT must wait for
+			 * our writes (abort_deferred), which this does not
+			 * count.
+			 */
+			err = kcoll_conn_write_inline(conn, 0, src->vaddr + off,
+						      g->len, g->addr, g->rkey,
+						      kcoll_imm_make(op->kind,
+								     g->serial));
+			if (err == -ENOBUFS)
+				return;
+			if (err) {
+				kcoll_op_fail(op, err == -ENOTCONN ?
+					      (conn->error ?: -ECONNRESET) :
+					      err);
+				return;
+			}
+			kcoll_stat_add(KCOLL_STAT_RDMA_BYTES, g->len);
+			op->send_posted += g->len;
+			op->send_posted_any = true;
+			op->send_done += g->len;
+			op->send_done_any = true;
+			list_del(&g->node);
+			kfree(g);
+			continue;
+		}
+		if (g->len && !src->segs) {
+			/* An unregistered buffer too large to go inline:
+			 * register it now (once per operation). */
+			err = kcoll_buf_register(src, op->comm);
+			if (err) {
+				kcoll_op_fail(op, err);
+				return;
+			}
 		}
 		if (g->len) {
 			first = min_t(size_t, g->len,
@@ -1630,7 +1674,7 @@ static int kcoll_op_buf(struct kcoll_task *op, int which, u64 addr, u32 handle,
 		return 0;
 	}
 	err = kcoll_buf_pin_user(b, addr, len, writable);
-	if (err)
+	if (err || op->unreg)
 		return err;
 	return kcoll_buf_register(b, comm);
 }
@@ -1707,6 +1751,14 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	scount = kcoll_sched_send_count(a);
 	rcount = kcoll_sched_recv_count(a);
 	tcount = kcoll_sched_tmp_count(a);
+	/*
+	 * Registering costs a device round trip per buffer, more than a
+	 * small operation's transfers: small ones (and every one of a
+	 * communicator without peers through the NIC) go unregistered.
+	 */
+	op->unreg = !comm->remote_peers ||
+		    (u64)max3(scount, rcount, tcount) * op->esize <=
+		    KCOLL_SMALL_BYTES;
 	err = kcoll_op_buf(op, KCOLL_SBUF_SEND, sqe->send_addr, sqe->send_mr,
 			   scount,
 			   a->in_place && sqe->opcode == KCOLL_OP_REDUCE_SCATTER);
@@ -1720,7 +1772,7 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 		if (check_mul_overflow((size_t)tcount, op->esize, &tlen))
 			return -EOVERFLOW;
 		err = kcoll_buf_alloc(&op->bufs[KCOLL_SBUF_TMP], tlen);
-		if (err)
+		if (err || op->unreg)
 			return err;
 		err = kcoll_buf_register(&op->bufs[KCOLL_SBUF_TMP], comm);
 	}

@@ -305,9 +305,18 @@ static bool kcoll_comm_connected(struct kcoll_comm *comm, int *err)
 {
 	bool done;
 
+	u32 i;
+
 	mutex_lock(&comm->lock);
 	*err = comm->error;
 	done = comm->error || comm->nr_up == comm->nranks - 1;
+	if (done && !comm->error) {
+		/* Which peers are reached through the NIC: fixed now. */
+		comm->remote_peers = 0;
+		for (i = 0; i < comm->nranks; i++)
+			if (comm->conns[i] && !comm->conns[i]->local)
+				comm->remote_peers++;
+	}
 	mutex_unlock(&comm->lock);
 	return done;
 }

@@ -51,7 +51,10 @@
 /* Reduce landing slots per connection: the largest window (a bitmap). */
 #define KCOLL_STAGE_SLOTS	(KCOLL_GRANT_WINDOW * KCOLL_MAX_LANES)
 #define KCOLL_REG_BATCH		32	/* REG_MR WRs per registration batch */
+#define KCOLL_INLINE_WANT	256	/* inline data asked of a QP */
 #define KCOLL_PINGS		4	/* round trips timed per connection */
+/* Operations whose largest buffer is no larger go without MRs. */
+#define KCOLL_SMALL_BYTES	4096
 
 /* ------------------------------------------------------------------ */
 /* Memory                                                               */
@@ -173,7 +176,8 @@ struct kcoll_lane {
 	struct ib_qp *qp;
 	struct kcoll_rx *rx;		/* KCOLL_RQ_DEPTH */
 	struct kcoll_wire_msg *rx_msgs;
-	struct ib_cqe tx_cqe;		/* control SENDs */
+	struct ib_cqe tx_cqe;		/* control SENDs, inline WRITEs */
+	u32 max_inline;			/* the QP's inline data limit */
 	u32 sq_posted;			/* send WRs not yet completed */
 	unsigned long sent_at;		/* jiffies: last send completion, or
 					 * the posting that ended idleness */
@@ -261,6 +265,10 @@ struct kcoll_task {
 	size_t buf_base[KCOLL_SBUF_NR];	/* byte offset of the user address
 					 * in a registered buffer */
 
+	bool unreg;			/* its buffers have no MRs (small, or
+					 * no peer through the NIC): receives
+					 * land in staging, sends go inline or
+					 * register on demand */
 	bool started;
 	u32 nphases;
 	u32 phase;			/* current */
@@ -328,6 +336,8 @@ struct kcoll_comm {
 	wait_queue_head_t wait;		/* connection progress */
 	struct kcoll_conn **conns;	/* [nranks]; NULL for self */
 	u32 nr_up;
+	u32 remote_peers;		/* connections through the NIC, once
+					 * all are up; 0: buffers need no MRs */
 	u32 cm_busy;			/* rdma_cm handlers running */
 	struct list_head mems;		/* registrations on this comm */
 	int error;			/* sticky: the comm is unusable */
@@ -397,6 +407,9 @@ int kcoll_conn_send_msg(struct kcoll_conn *conn, struct kcoll_wire_msg *m);
 int kcoll_conn_write(struct kcoll_conn *conn, unsigned int lane,
 		     struct ib_sge *sge, int nsge, u64 raddr, u32 rkey, u32 imm,
 		     struct ib_cqe *cqe);
+int kcoll_conn_write_inline(struct kcoll_conn *conn, unsigned int lane,
+			    const void *buf, u32 len, u64 raddr, u32 rkey,
+			    u32 imm);
 
 /* kcoll_local.c: the intra-node data path */
 int kcoll_xpose_add(struct kcoll_conn *conn, u8 *vaddr, u32 len, u32 *id);

@@ -152,13 +152,21 @@ static int kcoll_lane_create_qp(struct kcoll_lane *lane,
 	attr.cap.max_recv_wr = KCOLL_RQ_DEPTH;
 	attr.cap.max_send_sge = 2;
 	attr.cap.max_recv_sge = 1;
-	attr.cap.max_inline_data = sizeof(struct kcoll_wire_msg);
+	/* Small writes go inline (kcoll_conn_write_inline()): ask for room
+	 * for them, and settle for a control message's if refused. */
+	attr.cap.max_inline_data = KCOLL_INLINE_WANT;
 	attr.sq_sig_type = IB_SIGNAL_REQ_WR;
 	attr.qp_type = IB_QPT_RC;
 	err = rdma_create_qp(id, comm->pd, &attr);
+	if (err == -EINVAL || err == -ENOMEM) {
+		attr.cap.max_inline_data = sizeof(struct kcoll_wire_msg);
+		err = rdma_create_qp(id, comm->pd, &attr);
+	}
 	if (err)
 		goto out_free_cq;
 	lane->qp = id->qp;
+	/* What the provider granted (at least what we asked for). */
+	lane->max_inline = attr.cap.max_inline_data;
 
 	lane->rx = kcalloc(KCOLL_RQ_DEPTH, sizeof(*lane->rx), GFP_KERNEL);
 	lane->rx_msgs = kcalloc(KCOLL_RQ_DEPTH, sizeof(*lane->rx_msgs),
@@ -302,6 +310,38 @@ int kcoll_conn_write(struct kcoll_conn *conn, unsigned int lane,
 		.rkey = rkey,
 	};
 
+	return kcoll_conn_post(conn, lane, &wr.wr);
+}
+
+/*
+ * The same with the data inline (@len <= the lane's max_inline; @buf a
+ * kernel address): the WQE holds a copy once posted, so the caller may
+ * count it sent at once. Its completion is a control SEND's (tx_cqe):
+ * a failure kills the connection. Must hold comm->lock.
+ */
+int kcoll_conn_write_inline(struct kcoll_conn *conn, unsigned int lane,
+			    const void *buf, u32 len, u64 raddr, u32 rkey,
+			    u32 imm)
+{
+	struct ib_sge sge = {
+		.addr = (uintptr_t)buf,
+		.length = len,
+	};
+	struct ib_rdma_wr wr = {
+		.wr = {
+			.wr_cqe = &conn->lane[lane].tx_cqe,
+			.sg_list = len ? &sge : NULL,
+			.num_sge = len ? 1 : 0,
+			.opcode = IB_WR_RDMA_WRITE_WITH_IMM,
+			.send_flags = IB_SEND_INLINE,
+			.ex.imm_data = cpu_to_be32(imm),
+		},
+		.remote_addr = raddr,
+		.rkey = rkey,
+	};
+
+	if (lane >= conn->nlanes || len > conn->lane[lane].max_inline)
+		return -EINVAL;
 	return kcoll_conn_post(conn, lane, &wr.wr);
 }
 

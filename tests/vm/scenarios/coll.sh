@@ -26,7 +26,8 @@
 #           algo=allreduce:ring; repeatable
 #   demo    only kcoll-perf, small sizes (what make demo shows)
 #   big     only kcoll-perf, allreduce at 16 MiB; big=C: collective C from
-#           2 to 16 MiB
+#           2 to 16 MiB; small=C: C from 8 B to 8 KiB, 20 iterations;
+#           reg (after those): buffers registered first (kcoll-perf -R 1)
 #   chunk=N sysfs chunk_bytes for this run; mtu=N eth0's MTU
 #   qps=N   sysfs qps_per_peer for this run: N RC QPs to each peer, the
 #           chunks spread over them; qpsweep=N/M/..: kcoll-perf (with
@@ -94,6 +95,8 @@ for a in "$@"; do
 	skew) skew=1 ;;
 	big) perf=1 neg=0 check=0 perf_args=(-M -c allreduce -b 16M -e 16M -n 3 -w 1) ;;
 	big=*) perf=1 neg=0 check=0 perf_args=(-M -c "${a#big=}" -b 2M -e 16M -f 2 -n 3 -w 1) ;;
+	small=*) perf=1 neg=0 check=0 perf_args=(-M -c "${a#small=}" -b 8 -e 8K -f 32 -n 20 -w 3) ;;
+	reg) perf_args+=(-R 1) ;;
 	demo) perf=1 neg=0 check=0 perf_args=(-M -c all -b 8 -e 1M -f 32 -n 3 -w 1) ;;
 	*) fail "unknown scenario argument '$a'" ;;
 	esac
