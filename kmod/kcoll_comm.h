@@ -23,6 +23,10 @@
  *                             CQ completion handlers (IB_POLL_WORKQUEUE:
  *                             process context, so reductions may use the FPU)
  *  ctx->cq_lock (spinlock)    posting CQEs (kcoll_req_complete)
+ *  kcoll_lchans_lock, then a channel's lock (spinlocks, kcoll_local.c):
+ *                             the intra-node channels, taken under
+ *                             comm->lock; the xarray of exposures takes
+ *                             its own lock, RCU for lookups
  * Never hold comm->lock across rdma_destroy_id(), ib_drain_qp() or
  * ib_free_cq(): they wait for handlers that take it.
  */

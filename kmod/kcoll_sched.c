@@ -718,6 +718,32 @@ static void kcoll_sched_allreduce_rab(const struct kcoll_sched_args *a,
 }
 
 /*
+ * What both recursive-doubling allgathers do first: out of place, phase 0
+ * also copies the own block into RECV; the fold-in phase (idx < f->pre)
+ * hands the away rank's block to its host. True if phase @idx is that.
+ */
+static bool kcoll_allgather_fold_in(const struct kcoll_sched_args *a,
+				    const struct kcoll_fold *f, u32 idx,
+				    struct kcoll_phase *p)
+{
+	bool ip = kcoll_sched_in_place(a);
+	u32 r = a->rank;
+	u64 c = a->count;
+
+	if (idx == 0 && !ip)
+		kcoll_ph_copy(p, KCOLL_SBUF_SEND, 0, KCOLL_SBUF_RECV,
+			      (u64)r * c, c);
+	if (idx >= f->pre)
+		return false;
+	if (f->away)
+		kcoll_ph_send(p, r + 1, ip ? KCOLL_SBUF_RECV : KCOLL_SBUF_SEND,
+			      ip ? (u64)r * c : 0, c, false);
+	else if (f->host)
+		kcoll_ph_recv(p, r - 1, KCOLL_SBUF_RECV, (u64)(r - 1) * c, c);
+	return true;
+}
+
+/*
  * ALLGATHER by recursive doubling: step i swaps the blocks of the own
  * group of 2^i virtual ranks for the partner group's, in RECV. The away
  * rank hands its block to its host first and receives all of RECV last
@@ -727,25 +753,13 @@ static void kcoll_sched_allreduce_rab(const struct kcoll_sched_args *a,
 static void kcoll_sched_allgather_rd(const struct kcoll_sched_args *a,
 				     u32 idx, struct kcoll_phase *p)
 {
-	bool ip = kcoll_sched_in_place(a);
 	u32 n = a->nranks, r = a->rank, i, peer, mine, theirs;
 	u64 c = a->count, lo;
 	struct kcoll_fold f;
 
 	kcoll_fold_init(&f, n, r);
-	if (idx == 0 && !ip)
-		kcoll_ph_copy(p, KCOLL_SBUF_SEND, 0, KCOLL_SBUF_RECV,
-			      (u64)r * c, c);
-	if (idx < f.pre) {
-		if (f.away)
-			kcoll_ph_send(p, r + 1, ip ? KCOLL_SBUF_RECV :
-				      KCOLL_SBUF_SEND, ip ? (u64)r * c : 0, c,
-				      false);
-		else if (f.host)
-			kcoll_ph_recv(p, r - 1, KCOLL_SBUF_RECV,
-				      (u64)(r - 1) * c, c);
+	if (kcoll_allgather_fold_in(a, &f, idx, p))
 		return;
-	}
 	if (idx >= f.pre + f.L) {
 		kcoll_fold_phase(a, &f, true, 0, 0, (u64)n * c, p);
 		return;
@@ -778,25 +792,13 @@ static void kcoll_sched_allgather_rd(const struct kcoll_sched_args *a,
 static void kcoll_sched_allgather_ff(const struct kcoll_sched_args *a,
 				     u32 idx, struct kcoll_phase *p)
 {
-	bool ip = kcoll_sched_in_place(a);
 	u32 n = a->nranks, r = a->rank, i, j, k, b, x, peer, u;
 	u64 c = a->count, lo;
 	struct kcoll_fold f;
 
 	kcoll_fold_init(&f, n, r);
-	if (idx == 0 && !ip)
-		kcoll_ph_copy(p, KCOLL_SBUF_SEND, 0, KCOLL_SBUF_RECV,
-			      (u64)r * c, c);
-	if (idx < f.pre) {
-		if (f.away)
-			kcoll_ph_send(p, r + 1, ip ? KCOLL_SBUF_RECV :
-				      KCOLL_SBUF_SEND, ip ? (u64)r * c : 0, c,
-				      false);
-		else if (f.host)
-			kcoll_ph_recv(p, r - 1, KCOLL_SBUF_RECV,
-				      (u64)(r - 1) * c, c);
+	if (kcoll_allgather_fold_in(a, &f, idx, p))
 		return;
-	}
 	if (idx >= f.pre + f.p - 1) {
 		kcoll_fold_phase(a, &f, true, 0, 0, (u64)n * c, p);
 		return;
