@@ -304,7 +304,12 @@ gloo_run() {	# transport timeout_s args...
 	local tr=$1 tmo=$2 r p rc=0 t0=$SECONDS
 	local pids=()
 	shift 2
-	[ "$kcoll_vm" = 0 ] && mkdir -p "$kcoll_out/gloo-store-$tr"
+	# A store left by an earlier run in the same folder has its keys:
+	# Gloo refuses to write them again.
+	if [ "$kcoll_vm" = 0 ]; then
+		rm -rf "$kcoll_out/gloo-store-$tr"
+		mkdir -p "$kcoll_out/gloo-store-$tr"
+	fi
 	vm_sync "gloo-$tr-start" 300 || return 1
 	for r in $(seq $((ppn * kcoll_vm)) $((ppn * kcoll_vm + ppn - 1))); do
 		KCOLL_RANK=$r KCOLL_NRANKS=$np timeout -k 10 "$tmo" "$GLOO" \
