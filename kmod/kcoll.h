@@ -244,6 +244,11 @@ struct kcoll_opstats *kcoll_ib_stats(struct ib_device *ibdev);
 /* The device's measured message round trip (alpha), 0 if none yet; and a
  * new sample of it. */
 #define KCOLL_ALPHA_MAX_NS	1000000000U	/* sysfs alpha_ns's limit */
+#define KCOLL_BETA_MAX_PS	1000000000U	/* sysfs beta_ps's limit */
+/* β measured on the device's RDMA WRITEs (0 if none yet). */
+void kcoll_ib_tx_start(struct ib_device *ibdev);
+void kcoll_ib_tx_done(struct ib_device *ibdev, u32 bytes);
+u32 kcoll_ib_beta_measured_ps(struct ib_device *ibdev);
 u32 kcoll_ib_alpha_ns(struct ib_device *ibdev);
 void kcoll_ib_alpha_sample(struct ib_device *ibdev, u64 ns);
 /* Call @fn for every device, under the device list lock; stops at the first

@@ -387,6 +387,8 @@ void kcoll_write_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct kcoll_task *op = g->op;
 
 	mutex_lock(&comm->lock);
+	/* Under the lock: after the poster's kcoll_ib_tx_start(). */
+	kcoll_ib_tx_done(comm->ibdev, wc->status == IB_WC_SUCCESS ? g->len : 0);
 	conn->sq_posted--;
 	conn->lane[g->lane].sq_posted--;
 	conn->lane[g->lane].sent_at = jiffies;
@@ -652,6 +654,7 @@ static void kcoll_op_send(struct kcoll_task *op)
 				      (conn->error ?: -ECONNRESET) : err);
 			return;
 		}
+		kcoll_ib_tx_start(op->comm->ibdev);
 		list_del(&g->node);
 		op->writes_inflight++;
 		op->send_posted += g->len;

@@ -55,6 +55,13 @@ struct kcoll_ibdev {
 	struct kcoll_prio prio;	/* what runs on it, by priority */
 	struct kcoll_opstats stats;	/* operations of comms on it */
 	atomic_t alpha_ns;	/* measured round trip, smoothed; 0: none */
+	/* The wire's pace: bytes of RDMA WRITEs completed while some were
+	 * in flight, over that time (kcoll_ib_tx_*()). */
+	spinlock_t tx_lock;
+	u32 tx_inflight;
+	u64 tx_mark;		/* ktime ns: last completion, or busy since */
+	u64 tx_ns, tx_bytes;	/* not yet made a sample */
+	atomic_t beta_ps;	/* measured, smoothed; 0: none */
 };
 
 static LIST_HEAD(kcoll_ib_devs);
@@ -265,6 +272,7 @@ static int kcoll_ib_add(struct ib_device *ibdev)
 		return -ENOMEM;
 	dev->ibdev = ibdev;
 	mutex_init(&dev->reg_lock);
+	spin_lock_init(&dev->tx_lock);
 	dev->pd = ib_alloc_pd(ibdev, 0);
 	if (IS_ERR(dev->pd)) {
 		err = PTR_ERR(dev->pd);
@@ -376,6 +384,65 @@ u32 kcoll_ib_alpha_ns(struct ib_device *ibdev)
 }
 
 /*
+ * β measured: the device is busy while it has RDMA WRITEs of data in
+ * flight (to other nodes), and its pace is the bytes they complete over
+ * that time, all connections together, so it is what collectives get
+ * with the wire as loaded as they load it (both directions at once,
+ * several flows). Every KCOLL_BETA_SAMPLE_BYTES a sample, smoothed with
+ * weight 1/4. Inline writes and the intra-node path are not counted.
+ */
+#define KCOLL_BETA_SAMPLE_BYTES	(4U << 20)
+
+void kcoll_ib_tx_start(struct ib_device *ibdev)
+{
+	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
+
+	if (!dev)
+		return;
+	spin_lock_bh(&dev->tx_lock);
+	if (!dev->tx_inflight++)
+		dev->tx_mark = ktime_get_ns();
+	spin_unlock_bh(&dev->tx_lock);
+}
+
+void kcoll_ib_tx_done(struct ib_device *ibdev, u32 bytes)
+{
+	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
+	u64 now = ktime_get_ns(), ps = 0;
+	u32 old, new;
+
+	if (!dev)
+		return;
+	spin_lock_bh(&dev->tx_lock);
+	if (dev->tx_inflight) {
+		dev->tx_inflight--;
+		dev->tx_ns += now - dev->tx_mark;
+		dev->tx_mark = now;
+		dev->tx_bytes += bytes;
+		if (dev->tx_bytes >= KCOLL_BETA_SAMPLE_BYTES) {
+			ps = div64_u64(dev->tx_ns * 1000, dev->tx_bytes);
+			dev->tx_ns = 0;
+			dev->tx_bytes = 0;
+		}
+	}
+	spin_unlock_bh(&dev->tx_lock);
+	if (!ps)
+		return;
+	ps = min_t(u64, ps, KCOLL_BETA_MAX_PS);
+	do {
+		old = atomic_read(&dev->beta_ps);
+		new = old ? (u32)(((u64)old * 3 + ps) / 4) : (u32)ps;
+	} while (atomic_cmpxchg(&dev->beta_ps, old, new) != old);
+}
+
+u32 kcoll_ib_beta_measured_ps(struct ib_device *ibdev)
+{
+	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
+
+	return dev ? atomic_read(&dev->beta_ps) : 0;
+}
+
+/*
  * A connection's shortest timed round trip: PING, the peer's CQ handler,
  * PONG, ours; what a grant and the write answering it cost, software
  * included. Smoothed over connections (1/4 weight to the new sample), so
@@ -449,8 +516,10 @@ ssize_t kcoll_ib_list(char *buf, size_t size)
 			len += scnprintf(buf + len, size - len, " port%u=%s",
 					 port, st);
 		}
-		len += scnprintf(buf + len, size - len, " alpha_ns=%d\n",
-				 atomic_read(&dev->alpha_ns));
+		len += scnprintf(buf + len, size - len,
+				 " alpha_ns=%d beta_ps=%d\n",
+				 atomic_read(&dev->alpha_ns),
+				 atomic_read(&dev->beta_ps));
 	}
 	mutex_unlock(&kcoll_ib_lock);
 	return len;

@@ -87,6 +87,10 @@ void kcoll_tune_model(struct ib_device *ibdev, struct kcoll_model *m)
 		m->alpha_ns = kcoll_ib_alpha_ns(ibdev);
 	if (!m->alpha_ns)
 		m->alpha_ns = KCOLL_COST_ALPHA_NS;
+	/* What the wire did for earlier communicators, else its port rate:
+	 * a software NIC (rxe) claims a rate its CPU never reaches. */
+	if (!m->beta_ps && ibdev)
+		m->beta_ps = kcoll_ib_beta_measured_ps(ibdev);
 	if (!m->beta_ps && ibdev)
 		m->beta_ps = kcoll_ib_beta_ps(ibdev);
 	if (!m->beta_ps)

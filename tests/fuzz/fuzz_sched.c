@@ -88,6 +88,8 @@ static bool ref_algo_ok(u32 op, u8 algo)
 		return op == KCOLL_OP_REDUCE_SCATTER;
 	case KCOLL_ALGO_BRUCK:
 		return op == KCOLL_OP_ALLTOALL;
+	case KCOLL_ALGO_FARFIRST:
+		return op == KCOLL_OP_ALLGATHER;
 	default:
 		return false;
 	}
