@@ -424,6 +424,7 @@ int kcoll_lchan_attach(struct kcoll_conn *conn);
 void kcoll_lchan_detach(struct kcoll_conn *conn);
 int kcoll_lchan_send(struct kcoll_conn *conn, const struct kcoll_wire_msg *m);
 void kcoll_lchan_rx_work(struct work_struct *work);
+void kcoll_lchan_deliver(struct kcoll_conn *conn);
 /* kcoll_comm.c: is rank @rank of communicator @uid (with @key) here? */
 bool kcoll_comm_here(u64 uid, u32 rank, const u8 *key);
 

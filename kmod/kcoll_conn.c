@@ -1122,6 +1122,10 @@ static void kcoll_cm_event(struct kcoll_lane *lane, struct rdma_cm_id *id,
 	case RDMA_CM_EVENT_ADDR_CHANGE:
 	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
 		mutex_lock(&comm->lock);
+		/* A peer on this node queued its last messages (its BYE)
+		 * before it disconnected: handle them first. */
+		if (ev->event == RDMA_CM_EVENT_DISCONNECTED)
+			kcoll_lchan_deliver(conn);
 		if (conn->state == KCOLL_CONN_CONNECTING) {
 			kcoll_conn_fail_setup(conn, -ECONNRESET);
 		} else if (ev->event == RDMA_CM_EVENT_DISCONNECTED &&

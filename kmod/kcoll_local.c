@@ -281,17 +281,23 @@ int kcoll_lchan_send(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 	return 0;
 }
 
-/* conn->lrx: deliver what the channel holds for this end, in order. */
-void kcoll_lchan_rx_work(struct work_struct *work)
+/*
+ * Deliver what the channel holds for @conn, in order. Also called when the
+ * peer disconnects: what it sent before (its BYE included) is handled
+ * before the connection is declared lost, as a QP's flush would order it.
+ * Must hold comm->lock.
+ */
+void kcoll_lchan_deliver(struct kcoll_conn *conn)
 {
-	struct kcoll_conn *conn = container_of(work, struct kcoll_conn, lrx);
 	struct kcoll_comm *comm = conn->comm;
 	struct kcoll_lchan *ch = conn->lchan;
 	unsigned int me = kcoll_lchan_end(conn);
 	struct kcoll_lmsg *lm, *tmp;
 	LIST_HEAD(batch);
 
-	mutex_lock(&comm->lock);
+	lockdep_assert_held(&comm->lock);
+	if (!ch)
+		return;
 	spin_lock(&ch->lock);
 	list_splice_init(&ch->inbox[me], &batch);
 	spin_unlock(&ch->lock);
@@ -304,6 +310,16 @@ void kcoll_lchan_rx_work(struct work_struct *work)
 	}
 	if (!comm->shutting_down)
 		kcoll_engine_reap(comm);
+}
+
+/* conn->lrx: the channel has messages for this end. */
+void kcoll_lchan_rx_work(struct work_struct *work)
+{
+	struct kcoll_conn *conn = container_of(work, struct kcoll_conn, lrx);
+	struct kcoll_comm *comm = conn->comm;
+
+	mutex_lock(&comm->lock);
+	kcoll_lchan_deliver(conn);
 	mutex_unlock(&comm->lock);
 }
 
