@@ -190,7 +190,7 @@ export KCOLL_BOOTSTRAP_TIMEOUT_MS=60000
 pids=()
 for r in 0 1; do
 	KCOLL_RANK=$r KCOLL_ROOT=$KCOLL_IP:29700 timeout -k 10 300 "$PERF" \
-		-M -c allreduce -b 1M -e 1M -n 40 -w 2 >"$KCOLL_OUT/perf-rank$r.log" 2>&1 &
+		-M -c allreduce -b 1M -e 1M -n 1000 -w 2 >"$KCOLL_OUT/perf-rank$r.log" 2>&1 &
 	pids+=($!)
 done
 # A communicator shows while the ranks run (unless they are done first).
@@ -200,8 +200,13 @@ while kill -0 "${pids[0]}" 2>/dev/null; do
 	if grep -q 'rank [01]/2 state ready dev rxe0' "$KCOLL_OUT/ctl-comm-running.txt"; then
 		"$CTL" -d comm >"$KCOLL_OUT/ctl-comm-details.txt" 2>&1
 		"$CTL" -j -d comm >"$KCOLL_OUT/ctl-comm-json.txt" 2>&1
-		seen=1
-		break
+		# Still there for both (local ranks are quick: the run
+		# may end in between; then look again while it lasts).
+		if grep -q 'rank [01]/2 state ready' "$KCOLL_OUT/ctl-comm-details.txt" &&
+			grep -q '"rank"' "$KCOLL_OUT/ctl-comm-json.txt"; then
+			seen=1
+			break
+		fi
 	fi
 	sleep 0.1
 done
