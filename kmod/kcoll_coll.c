@@ -486,7 +486,7 @@ void kcoll_engine_kick_work(struct work_struct *work)
  * Fill grant @g of a peer on this node from @src: copy, then tell it with a
  * DATA message where a WRITE WITH IMM would have told it. The peer's CQ
  * handler sees the message after the copy (the post orders them). Done at
- * once: there is no completion to wait for. -ENOBUFS: retry later.
+ * once: there is no completion to wait for.
  */
 static int kcoll_op_send_local(struct kcoll_task *op, struct kcoll_conn *conn,
 			       struct kcoll_grant *g, const u8 *src)
@@ -494,10 +494,10 @@ static int kcoll_op_send_local(struct kcoll_task *op, struct kcoll_conn *conn,
 	struct kcoll_wire_msg m;
 	int err;
 
+	/* Up before copying: the DATA message after it must go out (the
+	 * channel never refuses one for lack of room). */
 	if (conn->state != KCOLL_CONN_UP)
 		return conn->error ?: -ECONNRESET;
-	if (conn->lane[0].sq_posted >= KCOLL_SQ_DEPTH)
-		return -ENOBUFS;	/* the next send completion retries */
 	if (g->len) {
 		err = kcoll_xpose_copy(conn, g->addr, src, g->len);
 		if (err)
@@ -570,8 +570,6 @@ static void kcoll_op_send(struct kcoll_task *op)
 		off = base + op->send_posted;
 		if (conn->local) {
 			err = kcoll_op_send_local(op, conn, g, src->vaddr + off);
-			if (err == -ENOBUFS)
-				return;
 			if (err == -ENOENT) {
 				/* The peer dropped the grant: it failed. */
 				kcoll_op_fail_from(op, -ECONNRESET, conn->peer);
