@@ -134,6 +134,7 @@ enum kcoll_stat {
 	KCOLL_STAT_REJECTED,	/* ENTER calls refused for lack of CQ room */
 	KCOLL_STAT_RDMA_BYTES,	/* payload sent by RDMA WRITE */
 	KCOLL_STAT_INTRA_BYTES,	/* payload copied to ranks on this node */
+	KCOLL_STAT_EAGER_SENDS,	/* transfers written without a grant */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);
@@ -148,6 +149,7 @@ u32 kcoll_ack_timeout(void);		/* new connections */
 #define KCOLL_QPS_PER_PEER_MAX	4
 u32 kcoll_qps_per_peer(void);		/* new communicators */
 bool kcoll_intra_node(void);		/* new connections */
+bool kcoll_eager(void);			/* new connections */
 bool kcoll_prio_sched(void);		/* priorities (else FIFO) */
 u32 kcoll_prio_aging_ms(void);
 u32 kcoll_op_timeout_ms(void);		/* SQE timeout_ms 0 means this */

@@ -194,6 +194,291 @@ static int kcoll_slot_get(struct kcoll_conn *conn)
 	return slot;
 }
 
+/*
+ * @len bytes of the current phase's receive, at byte @off of it, came into
+ * staging at @in: reduce them into the destination, or copy them there.
+ */
+static void kcoll_op_land(struct kcoll_task *op, const u8 *in, size_t off,
+			  size_t len)
+{
+	const struct kcoll_srecv *rv = &op->ph.recv;
+	u8 *dst = kcoll_region(op, &rv->dst) + off;
+
+	if (rv->reduce) {
+		const u8 *opnd = kcoll_region(op, &rv->operand) + off;
+
+		if (opnd != dst)
+			memcpy(dst, opnd, len);
+		kernel_fpu_begin();
+		op->reduce(dst, in, len / op->esize);
+		kernel_fpu_end();
+	} else {
+		memcpy(dst, in, len);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Eager transfers                                                      */
+/* ------------------------------------------------------------------ */
+
+/*
+ * A collective transfer of at most KCOLL_EAGER_MAX bytes on a connection
+ * that agreed on it goes without a grant: the sender writes it, behind a
+ * header naming its operation and phase, into one of the receiver's eager
+ * slots, which the receiver offered with CREDIT messages and offers again
+ * once it has consumed what landed there. A latency-bound step then costs
+ * one trip instead of two (the grant's, then the data's). Both sides
+ * decide from the transfer's size, which the schedule gives both.
+ */
+static bool kcoll_op_held(struct kcoll_task *op);
+static struct kcoll_task *kcoll_coll_head(struct kcoll_comm *comm);
+
+static bool kcoll_op_eager(const struct kcoll_task *op,
+			   const struct kcoll_conn *conn, u64 bytes)
+{
+	return conn->eager && op->kind == KCOLL_KIND_COLL &&
+	       bytes <= KCOLL_EAGER_MAX;
+}
+
+static size_t kcoll_eager_off(u32 slot, bool bounce)
+{
+	return ((bounce ? KCOLL_EAGER_SLOTS : 0) + slot) *
+	       KCOLL_EAGER_SLOT_BYTES;
+}
+
+static u8 *kcoll_eager_slot(struct kcoll_conn *conn, u32 slot, bool bounce)
+{
+	return conn->ebuf.vaddr + kcoll_eager_off(slot, bounce);
+}
+
+/*
+ * Send the CREDITs of the slots consumed since (conn->erx_due). A full
+ * send queue leaves the rest due: the next send completion on @conn
+ * retries. Must hold comm->lock.
+ */
+void kcoll_engine_eager_credit(struct kcoll_conn *conn)
+{
+	unsigned int slot;
+
+	lockdep_assert_held(&conn->comm->lock);
+	for_each_set_bit(slot, &conn->erx_due, KCOLL_EAGER_SLOTS) {
+		struct kcoll_wire_msg m = {
+			.type = KCOLL_MSG_CREDIT,
+			.kind = KCOLL_KIND_COLL,
+			.len = cpu_to_le32(sizeof(struct kcoll_wire_eager) +
+					   KCOLL_EAGER_MAX),
+			.serial = cpu_to_le32(slot),
+		};
+		u64 addr;
+		u32 rkey;
+
+		kcoll_buf_remote(&conn->ebuf, kcoll_eager_off(slot, false),
+				 &addr, &rkey);
+		m.addr = cpu_to_le64(addr);
+		m.rkey = cpu_to_le32(rkey);
+		if (kcoll_conn_send_msg(conn, &m))
+			return;
+		__clear_bit(slot, &conn->erx_due);
+	}
+}
+
+/*
+ * @conn just came up: offer every slot of ours. (The peer's CREDITs may
+ * have come before our ESTABLISHED: etx_free is not reset here.) Must
+ * hold comm->lock.
+ */
+void kcoll_engine_eager_up(struct kcoll_conn *conn)
+{
+	conn->erx_due = GENMASK(KCOLL_EAGER_SLOTS - 1, 0);
+	kcoll_engine_eager_credit(conn);
+}
+
+/* Slot @slot's data is consumed (or stale): offer it again. */
+static void kcoll_eager_release(struct kcoll_conn *conn, u32 slot)
+{
+	conn->erx[slot].full = false;
+	__set_bit(slot, &conn->erx_due);
+	kcoll_engine_eager_credit(conn);
+}
+
+/*
+ * An eager write from @conn's peer landed in slot @imm's. It is checked
+ * here and consumed when our operation reaches its phase
+ * (kcoll_op_eager_recv()); until then the slot stays taken, so a sender
+ * runs at most KCOLL_EAGER_SLOTS transfers ahead of us.
+ */
+static void kcoll_engine_eager(struct kcoll_conn *conn, u32 imm,
+			       u32 byte_len)
+{
+	u32 slot = imm & KCOLL_IMM_EAGER_SERIAL;
+	const struct kcoll_wire_eager *h;
+	struct kcoll_task *op;
+
+	if ((imm >> KCOLL_IMM_KIND_SHIFT) != KCOLL_KIND_COLL ||
+	    slot >= KCOLL_EAGER_SLOTS || conn->erx[slot].full ||
+	    test_bit(slot, &conn->erx_due) || byte_len < sizeof(*h))
+		goto bad;
+	h = (const void *)kcoll_eager_slot(conn, slot, false);
+	if (h->kind != KCOLL_KIND_COLL || le32_to_cpu(h->len) > KCOLL_EAGER_MAX ||
+	    le32_to_cpu(h->len) != byte_len - sizeof(*h))
+		goto bad;
+	conn->erx[slot].full = true;
+	conn->erx[slot].seq = le32_to_cpu(h->seq);
+	conn->erx[slot].phase = le16_to_cpu(h->phase);
+	conn->erx[slot].len = le32_to_cpu(h->len);
+	op = kcoll_coll_head(conn->comm);
+	if (op && op->started && kcoll_seq_before(conn->erx[slot].seq, op->seq))
+		kcoll_eager_release(conn, slot);  /* for an op that failed */
+	return;
+bad:
+	pr_warn_ratelimited("comm %llx rank %u: bad eager write from rank %u (imm %#x, %u bytes)\n",
+			    conn->comm->uid, conn->comm->rank, conn->peer, imm,
+			    byte_len);
+	kcoll_conn_kill(conn, -EPROTO);
+}
+
+/* Offer again the slots holding data of collectives before @seq: they
+ * failed here, and nobody will consume it. */
+static void kcoll_eager_sweep(struct kcoll_conn *conn, u32 seq)
+{
+	u32 slot;
+
+	for (slot = 0; slot < KCOLL_EAGER_SLOTS; slot++)
+		if (conn->erx[slot].full &&
+		    kcoll_seq_before(conn->erx[slot].seq, seq))
+			kcoll_eager_release(conn, slot);
+}
+
+/*
+ * An EAGER message from a peer on this node (the channel carries the
+ * payload an eager WRITE would have): into the slot it names, then as if
+ * it had been written there. Must hold comm->lock.
+ */
+void kcoll_engine_eager_local(struct kcoll_conn *conn,
+			      const struct kcoll_wire_msg *m,
+			      const void *payload, u32 plen)
+{
+	u32 slot = le32_to_cpu(m->serial);
+
+	lockdep_assert_held(&conn->comm->lock);
+	if (!conn->local || !conn->eager || slot >= KCOLL_EAGER_SLOTS ||
+	    conn->erx[slot].full || test_bit(slot, &conn->erx_due) ||
+	    plen > KCOLL_EAGER_SLOT_BYTES || plen != le32_to_cpu(m->len)) {
+		pr_warn_ratelimited("comm %llx rank %u: bad eager message from rank %u (slot %u, %u bytes)\n",
+				    conn->comm->uid, conn->comm->rank,
+				    conn->peer, slot, plen);
+		kcoll_conn_kill(conn, -EPROTO);
+		return;
+	}
+	memcpy(kcoll_eager_slot(conn, slot, false), payload, plen);
+	kcoll_engine_eager(conn, kcoll_imm_make(m->kind,
+						KCOLL_IMM_EAGER | slot), plen);
+}
+
+/*
+ * The current phase receives eagerly from @conn's peer: consume its data if
+ * it has landed.
+ */
+static void kcoll_op_eager_recv(struct kcoll_task *op, struct kcoll_conn *conn)
+{
+	u32 slot;
+
+	if (op->recv_landed_any)
+		return;
+	for (slot = 0; slot < KCOLL_EAGER_SLOTS; slot++) {
+		typeof(conn->erx[0]) *e = &conn->erx[slot];
+
+		if (!e->full || e->seq != op->seq || e->phase != (u16)op->phase)
+			continue;
+		if (e->len != op->recv_total) {
+			kcoll_eager_release(conn, slot);
+			kcoll_op_fail(op, -EBADMSG);	/* sizes disagree */
+			return;
+		}
+		if (e->len)
+			kcoll_op_land(op, kcoll_eager_slot(conn, slot, false) +
+					  sizeof(struct kcoll_wire_eager),
+				      0, e->len);
+		kcoll_eager_release(conn, slot);
+		op->recv_done = op->recv_total;
+		op->recv_landed_any = true;
+		return;
+	}
+}
+
+/*
+ * The current phase sends eagerly to @conn's peer: header and data into a
+ * bounce of ours (registered with the slots), then one WRITE WITH IMM
+ * from it into a free slot of the peer's (inline when it fits). It counts
+ * as sent once posted: the bounce is ours until the peer offers the slot
+ * again, which it does only after the data has landed; a failed
+ * completion kills the connection like a control message's.
+ */
+static void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
+				const u8 *src)
+{
+	struct kcoll_wire_eager *h;
+	u32 len = op->send_total, n = sizeof(*h) + len, slot, imm;
+	struct ib_sge sge;
+	int err;
+
+	if (op->send_posted_any)
+		return;
+	if (op->ph.send.fwd && op->recv_done < op->send_total)
+		return;		/* not received (and reduced) yet */
+	if (len && kcoll_op_held(op))
+		return;		/* a higher priority runs */
+	slot = find_first_bit(&conn->etx_free, KCOLL_EAGER_SLOTS);
+	if (slot >= KCOLL_EAGER_SLOTS)
+		return;		/* the peer's next CREDIT runs us again */
+	h = (void *)kcoll_eager_slot(conn, slot, true);
+	memset(h, 0, sizeof(*h));
+	h->seq = cpu_to_le32(op->seq);
+	h->phase = cpu_to_le16(op->phase);
+	h->kind = KCOLL_KIND_COLL;
+	h->len = cpu_to_le32(len);
+	if (len)
+		memcpy(h + 1, src, len);
+	imm = kcoll_imm_make(KCOLL_KIND_COLL, KCOLL_IMM_EAGER | slot);
+	if (conn->local) {
+		/* The channel carries header and data: one message. */
+		struct kcoll_wire_msg m;
+
+		kcoll_msg_init(op, &m, KCOLL_MSG_EAGER);
+		m.serial = cpu_to_le32(slot);
+		m.len = cpu_to_le32(n);
+		err = conn->state == KCOLL_CONN_UP ?
+		      kcoll_lchan_send_data(conn, &m, h, n) : -ENOTCONN;
+	} else if (n <= conn->lane[0].max_inline) {
+		err = kcoll_conn_write_inline(conn, 0, h, n,
+					      conn->etx_addr[slot],
+					      conn->etx_rkey[slot], imm);
+	} else {
+		kcoll_buf_sge(&conn->ebuf, kcoll_eager_off(slot, true), n,
+			      &sge);
+		err = kcoll_conn_write(conn, 0, &sge, 1, conn->etx_addr[slot],
+				       conn->etx_rkey[slot], imm,
+				       &conn->lane[0].tx_cqe);
+	}
+	if (err == -ENOBUFS)
+		return;		/* retried on the next completion */
+	if (err) {
+		kcoll_op_fail(op, err == -ENOTCONN ?
+			      (conn->error ?: -ECONNRESET) : err);
+		return;
+	}
+	__clear_bit(slot, &conn->etx_free);
+	if (conn->local) {
+		conn->local_bytes += len;
+		kcoll_stat_add(KCOLL_STAT_INTRA_BYTES, len);
+	} else {
+		kcoll_stat_add(KCOLL_STAT_RDMA_BYTES, len);
+	}
+	kcoll_stat_add(KCOLL_STAT_EAGER_SENDS, 1);
+	op->send_posted = op->send_done = len;
+	op->send_posted_any = op->send_done_any = true;
+}
+
 /* Issue the grants the window allows for the current phase's receive. */
 static void kcoll_op_grant(struct kcoll_task *op)
 {
@@ -204,6 +489,10 @@ static void kcoll_op_grant(struct kcoll_task *op)
 
 	if (!conn)
 		return;
+	if (kcoll_op_eager(op, conn, op->recv_total)) {
+		kcoll_op_eager_recv(op, conn);
+		return;
+	}
 	while (op->recv_granted < op->recv_total || !op->recv_granted_any) {
 		struct kcoll_wire_msg m;
 		struct kcoll_grant *g;
@@ -285,26 +574,21 @@ static void kcoll_op_grant(struct kcoll_task *op)
 	}
 }
 
-/* Data of grant @g landed: reduce it if needed. */
+/* Data of grant @g landed: out of staging, if it came there. */
 static void kcoll_op_landed(struct kcoll_task *op, struct kcoll_conn *conn,
 			    struct kcoll_grant *g)
 {
-	const struct kcoll_srecv *rv = &op->ph.recv;
+	if (g->slot >= 0)
+		kcoll_op_land(op, conn->stage.vaddr +
+				  g->slot * conn->slot_bytes,
+			      g->dst_off, g->len);
+}
 
-	if (g->slot >= 0 && !rv->reduce) {	/* unregistered: copy out */
-		memcpy(kcoll_region(op, &rv->dst) + g->dst_off,
-		       conn->stage.vaddr + g->slot * conn->slot_bytes, g->len);
-	} else if (g->slot >= 0) {
-		u8 *dst = kcoll_region(op, &rv->dst) + g->dst_off;
-		const u8 *opnd = kcoll_region(op, &rv->operand) + g->dst_off;
-		const u8 *in = conn->stage.vaddr + g->slot * conn->slot_bytes;
-
-		if (opnd != dst)
-			memcpy(dst, opnd, g->len);
-		kernel_fpu_begin();
-		op->reduce(dst, in, g->len / op->esize);
-		kernel_fpu_end();
-	}
+/* The immediate of a WRITE answering grant @serial on @conn. */
+static u32 kcoll_conn_imm(struct kcoll_conn *conn, u32 kind, u32 serial)
+{
+	return kcoll_imm_make(kind, conn->eager ?
+				    serial & KCOLL_IMM_EAGER_SERIAL : serial);
 }
 
 /*
@@ -326,9 +610,12 @@ void kcoll_engine_data(struct kcoll_conn *conn, u32 imm, u32 byte_len)
 	 * is no concern of anyone's any more. */
 	if (conn->state != KCOLL_CONN_UP)
 		return;
+	if (conn->eager && (imm & KCOLL_IMM_EAGER)) {
+		kcoll_engine_eager(conn, imm, byte_len);
+		return;
+	}
 	list_for_each_entry(g, &conn->k[kind].out, node) {
-		if ((g->serial & KCOLL_IMM_SERIAL_MASK) ==
-		    (imm & KCOLL_IMM_SERIAL_MASK)) {
+		if (kcoll_conn_imm(conn, kind, g->serial) == imm) {
 			found = !g->landed && byte_len == g->len;
 			break;
 		}
@@ -410,6 +697,8 @@ void kcoll_write_done(struct ib_cq *cq, struct ib_wc *wc)
 		kcoll_op_fail(op, -EIO);
 	}
 	kfree(g);
+	if (conn->erx_due && conn->state == KCOLL_CONN_UP)
+		kcoll_engine_eager_credit(conn);	/* the SQ was full */
 	if (op->abort_deferred && !op->writes_inflight) {
 		op->abort_deferred = false;
 		kcoll_op_abort_peers(op, true);
@@ -529,6 +818,10 @@ static void kcoll_op_send(struct kcoll_task *op)
 
 	if (!conn)
 		return;
+	if (kcoll_op_eager(op, conn, op->send_total)) {
+		kcoll_op_send_eager(op, conn, src->vaddr + base);
+		return;
+	}
 	list_for_each_entry_safe(g, tmp, &conn->k[op->kind].in, node) {
 		struct ib_sge sge[2];
 		int nsge = 0, err;
@@ -596,7 +889,7 @@ static void kcoll_op_send(struct kcoll_task *op)
 			 */
 			err = kcoll_conn_write_inline(conn, 0, src->vaddr + off,
 						      g->len, g->addr, g->rkey,
-						      kcoll_imm_make(op->kind,
+						      kcoll_conn_imm(conn, op->kind,
 								     g->serial));
 			if (err == -ENOBUFS)
 				return;
@@ -643,7 +936,7 @@ static void kcoll_op_send(struct kcoll_task *op)
 		g->op = op;
 		g->lane = g->serial % conn->nlanes;
 		err = kcoll_conn_write(conn, g->lane, sge, nsge, g->addr, g->rkey,
-				       kcoll_imm_make(op->kind, g->serial),
+				       kcoll_conn_imm(conn, op->kind, g->serial),
 				       &g->cqe);
 		if (err == -ENOBUFS)
 			return;		/* retried on the next completion */
@@ -861,6 +1154,26 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 						       le32_to_cpu(m->serial)),
 				  le32_to_cpu(m->len));
 		return;
+	case KCOLL_MSG_CREDIT: {
+		u32 slot = le32_to_cpu(m->serial);
+
+		/*
+		 * Our view of the peer's slots: each offered once per use.
+		 * The first ones may overtake our ESTABLISHED, before the
+		 * REP has told the connecting side that the peer agreed.
+		 */
+		if (!(conn->eager || conn->eager_offer) ||
+		    m->kind != KCOLL_KIND_COLL ||
+		    slot >= KCOLL_EAGER_SLOTS ||
+		    le32_to_cpu(m->len) < sizeof(struct kcoll_wire_eager) +
+					  KCOLL_EAGER_MAX ||
+		    test_bit(slot, &conn->etx_free))
+			goto bad;
+		conn->etx_addr[slot] = le64_to_cpu(m->addr);
+		conn->etx_rkey[slot] = le32_to_cpu(m->rkey);
+		__set_bit(slot, &conn->etx_free);
+		return;
+	}
 	case KCOLL_MSG_GRANT:
 		if (le32_to_cpu(m->serial) != conn->k[m->kind].serial_in)
 			goto bad;
@@ -1006,6 +1319,8 @@ static void kcoll_op_progress(struct kcoll_task *op)
 
 				if (!conn)
 					continue;
+				if (conn->eager)
+					kcoll_eager_sweep(conn, op->seq);
 				kcoll_msg_init(op, &m, KCOLL_MSG_SIG);
 				if (kcoll_conn_send_msg(conn, &m)) {
 					kcoll_op_fail(op, -ECONNRESET);

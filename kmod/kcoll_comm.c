@@ -840,6 +840,20 @@ static int kcoll_comms_show(struct seq_file *m, void *unused)
 				seq_printf(m, " copied %llu", c->local_bytes);
 			if (c->ping_min_ns)
 				seq_printf(m, " rtt %llu ns", c->ping_min_ns);
+			if (c->eager) {
+				int e;
+
+				/* Our slots: full ones by seq.phase; the
+				 * peer's we may write; credits owed. */
+				seq_puts(m, " eager rx:");
+				for (e = 0; e < KCOLL_EAGER_SLOTS; e++)
+					if (c->erx[e].full)
+						seq_printf(m, " %u.%u",
+							   c->erx[e].seq,
+							   c->erx[e].phase);
+				seq_printf(m, " tx free %lx due %lx",
+					   c->etx_free, c->erx_due);
+			}
 			for (k = 0; k < KCOLL_KIND_NR; k++) {
 				seq_printf(m, " k%d out %u (ser %u/%u) in:", k,
 					   c->k[k].nr_out, c->k[k].serial_out,

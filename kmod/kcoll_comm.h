@@ -58,7 +58,9 @@
 #define KCOLL_INLINE_WANT	256	/* inline data asked of a QP */
 #define KCOLL_PINGS		4	/* round trips timed per connection */
 /* Operations whose largest buffer is no larger go without MRs. */
-#define KCOLL_SMALL_BYTES	4096
+#define KCOLL_SMALL_BYTES	KCOLL_EAGER_MAX
+/* A connection's eager slots and the bounces of its eager sends. */
+#define KCOLL_EAGER_BYTES	(2 * KCOLL_EAGER_SLOTS * KCOLL_EAGER_SLOT_BYTES)
 
 /* ------------------------------------------------------------------ */
 /* Memory                                                               */
@@ -218,6 +220,23 @@ struct kcoll_conn {
 	struct kcoll_buf stage;		/* reduce landing slots */
 	size_t slot_bytes;
 	unsigned long slot_busy;	/* bitmap of conn->window slots */
+
+	/* Eager transfers (docs/DESIGN.md, "Eager transfers"). */
+	bool eager_offer;		/* active side: our hello offered it */
+	bool eager;			/* agreed: small collective transfers
+					 * go without a grant */
+	struct kcoll_buf ebuf;		/* our receive slots, then the
+					 * bounces of our sends: one MR */
+	struct {
+		bool full;		/* landed, not yet consumed */
+		u16 phase;
+		u32 seq;
+		u32 len;
+	} erx[KCOLL_EAGER_SLOTS];
+	unsigned long erx_due;		/* consumed; CREDIT not yet sent */
+	unsigned long etx_free;		/* the peer's slots we may write */
+	u64 etx_addr[KCOLL_EAGER_SLOTS];
+	u32 etx_rkey[KCOLL_EAGER_SLOTS];
 
 	struct {
 		u32 serial_out;		/* next grant serial we issue */
@@ -423,6 +442,9 @@ void kcoll_local_exit(void);
 int kcoll_lchan_attach(struct kcoll_conn *conn);
 void kcoll_lchan_detach(struct kcoll_conn *conn);
 int kcoll_lchan_send(struct kcoll_conn *conn, const struct kcoll_wire_msg *m);
+int kcoll_lchan_send_data(struct kcoll_conn *conn,
+			  const struct kcoll_wire_msg *m, const void *payload,
+			  u32 plen);
 void kcoll_lchan_rx_work(struct work_struct *work);
 void kcoll_lchan_deliver(struct kcoll_conn *conn);
 /* kcoll_comm.c: is rank @rank of communicator @uid (with @key) here? */
@@ -431,6 +453,11 @@ bool kcoll_comm_here(u64 uid, u32 rank, const u8 *key);
 /* kcoll_coll.c: the engine; must hold comm->lock */
 void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m);
 void kcoll_engine_data(struct kcoll_conn *conn, u32 imm, u32 byte_len);
+void kcoll_engine_eager_up(struct kcoll_conn *conn);
+void kcoll_engine_eager_credit(struct kcoll_conn *conn);
+void kcoll_engine_eager_local(struct kcoll_conn *conn,
+			      const struct kcoll_wire_msg *m,
+			      const void *payload, u32 plen);
 void kcoll_write_done(struct ib_cq *cq, struct ib_wc *wc);
 void kcoll_engine_conn_lost(struct kcoll_conn *conn);
 void kcoll_engine_fail_all(struct kcoll_comm *comm, int err);

@@ -217,8 +217,33 @@ static int kcoll_conn_alloc_stage(struct kcoll_conn *conn)
 		return err;
 	err = kcoll_buf_register(&conn->stage, comm);
 	if (err)
-		kcoll_buf_release(&conn->stage);
+		goto out_release_stage;
+	if (!conn->eager_offer && !conn->eager)
+		return 0;
+	/* Eager slots and bounces: one MR (kcoll_eager_fits()). */
+	err = kcoll_buf_alloc(&conn->ebuf, KCOLL_EAGER_BYTES);
+	if (err)
+		goto out_release_stage;
+	err = kcoll_buf_register(&conn->ebuf, comm);
+	if (err)
+		goto out_release_ebuf;
+	return 0;
+
+out_release_ebuf:
+	kcoll_buf_release(&conn->ebuf);
+out_release_stage:
+	kcoll_buf_release(&conn->stage);
 	return err;
+}
+
+/*
+ * Eager slots are written at any offset of their buffer: it must be one
+ * MR, so the device's fast-reg page list must cover it (any real one's
+ * does: 33 pages).
+ */
+static bool kcoll_eager_fits(struct kcoll_comm *comm)
+{
+	return DIV_ROUND_UP(KCOLL_EAGER_BYTES, PAGE_SIZE) <= comm->seg_pages;
 }
 
 /* ------------------------------------------------------------------ */
@@ -411,6 +436,8 @@ static void kcoll_tx_done(struct ib_cq *cq, struct ib_wc *wc)
 	lane->sent_at = jiffies;
 	if (wc->status != IB_WC_SUCCESS)
 		kcoll_conn_wc_error(conn, wc, "send");
+	else if (conn->erx_due)
+		kcoll_engine_eager_credit(conn);	/* the SQ was full */
 	kcoll_engine_reap(comm);
 	if (comm->shutting_down && !conn->sq_posted)
 		wake_up_all(&comm->wait);	/* a BYE went out */
@@ -501,6 +528,9 @@ static void kcoll_conn_up(struct kcoll_conn *conn)
 	}
 	conn->state = KCOLL_CONN_UP;
 	comm->nr_up++;
+	/* Offer the peer our eager slots. */
+	if (conn->eager)
+		kcoll_engine_eager_up(conn);
 	/* Time the device's round trip (the cost model's alpha), unless the
 	 * peer is on this node: that one never touches the wire. The
 	 * accepting side starts once the peer's first PING shows that it
@@ -707,7 +737,8 @@ static int kcoll_conn_send_hello(struct kcoll_lane *lane,
 	struct kcoll_wire_hello hello = {
 		.version = KCOLL_WIRE_VERSION,
 		.flags = kcoll_hello_lanes(lane->idx, conn->nlanes) |
-			 (conn->local_offer ? KCOLL_HELLO_LOCAL : 0),
+			 (conn->local_offer ? KCOLL_HELLO_LOCAL : 0) |
+			 (conn->eager_offer ? KCOLL_HELLO_EAGER : 0),
 		.magic = cpu_to_le32(KCOLL_WIRE_MAGIC),
 		.uid = cpu_to_le64(comm->uid),
 		.src_rank = cpu_to_le32(comm->rank),
@@ -919,7 +950,11 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		conn->state = KCOLL_CONN_CONNECTING;
 		kcoll_conn_set_lanes(conn, nlanes);
 		conn->local = local;
+		conn->eager = nlanes == 1 &&
+			      (h->flags & KCOLL_HELLO_EAGER) && kcoll_eager() &&
+			      kcoll_eager_fits(comm);
 		acc.flags = (local ? KCOLL_ACCEPT_LOCAL : 0) |
+			    (conn->eager ? KCOLL_ACCEPT_EAGER : 0) |
 			    KCOLL_ACCEPT_PING;
 	}
 	lane = &conn->lane[idx];
@@ -1027,6 +1062,7 @@ static bool kcoll_lane_established(struct kcoll_lane *lane,
 		u8 len = acc ? ev->param.conn.private_data_len : 0;
 
 		conn->local = false;
+		conn->eager = false;
 		conn->peer_pongs = false;
 		if (len >= offsetof(struct kcoll_wire_accept, flags) &&
 		    le32_to_cpu(acc->magic) == KCOLL_WIRE_MAGIC) {
@@ -1038,6 +1074,9 @@ static bool kcoll_lane_established(struct kcoll_lane *lane,
 				      (acc->flags & KCOLL_ACCEPT_LOCAL);
 			conn->peer_pongs = len >= sizeof(*acc) &&
 					   (acc->flags & KCOLL_ACCEPT_PING);
+			conn->eager = conn->eager_offer &&
+				      len >= sizeof(*acc) &&
+				      (acc->flags & KCOLL_ACCEPT_EAGER);
 		}
 	}
 	if (err) {
@@ -1194,6 +1233,9 @@ int kcoll_conn_start(struct kcoll_comm *comm, u32 peer)
 				    sizeof(comm->ranks[peer].addr));
 	kcoll_conn_set_lanes(conn, conn->active && !conn->local_offer ?
 				   comm->lanes : 1);
+	/* Eager transfers: offered on one QP. */
+	conn->eager_offer = conn->active && conn->nlanes == 1 &&
+			    kcoll_eager() && kcoll_eager_fits(comm);
 	INIT_DELAYED_WORK(&conn->retry, kcoll_conn_retry_work);
 	INIT_WORK(&conn->lrx, kcoll_lchan_rx_work);
 	INIT_LIST_HEAD(&conn->sigs);
@@ -1230,6 +1272,7 @@ void kcoll_conn_shutdown(struct kcoll_conn *conn)
 	mutex_unlock(&conn->comm->lock);
 	/* Its MRs belong to the device's PD: gone before the device is. */
 	kcoll_buf_release(&conn->stage);
+	kcoll_buf_release(&conn->ebuf);
 }
 
 void kcoll_conn_free(struct kcoll_conn *conn)

@@ -145,6 +145,8 @@ int kcoll_xpose_copy(struct kcoll_conn *conn, u32 id, const u8 *src, u32 len)
 struct kcoll_lmsg {
 	struct list_head node;
 	struct kcoll_wire_msg msg;
+	u32 plen;			/* EAGER: bytes of payload */
+	u8 payload[];			/* EAGER: header and data */
 };
 
 struct kcoll_lchan {
@@ -259,15 +261,26 @@ void kcoll_lchan_detach(struct kcoll_conn *conn)
  */
 int kcoll_lchan_send(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 {
+	return kcoll_lchan_send_data(conn, m, NULL, 0);
+}
+
+/* The same with @plen bytes of payload (an EAGER message's). */
+int kcoll_lchan_send_data(struct kcoll_conn *conn,
+			  const struct kcoll_wire_msg *m, const void *payload,
+			  u32 plen)
+{
 	struct kcoll_lchan *ch = conn->lchan;
 	unsigned int peer = !kcoll_lchan_end(conn);
 	struct kcoll_lmsg *lm;
 
 	lockdep_assert_held(&conn->comm->lock);
-	lm = kmalloc(sizeof(*lm), GFP_KERNEL);
+	lm = kmalloc(struct_size(lm, payload, plen), GFP_KERNEL);
 	if (!lm)
 		return -ENOMEM;
 	lm->msg = *m;
+	lm->plen = plen;
+	if (plen)
+		memcpy(lm->payload, payload, plen);
 	spin_lock(&ch->lock);
 	if (ch->gone[peer]) {
 		spin_unlock(&ch->lock);
@@ -304,7 +317,12 @@ void kcoll_lchan_deliver(struct kcoll_conn *conn)
 	list_for_each_entry_safe(lm, tmp, &batch, node) {
 		/* A dead connection drops what comes, as a QP in the error
 		 * state flushes it. */
-		if (conn->state == KCOLL_CONN_UP && !comm->shutting_down)
+		if (conn->state != KCOLL_CONN_UP || comm->shutting_down)
+			;
+		else if (lm->msg.type == KCOLL_MSG_EAGER)
+			kcoll_engine_eager_local(conn, &lm->msg, lm->payload,
+						 lm->plen);
+		else
 			kcoll_engine_msg(conn, &lm->msg);
 		kfree(lm);
 	}

@@ -28,7 +28,8 @@ enum {
 	KCOLL_KNOB_MAX_SQ, KCOLL_KNOB_MAX_CQ, KCOLL_KNOB_CHUNK,
 	KCOLL_KNOB_CONNECT_TIMEOUT, KCOLL_KNOB_ACK_TIMEOUT,
 	KCOLL_KNOB_PRIO_SCHED, KCOLL_KNOB_PRIO_AGING, KCOLL_KNOB_OP_TIMEOUT,
-	KCOLL_KNOB_QPS_PER_PEER, KCOLL_KNOB_INTRA_NODE, KCOLL_KNOB_NR
+	KCOLL_KNOB_QPS_PER_PEER, KCOLL_KNOB_INTRA_NODE, KCOLL_KNOB_EAGER,
+	KCOLL_KNOB_NR
 };
 
 static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
@@ -54,7 +55,14 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 				      KCOLL_QPS_PER_PEER_MAX, false },
 	/* 1: data between ranks on one node is copied by the CPU. */
 	[KCOLL_KNOB_INTRA_NODE] = { "intra_node", 1, 0, 1, false },
+	/* 1: small collective transfers to other nodes need no grant. */
+	[KCOLL_KNOB_EAGER] = { "eager", 1, 0, 1, false },
 };
+
+bool kcoll_eager(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_EAGER].val);
+}
 
 bool kcoll_intra_node(void)
 {
@@ -175,6 +183,10 @@ module_param_cb(intra_node, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_INTRA_NODE], 0644);
 MODULE_PARM_DESC(intra_node,
 		 "1: new connections between ranks on this node copy data with the CPU instead of the NIC; 0: through the NIC (default 1)");
+module_param_cb(eager, &kcoll_param_ops, &kcoll_knobs[KCOLL_KNOB_EAGER],
+		0644);
+MODULE_PARM_DESC(eager,
+		 "1: new connections send collective transfers of up to 8 KiB without waiting for a grant (both ends must agree); 0: always granted (default 1)");
 MODULE_PARM_DESC(connect_timeout_ms,
 		 "How long COMM_CREATE waits for every peer by default (100..3600000 ms; default 60000)");
 
@@ -224,6 +236,7 @@ KCOLL_KNOB_ATTR(prio_aging_ms, KCOLL_KNOB_PRIO_AGING);
 KCOLL_KNOB_ATTR(op_timeout_ms, KCOLL_KNOB_OP_TIMEOUT);
 KCOLL_KNOB_ATTR(qps_per_peer, KCOLL_KNOB_QPS_PER_PEER);
 KCOLL_KNOB_ATTR(intra_node, KCOLL_KNOB_INTRA_NODE);
+KCOLL_KNOB_ATTR(eager, KCOLL_KNOB_EAGER);
 
 static ssize_t listen_port_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
@@ -296,6 +309,7 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_op_timeout_ms.attr.attr,
 	&kcoll_attr_qps_per_peer.attr.attr,
 	&kcoll_attr_intra_node.attr.attr,
+	&kcoll_attr_eager.attr.attr,
 	&dev_attr_listen_port.attr,
 	&dev_attr_devices.attr,
 	&dev_attr_abi_version.attr,
@@ -351,6 +365,7 @@ KCOLL_STAT_ATTR(failed, KCOLL_STAT_FAILED);
 KCOLL_STAT_ATTR(rejected, KCOLL_STAT_REJECTED);
 KCOLL_STAT_ATTR(rdma_write_bytes, KCOLL_STAT_RDMA_BYTES);
 KCOLL_STAT_ATTR(intra_node_bytes, KCOLL_STAT_INTRA_BYTES);
+KCOLL_STAT_ATTR(eager_sends, KCOLL_STAT_EAGER_SENDS);
 
 struct kcoll_opstats kcoll_node_stats;
 
@@ -399,6 +414,7 @@ static struct attribute *kcoll_stats_attrs[] = {
 	&dev_attr_rejected.attr,
 	&dev_attr_rdma_write_bytes.attr,
 	&dev_attr_intra_node_bytes.attr,
+	&dev_attr_eager_sends.attr,
 	&dev_attr_timeouts.attr,
 	&dev_attr_contexts.attr,
 	&dev_attr_inflight.attr,

@@ -21,7 +21,8 @@ struct kcoll_wire_hello {
 	u8	version;
 	u8	flags;		/* bits 0-2: this QP's index; 4-6: QPs - 1
 				 * (wire version 1 senders: 0, one QP);
-				 * bit 3: KCOLL_HELLO_LOCAL */
+				 * bit 3: KCOLL_HELLO_LOCAL;
+				 * bit 7: KCOLL_HELLO_EAGER */
 	__le32	magic;
 	__le64	uid;		/* communicator id */
 	__le32	src_rank;	/* the connecting rank */
@@ -39,9 +40,10 @@ struct kcoll_wire_hello {
  * The connecting rank's table puts the accepting rank on its own node: it
  * offers the intra-node path (docs/DESIGN.md, "Ranks on the same node").
  * Only the same module ever sees it: peers on other nodes never get it.
- * Bit 7 stays reserved (zero).
  */
 #define KCOLL_HELLO_LOCAL	0x08
+/* The connecting rank offers eager transfers (KCOLL_ACCEPT_EAGER). */
+#define KCOLL_HELLO_EAGER	0x80
 
 static inline u8 kcoll_hello_lanes(unsigned int idx, unsigned int nlanes)
 {
@@ -75,6 +77,12 @@ struct kcoll_wire_accept {
 /* The accepting rank answers PING with PONG: the connecting one may ping
  * (older peers leave the bit clear and would take PING for an error). */
 #define KCOLL_ACCEPT_PING	0x02
+/*
+ * Both ranks send small collective transfers eagerly (docs/DESIGN.md,
+ * "Eager transfers"): with the hello's KCOLL_HELLO_EAGER, on a connection
+ * of one QP to another node.
+ */
+#define KCOLL_ACCEPT_EAGER	0x04
 
 /* REJ private data: why a hello was refused. */
 struct kcoll_wire_reject {
@@ -113,6 +121,13 @@ enum kcoll_msg_type {
 				 * echoed by ... */
 	KCOLL_MSG_PONG,		/* ... the answer: the round trip is the
 				 * device's measured alpha */
+	KCOLL_MSG_CREDIT,	/* eager connections: our eager slot
+				 * @serial is free, at (@addr, @rkey),
+				 * @len bytes */
+	KCOLL_MSG_EAGER,	/* intra-node eager connections only: an
+				 * eager transfer for slot @serial, its
+				 * header and data (@len bytes) carried by
+				 * the message; stands for the eager WRITE */
 };
 
 /* Message kinds: collectives and point-to-point match independently. */
@@ -153,6 +168,33 @@ KCOLL_STATIC_ASSERT(sizeof(struct kcoll_wire_msg) == 48, "wire msg size");
  */
 #define KCOLL_IMM_KIND_SHIFT	31
 #define KCOLL_IMM_SERIAL_MASK	0x7fffffffU
+
+/*
+ * Eager transfers (connections that agreed on KCOLL_ACCEPT_EAGER): a
+ * collective transfer of at most KCOLL_EAGER_MAX bytes needs no grant. The
+ * sender writes a struct kcoll_wire_eager and the data behind it into one
+ * of the receiver's KCOLL_EAGER_SLOTS slots, which the receiver offered
+ * with a CREDIT message; the immediate is the kind, KCOLL_IMM_EAGER and
+ * the slot. On such connections a grant's serial travels in bits 0-29.
+ */
+#define KCOLL_IMM_EAGER		0x40000000U
+#define KCOLL_IMM_EAGER_SERIAL	0x3fffffffU
+#define KCOLL_EAGER_SLOTS	8
+#define KCOLL_EAGER_MAX		8192
+
+struct kcoll_wire_eager {
+	__le32	seq;		/* the collective */
+	__le16	phase;		/* the sender's schedule phase */
+	u8	kind;		/* KCOLL_KIND_COLL */
+	u8	resv;
+	__le32	len;		/* data bytes that follow */
+	__le32	resv2;
+};
+
+/* A slot: header, data, padded to a cache line. */
+#define KCOLL_EAGER_SLOT_BYTES	(KCOLL_EAGER_MAX + 64)
+
+KCOLL_STATIC_ASSERT(sizeof(struct kcoll_wire_eager) == 16, "eager header");
 
 static inline u32 kcoll_imm_make(u32 kind, u32 serial)
 {

@@ -669,6 +669,71 @@ TEST(intra_node_copies_instead_of_the_nic)
 	EXPECT_LT(0, kt_rdma_alpha_ns());
 }
 
+/*
+ * sysfs eager: between ranks that go through the NIC, collective transfers
+ * of at most 8 KiB are written without waiting for a grant
+ * (stats/eager_sends counts them): the flood of KT_FLOOD small allreduces
+ * in kt_rank_main() has every rank send at least one per operation, more
+ * than the 8 slots a peer offers, so senders wait for credits too. A
+ * signature mismatch of small collectives is still caught and the
+ * communicator goes on. Ranks on one node (intra_node) send theirs through
+ * the in-kernel channel. With 0 nothing goes eagerly, and the results are
+ * the same.
+ */
+TEST(eager_small_transfers_need_no_grant)
+{
+	long long e0, e1, e2, rdma0;
+	int codes[NPROC_MAX];
+
+	if (!getenv("KCOLL_IP"))
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "writing sysfs eager needs root");
+	ASSERT_EQ(1, kt_sysfs_read("eager"));
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("eager", "2"));
+	/* Ranks on one node would copy: through the NIC instead. */
+	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
+	e0 = kt_sysfs_read("stats/eager_sends");
+	ASSERT_LE(0, e0);
+	EXPECT_EQ(0, kt_spawn(3, 0x1031, -1, 0, codes, 0));
+	for (int k = 0; k < 3; k++) {
+		EXPECT_EQ(0, codes[k]) {
+			TH_LOG("rank %d failed with code %d", k, codes[k]);
+		}
+	}
+	e1 = kt_sysfs_read("stats/eager_sends");
+	EXPECT_LE(e0 + 3 * KT_FLOOD, e1) {
+		TH_LOG("%lld eager sends, want >= %d", e1 - e0, 3 * KT_FLOOD);
+	}
+	/* 1000 against 1001 floats over 3 ranks: transfers of ~1.3 KiB. */
+	EXPECT_EQ(0, kt_spawn(3, 0x1032, -1, 1, codes, 0));
+	for (int k = 0; k < 3; k++) {
+		EXPECT_EQ(0, codes[k]) {
+			TH_LOG("mismatch: rank %d failed with code %d", k,
+			       codes[k]);
+		}
+	}
+	/* On one node the channel carries them: nothing through the NIC. */
+	ASSERT_EQ(0, kt_sysfs_write("intra_node", "1"));
+	e1 = kt_sysfs_read("stats/eager_sends");
+	rdma0 = kt_sysfs_read("stats/rdma_write_bytes");
+	EXPECT_EQ(0, kt_spawn(3, 0x1034, -1, 0, codes, 0));
+	e2 = kt_sysfs_read("stats/eager_sends");
+	EXPECT_EQ(rdma0, kt_sysfs_read("stats/rdma_write_bytes"));
+	EXPECT_LE(e1 + 3 * KT_FLOOD, e2) {
+		TH_LOG("%lld eager sends on one node, want >= %d", e2 - e1,
+		       3 * KT_FLOOD);
+	}
+	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
+	ASSERT_EQ(0, kt_sysfs_write("eager", "0"));
+	e1 = kt_sysfs_read("stats/eager_sends");
+	EXPECT_EQ(0, kt_spawn(3, 0x1033, -1, 0, codes, 0));
+	e2 = kt_sysfs_read("stats/eager_sends");
+	EXPECT_EQ(0, kt_sysfs_write("eager", "1"));
+	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
+	EXPECT_EQ(e1, e2);
+}
+
 TEST(wrong_key_refused)
 {
 	int codes[NPROC_MAX];
