@@ -86,7 +86,8 @@ tools: $(TOOLS)
 collsim: $(COLLSIM)
 
 $(COLLSIM): tools/collsim.c kmod/kcoll_sched.c kmod/kcoll_sched.h \
-	    kmod/kcoll_cost.c kmod/kcoll_cost.h kmod/kcoll_plain.h uapi/linux/kcoll.h
+	    kmod/kcoll_cost.c kmod/kcoll_cost.h kmod/kcoll_plain.h kmod/kcoll_wire.h \
+	    uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_USER) -I$(TOP)/kmod -DKCOLL_SCHED_MAX_RANKS=16384 -o $@ \
 		tools/collsim.c kmod/kcoll_sched.c kmod/kcoll_cost.c -lm

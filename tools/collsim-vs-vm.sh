@@ -9,6 +9,11 @@
 #   gamma  the engine's fp32 sum in the guest (debugfs reduce_bench, 64 KiB)
 #   topology  1 rank per VM: fullbisection; P per VM: fattree, leaves of P
 #          ranks sharing one VM link (oversubscription P)
+#   local  with intra_node on in that boot (vm0/kcoll-paths.txt; on unless
+#          it says otherwise), ranks of one VM copy to each other (collsim
+#          -L) at the guest's memcpy rate (reduce_bench, 64 KiB)
+#   eager  with eager on (the same file; off if it is missing: boots before
+#          it), transfers of at most 8 KiB cost 1 x ib_write_lat (-E)
 # Prints both rankings and whether the fastest algorithm and the whole
 # order agree, then the totals.
 # Usage: tools/collsim-vs-vm.sh DIR [COLLSIM]
@@ -25,10 +30,14 @@ sum=$(cat "$dir/vm1/ib_write_bw-summary.txt" 2>/dev/null)
 val() { echo "$sum" | sed -n "s/.*\\b$1=\\([0-9.]*\\).*/\\1/p" | head -1; }
 mbs=$(val perftest) lat=$(val lat)
 red=$(awk '$1 == 65536 { print $2 }' "$v0/reduce-bench.txt" 2>/dev/null)
+cpy=$(awk '$1 == 65536 { print $3 }' "$v0/reduce-bench.txt" 2>/dev/null)
+paths=$(cat "$v0/kcoll-paths.txt" 2>/dev/null)
+intra=$(echo "$paths" | sed -n 's/^intra_node=//p')
+eager=$(echo "$paths" | sed -n 's/^eager=//p')
 f=$(ls "$v0"/algo-*-*.txt | head -1)
 n=$(sed -n 's/^# kcoll-perf: \([0-9]*\) ranks.*/\1/p' "$f" | head -1)
 ppn=$(grep -c "^#  Rank .* on vm0\$" "$f")
-for v in mbs lat red n ppn; do
+for v in mbs lat red cpy n ppn; do
 	[ -n "${!v}" ] && [ "${!v}" != 0 ] ||
 		{ echo "collsim-vs-vm: could not read $v from $dir" >&2; exit 1; }
 done
@@ -38,11 +47,16 @@ rgbps=$(awk -v m="$red" 'BEGIN { printf "%.6f", m / 1000 }')
 if [ "$ppn" -le 1 ]; then
 	topo=(-t fullbisection)
 else
-	topo=(-t fattree -k "$ppn" -O "$ppn")
+	topo=(-t fattree -k "$ppn" -O "$ppn" -P "$ppn")
+	[ "${intra:-1}" = 1 ] &&
+		topo+=(-L -Y "$(awk -v m="$cpy" 'BEGIN { printf "%.6f", m / 1000 }')")
 fi
+[ "${eager:-0}" = 1 ] &&
+	topo+=(-E "$(awk -v l="$lat" 'BEGIN { printf "%d", l * 1000 }')")
 echo "# collsim vs the VMs ($dir): $n ranks, $ppn per VM; ${topo[*]}"
 echo "# from the same boot: alpha $alpha_ns ns (2 x ib_write_lat $lat us)," \
-	"B $mbs MB/s (ib_write_bw), reduction $red MB/s (reduce_bench, 64 KiB)"
+	"B $mbs MB/s (ib_write_bw), reduction $red MB/s, memcpy $cpy MB/s" \
+	"(reduce_bench, 64 KiB); intra_node ${intra:-1 (assumed)}, eager ${eager:-0 (assumed)}"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -15,6 +15,11 @@
  *    free (FIFO per link, in departure order), and lands alpha + bytes /
  *    bottleneck bandwidth after that moment. alpha (-A) is the whole per-
  *    message latency, software and grant included;
+ *  - with -L, ranks of one node (-P of them, consecutive) do not use the
+ *    network: a chunk between them lands copy_ns + bytes * copy_ps after it
+ *    departs (the engine's intra-node path), and the next departs then;
+ *  - with -E, a transfer of at most KCOLL_EAGER_MAX bytes (its whole send)
+ *    lands after that latency instead of alpha: it needs no grant;
  *  - a reducing receive reduces each chunk when it lands, one chunk at a
  *    time per rank, at gamma (-G); the AVG step costs gamma per byte too;
  *  - a send is done when its last chunk landed, a receive when its last
@@ -44,9 +49,11 @@
  *
  * Usage: collsim -n 4096 -c allreduce -b 8 -e 256M -f 8 -a auto -t
  *	  fullbisection -A 5000 -B 12.5 -G 25 -C 65536 [-d esize] [-k leaf]
- *	  [-O oversub] [-H hop_ns] [-X copy_ns] [-Y copy_GBps] [-P ranks] [-q]
+ *	  [-O oversub] [-H hop_ns] [-X copy_ns] [-Y copy_GBps] [-P ranks] [-L]
+ *	  [-E eager_ns] [-q]
  *   -P  ranks per node for the cost model's automatic choice (-a auto), as
  *       the module takes it from the rank table (default 1)
+ *   -L  those ranks copy to each other instead of using the network
  */
 #define _GNU_SOURCE
 
@@ -59,6 +66,7 @@
 
 #include "kcoll_cost.h"
 #include "kcoll_sched.h"
+#include "kcoll_wire.h"
 
 #define SIM_MAX_RANKS	16384
 
@@ -90,7 +98,8 @@ struct link {
 static struct {
 	/* parameters */
 	u32 n, esize, topo, leaf, oversub;
-	u64 alpha_ps, hop_ps, copy_ps_fixed;
+	u32 node;		/* -L: ranks per node that copy; 0: none */
+	u64 alpha_ps, hop_ps, copy_ps_fixed, eager_ps;
 	u64 beta_fs, gamma_fs, copy_fs;	/* per byte, femtoseconds */
 	u64 chunk;
 	/* state */
@@ -286,8 +295,22 @@ static void on_depart(u32 r, u64 t)
 {
 	struct rk *k = &S.rk[r];
 	u64 b = chunk_bytes(k->s_bytes, k->s_next), start = t, occ, worst = 0;
-	u32 np = path(r, k->p.send.peer, path_buf), i;
+	u64 lat = S.eager_ps && k->s_bytes <= KCOLL_EAGER_MAX ? S.eager_ps :
+		  S.alpha_ps;
+	u32 np, i;
 
+	if (S.node > 1 && r / S.node == k->p.send.peer / S.node) {
+		/* Same node: the sender's CPU copies it into place. */
+		t += S.copy_ps_fixed + fs_to_ps(b, S.copy_fs);
+		ev_push(t, r, EV_LAND);
+		k->s_next++;
+		if (can_depart(k))
+			ev_push(t, r, EV_DEPART);
+		else if (k->s_next < k->s_chunks)
+			k->waiting = true;
+		return;
+	}
+	np = path(r, k->p.send.peer, path_buf);
 	for (i = 0; i < np; i++)
 		if (S.links[path_buf[i]].free > start)
 			start = S.links[path_buf[i]].free;
@@ -297,7 +320,7 @@ static void on_depart(u32 r, u64 t)
 		if (occ > worst)
 			worst = occ;
 	}
-	ev_push(start + S.alpha_ps + (np > 2 && S.topo == TOPO_RING ?
+	ev_push(start + lat + (np > 2 && S.topo == TOPO_RING ?
 				      (np - 1) * S.hop_ps : 0) + worst,
 		r, EV_LAND);
 	k->s_next++;
@@ -444,7 +467,8 @@ static void usage(void)
 		"       [-B GBps] [-G reduce_GBps] [-C chunk_bytes] [-d esize] "
 		"[-k leaf]\n"
 		"       [-O oversub] [-H hop_ns] [-X copy_ns] [-Y copy_GBps] "
-		"[-P node_ranks] [-q]\n");
+		"[-P node_ranks] [-L]\n"
+		"       [-E eager_ns] [-q]\n");
 	exit(2);
 }
 
@@ -479,7 +503,8 @@ int main(int argc, char **argv)
 {
 	double gbps = 12.5, rgbps = 1000.0 / KCOLL_COST_GAMMA_PS, cgbps = 20;
 	u64 bmin = 8, bmax = 256ULL << 20, alpha_ns = KCOLL_COST_ALPHA_NS;
-	u64 copy_ns = KCOLL_COST_COPY_NS, hop_ns = 0;
+	u64 copy_ns = KCOLL_COST_COPY_NS, hop_ns = 0, eager_ns = 0;
+	bool local = false;
 	const char *algo_arg = "auto", *topo = "fullbisection";
 	u32 op = KCOLL_OP_ALLREDUCE, factor = 2, i, opt, node_ranks = 1;
 	struct kcoll_tune tune;
@@ -491,7 +516,7 @@ int main(int argc, char **argv)
 	S.chunk = KCOLL_COST_CHUNK_BYTES;
 	S.leaf = 32;
 	S.oversub = 1;
-	while ((int)(opt = getopt(argc, argv, "n:c:b:e:f:a:t:A:B:G:C:d:k:O:H:X:Y:P:q")) != -1) {
+	while ((int)(opt = getopt(argc, argv, "n:c:b:e:f:a:t:A:B:G:C:d:k:O:H:X:Y:P:LE:q")) != -1) {
 		switch (opt) {
 		case 'n': S.n = strtoul(optarg, NULL, 0); break;
 		case 'c':
@@ -517,6 +542,8 @@ int main(int argc, char **argv)
 		case 'H': hop_ns = strtoull(optarg, NULL, 0); break;
 		case 'X': copy_ns = strtoull(optarg, NULL, 0); break;
 		case 'Y': cgbps = atof(optarg); break;
+		case 'L': local = true; break;
+		case 'E': eager_ns = strtoull(optarg, NULL, 0); break;
 		case 'q': quiet = true; break;
 		default: usage();
 		}
@@ -534,6 +561,8 @@ int main(int argc, char **argv)
 		usage();
 	S.alpha_ps = alpha_ns * 1000;
 	S.hop_ps = hop_ns * 1000;
+	S.eager_ps = eager_ns * 1000;
+	S.node = local ? node_ranks : 0;
 	S.copy_ps_fixed = copy_ns * 1000;
 	S.gamma_fs = (u64)llround(1e6 / rgbps);
 	S.copy_fs = (u64)llround(1e6 / cgbps);

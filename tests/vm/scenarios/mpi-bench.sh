@@ -399,6 +399,10 @@ if [ $algos = 1 ] && [ -x "$KPERF" ]; then
 		echo auto >"/sys/class/misc/kcoll/algo/$c"
 	done
 	log "forced algorithms: $((port - 29910)) runs in $((SECONDS - t0)) s"
+	# What the data path did, for collsim's model of it.
+	for k in intra_node eager; do
+		echo "$k=$(cat "/sys/class/misc/kcoll/$k" 2>/dev/null || echo 0)"
+	done >"$KCOLL_OUT/kcoll-paths.txt"
 fi
 
 # Gloo over ibverbs, last (see above): whether it runs on rxe is part of
