@@ -252,16 +252,34 @@ static u8 *kcoll_eager_slot(struct kcoll_conn *conn, u32 slot, bool bounce)
 }
 
 /*
- * Send the CREDITs of the slots consumed since (conn->erx_due). A full
- * send queue leaves the rest due: the next send completion on @conn
+ * Offer the peer the slots of conn->erx_due: each one's first time with a
+ * CREDIT naming its address; after that, once half of the slots are due,
+ * all of them with one CREDITS (a message less per small transfer, which
+ * is most of a small collective's cost). Holding back up to half never
+ * deadlocks: a sender that has run out of slots has only transfers the
+ * receiver will consume, in order, before it needs the one waiting. A
+ * full send queue leaves them due: the next send completion on @conn
  * retries. Must hold comm->lock.
  */
 void kcoll_engine_eager_credit(struct kcoll_conn *conn)
 {
+	unsigned long again = conn->erx_due & conn->erx_offered;
 	unsigned int slot;
 
 	lockdep_assert_held(&conn->comm->lock);
+	if (hweight_long(again) >= KCOLL_EAGER_SLOTS / 2) {
+		struct kcoll_wire_msg m = {
+			.type = KCOLL_MSG_CREDITS,
+			.kind = KCOLL_KIND_COLL,
+			.count = cpu_to_le64(again),
+		};
+
+		if (!kcoll_conn_send_msg(conn, &m))
+			conn->erx_due &= ~again;
+	}
 	for_each_set_bit(slot, &conn->erx_due, KCOLL_EAGER_SLOTS) {
+		if (test_bit(slot, &conn->erx_offered))
+			continue;
 		struct kcoll_wire_msg m = {
 			.type = KCOLL_MSG_CREDIT,
 			.kind = KCOLL_KIND_COLL,
@@ -279,6 +297,7 @@ void kcoll_engine_eager_credit(struct kcoll_conn *conn)
 		if (kcoll_conn_send_msg(conn, &m))
 			return;
 		__clear_bit(slot, &conn->erx_due);
+		__set_bit(slot, &conn->erx_offered);
 	}
 }
 
@@ -1158,20 +1177,33 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 		u32 slot = le32_to_cpu(m->serial);
 
 		/*
-		 * Our view of the peer's slots: each offered once per use.
-		 * The first ones may overtake our ESTABLISHED, before the
-		 * REP has told the connecting side that the peer agreed.
+		 * The first offer of one of the peer's slots, once per slot;
+		 * CREDITS offers them again. These may overtake our
+		 * ESTABLISHED, before the REP has told the connecting side
+		 * that the peer agreed.
 		 */
 		if (!(conn->eager || conn->eager_offer) ||
 		    m->kind != KCOLL_KIND_COLL ||
 		    slot >= KCOLL_EAGER_SLOTS ||
 		    le32_to_cpu(m->len) < sizeof(struct kcoll_wire_eager) +
 					  KCOLL_EAGER_MAX ||
-		    test_bit(slot, &conn->etx_free))
+		    test_bit(slot, &conn->etx_known))
 			goto bad;
 		conn->etx_addr[slot] = le64_to_cpu(m->addr);
 		conn->etx_rkey[slot] = le32_to_cpu(m->rkey);
 		__set_bit(slot, &conn->etx_free);
+		__set_bit(slot, &conn->etx_known);
+		return;
+	}
+	case KCOLL_MSG_CREDITS: {
+		u64 slots = le64_to_cpu(m->count);
+
+		/* Slots offered before, each in use by us until now. */
+		if (!conn->eager || m->kind != KCOLL_KIND_COLL || !slots ||
+		    (slots & ~(u64)conn->etx_known) ||
+		    (slots & (u64)conn->etx_free))
+			goto bad;
+		conn->etx_free |= slots;
 		return;
 	}
 	case KCOLL_MSG_GRANT:
@@ -1312,23 +1344,32 @@ static void kcoll_op_progress(struct kcoll_task *op)
 			atomic_inc(&op->prio_dev->active[op->prio]);
 			WRITE_ONCE(op->prio_dev->last[op->prio], jiffies);
 		}
-		if (op->kind == KCOLL_KIND_COLL) {
-			for (i = 0; i < comm->nranks; i++) {
-				struct kcoll_conn *conn = comm->conns[i];
-				struct kcoll_wire_msg m;
+	}
+	/*
+	 * Our SIG to every peer. A full send queue (a burst, or a provider
+	 * whose completions stall) defers the rest to the next completion:
+	 * the operation cannot finish before they are out, or a peer would
+	 * wait for ours for ever.
+	 */
+	for (i = op->sigs_sent; op->kind == KCOLL_KIND_COLL && i < comm->nranks;
+	     i = ++op->sigs_sent) {
+		struct kcoll_conn *conn = comm->conns[i];
+		struct kcoll_wire_msg m;
+		int err;
 
-				if (!conn)
-					continue;
-				if (conn->eager)
-					kcoll_eager_sweep(conn, op->seq);
-				kcoll_msg_init(op, &m, KCOLL_MSG_SIG);
-				if (kcoll_conn_send_msg(conn, &m)) {
-					kcoll_op_fail(op, -ECONNRESET);
-					return;
-				}
-				kcoll_op_check_sigs(op, conn);
-			}
+		if (!conn)
+			continue;
+		if (conn->eager)
+			kcoll_eager_sweep(conn, op->seq);
+		kcoll_msg_init(op, &m, KCOLL_MSG_SIG);
+		err = kcoll_conn_send_msg(conn, &m);
+		if (err == -ENOBUFS)
+			break;
+		if (err) {
+			kcoll_op_fail_from(op, -ECONNRESET, conn->peer);
+			return;
 		}
+		kcoll_op_check_sigs(op, conn);
 	}
 	while (!op->error && op->phase < op->nphases) {
 		if (!op->phase_open)
@@ -1351,7 +1392,8 @@ static void kcoll_op_progress(struct kcoll_task *op)
 	}
 	if (op->error)
 		return;
-	if (op->kind == KCOLL_KIND_COLL && op->sigs_ok < comm->nranks - 1)
+	if (op->kind == KCOLL_KIND_COLL &&
+	    (op->sigs_ok < comm->nranks - 1 || op->sigs_sent < comm->nranks))
 		return;
 	op->finished = true;
 }
@@ -1773,6 +1815,11 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 
 			if (!conn)
 				continue;
+			/* A channel's CREDIT that found no memory: no send
+			 * completion will retry it. */
+			if (conn->erx_due && conn->lchan &&
+			    conn->state == KCOLL_CONN_UP)
+				kcoll_engine_eager_credit(conn);
 			lists[0] = &conn->k[KCOLL_KIND_P2P].p2p_sends;
 			lists[1] = &conn->k[KCOLL_KIND_P2P].p2p_recvs;
 			for (l = 0; l < 2; l++) {

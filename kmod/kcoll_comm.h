@@ -234,7 +234,9 @@ struct kcoll_conn {
 		u32 len;
 	} erx[KCOLL_EAGER_SLOTS];
 	unsigned long erx_due;		/* consumed; CREDIT not yet sent */
+	unsigned long erx_offered;	/* first CREDIT sent (then CREDITS) */
 	unsigned long etx_free;		/* the peer's slots we may write */
+	unsigned long etx_known;	/* offered once: address known */
 	u64 etx_addr[KCOLL_EAGER_SLOTS];
 	u32 etx_rkey[KCOLL_EAGER_SLOTS];
 
@@ -307,6 +309,8 @@ struct kcoll_task {
 	u32 grants_out;			/* issued by this op, data not in */
 
 	u32 sigs_ok;			/* peers whose signature matched */
+	u32 sigs_sent;			/* ranks below this have our SIG (a
+					 * full send queue defers the rest) */
 	int error;			/* first error, sticky */
 	u8 reason;			/* enum kcoll_report_reason of @error */
 	u32 report_peer;		/* the rank @reason names, or ~0U */

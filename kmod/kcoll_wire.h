@@ -124,6 +124,10 @@ enum kcoll_msg_type {
 	KCOLL_MSG_CREDIT,	/* eager connections: our eager slot
 				 * @serial is free, at (@addr, @rkey),
 				 * @len bytes */
+	KCOLL_MSG_CREDITS,	/* eager connections: the slots of bitmap
+				 * @count, each offered before by a CREDIT,
+				 * are free again (sent once half of them
+				 * are) */
 	KCOLL_MSG_EAGER,	/* intra-node eager connections only: an
 				 * eager transfer for slot @serial, its
 				 * header and data (@len bytes) carried by

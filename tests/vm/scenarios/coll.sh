@@ -25,6 +25,7 @@
 #   algo=C:A force algorithm A for collective C (sysfs algo/C), e.g.
 #           algo=allreduce:ring; repeatable
 #   demo    only kcoll-perf, small sizes (what make demo shows)
+#   benchsmall  only kcoll-perf, make bench's small sizes (8 B to 512 KiB)
 #   big     only kcoll-perf, allreduce at 16 MiB; big=C: collective C from
 #           2 to 16 MiB; small=C: C from 8 B to 8 KiB, 20 iterations;
 #           reg (after those): buffers registered first (kcoll-perf -R 1)
@@ -98,6 +99,7 @@ for a in "$@"; do
 	small=*) perf=1 neg=0 check=0 perf_args=(-M -c "${a#small=}" -b 8 -e 8K -f 32 -n 20 -w 3) ;;
 	reg) perf_args+=(-R 1) ;;
 	demo) perf=1 neg=0 check=0 perf_args=(-M -c all -b 8 -e 1M -f 32 -n 3 -w 1) ;;
+	benchsmall) perf=1 neg=0 check=0 perf_args=(-M -u -c all -b 8 -e 512K -f 4 -n 20 -w 2) ;;
 	*) fail "unknown scenario argument '$a'" ;;
 	esac
 done
