@@ -217,6 +217,20 @@ static void kcoll_op_land(struct kcoll_task *op, const u8 *in, size_t off,
 	}
 }
 
+/*
+ * A WRITE for @op on @conn was posted with result @err: true if the
+ * caller stops here, with @op failed, or (a full send queue) to be
+ * retried on the next completion.
+ */
+static bool kcoll_op_post_stopped(struct kcoll_task *op,
+				  struct kcoll_conn *conn, int err)
+{
+	if (err && err != -ENOBUFS)
+		kcoll_op_fail(op, err == -ENOTCONN ?
+			      (conn->error ?: -ECONNRESET) : err);
+	return err;
+}
+
 /* ------------------------------------------------------------------ */
 /* Eager transfers                                                      */
 /* ------------------------------------------------------------------ */
@@ -479,13 +493,8 @@ static void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 				       conn->etx_rkey[slot], imm,
 				       &conn->lane[0].tx_cqe);
 	}
-	if (err == -ENOBUFS)
-		return;		/* retried on the next completion */
-	if (err) {
-		kcoll_op_fail(op, err == -ENOTCONN ?
-			      (conn->error ?: -ECONNRESET) : err);
+	if (kcoll_op_post_stopped(op, conn, err))
 		return;
-	}
 	__clear_bit(slot, &conn->etx_free);
 	if (conn->local) {
 		conn->local_bytes += len;
@@ -910,14 +919,8 @@ static void kcoll_op_send(struct kcoll_task *op)
 						      g->len, g->addr, g->rkey,
 						      kcoll_conn_imm(conn, op->kind,
 								     g->serial));
-			if (err == -ENOBUFS)
+			if (kcoll_op_post_stopped(op, conn, err))
 				return;
-			if (err) {
-				kcoll_op_fail(op, err == -ENOTCONN ?
-					      (conn->error ?: -ECONNRESET) :
-					      err);
-				return;
-			}
 			kcoll_stat_add(KCOLL_STAT_RDMA_BYTES, g->len);
 			op->send_posted += g->len;
 			op->send_posted_any = true;
@@ -957,13 +960,8 @@ static void kcoll_op_send(struct kcoll_task *op)
 		err = kcoll_conn_write(conn, g->lane, sge, nsge, g->addr, g->rkey,
 				       kcoll_conn_imm(conn, op->kind, g->serial),
 				       &g->cqe);
-		if (err == -ENOBUFS)
-			return;		/* retried on the next completion */
-		if (err) {
-			kcoll_op_fail(op, err == -ENOTCONN ?
-				      (conn->error ?: -ECONNRESET) : err);
+		if (kcoll_op_post_stopped(op, conn, err))
 			return;
-		}
 		kcoll_ib_tx_start(op->comm->ibdev);
 		list_del(&g->node);
 		op->writes_inflight++;

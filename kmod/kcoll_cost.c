@@ -297,9 +297,20 @@ u8 kcoll_sched_choose_cost(const struct kcoll_tune *t,
 	u8 dflt = kcoll_sched_algo(&a), best = dflt, algo;
 	const struct kcoll_coll_tune *ct;
 	u64 best_ns = KCOLL_COST_INF, ns;
+	struct kcoll_cost c = *cost;
 
 	if (opcode >= KCOLL_OP_LAST)
 		return best;
+	/*
+	 * A copy streams the same bytes a reduction does: never price it
+	 * below the (measured, agreed) reduction. Under emulation the 20 GB/s
+	 * default is 40 x too fast, which made Bruck's packing look free
+	 * (docs/PERFORMANCE.md); gamma is agreed, so every rank still
+	 * chooses alike.
+	 */
+	if (c.copy_ps < c.gamma_ps)
+		c.copy_ps = c.gamma_ps;
+	cost = &c;
 	ct = &t->coll[opcode];
 	if (ct->force != KCOLL_ALGO_DEFAULT &&
 	    kcoll_sched_algo_ok(opcode, ct->force))
