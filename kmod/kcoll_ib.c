@@ -393,6 +393,17 @@ u32 kcoll_ib_alpha_ns(struct ib_device *ibdev)
  */
 #define KCOLL_BETA_SAMPLE_BYTES	(4U << 20)
 
+/* Fold @sample into the smoothed @avg (weight 1/4; the first is taken). */
+static void kcoll_ib_smooth(atomic_t *avg, u32 sample)
+{
+	u32 old, new;
+
+	do {
+		old = atomic_read(avg);
+		new = old ? (u32)(((u64)old * 3 + sample) / 4) : sample;
+	} while (atomic_cmpxchg(avg, old, new) != old);
+}
+
 void kcoll_ib_tx_start(struct ib_device *ibdev)
 {
 	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
@@ -409,7 +420,6 @@ void kcoll_ib_tx_done(struct ib_device *ibdev, u32 bytes)
 {
 	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
 	u64 now = ktime_get_ns(), ps = 0;
-	u32 old, new;
 
 	if (!dev)
 		return;
@@ -428,11 +438,7 @@ void kcoll_ib_tx_done(struct ib_device *ibdev, u32 bytes)
 	spin_unlock_bh(&dev->tx_lock);
 	if (!ps)
 		return;
-	ps = min_t(u64, ps, KCOLL_BETA_MAX_PS);
-	do {
-		old = atomic_read(&dev->beta_ps);
-		new = old ? (u32)(((u64)old * 3 + ps) / 4) : (u32)ps;
-	} while (atomic_cmpxchg(&dev->beta_ps, old, new) != old);
+	kcoll_ib_smooth(&dev->beta_ps, min_t(u64, ps, KCOLL_BETA_MAX_PS));
 }
 
 u32 kcoll_ib_beta_measured_ps(struct ib_device *ibdev)
@@ -451,14 +457,10 @@ u32 kcoll_ib_beta_measured_ps(struct ib_device *ibdev)
 void kcoll_ib_alpha_sample(struct ib_device *ibdev, u64 ns)
 {
 	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
-	u32 v = min_t(u64, max_t(u64, ns, 1), KCOLL_ALPHA_MAX_NS), old, new;
 
-	if (!dev)
-		return;
-	do {
-		old = atomic_read(&dev->alpha_ns);
-		new = old ? (u32)(((u64)old * 3 + v) / 4) : v;
-	} while (atomic_cmpxchg(&dev->alpha_ns, old, new) != old);
+	if (dev)
+		kcoll_ib_smooth(&dev->alpha_ns, min_t(u64, max_t(u64, ns, 1),
+						      KCOLL_ALPHA_MAX_NS));
 }
 
 struct kcoll_opstats *kcoll_ib_stats(struct ib_device *ibdev)
