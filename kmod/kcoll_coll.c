@@ -272,12 +272,14 @@ static u8 *kcoll_eager_slot(struct kcoll_conn *conn, u32 slot, bool bounce)
  * is most of a small collective's cost). Holding back up to half never
  * deadlocks: a sender that has run out of slots has only transfers the
  * receiver will consume, in order, before it needs the one waiting. A
- * full send queue leaves them due: the next send completion on @conn
- * retries. Must hold comm->lock.
+ * full send queue (or a channel message without memory) leaves them due:
+ * kcoll_engine_reap() retries after every completion. Must hold
+ * comm->lock.
  */
 void kcoll_engine_eager_credit(struct kcoll_conn *conn)
 {
 	unsigned long again = conn->erx_due & conn->erx_offered;
+	unsigned long fresh = conn->erx_due & ~conn->erx_offered;
 	unsigned int slot;
 
 	lockdep_assert_held(&conn->comm->lock);
@@ -291,9 +293,7 @@ void kcoll_engine_eager_credit(struct kcoll_conn *conn)
 		if (!kcoll_conn_send_msg(conn, &m))
 			conn->erx_due &= ~again;
 	}
-	for_each_set_bit(slot, &conn->erx_due, KCOLL_EAGER_SLOTS) {
-		if (test_bit(slot, &conn->erx_offered))
-			continue;
+	for_each_set_bit(slot, &fresh, KCOLL_EAGER_SLOTS) {
 		struct kcoll_wire_msg m = {
 			.type = KCOLL_MSG_CREDIT,
 			.kind = KCOLL_KIND_COLL,
@@ -442,7 +442,8 @@ static void kcoll_op_eager_recv(struct kcoll_task *op, struct kcoll_conn *conn)
 /*
  * The current phase sends eagerly to @conn's peer: header and data into a
  * bounce of ours (registered with the slots), then one WRITE WITH IMM
- * from it into a free slot of the peer's (inline when it fits). It counts
+ * from it into a free slot of the peer's (inline when it fits); to a peer
+ * on this node, one channel message that carries both. It counts
  * as sent once posted: the bounce is ours until the peer offers the slot
  * again, which it does only after the data has landed; a failed
  * completion kills the connection like a control message's.
@@ -450,7 +451,7 @@ static void kcoll_op_eager_recv(struct kcoll_task *op, struct kcoll_conn *conn)
 static void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 				const u8 *src)
 {
-	struct kcoll_wire_eager *h;
+	struct kcoll_wire_eager hdr, *h;
 	u32 len = op->send_total, n = sizeof(*h) + len, slot, imm;
 	struct ib_sge sge;
 	int err;
@@ -464,34 +465,38 @@ static void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 	slot = find_first_bit(&conn->etx_free, KCOLL_EAGER_SLOTS);
 	if (slot >= KCOLL_EAGER_SLOTS)
 		return;		/* the peer's next CREDIT runs us again */
-	h = (void *)kcoll_eager_slot(conn, slot, true);
+	/* Through the NIC the header goes first in our bounce, the data
+	 * behind it; the channel carries them itself. */
+	h = conn->local ? &hdr : (void *)kcoll_eager_slot(conn, slot, true);
 	memset(h, 0, sizeof(*h));
 	h->seq = cpu_to_le32(op->seq);
 	h->phase = cpu_to_le16(op->phase);
 	h->kind = KCOLL_KIND_COLL;
 	h->len = cpu_to_le32(len);
-	if (len)
-		memcpy(h + 1, src, len);
 	imm = kcoll_imm_make(KCOLL_KIND_COLL, KCOLL_IMM_EAGER | slot);
 	if (conn->local) {
-		/* The channel carries header and data: one message. */
 		struct kcoll_wire_msg m;
 
 		kcoll_msg_init(op, &m, KCOLL_MSG_EAGER);
 		m.serial = cpu_to_le32(slot);
 		m.len = cpu_to_le32(n);
 		err = conn->state == KCOLL_CONN_UP ?
-		      kcoll_lchan_send_data(conn, &m, h, n) : -ENOTCONN;
-	} else if (n <= conn->lane[0].max_inline) {
-		err = kcoll_conn_write_inline(conn, 0, h, n,
-					      conn->etx_addr[slot],
-					      conn->etx_rkey[slot], imm);
+		      kcoll_lchan_send_data(conn, &m, h, src, len) :
+		      -ENOTCONN;
 	} else {
-		kcoll_buf_sge(&conn->ebuf, kcoll_eager_off(slot, true), n,
-			      &sge);
-		err = kcoll_conn_write(conn, 0, &sge, 1, conn->etx_addr[slot],
-				       conn->etx_rkey[slot], imm,
-				       &conn->lane[0].tx_cqe);
+		memcpy(h + 1, src, len);
+		if (n <= conn->lane[0].max_inline) {
+			err = kcoll_conn_write_inline(conn, 0, h, n,
+						      conn->etx_addr[slot],
+						      conn->etx_rkey[slot], imm);
+		} else {
+			kcoll_buf_sge(&conn->ebuf, kcoll_eager_off(slot, true),
+				      n, &sge);
+			err = kcoll_conn_write(conn, 0, &sge, 1,
+					       conn->etx_addr[slot],
+					       conn->etx_rkey[slot], imm,
+					       &conn->lane[0].tx_cqe);
+		}
 	}
 	if (kcoll_op_post_stopped(op, conn, err))
 		return;
@@ -725,8 +730,6 @@ void kcoll_write_done(struct ib_cq *cq, struct ib_wc *wc)
 		kcoll_op_fail(op, -EIO);
 	}
 	kfree(g);
-	if (conn->erx_due && conn->state == KCOLL_CONN_UP)
-		kcoll_engine_eager_credit(conn);	/* the SQ was full */
 	if (op->abort_deferred && !op->writes_inflight) {
 		op->abort_deferred = false;
 		kcoll_op_abort_peers(op, true);
@@ -1813,10 +1816,9 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 
 			if (!conn)
 				continue;
-			/* A channel's CREDIT that found no memory: no send
-			 * completion will retry it. */
-			if (conn->erx_due && conn->lchan &&
-			    conn->state == KCOLL_CONN_UP)
+			/* Credits a full send queue (or a channel without
+			 * memory) held back. */
+			if (conn->erx_due && conn->state == KCOLL_CONN_UP)
 				kcoll_engine_eager_credit(conn);
 			lists[0] = &conn->k[KCOLL_KIND_P2P].p2p_sends;
 			lists[1] = &conn->k[KCOLL_KIND_P2P].p2p_recvs;

@@ -447,8 +447,9 @@ int kcoll_lchan_attach(struct kcoll_conn *conn);
 void kcoll_lchan_detach(struct kcoll_conn *conn);
 int kcoll_lchan_send(struct kcoll_conn *conn, const struct kcoll_wire_msg *m);
 int kcoll_lchan_send_data(struct kcoll_conn *conn,
-			  const struct kcoll_wire_msg *m, const void *payload,
-			  u32 plen);
+			  const struct kcoll_wire_msg *m,
+			  const struct kcoll_wire_eager *hdr, const void *data,
+			  u32 len);
 void kcoll_lchan_rx_work(struct work_struct *work);
 void kcoll_lchan_deliver(struct kcoll_conn *conn);
 /* kcoll_comm.c: is rank @rank of communicator @uid (with @key) here? */

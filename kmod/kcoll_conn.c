@@ -436,8 +436,6 @@ static void kcoll_tx_done(struct ib_cq *cq, struct ib_wc *wc)
 	lane->sent_at = jiffies;
 	if (wc->status != IB_WC_SUCCESS)
 		kcoll_conn_wc_error(conn, wc, "send");
-	else if (conn->erx_due)
-		kcoll_engine_eager_credit(conn);	/* the SQ was full */
 	kcoll_engine_reap(comm);
 	if (comm->shutting_down && !conn->sq_posted)
 		wake_up_all(&comm->wait);	/* a BYE went out */

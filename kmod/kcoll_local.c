@@ -261,16 +261,21 @@ void kcoll_lchan_detach(struct kcoll_conn *conn)
  */
 int kcoll_lchan_send(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 {
-	return kcoll_lchan_send_data(conn, m, NULL, 0);
+	return kcoll_lchan_send_data(conn, m, NULL, NULL, 0);
 }
 
-/* The same with @plen bytes of payload (an EAGER message's). */
+/*
+ * The same with a payload (an EAGER message's): the struct
+ * kcoll_wire_eager @hdr, then @len bytes of @data.
+ */
 int kcoll_lchan_send_data(struct kcoll_conn *conn,
-			  const struct kcoll_wire_msg *m, const void *payload,
-			  u32 plen)
+			  const struct kcoll_wire_msg *m,
+			  const struct kcoll_wire_eager *hdr, const void *data,
+			  u32 len)
 {
 	struct kcoll_lchan *ch = conn->lchan;
 	unsigned int peer = !kcoll_lchan_end(conn);
+	u32 plen = hdr ? sizeof(*hdr) + len : 0;
 	struct kcoll_lmsg *lm;
 
 	lockdep_assert_held(&conn->comm->lock);
@@ -279,8 +284,10 @@ int kcoll_lchan_send_data(struct kcoll_conn *conn,
 		return -ENOMEM;
 	lm->msg = *m;
 	lm->plen = plen;
-	if (plen)
-		memcpy(lm->payload, payload, plen);
+	if (hdr) {
+		memcpy(lm->payload, hdr, sizeof(*hdr));
+		memcpy(lm->payload + sizeof(*hdr), data, len);
+	}
 	spin_lock(&ch->lock);
 	if (ch->gone[peer]) {
 		spin_unlock(&ch->lock);
@@ -317,12 +324,13 @@ void kcoll_lchan_deliver(struct kcoll_conn *conn)
 	list_for_each_entry_safe(lm, tmp, &batch, node) {
 		/* A dead connection drops what comes, as a QP in the error
 		 * state flushes it. */
-		if (conn->state != KCOLL_CONN_UP || comm->shutting_down)
-			;
-		else if (lm->msg.type == KCOLL_MSG_EAGER)
+		bool up = conn->state == KCOLL_CONN_UP &&
+			  !comm->shutting_down;
+
+		if (up && lm->msg.type == KCOLL_MSG_EAGER)
 			kcoll_engine_eager_local(conn, &lm->msg, lm->payload,
 						 lm->plen);
-		else
+		else if (up)
 			kcoll_engine_msg(conn, &lm->msg);
 		kfree(lm);
 	}
