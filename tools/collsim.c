@@ -297,35 +297,31 @@ static void on_depart(u32 r, u64 t)
 	u64 b = chunk_bytes(k->s_bytes, k->s_next), start = t, occ, worst = 0;
 	u64 lat = S.eager_ps && k->s_bytes <= KCOLL_EAGER_MAX ? S.eager_ps :
 		  S.alpha_ps;
+	u64 land, next;		/* it lands; the next may depart */
 	u32 np, i;
 
 	if (S.node > 1 && r / S.node == k->p.send.peer / S.node) {
 		/* Same node: the sender's CPU copies it into place. */
-		t += S.copy_ps_fixed + fs_to_ps(b, S.copy_fs);
-		ev_push(t, r, EV_LAND);
-		k->s_next++;
-		if (can_depart(k))
-			ev_push(t, r, EV_DEPART);
-		else if (k->s_next < k->s_chunks)
-			k->waiting = true;
-		return;
+		land = next = t + S.copy_ps_fixed + fs_to_ps(b, S.copy_fs);
+	} else {
+		np = path(r, k->p.send.peer, path_buf);
+		for (i = 0; i < np; i++)
+			if (S.links[path_buf[i]].free > start)
+				start = S.links[path_buf[i]].free;
+		for (i = 0; i < np; i++) {
+			occ = fs_to_ps(b, S.links[path_buf[i]].fs_per_byte);
+			S.links[path_buf[i]].free = start + occ;
+			if (occ > worst)
+				worst = occ;
+		}
+		land = start + lat + worst +
+		       (np > 2 && S.topo == TOPO_RING ? (np - 1) * S.hop_ps : 0);
+		next = S.links[path_buf[0]].free;  /* the egress link freed */
 	}
-	np = path(r, k->p.send.peer, path_buf);
-	for (i = 0; i < np; i++)
-		if (S.links[path_buf[i]].free > start)
-			start = S.links[path_buf[i]].free;
-	for (i = 0; i < np; i++) {
-		occ = fs_to_ps(b, S.links[path_buf[i]].fs_per_byte);
-		S.links[path_buf[i]].free = start + occ;
-		if (occ > worst)
-			worst = occ;
-	}
-	ev_push(start + lat + (np > 2 && S.topo == TOPO_RING ?
-				      (np - 1) * S.hop_ps : 0) + worst,
-		r, EV_LAND);
+	ev_push(land, r, EV_LAND);
 	k->s_next++;
-	if (can_depart(k))	/* after the egress link freed */
-		ev_push(S.links[path_buf[0]].free, r, EV_DEPART);
+	if (can_depart(k))
+		ev_push(next, r, EV_DEPART);
 	else if (k->s_next < k->s_chunks)
 		k->waiting = true;
 }
