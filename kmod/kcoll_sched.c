@@ -1101,6 +1101,23 @@ u32 kcoll_sched_nphases(const struct kcoll_sched_args *a)
 	return kcoll_sched_nph(a);
 }
 
+bool kcoll_sched_all_dependent(const struct kcoll_sched_args *a)
+{
+	if (a->nranks < 2)
+		return false;
+	switch (a->opcode) {
+	case KCOLL_OP_BARRIER:
+		return true;
+	case KCOLL_OP_ALLREDUCE:
+	case KCOLL_OP_ALLGATHER:
+	case KCOLL_OP_REDUCE_SCATTER:
+	case KCOLL_OP_ALLTOALL:
+		return a->count > 0;
+	default:
+		return false;
+	}
+}
+
 void kcoll_sched_phase(const struct kcoll_sched_args *a, u32 idx,
 		       struct kcoll_phase *p)
 {

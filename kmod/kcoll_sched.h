@@ -164,6 +164,18 @@ const char *kcoll_algo_name(u8 algo);
 /* Number of phases of @a on this rank (may be 0: nothing to move). */
 u32 kcoll_sched_nphases(const struct kcoll_sched_args *a);
 
+/*
+ * Does every rank's result depend on every rank's input, through the
+ * schedule's transfers (an empty one counts: it still carries a message)?
+ * Then a rank that checks the signature on everything it receives, and
+ * whose operation completes, has every rank's signature equal to its own
+ * (equality is transitive along the data's paths): the engine sends no
+ * SIG for such operations (docs/DESIGN.md, "Lazy signatures"). Decided
+ * from the signature alone (never from @rank), so that all ranks agree;
+ * test_sched checks it against every schedule.
+ */
+bool kcoll_sched_all_dependent(const struct kcoll_sched_args *a);
+
 /* Phase @idx (< nphases) of @a; the result is fully initialised. */
 void kcoll_sched_phase(const struct kcoll_sched_args *a, u32 idx,
 		       struct kcoll_phase *p);

@@ -2069,11 +2069,127 @@ static void test_copy_at_least_gamma(void)
 		     KCOLL_ALGO_PAIRWISE);
 }
 
+/*
+ * kcoll_sched_all_dependent() against the schedules: where it says yes,
+ * follow what each rank's state has seen of the others through every
+ * transfer, phase by phase (a fwd send carries what its phase received),
+ * and require that every rank ends having seen every rank, and that no
+ * rank has zero phases. Where it says no for an opcode it covers
+ * otherwise, at least one case must really lack the property (else the
+ * predicate is needlessly strict).
+ */
+static bool all_dependent_holds(struct kcoll_sched_args *a, u32 n)
+{
+	u64 seen[64], prev[64];
+	u32 nph[64], r, k, maxph = 0, pass;
+	struct kcoll_phase ph[64];
+
+	for (r = 0; r < n; r++) {
+		a->rank = r;
+		nph[r] = kcoll_sched_nphases(a);
+		if (nph[r] > maxph)
+			maxph = nph[r];
+		seen[r] = 1ULL << r;
+	}
+	for (k = 0; k < maxph; k++) {
+		for (r = 0; r < n; r++) {
+			a->rank = r;
+			kcoll_sched_phase(a, k, &ph[r]);
+			if (k >= nph[r])
+				ph[r].has_send = ph[r].has_recv = false;
+			prev[r] = seen[r];
+		}
+		/* n passes: a fwd chain within one phase is at most n long. */
+		for (pass = 0; pass < n; pass++) {
+			for (r = 0; r < n; r++) {
+				u32 q = ph[r].recv.peer;
+
+				if (!ph[r].has_recv || q >= n ||
+				    !ph[q].has_send || ph[q].send.peer != r)
+					continue;
+				seen[r] |= ph[q].send.fwd ? seen[q] : prev[q];
+			}
+		}
+	}
+	for (r = 0; r < n; r++)
+		if (!nph[r] || seen[r] != (n == 64 ? ~0ULL :
+					   (1ULL << n) - 1))
+			return false;
+	return true;
+}
+
+static void test_all_dependent(void)
+{
+	static const u32 ops[] = { KCOLL_OP_ALLREDUCE, KCOLL_OP_ALLGATHER,
+				   KCOLL_OP_REDUCE_SCATTER, KCOLL_OP_ALLTOALL,
+				   KCOLL_OP_BARRIER, KCOLL_OP_BROADCAST,
+				   KCOLL_OP_REDUCE };
+	u32 oi, ai, nalg, n, ci, nc, checked = 0;
+	u64 counts[16];
+	u8 algos[8];
+
+	for (oi = 0; oi < ARRAY_SIZE(ops); oi++) {
+		u32 op = ops[oi];
+
+		nalg = algos_for(op, algos);
+		for (ai = 0; ai < nalg; ai++) {
+			for (n = 1; n <= 64; n++) {
+				nc = counts_for(n, false, counts);
+				counts[nc++] = 4099;
+				for (ci = 0; ci < nc; ci++) {
+					struct kcoll_sched_args a = {
+						.opcode = op,
+						.redop = is_reducing(op) ?
+							 KCOLL_REDOP_SUM :
+							 KCOLL_REDOP_NONE,
+						.nranks = n,
+						.root = n / 2,
+						.count = counts[ci],
+						.algo = algos[ai],
+					};
+
+					if (kcoll_sched_check(&a) ||
+					    !kcoll_sched_all_dependent(&a))
+						continue;
+					checked++;
+					if (!all_dependent_holds(&a, n)) {
+						UNIT_FAIL("%s algo %u n %u count %llu: a rank completes without depending on every rank",
+							  op_name(op), algos[ai], n,
+							  (unsigned long long)counts[ci]);
+						return;
+					}
+				}
+			}
+		}
+	}
+	unit_diag("all-dependent schedules checked: %u", checked);
+	/* The predicate is not vacuous: broadcast, reduce, count 0 and one
+	 * rank are excluded, and a broadcast really lacks the property. */
+	{
+		struct kcoll_sched_args b = {
+			.opcode = KCOLL_OP_BROADCAST, .redop = KCOLL_REDOP_NONE,
+			.nranks = 4, .count = 8,
+		};
+
+		UNIT_CHECK(!kcoll_sched_all_dependent(&b));
+		UNIT_CHECK(!all_dependent_holds(&b, 4));
+		b.opcode = KCOLL_OP_ALLREDUCE;
+		b.redop = KCOLL_REDOP_SUM;
+		UNIT_CHECK(kcoll_sched_all_dependent(&b));
+		b.count = 0;
+		UNIT_CHECK(!kcoll_sched_all_dependent(&b));
+		b.count = 8;
+		b.nranks = 1;
+		UNIT_CHECK(!kcoll_sched_all_dependent(&b));
+	}
+}
+
 int main(int argc, char **argv)
 {
 	unit_init(argc, argv);
 	UNIT_RUN(test_check);
 	UNIT_RUN(test_copy_at_least_gamma);
+	UNIT_RUN(test_all_dependent);
 	UNIT_RUN(test_out_of_range);
 	UNIT_RUN(test_huge_count);
 	UNIT_RUN(test_in_place_ignored);
