@@ -135,6 +135,7 @@ enum kcoll_stat {
 	KCOLL_STAT_RDMA_BYTES,	/* payload sent by RDMA WRITE */
 	KCOLL_STAT_INTRA_BYTES,	/* payload copied to ranks on this node */
 	KCOLL_STAT_EAGER_SENDS,	/* transfers written without a grant */
+	KCOLL_STAT_SIG_SENDS,	/* SIG messages sent */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);
@@ -149,6 +150,7 @@ u32 kcoll_ack_timeout(void);		/* new connections */
 #define KCOLL_QPS_PER_PEER_MAX	4
 u32 kcoll_qps_per_peer(void);		/* new communicators */
 bool kcoll_intra_node(void);		/* new connections */
+bool kcoll_lazy_sigs(void);
 bool kcoll_eager(void);			/* new connections */
 bool kcoll_prio_sched(void);		/* priorities (else FIFO) */
 u32 kcoll_prio_aging_ms(void);

@@ -181,6 +181,132 @@ static void kcoll_op_fail_from(struct kcoll_task *op, int err, u32 peer)
 }
 
 /* ------------------------------------------------------------------ */
+/* Signatures                                                           */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Lazy signatures (docs/DESIGN.md): on a connection where both ends offered
+ * them, a collective whose every result depends on every rank
+ * (kcoll_sched_all_dependent(), op->lazy) sends no SIG and waits for none:
+ * the signature travels with the data instead (signed eager headers,
+ * grants), checked before the data is used, so a rank that completes has
+ * seen, along the data's paths, that every rank's signature equals its
+ * own. A mismatch fails the op on the rank that sees it, whose ABORTs end
+ * it everywhere. An op still running after KCOLL_SIG_LAZY_MS asks its lazy
+ * peers for their SIGs, for the missing-rank report and for peers whose
+ * differing operation waits for SIGs.
+ */
+#define KCOLL_SIG_LAZY_MS	50
+
+static struct kcoll_task *kcoll_coll_head(struct kcoll_comm *comm);
+
+static bool kcoll_conn_lazy(const struct kcoll_conn *conn)
+{
+	return conn->lazy_offer && conn->peer_lazy;
+}
+
+/* Has @conn's peer confirmed its signature for collective @op? */
+static bool kcoll_sig_confirmed(struct kcoll_task *op,
+				const struct kcoll_conn *conn)
+{
+	return kcoll_seq_before(op->seq, conn->sig_next);
+}
+
+static void kcoll_sig_confirm(struct kcoll_task *op, struct kcoll_conn *conn)
+{
+	if (kcoll_sig_confirmed(op, conn))
+		return;
+	op->sigs_ok++;
+	conn->sig_next = op->seq + 1;
+}
+
+/*
+ * Check @m, a signature from @conn's peer for collective @op (a SIG, a
+ * grant, or an eager header's, see kcoll_eager_sig_msg()): confirm it, or
+ * fail @op, blaming the peer. Returns whether it matched. Must hold
+ * comm->lock.
+ */
+static bool kcoll_op_check_sig(struct kcoll_task *op, struct kcoll_conn *conn,
+			       const struct kcoll_wire_msg *m)
+{
+	if (m->type == KCOLL_MSG_SIG &&
+	    (le32_to_cpu(m->status) & KCOLL_SIG_DONE)) {
+		/* It completed this collective: its signature matched. */
+		kcoll_sig_confirm(op, conn);
+		return true;
+	}
+	if (kcoll_sig_match(op, m)) {
+		kcoll_sig_confirm(op, conn);
+		return true;
+	}
+	pr_warn_ratelimited("comm %llx rank %u: operation %u does not match rank %u's (%s/%u/%u count %llu root %u)\n",
+			    op->comm->uid, op->comm->rank, op->seq, conn->peer,
+			    kcoll_op_name(m->opcode), m->dtype, m->redop,
+			    le64_to_cpu(m->count), le32_to_cpu(m->root));
+	kcoll_op_fail_from(op, -EBADMSG, conn->peer);
+	return false;
+}
+
+/* Send @op's SIG to @conn's peer, with @status (KCOLL_SIG_*). */
+static int kcoll_op_send_sig(struct kcoll_task *op, struct kcoll_conn *conn,
+			     u32 status)
+{
+	struct kcoll_wire_msg m;
+
+	int err;
+
+	kcoll_msg_init(op, &m, KCOLL_MSG_SIG);
+	m.status = cpu_to_le32(status);
+	err = kcoll_conn_send_msg(conn, &m);
+	if (!err)
+		kcoll_stat_add(KCOLL_STAT_SIG_SENDS, 1);
+	return err;
+}
+
+/*
+ * @conn's peer asked for our signature of collective conn->sig_reply_seq
+ * (KCOLL_SIG_ASK): answer once we can. An operation that has not started
+ * answers from kcoll_op_progress(); one that failed has sent its ABORT.
+ * Must hold comm->lock.
+ */
+static void kcoll_sig_reply(struct kcoll_conn *conn)
+{
+	struct kcoll_comm *comm = conn->comm;
+	struct kcoll_task *op = kcoll_coll_head(comm);
+	u32 seq = conn->sig_reply_seq;
+	int err;
+
+	lockdep_assert_held(&comm->lock);
+	if (!conn->sig_reply_due || conn->state != KCOLL_CONN_UP)
+		return;
+	if (op && op->seq == seq) {
+		if (!op->started)
+			return;
+		if (op->error) {
+			conn->sig_reply_due = false;
+			return;
+		}
+		err = kcoll_op_send_sig(op, conn, op->finished ?
+						  KCOLL_SIG_DONE : 0);
+	} else if (kcoll_seq_before(seq, op ? op->seq : comm->coll_seq)) {
+		struct kcoll_wire_msg m = {
+			.type = KCOLL_MSG_SIG,
+			.kind = KCOLL_KIND_COLL,
+			.seq = cpu_to_le32(seq),
+			.status = cpu_to_le32(KCOLL_SIG_DONE),
+		};
+
+		err = kcoll_conn_send_msg(conn, &m);
+		if (!err)
+			kcoll_stat_add(KCOLL_STAT_SIG_SENDS, 1);
+	} else {
+		return;		/* not submitted here yet */
+	}
+	if (!err)
+		conn->sig_reply_due = false;
+}
+
+/* ------------------------------------------------------------------ */
 /* Receiving                                                            */
 /* ------------------------------------------------------------------ */
 
@@ -245,7 +371,6 @@ static bool kcoll_op_post_stopped(struct kcoll_task *op,
  * decide from the transfer's size, which the schedule gives both.
  */
 static bool kcoll_op_held(struct kcoll_task *op);
-static struct kcoll_task *kcoll_coll_head(struct kcoll_comm *comm);
 
 static bool kcoll_op_eager(const struct kcoll_task *op,
 			   const struct kcoll_conn *conn, u64 bytes)
@@ -297,9 +422,10 @@ void kcoll_engine_eager_credit(struct kcoll_conn *conn)
 		struct kcoll_wire_msg m = {
 			.type = KCOLL_MSG_CREDIT,
 			.kind = KCOLL_KIND_COLL,
-			.len = cpu_to_le32(sizeof(struct kcoll_wire_eager) +
-					   KCOLL_EAGER_MAX),
+			.len = cpu_to_le32(KCOLL_EAGER_SLOT_BYTES),
 			.serial = cpu_to_le32(slot),
+			.status = cpu_to_le32(conn->lazy_offer ?
+					      KCOLL_CREDIT_LAZY : 0),
 		};
 		u64 addr;
 		u32 rkey;
@@ -322,6 +448,7 @@ void kcoll_engine_eager_credit(struct kcoll_conn *conn)
  */
 void kcoll_engine_eager_up(struct kcoll_conn *conn)
 {
+	conn->lazy_offer = kcoll_lazy_sigs();
 	conn->erx_due = GENMASK(KCOLL_EAGER_SLOTS - 1, 0);
 	kcoll_engine_eager_credit(conn);
 }
@@ -335,6 +462,35 @@ static void kcoll_eager_release(struct kcoll_conn *conn, u32 slot)
 }
 
 /*
+ * The signature slot @slot's data came with, for collective @op (its
+ * seq): checked as soon as both are here, and again before the data is
+ * used. A mismatch frees the slot (nothing will consume it) and fails
+ * @op. Returns whether @op may use the data. Must hold comm->lock.
+ */
+static bool kcoll_eager_check(struct kcoll_task *op, struct kcoll_conn *conn,
+			      u32 slot)
+{
+	const struct kcoll_wire_eager_sig *es = &conn->erx[slot].sig;
+	struct kcoll_wire_msg m = {
+		.type = KCOLL_MSG_EAGER,
+		.kind = KCOLL_KIND_COLL,
+		.opcode = es->opcode,
+		.dtype = es->dtype,
+		.redop = es->redop,
+		.algo = es->algo,
+		.root = es->root,
+		.count = es->count,
+	};
+
+	if (!conn->erx[slot].signed_ || op->error)
+		return !op->error;
+	if (kcoll_op_check_sig(op, conn, &m))
+		return true;
+	kcoll_eager_release(conn, slot);
+	return false;
+}
+
+/*
  * An eager write from @conn's peer landed in slot @imm's. It is checked
  * here and consumed when our operation reaches its phase
  * (kcoll_op_eager_recv()); until then the slot stays taken, so a sender
@@ -343,25 +499,38 @@ static void kcoll_eager_release(struct kcoll_conn *conn, u32 slot)
 static void kcoll_engine_eager(struct kcoll_conn *conn, u32 imm,
 			       u32 byte_len)
 {
-	u32 slot = imm & KCOLL_IMM_EAGER_SERIAL;
+	u32 slot = imm & KCOLL_IMM_EAGER_SERIAL, hlen;
 	const struct kcoll_wire_eager *h;
 	struct kcoll_task *op;
+	bool sig;
 
 	if ((imm >> KCOLL_IMM_KIND_SHIFT) != KCOLL_KIND_COLL ||
 	    slot >= KCOLL_EAGER_SLOTS || conn->erx[slot].full ||
 	    test_bit(slot, &conn->erx_due) || byte_len < sizeof(*h))
 		goto bad;
 	h = (const void *)kcoll_eager_slot(conn, slot, false);
+	/* Signed only where we offered lazy signatures (our CREDITs said
+	 * so); a peer that offered them too always signs. */
+	sig = h->flags & KCOLL_EAGER_SIGNED;
+	hlen = sizeof(*h) + (sig ? sizeof(struct kcoll_wire_eager_sig) : 0);
 	if (h->kind != KCOLL_KIND_COLL || le32_to_cpu(h->len) > KCOLL_EAGER_MAX ||
-	    le32_to_cpu(h->len) != byte_len - sizeof(*h))
+	    (h->flags & ~KCOLL_EAGER_SIGNED) || (sig && !conn->lazy_offer) ||
+	    (!sig && kcoll_conn_lazy(conn)) ||
+	    byte_len < hlen || le32_to_cpu(h->len) != byte_len - hlen)
 		goto bad;
 	conn->erx[slot].full = true;
+	conn->erx[slot].signed_ = sig;
+	conn->erx[slot].hlen = hlen;
 	conn->erx[slot].seq = le32_to_cpu(h->seq);
 	conn->erx[slot].phase = le16_to_cpu(h->phase);
 	conn->erx[slot].len = le32_to_cpu(h->len);
+	if (sig)
+		memcpy(&conn->erx[slot].sig, h + 1, sizeof(conn->erx[slot].sig));
 	op = kcoll_coll_head(conn->comm);
 	if (op && op->started && kcoll_seq_before(conn->erx[slot].seq, op->seq))
 		kcoll_eager_release(conn, slot);  /* for an op that failed */
+	else if (op && op->started && conn->erx[slot].seq == op->seq)
+		kcoll_eager_check(op, conn, slot);
 	return;
 bad:
 	pr_warn_ratelimited("comm %llx rank %u: bad eager write from rank %u (imm %#x, %u bytes)\n",
@@ -370,16 +539,24 @@ bad:
 	kcoll_conn_kill(conn, -EPROTO);
 }
 
-/* Offer again the slots holding data of collectives before @seq: they
- * failed here, and nobody will consume it. */
-static void kcoll_eager_sweep(struct kcoll_conn *conn, u32 seq)
+/*
+ * Collective @op starts: offer again the slots holding data of
+ * collectives before it (they failed here, and nobody will consume it),
+ * and check the signatures of what came early for it.
+ */
+static void kcoll_eager_start(struct kcoll_task *op, struct kcoll_conn *conn)
 {
 	u32 slot;
 
-	for (slot = 0; slot < KCOLL_EAGER_SLOTS; slot++)
-		if (conn->erx[slot].full &&
-		    kcoll_seq_before(conn->erx[slot].seq, seq))
+	for (slot = 0; slot < KCOLL_EAGER_SLOTS; slot++) {
+		if (!conn->erx[slot].full)
+			continue;
+		if (kcoll_seq_before(conn->erx[slot].seq, op->seq))
 			kcoll_eager_release(conn, slot);
+		else if (conn->erx[slot].seq == op->seq &&
+			 !kcoll_eager_check(op, conn, slot))
+			return;
+	}
 }
 
 /*
@@ -423,6 +600,8 @@ static void kcoll_op_eager_recv(struct kcoll_task *op, struct kcoll_conn *conn)
 
 		if (!e->full || e->seq != op->seq || e->phase != (u16)op->phase)
 			continue;
+		if (!kcoll_eager_check(op, conn, slot))
+			return;
 		if (e->len != op->recv_total) {
 			kcoll_eager_release(conn, slot);
 			kcoll_op_fail(op, -EBADMSG);	/* sizes disagree */
@@ -430,8 +609,7 @@ static void kcoll_op_eager_recv(struct kcoll_task *op, struct kcoll_conn *conn)
 		}
 		if (e->len)
 			kcoll_op_land(op, kcoll_eager_slot(conn, slot, false) +
-					  sizeof(struct kcoll_wire_eager),
-				      0, e->len);
+					  e->hlen, 0, e->len);
 		kcoll_eager_release(conn, slot);
 		op->recv_done = op->recv_total;
 		op->recv_landed_any = true;
@@ -451,8 +629,11 @@ static void kcoll_op_eager_recv(struct kcoll_task *op, struct kcoll_conn *conn)
 static void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 				const u8 *src)
 {
-	struct kcoll_wire_eager hdr, *h;
-	u32 len = op->send_total, n = sizeof(*h) + len, slot, imm;
+	struct {
+		struct kcoll_wire_eager h;
+		struct kcoll_wire_eager_sig s;
+	} hdr, *h;
+	u32 len = op->send_total, hlen, n, slot, imm;
 	struct ib_sge sge;
 	int err;
 
@@ -466,13 +647,26 @@ static void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 	if (slot >= KCOLL_EAGER_SLOTS)
 		return;		/* the peer's next CREDIT runs us again */
 	/* Through the NIC the header goes first in our bounce, the data
-	 * behind it; the channel carries them itself. */
+	 * behind it; the channel carries them itself. A peer that offered
+	 * lazy signatures gets ours with every transfer. */
 	h = conn->local ? &hdr : (void *)kcoll_eager_slot(conn, slot, true);
 	memset(h, 0, sizeof(*h));
-	h->seq = cpu_to_le32(op->seq);
-	h->phase = cpu_to_le16(op->phase);
-	h->kind = KCOLL_KIND_COLL;
-	h->len = cpu_to_le32(len);
+	h->h.seq = cpu_to_le32(op->seq);
+	h->h.phase = cpu_to_le16(op->phase);
+	h->h.kind = KCOLL_KIND_COLL;
+	h->h.len = cpu_to_le32(len);
+	hlen = sizeof(h->h);
+	if (conn->peer_lazy) {
+		h->h.flags = KCOLL_EAGER_SIGNED;
+		h->s.opcode = op->args.opcode;
+		h->s.dtype = op->dtype;
+		h->s.redop = op->redop;
+		h->s.algo = op->args.algo;
+		h->s.root = cpu_to_le32(op->args.root);
+		h->s.count = cpu_to_le64(op->args.count);
+		hlen += sizeof(h->s);
+	}
+	n = hlen + len;
 	imm = kcoll_imm_make(KCOLL_KIND_COLL, KCOLL_IMM_EAGER | slot);
 	if (conn->local) {
 		struct kcoll_wire_msg m;
@@ -481,10 +675,10 @@ static void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 		m.serial = cpu_to_le32(slot);
 		m.len = cpu_to_le32(n);
 		err = conn->state == KCOLL_CONN_UP ?
-		      kcoll_lchan_send_data(conn, &m, h, src, len) :
+		      kcoll_lchan_send_data(conn, &m, h, hlen, src, len) :
 		      -ENOTCONN;
 	} else {
-		memcpy(h + 1, src, len);
+		memcpy((u8 *)h + hlen, src, len);
 		if (n <= conn->lane[0].max_inline) {
 			err = kcoll_conn_write_inline(conn, 0, h, n,
 						      conn->etx_addr[slot],
@@ -866,7 +1060,11 @@ static void kcoll_op_send(struct kcoll_task *op)
 		}
 		if (g->seq != op->seq || g->phase > (u16)op->phase)
 			return;		/* the peer is ahead of us */
-		if (g->sig_unchecked) {
+		if (g->sig_unchecked && op->kind == KCOLL_KIND_COLL) {
+			g->sig_unchecked = false;
+			if (!kcoll_op_check_sig(op, conn, &g->sig))
+				return;
+		} else if (g->sig_unchecked) {
 			/* Granted before this send was issued. */
 			g->sig_unchecked = false;
 			if (!kcoll_sig_match(op, &g->sig)) {
@@ -1039,22 +1237,11 @@ static void kcoll_op_check_sigs(struct kcoll_task *op, struct kcoll_conn *conn)
 		if (s->seq != op->seq)
 			continue;
 		list_del(&s->node);
-		if (s->msg.type == KCOLL_MSG_ABORT) {
+		if (s->msg.type == KCOLL_MSG_ABORT)
 			kcoll_op_fail_from(op, kcoll_abort_status(&s->msg),
 					   kcoll_abort_culprit(conn, &s->msg));
-		} else if (!kcoll_sig_match(op, &s->msg)) {
-			pr_warn_ratelimited("comm %llx rank %u: operation %u does not match rank %u's (%s/%u/%u count %llu root %u)\n",
-					    op->comm->uid, op->comm->rank,
-					    op->seq, conn->peer,
-					    kcoll_op_name(s->msg.opcode),
-					    s->msg.dtype, s->msg.redop,
-					    le64_to_cpu(s->msg.count),
-					    le32_to_cpu(s->msg.root));
-			kcoll_op_fail_from(op, -EBADMSG, conn->peer);
-		} else {
-			op->sigs_ok++;
-			conn->sig_next = op->seq + 1;
-		}
+		else if (!op->error)
+			kcoll_op_check_sig(op, conn, &s->msg);
 		kfree(s);
 	}
 }
@@ -1190,6 +1377,16 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 					  KCOLL_EAGER_MAX ||
 		    test_bit(slot, &conn->etx_known))
 			goto bad;
+		/* Lazy signatures: every CREDIT of the peer says the same;
+		 * its slots then take our signed headers. */
+		if (le32_to_cpu(m->status) & KCOLL_CREDIT_LAZY) {
+			if (le32_to_cpu(m->len) <
+			    sizeof(struct kcoll_wire_eager) +
+			    sizeof(struct kcoll_wire_eager_sig) +
+			    KCOLL_EAGER_MAX)
+				goto bad;
+			conn->peer_lazy = true;
+		}
 		conn->etx_addr[slot] = le64_to_cpu(m->addr);
 		conn->etx_rkey[slot] = le32_to_cpu(m->rkey);
 		__set_bit(slot, &conn->etx_free);
@@ -1232,13 +1429,20 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 		g->len = le32_to_cpu(m->len);
 		g->phase = le16_to_cpu(m->phase);
 		g->slot = -1;
-		if (m->kind == KCOLL_KIND_P2P && !op) {
-			/* Our send is not issued yet: kcoll_op_send() checks
-			 * the receive's signature when it gets there. */
+		if (m->kind == KCOLL_KIND_COLL || !op) {
+			/* Checked when kcoll_op_send() first uses it: P2P,
+			 * our send is not issued yet; collectives, the
+			 * receiver's signature stands for its SIG. */
 			g->sig = *m;
 			g->sig_unchecked = true;
 		}
 		list_add_tail(&g->node, &conn->k[m->kind].in);
+		op = kcoll_coll_head(comm);
+		if (m->kind == KCOLL_KIND_COLL && op && op->started &&
+		    !op->error && seq == op->seq) {
+			g->sig_unchecked = false;
+			kcoll_op_check_sig(op, conn, m);
+		}
 		return;
 	case KCOLL_MSG_SIG:
 	case KCOLL_MSG_ABORT:
@@ -1259,6 +1463,20 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 				kcoll_op_forget_grants(op, conn);
 			}
 			return;
+		}
+		if (m->type == KCOLL_MSG_SIG && m->status) {
+			u32 st = le32_to_cpu(m->status);
+
+			/* Only between ranks that both offered lazy
+			 * signatures (older peers send none). */
+			if (!kcoll_conn_lazy(conn) ||
+			    (st & ~(KCOLL_SIG_ASK | KCOLL_SIG_DONE)))
+				goto bad;
+			if (st & KCOLL_SIG_ASK) {
+				conn->sig_reply_due = true;
+				conn->sig_reply_seq = seq;
+				kcoll_sig_reply(conn);
+			}
 		}
 		op = kcoll_coll_head(comm);
 		if (op && op->started && kcoll_seq_before(seq, op->seq))
@@ -1326,6 +1544,56 @@ static bool kcoll_phase_done(struct kcoll_task *op)
 	return true;
 }
 
+/*
+ * @op (lazy) ran for KCOLL_SIG_LAZY_MS: ask the lazy peers that have not
+ * confirmed their signature for it. The answers feed the missing-rank
+ * report, and a peer whose operation differs and waits for SIGs gets ours
+ * (it fails with the mismatch, and its ABORT ends ours). Best effort: a
+ * full send queue skips a peer. Must hold comm->lock.
+ */
+static void kcoll_op_lazy_ask(struct kcoll_task *op)
+{
+	struct kcoll_comm *comm = op->comm;
+	u32 i;
+
+	lockdep_assert_held(&comm->lock);
+	op->lazy_sent = true;
+	for (i = 0; i < comm->nranks; i++) {
+		struct kcoll_conn *conn = comm->conns[i];
+
+		if (conn && kcoll_conn_lazy(conn) &&
+		    !kcoll_sig_confirmed(op, conn))
+			kcoll_op_send_sig(op, conn, KCOLL_SIG_ASK);
+	}
+}
+
+/*
+ * Are the signatures @op must have in: ours out to every peer, and every
+ * peer's confirmed but, for a lazy op, those of lazy peers? (Their view of
+ * us can lag ours of them by a CREDIT in flight: evaluated afresh each
+ * time.) Must hold comm->lock.
+ */
+static bool kcoll_op_sigs_in(struct kcoll_task *op)
+{
+	struct kcoll_comm *comm = op->comm;
+	u32 i;
+
+	if (op->sigs_sent < comm->nranks)
+		return false;
+	if (op->sigs_ok >= comm->nranks - 1)
+		return true;
+	if (!op->lazy)
+		return false;
+	for (i = 0; i < comm->nranks; i++) {
+		struct kcoll_conn *conn = comm->conns[i];
+
+		if (conn && !kcoll_conn_lazy(conn) &&
+		    !kcoll_sig_confirmed(op, conn))
+			return false;
+	}
+	return true;
+}
+
 /* Run @op as far as it can go now. */
 static void kcoll_op_progress(struct kcoll_task *op)
 {
@@ -1345,33 +1613,52 @@ static void kcoll_op_progress(struct kcoll_task *op)
 			atomic_inc(&op->prio_dev->active[op->prio]);
 			WRITE_ONCE(op->prio_dev->last[op->prio], jiffies);
 		}
+		if (op->kind == KCOLL_KIND_COLL &&
+		    kcoll_sched_all_dependent(&op->args)) {
+			op->lazy = true;
+			op->lazy_at = jiffies +
+				      msecs_to_jiffies(KCOLL_SIG_LAZY_MS);
+			kcoll_timeout_arm(comm, op->lazy_at);
+		}
 	}
 	/*
-	 * Our SIG to every peer. A full send queue (a burst, or a provider
-	 * whose completions stall) defers the rest to the next completion:
-	 * the operation cannot finish before they are out, or a peer would
-	 * wait for ours for ever.
+	 * Our SIG to every peer (but lazy ones, see kcoll_conn_lazy()). A
+	 * full send queue (a burst, or a provider whose completions stall)
+	 * defers the rest to the next completion: the operation cannot
+	 * finish before they are out, or a peer would wait for ours for
+	 * ever.
 	 */
 	for (i = op->sigs_sent; op->kind == KCOLL_KIND_COLL && i < comm->nranks;
 	     i = ++op->sigs_sent) {
 		struct kcoll_conn *conn = comm->conns[i];
-		struct kcoll_wire_msg m;
 		int err;
 
 		if (!conn)
 			continue;
 		if (conn->eager)
-			kcoll_eager_sweep(conn, op->seq);
-		kcoll_msg_init(op, &m, KCOLL_MSG_SIG);
-		err = kcoll_conn_send_msg(conn, &m);
+			kcoll_eager_start(op, conn);
+		if (op->error)
+			return;
+		if (op->lazy && kcoll_conn_lazy(conn) && !(conn->sig_reply_due &&
+		    conn->sig_reply_seq == op->seq)) {
+			kcoll_op_check_sigs(op, conn);
+			continue;
+		}
+		err = kcoll_op_send_sig(op, conn, 0);
 		if (err == -ENOBUFS)
 			break;
 		if (err) {
 			kcoll_op_fail_from(op, -ECONNRESET, conn->peer);
 			return;
 		}
+		if (conn->sig_reply_seq == op->seq)
+			conn->sig_reply_due = false;
 		kcoll_op_check_sigs(op, conn);
 	}
+	if (op->error)
+		return;
+	if (op->lazy_due && !op->lazy_sent && op->sigs_sent == comm->nranks)
+		kcoll_op_lazy_ask(op);
 	while (!op->error && op->phase < op->nphases) {
 		if (!op->phase_open)
 			kcoll_phase_open(op);
@@ -1393,8 +1680,7 @@ static void kcoll_op_progress(struct kcoll_task *op)
 	}
 	if (op->error)
 		return;
-	if (op->kind == KCOLL_KIND_COLL &&
-	    (op->sigs_ok < comm->nranks - 1 || op->sigs_sent < comm->nranks))
+	if (op->kind == KCOLL_KIND_COLL && !kcoll_op_sigs_in(op))
 		return;
 	op->finished = true;
 }
@@ -1433,7 +1719,9 @@ static void kcoll_missing_add(u32 *out, u32 cap, u32 *n, u32 rank)
  * be NULL with @cap 0); returns how many there are. A collective waits
  * first for the peers whose signature has not come (they have not submitted
  * it), ascending; once every signature is in, for the peers of its current
- * phase whose data (or grants) are missing. Must hold comm->lock.
+ * phase whose data (or grants) are missing. A lazy op counts lazy peers'
+ * signatures once it has asked for them (KCOLL_SIG_LAZY_MS). Must hold
+ * comm->lock.
  */
 u32 kcoll_op_missing(struct kcoll_task *op, u32 *out, u32 cap)
 {
@@ -1446,9 +1734,14 @@ u32 kcoll_op_missing(struct kcoll_task *op, u32 *out, u32 cap)
 		kcoll_missing_add(out, cap, &n, op->args.root);
 		return n;
 	}
-	for (i = 0; i < comm->nranks; i++)
-		if (comm->conns[i] && !kcoll_op_sig_seen(op, comm->conns[i]))
+	for (i = 0; i < comm->nranks; i++) {
+		struct kcoll_conn *conn = comm->conns[i];
+
+		/* A lazy peer's SIG comes only when asked (op->lazy_sent). */
+		if (conn && !kcoll_op_sig_seen(op, conn) &&
+		    (!op->lazy || op->lazy_sent || !kcoll_conn_lazy(conn)))
 			kcoll_missing_add(out, cap, &n, i);
+	}
 	if (n || !op->started || !op->phase_open)
 		return n;
 	if (ph->has_recv && !(op->recv_landed_any &&
@@ -1637,6 +1930,15 @@ void kcoll_engine_timeout_work(struct work_struct *work)
 	if (comm->shutting_down)
 		goto out_unlock;
 	list_for_each_entry_safe(op, tmp, &comm->ops, all) {
+		if (op->lazy && !op->lazy_due && op->started && !op->error &&
+		    !op->finished) {
+			if (time_after_eq(now, op->lazy_at)) {
+				op->lazy_due = true;	/* progress asks */
+				any = true;
+			} else if (!next || time_before(op->lazy_at, next)) {
+				next = op->lazy_at;
+			}
+		}
 		if (op->drain_by && !kcoll_op_quiet(op)) {
 			if (time_after_eq(now, op->drain_by)) {
 				kcoll_op_unstick(op);
@@ -1820,6 +2122,10 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 			 * memory) held back. */
 			if (conn->erx_due && conn->state == KCOLL_CONN_UP)
 				kcoll_engine_eager_credit(conn);
+			/* An answer to a peer's ASK, held back the same way
+			 * or until our operation is done. */
+			if (conn->sig_reply_due)
+				kcoll_sig_reply(conn);
 			lists[0] = &conn->k[KCOLL_KIND_P2P].p2p_sends;
 			lists[1] = &conn->k[KCOLL_KIND_P2P].p2p_recvs;
 			for (l = 0; l < 2; l++) {

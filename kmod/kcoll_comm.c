@@ -814,14 +814,17 @@ static int kcoll_comms_show(struct seq_file *m, void *unused)
 			   comm->nr_ops, comm->coll_seq, comm->model.alpha_ns,
 			   comm->model.beta_ps, comm->model.gamma_ps);
 		list_for_each_entry(op, &comm->ops, all)
-			seq_printf(m, "  op %s algo %s prio %u%s seq %u kind %u started %d phase %u/%u err %d fin %d sigs %u send %llu/%llu/%llu recv %llu/%llu/%llu writes %u grants %u\n",
+			seq_printf(m, "  op %s algo %s prio %u%s seq %u kind %u started %d phase %u/%u err %d fin %d sigs %u%s send %llu/%llu/%llu recv %llu/%llu/%llu writes %u grants %u\n",
 				   kcoll_op_name(op->args.opcode),
 				   kcoll_algo_name(kcoll_sched_algo(&op->args)),
 				   op->prio, op->held ? " (held)" : "",
 				   op->seq,
 				   op->kind, op->started, op->phase,
 				   op->nphases, op->error, op->finished,
-				   op->sigs_ok, op->send_posted, op->send_done,
+				   op->sigs_ok,
+				   op->lazy ? (op->lazy_sent ? " (lazy, asked)" :
+					       " (lazy)") : "",
+				   op->send_posted, op->send_done,
 				   op->send_total, op->recv_granted,
 				   op->recv_done, op->recv_total,
 				   op->writes_inflight, op->grants_out);
@@ -853,6 +856,14 @@ static int kcoll_comms_show(struct seq_file *m, void *unused)
 							   c->erx[e].phase);
 				seq_printf(m, " tx free %lx due %lx",
 					   c->etx_free, c->erx_due);
+				/* Lazy signatures: ours offered, the
+				 * peer's; confirmed below @sig_next. */
+				seq_printf(m, " lazy %d/%d sig_next %u",
+					   c->lazy_offer, c->peer_lazy,
+					   c->sig_next);
+				if (c->sig_reply_due)
+					seq_printf(m, " asked %u",
+						   c->sig_reply_seq);
 			}
 			for (k = 0; k < KCOLL_KIND_NR; k++) {
 				seq_printf(m, " k%d out %u (ser %u/%u) in:", k,

@@ -164,8 +164,9 @@ struct kcoll_grant {
 	u8 lane;		/* received: the QP its WRITE went on */
 	u32 xid;		/* issued on an intra-node connection: the
 				 * exposure of its memory (0: none) */
-	/* Received P2P grants that arrived before our SEND was issued: the
-	 * receive's signature, checked when the send first uses them. */
+	/* Received grants: the receiver's signature, checked when our send
+	 * first uses them (collectives: also when they arrive during our
+	 * operation). */
 	bool sig_unchecked;
 	struct kcoll_wire_msg sig;
 };
@@ -229,9 +230,12 @@ struct kcoll_conn {
 					 * bounces of our sends: one MR */
 	struct {
 		bool full;		/* landed, not yet consumed */
+		bool signed_;		/* @sig came with it */
 		u16 phase;
 		u32 seq;
 		u32 len;
+		u32 hlen;		/* header (and signature) bytes */
+		struct kcoll_wire_eager_sig sig;
 	} erx[KCOLL_EAGER_SLOTS];
 	unsigned long erx_due;		/* consumed; CREDIT not yet sent */
 	unsigned long erx_offered;	/* first CREDIT sent (then CREDITS) */
@@ -252,7 +256,12 @@ struct kcoll_conn {
 		struct list_head p2p_recvs;	/* P2P ops from this peer */
 	} k[KCOLL_KIND_NR];
 	struct list_head sigs;		/* received SIGs not yet checked */
-	u32 sig_next;			/* SIGs consumed up to this seq */
+	u32 sig_next;			/* signatures confirmed up to this seq */
+	/* Lazy signatures (docs/DESIGN.md): both must offer them. */
+	bool lazy_offer;		/* our CREDITs say KCOLL_CREDIT_LAZY */
+	bool peer_lazy;			/* the peer's CREDITs said so */
+	bool sig_reply_due;		/* the peer asked for our SIG of ... */
+	u32 sig_reply_seq;		/* ... this collective */
 	bool bye;			/* the peer said BYE: */
 	u32 bye_done;			/* it completed every collective
 					 * below this seq */
@@ -311,6 +320,11 @@ struct kcoll_task {
 	u32 sigs_ok;			/* peers whose signature matched */
 	u32 sigs_sent;			/* ranks below this have our SIG (a
 					 * full send queue defers the rest) */
+	bool lazy;			/* all-dependent: no SIG to, and none
+					 * needed from, kcoll_conn_lazy() peers */
+	bool lazy_due;			/* ran past lazy_at: ask them too */
+	bool lazy_sent;			/* the asks are out */
+	unsigned long lazy_at;		/* jiffies */
 	int error;			/* first error, sticky */
 	u8 reason;			/* enum kcoll_report_reason of @error */
 	u32 report_peer;		/* the rank @reason names, or ~0U */
@@ -448,8 +462,7 @@ void kcoll_lchan_detach(struct kcoll_conn *conn);
 int kcoll_lchan_send(struct kcoll_conn *conn, const struct kcoll_wire_msg *m);
 int kcoll_lchan_send_data(struct kcoll_conn *conn,
 			  const struct kcoll_wire_msg *m,
-			  const struct kcoll_wire_eager *hdr, const void *data,
-			  u32 len);
+			  const void *hdr, u32 hlen, const void *data, u32 len);
 void kcoll_lchan_rx_work(struct work_struct *work);
 void kcoll_lchan_deliver(struct kcoll_conn *conn);
 /* kcoll_comm.c: is rank @rank of communicator @uid (with @key) here? */

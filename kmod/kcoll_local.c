@@ -261,21 +261,20 @@ void kcoll_lchan_detach(struct kcoll_conn *conn)
  */
 int kcoll_lchan_send(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 {
-	return kcoll_lchan_send_data(conn, m, NULL, NULL, 0);
+	return kcoll_lchan_send_data(conn, m, NULL, 0, NULL, 0);
 }
 
 /*
- * The same with a payload (an EAGER message's): the struct
- * kcoll_wire_eager @hdr, then @len bytes of @data.
+ * The same with a payload (an EAGER message's): @hlen bytes of header
+ * (struct kcoll_wire_eager, and the signature), then @len bytes of @data.
  */
 int kcoll_lchan_send_data(struct kcoll_conn *conn,
 			  const struct kcoll_wire_msg *m,
-			  const struct kcoll_wire_eager *hdr, const void *data,
-			  u32 len)
+			  const void *hdr, u32 hlen, const void *data, u32 len)
 {
 	struct kcoll_lchan *ch = conn->lchan;
 	unsigned int peer = !kcoll_lchan_end(conn);
-	u32 plen = hdr ? sizeof(*hdr) + len : 0;
+	u32 plen = hdr ? hlen + len : 0;
 	struct kcoll_lmsg *lm;
 
 	lockdep_assert_held(&conn->comm->lock);
@@ -285,8 +284,8 @@ int kcoll_lchan_send_data(struct kcoll_conn *conn,
 	lm->msg = *m;
 	lm->plen = plen;
 	if (hdr) {
-		memcpy(lm->payload, hdr, sizeof(*hdr));
-		memcpy(lm->payload + sizeof(*hdr), data, len);
+		memcpy(lm->payload, hdr, hlen);
+		memcpy(lm->payload + hlen, data, len);
 	}
 	spin_lock(&ch->lock);
 	if (ch->gone[peer]) {

@@ -29,7 +29,7 @@ enum {
 	KCOLL_KNOB_CONNECT_TIMEOUT, KCOLL_KNOB_ACK_TIMEOUT,
 	KCOLL_KNOB_PRIO_SCHED, KCOLL_KNOB_PRIO_AGING, KCOLL_KNOB_OP_TIMEOUT,
 	KCOLL_KNOB_QPS_PER_PEER, KCOLL_KNOB_INTRA_NODE, KCOLL_KNOB_EAGER,
-	KCOLL_KNOB_NR
+	KCOLL_KNOB_LAZY_SIGS, KCOLL_KNOB_NR
 };
 
 static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
@@ -57,7 +57,15 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	[KCOLL_KNOB_INTRA_NODE] = { "intra_node", 1, 0, 1, false },
 	/* 1: small collective transfers to other nodes need no grant. */
 	[KCOLL_KNOB_EAGER] = { "eager", 1, 0, 1, false },
+	/* 1: collectives whose every result depends on every rank carry
+	 * their signature with the data instead of a SIG to each peer. */
+	[KCOLL_KNOB_LAZY_SIGS] = { "lazy_sigs", 1, 0, 1, false },
 };
+
+bool kcoll_lazy_sigs(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_LAZY_SIGS].val);
+}
 
 bool kcoll_eager(void)
 {
@@ -187,6 +195,10 @@ module_param_cb(eager, &kcoll_param_ops, &kcoll_knobs[KCOLL_KNOB_EAGER],
 		0644);
 MODULE_PARM_DESC(eager,
 		 "1: new connections send collective transfers of up to 8 KiB without waiting for a grant (both ends must agree); 0: always granted (default 1)");
+module_param_cb(lazy_sigs, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_LAZY_SIGS], 0644);
+MODULE_PARM_DESC(lazy_sigs,
+		 "1: new eager connections check signatures on the data, and allreduce, allgather, reduce-scatter, alltoall and barrier send no per-peer SIG where both ends agree; 0: a SIG to every peer per collective (default 1)");
 MODULE_PARM_DESC(connect_timeout_ms,
 		 "How long COMM_CREATE waits for every peer by default (100..3600000 ms; default 60000)");
 
@@ -237,6 +249,7 @@ KCOLL_KNOB_ATTR(op_timeout_ms, KCOLL_KNOB_OP_TIMEOUT);
 KCOLL_KNOB_ATTR(qps_per_peer, KCOLL_KNOB_QPS_PER_PEER);
 KCOLL_KNOB_ATTR(intra_node, KCOLL_KNOB_INTRA_NODE);
 KCOLL_KNOB_ATTR(eager, KCOLL_KNOB_EAGER);
+KCOLL_KNOB_ATTR(lazy_sigs, KCOLL_KNOB_LAZY_SIGS);
 
 static ssize_t listen_port_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
@@ -310,6 +323,7 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_qps_per_peer.attr.attr,
 	&kcoll_attr_intra_node.attr.attr,
 	&kcoll_attr_eager.attr.attr,
+	&kcoll_attr_lazy_sigs.attr.attr,
 	&dev_attr_listen_port.attr,
 	&dev_attr_devices.attr,
 	&dev_attr_abi_version.attr,
@@ -366,6 +380,7 @@ KCOLL_STAT_ATTR(rejected, KCOLL_STAT_REJECTED);
 KCOLL_STAT_ATTR(rdma_write_bytes, KCOLL_STAT_RDMA_BYTES);
 KCOLL_STAT_ATTR(intra_node_bytes, KCOLL_STAT_INTRA_BYTES);
 KCOLL_STAT_ATTR(eager_sends, KCOLL_STAT_EAGER_SENDS);
+KCOLL_STAT_ATTR(sig_sends, KCOLL_STAT_SIG_SENDS);
 
 struct kcoll_opstats kcoll_node_stats;
 
@@ -415,6 +430,7 @@ static struct attribute *kcoll_stats_attrs[] = {
 	&dev_attr_rdma_write_bytes.attr,
 	&dev_attr_intra_node_bytes.attr,
 	&dev_attr_eager_sends.attr,
+	&dev_attr_sig_sends.attr,
 	&dev_attr_timeouts.attr,
 	&dev_attr_contexts.attr,
 	&dev_attr_inflight.attr,

@@ -105,7 +105,8 @@ enum kcoll_rej {
 
 /* Control messages: one SEND, inline, into a pre-posted receive. */
 enum kcoll_msg_type {
-	KCOLL_MSG_SIG = 1,	/* collective signature, to every peer */
+	KCOLL_MSG_SIG = 1,	/* collective signature, to every peer
+				 * (lazily where both agreed: @status) */
 	KCOLL_MSG_GRANT,	/* receiver -> sender: write chunk here */
 	KCOLL_MSG_ABORT,	/* the operation failed: no more data */
 	KCOLL_MSG_NOP,		/* nothing; accepted and ignored (wire
@@ -158,7 +159,8 @@ struct kcoll_wire_msg {
 	__le32	len;		/* GRANT, DATA: bytes */
 	__le32	serial;		/* GRANT, DATA: per-(connection, kind)
 				 * serial */
-	__le32	status;		/* ABORT: the error (positive errno) */
+	__le32	status;		/* ABORT: the error (positive errno);
+				 * CREDIT: KCOLL_CREDIT_*; SIG: KCOLL_SIG_* */
 };
 
 KCOLL_STATIC_ASSERT(sizeof(struct kcoll_wire_hello) <= 56,
@@ -190,15 +192,55 @@ struct kcoll_wire_eager {
 	__le32	seq;		/* the collective */
 	__le16	phase;		/* the sender's schedule phase */
 	u8	kind;		/* KCOLL_KIND_COLL */
-	u8	resv;
-	__le32	len;		/* data bytes that follow */
+	u8	flags;		/* KCOLL_EAGER_SIGNED (older senders: 0) */
+	__le32	len;		/* data bytes that follow (after the
+				 * signature, if any) */
 	__le32	resv2;
 };
 
-/* A slot: header, data, padded to a cache line. */
+/*
+ * The sender's signature follows the header (then the data): sent only to
+ * a peer whose CREDITs carried KCOLL_CREDIT_LAZY (docs/DESIGN.md, "Lazy
+ * signatures"). The receiver checks it against its own operation before it
+ * uses the data.
+ */
+#define KCOLL_EAGER_SIGNED	0x01
+
+struct kcoll_wire_eager_sig {
+	u8	opcode;
+	u8	dtype;
+	u8	redop;
+	u8	algo;
+	__le32	root;
+	__le64	count;
+};
+
+/* A slot: header, signature, data, padded to a cache line. */
 #define KCOLL_EAGER_SLOT_BYTES	(KCOLL_EAGER_MAX + 64)
 
 KCOLL_STATIC_ASSERT(sizeof(struct kcoll_wire_eager) == 16, "eager header");
+KCOLL_STATIC_ASSERT(sizeof(struct kcoll_wire_eager) +
+		    sizeof(struct kcoll_wire_eager_sig) + KCOLL_EAGER_MAX <=
+		    KCOLL_EAGER_SLOT_BYTES, "eager slot");
+
+/*
+ * CREDIT @status: the sender checks the signature on everything it
+ * receives from us (signed eager headers, grants) and goes without our SIG
+ * for collectives whose every result depends on every rank, as we may
+ * for it once we offer the same: send it signed eager headers
+ * (docs/DESIGN.md, "Lazy signatures"). Older senders leave it zero.
+ */
+#define KCOLL_CREDIT_LAZY	0x01
+
+/*
+ * SIG @status. ASK: a lazy SIG (the collective has run long enough to
+ * want every signature, for its report or because the peer's operation
+ * may differ): answer with yours, or DONE if you completed @seq. DONE: the
+ * answer of a rank that completed @seq (no signature: completing it
+ * proves that its signature matched everyone's).
+ */
+#define KCOLL_SIG_ASK		0x01
+#define KCOLL_SIG_DONE		0x02
 
 static inline u32 kcoll_imm_make(u32 kind, u32 serial)
 {

@@ -336,6 +336,61 @@ static int kt_fail(int rank, int code, int res)
 	return code;
 }
 
+/*
+ * Mismatches once the communicator has run (so lazy signatures, where on,
+ * are agreed): a count off by one, small (eager) and large (granted); an
+ * allgather against allreduces; a broadcast (which always sends SIGs)
+ * against allreduces. Every rank must fail each with -EBADMSG, and the
+ * communicator must go on.
+ */
+static int kt_rank_mismatches(struct tring *r, __u32 id, int rank, int n,
+			      float *a, float *b, size_t cnt)
+{
+	struct kcoll_sqe s;
+	size_t i;
+	int res, k;
+
+	for (k = 0; k < 6; k++) {
+		__u8 op = KCOLL_OP_ALLREDUCE;
+		__u32 root = 0;
+		size_t c = 16;
+
+		switch (k) {
+		case 1:		/* small, count */
+			c = rank == 0 ? 17 : 16;
+			break;
+		case 2:		/* small, opcode */
+			op = rank == 1 ? KCOLL_OP_ALLGATHER : op;
+			break;
+		case 3:		/* a collective that sends SIGs */
+			op = rank == n - 1 ? KCOLL_OP_BROADCAST : op;
+			c = 4096;
+			break;
+		case 4:		/* large: granted transfers */
+			c = rank == n - 1 ? cnt - 1 : cnt;
+			break;
+		default:	/* 0 and 5: they match */
+			break;
+		}
+		for (i = 0; i < c; i++)
+			a[i] = (float)(rank + 1);
+		s = kt_coll(op, id, KCOLL_DTYPE_FP32,
+			    op == KCOLL_OP_ALLREDUCE ? KCOLL_REDOP_SUM : 0,
+			    root, c, a, b);
+		res = kt_run(r, &s);
+		if (k == 0 || k == 5) {
+			if (res)
+				return kt_fail(rank, 70 + k, res);
+			for (i = 0; i < c; i++)
+				if (b[i] != (float)(n * (n + 1) / 2))
+					return 76;
+		} else if (res != -EBADMSG) {
+			return kt_fail(rank, 70 + k, res);
+		}
+	}
+	return 0;
+}
+
 /* Rank @rank of @n: run the collectives, return 0 or a failure code. */
 static int kt_rank_main(const char *ip, int rank, int n, __u64 uid,
 			const char *key, int mismatch)
@@ -361,6 +416,8 @@ static int kt_rank_main(const char *ip, int rank, int n, __u64 uid,
 	b = calloc(cnt * n, sizeof(float));
 	if (!a || !b)
 		return 11;
+	if (mismatch == 2)
+		return kt_rank_mismatches(&r, id, rank, n, a, b, cnt);
 	if (mismatch) {
 		s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32,
 			    KCOLL_REDOP_SUM, 0, rank ? 1000 : 1001, a, b);
@@ -732,6 +789,59 @@ TEST(eager_small_transfers_need_no_grant)
 	EXPECT_EQ(0, kt_sysfs_write("eager", "1"));
 	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
 	EXPECT_EQ(e1, e2);
+}
+
+/*
+ * sysfs lazy_sigs: an allreduce, allgather, reduce-scatter, alltoall or
+ * barrier sends no SIG to a peer that agreed (stats/sig_sends), through
+ * the NIC and on one node; with 0 every collective sends one to each
+ * peer (the flood alone: 3 ranks x 2 peers x KT_FLOOD). Mismatches of
+ * every kind still fail on every rank (kt_rank_mismatches()).
+ */
+TEST(lazy_signatures_ride_with_the_data)
+{
+	long long s0, s1, lazy, eager;
+	int codes[NPROC_MAX], intra;
+
+	if (!getenv("KCOLL_IP"))
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "writing sysfs lazy_sigs needs root");
+	ASSERT_EQ(1, kt_sysfs_read("lazy_sigs"));
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("lazy_sigs", "2"));
+	for (intra = 0; intra < 2; intra++) {
+		ASSERT_EQ(0, kt_sysfs_write("intra_node", intra ? "1" : "0"));
+		s0 = kt_sysfs_read("stats/sig_sends");
+		ASSERT_LE(0, s0);
+		EXPECT_EQ(0, kt_spawn(3, 0x1041 + intra, -1, 0, codes, 0));
+		s1 = kt_sysfs_read("stats/sig_sends");
+		lazy = s1 - s0;
+		EXPECT_EQ(0, kt_spawn(3, 0x1043 + intra, -1, 2, codes, 0));
+		for (int k = 0; k < 3; k++) {
+			EXPECT_EQ(0, codes[k]) {
+				TH_LOG("intra_node %d, mismatches: rank %d failed with code %d",
+				       intra, k, codes[k]);
+			}
+		}
+		ASSERT_EQ(0, kt_sysfs_write("lazy_sigs", "0"));
+		s0 = kt_sysfs_read("stats/sig_sends");
+		EXPECT_EQ(0, kt_spawn(3, 0x1045 + intra, -1, 0, codes, 0));
+		s1 = kt_sysfs_read("stats/sig_sends");
+		eager = s1 - s0;
+		EXPECT_EQ(0, kt_spawn(3, 0x1047 + intra, -1, 2, codes, 0));
+		for (int k = 0; k < 3; k++) {
+			EXPECT_EQ(0, codes[k]) {
+				TH_LOG("intra_node %d, lazy_sigs 0, mismatches: rank %d failed with code %d",
+				       intra, k, codes[k]);
+			}
+		}
+		ASSERT_EQ(0, kt_sysfs_write("lazy_sigs", "1"));
+		TH_LOG("intra_node %d: %lld SIGs sent lazily, %lld with lazy_sigs 0",
+		       intra, lazy, eager);
+		EXPECT_LE(3 * 2 * KT_FLOOD, eager);
+		EXPECT_GE(eager / 4, lazy);
+	}
+	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
 }
 
 TEST(wrong_key_refused)
