@@ -19,10 +19,24 @@ log() { echo "[vm$kcoll_vm] $*"; }
 # Record a failure; the scenario goes on so that the log shows everything.
 fail() { log "FAIL: $*"; KCOLL_FAILS+=("$*"); }
 
+# Peers' MACs are fixed (vmrun.sh): their neighbour entries are made
+# permanent. rxe's traffic is UDP, which never confirms a neighbour, so
+# under load the entries went stale every 15-45 s and needed ARP probes
+# that the loaded emulated wire could lose; meanwhile rxe's packets
+# waited in the ARP queue or were dropped, and 6.1's rxe oopsed
+# (rxe_skb_tx_dtor) freeing such a queued packet after its QP was gone.
+# A hardware RoCE NIC resolves the MAC once, at connection time.
 kcoll_net_up() {
+	local j
 	ip link set lo up
 	ip link set eth0 up || { fail "no eth0"; return 1; }
 	ip addr add "$KCOLL_IP/24" dev eth0
+	for ((j = 0; j < kcoll_nvms; j++)); do
+		[ $j = "$kcoll_vm" ] && continue
+		ip neigh replace "10.9.0.$((j + 1))" dev eth0 nud permanent \
+			lladdr "$(printf '52:54:00:00:00:%02x' $((j + 1)))" ||
+			fail "static neighbour 10.9.0.$((j + 1))"
+	done
 }
 
 # Soft-RoCE on eth0; waits until the port is ACTIVE.
