@@ -222,7 +222,7 @@ static void kcoll_sig_confirm(struct kcoll_task *op, struct kcoll_conn *conn)
 
 /*
  * Check @m, a signature from @conn's peer for collective @op (a SIG, a
- * grant, or an eager header's, see kcoll_eager_sig_msg()): confirm it, or
+ * grant, or an eager header's, see kcoll_eager_check()): confirm it, or
  * fail @op, blaming the peer. Returns whether it matched. Must hold
  * comm->lock.
  */
@@ -252,7 +252,6 @@ static int kcoll_op_send_sig(struct kcoll_task *op, struct kcoll_conn *conn,
 			     u32 status)
 {
 	struct kcoll_wire_msg m;
-
 	int err;
 
 	kcoll_msg_init(op, &m, KCOLL_MSG_SIG);
@@ -600,6 +599,15 @@ static void kcoll_op_eager_recv(struct kcoll_task *op, struct kcoll_conn *conn)
 
 		if (!e->full || e->seq != op->seq || e->phase != (u16)op->phase)
 			continue;
+		/*
+		 * Nothing is used unchecked: a signed transfer is checked
+		 * here, an unsigned one waits for the sender's SIG (which
+		 * precedes it on the connection unless a full send queue
+		 * deferred it). A lazy op forwards what it uses to peers that
+		 * trust its own signature for it.
+		 */
+		if (!e->signed_ && !kcoll_sig_confirmed(op, conn))
+			return;
 		if (!kcoll_eager_check(op, conn, slot))
 			return;
 		if (e->len != op->recv_total) {
