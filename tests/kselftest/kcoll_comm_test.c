@@ -792,6 +792,31 @@ TEST(eager_small_transfers_need_no_grant)
 }
 
 /*
+ * One setting of lazy_sigs: the collectives of kt_rank_main() (uid @uid),
+ * then kt_rank_mismatches() (uid @uid + 2), on 3 ranks; returns the SIGs
+ * the first run sent.
+ */
+static long long kt_sig_run(struct __test_metadata *_metadata, __u64 uid)
+{
+	long long s0, s1;
+	int codes[NPROC_MAX];
+
+	s0 = kt_sysfs_read("stats/sig_sends");
+	EXPECT_LE(0, s0);
+	EXPECT_EQ(0, kt_spawn(3, uid, -1, 0, codes, 0));
+	s1 = kt_sysfs_read("stats/sig_sends");
+	EXPECT_EQ(0, kt_spawn(3, uid + 2, -1, 2, codes, 0));
+	for (int k = 0; k < 3; k++) {
+		EXPECT_EQ(0, codes[k]) {
+			TH_LOG("lazy_sigs %lld, intra_node %lld, mismatches: rank %d failed with code %d",
+			       kt_sysfs_read("lazy_sigs"),
+			       kt_sysfs_read("intra_node"), k, codes[k]);
+		}
+	}
+	return s1 - s0;
+}
+
+/*
  * sysfs lazy_sigs: an allreduce, allgather, reduce-scatter, alltoall or
  * barrier sends no SIG to a peer that agreed (stats/sig_sends), through
  * the NIC and on one node; with 0 every collective sends one to each
@@ -800,8 +825,8 @@ TEST(eager_small_transfers_need_no_grant)
  */
 TEST(lazy_signatures_ride_with_the_data)
 {
-	long long s0, s1, lazy, eager;
-	int codes[NPROC_MAX], intra;
+	long long lazy, eager;
+	int intra;
 
 	if (!getenv("KCOLL_IP"))
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
@@ -811,30 +836,9 @@ TEST(lazy_signatures_ride_with_the_data)
 	EXPECT_EQ(-EINVAL, kt_sysfs_write("lazy_sigs", "2"));
 	for (intra = 0; intra < 2; intra++) {
 		ASSERT_EQ(0, kt_sysfs_write("intra_node", intra ? "1" : "0"));
-		s0 = kt_sysfs_read("stats/sig_sends");
-		ASSERT_LE(0, s0);
-		EXPECT_EQ(0, kt_spawn(3, 0x1041 + intra, -1, 0, codes, 0));
-		s1 = kt_sysfs_read("stats/sig_sends");
-		lazy = s1 - s0;
-		EXPECT_EQ(0, kt_spawn(3, 0x1043 + intra, -1, 2, codes, 0));
-		for (int k = 0; k < 3; k++) {
-			EXPECT_EQ(0, codes[k]) {
-				TH_LOG("intra_node %d, mismatches: rank %d failed with code %d",
-				       intra, k, codes[k]);
-			}
-		}
+		lazy = kt_sig_run(_metadata, 0x1041 + intra);
 		ASSERT_EQ(0, kt_sysfs_write("lazy_sigs", "0"));
-		s0 = kt_sysfs_read("stats/sig_sends");
-		EXPECT_EQ(0, kt_spawn(3, 0x1045 + intra, -1, 0, codes, 0));
-		s1 = kt_sysfs_read("stats/sig_sends");
-		eager = s1 - s0;
-		EXPECT_EQ(0, kt_spawn(3, 0x1047 + intra, -1, 2, codes, 0));
-		for (int k = 0; k < 3; k++) {
-			EXPECT_EQ(0, codes[k]) {
-				TH_LOG("intra_node %d, lazy_sigs 0, mismatches: rank %d failed with code %d",
-				       intra, k, codes[k]);
-			}
-		}
+		eager = kt_sig_run(_metadata, 0x1045 + intra);
 		ASSERT_EQ(0, kt_sysfs_write("lazy_sigs", "1"));
 		TH_LOG("intra_node %d: %lld SIGs sent lazily, %lld with lazy_sigs 0",
 		       intra, lazy, eager);
