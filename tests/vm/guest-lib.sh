@@ -29,6 +29,9 @@ fail() { log "FAIL: $*"; KCOLL_FAILS+=("$*"); }
 kcoll_net_up() {
 	local j
 	ip link set lo up
+	if [ -n "${kcoll_mtu:-}" ]; then
+		ip link set eth0 mtu "$kcoll_mtu" || fail "eth0 mtu $kcoll_mtu"
+	fi
 	ip link set eth0 up || { fail "no eth0"; return 1; }
 	ip addr add "$KCOLL_IP/24" dev eth0
 	for ((j = 0; j < kcoll_nvms; j++)); do

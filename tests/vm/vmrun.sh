@@ -13,6 +13,10 @@
 # Network: VM i has eth0 = 52:54:00:00:00:<i+1>, address 10.9.0.<i+1>/24.
 # One VM gets a private user-mode NIC; several VMs share a multicast
 # socket hub on the loopback interface (qemu -netdev socket,mcast=).
+# Environment: KCOLL_VM_MTU sets the guests' eth0 MTU (e.g. 9000, which
+# gives rxe 4096-byte packets; default 1500: 1024-byte packets),
+# KCOLL_VM_CPU the guest CPU model, KCOLL_VM_CMDLINE extra kernel
+# arguments.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -60,6 +64,8 @@ for ((i = 0; i < nvms; i++)); do
 	cmdline+=" kcoll_run=$scenario kcoll_out=$out kcoll_vm=$i kcoll_nvms=$nvms"
 	cmdline+=" kcoll_kver=$kver kcoll_top=$top"
 	[ -n "$arg" ] && cmdline+=" kcoll_arg=${arg// /,}"
+	# The guests' eth0 MTU (KCOLL_VM_MTU; default the netdev's 1500).
+	[ -n "${KCOLL_VM_MTU:-}" ] && cmdline+=" kcoll_mtu=$KCOLL_VM_MTU"
 	# Guest CPU: qemu's "max" without CMPXCHG16B (KCOLL_VM_CPU overrides).
 	# With it, 6.12 guests under multi-threaded TCG died about one run
 	# in three of a corrupted SLUB freelist (double fault in kmalloc from
