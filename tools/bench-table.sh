@@ -12,7 +12,14 @@ v0=$dir/vm0
 [ -f "$v0/kcoll-perf.txt" ] || { echo "bench-table: no $v0/kcoll-perf.txt" >&2; exit 1; }
 sum=$(cat "$dir/vm1/ib_write_bw-summary.txt" 2>/dev/null)
 val() { echo "$sum" | sed -n "s/.*\\b$1=\\([0-9.]*\\).*/\\1/p" | head -1; }
-link=$(val perftest) bidir=$(val bidir) lat=$(val lat)
+link=$(val perftest) bidir=$(val bidir) lat=$(val lat) post=$(val post)
+# Two one-way figures (before and after kcoll's runs): the ratios use the
+# higher one, the harder peer.
+first=$link
+if [ -n "$post" ] && [ -n "$link" ] &&
+	awk -v a="$post" -v b="$link" 'BEGIN { exit !(a > b) }'; then
+	link=$post
+fi
 
 files=("kcoll=$v0/kcoll-perf.txt")
 for tr in $(cat "$v0/transports-ok.txt" 2>/dev/null); do
@@ -24,7 +31,7 @@ done
 
 ranks=$(sed -n 's/^# kcoll-perf: \([0-9]*\) ranks.*/\1/p' "$v0/kcoll-perf.txt" | head -1)
 echo "# kcoll side by side, one boot: ${ranks:-?} ranks on 2 VMs ($dir)"
-echo "# link (perftest between the VMs): ib_write_bw 64 KiB ${link:-?} MB/s one way," \
+echo "# link (perftest between the VMs): ib_write_bw 64 KiB ${first:-?} MB/s one way${post:+ (again after kcoll: $post; /link uses the higher)}," \
 	"${bidir:-?} MB/s both ways together; ib_write_lat 8 B ${lat:-?} us"
 echo "# peers:$(for f in "${files[@]:1}"; do printf ' %s' "${f%%=*}"; done)"
 echo "# ratios are kcoll / peer (busbw: higher is better for kcoll; time: lower)"

@@ -16,7 +16,8 @@
 # Environment: KCOLL_VM_MTU sets the guests' eth0 MTU (e.g. 9000, which
 # gives rxe 4096-byte packets; default 1500: 1024-byte packets),
 # KCOLL_VM_CPU the guest CPU model, KCOLL_VM_CMDLINE extra kernel
-# arguments.
+# arguments, KCOLL_VM_NICOPT extra virtio-net-pci properties (from a
+# comma: ",rx_queue_size=1024").
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -81,7 +82,7 @@ for ((i = 0; i < nvms; i++)); do
 		-kernel "$kernel" -initrd "$initrd" -append "$cmdline" \
 		-virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap \
 		-virtfs "local,path=$out,mount_tag=results,security_model=none,multidevs=remap" \
-		-netdev "$net" -device "virtio-net-pci,netdev=n0,mac=$mac,romfile=" \
+		-netdev "$net" -device "virtio-net-pci,netdev=n0,mac=$mac,romfile=${KCOLL_VM_NICOPT:-}" \
 		</dev/null >"$out/vm$i.console" 2>&1 &
 	pids+=($!)
 done
