@@ -211,34 +211,47 @@ kcoll_mod_load
 vm_sync kcoll-loaded 120
 
 # ------------------------------------------------------------ perftest
+# perftest NAME TOOL ARGS...: TOOL's server on VM 0, its client on VM 1
+# (retried until the server listens), output to NAME.txt on each; the
+# client's wall time in seconds goes to $pt_wall.
+pt_wall=""
+perftest() {
+	local name=$1 tool=$2 i t0
+	shift 2
+	if [ "$kcoll_vm" = 0 ]; then
+		timeout 180 "$tool" "$@" >"$KCOLL_OUT/$name.txt" 2>&1 ||
+			fail "$name: $tool server failed"
+		return
+	fi
+	for i in $(seq 1 100); do
+		t0=$(date +%s.%N)
+		if timeout 120 "$tool" "$@" 10.9.0.1 >"$KCOLL_OUT/$name.txt" 2>&1; then
+			pt_wall=$(echo "$(date +%s.%N) $t0" | awk '{ printf "%.3f", $1 - $2 }')
+			return
+		fi
+		sleep 0.5
+	done
+	fail "$name: $tool client never completed"
+}
+# perftest's "MB/sec" is MiB/s: MB/s (10^6) of its @bw_size row, as the
+# MPI tables use.
+pt_mbs() {
+	awk -v s=$bw_size '$1 == s && NF >= 5 { printf "%.2f", $4 * 1.048576 }' "$KCOLL_OUT/$1.txt" | tail -1
+}
+
 # ib_write_bw from VM 1 to VM 0, twice with different iteration counts: the
 # difference of the client's wall times is a cross-check on perftest's
 # figure that does not depend on its cycle-counter calibration.
 bw_size=65536
 for n in 100 600; do
 	bw_args=(-d rxe0 -x 1 -s "$bw_size" -n "$n" -F)
-	if [ "$kcoll_vm" = 0 ]; then
-		timeout 180 ib_write_bw "${bw_args[@]}" >"$KCOLL_OUT/ib_write_bw-$n.txt" 2>&1 ||
-			fail "ib_write_bw server (-n $n) failed"
-	else
-		ok=0
-		for i in $(seq 1 100); do
-			t0=$(date +%s.%N)
-			if timeout 120 ib_write_bw "${bw_args[@]}" 10.9.0.1 >"$KCOLL_OUT/ib_write_bw-$n.txt" 2>&1; then
-				echo "$n $(date +%s.%N) $t0" | awk '{ printf "%d %.3f\n", $1, $2 - $3 }' >>"$KCOLL_OUT/ib_write_bw-wall.txt"
-				ok=1
-				break
-			fi
-			sleep 0.5
-		done
-		[ $ok = 1 ] || fail "ib_write_bw client (-n $n) never completed"
-	fi
+	perftest "ib_write_bw-$n" ib_write_bw "${bw_args[@]}"
+	[ "$kcoll_vm" = 1 ] && echo "$n $pt_wall" >>"$KCOLL_OUT/ib_write_bw-wall.txt"
 	vm_sync "perftest-$n" 200
 done
 if [ "$kcoll_vm" = 1 ]; then
 	cat "$KCOLL_OUT"/ib_write_bw-600.txt
-	# perftest's "MB/sec" is MiB/s; convert to MB/s (10^6) as the MPI tables use.
-	pt=$(awk -v s=$bw_size '$1 == s && NF >= 5 { printf "%.2f", $4 * 1.048576 }' "$KCOLL_OUT/ib_write_bw-600.txt" | tail -1)
+	pt=$(pt_mbs ib_write_bw-600)
 	wall=$(awk -v s=$bw_size '{ t[$1] = $2 } END { d = t[600] - t[100];
 		if (d > 0) printf "%.2f", 500 * s / d / 1e6 }' "$KCOLL_OUT/ib_write_bw-wall.txt")
 	echo "perftest=${pt:-?} wall=${wall:-?}" >"$KCOLL_OUT/ib_write_bw-summary.txt"
@@ -246,30 +259,17 @@ if [ "$kcoll_vm" = 1 ]; then
 fi
 # The same link with traffic both ways at once (ib_write_bw -b): what
 # each direction gets when both are busy, as in a 2-rank ring.
-if [ "$kcoll_vm" = 0 ]; then
-	timeout 180 ib_write_bw "${bw_args[@]}" -b >"$KCOLL_OUT/ib_write_bw-bidir.txt" 2>&1 ||
-		fail "ib_write_bw -b server failed"
-else
-	for i in $(seq 1 100); do
-		timeout 120 ib_write_bw "${bw_args[@]}" -b 10.9.0.1 >"$KCOLL_OUT/ib_write_bw-bidir.txt" 2>&1 && break
-		sleep 0.5
-	done
+perftest ib_write_bw-bidir ib_write_bw "${bw_args[@]}" -b
+if [ "$kcoll_vm" = 1 ]; then
 	# Both directions together; per direction is half of it.
-	bidir=$(awk -v s=$bw_size '$1 == s && NF >= 5 { printf "%.2f", $4 * 1.048576 }' "$KCOLL_OUT/ib_write_bw-bidir.txt" | tail -1)
+	bidir=$(pt_mbs ib_write_bw-bidir)
 	echo "bidir=${bidir:-?}" >>"$KCOLL_OUT/ib_write_bw-summary.txt"
 	log "ib_write_bw -b ${bw_size} B: ${bidir:-?} MB/s both directions together"
 fi
 vm_sync perftest-bidir 60
 # The link's latency (8-byte RDMA WRITEs, ping-pong).
-lat_args=(-d rxe0 -x 1 -s 8 -n 1000 -F)
-if [ "$kcoll_vm" = 0 ]; then
-	timeout 180 ib_write_lat "${lat_args[@]}" >"$KCOLL_OUT/ib_write_lat.txt" 2>&1 ||
-		fail "ib_write_lat server failed"
-else
-	for i in $(seq 1 100); do
-		timeout 120 ib_write_lat "${lat_args[@]}" 10.9.0.1 >"$KCOLL_OUT/ib_write_lat.txt" 2>&1 && break
-		sleep 0.5
-	done
+perftest ib_write_lat ib_write_lat -d rxe0 -x 1 -s 8 -n 1000 -F
+if [ "$kcoll_vm" = 1 ]; then
 	lat=$(awk '$1 == 8 && NF >= 6 { print $5 }' "$KCOLL_OUT/ib_write_lat.txt" | tail -1)
 	echo "lat=${lat:-?}" >>"$KCOLL_OUT/ib_write_bw-summary.txt"
 	log "ib_write_lat 8 B: ${lat:-?} us typical"
@@ -389,15 +389,9 @@ vm_sync kcoll-perf-done 1200
 # perftest's one-way figure has ranged from 10.5 to 17.5 MB/s, more than
 # kcoll's own figures, so the table shows both of this boot's.
 bw_args=(-d rxe0 -x 1 -s "$bw_size" -n 600 -F)
-if [ "$kcoll_vm" = 0 ]; then
-	timeout 180 ib_write_bw "${bw_args[@]}" >"$KCOLL_OUT/ib_write_bw-post.txt" 2>&1 ||
-		fail "ib_write_bw server (post) failed"
-else
-	for i in $(seq 1 100); do
-		timeout 120 ib_write_bw "${bw_args[@]}" 10.9.0.1 >"$KCOLL_OUT/ib_write_bw-post.txt" 2>&1 && break
-		sleep 0.5
-	done
-	post=$(awk -v s=$bw_size '$1 == s && NF >= 5 { printf "%.2f", $4 * 1.048576 }' "$KCOLL_OUT/ib_write_bw-post.txt" | tail -1)
+perftest ib_write_bw-post ib_write_bw "${bw_args[@]}"
+if [ "$kcoll_vm" = 1 ]; then
+	post=$(pt_mbs ib_write_bw-post)
 	echo "post=${post:-?}" >>"$KCOLL_OUT/ib_write_bw-summary.txt"
 	log "ib_write_bw VM1->VM0 ${bw_size} B after kcoll: ${post:-?} MB/s"
 fi
