@@ -173,6 +173,13 @@ $(BUILD)/tests/bin/%: tests/kselftest/%.c tests/kselftest/kcoll_test.h uapi/linu
 	$(CC) -O2 -g -Wall -Werror -I$(TOP)/uapi -I$(KSFT_DIR) -I$(TOP)/libcoll/include \
 		-o $@ $< $(LIBCOLL_A) -lpthread
 
+# The hostile-peer selftest speaks the wire protocol itself through
+# userspace verbs (rdma-core).
+$(BUILD)/tests/bin/kcoll_wire_test: tests/kselftest/kcoll_wire_test.c tests/kselftest/kcoll_test.h kmod/kcoll_wire.h kmod/kcoll_plain.h uapi/linux/kcoll.h $(KSFT_DIR)/kselftest_harness.h
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -Wall -Werror -I$(TOP)/uapi -I$(KSFT_DIR) \
+		-o $@ $< -lrdmacm -libverbs -lpthread
+
 include tests/unit/unit.mk
 include tests/fuzz/fuzz.mk
 
@@ -187,7 +194,7 @@ check:
 # installed kernel; make check runs it for 60 s on the first one.
 # FUZZ_SEED=<n> repeats a run's choices (docs/TESTING.md).
 FUZZ_VM_SECONDS = $(if $(filter command line environment,$(origin FUZZ_SECONDS)),$(FUZZ_SECONDS),600)
-fuzz: modules-all tools
+fuzz: modules-all tools tests-bin
 	tests/run-vm-tests.sh --fuzz "$(FUZZ_VM_SECONDS)$(if $(FUZZ_SEED), $(FUZZ_SEED))" $(KVERS)
 
 # ---------------------------------------------------------------- demo/bench

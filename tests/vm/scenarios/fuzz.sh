@@ -1,7 +1,8 @@
 #!/bin/bash
 # The in-VM fuzzer: Soft-RoCE and kcoll up, then build/tools/kcoll-fuzz for
 # a fixed budget (random and mutated ioctls, SQEs, ring corruption, mmap
-# races, closes during submission; two-rank communicators over rxe0).
+# races, closes during submission; two-rank communicators over rxe0), then
+# kcoll_wire_test's hostile peer on the wire for half of it.
 # Afterwards nothing may be left: no kcoll context or request, the RDMA
 # core's resources back to what they were before the fuzzer started, the
 # module unloads, and the kernel log has no BUG/WARNING/Oops/leak report.
@@ -72,6 +73,22 @@ grep -E '^kcoll-fuzz: (seed|COMM_|two-rank|[0-9]+ threads)|UNEXPECTED' "$KCOLL_O
 grep -E '^kcoll-fuzz: seed .* calls' "$KCOLL_OUT/fuzz.log" >"$KCOLL_OUT/summary.txt"
 grep -E '^kcoll-fuzz: two-rank' "$KCOLL_OUT/fuzz.log" >>"$KCOLL_OUT/summary.txt"
 [ $rc = 0 ] || fail "kcoll-fuzz exited with $rc ($(grep -m1 -o 'reproduce with .*' "$KCOLL_OUT/fuzz.log" || echo 'see fuzz.log'))"
+
+# Then the wire: a hostile rank 1 speaking kcoll's protocol through
+# userspace verbs (tests/kselftest/kcoll_wire_test.c) for half the budget.
+# The checks below cover both fuzzers.
+WIRE=$KCOLL_TOP/build/tests/bin/kcoll_wire_test
+if [ -x "$WIRE" ]; then
+	log "kcoll_wire_test: $((secs / 2)) s${seed:+, seed $seed}"
+	KCOLL_WIREFUZZ_SECONDS=$((secs / 2)) ${seed:+KCOLL_WIREFUZZ_SEED=$seed} \
+		timeout -k 10 $((secs / 2 + 300)) "$WIRE" >"$KCOLL_OUT/wirefuzz.tap" 2>&1
+	rc=$?
+	grep -E '^(not )?ok |rounds \(' "$KCOLL_OUT/wirefuzz.tap" | cut -c1-300
+	grep -Eo '[0-9]+ rounds \(.*' "$KCOLL_OUT/wirefuzz.tap" | sed 's/^/kcoll_wire_test: /' >>"$KCOLL_OUT/summary.txt"
+	[ $rc = 0 ] || fail "kcoll_wire_test exited with $rc (see wirefuzz.tap; its seed is printed there)"
+else
+	fail "no $WIRE (make tests-bin)"
+fi
 
 # Teardown may lag a little behind the exit (completions unwinding on
 # the module's workqueue, QPs draining).

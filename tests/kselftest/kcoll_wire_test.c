@@ -1,0 +1,1244 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * A hostile peer on the wire. This process plays rank 1 of two-rank
+ * communicators whose rank 0 is the module, with its own userspace verbs
+ * (librdmacm and libibverbs on rxe0, real RC connections through rxe's
+ * loopback), and feeds the module what no kcoll peer would send:
+ *   - hellos with a wrong magic, version, key, uid, rank, rank count or
+ *     QP index, each of which must be refused with its reason;
+ *   - once connected, while rank 0 runs collectives and point-to-point
+ *     operations, random, mutated and replayed control messages, messages
+ *     of the wrong size, WRITE WITH IMMs into the module's grants and eager
+ *     slots with right and wrong lengths, immediates and headers, grants
+ *     and credits pointing into our memory or nowhere, ABORTs, BYEs and
+ *     disconnects.
+ * The module must finish every operation (an error CQE is fine) within its
+ * timeout, destroy each communicator promptly, and stay healthy: a regular
+ * communicator of two processes works afterwards. The VM test bed's kernel
+ * log scan catches oopses, WARNs and leaks.
+ *
+ * KCOLL_IP (this VM's rxe0 address) must be set, else the tests SKIP.
+ * KCOLL_WIREFUZZ_SECONDS (default 20) and KCOLL_WIREFUZZ_SEED (default:
+ * the clock, printed) size and reproduce the fuzzing.
+ */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <pthread.h>
+#include <poll.h>
+#include <time.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include "kselftest_harness.h"
+#include "kcoll_test.h"
+#include "../../kmod/kcoll_wire.h"
+
+#define WP_RX		64		/* receives posted */
+#define WP_MSG		64		/* bytes per receive buffer */
+#define WP_DATA		(4u << 20)	/* our memory, offered in grants */
+#define WP_POOL		32		/* messages kept for replay */
+#define WP_GRANTS	16		/* the module's grants kept */
+
+/* Our end of one connection to the module. */
+struct wpeer {
+	struct rdma_event_channel *ec;
+	struct rdma_cm_id *id;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	uint8_t *mem;		/* WP_RX receive buffers, a send area, data */
+	uint8_t *tx;
+	uint8_t *data;
+	bool up, dead;
+	unsigned int inflight;	/* sends not completed yet */
+	/* What the module told us. */
+	struct kcoll_wire_msg pool[WP_POOL];
+	unsigned int npool;
+	struct kcoll_wire_msg grants[WP_GRANTS];
+	unsigned int ngrants;
+	uint64_t slot_addr[KCOLL_EAGER_SLOTS];
+	uint32_t slot_rkey[KCOLL_EAGER_SLOTS];
+	uint32_t slots_known;
+	uint32_t max_seq;	/* highest seq seen from the module */
+	uint32_t grant_serial[KCOLL_KIND_NR];	/* ours, to the module */
+	bool eager;
+	/* Playing along: our eager slots (in our data, at WP_SLOTS), and
+	 * which of the module's slots we may write into. */
+	bool lazy;		/* our CREDITs said LAZY */
+	bool module_lazy;	/* its CREDITs did */
+	uint32_t slots_free;	/* the module's, as far as we know */
+	uint32_t ours_used;	/* our slots the module wrote, to offer again */
+	unsigned int misdeed_odds;	/* 1 in this many loop turns */
+	unsigned long msgs_in, sends, writes;
+};
+
+#define WP_SLOTS	(3u << 20)	/* offset of our eager slots in data */
+
+static uint64_t wp_rng;
+static int wp_trace;	/* KCOLL_WIREFUZZ_VERBOSE=2: every message */
+
+#define WP_TRACE(...) do { if (wp_trace) fprintf(stderr, "# wire: " __VA_ARGS__); } while (0)
+
+static uint64_t wp_rand(void)
+{
+	/* xorshift64* */
+	wp_rng ^= wp_rng >> 12;
+	wp_rng ^= wp_rng << 25;
+	wp_rng ^= wp_rng >> 27;
+	return wp_rng * 0x2545f4914f6cdd1dULL;
+}
+
+static unsigned int wp_below(unsigned int n)
+{
+	return n ? (unsigned int)(wp_rand() % n) : 0;
+}
+
+static double wp_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Wait up to @ms for a CM event; returns it (to ack) or NULL. */
+static struct rdma_cm_event *wp_cm_event(struct wpeer *p, int ms)
+{
+	struct pollfd pfd = { .fd = p->ec->fd, .events = POLLIN };
+	struct rdma_cm_event *ev;
+
+	if (poll(&pfd, 1, ms) <= 0)
+		return NULL;
+	if (rdma_get_cm_event(p->ec, &ev))
+		return NULL;
+	return ev;
+}
+
+static void wp_destroy(struct wpeer *p)
+{
+	struct rdma_cm_event *ev;
+
+	if (p->id && p->up)
+		rdma_disconnect(p->id);
+	if (p->ec) {
+		/* Drain what is pending (a DISCONNECTED, say). */
+		while ((ev = wp_cm_event(p, p->up ? 200 : 0)))
+			rdma_ack_cm_event(ev);
+	}
+	if (p->id && p->id->qp)
+		rdma_destroy_qp(p->id);
+	if (p->mr)
+		ibv_dereg_mr(p->mr);
+	if (p->cq)
+		ibv_destroy_cq(p->cq);
+	if (p->pd)
+		ibv_dealloc_pd(p->pd);
+	if (p->id)
+		rdma_destroy_id(p->id);
+	if (p->ec)
+		rdma_destroy_event_channel(p->ec);
+	free(p->mem);
+	memset(p, 0, sizeof(*p));
+}
+
+static int wp_post_rx(struct wpeer *p, unsigned int i)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)(p->mem + i * WP_MSG), .length = WP_MSG,
+		.lkey = p->mr->lkey,
+	};
+	struct ibv_recv_wr wr = { .wr_id = i, .sg_list = &sge, .num_sge = 1 };
+	struct ibv_recv_wr *bad;
+
+	return ibv_post_recv(p->id->qp, &wr, &bad);
+}
+
+/*
+ * Connect to the module at @ip:@port with @hello. Returns 0 once
+ * established, the REJ reason (> 0) if refused, or -errno.
+ */
+static int wp_connect(struct wpeer *p, const char *ip, int port,
+		      const struct kcoll_wire_hello *hello)
+{
+	struct sockaddr_in dst = { .sin_family = AF_INET,
+				   .sin_port = htons(port) };
+	struct rdma_conn_param param = {
+		.private_data = hello, .private_data_len = sizeof(*hello),
+		.responder_resources = 1, .initiator_depth = 1,
+		.retry_count = 7, .rnr_retry_count = 7,
+	};
+	struct ibv_qp_init_attr qa = {};
+	struct rdma_cm_event *ev;
+	unsigned int i;
+	int want, ret;
+
+	memset(p, 0, sizeof(*p));
+	inet_pton(AF_INET, ip, &dst.sin_addr);
+	p->ec = rdma_create_event_channel();
+	if (!p->ec)
+		return -errno;
+	if (rdma_create_id(p->ec, &p->id, NULL, RDMA_PS_TCP))
+		return -errno;
+	if (rdma_resolve_addr(p->id, NULL, (struct sockaddr *)&dst, 2000))
+		return -errno;
+	for (want = RDMA_CM_EVENT_ADDR_RESOLVED;;) {
+		ev = wp_cm_event(p, 5000);
+		if (!ev)
+			return -ETIMEDOUT;
+		ret = ev->event;
+		rdma_ack_cm_event(ev);
+		if (ret != want)
+			return -EHOSTUNREACH;
+		if (want == RDMA_CM_EVENT_ROUTE_RESOLVED)
+			break;
+		if (rdma_resolve_route(p->id, 2000))
+			return -errno;
+		want = RDMA_CM_EVENT_ROUTE_RESOLVED;
+	}
+	p->pd = ibv_alloc_pd(p->id->verbs);
+	p->cq = p->pd ? ibv_create_cq(p->id->verbs, 256, NULL, NULL, 0) : NULL;
+	p->mem = aligned_alloc(4096, WP_RX * WP_MSG + 16384 + WP_DATA);
+	if (!p->cq || !p->mem)
+		return -ENOMEM;
+	memset(p->mem, 0, WP_RX * WP_MSG + 16384 + WP_DATA);
+	p->tx = p->mem + WP_RX * WP_MSG;
+	p->data = p->tx + 16384;
+	p->mr = ibv_reg_mr(p->pd, p->mem, WP_RX * WP_MSG + 16384 + WP_DATA,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			   IBV_ACCESS_REMOTE_READ);
+	if (!p->mr)
+		return -errno;
+	qa.send_cq = p->cq;
+	qa.recv_cq = p->cq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = 128;
+	qa.cap.max_recv_wr = WP_RX;
+	qa.cap.max_send_sge = 1;
+	qa.cap.max_recv_sge = 1;
+	qa.cap.max_inline_data = 64;
+	qa.sq_sig_all = 1;
+	if (rdma_create_qp(p->id, p->pd, &qa))
+		return -errno;
+	for (i = 0; i < WP_RX; i++)
+		if (wp_post_rx(p, i))
+			return -EIO;
+	if (rdma_connect(p->id, &param))
+		return -errno;
+	ev = wp_cm_event(p, 10000);
+	if (!ev)
+		return -ETIMEDOUT;
+	ret = -ECONNREFUSED;
+	if (ev->event == RDMA_CM_EVENT_ESTABLISHED) {
+		const struct kcoll_wire_accept *acc = ev->param.conn.private_data;
+
+		p->up = true;
+		p->eager = acc && ev->param.conn.private_data_len >= sizeof(*acc) &&
+			   (acc->flags & KCOLL_ACCEPT_EAGER);
+		ret = 0;
+	} else if (ev->event == RDMA_CM_EVENT_REJECTED &&
+		   ev->param.conn.private_data &&
+		   ev->param.conn.private_data_len >= sizeof(struct kcoll_wire_reject)) {
+		const struct kcoll_wire_reject *rej = ev->param.conn.private_data;
+
+		if (le32toh(rej->magic) == KCOLL_WIRE_MAGIC)
+			ret = rej->reason;
+	}
+	rdma_ack_cm_event(ev);
+	return ret;
+}
+
+static void wp_hello(struct kcoll_wire_hello *h, uint64_t uid, const char *key,
+		     uint8_t flags)
+{
+	memset(h, 0, sizeof(*h));
+	h->version = KCOLL_WIRE_VERSION;
+	h->flags = flags;
+	h->magic = htole32(KCOLL_WIRE_MAGIC);
+	h->uid = htole64(uid);
+	h->src_rank = htole32(1);
+	h->dst_rank = htole32(0);
+	h->nranks = htole32(2);
+	memcpy(h->key, key, strnlen(key, sizeof(h->key)));
+}
+
+/* ---------------------------------------------------------------- */
+/* Rank 0: the module, driven by this process                        */
+/* ---------------------------------------------------------------- */
+
+struct wcomm {
+	pthread_t creator, submitter;
+	struct tring r;
+	struct kcoll_rank_addr ranks[2];
+	uint64_t uid;
+	char key[KCOLL_KEY_LEN + 1];
+	long created;		/* COMM_CREATE's result */
+	__u32 id;
+	volatile bool stop, done;
+	/* Rank 0's point-to-point send for rank 1 to grant: seq + 1 (0:
+	 * none), and its count. */
+	unsigned int send_hint, sends;
+	__u64 send_hint_count;
+	/* Tallies of the submitter. */
+	unsigned long ops, ok, failed, hung;
+	int first_hang_op;
+	int first_err, first_err_op;	/* the first failure's res and op */
+};
+
+static void *wc_create(void *arg)
+{
+	struct wcomm *c = arg;
+
+	c->created = kt_comm_create(c->r.fd, c->uid, c->key, 0, 2, c->ranks,
+				    15000, &c->id);
+	return NULL;
+}
+
+/* Start rank 0's COMM_CREATE (it waits for rank 1's hello). */
+static int wc_start(struct wcomm *c, const char *ip, uint64_t uid,
+		    const char *key)
+{
+	memset(c, 0, sizeof(*c));
+	if (kt_ring_init(&c->r, 64, 0, 0))
+		return -1;
+	kt_addr_v4(&c->ranks[0], ip);
+	kt_addr_v4(&c->ranks[1], ip);
+	c->ranks[1].local_index = 1;
+	c->uid = uid;
+	snprintf(c->key, sizeof(c->key), "%s", key);
+	c->created = 1;
+	return pthread_create(&c->creator, NULL, wc_create, c);
+}
+
+/*
+ * Rank 0's operations while the peer misbehaves: one at a time, each must
+ * complete within the op timeout plus slack.
+ */
+static void *wc_submit(void *arg)
+{
+	/* Mostly collectives that rank 1 can mirror (wp_play()). */
+	static const __u8 ops[] = {
+		KCOLL_OP_ALLREDUCE, KCOLL_OP_ALLREDUCE, KCOLL_OP_ALLREDUCE,
+		KCOLL_OP_ALLGATHER, KCOLL_OP_ALLGATHER, KCOLL_OP_REDUCE_SCATTER,
+		KCOLL_OP_ALLTOALL, KCOLL_OP_BARRIER, KCOLL_OP_BARRIER,
+		KCOLL_OP_BROADCAST, KCOLL_OP_REDUCE, KCOLL_OP_SEND,
+		KCOLL_OP_RECV,
+	};
+	static const __u64 counts[] = { 1, 2, 1000, 2048, 70000, 300000 };
+	struct wcomm *c = arg;
+	size_t bytes = 2 * 300000 * sizeof(float);
+	float *s = calloc(1, bytes), *d = calloc(1, bytes);
+	unsigned int n = 0, fails_in_row = 0;
+
+	while (!c->stop && s && d) {
+		__u8 op = ops[wp_below(sizeof(ops))];
+		__u64 cnt = counts[wp_below(6)];
+		struct kcoll_sqe sqe = kt_coll(op, c->id, KCOLL_DTYPE_FP32,
+					       KCOLL_REDOP_SUM, 0, cnt, s, d);
+		struct kcoll_sqe *q = kt_get_sqe(&c->r);
+		struct kcoll_cqe cqe = { .res = -EIO };
+		double t0 = wp_now();
+		long e;
+
+		n++;
+		if (op == KCOLL_OP_BROADCAST || op == KCOLL_OP_ALLGATHER ||
+		    op == KCOLL_OP_ALLTOALL || op == KCOLL_OP_SEND ||
+		    op == KCOLL_OP_RECV)
+			sqe.redop = KCOLL_REDOP_NONE;
+		if (op == KCOLL_OP_BARRIER) {
+			sqe.dtype = KCOLL_DTYPE_NONE;
+			sqe.redop = KCOLL_REDOP_NONE;
+			sqe.count = 0;
+			sqe.send_addr = sqe.recv_addr = 0;
+		}
+		if (op == KCOLL_OP_SEND || op == KCOLL_OP_RECV ||
+		    op == KCOLL_OP_BROADCAST || op == KCOLL_OP_REDUCE)
+			sqe.peer = wp_below(2);
+		if (op == KCOLL_OP_SEND || op == KCOLL_OP_RECV)
+			sqe.peer = 1;
+		if (op == KCOLL_OP_SEND)
+			sqe.recv_addr = 0;
+		if (op == KCOLL_OP_RECV)
+			sqe.send_addr = 0;
+		if (!q)
+			break;
+		sqe.user_data = n;
+		if (op == KCOLL_OP_SEND) {
+			c->send_hint_count = cnt;
+			__atomic_store_n(&c->send_hint, ++c->sends,
+					 __ATOMIC_RELEASE);
+		}
+		*q = sqe;
+		e = kt_enter(&c->r, 1, 0, 0, 0);
+		if (e < 0)
+			break;
+		c->ops++;
+		WP_TRACE("rank 0: op %u count %llu root %u\n", op,
+			 (unsigned long long)sqe.count, sqe.peer);
+		/* op_timeout_ms is 2 s here; 40 s is a hang. */
+		while (kt_pop(&c->r, &cqe)) {
+			e = kt_enter(&c->r, 0, 1, KCOLL_ENTER_GETEVENTS,
+				     1000000000ULL);
+			if (e < 0 && e != -ETIME && e != -EINTR)
+				break;
+			if (wp_now() - t0 > 40) {
+				c->hung++;
+				c->first_hang_op = op;
+				goto out;
+			}
+		}
+		WP_TRACE("rank 0: op %u res %d\n", op, cqe.res);
+		if (cqe.res && !c->failed++) {
+			c->first_err = cqe.res;
+			c->first_err_op = op;
+		} else if (!cqe.res) {
+			c->ok++;
+		}
+		/* Once the connection is gone every operation fails at
+		 * once: the round is over. */
+		fails_in_row = cqe.res ? fails_in_row + 1 : 0;
+		if (fails_in_row >= 4)
+			break;
+	}
+out:
+	free(s);
+	free(d);
+	c->done = true;
+	return NULL;
+}
+
+/* ---------------------------------------------------------------- */
+/* The misbehaving rank 1                                            */
+/* ---------------------------------------------------------------- */
+
+static int wp_send(struct wpeer *p, const void *buf, uint32_t len, bool imm,
+		   uint32_t imm_data)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)p->tx, .length = len, .lkey = p->mr->lkey,
+	};
+	struct ibv_send_wr wr = {
+		.sg_list = &sge, .num_sge = len ? 1 : 0,
+		.opcode = imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND,
+		.send_flags = len <= 64 ? IBV_SEND_INLINE : 0,
+		.imm_data = htonl(imm_data),
+	}, *bad;
+
+	if (len > 16384)
+		return -EINVAL;
+	if (len == sizeof(struct kcoll_wire_msg))
+		WP_TRACE("out type %u kind %u seq %u len %u serial %u status %u\n",
+			 ((const uint8_t *)buf)[0], ((const uint8_t *)buf)[1],
+			 le32toh(((const struct kcoll_wire_msg *)buf)->seq),
+			 le32toh(((const struct kcoll_wire_msg *)buf)->len),
+			 le32toh(((const struct kcoll_wire_msg *)buf)->serial),
+			 le32toh(((const struct kcoll_wire_msg *)buf)->status));
+	memcpy(p->tx, buf, len);
+	if (ibv_post_send(p->id->qp, &wr, &bad))
+		return -EIO;
+	p->inflight++;
+	p->sends++;
+	return 0;
+}
+
+/* RDMA WRITE (WITH IMM if @imm) of @len bytes of our data at @off. */
+static int wp_write(struct wpeer *p, uint64_t raddr, uint32_t rkey,
+		    uint32_t off, uint32_t len, bool imm, uint32_t imm_data)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)(p->data + off), .length = len,
+		.lkey = p->mr->lkey,
+	};
+	struct ibv_send_wr wr = {
+		.sg_list = &sge, .num_sge = len ? 1 : 0,
+		.opcode = imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
+		.imm_data = htonl(imm_data),
+		.wr.rdma = { .remote_addr = raddr, .rkey = rkey },
+	}, *bad;
+
+	if (off + (uint64_t)len > WP_DATA)
+		return -EINVAL;
+	WP_TRACE("out write%s %u bytes imm %#x\n", imm ? " imm" : "", len,
+		 imm_data);
+	if (ibv_post_send(p->id->qp, &wr, &bad))
+		return -EIO;
+	p->inflight++;
+	p->writes++;
+	return 0;
+}
+
+/*
+ * Playing along, as a rank 1 running the same operations would: with two
+ * ranks, what rank 0 sends us is, most of the time, what rank 1 owes it
+ * (the same signature, a grant of the same size for the same step, an
+ * eager transfer of the same size). Mirroring it lets operations complete
+ * and puts the module in the middle of its protocol, where the misdeeds
+ * then land. Broadcasts, reductions and point-to-point operations do not
+ * mirror: they time out, which is fine too.
+ */
+static int wp_send(struct wpeer *p, const void *buf, uint32_t len, bool imm,
+		   uint32_t imm_data);
+static int wp_write(struct wpeer *p, uint64_t raddr, uint32_t rkey,
+		    uint32_t off, uint32_t len, bool imm, uint32_t imm_data);
+
+static void wp_offer_slots(struct wpeer *p)
+{
+	struct kcoll_wire_msg m = { .type = KCOLL_MSG_CREDIT };
+	unsigned int s;
+
+	if (!p->eager)
+		return;
+	p->lazy = wp_below(2);
+	for (s = 0; s < KCOLL_EAGER_SLOTS; s++) {
+		m.serial = htole32(s);
+		m.addr = htole64((uintptr_t)(p->data + WP_SLOTS +
+					     s * KCOLL_EAGER_SLOT_BYTES));
+		m.rkey = htole32(p->mr->rkey);
+		m.len = htole32(KCOLL_EAGER_SLOT_BYTES);
+		m.status = htole32(p->lazy ? KCOLL_CREDIT_LAZY : 0);
+		wp_send(p, &m, sizeof(m), false, 0);
+	}
+}
+
+/* An eager transfer of @len bytes for (@seq, phase 0), signed if both
+ * offered lazy signatures, into a free slot of the module's. */
+static void wp_eager_to(struct wpeer *p, const struct kcoll_wire_msg *sig,
+			uint32_t len)
+{
+	struct kcoll_wire_eager eh = {
+		.seq = sig->seq, .kind = KCOLL_KIND_COLL, .len = htole32(len),
+	};
+	struct kcoll_wire_eager_sig sg = {
+		.opcode = sig->opcode, .dtype = sig->dtype, .redop = sig->redop,
+		.algo = sig->algo, .root = sig->root, .count = sig->count,
+	};
+	uint32_t hlen = sizeof(eh), s;
+	uint8_t *at = p->data + WP_DATA - 2 * KCOLL_EAGER_SLOT_BYTES;
+
+	for (s = 0; s < KCOLL_EAGER_SLOTS; s++)
+		if (p->slots_free & (1u << s))
+			break;
+	if (s == KCOLL_EAGER_SLOTS)
+		return;
+	if (p->lazy && p->module_lazy) {
+		eh.flags = KCOLL_EAGER_SIGNED;
+		memcpy(at + hlen, &sg, sizeof(sg));
+		hlen += sizeof(sg);
+	}
+	memcpy(at, &eh, sizeof(eh));
+	p->slots_free &= ~(1u << s);
+	wp_write(p, p->slot_addr[s], p->slot_rkey[s],
+		 WP_DATA - 2 * KCOLL_EAGER_SLOT_BYTES, hlen + len, true,
+		 KCOLL_IMM_EAGER | s);
+}
+
+/*
+ * Broadcast and reduce between two ranks: one step from the root to the
+ * other. Where the module sends, grant it the whole buffer (unless it goes
+ * eagerly into our slots); where it receives, send it the data eagerly (a
+ * large transfer waits for its grant, filled in wp_play()).
+ */
+static void wp_play_rooted(struct wpeer *p, const struct kcoll_wire_msg *sig)
+{
+	uint64_t bytes = le64toh(sig->count) * 4;
+	bool module_sends, small = p->eager && bytes <= KCOLL_EAGER_MAX;
+	struct kcoll_wire_msg g = *sig;
+
+	if (sig->kind != KCOLL_KIND_COLL || sig->dtype != KCOLL_DTYPE_FP32 ||
+	    !bytes || bytes > WP_SLOTS)
+		return;
+	if (sig->opcode == KCOLL_OP_BROADCAST)
+		module_sends = le32toh(sig->root) == 0;
+	else if (sig->opcode == KCOLL_OP_REDUCE)
+		module_sends = le32toh(sig->root) == 1;
+	else
+		return;
+	if (!module_sends) {
+		if (small)
+			wp_eager_to(p, sig, (uint32_t)bytes);
+		return;
+	}
+	if (small)
+		return;
+	g.type = KCOLL_MSG_GRANT;
+	g.phase = 0;
+	g.addr = htole64((uintptr_t)p->data);
+	g.rkey = htole32(p->mr->rkey);
+	g.len = htole32((uint32_t)bytes);
+	g.serial = htole32(p->grant_serial[KCOLL_KIND_COLL]++);
+	g.status = 0;
+	wp_send(p, &g, sizeof(g), false, 0);
+}
+
+/* Rank 0's @seq-th point-to-point send to us: our receive's grant. */
+static void wp_grant_send(struct wpeer *p, uint32_t seq, uint64_t count)
+{
+	struct kcoll_wire_msg g = {
+		.type = KCOLL_MSG_GRANT, .kind = KCOLL_KIND_P2P,
+		.opcode = KCOLL_OP_RECV, .dtype = KCOLL_DTYPE_FP32,
+		.seq = htole32(seq), .count = htole64(count),
+		.addr = htole64((uintptr_t)p->data),
+		.rkey = htole32(p->mr->rkey), .len = htole32(count * 4),
+	};
+
+	if (count * 4 > WP_SLOTS)
+		return;
+	g.serial = htole32(p->grant_serial[KCOLL_KIND_P2P]++);
+	wp_send(p, &g, sizeof(g), false, 0);
+}
+
+static void wp_play(struct wpeer *p, const struct kcoll_wire_msg *in)
+{
+	struct kcoll_wire_msg m = *in;
+	uint32_t imm;
+
+	switch (in->type) {
+	case KCOLL_MSG_SIG:
+		/* Our signature is the same; ASK wants it, DONE needs
+		 * nothing. */
+		if (le32toh(in->status) & KCOLL_SIG_DONE)
+			return;
+		m.status = 0;
+		wp_send(p, &m, sizeof(m), false, 0);
+		if (!(le32toh(in->status) & KCOLL_SIG_ASK))
+			wp_play_rooted(p, in);
+		return;
+	case KCOLL_MSG_GRANT:
+		/* Fill it, then grant the same step into our memory. */
+		imm = ((uint32_t)in->kind << KCOLL_IMM_KIND_SHIFT) |
+		      (le32toh(in->serial) &
+		       (p->eager ? KCOLL_IMM_EAGER_SERIAL : KCOLL_IMM_SERIAL_MASK));
+		if (le32toh(in->len) <= WP_SLOTS)
+			wp_write(p, le64toh(in->addr), le32toh(in->rkey), 0,
+				 le32toh(in->len), true, imm);
+		if (in->kind != KCOLL_KIND_COLL)
+			return;
+		m.addr = htole64((uintptr_t)p->data);
+		m.rkey = htole32(p->mr->rkey);
+		m.serial = htole32(p->grant_serial[KCOLL_KIND_COLL]++);
+		wp_send(p, &m, sizeof(m), false, 0);
+		return;
+	case KCOLL_MSG_PING:
+		m.type = KCOLL_MSG_PONG;
+		wp_send(p, &m, sizeof(m), false, 0);
+		return;
+	}
+}
+
+/* The module's eager transfer into our slot: the same back, then the slot
+ * offered again. */
+static void wp_play_eager(struct wpeer *p, uint32_t imm, uint32_t byte_len)
+{
+	uint32_t slot = imm & KCOLL_IMM_EAGER_SERIAL, s;
+	struct kcoll_wire_msg m = { .type = KCOLL_MSG_CREDITS };
+
+	WP_TRACE("in eager imm %#x, %u bytes; module slots free %#x\n", imm,
+		 byte_len, p->slots_free);
+	if (!(imm & KCOLL_IMM_EAGER) || slot >= KCOLL_EAGER_SLOTS ||
+	    byte_len > KCOLL_EAGER_SLOT_BYTES)
+		return;
+	for (s = 0; s < KCOLL_EAGER_SLOTS; s++)
+		if (p->slots_free & (1u << s))
+			break;
+	if (s < KCOLL_EAGER_SLOTS) {
+		memcpy(p->data + WP_DATA - KCOLL_EAGER_SLOT_BYTES,
+		       p->data + WP_SLOTS + slot * KCOLL_EAGER_SLOT_BYTES,
+		       byte_len);
+		p->slots_free &= ~(1u << s);
+		wp_write(p, p->slot_addr[s], p->slot_rkey[s],
+			 WP_DATA - KCOLL_EAGER_SLOT_BYTES, byte_len, true,
+			 KCOLL_IMM_EAGER | s);
+	}
+	p->ours_used |= 1u << slot;
+	m.count = htole64(p->ours_used);
+	p->ours_used = 0;
+	wp_send(p, &m, sizeof(m), false, 0);
+}
+
+/* Take in what the module sent; mark the QP dead on errors. */
+static void wp_poll(struct wpeer *p)
+{
+	struct ibv_wc wc[16];
+	struct rdma_cm_event *ev;
+	int n, i;
+
+	while ((ev = wp_cm_event(p, 0))) {
+		if (ev->event == RDMA_CM_EVENT_DISCONNECTED ||
+		    ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL)
+			p->dead = true;
+		rdma_ack_cm_event(ev);
+	}
+	while ((n = ibv_poll_cq(p->cq, 16, wc)) > 0) {
+		for (i = 0; i < n; i++) {
+			if (wc[i].status != IBV_WC_SUCCESS) {
+				p->dead = true;
+				if (!(wc[i].opcode & IBV_WC_RECV) &&
+				    p->inflight)
+					p->inflight--;
+				continue;
+			}
+			if (!(wc[i].opcode & IBV_WC_RECV)) {
+				if (p->inflight)
+					p->inflight--;
+				continue;
+			}
+			if (wc[i].opcode == IBV_WC_RECV &&
+			    wc[i].byte_len == sizeof(struct kcoll_wire_msg)) {
+				struct kcoll_wire_msg m;
+
+				memcpy(&m, p->mem + wc[i].wr_id * WP_MSG,
+				       sizeof(m));
+				p->msgs_in++;
+				WP_TRACE("in type %u kind %u op %u seq %u phase %u len %u serial %u status %u count %llu\n",
+					 m.type, m.kind, m.opcode, le32toh(m.seq),
+					 le16toh(m.phase), le32toh(m.len),
+					 le32toh(m.serial), le32toh(m.status),
+					 (unsigned long long)le64toh(m.count));
+				p->pool[p->npool++ % WP_POOL] = m;
+				if ((int32_t)(le32toh(m.seq) - p->max_seq) > 0)
+					p->max_seq = le32toh(m.seq);
+				if (m.type == KCOLL_MSG_GRANT)
+					p->grants[p->ngrants++ % WP_GRANTS] = m;
+				if (m.type == KCOLL_MSG_CREDIT &&
+				    le32toh(m.serial) < KCOLL_EAGER_SLOTS) {
+					uint32_t s = le32toh(m.serial);
+
+					p->slot_addr[s] = le64toh(m.addr);
+					p->slot_rkey[s] = le32toh(m.rkey);
+					p->slots_known |= 1u << s;
+					p->slots_free |= 1u << s;
+					if (le32toh(m.status) & KCOLL_CREDIT_LAZY)
+						p->module_lazy = true;
+				}
+				if (m.type == KCOLL_MSG_CREDITS)
+					p->slots_free |= (uint32_t)le64toh(m.count) &
+							 p->slots_known;
+				wp_play(p, &m);
+			} else if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+				wp_play_eager(p, ntohl(wc[i].imm_data),
+					      wc[i].byte_len);
+			}
+			if (wp_post_rx(p, wc[i].wr_id))
+				p->dead = true;
+		}
+	}
+	if (n < 0)
+		p->dead = true;
+}
+
+/* A value near what a well-behaved peer would use, or anything. */
+static uint32_t wp_plausible(uint32_t near, uint32_t span)
+{
+	switch (wp_below(6)) {
+	case 0:
+		return (uint32_t)wp_rand();
+	case 1:
+		return 0;
+	case 2:
+		return near - 1;
+	default:
+		return near + wp_below(span);
+	}
+}
+
+static void wp_mutate(struct kcoll_wire_msg *m)
+{
+	uint8_t *b = (uint8_t *)m;
+	unsigned int k;
+
+	switch (wp_below(8)) {
+	case 0:
+		b[wp_below(sizeof(*m))] ^= 1u << wp_below(8);
+		break;
+	case 1:
+		m->count = htole64(wp_rand() >> wp_below(64));
+		break;
+	case 2:
+		m->len = htole32(wp_plausible(le32toh(m->len), 2));
+		break;
+	case 3:
+		m->seq = htole32(wp_plausible(le32toh(m->seq), 3));
+		break;
+	case 4:
+		m->phase = htole16((uint16_t)wp_plausible(le16toh(m->phase), 3));
+		break;
+	case 5:
+		m->status = htole32(wp_plausible(0, 4));
+		break;
+	case 6:
+		m->serial = htole32(wp_plausible(le32toh(m->serial), 2));
+		break;
+	default:
+		for (k = 0; k < 3; k++)
+			b[wp_below(sizeof(*m))] = (uint8_t)wp_rand();
+	}
+}
+
+/* One misdeed. */
+static void wp_act(struct wpeer *p)
+{
+	struct kcoll_wire_msg m = {};
+	struct kcoll_wire_eager eh = {};
+	const struct kcoll_wire_msg *g;
+	uint32_t len, imm, s;
+	uint8_t junk[WP_MSG];
+	unsigned int k;
+
+	switch (wp_below(14)) {
+	case 0: /* a message the module sent us, back as if ours */
+	case 1:
+		if (!p->npool)
+			break;
+		m = p->pool[wp_below(p->npool < WP_POOL ? p->npool : WP_POOL)];
+		if (wp_below(2))
+			wp_mutate(&m);
+		wp_send(p, &m, sizeof(m), wp_below(8) == 0, (uint32_t)wp_rand());
+		break;
+	case 2: /* a random message of a known type */
+		m.type = (uint8_t)wp_below(KCOLL_MSG_EAGER + 3);
+		m.kind = (uint8_t)wp_below(3);
+		m.opcode = (uint8_t)wp_below(KCOLL_OP_LAST + 1);
+		m.dtype = (uint8_t)wp_below(KCOLL_DTYPE_LAST + 1);
+		m.redop = (uint8_t)wp_below(KCOLL_REDOP_LAST + 1);
+		m.algo = (uint8_t)wp_below(16);
+		m.seq = htole32(wp_plausible(p->max_seq, 3));
+		m.count = htole64(wp_rand() >> wp_below(64));
+		m.addr = htole64(wp_rand());
+		m.rkey = htole32((uint32_t)wp_rand());
+		m.len = htole32(wp_plausible(8192, 2));
+		m.serial = htole32(wp_plausible(0, 8));
+		m.status = htole32(wp_plausible(0, 4));
+		wp_send(p, &m, sizeof(m), false, 0);
+		break;
+	case 3: /* the wrong size */
+		for (k = 0; k < sizeof(junk); k++)
+			junk[k] = (uint8_t)wp_rand();
+		len = wp_below(2) ? wp_below(sizeof(struct kcoll_wire_msg)) :
+				    sizeof(struct kcoll_wire_msg) + 1 +
+				    wp_below(WP_MSG - sizeof(struct kcoll_wire_msg));
+		wp_send(p, junk, len, false, 0);
+		break;
+	case 4: /* fill one of the module's grants, rightly or not */
+	case 5:
+	case 6:
+		if (!p->ngrants)
+			break;
+		g = &p->grants[wp_below(p->ngrants < WP_GRANTS ? p->ngrants :
+							       WP_GRANTS)];
+		len = le32toh(g->len);
+		if (wp_below(3) == 0)
+			len = wp_plausible(len, 2);
+		if (len > WP_DATA)
+			len = wp_below(WP_DATA);
+		imm = ((uint32_t)g->kind << KCOLL_IMM_KIND_SHIFT) |
+		      (le32toh(g->serial) &
+		       (p->eager ? KCOLL_IMM_EAGER_SERIAL : KCOLL_IMM_SERIAL_MASK));
+		if (wp_below(4) == 0)
+			imm = wp_plausible(imm, 2);
+		wp_write(p, le64toh(g->addr) + (wp_below(5) ? 0 : wp_below(64)),
+			 le32toh(g->rkey), 0, len, wp_below(8) != 0, imm);
+		break;
+	case 7: /* an eager transfer into one of its slots */
+	case 8:
+		if (!p->slots_known)
+			break;
+		s = wp_below(KCOLL_EAGER_SLOTS);
+		if (!(p->slots_known & (1u << s)))
+			break;
+		eh.seq = htole32(wp_plausible(p->max_seq, 3));
+		eh.phase = htole16((uint16_t)wp_below(4));
+		eh.kind = (uint8_t)(wp_below(6) ? 0 : wp_below(256));
+		eh.flags = (uint8_t)(wp_below(2) ? 0 : wp_below(256));
+		len = wp_plausible(wp_below(5) ? 8 : 4096, 8192);
+		eh.len = htole32(len);
+		memcpy(p->data, &eh, sizeof(eh));
+		if (eh.flags & KCOLL_EAGER_SIGNED) {
+			struct kcoll_wire_eager_sig sg = {
+				.opcode = (uint8_t)wp_below(KCOLL_OP_LAST),
+				.dtype = KCOLL_DTYPE_FP32,
+				.redop = (uint8_t)wp_below(3),
+				.count = htole64(wp_below(3) ? 2 : wp_rand()),
+			};
+			memcpy(p->data + sizeof(eh), &sg, sizeof(sg));
+		}
+		len = sizeof(eh) + (len > KCOLL_EAGER_SLOT_BYTES ?
+				    wp_below(KCOLL_EAGER_MAX) : len);
+		if (wp_below(4) == 0)
+			len = wp_below(KCOLL_EAGER_SLOT_BYTES + 64);
+		imm = KCOLL_IMM_EAGER | (wp_below(6) ? s : wp_below(64));
+		wp_write(p, p->slot_addr[s], p->slot_rkey[s], 0, len, true, imm);
+		break;
+	case 9: /* a grant of ours: into our memory, or nowhere */
+		m.type = KCOLL_MSG_GRANT;
+		m.kind = (uint8_t)wp_below(2);
+		m.opcode = (uint8_t)wp_below(KCOLL_OP_LAST);
+		m.dtype = KCOLL_DTYPE_FP32;
+		m.redop = (uint8_t)wp_below(3);
+		m.seq = htole32(wp_plausible(p->max_seq, 3));
+		m.phase = htole16((uint16_t)wp_below(4));
+		m.count = htole64(wp_below(2) ? 2 : wp_rand() >> wp_below(64));
+		m.root = htole32(wp_below(3));
+		m.addr = htole64(wp_below(4) ? (uintptr_t)p->data : wp_rand());
+		m.rkey = htole32(wp_below(4) ? p->mr->rkey : (uint32_t)wp_rand());
+		m.len = htole32(wp_plausible(wp_below(2) ? 8 : 65536, 2));
+		m.serial = htole32(wp_below(4) ? p->grant_serial[m.kind]++ :
+						 (uint32_t)wp_rand());
+		wp_send(p, &m, sizeof(m), false, 0);
+		break;
+	case 10: /* credits: our slots, or garbage */
+		m.type = wp_below(2) ? KCOLL_MSG_CREDIT : KCOLL_MSG_CREDITS;
+		m.kind = (uint8_t)(wp_below(8) ? 0 : 1);
+		m.serial = htole32(wp_below(10));
+		m.addr = htole64(wp_below(3) ? (uintptr_t)p->data : wp_rand());
+		m.rkey = htole32(wp_below(3) ? p->mr->rkey : (uint32_t)wp_rand());
+		m.len = htole32(wp_plausible(KCOLL_EAGER_SLOT_BYTES, 2));
+		m.count = htole64(wp_rand() & 0x3ff);
+		m.status = htole32(wp_below(3));
+		wp_send(p, &m, sizeof(m), false, 0);
+		break;
+	case 11: /* an ABORT with any status, for any operation */
+		m.type = KCOLL_MSG_ABORT;
+		m.kind = (uint8_t)wp_below(2);
+		m.opcode = (uint8_t)wp_below(KCOLL_OP_LAST + 2);
+		m.seq = htole32(wp_plausible(p->max_seq, 2));
+		m.status = htole32(wp_plausible(EIO, 200));
+		m.root = htole32(wp_plausible(0, 3));
+		wp_send(p, &m, sizeof(m), false, 0);
+		break;
+	case 12: /* a write with no immediate, or one nobody granted */
+		if (!p->ngrants)
+			break;
+		g = &p->grants[wp_below(p->ngrants < WP_GRANTS ? p->ngrants :
+							       WP_GRANTS)];
+		wp_write(p, le64toh(g->addr), le32toh(g->rkey), 0,
+			 wp_below(le32toh(g->len) % WP_DATA + 1), wp_below(2),
+			 (uint32_t)wp_rand());
+		break;
+	default: /* a few NOPs and PINGs: the harmless kind */
+		m.type = wp_below(2) ? KCOLL_MSG_NOP : KCOLL_MSG_PING;
+		m.count = htole64(wp_rand());
+		wp_send(p, &m, sizeof(m), false, 0);
+		break;
+	}
+}
+
+static const char *wp_ip(void)
+{
+	return getenv("KCOLL_IP");
+}
+
+static int wp_port(void)
+{
+	long long port = kt_sysfs_read("listen_port");
+
+	return port > 0 ? (int)port : 18515;
+}
+
+/* Hellos kcoll must refuse: what is wrong, and the reason it must give. */
+enum { HB_ZERO, HB_MAGIC, HB_VERSION, HB_KEY, HB_UID, HB_DST, HB_NRANKS,
+       HB_SRC_LOW, HB_SRC_HIGH, HB_LANE, HB_LANES, HB_NR };
+
+static const struct {
+	const char *what;
+	int reason;
+} wp_bad_hellos[HB_NR] = {
+	[HB_ZERO] = { "all zero", KCOLL_REJ_VERSION },
+	[HB_MAGIC] = { "wrong magic", KCOLL_REJ_VERSION },
+	[HB_VERSION] = { "wire version 2", KCOLL_REJ_VERSION },
+	[HB_KEY] = { "wrong key", KCOLL_REJ_KEY },
+	[HB_UID] = { "unknown communicator", KCOLL_REJ_NOCOMM },
+	[HB_DST] = { "a rank this node does not hold", KCOLL_REJ_NOCOMM },
+	[HB_NRANKS] = { "3 ranks for 2", KCOLL_REJ_RANK },
+	[HB_SRC_LOW] = { "from rank 0 to rank 0", KCOLL_REJ_RANK },
+	[HB_SRC_HIGH] = { "from rank 7 of 2", KCOLL_REJ_RANK },
+	[HB_LANE] = { "QP 2 of 2", KCOLL_REJ_RANK },
+	[HB_LANES] = { "QP 1 of 2 before QP 0", KCOLL_REJ_DUP },
+};
+
+static void wp_spoil(struct kcoll_wire_hello *h, int what)
+{
+	switch (what) {
+	case HB_ZERO:
+		memset(h, 0, sizeof(*h));
+		break;
+	case HB_MAGIC:
+		h->magic = htole32(KCOLL_WIRE_MAGIC ^ 0x100);
+		break;
+	case HB_VERSION:
+		h->version = KCOLL_WIRE_VERSION + 1;
+		break;
+	case HB_KEY:
+		h->key[3] ^= 1;
+		break;
+	case HB_UID:
+		h->uid = htole64(le64toh(h->uid) + 1);
+		break;
+	case HB_DST:
+		h->dst_rank = htole32(1);
+		break;
+	case HB_NRANKS:
+		h->nranks = htole32(3);
+		break;
+	case HB_SRC_LOW:
+		h->src_rank = htole32(0);
+		break;
+	case HB_SRC_HIGH:
+		h->src_rank = htole32(7);
+		break;
+	case HB_LANE:
+		h->flags = kcoll_hello_lanes(2, 2);
+		break;
+	case HB_LANES:
+		h->flags = kcoll_hello_lanes(1, 2);
+		break;
+	}
+}
+
+/*
+ * Every hello kcoll must refuse, each with its reason, while rank 0 of the
+ * communicator waits for rank 1; then the right one, which completes rank
+ * 0's COMM_CREATE, and a second one for the rank now connected.
+ */
+TEST(bad_hellos_are_refused_with_their_reason)
+{
+	const char *ip = wp_ip();
+	struct kcoll_wire_hello h;
+	struct wpeer p, dup;
+	struct wcomm c;
+	int port, i, r;
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	port = wp_port();
+	ASSERT_EQ(0, wc_start(&c, ip, 0x7e11, "wire-secret"));
+	for (i = 0; i < HB_NR; i++) {
+		wp_hello(&h, c.uid, c.key, 0);
+		wp_spoil(&h, i);
+		/* The communicator may not be listed yet: NOCOMM is "retry"
+		 * for the first hellos; the others must never pass. */
+		for (int t = 0; t < 50; t++) {
+			r = wp_connect(&p, ip, port, &h);
+			wp_destroy(&p);
+			if (r != KCOLL_REJ_NOCOMM ||
+			    wp_bad_hellos[i].reason == KCOLL_REJ_NOCOMM)
+				break;
+			usleep(100000);
+		}
+		EXPECT_EQ(wp_bad_hellos[i].reason, r) {
+			TH_LOG("hello with %s: got %d, want reason %d",
+			       wp_bad_hellos[i].what, r, wp_bad_hellos[i].reason);
+		}
+	}
+	/* Still waiting for rank 1. */
+	EXPECT_EQ(1, c.created);
+	wp_hello(&h, c.uid, c.key, 0);
+	r = wp_connect(&p, ip, port, &h);
+	ASSERT_EQ(0, r);
+	pthread_join(c.creator, NULL);
+	EXPECT_EQ(0, c.created);
+	r = wp_connect(&dup, ip, port, &h);
+	wp_destroy(&dup);
+	EXPECT_EQ(KCOLL_REJ_DUP, r);
+	if (!c.created) {
+		struct kcoll_comm_destroy d = { .comm_id = c.id };
+
+		EXPECT_EQ(0, kt_ioctl(c.r.fd, KCOLL_IOC_COMM_DESTROY, &d));
+	}
+	wp_destroy(&p);
+	kt_ring_exit(&c.r);
+}
+
+/* A regular two-process communicator: one allreduce, checked. */
+static int wp_healthy_rank(const char *ip, int rank)
+{
+	struct kcoll_rank_addr ranks[2];
+	struct tring r;
+	int32_t a[1024], b[1024];
+	struct kcoll_sqe sqe;
+	__u32 id;
+	int i, res;
+
+	if (kt_ring_init(&r, 8, 0, 0))
+		return 10;
+	kt_addr_v4(&ranks[0], ip);
+	kt_addr_v4(&ranks[1], ip);
+	ranks[1].local_index = 1;
+	if (kt_comm_create(r.fd, 0x7e77, "healthy", rank, 2, ranks, 20000, &id))
+		return 11;
+	for (i = 0; i < 1024; i++)
+		a[i] = i * (rank + 1);
+	sqe = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_INT32,
+		      KCOLL_REDOP_SUM, 0, 1024, a, b);
+	res = kt_run(&r, &sqe);
+	if (res)
+		return 12;
+	for (i = 0; i < 1024; i++)
+		if (b[i] != 3 * i)
+			return 13;
+	kt_ring_exit(&r);
+	return 0;
+}
+
+static double wp_env(const char *name, double dflt)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? strtod(v, NULL) : dflt;
+}
+
+/*
+ * Rounds of one communicator each: rank 1 connects (eager offered or not),
+ * rank 0 runs operations one after another, rank 1 answers with misdeeds
+ * until its QP dies or the round's time is up, then rank 0 destroys the
+ * communicator. Nothing may hang; the module must work afterwards.
+ */
+/* The fuzzing test runs for its own budget, far beyond the harness's
+ * default 30 s: a fixture for TEST_F_TIMEOUT, with nothing in it. */
+FIXTURE(wire) {
+	int unused;
+};
+
+FIXTURE_SETUP(wire)
+{
+}
+
+FIXTURE_TEARDOWN(wire)
+{
+}
+
+TEST_F_TIMEOUT(wire, hostile_peer_cannot_hang_or_break_the_module, 3600)
+{
+	const char *ip = wp_ip();
+	double budget = wp_env("KCOLL_WIREFUZZ_SECONDS", 20), t_end;
+	const char *seed_env = getenv("KCOLL_WIREFUZZ_SEED");
+	uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0) : 0;
+	unsigned long rounds = 0, died = 0, ops = 0, ok = 0, failed = 0;
+	unsigned long msgs = 0, sends = 0, writes = 0;
+	long long old_timeout, eager_sends0;
+	int port, st, codes[2];
+	pid_t pids[2];
+	char buf[32];
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "setting sysfs op_timeout_ms needs root");
+	if (!seed)
+		seed = (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)getpid();
+	wp_rng = seed | 1;
+	wp_trace = wp_env("KCOLL_WIREFUZZ_VERBOSE", 0) >= 2;
+	if (budget > 3000)
+		budget = 3000;	/* the harness's limit, less the rounds' */
+	TH_LOG("seed %llu (KCOLL_WIREFUZZ_SEED), %.0f s (KCOLL_WIREFUZZ_SECONDS)",
+	       (unsigned long long)seed, budget);
+	port = wp_port();
+	old_timeout = kt_sysfs_read("op_timeout_ms");
+	ASSERT_LT(0, old_timeout);
+	ASSERT_EQ(0, kt_sysfs_write("op_timeout_ms", "2000"));
+	eager_sends0 = kt_sysfs_read("stats/eager_sends");
+	t_end = wp_now() + budget;
+	while (wp_now() < t_end) {
+		struct kcoll_wire_hello h;
+		struct kcoll_comm_destroy d;
+		struct wpeer p;
+		struct wcomm c;
+		double t_round, t0, t_start = wp_now(), t_join = 0, t_destroy;
+		double t_conn;
+		int r;
+
+		ASSERT_EQ(0, wc_start(&c, ip, 0x7e100 + rounds, "wire-fuzz"));
+		wp_hello(&h, c.uid, c.key, wp_below(4) ? KCOLL_HELLO_EAGER : 0);
+		for (int t = 0; t < 50; t++) {
+			r = wp_connect(&p, ip, port, &h);
+			if (r != KCOLL_REJ_NOCOMM)
+				break;
+			wp_destroy(&p);
+			usleep(100000);
+		}
+		ASSERT_EQ(0, r);
+		pthread_join(c.creator, NULL);
+		ASSERT_EQ(0, c.created);
+		t_conn = wp_now() - t_start;
+		rounds++;
+		/* Some rounds misbehave at once, most after a while. */
+		p.misdeed_odds = wp_below(4) ? 400 + wp_below(4000) : 3;
+		if (wp_below(8))
+			wp_offer_slots(&p);
+		ASSERT_EQ(0, pthread_create(&c.submitter, NULL, wc_submit, &c));
+		t_round = wp_now() + 2 + wp_below(5);
+		while (!p.dead && !c.done && wp_now() < t_round) {
+			unsigned int hint = __atomic_exchange_n(&c.send_hint, 0,
+							       __ATOMIC_ACQUIRE);
+
+			wp_poll(&p);
+			if (hint)
+				wp_grant_send(&p, hint - 1, c.send_hint_count);
+			if (p.inflight < 64 && wp_below(p.misdeed_odds) == 0)
+				wp_act(&p);
+			else
+				usleep(1000);
+		}
+		died += p.dead;
+		if (getenv("KCOLL_WIREFUZZ_VERBOSE"))
+			TH_LOG("round %lu: eager %d lazy %d odds %u: %lu ok, then op %d failed %d; %lu msgs in",
+			       rounds, p.eager, p.lazy, p.misdeed_odds, c.ok,
+			       c.first_err_op, c.first_err, p.msgs_in);
+		msgs += p.msgs_in;
+		sends += p.sends;
+		writes += p.writes;
+		/* Half the rounds leave rank 1 connected and silent while
+		 * rank 0 goes on: its operations must time out. */
+		if (wp_below(2))
+			wp_destroy(&p);
+		else
+			usleep(500000);
+		c.stop = true;
+		t0 = wp_now();
+		pthread_join(c.submitter, NULL);
+		t_join = wp_now() - t0;
+		EXPECT_EQ(0, c.hung) {
+			TH_LOG("round %lu: operation %d never completed",
+			       rounds, c.first_hang_op);
+		}
+		ops += c.ops;
+		ok += c.ok;
+		failed += c.failed;
+		d = (struct kcoll_comm_destroy){ .comm_id = c.id };
+		t0 = wp_now();
+		EXPECT_EQ(0, kt_ioctl(c.r.fd, KCOLL_IOC_COMM_DESTROY, &d));
+		t_destroy = wp_now() - t0;
+		EXPECT_GT(30, t_destroy);
+		wp_destroy(&p);
+		kt_ring_exit(&c.r);
+		if (getenv("KCOLL_WIREFUZZ_VERBOSE"))
+			TH_LOG("round %lu: %.1f s; connected in %.1f s, submitter joined in %.1f s, destroy %.1f s",
+			       rounds, wp_now() - t_start, t_conn, t_join,
+			       t_destroy);
+		if (c.hung)
+			break;
+	}
+	snprintf(buf, sizeof(buf), "%lld", old_timeout);
+	EXPECT_EQ(0, kt_sysfs_write("op_timeout_ms", buf));
+	TH_LOG("%lu rounds (%lu ended by the module), rank 0: %lu operations, %lu ok, %lu failed; rank 1: %lu messages in, %lu sends, %lu writes, module eager sends %lld",
+	       rounds, died, ops, ok, failed, msgs, sends, writes,
+	       kt_sysfs_read("stats/eager_sends") - eager_sends0);
+	EXPECT_LT(0, rounds);
+	EXPECT_LT(0, ops);
+	/* The module still works. */
+	for (int i = 0; i < 2; i++) {
+		pids[i] = fork();
+		ASSERT_LE(0, pids[i]);
+		if (!pids[i])
+			_exit(wp_healthy_rank(ip, i));
+	}
+	for (int i = 0; i < 2; i++) {
+		waitpid(pids[i], &st, 0);
+		codes[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 100;
+		EXPECT_EQ(0, codes[i]) {
+			TH_LOG("healthy rank %d after the fuzzing: code %d", i,
+			       codes[i]);
+		}
+	}
+}
+
+TEST_HARNESS_MAIN
