@@ -1304,6 +1304,18 @@ static struct kcoll_task *kcoll_p2p_find(struct list_head *list, u32 seq)
 	return NULL;
 }
 
+/* @head holds more than @max entries (walks at most @max + 1). */
+static bool kcoll_list_longer(const struct list_head *head, unsigned int max)
+{
+	const struct list_head *pos;
+	unsigned int n = 0;
+
+	list_for_each(pos, head)
+		if (++n > max)
+			return true;
+	return false;
+}
+
 void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 {
 	struct kcoll_comm *comm = conn->comm;
@@ -1425,6 +1437,13 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 				kcoll_op_fail(op, -EBADMSG);
 			}
 		}
+		if (kcoll_list_longer(&conn->k[m->kind].in,
+				      KCOLL_GRANTS_QUEUED_MAX(conn))) {
+			pr_warn_ratelimited("comm %llx rank %u: rank %u sent more than %u grants we could not use yet\n",
+					    comm->uid, comm->rank, conn->peer,
+					    KCOLL_GRANTS_QUEUED_MAX(conn));
+			goto bad;
+		}
 		g = kzalloc(sizeof(*g), GFP_KERNEL);
 		if (!g) {
 			kcoll_conn_kill(conn, -ENOMEM);
@@ -1495,6 +1514,12 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 					   kcoll_abort_culprit(conn, m));
 			kcoll_op_forget_grants(op, conn);
 			return;
+		}
+		if (kcoll_list_longer(&conn->sigs, KCOLL_SIGS_QUEUED_MAX)) {
+			pr_warn_ratelimited("comm %llx rank %u: rank %u sent more than %u signatures ahead of us\n",
+					    comm->uid, comm->rank, conn->peer,
+					    KCOLL_SIGS_QUEUED_MAX);
+			goto bad;
 		}
 		s = kzalloc(sizeof(*s), GFP_KERNEL);
 		if (!s) {

@@ -52,6 +52,17 @@
 #define KCOLL_SQ_DEPTH		256	/* send WRs per QP */
 #define KCOLL_GRANT_WINDOW	8	/* grants outstanding per QP & kind */
 #define KCOLL_MAX_LANES		KCOLL_QPS_PER_PEER_MAX	/* RC QPs per peer */
+/*
+ * What a peer may leave queued with us, per connection: its grants we have
+ * not written yet (per kind; a correct peer has at most its window out,
+ * plus those of operations that failed on its side before ours caught up)
+ * and its SIGs and ABORTs for operations we have not started (a correct
+ * peer cannot complete a collective without our SIG, so it is never more
+ * than a few ahead). More is a protocol error: kernel memory a peer can
+ * make us allocate stays bounded.
+ */
+#define KCOLL_GRANTS_QUEUED_MAX(conn)	(16 * (conn)->window)
+#define KCOLL_SIGS_QUEUED_MAX		256
 /* Reduce landing slots per connection: the largest window (a bitmap). */
 #define KCOLL_STAGE_SLOTS	(KCOLL_GRANT_WINDOW * KCOLL_MAX_LANES)
 #define KCOLL_REG_BATCH		32	/* REG_MR WRs per registration batch */

@@ -39,6 +39,8 @@
 #define WP_DATA		(4u << 20)	/* our memory, offered in grants */
 #define WP_POOL		32		/* messages kept for replay */
 #define WP_GRANTS	16		/* the module's grants kept */
+/* The module's grant window per QP (kmod/kcoll_comm.h, not a uapi header). */
+#define KCOLL_GRANT_WINDOW_TEST	8
 
 /* Our end of one connection to the module. */
 struct wpeer {
@@ -70,6 +72,8 @@ struct wpeer {
 	uint32_t slots_free;	/* the module's, as far as we know */
 	uint32_t ours_used;	/* our slots the module wrote, to offer again */
 	unsigned int misdeed_odds;	/* 1 in this many loop turns */
+	unsigned int flood_left;	/* messages of a flood still to send */
+	uint8_t flood_type;		/* SIG or GRANT */
 	unsigned long msgs_in, sends, writes;
 };
 
@@ -784,7 +788,14 @@ static void wp_act(struct wpeer *p)
 	uint8_t junk[WP_MSG];
 	unsigned int k;
 
-	switch (wp_below(14)) {
+	switch (wp_below(15)) {
+	case 14: /* a flood: more grants or signatures than a peer may
+		  * leave queued (kcoll caps both) */
+		if (p->flood_left)
+			break;
+		p->flood_type = wp_below(2) ? KCOLL_MSG_SIG : KCOLL_MSG_GRANT;
+		p->flood_left = 100 + wp_below(400);
+		break;
 	case 0: /* a message the module sent us, back as if ours */
 	case 1:
 		if (!p->npool)
@@ -922,6 +933,25 @@ static void wp_act(struct wpeer *p)
 	}
 }
 
+/* One message of a flood: SIGs for collectives far ahead, or grants with
+ * the serials the module expects for steps it has not reached. */
+static void wp_flood_one(struct wpeer *p)
+{
+	struct kcoll_wire_msg m = {
+		.type = p->flood_type, .kind = KCOLL_KIND_COLL,
+		.opcode = KCOLL_OP_ALLREDUCE, .dtype = KCOLL_DTYPE_FP32,
+		.redop = KCOLL_REDOP_SUM, .count = htole64(2),
+		.seq = htole32(p->max_seq + 1000 + p->flood_left),
+		.addr = htole64((uintptr_t)p->data),
+		.rkey = htole32(p->mr->rkey), .len = htole32(8),
+	};
+
+	if (p->flood_type == KCOLL_MSG_GRANT)
+		m.serial = htole32(p->grant_serial[KCOLL_KIND_COLL]++);
+	wp_send(p, &m, sizeof(m), false, 0);
+	p->flood_left--;
+}
+
 static const char *wp_ip(void)
 {
 	return getenv("KCOLL_IP");
@@ -1046,6 +1076,67 @@ TEST(bad_hellos_are_refused_with_their_reason)
 	}
 	wp_destroy(&p);
 	kt_ring_exit(&c.r);
+}
+
+/*
+ * A peer may leave only so much queued with the module: more grants than
+ * it could have outstanding, or SIGs for collectives far ahead, end the
+ * connection with a protocol error (KCOLL_GRANTS_QUEUED_MAX,
+ * KCOLL_SIGS_QUEUED_MAX: 16 windows of 8 grants, 256 SIGs) instead of
+ * kernel memory allocated for as long as the peer keeps sending.
+ */
+TEST(floods_end_the_connection)
+{
+	const char *ip = wp_ip();
+	struct kcoll_wire_hello h;
+	struct kcoll_sqe sqe;
+	struct wpeer p;
+	struct wcomm c;
+	int port, kind, r;
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	port = wp_port();
+	for (kind = 0; kind < 2; kind++) {
+		ASSERT_EQ(0, wc_start(&c, ip, 0x7e20 + kind, "flood"));
+		wp_hello(&h, c.uid, c.key, 0);
+		for (int t = 0; t < 50; t++) {
+			r = wp_connect(&p, ip, port, &h);
+			if (r != KCOLL_REJ_NOCOMM)
+				break;
+			wp_destroy(&p);
+			usleep(100000);
+		}
+		ASSERT_EQ(0, r);
+		pthread_join(c.creator, NULL);
+		ASSERT_EQ(0, c.created);
+		p.flood_type = kind ? KCOLL_MSG_GRANT : KCOLL_MSG_SIG;
+		p.flood_left = kind ? 16 * KCOLL_GRANT_WINDOW_TEST + 8 : 300;
+		while (p.flood_left) {
+			wp_poll(&p);
+			if (p.inflight < 96)
+				wp_flood_one(&p);
+			else
+				usleep(1000);
+		}
+		for (int t = 0; t < 200 && p.inflight; t++) {
+			usleep(10000);
+			wp_poll(&p);
+		}
+		usleep(300000);
+		/* Rank 0's next operation finds the connection gone. */
+		sqe = kt_coll(KCOLL_OP_BARRIER, c.id, 0, 0, 0, 0, NULL, NULL);
+		EXPECT_EQ(-EPROTO, kt_run(&c.r, &sqe)) {
+			TH_LOG("after a flood of %s", kind ? "grants" : "SIGs");
+		}
+		{
+			struct kcoll_comm_destroy d = { .comm_id = c.id };
+
+			EXPECT_EQ(0, kt_ioctl(c.r.fd, KCOLL_IOC_COMM_DESTROY, &d));
+		}
+		wp_destroy(&p);
+		kt_ring_exit(&c.r);
+	}
 }
 
 /* A regular two-process communicator: one allreduce, checked. */
@@ -1173,7 +1264,9 @@ TEST_F_TIMEOUT(wire, hostile_peer_cannot_hang_or_break_the_module, 3600)
 			wp_poll(&p);
 			if (hint)
 				wp_grant_send(&p, hint - 1, c.send_hint_count);
-			if (p.inflight < 64 && wp_below(p.misdeed_odds) == 0)
+			if (p.flood_left && p.inflight < 96)
+				wp_flood_one(&p);
+			else if (p.inflight < 64 && wp_below(p.misdeed_odds) == 0)
 				wp_act(&p);
 			else
 				usleep(1000);
