@@ -1079,6 +1079,31 @@ TEST(bad_hellos_are_refused_with_their_reason)
 }
 
 /*
+ * A communicator @uid of rank 0 (the module, @c) and rank 1 (us, @p): rank
+ * 0 starts, we connect with @flags in the hello (retrying while rank 0's
+ * communicator is not listed yet). 0, or what went wrong.
+ */
+static int wp_pair(struct wpeer *p, struct wcomm *c, uint64_t uid,
+		   const char *key, uint8_t flags)
+{
+	struct kcoll_wire_hello h;
+	int r = -1;
+
+	if (wc_start(c, wp_ip(), uid, key))
+		return -1;
+	wp_hello(&h, c->uid, c->key, flags);
+	for (int t = 0; t < 50; t++) {
+		r = wp_connect(p, wp_ip(), wp_port(), &h);
+		if (r != KCOLL_REJ_NOCOMM)
+			break;
+		wp_destroy(p);
+		usleep(100000);
+	}
+	pthread_join(c->creator, NULL);
+	return r ? r : c->created ? -2 : 0;
+}
+
+/*
  * A peer may leave only so much queued with the module: more grants than
  * it could have outstanding, or SIGs for collectives far ahead, end the
  * connection with a protocol error (KCOLL_GRANTS_QUEUED_MAX,
@@ -1087,29 +1112,15 @@ TEST(bad_hellos_are_refused_with_their_reason)
  */
 TEST(floods_end_the_connection)
 {
-	const char *ip = wp_ip();
-	struct kcoll_wire_hello h;
 	struct kcoll_sqe sqe;
 	struct wpeer p;
 	struct wcomm c;
-	int port, kind, r;
+	int kind;
 
-	if (!ip)
+	if (!wp_ip())
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
-	port = wp_port();
 	for (kind = 0; kind < 2; kind++) {
-		ASSERT_EQ(0, wc_start(&c, ip, 0x7e20 + kind, "flood"));
-		wp_hello(&h, c.uid, c.key, 0);
-		for (int t = 0; t < 50; t++) {
-			r = wp_connect(&p, ip, port, &h);
-			if (r != KCOLL_REJ_NOCOMM)
-				break;
-			wp_destroy(&p);
-			usleep(100000);
-		}
-		ASSERT_EQ(0, r);
-		pthread_join(c.creator, NULL);
-		ASSERT_EQ(0, c.created);
+		ASSERT_EQ(0, wp_pair(&p, &c, 0x7e20 + kind, "flood", 0));
 		p.flood_type = kind ? KCOLL_MSG_GRANT : KCOLL_MSG_SIG;
 		p.flood_left = kind ? 16 * KCOLL_GRANT_WINDOW_TEST + 8 : 300;
 		while (p.flood_left) {
@@ -1206,7 +1217,7 @@ TEST_F_TIMEOUT(wire, hostile_peer_cannot_hang_or_break_the_module, 3600)
 	unsigned long rounds = 0, died = 0, ops = 0, ok = 0, failed = 0;
 	unsigned long msgs = 0, sends = 0, writes = 0;
 	long long old_timeout, eager_sends0;
-	int port, st, codes[2];
+	int st, codes[2];
 	pid_t pids[2];
 	char buf[32];
 
@@ -1222,33 +1233,20 @@ TEST_F_TIMEOUT(wire, hostile_peer_cannot_hang_or_break_the_module, 3600)
 		budget = 3000;	/* the harness's limit, less the rounds' */
 	TH_LOG("seed %llu (KCOLL_WIREFUZZ_SEED), %.0f s (KCOLL_WIREFUZZ_SECONDS)",
 	       (unsigned long long)seed, budget);
-	port = wp_port();
 	old_timeout = kt_sysfs_read("op_timeout_ms");
 	ASSERT_LT(0, old_timeout);
 	ASSERT_EQ(0, kt_sysfs_write("op_timeout_ms", "2000"));
 	eager_sends0 = kt_sysfs_read("stats/eager_sends");
 	t_end = wp_now() + budget;
 	while (wp_now() < t_end) {
-		struct kcoll_wire_hello h;
 		struct kcoll_comm_destroy d;
 		struct wpeer p;
 		struct wcomm c;
 		double t_round, t0, t_start = wp_now(), t_join = 0, t_destroy;
 		double t_conn;
-		int r;
 
-		ASSERT_EQ(0, wc_start(&c, ip, 0x7e100 + rounds, "wire-fuzz"));
-		wp_hello(&h, c.uid, c.key, wp_below(4) ? KCOLL_HELLO_EAGER : 0);
-		for (int t = 0; t < 50; t++) {
-			r = wp_connect(&p, ip, port, &h);
-			if (r != KCOLL_REJ_NOCOMM)
-				break;
-			wp_destroy(&p);
-			usleep(100000);
-		}
-		ASSERT_EQ(0, r);
-		pthread_join(c.creator, NULL);
-		ASSERT_EQ(0, c.created);
+		ASSERT_EQ(0, wp_pair(&p, &c, 0x7e100 + rounds, "wire-fuzz",
+				     wp_below(4) ? KCOLL_HELLO_EAGER : 0));
 		t_conn = wp_now() - t_start;
 		rounds++;
 		/* Some rounds misbehave at once, most after a while. */
