@@ -192,11 +192,23 @@ static void kcoll_op_fail_from(struct kcoll_task *op, int err, u32 peer)
  * grants), checked before the data is used, so a rank that completes has
  * seen, along the data's paths, that every rank's signature equals its
  * own. A mismatch fails the op on the rank that sees it, whose ABORTs end
- * it everywhere. An op still running after KCOLL_SIG_LAZY_MS asks its lazy
- * peers for their SIGs, for the missing-rank report and for peers whose
- * differing operation waits for SIGs.
+ * it everywhere. An op that has made no progress for KCOLL_SIG_LAZY_MS asks
+ * its lazy peers for their SIGs, for the missing-rank report and for peers
+ * whose differing operation waits for SIGs; one that is merely long (a
+ * large transfer, moving) never asks, so a large communicator does not pay
+ * a SIG and an answer per peer for every long collective.
  */
 #define KCOLL_SIG_LAZY_MS	50
+
+/*
+ * How far @op has come: its phase, then the bytes of that phase sent and
+ * received (each phase is far below 2^40 bytes). Equal values 50 ms apart
+ * mean it stalled. Must hold comm->lock.
+ */
+static u64 kcoll_op_mark(const struct kcoll_task *op)
+{
+	return ((u64)op->phase << 40) + op->send_done + op->recv_done;
+}
 
 static struct kcoll_task *kcoll_coll_head(struct kcoll_comm *comm);
 
@@ -1965,6 +1977,15 @@ void kcoll_engine_timeout_work(struct work_struct *work)
 	list_for_each_entry_safe(op, tmp, &comm->ops, all) {
 		if (op->lazy && !op->lazy_due && op->started && !op->error &&
 		    !op->finished) {
+			u64 mark = kcoll_op_mark(op);
+
+			if (time_after_eq(now, op->lazy_at) &&
+			    mark != op->lazy_mark) {
+				/* Moving: look again later. */
+				op->lazy_mark = mark;
+				op->lazy_at = now +
+					msecs_to_jiffies(KCOLL_SIG_LAZY_MS);
+			}
 			if (time_after_eq(now, op->lazy_at)) {
 				op->lazy_due = true;	/* progress asks */
 				any = true;

@@ -333,9 +333,10 @@ struct kcoll_task {
 					 * full send queue defers the rest) */
 	bool lazy;			/* all-dependent: no SIG to, and none
 					 * needed from, kcoll_conn_lazy() peers */
-	bool lazy_due;			/* ran past lazy_at: ask them too */
+	bool lazy_due;			/* stalled past lazy_at: ask them too */
 	bool lazy_sent;			/* the asks are out */
 	unsigned long lazy_at;		/* jiffies */
+	u64 lazy_mark;			/* kcoll_op_mark() at lazy_at */
 	int error;			/* first error, sticky */
 	u8 reason;			/* enum kcoll_report_reason of @error */
 	u32 report_peer;		/* the rank @reason names, or ~0U */
