@@ -10,15 +10,15 @@
  *     operations, random, mutated and replayed control messages, messages
  *     of the wrong size, WRITE WITH IMMs into the module's grants and eager
  *     slots with right and wrong lengths, immediates and headers, grants
- *     and credits pointing into our memory or nowhere, ABORTs, BYEs and
- *     disconnects.
+ *     and credits pointing into our memory or nowhere, ABORTs, BYEs,
+ *     floods of grants and SIGs, silence and disconnects.
  * The module must finish every operation (an error CQE is fine) within its
  * timeout, destroy each communicator promptly, and stay healthy: a regular
  * communicator of two processes works afterwards. The VM test bed's kernel
  * log scan catches oopses, WARNs and leaks.
  *
  * KCOLL_IP (this VM's rxe0 address) must be set, else the tests SKIP.
- * KCOLL_WIREFUZZ_SECONDS (default 20) and KCOLL_WIREFUZZ_SEED (default:
+ * KCOLL_WIREFUZZ_SECONDS (default 10) and KCOLL_WIREFUZZ_SEED (default:
  * the clock, printed) size and reproduce the fuzzing.
  */
 #define _GNU_SOURCE
@@ -790,10 +790,13 @@ static void wp_act(struct wpeer *p)
 
 	switch (wp_below(15)) {
 	case 14: /* a flood: more grants or signatures than a peer may
-		  * leave queued (kcoll caps both) */
+		  * leave queued (kcoll caps both), or PINGs */
 		if (p->flood_left)
 			break;
-		p->flood_type = wp_below(2) ? KCOLL_MSG_SIG : KCOLL_MSG_GRANT;
+		/* PINGs: each wants a PONG, and the module's send queue is
+		 * 256 deep */
+		p->flood_type = (const uint8_t[]){ KCOLL_MSG_SIG, KCOLL_MSG_GRANT,
+						   KCOLL_MSG_PING }[wp_below(3)];
 		p->flood_left = 100 + wp_below(400);
 		break;
 	case 0: /* a message the module sent us, back as if ours */
@@ -933,8 +936,8 @@ static void wp_act(struct wpeer *p)
 	}
 }
 
-/* One message of a flood: SIGs for collectives far ahead, or grants with
- * the serials the module expects for steps it has not reached. */
+/* One message of a flood: SIGs for collectives far ahead, grants with the
+ * serials the module expects for steps it has not reached, or PINGs. */
 static void wp_flood_one(struct wpeer *p)
 {
 	struct kcoll_wire_msg m = {
@@ -1211,7 +1214,7 @@ FIXTURE_TEARDOWN(wire)
 TEST_F_TIMEOUT(wire, hostile_peer_cannot_hang_or_break_the_module, 3600)
 {
 	const char *ip = wp_ip();
-	double budget = wp_env("KCOLL_WIREFUZZ_SECONDS", 20), t_end;
+	double budget = wp_env("KCOLL_WIREFUZZ_SECONDS", 10), t_end;
 	const char *seed_env = getenv("KCOLL_WIREFUZZ_SEED");
 	uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0) : 0;
 	unsigned long rounds = 0, died = 0, ops = 0, ok = 0, failed = 0;
