@@ -19,6 +19,19 @@ log() { echo "[vm$kcoll_vm] $*"; }
 # Record a failure; the scenario goes on so that the log shows everything.
 fail() { log "FAIL: $*"; KCOLL_FAILS+=("$*"); }
 
+# Two-VM scenarios: wait until the other VM reached the same point (flag
+# files in the shared results folder); $2 = seconds (default 300).
+vm_sync() {
+	local i peer=$((1 - kcoll_vm))
+	touch "$kcoll_out/vm$kcoll_vm/sync.$1"
+	for ((i = 0; i < ${2:-300} * 10; i++)); do
+		[ -e "$kcoll_out/vm$peer/sync.$1" ] && return 0
+		sleep 0.1
+	done
+	fail "vm$peer never reached '$1'"
+	return 1
+}
+
 # Peers' MACs are fixed (vmrun.sh): their neighbour entries are made
 # permanent. rxe's traffic is UDP, which never confirms a neighbour, so
 # under load the entries went stale every 15-45 s and needed ARP probes

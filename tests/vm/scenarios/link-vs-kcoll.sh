@@ -11,19 +11,7 @@
 # then OUT/vm1/bw-*.txt (perftest), OUT/vm0/kperf-*-rank0.txt, OUT/vm*/net.txt.
 . "$kcoll_top/tests/vm/guest-lib.sh"
 
-peer_vm=$((1 - kcoll_vm))
 ppn=2
-
-vm_sync() {
-	local i
-	touch "$kcoll_out/vm$kcoll_vm/sync.$1"
-	for ((i = 0; i < ${2:-300} * 10; i++)); do
-		[ -e "$kcoll_out/vm$peer_vm/sync.$1" ] && return 0
-		sleep 0.1
-	done
-	fail "vm$peer_vm never reached '$1'"
-	return 1
-}
 
 # perftest NAME ARGS...: ib_write_bw's server on VM 0, client on VM 1.
 perftest() {
@@ -86,7 +74,7 @@ vm_sync bw-after 200
 } >"$KCOLL_OUT/net.txt" 2>&1
 if [ "$kcoll_vm" = 1 ]; then
 	for f in bw-oneway bw-bothways bw-oneway-after; do
-		log "$f: $(awk '$1 == 65536 && NF >= 5 { print $4 " MB/s (perftest, 10^6 B)" }' "$KCOLL_OUT/$f.txt")"
+		log "$f: $(awk '$1 == 65536 && NF >= 5 { printf "%.2f MB/s (perftest MiB/s x 1.048576)\n", $4 * 1.048576 }' "$KCOLL_OUT/$f.txt")"
 	done
 fi
 if [ "$kcoll_vm" = 0 ]; then

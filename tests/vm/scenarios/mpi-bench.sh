@@ -47,19 +47,6 @@ t_start=$SECONDS
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_openib_warn_no_device_params_found=0
 
-# Wait until the other VM reached the same point (flag files in the shared
-# results folder); $2 = seconds.
-vm_sync() {
-	local i
-	touch "$kcoll_out/vm$kcoll_vm/sync.$1"
-	for ((i = 0; i < ${2:-300} * 10; i++)); do
-		[ -e "$kcoll_out/vm$peer_vm/sync.$1" ] && return 0
-		sleep 0.1
-	done
-	fail "vm$peer_vm never reached '$1'"
-	return 1
-}
-
 # rxe0's non-zero counters (packets, retransmissions, duplicates).
 rxe_pkts() {
 	(cd /sys/class/infiniband/rxe0/ports/1/hw_counters 2>/dev/null &&
