@@ -80,7 +80,7 @@ grep -E '^kcoll-fuzz: two-rank' "$KCOLL_OUT/fuzz.log" >>"$KCOLL_OUT/summary.txt"
 WIRE=$KCOLL_TOP/build/tests/bin/kcoll_wire_test
 if [ -x "$WIRE" ]; then
 	log "kcoll_wire_test: $((secs / 2)) s${seed:+, seed $seed}"
-	KCOLL_WIREFUZZ_SECONDS=$((secs / 2)) ${seed:+KCOLL_WIREFUZZ_SEED=$seed} \
+	env KCOLL_WIREFUZZ_SECONDS=$((secs / 2)) ${seed:+KCOLL_WIREFUZZ_SEED=$seed} \
 		timeout -k 10 $((secs / 2 + 300)) "$WIRE" >"$KCOLL_OUT/wirefuzz.tap" 2>&1
 	rc=$?
 	grep -E '^(not )?ok |rounds \(' "$KCOLL_OUT/wirefuzz.tap" | cut -c1-300
