@@ -235,7 +235,7 @@ struct kcoll_prio {
 struct kcoll_prio *kcoll_ib_prio(struct ib_device *ibdev);
 struct ib_mr;
 int kcoll_ib_reg_mrs(struct ib_device *ibdev, struct ib_mr **mrs,
-		     unsigned int n);
+		     unsigned int n, int access);
 int kcoll_ib_init(void);
 void kcoll_ib_exit(void);
 ssize_t kcoll_ib_list(char *buf, size_t size);

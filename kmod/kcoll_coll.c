@@ -2032,7 +2032,7 @@ static void kcoll_op_release(struct kcoll_task *op)
 
 	for (i = 0; i < KCOLL_SBUF_NR; i++) {
 		if (op->mems[i]) {
-			refcount_dec(&op->mems[i]->users);
+			kcoll_mem_put(op->mems[i]);
 			op->mems[i] = NULL;
 			memset(&op->bufs[i], 0, sizeof(op->bufs[i]));
 		} else {
@@ -2338,35 +2338,6 @@ static bool kcoll_is_float(u8 dtype)
 	       dtype == KCOLL_DTYPE_FP32 || dtype == KCOLL_DTYPE_FP64;
 }
 
-/*
- * Find the registration @handle for [@addr, @addr + @len) and take a use;
- * NULL with *err set if it does not exist or does not hold the range.
- */
-static struct kcoll_mem *kcoll_mem_get(struct kcoll_ctx *ctx,
-				       struct kcoll_comm *comm, u32 handle,
-				       u64 addr, u64 len, int *err)
-{
-	struct kcoll_mem *mem;
-
-	mutex_lock(&ctx->comm_lock);
-	mem = xa_load(&ctx->mems, handle);
-	if (!mem || mem->comm != comm) {
-		*err = -ENOENT;
-		mem = NULL;
-	} else if (addr < mem->addr || addr + len < addr ||
-		   addr + len > mem->addr + mem->len) {
-		*err = -ERANGE;
-		mem = NULL;
-	} else if (!mem->buf.segs && comm->nranks > 1) {
-		*err = -ENODEV;		/* its device went away */
-		mem = NULL;
-	} else {
-		refcount_inc(&mem->users);
-	}
-	mutex_unlock(&ctx->comm_lock);
-	return mem;
-}
-
 /* Set up buffer @which of @op: a view of a registration, or pinned now. */
 static int kcoll_op_buf(struct kcoll_task *op, int which, u64 addr, u32 handle,
 			u64 elems, bool writable)
@@ -2534,21 +2505,26 @@ void kcoll_coll_issue(struct kcoll_req *req)
 						    KCOLL_KIND_COLL;
 	INIT_LIST_HEAD(&op->node);
 	INIT_LIST_HEAD(&op->all);
+	/*
+	 * From the checks to the queueing, nothing takes the comm's device
+	 * away (its removal and the comm's destroy wait on dev_sem): what
+	 * prepare registers is queued with the op, where they find it, or
+	 * released here.
+	 */
+	down_read(&comm->dev_sem);
+	err = kcoll_comm_usable(comm);
+	if (err)
+		goto out_unlock_dev;
 	err = kcoll_op_prepare(op, sqe);
 	if (err)
-		goto out_free;
+		goto out_unlock_dev;
 
 	op->bytes = (u64)sqe->count * op->esize;
 	mutex_lock(&comm->lock);
-	if (comm->aborted) {
-		err = -ECANCELED;
+	err = kcoll_comm_usable_locked(comm);
+	if (err) {
 		mutex_unlock(&comm->lock);
-		goto out_free;
-	}
-	if (comm->error || comm->shutting_down) {
-		err = comm->error ?: -ECANCELED;
-		mutex_unlock(&comm->lock);
-		goto out_free;
+		goto out_unlock_dev;
 	}
 	if (op->kind == KCOLL_KIND_COLL) {
 		op->seq = comm->coll_seq++;
@@ -2572,11 +2548,14 @@ void kcoll_coll_issue(struct kcoll_req *req)
 	kcoll_tune_count(kcoll_sched_algo(&op->args));
 	kcoll_engine_reap(comm);
 	mutex_unlock(&comm->lock);
+	up_read(&comm->dev_sem);
 	kcoll_comm_put(comm);
 	return;
 
-out_free:
+out_unlock_dev:
+	/* Its MRs die while the device is certainly there. */
 	kcoll_op_free(op);
+	up_read(&comm->dev_sem);
 out_put:
 	kcoll_comm_put(comm);
 	kcoll_req_complete(req, err);

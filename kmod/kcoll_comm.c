@@ -26,6 +26,10 @@ MODULE_PARM_DESC(listen_port,
 
 static LIST_HEAD(kcoll_comms);
 static DEFINE_MUTEX(kcoll_comms_lock);
+/* Every comm from creation to free (device removal); a spinlock, since
+ * the last kcoll_comm_put() may come from anywhere. */
+static LIST_HEAD(kcoll_comms_all);
+static DEFINE_SPINLOCK(kcoll_comms_all_lock);
 static atomic_t kcoll_comm_gids = ATOMIC_INIT(0);
 
 /* ------------------------------------------------------------------ */
@@ -37,6 +41,9 @@ static void kcoll_comm_free(struct kref *ref)
 	struct kcoll_comm *comm = container_of(ref, struct kcoll_comm, ref);
 	u32 i;
 
+	spin_lock(&kcoll_comms_all_lock);
+	list_del(&comm->all_node);
+	spin_unlock(&kcoll_comms_all_lock);
 	if (comm->conns) {
 		for (i = 0; i < comm->nranks; i++)
 			if (comm->conns[i])
@@ -191,10 +198,28 @@ static void kcoll_comm_shutdown(struct kcoll_comm *comm, int err)
 	wake_up_all(&comm->wait);
 }
 
-static void kcoll_mem_free(struct kcoll_mem *mem)
+/*
+ * Drop a use of @mem; the last one releases it (its MRs die before its
+ * pages are unpinned). Process context: an op's release, DEREG_MEM or
+ * the comm's destroy.
+ */
+void kcoll_mem_put(struct kcoll_mem *mem)
 {
+	if (!refcount_dec_and_test(&mem->users))
+		return;
 	kcoll_buf_release(&mem->buf);
 	kfree(mem);
+}
+
+/*
+ * Wait until nobody registers memory on @comm's device any more: those
+ * that did saw comm->error (set before this is called) or finished
+ * queueing their op. Must not hold comm->lock.
+ */
+static void kcoll_comm_registrations_drain(struct kcoll_comm *comm)
+{
+	down_write(&comm->dev_sem);
+	up_write(&comm->dev_sem);
 }
 
 /*
@@ -209,12 +234,18 @@ static void kcoll_comm_destroy(struct kcoll_ctx *ctx, struct kcoll_comm *comm)
 	lockdep_assert_held(&ctx->comm_lock);
 	kcoll_comm_unlist(comm);
 	kcoll_comm_shutdown(comm, -ECANCELED);
+	/*
+	 * Queued ops are all completed now, but a submission may still be
+	 * between its checks and its queueing, holding a registration (it
+	 * will find comm->error and let go): wait for it. Its use of the
+	 * registration is counted anyway, so whichever put is last frees.
+	 */
+	kcoll_comm_registrations_drain(comm);
 	kcoll_nl_comm_event(comm, KCOLL_CMD_EV_COMM_DESTROYED, 0);
-	/* No op uses a registration any more: they all completed. */
 	list_for_each_entry_safe(mem, tmp, &comm->mems, node) {
 		list_del(&mem->node);
 		xa_erase(&ctx->mems, mem->handle);
-		kcoll_mem_free(mem);
+		kcoll_mem_put(mem);
 	}
 	kcoll_comm_put(comm);
 }
@@ -263,7 +294,7 @@ static int kcoll_comm_bind_device(struct kcoll_comm *comm)
 		err = -EOPNOTSUPP;
 		goto out_destroy;
 	}
-	comm->ibdev = id->device;
+	WRITE_ONCE(comm->ibdev, id->device);
 	comm->pd = pd;
 	comm->prio = kcoll_ib_prio(id->device);
 	comm->dstats = kcoll_ib_stats(id->device);
@@ -343,6 +374,10 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 		return -ENOMEM;
 	kref_init(&comm->ref);
 	mutex_init(&comm->lock);
+	init_rwsem(&comm->dev_sem);
+	spin_lock(&kcoll_comms_all_lock);
+	list_add_tail(&comm->all_node, &kcoll_comms_all);
+	spin_unlock(&kcoll_comms_all_lock);
 	INIT_DELAYED_WORK(&comm->kick, kcoll_engine_kick_work);
 	INIT_DELAYED_WORK(&comm->timeout_work, kcoll_engine_timeout_work);
 	comm->gid = atomic_inc_return(&kcoll_comm_gids) ?:
@@ -417,6 +452,9 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	mutex_unlock(&kcoll_comms_lock);
 
 	mutex_lock(&comm->lock);
+	/* The device may have gone already (its removal failed us). */
+	if (comm->shutting_down)
+		err = comm->error ?: -ENODEV;
 	for (i = 0; i < p.nranks && !err; i++)
 		if (i != p.rank)
 			err = kcoll_conn_start(comm, i);
@@ -503,6 +541,30 @@ int kcoll_comm_destroy_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 		kcoll_comm_destroy(ctx, comm);
 	mutex_unlock(&ctx->comm_lock);
 	return comm ? 0 : -ENOENT;
+}
+
+/*
+ * 0 if @comm takes new work, else the error new work fails with: aborted,
+ * failed (its device gone, a peer lost) or shutting down.
+ */
+int kcoll_comm_usable_locked(struct kcoll_comm *comm)
+{
+	lockdep_assert_held(&comm->lock);
+	if (comm->aborted)
+		return -ECANCELED;
+	if (comm->error || comm->shutting_down)
+		return comm->error ?: -ECANCELED;
+	return 0;
+}
+
+int kcoll_comm_usable(struct kcoll_comm *comm)
+{
+	int err;
+
+	mutex_lock(&comm->lock);
+	err = kcoll_comm_usable_locked(comm);
+	mutex_unlock(&comm->lock);
+	return err;
 }
 
 /* A referenced comm of @ctx, or NULL. */
@@ -642,35 +704,53 @@ int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	if (p.addr + p.len < p.addr)
 		return -EFAULT;
 
+	comm = kcoll_ctx_comm_get(ctx, p.comm_id);
+	if (!comm)
+		return -ENOENT;
 	mem = kzalloc(sizeof(*mem), GFP_KERNEL_ACCOUNT);
-	if (!mem)
-		return -ENOMEM;
+	if (!mem) {
+		err = -ENOMEM;
+		goto out_put_comm;
+	}
 	refcount_set(&mem->users, 1);
 	mem->addr = p.addr;
 	mem->len = p.len;
-
-	mutex_lock(&ctx->comm_lock);
-	comm = xa_load(&ctx->comms, p.comm_id);
-	if (!comm) {
-		err = -ENOENT;
-		goto out_unlock;
-	}
 	mem->comm = comm;
+
+	/*
+	 * Pinning and registering may take long: not under ctx->comm_lock
+	 * (every other comm of the file would wait), but under dev_sem, so
+	 * that neither the device's removal nor the comm's destroy runs
+	 * until the registration is on comm->mems, where they find it.
+	 */
+	down_read(&comm->dev_sem);
+	err = kcoll_comm_usable(comm);
+	if (err)
+		goto out_unlock_dev;
 	err = kcoll_buf_pin_user(&mem->buf, p.addr, p.len, true);
 	if (err)
-		goto out_unlock;
+		goto out_unlock_dev;
 	err = kcoll_buf_register(&mem->buf, comm);
 	if (err)
 		goto out_release;
-	/* XA_FLAGS_ALLOC1: handles start at 1; 0 means "no handle". */
-	err = xa_alloc(&ctx->mems, &handle, mem, xa_limit_31b, GFP_KERNEL);
+	/* XA_FLAGS_ALLOC1: handles start at 1; 0 means "no handle". The
+	 * handle is reserved (NULL) until the registration is complete. */
+	err = xa_alloc(&ctx->mems, &handle, NULL, xa_limit_31b, GFP_KERNEL);
 	if (err)
 		goto out_release;
 	mem->handle = handle;
 	mutex_lock(&comm->lock);
-	list_add_tail(&mem->node, &comm->mems);
+	err = kcoll_comm_usable_locked(comm);
+	if (!err)
+		list_add_tail(&mem->node, &comm->mems);
 	mutex_unlock(&comm->lock);
-	mutex_unlock(&ctx->comm_lock);
+	if (err) {
+		xa_erase(&ctx->mems, handle);
+		goto out_release;
+	}
+	xa_store(&ctx->mems, handle, mem, GFP_KERNEL);
+	up_read(&comm->dev_sem);
+	kcoll_comm_put(comm);
 
 	/* @mem may be gone already: another thread can DEREG_MEM it. */
 	p.handle = handle;
@@ -682,10 +762,43 @@ int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 
 out_release:
 	kcoll_buf_release(&mem->buf);
-out_unlock:
-	mutex_unlock(&ctx->comm_lock);
+out_unlock_dev:
+	up_read(&comm->dev_sem);
 	kfree(mem);
+out_put_comm:
+	kcoll_comm_put(comm);
 	return err;
+}
+
+/*
+ * Take a use of registration @handle of @ctx on @comm for the bytes
+ * [@addr, @addr + @len); NULL with *err set if there is none, or it does
+ * not hold the range, or its device went away. The caller holds
+ * comm->dev_sem for read.
+ */
+struct kcoll_mem *kcoll_mem_get(struct kcoll_ctx *ctx, struct kcoll_comm *comm,
+				u32 handle, u64 addr, u64 len, int *err)
+{
+	struct kcoll_mem *mem;
+
+	xa_lock(&ctx->mems);
+	mem = xa_load(&ctx->mems, handle);
+	if (!mem || mem->comm != comm) {
+		*err = -ENOENT;
+		mem = NULL;
+	} else if (addr < mem->addr || addr + len < addr ||
+		   addr + len > mem->addr + mem->len) {
+		*err = -ERANGE;
+		mem = NULL;
+	} else if (!mem->buf.segs && comm->nranks > 1) {
+		*err = -ENODEV;		/* its device went away */
+		mem = NULL;
+	} else {
+		/* Its handle holds a use until erased, under this lock. */
+		refcount_inc(&mem->users);
+	}
+	xa_unlock(&ctx->mems);
+	return mem;
 }
 
 static int kcoll_dereg_mem(struct kcoll_ctx *ctx, u32 handle)
@@ -693,21 +806,26 @@ static int kcoll_dereg_mem(struct kcoll_ctx *ctx, u32 handle)
 	struct kcoll_mem *mem;
 
 	mutex_lock(&ctx->comm_lock);
+	xa_lock(&ctx->mems);
 	mem = xa_load(&ctx->mems, handle);
 	if (!mem) {
+		xa_unlock(&ctx->mems);
 		mutex_unlock(&ctx->comm_lock);
 		return -ENOENT;
 	}
+	/* Uses are taken under the same lock: none can come now. */
 	if (refcount_read(&mem->users) != 1) {
+		xa_unlock(&ctx->mems);
 		mutex_unlock(&ctx->comm_lock);
 		return -EBUSY;
 	}
-	xa_erase(&ctx->mems, handle);
+	__xa_erase(&ctx->mems, handle);
+	xa_unlock(&ctx->mems);
 	mutex_lock(&mem->comm->lock);
 	list_del(&mem->node);
 	mutex_unlock(&mem->comm->lock);
 	mutex_unlock(&ctx->comm_lock);
-	kcoll_mem_free(mem);
+	kcoll_mem_put(mem);
 	return 0;
 }
 
@@ -736,32 +854,39 @@ void kcoll_comms_device_removed(struct ib_device *ibdev)
 	struct kcoll_comm *comm, *victim;
 	struct kcoll_mem *mem;
 
+	/*
+	 * Every comm on it, listed or not: a destroyed or aborted comm is
+	 * off the listener's list but may still hold registrations (or a
+	 * submission registering) until its last reference goes.
+	 */
 	for (;;) {
 		victim = NULL;
-		mutex_lock(&kcoll_comms_lock);
-		list_for_each_entry(comm, &kcoll_comms, node) {
-			if (comm->ibdev == ibdev) {
-				kref_get(&comm->ref);
-				list_del(&comm->node);
-				comm->listed = false;
+		spin_lock(&kcoll_comms_all_lock);
+		list_for_each_entry(comm, &kcoll_comms_all, all_node) {
+			if (READ_ONCE(comm->ibdev) == ibdev &&
+			    kref_get_unless_zero(&comm->ref)) {
 				victim = comm;
 				break;
 			}
 		}
-		mutex_unlock(&kcoll_comms_lock);
+		spin_unlock(&kcoll_comms_all_lock);
 		if (!victim)
 			return;
+		kcoll_comm_unlist(victim);
 		pr_warn("%s removed: communicator %llx rank %u fails\n",
 			dev_name(&ibdev->dev), victim->uid, victim->rank);
+		/* No registration runs while we take its MRs away. */
+		down_write(&victim->dev_sem);
 		kcoll_comm_shutdown(victim, -ENODEV);
 		mutex_lock(&victim->lock);
 		list_for_each_entry(mem, &victim->mems, node)
 			kcoll_buf_unregister(&mem->buf);
-		victim->ibdev = NULL;
+		WRITE_ONCE(victim->ibdev, NULL);
 		victim->pd = NULL;
 		victim->prio = NULL;
 		victim->dstats = NULL;
 		mutex_unlock(&victim->lock);
+		up_write(&victim->dev_sem);
 		kcoll_comm_put(victim);
 	}
 }
@@ -828,6 +953,27 @@ static int kcoll_comms_show(struct seq_file *m, void *unused)
 				   op->send_total, op->recv_granted,
 				   op->recv_done, op->recv_total,
 				   op->writes_inflight, op->grants_out);
+		list_for_each_entry(op, &comm->ops, all) {
+			static const char * const names[KCOLL_SBUF_NR] = {
+				[KCOLL_SBUF_SEND] = "send",
+				[KCOLL_SBUF_RECV] = "recv",
+				[KCOLL_SBUF_TMP] = "tmp",
+			};
+			int b;
+
+			seq_printf(m, "  op %u mrs\n", op->seq);
+			for (b = 0; b < KCOLL_SBUF_NR; b++)
+				kcoll_buf_show(m, names[b], &op->bufs[b]);
+		}
+		{
+			struct kcoll_mem *mem;
+
+			list_for_each_entry(mem, &comm->mems, node) {
+				seq_printf(m, "  mem %u len %llu\n",
+					   mem->handle, mem->len);
+				kcoll_buf_show(m, "mem", &mem->buf);
+			}
+		}
 		for (i = 0; i < comm->nranks; i++) {
 			struct kcoll_conn *c = comm->conns[i];
 			struct kcoll_grant *g;

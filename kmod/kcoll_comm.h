@@ -17,6 +17,9 @@
  *
  * Locking (outer to inner):
  *  rdma_cm handler mutex (per cm_id)
+ *  ctx->comm_lock (mutex)     a file's comms: create, destroy, DEREG_MEM
+ *  comm->dev_sem (rwsem)      registrations on the comm's device (read)
+ *                             against device removal and destroy (write)
  *  kcoll_comms_lock (mutex)   the global comm list
  *  comm->lock (mutex)         everything mutable in a comm, its conns and its
  *                             ops; taken by ioctls, rdma_cm handlers and the
@@ -36,6 +39,7 @@
 #include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
+#include <linux/rwsem.h>
 #include <linux/scatterlist.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
@@ -102,7 +106,9 @@ struct kcoll_buf {
 	size_t off0;		/* offset of byte 0 in the first page */
 	size_t len;
 	bool user;		/* pinned user pages (else allocated) */
-	bool writable;		/* pinned with FOLL_WRITE: dirty on release */
+	bool writable;		/* pinned with FOLL_WRITE, or ours: its MRs
+				 * are remotely writable (else local reads
+				 * only); user pages dirtied on release */
 	bool charged;		/* npages charged to mm->pinned_vm */
 	struct mm_struct *mm;	/* mmgrab()ed when charged */
 	void *vmap_base;
@@ -121,8 +127,12 @@ struct kcoll_mem {
 	u64 len;
 	struct kcoll_comm *comm;	/* whose device it is registered on */
 	struct kcoll_buf buf;
-	refcount_t users;		/* 1 + ops using it */
+	/* 1 while it has a handle, + 1 per op using it; the last put frees
+	 * it (kcoll_mem_put()). Taken under ctx->mems' xa_lock. */
+	refcount_t users;
 };
+
+void kcoll_mem_put(struct kcoll_mem *mem);
 
 int kcoll_buf_pin_user(struct kcoll_buf *b, u64 uaddr, size_t len,
 		       bool writable);
@@ -134,6 +144,9 @@ void kcoll_buf_sge(const struct kcoll_buf *b, size_t off, size_t len,
 		   struct ib_sge *sge);
 void kcoll_buf_remote(const struct kcoll_buf *b, size_t off, u64 *addr,
 		      u32 *rkey);
+struct seq_file;
+void kcoll_buf_show(struct seq_file *m, const char *name,
+		    const struct kcoll_buf *b);
 /* Bytes from @off to the end of its segment. */
 size_t kcoll_buf_seg_room(const struct kcoll_buf *b, size_t off);
 
@@ -377,6 +390,17 @@ struct kcoll_comm {
 	pid_t pid;			/* creator's thread group */
 	struct list_head node;		/* kcoll_comms; kcoll_comms_lock */
 	bool listed;
+	struct list_head all_node;	/* kcoll_comms_all, from creation to
+					 * free: device removal finds every
+					 * comm that may hold its resources */
+	/*
+	 * Held for read by whoever registers memory on the comm's device
+	 * (an operation from its checks to its queueing, REG_MEM), for write
+	 * by device removal and destroy: they wait for those registrations,
+	 * which find comm->error set afterwards. Outside ctx->comm_lock,
+	 * outside comm->lock.
+	 */
+	struct rw_semaphore dev_sem;
 
 	u64 uid;
 	u8 key[KCOLL_KEY_LEN];
@@ -398,7 +422,8 @@ struct kcoll_comm {
 	bool shutting_down;
 	bool shut;			/* kcoll_comm_shutdown() is over */
 	bool aborted;			/* KCOLL_IOC_COMM_ABORT */
-	struct ib_device *ibdev;	/* of every connection */
+	struct ib_device *ibdev;	/* of every connection; NULL once
+					 * removed (under dev_sem, write) */
 	struct ib_pd *pd;
 	/* The cost model inputs of every rank seen so far, the largest of
 	 * each: complete (and equal on every rank) once all are connected.
@@ -430,6 +455,10 @@ int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
 int kcoll_dereg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
 int kcoll_comm_abort_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
 struct kcoll_comm *kcoll_ctx_comm_get(struct kcoll_ctx *ctx, u32 id);
+int kcoll_comm_usable(struct kcoll_comm *comm);
+int kcoll_comm_usable_locked(struct kcoll_comm *comm);
+struct kcoll_mem *kcoll_mem_get(struct kcoll_ctx *ctx, struct kcoll_comm *comm,
+				u32 handle, u64 addr, u64 len, int *err);
 int kcoll_comm_report_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
 /* Netlink: call @fn for each comm on the node from the @skip'th, under the
  * comm list lock; stops at the first non-zero return, which it returns. */

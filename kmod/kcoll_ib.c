@@ -189,12 +189,13 @@ out_destroy:
 
 /*
  * kcoll_ib_reg_mrs - register @n (≤ KCOLL_REG_BATCH) mapped fast-reg MRs of
- * @ibdev for local and remote write, and wait until the device has done
- * it: when this returns 0, the MRs are valid on every QP of the PD.
+ * @ibdev with @access (IB_ACCESS_* flags; 0: local reads only), and wait
+ * until the device has done it: when this returns 0, the MRs are valid on
+ * every QP of the PD.
  * Sleeps (polls the CQ); process context, no spinlocks held.
  */
 int kcoll_ib_reg_mrs(struct ib_device *ibdev, struct ib_mr **mrs,
-		     unsigned int n)
+		     unsigned int n, int access)
 {
 	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
 	struct ib_reg_wr *wrs;
@@ -217,7 +218,7 @@ int kcoll_ib_reg_mrs(struct ib_device *ibdev, struct ib_mr **mrs,
 		wrs[i].wr.next = i + 1 < n ? &wrs[i + 1].wr : NULL;
 		wrs[i].mr = mrs[i];
 		wrs[i].key = mrs[i]->rkey;
-		wrs[i].access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
+		wrs[i].access = access;
 	}
 	/* The last completes the batch: a send queue completes in order. */
 	wrs[n - 1].wr.send_flags = IB_SEND_SIGNALED;

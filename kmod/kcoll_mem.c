@@ -14,6 +14,7 @@
 #include <linux/mm.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
+#include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 
@@ -144,6 +145,7 @@ int kcoll_buf_alloc(struct kcoll_buf *b, size_t len)
 		return -EOVERFLOW;
 	b->npages = PAGE_ALIGN(len) >> PAGE_SHIFT;
 	b->len = len;
+	b->writable = true;	/* ours: landing room, scratch */
 	b->pages = kvcalloc(b->npages, sizeof(*b->pages), GFP_KERNEL_ACCOUNT);
 	if (!b->pages)
 		return -ENOMEM;
@@ -166,6 +168,17 @@ out_free:
 	return -ENOMEM;
 }
 
+/* How the device may touch @b's pages, and its MRs' access rights. */
+static enum dma_data_direction kcoll_buf_dma_dir(const struct kcoll_buf *b)
+{
+	return b->writable ? DMA_BIDIRECTIONAL : DMA_TO_DEVICE;
+}
+
+static int kcoll_buf_access(const struct kcoll_buf *b)
+{
+	return b->writable ? IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE : 0;
+}
+
 void kcoll_buf_unregister(struct kcoll_buf *b)
 {
 	unsigned int i;
@@ -178,7 +191,7 @@ void kcoll_buf_unregister(struct kcoll_buf *b)
 			ib_dereg_mr(s->mr);
 		if (s->mapped)
 			ib_dma_unmap_sgtable_attrs(b->ibdev, &s->sgt,
-						   DMA_BIDIRECTIONAL, 0);
+						   kcoll_buf_dma_dir(b), 0);
 		sg_free_table(&s->sgt);
 	}
 	kvfree(b->segs);
@@ -191,6 +204,11 @@ void kcoll_buf_unregister(struct kcoll_buf *b)
  * kcoll_buf_register - DMA-map @b on @comm's device and register it, one
  * fast-reg MR per run of comm->seg_pages pages. A comm without connections
  * (one rank) needs no registration: returns 0 and leaves @b CPU-only.
+ * Only a writable buffer (pinned with FOLL_WRITE, or our own pages) gets
+ * MRs a peer can write through (IB_ACCESS_REMOTE_WRITE); a send buffer's
+ * are for local reads only and DMA-mapped to the device, so that a send
+ * from a read-only mapping (a file the user may only read) never puts its
+ * pages under an rkey. -ENODEV once the comm's device is gone.
  * The REG_MR work requests go on the device's registration QP
  * (kcoll_ib_reg_mrs()), which waits for them: the MRs are then valid on
  * every connection. Process context; sleeps.
@@ -203,6 +221,8 @@ int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm)
 
 	if (!b->npages || comm->nranks == 1)
 		return 0;
+	if (!comm->pd)
+		return -ENODEV;
 	b->ibdev = comm->ibdev;
 	b->seg_bytes = comm->seg_pages * PAGE_SIZE;
 	b->nsegs = DIV_ROUND_UP(b->npages, comm->seg_pages);
@@ -224,7 +244,7 @@ int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm)
 		if (err)
 			goto out_unreg;
 		err = ib_dma_map_sgtable_attrs(b->ibdev, &s->sgt,
-					       DMA_BIDIRECTIONAL, 0);
+					       kcoll_buf_dma_dir(b), 0);
 		if (err)
 			goto out_unreg;
 		s->mapped = true;
@@ -243,7 +263,8 @@ int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm)
 		ib_update_fast_reg_key(s->mr, ib_inc_rkey(s->mr->rkey));
 		batch[nb++] = s->mr;
 		if (nb == KCOLL_REG_BATCH || i == b->nsegs - 1) {
-			err = kcoll_ib_reg_mrs(b->ibdev, batch, nb);
+			err = kcoll_ib_reg_mrs(b->ibdev, batch, nb,
+					       kcoll_buf_access(b));
 			if (err)
 				goto out_unreg;
 			nb = 0;
@@ -319,4 +340,25 @@ void kcoll_buf_remote(const struct kcoll_buf *b, size_t off, u64 *addr,
 
 	*addr = s->mr->iova + in_seg;
 	*rkey = s->mr->rkey;
+}
+
+/*
+ * debugfs: @b's MRs, one line each (rkey, iova, length, what a peer may
+ * do with it). Root only; for diagnosis and for the tests that play a
+ * peer who learned an rkey.
+ */
+void kcoll_buf_show(struct seq_file *m, const char *name,
+		    const struct kcoll_buf *b)
+{
+	unsigned int i;
+
+	for (i = 0; i < b->nsegs; i++) {
+		const struct kcoll_mrseg *s = &b->segs[i];
+
+		if (!s->mr)
+			continue;
+		seq_printf(m, "    mr %s %u rkey %#x iova %#llx len %zu %s\n",
+			   name, i, s->mr->rkey, s->mr->iova, s->len,
+			   b->writable ? "remote-write" : "local-read");
+	}
 }

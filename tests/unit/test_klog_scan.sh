@@ -29,6 +29,16 @@ t slab-leak 1 "$clean
 [   10.0] kmem_cache_destroy kcoll_req: Slab cache still has objects when called from kcoll_ring_exit"
 t hung-task 1 "$clean
 [  130.0] INFO: task kcoll_ring_test:88 blocked for more than 120 seconds."
+t slub-poison 1 "$clean
+[   10.0] =============================================================================
+[   10.0] BUG kmalloc-cg-256 (Tainted: G           O      ): Poison overwritten"
+t slub-redzone 1 "$clean
+[   10.0] INFO: 0xffff888004e3a100-0xffff888004e3a103 @offset=256. First byte 0x0 instead of 0xcc
+[   10.0] Redzone overwritten"
+t kmemleak 1 "$clean
+[   10.0] kmemleak: 2 new suspected memory leaks (see /sys/kernel/debug/kmemleak)"
+t lockdep-cycle 1 "$clean
+[   10.0] WARNING: possible circular locking dependency detected"
 t before-marker-ignored 0 "[    1.0] WARNING: boot-time firmware complaint
 $clean"
 echo "klog-scan: $((n - bad)) passed, $bad failed"

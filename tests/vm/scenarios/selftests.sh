@@ -1,15 +1,22 @@
 #!/bin/bash
 # Run every kselftest-harness binary of kcoll inside one VM with the module
 # loaded, then unload it and scan the kernel log. TAP output per binary goes
-# to <name>.tap; the host's check runner counts the results.
+# to <name>.tap; the host's check runner counts the results. The argument
+# (vmrun.sh -a), if any, names the binaries to run (e.g. kcoll_harden_test).
 . "$kcoll_top/tests/vm/guest-lib.sh"
 kcoll_net_up
 kcoll_rxe_up
 kcoll_mod_load
 # This VM's rxe0 address: the communicator selftests form local ranks on it.
 export KCOLL_IP
+# Whether slub_debug poisons kmalloc objects (run-vm-tests.sh asks for it:
+# a write to a freed object is then reported, and fails the log scan).
+log "slub poison on kmalloc-256: $(cat /sys/kernel/slab/kmalloc-256/poison 2>/dev/null || echo n/a)"
 for t in "$KCOLL_TOP"/build/tests/bin/*_test; do
 	name=$(basename "$t")
+	if [ -n "$KCOLL_ARG" ] && ! [[ " $KCOLL_ARG " == *" $name "* ]]; then
+		continue
+	fi
 	log "running $name"
 	timeout -k 5 600 "$t" >"$KCOLL_OUT/$name.tap" 2>&1
 	rc=$?

@@ -1,0 +1,381 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * What an unprivileged local user must not be able to do to the kernel
+ * (docs/DESIGN.md, "Threat model"). Each test plays the attacker as uid
+ * 65534 (nobody) with an 8 MiB RLIMIT_MEMLOCK and races the paths a review
+ * found unsafe, for hundreds of rounds. Some defects show only as memory
+ * corruption: the selftests VM boots with slub_debug on the kmalloc caches
+ * (tests/run-vm-tests.sh), whose reports the kernel log scan fails on.
+ */
+#define _GNU_SOURCE
+#include <grp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include "kselftest_harness.h"
+#include "kcoll_test.h"
+
+#define KH_MEMLOCK	(8u << 20)
+
+/* uid/gid 65534 with an 8 MiB memlock limit: 0 or -errno. */
+static int kh_become_nobody(void)
+{
+	struct rlimit rl = { KH_MEMLOCK, KH_MEMLOCK };
+
+	if (setrlimit(RLIMIT_MEMLOCK, &rl))
+		return -errno;
+	if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
+	    setresuid(65534, 65534, 65534))
+		return -errno;
+	return geteuid() == 65534 ? 0 : -EPERM;
+}
+
+/* Run @fn as nobody in a child; its exit code (0: passed). */
+static int kh_as_nobody(int (*fn)(void *), void *arg)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid < 0)
+		return 100;
+	if (!pid) {
+		if (kh_become_nobody())
+			_exit(101);
+		_exit(fn(arg));
+	}
+	if (waitpid(pid, &st, 0) != pid)
+		return 102;
+	if (WIFSIGNALED(st))
+		return 200 + WTERMSIG(st);
+	return WEXITSTATUS(st);
+}
+
+static double kh_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* The races run for minutes under TCG, far beyond the harness's default
+ * 30 s: a fixture for TEST_F_TIMEOUT, with nothing in it. */
+FIXTURE(harden) {
+	int unused;
+};
+
+FIXTURE_SETUP(harden)
+{
+}
+
+FIXTURE_TEARDOWN(harden)
+{
+}
+
+/* ---------------------------------------------------------------- */
+/* F1: COMM_DESTROY against a submission holding a registration      */
+/* ---------------------------------------------------------------- */
+
+/*
+ * Thread A submits allreduces whose send buffer is a registration and
+ * whose receive buffer is pinned at submission (3 MiB: pinning takes a
+ * while), one after another, without waiting; the main thread destroys
+ * the communicator at a random moment. A submission caught between taking
+ * its use of the registration and queueing must let go of it without
+ * touching freed memory; every CQE says 0, -ECANCELED or -ENOENT.
+ */
+#define KH_RACE_BYTES	(3u << 20)
+
+struct kh_racer {
+	struct tring *r;
+	__u32 comm;
+	__u32 handle;
+	void *reg, *dst;
+	volatile int stop;
+	int bad_res;		/* an unexpected CQE result, or 0 */
+	unsigned long submitted, completed;
+};
+
+static void *kh_submitter(void *arg)
+{
+	struct kh_racer *k = arg;
+	struct kcoll_cqe cqe;
+
+	while (!k->stop) {
+		struct kcoll_sqe *sqe = kt_get_sqe(k->r);
+
+		if (sqe) {
+			*sqe = kt_coll(KCOLL_OP_ALLREDUCE, k->comm,
+				       KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM, 0,
+				       KH_RACE_BYTES / 4, k->reg, k->dst);
+			sqe->send_mr = k->handle;
+			if (kt_enter(k->r, 1, 0, 0, 0) < 0)
+				break;
+			k->submitted++;
+		}
+		while (!kt_pop(k->r, &cqe)) {
+			k->completed++;
+			if (cqe.res == -ENOENT)
+				k->stop = 1;	/* the comm is gone */
+			else if (cqe.res && cqe.res != -ECANCELED)
+				k->bad_res = cqe.res;
+		}
+		if (!sqe)
+			kt_enter(k->r, 0, 1, KCOLL_ENTER_GETEVENTS, 0);
+	}
+	/* Whatever is still in flight completes (cancelled) too. */
+	while (k->completed < k->submitted) {
+		if (kt_pop(k->r, &cqe)) {
+			if (kt_enter(k->r, 0, 1, KCOLL_ENTER_GETEVENTS,
+				     2000000000ULL) < 0)
+				break;
+			continue;
+		}
+		k->completed++;
+		if (cqe.res && cqe.res != -ECANCELED && cqe.res != -ENOENT)
+			k->bad_res = cqe.res;
+	}
+	return NULL;
+}
+
+static int kh_destroy_race(void *arg)
+{
+	unsigned int rounds = *(unsigned int *)arg, i;
+	void *reg = aligned_alloc(4096, KH_RACE_BYTES);
+	void *dst = aligned_alloc(4096, KH_RACE_BYTES);
+	struct kcoll_rank_addr ra;
+	unsigned long subs = 0;
+	struct tring r;
+
+	if (!reg || !dst)
+		return 1;
+	memset(reg, 1, KH_RACE_BYTES);
+	memset(dst, 0, KH_RACE_BYTES);
+	kt_addr_v4(&ra, "127.0.0.1");
+	srand(getpid());
+	for (i = 0; i < rounds; i++) {
+		struct kcoll_reg_mem m = {
+			.addr = (uintptr_t)reg, .len = KH_RACE_BYTES,
+		};
+		struct kcoll_comm_destroy d = {};
+		struct kh_racer k = { .r = &r, .reg = reg, .dst = dst };
+		pthread_t t;
+
+		if (kt_ring_init(&r, 16, 0, 0))
+			return 2;
+		if (kt_comm_create(r.fd, 0x16f1, "race", 0, 1, &ra, 0,
+				   &k.comm))
+			return 3;
+		m.comm_id = k.comm;
+		if (kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m))
+			return 4;
+		k.handle = m.handle;
+		if (pthread_create(&t, NULL, kh_submitter, &k))
+			return 5;
+		usleep(rand() % 4000);
+		d.comm_id = k.comm;
+		if (kt_ioctl(r.fd, KCOLL_IOC_COMM_DESTROY, &d))
+			return 6;
+		pthread_join(t, NULL);
+		if (k.bad_res) {
+			fprintf(stderr, "# round %u: a CQE said %d\n", i,
+				k.bad_res);
+			return 7;
+		}
+		if (k.completed != k.submitted)
+			return 8;
+		subs += k.submitted;
+		kt_ring_exit(&r);
+	}
+	fprintf(stderr, "# %u rounds, %lu submissions\n", rounds, subs);
+	return 0;
+}
+
+TEST_F_TIMEOUT(harden, destroy_races_submissions_holding_registrations, 600)
+{
+	unsigned int rounds = 300;
+	int rc = kh_as_nobody(kh_destroy_race, &rounds);
+
+	EXPECT_EQ(0, rc) {
+		TH_LOG("unprivileged racer failed check %d", rc);
+	}
+	EXPECT_EQ(0, kt_sysfs_read("stats/contexts"));
+}
+
+/* ---------------------------------------------------------------- */
+/* F2: registrations and operations while the device goes away      */
+/* ---------------------------------------------------------------- */
+
+/*
+ * Two ranks of one communicator (threads of an unprivileged process,
+ * each on its own file) over rxe0, through the NIC, loop REG_MEM, an
+ * allreduce from the registration into an unregistered buffer (both
+ * registered: above the eager size) and DEREG_MEM, while root deletes
+ * rxe0. Nothing may oops or leave an MR behind (ib_dealloc_pd WARNs);
+ * afterwards both fail at once with the comm's error: -ENODEV, or
+ * -ECONNRESET where the peer's removal closed the connection first.
+ */
+#define KH_DEV_BYTES	(256u << 10)
+
+struct kh_rank {
+	int rank;
+	const char *ip;
+	volatile int *gone;	/* shared with the parent (root) */
+	int code;
+	unsigned long loops;
+};
+
+static int kh_rank_loop(struct kh_rank *k)
+{
+	struct kcoll_rank_addr ranks[2];
+	char *reg = aligned_alloc(4096, KH_DEV_BYTES);
+	char *dst = aligned_alloc(4096, KH_DEV_BYTES);
+	struct kcoll_sqe sqe;
+	struct tring r;
+	double t_end;
+	__u32 id;
+	int after = 0;
+
+	if (!reg || !dst)
+		return 20;
+	memset(reg, 0, KH_DEV_BYTES);
+	kt_addr_v4(&ranks[0], k->ip);
+	kt_addr_v4(&ranks[1], k->ip);
+	ranks[1].local_index = 1;
+	if (kt_ring_init(&r, 8, 0, 0))
+		return 21;
+	if (kt_comm_create(r.fd, 0x16f2, "devrace", k->rank, 2, ranks, 20000,
+			   &id))
+		return 22;
+	t_end = kh_now() + 60;
+	while (kh_now() < t_end && after < 20) {
+		struct kcoll_reg_mem m = {
+			.comm_id = id, .addr = (uintptr_t)reg,
+			.len = KH_DEV_BYTES,
+		};
+		struct kcoll_dereg_mem d = {};
+		int gone = *k->gone, res;
+		long e;
+
+		e = kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m);
+		/* The comm has failed: -ENODEV, or the loss of the peer
+		 * if its side of the connection went first. */
+		if (gone && e != -ENODEV && e != -ECONNRESET) {
+			fprintf(stderr, "# rank %d: REG_MEM after removal: %ld\n",
+				k->rank, e);
+			return 23;
+		}
+		sqe = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32,
+			      KCOLL_REDOP_SUM, 0, KH_DEV_BYTES / 4, reg, dst);
+		sqe.send_mr = e ? 0 : m.handle;
+		sqe.timeout_ms = 5000;
+		res = kt_run(&r, &sqe);
+		if (gone && res != e) {
+			fprintf(stderr, "# rank %d: allreduce after removal: %d\n",
+				k->rank, res);
+			return 24;
+		}
+		if (!e) {
+			d.handle = m.handle;
+			if (kt_ioctl(r.fd, KCOLL_IOC_DEREG_MEM, &d))
+				return 25;
+		}
+		after += gone;
+		k->loops++;
+	}
+	kt_ring_exit(&r);
+	return after ? 0 : 26;
+}
+
+static void *kh_rank_thread(void *arg)
+{
+	struct kh_rank *k = arg;
+
+	k->code = kh_rank_loop(k);
+	return NULL;
+}
+
+struct kh_devrace {
+	const char *ip;
+	volatile int *gone;
+	int ready_fd;
+};
+
+static int kh_dev_race(void *arg)
+{
+	struct kh_devrace *dr = arg;
+	struct kh_rank k[2];
+	pthread_t t[2];
+	int i, code = 0;
+
+	for (i = 0; i < 2; i++) {
+		k[i] = (struct kh_rank){ .rank = i, .ip = dr->ip,
+					 .gone = dr->gone };
+		if (pthread_create(&t[i], NULL, kh_rank_thread, &k[i]))
+			return 30;
+	}
+	if (write(dr->ready_fd, "r", 1) != 1)
+		return 31;
+	for (i = 0; i < 2; i++) {
+		pthread_join(t[i], NULL);
+		if (k[i].code && !code)
+			code = k[i].code;
+		fprintf(stderr, "# rank %d: %lu loops, code %d\n", i,
+			k[i].loops, k[i].code);
+	}
+	return code;
+}
+
+TEST_F_TIMEOUT(harden, device_removal_races_registrations, 300)
+{
+	const char *ip = getenv("KCOLL_IP");
+	volatile int *gone;
+	struct kh_devrace dr;
+	int p[2], st, i;
+	pid_t pid;
+	char c;
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "deleting rxe0 needs root");
+	gone = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, gone);
+	ASSERT_EQ(0, pipe(p));
+	/* Through the NIC: local ranks would not register their buffers. */
+	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
+	dr = (struct kh_devrace){ .ip = ip, .gone = gone, .ready_fd = p[1] };
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		if (kh_become_nobody())
+			_exit(101);
+		_exit(kh_dev_race(&dr));
+	}
+	/* The ranks are looping (their comm is up within a second or two). */
+	ASSERT_EQ(1, read(p[0], &c, 1));
+	sleep(3);
+	EXPECT_EQ(0, system("rdma link delete rxe0"));
+	/* ib_core has called our .remove: everything after fails. */
+	*gone = 1;
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st));
+	EXPECT_EQ(0, WEXITSTATUS(st)) {
+		TH_LOG("unprivileged ranks failed check %d (status %#x)",
+		       WEXITSTATUS(st), st);
+	}
+	EXPECT_EQ(0, system("rdma link add rxe0 type rxe netdev eth0"));
+	for (i = 0; i < 100 &&
+	     system("ibv_devinfo -d rxe0 2>/dev/null | grep -q PORT_ACTIVE");
+	     i++)
+		usleep(100 * 1000);
+	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
+	close(p[0]);
+	close(p[1]);
+}
+
+TEST_HARNESS_MAIN
