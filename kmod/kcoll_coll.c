@@ -332,6 +332,52 @@ static int kcoll_slot_get(struct kcoll_conn *conn)
 }
 
 /*
+ * Elements per kernel_fpu_begin() section: preemption is off inside one,
+ * so a chunk (up to 4 MiB) or an AVG finish over a whole buffer is cut
+ * into pieces of 64 KiB, a few microseconds each.
+ */
+#define KCOLL_FPU_BYTES		(64u << 10)
+
+static size_t kcoll_fpu_elems(const struct kcoll_task *op)
+{
+	return KCOLL_FPU_BYTES / op->esize;
+}
+
+/* dst[i] = dst[i] (op) src[i] for @n elements, FPU section by section. */
+static void kcoll_op_reduce(struct kcoll_task *op, u8 *dst, const u8 *src,
+			    size_t n)
+{
+	size_t step = kcoll_fpu_elems(op), k;
+
+	while (n) {
+		k = min(n, step);
+		kernel_fpu_begin();
+		op->reduce(dst, src, k);
+		kernel_fpu_end();
+		dst += k * op->esize;
+		src += k * op->esize;
+		n -= k;
+	}
+}
+
+/* The AVG finish of the current phase: divide by the rank count. */
+static void kcoll_op_avg(struct kcoll_task *op)
+{
+	u8 *p = kcoll_region(op, &op->ph.avg);
+	size_t n = op->ph.avg_cnt, step = kcoll_fpu_elems(op), k;
+
+	while (n) {
+		k = min(n, step);
+		kernel_fpu_begin();
+		kcoll_reduce_active_avg(p, k, op->dtype, op->comm->nranks);
+		kernel_fpu_end();
+		p += k * op->esize;
+		n -= k;
+		cond_resched();
+	}
+}
+
+/*
  * @len bytes of the current phase's receive, at byte @off of it, came into
  * staging at @in: reduce them into the destination, or copy them there.
  */
@@ -346,9 +392,7 @@ static void kcoll_op_land(struct kcoll_task *op, const u8 *in, size_t off,
 
 		if (opnd != dst)
 			memcpy(dst, opnd, len);
-		kernel_fpu_begin();
-		op->reduce(dst, in, len / op->esize);
-		kernel_fpu_end();
+		kcoll_op_reduce(op, dst, in, len / op->esize);
 	} else {
 		memcpy(dst, in, len);
 	}
@@ -1713,13 +1757,8 @@ static void kcoll_op_progress(struct kcoll_task *op)
 			kcoll_op_send(op);
 		if (op->error || !kcoll_phase_done(op))
 			return;
-		if (op->ph.avg_cnt) {
-			kernel_fpu_begin();
-			kcoll_reduce_active_avg(kcoll_region(op, &op->ph.avg),
-						op->ph.avg_cnt, op->dtype,
-						comm->nranks);
-			kernel_fpu_end();
-		}
+		if (op->ph.avg_cnt)
+			kcoll_op_avg(op);
 		op->phase_open = false;
 		op->phase++;
 	}

@@ -88,7 +88,10 @@ static const struct kcoll_op_shape kcoll_op_shapes[KCOLL_OP_LAST] = {
 
 const char *kcoll_op_name(u32 opcode)
 {
-	if (opcode >= KCOLL_OP_LAST || !kcoll_op_shapes[opcode].name)
+	if (opcode >= KCOLL_OP_LAST)
+		return "?";
+	opcode = kcoll_index_nospec(opcode, KCOLL_OP_LAST);
+	if (!kcoll_op_shapes[opcode].name)
 		return "?";
 	return kcoll_op_shapes[opcode].name;
 }
@@ -219,9 +222,11 @@ int kcoll_sqe_check(const struct kcoll_sqe *sqe)
 	const struct kcoll_op_shape *shape;
 	u32 uses;
 
-	if (sqe->opcode >= KCOLL_OP_LAST || !kcoll_op_shapes[sqe->opcode].name)
+	if (sqe->opcode >= KCOLL_OP_LAST)
 		return -EINVAL;
-	shape = &kcoll_op_shapes[sqe->opcode];
+	shape = &kcoll_op_shapes[kcoll_index_nospec(sqe->opcode, KCOLL_OP_LAST)];
+	if (!shape->name)
+		return -EINVAL;
 	uses = shape->uses;
 
 	if (sqe->flags & ~KCOLL_SQE_F_ALL)

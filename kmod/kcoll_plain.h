@@ -14,7 +14,10 @@
 #include <linux/stddef.h>
 #include <linux/build_bug.h>
 #include <linux/math64.h>
+#include <linux/nospec.h>
 #define KCOLL_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+/* @i, known to be below @n, also under speculation (a user's index). */
+#define kcoll_index_nospec(i, n) array_index_nospec(i, n)
 /* u64 / u64, also on 32-bit kernels (no libgcc __udivdi3 there). */
 static inline u64 kcoll_div64(u64 a, u64 b)
 {
@@ -33,6 +36,7 @@ typedef uint64_t u64;
 typedef int32_t s32;
 typedef int64_t s64;
 #define KCOLL_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#define kcoll_index_nospec(i, n) (i)
 static inline u64 kcoll_div64(u64 a, u64 b)
 {
 	return a / b;

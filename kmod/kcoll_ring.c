@@ -18,6 +18,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/nospec.h>
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 #include <linux/sched/signal.h>
@@ -342,6 +343,14 @@ static int kcoll_submit(struct kcoll_ctx *ctx, u32 to_submit)
 		res = kcoll_sqe_check(&sqe);
 		if (res)
 			goto complete_now;
+		/*
+		 * Checked, but a mispredicted branch could still index the
+		 * op, type and reduction tables with the user's values:
+		 * clamp them in the copy every later use reads.
+		 */
+		sqe.opcode = array_index_nospec(sqe.opcode, KCOLL_OP_LAST);
+		sqe.dtype = array_index_nospec(sqe.dtype, KCOLL_DTYPE_LAST);
+		sqe.redop = array_index_nospec(sqe.redop, KCOLL_REDOP_LAST);
 		op = &kcoll_ops[sqe.opcode];
 		if (op->exec) {
 			/* Direct call for NOP, the hot inline op: no retpoline. */
