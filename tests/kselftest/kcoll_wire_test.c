@@ -27,6 +27,9 @@
 #include <poll.h>
 #include <time.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
+#include <grp.h>
+#include <fcntl.h>
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -1151,6 +1154,192 @@ TEST(floods_end_the_connection)
 		wp_destroy(&p);
 		kt_ring_exit(&c.r);
 	}
+}
+
+/* ---------------------------------------------------------------- */
+/* A peer who learned an rkey                                        */
+/* ---------------------------------------------------------------- */
+
+/*
+ * The MRs of communicator @uid's running operations, from debugfs
+ * kcoll/comms ("    mr <buf> <seg> rkey R iova A len L <rights>"): the
+ * first of buffer @buf into *rkey and *iova. 0, or -1 if none is listed.
+ */
+static int wp_find_mr(uint64_t uid, const char *buf, uint32_t *rkey,
+		      uint64_t *iova, char *rights, size_t rlen)
+{
+	FILE *f = fopen("/sys/kernel/debug/kcoll/comms", "r");
+	char line[512], name[16], r[32];
+	unsigned long long u, a;
+	unsigned int seg, k;
+	size_t len;
+	bool ours = false;
+	int found = -1;
+
+	if (!f)
+		return -1;
+	while (found && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "comm %llx ", &u) == 1) {
+			ours = u == uid;
+			continue;
+		}
+		if (ours && sscanf(line, " mr %15s %u rkey %x iova %llx len %zu %31s",
+				   name, &seg, &k, &a, &len, r) == 6 &&
+		    !strcmp(name, buf)) {
+			*rkey = k;
+			*iova = a;
+			snprintf(rights, rlen, "%s", r);
+			found = 0;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/* Post an RDMA WRITE of @len bytes and wait for its completion status. */
+static int wp_write_status(struct wpeer *p, uint64_t raddr, uint32_t rkey,
+			   uint32_t len)
+{
+	struct ibv_wc wc;
+	double t_end = wp_now() + 20;
+
+	if (wp_write(p, raddr, rkey, 0, len, false, 0))
+		return -1;
+	while (wp_now() < t_end) {
+		int n = ibv_poll_cq(p->cq, 1, &wc);
+
+		if (n < 0)
+			return -1;
+		if (!n) {
+			usleep(1000);
+			continue;
+		}
+		/* Receives (the module's SIGs) and earlier sends: skip. */
+		if (wc.opcode == IBV_WC_RDMA_WRITE || wc.status != IBV_WC_SUCCESS)
+			return wc.status;
+	}
+	return -2;
+}
+
+#define WP_RO_BYTES	(1u << 20)
+#define WP_RO_UID	0x7e30
+
+/*
+ * Rank 0, unprivileged: a broadcast root sending from a read-only mapping
+ * of a root-owned file, waiting for a grant that never comes. Exit 0 once
+ * the operation has ended (with an error: the peer never played along).
+ */
+static int wp_ro_rank0(const char *path, const char *ip)
+{
+	struct kcoll_rank_addr ranks[2];
+	struct kcoll_sqe sqe;
+	struct tring r;
+	void *src, *dst;
+	__u32 id;
+	int fd, res;
+
+	if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
+	    setresuid(65534, 65534, 65534))
+		return 40;
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return 41;
+	if (open(path, O_RDWR) >= 0)
+		return 42;	/* the test is void if we may write it */
+	src = mmap(NULL, WP_RO_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+	dst = calloc(1, WP_RO_BYTES);
+	if (src == MAP_FAILED || !dst)
+		return 43;
+	kt_addr_v4(&ranks[0], ip);
+	kt_addr_v4(&ranks[1], ip);
+	ranks[1].local_index = 1;
+	if (kt_ring_init(&r, 8, 0, 0) ||
+	    kt_comm_create(r.fd, WP_RO_UID, "readonly", 0, 2, ranks, 15000,
+			   &id))
+		return 44;
+	sqe = kt_coll(KCOLL_OP_BROADCAST, id, KCOLL_DTYPE_FP32, 0, 0,
+		      WP_RO_BYTES / 4, src, dst);
+	sqe.timeout_ms = 8000;
+	res = kt_run(&r, &sqe);
+	fprintf(stderr, "# rank 0: broadcast from the read-only file: %s\n",
+		strerror(-res));
+	return res < 0 ? 0 : 45;
+}
+
+/*
+ * A user may send from memory it may only read (a root-owned file mapped
+ * read-only): its pages are pinned without FOLL_WRITE and must never sit
+ * under an rkey a peer can write through. We are rank 1 and, playing a
+ * peer who learned the send buffer's rkey and address (here from debugfs:
+ * the strongest attacker), WRITE into it: the NIC must refuse (remote
+ * access error) and the file must be byte for byte what it was.
+ */
+TEST(read_only_send_buffer_is_not_remotely_writable)
+{
+	char path[] = "/tmp/kcoll-ro-XXXXXX", rights[32] = "";
+	uint8_t *want = malloc(WP_RO_BYTES), *got = malloc(WP_RO_BYTES);
+	struct kcoll_wire_hello h;
+	uint64_t iova = 0;
+	uint32_t rkey = 0;
+	struct wpeer p;
+	int fd, st, r = -1, status;
+	pid_t pid;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "a root-owned file and debugfs need root");
+	ASSERT_TRUE(want && got);
+	for (uint32_t i = 0; i < WP_RO_BYTES; i++)
+		want[i] = (uint8_t)(i * 7 + 3);
+	fd = mkstemp(path);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(WP_RO_BYTES, write(fd, want, WP_RO_BYTES));
+	ASSERT_EQ(0, fchmod(fd, 0644));
+	fsync(fd);
+	close(fd);
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(wp_ro_rank0(path, wp_ip()));
+	wp_hello(&h, WP_RO_UID, "readonly", 0);
+	for (int t = 0; t < 100; t++) {
+		r = wp_connect(&p, wp_ip(), wp_port(), &h);
+		if (r != KCOLL_REJ_NOCOMM)
+			break;
+		wp_destroy(&p);
+		usleep(100000);
+	}
+	ASSERT_EQ(0, r);
+	/* Rank 0's broadcast is running once its send buffer is listed. */
+	for (int t = 0; t < 100 && wp_find_mr(WP_RO_UID, "send", &rkey, &iova,
+					      rights, sizeof(rights)); t++)
+		usleep(50000);
+	ASSERT_NE(0, rkey) {
+		TH_LOG("rank 0's send buffer never showed in debugfs");
+	}
+	EXPECT_STREQ("local-read", rights);
+	memset(p.data, 0xa5, 4096);
+	status = wp_write_status(&p, iova, rkey, 4096);
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, status) {
+		TH_LOG("WRITE into the send buffer's MR: %s",
+		       status >= 0 ? ibv_wc_status_str(status) : "no completion");
+	}
+	wp_destroy(&p);
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st));
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	fd = open(path, O_RDONLY);
+	ASSERT_LE(0, fd);
+	EXPECT_EQ(WP_RO_BYTES, read(fd, got, WP_RO_BYTES));
+	close(fd);
+	EXPECT_EQ(0, memcmp(want, got, WP_RO_BYTES)) {
+		TH_LOG("the root-owned file changed");
+	}
+	unlink(path);
+	free(want);
+	free(got);
 }
 
 /* A regular two-process communicator: one allreduce, checked. */
