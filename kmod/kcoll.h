@@ -154,6 +154,7 @@ bool kcoll_lazy_sigs(void);
 bool kcoll_eager(void);			/* new connections */
 bool kcoll_prio_sched(void);		/* priorities (else FIFO) */
 u32 kcoll_prio_aging_ms(void);
+u32 kcoll_prio_max_unpriv(void);
 u32 kcoll_op_timeout_ms(void);		/* SQE timeout_ms 0 means this */
 extern unsigned int kcoll_listen_port;	/* module parameter; sysfs moves it */
 /* kcoll_conn.c: listen on @port from now on (the sysfs listen_port). */

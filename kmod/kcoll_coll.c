@@ -1003,10 +1003,14 @@ void kcoll_write_done(struct ib_cq *cq, struct ib_wc *wc)
  * has started and not finished on the same device, in any communicator or
  * process, @op posts no new chunk; what it has posted drains, so the
  * higher one starts at the next chunk boundary. Every prio_aging_ms a held
- * op still sends one chunk: nothing starves, and two nodes whose
- * priorities cross (each waiting for the other's held op) still progress.
- * Equal priorities are not ordered: their QPs share the NIC. A held op
- * re-runs from comm->kick. Must hold comm->lock.
+ * op still sends one chunk, and rises one level (op->prio_aged, for the
+ * rest of its life): nothing starves, two nodes whose priorities cross
+ * (each waiting for the other's held op) still progress, and what one
+ * operation can take from a lower one is bounded by the levels between
+ * them times prio_aging_ms — a higher operation stuck waiting for a peer
+ * that never submits holds the others back that long, not until its own
+ * timeout. Equal priorities are not ordered: their QPs share the NIC. A
+ * held op re-runs from comm->kick. Must hold comm->lock.
  */
 static bool kcoll_op_held(struct kcoll_task *op)
 {
@@ -1017,7 +1021,7 @@ static bool kcoll_op_held(struct kcoll_task *op)
 	if (!pr || !kcoll_prio_sched())
 		goto run;
 	recent = jiffies - msecs_to_jiffies(kcoll_prio_aging_ms());
-	for (p = op->prio + 1; p <= KCOLL_PRIO_MAX; p++) {
+	for (p = op->prio + op->prio_aged + 1; p <= KCOLL_PRIO_MAX; p++) {
 		if (atomic_read(&pr->active[p]))
 			break;
 		/*
@@ -1039,6 +1043,8 @@ static bool kcoll_op_held(struct kcoll_task *op)
 	} else if (time_after_eq(jiffies, op->held_since +
 				 msecs_to_jiffies(kcoll_prio_aging_ms()))) {
 		op->held_since = jiffies;	/* one chunk, then hold again */
+		if (op->prio + op->prio_aged < KCOLL_PRIO_MAX)
+			op->prio_aged++;
 		return false;
 	}
 	kcoll_queue_delayed(&op->comm->kick, 1);

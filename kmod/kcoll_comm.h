@@ -314,6 +314,7 @@ struct kcoll_task {
 	u8 prio;			/* SQE priority */
 	struct kcoll_prio *prio_dev;	/* counted there while started */
 	unsigned long held_since;	/* jiffies; with @held */
+	u8 prio_aged;			/* levels gained while held (aging) */
 	bool held;			/* sends held back for a higher prio */
 	size_t esize;
 	kcoll_reduce_fn reduce;

@@ -18,6 +18,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/capability.h>
 #include <linux/nospec.h>
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
@@ -351,6 +352,13 @@ static int kcoll_submit(struct kcoll_ctx *ctx, u32 to_submit)
 		sqe.opcode = array_index_nospec(sqe.opcode, KCOLL_OP_LAST);
 		sqe.dtype = array_index_nospec(sqe.dtype, KCOLL_DTYPE_LAST);
 		sqe.redop = array_index_nospec(sqe.redop, KCOLL_REDOP_LAST);
+		/* The top priorities throttle everyone's traffic on the
+		 * device: not for every user (sysfs prio_max_unpriv). */
+		if (sqe.prio > kcoll_prio_max_unpriv() &&
+		    !capable(CAP_SYS_NICE)) {
+			res = -EPERM;
+			goto complete_now;
+		}
 		op = &kcoll_ops[sqe.opcode];
 		if (op->exec) {
 			/* Direct call for NOP, the hot inline op: no retpoline. */

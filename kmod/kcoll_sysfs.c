@@ -29,7 +29,7 @@ enum {
 	KCOLL_KNOB_CONNECT_TIMEOUT, KCOLL_KNOB_ACK_TIMEOUT,
 	KCOLL_KNOB_PRIO_SCHED, KCOLL_KNOB_PRIO_AGING, KCOLL_KNOB_OP_TIMEOUT,
 	KCOLL_KNOB_QPS_PER_PEER, KCOLL_KNOB_INTRA_NODE, KCOLL_KNOB_EAGER,
-	KCOLL_KNOB_LAZY_SIGS, KCOLL_KNOB_NR
+	KCOLL_KNOB_LAZY_SIGS, KCOLL_KNOB_PRIO_MAX_UNPRIV, KCOLL_KNOB_NR
 };
 
 static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
@@ -60,7 +60,16 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	/* 1: collectives whose every result depends on every rank carry
 	 * their signature with the data instead of a SIG to each peer. */
 	[KCOLL_KNOB_LAZY_SIGS] = { "lazy_sigs", 1, 0, 1, false },
+	/* The highest SQE priority a task without CAP_SYS_NICE may use:
+	 * below the top, which stays for what the administrator trusts. */
+	[KCOLL_KNOB_PRIO_MAX_UNPRIV] = { "prio_max_unpriv", 5, 0,
+					 KCOLL_PRIO_MAX, false },
 };
+
+u32 kcoll_prio_max_unpriv(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_PRIO_MAX_UNPRIV].val);
+}
 
 bool kcoll_lazy_sigs(void)
 {
@@ -199,6 +208,10 @@ module_param_cb(lazy_sigs, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_LAZY_SIGS], 0644);
 MODULE_PARM_DESC(lazy_sigs,
 		 "1: new eager connections check signatures on the data, and allreduce, allgather, reduce-scatter, alltoall and barrier send no per-peer SIG where both ends agree; 0: a SIG to every peer per collective (default 1)");
+module_param_cb(prio_max_unpriv, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_PRIO_MAX_UNPRIV], 0644);
+MODULE_PARM_DESC(prio_max_unpriv,
+		 "Highest SQE priority without CAP_SYS_NICE; above it an operation fails with -EPERM (0..7; default 5)");
 MODULE_PARM_DESC(connect_timeout_ms,
 		 "How long COMM_CREATE waits for every peer by default (100..3600000 ms; default 60000)");
 
@@ -250,6 +263,7 @@ KCOLL_KNOB_ATTR(qps_per_peer, KCOLL_KNOB_QPS_PER_PEER);
 KCOLL_KNOB_ATTR(intra_node, KCOLL_KNOB_INTRA_NODE);
 KCOLL_KNOB_ATTR(eager, KCOLL_KNOB_EAGER);
 KCOLL_KNOB_ATTR(lazy_sigs, KCOLL_KNOB_LAZY_SIGS);
+KCOLL_KNOB_ATTR(prio_max_unpriv, KCOLL_KNOB_PRIO_MAX_UNPRIV);
 
 static ssize_t listen_port_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
@@ -324,6 +338,7 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_intra_node.attr.attr,
 	&kcoll_attr_eager.attr.attr,
 	&kcoll_attr_lazy_sigs.attr.attr,
+	&kcoll_attr_prio_max_unpriv.attr.attr,
 	&dev_attr_listen_port.attr,
 	&dev_attr_devices.attr,
 	&dev_attr_abi_version.attr,

@@ -872,7 +872,9 @@ COLL_API int coll_comm_size(const coll_comm *comm);
  * of a higher priority (of any communicator or process) is running, so a
  * small urgent collective overtakes a large one at the next chunk boundary
  * (sysfs prio_sched switches this off, prio_aging_ms bounds the hold).
- * Every rank of @comm should use the same priority.
+ * Every rank of @comm should use the same priority. Above sysfs
+ * prio_max_unpriv (default 5) the operations need CAP_SYS_NICE, else they
+ * complete with -EPERM.
  *
  * Returns 0, or -EINVAL (NULL @comm, @prio out of range).
  */

@@ -378,4 +378,188 @@ TEST_F_TIMEOUT(harden, device_removal_races_registrations, 300)
 	close(p[1]);
 }
 
+/* ---------------------------------------------------------------- */
+/* F8: priority is a privilege, and what it takes is bounded         */
+/* ---------------------------------------------------------------- */
+
+/* Exit code 0 if a barrier at each priority gives what @want says. */
+static int kh_prio_child(void *arg)
+{
+	const int *want = arg;
+	struct kcoll_rank_addr ra;
+	struct kcoll_sqe s;
+	struct tring r;
+	__u32 id;
+	int p;
+
+	kt_addr_v4(&ra, "127.0.0.1");
+	if (kt_ring_init(&r, 8, 0, 0) ||
+	    kt_comm_create(r.fd, 0x16f8, "prio", 0, 1, &ra, 0, &id))
+		return 50;
+	for (p = 0; p <= KCOLL_PRIO_MAX; p++) {
+		int res;
+
+		s = kt_coll(KCOLL_OP_BARRIER, id, 0, 0, 0, 0, NULL, NULL);
+		s.prio = p;
+		res = kt_run(&r, &s);
+		if (res != want[p]) {
+			fprintf(stderr, "# prio %d: %d, want %d\n", p, res,
+				want[p]);
+			return 51 + p;
+		}
+	}
+	kt_ring_exit(&r);
+	return 0;
+}
+
+TEST(unprivileged_priority_is_capped)
+{
+	int want[KCOLL_PRIO_MAX + 1] = { 0 }, p, rc;
+
+	if (geteuid())
+		SKIP(return, "writing sysfs prio_max_unpriv needs root");
+	ASSERT_EQ(5, kt_sysfs_read("prio_max_unpriv"));
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("prio_max_unpriv", "8"));
+	/* Above 5, nobody gets -EPERM; root (CAP_SYS_NICE) does not. */
+	for (p = 6; p <= KCOLL_PRIO_MAX; p++)
+		want[p] = -EPERM;
+	rc = kh_as_nobody(kh_prio_child, want);
+	EXPECT_EQ(0, rc);
+	memset(want, 0, sizeof(want));
+	EXPECT_EQ(0, kh_prio_child(want));
+	/* The administrator may open the top to everyone. */
+	ASSERT_EQ(0, kt_sysfs_write("prio_max_unpriv", "7"));
+	rc = kh_as_nobody(kh_prio_child, want);
+	EXPECT_EQ(0, rc);
+	ASSERT_EQ(0, kt_sysfs_write("prio_max_unpriv", "0"));
+	for (p = 1; p <= KCOLL_PRIO_MAX; p++)
+		want[p] = -EPERM;
+	rc = kh_as_nobody(kh_prio_child, want);
+	EXPECT_EQ(0, rc);
+	EXPECT_EQ(0, kt_sysfs_write("prio_max_unpriv", "5"));
+}
+
+/*
+ * One rank of communicator A, at the highest unprivileged priority, waits
+ * in a barrier for a peer that never submits (its timeout: 6 s); the two
+ * ranks of communicator B, at priority 0 on the same device, run a 3 MiB
+ * allreduce through the NIC (48 chunks of 64 KiB per rank; both ranks'
+ * buffers fit the 8 MiB memlock limit). With prio_aging_ms at 200, held
+ * back one chunk per aging period for as long as A's barrier lives, B
+ * would need 9.6 s; with aging bounding the hold (5 levels: 1 s) B must be
+ * done while A still waits. The order of the two completions is the
+ * assertion, not a time.
+ */
+#define KH_PRIO_TIMEOUT_MS	6000
+#define KH_PRIO_BYTES		(3u << 20)
+
+struct kh_prio_rank {
+	const char *ip;
+	__u64 uid;
+	int rank, prio, op;	/* op: 0 = create only, 1 barrier, 2 allreduce */
+	volatile int *go;
+	int res;
+	double t_done;
+};
+
+static void *kh_prio_rank(void *arg)
+{
+	struct kh_prio_rank *k = arg;
+	struct kcoll_rank_addr ranks[2];
+	float *buf = NULL;
+	struct kcoll_sqe s;
+	struct tring r;
+	__u32 id;
+
+	k->res = -1000;
+	kt_addr_v4(&ranks[0], k->ip);
+	kt_addr_v4(&ranks[1], k->ip);
+	ranks[1].local_index = 1;
+	if (kt_ring_init(&r, 8, 0, 0) ||
+	    kt_comm_create(r.fd, k->uid, "prio", k->rank, 2, ranks, 20000, &id))
+		return NULL;
+	while (!*k->go)
+		usleep(10000);
+	if (k->op == 2) {
+		/* Start after A's barrier is running. */
+		usleep(300000);
+		buf = calloc(1, KH_PRIO_BYTES);
+		s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32,
+			    KCOLL_REDOP_SUM, 0, KH_PRIO_BYTES / 4, buf, buf);
+	} else {
+		s = kt_coll(KCOLL_OP_BARRIER, id, 0, 0, 0, 0, NULL, NULL);
+	}
+	s.prio = k->prio;
+	s.timeout_ms = k->op == 1 ? KH_PRIO_TIMEOUT_MS : 60000;
+	if (k->op) {
+		k->res = kt_run(&r, &s);
+		k->t_done = kh_now();
+	} else {
+		/* Rank 1 of A never submits; it stays until A0 is done. */
+		while (*k->go == 1)
+			usleep(10000);
+		k->res = 0;
+	}
+	free(buf);
+	kt_ring_exit(&r);
+	return NULL;
+}
+
+static int kh_prio_bound(void *arg)
+{
+	const char *ip = arg;
+	volatile int go = 0;
+	struct kh_prio_rank k[4] = {
+		{ ip, 0x16f9, 0, 5, 1, &go },	/* A0: stuck barrier */
+		{ ip, 0x16f9, 1, 5, 0, &go },	/* A1: never submits */
+		{ ip, 0x16fa, 0, 0, 2, &go },	/* B0, B1: allreduce */
+		{ ip, 0x16fa, 1, 0, 2, &go },
+	};
+	pthread_t t[4];
+	int i;
+
+	for (i = 0; i < 4; i++)
+		if (pthread_create(&t[i], NULL, kh_prio_rank, &k[i]))
+			return 60;
+	sleep(3);	/* both communicators are up */
+	go = 1;
+	pthread_join(t[2], NULL);
+	pthread_join(t[3], NULL);
+	pthread_join(t[0], NULL);
+	go = 2;
+	pthread_join(t[1], NULL);
+	fprintf(stderr, "# A0's barrier: %d; B's allreduces: %d, %d, done %.2f s and %.2f s before it\n",
+		k[0].res, k[2].res, k[3].res, k[0].t_done - k[2].t_done,
+		k[0].t_done - k[3].t_done);
+	if (k[0].res != -ETIMEDOUT)
+		return 61;
+	if (k[2].res || k[3].res)
+		return 62;
+	if (k[2].t_done >= k[0].t_done || k[3].t_done >= k[0].t_done)
+		return 63;
+	return 0;
+}
+
+TEST_F_TIMEOUT(harden, stuck_high_priority_holds_others_a_bounded_time, 120)
+{
+	const char *ip = getenv("KCOLL_IP");
+	int rc;
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "writing sysfs intra_node needs root");
+	/* Through the NIC, where priorities order the chunks. */
+	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
+	ASSERT_EQ(1, kt_sysfs_read("prio_sched"));
+	ASSERT_EQ(50, kt_sysfs_read("prio_aging_ms"));
+	ASSERT_EQ(0, kt_sysfs_write("prio_aging_ms", "200"));
+	rc = kh_as_nobody(kh_prio_bound, (void *)ip);
+	EXPECT_EQ(0, rc) {
+		TH_LOG("unprivileged ranks failed check %d", rc);
+	}
+	EXPECT_EQ(0, kt_sysfs_write("prio_aging_ms", "50"));
+	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
+}
+
 TEST_HARNESS_MAIN
