@@ -7,7 +7,9 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root TMPDIR=/tmp LC_ALL=C
 KCOLL_OUT=$kcoll_out/vm$kcoll_vm
 KCOLL_TOP=$kcoll_top
-KCOLL_KO=$KCOLL_TOP/build/$kcoll_kver/kmod/kcoll.ko
+# kcoll_ko=PATH on the kernel command line (KCOLL_VM_CMDLINE) loads another
+# build of the module, e.g. an old commit's from a scratch worktree.
+KCOLL_KO=${kcoll_ko:-$KCOLL_TOP/build/$kcoll_kver/kmod/kcoll.ko}
 KCOLL_ARG=${kcoll_arg:-}
 KCOLL_ARG=${KCOLL_ARG//,/ }
 KCOLL_IP=10.9.0.$((kcoll_vm + 1))
