@@ -67,8 +67,10 @@ first=$1
 if [ -n "$fuzz_only" ]; then
 	# The VM's own limit: the budget, the fuzzer's join deadline, boot
 	# and the checks after it.
+	# slub_debug as for make check's fuzzer (below).
 	for kver in "$@"; do
-		scenario "$kver" fuzz 1 $((${fuzz_only%% *} + 420)) "$fuzz_only"
+		KCOLL_VM_CMDLINE="${KCOLL_VM_CMDLINE:-} slub_debug=FZP,kmalloc-*" \
+			scenario "$kver" fuzz 1 $((${fuzz_only%% *} + 420)) "$fuzz_only"
 	done
 	echo "VM: $pass passed, $fail failed, $skip skipped"
 	[ $fail = 0 ]
@@ -89,8 +91,11 @@ for kver in "$@"; do
 		# kcollctl and kcolld against the module's netlink family (the
 		# selftests check the family itself on every kernel).
 		scenario "$kver" ctl 1 600
-		# The fuzzer, briefly (make fuzz runs it longer on every kernel).
-		scenario "$kver" fuzz 1 $((${FUZZ_CHECK_SECONDS:-60} + 420)) \
+		# The fuzzer, briefly (make fuzz runs it longer on every kernel),
+		# with slub_debug too: its races against teardown (and rxe0
+		# going away) find writes to freed objects only this way.
+		KCOLL_VM_CMDLINE="${KCOLL_VM_CMDLINE:-} slub_debug=FZP,kmalloc-*" \
+			scenario "$kver" fuzz 1 $((${FUZZ_CHECK_SECONDS:-60} + 420)) \
 			"${FUZZ_CHECK_SECONDS:-60}"
 	else
 		scenario "$kver" coll 2 1500 "3 quick qps=3 $forced"
