@@ -81,6 +81,8 @@ struct kcoll_ctx {
 	struct eventfd_ctx *evfd; /* RCU-free not needed: set/cleared under
 				   * cq_lock, used under cq_lock */
 
+	struct kcoll_quota *quota;	/* its opener's (real uid): charged
+					 * for it and what it creates */
 	struct mutex comm_lock;	/* creating/destroying comms and mems */
 	struct xarray comms;	/* id -> struct kcoll_comm */
 	struct xarray mems;	/* handle -> struct kcoll_mem */
@@ -155,6 +157,7 @@ bool kcoll_eager(void);			/* new connections */
 bool kcoll_prio_sched(void);		/* priorities (else FIFO) */
 u32 kcoll_prio_aging_ms(void);
 u32 kcoll_prio_max_unpriv(void);
+void kcoll_knobs_init(void);
 u32 kcoll_op_timeout_ms(void);		/* SQE timeout_ms 0 means this */
 extern unsigned int kcoll_listen_port;	/* module parameter; sysfs moves it */
 /* kcoll_conn.c: listen on @port from now on (the sysfs listen_port). */

@@ -2510,7 +2510,8 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	if (tcount) {
 		if (check_mul_overflow((size_t)tcount, op->esize, &tlen))
 			return -EOVERFLOW;
-		err = kcoll_buf_alloc(&op->bufs[KCOLL_SBUF_TMP], tlen);
+		err = kcoll_buf_alloc(&op->bufs[KCOLL_SBUF_TMP], tlen,
+				      comm->quota);
 		if (err || op->unreg)
 			return err;
 		err = kcoll_buf_register(&op->bufs[KCOLL_SBUF_TMP], comm);

@@ -53,6 +53,11 @@ static void kcoll_comm_free(struct kref *ref)
 	kvfree(comm->ranks);
 	kfree(comm->report.missing);
 	mutex_destroy(&comm->lock);
+	if (comm->quota) {
+		kcoll_quota_uncharge(comm->quota, KCOLL_Q_QPS, comm->quota_qps);
+		kcoll_quota_uncharge(comm->quota, KCOLL_Q_COMMS, 1);
+		kcoll_quota_put(comm->quota);
+	}
 	kfree(comm);
 }
 
@@ -208,6 +213,8 @@ void kcoll_mem_put(struct kcoll_mem *mem)
 	if (!refcount_dec_and_test(&mem->users))
 		return;
 	kcoll_buf_release(&mem->buf);
+	kcoll_quota_uncharge(mem->quota, KCOLL_Q_REGS, 1);
+	kcoll_quota_put(mem->quota);
 	kfree(mem);
 }
 
@@ -357,7 +364,7 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	struct kcoll_comm_create p;
 	struct kcoll_comm *comm;
 	long left;
-	u32 i, id;
+	u32 i, id, qps;
 	int err;
 
 	if (copy_from_user(&p, uarg, sizeof(p)))
@@ -389,6 +396,23 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	INIT_LIST_HEAD(&comm->ops);
 	INIT_LIST_HEAD(&comm->mems);
 	comm->ctx = ctx;
+	/*
+	 * The user's limits: one communicator, and a QP per peer and per QP
+	 * of it (the mesh it will connect), charged now rather than as the
+	 * connections come and go. Its kernel buffers charge ctx->quota as
+	 * they are allocated.
+	 */
+	qps = (p.nranks - 1) * kcoll_qps_per_peer();
+	err = kcoll_quota_charge(ctx->quota, KCOLL_Q_COMMS, 1);
+	if (err)
+		goto out_put;
+	err = kcoll_quota_charge(ctx->quota, KCOLL_Q_QPS, qps);
+	if (err) {
+		kcoll_quota_uncharge(ctx->quota, KCOLL_Q_COMMS, 1);
+		goto out_put;
+	}
+	comm->quota = kcoll_quota_ref(ctx->quota);
+	comm->quota_qps = qps;
 	comm->uid = p.uid;
 	comm->rank = p.rank;
 	comm->nranks = p.nranks;
@@ -716,6 +740,12 @@ int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	mem->addr = p.addr;
 	mem->len = p.len;
 	mem->comm = comm;
+	err = kcoll_quota_charge(ctx->quota, KCOLL_Q_REGS, 1);
+	if (err) {
+		kfree(mem);
+		goto out_put_comm;
+	}
+	mem->quota = kcoll_quota_ref(ctx->quota);
 
 	/*
 	 * Pinning and registering may take long: not under ctx->comm_lock
@@ -764,6 +794,8 @@ out_release:
 	kcoll_buf_release(&mem->buf);
 out_unlock_dev:
 	up_read(&comm->dev_sem);
+	kcoll_quota_uncharge(mem->quota, KCOLL_Q_REGS, 1);
+	kcoll_quota_put(mem->quota);
 	kfree(mem);
 out_put_comm:
 	kcoll_comm_put(comm);
@@ -1033,4 +1065,5 @@ DEFINE_SHOW_ATTRIBUTE(kcoll_comms);
 void kcoll_comm_debugfs_init(struct dentry *dir)
 {
 	debugfs_create_file("comms", 0400, dir, NULL, &kcoll_comms_fops);
+	kcoll_quota_debugfs_init(dir);
 }

@@ -51,6 +51,7 @@
 #include "kcoll_reduce.h"
 #include "kcoll_sched.h"
 #include "kcoll_wire.h"
+#include "kcoll_quota.h"
 
 #define KCOLL_RQ_DEPTH		256	/* receives posted per QP */
 #define KCOLL_SQ_DEPTH		256	/* send WRs per QP */
@@ -117,6 +118,7 @@ struct kcoll_buf {
 	struct kcoll_mrseg *segs;
 	unsigned int nsegs;
 	size_t seg_bytes;
+	struct kcoll_quota *quota;	/* allocated: charged npages pages */
 };
 
 /* A KCOLL_IOC_REG_MEM registration. */
@@ -126,6 +128,7 @@ struct kcoll_mem {
 	u64 addr;
 	u64 len;
 	struct kcoll_comm *comm;	/* whose device it is registered on */
+	struct kcoll_quota *quota;	/* charged one registration */
 	struct kcoll_buf buf;
 	/* 1 while it has a handle, + 1 per op using it; the last put frees
 	 * it (kcoll_mem_put()). Taken under ctx->mems' xa_lock. */
@@ -136,7 +139,7 @@ void kcoll_mem_put(struct kcoll_mem *mem);
 
 int kcoll_buf_pin_user(struct kcoll_buf *b, u64 uaddr, size_t len,
 		       bool writable);
-int kcoll_buf_alloc(struct kcoll_buf *b, size_t len);
+int kcoll_buf_alloc(struct kcoll_buf *b, size_t len, struct kcoll_quota *q);
 int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm);
 void kcoll_buf_release(struct kcoll_buf *b);
 /* Where the NIC sees bytes [off, off + len) (must not cross a segment). */
@@ -386,6 +389,9 @@ struct kcoll_report {
 struct kcoll_comm {
 	struct kref ref;
 	struct kcoll_ctx *ctx;
+	struct kcoll_quota *quota;	/* charged the comm and its QPs (NULL
+					 * until both are) */
+	u32 quota_qps;
 	u32 id;				/* handle in ctx->comms */
 	u32 gid;			/* node-wide id (netlink), never 0 */
 	pid_t pid;			/* creator's thread group */

@@ -212,7 +212,8 @@ static int kcoll_conn_alloc_stage(struct kcoll_conn *conn)
 	conn->slot_bytes = rounddown_pow_of_two(min_t(size_t,
 					kcoll_chunk_bytes(),
 					comm->seg_pages * PAGE_SIZE));
-	err = kcoll_buf_alloc(&conn->stage, conn->slot_bytes * conn->window);
+	err = kcoll_buf_alloc(&conn->stage, conn->slot_bytes * conn->window,
+			      comm->quota);
 	if (err)
 		return err;
 	err = kcoll_buf_register(&conn->stage, comm);
@@ -221,7 +222,7 @@ static int kcoll_conn_alloc_stage(struct kcoll_conn *conn)
 	if (!conn->eager_offer && !conn->eager)
 		return 0;
 	/* Eager slots and bounces: one MR (kcoll_eager_fits()). */
-	err = kcoll_buf_alloc(&conn->ebuf, KCOLL_EAGER_BYTES);
+	err = kcoll_buf_alloc(&conn->ebuf, KCOLL_EAGER_BYTES, comm->quota);
 	if (err)
 		goto out_release_stage;
 	err = kcoll_buf_register(&conn->ebuf, comm);

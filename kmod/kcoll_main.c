@@ -25,8 +25,8 @@ static int kcoll_open(struct inode *inode, struct file *file)
 {
 	struct kcoll_ctx *ctx = kcoll_ctx_create();
 
-	if (!ctx)
-		return -ENOMEM;
+	if (IS_ERR(ctx))
+		return PTR_ERR(ctx);
 	file->private_data = ctx;
 	return nonseekable_open(inode, file);
 }
@@ -175,6 +175,7 @@ static int __init kcoll_init(void)
 	int err;
 
 	kcoll_tune_setup();
+	kcoll_knobs_init();
 	err = kcoll_reduce_init();
 	if (err)
 		return err;

@@ -133,22 +133,31 @@ out_free_pages:
 	return err;
 }
 
-/* Scratch of @len bytes (0 allowed), zeroed, charged to the memcg. */
-int kcoll_buf_alloc(struct kcoll_buf *b, size_t len)
+/*
+ * Scratch of @len bytes (0 allowed), zeroed, charged to the memcg and to
+ * @q, the user's kcoll quota: -EDQUOT past sysfs user_max_kernel_mb.
+ */
+int kcoll_buf_alloc(struct kcoll_buf *b, size_t len, struct kcoll_quota *q)
 {
 	unsigned int i;
+	int err;
 
 	memset(b, 0, sizeof(*b));
 	if (!len)
 		return 0;
 	if (PAGE_ALIGN(len) >> PAGE_SHIFT > UINT_MAX)
 		return -EOVERFLOW;
+	err = kcoll_quota_charge_bytes(q, PAGE_ALIGN(len));
+	if (err)
+		return err;
+	b->quota = q;
 	b->npages = PAGE_ALIGN(len) >> PAGE_SHIFT;
 	b->len = len;
 	b->writable = true;	/* ours: landing room, scratch */
-	b->pages = kvcalloc(b->npages, sizeof(*b->pages), GFP_KERNEL_ACCOUNT);
+	b->pages = kvcalloc(b->npages, sizeof(*b->pages),
+			    GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
 	if (!b->pages)
-		return -ENOMEM;
+		goto out_uncharge;
 	for (i = 0; i < b->npages; i++) {
 		/* Direct-map pages: rxe turns DMA addresses back into pages. */
 		b->pages[i] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
@@ -164,6 +173,9 @@ out_free:
 		__free_page(b->pages[i]);
 	kvfree(b->pages);
 	b->pages = NULL;
+out_uncharge:
+	kcoll_quota_uncharge_bytes(q, PAGE_ALIGN(len));
+	b->quota = NULL;
 	b->npages = 0;
 	return -ENOMEM;
 }
@@ -297,6 +309,8 @@ void kcoll_buf_release(struct kcoll_buf *b)
 		} else {
 			for (i = 0; i < b->npages; i++)
 				__free_page(b->pages[i]);
+			kcoll_quota_uncharge_bytes(b->quota,
+						   (u64)b->npages << PAGE_SHIFT);
 		}
 		kvfree(b->pages);
 	}

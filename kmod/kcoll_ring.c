@@ -31,16 +31,31 @@
 #include "kcoll.h"
 #include "kcoll_compat.h"
 #include "kcoll_comm.h"
+#include "kcoll_quota.h"
 
 static struct kmem_cache *kcoll_req_cache;
 
+/* A new context charged to current's user, or an ERR_PTR (-EDQUOT past
+ * sysfs user_max_contexts). */
 struct kcoll_ctx *kcoll_ctx_create(void)
 {
 	struct kcoll_ctx *ctx;
+	int err;
 
 	ctx = kzalloc(sizeof(*ctx), GFP_KERNEL_ACCOUNT);
 	if (!ctx)
-		return NULL;
+		return ERR_PTR(-ENOMEM);
+	ctx->quota = kcoll_quota_get_current();
+	if (!ctx->quota) {
+		kfree(ctx);
+		return ERR_PTR(-ENOMEM);
+	}
+	err = kcoll_quota_charge(ctx->quota, KCOLL_Q_CONTEXTS, 1);
+	if (err) {
+		kcoll_quota_put(ctx->quota);
+		kfree(ctx);
+		return ERR_PTR(err);
+	}
 	kref_init(&ctx->ref);
 	mutex_init(&ctx->submit_lock);
 	spin_lock_init(&ctx->cq_lock);
@@ -63,6 +78,8 @@ static void kcoll_ctx_free(struct kref *ref)
 	mutex_destroy(&ctx->submit_lock);
 	mutex_destroy(&ctx->comm_lock);
 	atomic_dec(&kcoll_nr_contexts);
+	kcoll_quota_uncharge(ctx->quota, KCOLL_Q_CONTEXTS, 1);
+	kcoll_quota_put(ctx->quota);
 	kfree(ctx);
 }
 

@@ -10,11 +10,13 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/device.h>
+#include <linux/mm.h>
 #include <linux/moduleparam.h>
 #include <linux/percpu.h>
 #include <linux/sysfs.h>
 
 #include "kcoll.h"
+#include "kcoll_quota.h"
 
 struct kcoll_knob {
 	const char *name;
@@ -29,7 +31,9 @@ enum {
 	KCOLL_KNOB_CONNECT_TIMEOUT, KCOLL_KNOB_ACK_TIMEOUT,
 	KCOLL_KNOB_PRIO_SCHED, KCOLL_KNOB_PRIO_AGING, KCOLL_KNOB_OP_TIMEOUT,
 	KCOLL_KNOB_QPS_PER_PEER, KCOLL_KNOB_INTRA_NODE, KCOLL_KNOB_EAGER,
-	KCOLL_KNOB_LAZY_SIGS, KCOLL_KNOB_PRIO_MAX_UNPRIV, KCOLL_KNOB_NR
+	KCOLL_KNOB_LAZY_SIGS, KCOLL_KNOB_PRIO_MAX_UNPRIV,
+	KCOLL_KNOB_USER_CONTEXTS, KCOLL_KNOB_USER_COMMS, KCOLL_KNOB_USER_REGS,
+	KCOLL_KNOB_USER_QPS, KCOLL_KNOB_USER_KERNEL_MB, KCOLL_KNOB_NR
 };
 
 static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
@@ -64,7 +68,45 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	 * below the top, which stays for what the administrator trusts. */
 	[KCOLL_KNOB_PRIO_MAX_UNPRIV] = { "prio_max_unpriv", 5, 0,
 					 KCOLL_PRIO_MAX, false },
+	/* Per user (kcoll_quota.c): -EDQUOT past them. A communicator
+	 * charges a QP per peer and per QP of it when it is created. */
+	[KCOLL_KNOB_USER_CONTEXTS] = { "user_max_contexts", 1024, 1,
+				       1 << 20, false },
+	[KCOLL_KNOB_USER_COMMS] = { "user_max_comms", 1024, 1, 1 << 20,
+				    false },
+	[KCOLL_KNOB_USER_REGS] = { "user_max_regs", 65536, 1, 1 << 24,
+				   false },
+	[KCOLL_KNOB_USER_QPS] = { "user_max_qps", 65536, 1, 1 << 24, false },
+	/* Staging, eager slots, scratch; 0 until load: a quarter of RAM. */
+	[KCOLL_KNOB_USER_KERNEL_MB] = { "user_max_kernel_mb", 0, 1, 1 << 24,
+					false },
 };
+
+u32 kcoll_user_max(enum kcoll_quota_kind kind)
+{
+	static const u8 knob[KCOLL_Q_NR] = {
+		[KCOLL_Q_CONTEXTS] = KCOLL_KNOB_USER_CONTEXTS,
+		[KCOLL_Q_COMMS] = KCOLL_KNOB_USER_COMMS,
+		[KCOLL_Q_REGS] = KCOLL_KNOB_USER_REGS,
+		[KCOLL_Q_QPS] = KCOLL_KNOB_USER_QPS,
+	};
+
+	return READ_ONCE(kcoll_knobs[knob[kind]].val);
+}
+
+u32 kcoll_user_max_kernel_mb(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_USER_KERNEL_MB].val);
+}
+
+/* Defaults that depend on the machine (unless set at load). */
+void kcoll_knobs_init(void)
+{
+	struct kcoll_knob *k = &kcoll_knobs[KCOLL_KNOB_USER_KERNEL_MB];
+
+	if (!k->val)
+		k->val = max_t(u32, 1, (totalram_pages() >> (20 - PAGE_SHIFT)) / 4);
+}
 
 u32 kcoll_prio_max_unpriv(void)
 {
@@ -212,6 +254,26 @@ module_param_cb(prio_max_unpriv, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_PRIO_MAX_UNPRIV], 0644);
 MODULE_PARM_DESC(prio_max_unpriv,
 		 "Highest SQE priority without CAP_SYS_NICE; above it an operation fails with -EPERM (0..7; default 5)");
+module_param_cb(user_max_contexts, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_USER_CONTEXTS], 0644);
+MODULE_PARM_DESC(user_max_contexts,
+		 "Open files of /dev/kcoll per user; past it open() fails with -EDQUOT (default 1024)");
+module_param_cb(user_max_comms, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_USER_COMMS], 0644);
+MODULE_PARM_DESC(user_max_comms,
+		 "Communicators per user; past it COMM_CREATE fails with -EDQUOT (default 1024)");
+module_param_cb(user_max_regs, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_USER_REGS], 0644);
+MODULE_PARM_DESC(user_max_regs,
+		 "REG_MEM registrations per user; past it -EDQUOT (default 65536)");
+module_param_cb(user_max_qps, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_USER_QPS], 0644);
+MODULE_PARM_DESC(user_max_qps,
+		 "RC QPs per user (a communicator of n ranks charges (n - 1) x qps_per_peer); past it COMM_CREATE fails with -EDQUOT (default 65536)");
+module_param_cb(user_max_kernel_mb, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_USER_KERNEL_MB], 0644);
+MODULE_PARM_DESC(user_max_kernel_mb,
+		 "Kernel memory per user for staging, eager slots and scratch, in MiB; past it -EDQUOT (default a quarter of RAM)");
 MODULE_PARM_DESC(connect_timeout_ms,
 		 "How long COMM_CREATE waits for every peer by default (100..3600000 ms; default 60000)");
 
@@ -264,6 +326,11 @@ KCOLL_KNOB_ATTR(intra_node, KCOLL_KNOB_INTRA_NODE);
 KCOLL_KNOB_ATTR(eager, KCOLL_KNOB_EAGER);
 KCOLL_KNOB_ATTR(lazy_sigs, KCOLL_KNOB_LAZY_SIGS);
 KCOLL_KNOB_ATTR(prio_max_unpriv, KCOLL_KNOB_PRIO_MAX_UNPRIV);
+KCOLL_KNOB_ATTR(user_max_contexts, KCOLL_KNOB_USER_CONTEXTS);
+KCOLL_KNOB_ATTR(user_max_comms, KCOLL_KNOB_USER_COMMS);
+KCOLL_KNOB_ATTR(user_max_regs, KCOLL_KNOB_USER_REGS);
+KCOLL_KNOB_ATTR(user_max_qps, KCOLL_KNOB_USER_QPS);
+KCOLL_KNOB_ATTR(user_max_kernel_mb, KCOLL_KNOB_USER_KERNEL_MB);
 
 static ssize_t listen_port_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
@@ -339,6 +406,11 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_eager.attr.attr,
 	&kcoll_attr_lazy_sigs.attr.attr,
 	&kcoll_attr_prio_max_unpriv.attr.attr,
+	&kcoll_attr_user_max_contexts.attr.attr,
+	&kcoll_attr_user_max_comms.attr.attr,
+	&kcoll_attr_user_max_regs.attr.attr,
+	&kcoll_attr_user_max_qps.attr.attr,
+	&kcoll_attr_user_max_kernel_mb.attr.attr,
 	&dev_attr_listen_port.attr,
 	&dev_attr_devices.attr,
 	&dev_attr_abi_version.attr,

@@ -562,4 +562,207 @@ TEST_F_TIMEOUT(harden, stuck_high_priority_holds_others_a_bounded_time, 120)
 	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
 }
 
+/* ---------------------------------------------------------------- */
+/* F7: what one user may make the module allocate is bounded        */
+/* ---------------------------------------------------------------- */
+
+/* uid 65534's line in debugfs kcoll/quota: 0 and its charges, or -1. */
+static int kh_quota_of_nobody(long long *v, int nv)
+{
+	FILE *f = fopen("/sys/kernel/debug/kcoll/quota", "r");
+	char line[256];
+	int found = -1;
+
+	if (!f)
+		return -2;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "uid 65534 contexts %lld comms %lld regs %lld qps %lld kernel_bytes %lld",
+			   &v[0], &v[1], &v[2], &v[3], &v[4]) == 5 && nv == 5)
+			found = 0;
+	fclose(f);
+	return found;
+}
+
+struct kh_quota_rank {
+	const char *ip;
+	int rank;
+	long res;
+};
+
+static void *kh_quota_rank(void *arg)
+{
+	struct kh_quota_rank *k = arg;
+	struct kcoll_rank_addr ranks[2];
+	struct tring r;
+	__u32 id;
+
+	kt_addr_v4(&ranks[0], k->ip);
+	kt_addr_v4(&ranks[1], k->ip);
+	ranks[1].local_index = 1;
+	k->res = kt_ring_init(&r, 8, 0, 0);
+	if (!k->res)
+		k->res = kt_comm_create(r.fd, 0x16f7, "quota", k->rank, 2,
+					ranks, 8000, &id);
+	kt_ring_exit(&r);
+	return NULL;
+}
+
+/* The child of per_user_limits: exit code names the failed check. */
+static int kh_limits_child(void *arg)
+{
+	const char *ip = arg;
+	struct kcoll_rank_addr ra[3];
+	struct kcoll_reg_mem m = {};
+	static char buf[3][4096] __attribute__((aligned(4096)));
+	struct kh_quota_rank k[2] = { { ip, 0 }, { ip, 1 } };
+	pthread_t t[2];
+	int fds[4], i;
+	struct tring r;
+	__u32 id[3];
+
+	/* user_max_contexts 3: a fourth open fails, a close makes room. */
+	for (i = 0; i < 3; i++)
+		if ((fds[i] = kt_open()) < 0)
+			return 70 + i;
+	if (kt_open() >= 0 || errno != EDQUOT)
+		return 73;
+	close(fds[2]);
+	if ((fds[2] = kt_open()) < 0)
+		return 74;
+	for (i = 0; i < 3; i++)
+		close(fds[i]);
+
+	/* user_max_comms 2, user_max_regs 2, user_max_qps 1. */
+	for (i = 0; i < 3; i++)
+		kt_addr_v4(&ra[i], "127.0.0.1");
+	if (kt_ring_init(&r, 8, 0, 0))
+		return 75;
+	if (kt_comm_create(r.fd, 0x16f7, "limits", 0, 1, ra, 0, &id[0]) ||
+	    kt_comm_create(r.fd, 0x16f8, "limits", 0, 1, ra, 0, &id[1]))
+		return 76;
+	if (kt_comm_create(r.fd, 0x16f9, "limits", 0, 1, ra, 0, &id[2]) !=
+	    -EDQUOT)
+		return 77;
+	m.comm_id = id[0];
+	m.len = sizeof(buf[0]);
+	for (i = 0; i < 2; i++) {
+		m.addr = (uintptr_t)buf[i];
+		m.handle = 0;
+		if (kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m))
+			return 78;
+	}
+	m.addr = (uintptr_t)buf[2];
+	m.handle = 0;
+	if (kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m) != -EDQUOT)
+		return 79;
+	{
+		struct kcoll_comm_destroy d = { .comm_id = id[1] };
+
+		/* Its comm gone, a third fits; the registrations stay. */
+		if (kt_ioctl(r.fd, KCOLL_IOC_COMM_DESTROY, &d) ||
+		    kt_comm_create(r.fd, 0x16f9, "limits", 0, 1, ra, 0,
+				   &id[2]))
+			return 80;
+	}
+	/* Three ranks need two QPs from each: refused before connecting. */
+	kt_ring_exit(&r);
+	if (kt_ring_init(&r, 8, 0, 0))
+		return 81;
+	if (kt_comm_create(r.fd, 0x16fb, "limits", 0, 3, ra, 1000, &id[0]) !=
+	    -EDQUOT)
+		return 82;
+	kt_ring_exit(&r);
+
+	/* user_max_kernel_mb 1: two ranks of a comm through the NIC need
+	 * their staging and eager slots, 644 KiB each: one gets -EDQUOT,
+	 * and neither comm comes up. */
+	if (!ip)
+		return 0;
+	for (i = 0; i < 2; i++)
+		if (pthread_create(&t[i], NULL, kh_quota_rank, &k[i]))
+			return 83;
+	for (i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	fprintf(stderr, "# two ranks within 1 MiB: %ld and %ld\n", k[0].res,
+		k[1].res);
+	if (!k[0].res || !k[1].res ||
+	    (k[0].res != -EDQUOT && k[1].res != -EDQUOT))
+		return 84;
+	return 0;
+}
+
+/* The child once the limits are back to their defaults: all works. */
+static int kh_unlimited_child(void *arg)
+{
+	struct kh_quota_rank k[2] = { { arg, 0 }, { arg, 1 } };
+	pthread_t t[2];
+	int i;
+
+	for (i = 0; i < 2; i++)
+		if (pthread_create(&t[i], NULL, kh_quota_rank, &k[i]))
+			return 90;
+	for (i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	return k[0].res || k[1].res ? 91 : 0;
+}
+
+static const char *const kh_limits[][2] = {
+	{ "user_max_contexts", "3" }, { "user_max_comms", "2" },
+	{ "user_max_regs", "2" }, { "user_max_qps", "1" },
+	{ "user_max_kernel_mb", "1" },
+};
+
+TEST_F_TIMEOUT(harden, per_user_limits_refuse_with_edquot, 120)
+{
+	const char *ip = getenv("KCOLL_IP");
+	long long saved[5], v[5];
+	char val[32];
+	int i, rc;
+
+	if (geteuid())
+		SKIP(return, "setting the sysfs limits needs root");
+	if (!ip)
+		TH_LOG("KCOLL_IP not set: the kernel memory limit is not tested");
+	for (i = 0; i < 5; i++) {
+		saved[i] = kt_sysfs_read(kh_limits[i][0]);
+		ASSERT_LT(0, saved[i]);
+		EXPECT_EQ(-EINVAL, kt_sysfs_write(kh_limits[i][0], "0"));
+	}
+	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
+	for (i = 0; i < 5; i++)
+		ASSERT_EQ(0, kt_sysfs_write(kh_limits[i][0], kh_limits[i][1]));
+	rc = kh_as_nobody(kh_limits_child, (void *)ip);
+	EXPECT_EQ(0, rc) {
+		TH_LOG("unprivileged child failed check %d", rc);
+	}
+	/* Root is another user: nobody's charges do not count for it. */
+	{
+		struct kcoll_rank_addr ra;
+		struct tring r;
+
+		kt_addr_v4(&ra, "127.0.0.1");
+		ASSERT_EQ(0, kt_ring_init(&r, 8, 0, 0));
+		EXPECT_EQ(0, kt_comm_create(r.fd, 0x16fc, "root", 0, 1, &ra, 0,
+					    NULL));
+		kt_ring_exit(&r);
+	}
+	for (i = 0; i < 5; i++) {
+		snprintf(val, sizeof(val), "%lld", saved[i]);
+		EXPECT_EQ(0, kt_sysfs_write(kh_limits[i][0], val));
+	}
+	if (ip) {
+		rc = kh_as_nobody(kh_unlimited_child, (void *)ip);
+		EXPECT_EQ(0, rc);
+	}
+	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
+	/* Every charge went back with what it paid for. */
+	rc = kh_quota_of_nobody(v, 5);
+	EXPECT_NE(-2, rc);
+	if (!rc)
+		EXPECT_EQ(0, v[0] + v[1] + v[2] + v[3] + v[4]) {
+			TH_LOG("uid 65534 still holds %lld contexts, %lld comms, %lld regs, %lld QPs, %lld bytes",
+			       v[0], v[1], v[2], v[3], v[4]);
+		}
+}
+
 TEST_HARNESS_MAIN

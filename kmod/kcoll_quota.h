@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* kcoll per-user limits (kcoll_quota.c). */
+#ifndef KCOLL_QUOTA_H
+#define KCOLL_QUOTA_H
+
+#include <linux/types.h>
+
+enum kcoll_quota_kind {
+	KCOLL_Q_CONTEXTS,	/* open files of /dev/kcoll */
+	KCOLL_Q_COMMS,		/* communicators */
+	KCOLL_Q_REGS,		/* REG_MEM registrations */
+	KCOLL_Q_QPS,		/* RC QPs, a communicator's whole mesh */
+	KCOLL_Q_NR
+};
+
+struct kcoll_quota;
+struct dentry;
+
+struct kcoll_quota *kcoll_quota_get_current(void);
+struct kcoll_quota *kcoll_quota_ref(struct kcoll_quota *q);
+void kcoll_quota_put(struct kcoll_quota *q);
+int kcoll_quota_charge(struct kcoll_quota *q, enum kcoll_quota_kind kind,
+		       u32 n);
+void kcoll_quota_uncharge(struct kcoll_quota *q, enum kcoll_quota_kind kind,
+			  u32 n);
+int kcoll_quota_charge_bytes(struct kcoll_quota *q, u64 bytes);
+void kcoll_quota_uncharge_bytes(struct kcoll_quota *q, u64 bytes);
+void kcoll_quota_debugfs_init(struct dentry *dir);
+
+/* kcoll_sysfs.c: the limits */
+u32 kcoll_user_max(enum kcoll_quota_kind kind);
+u32 kcoll_user_max_kernel_mb(void);
+
+#endif /* KCOLL_QUOTA_H */
