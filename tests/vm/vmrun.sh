@@ -5,6 +5,14 @@
 #
 # Usage: tests/vm/vmrun.sh -k KVER -n NVMS -o OUTDIR [-t SECONDS]
 #                          [-m MEM_MB] [-c CPUS] [-a ARG] SCENARIO
+#        tests/vm/vmrun.sh -K KDIR -n NVMS -o OUTDIR ... SCENARIO
+#
+# -K boots a kernel built here instead of Debian's (tools/kasan-kernel.sh:
+# KDIR/bzImage, its release in KDIR/kver, its modules under
+# KDIR/mods/lib/modules/<kver>, never in the host's /lib/modules). The
+# guest bind-mounts that modules folder over /lib/modules (tests/vm/init),
+# so modprobe and the kernel's request_module find them; kcoll.ko comes
+# from build/<kver>/kmod as for any kernel.
 #
 # Results: OUTDIR is shared read-write with every VM; VM i writes under
 # OUTDIR/vm<i>/ and its console goes to OUTDIR/vm<i>.console. The exit code
@@ -21,10 +29,10 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
-kver="" nvms=1 out="" tmo=600 mem="" cpus="" arg=""
-while getopts "k:n:o:t:m:c:a:" o; do
+kver="" kdir="" nvms=1 out="" tmo=600 mem="" cpus="" arg=""
+while getopts "k:K:n:o:t:m:c:a:" o; do
 	case $o in
-	k) kver=$OPTARG ;; n) nvms=$OPTARG ;; o) out=$OPTARG ;;
+	k) kver=$OPTARG ;; K) kdir=$OPTARG ;; n) nvms=$OPTARG ;; o) out=$OPTARG ;;
 	t) tmo=$OPTARG ;; m) mem=$OPTARG ;; c) cpus=$OPTARG ;; a) arg=$OPTARG ;;
 	*) exit 2 ;;
 	esac
@@ -32,17 +40,28 @@ done
 shift $((OPTIND - 1))
 scenario=${1:?usage: vmrun.sh -k KVER -n N -o OUT SCENARIO}
 scenario=$(realpath "$scenario")
-[ -n "$kver" ] && [ -n "$out" ] || { echo "vmrun: -k and -o are required" >&2; exit 2; }
-kernel=/boot/vmlinuz-$kver
+modbase=""
+if [ -n "$kdir" ]; then
+	kdir=$(realpath "$kdir")
+	kver=$(cat "$kdir/kver" 2>/dev/null) || { echo "vmrun: no $kdir/kver (make kasan)" >&2; exit 2; }
+	kernel=$kdir/bzImage
+	modbase=$kdir/mods
+	[ -d "$modbase/lib/modules/$kver" ] || { echo "vmrun: no $modbase/lib/modules/$kver" >&2; exit 2; }
+fi
+[ -n "$kver" ] && [ -n "$out" ] || { echo "vmrun: -k (or -K) and -o are required" >&2; exit 2; }
+[ -n "$kdir" ] || kernel=/boot/vmlinuz-$kver
 [ -r "$kernel" ] || { echo "vmrun: cannot read $kernel" >&2; exit 2; }
 command -v qemu-system-x86_64 >/dev/null || { echo "vmrun: qemu-system-x86_64 missing" >&2; exit 2; }
 
 mkdir -p "$out"
 out=$(realpath "$out")
-initrd=$top/build/vm/initrd-$kver.gz
-if [ ! -f "$initrd" ] || [ "$here/init" -nt "$initrd" ] || [ "$here/mkinitrd.sh" -nt "$initrd" ]; then
+# A kernel of -K gets its own (its modules folder may differ from
+# /lib/modules/<kver>).
+initrd=$top/build/vm/initrd-$kver${kdir:+-${kdir##*/}}.gz
+if [ ! -f "$initrd" ] || [ "$here/init" -nt "$initrd" ] || [ "$here/mkinitrd.sh" -nt "$initrd" ] ||
+	{ [ -n "$kdir" ] && [ "$kernel" -nt "$initrd" ]; }; then
 	mkdir -p "$top/build/vm"
-	"$here/mkinitrd.sh" "$kver" "$initrd" || exit 2
+	"$here/mkinitrd.sh" "$kver" "$initrd" ${modbase:+"$modbase"} || exit 2
 fi
 
 # Share the host's 2 cores: one vCPU each when several VMs run.
@@ -64,6 +83,7 @@ for ((i = 0; i < nvms; i++)); do
 	cmdline="console=ttyS0 quiet loglevel=4 panic=-1 oops=panic"
 	cmdline+=" kcoll_run=$scenario kcoll_out=$out kcoll_vm=$i kcoll_nvms=$nvms"
 	cmdline+=" kcoll_kver=$kver kcoll_top=$top"
+	[ -n "$modbase" ] && cmdline+=" kcoll_moddir=$modbase/lib/modules"
 	[ -n "$arg" ] && cmdline+=" kcoll_arg=${arg// /,}"
 	# The guests' eth0 MTU (KCOLL_VM_MTU; default the netdev's 1500).
 	[ -n "${KCOLL_VM_MTU:-}" ] && cmdline+=" kcoll_mtu=$KCOLL_VM_MTU"
