@@ -73,6 +73,7 @@ kcoll_rxe_up() {
 kcoll_mod_load() {
 	[ -f "$KCOLL_KO" ] || { fail "no module at $KCOLL_KO"; return 1; }
 	modprobe ib_core && modprobe rdma_cm || { fail "modprobe ib_core/rdma_cm"; return 1; }
+	kcoll_kmemleak_baseline
 	echo "kcoll-test: begin $(basename "$kcoll_run")" >/dev/kmsg
 	# The emulated wire drops packets now and then; rxe resends only after
 	# the ACK timeout, so the test bed uses 67 ms (ack_timeout=14, also
@@ -90,13 +91,47 @@ kcoll_mod_unload() {
 	[ "$refs" = 0 ] || fail "module refcount is '$refs' before rmmod"
 	rmmod kcoll || fail "rmmod kcoll"
 	[ -e /sys/module/kcoll ] && fail "kcoll still loaded after rmmod"
+	kcoll_kmemleak_scan
 	kcoll_klog_check
+}
+
+# kmemleak (the KASAN kernel of make check-kasan; Debian's kernels have
+# none): what boot and the setup left unreferenced is reported now and
+# cleared, so that the scan after rmmod reports only what was lost since.
+KCOLL_KMEMLEAK=/sys/kernel/debug/kmemleak
+kcoll_kmemleak_baseline() {
+	[ -e $KCOLL_KMEMLEAK ] || return 0
+	echo scan >$KCOLL_KMEMLEAK && echo clear >$KCOLL_KMEMLEAK ||
+		fail "kmemleak baseline scan"
+}
+
+# After rmmod: scan (an object counts as lost only after 5 s) and put every
+# report into the kernel log, where kcoll_klog_check's scan sees it
+# ("kmemleak: unreferenced object ..."); the whole report in kmemleak.txt.
+kcoll_kmemleak_scan() {
+	[ -e $KCOLL_KMEMLEAK ] || return 0
+	sleep 6
+	echo scan >$KCOLL_KMEMLEAK || { fail "kmemleak scan"; return 0; }
+	cat $KCOLL_KMEMLEAK >"$KCOLL_OUT/kmemleak.txt" 2>&1
+	if [ -s "$KCOLL_OUT/kmemleak.txt" ]; then
+		log "kmemleak: $(grep -c '^unreferenced object' "$KCOLL_OUT/kmemleak.txt") unreferenced objects (kmemleak.txt)"
+		head -400 "$KCOLL_OUT/kmemleak.txt" | while IFS= read -r l; do
+			echo "kmemleak: $l" >/dev/kmsg
+		done
+	else
+		log "kmemleak: nothing unreferenced"
+	fi
 }
 
 # Any BUG/WARNING/Oops/leak report since the scenario began fails the run.
 kcoll_klog_check() {
 	dmesg >"$KCOLL_OUT/dmesg.txt"
 	local bad
+	# Lockdep (the KASAN kernel) stops at its first report: off means
+	# that something, maybe before this scenario began, was reported.
+	if [ -r /proc/lockdep_stats ] && grep -qE 'debug_locks: +0$' /proc/lockdep_stats; then
+		fail "lockdep turned itself off (debug_locks 0): a report in dmesg.txt, maybe before the scenario began"
+	fi
 	if ! bad=$("$KCOLL_TOP/tests/vm/klog-scan.sh" "$KCOLL_OUT/dmesg.txt"); then
 		fail "kernel log reports problems (see dmesg.txt): $(echo "$bad" | head -3)"
 	else
