@@ -13,7 +13,26 @@
  * whose results are checked), REG_MEM/DEREG_MEM over mapped, unmapped,
  * read-only and vanishing memory, corruption of the shared ring indices,
  * EVENTFD with random descriptors, COMM_ABORT/COMM_REPORT, poll/epoll, and
- * close()/dup2() of descriptors other threads are inside ENTER with.
+ * close()/dup2() of descriptors other threads are inside ENTER with;
+ * COMM_DESTROY, COMM_ABORT and close (its own, or the peer's) at random
+ * moments against a thread submitting collectives that hold a
+ * registration while they pin a large unregistered buffer; long-lived
+ * two-rank communicators through the NIC that every thread registers on,
+ * runs allreduces above the eager size on, deregisters, destroys and
+ * aborts, while the RDMA device is deleted and added back.
+ *
+ * The fuzzing threads run as nobody: uid/gid 65534, no supplementary
+ * groups, an 8 MiB RLIMIT_MEMLOCK. Run as root, the fuzzer first forks a
+ * helper that keeps root for what needs it: `rdma link delete rxe0` and
+ * `rdma link add` every few seconds (sysfs intra_node 0 mostly, so that
+ * local ranks use the NIC), debugfs reads, kernel stacks of stuck threads,
+ * and a watch on /dev/kmsg for the reports the scenario's log scan fails
+ * on (BUG, WARNING, Oops, slub_debug's "Poison overwritten", ...), each an
+ * unexpected result with its time since the start. The VM should boot
+ * with slub_debug on the kmalloc caches: a write to a freed object is
+ * seen only then. Errors a lost device or a torn-down communicator
+ * explain (-ENODEV, -ECONNRESET, -ECANCELED, -ETIMEDOUT, -EIO, -ENOENT,
+ * -ENOMEM) are expected where one happened; anything else is not.
  *
  * Each thread owns a private ring on which it checks what is cheap to
  * check (documented -EINVAL cases, SETUP's geometry, every CQE's result
@@ -24,7 +43,7 @@
  * or a call that never returns is "unexpected": printed, counted, and
  * the exit status is 1. Threads are joined at most 90 s after the budget.
  *
- * Usage: kcoll-fuzz [-t SECONDS] [-s SEED] [-j THREADS] [-a ADDR] [-P] [-v]
+ * Usage: kcoll-fuzz [-t SECONDS] [-s SEED] [-j THREADS] [-a ADDR] [-P] [-U] [-D] [-R] [-v]
  *   -t  budget in seconds (default 10)
  *   -s  seed (default: from the clock); printed, "-s" reproduces the
  *       choices of every thread (timing between threads still varies)
@@ -32,15 +51,20 @@
  *   -a  this node's RDMA address (default $KCOLL_IP): multi-rank tables
  *       name it, and two-rank communicators are formed over it
  *   -P  no two-rank communicators
+ *   -U  the fuzzing threads stay root (CAP_IPC_LOCK, CAP_SYS_NICE)
+ *   -D  the RDMA device stays (no rdma link delete/add)
+ *   -R  no teardown races against registered submissions
  *   -v  log every unexpected result (else the first 50) and progress
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <regex.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -57,7 +81,10 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 
 #include "kcoll_logic.h"	/* the module's plain logic: SETUP/ENTER oracles */
 #include "kcoll-sqe-ref.h"	/* independent SQE reference */
@@ -71,6 +98,8 @@
 #define RES_SIZE	(4UL << 20)
 #define PRIV_DATA	(2UL << 20)
 #define PRIV_HOLE	(1UL << 20)
+/* Per thread: a registration and an unregistered buffer for the races. */
+#define BIG_SIZE	(4UL << 20)
 /* The shared zone: data, a hole, read-only pages, a hole, pages that come
  * and go, and a hole up to the end. */
 #define Z_DATA		0UL
@@ -229,6 +258,8 @@ struct tstate {
 	struct slot priv;
 	struct acct acct;
 	char *data;			/* PRIV_DATA bytes, a hole after */
+	char *big;			/* BIG_SIZE bytes */
+	uint64_t race_rounds, nic_ops, nic_ok, nic_stale;
 	int evfd[2];
 	int epfd;
 	uint32_t seq;
@@ -240,10 +271,14 @@ struct tstate {
 
 static struct {
 	int seconds, nthreads, verbose, pairs;
+	bool root;			/* -U: stay root */
+	bool device;			/* rxe0 comes and goes (-D: no) */
+	bool races;			/* teardown races (-R: no) */
 	uint64_t seed;
 	uint32_t ip;			/* network order; 0: none */
 	char ipstr[64];
-} opt = { .seconds = 10, .nthreads = 4, .pairs = 1 };
+} opt = { .seconds = 10, .nthreads = 4, .pairs = 1, .device = true,
+	.races = true };
 
 static struct slot g_shared[NSHARED];
 static char *g_zone;
@@ -981,7 +1016,11 @@ static void slot_reopen(struct tstate *t, struct slot *s)
 /* ------------------------------------------------------------------ */
 
 #define TAG_MAGIC	0xc011ULL
-enum { EXP_ANY, EXP_ZERO, EXP_REF };
+enum { EXP_ANY, EXP_ZERO, EXP_REF, EXP_EPERM };
+
+/* Priorities above sysfs prio_max_unpriv need CAP_SYS_NICE (-EPERM);
+ * 255: this process has it, or the module has no such limit. */
+static unsigned int g_prio_max = 255;
 
 static uint64_t tag(struct tstate *t, int exp, enum kcoll_ref_verdict v)
 {
@@ -1185,6 +1224,9 @@ static void gen_sqe(struct tstate *t, struct slot *s, struct kcoll_sqe *q,
 	v = kcoll_ref_sqe(q);
 	if (v != KCOLL_REF_VALID)
 		exp = EXP_REF;
+	else if ((q->opcode == KCOLL_OP_NOP || q->opcode == KCOLL_OP_DELAY) &&
+		 q->prio > g_prio_max)
+		exp = EXP_EPERM;	/* a priority nobody may use */
 	else if (q->opcode == KCOLL_OP_NOP || q->opcode == KCOLL_OP_DELAY)
 		exp = EXP_ZERO;		/* NOP, and a DELAY not cancelled */
 	q->user_data = priv ? tag(t, exp, v) : rnd(&t->r);
@@ -1296,6 +1338,9 @@ static void check_cqe(struct tstate *t, const struct kcoll_cqe *c)
 	if (exp == EXP_ZERO && c->res != 0)
 		unexpected(t, "valid NOP/DELAY (user_data %#llx) completed with %d",
 			   (unsigned long long)ud, c->res);
+	if (exp == EXP_EPERM && c->res != -EPERM)
+		unexpected(t, "valid NOP/DELAY with priority above prio_max_unpriv %u, without CAP_SYS_NICE (user_data %#llx), completed with %d",
+			   g_prio_max, (unsigned long long)ud, c->res);
 	if (exp == EXP_REF && !kcoll_ref_res_ok(v, c->res))
 		unexpected(t, "invalid SQE (reference: %s, user_data %#llx) completed with %d",
 			   v == KCOLL_REF_EINVAL ? "-EINVAL" :
@@ -2340,6 +2385,365 @@ static void act_data(struct tstate *t)
 }
 
 /* ------------------------------------------------------------------ */
+/* The RDMA device comes and goes (a privileged helper process)        */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The fuzzing threads run as nobody (uid/gid 65534, no supplementary
+ * groups, an 8 MiB RLIMIT_MEMLOCK: what any local user has). What needs
+ * root runs in a helper process forked before the privileges are
+ * dropped: it deletes rxe0 and adds it back at random moments, flips
+ * sysfs intra_node (0: even local ranks go through the NIC), reads
+ * debugfs, prints the kernel stack of a thread that does not return, and
+ * watches the kernel log (/dev/kmsg) for the reports the scenario's log
+ * scan fails on, so that a run says when it found one. They share one
+ * page: the device's epoch, odd while it is being removed or re-added.
+ * An operation that began in an epoch other than the current one, or in
+ * an odd one, may fail with the errors of a lost device.
+ */
+struct devshare {
+	_Atomic uint32_t epoch;
+	_Atomic uint32_t removals, readds, klog;
+	_Atomic int64_t first_klog_ms;		/* since the start; -1: none */
+};
+
+static struct devshare *g_dev;
+static pid_t g_helper = -1;
+static int g_helper_fd = -1;		/* requests to the helper */
+
+static uint32_t dev_epoch(void)
+{
+	return g_dev ? atomic_load(&g_dev->epoch) : 0;
+}
+
+/* Nothing happened to the device since @e0 (an epoch read earlier). */
+static bool dev_stable(uint32_t e0)
+{
+	return !(e0 & 1) && dev_epoch() == e0;
+}
+
+/* An error a communicator may end with once its device went away or its
+ * peer's connection broke, its peer destroyed or closed it. */
+static bool dev_err(long e)
+{
+	return e == -ENODEV || e == -ECONNRESET || e == -ECANCELED ||
+	       e == -ETIMEDOUT || e == -EIO || e == -ENOENT || e == -ENOMEM ||
+	       e == -EHOSTUNREACH || e == -ECONNREFUSED;
+}
+
+static int64_t h_t0;
+
+static void hlog(const char *fmt, ...)
+{
+	char buf[600];
+	va_list ap;
+	int n;
+
+	n = snprintf(buf, sizeof(buf), "kcoll-fuzz: [helper %.1f s] ",
+		     (now_ns() - h_t0) / 1e9);
+	va_start(ap, fmt);
+	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	if (write(1, buf, (size_t)n) < 0)
+		_exit(3);
+}
+
+static int h_sh(const char *cmd)
+{
+	int st = system(cmd);
+
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static bool h_write(const char *path, const char *v)
+{
+	int f = open(path, O_WRONLY);
+	bool ok;
+
+	if (f < 0)
+		return false;
+	ok = write(f, v, strlen(v)) == (ssize_t)strlen(v);
+	close(f);
+	return ok;
+}
+
+static bool h_active(void)
+{
+	char b[64] = "";
+	int f = open("/sys/class/infiniband/rxe0/ports/1/state", O_RDONLY);
+
+	if (f < 0)
+		return false;
+	if (read(f, b, sizeof(b) - 1) < 0)
+		b[0] = 0;
+	close(f);
+	return strstr(b, "ACTIVE") != NULL;
+}
+
+/* The kernel log lines tests/vm/klog-scan.sh fails on. */
+#define KLOG_BAD "BUG:|WARNING:|Oops|general protection|Call Trace|KASAN|UBSAN|" \
+	"refcount_t|[Ll]eak|lockdep|hung_task|blocked for more than|soft lockup|" \
+	"still has objects|kernel panic|Kernel panic|BUG [^ ]+ \\(|[Oo]verwritten|" \
+	"Freepointer corrupt|Object already free|[Ss]lab corruption|kmemleak|" \
+	"possible circular|possible recursive|suspicious RCU"
+
+static regex_t h_re;
+
+static void h_klog(int kfd)
+{
+	char rec[2048];
+	ssize_t n;
+
+	while ((n = read(kfd, rec, sizeof(rec) - 1)) > 0) {
+		char *msg = memchr(rec, ';', (size_t)n), *nl;
+		unsigned long long ts = 0;
+
+		rec[n] = 0;
+		if (!msg)
+			continue;
+		msg++;
+		nl = strchr(msg, '\n');
+		if (nl)
+			*nl = 0;
+		if (regexec(&h_re, msg, 0, NULL, 0))
+			continue;
+		sscanf(rec, "%*u,%*u,%llu", &ts);
+		/* printk's clock is CLOCK_MONOTONIC's (both from boot). */
+		if (!atomic_fetch_add(&g_dev->klog, 1))
+			atomic_store(&g_dev->first_klog_ms,
+				     (int64_t)(ts / 1000) - h_t0 / 1000000);
+		if (atomic_load(&g_dev->klog) <= 20)
+			hlog("UNEXPECTED kernel log (printk time %.3f s, %.1f s after the start): %s",
+			     ts / 1e6, ts / 1e6 - h_t0 / 1e9, msg);
+	}
+}
+
+/* Until the pipe from the fuzzer closes (it is done, or dead): rxe0 goes
+ * and comes back every few seconds until @secs are over, then stays. */
+static void helper_main(int cmd_fd, int secs, uint64_t seed, bool remove)
+{
+	struct rng r = { .s = splitmix(&(uint64_t){ seed ^ 0xde7ULL }) | 1 };
+	char netdev[64] = "", intra0[8] = "1", buf[256];
+	int64_t end = h_t0 + (int64_t)secs * 1000000000LL, next;
+	bool down = false, done = false;
+	int kfd, f;
+	FILE *p;
+
+	regcomp(&h_re, KLOG_BAD, REG_EXTENDED | REG_NOSUB);
+	kfd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (kfd >= 0)
+		lseek(kfd, 0, SEEK_END);
+	else
+		hlog("cannot read /dev/kmsg: %s", strerror(errno));
+	f = open("/sys/class/misc/kcoll/intra_node", O_RDONLY);
+	if (f >= 0) {
+		ssize_t n = read(f, intra0, sizeof(intra0) - 1);
+
+		intra0[n > 0 ? n : 0] = 0;
+		close(f);
+	}
+	/* Which netdev rxe0 sits on: "link rxe0/1 ... netdev eth0". */
+	p = remove ? popen("rdma link show rxe0/1 2>/dev/null", "r") : NULL;
+	if (p) {
+		if (fgets(buf, sizeof(buf), p)) {
+			char *nd = strstr(buf, " netdev ");
+
+			if (nd)
+				sscanf(nd + 8, "%63s", netdev);
+		}
+		pclose(p);
+	}
+	if (remove && !netdev[0]) {
+		hlog("no rxe0 (rdma link show): the device stays");
+		remove = false;
+	}
+	if (remove) {
+		h_write("/sys/class/misc/kcoll/intra_node", "0");
+		hlog("rxe0 on %s comes and goes; intra_node 0", netdev);
+	}
+	next = h_t0 + (3000 + rn(&r, 3000)) * 1000000LL;
+	for (;;) {
+		struct pollfd pf[2] = { { .fd = cmd_fd, .events = POLLIN },
+					{ .fd = kfd, .events = POLLIN } };
+		int64_t now = now_ns();
+
+		if (remove && !done && now >= next) {
+			if (!down && now + 3000000000LL < end) {
+				atomic_fetch_add(&g_dev->epoch, 1);	/* odd */
+				snprintf(buf, sizeof(buf), "<6>kcoll-fuzz: deleting rxe0 (%u)\n",
+					 atomic_load(&g_dev->removals) + 1);
+				h_write("/dev/kmsg", buf);
+				if (h_sh("rdma link delete rxe0"))
+					hlog("rdma link delete rxe0 failed");
+				else
+					atomic_fetch_add(&g_dev->removals, 1);
+				vlog("kcoll-fuzz: [helper %.1f s] rxe0 deleted\n",
+				     (now_ns() - h_t0) / 1e9);
+				down = true;
+				next = now_ns() + (200 + rn(&r, 2000)) * 1000000LL;
+			} else if (down) {
+				int i;
+
+				snprintf(buf, sizeof(buf),
+					 "rdma link add rxe0 type rxe netdev %s", netdev);
+				for (i = 0; i < 20 && h_sh(buf); i++)
+					usleep(250000);
+				for (i = 0; i < 200 && !h_active(); i++)
+					usleep(50000);
+				if (!h_active())
+					hlog("rxe0 not ACTIVE after it was added back");
+				else
+					atomic_fetch_add(&g_dev->readds, 1);
+				/* Mostly through the NIC; sometimes the local path. */
+				h_write("/sys/class/misc/kcoll/intra_node",
+					now >= end ? intra0 : one_in(&r, 4) ? "1" : "0");
+				down = false;
+				atomic_fetch_add(&g_dev->epoch, 1);	/* even */
+				vlog("kcoll-fuzz: [helper %.1f s] rxe0 back\n",
+				     (now_ns() - h_t0) / 1e9);
+				next = now_ns() + (3000 + rn(&r, 6000)) * 1000000LL;
+				if (now >= end)
+					done = true;
+			} else {
+				next = INT64_MAX;	/* no time for another */
+			}
+			/* The comms' MRs and connections while this goes on. */
+			f = open("/sys/kernel/debug/kcoll/comms", O_RDONLY);
+			if (f >= 0) {
+				char big[4096];
+
+				while (read(f, big, sizeof(big)) > 0)
+					;
+				close(f);
+			}
+			continue;
+		}
+		if (remove && !done && now >= end && !down) {
+			h_write("/sys/class/misc/kcoll/intra_node", intra0);
+			done = true;
+		}
+		if (poll(pf, kfd >= 0 ? 2 : 1, 50) < 0 && errno != EINTR)
+			break;
+		if (kfd >= 0)
+			h_klog(kfd);
+		if (pf[0].revents) {
+			uint32_t tid;
+			ssize_t n = read(cmd_fd, &tid, sizeof(tid));
+
+			if (n <= 0)
+				break;		/* the fuzzer is done */
+			if (n == sizeof(tid)) {
+				char path[64], st[2048];
+				int sf;
+
+				snprintf(path, sizeof(path), "/proc/%d/task/%u/stack",
+					 (int)getppid(), tid);
+				sf = open(path, O_RDONLY);
+				n = sf >= 0 ? read(sf, st, sizeof(st) - 1) : -1;
+				if (sf >= 0)
+					close(sf);
+				st[n > 0 ? n : 0] = 0;
+				hlog("kernel stack of thread %u:\n%s", tid, st);
+			}
+		}
+	}
+	/* The fuzzer exited (or died): the device must be back. */
+	if (remove && (down || !h_active())) {
+		snprintf(buf, sizeof(buf), "rdma link add rxe0 type rxe netdev %s", netdev);
+		h_sh(buf);
+		for (f = 0; f < 200 && !h_active(); f++)
+			usleep(50000);
+		atomic_fetch_add(&g_dev->epoch, 1);
+	}
+	if (remove)
+		h_write("/sys/class/misc/kcoll/intra_node", intra0);
+	usleep(200000);
+	if (kfd >= 0)
+		h_klog(kfd);
+	printf("kcoll-fuzz: device: rxe0 deleted %u times, added back %u times; kernel log: %u reports%s\n",
+	       atomic_load(&g_dev->removals), atomic_load(&g_dev->readds),
+	       atomic_load(&g_dev->klog), atomic_load(&g_dev->klog) ? " (UNEXPECTED)" : "");
+	if (atomic_load(&g_dev->klog))
+		printf("kcoll-fuzz: first kernel report %.1f s after the start\n",
+		       atomic_load(&g_dev->first_klog_ms) / 1000.0);
+	fflush(stdout);
+	_exit(atomic_load(&g_dev->klog) ? 1 : 0);
+}
+
+/* Fork the helper (root), then become nobody. */
+static void privileges_split(void)
+{
+	struct rlimit rl = { 8UL << 20, 8UL << 20 };
+	int p[2];
+
+	g_dev = mmap(NULL, sizeof(*g_dev), PROT_READ | PROT_WRITE,
+		     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (g_dev == MAP_FAILED) {
+		perror("kcoll-fuzz: mmap");
+		exit(2);
+	}
+	memset(g_dev, 0, sizeof(*g_dev));
+	atomic_store(&g_dev->first_klog_ms, -1);
+	h_t0 = now_ns();
+	if (geteuid() != 0) {
+		printf("kcoll-fuzz: not root: running as uid %d, the device stays, no kernel log watch\n",
+		       (int)geteuid());
+		return;
+	}
+	if (pipe2(p, O_CLOEXEC)) {
+		perror("kcoll-fuzz: pipe");
+		exit(2);
+	}
+	fflush(stdout);
+	fflush(stderr);
+	g_helper = fork();
+	if (g_helper < 0) {
+		perror("kcoll-fuzz: fork");
+		exit(2);
+	}
+	if (!g_helper) {
+		close(p[1]);
+		helper_main(p[0], opt.seconds, opt.seed, opt.device && opt.ip);
+	}
+	close(p[0]);
+	g_helper_fd = p[1];
+	if (opt.root)
+		return;
+	if (setrlimit(RLIMIT_MEMLOCK, &rl) || setgroups(0, NULL) ||
+	    setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534) ||
+	    getuid() != 65534 || geteuid() != 65534 || getegid() != 65534 ||
+	    getgroups(0, NULL) != 0) {
+		perror("kcoll-fuzz: cannot become uid 65534");
+		exit(2);
+	}
+	/* setuid made us undumpable: /proc/self/fd readable again. */
+	prctl(PR_SET_DUMPABLE, 1);
+}
+
+/* The helper ends: its exit status (1 if the kernel log reported). */
+static int helper_finish(void)
+{
+	int64_t until = now_ns() + 60000000000LL;
+	int st;
+	pid_t w;
+
+	if (g_helper < 0)
+		return 0;
+	close(g_helper_fd);
+	g_helper_fd = -1;
+	while ((w = waitpid(g_helper, &st, WNOHANG)) == 0 && now_ns() < until)
+		usleep(50000);
+	if (w != g_helper) {
+		fprintf(stderr, "kcoll-fuzz: UNEXPECTED: the helper did not finish\n");
+		return 1;
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+
+/* ------------------------------------------------------------------ */
 /* Two ranks over the local RDMA device                                */
 /* ------------------------------------------------------------------ */
 
@@ -2372,6 +2776,7 @@ static struct {
 	struct pring ring;
 	pthread_mutex_t session;
 	uint64_t uid_seq;
+	uint32_t epoch;		/* the device's, when the session began */
 } pair = {
 	.m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
 	.session = PTHREAD_MUTEX_INITIALIZER,
@@ -2564,6 +2969,12 @@ static bool pj_wait(struct tstate *t, int64_t until, long *ret)
 	return ok;
 }
 
+/* The device went (or is going) away since the session began. */
+static bool disturbed(void)
+{
+	return !dev_stable(pair.epoch);
+}
+
 static int32_t *i32(char *base, uint64_t off)
 {
 	return (int32_t *)(base + off);
@@ -2659,8 +3070,24 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 			return false;
 		}
 		if (rr0 || rr1) {
-			unexpected(t, "REG_MEM of 2 MiB on a two-rank communicator: rank 0 %ld, rank 1 %ld",
-				   rr0, rr1);
+			/* Over RLIMIT_MEMLOCK with what other threads hold
+			 * pinned (-ENOMEM), or the device went away. */
+			if (!((!rr0 || rr0 == -ENOMEM || (disturbed() && dev_err(rr0))) &&
+			      (!rr1 || rr1 == -ENOMEM || (disturbed() && dev_err(rr1)))))
+				unexpected(t, "REG_MEM of 2 MiB on a two-rank communicator: rank 0 %ld, rank 1 %ld",
+					   rr0, rr1);
+			else
+				vlog("kcoll-fuzz: two-rank REG_MEM: %ld/%ld\n", rr0, rr1);
+			if (!rr0) {
+				pj_post(PJ_DEREG);
+				if (!pj_wait(t, now_ns() + 15000000000LL, &rr0))
+					*broken = true;
+			}
+			if (!rr1) {
+				struct kcoll_dereg_mem d = { .handle = m.handle };
+
+				x_ioctl(t, mine->fd, KCOLL_IOC_DEREG_MEM, &d, 10000);
+			}
 			return false;
 		}
 		h1 = m.handle;
@@ -2686,11 +3113,14 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 		if (r1 == 1)
 			unexpected(t, "two-rank %s with timeout_ms %u and no peer: no completion",
 				   kcoll_op_name(op), q1.timeout_ms);
-		else if (r1 != -ETIMEDOUT)
+		/* -ENOMEM: its buffers over RLIMIT_MEMLOCK with what
+		 * other threads hold pinned. */
+		else if (r1 != -ETIMEDOUT && r1 != -ENOMEM &&
+			 !(disturbed() && dev_err(r1)))
 			unexpected(t, "two-rank %s with timeout_ms %u and no peer completed with %ld, not -ETIMEDOUT",
 				   kcoll_op_name(op), q1.timeout_ms, r1);
 		rr = x_ioctl(t, mine->fd, KCOLL_IOC_COMM_REPORT, &rep, 1000);
-		if (r1 == -ETIMEDOUT &&
+		if (r1 == -ETIMEDOUT && !disturbed() &&
 		    (rr || rep.reason != KCOLL_REPORT_TIMEOUT ||
 		     rep.error != -ETIMEDOUT || rep.user_data != q1.user_data ||
 		     rep.nmissing != 1 || miss[0] != 0 || miss[1] != 99))
@@ -2713,7 +3143,7 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 
 		r1 = pr_submit(t, mine, &q1);
 		ar = x_ioctl(t, mine->fd, KCOLL_IOC_COMM_ABORT, &a, 10000);
-		if (ar && ar != -ENOTTY)
+		if (ar && ar != -ENOTTY && !(disturbed() && dev_err(ar)))
 			unexpected(t, "COMM_ABORT of a live two-rank communicator: %ld", ar);
 		if (!r1)
 			r1 = pr_wait(t, mine, &q1, until);
@@ -2746,16 +3176,17 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 				       .user_data = 0x9a1300000000ULL + t->seq++ };
 		long rr, br;
 
-		if (r1 != 0 && r1 != -ECANCELED)
+		if (r1 != 0 && r1 != -ECANCELED && r1 != -ENOMEM &&
+		    !(disturbed() && dev_err(r1)))
 			unexpected(t, "two-rank %s aborted on rank 1 completed there with %ld, not -ECANCELED",
 				   kcoll_op_name(op), r1);
 		rr = x_ioctl(t, mine->fd, KCOLL_IOC_COMM_REPORT, &rep, 1000);
-		if (r1 == -ECANCELED && (rr || rep.reason != KCOLL_REPORT_ABORTED ||
+		if (r1 == -ECANCELED && !disturbed() && (rr || rep.reason != KCOLL_REPORT_ABORTED ||
 					 rep.error != -ECANCELED))
 			unexpected(t, "COMM_REPORT after COMM_ABORT: ret %ld, reason %u, error %d",
 				   rr, rep.reason, rep.error);
 		br = pr_run(t, mine, &b, now_ns() + 10000000000LL);
-		if (br != -ECANCELED)
+		if (br != -ECANCELED && !(disturbed() && dev_err(br)))
 			unexpected(t, "a barrier on an aborted communicator completed with %ld, not -ECANCELED",
 				   br);
 		return false;
@@ -2863,6 +3294,7 @@ static void act_pair(struct tstate *t)
 		return;
 	atomic_store(&next_session, now_ns() + 1000000000LL);
 	t->pair_sessions++;
+	pair.epoch = dev_epoch();
 	until = now_ns() + 10000000000LL;
 	pj_post(PJ_OPEN);
 	if (pr_open(t, &mine) || !pj_wait(t, until, &r0) || r0) {
@@ -2932,13 +3364,652 @@ out_close:
 }
 
 /* ------------------------------------------------------------------ */
+/* Teardown against submissions that hold registrations                */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Two ranks of one communicator on two descriptors of this process:
+ * rank 0's COMM_CREATE in a short-lived thread, rank 1's here. Both
+ * rings must be open. 0, or the first error.
+ */
+struct mk2 {
+	int fd;
+	struct kcoll_comm_create c;
+	long ret;
+};
+
+static void *mk2_fn(void *arg)
+{
+	struct mk2 *m = arg;
+
+	m->ret = ioctl(m->fd, KCOLL_IOC_COMM_CREATE, &m->c) ? -errno : 0;
+	return NULL;
+}
+
+static long make_pair(struct tstate *t, struct pring *r, uint32_t id[2],
+		      uint32_t timeout_ms)
+{
+	static _Atomic uint64_t seq;
+	struct kcoll_rank_addr *ra = calloc(2, sizeof(*ra));
+	struct mk2 m0 = { .fd = r[0].fd };
+	struct kcoll_comm_create c;
+	pthread_t th;
+	long r1;
+	int i;
+
+	if (!ra)
+		return -ENOMEM;
+	v4(&ra[0], opt.ip, 0);
+	v4(&ra[1], opt.ip, 0);
+	ra[1].local_index = 1;
+	memset(&c, 0, sizeof(c));
+	c.uid = 0xfb1600000000ULL + atomic_fetch_add(&seq, 1) * 64 + (uint64_t)t->id;
+	for (i = 0; i < KCOLL_KEY_LEN; i++)
+		c.key[i] = (uint8_t)rnd(&t->r);
+	c.nranks = 2;
+	c.timeout_ms = timeout_ms;
+	c.ranks = (uint64_t)(uintptr_t)ra;
+	m0.c = c;
+	c.rank = 1;
+	if (pthread_create(&th, NULL, mk2_fn, &m0)) {
+		free(ra);
+		return -EAGAIN;
+	}
+	r1 = x_ioctl(t, r[1].fd, KCOLL_IOC_COMM_CREATE, &c, (int)timeout_ms + 2000);
+	pthread_join(th, NULL);
+	t->calls[C_COMM_CREATE]++;
+	free(ra);
+	id[0] = m0.ret ? 0 : m0.c.comm_id;
+	id[1] = r1 ? 0 : c.comm_id;
+	return m0.ret ? m0.ret : r1;
+}
+
+/* The submitter of a race: allreduces, one registered buffer and one
+ * large unregistered one, back to back until told to stop. */
+struct racer {
+	struct tstate *t;
+	struct pring *r;
+	char *map;			/* r->map, which may be unmapped */
+	int fd;				/* r->fd, which may become /dev/null */
+	uint32_t comm, handle;
+	bool send_side, closes;
+	char *reg, *buf;
+	uint64_t len;
+	int64_t until;
+	atomic_bool stop;
+	long bad;
+	uint64_t sub, comp, enters;
+	bool gone;			/* ENTER said the descriptor is gone */
+};
+
+struct gsqe {
+	struct kcoll_sqe *dst;
+	const struct kcoll_sqe *src;
+	uint32_t *tail;
+	uint32_t v;
+};
+
+static void gsqe_fn(void *arg)
+{
+	struct gsqe *g = arg;
+
+	*g->dst = *g->src;
+	__atomic_store_n(g->tail, g->v, __ATOMIC_RELEASE);
+}
+
+/* Reap and check; the ring may be unmapped under it (guarded). */
+static void racer_reap_fn(void *arg)
+{
+	struct racer *k = arg;
+	char *map = k->map;
+	struct pring *r = k->r;
+	uint32_t *cq_head = (uint32_t *)(map + r->p.cq_off.head);
+	uint32_t *cq_tail = (uint32_t *)(map + r->p.cq_off.tail);
+	struct kcoll_cqe *cqes = (void *)(map + r->p.cq_off.cqes);
+	uint32_t h, tl;
+
+	for (;;) {
+		struct kcoll_cqe c;
+
+		h = __atomic_load_n(cq_head, __ATOMIC_RELAXED);
+		tl = __atomic_load_n(cq_tail, __ATOMIC_ACQUIRE);
+		if (h == tl)
+			return;
+		c = cqes[h & (r->p.cq_entries - 1)];
+		__atomic_store_n(cq_head, h + 1, __ATOMIC_RELEASE);
+		k->comp++;
+		if (c.res == 0 || c.res == -ECANCELED || c.res == -ENOENT ||
+		    c.res == -ENOMEM || dev_err(c.res))
+			;
+		else if (!k->bad)
+			k->bad = c.res;
+		if (c.res == -ENOENT)
+			atomic_store(&k->stop, true);	/* the comm is gone */
+	}
+}
+
+static void racer_reap(struct racer *k)
+{
+	guarded(k->t, racer_reap_fn, k);
+}
+
+static void *racer_main(void *arg)
+{
+	struct racer *k = arg;
+	struct pring *r = k->r;
+	uint32_t *sq_head = (uint32_t *)(k->map + r->p.sq_off.head);
+	uint32_t *sq_tail = (uint32_t *)(k->map + r->p.sq_off.tail);
+	struct kcoll_sqe *sqes = (void *)(k->map + r->p.sq_off.sqes);
+	uint64_t seq = 0;
+
+	while (!atomic_load(&k->stop) && now_ns() < k->until) {
+		struct kcoll_enter e = { .to_submit = 1 };
+		struct kcoll_sqe q;
+		uint32_t hd;
+		long ret;
+
+		if (!gload(k->t, sq_head, &hd))
+			break;			/* the ring was unmapped */
+		if (r->tail - hd < r->p.sq_entries) {
+			struct gsqe g = { .dst = &sqes[r->tail & (r->p.sq_entries - 1)],
+					  .src = &q, .tail = sq_tail, .v = r->tail + 1 };
+
+			memset(&q, 0, sizeof(q));
+			q.opcode = KCOLL_OP_ALLREDUCE;
+			q.comm_id = k->comm;
+			q.dtype = KCOLL_DTYPE_INT32;
+			q.redop = KCOLL_REDOP_SUM;
+			q.count = k->len / 4;
+			q.send_addr = (uint64_t)(uintptr_t)(k->send_side ? k->reg : k->buf);
+			q.recv_addr = (uint64_t)(uintptr_t)(k->send_side ? k->buf : k->reg);
+			if (k->send_side)
+				q.send_mr = k->handle;
+			else
+				q.recv_mr = k->handle;
+			q.timeout_ms = 3000;
+			q.user_data = 0x9ace00000000ULL + seq++;
+			if (!guarded(k->t, gsqe_fn, &g))
+				break;
+			r->tail++;
+		} else {
+			e.to_submit = 0;
+			e.flags = KCOLL_ENTER_GETEVENTS;
+			e.min_complete = 1;
+			e.timeout_ns = 10000000;
+		}
+		ret = ioctl(k->fd, KCOLL_IOC_ENTER, &e) ? -errno : 0;
+		k->enters++;
+		if (ret == 0 && e.to_submit)
+			k->sub++;
+		if (ret == -EBADF || ret == -ENOTTY) {
+			k->gone = true;		/* closed (or the number reused) */
+			break;
+		}
+		racer_reap(k);
+	}
+	if (k->closes)
+		return NULL;
+	/* What is in flight completes too (cancelled, timed out). */
+	while (k->comp < k->sub && now_ns() < k->until + 25000000000LL) {
+		struct kcoll_enter e = { .flags = KCOLL_ENTER_GETEVENTS,
+					 .min_complete = 1, .timeout_ns = 20000000 };
+
+		racer_reap(k);
+		if (k->comp >= k->sub)
+			break;
+		if (ioctl(k->fd, KCOLL_IOC_ENTER, &e) && errno == EBADF)
+			break;
+		k->enters++;
+	}
+	racer_reap(k);
+	return NULL;
+}
+
+enum { RV_DESTROY, RV_ABORT, RV_CLOSE, RV_PEER_DESTROY, RV_PEER_CLOSE };
+
+/*
+ * COMM_DESTROY, COMM_ABORT, or the file's close, at a random moment,
+ * against a thread submitting collectives that hold a registration (send
+ * or receive) while they pin an unregistered buffer of up to 2 MiB; on a
+ * one-rank communicator or on a two-rank one (then also the peer's
+ * destroy or close). Every CQE must say 0 or the comm's end, everything
+ * submitted must complete, and the registration must be gone or free.
+ */
+static void act_mr_race(struct tstate *t)
+{
+	static const uint64_t lens[] = { 256UL << 10, 1UL << 20, 2UL << 20 };
+	struct pring r[2] = { { .fd = -1 }, { .fd = -1 } };
+	struct racer *k = calloc(1, sizeof(*k));
+	bool two = opt.ip && one_in(&t->r, 3);
+	uint32_t id[2] = { 0, 0 }, e0 = dev_epoch();
+	int v = rn(&t->r, two ? 8 : 5), li;
+	struct kcoll_reg_mem m = { 0 };
+	bool destroyed = false, closed = false;
+	pthread_t th;
+	long ret;
+
+	if (!k)
+		return;
+	/* 0-2: destroy, 3: abort, 4: close, 5-6: the peer destroys, 7: closes */
+	v = v < 3 ? RV_DESTROY : v == 3 ? RV_ABORT : v == 4 ? RV_CLOSE :
+	    v < 7 ? RV_PEER_DESTROY : RV_PEER_CLOSE;
+	if (pr_open(t, &r[1]) || (two && pr_open(t, &r[0])))
+		goto out;
+	if (two) {
+		if (make_pair(t, r, id, 5000))
+			goto out;
+	} else {
+		struct kcoll_comm_create c = { .nranks = 1, .uid = 0xfb1700000000ULL + t->seq++ };
+		struct kcoll_rank_addr ra;
+
+		v4(&ra, htonl(INADDR_LOOPBACK), 0);
+		c.ranks = (uint64_t)(uintptr_t)&ra;
+		if (x_ioctl(t, r[1].fd, KCOLL_IOC_COMM_CREATE, &c, 2000))
+			goto out;
+		id[1] = c.comm_id;
+	}
+	/* As large as the memlock limit lets it be, with what other
+	 * threads hold pinned. */
+	for (li = (int)rn(&t->r, 3); li >= 0; li--) {
+		m = (struct kcoll_reg_mem){ .comm_id = id[1], .len = lens[li] };
+		k->send_side = one_in(&t->r, 2);
+		k->reg = t->big + (k->send_side ? 0 : BIG_SIZE / 2);
+		k->buf = t->big + (k->send_side ? BIG_SIZE / 2 : 0);
+		m.addr = (uint64_t)(uintptr_t)k->reg;
+		ret = x_ioctl(t, r[1].fd, KCOLL_IOC_REG_MEM, &m, 5000);
+		if (!ret)
+			break;
+		if (ret != -ENOMEM && !(two && !dev_stable(e0) && dev_err(ret)))
+			unexpected(t, "REG_MEM of %llu bytes on a fresh %d-rank communicator returned %ld",
+				   (unsigned long long)lens[li], two ? 2 : 1, ret);
+		if (ret != -ENOMEM)
+			goto out;
+	}
+	if (li < 0)
+		goto out;
+	k->t = t;
+	k->r = &r[1];
+	k->map = r[1].map;
+	k->fd = r[1].fd;
+	k->comm = id[1];
+	k->handle = m.handle;
+	k->len = lens[li];
+	k->closes = v == RV_CLOSE;
+	k->until = now_ns() + 5000000000LL;
+	if (pthread_create(&th, NULL, racer_main, k))
+		goto out;
+	usleep(one_in(&t->r, 2) ? rn(&t->r, 500) : rn(&t->r, 4000));
+	switch (v) {
+	case RV_DESTROY:
+	case RV_ABORT: {
+		struct kcoll_comm_destroy d = { .comm_id = id[1] };
+		struct kcoll_comm_abort a = { .comm_id = id[1] };
+
+		if (v == RV_ABORT) {
+			ret = x_ioctl(t, r[1].fd, KCOLL_IOC_COMM_ABORT, &a, 10000);
+			if (ret && ret != -ENOTTY)
+				unexpected(t, "COMM_ABORT of a live comm under submissions: %ld", ret);
+			usleep(rn(&t->r, 2000));
+		}
+		ret = x_ioctl(t, r[1].fd, KCOLL_IOC_COMM_DESTROY, &d, 10000);
+		if (ret)
+			unexpected(t, "COMM_DESTROY of a live comm under submissions: %ld", ret);
+		destroyed = true;
+		atomic_store(&k->stop, true);
+		break;
+	}
+	case RV_CLOSE: {
+		/* The ring goes, and the file: it is released when the
+		 * submission under way lets go of it. /dev/null takes the
+		 * number, so that the submitter never reaches a file another
+		 * thread opened meanwhile. */
+		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+		call_begin(t, C_MUNMAP, 1000);
+		call_end(t, C_MUNMAP, munmap(r[1].map, r[1].p.mmap_size));
+		if (null >= 0) {
+			call_begin(t, C_DUP, 5000);
+			call_end(t, C_DUP, dup2(null, r[1].fd));
+			close(null);
+		}
+		atomic_store(&k->stop, true);
+		closed = true;
+		break;
+	}
+	case RV_PEER_DESTROY: {
+		struct kcoll_comm_destroy d = { .comm_id = id[0] };
+
+		ret = x_ioctl(t, r[0].fd, KCOLL_IOC_COMM_DESTROY, &d, 10000);
+		if (ret)
+			unexpected(t, "COMM_DESTROY of rank 0 under rank 1's submissions: %ld", ret);
+		id[0] = 0;
+		break;
+	}
+	default:
+		pr_close(t, &r[0]);
+		break;
+	}
+	/* Rank 1 goes on until its comm fails (the peer's BYE) or 200 ms. */
+	if (v >= RV_PEER_DESTROY) {
+		usleep(200000);
+		atomic_store(&k->stop, true);
+	}
+	pthread_join(th, NULL);
+	if (closed)
+		r[1].map = NULL;	/* unmapped above; pr_close closes /dev/null */
+	t->calls[C_ENTER] += k->enters;
+	t->sqes += k->sub;
+	t->cqes += k->comp;
+	if (k->bad)
+		unexpected(t, "a collective holding a registration (%s, %llu bytes, %d ranks, race %d) completed with %ld",
+			   k->send_side ? "send_mr" : "recv_mr",
+			   (unsigned long long)k->len, two ? 2 : 1, v, k->bad);
+	if (!closed && k->comp < k->sub)
+		unexpected(t, "%llu of %llu collectives holding a registration never completed (%d ranks, race %d)",
+			   (unsigned long long)(k->sub - k->comp),
+			   (unsigned long long)k->sub, two ? 2 : 1, v);
+	t->checked++;
+	if (!closed) {
+		struct kcoll_dereg_mem d = { .handle = m.handle };
+		int tries = 0;
+
+		/* Gone with its comm (-ENOENT), or free: never a use left. */
+		while ((ret = x_ioctl(t, r[1].fd, KCOLL_IOC_DEREG_MEM, &d, 2000)) == -EBUSY &&
+		       ++tries < 100)
+			usleep(20000);
+		if (ret && !(ret == -ENOENT && destroyed) &&
+		    !(ret == -ENOENT && v >= RV_PEER_DESTROY))
+			unexpected(t, "DEREG_MEM after the race (%d ranks, race %d, %llu/%llu completed): %ld",
+				   two ? 2 : 1, v, (unsigned long long)k->comp,
+				   (unsigned long long)k->sub, ret);
+	}
+out:
+	if (!destroyed && !closed && id[1] && r[1].fd >= 0) {
+		struct kcoll_comm_destroy d = { .comm_id = id[1] };
+
+		x_ioctl(t, r[1].fd, KCOLL_IOC_COMM_DESTROY, &d, 10000);
+	}
+	pr_close(t, &r[1]);
+	pr_close(t, &r[0]);
+	t->race_rounds++;
+	free(k);
+}
+
+/* ------------------------------------------------------------------ */
+/* Two-rank communicators through the NIC, while the device goes away  */
+/* ------------------------------------------------------------------ */
+
+/*
+ * A few long-lived two-rank communicators (both ranks in this process,
+ * on two descriptors, through rxe0 when sysfs intra_node is 0), shared by
+ * every thread: registrations, matched allreduces above the eager size
+ * (registered or not), DEREG_MEM, COMM_DESTROY, COMM_ABORT and close
+ * race on them, and the helper deletes rxe0 under them. Results are
+ * checked when both ranks succeed; every error must be one a lost device
+ * or a torn-down comm explains, and every operation must complete.
+ */
+#define NNIC		3
+#define NIC_KEEP	4
+#define NIC_BYTES	(256UL << 10)
+
+static struct nicpair {
+	pthread_rwlock_t rw;		/* write: open/close; read: ioctls */
+	pthread_mutex_t ring;		/* submissions on the rings */
+	struct pring r[2];
+	uint32_t id[2];
+	uint32_t epoch;			/* the device's, at creation */
+	_Atomic uint32_t keep[2][NIC_KEEP];	/* registrations left for later */
+	atomic_bool killed;		/* destroyed or aborted on a rank */
+	bool live;
+} g_nic[NNIC];
+
+/* What ranks 0 and 1 send: written once, only ever read. */
+static char *g_nicsrc[2];
+
+static void nic_init(void)
+{
+	uint64_t j;
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		g_nicsrc[i] = aligned_alloc(PAGE, NIC_BYTES);
+		if (!g_nicsrc[i]) {
+			perror("kcoll-fuzz");
+			exit(2);
+		}
+		for (j = 0; j < NIC_BYTES / 4; j++)
+			((int32_t *)g_nicsrc[i])[j] = (int32_t)((i + 1) * 1000003 + j * 7);
+	}
+	for (i = 0; i < NNIC; i++) {
+		pthread_rwlock_init(&g_nic[i].rw, NULL);
+		pthread_mutex_init(&g_nic[i].ring, NULL);
+		g_nic[i].r[0].fd = g_nic[i].r[1].fd = -1;
+	}
+}
+
+/* Must hold n->rw for writing. */
+static void nic_close_locked(struct tstate *t, struct nicpair *n)
+{
+	int k, j;
+
+	pr_close(t, &n->r[0]);
+	pr_close(t, &n->r[1]);
+	for (k = 0; k < 2; k++)
+		for (j = 0; j < NIC_KEEP; j++)
+			atomic_store(&n->keep[k][j], 0);
+	n->live = false;
+}
+
+static void nic_open_locked(struct tstate *t, struct nicpair *n)
+{
+	long ret;
+
+	n->epoch = dev_epoch();
+	atomic_store(&n->killed, false);
+	if (pr_open(t, &n->r[0]) || pr_open(t, &n->r[1])) {
+		nic_close_locked(t, n);
+		return;
+	}
+	ret = make_pair(t, n->r, n->id, 8000);
+	if (ret) {
+		vlog("kcoll-fuzz: NIC pair COMM_CREATE: %ld\n", ret);
+		nic_close_locked(t, n);
+		return;
+	}
+	n->live = true;
+}
+
+/* One matched allreduce of more than 8 KiB on both ranks; rank k's send
+ * buffer registered (fresh, kept, or none). Must hold n->rw for reading
+ * and n->ring. */
+static void nic_op(struct tstate *t, struct nicpair *n)
+{
+	uint64_t c = (8192 + rn(&t->r, (uint32_t)(NIC_BYTES - 8192))) / 4, i;
+	struct kcoll_sqe q[2];
+	uint32_t h[2] = { 0, 0 };
+	int64_t until = now_ns() + 20000000000LL;
+	long res[2], ret;
+	bool disturbed;
+	int k;
+
+	for (k = 0; k < 2; k++) {
+		char *rcv = t->data + (2 + k) * NIC_BYTES;
+
+		memset(rcv, 0x5a, c * 4);
+		memset(&q[k], 0, sizeof(q[k]));
+		q[k].opcode = KCOLL_OP_ALLREDUCE;
+		q[k].comm_id = n->id[k];
+		q[k].dtype = KCOLL_DTYPE_INT32;
+		q[k].redop = KCOLL_REDOP_SUM;
+		q[k].count = c;
+		q[k].send_addr = (uint64_t)(uintptr_t)g_nicsrc[k];
+		q[k].recv_addr = (uint64_t)(uintptr_t)rcv;
+		q[k].timeout_ms = 8000;
+		q[k].user_data = 0x91c000000000ULL + t->seq++;
+		switch (rn(&t->r, 3)) {
+		case 0: {
+			struct kcoll_reg_mem m = { .comm_id = n->id[k],
+				.addr = (uint64_t)(uintptr_t)g_nicsrc[k], .len = NIC_BYTES };
+
+			ret = x_ioctl(t, n->r[k].fd, KCOLL_IOC_REG_MEM, &m, 10000);
+			if (!ret)
+				h[k] = m.handle;
+			else if (!dev_err(ret))
+				unexpected(t, "REG_MEM of 256 KiB on a two-rank NIC comm: %ld", ret);
+			q[k].send_mr = h[k];
+			break;
+		}
+		case 1:		/* a registration made earlier, maybe before
+				 * the device went away */
+			q[k].send_mr = atomic_load(&n->keep[k][rn(&t->r, NIC_KEEP)]);
+			break;
+		default:	/* pinned and registered by the submission */
+			break;
+		}
+	}
+	res[0] = pr_submit(t, &n->r[0], &q[0]);
+	res[1] = pr_submit(t, &n->r[1], &q[1]);
+	for (k = 0; k < 2; k++)
+		if (!res[k])
+			res[k] = pr_wait(t, &n->r[k], &q[k], until);
+	t->nic_ops++;
+	disturbed = !dev_stable(n->epoch) || atomic_load(&n->killed);
+	for (k = 0; k < 2; k++) {
+		if (res[k] == 1)
+			unexpected(t, "two-rank NIC allreduce of %llu x int32: rank %d's did not complete in 20 s",
+				   (unsigned long long)c, k);
+		else if (res[k] && !dev_err(res[k]))
+			unexpected(t, "two-rank NIC allreduce of %llu x int32: rank %d completed with %ld",
+				   (unsigned long long)c, k, res[k]);
+	}
+	if (!res[0] && !res[1]) {
+		t->nic_ok++;
+		for (k = 0; k < 2; k++) {
+			const int32_t *o = (const int32_t *)(t->data + (2 + k) * NIC_BYTES);
+
+			for (i = 0; i < c; i++)
+				if (o[i] != (int32_t)((uint32_t)(1000003 + i * 7) +
+						      (uint32_t)(2000006 + i * 7)))
+					break;
+			if (i < c)
+				unexpected(t, "two-rank NIC allreduce of %llu x int32: rank %d's result is wrong at element %llu",
+					   (unsigned long long)c, k, (unsigned long long)i);
+		}
+	} else if (!disturbed) {
+		vlog("kcoll-fuzz: two-rank NIC allreduce: %ld/%ld\n", res[0], res[1]);
+	}
+	if (!dev_stable(n->epoch))
+		vlog("kcoll-fuzz: two-rank NIC allreduce of %llu bytes, epoch %u -> %u, mr %u/%u: %ld/%ld\n",
+		     (unsigned long long)c * 4, n->epoch, dev_epoch(),
+		     q[0].send_mr, q[1].send_mr, res[0], res[1]);
+	for (k = 0; k < 2; k++) {
+		struct kcoll_dereg_mem d = { .handle = h[k] };
+		int tries = 0;
+
+		if (!h[k])
+			continue;
+		while ((ret = x_ioctl(t, n->r[k].fd, KCOLL_IOC_DEREG_MEM, &d, 10000)) == -EBUSY &&
+		       ++tries < 100)
+			usleep(20000);
+		if (ret && !(ret == -ENOENT && atomic_load(&n->killed)))
+			unexpected(t, "DEREG_MEM after a two-rank NIC allreduce (%ld/%ld): %ld",
+				   res[0], res[1], ret);
+	}
+}
+
+static void act_nic(struct tstate *t)
+{
+	struct nicpair *n = &g_nic[rn(&t->r, NNIC)];
+	uint32_t s = rn(&t->r, 100);
+	int k = (int)rn(&t->r, 2), j = (int)rn(&t->r, NIC_KEEP);
+	long ret;
+
+	bool stale;
+
+	if (!opt.ip || !opt.pairs)
+		return;
+	/* A comm the device went away under: mostly registrations and
+	 * operations on it now (they must fail cleanly), rarely its end. */
+	stale = LD(n->live) && !dev_stable(LD(n->epoch));
+	if (stale && !one_in(&t->r, 6))
+		s = 3 + rn(&t->r, 77);
+	if (!LD(n->live) ||
+	    ((s < 3 || (atomic_load(&n->killed) && one_in(&t->r, 3)) ||
+	      (stale && one_in(&t->r, 12))) && !(dev_epoch() & 1))) {
+		if (pthread_rwlock_trywrlock(&n->rw))
+			return;
+		if (n->live)
+			nic_close_locked(t, n);
+		else if (!(dev_epoch() & 1))
+			nic_open_locked(t, n);
+		pthread_rwlock_unlock(&n->rw);
+		return;
+	}
+	if (pthread_rwlock_tryrdlock(&n->rw))
+		return;
+	if (!n->live)
+		goto out;
+	if (stale && s < 80)
+		t->nic_stale++;
+	if (s < 55) {
+		if (!pthread_mutex_trylock(&n->ring)) {
+			nic_op(t, n);
+			pthread_mutex_unlock(&n->ring);
+		}
+	} else if (s < 80) {		/* a registration left for later */
+		struct kcoll_reg_mem m = { .comm_id = n->id[k], .len = NIC_BYTES,
+			.addr = (uint64_t)(uintptr_t)g_nicsrc[k] };
+		uint32_t old = atomic_exchange(&n->keep[k][j], 0);
+
+		if (old) {
+			struct kcoll_dereg_mem d = { .handle = old };
+
+			ret = x_ioctl(t, n->r[k].fd, KCOLL_IOC_DEREG_MEM, &d, 10000);
+			/* -EBUSY: an allreduce is sending from it. */
+			if (ret && ret != -EBUSY && !(ret == -ENOENT && atomic_load(&n->killed)))
+				unexpected(t, "DEREG_MEM of a kept registration on a two-rank NIC comm: %ld",
+					   ret);
+			goto out;
+		}
+		ret = x_ioctl(t, n->r[k].fd, KCOLL_IOC_REG_MEM, &m, 10000);
+		if (stale)
+			vlog("kcoll-fuzz: REG_MEM on a two-rank NIC comm, epoch %u -> %u: %ld\n",
+			     n->epoch, dev_epoch(), ret);
+		if (!ret)
+			atomic_store(&n->keep[k][j], m.handle);
+		else if (!dev_err(ret))
+			unexpected(t, "REG_MEM of 256 KiB on a two-rank NIC comm: %ld", ret);
+	} else if (s < 85) {
+		struct kcoll_comm_destroy d = { .comm_id = n->id[k] };
+
+		atomic_store(&n->killed, true);
+		ret = x_ioctl(t, n->r[k].fd, KCOLL_IOC_COMM_DESTROY, &d, 10000);
+		if (ret && ret != -ENOENT)
+			unexpected(t, "COMM_DESTROY of a two-rank NIC comm: %ld", ret);
+	} else if (s < 89) {
+		struct kcoll_comm_abort a = { .comm_id = n->id[k] };
+
+		atomic_store(&n->killed, true);
+		ret = x_ioctl(t, n->r[k].fd, KCOLL_IOC_COMM_ABORT, &a, 10000);
+		if (ret && ret != -ENOENT && ret != -ENOTTY)
+			unexpected(t, "COMM_ABORT of a two-rank NIC comm: %ld", ret);
+	} else {
+		struct kcoll_comm_report p = { .comm_id = n->id[k] };
+
+		x_ioctl(t, n->r[k].fd, KCOLL_IOC_COMM_REPORT, &p, 1000);
+	}
+out:
+	pthread_rwlock_unlock(&n->rw);
+}
+
+/* ------------------------------------------------------------------ */
 /* Threads                                                             */
 /* ------------------------------------------------------------------ */
 
 static void one_action(struct tstate *t)
 {
 	struct slot *s = one_in(&t->r, 5) ? &t->priv : &g_shared[rn(&t->r, NSHARED)];
-	uint32_t r = rn(&t->r, 1000);
+	uint32_t r = rn(&t->r, 1040);
 
 	if (LD(s->fd) < 0 && !one_in(&t->r, 20)) {
 		slot_reopen(t, s);
@@ -2967,7 +4038,12 @@ static void one_action(struct tstate *t)
 	else if (r < 930) act_data(t);
 	else if (r < 960) do_enter(t, s, rn(&t->r, 8), one_in(&t->r, 2));
 	else if (r < 965) act_pair(t);
-	else ring_drain(t, s);
+	else if (r < 1000) ring_drain(t, s);
+	else if (r < 1010) {
+		if (opt.races)
+			act_mr_race(t);
+	}
+	else act_nic(t);
 }
 
 static void *thread_main(void *arg)
@@ -3015,6 +4091,12 @@ static struct tstate *tstate_new(int id)
 	}
 	memset(z, 0x33, PRIV_DATA);
 	t->data = z;
+	t->big = aligned_alloc(PAGE, BIG_SIZE);
+	if (!t->big) {
+		perror("kcoll-fuzz");
+		exit(2);
+	}
+	memset(t->big, 0x44, BIG_SIZE);
 	t->evfd[0] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	t->evfd[1] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	t->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -3035,6 +4117,12 @@ static void report_stuck(struct tstate *t, int64_t ms)
 	ssize_t n;
 
 	unexpected(t, "%s has not returned for %lld ms", call_names[kind], (long long)ms);
+	if (g_helper_fd >= 0) {		/* root reads it */
+		uint32_t tid = (uint32_t)t->tid;
+
+		if (write(g_helper_fd, &tid, sizeof(tid)) == sizeof(tid))
+			return;
+	}
 	snprintf(path, sizeof(path), "/proc/self/task/%d/stack", t->tid);
 	f = open(path, O_RDONLY);
 	if (f >= 0) {
@@ -3084,7 +4172,7 @@ static void summary(int nthreads)
 {
 	uint64_t calls[C_NR] = { 0 }, errs[NERR] = { 0 }, total = 0, etotal = 0;
 	uint64_t faults = 0, sqes = 0, cqes = 0, intr = 0, checked = 0;
-	uint64_t ps = 0, pops = 0, pok = 0;
+	uint64_t ps = 0, pops = 0, pok = 0, races = 0, nops = 0, nok = 0, nstale = 0;
 	char line[4096];
 	size_t o = 0;
 	unsigned long unexp = atomic_load(&g_unexpected), sigs = 0;
@@ -3105,6 +4193,10 @@ static void summary(int nthreads)
 		ps += t->pair_sessions;
 		pops += t->pair_ops;
 		pok += t->pair_ok;
+		races += t->race_rounds;
+		nops += t->nic_ops;
+		nok += t->nic_ok;
+		nstale += t->nic_stale;
 	}
 	for (k = 0; k < 65; k++) {
 		unsigned long n = atomic_load(&g_unexpected_sig[k]);
@@ -3128,6 +4220,10 @@ static void summary(int nthreads)
 		printf("kcoll-fuzz: two-rank sessions %llu, collectives %llu (%llu succeeded and checked)\n",
 		       (unsigned long long)ps, (unsigned long long)pops,
 		       (unsigned long long)pok);
+	printf("kcoll-fuzz: teardown races against registered submissions %llu; two-rank NIC allreduces %llu (%llu succeeded and checked); rxe0 deleted %u times, %llu registrations or allreduces on a comm it went away under\n",
+	       (unsigned long long)races, (unsigned long long)nops,
+	       (unsigned long long)nok, g_dev ? atomic_load(&g_dev->removals) : 0,
+	       (unsigned long long)nstale);
 	printf("kcoll-fuzz: COMM_ABORT %s, COMM_REPORT %s\n",
 	       atomic_load(&g_abort_notty) && !atomic_load(&g_abort_ok) ?
 	       "not implemented by this kernel (-ENOTTY)" : "exercised",
@@ -3155,7 +4251,7 @@ static void summary(int nthreads)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: kcoll-fuzz [-t SECONDS] [-s SEED] [-j THREADS] [-a ADDR] [-P] [-v]\n");
+	fprintf(stderr, "usage: kcoll-fuzz [-t SECONDS] [-s SEED] [-j THREADS] [-a ADDR] [-P] [-U] [-D] [-R] [-v]\n");
 	exit(2);
 }
 
@@ -3168,13 +4264,16 @@ int main(int argc, char **argv)
 	bool hung = false;
 
 	opt.seed = (uint64_t)time(NULL) * 1000003ULL ^ (uint64_t)getpid() << 16;
-	while ((c = getopt(argc, argv, "t:s:j:a:Pvh")) != -1) {
+	while ((c = getopt(argc, argv, "t:s:j:a:PUDRvh")) != -1) {
 		switch (c) {
 		case 't': opt.seconds = atoi(optarg); break;
 		case 's': opt.seed = strtoull(optarg, NULL, 0); break;
 		case 'j': opt.nthreads = atoi(optarg); break;
 		case 'a': ip = optarg; break;
 		case 'P': opt.pairs = 0; break;
+		case 'U': opt.root = true; break;
+		case 'D': opt.device = false; break;
+		case 'R': opt.races = false; break;
 		case 'v': opt.verbose = 1; break;
 		default: usage();
 		}
@@ -3199,6 +4298,23 @@ int main(int argc, char **argv)
 	printf("kcoll-fuzz: seed %llu, %d threads, %d s, address %s, two-rank communicators %s\n",
 	       (unsigned long long)opt.seed, nthreads, opt.seconds,
 	       opt.ip ? opt.ipstr : "none", opt.pairs && opt.ip ? "on" : "off");
+	/* The root helper first; from here on this process is nobody. */
+	privileges_split();
+	/* CLOCK_MONOTONIC: the kernel log's clock, to time an oops by. */
+	printf("kcoll-fuzz: started at monotonic %.3f s; workers run as uid %d gid %d, %d supplementary groups, RLIMIT_MEMLOCK %s; rxe0 %s\n",
+	       h_t0 / 1e9, (int)geteuid(), (int)getegid(), getgroups(0, NULL),
+	       opt.root ? "unchanged" : "8 MiB",
+	       g_helper >= 0 && opt.device && opt.ip ? "deleted and added back during the run" : "stays");
+	if (geteuid() != 0) {
+		char b[16] = "";
+		int f = open("/sys/class/misc/kcoll/prio_max_unpriv", O_RDONLY);
+
+		if (f >= 0) {
+			if (read(f, b, sizeof(b) - 1) > 0)
+				g_prio_max = (unsigned int)atoi(b);
+			close(f);
+		}
+	}
 	fd = open(KCOLL_DEV, O_RDWR);
 	if (fd < 0) {
 		fprintf(stderr, "kcoll-fuzz: %s: %s\n", KCOLL_DEV, strerror(errno));
@@ -3208,6 +4324,7 @@ int main(int argc, char **argv)
 
 	signals_init();
 	zone_init();
+	nic_init();
 	for (i = 0; i < NSHARED; i++)
 		slot_init(&g_shared[i], true);
 	for (i = 0; i < nthreads; i++)
@@ -3281,8 +4398,14 @@ int main(int argc, char **argv)
 			slot_close_locked(g_ts[0], &g_shared[i]);
 			pthread_mutex_unlock(&g_shared[i].lock);
 		}
+		for (i = 0; i < NNIC; i++)
+			if (g_nic[i].live)
+				nic_close_locked(g_ts[0], &g_nic[i]);
 	}
 	summary(nthreads);
+	/* The helper puts rxe0 back and reports what the kernel logged. */
+	if (helper_finish())
+		return 1;
 	if (hung) {
 		fprintf(stderr, "kcoll-fuzz: a thread is stuck in the kernel; %s\n",
 			g_seedline);

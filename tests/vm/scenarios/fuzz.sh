@@ -3,15 +3,23 @@
 # a fixed budget (random and mutated ioctls, SQEs, ring corruption, mmap
 # races, closes during submission; two-rank communicators over rxe0), then
 # kcoll_wire_test's hostile peer on the wire for half of it.
-# Afterwards nothing may be left: no kcoll context or request, the RDMA
-# core's resources back to what they were before the fuzzer started, the
-# module unloads, and the kernel log has no BUG/WARNING/Oops/leak report.
+# Its workers run as nobody (uid 65534, 8 MiB RLIMIT_MEMLOCK); a root
+# helper deletes rxe0 and adds it back during the run and watches the
+# kernel log. The VM should boot with slub_debug on the kmalloc caches
+# (tests/run-vm-tests.sh does): a write to a freed object is reported.
+# Afterwards nothing may be left: no kcoll context or request, rxe0 back,
+# the RDMA core's resources back to what they were before the fuzzer
+# started, the module unloads, and the kernel log has no
+# BUG/WARNING/Oops/leak/slub report.
 #
 # Usage (one VM):
 #   tests/vm/vmrun.sh -k KVER -n 1 -o build/vmtest/fuzz -t 600 \
-#       -a "SECONDS [SEED] [THREADS]" tests/vm/scenarios/fuzz.sh
+#       -a "SECONDS [SEED] [THREADS] [FLAG...]" tests/vm/scenarios/fuzz.sh
 # SECONDS defaults to 60, THREADS to 4; SEED reproduces a run's choices
-# (the fuzzer prints the seed it used). The fuzzer's output is in
+# (the fuzzer prints the seed it used); each FLAG goes to kcoll-fuzz (-D:
+# rxe0 stays, -R: no teardown races, -U: the workers stay root). kcoll_ko=PATH in
+# KCOLL_VM_CMDLINE loads another build of the module (an old commit's, to
+# show the fuzzer finds what that commit fixed). The fuzzer's output is in
 # vm0/fuzz.log, its summary also in vm0/summary.txt (printed by
 # tests/run-vm-tests.sh).
 . "$kcoll_top/tests/vm/guest-lib.sh"
@@ -23,6 +31,8 @@ set -- $KCOLL_ARG
 secs=${1:-60}
 seed=${2:-}
 threads=${3:-4}
+shift $(($# < 3 ? $# : 3))
+flags=("$@")
 case $secs$threads in
 *[!0-9]*) fail "bad scenario argument '$KCOLL_ARG' (SECONDS [SEED] [THREADS])"; secs=60 threads=4 ;;
 esac
@@ -39,12 +49,12 @@ rdma res show qp >"$KCOLL_OUT/rdma-qp-before.txt" 2>&1
 
 # The fuzzer forms two-rank communicators on this VM's rxe0 address.
 export KCOLL_IP
-log "kcoll-fuzz: ${secs} s, $threads threads${seed:+, seed $seed}"
+log "kcoll-fuzz: ${secs} s, $threads threads${seed:+, seed $seed}${flags[*]:+, ${flags[*]}}"
 t0=$SECONDS
 # Its own watchdog ends every wait and its threads are joined at most 90 s
 # after the budget. A process the kernel never lets go survives even
 # SIGKILL: then its stacks are saved and the scenario goes on (and fails).
-"$FUZZ" -t "$secs" -j "$threads" ${seed:+-s "$seed"} >"$KCOLL_OUT/fuzz.log" 2>&1 &
+"$FUZZ" -t "$secs" -j "$threads" ${seed:+-s "$seed"} "${flags[@]}" >"$KCOLL_OUT/fuzz.log" 2>&1 &
 pid=$!
 deadline=$((SECONDS + secs + 180))
 while kill -0 $pid 2>/dev/null && [ $SECONDS -lt $deadline ]; do
@@ -69,10 +79,22 @@ else
 	rc=$?
 fi
 log "kcoll-fuzz exited with $rc after $((SECONDS - t0)) s"
-grep -E '^kcoll-fuzz: (seed|COMM_|two-rank|[0-9]+ threads)|UNEXPECTED' "$KCOLL_OUT/fuzz.log" | head -60
+grep -E '^kcoll-fuzz: (seed|started|COMM_|two-rank|teardown|device|first kernel|[0-9]+ threads)|UNEXPECTED' "$KCOLL_OUT/fuzz.log" | head -60
 grep -E '^kcoll-fuzz: seed .* calls' "$KCOLL_OUT/fuzz.log" >"$KCOLL_OUT/summary.txt"
-grep -E '^kcoll-fuzz: two-rank' "$KCOLL_OUT/fuzz.log" >>"$KCOLL_OUT/summary.txt"
+grep -E '^kcoll-fuzz: (two-rank|teardown|device|first kernel)' "$KCOLL_OUT/fuzz.log" >>"$KCOLL_OUT/summary.txt"
 [ $rc = 0 ] || fail "kcoll-fuzz exited with $rc ($(grep -m1 -o 'reproduce with .*' "$KCOLL_OUT/fuzz.log" || echo 'see fuzz.log'))"
+
+# The helper adds rxe0 back when the fuzzer ends (or dies): wait for it,
+# and put it back here if it did not.
+for i in $(seq 1 60); do
+	ibv_devinfo -d rxe0 2>/dev/null | grep -q PORT_ACTIVE && break
+	sleep 1
+done
+if ! ibv_devinfo -d rxe0 2>/dev/null | grep -q PORT_ACTIVE; then
+	fail "rxe0 not back (ACTIVE) after the fuzzer"
+	rdma link add rxe0 type rxe netdev eth0
+	sleep 2
+fi
 
 # Then the wire: a hostile rank 1 speaking kcoll's protocol through
 # userspace verbs (tests/kselftest/kcoll_wire_test.c) for half the budget.
@@ -103,9 +125,12 @@ for s in contexts inflight; do
 	[ "$v" = 0 ] || fail "kcoll stats/$s is $v after the fuzzer exited"
 done
 rc_qps() { grep -c "type RC" "$1"; }
+# rxe0 was deleted and added back: its index ("0: rxe0: pd ...") changed.
+res_show() { rdma res show 2>&1 | sed -E 's/^[0-9]+: //'; }
+sed -Ei 's/^[0-9]+: //' "$KCOLL_OUT/rdma-res-before.txt"
 for i in $(seq 1 60); do
 	rdma res show qp >"$KCOLL_OUT/rdma-qp.txt" 2>&1
-	rdma res show >"$KCOLL_OUT/rdma-res-after.txt" 2>&1
+	res_show >"$KCOLL_OUT/rdma-res-after.txt"
 	[ "$(rc_qps "$KCOLL_OUT/rdma-qp.txt")" = "$(rc_qps "$KCOLL_OUT/rdma-qp-before.txt")" ] &&
 		cmp -s "$KCOLL_OUT/rdma-res-before.txt" "$KCOLL_OUT/rdma-res-after.txt" && break
 	sleep 1
