@@ -66,18 +66,29 @@ void kcoll_comm_put(struct kcoll_comm *comm)
 	kref_put(&comm->ref, kcoll_comm_free);
 }
 
-/* The listener's lookup: a referenced comm, or NULL. */
-struct kcoll_comm *kcoll_comm_find_listed(u64 uid, u32 rank)
+/*
+ * The listener's lookup: a referenced comm with @uid, @rank and @key, or
+ * NULL; *@other says whether one with another key is listed. Comms of
+ * the same uid and rank but different keys coexist: a local user who saw
+ * a uid cannot squat another user's rank with a key of its own.
+ */
+struct kcoll_comm *kcoll_comm_find_listed(u64 uid, u32 rank, const u8 *key,
+					  bool *other)
 {
 	struct kcoll_comm *comm, *found = NULL;
 
+	*other = false;
 	mutex_lock(&kcoll_comms_lock);
 	list_for_each_entry(comm, &kcoll_comms, node) {
-		if (comm->uid == uid && comm->rank == rank) {
-			kref_get(&comm->ref);
-			found = comm;
-			break;
+		if (comm->uid != uid || comm->rank != rank)
+			continue;
+		if (crypto_memneq(key, comm->key, KCOLL_KEY_LEN)) {
+			*other = true;
+			continue;
 		}
+		kref_get(&comm->ref);
+		found = comm;
+		break;
 	}
 	mutex_unlock(&kcoll_comms_lock);
 	return found;
@@ -90,14 +101,14 @@ struct kcoll_comm *kcoll_comm_find_listed(u64 uid, u32 rank)
  */
 bool kcoll_comm_here(u64 uid, u32 rank, const u8 *key)
 {
-	struct kcoll_comm *comm = kcoll_comm_find_listed(uid, rank);
-	bool here;
+	bool other;
+	struct kcoll_comm *comm = kcoll_comm_find_listed(uid, rank, key,
+							 &other);
 
 	if (!comm)
 		return false;
-	here = !crypto_memneq(key, comm->key, KCOLL_KEY_LEN);
 	kcoll_comm_put(comm);
-	return here;
+	return true;
 }
 
 static void kcoll_comm_unlist(struct kcoll_comm *comm)
@@ -390,6 +401,7 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	comm->gid = atomic_inc_return(&kcoll_comm_gids) ?:
 		    atomic_inc_return(&kcoll_comm_gids);
 	comm->pid = task_tgid_nr(current);
+	comm->owner = current_uid();
 	comm->report.peer = ~0U;
 	init_waitqueue_head(&comm->wait);
 	INIT_LIST_HEAD(&comm->colls);
@@ -464,7 +476,8 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 		struct kcoll_comm *c;
 
 		list_for_each_entry(c, &kcoll_comms, node) {
-			if (c->uid == comm->uid && c->rank == comm->rank) {
+			if (c->uid == comm->uid && c->rank == comm->rank &&
+			    !crypto_memneq(c->key, comm->key, KCOLL_KEY_LEN)) {
 				mutex_unlock(&kcoll_comms_lock);
 				err = -EEXIST;
 				goto out_put;
@@ -926,19 +939,37 @@ void kcoll_comms_device_removed(struct ib_device *ibdev)
 int kcoll_comms_for_each(int (*fn)(struct kcoll_comm *comm, void *arg),
 			 void *arg, unsigned int skip)
 {
-	struct kcoll_comm *comm;
-	unsigned int i = 0;
+	struct kcoll_comm *batch[16], *comm;
+	unsigned int pos = skip, n, i;
 	int ret = 0;
 
-	mutex_lock(&kcoll_comms_lock);
-	list_for_each_entry(comm, &kcoll_comms, node) {
-		if (i++ < skip)
-			continue;
-		ret = fn(comm, arg);
-		if (ret)
-			break;
-	}
-	mutex_unlock(&kcoll_comms_lock);
+	/*
+	 * @fn takes comm->lock, which a registration or a connection's
+	 * setup may hold for long: call it on references taken a batch at
+	 * a time, not under kcoll_comms_lock, which every incoming
+	 * connection on the node needs. A comm listed or unlisted between
+	 * two batches may be seen twice or not at all, as in any dump.
+	 */
+	do {
+		n = 0;
+		i = 0;
+		mutex_lock(&kcoll_comms_lock);
+		list_for_each_entry(comm, &kcoll_comms, node) {
+			if (i++ < pos)
+				continue;
+			kref_get(&comm->ref);
+			batch[n++] = comm;
+			if (n == ARRAY_SIZE(batch))
+				break;
+		}
+		mutex_unlock(&kcoll_comms_lock);
+		for (i = 0; i < n; i++) {
+			if (!ret)
+				ret = fn(batch[i], arg);
+			kcoll_comm_put(batch[i]);
+		}
+		pos += n;
+	} while (!ret && n == ARRAY_SIZE(batch));
 	return ret;
 }
 

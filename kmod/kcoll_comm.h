@@ -395,6 +395,8 @@ struct kcoll_comm {
 	u32 id;				/* handle in ctx->comms */
 	u32 gid;			/* node-wide id (netlink), never 0 */
 	pid_t pid;			/* creator's thread group */
+	kuid_t owner;			/* creator's real uid: who may see it
+					 * through netlink */
 	struct list_head node;		/* kcoll_comms; kcoll_comms_lock */
 	bool listed;
 	struct list_head all_node;	/* kcoll_comms_all, from creation to
@@ -467,12 +469,14 @@ int kcoll_comm_usable_locked(struct kcoll_comm *comm);
 struct kcoll_mem *kcoll_mem_get(struct kcoll_ctx *ctx, struct kcoll_comm *comm,
 				u32 handle, u64 addr, u64 len, int *err);
 int kcoll_comm_report_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
-/* Netlink: call @fn for each comm on the node from the @skip'th, under the
- * comm list lock; stops at the first non-zero return, which it returns. */
+/* Netlink: call @fn for each comm on the node from the @skip'th, on a
+ * reference (not under the comm list lock); stops at the first non-zero
+ * return, which it returns. */
 int kcoll_comms_for_each(int (*fn)(struct kcoll_comm *comm, void *arg),
 			 void *arg, unsigned int skip);
 void kcoll_ctx_comms_release(struct kcoll_ctx *ctx);
-struct kcoll_comm *kcoll_comm_find_listed(u64 uid, u32 rank);
+struct kcoll_comm *kcoll_comm_find_listed(u64 uid, u32 rank, const u8 *key,
+					  bool *other);
 void kcoll_comm_put(struct kcoll_comm *comm);
 void kcoll_buf_unregister(struct kcoll_buf *b);
 void kcoll_comm_fail(struct kcoll_comm *comm, int err);

@@ -858,7 +858,7 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	struct kcoll_comm *comm;
 	struct kcoll_conn *conn;
 	u32 src, dst, n, idx, nlanes;
-	bool local;
+	bool local, other;
 	int err;
 
 	if (!h || ev->param.conn.private_data_len < sizeof(*h) ||
@@ -880,7 +880,23 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		kcoll_reject(id, KCOLL_REJ_RANK);
 		return -ECONNREFUSED;
 	}
-	comm = kcoll_comm_find_listed(le64_to_cpu(h->uid), dst);
+	comm = kcoll_comm_find_listed(le64_to_cpu(h->uid), dst, h->key,
+				      &other);
+	if (!comm && other) {
+		/*
+		 * Refused as if there were no such communicator: whoever
+		 * lacks the key learns nothing from the answer (which
+		 * (uid, rank) exist), and a rank whose own communicator is
+		 * not listed yet while another user squats its uid and rank
+		 * with another key retries instead of failing. The
+		 * connecting side times out; the reason is logged here.
+		 */
+		pr_warn_ratelimited("comm %llx rank %u: refusing rank %u from %pISc: its key matches none of ours\n",
+				    le64_to_cpu(h->uid), dst, src,
+				    &id->route.addr.dst_addr);
+		kcoll_reject(id, KCOLL_REJ_NOCOMM);
+		return -ECONNREFUSED;
+	}
 	if (!comm) {
 		/* The devices tunable: on a device this node does not use,
 		 * no communicator of ours will ever be there. */
@@ -904,13 +920,6 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 				    comm->ibdev ? dev_name(&comm->ibdev->dev) :
 						  "none");
 		kcoll_reject(id, KCOLL_REJ_DEVICE);
-		goto out_put;
-	}
-	if (crypto_memneq(h->key, comm->key, sizeof(h->key))) {
-		pr_warn_ratelimited("comm %llx rank %u: refusing rank %u from %pISc: wrong key\n",
-				    comm->uid, comm->rank, src,
-				    &id->route.addr.dst_addr);
-		kcoll_reject(id, KCOLL_REJ_KEY);
 		goto out_put;
 	}
 	if (n != comm->nranks || src >= n || src <= comm->rank) {

@@ -34,6 +34,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <crypto/algapi.h>
 #include <linux/completion.h>
 #include <linux/rcupdate.h>
 #include <linux/refcount.h>
@@ -152,6 +153,8 @@ struct kcoll_lmsg {
 struct kcoll_lchan {
 	struct list_head node;		/* kcoll_lchans; kcoll_lchans_lock */
 	u64 uid;
+	u8 key[KCOLL_KEY_LEN];		/* comms of one uid with other keys
+					 * are other comms */
 	u32 rank[2];			/* [0] the lower, [1] the higher */
 	unsigned int users;		/* ends that attached and did not
 					 * detach yet; kcoll_lchans_lock */
@@ -191,11 +194,13 @@ int kcoll_lchan_attach(struct kcoll_conn *conn)
 	spin_lock(&kcoll_lchans_lock);
 	list_for_each_entry(ch, &kcoll_lchans, node)
 		if (ch->uid == comm->uid && ch->rank[0] == lo &&
-		    ch->rank[1] == hi)
+		    ch->rank[1] == hi &&
+		    !crypto_memneq(ch->key, comm->key, KCOLL_KEY_LEN))
 			goto found;
 	ch = fresh;
 	fresh = NULL;
 	ch->uid = comm->uid;
+	memcpy(ch->key, comm->key, KCOLL_KEY_LEN);
 	ch->rank[0] = lo;
 	ch->rank[1] = hi;
 	spin_lock_init(&ch->lock);

@@ -5,15 +5,20 @@
  * uapi/linux/kcoll_netlink.h.
  *
  * Requests are validated strictly against kcoll_nl_policy (every command is
- * below resv_start_op). Reading is open to everyone, like sysfs; setting a
- * tunable needs CAP_NET_ADMIN (GENL_ADMIN_PERM). Tunables are exactly the
+ * below resv_start_op). Tunables, devices and statistics are open to
+ * everyone to read, like sysfs; communicators are not: a reader without
+ * CAP_NET_ADMIN sees only those created by its own uid (their uid, pid,
+ * rank table and operations say what a user runs with whom), and the
+ * event group, which carries every user's communicators, needs
+ * CAP_NET_ADMIN to join. Setting a tunable needs CAP_NET_ADMIN
+ * (GENL_ADMIN_PERM). Tunables are exactly the
  * writable attributes of /sys/class/misc/kcoll/ and its algo/ group: the
  * netlink path calls their show/store methods, so both interfaces validate
  * the same way and cannot drift apart.
  *
- * Locking: handlers run under genl's own mutex and take, in order,
- * kcoll_ib_lock or kcoll_comms_lock, then comm->lock (never the other way
- * round). Events are sent from process context, some under comm->lock.
+ * Locking: handlers run under genl's own mutex and take kcoll_ib_lock,
+ * then comm->lock (never the other way round); communicators come from
+ * kcoll_comms_for_each() on references, outside kcoll_comms_lock. Events are sent from process context, some under comm->lock.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -41,8 +46,25 @@ static const struct nla_policy kcoll_nl_policy[KCOLL_A_MAX + 1] = {
 };
 
 static const struct genl_multicast_group kcoll_nl_mcgrps[] = {
-	{ .name = KCOLL_GENL_MCGRP_EVENTS },
+#ifdef GENL_MCAST_CAP_NET_ADMIN
+	{ .name = KCOLL_GENL_MCGRP_EVENTS, .flags = GENL_MCAST_CAP_NET_ADMIN },
+#else
+#error "kcoll needs GENL_MCAST_CAP_NET_ADMIN: its events would reach every user"
+#endif
 };
+
+/*
+ * May the sender of @skb (its socket's opener) see @comm? Its creator's
+ * uid, or CAP_NET_ADMIN.
+ */
+static bool kcoll_nl_may_see(const struct sk_buff *skb,
+			     const struct kcoll_comm *comm)
+{
+	struct sock *sk = NETLINK_CB(skb).sk;
+
+	return netlink_capable(skb, CAP_NET_ADMIN) ||
+	       (sk && uid_eq(sock_i_uid(sk), comm->owner));
+}
 
 static struct genl_family kcoll_nl_family;
 static bool kcoll_nl_registered;
@@ -361,6 +383,10 @@ static int kcoll_nl_comm_one(struct kcoll_comm *comm, void *arg)
 	struct kcoll_nl_dump *d = arg;
 	int err;
 
+	if (!kcoll_nl_may_see(d->cb->skb, comm)) {
+		d->done++;	/* passed over, as if written */
+		return 0;
+	}
 	err = kcoll_nl_fill_comm(d->skb, comm, NETLINK_CB(d->cb->skb).portid,
 				 d->cb->nlh->nlmsg_seq, NLM_F_MULTI, false);
 	if (!err)
@@ -382,6 +408,7 @@ static int kcoll_nl_comm_dump(struct sk_buff *skb, struct netlink_callback *cb)
 
 struct kcoll_nl_find {
 	u32 gid;
+	const struct sk_buff *skb;	/* the request: who asks */
 	struct kcoll_comm *comm;
 };
 
@@ -389,7 +416,7 @@ static int kcoll_nl_find_comm(struct kcoll_comm *comm, void *arg)
 {
 	struct kcoll_nl_find *f = arg;
 
-	if (comm->gid != f->gid)
+	if (comm->gid != f->gid || !kcoll_nl_may_see(f->skb, comm))
 		return 0;
 	kref_get(&comm->ref);
 	f->comm = comm;
@@ -408,8 +435,10 @@ static int kcoll_nl_comm_get(struct sk_buff *skb, struct genl_info *info)
 		return -EINVAL;
 	}
 	f.gid = nla_get_u32(info->attrs[KCOLL_A_COMM_ID]);
+	f.skb = skb;
 	kcoll_comms_for_each(kcoll_nl_find_comm, &f, 0);
 	if (!f.comm) {
+		/* Another user's looks the same as none. */
 		NL_SET_ERR_MSG_ATTR(info->extack, info->attrs[KCOLL_A_COMM_ID],
 				    "no such communicator");
 		return -ENOENT;

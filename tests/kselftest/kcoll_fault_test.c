@@ -11,9 +11,11 @@
  * The multi-process tests need KCOLL_IP (this VM's rxe0 address); without
  * it they SKIP and say so.
  */
+#define _GNU_SOURCE
 #include <stdint.h>
 #include <poll.h>
 #include <signal.h>
+#include <grp.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -936,6 +938,164 @@ static void kt_pair_run(const char *ip, __u64 uid, __u16 port, __u32 tmo_ms,
 		if (waitpid(pids[i], &st, 0) == pids[i] && WIFEXITED(st))
 			res[i] = -(signed char)WEXITSTATUS(st);
 	}
+}
+
+/*
+ * Who sees which communicator through netlink (issue 16, F9): a reader
+ * without CAP_NET_ADMIN sees only those its own uid created, a COMM_GET
+ * of another user's is -ENOENT (as if there were none), and joining the
+ * event group, which carries every user's, needs CAP_NET_ADMIN.
+ */
+struct kt_uids {
+	__u64 want[2];		/* communicator uids looked for */
+	int seen[2];
+	__u32 gid[2];
+};
+
+static void kt_uid_cb(void *attrs, int len, void *arg)
+{
+	struct kt_uids *u = arg;
+	struct nlattr *uid = kt_nla_find(attrs, len, KCOLL_A_COMM_UID);
+	struct nlattr *gid = kt_nla_find(attrs, len, KCOLL_A_COMM_ID);
+	int i;
+
+	for (i = 0; uid && gid && i < 2; i++)
+		if (*(__u64 *)kt_nla_data(uid) == u->want[i]) {
+			u->seen[i]++;
+			u->gid[i] = *(__u32 *)kt_nla_data(gid);
+		}
+}
+
+/* Dump the communicators as the caller sees them. */
+static int kt_nl_uids(struct kt_uids *u)
+{
+	struct kt_nl nl;
+	char m[4096];
+	struct nlmsghdr *n;
+	int err;
+
+	u->seen[0] = u->seen[1] = 0;
+	err = kt_nl_open(&nl);
+	if (err)
+		return err;
+	n = kt_nl_msg(&nl, m, nl.family, NLM_F_DUMP, KCOLL_CMD_COMM_GET);
+	err = kt_nl_talk(&nl, n, kt_uid_cb, u);
+	close(nl.fd);
+	return err;
+}
+
+/* COMM_GET of communicator @gid as the caller: 0 or -errno. */
+static int kt_nl_get(__u32 gid)
+{
+	struct kt_nl nl;
+	struct kt_uids u = {};
+	char m[4096];
+	struct nlmsghdr *n;
+	int err;
+
+	err = kt_nl_open(&nl);
+	if (err)
+		return err;
+	n = kt_nl_msg(&nl, m, nl.family, 0, KCOLL_CMD_COMM_GET);
+	kt_nla_put(n, KCOLL_A_COMM_ID, &gid, sizeof(gid));
+	err = kt_nl_talk(&nl, n, kt_uid_cb, &u);
+	close(nl.fd);
+	return err;
+}
+
+/* Join the event group: 0 or -errno. */
+static int kt_nl_join_events(void)
+{
+	struct kt_nl nl;
+	int err = kt_nl_open(&nl);
+
+	if (err)
+		return err;
+	err = setsockopt(nl.fd, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP,
+			 &nl.mcgrp, sizeof(nl.mcgrp)) ? -errno : 0;
+	close(nl.fd);
+	return err;
+}
+
+/* A child as @uid: exit code names the failed check. */
+static int kt_nl_other_child(uid_t uid, __u64 mine, __u64 root_uid,
+			     __u32 mine_gid, __u32 root_gid, int own)
+{
+	struct kt_uids u = { .want = { mine, root_uid } };
+
+	if (setgroups(0, NULL) || setresgid(uid, uid, uid) ||
+	    setresuid(uid, uid, uid))
+		return 1;
+	if (kt_nl_uids(&u))
+		return 2;
+	if (u.seen[0] != own || u.seen[1])
+		return 3;
+	if (kt_nl_get(root_gid) != -ENOENT)
+		return 4;
+	if (kt_nl_get(mine_gid) != (own ? 0 : -ENOENT))
+		return 5;
+	if (kt_nl_join_events() != -EPERM)
+		return 6;
+	return 0;
+}
+
+TEST(netlink_shows_users_only_their_own)
+{
+	struct kt_uids u = { .want = { 0x3002, 0x3001 } };
+	struct kcoll_rank_addr ra;
+	struct tring r;
+	int p[2], st, code;
+	pid_t owner, pid;
+	char c;
+
+	if (geteuid())
+		SKIP(return, "playing three users needs root");
+	kt_addr_v4(&ra, "127.0.0.1");
+	ASSERT_EQ(0, kt_ring_init(&r, 8, 0, 0));
+	ASSERT_EQ(0, kt_comm_create(r.fd, 0x3001, "root", 0, 1, &ra, 0, NULL));
+	ASSERT_EQ(0, pipe(p));
+	/* nobody's communicator lives while its process waits on the pipe. */
+	owner = fork();
+	ASSERT_LE(0, owner);
+	if (!owner) {
+		struct tring nr;
+
+		if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
+		    setresuid(65534, 65534, 65534) ||
+		    kt_ring_init(&nr, 8, 0, 0) ||
+		    kt_comm_create(nr.fd, 0x3002, "nobody", 0, 1, &ra, 0, NULL))
+			_exit(1);
+		close(p[1]);
+		if (read(p[0], &c, 1) < 0)
+			_exit(2);
+		_exit(0);
+	}
+	close(p[0]);
+	/* Root sees both. */
+	for (int t = 0; t < 100 && (kt_nl_uids(&u), !u.seen[0]); t++)
+		usleep(20000);
+	ASSERT_EQ(1, u.seen[0]);
+	ASSERT_EQ(1, u.seen[1]);
+	EXPECT_EQ(0, kt_nl_join_events());
+	/* nobody sees its own only; uid 65533 sees neither. */
+	for (int who = 0; who < 2; who++) {
+		pid = fork();
+		ASSERT_LE(0, pid);
+		if (!pid)
+			_exit(kt_nl_other_child(who ? 65533 : 65534, 0x3002,
+						0x3001, u.gid[0], u.gid[1],
+						!who));
+		ASSERT_EQ(pid, waitpid(pid, &st, 0));
+		code = WIFEXITED(st) ? WEXITSTATUS(st) : 100;
+		EXPECT_EQ(0, code) {
+			TH_LOG("uid %d: failed check %d", who ? 65533 : 65534,
+			       code);
+		}
+	}
+	close(p[1]);
+	ASSERT_EQ(owner, waitpid(owner, &st, 0));
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	kt_ring_exit(&r);
 }
 
 TEST(devices_tunable)

@@ -586,6 +586,7 @@ static int kh_quota_of_nobody(long long *v, int nv)
 struct kh_quota_rank {
 	const char *ip;
 	int rank;
+	__u32 timeout_ms;
 	long res;
 };
 
@@ -602,7 +603,7 @@ static void *kh_quota_rank(void *arg)
 	k->res = kt_ring_init(&r, 8, 0, 0);
 	if (!k->res)
 		k->res = kt_comm_create(r.fd, 0x16f7, "quota", k->rank, 2,
-					ranks, 8000, &id);
+					ranks, k->timeout_ms, &id);
 	kt_ring_exit(&r);
 	return NULL;
 }
@@ -614,7 +615,7 @@ static int kh_limits_child(void *arg)
 	struct kcoll_rank_addr ra[3];
 	struct kcoll_reg_mem m = {};
 	static char buf[3][4096] __attribute__((aligned(4096)));
-	struct kh_quota_rank k[2] = { { ip, 0 }, { ip, 1 } };
+	struct kh_quota_rank k[2] = { { ip, 0, 8000 }, { ip, 1, 8000 } };
 	pthread_t t[2];
 	int fds[4], i;
 	struct tring r;
@@ -694,7 +695,7 @@ static int kh_limits_child(void *arg)
 /* The child once the limits are back to their defaults: all works. */
 static int kh_unlimited_child(void *arg)
 {
-	struct kh_quota_rank k[2] = { { arg, 0 }, { arg, 1 } };
+	struct kh_quota_rank k[2] = { { arg, 0, 30000 }, { arg, 1, 30000 } };
 	pthread_t t[2];
 	int i;
 
@@ -703,6 +704,9 @@ static int kh_unlimited_child(void *arg)
 			return 90;
 	for (i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
+	if (k[0].res || k[1].res)
+		fprintf(stderr, "# with the default limits: %ld and %ld\n",
+			k[0].res, k[1].res);
 	return k[0].res || k[1].res ? 91 : 0;
 }
 
@@ -763,6 +767,124 @@ TEST_F_TIMEOUT(harden, per_user_limits_refuse_with_edquot, 120)
 			TH_LOG("uid 65534 still holds %lld contexts, %lld comms, %lld regs, %lld QPs, %lld bytes",
 			       v[0], v[1], v[2], v[3], v[4]);
 		}
+}
+
+/* ---------------------------------------------------------------- */
+/* F9: another user cannot squat a communicator's uid and rank       */
+/* ---------------------------------------------------------------- */
+
+struct kh_pair_rank {
+	const char *ip;
+	__u64 uid;
+	const char *key;
+	int rank, base;
+	int code;
+};
+
+/* One rank: create, then 20 allreduces of (base + rank), checked. */
+static void *kh_pair_rank(void *arg)
+{
+	struct kh_pair_rank *k = arg;
+	struct kcoll_rank_addr ranks[2];
+	int32_t a[1024], b[1024];
+	struct kcoll_sqe s;
+	struct tring r;
+	__u32 id;
+	long err;
+	int i, it;
+
+	kt_addr_v4(&ranks[0], k->ip);
+	kt_addr_v4(&ranks[1], k->ip);
+	ranks[1].local_index = 1;
+	k->code = 110;
+	if (kt_ring_init(&r, 8, 0, 0))
+		return NULL;
+	err = kt_comm_create(r.fd, k->uid, k->key, k->rank, 2, ranks, 20000,
+			     &id);
+	if (err) {
+		fprintf(stderr, "# %s rank %d: COMM_CREATE: %ld\n", k->key,
+			k->rank, err);
+		k->code = err == -EEXIST ? 111 : 112;
+		return NULL;
+	}
+	for (it = 0; it < 20; it++) {
+		for (i = 0; i < 1024; i++)
+			a[i] = k->base + k->rank + i;
+		s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_INT32,
+			    KCOLL_REDOP_SUM, 0, 1024, a, b);
+		if (kt_run(&r, &s)) {
+			k->code = 113;
+			return NULL;
+		}
+		for (i = 0; i < 1024; i++)
+			if (b[i] != 2 * (k->base + i) + 1) {
+				k->code = 114;
+				return NULL;
+			}
+	}
+	kt_ring_exit(&r);
+	k->code = 0;
+	return NULL;
+}
+
+struct kh_pair {
+	const char *ip, *key;
+	int base;
+};
+
+static int kh_pair_run(void *arg)
+{
+	struct kh_pair *pr = arg;
+	struct kh_pair_rank k[2];
+	pthread_t t[2];
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		k[i] = (struct kh_pair_rank){ pr->ip, 0x16fd, pr->key, i,
+					      pr->base };
+		if (pthread_create(&t[i], NULL, kh_pair_rank, &k[i]))
+			return 115;
+	}
+	for (i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	return k[0].code ?: k[1].code;
+}
+
+/*
+ * uid 65533 creates ranks 0 and 1 of communicator 0x16fd with its own key
+ * first; then nobody creates the same uid's ranks with the real key. Both
+ * pairs must form their own communicator (the same uid and ranks, on one
+ * node: the intra-node channels must not mix them up either) and compute
+ * their own sums; nobody's COMM_CREATE must not be refused as a duplicate.
+ */
+TEST_F_TIMEOUT(harden, another_user_cannot_squat_a_rank, 120)
+{
+	const char *ip = getenv("KCOLL_IP");
+	struct kh_pair squat, real;
+	pid_t pid;
+	int st, rc;
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "playing two users needs root");
+	squat = (struct kh_pair){ ip, "squatter", 1000 };
+	real = (struct kh_pair){ ip, "the-real-key", 5000 };
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		if (setgroups(0, NULL) || setresgid(65533, 65533, 65533) ||
+		    setresuid(65533, 65533, 65533))
+			_exit(101);
+		_exit(kh_pair_run(&squat));
+	}
+	usleep(200000);		/* the squatter's ranks are listed first */
+	rc = kh_as_nobody(kh_pair_run, &real);
+	EXPECT_EQ(0, rc) {
+		TH_LOG("the real communicator failed check %d", rc);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_EQ(0, WIFEXITED(st) ? WEXITSTATUS(st) : 100);
 }
 
 TEST_HARNESS_MAIN

@@ -981,7 +981,8 @@ static const struct {
 	[HB_ZERO] = { "all zero", KCOLL_REJ_VERSION },
 	[HB_MAGIC] = { "wrong magic", KCOLL_REJ_VERSION },
 	[HB_VERSION] = { "wire version 2", KCOLL_REJ_VERSION },
-	[HB_KEY] = { "wrong key", KCOLL_REJ_KEY },
+	/* Wrong key and unknown communicator look the same (issue 16). */
+	[HB_KEY] = { "wrong key", KCOLL_REJ_NOCOMM },
 	[HB_UID] = { "unknown communicator", KCOLL_REJ_NOCOMM },
 	[HB_DST] = { "a rank this node does not hold", KCOLL_REJ_NOCOMM },
 	[HB_NRANKS] = { "3 ranks for 2", KCOLL_REJ_RANK },
