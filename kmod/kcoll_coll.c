@@ -555,32 +555,41 @@ static void kcoll_engine_eager(struct kcoll_conn *conn, u32 imm,
 			       u32 byte_len)
 {
 	u32 slot = imm & KCOLL_IMM_EAGER_SERIAL, hlen;
-	const struct kcoll_wire_eager *h;
+	struct kcoll_wire_eager h;
 	struct kcoll_task *op;
+	const u8 *in;
 	bool sig;
 
 	if ((imm >> KCOLL_IMM_KIND_SHIFT) != KCOLL_KIND_COLL ||
 	    slot >= KCOLL_EAGER_SLOTS || conn->erx[slot].full ||
-	    test_bit(slot, &conn->erx_due) || byte_len < sizeof(*h))
+	    test_bit(slot, &conn->erx_due) || byte_len < sizeof(h))
 		goto bad;
-	h = (const void *)kcoll_eager_slot(conn, slot, false);
+	/*
+	 * The slot stays writable by the peer: copy the header (and the
+	 * signature) once, then check and use only the copies, so that a
+	 * second write between the check and the use changes nothing.
+	 */
+	in = kcoll_eager_slot(conn, slot, false);
+	memcpy(&h, in, sizeof(h));
+	barrier();
 	/* Signed only where we offered lazy signatures (our CREDITs said
 	 * so); a peer that offered them too always signs. */
-	sig = h->flags & KCOLL_EAGER_SIGNED;
-	hlen = sizeof(*h) + (sig ? sizeof(struct kcoll_wire_eager_sig) : 0);
-	if (h->kind != KCOLL_KIND_COLL || le32_to_cpu(h->len) > KCOLL_EAGER_MAX ||
-	    (h->flags & ~KCOLL_EAGER_SIGNED) || (sig && !conn->lazy_offer) ||
+	sig = h.flags & KCOLL_EAGER_SIGNED;
+	hlen = sizeof(h) + (sig ? sizeof(struct kcoll_wire_eager_sig) : 0);
+	if (h.kind != KCOLL_KIND_COLL || le32_to_cpu(h.len) > KCOLL_EAGER_MAX ||
+	    (h.flags & ~KCOLL_EAGER_SIGNED) || (sig && !conn->lazy_offer) ||
 	    (!sig && kcoll_conn_lazy(conn)) ||
-	    byte_len < hlen || le32_to_cpu(h->len) != byte_len - hlen)
+	    byte_len < hlen || le32_to_cpu(h.len) != byte_len - hlen)
 		goto bad;
 	conn->erx[slot].full = true;
 	conn->erx[slot].signed_ = sig;
 	conn->erx[slot].hlen = hlen;
-	conn->erx[slot].seq = le32_to_cpu(h->seq);
-	conn->erx[slot].phase = le16_to_cpu(h->phase);
-	conn->erx[slot].len = le32_to_cpu(h->len);
+	conn->erx[slot].seq = le32_to_cpu(h.seq);
+	conn->erx[slot].phase = le16_to_cpu(h.phase);
+	conn->erx[slot].len = le32_to_cpu(h.len);
 	if (sig)
-		memcpy(&conn->erx[slot].sig, h + 1, sizeof(conn->erx[slot].sig));
+		memcpy(&conn->erx[slot].sig, in + sizeof(h),
+		       sizeof(conn->erx[slot].sig));
 	op = kcoll_coll_head(conn->comm);
 	if (op && op->started && kcoll_seq_before(conn->erx[slot].seq, op->seq))
 		kcoll_eager_release(conn, slot);  /* for an op that failed */
