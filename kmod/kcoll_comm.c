@@ -53,6 +53,7 @@ static void kcoll_comm_free(struct kref *ref)
 	kvfree(comm->ranks);
 	kfree(comm->report.missing);
 	mutex_destroy(&comm->lock);
+	kcoll_auth_free(comm);
 	if (comm->quota) {
 		kcoll_quota_uncharge(comm->quota, KCOLL_Q_QPS, comm->quota_qps);
 		kcoll_quota_uncharge(comm->quota, KCOLL_Q_COMMS, 1);
@@ -67,14 +68,17 @@ void kcoll_comm_put(struct kcoll_comm *comm)
 }
 
 /*
- * The listener's lookup: a referenced comm with @uid, @rank and @key, or
- * NULL; *@other says whether one with another key is listed. Comms of
+ * The listener's lookup: a referenced comm that hello @h is for (its uid
+ * and rank) and that can check its MAC (its key), or NULL; *@other says
+ * whether one of that uid and rank is listed whose key does not. Comms of
  * the same uid and rank but different keys coexist: a local user who saw
  * a uid cannot squat another user's rank with a key of its own.
  */
-struct kcoll_comm *kcoll_comm_find_listed(u64 uid, u32 rank, const u8 *key,
-					  bool *other)
+struct kcoll_comm *kcoll_comm_find_hello(const struct kcoll_wire_hello *h,
+					 bool *other)
 {
+	u64 uid = le64_to_cpu(h->uid);
+	u32 rank = le32_to_cpu(h->dst_rank);
 	struct kcoll_comm *comm, *found = NULL;
 
 	*other = false;
@@ -82,7 +86,7 @@ struct kcoll_comm *kcoll_comm_find_listed(u64 uid, u32 rank, const u8 *key,
 	list_for_each_entry(comm, &kcoll_comms, node) {
 		if (comm->uid != uid || comm->rank != rank)
 			continue;
-		if (crypto_memneq(key, comm->key, KCOLL_KEY_LEN)) {
+		if (!kcoll_auth_hello_ok(comm, h)) {
 			*other = true;
 			continue;
 		}
@@ -95,20 +99,43 @@ struct kcoll_comm *kcoll_comm_find_listed(u64 uid, u32 rank, const u8 *key,
 }
 
 /*
- * Is rank @rank of communicator @uid on this node, with key @key? The
- * listener's check of a hello that offers the intra-node path: only a rank
- * whose communicator this module holds can share memory with ours.
+ * Does hello @h to @comm come from this module: the connecting rank's
+ * communicator (same uid and key) is here, and its connection to us is
+ * being set up with that very hello's nonce? The listener's check of a
+ * hello that offers the intra-node path. The nonce is random and a hello
+ * between two ranks of one node never leaves it, so a peer elsewhere,
+ * even with the key, cannot claim to be a local rank.
  */
-bool kcoll_comm_here(u64 uid, u32 rank, const u8 *key)
+bool kcoll_comm_hello_is_ours(struct kcoll_comm *comm,
+			      const struct kcoll_wire_hello *h)
 {
-	bool other;
-	struct kcoll_comm *comm = kcoll_comm_find_listed(uid, rank, key,
-							 &other);
+	u32 src = le32_to_cpu(h->src_rank);
+	struct kcoll_comm *c, *peer = NULL;
+	struct kcoll_conn *conn;
+	bool ours = false;
 
-	if (!comm)
+	mutex_lock(&kcoll_comms_lock);
+	list_for_each_entry(c, &kcoll_comms, node) {
+		if (c->uid == comm->uid && c->rank == src &&
+		    !crypto_memneq(c->key, comm->key, KCOLL_KEY_LEN)) {
+			kref_get(&c->ref);
+			peer = c;
+			break;
+		}
+	}
+	mutex_unlock(&kcoll_comms_lock);
+	if (!peer)
 		return false;
-	kcoll_comm_put(comm);
-	return true;
+	mutex_lock(&peer->lock);
+	conn = comm->rank < peer->nranks ? peer->conns[comm->rank] : NULL;
+	if (conn && conn->active && conn->local_offer &&
+	    conn->state == KCOLL_CONN_CONNECTING &&
+	    !crypto_memneq(conn->lane[0].nonce_hello, h->nonce,
+			   KCOLL_AUTH_NONCE))
+		ours = true;
+	mutex_unlock(&peer->lock);
+	kcoll_comm_put(peer);
+	return ours;
 }
 
 static void kcoll_comm_unlist(struct kcoll_comm *comm)
@@ -386,6 +413,9 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	if (!p.uid || !p.nranks || p.nranks > KCOLL_MAX_RANKS ||
 	    p.rank >= p.nranks)
 		return -EINVAL;
+	/* A key of zeros is no secret (a forgotten initialisation). */
+	if (kcoll_all_zero(p.key, sizeof(p.key)))
+		return -EINVAL;
 
 	comm = kzalloc(sizeof(*comm), GFP_KERNEL_ACCOUNT);
 	if (!comm)
@@ -429,6 +459,9 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	comm->rank = p.rank;
 	comm->nranks = p.nranks;
 	memcpy(comm->key, p.key, sizeof(comm->key));
+	err = kcoll_auth_init(comm);
+	if (err)
+		goto out_put;
 
 	comm->ranks = kvmalloc_array(p.nranks, sizeof(*comm->ranks),
 				     GFP_KERNEL_ACCOUNT);

@@ -215,6 +215,14 @@ struct kcoll_lane {
 	u32 sq_posted;			/* send WRs not yet completed */
 	unsigned long sent_at;		/* jiffies: last send completion, or
 					 * the posting that ended idleness */
+	/* Authentication (kcoll_auth.c): the hello's and the accept's
+	 * nonces; the accepting side counts the QP established once it
+	 * has seen both the ESTABLISHED event and a good AUTH. */
+	struct kcoll_wire_hello hello;	/* connecting side: what we sent */
+	u8 nonce_hello[KCOLL_AUTH_NONCE];
+	u8 nonce_accept[KCOLL_AUTH_NONCE];
+	bool established;
+	bool authed;
 };
 
 struct kcoll_conn {
@@ -413,6 +421,7 @@ struct kcoll_comm {
 
 	u64 uid;
 	u8 key[KCOLL_KEY_LEN];
+	struct crypto_shash *auth;	/* hmac(sha256) keyed with @key */
 	u32 rank;
 	u32 nranks;
 	struct kcoll_rank_addr *ranks;
@@ -475,8 +484,8 @@ int kcoll_comm_report_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
 int kcoll_comms_for_each(int (*fn)(struct kcoll_comm *comm, void *arg),
 			 void *arg, unsigned int skip);
 void kcoll_ctx_comms_release(struct kcoll_ctx *ctx);
-struct kcoll_comm *kcoll_comm_find_listed(u64 uid, u32 rank, const u8 *key,
-					  bool *other);
+struct kcoll_comm *kcoll_comm_find_hello(const struct kcoll_wire_hello *h,
+					 bool *other);
 void kcoll_comm_put(struct kcoll_comm *comm);
 void kcoll_buf_unregister(struct kcoll_buf *b);
 void kcoll_comm_fail(struct kcoll_comm *comm, int err);
@@ -504,6 +513,23 @@ int kcoll_conn_write_inline(struct kcoll_conn *conn, unsigned int lane,
 			    const void *buf, u32 len, u64 raddr, u32 rkey,
 			    u32 imm);
 
+/* kcoll_auth.c: proofs of the key (wire version 2) */
+int kcoll_auth_init(struct kcoll_comm *comm);
+void kcoll_auth_free(struct kcoll_comm *comm);
+int kcoll_auth_hello_sign(struct kcoll_comm *comm, struct kcoll_wire_hello *h);
+bool kcoll_auth_hello_ok(struct kcoll_comm *comm,
+			 const struct kcoll_wire_hello *h);
+int kcoll_auth_accept_sign(struct kcoll_comm *comm,
+			   const struct kcoll_wire_hello *h,
+			   struct kcoll_wire_accept *acc);
+bool kcoll_auth_accept_ok(struct kcoll_comm *comm,
+			  const struct kcoll_wire_hello *h,
+			  const struct kcoll_wire_accept *acc);
+int kcoll_auth_msg_sign(struct kcoll_comm *comm, const struct kcoll_lane *lane,
+			struct kcoll_wire_auth *a);
+bool kcoll_auth_msg_ok(struct kcoll_comm *comm, const struct kcoll_lane *lane,
+		       const struct kcoll_wire_auth *a);
+
 /* kcoll_local.c: the intra-node data path */
 int kcoll_xpose_add(struct kcoll_conn *conn, u8 *vaddr, u32 len, u32 *id);
 void kcoll_xpose_revoke(u32 id);
@@ -517,8 +543,9 @@ int kcoll_lchan_send_data(struct kcoll_conn *conn,
 			  const void *hdr, u32 hlen, const void *data, u32 len);
 void kcoll_lchan_rx_work(struct work_struct *work);
 void kcoll_lchan_deliver(struct kcoll_conn *conn);
-/* kcoll_comm.c: is rank @rank of communicator @uid (with @key) here? */
-bool kcoll_comm_here(u64 uid, u32 rank, const u8 *key);
+/* kcoll_comm.c: is the hello @h to @comm from a rank in this module? */
+bool kcoll_comm_hello_is_ours(struct kcoll_comm *comm,
+			      const struct kcoll_wire_hello *h);
 
 /* kcoll_coll.c: the engine; must hold comm->lock */
 void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m);

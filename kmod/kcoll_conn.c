@@ -386,6 +386,10 @@ static void kcoll_conn_wc_error(struct kcoll_conn *conn, struct ib_wc *wc,
 			      -ECONNRESET : -EIO);
 }
 
+static void kcoll_conn_fail_setup(struct kcoll_conn *conn, int err);
+static void kcoll_lane_auth(struct kcoll_lane *lane,
+			    const struct kcoll_wire_msg *m);
+
 static void kcoll_rx_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct kcoll_rx *rx = container_of(wc->wr_cqe, struct kcoll_rx, cqe);
@@ -397,6 +401,14 @@ static void kcoll_rx_done(struct ib_cq *cq, struct ib_wc *wc)
 	mutex_lock(&comm->lock);
 	if (wc->status != IB_WC_SUCCESS) {
 		kcoll_conn_wc_error(conn, wc, "receive");
+		goto out;
+	}
+	/* Accepting side: nothing counts before the peer's AUTH. */
+	if (!conn->active && !lane->authed &&
+	    (wc->opcode != IB_WC_RECV || wc->byte_len != sizeof(msg))) {
+		pr_warn_ratelimited("comm %llx rank %u: rank %u sent before proving it knows the key: dropped\n",
+				    comm->uid, comm->rank, conn->peer);
+		kcoll_conn_fail_setup(conn, -EACCES);
 		goto out;
 	}
 	if (wc->opcode == IB_WC_RECV_RDMA_WITH_IMM) {
@@ -419,7 +431,10 @@ static void kcoll_rx_done(struct ib_cq *cq, struct ib_wc *wc)
 	memcpy(&msg, rx->msg, sizeof(msg));
 	if (kcoll_lane_post_rx(lane, rx))
 		kcoll_conn_kill(conn, -EIO);
-	kcoll_engine_msg(conn, &msg);
+	if (!conn->active && !lane->authed)
+		kcoll_lane_auth(lane, &msg);
+	else
+		kcoll_engine_msg(conn, &msg);
 out:
 	kcoll_engine_reap(comm);
 	mutex_unlock(&comm->lock);
@@ -743,9 +758,6 @@ static int kcoll_conn_send_hello(struct kcoll_lane *lane,
 		.src_rank = cpu_to_le32(comm->rank),
 		.dst_rank = cpu_to_le32(conn->peer),
 		.nranks = cpu_to_le32(comm->nranks),
-		.alpha_ns = cpu_to_le32(comm->mine.alpha_ns),
-		.beta_ps = cpu_to_le32(comm->mine.beta_ps),
-		.gamma_ps = cpu_to_le32(comm->mine.gamma_ps),
 	};
 	struct rdma_conn_param param = {
 		.private_data = &hello,
@@ -756,7 +768,16 @@ static int kcoll_conn_send_hello(struct kcoll_lane *lane,
 		.rnr_retry_count = 7,
 	};
 
-	memcpy(hello.key, comm->key, sizeof(hello.key));
+	int err;
+
+	/* A fresh nonce per attempt; the key itself never goes out. */
+	err = kcoll_auth_hello_sign(comm, &hello);
+	if (err)
+		return err;
+	memcpy(lane->nonce_hello, hello.nonce, KCOLL_AUTH_NONCE);
+	lane->hello = hello;
+	lane->established = false;
+	lane->authed = false;
 	/* How long a lost packet stalls the QP before it is resent. */
 	rdma_set_ack_timeout(id, kcoll_ack_timeout());
 	return rdma_connect_locked(id, &param);
@@ -880,8 +901,7 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		kcoll_reject(id, KCOLL_REJ_RANK);
 		return -ECONNREFUSED;
 	}
-	comm = kcoll_comm_find_listed(le64_to_cpu(h->uid), dst, h->key,
-				      &other);
+	comm = kcoll_comm_find_hello(h, &other);
 	if (!comm && other) {
 		/*
 		 * Refused as if there were no such communicator: whoever
@@ -891,7 +911,7 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		 * with another key retries instead of failing. The
 		 * connecting side times out; the reason is logged here.
 		 */
-		pr_warn_ratelimited("comm %llx rank %u: refusing rank %u from %pISc: its key matches none of ours\n",
+		pr_warn_ratelimited("comm %llx rank %u: refusing rank %u from %pISc: its hello is not signed with our key\n",
 				    le64_to_cpu(h->uid), dst, src,
 				    &id->route.addr.dst_addr);
 		kcoll_reject(id, KCOLL_REJ_NOCOMM);
@@ -932,8 +952,7 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	/* The intra-node path, if offered, and only if the connecting
 	 * rank's communicator really is in this module. */
 	local = !idx && nlanes == 1 && (h->flags & KCOLL_HELLO_LOCAL) &&
-		kcoll_intra_node() &&
-		kcoll_comm_here(le64_to_cpu(h->uid), src, h->key);
+		kcoll_intra_node() && kcoll_comm_hello_is_ours(comm, h);
 	mutex_lock(&comm->lock);
 	conn = comm->conns[src];
 	if (!conn) {
@@ -967,11 +986,21 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	}
 	lane = &conn->lane[idx];
 	comm->cm_busy++;
-	kcoll_comm_model_merge(comm, h->alpha_ns, h->beta_ps, h->gamma_ps);
-	mutex_unlock(&comm->lock);
 	acc.alpha_ns = cpu_to_le32(comm->mine.alpha_ns);
 	acc.beta_ps = cpu_to_le32(comm->mine.beta_ps);
 	acc.gamma_ps = cpu_to_le32(comm->mine.gamma_ps);
+	/* Our proof, over the hello: the connecting side checks it, then
+	 * proves itself over both nonces (KCOLL_MSG_AUTH). */
+	err = kcoll_auth_accept_sign(comm, h, &acc);
+	memcpy(lane->nonce_hello, h->nonce, KCOLL_AUTH_NONCE);
+	memcpy(lane->nonce_accept, acc.nonce, KCOLL_AUTH_NONCE);
+	lane->established = false;
+	lane->authed = false;
+	mutex_unlock(&comm->lock);
+	if (err) {
+		kcoll_reject(id, KCOLL_REJ_NOMEM);
+		goto out_idle;
+	}
 
 	err = kcoll_lane_create_qp(lane, id);
 	if (err) {
@@ -1050,10 +1079,67 @@ static void kcoll_cm_unbusy(struct kcoll_comm *comm)
 }
 
 /*
- * Lane @lane is established. The first one of an active side brings the
- * accepting rank's model (REP); the connection is up once all lanes are.
- * Returns true when the caller is to start the other lanes (the active
- * side's first). Must hold comm->lock.
+ * @lane counts: the connection is up once all its lanes do. Returns true
+ * when the caller is to start the other lanes (the active side's first).
+ * Must hold comm->lock.
+ */
+static bool kcoll_lane_ready(struct kcoll_lane *lane)
+{
+	struct kcoll_conn *conn = lane->conn;
+
+	lockdep_assert_held(&conn->comm->lock);
+	conn->lanes_up++;
+	if (conn->lanes_up == conn->nlanes)
+		kcoll_conn_up(conn);
+	return conn->active && !lane->idx && conn->nlanes > 1;
+}
+
+/*
+ * Connecting side: our proof over both nonces, the first message on
+ * @lane's QP (before the connection is up, so not through
+ * kcoll_conn_send_msg()). Must hold comm->lock.
+ */
+static int kcoll_lane_send_auth(struct kcoll_lane *lane)
+{
+	struct kcoll_conn *conn = lane->conn;
+	struct kcoll_comm *comm = conn->comm;
+	struct kcoll_wire_auth a = {
+		.type = KCOLL_MSG_AUTH,
+		.alpha_ns = cpu_to_le32(comm->mine.alpha_ns),
+		.beta_ps = cpu_to_le32(comm->mine.beta_ps),
+		.gamma_ps = cpu_to_le32(comm->mine.gamma_ps),
+	};
+	struct ib_sge sge = { .addr = (uintptr_t)&a, .length = sizeof(a) };
+	struct ib_send_wr wr = {
+		.wr_cqe = &lane->tx_cqe,
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = IB_WR_SEND,
+		.send_flags = IB_SEND_INLINE | IB_SEND_SIGNALED,
+	};
+	int err;
+
+	lockdep_assert_held(&comm->lock);
+	err = kcoll_auth_msg_sign(comm, lane, &a);
+	if (err)
+		return err;
+	err = ib_post_send(lane->qp, &wr, NULL);
+	if (!err) {
+		conn->sq_posted++;
+		if (!lane->sq_posted++)
+			kcoll_engine_sq_busy(lane);
+	}
+	return err;
+}
+
+/*
+ * Lane @lane is established. On the connecting side the accept must prove
+ * that the peer knows the key (else we give up: -EACCES), our AUTH goes
+ * first on the QP, and the first lane's accept brings the peer's model
+ * and what it agreed to. On the accepting side the lane counts once the
+ * peer's AUTH has been checked too (kcoll_lane_auth()), whichever comes
+ * first. Returns true when the caller is to start the other lanes. Must
+ * hold comm->lock.
  */
 static bool kcoll_lane_established(struct kcoll_lane *lane,
 				   struct rdma_cm_event *ev, int err)
@@ -1064,37 +1150,76 @@ static bool kcoll_lane_established(struct kcoll_lane *lane,
 	lockdep_assert_held(&comm->lock);
 	if (conn->state != KCOLL_CONN_CONNECTING)
 		return false;
-	if (conn->active && !lane->idx) {
+	if (conn->active) {
 		const struct kcoll_wire_accept *acc =
 			ev->param.conn.private_data;
 		u8 len = acc ? ev->param.conn.private_data_len : 0;
 
-		conn->local = false;
-		conn->eager = false;
-		conn->peer_pongs = false;
-		if (len >= offsetof(struct kcoll_wire_accept, flags) &&
-		    le32_to_cpu(acc->magic) == KCOLL_WIRE_MAGIC) {
+		if (!err && (len < sizeof(*acc) ||
+			     le32_to_cpu(acc->magic) != KCOLL_WIRE_MAGIC ||
+			     !kcoll_auth_accept_ok(comm, &lane->hello, acc))) {
+			pr_warn_ratelimited("comm %llx rank %u: rank %u's listener (%pISc) did not prove it knows the key: refused\n",
+					    comm->uid, comm->rank, conn->peer,
+					    &lane->cm_id->route.addr.dst_addr);
+			err = -EACCES;
+		}
+		if (!err) {
+			memcpy(lane->nonce_accept, acc->nonce,
+			       KCOLL_AUTH_NONCE);
+			err = kcoll_lane_send_auth(lane);
+		}
+		if (!err && !lane->idx) {
 			kcoll_comm_model_merge(comm, acc->alpha_ns,
 					       acc->beta_ps, acc->gamma_ps);
 			/* Offered by us and confirmed by the peer. */
 			conn->local = conn->local_offer &&
-				      len >= sizeof(*acc) &&
 				      (acc->flags & KCOLL_ACCEPT_LOCAL);
-			conn->peer_pongs = len >= sizeof(*acc) &&
-					   (acc->flags & KCOLL_ACCEPT_PING);
+			conn->peer_pongs = acc->flags & KCOLL_ACCEPT_PING;
 			conn->eager = conn->eager_offer &&
-				      len >= sizeof(*acc) &&
 				      (acc->flags & KCOLL_ACCEPT_EAGER);
 		}
+		if (err) {
+			kcoll_conn_fail_setup(conn, err);
+			return false;
+		}
+		return kcoll_lane_ready(lane);
 	}
 	if (err) {
 		kcoll_conn_fail_setup(conn, err);
 		return false;
 	}
-	conn->lanes_up++;
-	if (conn->lanes_up == conn->nlanes)
-		kcoll_conn_up(conn);
-	return conn->active && !lane->idx && conn->nlanes > 1;
+	lane->established = true;
+	return lane->authed && kcoll_lane_ready(lane);
+}
+
+/*
+ * Accepting side: the first message on @lane's QP, which must be the
+ * connecting side's AUTH over both nonces. Anything else (a replayed
+ * hello's sender cannot produce it) ends the setup. Must hold comm->lock.
+ */
+static void kcoll_lane_auth(struct kcoll_lane *lane,
+			    const struct kcoll_wire_msg *m)
+{
+	const struct kcoll_wire_auth *a = (const void *)m;
+	struct kcoll_conn *conn = lane->conn;
+	struct kcoll_comm *comm = conn->comm;
+
+	lockdep_assert_held(&comm->lock);
+	if (conn->state != KCOLL_CONN_CONNECTING)
+		return;
+	if (!kcoll_auth_msg_ok(comm, lane, a)) {
+		pr_warn_ratelimited("comm %llx rank %u: rank %u's first message on QP %u is no proof of the key: dropped\n",
+				    comm->uid, comm->rank, conn->peer,
+				    lane->idx);
+		kcoll_conn_fail_setup(conn, -EACCES);
+		return;
+	}
+	lane->authed = true;
+	if (!lane->idx)
+		kcoll_comm_model_merge(comm, a->alpha_ns, a->beta_ps,
+				       a->gamma_ps);
+	if (lane->established)
+		kcoll_lane_ready(lane);
 }
 
 /*

@@ -10,7 +10,15 @@
 #include "kcoll_plain.h"
 
 #define KCOLL_WIRE_MAGIC	0x4c4f434bU	/* "KCOL" */
-#define KCOLL_WIRE_VERSION	1
+/*
+ * 2: the key never crosses the wire; both sides prove they know it over
+ * fresh nonces (HMAC-SHA256, truncated to KCOLL_AUTH_MAC bytes): the
+ * hello's MAC, the accept's MAC over the hello, and the connecting
+ * side's AUTH message over both nonces (docs/DESIGN.md, "Authentication").
+ */
+#define KCOLL_WIRE_VERSION	2
+#define KCOLL_AUTH_NONCE	12
+#define KCOLL_AUTH_MAC		16
 
 /*
  * rdma_cm REQ private data (at most 56 bytes for rdma_connect()). The first
@@ -28,13 +36,11 @@ struct kcoll_wire_hello {
 	__le32	src_rank;	/* the connecting rank */
 	__le32	dst_rank;	/* the rank it wants */
 	__le32	nranks;
-	u8	key[KCOLL_KEY_LEN];
-	/* The sender's cost model inputs (0: not known; senders before
-	 * these fields leave the padding zero). */
-	__le32	alpha_ns;
-	__le32	beta_ps;
-	__le32	gamma_ps;
+	u8	nonce[KCOLL_AUTH_NONCE];	/* fresh per connection attempt */
+	u8	mac[KCOLL_AUTH_MAC];	/* over version .. nonce (bytes 2-39) */
 };
+#define KCOLL_HELLO_MAC_OFF	2
+#define KCOLL_HELLO_MAC_LEN	(offsetof(struct kcoll_wire_hello, mac) - 2)
 
 /*
  * The connecting rank's table puts the accepting rank on its own node: it
@@ -60,15 +66,36 @@ static inline unsigned int kcoll_hello_nlanes(u8 flags)
 	return ((flags >> 4) & 0x7) + 1;
 }
 
-/* REP private data: the accepting rank's cost model inputs. */
+/*
+ * REP private data: the accepting rank's cost model inputs, and its proof
+ * that it knows the key: a MAC over the whole hello it accepts and this
+ * accept up to the MAC.
+ */
 struct kcoll_wire_accept {
 	__le32	magic;
 	__le32	alpha_ns;
 	__le32	beta_ps;
 	__le32	gamma_ps;
-	u8	flags;		/* KCOLL_ACCEPT_LOCAL (senders before it:
-				 * absent; rdma_cm pads it with zeros) */
+	u8	flags;		/* KCOLL_ACCEPT_* */
 	u8	resv[3];
+	u8	nonce[KCOLL_AUTH_NONCE];
+	u8	mac[KCOLL_AUTH_MAC];
+};
+
+/*
+ * The connecting rank's first message on each QP, before any other: its
+ * proof over both nonces (a replayed hello cannot produce it), and its
+ * cost model inputs. The accepting side takes nothing else on the QP
+ * until it has checked it.
+ */
+struct kcoll_wire_auth {
+	u8	type;		/* KCOLL_MSG_AUTH */
+	u8	resv0[3];
+	__le32	alpha_ns;
+	__le32	beta_ps;
+	__le32	gamma_ps;
+	u8	resv[16];
+	u8	mac[KCOLL_AUTH_MAC];	/* over both nonces and bytes 0-31 */
 };
 
 /* The accepting rank found the connecting one's communicator in its own
@@ -133,6 +160,8 @@ enum kcoll_msg_type {
 				 * eager transfer for slot @serial, its
 				 * header and data (@len bytes) carried by
 				 * the message; stands for the eager WRITE */
+	KCOLL_MSG_AUTH,		/* struct kcoll_wire_auth: the connecting
+				 * side's first message on each QP */
 };
 
 /* Message kinds: collectives and point-to-point match independently. */
@@ -166,6 +195,9 @@ struct kcoll_wire_msg {
 KCOLL_STATIC_ASSERT(sizeof(struct kcoll_wire_hello) <= 56,
 		    "hello must fit rdma_connect's 56 bytes");
 KCOLL_STATIC_ASSERT(sizeof(struct kcoll_wire_msg) == 48, "wire msg size");
+KCOLL_STATIC_ASSERT(sizeof(struct kcoll_wire_auth) == 48, "auth msg size");
+KCOLL_STATIC_ASSERT(sizeof(struct kcoll_wire_hello) == 56, "hello size");
+KCOLL_STATIC_ASSERT(sizeof(struct kcoll_wire_accept) == 48, "accept size");
 
 /*
  * RDMA WRITE WITH IMM immediate: bit 31 the kind, bits 0-30 the serial of

@@ -93,8 +93,9 @@ static const char *coll_errdesc_kcoll(int e)
 	case EBADMSG:	 return "Collective signature mismatch between ranks";
 	case ECONNRESET: return "Peer connection lost (connection reset)";
 	case EACCES:
-		return "Permission denied, or a peer refused the communicator key";
-	case ETIMEDOUT:	 return "Connection timed out: a peer did not answer";
+		return "Permission denied, or a peer did not prove it knows the communicator key";
+	case ETIMEDOUT:
+		return "Connection timed out: a peer did not answer (or holds another communicator key: see its kernel log)";
 	default:	 return NULL;
 	}
 }

@@ -74,8 +74,10 @@ extern "C" {
  * the description names:
  *   EBADMSG	"Collective signature mismatch between ranks"
  *   ECONNRESET	"Peer connection lost (connection reset)"
- *   EACCES	"Permission denied, or a peer refused the communicator key"
- *   ETIMEDOUT	"Connection timed out: a peer did not answer"
+ *   EACCES	"Permission denied, or a peer did not prove it knows the
+ *		communicator key"
+ *   ETIMEDOUT	"Connection timed out: a peer did not answer (or holds another
+ *		communicator key: see its kernel log)"
  *   ECANCELED	"Operation canceled" (the communicator was destroyed)
  * See also coll_last_error() for the details of a communicator failure.
  */

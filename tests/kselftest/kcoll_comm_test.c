@@ -38,6 +38,9 @@ TEST(comm_create_rejects_bad_arguments)
 	c.ranks = (uintptr_t)ranks;
 	c.uid = 1;
 	c.nranks = 1;
+	/* A key of zeros is no secret. */
+	EXPECT_EQ(-EINVAL, kt_ioctl(fd, KCOLL_IOC_COMM_CREATE, &c));
+	c.key[5] = 1;
 	c.flags = 1;
 	EXPECT_EQ(-EINVAL, kt_ioctl(fd, KCOLL_IOC_COMM_CREATE, &c));
 	c.flags = 0;

@@ -36,6 +36,7 @@
 #include "kselftest_harness.h"
 #include "kcoll_test.h"
 #include "../../kmod/kcoll_wire.h"
+#include "kcoll_hmac.h"
 
 #define WP_RX		64		/* receives posted */
 #define WP_MSG		64		/* bytes per receive buffer */
@@ -56,6 +57,8 @@ struct wpeer {
 	uint8_t *tx;
 	uint8_t *data;
 	bool up, dead;
+	bool accept_ok;		/* the module's accept proved the key */
+	uint8_t accept_flags;	/* KCOLL_ACCEPT_* it agreed to */
 	unsigned int inflight;	/* sends not completed yet */
 	/* What the module told us. */
 	struct kcoll_wire_msg pool[WP_POOL];
@@ -82,7 +85,70 @@ struct wpeer {
 
 #define WP_SLOTS	(3u << 20)	/* offset of our eager slots in data */
 
-static uint64_t wp_rng;
+/* ---------------------------------------------------------------- */
+/* Authentication (wire version 2: kmod/kcoll_auth.c)               */
+/* ---------------------------------------------------------------- */
+
+/* A communicator key as the ABI pads it. */
+static void wp_key(const char *key, uint8_t out[KCOLL_KEY_LEN])
+{
+	memset(out, 0, KCOLL_KEY_LEN);
+	memcpy(out, key, strnlen(key, KCOLL_KEY_LEN));
+}
+
+/* HMAC-SHA256 under @key of @label (with its NUL) and @n parts, 16 B. */
+static void wp_mac(const char *key, const char *label, const void *const *p,
+		   const size_t *l, unsigned int n, uint8_t *mac)
+{
+	const void *parts[4] = { label };
+	size_t lens[4] = { strlen(label) + 1 };
+	uint8_t k[KCOLL_KEY_LEN], full[32];
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		parts[i + 1] = p[i];
+		lens[i + 1] = l[i];
+	}
+	wp_key(key, k);
+	kh_hmac_sha256(k, sizeof(k), parts, lens, n + 1, full);
+	memcpy(mac, full, KCOLL_AUTH_MAC);
+}
+
+static void wp_hello_sign(struct kcoll_wire_hello *h, const char *key)
+{
+	const void *p[] = { (uint8_t *)h + KCOLL_HELLO_MAC_OFF };
+	size_t l[] = { KCOLL_HELLO_MAC_LEN };
+
+	wp_mac(key, "kcoll hello v2", p, l, 1, h->mac);
+}
+
+static bool wp_accept_ok(const struct kcoll_wire_hello *h,
+			 const struct kcoll_wire_accept *acc, const char *key)
+{
+	const void *p[] = { (uint8_t *)h + KCOLL_HELLO_MAC_OFF, acc };
+	size_t l[] = { sizeof(*h) - KCOLL_HELLO_MAC_OFF,
+		       offsetof(struct kcoll_wire_accept, mac) };
+	uint8_t mac[KCOLL_AUTH_MAC];
+
+	wp_mac(key, "kcoll accept v2", p, l, 2, mac);
+	return !memcmp(mac, acc->mac, sizeof(mac));
+}
+
+static void wp_auth_sign(struct kcoll_wire_auth *a, const uint8_t *nonce_hello,
+			 const uint8_t *nonce_accept, const char *key)
+{
+	const void *p[] = { nonce_hello, nonce_accept, a };
+	size_t l[] = { KCOLL_AUTH_NONCE, KCOLL_AUTH_NONCE,
+		       offsetof(struct kcoll_wire_auth, mac) };
+
+	wp_mac(key, "kcoll auth v2", p, l, 3, a->mac);
+}
+
+/* What our side sends first once connected (tests of the handshake). */
+enum { WP_AUTH_GOOD, WP_AUTH_BAD_MAC, WP_AUTH_NONE };
+static int wp_auth_mode = WP_AUTH_GOOD;
+
+static uint64_t wp_rng = 0x9e3779b97f4a7c15ULL;
 static int wp_trace;	/* KCOLL_WIREFUZZ_VERBOSE=2: every message */
 
 #define WP_TRACE(...) do { if (wp_trace) fprintf(stderr, "# wire: " __VA_ARGS__); } while (0)
@@ -166,7 +232,7 @@ static int wp_post_rx(struct wpeer *p, unsigned int i)
  * established, the REJ reason (> 0) if refused, or -errno.
  */
 static int wp_connect(struct wpeer *p, const char *ip, int port,
-		      const struct kcoll_wire_hello *hello)
+		      const struct kcoll_wire_hello *hello, const char *key)
 {
 	struct sockaddr_in dst = { .sin_family = AF_INET,
 				   .sin_port = htons(port) };
@@ -239,10 +305,35 @@ static int wp_connect(struct wpeer *p, const char *ip, int port,
 	if (ev->event == RDMA_CM_EVENT_ESTABLISHED) {
 		const struct kcoll_wire_accept *acc = ev->param.conn.private_data;
 
+		struct kcoll_wire_auth a = { .type = KCOLL_MSG_AUTH };
+		struct ibv_sge sge = {
+			.addr = (uintptr_t)p->tx, .length = sizeof(a),
+			.lkey = p->mr->lkey,
+		};
+		struct ibv_send_wr wr = {
+			.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+			.send_flags = IBV_SEND_INLINE,
+		}, *bad;
+
 		p->up = true;
 		p->eager = acc && ev->param.conn.private_data_len >= sizeof(*acc) &&
 			   (acc->flags & KCOLL_ACCEPT_EAGER);
-		ret = 0;
+		/* The module proves it knows the key; then we do, first. */
+		p->accept_ok = acc &&
+			       ev->param.conn.private_data_len >= sizeof(*acc) &&
+			       wp_accept_ok(hello, acc, key);
+		p->accept_flags = p->accept_ok ? acc->flags : 0;
+		if (p->accept_ok)
+			wp_auth_sign(&a, hello->nonce, acc->nonce, key);
+		if (wp_auth_mode == WP_AUTH_BAD_MAC)
+			a.mac[0] ^= 1;
+		if (wp_auth_mode == WP_AUTH_NONE)
+			a.type = KCOLL_MSG_PING;
+		memcpy(p->tx, &a, sizeof(a));
+		if (ibv_post_send(p->id->qp, &wr, &bad))
+			ret = -EIO;
+		else
+			p->inflight++, ret = 0;
 	} else if (ev->event == RDMA_CM_EVENT_REJECTED &&
 		   ev->param.conn.private_data &&
 		   ev->param.conn.private_data_len >= sizeof(struct kcoll_wire_reject)) {
@@ -266,7 +357,9 @@ static void wp_hello(struct kcoll_wire_hello *h, uint64_t uid, const char *key,
 	h->src_rank = htole32(1);
 	h->dst_rank = htole32(0);
 	h->nranks = htole32(2);
-	memcpy(h->key, key, strnlen(key, sizeof(h->key)));
+	for (unsigned int i = 0; i < sizeof(h->nonce); i++)
+		h->nonce[i] = (uint8_t)wp_rand();
+	wp_hello_sign(h, key);
 }
 
 /* ---------------------------------------------------------------- */
@@ -992,7 +1085,9 @@ static const struct {
 	[HB_LANES] = { "QP 1 of 2 before QP 0", KCOLL_REJ_DUP },
 };
 
-static void wp_spoil(struct kcoll_wire_hello *h, int what)
+/* Spoil @h in way @what; it is signed again with @key (a hello that
+ * fails only its MAC is HB_KEY's). */
+static void wp_spoil(struct kcoll_wire_hello *h, int what, const char *key)
 {
 	switch (what) {
 	case HB_ZERO:
@@ -1005,8 +1100,8 @@ static void wp_spoil(struct kcoll_wire_hello *h, int what)
 		h->version = KCOLL_WIRE_VERSION + 1;
 		break;
 	case HB_KEY:
-		h->key[3] ^= 1;
-		break;
+		wp_hello_sign(h, "not-the-key");
+		return;
 	case HB_UID:
 		h->uid = htole64(le64toh(h->uid) + 1);
 		break;
@@ -1029,6 +1124,8 @@ static void wp_spoil(struct kcoll_wire_hello *h, int what)
 		h->flags = kcoll_hello_lanes(1, 2);
 		break;
 	}
+	if (what > HB_VERSION)
+		wp_hello_sign(h, key);
 }
 
 /*
@@ -1050,11 +1147,11 @@ TEST(bad_hellos_are_refused_with_their_reason)
 	ASSERT_EQ(0, wc_start(&c, ip, 0x7e11, "wire-secret"));
 	for (i = 0; i < HB_NR; i++) {
 		wp_hello(&h, c.uid, c.key, 0);
-		wp_spoil(&h, i);
+		wp_spoil(&h, i, c.key);
 		/* The communicator may not be listed yet: NOCOMM is "retry"
 		 * for the first hellos; the others must never pass. */
 		for (int t = 0; t < 50; t++) {
-			r = wp_connect(&p, ip, port, &h);
+			r = wp_connect(&p, ip, port, &h, c.key);
 			wp_destroy(&p);
 			if (r != KCOLL_REJ_NOCOMM ||
 			    wp_bad_hellos[i].reason == KCOLL_REJ_NOCOMM)
@@ -1069,11 +1166,11 @@ TEST(bad_hellos_are_refused_with_their_reason)
 	/* Still waiting for rank 1. */
 	EXPECT_EQ(1, c.created);
 	wp_hello(&h, c.uid, c.key, 0);
-	r = wp_connect(&p, ip, port, &h);
+	r = wp_connect(&p, ip, port, &h, c.key);
 	ASSERT_EQ(0, r);
 	pthread_join(c.creator, NULL);
 	EXPECT_EQ(0, c.created);
-	r = wp_connect(&dup, ip, port, &h);
+	r = wp_connect(&dup, ip, port, &h, c.key);
 	wp_destroy(&dup);
 	EXPECT_EQ(KCOLL_REJ_DUP, r);
 	if (!c.created) {
@@ -1100,7 +1197,7 @@ static int wp_pair(struct wpeer *p, struct wcomm *c, uint64_t uid,
 		return -1;
 	wp_hello(&h, c->uid, c->key, flags);
 	for (int t = 0; t < 50; t++) {
-		r = wp_connect(p, wp_ip(), wp_port(), &h);
+		r = wp_connect(p, wp_ip(), wp_port(), &h, c->key);
 		if (r != KCOLL_REJ_NOCOMM)
 			break;
 		wp_destroy(p);
@@ -1306,7 +1403,7 @@ TEST(read_only_send_buffer_is_not_remotely_writable)
 		_exit(wp_ro_rank0(path, wp_ip()));
 	wp_hello(&h, WP_RO_UID, "readonly", 0);
 	for (int t = 0; t < 100; t++) {
-		r = wp_connect(&p, wp_ip(), wp_port(), &h);
+		r = wp_connect(&p, wp_ip(), wp_port(), &h, "readonly");
 		if (r != KCOLL_REJ_NOCOMM)
 			break;
 		wp_destroy(&p);
@@ -1341,6 +1438,256 @@ TEST(read_only_send_buffer_is_not_remotely_writable)
 	unlink(path);
 	free(want);
 	free(got);
+}
+
+/* ---------------------------------------------------------------- */
+/* Authentication: the key never crosses the wire                    */
+/* ---------------------------------------------------------------- */
+
+/*
+ * Someone answers at rank 0's address (an rdma_cm listener of its own on
+ * the port rank 0's table entry names) when the module's rank 1
+ * connects: it sees the hello, which must not carry the key, and accepts
+ * without knowing the key. The module must give up on it (-EACCES, long
+ * before its timeout) and send nothing on the QP.
+ */
+TEST(a_listener_without_the_key_learns_nothing)
+{
+	const char *key = "never-on-wire";
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct rdma_event_channel *ec;
+	struct rdma_cm_id *lid;
+	struct rdma_cm_event *ev;
+	struct ibv_pd *pd = NULL;
+	struct ibv_cq *cq = NULL;
+	struct ibv_mr *mr = NULL;
+	struct ibv_qp_init_attr qa = {};
+	struct kcoll_wire_accept acc = { .magic = htole32(KCOLL_WIRE_MAGIC) };
+	struct rdma_conn_param param = {
+		.private_data = &acc, .private_data_len = sizeof(acc),
+		.responder_resources = 1, .initiator_depth = 1,
+		.rnr_retry_count = 7,
+	};
+	struct kcoll_wire_hello h, mine;
+	struct rdma_cm_id *cid = NULL;
+	uint8_t k[KCOLL_KEY_LEN], buf[256];
+	struct pollfd pfd;
+	struct wcomm c;
+	struct ibv_wc wc;
+	int port = 18600 + getpid() % 300, got = 0;
+	double t0;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	ASSERT_EQ(0, kcoll_hmac_selftest());
+	ec = rdma_create_event_channel();
+	ASSERT_NE(NULL, ec);
+	ASSERT_EQ(0, rdma_create_id(ec, &lid, NULL, RDMA_PS_TCP));
+	inet_pton(AF_INET, wp_ip(), &sa.sin_addr);
+	sa.sin_port = htons(port);
+	ASSERT_EQ(0, rdma_bind_addr(lid, (struct sockaddr *)&sa));
+	ASSERT_EQ(0, rdma_listen(lid, 4));
+
+	/* The module is rank 1; rank 0's entry points at our listener. */
+	memset(&c, 0, sizeof(c));
+	ASSERT_EQ(0, kt_ring_init(&c.r, 8, 0, 0));
+	kt_addr_v4(&c.ranks[0], wp_ip());
+	kt_addr_v4(&c.ranks[1], wp_ip());
+	c.ranks[0].port = port;
+	c.ranks[1].local_index = 1;
+	t0 = wp_now();
+	{
+		struct kcoll_comm_create cc = {
+			.ranks = (uintptr_t)c.ranks, .uid = 0x7e40, .rank = 1,
+			.nranks = 2, .timeout_ms = 20000,
+		};
+		pid_t pid = fork();
+		int st;
+
+		ASSERT_LE(0, pid);
+		if (!pid) {
+			long r;
+
+			memcpy(cc.key, key, strlen(key));
+			r = kt_ioctl(c.r.fd, KCOLL_IOC_COMM_CREATE, &cc);
+			fprintf(stderr, "# rank 1: COMM_CREATE: %ld after %.1f s\n",
+				r, wp_now() - t0);
+			_exit(r == -EACCES ? 0 : 1);
+		}
+		/* The module's hello. */
+		pfd = (struct pollfd){ .fd = ec->fd, .events = POLLIN };
+		ASSERT_LT(0, poll(&pfd, 1, 10000));
+		ASSERT_EQ(0, rdma_get_cm_event(ec, &ev));
+		ASSERT_EQ(RDMA_CM_EVENT_CONNECT_REQUEST, ev->event);
+		ASSERT_LE(sizeof(h), ev->param.conn.private_data_len);
+		memcpy(&h, ev->param.conn.private_data, sizeof(h));
+		cid = ev->id;
+		rdma_ack_cm_event(ev);
+		wp_key(key, k);
+		EXPECT_EQ(NULL, memmem(&h, sizeof(h), k, sizeof(k)));
+		EXPECT_EQ(NULL, memmem(&h, sizeof(h), key, 6)) {
+			TH_LOG("the hello carries part of the key");
+		}
+		EXPECT_EQ(KCOLL_WIRE_VERSION, h.version);
+		/* It is signed with the key (we may check: the test knows it). */
+		mine = h;
+		wp_hello_sign(&mine, key);
+		EXPECT_EQ(0, memcmp(mine.mac, h.mac, sizeof(h.mac)));
+		/* Accept with a proof we cannot make. */
+		pd = ibv_alloc_pd(cid->verbs);
+		cq = pd ? ibv_create_cq(cid->verbs, 16, NULL, NULL, 0) : NULL;
+		mr = cq ? ibv_reg_mr(pd, buf, sizeof(buf),
+				     IBV_ACCESS_LOCAL_WRITE) : NULL;
+		ASSERT_NE(NULL, mr);
+		qa.send_cq = qa.recv_cq = cq;
+		qa.qp_type = IBV_QPT_RC;
+		qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+		qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+		ASSERT_EQ(0, rdma_create_qp(cid, pd, &qa));
+		for (int i = 0; i < 4; i++) {
+			struct ibv_sge sge = { (uintptr_t)buf, 64, mr->lkey };
+			struct ibv_recv_wr wr = { .sg_list = &sge, .num_sge = 1 },
+					   *bad;
+
+			ASSERT_EQ(0, ibv_post_recv(cid->qp, &wr, &bad));
+		}
+		for (unsigned int i = 0; i < sizeof(acc.nonce); i++)
+			acc.nonce[i] = (uint8_t)wp_rand();
+		for (unsigned int i = 0; i < sizeof(acc.mac); i++)
+			acc.mac[i] = (uint8_t)wp_rand();
+		acc.flags = KCOLL_ACCEPT_PING;
+		EXPECT_EQ(0, rdma_accept(cid, &param));
+		/* Nothing may come over the QP: no AUTH, no PING. */
+		for (double t = wp_now(); wp_now() - t < 2;) {
+			int n = ibv_poll_cq(cq, 1, &wc);
+
+			if (n > 0 && wc.status == IBV_WC_SUCCESS)
+				got++;
+			usleep(10000);
+		}
+		EXPECT_EQ(0, got) {
+			TH_LOG("the module sent %d message(s) to a listener without the key", got);
+		}
+		ASSERT_EQ(pid, waitpid(pid, &st, 0));
+		EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) {
+			TH_LOG("rank 1's COMM_CREATE did not fail with -EACCES");
+		}
+		EXPECT_GT(15, wp_now() - t0);
+	}
+	while (poll(&pfd, 1, 200) > 0 && !rdma_get_cm_event(ec, &ev))
+		rdma_ack_cm_event(ev);
+	if (cid) {
+		rdma_destroy_qp(cid);
+		rdma_destroy_id(cid);
+	}
+	if (mr)
+		ibv_dereg_mr(mr);
+	if (cq)
+		ibv_destroy_cq(cq);
+	if (pd)
+		ibv_dealloc_pd(pd);
+	rdma_destroy_id(lid);
+	rdma_destroy_event_channel(ec);
+	kt_ring_exit(&c.r);
+}
+
+/*
+ * A hello whose MAC is right (a replayed one: here we sign it ourselves,
+ * as a replayer would have captured it) but whose sender cannot answer
+ * the accept's fresh nonce: it sends a wrong AUTH, or anything else
+ * first. Rank 0's COMM_CREATE must fail with -EACCES, never complete.
+ */
+TEST(a_replayed_hello_gets_nowhere)
+{
+	static const int modes[] = { WP_AUTH_BAD_MAC, WP_AUTH_NONE };
+	struct kcoll_wire_hello h;
+	struct wpeer p;
+	struct wcomm c;
+	int m, r = -1;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	for (m = 0; m < 2; m++) {
+		ASSERT_EQ(0, wc_start(&c, wp_ip(), 0x7e41 + m, "replayed"));
+		wp_hello(&h, c.uid, c.key, 0);
+		wp_auth_mode = modes[m];
+		for (int t = 0; t < 50; t++) {
+			r = wp_connect(&p, wp_ip(), wp_port(), &h, c.key);
+			if (r != KCOLL_REJ_NOCOMM)
+				break;
+			wp_destroy(&p);
+			usleep(100000);
+		}
+		wp_auth_mode = WP_AUTH_GOOD;
+		EXPECT_EQ(0, r);
+		/* The module did prove itself: the replayer learns that much. */
+		EXPECT_TRUE(p.accept_ok);
+		pthread_join(c.creator, NULL);
+		EXPECT_EQ(-EACCES, c.created) {
+			TH_LOG("%s first: rank 0's COMM_CREATE said %ld",
+			       m ? "a PING" : "a wrong AUTH", c.created);
+		}
+		wp_destroy(&p);
+		kt_ring_exit(&c.r);
+	}
+}
+
+/*
+ * A peer elsewhere with the key claims to be a rank on the module's node
+ * (KCOLL_HELLO_LOCAL) while that rank's communicator is listed here but
+ * not connected yet (its rank 0 entry points at a port nobody listens
+ * on). The module must not take the claim: the intra-node path would
+ * have it copy "data" that never comes over the QP. Only a hello whose
+ * nonce is that of the module's own connecting rank is local.
+ */
+TEST(a_remote_peer_cannot_claim_to_be_local)
+{
+	struct kcoll_rank_addr ranks[2];
+	struct kcoll_comm_destroy d = {};
+	struct kcoll_wire_hello h;
+	struct tring r1;
+	struct wpeer p;
+	struct wcomm c;
+	pid_t pid;
+	int r = -1, st;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	ASSERT_EQ(1, kt_sysfs_read("intra_node"));
+	/* The real rank 1, listed, dialling a dead port for rank 0. */
+	kt_addr_v4(&ranks[0], wp_ip());
+	kt_addr_v4(&ranks[1], wp_ip());
+	ranks[0].port = 18999;
+	ranks[1].local_index = 1;
+	ASSERT_EQ(0, kt_ring_init(&r1, 8, 0, 0));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(kt_comm_create(r1.fd, 0x7e50, "local-claim", 1, 2, ranks,
+				     6000, NULL) ? 0 : 1);
+	/* Rank 0, and us claiming to be its local rank 1. */
+	ASSERT_EQ(0, wc_start(&c, wp_ip(), 0x7e50, "local-claim"));
+	wp_hello(&h, c.uid, c.key, KCOLL_HELLO_LOCAL);
+	for (int t = 0; t < 50; t++) {
+		r = wp_connect(&p, wp_ip(), wp_port(), &h, c.key);
+		if (r != KCOLL_REJ_NOCOMM)
+			break;
+		wp_destroy(&p);
+		usleep(100000);
+	}
+	ASSERT_EQ(0, r);
+	EXPECT_TRUE(p.accept_ok);
+	EXPECT_FALSE(p.accept_flags & KCOLL_ACCEPT_LOCAL) {
+		TH_LOG("the module took a remote peer for a rank on its node");
+	}
+	pthread_join(c.creator, NULL);
+	EXPECT_EQ(0, c.created);
+	d.comm_id = c.id;
+	EXPECT_EQ(0, kt_ioctl(c.r.fd, KCOLL_IOC_COMM_DESTROY, &d));
+	wp_destroy(&p);
+	kt_ring_exit(&c.r);
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	kt_ring_exit(&r1);
 }
 
 /* A regular two-process communicator: one allreduce, checked. */
