@@ -7,6 +7,8 @@
 #                               make check would take it for a kernel to test)
 #   build/kasan/kver            <kver>, the kernel release
 # Config: x86_64 defconfig + tools/kasan.config (merge_config.sh).
+# Patches: tools/kasan-patches/*.patch (kernel bugs that would otherwise
+# be reported before kcoll's, e.g. in rxe), applied once after extraction.
 # With a result matching the fragment already there, it does nothing.
 # Usage: tools/kasan-kernel.sh [OUTDIR]      (default build/kasan)
 set -eu
@@ -19,7 +21,8 @@ out=$(cd "$out" && pwd)
 src=$out/src
 
 # What the result was built from: the fragment, this script, the tarball.
-want=$( { cat "$frag" "$0"; stat -c '%s %Y' "$tarball" 2>/dev/null; } | sha256sum | cut -c1-16)
+patches=$(ls "$top"/tools/kasan-patches/*.patch 2>/dev/null || true)
+want=$( { cat "$frag" "$0" $patches; stat -c '%s %Y' "$tarball" 2>/dev/null; } | sha256sum | cut -c1-16)
 if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$want" ] &&
 	[ -f "$out/bzImage" ] && [ -f "$out/kver" ] &&
 	[ -d "$out/mods/lib/modules/$(cat "$out/kver")" ]; then
@@ -62,6 +65,12 @@ if [ ! -f "$src/Makefile" ]; then
 	rm -rf "$src"
 	mv "$out/src.tmp" "$src"
 fi
+for p in $patches; do
+	grep -qxF "${p##*/}" "$src/.kcoll-patches" 2>/dev/null && continue
+	echo "kasan-kernel: applying ${p##*/}"
+	patch -s -p1 -d "$src" <"$p" || { echo "kasan-kernel: ${p##*/} does not apply" >&2; exit 1; }
+	echo "${p##*/}" >>"$src/.kcoll-patches"
+done
 
 jobs=$(nproc)
 kmake() { make -C "$src" -j"$jobs" "$@"; }
