@@ -12,6 +12,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/mm.h>
+#include <linux/random.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/seq_file.h>
@@ -272,6 +273,17 @@ int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm)
 			err = mapped < 0 ? mapped : -EINVAL;
 			goto out_unreg;
 		}
+		/*
+		 * The iova peers address the MR by: mapping sets it to the
+		 * first page's DMA address, which on rxe and siw is the
+		 * kernel's direct-map address (KASLR would be gone with
+		 * the first grant). A random page-aligned base below 2^40
+		 * instead (as ib_map_mr_sg_zbva() sets 0): it says nothing
+		 * about kernel memory, and a peer who guessed an rkey still
+		 * needs it.
+		 */
+		s->mr->iova = (get_random_u64() & (BIT_ULL(40) - 1)) &
+			      PAGE_MASK;
 		ib_update_fast_reg_key(s->mr, ib_inc_rkey(s->mr->rkey));
 		batch[nb++] = s->mr;
 		if (nb == KCOLL_REG_BATCH || i == b->nsegs - 1) {

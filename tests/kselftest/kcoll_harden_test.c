@@ -604,6 +604,14 @@ static void *kh_quota_rank(void *arg)
 	if (!k->res)
 		k->res = kt_comm_create(r.fd, 0x16f7, "quota", k->rank, 2,
 					ranks, k->timeout_ms, &id);
+	/* Both ends up before either leaves: a rank whose COMM_CREATE
+	 * returned first must not close while its peer still sets up. */
+	if (!k->res) {
+		struct kcoll_sqe s = kt_coll(KCOLL_OP_BARRIER, id, 0, 0, 0, 0,
+					     NULL, NULL);
+
+		k->res = kt_run(&r, &s);
+	}
 	kt_ring_exit(&r);
 	return NULL;
 }

@@ -147,6 +147,8 @@ static void wp_auth_sign(struct kcoll_wire_auth *a, const uint8_t *nonce_hello,
 /* What our side sends first once connected (tests of the handshake). */
 enum { WP_AUTH_GOOD, WP_AUTH_BAD_MAC, WP_AUTH_NONE };
 static int wp_auth_mode = WP_AUTH_GOOD;
+/* Grants and credits whose address looked like a kernel address. */
+static unsigned long wp_kaddr_seen;
 
 static uint64_t wp_rng = 0x9e3779b97f4a7c15ULL;
 static int wp_trace;	/* KCOLL_WIREFUZZ_VERBOSE=2: every message */
@@ -795,6 +797,18 @@ static void wp_poll(struct wpeer *p)
 					 le32toh(m.serial), le32toh(m.status),
 					 (unsigned long long)le64toh(m.count));
 				p->pool[p->npool++ % WP_POOL] = m;
+				/* Addresses the module hands out say nothing
+				 * about its memory (issue 16, F6): no kernel
+				 * address (0xffff...) in a grant or credit. */
+				if ((m.type == KCOLL_MSG_GRANT ||
+				     m.type == KCOLL_MSG_CREDIT) &&
+				    le64toh(m.addr) >> 47) {
+					if (!wp_kaddr_seen)
+						fprintf(stderr, "# a %s carried address %#llx\n",
+							m.type == KCOLL_MSG_GRANT ? "GRANT" : "CREDIT",
+							(unsigned long long)le64toh(m.addr));
+					wp_kaddr_seen++;
+				}
 				if ((int32_t)(le32toh(m.seq) - p->max_seq) > 0)
 					p->max_seq = le32toh(m.seq);
 				if (m.type == KCOLL_MSG_GRANT)
@@ -1855,6 +1869,10 @@ TEST_F_TIMEOUT(wire, hostile_peer_cannot_hang_or_break_the_module, 3600)
 	       kt_sysfs_read("stats/eager_sends") - eager_sends0);
 	EXPECT_LT(0, rounds);
 	EXPECT_LT(0, ops);
+	EXPECT_EQ(0, wp_kaddr_seen) {
+		TH_LOG("%lu grants or credits carried kernel addresses",
+		       wp_kaddr_seen);
+	}
 	/* The module still works. */
 	for (int i = 0; i < 2; i++) {
 		pids[i] = fork();
