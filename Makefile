@@ -12,6 +12,8 @@
 #   make dkms-check   dkms add/build/remove against every installed kernel
 #   make fuzz         the in-VM fuzzer on every kernel (FUZZ_SECONDS=600)
 #   make fuzz-host    libFuzzer over validation and schedules (FUZZ_SECONDS=300)
+#   make kasan        a KASAN + lockdep + kmemleak 6.1 kernel, once, and kcoll
+#                     for it; make check-kasan: the VM tests in it (slow)
 #
 # Kbuild reads ./Kbuild (not this file) when the kernel build descends here.
 
@@ -33,7 +35,7 @@ KVER ?= $(patsubst linux-headers-%,%,$(if $(filter build,$(notdir $(KDIR))),$(no
 
 .PHONY: all module modules-all libcoll tools tests-bin unit-test check \
 	vm-test demo bench deps dkms-check install clean help mpibench gloobench collsim \
-	daemon fuzz fuzz-host
+	daemon fuzz fuzz-host kasan check-kasan
 
 # The Open MPI baseline builds only where mpicc exists (make deps installs it).
 MPICC ?= mpicc
@@ -48,7 +50,7 @@ all: module libcoll tools daemon tests-bin $(if $(HAVE_MPICC),mpibench) \
 	$(if $(HAVE_GLOO),gloobench)
 
 help:
-	@sed -n '2,15p' Makefile
+	@sed -n '2,17p' Makefile
 
 deps:
 	tools/install-deps.sh
@@ -62,6 +64,19 @@ modules-all:
 	@[ -n "$(KVERS)" ] || { echo "no kernel headers under /lib/modules" >&2; exit 1; }
 	+@set -e; for v in $(KVERS); do \
 		tools/build-module.sh /lib/modules/$$v/build $(BUILD)/$$v; done
+
+# A guest kernel with KASAN, lockdep and kmemleak, built once from Debian's
+# linux-source-6.1 into build/kasan (tools/kasan-kernel.sh; its modules stay
+# out of /lib/modules, so make check never sees it), and kcoll for it.
+KASAN_DIR := $(BUILD)/kasan
+kasan:
+	tools/kasan-kernel.sh $(KASAN_DIR)
+	+tools/build-module.sh $(KASAN_DIR)/src $(BUILD)/$$(cat $(KASAN_DIR)/kver)
+
+# The VM tests in that kernel (tests/check-kasan.sh; docs/TESTING.md). Not
+# part of make check: too slow.
+check-kasan: kasan tests-bin tools
+	tests/check-kasan.sh
 
 # What DKMS runs inside its own copy of the tree (see dkms.conf).
 dkms-module:
