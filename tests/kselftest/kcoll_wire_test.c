@@ -1197,6 +1197,25 @@ TEST(bad_hellos_are_refused_with_their_reason)
 }
 
 /*
+ * wp_connect() until the module's communicator is listed: NOCOMM means
+ * "not yet" for up to @tries tenths of a second. The last answer.
+ */
+static int wp_connect_listed(struct wpeer *p, const struct kcoll_wire_hello *h,
+			     const char *key, int tries)
+{
+	int r = -1;
+
+	for (int t = 0; t < tries; t++) {
+		r = wp_connect(p, wp_ip(), wp_port(), h, key);
+		if (r != KCOLL_REJ_NOCOMM)
+			break;
+		wp_destroy(p);
+		usleep(100000);
+	}
+	return r;
+}
+
+/*
  * A communicator @uid of rank 0 (the module, @c) and rank 1 (us, @p): rank
  * 0 starts, we connect with @flags in the hello (retrying while rank 0's
  * communicator is not listed yet). 0, or what went wrong.
@@ -1210,13 +1229,7 @@ static int wp_pair(struct wpeer *p, struct wcomm *c, uint64_t uid,
 	if (wc_start(c, wp_ip(), uid, key))
 		return -1;
 	wp_hello(&h, c->uid, c->key, flags);
-	for (int t = 0; t < 50; t++) {
-		r = wp_connect(p, wp_ip(), wp_port(), &h, c->key);
-		if (r != KCOLL_REJ_NOCOMM)
-			break;
-		wp_destroy(p);
-		usleep(100000);
-	}
+	r = wp_connect_listed(p, &h, c->key, 50);
 	pthread_join(c->creator, NULL);
 	return r ? r : c->created ? -2 : 0;
 }
@@ -1416,13 +1429,7 @@ TEST(read_only_send_buffer_is_not_remotely_writable)
 	if (!pid)
 		_exit(wp_ro_rank0(path, wp_ip()));
 	wp_hello(&h, WP_RO_UID, "readonly", 0);
-	for (int t = 0; t < 100; t++) {
-		r = wp_connect(&p, wp_ip(), wp_port(), &h, "readonly");
-		if (r != KCOLL_REJ_NOCOMM)
-			break;
-		wp_destroy(&p);
-		usleep(100000);
-	}
+	r = wp_connect_listed(&p, &h, "readonly", 100);
 	ASSERT_EQ(0, r);
 	/* Rank 0's broadcast is running once its send buffer is listed. */
 	for (int t = 0; t < 100 && wp_find_mr(WP_RO_UID, "send", &rkey, &iova,
@@ -1625,13 +1632,7 @@ TEST(a_replayed_hello_gets_nowhere)
 		ASSERT_EQ(0, wc_start(&c, wp_ip(), 0x7e41 + m, "replayed"));
 		wp_hello(&h, c.uid, c.key, 0);
 		wp_auth_mode = modes[m];
-		for (int t = 0; t < 50; t++) {
-			r = wp_connect(&p, wp_ip(), wp_port(), &h, c.key);
-			if (r != KCOLL_REJ_NOCOMM)
-				break;
-			wp_destroy(&p);
-			usleep(100000);
-		}
+		r = wp_connect_listed(&p, &h, c.key, 50);
 		wp_auth_mode = WP_AUTH_GOOD;
 		EXPECT_EQ(0, r);
 		/* The module did prove itself: the replayer learns that much. */
@@ -1682,13 +1683,7 @@ TEST(a_remote_peer_cannot_claim_to_be_local)
 	/* Rank 0, and us claiming to be its local rank 1. */
 	ASSERT_EQ(0, wc_start(&c, wp_ip(), 0x7e50, "local-claim"));
 	wp_hello(&h, c.uid, c.key, KCOLL_HELLO_LOCAL);
-	for (int t = 0; t < 50; t++) {
-		r = wp_connect(&p, wp_ip(), wp_port(), &h, c.key);
-		if (r != KCOLL_REJ_NOCOMM)
-			break;
-		wp_destroy(&p);
-		usleep(100000);
-	}
+	r = wp_connect_listed(&p, &h, c.key, 50);
 	ASSERT_EQ(0, r);
 	EXPECT_TRUE(p.accept_ok);
 	EXPECT_FALSE(p.accept_flags & KCOLL_ACCEPT_LOCAL) {
