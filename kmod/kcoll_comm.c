@@ -147,7 +147,42 @@ static void kcoll_comm_unlist(struct kcoll_comm *comm)
 	mutex_unlock(&kcoll_comms_lock);
 }
 
-static bool kcoll_comm_is_shut(struct kcoll_comm *comm)
+/*
+ * Wait on comm->wait until @done(@comm, @arg) holds, for at most @timeout
+ * jiffies (MAX_SCHEDULE_TIMEOUT: no limit), interruptibly if @intr. @done
+ * may sleep (it takes comm->lock): it runs with the task running, which
+ * wait_event()'s conditions do not (DEBUG_ATOMIC_SLEEP reported it), and
+ * a wake-up between it and the sleep is not lost (wait_woken()). Returns
+ * the jiffies left (at least 1) once @done, 0 on timeout, -ERESTARTSYS on
+ * a signal.
+ */
+static long kcoll_comm_wait(struct kcoll_comm *comm,
+			    bool (*done)(struct kcoll_comm *comm, void *arg),
+			    void *arg, long timeout, bool intr)
+{
+	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+	long left = timeout;
+
+	add_wait_queue(&comm->wait, &wait);
+	for (;;) {
+		if (done(comm, arg)) {
+			left = max(left, 1L);
+			break;
+		}
+		if (!left)
+			break;
+		if (intr && signal_pending(current)) {
+			left = -ERESTARTSYS;
+			break;
+		}
+		left = wait_woken(&wait, intr ? TASK_INTERRUPTIBLE :
+						TASK_UNINTERRUPTIBLE, left);
+	}
+	remove_wait_queue(&comm->wait, &wait);
+	return left;
+}
+
+static bool kcoll_comm_is_shut(struct kcoll_comm *comm, void *unused)
 {
 	bool shut;
 
@@ -161,7 +196,7 @@ static bool kcoll_comm_is_shut(struct kcoll_comm *comm)
 #define KCOLL_BYE_WAIT_MS	500
 
 /* Every send posted on a live connection has completed. */
-static bool kcoll_comm_sends_done(struct kcoll_comm *comm)
+static bool kcoll_comm_sends_done(struct kcoll_comm *comm, void *unused)
 {
 	bool done = true;
 	u32 i;
@@ -175,7 +210,7 @@ static bool kcoll_comm_sends_done(struct kcoll_comm *comm)
 	return done;
 }
 
-static bool kcoll_comm_cm_idle(struct kcoll_comm *comm)
+static bool kcoll_comm_cm_idle(struct kcoll_comm *comm, void *unused)
 {
 	bool idle;
 
@@ -199,7 +234,8 @@ static void kcoll_comm_shutdown(struct kcoll_comm *comm, int err)
 		mutex_unlock(&comm->lock);
 		/* Another caller (abort, device removal) is at it: the
 		 * caller may free what the ops used once it is over. */
-		wait_event(comm->wait, kcoll_comm_is_shut(comm));
+		kcoll_comm_wait(comm, kcoll_comm_is_shut, NULL,
+				MAX_SCHEDULE_TIMEOUT, false);
 		return;
 	}
 	/*
@@ -218,9 +254,10 @@ static void kcoll_comm_shutdown(struct kcoll_comm *comm, int err)
 	/* Handlers check this first and then do nothing. */
 	comm->shutting_down = true;
 	mutex_unlock(&comm->lock);
-	wait_event_timeout(comm->wait, kcoll_comm_sends_done(comm),
-			   msecs_to_jiffies(KCOLL_BYE_WAIT_MS));
-	wait_event(comm->wait, kcoll_comm_cm_idle(comm));
+	kcoll_comm_wait(comm, kcoll_comm_sends_done, NULL,
+			msecs_to_jiffies(KCOLL_BYE_WAIT_MS), false);
+	kcoll_comm_wait(comm, kcoll_comm_cm_idle, NULL, MAX_SCHEDULE_TIMEOUT,
+			false);
 
 	for (i = 0; i < comm->nranks; i++)
 		if (comm->conns[i])
@@ -377,8 +414,9 @@ static u32 kcoll_node_ranks(const struct kcoll_rank_addr *r, u32 n)
 	return k;
 }
 
-static bool kcoll_comm_connected(struct kcoll_comm *comm, int *err)
+static bool kcoll_comm_connected(struct kcoll_comm *comm, void *arg)
 {
+	int *err = arg;
 	bool done;
 
 	u32 i;
@@ -532,9 +570,9 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	if (err)
 		goto out_shutdown;
 
-	left = wait_event_interruptible_timeout(comm->wait,
-			kcoll_comm_connected(comm, &err),
-			max_t(long, (long)(comm->connect_deadline - jiffies), 1));
+	left = kcoll_comm_wait(comm, kcoll_comm_connected, &err,
+			max_t(long, (long)(comm->connect_deadline - jiffies), 1),
+			true);
 	if (left < 0)
 		err = -EINTR;
 	else if (!left && !err)
