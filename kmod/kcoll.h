@@ -230,6 +230,7 @@ int kcoll_reduce_active_avg(void *dst, size_t n, unsigned int dtype,
 /* kcoll_ib.c: RDMA devices */
 struct ib_device;
 struct ib_pd *kcoll_ib_pd(struct ib_device *ibdev);
+void kcoll_ib_set_gone(struct ib_device *ibdev);
 u32 kcoll_ib_beta_ps(struct ib_device *ibdev);	/* 0: unknown */
 /* Per device: operations started and not finished, by SQE priority. */
 struct kcoll_prio {

@@ -366,20 +366,31 @@ static int kcoll_comm_bind_device(struct kcoll_comm *comm)
 		err = -EOPNOTSUPP;	/* no fast registration */
 		goto out_destroy;
 	}
-	pd = kcoll_ib_pd(id->device);
-	if (!pd) {
-		err = -ENODEV;
-		goto out_destroy;
-	}
 	pages = min_t(u32, id->device->attrs.max_fast_reg_page_list_len, 512);
 	if (!pages) {
 		err = -EOPNOTSUPP;
 		goto out_destroy;
 	}
-	WRITE_ONCE(comm->ibdev, id->device);
-	comm->pd = pd;
-	comm->prio = kcoll_ib_prio(id->device);
-	comm->dstats = kcoll_ib_stats(id->device);
+	/*
+	 * Bind under kcoll_comms_all_lock, against device removal's
+	 * kcoll_ib_set_gone(): either we bind before removal looks for the
+	 * device's communicators, and it finds us, or we see it gone. (The
+	 * device's removal can have begun while rdma_cm still resolves our
+	 * address to it.)
+	 */
+	spin_lock(&kcoll_comms_all_lock);
+	pd = kcoll_ib_pd(id->device);
+	if (pd) {
+		WRITE_ONCE(comm->ibdev, id->device);
+		comm->pd = pd;
+		comm->prio = kcoll_ib_prio(id->device);
+		comm->dstats = kcoll_ib_stats(id->device);
+	}
+	spin_unlock(&kcoll_comms_all_lock);
+	if (!pd) {
+		err = -ENODEV;
+		goto out_destroy;
+	}
 	comm->seg_pages = rounddown_pow_of_two(pages);
 
 out_destroy:
@@ -970,6 +981,10 @@ void kcoll_comms_device_removed(struct ib_device *ibdev)
 	struct kcoll_comm *comm, *victim;
 	struct kcoll_mem *mem;
 
+	/* No communicator binds to it from now on (kcoll_comm_bind_device()). */
+	spin_lock(&kcoll_comms_all_lock);
+	kcoll_ib_set_gone(ibdev);
+	spin_unlock(&kcoll_comms_all_lock);
 	/*
 	 * Every comm on it, listed or not: a destroyed or aborted comm is
 	 * off the listener's list but may still hold registrations (or a

@@ -51,6 +51,8 @@ struct kcoll_ibdev {
 	struct ib_cq *reg_cq;	/* IB_POLL_DIRECT: polled by the registrar */
 	struct ib_qp *reg_qp;	/* RC, connected to itself; NULL until used */
 	bool removed;		/* under reg_lock: no new registration QP */
+	bool gone;		/* removal has begun: no new communicator
+				 * binds to it (kcoll_ib_set_gone()) */
 	struct ib_reg_wr reg_wrs[KCOLL_REG_BATCH];	/* under reg_lock */
 	struct kcoll_prio prio;	/* what runs on it, by priority */
 	struct kcoll_opstats stats;	/* operations of comms on it */
@@ -327,12 +329,27 @@ static struct ib_client kcoll_ib_client = {
 	.remove = kcoll_ib_remove,
 };
 
-/* The PD kcoll uses on @ibdev, or NULL if kcoll does not use the device. */
+/*
+ * The PD kcoll uses on @ibdev, or NULL if kcoll does not use the device
+ * or its removal has begun. The caller serialises against
+ * kcoll_ib_set_gone() (kcoll_comm.c: kcoll_comms_all_lock), so that a
+ * communicator either binds before removal looks for the device's
+ * communicators, and is found, or not at all.
+ */
 struct ib_pd *kcoll_ib_pd(struct ib_device *ibdev)
 {
 	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
 
-	return dev ? dev->pd : NULL;
+	return dev && !READ_ONCE(dev->gone) ? dev->pd : NULL;
+}
+
+/* @ibdev is being removed: kcoll_ib_pd() says NULL from now on. */
+void kcoll_ib_set_gone(struct ib_device *ibdev)
+{
+	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
+
+	if (dev)
+		WRITE_ONCE(dev->gone, true);
 }
 
 /*
