@@ -2567,9 +2567,18 @@ void kcoll_coll_issue(struct kcoll_req *req)
 	 * released here.
 	 */
 	down_read(&comm->dev_sem);
-	err = kcoll_comm_usable(comm);
-	if (err)
+	/*
+	 * A dead comm fails before anything is pinned. A hint, without
+	 * comm->lock (one mutex round trip less per submission): the
+	 * check under the lock below decides, and a registration on a
+	 * device gone meanwhile fails in kcoll_buf_register().
+	 */
+	if (READ_ONCE(comm->error) || READ_ONCE(comm->shutting_down) ||
+	    READ_ONCE(comm->aborted)) {
+		err = READ_ONCE(comm->aborted) ? -ECANCELED :
+		      READ_ONCE(comm->error) ?: -ECANCELED;
 		goto out_unlock_dev;
+	}
 	err = kcoll_op_prepare(op, sqe);
 	if (err)
 		goto out_unlock_dev;
