@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * kcoll connection authentication (wire version 2; docs/DESIGN.md,
+ * kcoll connection authentication (since wire version 2; docs/DESIGN.md,
  * "Authentication"). The communicator key never crosses the wire. Each
  * side proves it knows the key with HMAC-SHA256 (kernel crypto API, one
  * keyed transform per communicator), truncated to KCOLL_AUTH_MAC bytes,

@@ -463,15 +463,51 @@ void kcoll_engine_eager_credit(struct kcoll_conn *conn)
 	unsigned int slot;
 
 	lockdep_assert_held(&conn->comm->lock);
-	if (hweight_long(again) >= KCOLL_EAGER_SLOTS / 2) {
+	if (!conn->local) {
+		/* Through the NIC only slots whose MR is invalid again can
+		 * be offered (kcoll_gmr_eager_ready()). */
+		unsigned long idle = 0;
+
+		for_each_set_bit(slot, &conn->erx_due, KCOLL_EAGER_SLOTS)
+			if (conn->egmr[slot] &&
+			    conn->egmr[slot]->state == KCOLL_GMR_FREE)
+				__set_bit(slot, &idle);
+		again &= idle;
+		fresh &= idle;
+	}
+	if (hweight_long(again) >= KCOLL_EAGER_SLOTS / 2 &&
+	    (conn->local ||
+	     kcoll_conn_sq_room(conn, 0) > hweight_long(again))) {
 		struct kcoll_wire_msg m = {
 			.type = KCOLL_MSG_CREDITS,
 			.kind = KCOLL_KIND_COLL,
-			.count = cpu_to_le64(again),
 		};
+		unsigned long ready = again;
 
-		if (!kcoll_conn_send_msg(conn, &m))
-			conn->erx_due &= ~again;
+		/* Through the NIC each under its next key, whose key byte
+		 * (the rkey's low 8 bits) goes in byte @slot of addr. */
+		if (!conn->local) {
+			u64 keys = 0;
+
+			ready = 0;
+			for_each_set_bit(slot, &again, KCOLL_EAGER_SLOTS) {
+				if (!kcoll_gmr_eager_ready(conn, slot))
+					continue;
+				__set_bit(slot, &ready);
+				keys |= (u64)(conn->egmr[slot]->mr->rkey & 0xff)
+					<< (8 * slot);
+			}
+			m.addr = cpu_to_le64(keys);
+		}
+		m.count = cpu_to_le64(ready);
+		if (ready && !kcoll_conn_send_msg(conn, &m)) {
+			conn->erx_due &= ~ready;
+		} else if (!conn->local) {
+			/* Registered but not offered: invalid again, and
+			 * offered later under the key after. */
+			for_each_set_bit(slot, &ready, KCOLL_EAGER_SLOTS)
+				kcoll_gmr_retire(conn->egmr[slot], -1);
+		}
 	}
 	for_each_set_bit(slot, &fresh, KCOLL_EAGER_SLOTS) {
 		struct kcoll_wire_msg m = {
@@ -482,15 +518,19 @@ void kcoll_engine_eager_credit(struct kcoll_conn *conn)
 			.status = cpu_to_le32(conn->lazy_offer ?
 					      KCOLL_CREDIT_LAZY : 0),
 		};
-		u64 addr;
-		u32 rkey;
 
-		kcoll_buf_remote(&conn->ebuf, kcoll_eager_off(slot, false),
-				 &addr, &rkey);
-		m.addr = cpu_to_le64(addr);
-		m.rkey = cpu_to_le32(rkey);
-		if (kcoll_conn_send_msg(conn, &m))
+		if (!conn->local) {
+			if (kcoll_conn_sq_room(conn, 0) < 2 ||
+			    !kcoll_gmr_eager_ready(conn, slot))
+				return;
+			m.addr = cpu_to_le64(conn->egmr[slot]->mr->iova);
+			m.rkey = cpu_to_le32(conn->egmr[slot]->mr->rkey);
+		}
+		if (kcoll_conn_send_msg(conn, &m)) {
+			if (!conn->local)
+				kcoll_gmr_retire(conn->egmr[slot], -1);
 			return;
+		}
 		__clear_bit(slot, &conn->erx_due);
 		__set_bit(slot, &conn->erx_offered);
 	}
@@ -505,6 +545,10 @@ void kcoll_engine_eager_up(struct kcoll_conn *conn)
 {
 	conn->lazy_offer = kcoll_lazy_sigs();
 	conn->erx_due = GENMASK(KCOLL_EAGER_SLOTS - 1, 0);
+	if (!conn->local && kcoll_gmr_eager_setup(conn)) {
+		kcoll_conn_kill(conn, -ENOMEM);
+		return;
+	}
 	kcoll_engine_eager_credit(conn);
 }
 
@@ -565,7 +609,8 @@ static void kcoll_engine_eager(struct kcoll_conn *conn, u32 imm,
 	    test_bit(slot, &conn->erx_due) || byte_len < sizeof(h))
 		goto bad;
 	/*
-	 * The slot stays writable by the peer: copy the header (and the
+	 * The slot stays writable by the peer until its MR's invalidation
+	 * (posted below) has completed: copy the header (and the
 	 * signature) once, then check and use only the copies, so that a
 	 * second write between the check and the use changes nothing.
 	 */
@@ -582,6 +627,9 @@ static void kcoll_engine_eager(struct kcoll_conn *conn, u32 imm,
 	    byte_len < hlen || le32_to_cpu(h.len) != byte_len - hlen)
 		goto bad;
 	conn->erx[slot].full = true;
+	/* Its credit is used: nothing more may land there. */
+	if (conn->egmr[slot])
+		kcoll_gmr_retire(conn->egmr[slot], -1);
 	conn->erx[slot].signed_ = sig;
 	conn->erx[slot].hlen = hlen;
 	conn->erx[slot].seq = le32_to_cpu(h.seq);
@@ -839,24 +887,53 @@ static void kcoll_op_grant(struct kcoll_task *op)
 				return;
 			}
 			g->addr = g->xid;
-		} else if (slot >= 0) {
-			kcoll_buf_remote(&conn->stage, slot * conn->slot_bytes,
-					 &g->addr, &g->rkey);
 		} else if (len) {
-			kcoll_buf_remote(dst, base + op->recv_granted, &g->addr,
-					 &g->rkey);
+			/* An MR over exactly these bytes, for this grant. */
+			int err;
+
+			g->gmr = kcoll_gmr_get(conn);
+			err = PTR_ERR_OR_ZERO(g->gmr);
+			if (!err)
+				err = slot >= 0 ?
+				      kcoll_gmr_map(g->gmr, &conn->stage,
+						    slot * conn->slot_bytes,
+						    len, &g->addr, &g->rkey) :
+				      kcoll_gmr_map(g->gmr, dst,
+						    base + op->recv_granted,
+						    len, &g->addr, &g->rkey);
+			if (err) {
+				if (!IS_ERR(g->gmr))
+					kcoll_gmr_put(g->gmr);
+				if (slot >= 0)
+					__clear_bit(slot, &conn->slot_busy);
+				kfree(g);
+				/* No MR free: one comes back when an
+				 * invalidation completes, then we retry. */
+				if (err != -ENOBUFS)
+					kcoll_op_fail(op, err);
+				return;
+			}
 		}
 		m.addr = cpu_to_le64(g->addr);
 		m.rkey = cpu_to_le32(g->rkey);
 		m.len = cpu_to_le32(len);
 		m.serial = cpu_to_le32(conn->k[op->kind].serial_out);
 		m.phase = cpu_to_le16(op->phase);
-		if (kcoll_conn_send_msg(conn, &m)) {
+		if (g->gmr ? kcoll_gmr_grant(g->gmr, op, &m) :
+			     kcoll_conn_send_msg(conn, &m)) {
 			/* SQ full: retried on the next completion. A dead
 			 * connection has failed the op already. */
 			kcoll_xpose_revoke(g->xid);
-			if (slot >= 0)
-				__clear_bit(slot, &conn->slot_busy);
+			if (g->gmr && g->gmr->state != KCOLL_GMR_FREE) {
+				/* Registered, not granted: the slot is
+				 * free once the MR is invalid again. */
+				g->gmr->slot = slot;
+			} else {
+				if (g->gmr)
+					kcoll_gmr_put(g->gmr);
+				if (slot >= 0)
+					__clear_bit(slot, &conn->slot_busy);
+			}
 			kfree(g);
 			return;
 		}
@@ -933,7 +1010,13 @@ void kcoll_engine_data(struct kcoll_conn *conn, u32 imm, u32 byte_len)
 	g->xid = 0;
 	if (!g->op->error)
 		kcoll_op_landed(g->op, conn, g);
-	if (g->slot >= 0) {
+	if (g->gmr) {
+		/* Through the NIC: the grant is over; its slot is free
+		 * once its MR is invalid. */
+		kcoll_gmr_retire(g->gmr, g->slot);
+		g->gmr = NULL;
+		g->slot = -1;
+	} else if (g->slot >= 0) {
 		__clear_bit(g->slot, &conn->slot_busy);
 		g->slot = -1;
 	}
@@ -1359,7 +1442,9 @@ static void kcoll_op_forget_grants(struct kcoll_task *op, struct kcoll_conn *con
 		conn->k[op->kind].nr_out--;
 		op->grants_out--;
 		kcoll_xpose_revoke(g->xid);
-		if (g->slot >= 0)
+		if (g->gmr)
+			kcoll_gmr_retire(g->gmr, g->slot);
+		else if (g->slot >= 0)
 			__clear_bit(g->slot, &conn->slot_busy);
 		kfree(g);
 	}
@@ -1493,6 +1578,19 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 		    (slots & (u64)conn->etx_free))
 			goto bad;
 		conn->etx_free |= slots;
+		/* Through the NIC each offer is a new registration of the
+		 * slot's MR: byte @slot of addr is its new key byte. */
+		if (!conn->local) {
+			unsigned long bits = slots;
+			u64 keys = le64_to_cpu(m->addr);
+			unsigned int slot;
+
+			BUILD_BUG_ON(KCOLL_EAGER_SLOTS * 8 > 64);
+			for_each_set_bit(slot, &bits, KCOLL_EAGER_SLOTS)
+				conn->etx_rkey[slot] =
+					(conn->etx_rkey[slot] & ~0xffU) |
+					((keys >> (8 * slot)) & 0xff);
+		}
 		return;
 	}
 	case KCOLL_MSG_GRANT:
@@ -1935,10 +2033,10 @@ static void kcoll_op_unstick(struct kcoll_task *op)
 	u32 i;
 
 	lockdep_assert_held(&comm->lock);
-	pr_warn_ratelimited("comm %llx rank %u: %s %u failed (%d) and its transfers did not drain (%u write(s), %u grant(s)); closing their connections\n",
+	pr_warn_ratelimited("comm %llx rank %u: %s %u failed (%d) and its transfers did not drain (%u write(s), %u grant(s), %u grant MR(s)); closing their connections\n",
 			    comm->uid, comm->rank,
 			    kcoll_op_name(op->args.opcode), op->seq, op->error,
-			    op->writes_inflight, op->grants_out);
+			    op->writes_inflight, op->grants_out, op->gmrs);
 	for (i = 0; i < comm->nranks; i++) {
 		struct kcoll_conn *conn = comm->conns[i];
 
@@ -2105,7 +2203,7 @@ static void kcoll_op_free(struct kcoll_task *op)
 /* Nothing can land in @op's memory any more and nothing of it is posted. */
 static bool kcoll_op_quiet(struct kcoll_task *op)
 {
-	return !op->grants_out && !op->writes_inflight;
+	return !op->grants_out && !op->writes_inflight && !op->gmrs;
 }
 
 /* What the report of failed @op says; op->reason if the failure set it. */
@@ -2228,6 +2326,9 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 				continue;
 			/* Credits a full send queue (or a channel without
 			 * memory) held back. */
+			if (conn->state == KCOLL_CONN_UP &&
+			    !list_empty(&conn->gmr_inv_due))
+				kcoll_gmr_retry(conn);
 			if (conn->erx_due && conn->state == KCOLL_CONN_UP)
 				kcoll_engine_eager_credit(conn);
 			/* An answer to a peer's ASK, held back the same way
@@ -2334,11 +2435,15 @@ void kcoll_engine_conn_lost(struct kcoll_conn *conn)
 	list_for_each_entry(op, &comm->ops, all)
 		if (kcoll_op_needs_peer(op, conn))
 			kcoll_op_fail(op, comm->error);
+	/* Grant MRs still valid go once the QPs are drained. */
+	kcoll_gmr_conn_lost(conn);
 	for (k = 0; k < KCOLL_KIND_NR; k++) {
 		list_for_each_entry_safe(g, tmp, &conn->k[k].out, node) {
 			list_del(&g->node);
 			g->op->grants_out--;
 			kcoll_xpose_revoke(g->xid);
+			if (g->gmr && g->slot >= 0)
+				g->gmr->slot = g->slot;
 			kfree(g);
 		}
 		conn->k[k].nr_out = 0;
@@ -2378,6 +2483,7 @@ void kcoll_engine_force_reap(struct kcoll_comm *comm)
 			op->error = comm->error ?: -ECANCELED;
 		op->grants_out = 0;
 		op->writes_inflight = 0;
+		op->gmrs = 0;
 		kcoll_op_complete(op);
 	}
 }

@@ -1088,7 +1088,7 @@ static int kcoll_comms_show(struct seq_file *m, void *unused)
 			   comm->nr_ops, comm->coll_seq, comm->model.alpha_ns,
 			   comm->model.beta_ps, comm->model.gamma_ps);
 		list_for_each_entry(op, &comm->ops, all)
-			seq_printf(m, "  op %s algo %s prio %u%s seq %u kind %u started %d phase %u/%u err %d fin %d sigs %u%s send %llu/%llu/%llu recv %llu/%llu/%llu writes %u grants %u\n",
+			seq_printf(m, "  op %s algo %s prio %u%s seq %u kind %u started %d phase %u/%u err %d fin %d sigs %u%s send %llu/%llu/%llu recv %llu/%llu/%llu writes %u grants %u gmrs %u\n",
 				   kcoll_op_name(op->args.opcode),
 				   kcoll_algo_name(kcoll_sched_algo(&op->args)),
 				   op->prio, op->held ? " (held)" : "",
@@ -1101,7 +1101,7 @@ static int kcoll_comms_show(struct seq_file *m, void *unused)
 				   op->send_posted, op->send_done,
 				   op->send_total, op->recv_granted,
 				   op->recv_done, op->recv_total,
-				   op->writes_inflight, op->grants_out);
+				   op->writes_inflight, op->grants_out, op->gmrs);
 		list_for_each_entry(op, &comm->ops, all) {
 			static const char * const names[KCOLL_SBUF_NR] = {
 				[KCOLL_SBUF_SEND] = "send",
@@ -1170,7 +1170,8 @@ static int kcoll_comms_show(struct seq_file *m, void *unused)
 			seq_puts(m, " sigs:");
 			list_for_each_entry(s, &c->sigs, node)
 				seq_printf(m, " %u/%u", s->seq, s->msg.type);
-			seq_putc(m, '\n');
+			seq_printf(m, " gmrs %u\n", c->gmr_nr);
+			kcoll_gmr_show(m, c);
 		}
 		mutex_unlock(&comm->lock);
 	}

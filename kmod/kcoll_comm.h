@@ -70,6 +70,9 @@
 #define KCOLL_SIGS_QUEUED_MAX		256
 /* Reduce landing slots per connection: the largest window (a bitmap). */
 #define KCOLL_STAGE_SLOTS	(KCOLL_GRANT_WINDOW * KCOLL_MAX_LANES)
+/* Grant MRs per connection: every kind's window out and as many again
+ * being invalidated. */
+#define KCOLL_GMR_MAX		(2 * KCOLL_KIND_NR * KCOLL_STAGE_SLOTS)
 #define KCOLL_REG_BATCH		32	/* REG_MR WRs per registration batch */
 #define KCOLL_INLINE_WANT	256	/* inline data asked of a QP */
 #define KCOLL_PINGS		4	/* round trips timed per connection */
@@ -82,7 +85,8 @@
 /* Memory                                                               */
 /* ------------------------------------------------------------------ */
 
-/* One fast-registration MR covering a run of a buffer's pages. */
+/* One fast-registration MR covering a run of a buffer's pages, for the
+ * NIC's local reads (sends): no peer can use it. */
 struct kcoll_mrseg {
 	struct ib_mr *mr;
 	struct sg_table sgt;
@@ -107,14 +111,15 @@ struct kcoll_buf {
 	size_t off0;		/* offset of byte 0 in the first page */
 	size_t len;
 	bool user;		/* pinned user pages (else allocated) */
-	bool writable;		/* pinned with FOLL_WRITE, or ours: its MRs
-				 * are remotely writable (else local reads
-				 * only); user pages dirtied on release */
+	bool writable;		/* pinned with FOLL_WRITE, or ours: grants
+				 * may expose it to a peer (else it is only
+				 * read); user pages dirtied on release */
 	bool charged;		/* npages charged to mm->pinned_vm */
 	struct mm_struct *mm;	/* mmgrab()ed when charged */
 	void *vmap_base;
 	u8 *vaddr;
 	struct ib_device *ibdev;
+	dma_addr_t *dma;	/* registered: each page's DMA address */
 	struct kcoll_mrseg *segs;
 	unsigned int nsegs;
 	size_t seg_bytes;
@@ -145,8 +150,6 @@ void kcoll_buf_release(struct kcoll_buf *b);
 /* Where the NIC sees bytes [off, off + len) (must not cross a segment). */
 void kcoll_buf_sge(const struct kcoll_buf *b, size_t off, size_t len,
 		   struct ib_sge *sge);
-void kcoll_buf_remote(const struct kcoll_buf *b, size_t off, u64 *addr,
-		      u32 *rkey);
 struct seq_file;
 void kcoll_buf_show(struct seq_file *m, const char *name,
 		    const struct kcoll_buf *b);
@@ -171,6 +174,38 @@ struct kcoll_rx {
 	u64 dma;
 };
 
+/*
+ * A grant MR (kcoll_gmr.c): the only way a peer can write into our memory.
+ * One fast-registration MR per grant (or eager slot), over exactly the
+ * bytes granted, registered on the connection's lane 0 just before the
+ * GRANT (or CREDIT) that names it, invalidated when the data is in (or the
+ * grant is dropped) and before the memory can go back to its owner.
+ */
+enum kcoll_gmr_state {
+	KCOLL_GMR_FREE,		/* invalid; in conn->gmr_free (eager: idle) */
+	KCOLL_GMR_LIVE,		/* REG_MR posted: a peer may write */
+	KCOLL_GMR_INVAL,	/* LOCAL_INV posted, not completed */
+	KCOLL_GMR_STALE,	/* its QP failed: kcoll_gmr_work() drains
+				 * the QPs and deregisters it */
+};
+
+struct kcoll_task;
+
+struct kcoll_gmr {
+	struct list_head node;		/* conn->gmr_free / gmr_busy */
+	struct list_head due;		/* conn->gmr_inv_due (SQ was full) */
+	struct kcoll_conn *conn;
+	struct ib_mr *mr;
+	struct ib_cqe inv_cqe;
+	enum kcoll_gmr_state state;
+	struct kcoll_task *op;		/* whose grant (counted in op->gmrs) */
+	int slot;			/* staging slot freed once invalid */
+	int eslot;			/* eager slot it serves, or -1 */
+	bool mapped;			/* eager: mapped (once, for good) */
+	unsigned int max_pages;
+	struct scatterlist sg[];	/* max_pages: the grant's pages */
+};
+
 /* A grant we issued (waiting for data) or received (waiting to be used). */
 struct kcoll_grant {
 	struct list_head node;
@@ -191,6 +226,7 @@ struct kcoll_grant {
 	u8 lane;		/* received: the QP its WRITE went on */
 	u32 xid;		/* issued on an intra-node connection: the
 				 * exposure of its memory (0: none) */
+	struct kcoll_gmr *gmr;	/* issued through the NIC: its MR */
 	/* Received grants: the receiver's signature, checked when our send
 	 * first uses them (collectives: also when they arrive during our
 	 * operation). */
@@ -262,7 +298,9 @@ struct kcoll_conn {
 	bool eager;			/* agreed: small collective transfers
 					 * go without a grant */
 	struct kcoll_buf ebuf;		/* our receive slots, then the
-					 * bounces of our sends: one MR */
+					 * bounces of our sends */
+	struct kcoll_gmr *egmr[KCOLL_EAGER_SLOTS];	/* each receive
+					 * slot's MR (through the NIC) */
 	struct {
 		bool full;		/* landed, not yet consumed */
 		bool signed_;		/* @sig came with it */
@@ -273,7 +311,8 @@ struct kcoll_conn {
 		struct kcoll_wire_eager_sig sig;
 	} erx[KCOLL_EAGER_SLOTS];
 	unsigned long erx_due;		/* consumed; CREDIT not yet sent */
-	unsigned long erx_offered;	/* first CREDIT sent (then CREDITS) */
+	unsigned long erx_offered;	/* first CREDIT sent (then CREDITS,
+					 * each re-offer under the next key) */
 	unsigned long etx_free;		/* the peer's slots we may write */
 	unsigned long etx_known;	/* offered once: address known */
 	u64 etx_addr[KCOLL_EAGER_SLOTS];
@@ -290,6 +329,14 @@ struct kcoll_conn {
 		struct list_head p2p_sends;	/* P2P ops to this peer */
 		struct list_head p2p_recvs;	/* P2P ops from this peer */
 	} k[KCOLL_KIND_NR];
+	/* Grant MRs (kcoll_gmr.c); comm->lock. */
+	struct list_head gmr_free;
+	struct list_head gmr_busy;	/* LIVE, INVAL or STALE */
+	struct list_head gmr_inv_due;	/* to invalidate when the SQ has room */
+	unsigned int gmr_nr;		/* allocated (at most KCOLL_GMR_MAX) */
+	bool gmr_gone;			/* shut down: no more drain work */
+	struct work_struct gmr_work;	/* after a loss: drain, deregister */
+
 	struct list_head sigs;		/* received SIGs not yet checked */
 	u32 sig_next;			/* signatures confirmed up to this seq */
 	/* Lazy signatures (docs/DESIGN.md): both must offer them. */
@@ -352,6 +399,7 @@ struct kcoll_task {
 	u32 writes_inflight;
 	bool abort_deferred;		/* ABORTs wait for writes_inflight */
 	u32 grants_out;			/* issued by this op, data not in */
+	u32 gmrs;			/* its grants' MRs not yet invalid */
 
 	u32 sigs_ok;			/* peers whose signature matched */
 	u32 sigs_sent;			/* ranks below this have our SIG (a
@@ -493,6 +541,23 @@ void kcoll_comms_device_removed(struct ib_device *ibdev);
 int kcoll_comm_init(void);
 void kcoll_comm_exit(void);
 
+/* kcoll_gmr.c */
+struct kcoll_gmr *kcoll_gmr_get(struct kcoll_conn *conn);
+void kcoll_gmr_put(struct kcoll_gmr *g);
+int kcoll_gmr_map(struct kcoll_gmr *g, const struct kcoll_buf *b,
+		  size_t off, size_t len, u64 *addr, u32 *rkey);
+int kcoll_gmr_grant(struct kcoll_gmr *g, struct kcoll_task *op,
+		    struct kcoll_wire_msg *m);
+void kcoll_gmr_retire(struct kcoll_gmr *g, int slot);
+void kcoll_gmr_retry(struct kcoll_conn *conn);
+void kcoll_gmr_conn_init(struct kcoll_conn *conn);
+void kcoll_gmr_conn_lost(struct kcoll_conn *conn);
+void kcoll_gmr_conn_stop(struct kcoll_conn *conn);
+void kcoll_gmr_conn_shutdown(struct kcoll_conn *conn);
+int kcoll_gmr_eager_setup(struct kcoll_conn *conn);
+bool kcoll_gmr_eager_ready(struct kcoll_conn *conn, u32 slot);
+void kcoll_gmr_show(struct seq_file *m, struct kcoll_conn *conn);
+
 /* kcoll_conn.c */
 int kcoll_listen_start(void);
 void kcoll_listen_stop(void);
@@ -506,6 +571,9 @@ void kcoll_conn_kill(struct kcoll_conn *conn, int err);
 void kcoll_conn_ping(struct kcoll_conn *conn);
 void kcoll_conn_pong(struct kcoll_conn *conn, u64 clock);
 int kcoll_conn_send_msg(struct kcoll_conn *conn, struct kcoll_wire_msg *m);
+int kcoll_conn_post(struct kcoll_conn *conn, unsigned int idx,
+		    struct ib_send_wr *wr);
+unsigned int kcoll_conn_sq_room(struct kcoll_conn *conn, unsigned int idx);
 int kcoll_conn_write(struct kcoll_conn *conn, unsigned int lane,
 		     struct ib_sge *sge, int nsge, u64 raddr, u32 rkey, u32 imm,
 		     struct ib_cqe *cqe);
@@ -513,7 +581,7 @@ int kcoll_conn_write_inline(struct kcoll_conn *conn, unsigned int lane,
 			    const void *buf, u32 len, u64 raddr, u32 rkey,
 			    u32 imm);
 
-/* kcoll_auth.c: proofs of the key (wire version 2) */
+/* kcoll_auth.c: proofs of the key (since wire version 2) */
 int kcoll_auth_init(struct kcoll_comm *comm);
 void kcoll_auth_free(struct kcoll_comm *comm);
 int kcoll_auth_hello_sign(struct kcoll_comm *comm, struct kcoll_wire_hello *h);

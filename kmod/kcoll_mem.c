@@ -5,13 +5,16 @@
  * them with the RDMA device as fast-registration MRs of at most
  * comm->seg_pages pages each.
  *
- * The NIC never sees an address outside a registered segment: remote peers
- * get an rkey and an address inside one segment per grant, and the MRs are
- * deregistered (rkeys dead) before the pages are unpinned or freed.
+ * These MRs are for the NIC's local reads only (what we send): no peer can
+ * write through them. A peer writes only through a grant MR over exactly
+ * the bytes it was granted, for as long as the grant lives (kcoll_gmr.c),
+ * built from the page DMA addresses kept here (b->dma). Every MR is
+ * invalid or deregistered before the pages are unpinned or freed.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/mm.h>
+#include <linux/scatterlist.h>
 #include <linux/random.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
@@ -181,22 +184,18 @@ out_uncharge:
 	return -ENOMEM;
 }
 
-/* How the device may touch @b's pages, and its MRs' access rights. */
+/* How the device may touch @b's pages: a buffer we never write (a send
+ * buffer, maybe a read-only mapping) only towards it. */
 static enum dma_data_direction kcoll_buf_dma_dir(const struct kcoll_buf *b)
 {
 	return b->writable ? DMA_BIDIRECTIONAL : DMA_TO_DEVICE;
-}
-
-static int kcoll_buf_access(const struct kcoll_buf *b)
-{
-	return b->writable ? IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE : 0;
 }
 
 void kcoll_buf_unregister(struct kcoll_buf *b)
 {
 	unsigned int i;
 
-	for (i = 0; i < b->nsegs; i++) {
+	for (i = 0; b->segs && i < b->nsegs; i++) {
 		struct kcoll_mrseg *s = &b->segs[i];
 
 		/* The rkey dies with the MR, before the pages go. */
@@ -210,18 +209,37 @@ void kcoll_buf_unregister(struct kcoll_buf *b)
 	kvfree(b->segs);
 	b->segs = NULL;
 	b->nsegs = 0;
+	kvfree(b->dma);
+	b->dma = NULL;
 	b->ibdev = NULL;
+}
+
+/* Keep the DMA address of each of pages [@first, @first + @n) of @b,
+ * mapped as segment @s: grant MRs are built from them. */
+static void kcoll_buf_note_dma(struct kcoll_buf *b,
+			       const struct kcoll_mrseg *s, unsigned int first,
+			       unsigned int n)
+{
+	struct sg_dma_page_iter it;
+	unsigned int k = first;
+
+	for_each_sgtable_dma_page(&s->sgt, &it, 0) {
+		if (k >= first + n)
+			break;
+		b->dma[k++] = sg_page_iter_dma_address(&it);
+	}
 }
 
 /*
  * kcoll_buf_register - DMA-map @b on @comm's device and register it, one
- * fast-reg MR per run of comm->seg_pages pages. A comm without connections
- * (one rank) needs no registration: returns 0 and leaves @b CPU-only.
- * Only a writable buffer (pinned with FOLL_WRITE, or our own pages) gets
- * MRs a peer can write through (IB_ACCESS_REMOTE_WRITE); a send buffer's
- * are for local reads only and DMA-mapped to the device, so that a send
- * from a read-only mapping (a file the user may only read) never puts its
- * pages under an rkey. -ENODEV once the comm's device is gone.
+ * fast-reg MR per run of comm->seg_pages pages, for local reads only. A
+ * comm without connections (one rank) needs no registration: returns 0
+ * and leaves @b CPU-only. Only a writable buffer (pinned with FOLL_WRITE,
+ * or our own pages) is DMA-mapped both ways, so that grant MRs
+ * (kcoll_gmr.c) can let a peer write into parts of it; a send buffer is
+ * mapped to the device only, so that a send from a read-only mapping (a
+ * file the user may only read) never has its pages written by the NIC.
+ * -ENODEV once the comm's device is gone.
  * The REG_MR work requests go on the device's registration QP
  * (kcoll_ib_reg_mrs()), which waits for them: the MRs are then valid on
  * every connection. Process context; sleeps.
@@ -240,8 +258,10 @@ int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm)
 	b->seg_bytes = comm->seg_pages * PAGE_SIZE;
 	b->nsegs = DIV_ROUND_UP(b->npages, comm->seg_pages);
 	b->segs = kvcalloc(b->nsegs, sizeof(*b->segs), GFP_KERNEL_ACCOUNT);
-	if (!b->segs) {
-		return -ENOMEM;
+	b->dma = kvcalloc(b->npages, sizeof(*b->dma), GFP_KERNEL_ACCOUNT);
+	if (!b->segs || !b->dma) {
+		err = -ENOMEM;
+		goto out_unreg;
 	}
 	for (i = 0; i < b->nsegs; i++) {
 		struct kcoll_mrseg *s = &b->segs[i];
@@ -261,6 +281,7 @@ int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm)
 		if (err)
 			goto out_unreg;
 		s->mapped = true;
+		kcoll_buf_note_dma(b, s, first, n);
 		s->mr = ib_alloc_mr(comm->pd, IB_MR_TYPE_MEM_REG, n);
 		if (IS_ERR(s->mr)) {
 			err = PTR_ERR(s->mr);
@@ -287,8 +308,7 @@ int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm)
 		ib_update_fast_reg_key(s->mr, ib_inc_rkey(s->mr->rkey));
 		batch[nb++] = s->mr;
 		if (nb == KCOLL_REG_BATCH || i == b->nsegs - 1) {
-			err = kcoll_ib_reg_mrs(b->ibdev, batch, nb,
-					       kcoll_buf_access(b));
+			err = kcoll_ib_reg_mrs(b->ibdev, batch, nb, 0);
 			if (err)
 				goto out_unreg;
 			nb = 0;
@@ -358,20 +378,10 @@ void kcoll_buf_sge(const struct kcoll_buf *b, size_t off, size_t len,
 	sge->lkey = s->mr->lkey;
 }
 
-void kcoll_buf_remote(const struct kcoll_buf *b, size_t off, u64 *addr,
-		      u32 *rkey)
-{
-	size_t in_seg;
-	const struct kcoll_mrseg *s = kcoll_buf_seg(b, off, &in_seg);
-
-	*addr = s->mr->iova + in_seg;
-	*rkey = s->mr->rkey;
-}
-
 /*
- * debugfs: @b's MRs, one line each (rkey, iova, length, what a peer may
- * do with it). Root only; for diagnosis and for the tests that play a
- * peer who learned an rkey.
+ * debugfs: @b's MRs, one line each (rkey, iova, length: local reads only,
+ * no peer may use them). Root only; for diagnosis and for the tests that
+ * play a peer who learned an rkey.
  */
 void kcoll_buf_show(struct seq_file *m, const char *name,
 		    const struct kcoll_buf *b)
@@ -383,8 +393,7 @@ void kcoll_buf_show(struct seq_file *m, const char *name,
 
 		if (!s->mr)
 			continue;
-		seq_printf(m, "    mr %s %u rkey %#x iova %#llx len %zu %s\n",
-			   name, i, s->mr->rkey, s->mr->iova, s->len,
-			   b->writable ? "remote-write" : "local-read");
+		seq_printf(m, "    mr %s %u rkey %#x iova %#llx len %zu local-read\n",
+			   name, i, s->mr->rkey, s->mr->iova, s->len);
 	}
 }

@@ -16,7 +16,7 @@
  * hello's MAC, the accept's MAC over the hello, and the connecting
  * side's AUTH message over both nonces (docs/DESIGN.md, "Authentication").
  */
-#define KCOLL_WIRE_VERSION	2
+#define KCOLL_WIRE_VERSION	3
 #define KCOLL_AUTH_NONCE	12
 #define KCOLL_AUTH_MAC		16
 
@@ -155,7 +155,9 @@ enum kcoll_msg_type {
 	KCOLL_MSG_CREDITS,	/* eager connections: the slots of bitmap
 				 * @count, each offered before by a CREDIT,
 				 * are free again (sent once half of them
-				 * are) */
+				 * are); through the NIC byte i of @addr is
+				 * slot i's new key byte (its rkey's low 8
+				 * bits: each offer registers it anew) */
 	KCOLL_MSG_EAGER,	/* intra-node eager connections only: an
 				 * eager transfer for slot @serial, its
 				 * header and data (@len bytes) carried by

@@ -727,6 +727,18 @@ static void wp_play(struct wpeer *p, const struct kcoll_wire_msg *in)
 	}
 }
 
+/* CREDITS through the NIC: byte s of addr is slot s's key byte. Our slots
+ * are all in one MR, never re-registered: its key byte each time. */
+static uint64_t wp_key_bytes(const struct wpeer *p, uint32_t slots)
+{
+	uint64_t keys = 0;
+
+	for (unsigned int s = 0; s < KCOLL_EAGER_SLOTS; s++)
+		if (slots & (1u << s))
+			keys |= (uint64_t)(p->mr->rkey & 0xff) << (8 * s);
+	return keys;
+}
+
 /* The module's eager transfer into our slot: the same back, then the slot
  * offered again. */
 static void wp_play_eager(struct wpeer *p, uint32_t imm, uint32_t byte_len)
@@ -753,6 +765,7 @@ static void wp_play_eager(struct wpeer *p, uint32_t imm, uint32_t byte_len)
 	}
 	p->ours_used |= 1u << slot;
 	m.count = htole64(p->ours_used);
+	m.addr = htole64(wp_key_bytes(p, p->ours_used));
 	p->ours_used = 0;
 	wp_send(p, &m, sizeof(m), false, 0);
 }
@@ -824,9 +837,18 @@ static void wp_poll(struct wpeer *p)
 					if (le32toh(m.status) & KCOLL_CREDIT_LAZY)
 						p->module_lazy = true;
 				}
-				if (m.type == KCOLL_MSG_CREDITS)
-					p->slots_free |= (uint32_t)le64toh(m.count) &
-							 p->slots_known;
+				if (m.type == KCOLL_MSG_CREDITS) {
+					uint32_t c = (uint32_t)le64toh(m.count) &
+						     p->slots_known;
+
+					/* Each offer under a new key byte. */
+					for (uint32_t s = 0; s < KCOLL_EAGER_SLOTS; s++)
+						if (c & (1u << s))
+							p->slot_rkey[s] =
+								(p->slot_rkey[s] & ~0xffu) |
+								((le64toh(m.addr) >> (8 * s)) & 0xff);
+					p->slots_free |= c;
+				}
 				wp_play(p, &m);
 			} else if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
 				wp_play_eager(p, ntohl(wc[i].imm_data),
@@ -1017,6 +1039,8 @@ static void wp_act(struct wpeer *p)
 		m.rkey = htole32(wp_below(3) ? p->mr->rkey : (uint32_t)wp_rand());
 		m.len = htole32(wp_plausible(KCOLL_EAGER_SLOT_BYTES, 2));
 		m.count = htole64(wp_rand() & 0x3ff);
+		if (m.type == KCOLL_MSG_CREDITS && wp_below(3))
+			m.addr = htole64(wp_key_bytes(p, (uint32_t)le64toh(m.count)));
 		m.status = htole32(wp_below(3));
 		wp_send(p, &m, sizeof(m), false, 0);
 		break;
@@ -1087,7 +1111,7 @@ static const struct {
 } wp_bad_hellos[HB_NR] = {
 	[HB_ZERO] = { "all zero", KCOLL_REJ_VERSION },
 	[HB_MAGIC] = { "wrong magic", KCOLL_REJ_VERSION },
-	[HB_VERSION] = { "wire version 2", KCOLL_REJ_VERSION },
+	[HB_VERSION] = { "a wire version from the future", KCOLL_REJ_VERSION },
 	/* Wrong key and unknown communicator look the same (issue 16). */
 	[HB_KEY] = { "wrong key", KCOLL_REJ_NOCOMM },
 	[HB_UID] = { "unknown communicator", KCOLL_REJ_NOCOMM },

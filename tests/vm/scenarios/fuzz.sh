@@ -82,6 +82,10 @@ log "kcoll-fuzz exited with $rc after $((SECONDS - t0)) s"
 grep -E '^kcoll-fuzz: (seed|started|COMM_|two-rank|teardown|device|first kernel|[0-9]+ threads)|UNEXPECTED' "$KCOLL_OUT/fuzz.log" | head -60
 grep -E '^kcoll-fuzz: seed .* calls' "$KCOLL_OUT/fuzz.log" >"$KCOLL_OUT/summary.txt"
 grep -E '^kcoll-fuzz: (two-rank|teardown|device|first kernel)' "$KCOLL_OUT/fuzz.log" >>"$KCOLL_OUT/summary.txt"
+# The first unexpected results, distinct, so that a failed check (CI
+# prints only the summary) says what went wrong, not only how often.
+grep -E 'UNEXPECTED' "$KCOLL_OUT/fuzz.log" | sed -E 's/^kcoll-fuzz: UNEXPECTED \(thread [0-9-]+\): //' |
+	awk '!seen[$0]++' | head -8 | cut -c1-300 | sed 's/^/kcoll-fuzz: UNEXPECTED: /' >>"$KCOLL_OUT/summary.txt"
 [ $rc = 0 ] || fail "kcoll-fuzz exited with $rc ($(grep -m1 -o 'reproduce with .*' "$KCOLL_OUT/fuzz.log" || echo 'see fuzz.log'))"
 
 # The helper adds rxe0 back when the fuzzer ends (or dies): wait for it,
