@@ -239,6 +239,15 @@ struct kcoll_prio {
 };
 struct kcoll_prio *kcoll_ib_prio(struct ib_device *ibdev);
 struct ib_mr;
+/* One fast-reg MR operation for kcoll_ib_mr_ops(). */
+struct kcoll_mr_op {
+	struct ib_mr *mr;
+	u32 key;	/* to register under, or to invalidate */
+	bool inv;
+};
+
+int kcoll_ib_mr_ops(struct ib_device *ibdev, const struct kcoll_mr_op *ops,
+		    unsigned int n, int access);
 int kcoll_ib_reg_mrs(struct ib_device *ibdev, struct ib_mr **mrs,
 		     unsigned int n, int access);
 int kcoll_ib_init(void);

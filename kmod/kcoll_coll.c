@@ -463,51 +463,39 @@ void kcoll_engine_eager_credit(struct kcoll_conn *conn)
 	unsigned int slot;
 
 	lockdep_assert_held(&conn->comm->lock);
-	if (!conn->local) {
-		/* Through the NIC only slots whose MR is invalid again can
-		 * be offered (kcoll_gmr_eager_ready()). */
-		unsigned long idle = 0;
-
-		for_each_set_bit(slot, &conn->erx_due, KCOLL_EAGER_SLOTS)
-			if (conn->egmr[slot] &&
-			    conn->egmr[slot]->state == KCOLL_GMR_FREE)
-				__set_bit(slot, &idle);
-		again &= idle;
-		fresh &= idle;
-	}
 	if (hweight_long(again) >= KCOLL_EAGER_SLOTS / 2 &&
-	    (conn->local ||
-	     kcoll_conn_sq_room(conn, 0) > hweight_long(again))) {
+	    (conn->local || kcoll_conn_sq_room(conn, 0))) {
 		struct kcoll_wire_msg m = {
 			.type = KCOLL_MSG_CREDITS,
 			.kind = KCOLL_KIND_COLL,
+			.count = cpu_to_le64(again),
 		};
-		unsigned long ready = again;
 
-		/* Through the NIC each under its next key, whose key byte
-		 * (the rkey's low 8 bits) goes in byte @slot of addr. */
+		/* Through the NIC each slot's MR is registered anew under
+		 * its next key, whose key byte (the rkey's low 8 bits)
+		 * goes in byte @slot of addr. A send that fails leaves
+		 * them due: the next offer registers them again. */
 		if (!conn->local) {
 			u64 keys = 0;
 
-			ready = 0;
-			for_each_set_bit(slot, &again, KCOLL_EAGER_SLOTS) {
-				if (!kcoll_gmr_eager_ready(conn, slot))
-					continue;
-				__set_bit(slot, &ready);
+			if (kcoll_gmr_eager_offer(conn, again)) {
+				kcoll_conn_kill(conn, -EIO);
+				return;
+			}
+			for_each_set_bit(slot, &again, KCOLL_EAGER_SLOTS)
 				keys |= (u64)(conn->egmr[slot]->mr->rkey & 0xff)
 					<< (8 * slot);
-			}
 			m.addr = cpu_to_le64(keys);
 		}
-		m.count = cpu_to_le64(ready);
-		if (ready && !kcoll_conn_send_msg(conn, &m)) {
-			conn->erx_due &= ~ready;
-		} else if (!conn->local) {
-			/* Registered but not offered: invalid again, and
-			 * offered later under the key after. */
-			for_each_set_bit(slot, &ready, KCOLL_EAGER_SLOTS)
-				kcoll_gmr_retire(conn->egmr[slot], -1);
-		}
+		if (!kcoll_conn_send_msg(conn, &m))
+			conn->erx_due &= ~again;
+	}
+	if (fresh && !conn->local &&
+	    (!kcoll_conn_sq_room(conn, 0) ||
+	     kcoll_gmr_eager_offer(conn, fresh))) {
+		if (kcoll_conn_sq_room(conn, 0))
+			kcoll_conn_kill(conn, -EIO);
+		return;
 	}
 	for_each_set_bit(slot, &fresh, KCOLL_EAGER_SLOTS) {
 		struct kcoll_wire_msg m = {
@@ -520,17 +508,11 @@ void kcoll_engine_eager_credit(struct kcoll_conn *conn)
 		};
 
 		if (!conn->local) {
-			if (kcoll_conn_sq_room(conn, 0) < 2 ||
-			    !kcoll_gmr_eager_ready(conn, slot))
-				return;
 			m.addr = cpu_to_le64(conn->egmr[slot]->mr->iova);
 			m.rkey = cpu_to_le32(conn->egmr[slot]->mr->rkey);
 		}
-		if (kcoll_conn_send_msg(conn, &m)) {
-			if (!conn->local)
-				kcoll_gmr_retire(conn->egmr[slot], -1);
+		if (kcoll_conn_send_msg(conn, &m))
 			return;
-		}
 		__clear_bit(slot, &conn->erx_due);
 		__set_bit(slot, &conn->erx_offered);
 	}
@@ -609,10 +591,10 @@ static void kcoll_engine_eager(struct kcoll_conn *conn, u32 imm,
 	    test_bit(slot, &conn->erx_due) || byte_len < sizeof(h))
 		goto bad;
 	/*
-	 * The slot stays writable by the peer until its MR's invalidation
-	 * (posted below) has completed: copy the header (and the
-	 * signature) once, then check and use only the copies, so that a
-	 * second write between the check and the use changes nothing.
+	 * The slot stays writable by the peer until it is offered again
+	 * (kcoll_gmr_eager_offer()): copy the header (and the signature)
+	 * once, then check and use only the copies, so that a second write
+	 * between the check and the use changes nothing.
 	 */
 	in = kcoll_eager_slot(conn, slot, false);
 	memcpy(&h, in, sizeof(h));
@@ -627,9 +609,6 @@ static void kcoll_engine_eager(struct kcoll_conn *conn, u32 imm,
 	    byte_len < hlen || le32_to_cpu(h.len) != byte_len - hlen)
 		goto bad;
 	conn->erx[slot].full = true;
-	/* Its credit is used: nothing more may land there. */
-	if (conn->egmr[slot])
-		kcoll_gmr_retire(conn->egmr[slot], -1);
 	conn->erx[slot].signed_ = sig;
 	conn->erx[slot].hlen = hlen;
 	conn->erx[slot].seq = le32_to_cpu(h.seq);
@@ -907,9 +886,11 @@ static void kcoll_op_grant(struct kcoll_task *op)
 				if (slot >= 0)
 					__clear_bit(slot, &conn->slot_busy);
 				kfree(g);
-				/* No MR free: one comes back when an
-				 * invalidation completes, then we retry. */
-				if (err != -ENOBUFS)
+				/* All MRs out: retired ones come back at the
+				 * next flush, then we retry. */
+				if (err == -ENOBUFS)
+					kcoll_gmr_flush(conn);
+				else
 					kcoll_op_fail(op, err);
 				return;
 			}
@@ -919,21 +900,23 @@ static void kcoll_op_grant(struct kcoll_task *op)
 		m.len = cpu_to_le32(len);
 		m.serial = cpu_to_le32(conn->k[op->kind].serial_out);
 		m.phase = cpu_to_le16(op->phase);
-		if (g->gmr ? kcoll_gmr_grant(g->gmr, op, &m) :
-			     kcoll_conn_send_msg(conn, &m)) {
+		if (g->gmr) {
+			/* It takes the MR and the slot over, whatever
+			 * happens. */
+			int err = kcoll_gmr_grant(g->gmr, slot, op, &m);
+
+			if (err) {
+				kfree(g);
+				if (err != -ENOBUFS && err != -ENOTCONN)
+					kcoll_op_fail(op, err);
+				return;
+			}
+		} else if (kcoll_conn_send_msg(conn, &m)) {
 			/* SQ full: retried on the next completion. A dead
 			 * connection has failed the op already. */
 			kcoll_xpose_revoke(g->xid);
-			if (g->gmr && g->gmr->state != KCOLL_GMR_FREE) {
-				/* Registered, not granted: the slot is
-				 * free once the MR is invalid again. */
-				g->gmr->slot = slot;
-			} else {
-				if (g->gmr)
-					kcoll_gmr_put(g->gmr);
-				if (slot >= 0)
-					__clear_bit(slot, &conn->slot_busy);
-			}
+			if (slot >= 0)
+				__clear_bit(slot, &conn->slot_busy);
 			kfree(g);
 			return;
 		}
@@ -2308,6 +2291,12 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 	lockdep_assert_held(&comm->lock);
 	do {
 		again = false;
+		/* What landed must be invalid before its op may complete,
+		 * its slot be granted again. */
+		for (i = 0; i < comm->nranks; i++)
+			if (comm->conns[i] &&
+			    !list_empty(&comm->conns[i]->gmr_inv_due))
+				kcoll_gmr_flush(comm->conns[i]);
 		op = kcoll_coll_head(comm);
 		if (op) {
 			if (!op->finished && !op->error)
@@ -2326,9 +2315,6 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 				continue;
 			/* Credits a full send queue (or a channel without
 			 * memory) held back. */
-			if (conn->state == KCOLL_CONN_UP &&
-			    !list_empty(&conn->gmr_inv_due))
-				kcoll_gmr_retry(conn);
 			if (conn->erx_due && conn->state == KCOLL_CONN_UP)
 				kcoll_engine_eager_credit(conn);
 			/* An answer to a peer's ASK, held back the same way
@@ -2442,8 +2428,6 @@ void kcoll_engine_conn_lost(struct kcoll_conn *conn)
 			list_del(&g->node);
 			g->op->grants_out--;
 			kcoll_xpose_revoke(g->xid);
-			if (g->gmr && g->slot >= 0)
-				g->gmr->slot = g->slot;
 			kfree(g);
 		}
 		conn->k[k].nr_out = 0;

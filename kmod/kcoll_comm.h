@@ -71,7 +71,7 @@
 /* Reduce landing slots per connection: the largest window (a bitmap). */
 #define KCOLL_STAGE_SLOTS	(KCOLL_GRANT_WINDOW * KCOLL_MAX_LANES)
 /* Grant MRs per connection: every kind's window out and as many again
- * being invalidated. */
+ * retired, not yet invalidated. */
 #define KCOLL_GMR_MAX		(2 * KCOLL_KIND_NR * KCOLL_STAGE_SLOTS)
 #define KCOLL_REG_BATCH		32	/* REG_MR WRs per registration batch */
 #define KCOLL_INLINE_WANT	256	/* inline data asked of a QP */
@@ -177,26 +177,24 @@ struct kcoll_rx {
 /*
  * A grant MR (kcoll_gmr.c): the only way a peer can write into our memory.
  * One fast-registration MR per grant (or eager slot), over exactly the
- * bytes granted, registered on the connection's lane 0 just before the
- * GRANT (or CREDIT) that names it, invalidated when the data is in (or the
- * grant is dropped) and before the memory can go back to its owner.
+ * bytes granted, registered before the GRANT (or CREDIT) that names it is
+ * sent, invalidated once the data is in (or the grant is dropped) and
+ * before the memory can be used for anything else.
  */
 enum kcoll_gmr_state {
 	KCOLL_GMR_FREE,		/* invalid; in conn->gmr_free (eager: idle) */
-	KCOLL_GMR_LIVE,		/* REG_MR posted: a peer may write */
-	KCOLL_GMR_INVAL,	/* LOCAL_INV posted, not completed */
-	KCOLL_GMR_STALE,	/* its QP failed: kcoll_gmr_work() drains
-				 * the QPs and deregisters it */
+	KCOLL_GMR_LIVE,		/* registered, in conn->gmr_busy: a peer may
+				 * write (also once retired, until the next
+				 * kcoll_gmr_flush()) */
 };
 
 struct kcoll_task;
 
 struct kcoll_gmr {
 	struct list_head node;		/* conn->gmr_free / gmr_busy */
-	struct list_head due;		/* conn->gmr_inv_due (SQ was full) */
+	struct list_head due;		/* conn->gmr_inv_due: retired */
 	struct kcoll_conn *conn;
 	struct ib_mr *mr;
-	struct ib_cqe inv_cqe;
 	enum kcoll_gmr_state state;
 	struct kcoll_task *op;		/* whose grant (counted in op->gmrs) */
 	int slot;			/* staging slot freed once invalid */
@@ -331,11 +329,10 @@ struct kcoll_conn {
 	} k[KCOLL_KIND_NR];
 	/* Grant MRs (kcoll_gmr.c); comm->lock. */
 	struct list_head gmr_free;
-	struct list_head gmr_busy;	/* LIVE, INVAL or STALE */
-	struct list_head gmr_inv_due;	/* to invalidate when the SQ has room */
-	unsigned int gmr_nr;		/* allocated (at most KCOLL_GMR_MAX) */
-	bool gmr_gone;			/* shut down: no more drain work */
-	struct work_struct gmr_work;	/* after a loss: drain, deregister */
+	struct list_head gmr_busy;	/* LIVE */
+	struct list_head gmr_inv_due;	/* retired, to invalidate */
+	unsigned int gmr_nr;		/* allocated (grants' at most
+					 * KCOLL_GMR_MAX, + eager slots') */
 
 	struct list_head sigs;		/* received SIGs not yet checked */
 	u32 sig_next;			/* signatures confirmed up to this seq */
@@ -546,16 +543,15 @@ struct kcoll_gmr *kcoll_gmr_get(struct kcoll_conn *conn);
 void kcoll_gmr_put(struct kcoll_gmr *g);
 int kcoll_gmr_map(struct kcoll_gmr *g, const struct kcoll_buf *b,
 		  size_t off, size_t len, u64 *addr, u32 *rkey);
-int kcoll_gmr_grant(struct kcoll_gmr *g, struct kcoll_task *op,
+int kcoll_gmr_grant(struct kcoll_gmr *g, int slot, struct kcoll_task *op,
 		    struct kcoll_wire_msg *m);
 void kcoll_gmr_retire(struct kcoll_gmr *g, int slot);
-void kcoll_gmr_retry(struct kcoll_conn *conn);
+int kcoll_gmr_flush(struct kcoll_conn *conn);
 void kcoll_gmr_conn_init(struct kcoll_conn *conn);
 void kcoll_gmr_conn_lost(struct kcoll_conn *conn);
-void kcoll_gmr_conn_stop(struct kcoll_conn *conn);
 void kcoll_gmr_conn_shutdown(struct kcoll_conn *conn);
 int kcoll_gmr_eager_setup(struct kcoll_conn *conn);
-bool kcoll_gmr_eager_ready(struct kcoll_conn *conn, u32 slot);
+int kcoll_gmr_eager_offer(struct kcoll_conn *conn, unsigned long slots);
 void kcoll_gmr_show(struct seq_file *m, struct kcoll_conn *conn);
 
 /* kcoll_conn.c */
@@ -571,8 +567,6 @@ void kcoll_conn_kill(struct kcoll_conn *conn, int err);
 void kcoll_conn_ping(struct kcoll_conn *conn);
 void kcoll_conn_pong(struct kcoll_conn *conn, u64 clock);
 int kcoll_conn_send_msg(struct kcoll_conn *conn, struct kcoll_wire_msg *m);
-int kcoll_conn_post(struct kcoll_conn *conn, unsigned int idx,
-		    struct ib_send_wr *wr);
 unsigned int kcoll_conn_sq_room(struct kcoll_conn *conn, unsigned int idx);
 int kcoll_conn_write(struct kcoll_conn *conn, unsigned int lane,
 		     struct ib_sge *sge, int nsge, u64 raddr, u32 rkey, u32 imm,

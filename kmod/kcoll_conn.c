@@ -261,19 +261,14 @@ unsigned int kcoll_conn_sq_room(struct kcoll_conn *conn, unsigned int idx)
 }
 
 /*
- * Post a chain of signalled send-queue WRs on @conn's lane @idx: every WR
- * of ours is signalled and counted in sq_posted (the lane's and the
- * connection's) until its completion handler runs. The chain goes whole
- * or not at all (-ENOBUFS: not room for all of it); a provider that
- * refuses a WR part way counts what went before it, and returns its
- * error. Must hold comm->lock.
+ * Post one signalled send-queue WR on @conn's lane @idx: every WR of ours
+ * is signalled and counted in sq_posted (the lane's and the connection's)
+ * until its completion handler runs. Must hold comm->lock.
  */
-int kcoll_conn_post(struct kcoll_conn *conn, unsigned int idx,
-		    struct ib_send_wr *wr)
+static int kcoll_conn_post(struct kcoll_conn *conn, unsigned int idx,
+			   struct ib_send_wr *wr)
 {
-	const struct ib_send_wr *bad = NULL, *w;
 	struct kcoll_lane *lane = &conn->lane[idx];
-	unsigned int n = 0;
 	int err;
 
 	lockdep_assert_held(&conn->comm->lock);
@@ -281,23 +276,14 @@ int kcoll_conn_post(struct kcoll_conn *conn, unsigned int idx,
 		return -ENOTCONN;
 	if (idx >= conn->nlanes)
 		return -EINVAL;
-	for (w = wr; w; w = w->next)
-		n++;
-	if (lane->sq_posted + n > KCOLL_SQ_DEPTH)
+	if (lane->sq_posted >= KCOLL_SQ_DEPTH)
 		return -ENOBUFS;
-	for (w = wr; w; w = w->next)
-		((struct ib_send_wr *)w)->send_flags |= IB_SEND_SIGNALED;
-	err = ib_post_send(lane->qp, wr, &bad);
-	if (err) {
-		n = 0;
-		for (w = wr; bad && w && w != bad; w = w->next)
-			n++;
-	}
-	if (n) {
-		conn->sq_posted += n;
-		if (!lane->sq_posted)
+	wr->send_flags |= IB_SEND_SIGNALED;
+	err = ib_post_send(lane->qp, wr, NULL);
+	if (!err) {
+		conn->sq_posted++;
+		if (!lane->sq_posted++)
 			kcoll_engine_sq_busy(lane);
-		lane->sq_posted += n;
 	}
 	return err;
 }
@@ -1421,10 +1407,8 @@ void kcoll_conn_shutdown(struct kcoll_conn *conn)
 	cancel_delayed_work_sync(&conn->retry);
 	/* Our BYE is queued already: the peer still gets it. */
 	kcoll_lchan_detach(conn);
-	/* A loss's drain of the QPs is over before they go. */
-	kcoll_gmr_conn_stop(conn);
 	kcoll_conn_teardown_id(conn);
-	/* No WR of ours is left: every grant MR goes, before the PD. */
+	/* Every grant MR goes, before the PD. */
 	kcoll_gmr_conn_shutdown(conn);
 	/* A peer on this node copies into staging slots without the NIC:
 	 * withdraw them before they are freed. */

@@ -190,14 +190,17 @@ out_destroy:
 }
 
 /*
- * kcoll_ib_reg_mrs - register @n (≤ KCOLL_REG_BATCH) mapped fast-reg MRs of
- * @ibdev with @access (IB_ACCESS_* flags; 0: local reads only), and wait
- * until the device has done it: when this returns 0, the MRs are valid on
- * every QP of the PD.
+ * kcoll_ib_mr_ops - the @n (≤ KCOLL_REG_BATCH) operations @ops on fast-reg
+ * MRs of @ibdev, in order: register (under op->key, with @access:
+ * IB_ACCESS_* flags, 0: local reads only) or invalidate (op->key: the key
+ * it was registered under). Waits until the device has done them: when
+ * this returns 0 the registered MRs are valid on every QP of the PD and
+ * the invalidated ones on none. On an error any of them may be either:
+ * the caller deregisters them.
  * Sleeps (polls the CQ); process context, no spinlocks held.
  */
-int kcoll_ib_reg_mrs(struct ib_device *ibdev, struct ib_mr **mrs,
-		     unsigned int n, int access)
+int kcoll_ib_mr_ops(struct ib_device *ibdev, const struct kcoll_mr_op *ops,
+		    unsigned int n, int access)
 {
 	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
 	struct ib_reg_wr *wrs;
@@ -215,11 +218,16 @@ int kcoll_ib_reg_mrs(struct ib_device *ibdev, struct ib_mr **mrs,
 	wrs = dev->reg_wrs;
 	memset(wrs, 0, n * sizeof(*wrs));
 	for (i = 0; i < n; i++) {
-		wrs[i].wr.opcode = IB_WR_REG_MR;
 		wrs[i].wr.wr_id = i;
 		wrs[i].wr.next = i + 1 < n ? &wrs[i + 1].wr : NULL;
-		wrs[i].mr = mrs[i];
-		wrs[i].key = mrs[i]->rkey;
+		if (ops[i].inv) {
+			wrs[i].wr.opcode = IB_WR_LOCAL_INV;
+			wrs[i].wr.ex.invalidate_rkey = ops[i].key;
+			continue;
+		}
+		wrs[i].wr.opcode = IB_WR_REG_MR;
+		wrs[i].mr = ops[i].mr;
+		wrs[i].key = ops[i].key;
 		wrs[i].access = access;
 	}
 	/* The last completes the batch: a send queue completes in order. */
@@ -263,6 +271,19 @@ int kcoll_ib_reg_mrs(struct ib_device *ibdev, struct ib_mr **mrs,
 out_unlock:
 	mutex_unlock(&dev->reg_lock);
 	return err;
+}
+
+int kcoll_ib_reg_mrs(struct ib_device *ibdev, struct ib_mr **mrs,
+		     unsigned int n, int access)
+{
+	struct kcoll_mr_op ops[KCOLL_REG_BATCH];
+	unsigned int i;
+
+	if (n > KCOLL_REG_BATCH)
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		ops[i] = (struct kcoll_mr_op){ .mr = mrs[i], .key = mrs[i]->rkey };
+	return kcoll_ib_mr_ops(ibdev, ops, n, access);
 }
 
 static int kcoll_ib_add(struct ib_device *ibdev)

@@ -81,6 +81,10 @@ struct wpeer {
 	unsigned int flood_left;	/* messages of a flood still to send */
 	uint8_t flood_type;		/* SIG or GRANT */
 	unsigned long msgs_in, sends, writes;
+	/* Scoped-grant tests: leave the module's grants to the test, and
+	 * the first send-side error (not a flush) the QP reported. */
+	bool hold_grants;
+	int first_err;
 };
 
 #define WP_SLOTS	(3u << 20)	/* offset of our eager slots in data */
@@ -706,6 +710,8 @@ static void wp_play(struct wpeer *p, const struct kcoll_wire_msg *in)
 			wp_play_rooted(p, in);
 		return;
 	case KCOLL_MSG_GRANT:
+		if (p->hold_grants)
+			return;
 		/* Fill it, then grant the same step into our memory. */
 		imm = ((uint32_t)in->kind << KCOLL_IMM_KIND_SHIFT) |
 		      (le32toh(in->serial) &
@@ -787,6 +793,9 @@ static void wp_poll(struct wpeer *p)
 		for (i = 0; i < n; i++) {
 			if (wc[i].status != IBV_WC_SUCCESS) {
 				p->dead = true;
+				if (!p->first_err &&
+				    wc[i].status != IBV_WC_WR_FLUSH_ERR)
+					p->first_err = wc[i].status;
 				if (!(wc[i].opcode & IBV_WC_RECV) &&
 				    p->inflight)
 					p->inflight--;
@@ -1483,6 +1492,244 @@ TEST(read_only_send_buffer_is_not_remotely_writable)
 	unlink(path);
 	free(want);
 	free(got);
+}
+
+/* ---------------------------------------------------------------- */
+/* Grants: exactly the bytes granted, while the grant lives          */
+/* ---------------------------------------------------------------- */
+
+enum {
+	WS_PAST_END,		/* one byte after the grant's last */
+	WS_BEFORE,		/* one byte before its first */
+	WS_OLD_RKEY,		/* a landed grant's rkey, op still running */
+	WS_AFTER_OP,		/* the last grant's rkey, op completed */
+	WS_REG_MEM,		/* a REG_MEM registration's own MR, op done */
+	WS_NR
+};
+
+static const char *const wp_scope_what[WS_NR] = {
+	[WS_PAST_END] = "one byte past the grant's end",
+	[WS_BEFORE] = "one byte before the grant's start",
+	[WS_OLD_RKEY] = "a landed grant's rkey while the operation runs",
+	[WS_AFTER_OP] = "the last grant's rkey after the operation completed",
+	[WS_REG_MEM] = "a registration's own MR after the operation completed",
+};
+
+#define WS_GUARD	4096u
+#define WS_BYTES	(1u << 20)	/* rank 0's receive: several grants */
+#define WS_OFF		100u		/* not page aligned: bytes beside it */
+
+struct wp_runner {
+	struct tring *r;
+	struct kcoll_sqe sqe;
+	int res;
+	volatile bool done;
+};
+
+static void *wp_runner_main(void *arg)
+{
+	struct wp_runner *w = arg;
+
+	w->res = kt_run(w->r, &w->sqe);
+	w->done = true;
+	return NULL;
+}
+
+/* Poll @p until @cond or @secs pass; false on timeout. */
+#define WP_POLL_UNTIL(p, cond, secs) ({					\
+	double __end = wp_now() + (secs);				\
+	bool __ok;							\
+	while (!(__ok = (cond)) && wp_now() < __end) {			\
+		wp_poll(p);						\
+		usleep(1000);						\
+	}								\
+	__ok;								\
+})
+
+/* Fill module grant @g with 0x77 bytes, WRITE WITH IMM naming it. */
+static void wp_fill_grant(struct wpeer *p, const struct kcoll_wire_msg *g)
+{
+	uint32_t imm = ((uint32_t)g->kind << KCOLL_IMM_KIND_SHIFT) |
+		       (le32toh(g->serial) & KCOLL_IMM_SERIAL_MASK);
+
+	memset(p->data, 0x77, le32toh(g->len));
+	wp_write(p, le64toh(g->addr), le32toh(g->rkey), 0, le32toh(g->len),
+		 true, imm);
+}
+
+/*
+ * One case: rank 0 (the module, this process) receives a broadcast of
+ * WS_BYTES from us (rank 1, root) into the middle of a buffer full of
+ * 0x5a; we write where case @what says, which the NIC must refuse with a
+ * remote access error. Afterwards rank 0's memory holds our 0x77 only
+ * where a grant we filled put it. Returns the number of failed checks,
+ * logging each.
+ */
+static int wp_scope_case(int what)
+{
+	struct wcomm c;
+	struct wpeer p;
+	struct wp_runner w = {};
+	struct kcoll_reg_mem reg = {};
+	pthread_t th;
+	uint8_t *buf = aligned_alloc(4096, WS_BYTES + 2 * WS_GUARD + 4096);
+	uint8_t *dst;
+	size_t filled = 0, i, total = WS_BYTES + 2 * WS_GUARD + 4096;
+	unsigned int used = 0;
+	struct kcoll_wire_msg g0, last;
+	uint64_t addr;
+	uint32_t rkey, len;
+	char rights[32] = "";
+	int fails = 0, r;
+
+#define WS_CHECK(cond, ...) do {					\
+	if (!(cond)) {							\
+		fails++;						\
+		fprintf(stderr, "# %s: ", wp_scope_what[what]);	\
+		fprintf(stderr, __VA_ARGS__);				\
+		fputc('\n', stderr);					\
+	}								\
+} while (0)
+
+	if (!buf)
+		return 1;
+	memset(buf, 0x5a, total);
+	dst = buf + WS_GUARD + WS_OFF;
+	memset(&p, 0, sizeof(p));
+	r = wp_pair(&p, &c, 0x7e40 + what, "scoped", 0);
+	WS_CHECK(!r, "no communicator with rank 0 (%d)", r);
+	if (r) {
+		free(buf);
+		return fails;
+	}
+	p.hold_grants = true;
+	if (what == WS_REG_MEM) {
+		reg.comm_id = c.id;
+		reg.addr = (uintptr_t)buf;
+		reg.len = total;
+		r = (int)kt_ioctl(c.r.fd, KCOLL_IOC_REG_MEM, &reg);
+		WS_CHECK(!r, "REG_MEM: %d", r);
+	}
+	w.r = &c.r;
+	w.sqe = kt_coll(KCOLL_OP_BROADCAST, c.id, KCOLL_DTYPE_FP32, 0, 1,
+			WS_BYTES / 4, dst, dst);
+	w.sqe.recv_mr = reg.handle;
+	w.sqe.send_mr = reg.handle;
+	w.sqe.timeout_ms = 10000;
+	pthread_create(&th, NULL, wp_runner_main, &w);
+
+	WS_CHECK(WP_POLL_UNTIL(&p, p.ngrants > 0 || p.dead, 20) && p.ngrants,
+		 "no grant from rank 0");
+	g0 = p.grants[0];
+	last = g0;
+	addr = le64toh(g0.addr);
+	rkey = le32toh(g0.rkey);
+	len = le32toh(g0.len);
+	memset(p.data, 0xee, 4096);
+
+	switch (what) {
+	case WS_PAST_END:
+		wp_write(&p, addr + len, rkey, 0, 1, false, 0);
+		break;
+	case WS_BEFORE:
+		wp_write(&p, addr - 1, rkey, 0, 1, false, 0);
+		break;
+	case WS_OLD_RKEY:
+		wp_fill_grant(&p, &g0);
+		filled = len;
+		used = 1;
+		/* Time for rank 0 to see it land and invalidate its MR. */
+		WP_POLL_UNTIL(&p, p.dead, 0.5);
+		memset(p.data, 0xee, 4096);
+		wp_write(&p, addr, rkey, 0, 1, false, 0);
+		break;
+	case WS_AFTER_OP:
+	case WS_REG_MEM:
+		/* Play along to the end. */
+		while (!w.done && !p.dead) {
+			while (used < p.ngrants && used < WP_GRANTS &&
+			       !p.dead) {
+				last = p.grants[used++];
+				wp_fill_grant(&p, &last);
+				filled += le32toh(last.len);
+			}
+			wp_poll(&p);
+			usleep(1000);
+		}
+		WS_CHECK(w.done && w.res == 0 && filled == WS_BYTES,
+			 "the broadcast did not complete (res %d, %zu of %u bytes)",
+			 w.done ? w.res : 1, filled, WS_BYTES);
+		if (what == WS_AFTER_OP) {
+			memset(p.data, 0xee, 4096);
+			wp_write(&p, le64toh(last.addr), le32toh(last.rkey), 0,
+				 le32toh(last.len), false, 0);
+			break;
+		}
+		r = wp_find_mr(0x7e40 + what, "mem", &rkey, &addr, rights,
+			       sizeof(rights));
+		WS_CHECK(!r, "the registration's MR is not in debugfs");
+		WS_CHECK(!strcmp(rights, "local-read"),
+			 "the registration's MR is %s", rights);
+		wp_write(&p, addr + WS_GUARD, rkey, 0, 4096, false, 0);
+		break;
+	}
+	WS_CHECK(WP_POLL_UNTIL(&p, p.first_err, 20) &&
+		 p.first_err == IBV_WC_REM_ACCESS_ERR,
+		 "the WRITE completed with %s, not a remote access error",
+		 p.first_err ? ibv_wc_status_str(p.first_err) :
+			       "nothing (or success)");
+	wp_destroy(&p);
+	pthread_join(th, NULL);
+	if (what < WS_AFTER_OP)
+		WS_CHECK(w.res < 0, "rank 0's broadcast completed with %d",
+			 w.res);
+	/* Byte for byte: our data where we filled grants, 0x5a elsewhere. */
+	for (i = 0; i < total; i++) {
+		size_t at = (size_t)(buf + i - dst);
+		uint8_t want = buf + i >= dst && at < filled ? 0x77 : 0x5a;
+
+		if (buf[i] != want) {
+			WS_CHECK(0, "rank 0's byte %zd (from its receive buffer) is %#x, not %#x",
+				 (ssize_t)(buf + i - dst), buf[i], want);
+			break;
+		}
+	}
+	{
+		struct kcoll_comm_destroy d = { .comm_id = c.id };
+
+		WS_CHECK(!kt_ioctl(c.r.fd, KCOLL_IOC_COMM_DESTROY, &d),
+			 "COMM_DESTROY failed");
+	}
+	kt_ring_exit(&c.r);
+	free(buf);
+	return fails;
+#undef WS_CHECK
+}
+
+/*
+ * A peer with the key may write exactly the bytes an operation granted
+ * it, for as long as the grant lives (issue 16, F4): past either end of
+ * a grant, with a grant's rkey once its data landed or its operation
+ * completed, or through a registration's own MR, its WRITE must fail at
+ * the NIC (remote access error), and rank 0's memory must be byte for
+ * byte what the legitimate transfers made it.
+ */
+TEST(grants_expose_exactly_their_bytes_while_they_live)
+{
+	int what;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "reading registrations' rkeys from debugfs needs root");
+	for (what = 0; what < WS_NR; what++) {
+		int fails = wp_scope_case(what);
+
+		EXPECT_EQ(0, fails) {
+			TH_LOG("%s: %d check(s) failed", wp_scope_what[what],
+			       fails);
+		}
+	}
 }
 
 /* ---------------------------------------------------------------- */

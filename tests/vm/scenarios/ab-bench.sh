@@ -1,0 +1,93 @@
+#!/bin/bash
+# Two builds of the module side by side in one boot of two VMs: A, B, A,
+# B, ... (ROUNDS of each, default 3), each turn loaded on both VMs at once
+# and measured with kcoll-perf (allreduce, allgather, broadcast; 8 B to
+# 16 MiB; 2 ranks per VM), then the medians per (collective, size) and
+# B's time over A's. For what a change costs (docs/PERFORMANCE.md): the
+# emulated link drifts within a boot, and interleaving spreads the drift
+# over both. Not part of make check (about 15 minutes). Usage:
+#   tests/vm/vmrun.sh -k KVER -n 2 -o OUT -t 3000 \
+#       -a "KO_A KO_B [ROUNDS]" tests/vm/scenarios/ab-bench.sh
+# then OUT/vm0/ab.txt. KO_A and KO_B are paths to kcoll.ko builds for
+# KVER that speak the same wire version.
+. "$kcoll_top/tests/vm/guest-lib.sh"
+
+# shellcheck disable=SC2086
+set -- $KCOLL_ARG
+ko_a=${1:-}
+ko_b=${2:-}
+rounds=${3:-3}
+ppn=2
+if [ ! -f "$ko_a" ] || [ ! -f "$ko_b" ]; then
+	fail "usage: -a \"KO_A KO_B [ROUNDS]\" (got '$KCOLL_ARG')"
+	kcoll_finish
+fi
+
+# kperf NAME PORT ARGS...: this VM's ranks of one kcoll-perf run.
+kperf() {
+	local name=$1 port=$2 r p kp=()
+	shift 2
+	for r in $(seq $((ppn * kcoll_vm)) $((ppn * kcoll_vm + ppn - 1))); do
+		KCOLL_ROOT=10.9.0.1:$port KCOLL_RANK=$r timeout -k 10 900 \
+			"$KCOLL_TOP/build/tools/kcoll-perf" "$@" >"$KCOLL_OUT/$name-rank$r.txt" 2>&1 &
+		kp+=($!)
+	done
+	for p in "${kp[@]}"; do
+		wait "$p" || fail "kcoll-perf $name failed"
+	done
+}
+
+kcoll_net_up
+kcoll_rxe_up
+kcoll_peers_up
+export KCOLL_NRANKS=$((2 * ppn)) KCOLL_BOOTSTRAP_TIMEOUT_MS=120000
+export KCOLL_SECRET=6b636f6c6c2d61622d62656e6368
+port=29950
+for r in $(seq 1 "$rounds"); do
+	for v in a b; do
+		if [ $v = a ]; then KCOLL_KO=$ko_a; else KCOLL_KO=$ko_b; fi
+		kcoll_mod_load
+		vm_sync "load-$r-$v" 300
+		for c in allreduce allgather broadcast; do
+			port=$((port + 1))
+			kperf "$v-$r-$c" $port -M -c $c -b 8 -e 16M -f 8 -n 5 -w 1 -i 0
+		done
+		vm_sync "done-$r-$v" 1800
+		kcoll_mod_unload
+		vm_sync "unloaded-$r-$v" 300
+	done
+done
+
+if [ "$kcoll_vm" = 0 ]; then
+	python3 - "$KCOLL_OUT" "$rounds" >"$KCOLL_OUT/ab.txt" <<'EOF'
+import statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+t = {}
+for v in "ab":
+    for r in range(1, rounds + 1):
+        for c in ("allreduce", "allgather", "broadcast"):
+            for line in open(f"{out}/{v}-{r}-{c}-rank0.txt"):
+                f = line.split()
+                if not f or f[0].startswith("#") or not f[0].isdigit():
+                    continue
+                t.setdefault((c, int(f[0]), v), []).append(
+                    (float(f[5]), float(f[7])))
+print("# median of %d interleaved rounds; time in us, busbw in MB/s" % rounds)
+print("# %-10s %10s %10s %10s %8s %8s %7s" % (
+    "coll", "bytes", "A time", "B time", "A busbw", "B busbw", "B/A t"))
+for c, n, v in sorted(k for k in t if k[2] == "a"):
+    a = t[(c, n, "a")]
+    b = t.get((c, n, "b"), [])
+    if not b:
+        continue
+    ta = statistics.median(x[0] for x in a)
+    tb = statistics.median(x[0] for x in b)
+    ba = statistics.median(x[1] for x in a)
+    bb = statistics.median(x[1] for x in b)
+    print("  %-10s %10d %10.1f %10.1f %8.2f %8.2f %7.2f" % (
+        c, n, ta, tb, ba, bb, tb / ta if ta else 0))
+EOF
+	[ "${PIPESTATUS[0]}" = 0 ] || fail "summary failed"
+	cat "$KCOLL_OUT/ab.txt"
+fi
+kcoll_finish
