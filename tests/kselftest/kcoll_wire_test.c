@@ -1714,7 +1714,19 @@ static int wp_scope_case(int what)
  * the NIC (remote access error), and rank 0's memory must be byte for
  * byte what the legitimate transfers made it.
  */
-TEST(grants_expose_exactly_their_bytes_while_they_live)
+FIXTURE(scope) {
+};
+
+FIXTURE_SETUP(scope)
+{
+}
+
+FIXTURE_TEARDOWN(scope)
+{
+}
+
+/* Five communicators, each up to a minute where the module is wrong. */
+TEST_F_TIMEOUT(scope, grants_expose_exactly_their_bytes_while_they_live, 300)
 {
 	int what;
 
