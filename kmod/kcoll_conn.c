@@ -818,6 +818,9 @@ static void kcoll_conn_rejected(struct kcoll_lane *lane,
 		kcoll_conn_fail_setup(conn, -EACCES);
 		return;
 	case KCOLL_REJ_VERSION:
+		pr_warn_ratelimited("comm %llx rank %u: rank %u speaks another kcoll wire version (this node: %u)\n",
+				    comm->uid, comm->rank, conn->peer,
+				    KCOLL_WIRE_VERSION);
 		kcoll_conn_fail_setup(conn, -EPROTONOSUPPORT);
 		return;
 	case KCOLL_REJ_DEVICE:
@@ -892,10 +895,16 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	int err;
 
 	if (!h || ev->param.conn.private_data_len < sizeof(*h) ||
-	    le32_to_cpu(h->magic) != KCOLL_WIRE_MAGIC ||
-	    h->version != KCOLL_WIRE_VERSION) {
+	    le32_to_cpu(h->magic) != KCOLL_WIRE_MAGIC) {
 		pr_warn_ratelimited("refusing a connection with a foreign hello (from %pISc)\n",
 				    &id->route.addr.dst_addr);
+		kcoll_reject(id, KCOLL_REJ_VERSION);
+		return -ECONNREFUSED;
+	}
+	if (h->version != KCOLL_WIRE_VERSION) {
+		pr_warn_ratelimited("refusing a connection from %pISc: kcoll wire version %u, this node speaks %u (upgrade the nodes together)\n",
+				    &id->route.addr.dst_addr, h->version,
+				    KCOLL_WIRE_VERSION);
 		kcoll_reject(id, KCOLL_REJ_VERSION);
 		return -ECONNREFUSED;
 	}

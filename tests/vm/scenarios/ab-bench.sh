@@ -23,25 +23,11 @@ if [ ! -f "$ko_a" ] || [ ! -f "$ko_b" ]; then
 	kcoll_finish
 fi
 
-# kperf NAME PORT ARGS...: this VM's ranks of one kcoll-perf run.
-kperf() {
-	local name=$1 port=$2 r p kp=()
-	shift 2
-	for r in $(seq $((ppn * kcoll_vm)) $((ppn * kcoll_vm + ppn - 1))); do
-		KCOLL_ROOT=10.9.0.1:$port KCOLL_RANK=$r timeout -k 10 900 \
-			"$KCOLL_TOP/build/tools/kcoll-perf" "$@" >"$KCOLL_OUT/$name-rank$r.txt" 2>&1 &
-		kp+=($!)
-	done
-	for p in "${kp[@]}"; do
-		wait "$p" || fail "kcoll-perf $name failed"
-	done
-}
-
 kcoll_net_up
 kcoll_rxe_up
 kcoll_peers_up
 export KCOLL_NRANKS=$((2 * ppn)) KCOLL_BOOTSTRAP_TIMEOUT_MS=120000
-export KCOLL_SECRET=6b636f6c6c2d61622d62656e6368
+export KCOLL_SECRET=6b636f6c6c2d61622d62656e63682121
 port=29950
 for r in $(seq 1 "$rounds"); do
 	for v in a b; do
@@ -50,7 +36,7 @@ for r in $(seq 1 "$rounds"); do
 		vm_sync "load-$r-$v" 300
 		for c in allreduce allgather broadcast; do
 			port=$((port + 1))
-			kperf "$v-$r-$c" $port -M -c $c -b 8 -e 16M -f 8 -n 5 -w 1 -i 0
+			kcoll_kperf "$v-$r-$c" $port -M -c $c -b 8 -e 16M -f 8 -n 5 -w 1 -i 0
 		done
 		vm_sync "done-$r-$v" 1800
 		kcoll_mod_unload

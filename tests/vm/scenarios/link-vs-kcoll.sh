@@ -29,20 +29,6 @@ perftest() {
 	fail "$name: client never completed"
 }
 
-# kperf NAME PORT ARGS...: this VM's ranks of one kcoll-perf run.
-kperf() {
-	local name=$1 port=$2 r p kp=()
-	shift 2
-	for r in $(seq $((ppn * kcoll_vm)) $((ppn * kcoll_vm + ppn - 1))); do
-		KCOLL_ROOT=10.9.0.1:$port KCOLL_RANK=$r timeout -k 10 600 \
-			"$KCOLL_TOP/build/tools/kcoll-perf" "$@" >"$KCOLL_OUT/$name-rank$r.txt" 2>&1 &
-		kp+=($!)
-	done
-	for p in "${kp[@]}"; do
-		wait "$p" || fail "kcoll-perf $name failed"
-	done
-}
-
 kcoll_net_up
 kcoll_rxe_up
 kcoll_peers_up
@@ -57,8 +43,8 @@ vm_sync bw-bothways 200
 
 export KCOLL_NRANKS=$((2 * ppn)) KCOLL_BOOTSTRAP_TIMEOUT_MS=120000
 export KCOLL_SECRET=6b636f6c6c2d6c696e6b2d636865636b
-kperf kperf-allgather 29901 -M -c allgather -b 16M -e 16M -n 3 -w 1
-kperf kperf-allreduce 29902 -M -c allreduce -b 16M -e 16M -n 3 -w 1
+kcoll_kperf kperf-allgather 29901 -M -c allgather -b 16M -e 16M -n 3 -w 1
+kcoll_kperf kperf-allreduce 29902 -M -c allreduce -b 16M -e 16M -n 3 -w 1
 vm_sync kperf 600
 
 perftest bw-oneway-after "${bw[@]}"
