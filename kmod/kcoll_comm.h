@@ -609,7 +609,7 @@ void kcoll_lchan_deliver(struct kcoll_conn *conn);
 bool kcoll_comm_hello_is_ours(struct kcoll_comm *comm,
 			      const struct kcoll_wire_hello *h);
 
-/* kcoll_coll.c: the engine; must hold comm->lock */
+/* The engine (kcoll_engine.h lists its files); must hold comm->lock */
 void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m);
 void kcoll_engine_data(struct kcoll_conn *conn, u32 imm, u32 byte_len);
 void kcoll_engine_eager_up(struct kcoll_conn *conn);

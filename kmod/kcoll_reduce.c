@@ -2,7 +2,7 @@
 /*
  * Kernel side of the CPU reductions: picks the implementation for this CPU
  * and proves it against the scalar one at load, inside
- * kernel_fpu_begin()/end(). The engine (kcoll_coll.c) calls the chosen
+ * kernel_fpu_begin()/end(). The engine (kcoll_progress.c) calls the chosen
  * table in FPU sections of one chunk, from process context. It also offers
  * an in-kernel benchmark in debugfs. No floating point in this file: the
  * arithmetic lives in kcoll_reduce_{scalar,sse2,avx2,avx512}.c, built with

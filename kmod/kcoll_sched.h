@@ -5,7 +5,7 @@
  * module, the host unit tests (which execute every schedule on an in-memory
  * model of all ranks) and the simulator.
  *
- * Execution model, shared with the engine (kcoll_coll.c):
+ * Execution model, shared with the engine (kcoll_progress.c):
  *  - an operation is a sequence of phases, executed in order by every rank;
  *    a phase begins when the previous one has finished on this rank (its
  *    send written and acknowledged locally, its receive landed and reduced);

@@ -3,7 +3,7 @@
  * collsim: a discrete-event simulator of kcoll's collective schedules.
  *
  * Every rank runs the module's own schedule code (kmod/kcoll_sched.c,
- * compiled in) phase by phase, as the engine does (kmod/kcoll_coll.c):
+ * compiled in) phase by phase, as the engine does (kmod/kcoll_progress.c):
  *  - a phase starts when the previous one finished on this rank; its copy
  *    costs copy_ns + bytes * copy_ps first, then its send and receive are
  *    posted; a transfer starts once both ends have posted it (the receiver's

@@ -1,0 +1,392 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kcoll collective engine, eager transfers: small collective steps written
+ * without a grant into slots the receiver offered with CREDIT and CREDITS
+ * messages (docs/DESIGN.md, "Eager transfers").
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/sched/mm.h>
+#include <linux/slab.h>
+
+#include "kcoll_comm.h"
+#include "kcoll_engine.h"
+
+bool kcoll_op_eager(const struct kcoll_task *op,
+		    const struct kcoll_conn *conn, u64 bytes)
+{
+	return conn->eager && op->kind == KCOLL_KIND_COLL &&
+	       bytes <= KCOLL_EAGER_MAX;
+}
+
+static size_t kcoll_eager_off(u32 slot, bool bounce)
+{
+	return ((bounce ? KCOLL_EAGER_SLOTS : 0) + slot) *
+	       KCOLL_EAGER_SLOT_BYTES;
+}
+
+static u8 *kcoll_eager_slot(struct kcoll_conn *conn, u32 slot, bool bounce)
+{
+	return conn->ebuf.vaddr + kcoll_eager_off(slot, bounce);
+}
+
+/*
+ * Offer the peer the slots of conn->erx_due: each one's first time with a
+ * CREDIT naming its address; after that, once half of the slots are due,
+ * all of them with one CREDITS (a message less per small transfer, which
+ * is most of a small collective's cost). Holding back up to half never
+ * deadlocks: a sender that has run out of slots has only transfers the
+ * receiver will consume, in order, before it needs the one waiting. A
+ * full send queue (or a channel message without memory) leaves them due:
+ * kcoll_engine_reap() retries after every completion. Must hold
+ * comm->lock.
+ */
+void kcoll_engine_eager_credit(struct kcoll_conn *conn)
+{
+	unsigned long again = conn->erx_due & conn->erx_offered;
+	unsigned long fresh = conn->erx_due & ~conn->erx_offered;
+	unsigned int slot;
+
+	lockdep_assert_held(&conn->comm->lock);
+	if (hweight_long(again) >= KCOLL_EAGER_SLOTS / 2 &&
+	    (conn->local || kcoll_conn_sq_room(conn, 0))) {
+		struct kcoll_wire_msg m = {
+			.type = KCOLL_MSG_CREDITS,
+			.kind = KCOLL_KIND_COLL,
+			.count = cpu_to_le64(again),
+		};
+
+		/* Through the NIC each slot's MR is registered anew under
+		 * its next key, whose key byte (the rkey's low 8 bits)
+		 * goes in byte @slot of addr. A send that fails leaves
+		 * them due: the next offer registers them again. */
+		if (!conn->local) {
+			u64 keys = 0;
+
+			if (kcoll_gmr_eager_offer(conn, again)) {
+				kcoll_conn_kill(conn, -EIO);
+				return;
+			}
+			for_each_set_bit(slot, &again, KCOLL_EAGER_SLOTS)
+				keys |= (u64)(conn->egmr[slot]->mr->rkey & 0xff)
+					<< (8 * slot);
+			m.addr = cpu_to_le64(keys);
+		}
+		if (!kcoll_conn_send_msg(conn, &m))
+			conn->erx_due &= ~again;
+	}
+	if (fresh && !conn->local &&
+	    (!kcoll_conn_sq_room(conn, 0) ||
+	     kcoll_gmr_eager_offer(conn, fresh))) {
+		if (kcoll_conn_sq_room(conn, 0))
+			kcoll_conn_kill(conn, -EIO);
+		return;
+	}
+	for_each_set_bit(slot, &fresh, KCOLL_EAGER_SLOTS) {
+		struct kcoll_wire_msg m = {
+			.type = KCOLL_MSG_CREDIT,
+			.kind = KCOLL_KIND_COLL,
+			.len = cpu_to_le32(KCOLL_EAGER_SLOT_BYTES),
+			.serial = cpu_to_le32(slot),
+			.status = cpu_to_le32(conn->lazy_offer ?
+					      KCOLL_CREDIT_LAZY : 0),
+		};
+
+		if (!conn->local) {
+			m.addr = cpu_to_le64(conn->egmr[slot]->mr->iova);
+			m.rkey = cpu_to_le32(conn->egmr[slot]->mr->rkey);
+		}
+		if (kcoll_conn_send_msg(conn, &m))
+			return;
+		__clear_bit(slot, &conn->erx_due);
+		__set_bit(slot, &conn->erx_offered);
+	}
+}
+
+/*
+ * @conn just came up: offer every slot of ours. (The peer's CREDITs may
+ * have come before our ESTABLISHED: etx_free is not reset here.) Must
+ * hold comm->lock.
+ */
+void kcoll_engine_eager_up(struct kcoll_conn *conn)
+{
+	conn->lazy_offer = kcoll_lazy_sigs();
+	conn->erx_due = GENMASK(KCOLL_EAGER_SLOTS - 1, 0);
+	if (!conn->local && kcoll_gmr_eager_setup(conn)) {
+		kcoll_conn_kill(conn, -ENOMEM);
+		return;
+	}
+	kcoll_engine_eager_credit(conn);
+}
+
+/* Slot @slot's data is consumed (or stale): offer it again. */
+static void kcoll_eager_release(struct kcoll_conn *conn, u32 slot)
+{
+	conn->erx[slot].full = false;
+	__set_bit(slot, &conn->erx_due);
+	kcoll_engine_eager_credit(conn);
+}
+
+/*
+ * The signature slot @slot's data came with, for collective @op (its
+ * seq): checked as soon as both are here, and again before the data is
+ * used. A mismatch frees the slot (nothing will consume it) and fails
+ * @op. Returns whether @op may use the data. Must hold comm->lock.
+ */
+static bool kcoll_eager_check(struct kcoll_task *op, struct kcoll_conn *conn,
+			      u32 slot)
+{
+	const struct kcoll_wire_eager_sig *es = &conn->erx[slot].sig;
+	struct kcoll_wire_msg m = {
+		.type = KCOLL_MSG_EAGER,
+		.kind = KCOLL_KIND_COLL,
+		.opcode = es->opcode,
+		.dtype = es->dtype,
+		.redop = es->redop,
+		.algo = es->algo,
+		.root = es->root,
+		.count = es->count,
+	};
+
+	if (!conn->erx[slot].signed_ || op->error)
+		return !op->error;
+	if (kcoll_op_check_sig(op, conn, &m))
+		return true;
+	kcoll_eager_release(conn, slot);
+	return false;
+}
+
+/*
+ * An eager write from @conn's peer landed in slot @imm's. It is checked
+ * here and consumed when our operation reaches its phase
+ * (kcoll_op_eager_recv()); until then the slot stays taken, so a sender
+ * runs at most KCOLL_EAGER_SLOTS transfers ahead of us.
+ */
+void kcoll_engine_eager(struct kcoll_conn *conn, u32 imm,
+			u32 byte_len)
+{
+	u32 slot = imm & KCOLL_IMM_EAGER_SERIAL, hlen;
+	struct kcoll_wire_eager h;
+	struct kcoll_task *op;
+	const u8 *in;
+	bool sig;
+
+	if ((imm >> KCOLL_IMM_KIND_SHIFT) != KCOLL_KIND_COLL ||
+	    slot >= KCOLL_EAGER_SLOTS || conn->erx[slot].full ||
+	    test_bit(slot, &conn->erx_due) || byte_len < sizeof(h))
+		goto bad;
+	/*
+	 * The slot stays writable by the peer until it is offered again
+	 * (kcoll_gmr_eager_offer()): copy the header (and the signature)
+	 * once, then check and use only the copies, so that a second write
+	 * between the check and the use changes nothing.
+	 */
+	in = kcoll_eager_slot(conn, slot, false);
+	memcpy(&h, in, sizeof(h));
+	barrier();
+	/* Signed only where we offered lazy signatures (our CREDITs said
+	 * so); a peer that offered them too always signs. */
+	sig = h.flags & KCOLL_EAGER_SIGNED;
+	hlen = sizeof(h) + (sig ? sizeof(struct kcoll_wire_eager_sig) : 0);
+	if (h.kind != KCOLL_KIND_COLL || le32_to_cpu(h.len) > KCOLL_EAGER_MAX ||
+	    (h.flags & ~KCOLL_EAGER_SIGNED) || (sig && !conn->lazy_offer) ||
+	    (!sig && kcoll_conn_lazy(conn)) ||
+	    byte_len < hlen || le32_to_cpu(h.len) != byte_len - hlen)
+		goto bad;
+	conn->erx[slot].full = true;
+	conn->erx[slot].signed_ = sig;
+	conn->erx[slot].hlen = hlen;
+	conn->erx[slot].seq = le32_to_cpu(h.seq);
+	conn->erx[slot].phase = le16_to_cpu(h.phase);
+	conn->erx[slot].len = le32_to_cpu(h.len);
+	if (sig)
+		memcpy(&conn->erx[slot].sig, in + sizeof(h),
+		       sizeof(conn->erx[slot].sig));
+	op = kcoll_coll_head(conn->comm);
+	if (op && op->started && kcoll_seq_before(conn->erx[slot].seq, op->seq))
+		kcoll_eager_release(conn, slot);  /* for an op that failed */
+	else if (op && op->started && conn->erx[slot].seq == op->seq)
+		kcoll_eager_check(op, conn, slot);
+	return;
+bad:
+	pr_warn_ratelimited("comm %llx rank %u: bad eager write from rank %u (imm %#x, %u bytes)\n",
+			    conn->comm->uid, conn->comm->rank, conn->peer, imm,
+			    byte_len);
+	kcoll_conn_kill(conn, -EPROTO);
+}
+
+/*
+ * Collective @op starts: offer again the slots holding data of
+ * collectives before it (they failed here, and nobody will consume it),
+ * and check the signatures of what came early for it.
+ */
+void kcoll_eager_start(struct kcoll_task *op, struct kcoll_conn *conn)
+{
+	u32 slot;
+
+	for (slot = 0; slot < KCOLL_EAGER_SLOTS; slot++) {
+		if (!conn->erx[slot].full)
+			continue;
+		if (kcoll_seq_before(conn->erx[slot].seq, op->seq))
+			kcoll_eager_release(conn, slot);
+		else if (conn->erx[slot].seq == op->seq &&
+			 !kcoll_eager_check(op, conn, slot))
+			return;
+	}
+}
+
+/*
+ * An EAGER message from a peer on this node (the channel carries the
+ * payload an eager WRITE would have): into the slot it names, then as if
+ * it had been written there. Must hold comm->lock.
+ */
+void kcoll_engine_eager_local(struct kcoll_conn *conn,
+			      const struct kcoll_wire_msg *m,
+			      const void *payload, u32 plen)
+{
+	u32 slot = le32_to_cpu(m->serial);
+
+	lockdep_assert_held(&conn->comm->lock);
+	if (!conn->local || !conn->eager || slot >= KCOLL_EAGER_SLOTS ||
+	    conn->erx[slot].full || test_bit(slot, &conn->erx_due) ||
+	    plen > KCOLL_EAGER_SLOT_BYTES || plen != le32_to_cpu(m->len)) {
+		pr_warn_ratelimited("comm %llx rank %u: bad eager message from rank %u (slot %u, %u bytes)\n",
+				    conn->comm->uid, conn->comm->rank,
+				    conn->peer, slot, plen);
+		kcoll_conn_kill(conn, -EPROTO);
+		return;
+	}
+	memcpy(kcoll_eager_slot(conn, slot, false), payload, plen);
+	kcoll_engine_eager(conn, kcoll_imm_make(m->kind,
+						KCOLL_IMM_EAGER | slot), plen);
+}
+
+/*
+ * The current phase receives eagerly from @conn's peer: consume its data if
+ * it has landed.
+ */
+void kcoll_op_eager_recv(struct kcoll_task *op, struct kcoll_conn *conn)
+{
+	u32 slot;
+
+	if (op->recv_landed_any)
+		return;
+	for (slot = 0; slot < KCOLL_EAGER_SLOTS; slot++) {
+		typeof(conn->erx[0]) *e = &conn->erx[slot];
+
+		if (!e->full || e->seq != op->seq || e->phase != (u16)op->phase)
+			continue;
+		/*
+		 * Nothing is used unchecked: a signed transfer is checked
+		 * here, an unsigned one waits for the sender's SIG (which
+		 * precedes it on the connection unless a full send queue
+		 * deferred it). A lazy op forwards what it uses to peers that
+		 * trust its own signature for it.
+		 */
+		if (!e->signed_ && !kcoll_sig_confirmed(op, conn))
+			return;
+		if (!kcoll_eager_check(op, conn, slot))
+			return;
+		if (e->len != op->recv_total) {
+			kcoll_eager_release(conn, slot);
+			kcoll_op_fail(op, -EBADMSG);	/* sizes disagree */
+			return;
+		}
+		if (e->len)
+			kcoll_op_land(op, kcoll_eager_slot(conn, slot, false) +
+					  e->hlen, 0, e->len);
+		kcoll_eager_release(conn, slot);
+		op->recv_done = op->recv_total;
+		op->recv_landed_any = true;
+		return;
+	}
+}
+
+/*
+ * The current phase sends eagerly to @conn's peer: header and data into a
+ * bounce of ours (registered with the slots), then one WRITE WITH IMM
+ * from it into a free slot of the peer's (inline when it fits); to a peer
+ * on this node, one channel message that carries both. It counts
+ * as sent once posted: the bounce is ours until the peer offers the slot
+ * again, which it does only after the data has landed; a failed
+ * completion kills the connection like a control message's.
+ */
+void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
+			 const u8 *src)
+{
+	struct {
+		struct kcoll_wire_eager h;
+		struct kcoll_wire_eager_sig s;
+	} hdr, *h;
+	u32 len = op->send_total, hlen, n, slot, imm;
+	struct ib_sge sge;
+	int err;
+
+	if (op->send_posted_any)
+		return;
+	if (op->ph.send.fwd && op->recv_done < op->send_total)
+		return;		/* not received (and reduced) yet */
+	if (len && kcoll_op_held(op))
+		return;		/* a higher priority runs */
+	slot = find_first_bit(&conn->etx_free, KCOLL_EAGER_SLOTS);
+	if (slot >= KCOLL_EAGER_SLOTS)
+		return;		/* the peer's next CREDIT runs us again */
+	/* Through the NIC the header goes first in our bounce, the data
+	 * behind it; the channel carries them itself. A peer that offered
+	 * lazy signatures gets ours with every transfer. */
+	h = conn->local ? &hdr : (void *)kcoll_eager_slot(conn, slot, true);
+	memset(h, 0, sizeof(*h));
+	h->h.seq = cpu_to_le32(op->seq);
+	h->h.phase = cpu_to_le16(op->phase);
+	h->h.kind = KCOLL_KIND_COLL;
+	h->h.len = cpu_to_le32(len);
+	hlen = sizeof(h->h);
+	if (conn->peer_lazy) {
+		h->h.flags = KCOLL_EAGER_SIGNED;
+		h->s.opcode = op->args.opcode;
+		h->s.dtype = op->dtype;
+		h->s.redop = op->redop;
+		h->s.algo = op->args.algo;
+		h->s.root = cpu_to_le32(op->args.root);
+		h->s.count = cpu_to_le64(op->args.count);
+		hlen += sizeof(h->s);
+	}
+	n = hlen + len;
+	imm = kcoll_imm_make(KCOLL_KIND_COLL, KCOLL_IMM_EAGER | slot);
+	if (conn->local) {
+		struct kcoll_wire_msg m;
+
+		kcoll_msg_init(op, &m, KCOLL_MSG_EAGER);
+		m.serial = cpu_to_le32(slot);
+		m.len = cpu_to_le32(n);
+		err = conn->state == KCOLL_CONN_UP ?
+		      kcoll_lchan_send_data(conn, &m, h, hlen, src, len) :
+		      -ENOTCONN;
+	} else {
+		memcpy((u8 *)h + hlen, src, len);
+		if (n <= conn->lane[0].max_inline) {
+			err = kcoll_conn_write_inline(conn, 0, h, n,
+						      conn->etx_addr[slot],
+						      conn->etx_rkey[slot], imm);
+		} else {
+			kcoll_buf_sge(&conn->ebuf, kcoll_eager_off(slot, true),
+				      n, &sge);
+			err = kcoll_conn_write(conn, 0, &sge, 1,
+					       conn->etx_addr[slot],
+					       conn->etx_rkey[slot], imm,
+					       &conn->lane[0].tx_cqe);
+		}
+	}
+	if (kcoll_op_post_stopped(op, conn, err))
+		return;
+	__clear_bit(slot, &conn->etx_free);
+	if (conn->local) {
+		conn->local_bytes += len;
+		kcoll_stat_add(KCOLL_STAT_INTRA_BYTES, len);
+	} else {
+		kcoll_stat_add(KCOLL_STAT_RDMA_BYTES, len);
+	}
+	kcoll_stat_add(KCOLL_STAT_EAGER_SENDS, 1);
+	op->send_posted = op->send_done = len;
+	op->send_posted_any = op->send_done_any = true;
+}

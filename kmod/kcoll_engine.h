@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * kcoll collective engine, internal interface: what its files (kcoll_coll.c,
+ * kcoll_progress.c, kcoll_grant.c, kcoll_eager.c, kcoll_sig.c, kcoll_rx.c,
+ * kcoll_fail.c) share. The engine runs one rank's schedule (kcoll_sched.c)
+ * of each operation over the communicator's connections.
+ *
+ * Data moves receiver-driven: for every chunk it wants, the receiver sends
+ * a GRANT naming where the sender may write it (straight into the
+ * destination buffer, or into a staging slot when the data must be
+ * reduced); the sender answers with one RDMA WRITE WITH IMM per grant,
+ * whose immediate names the grant. Grants and data travel in FIFO order per
+ * (connection, kind), so both sides match them by order and check the
+ * serial. Collectives additionally exchange a SIG (signature) with every
+ * peer; an operation completes only when every peer's signature matched.
+ * A failed operation sends ABORT to its peers and waits, before it lets go
+ * of its memory, until every chunk it granted has landed or its sender has
+ * aborted too (RC ordering: nothing follows an ABORT) or died.
+ *
+ * Everything here runs under comm->lock (see kcoll_comm.h), from ENTER
+ * (issue), rdma_cm handlers and the CQ handlers (process context).
+ */
+#ifndef KCOLL_ENGINE_H
+#define KCOLL_ENGINE_H
+
+#include "kcoll_comm.h"
+
+/*
+ * Lazy signatures (docs/DESIGN.md): on a connection where both ends offered
+ * them, a collective whose every result depends on every rank
+ * (kcoll_sched_all_dependent(), op->lazy) sends no SIG and waits for none:
+ * the signature travels with the data instead (signed eager headers,
+ * grants), checked before the data is used, so a rank that completes has
+ * seen, along the data's paths, that every rank's signature equals its
+ * own. A mismatch fails the op on the rank that sees it, whose ABORTs end
+ * it everywhere. An op that has made no progress for KCOLL_SIG_LAZY_MS asks
+ * its lazy peers for their SIGs, for the missing-rank report and for peers
+ * whose differing operation waits for SIGs; one that is merely long (a
+ * large transfer, moving) never asks, so a large communicator does not pay
+ * a SIG and an answer per peer for every long collective.
+ */
+#define KCOLL_SIG_LAZY_MS	50
+
+static inline struct kcoll_conn *kcoll_conn_of(struct kcoll_comm *comm, u32 rank)
+{
+	return rank < comm->nranks ? comm->conns[rank] : NULL;
+}
+
+/* Serial arithmetic on u32 sequence numbers. */
+static inline bool kcoll_seq_before(u32 a, u32 b)
+{
+	return (s32)(a - b) < 0;
+}
+
+static inline u8 *kcoll_region(struct kcoll_task *op, const struct kcoll_sregion *r)
+{
+	return op->bufs[r->buf].vaddr + r->off * op->esize;
+}
+
+static inline void kcoll_msg_init(struct kcoll_task *op, struct kcoll_wire_msg *m,
+				  u8 type)
+{
+	memset(m, 0, sizeof(*m));
+	m->type = type;
+	m->kind = op->kind;
+	m->seq = cpu_to_le32(op->seq);
+	m->opcode = op->args.opcode;
+	m->dtype = op->dtype;
+	m->redop = op->redop;
+	m->algo = op->args.algo;
+	m->root = cpu_to_le32(op->kind == KCOLL_KIND_P2P ? 0 : op->args.root);
+	m->count = cpu_to_le64(op->args.count);
+}
+
+/* The op's partner on @conn for P2P: a SEND matches a RECV and back. */
+static inline bool kcoll_sig_match(struct kcoll_task *op, const struct kcoll_wire_msg *m)
+{
+	u8 opcode = op->args.opcode;
+
+	if (op->kind == KCOLL_KIND_P2P)
+		opcode = opcode == KCOLL_OP_SEND ? KCOLL_OP_RECV : KCOLL_OP_SEND;
+	return m->opcode == opcode && m->dtype == op->dtype &&
+	       m->redop == op->redop && m->algo == op->args.algo &&
+	       le64_to_cpu(m->count) == op->args.count &&
+	       (op->kind == KCOLL_KIND_P2P ||
+		le32_to_cpu(m->root) == op->args.root);
+}
+
+static inline bool kcoll_conn_lazy(const struct kcoll_conn *conn)
+{
+	return conn->lazy_offer && conn->peer_lazy;
+}
+
+/* Has @conn's peer confirmed its signature for collective @op? */
+static inline bool kcoll_sig_confirmed(struct kcoll_task *op,
+				       const struct kcoll_conn *conn)
+{
+	return kcoll_seq_before(op->seq, conn->sig_next);
+}
+
+static inline struct kcoll_task *kcoll_coll_head(struct kcoll_comm *comm)
+{
+	return list_first_entry_or_null(&comm->colls, struct kcoll_task, node);
+}
+
+/* Nothing can land in @op's memory any more and nothing of it is posted. */
+static inline bool kcoll_op_quiet(struct kcoll_task *op)
+{
+	return !op->grants_out && !op->writes_inflight && !op->gmrs;
+}
+
+/* kcoll_fail.c */
+u32 kcoll_abort_culprit(struct kcoll_conn *conn,
+			const struct kcoll_wire_msg *m);
+void kcoll_abort_lost(struct kcoll_comm *comm,
+		      const struct kcoll_wire_msg *m);
+int kcoll_abort_status(const struct kcoll_wire_msg *m);
+void kcoll_op_abort_peers(struct kcoll_task *op, bool deferred);
+void kcoll_op_fail(struct kcoll_task *op, int err);
+void kcoll_op_fail_from(struct kcoll_task *op, int err, u32 peer);
+void kcoll_report_set(struct kcoll_task *op, u64 ns);
+void kcoll_timeout_arm(struct kcoll_comm *comm, unsigned long deadline);
+
+/* kcoll_sig.c */
+bool kcoll_op_check_sig(struct kcoll_task *op, struct kcoll_conn *conn,
+			const struct kcoll_wire_msg *m);
+void kcoll_op_check_sigs(struct kcoll_task *op, struct kcoll_conn *conn);
+void kcoll_op_lazy_ask(struct kcoll_task *op);
+int kcoll_op_send_sig(struct kcoll_task *op, struct kcoll_conn *conn,
+		      u32 status);
+bool kcoll_op_sigs_in(struct kcoll_task *op);
+void kcoll_sig_reply(struct kcoll_conn *conn);
+
+/* kcoll_eager.c */
+void kcoll_eager_start(struct kcoll_task *op, struct kcoll_conn *conn);
+void kcoll_engine_eager(struct kcoll_conn *conn, u32 imm,
+			u32 byte_len);
+bool kcoll_op_eager(const struct kcoll_task *op,
+		    const struct kcoll_conn *conn, u64 bytes);
+void kcoll_op_eager_recv(struct kcoll_task *op, struct kcoll_conn *conn);
+void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
+			 const u8 *src);
+
+/* kcoll_grant.c */
+void kcoll_op_forget_grants(struct kcoll_task *op, struct kcoll_conn *conn);
+void kcoll_op_grant(struct kcoll_task *op);
+bool kcoll_op_post_stopped(struct kcoll_task *op,
+			   struct kcoll_conn *conn, int err);
+void kcoll_op_send(struct kcoll_task *op);
+
+/* kcoll_progress.c */
+void kcoll_op_complete(struct kcoll_task *op);
+void kcoll_op_free(struct kcoll_task *op);
+bool kcoll_op_held(struct kcoll_task *op);
+void kcoll_op_land(struct kcoll_task *op, const u8 *in, size_t off,
+		   size_t len);
+
+#endif /* KCOLL_ENGINE_H */

@@ -1,0 +1,637 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kcoll collective engine, failure: ABORTs to and from peers, timeouts and
+ * the report of which ranks an operation waited for, stalled send queues,
+ * lost connections, and the end of every operation of a failing
+ * communicator.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/sched/mm.h>
+#include <linux/slab.h>
+
+#include "kcoll_comm.h"
+#include "kcoll_engine.h"
+
+/* Errors that mean a peer is gone for the communicator. */
+static bool kcoll_err_is_loss(int err)
+{
+	return err == -ECONNRESET || err == -ETIMEDOUT || err == -EIO ||
+	       err == -ENODEV || err == -EPROTO;
+}
+
+static void kcoll_op_send_abort(struct kcoll_task *op, struct kcoll_conn *conn)
+{
+	u32 lost = op->comm->lost_rank;
+	struct kcoll_wire_msg m;
+
+	if (!conn || conn->state != KCOLL_CONN_UP)
+		return;
+	kcoll_msg_init(op, &m, KCOLL_MSG_ABORT);
+	m.status = cpu_to_le32(-op->error);
+	/*
+	 * Which rank is lost, if any (+1; 0: none): see kcoll_abort_lost().
+	 * Failed because a peer went away (its own ABORT told us, before its
+	 * disconnect did): that peer, so that our peers blame it and not us.
+	 */
+	if (!lost && op->report_peer != ~0U && kcoll_err_is_loss(op->error))
+		lost = op->report_peer + 1;
+	m.root = cpu_to_le32(lost);
+	/* A full SQ means the peer is not draining: it will die or the
+	 * comm will be torn down; either resolves what we wait for. */
+	if (kcoll_conn_send_msg(conn, &m))
+		kcoll_conn_kill(conn, -EIO);
+}
+
+/*
+ * How long a failed operation may wait for its posted writes and the
+ * peers' writes into its grants: the RC transport's own limit (the first
+ * try and 7 retries of the local ACK timeout) and a second, at least 10 s
+ * (a loaded host delays ACKs for seconds and loses nothing). A transfer
+ * that is neither done nor failed by then never will be (a peer gone
+ * without a trace, a provider that stopped retrying; both seen with
+ * rxe): kcoll_engine_timeout_work() closes the op's connections, which
+ * flushes them.
+ */
+static unsigned long kcoll_drain_jiffies(void)
+{
+	u64 ms = div_u64((4096ULL << kcoll_ack_timeout()) * 8, NSEC_PER_MSEC);
+
+	return msecs_to_jiffies(clamp_t(u64, ms + MSEC_PER_SEC, 10000, 120000));
+}
+
+/*
+ * Tell @op's peers it failed. Over several QPs an ABORT (lane 0) could
+ * overtake our WRITEs on the other lanes, and the peer, having forgotten
+ * the grants they fill, would take them for stray data: to such peers the
+ * ABORT goes once our writes have completed (@deferred: that moment).
+ */
+void kcoll_op_abort_peers(struct kcoll_task *op, bool deferred)
+{
+	struct kcoll_comm *comm = op->comm;
+	u32 i, first = 0, end = comm->nranks;
+
+	if (op->kind == KCOLL_KIND_P2P) {
+		first = op->args.root;
+		end = first + 1;
+	}
+	for (i = first; i < end; i++) {
+		struct kcoll_conn *conn = kcoll_conn_of(comm, i);
+		bool lanes = conn && conn->nlanes > 1;
+
+		if (deferred && !lanes)
+			continue;
+		if (!deferred && lanes && op->writes_inflight) {
+			op->abort_deferred = true;
+			continue;
+		}
+		kcoll_op_send_abort(op, conn);
+	}
+}
+
+/*
+ * End @op with @err (first error wins). Its peers are told; the op lingers
+ * until nothing can land in its memory any more (kcoll_engine_reap).
+ */
+void kcoll_op_fail(struct kcoll_task *op, int err)
+{
+	struct kcoll_comm *comm = op->comm;
+
+	lockdep_assert_held(&comm->lock);
+	if (op->error || op->finished)
+		return;
+	op->error = err;
+	if (!op->started)
+		return;		/* nothing sent or granted yet */
+	op->drain_by = (jiffies + kcoll_drain_jiffies()) ?: 1;
+	kcoll_timeout_arm(comm, op->drain_by);
+	kcoll_op_abort_peers(op, false);
+}
+
+/* The same, @peer's doing (its ABORT, its differing signature). */
+void kcoll_op_fail_from(struct kcoll_task *op, int err, u32 peer)
+{
+	if (!op->error && !op->finished)
+		op->report_peer = peer;
+	kcoll_op_fail(op, err);
+}
+
+/*
+ * How far @op has come: its phase, then the bytes of that phase sent and
+ * received (each phase is far below 2^40 bytes). Equal values 50 ms apart
+ * mean it stalled. Must hold comm->lock.
+ */
+static u64 kcoll_op_mark(const struct kcoll_task *op)
+{
+	return ((u64)op->phase << 40) + op->send_done + op->recv_done;
+}
+
+/* The error an ABORT carries, as this rank reports it. */
+int kcoll_abort_status(const struct kcoll_wire_msg *m)
+{
+	int err = -(int)le32_to_cpu(m->status);
+
+	/* The peer's operation was cancelled (its communicator or process
+	 * went away): for us the peer is lost. */
+	if (err == -ECANCELED || err >= 0 || err < -MAX_ERRNO)
+		return -ECONNRESET;
+	return err;
+}
+
+/*
+ * An ABORT naming a lost rank: that rank is gone for us too, even if its
+ * disconnect never reached us (RC notices a dead peer only when sending
+ * to it; a rank that only receives from it would wait forever).
+ */
+void kcoll_abort_lost(struct kcoll_comm *comm,
+		      const struct kcoll_wire_msg *m)
+{
+	u32 lost = le32_to_cpu(m->root);
+
+	if (!lost || lost > comm->nranks || lost - 1 == comm->rank)
+		return;
+	/* A peer that timed out waiting for that rank says so. */
+	if (comm->conns[lost - 1])
+		kcoll_conn_kill(comm->conns[lost - 1],
+				kcoll_abort_status(m) == -ETIMEDOUT ?
+				-ETIMEDOUT : -ECONNRESET);
+}
+
+/* Whom an ABORT from @conn's peer blames: the rank it names as lost, or
+ * the sender itself. */
+u32 kcoll_abort_culprit(struct kcoll_conn *conn,
+			const struct kcoll_wire_msg *m)
+{
+	u32 lost = le32_to_cpu(m->root);
+
+	if (lost && lost <= conn->comm->nranks)
+		return lost - 1;
+	return conn->peer;
+}
+
+/* Has @conn's peer sent its signature (or ABORT) for collective @op? */
+static bool kcoll_op_sig_seen(struct kcoll_task *op, struct kcoll_conn *conn)
+{
+	struct kcoll_sig *s;
+
+	if (kcoll_seq_before(op->seq, conn->sig_next))
+		return true;
+	list_for_each_entry(s, &conn->sigs, node)
+		if (s->seq == op->seq)
+			return true;
+	return false;
+}
+
+static void kcoll_missing_add(u32 *out, u32 cap, u32 *n, u32 rank)
+{
+	u32 i;
+
+	for (i = 0; i < min(*n, cap); i++)
+		if (out[i] == rank)
+			return;
+	if (*n < cap)
+		out[*n] = rank;
+	(*n)++;
+}
+
+/*
+ * The ranks @op still waits for, into @out (at most @cap of them, @out may
+ * be NULL with @cap 0); returns how many there are. A collective waits
+ * first for the peers whose signature has not come (they have not submitted
+ * it), ascending; once every signature is in, for the peers of its current
+ * phase whose data (or grants) are missing. A lazy op counts lazy peers'
+ * signatures once it has asked for them (KCOLL_SIG_LAZY_MS). Must hold
+ * comm->lock.
+ */
+u32 kcoll_op_missing(struct kcoll_task *op, u32 *out, u32 cap)
+{
+	struct kcoll_comm *comm = op->comm;
+	const struct kcoll_phase *ph = &op->ph;
+	u32 i, n = 0;
+
+	lockdep_assert_held(&comm->lock);
+	if (op->kind == KCOLL_KIND_P2P) {
+		kcoll_missing_add(out, cap, &n, op->args.root);
+		return n;
+	}
+	for (i = 0; i < comm->nranks; i++) {
+		struct kcoll_conn *conn = comm->conns[i];
+
+		/* A lazy peer's SIG comes only when asked (op->lazy_sent). */
+		if (conn && !kcoll_op_sig_seen(op, conn) &&
+		    (!op->lazy || op->lazy_sent || !kcoll_conn_lazy(conn)))
+			kcoll_missing_add(out, cap, &n, i);
+	}
+	if (n || !op->started || !op->phase_open)
+		return n;
+	if (ph->has_recv && !(op->recv_landed_any &&
+			      op->recv_done == op->recv_total))
+		kcoll_missing_add(out, cap, &n, ph->recv.peer);
+	if (ph->has_send && !(op->send_done_any &&
+			      op->send_done == op->send_total))
+		kcoll_missing_add(out, cap, &n, ph->send.peer);
+	if (n == 2 && cap >= 2 && out[0] > out[1])
+		swap(out[0], out[1]);
+	return n;
+}
+
+/*
+ * @op ran past its deadline. It fails with -ETIMEDOUT on this rank; the
+ * ranks it still waits for are reported (log, netlink event, the comm's
+ * report) and their connections are closed: they may still hold grants
+ * into @op's memory, which must not be written once @op completes, and a
+ * rank that stalls a collective this long is as good as lost for the
+ * communicator. The ABORTs to the other peers name the first missing rank,
+ * so they fail at once with the same error instead of waiting for their own
+ * timers. Must hold comm->lock.
+ */
+static void kcoll_op_timeout(struct kcoll_task *op)
+{
+	struct kcoll_comm *comm = op->comm;
+	u32 i, n;
+
+	n = kcoll_op_missing(op, NULL, 0);
+	op->missing = n ? kmalloc_array(n, sizeof(u32), GFP_KERNEL) : NULL;
+	op->nmissing = op->missing ? kcoll_op_missing(op, op->missing, n) : 0;
+	op->reason = KCOLL_REPORT_TIMEOUT;
+	pr_warn_ratelimited("comm %llx rank %u: %s %u timed out after %u ms, waiting for %u rank(s)%s%u%s\n",
+			    comm->uid, comm->rank,
+			    kcoll_op_name(op->args.opcode), op->seq,
+			    op->timeout_ms, n, op->nmissing ? ", first " : "",
+			    op->nmissing ? op->missing[0] : 0,
+			    op->nmissing > 1 ? " ..." : "");
+	kcoll_nl_op_timeout(comm, op->seq, op->args.opcode, op->timeout_ms,
+			    op->missing, op->nmissing);
+	if (!comm->error && op->nmissing) {
+		comm->error = -ETIMEDOUT;
+		comm->lost_rank = op->missing[0] + 1;
+	}
+	if (op->nmissing)
+		op->report_peer = op->missing[0];
+	kcoll_op_fail(op, -ETIMEDOUT);
+	for (i = 0; i < op->nmissing; i++) {
+		struct kcoll_conn *conn = kcoll_conn_of(comm, op->missing[i]);
+
+		if (conn)
+			kcoll_conn_kill(conn, -ETIMEDOUT);
+	}
+}
+
+/* Run comm->timeout_work at @deadline, or earlier. Must hold comm->lock. */
+void kcoll_timeout_arm(struct kcoll_comm *comm, unsigned long deadline)
+{
+	unsigned long now = jiffies;
+
+	lockdep_assert_held(&comm->lock);
+	if (delayed_work_pending(&comm->timeout_work) &&
+	    time_before_eq(comm->timeout_at, deadline))
+		return;
+	comm->timeout_at = deadline;
+	kcoll_mod_delayed(&comm->timeout_work,
+			  time_after(deadline, now) ? deadline - now : 0);
+}
+
+/* Has @op a grant out with @conn's peer (it may still write into it)? */
+static bool kcoll_op_granted_to(struct kcoll_task *op, struct kcoll_conn *conn)
+{
+	struct kcoll_grant *g;
+
+	list_for_each_entry(g, &conn->k[op->kind].out, node)
+		if (g->op == op)
+			return true;
+	return false;
+}
+
+/*
+ * Failed @op did not drain by op->drain_by: close the connections that
+ * hold its transfers (or any posted work: writes are not tracked per
+ * connection). Their QPs go to the error state and flush, so @op
+ * completes. Must hold comm->lock.
+ */
+static void kcoll_op_unstick(struct kcoll_task *op)
+{
+	struct kcoll_comm *comm = op->comm;
+	u32 i;
+
+	lockdep_assert_held(&comm->lock);
+	pr_warn_ratelimited("comm %llx rank %u: %s %u failed (%d) and its transfers did not drain (%u write(s), %u grant(s), %u grant MR(s)); closing their connections\n",
+			    comm->uid, comm->rank,
+			    kcoll_op_name(op->args.opcode), op->seq, op->error,
+			    op->writes_inflight, op->grants_out, op->gmrs);
+	for (i = 0; i < comm->nranks; i++) {
+		struct kcoll_conn *conn = comm->conns[i];
+
+		if (conn && conn->state == KCOLL_CONN_UP &&
+		    (conn->sq_posted || kcoll_op_granted_to(op, conn)))
+			kcoll_conn_kill(conn, -ETIMEDOUT);
+	}
+	op->drain_by = 0;
+}
+
+/*
+ * A send queue that stops: RC completes every posted WR, with success or
+ * an error, within its retry budget (kcoll_drain_jiffies()), unless the
+ * provider stops retrying or the peer stops answering RNR (retried for
+ * ever). A connection with work posted and no send completion for three
+ * budgets (30 s to 6 min) is closed, so its operations fail now, naming
+ * the peer, rather than at their own timeout (10 min by default).
+ */
+static unsigned long kcoll_stall_jiffies(void)
+{
+	return 3 * kcoll_drain_jiffies();
+}
+
+/* @lane's send queue went from empty to busy. Must hold comm->lock. */
+void kcoll_engine_sq_busy(struct kcoll_lane *lane)
+{
+	struct kcoll_comm *comm = lane->conn->comm;
+
+	lockdep_assert_held(&comm->lock);
+	lane->sent_at = jiffies;
+	kcoll_timeout_arm(comm, lane->sent_at + kcoll_stall_jiffies());
+}
+
+/* Close the connections whose send queue stalled; the next check time. */
+static unsigned long kcoll_conns_check_stall(struct kcoll_comm *comm,
+					     unsigned long now, bool *any)
+{
+	unsigned long next = 0, at;
+	u32 i;
+
+	lockdep_assert_held(&comm->lock);
+	for (i = 0; i < comm->nranks; i++) {
+		struct kcoll_conn *conn = comm->conns[i];
+		unsigned int l;
+
+		if (!conn || conn->state != KCOLL_CONN_UP)
+			continue;
+		/* Per QP: one that stops hides behind others that do not. */
+		for (l = 0; l < conn->nlanes; l++) {
+			struct kcoll_lane *lane = &conn->lane[l];
+
+			if (!lane->sq_posted)
+				continue;
+			at = lane->sent_at + kcoll_stall_jiffies();
+			if (time_before(now, at)) {
+				if (!next || time_before(at, next))
+					next = at;
+				continue;
+			}
+			pr_warn_ratelimited("comm %llx rank %u: %u send(s) to rank %u (QP %u) and no completion for %u s: closing the connection\n",
+					    comm->uid, comm->rank,
+					    lane->sq_posted, conn->peer, l,
+					    jiffies_to_msecs(now - lane->sent_at) /
+					    1000);
+			kcoll_conn_kill(conn, -ETIMEDOUT);
+			*any = true;
+			break;
+		}
+	}
+	return next;
+}
+
+/*
+ * comm->timeout_work: fail the operations past their deadline; close the
+ * connections of failed ones that do not drain, and those whose send
+ * queue stalled.
+ */
+void kcoll_engine_timeout_work(struct work_struct *work)
+{
+	struct kcoll_comm *comm = container_of(to_delayed_work(work),
+					       struct kcoll_comm,
+					       timeout_work);
+	unsigned long next = 0, stall, now = jiffies;
+	struct kcoll_task *op, *tmp;
+	bool any = false;
+
+	mutex_lock(&comm->lock);
+	if (comm->shutting_down)
+		goto out_unlock;
+	list_for_each_entry_safe(op, tmp, &comm->ops, all) {
+		if (op->lazy && !op->lazy_due && op->started && !op->error &&
+		    !op->finished) {
+			u64 mark = kcoll_op_mark(op);
+
+			if (time_after_eq(now, op->lazy_at) &&
+			    mark != op->lazy_mark) {
+				/* Moving: look again later. */
+				op->lazy_mark = mark;
+				op->lazy_at = now +
+					msecs_to_jiffies(KCOLL_SIG_LAZY_MS);
+			}
+			if (time_after_eq(now, op->lazy_at)) {
+				op->lazy_due = true;	/* progress asks */
+				any = true;
+			} else if (!next || time_before(op->lazy_at, next)) {
+				next = op->lazy_at;
+			}
+		}
+		if (op->drain_by && !kcoll_op_quiet(op)) {
+			if (time_after_eq(now, op->drain_by)) {
+				kcoll_op_unstick(op);
+				any = true;
+			} else if (!next || time_before(op->drain_by, next)) {
+				next = op->drain_by;
+			}
+			continue;
+		}
+		if (!op->deadline || op->error || op->finished)
+			continue;
+		if (time_after_eq(now, op->deadline)) {
+			kcoll_op_timeout(op);
+			any = true;
+		} else if (!next || time_before(op->deadline, next)) {
+			next = op->deadline;
+		}
+	}
+	stall = kcoll_conns_check_stall(comm, now, &any);
+	if (stall && (!next || time_before(stall, next)))
+		next = stall;
+	if (any)
+		kcoll_engine_reap(comm);
+	if (next)
+		kcoll_timeout_arm(comm, next);
+out_unlock:
+	mutex_unlock(&comm->lock);
+}
+
+/* What the report of failed @op says; op->reason if the failure set it. */
+static void kcoll_op_reason(struct kcoll_task *op)
+{
+	struct kcoll_comm *comm = op->comm;
+
+	if (op->reason)
+		return;
+	switch (op->error) {
+	case -ETIMEDOUT:
+		op->reason = KCOLL_REPORT_TIMEOUT;
+		break;
+	case -EBADMSG:
+		op->reason = KCOLL_REPORT_MISMATCH;
+		break;
+	case -ECANCELED:
+		op->reason = KCOLL_REPORT_ABORTED;
+		break;
+	case -ECONNRESET:
+	case -ENODEV:
+	case -EIO:
+	case -EPROTO:
+		op->reason = KCOLL_REPORT_PEER_LOST;
+		break;
+	default:
+		op->reason = KCOLL_REPORT_OTHER;
+	}
+	if (op->report_peer == ~0U && comm->lost_rank &&
+	    op->reason != KCOLL_REPORT_MISMATCH)
+		op->report_peer = comm->lost_rank - 1;
+	/* Failed because a peer timed out: whom we were waiting for. */
+	if (op->reason == KCOLL_REPORT_TIMEOUT && !op->missing) {
+		u32 n = kcoll_op_missing(op, NULL, 0);
+
+		op->missing = n ? kmalloc_array(n, sizeof(u32), GFP_KERNEL) :
+				  NULL;
+		op->nmissing = op->missing ? kcoll_op_missing(op, op->missing,
+							      n) : 0;
+	}
+}
+
+/* @op failed: it becomes the comm's report. Must hold comm->lock. */
+void kcoll_report_set(struct kcoll_task *op, u64 ns)
+{
+	struct kcoll_report *r = &op->comm->report;
+
+	kcoll_op_reason(op);
+	kfree(r->missing);
+	r->user_data = op->req->sqe.user_data;
+	r->seq = op->seq;
+	r->error = op->error;
+	r->reason = op->reason;
+	r->opcode = op->args.opcode;
+	r->peer = op->report_peer;
+	r->missing = op->missing;	/* moves */
+	r->nmissing = op->nmissing;
+	r->elapsed_ms = div_u64(ns, NSEC_PER_MSEC);
+	op->missing = NULL;
+	op->nmissing = 0;
+}
+
+/*
+ * Does @op still need @conn's peer: its signature, or a transfer with it
+ * in this or a later phase? (A peer that finished its part and left is
+ * no failure for an operation that has everything it needs from it.)
+ */
+static bool kcoll_op_needs_peer(struct kcoll_task *op, struct kcoll_conn *conn)
+{
+	struct kcoll_phase ph;
+	u32 i, peer = conn->peer;
+
+	if (op->finished || kcoll_peer_finished(conn, op))
+		return false;
+	if (op->kind == KCOLL_KIND_P2P)
+		return op->args.root == peer;
+	if (!op->started || !kcoll_seq_before(op->seq, conn->sig_next))
+		return true;
+	for (i = op->phase; i < op->nphases; i++) {
+		if (i == op->phase && op->phase_open) {
+			ph = op->ph;
+			if (ph.has_send && ph.send.peer == peer &&
+			    !(op->send_done_any && op->send_done == op->send_total))
+				return true;
+			if (ph.has_recv && ph.recv.peer == peer &&
+			    !(op->recv_landed_any && op->recv_done == op->recv_total))
+				return true;
+			continue;
+		}
+		kcoll_sched_phase(&op->args, i, &ph);
+		if ((ph.has_send && ph.send.peer == peer) ||
+		    (ph.has_recv && ph.recv.peer == peer))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * @conn died: everything it carried is gone and the communicator cannot
+ * start anything new; operations that still need the peer fail (their
+ * ABORTs name the lost rank, so peers that only receive from it learn of
+ * it too). Must hold comm->lock.
+ */
+void kcoll_engine_conn_lost(struct kcoll_conn *conn)
+{
+	struct kcoll_comm *comm = conn->comm;
+	struct kcoll_grant *g, *tmp;
+	struct kcoll_sig *s, *stmp;
+	struct kcoll_task *op;
+	int k;
+
+	lockdep_assert_held(&comm->lock);
+	if (!comm->error) {
+		comm->error = conn->error ?: -ECONNRESET;
+		comm->lost_rank = conn->peer + 1;
+	}
+	if (!comm->shutting_down)
+		kcoll_nl_peer_lost(comm, conn->peer, conn->error ?: -ECONNRESET);
+	/* With nothing in flight the loss still explains every later
+	 * refusal; a failing operation's report replaces this one. */
+	if (!comm->report.error) {
+		comm->report.error = comm->error;
+		comm->report.reason = comm->error == -ETIMEDOUT ?
+				      KCOLL_REPORT_TIMEOUT :
+				      KCOLL_REPORT_PEER_LOST;
+		comm->report.peer = comm->lost_rank - 1;
+		comm->report.seq = comm->coll_seq;
+	}
+	/* Operations that are done with that peer may still finish. */
+	list_for_each_entry(op, &comm->ops, all)
+		if (kcoll_op_needs_peer(op, conn))
+			kcoll_op_fail(op, comm->error);
+	/* Grant MRs still valid go once the QPs are drained. */
+	kcoll_gmr_conn_lost(conn);
+	for (k = 0; k < KCOLL_KIND_NR; k++) {
+		list_for_each_entry_safe(g, tmp, &conn->k[k].out, node) {
+			list_del(&g->node);
+			g->op->grants_out--;
+			kcoll_xpose_revoke(g->xid);
+			kfree(g);
+		}
+		conn->k[k].nr_out = 0;
+		conn->slot_busy = 0;
+		list_for_each_entry_safe(g, tmp, &conn->k[k].in, node) {
+			list_del(&g->node);
+			kfree(g);
+		}
+	}
+	list_for_each_entry_safe(s, stmp, &conn->sigs, node) {
+		list_del(&s->node);
+		kfree(s);
+	}
+}
+
+/* Fail every op of @comm. Must hold comm->lock. */
+void kcoll_engine_fail_all(struct kcoll_comm *comm, int err)
+{
+	struct kcoll_task *op;
+
+	lockdep_assert_held(&comm->lock);
+	list_for_each_entry(op, &comm->ops, all)
+		kcoll_op_fail(op, err);
+}
+
+/*
+ * The comm's connections are destroyed (drained): no completion will come
+ * for anything. Complete every op. Must hold comm->lock.
+ */
+void kcoll_engine_force_reap(struct kcoll_comm *comm)
+{
+	struct kcoll_task *op, *tmp;
+
+	lockdep_assert_held(&comm->lock);
+	list_for_each_entry_safe(op, tmp, &comm->ops, all) {
+		if (!op->error)
+			op->error = comm->error ?: -ECANCELED;
+		op->grants_out = 0;
+		op->writes_inflight = 0;
+		op->gmrs = 0;
+		kcoll_op_complete(op);
+	}
+}

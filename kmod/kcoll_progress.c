@@ -1,0 +1,394 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kcoll collective engine, progress: phases opened and closed in schedule
+ * order, data landed (copied or reduced, on the CPU in bounded FPU
+ * sections), sends held back for higher priorities, completion, and
+ * kcoll_engine_reap(), which every event ends with.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/sched/mm.h>
+#include <linux/slab.h>
+#include <asm/fpu/api.h>
+
+#include "kcoll_comm.h"
+#include "kcoll_engine.h"
+
+/*
+ * Elements per kernel_fpu_begin() section: preemption is off inside one,
+ * so a chunk (up to 4 MiB) or an AVG finish over a whole buffer is cut
+ * into pieces of 64 KiB, a few microseconds each.
+ */
+#define KCOLL_FPU_BYTES		(64u << 10)
+
+static size_t kcoll_fpu_elems(const struct kcoll_task *op)
+{
+	return KCOLL_FPU_BYTES / op->esize;
+}
+
+/* dst[i] = dst[i] (op) src[i] for @n elements, FPU section by section. */
+static void kcoll_op_reduce(struct kcoll_task *op, u8 *dst, const u8 *src,
+			    size_t n)
+{
+	size_t step = kcoll_fpu_elems(op), k;
+
+	while (n) {
+		k = min(n, step);
+		kernel_fpu_begin();
+		op->reduce(dst, src, k);
+		kernel_fpu_end();
+		dst += k * op->esize;
+		src += k * op->esize;
+		n -= k;
+	}
+}
+
+/* The AVG finish of the current phase: divide by the rank count. */
+static void kcoll_op_avg(struct kcoll_task *op)
+{
+	u8 *p = kcoll_region(op, &op->ph.avg);
+	size_t n = op->ph.avg_cnt, step = kcoll_fpu_elems(op), k;
+
+	while (n) {
+		k = min(n, step);
+		kernel_fpu_begin();
+		kcoll_reduce_active_avg(p, k, op->dtype, op->comm->nranks);
+		kernel_fpu_end();
+		p += k * op->esize;
+		n -= k;
+		cond_resched();
+	}
+}
+
+/*
+ * @len bytes of the current phase's receive, at byte @off of it, came into
+ * staging at @in: reduce them into the destination, or copy them there.
+ */
+void kcoll_op_land(struct kcoll_task *op, const u8 *in, size_t off,
+		   size_t len)
+{
+	const struct kcoll_srecv *rv = &op->ph.recv;
+	u8 *dst = kcoll_region(op, &rv->dst) + off;
+
+	if (rv->reduce) {
+		const u8 *opnd = kcoll_region(op, &rv->operand) + off;
+
+		if (opnd != dst)
+			memcpy(dst, opnd, len);
+		kcoll_op_reduce(op, dst, in, len / op->esize);
+	} else {
+		memcpy(dst, in, len);
+	}
+}
+
+/*
+ * Priorities (sysfs prio_sched): while an operation of a higher priority
+ * has started and not finished on the same device, in any communicator or
+ * process, @op posts no new chunk; what it has posted drains, so the
+ * higher one starts at the next chunk boundary. Every prio_aging_ms a held
+ * op still sends one chunk, and rises one level (op->prio_aged, for the
+ * rest of its life): nothing starves, two nodes whose priorities cross
+ * (each waiting for the other's held op) still progress, and what one
+ * operation can take from a lower one is bounded by the levels between
+ * them times prio_aging_ms — a higher operation stuck waiting for a peer
+ * that never submits holds the others back that long, not until its own
+ * timeout. Equal priorities are not ordered: their QPs share the NIC. A
+ * held op re-runs from comm->kick. Must hold comm->lock.
+ */
+bool kcoll_op_held(struct kcoll_task *op)
+{
+	struct kcoll_prio *pr = op->prio_dev;
+	unsigned long recent;
+	unsigned int p;
+
+	if (!pr || !kcoll_prio_sched())
+		goto run;
+	recent = jiffies - msecs_to_jiffies(kcoll_prio_aging_ms());
+	for (p = op->prio + op->prio_aged + 1; p <= KCOLL_PRIO_MAX; p++) {
+		if (atomic_read(&pr->active[p]))
+			break;
+		/*
+		 * Urgent operations come in bursts (one per layer): for a
+		 * while after one, keep at most one chunk of ours in flight,
+		 * so the next finds at most that ahead of it on the NIC.
+		 */
+		if (time_after(READ_ONCE(pr->last[p]), recent) &&
+		    op->writes_inflight) {
+			kcoll_queue_delayed(&op->comm->kick, 1);
+			return true;
+		}
+	}
+	if (p > KCOLL_PRIO_MAX)
+		goto run;
+	if (!op->held) {
+		op->held = true;
+		op->held_since = jiffies;
+	} else if (time_after_eq(jiffies, op->held_since +
+				 msecs_to_jiffies(kcoll_prio_aging_ms()))) {
+		op->held_since = jiffies;	/* one chunk, then hold again */
+		if (op->prio + op->prio_aged < KCOLL_PRIO_MAX)
+			op->prio_aged++;
+		return false;
+	}
+	kcoll_queue_delayed(&op->comm->kick, 1);
+	return true;
+run:
+	op->held = false;
+	return false;
+}
+
+/* comm->kick: held operations look again. */
+void kcoll_engine_kick_work(struct work_struct *work)
+{
+	struct kcoll_comm *comm = container_of(to_delayed_work(work),
+					       struct kcoll_comm, kick);
+
+	mutex_lock(&comm->lock);
+	if (!comm->shutting_down)
+		kcoll_engine_reap(comm);
+	mutex_unlock(&comm->lock);
+}
+
+static void kcoll_phase_open(struct kcoll_task *op)
+{
+	struct kcoll_phase *ph = &op->ph;
+
+	kcoll_sched_phase(&op->args, op->phase, ph);
+	op->phase_open = true;
+	op->send_total = ph->has_send ? ph->send.cnt * op->esize : 0;
+	op->recv_total = ph->has_recv ? ph->recv.cnt * op->esize : 0;
+	op->send_posted = op->send_done = 0;
+	op->recv_granted = op->recv_done = 0;
+	op->send_posted_any = op->send_done_any = false;
+	op->recv_granted_any = op->recv_landed_any = false;
+	if (ph->copy.cnt) {
+		u8 *dst = kcoll_region(op, &ph->copy.dst);
+		const u8 *src = kcoll_region(op, &ph->copy.src);
+
+		if (dst != src)
+			memmove(dst, src, ph->copy.cnt * op->esize);
+	}
+}
+
+static bool kcoll_phase_done(struct kcoll_task *op)
+{
+	const struct kcoll_phase *ph = &op->ph;
+
+	if (ph->has_send && (!op->send_done_any ||
+			     op->send_done < op->send_total))
+		return false;
+	if (ph->has_recv && (!op->recv_landed_any ||
+			     op->recv_done < op->recv_total))
+		return false;
+	return true;
+}
+
+/* Run @op as far as it can go now. */
+static void kcoll_op_progress(struct kcoll_task *op)
+{
+	struct kcoll_comm *comm = op->comm;
+	u32 i;
+
+	lockdep_assert_held(&comm->lock);
+	if (!op->started) {
+		op->started = true;
+		op->nphases = kcoll_sched_nphases(&op->args);
+		if (!op->error && comm->error)
+			op->error = comm->error;	/* nothing sent yet */
+		if (op->error)
+			return;
+		if (comm->prio) {
+			op->prio_dev = comm->prio;
+			atomic_inc(&op->prio_dev->active[op->prio]);
+			WRITE_ONCE(op->prio_dev->last[op->prio], jiffies);
+		}
+		if (op->kind == KCOLL_KIND_COLL &&
+		    kcoll_sched_all_dependent(&op->args)) {
+			op->lazy = true;
+			op->lazy_at = jiffies +
+				      msecs_to_jiffies(KCOLL_SIG_LAZY_MS);
+			kcoll_timeout_arm(comm, op->lazy_at);
+		}
+	}
+	/*
+	 * Our SIG to every peer (but lazy ones, see kcoll_conn_lazy()). A
+	 * full send queue (a burst, or a provider whose completions stall)
+	 * defers the rest to the next completion: the operation cannot
+	 * finish before they are out, or a peer would wait for ours for
+	 * ever.
+	 */
+	for (i = op->sigs_sent; op->kind == KCOLL_KIND_COLL && i < comm->nranks;
+	     i = ++op->sigs_sent) {
+		struct kcoll_conn *conn = comm->conns[i];
+		int err;
+
+		if (!conn)
+			continue;
+		if (conn->eager)
+			kcoll_eager_start(op, conn);
+		if (op->error)
+			return;
+		if (op->lazy && kcoll_conn_lazy(conn) && !(conn->sig_reply_due &&
+		    conn->sig_reply_seq == op->seq)) {
+			kcoll_op_check_sigs(op, conn);
+			continue;
+		}
+		err = kcoll_op_send_sig(op, conn, 0);
+		if (err == -ENOBUFS)
+			break;
+		if (err) {
+			kcoll_op_fail_from(op, -ECONNRESET, conn->peer);
+			return;
+		}
+		if (conn->sig_reply_seq == op->seq)
+			conn->sig_reply_due = false;
+		kcoll_op_check_sigs(op, conn);
+	}
+	if (op->error)
+		return;
+	if (op->lazy_due && !op->lazy_sent && op->sigs_sent == comm->nranks)
+		kcoll_op_lazy_ask(op);
+	while (!op->error && op->phase < op->nphases) {
+		if (!op->phase_open)
+			kcoll_phase_open(op);
+		if (op->ph.has_recv)
+			kcoll_op_grant(op);
+		if (op->ph.has_send)
+			kcoll_op_send(op);
+		if (op->error || !kcoll_phase_done(op))
+			return;
+		if (op->ph.avg_cnt)
+			kcoll_op_avg(op);
+		op->phase_open = false;
+		op->phase++;
+	}
+	if (op->error)
+		return;
+	if (op->kind == KCOLL_KIND_COLL && !kcoll_op_sigs_in(op))
+		return;
+	op->finished = true;
+}
+
+static void kcoll_op_release(struct kcoll_task *op)
+{
+	int i;
+
+	for (i = 0; i < KCOLL_SBUF_NR; i++) {
+		if (op->mems[i]) {
+			kcoll_mem_put(op->mems[i]);
+			op->mems[i] = NULL;
+			memset(&op->bufs[i], 0, sizeof(op->bufs[i]));
+		} else {
+			kcoll_buf_release(&op->bufs[i]);
+		}
+	}
+}
+
+void kcoll_op_free(struct kcoll_task *op)
+{
+	kcoll_op_release(op);
+	kfree(op->missing);
+	kfree(op);
+}
+
+void kcoll_op_complete(struct kcoll_task *op)
+{
+	struct kcoll_comm *comm = op->comm;
+	struct kcoll_req *req = op->req;
+	u64 ns = ktime_get_ns() - op->t_submit;
+	int res = op->error;
+	u32 cflags = 0;
+
+	if (res < 0) {
+		kcoll_report_set(op, ns);
+		cflags = KCOLL_CQE_F_REPORT;
+	}
+	kcoll_opstats_add(&comm->stats, op->bytes, res, ns);
+	if (comm->dstats)
+		kcoll_opstats_add(comm->dstats, op->bytes, res, ns);
+	kcoll_opstats_add(&kcoll_node_stats, op->bytes, res, ns);
+	list_del(&op->node);
+	list_del(&op->all);
+	comm->nr_ops--;
+	if (op->prio_dev) {
+		WRITE_ONCE(op->prio_dev->last[op->prio], jiffies);
+		atomic_dec(&op->prio_dev->active[op->prio]);
+	}
+	if (op->kind == KCOLL_KIND_COLL)
+		comm->coll_done_seq = op->seq + 1;
+	kcoll_op_free(op);
+	kcoll_req_complete_flags(req, res, cflags);
+}
+
+/*
+ * Progress every op that can move and complete the ones that are over.
+ * Called after every event. Must hold comm->lock.
+ */
+void kcoll_engine_reap(struct kcoll_comm *comm)
+{
+	struct kcoll_task *op, *tmp;
+	bool again;
+	u32 i;
+
+	lockdep_assert_held(&comm->lock);
+	do {
+		again = false;
+		/* What landed must be invalid before its op may complete,
+		 * its slot be granted again. */
+		for (i = 0; i < comm->nranks; i++)
+			if (comm->conns[i] &&
+			    !list_empty(&comm->conns[i]->gmr_inv_due))
+				kcoll_gmr_flush(comm->conns[i]);
+		op = kcoll_coll_head(comm);
+		if (op) {
+			if (!op->finished && !op->error)
+				kcoll_op_progress(op);
+			if ((op->finished || op->error) && kcoll_op_quiet(op)) {
+				kcoll_op_complete(op);
+				again = true;	/* start the next one */
+			}
+		}
+		for (i = 0; i < comm->nranks; i++) {
+			struct kcoll_conn *conn = comm->conns[i];
+			struct list_head *lists[2];
+			int l;
+
+			if (!conn)
+				continue;
+			/* Credits a full send queue (or a channel without
+			 * memory) held back. */
+			if (conn->erx_due && conn->state == KCOLL_CONN_UP)
+				kcoll_engine_eager_credit(conn);
+			/* An answer to a peer's ASK, held back the same way
+			 * or until our operation is done. */
+			if (conn->sig_reply_due)
+				kcoll_sig_reply(conn);
+			lists[0] = &conn->k[KCOLL_KIND_P2P].p2p_sends;
+			lists[1] = &conn->k[KCOLL_KIND_P2P].p2p_recvs;
+			for (l = 0; l < 2; l++) {
+				/* Per direction, in order: only the head runs. */
+				op = list_first_entry_or_null(lists[l],
+							      struct kcoll_task,
+							      node);
+				if (!op)
+					continue;
+				if (!op->finished && !op->error)
+					kcoll_op_progress(op);
+				if ((op->finished || op->error) &&
+				    kcoll_op_quiet(op)) {
+					kcoll_op_complete(op);
+					again = true;
+				}
+			}
+		}
+	} while (again);
+
+	/* Failed ops queued behind the head never start: finish them too
+	 * once they reach the head (above). Failed P2P ops that are not at
+	 * the head cannot have posted anything either. */
+	list_for_each_entry_safe(op, tmp, &comm->ops, all) {
+		if (op->error && !op->started && kcoll_op_quiet(op) &&
+		    op->kind == KCOLL_KIND_P2P)
+			kcoll_op_complete(op);
+	}
+}
