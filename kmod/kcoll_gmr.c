@@ -23,8 +23,9 @@
  * here: 4-rank runs timed out and rxe re-executed a REG_MR after a
  * retransmission). Invalidations are batched: retiring a grant only marks
  * it (conn->gmr_inv_due); kcoll_gmr_flush() invalidates what is marked,
- * before the next grant's registration (in the same batch) and before an
- * operation may complete (kcoll_engine_reap()).
+ * in the same batch as the next grant's registration, when a staging slot
+ * or an MR is wanted, and before an operation may complete
+ * (kcoll_op_settle()).
  *
  * Everything here runs under comm->lock, in process context.
  */
@@ -85,6 +86,9 @@ struct kcoll_gmr *kcoll_gmr_get(struct kcoll_conn *conn)
 	struct kcoll_gmr *g;
 
 	lockdep_assert_held(&conn->comm->lock);
+	if (list_empty(&conn->gmr_free) && conn->gmr_nr >= KCOLL_GMR_MAX &&
+	    !list_empty(&conn->gmr_inv_due))
+		kcoll_gmr_flush(conn);	/* retired ones come back */
 	g = list_first_entry_or_null(&conn->gmr_free, struct kcoll_gmr, node);
 	if (g) {
 		list_del_init(&g->node);

@@ -64,6 +64,10 @@ void kcoll_op_grant(struct kcoll_task *op)
 		if (left && (rv->reduce || (op->unreg && !conn->local))) {
 			/* Reducing, or no MR to write into: staging. */
 			slot = kcoll_slot_get(conn);
+			/* Slots wait for their grant MRs' invalidation. */
+			if (slot < 0 && !list_empty(&conn->gmr_inv_due) &&
+			    !kcoll_gmr_flush(conn))
+				slot = kcoll_slot_get(conn);
 			if (slot < 0)
 				return;
 			len = min_t(u64, left, rounddown(conn->slot_bytes,
@@ -118,11 +122,9 @@ void kcoll_op_grant(struct kcoll_task *op)
 				if (slot >= 0)
 					__clear_bit(slot, &conn->slot_busy);
 				kfree(g);
-				/* All MRs out: retired ones come back at the
-				 * next flush, then we retry. */
-				if (err == -ENOBUFS)
-					kcoll_gmr_flush(conn);
-				else
+				/* All MRs out and none retired: one comes
+				 * back with a landing, then we retry. */
+				if (err != -ENOBUFS)
 					kcoll_op_fail(op, err);
 				return;
 			}

@@ -321,6 +321,25 @@ void kcoll_op_complete(struct kcoll_task *op)
 }
 
 /*
+ * @op is done (or failed): the grant MRs it retired are invalidated now,
+ * so that it may complete. While it runs they ride along with its next
+ * grant's registration instead (kcoll_gmr_grant()): one trip to the
+ * registration QP per chunk, not two.
+ */
+static void kcoll_op_settle(struct kcoll_task *op)
+{
+	struct kcoll_comm *comm = op->comm;
+	u32 i;
+
+	if (!op->gmrs || !(op->finished || op->error))
+		return;
+	for (i = 0; i < comm->nranks; i++)
+		if (comm->conns[i] &&
+		    !list_empty(&comm->conns[i]->gmr_inv_due))
+			kcoll_gmr_flush(comm->conns[i]);
+}
+
+/*
  * Progress every op that can move and complete the ones that are over.
  * Called after every event. Must hold comm->lock.
  */
@@ -333,16 +352,11 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 	lockdep_assert_held(&comm->lock);
 	do {
 		again = false;
-		/* What landed must be invalid before its op may complete,
-		 * its slot be granted again. */
-		for (i = 0; i < comm->nranks; i++)
-			if (comm->conns[i] &&
-			    !list_empty(&comm->conns[i]->gmr_inv_due))
-				kcoll_gmr_flush(comm->conns[i]);
 		op = kcoll_coll_head(comm);
 		if (op) {
 			if (!op->finished && !op->error)
 				kcoll_op_progress(op);
+			kcoll_op_settle(op);
 			if ((op->finished || op->error) && kcoll_op_quiet(op)) {
 				kcoll_op_complete(op);
 				again = true;	/* start the next one */
@@ -374,6 +388,7 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 					continue;
 				if (!op->finished && !op->error)
 					kcoll_op_progress(op);
+				kcoll_op_settle(op);
 				if ((op->finished || op->error) &&
 				    kcoll_op_quiet(op)) {
 					kcoll_op_complete(op);
