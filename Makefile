@@ -90,8 +90,7 @@ include kmod/reduce.mk
 
 COLLSIM := $(BUILD)/tools/collsim
 TOOLS := $(BUILD)/tools/kcoll-ringbench $(BUILD)/tools/kcoll-perf \
-	$(BUILD)/tools/kcoll-priobench $(BUILD)/tools/kcoll-fuzz \
-	$(REDUCE_BENCH) $(COLLSIM)
+	$(BUILD)/tools/kcoll-priobench $(REDUCE_BENCH) $(COLLSIM)
 
 tools: $(TOOLS)
 
@@ -112,22 +111,15 @@ $(BUILD)/tools/kcoll-ringbench: tools/kcoll-ringbench.c $(LIBCOLL_A) libcoll/inc
 	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -o $@ $< $(LIBCOLL_A)
 
 # Collectives through libcoll, nccl-tests style (tests/vm/scenarios/coll.sh).
-$(BUILD)/tools/kcoll-perf: tools/kcoll-perf.c tools/kcoll-check.h tools/bench-util.h $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
+# Its #wrong column checks results against the tests' oracle.
+$(BUILD)/tools/kcoll-perf: tools/kcoll-perf.c tests/oracle/kcoll-check.h tools/bench-util.h $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -o $@ $< $(LIBCOLL_A) $(LIBCOLL_LIBS) -lm
+	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -I$(TOP)/tests/oracle -o $@ $< $(LIBCOLL_A) $(LIBCOLL_LIBS) -lm
 
 # An urgent small allreduce alone and behind a large one (coll.sh prio).
 $(BUILD)/tools/kcoll-priobench: tools/kcoll-priobench.c $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -o $@ $< $(LIBCOLL_A) $(LIBCOLL_LIBS)
-
-# The in-VM fuzzer of /dev/kcoll (tests/vm/scenarios/fuzz.sh). It links the
-# module's plain logic as its oracle for SETUP and ENTER.
-$(BUILD)/tools/kcoll-fuzz: tools/kcoll-fuzz.c tools/kcoll-sqe-ref.h kmod/kcoll_logic.c \
-	    kmod/kcoll_logic.h kmod/kcoll_plain.h uapi/linux/kcoll.h
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_USER) -I$(TOP)/kmod -I$(TOP)/tools -pthread -o $@ \
-		tools/kcoll-fuzz.c kmod/kcoll_logic.c
 
 # Open MPI's collectives, nccl-tests style (tests/vm/scenarios/mpi-bench.sh).
 mpibench: $(MPIBENCH)
@@ -172,15 +164,25 @@ COLLTEST := $(BUILD)/tests/bin/kcoll-colltest
 # A node stopping dead mid-collective (tests/vm/scenarios/nodedie.sh).
 NODEDIE := $(BUILD)/tests/bin/kcoll-nodedie
 
-tests-bin: $(KSFT_BINS) $(COLLTEST) $(NODEDIE)
+# The in-VM fuzzer of /dev/kcoll (tests/vm/scenarios/fuzz.sh).
+VMFUZZ := $(BUILD)/tests/bin/kcoll-fuzz
+
+tests-bin: $(KSFT_BINS) $(COLLTEST) $(NODEDIE) $(VMFUZZ)
+
+# It links the module's plain logic as its oracle for SETUP and ENTER.
+$(VMFUZZ): tests/vm/kcoll-fuzz.c tests/oracle/kcoll-sqe-ref.h kmod/kcoll_logic.c \
+	    kmod/kcoll_logic.h kmod/kcoll_plain.h uapi/linux/kcoll.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_USER) -I$(TOP)/kmod -I$(TOP)/tests/oracle -pthread -o $@ \
+		tests/vm/kcoll-fuzz.c kmod/kcoll_logic.c
 
 $(NODEDIE): tests/vm/kcoll-nodedie.c $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -o $@ $< $(LIBCOLL_A) $(LIBCOLL_LIBS)
 
-$(COLLTEST): tests/vm/kcoll-colltest.c tools/kcoll-check.h $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
+$(COLLTEST): tests/vm/kcoll-colltest.c tests/oracle/kcoll-check.h $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -I$(TOP)/tools -o $@ $< \
+	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -I$(TOP)/tests/oracle -o $@ $< \
 		$(LIBCOLL_A) $(LIBCOLL_LIBS) -lm
 
 $(BUILD)/tests/bin/%: tests/kselftest/%.c tests/kselftest/kcoll_test.h uapi/linux/kcoll.h $(KSFT_DIR)/kselftest_harness.h $(LIBCOLL_A)

@@ -22,7 +22,7 @@ FUZZ_BUILD	:= $(TOP)/build/fuzz
 FUZZ_CFLAGS	:= -g -O1 -fsanitize=fuzzer,address,undefined \
 		   -fno-sanitize-recover=all -fno-omit-frame-pointer \
 		   -std=gnu11 -Wall -Wextra -Werror \
-		   -I$(TOP)/uapi -I$(TOP)/kmod -I$(TOP)/tools -I$(TOP)/tests/unit
+		   -I$(TOP)/uapi -I$(TOP)/kmod -I$(TOP)/tests/oracle -I$(TOP)/tests/unit
 FUZZ_TARGETS	:= $(FUZZ_BUILD)/fuzz_sqe $(FUZZ_BUILD)/fuzz_sched
 # FUZZ_SECONDS is shared with make fuzz (the VM fuzzer, default 600).
 FUZZ_HOST_SECONDS = $(if $(filter command line environment,$(origin FUZZ_SECONDS)),$(FUZZ_SECONDS),300)
@@ -32,7 +32,7 @@ FUZZ_QUICK_SECONDS ?= 20
 
 $(FUZZ_BUILD)/fuzz_sqe: $(TOP)/tests/fuzz/fuzz_sqe.c $(TOP)/kmod/kcoll_logic.c \
 		$(TOP)/kmod/kcoll_logic.h $(TOP)/kmod/kcoll_plain.h \
-		$(TOP)/tools/kcoll-sqe-ref.h $(TOP)/uapi/linux/kcoll.h
+		$(TOP)/tests/oracle/kcoll-sqe-ref.h $(TOP)/uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(TOP)/tests/fuzz/fuzz_sqe.c \
 		$(TOP)/kmod/kcoll_logic.c

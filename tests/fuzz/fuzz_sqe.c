@@ -7,7 +7,7 @@
  * in that code is a crash too.
  *
  * Each input is read as one record (missing bytes are zero):
- *   64  an SQE                      kcoll_sqe_check() vs tools/kcoll-sqe-ref.h
+ *   64  an SQE                      kcoll_sqe_check() vs tests/oracle/kcoll-sqe-ref.h
  *   24  ring size request + limits  kcoll_ring_size() vs a reference below,
  *                                   then kcoll_ring_layout() invariants
  *   4   another geometry            kcoll_ring_layout() invariants

@@ -4,7 +4,7 @@
  * (no kernel needed): ranks are threads; every collective x dtype x
  * reduction x count x placement through the rotating API forms (blocking,
  * non-blocking, groups, registered buffers), checked with
- * tools/kcoll-check.h (the reference of the VM test) and guard bytes; CQ
+ * tests/oracle/kcoll-check.h (the reference of the VM test) and guard bytes; CQ
  * overflow handling with a tiny ring, one ENTER per group, several threads
  * waiting on one communicator, signature mismatch, a wrong key, a lost
  * peer, registrations, argument checks. Runs under ASan/UBSan, which also

@@ -116,15 +116,15 @@ $(UNIT_BOOTSTRAP): $(UNIT_SRCDIR)/test_bootstrap.c $(UNIT_SRCDIR)/unit.h \
 # libcoll's communicators against a model of /dev/kcoll (kcoll_model.c:
 # ioctl, mmap and munmap wrapped by the linker), using the module's SQE
 # checks and CPU reductions (kmod/reduce.mk's sanitizer objects) and the
-# VM test's reference (tools/kcoll-check.h).
+# VM test's reference (tests/oracle/kcoll-check.h).
 UNIT_MODEL_SRCS	:= $(UNIT_SRCDIR)/kcoll_model.c $(TOP)/kmod/kcoll_logic.c
 UNIT_MODEL_DEPS	:= $(UNIT_MODEL_SRCS) $(UNIT_SRCDIR)/kcoll_model.h $(UNIT_HDRS) \
-		   $(TOP)/kmod/kcoll_reduce.h $(TOP)/tools/kcoll-check.h \
+		   $(TOP)/kmod/kcoll_reduce.h $(TOP)/tests/oracle/kcoll-check.h \
 		   $(LIBCOLL_SRCDIR)/include/coll.h \
 		   $(LIBCOLL_SRCDIR)/coll_internal.h $(LIBCOLL_A) \
 		   $(REDUCE_SAN_OBJS) $(UNIT_SRCDIR)/unit.mk
 UNIT_MODEL_CFLAGS := $(UNIT_CFLAGS) $(LIBCOLL_CPPFLAGS) -I$(LIBCOLL_SRCDIR) \
-		   -I$(TOP)/tools -pthread
+		   -I$(TOP)/tests/oracle -pthread
 UNIT_MODEL_LIBS	:= $(LIBCOLL_A) $(REDUCE_SAN_OBJS) \
 		   -Wl,--wrap=ioctl,--wrap=mmap,--wrap=munmap \
 		   $(UNIT_LDFLAGS) -lpthread -lm

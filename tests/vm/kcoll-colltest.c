@@ -7,7 +7,7 @@
  * Default run: every collective x every dtype x every valid reduction x
  * counts {0, 1, 7, 3*nranks+1} x in place / out of place, each case
  * checked against a reference computed locally from the known inputs of
- * every rank (tools/kcoll-check.h), with guard bytes around every buffer;
+ * every rank (tests/oracle/kcoll-check.h), with guard bytes around every buffer;
  * the API forms rotate (blocking, non-blocking + wait, group, poll() on
  * coll_comm_fd() + coll_test(), registered buffers); then a few large
  * cases (1000003 elements, and one >= 16 MiB case per collective), a group

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The in-VM fuzzer: Soft-RoCE and kcoll up, then build/tools/kcoll-fuzz for
+# The in-VM fuzzer: Soft-RoCE and kcoll up, then build/tests/bin/kcoll-fuzz for
 # a fixed budget (random and mutated ioctls, SQEs, ring corruption, mmap
 # races, closes during submission; two-rank communicators over rxe0), then
 # kcoll_wire_test's hostile peer on the wire for half of it.
@@ -24,7 +24,7 @@
 # tests/run-vm-tests.sh).
 . "$kcoll_top/tests/vm/guest-lib.sh"
 
-FUZZ=$KCOLL_TOP/build/tools/kcoll-fuzz
+FUZZ=$KCOLL_TOP/build/tests/bin/kcoll-fuzz
 
 # shellcheck disable=SC2086
 set -- $KCOLL_ARG
@@ -45,7 +45,7 @@ mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 # QP per device): every count must come back to this.
 rdma res show >"$KCOLL_OUT/rdma-res-before.txt" 2>&1
 rdma res show qp >"$KCOLL_OUT/rdma-qp-before.txt" 2>&1
-[ -x "$FUZZ" ] || fail "no $FUZZ (make tools)"
+[ -x "$FUZZ" ] || fail "no $FUZZ (make tests-bin)"
 
 # The fuzzer forms two-rank communicators on this VM's rxe0 address.
 export KCOLL_IP

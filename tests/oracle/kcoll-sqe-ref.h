@@ -3,7 +3,7 @@
  * An independent reference of SQE validation, written from the uapi
  * comments (linux/kcoll.h, docs/DESIGN.md "Descriptors"), not from
  * kmod/kcoll_logic.c: the host fuzzer (tests/fuzz/fuzz_sqe.c) compares
- * kcoll_sqe_check() with it, and the in-VM fuzzer (tools/kcoll-fuzz.c)
+ * kcoll_sqe_check() with it, and the in-VM fuzzer (tests/vm/kcoll-fuzz.c)
  * the CQEs the kernel posts.
  *
  * The rules: an unknown opcode, a flag, a priority above KCOLL_PRIO_MAX, a
