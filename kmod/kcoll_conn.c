@@ -894,17 +894,26 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	bool local, other;
 	int err;
 
-	if (!h || ev->param.conn.private_data_len < sizeof(*h) ||
-	    le32_to_cpu(h->magic) != KCOLL_WIRE_MAGIC) {
-		pr_warn_ratelimited("refusing a connection with a foreign hello (from %pISc)\n",
-				    &id->route.addr.dst_addr);
-		kcoll_reject(id, KCOLL_REJ_VERSION);
-		return -ECONNREFUSED;
-	}
-	if (h->version != KCOLL_WIRE_VERSION) {
+	switch (kcoll_wire_hello_check(h, ev->param.conn.private_data_len,
+				       KCOLL_MAX_LANES)) {
+	case 0:
+		break;
+	case KCOLL_WIRE_HELLO_VERSION:
 		pr_warn_ratelimited("refusing a connection from %pISc: kcoll wire version %u, this node speaks %u (upgrade the nodes together)\n",
 				    &id->route.addr.dst_addr, h->version,
 				    KCOLL_WIRE_VERSION);
+		kcoll_reject(id, KCOLL_REJ_VERSION);
+		return -ECONNREFUSED;
+	case KCOLL_WIRE_HELLO_LANES:
+		pr_warn_ratelimited("refusing a connection for QP %u of %u (from %pISc)\n",
+				    kcoll_hello_lane(h->flags),
+				    kcoll_hello_nlanes(h->flags),
+				    &id->route.addr.dst_addr);
+		kcoll_reject(id, KCOLL_REJ_RANK);
+		return -ECONNREFUSED;
+	default:
+		pr_warn_ratelimited("refusing a connection with a foreign hello (from %pISc)\n",
+				    &id->route.addr.dst_addr);
 		kcoll_reject(id, KCOLL_REJ_VERSION);
 		return -ECONNREFUSED;
 	}
@@ -913,12 +922,6 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	n = le32_to_cpu(h->nranks);
 	idx = kcoll_hello_lane(h->flags);
 	nlanes = kcoll_hello_nlanes(h->flags);
-	if (idx >= nlanes || nlanes > KCOLL_MAX_LANES) {
-		pr_warn_ratelimited("refusing a connection for QP %u of %u (from %pISc)\n",
-				    idx, nlanes, &id->route.addr.dst_addr);
-		kcoll_reject(id, KCOLL_REJ_RANK);
-		return -ECONNREFUSED;
-	}
 	comm = kcoll_comm_find_hello(h, &other);
 	if (!comm && other) {
 		/*
@@ -960,7 +963,7 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		kcoll_reject(id, KCOLL_REJ_DEVICE);
 		goto out_put;
 	}
-	if (n != comm->nranks || src >= n || src <= comm->rank) {
+	if (!kcoll_wire_hello_ranks_ok(h, comm->nranks, comm->rank)) {
 		pr_warn_ratelimited("comm %llx rank %u: refusing rank %u of %u (we have %u ranks)\n",
 				    comm->uid, comm->rank, src, n,
 				    comm->nranks);

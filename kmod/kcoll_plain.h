@@ -15,6 +15,7 @@
 #include <linux/build_bug.h>
 #include <linux/math64.h>
 #include <linux/nospec.h>
+#include <asm/byteorder.h>
 #define KCOLL_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
 /* @i, known to be below @n, also under speculation (a user's index). */
 #define kcoll_index_nospec(i, n) array_index_nospec(i, n)
@@ -35,8 +36,15 @@ typedef uint32_t u32;
 typedef uint64_t u64;
 typedef int32_t s32;
 typedef int64_t s64;
+#include <endian.h>
 #define KCOLL_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
 #define kcoll_index_nospec(i, n) (i)
+#define le16_to_cpu(x) le16toh(x)
+#define le32_to_cpu(x) le32toh(x)
+#define le64_to_cpu(x) le64toh(x)
+#define cpu_to_le16(x) htole16(x)
+#define cpu_to_le32(x) htole32(x)
+#define cpu_to_le64(x) htole64(x)
 static inline u64 kcoll_div64(u64 a, u64 b)
 {
 	return a / b;

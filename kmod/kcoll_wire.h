@@ -15,6 +15,8 @@
  * fresh nonces (HMAC-SHA256, truncated to KCOLL_AUTH_MAC bytes): the
  * hello's MAC, the accept's MAC over the hello, and the connecting
  * side's AUTH message over both nonces (docs/DESIGN.md, "Authentication").
+ * 3: each offer of an eager slot registers its MR under a new key, whose
+ * key byte a CREDITS carries (docs/DESIGN.md, "Grant MRs").
  */
 #define KCOLL_WIRE_VERSION	3
 #define KCOLL_AUTH_NONCE	12
@@ -280,5 +282,33 @@ static inline u32 kcoll_imm_make(u32 kind, u32 serial)
 {
 	return (kind << KCOLL_IMM_KIND_SHIFT) | (serial & KCOLL_IMM_SERIAL_MASK);
 }
+
+/* kcoll_wire.c: checks of what a peer sends, from its bytes alone. */
+
+/* What a connection is, for kcoll_wire_msg_check(). */
+#define KCOLL_WCONN_LOCAL		0x01	/* the intra-node channel */
+#define KCOLL_WCONN_EAGER		0x02	/* eager transfers agreed */
+#define KCOLL_WCONN_EAGER_OFFERED	0x04	/* ... or offered by us */
+#define KCOLL_WCONN_LAZY		0x08	/* both offered lazy SIGs */
+
+enum kcoll_wire_verdict {
+	KCOLL_WIRE_OK = 0,
+	KCOLL_WIRE_BAD_TYPE,	/* no such type here */
+	KCOLL_WIRE_BAD_KIND,	/* kind unknown, or not for this type */
+	KCOLL_WIRE_NOT_HERE,	/* not on this kind of connection */
+	KCOLL_WIRE_BAD_SLOT,	/* eager slot (bitmap) out of range */
+	KCOLL_WIRE_SHORT_SLOT,	/* offered slot too small */
+	KCOLL_WIRE_BAD_STATUS,	/* status bits not allowed */
+	KCOLL_WIRE_BAD_STATE,	/* (the engine's handler) not now */
+};
+
+#define KCOLL_WIRE_HELLO_FOREIGN	1	/* short, or not our magic */
+#define KCOLL_WIRE_HELLO_VERSION	2	/* another wire version */
+#define KCOLL_WIRE_HELLO_LANES		3	/* QP index/count impossible */
+
+int kcoll_wire_msg_check(const struct kcoll_wire_msg *m, unsigned int wconn);
+int kcoll_wire_hello_check(const void *pd, u32 len, u32 max_lanes);
+bool kcoll_wire_hello_ranks_ok(const struct kcoll_wire_hello *h, u32 nranks,
+			       u32 rank);
 
 #endif /* KCOLL_WIRE_H */

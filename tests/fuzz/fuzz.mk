@@ -13,6 +13,8 @@
 #               ENTER argument checks
 #   fuzz_sched  kmod/kcoll_sched.c and kcoll_cost.c: schedules executed on
 #               the in-memory model of tests/unit/test_sched.c
+#   fuzz_wire   kmod/kcoll_wire.c: control messages and hellos against the
+#               protocol's rules restated (tests/oracle/kcoll-wire-ref.h)
 #
 # Without clang-14 or its libFuzzer runtime the targets say SKIP and why.
 # docs/TESTING.md: repeating a crash or a run.
@@ -23,7 +25,8 @@ FUZZ_CFLAGS	:= -g -O1 -fsanitize=fuzzer,address,undefined \
 		   -fno-sanitize-recover=all -fno-omit-frame-pointer \
 		   -std=gnu11 -Wall -Wextra -Werror \
 		   -I$(TOP)/uapi -I$(TOP)/kmod -I$(TOP)/tests/oracle -I$(TOP)/tests/unit
-FUZZ_TARGETS	:= $(FUZZ_BUILD)/fuzz_sqe $(FUZZ_BUILD)/fuzz_sched
+FUZZ_TARGETS	:= $(FUZZ_BUILD)/fuzz_sqe $(FUZZ_BUILD)/fuzz_sched \
+		   $(FUZZ_BUILD)/fuzz_wire
 # FUZZ_SECONDS is shared with make fuzz (the VM fuzzer, default 600).
 FUZZ_HOST_SECONDS = $(if $(filter command line environment,$(origin FUZZ_SECONDS)),$(FUZZ_SECONDS),300)
 FUZZ_QUICK_SECONDS ?= 20
@@ -45,6 +48,13 @@ $(FUZZ_BUILD)/fuzz_sched: $(TOP)/tests/fuzz/fuzz_sched.c \
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(TOP)/tests/fuzz/fuzz_sched.c \
 		$(TOP)/kmod/kcoll_sched.c $(TOP)/kmod/kcoll_cost.c
+
+$(FUZZ_BUILD)/fuzz_wire: $(TOP)/tests/fuzz/fuzz_wire.c $(TOP)/kmod/kcoll_wire.c \
+		$(TOP)/kmod/kcoll_wire.h $(TOP)/kmod/kcoll_plain.h \
+		$(TOP)/tests/oracle/kcoll-wire-ref.h $(TOP)/uapi/linux/kcoll.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(TOP)/tests/fuzz/fuzz_wire.c \
+		$(TOP)/kmod/kcoll_wire.c
 
 fuzz-host-build: $(FUZZ_TARGETS)
 

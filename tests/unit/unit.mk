@@ -29,6 +29,7 @@ UNIT_ENV	:= ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 UNIT_LOGIC	:= $(UNIT_BUILD)/test_logic
+UNIT_WIRE	:= $(UNIT_BUILD)/test_wire
 UNIT_SCHED	:= $(UNIT_BUILD)/test_sched
 UNIT_ABI	:= $(UNIT_BUILD)/test_libcoll_abi
 UNIT_ABI_SO	:= $(UNIT_BUILD)/test_libcoll_abi_so
@@ -42,7 +43,7 @@ UNIT_TOOLS_MODEL := $(UNIT_BUILD)/kcoll-colltest-model \
 UNIT_DAEMON	:= $(UNIT_BUILD)/test_daemon
 UNIT_DAEMON_NL	:= $(UNIT_BUILD)/test_daemon_nl
 UNIT_DAEMON_TOOLS := $(UNIT_BUILD)/kcollctl-fake $(UNIT_BUILD)/kcolld-fake
-UNIT_BINS	:= $(UNIT_LOGIC) $(UNIT_SCHED) $(UNIT_ABI) $(UNIT_ABI_SO) \
+UNIT_BINS	:= $(UNIT_LOGIC) $(UNIT_WIRE) $(UNIT_SCHED) $(UNIT_ABI) $(UNIT_ABI_SO) \
 		   $(UNIT_BOOTSTRAP) $(UNIT_COMM) $(UNIT_DAEMON) $(UNIT_DAEMON_NL)
 # The simulator, optimised and without sanitizers (tests/unit/
 # test_collsim.sh runs it at 4096 ranks).
@@ -66,6 +67,16 @@ $(UNIT_LOGIC): $(UNIT_SRCDIR)/test_logic.c $(TOP)/kmod/kcoll_logic.c \
 	       $(UNIT_HDRS) $(UNIT_SRCDIR)/unit.mk | $(UNIT_BUILD)
 	$(CC) $(UNIT_CFLAGS) -o $@ $(UNIT_SRCDIR)/test_logic.c \
 		$(TOP)/kmod/kcoll_logic.c $(UNIT_LDFLAGS)
+
+# The wire checks (hellos, control messages), against the protocol's rules
+# restated in the test.
+$(UNIT_WIRE): $(UNIT_SRCDIR)/test_wire.c $(TOP)/kmod/kcoll_wire.c \
+	      $(TOP)/kmod/kcoll_wire.h $(TOP)/tests/oracle/kcoll-wire-ref.h \
+	      $(UNIT_HDRS) $(UNIT_SRCDIR)/unit.mk \
+	      | $(UNIT_BUILD)
+	$(CC) $(UNIT_CFLAGS) -I$(TOP)/tests/oracle -o $@ \
+		$(UNIT_SRCDIR)/test_wire.c $(TOP)/kmod/kcoll_wire.c \
+		$(UNIT_LDFLAGS)
 
 # The schedules, executed on an in-memory model of every rank.
 # The cost model's choice too.
