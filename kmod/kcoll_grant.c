@@ -181,8 +181,7 @@ static void kcoll_op_landed(struct kcoll_task *op, struct kcoll_conn *conn,
 /* The immediate of a WRITE answering grant @serial on @conn. */
 static u32 kcoll_conn_imm(struct kcoll_conn *conn, u32 kind, u32 serial)
 {
-	return kcoll_imm_make(kind, conn->eager ?
-				    serial & KCOLL_IMM_EAGER_SERIAL : serial);
+	return kcoll_grant_imm(kind, serial, conn->eager);
 }
 
 /*

@@ -96,10 +96,16 @@ static int kcoll_rx_pong(struct kcoll_conn *conn, const struct kcoll_wire_msg *m
 	return 0;
 }
 
-/* Intra-node: the data of grant @serial has been copied in. */
+/*
+ * Intra-node: the data of grant @serial has been copied in. The message
+ * carries the whole serial; it stands for the WRITE's immediate, reduced
+ * the same way (from the 2^30th grant on, an eager connection's bit 30
+ * would otherwise read as an eager write and end the connection).
+ */
 static int kcoll_rx_data(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 {
-	kcoll_engine_data(conn, kcoll_imm_make(m->kind, le32_to_cpu(m->serial)),
+	kcoll_engine_data(conn, kcoll_grant_imm(m->kind, le32_to_cpu(m->serial),
+						conn->eager),
 			  le32_to_cpu(m->len));
 	return 0;
 }

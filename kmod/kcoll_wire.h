@@ -283,6 +283,19 @@ static inline u32 kcoll_imm_make(u32 kind, u32 serial)
 	return (kind << KCOLL_IMM_KIND_SHIFT) | (serial & KCOLL_IMM_SERIAL_MASK);
 }
 
+/*
+ * The immediate that answers grant @serial of @kind: on an eager
+ * connection the serial keeps only bits 0-29, bit 30 telling eager writes
+ * apart. Serials run past 2^30 on a long job: both the sender's WRITE (or
+ * an intra-node DATA message, which carries the whole serial) and the
+ * receiver's match must reduce them the same way.
+ */
+static inline u32 kcoll_grant_imm(u32 kind, u32 serial, bool eager)
+{
+	return kcoll_imm_make(kind, eager ? serial & KCOLL_IMM_EAGER_SERIAL :
+					    serial);
+}
+
 /* kcoll_wire.c: checks of what a peer sends, from its bytes alone. */
 
 /* What a connection is, for kcoll_wire_msg_check(). */

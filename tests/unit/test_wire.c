@@ -206,6 +206,35 @@ static void test_hellos(void)
 	UNIT_CHECK(!kcoll_wire_hello_ranks_ok(&h, 4, 0));
 }
 
+/*
+ * A grant's immediate on an eager connection never has the eager bit,
+ * whatever the serial (they pass 2^30 on a long job), and the same serial
+ * always gives the same immediate; elsewhere the serial keeps 31 bits.
+ */
+static void test_grant_imm(void)
+{
+	static const u32 serials[] = {
+		0, 1, 0x3fffffff, 0x40000000, 0x40000005, 0x7fffffff,
+		0x80000000, 0xc0000001, 0xffffffff,
+	};
+	unsigned int i, kind;
+
+	for (kind = 0; kind < KCOLL_KIND_NR; kind++)
+		for (i = 0; i < sizeof(serials) / sizeof(serials[0]); i++) {
+			u32 s = serials[i];
+			u32 e = kcoll_grant_imm(kind, s, true);
+			u32 n = kcoll_grant_imm(kind, s, false);
+
+			UNIT_CHECK(!(e & KCOLL_IMM_EAGER));
+			UNIT_EQ_INT(e >> KCOLL_IMM_KIND_SHIFT, kind);
+			UNIT_EQ_INT(e & KCOLL_IMM_EAGER_SERIAL,
+				    s & KCOLL_IMM_EAGER_SERIAL);
+			UNIT_EQ_INT(n & KCOLL_IMM_SERIAL_MASK,
+				    s & KCOLL_IMM_SERIAL_MASK);
+			UNIT_EQ_INT(n >> KCOLL_IMM_KIND_SHIFT, kind);
+		}
+}
+
 int main(int argc, char **argv)
 {
 	unit_init(argc, argv);
@@ -214,5 +243,6 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_credits_and_sig_status);
 	UNIT_RUN(test_random_messages);
 	UNIT_RUN(test_hellos);
+	UNIT_RUN(test_grant_imm);
 	return unit_done();
 }
