@@ -163,18 +163,20 @@ kcoll_peers_up() {
 
 # kcoll_kperf NAME PORT ARGS...: this VM's ranks (${ppn:-2} per VM, ranks
 # numbered VM by VM, bootstrapping through vm0 at PORT) of one kcoll-perf
-# run with ARGS, each rank's output in NAME-rankR.txt; waits for them.
-# KCOLL_NRANKS and KCOLL_SECRET come from the caller's environment.
+# run with ARGS, each rank's output in NAME-rankR.txt, each given
+# ${KCOLL_KPERF_TIMEOUT:-900} s; waits for them. KCOLL_NRANKS and
+# KCOLL_SECRET come from the caller's environment.
 kcoll_kperf() {
 	local name=$1 port=$2 n=${ppn:-2} r p kp=()
 	shift 2
 	for r in $(seq $((n * kcoll_vm)) $((n * kcoll_vm + n - 1))); do
-		KCOLL_ROOT=10.9.0.1:$port KCOLL_RANK=$r timeout -k 10 900 \
+		KCOLL_ROOT=10.9.0.1:$port KCOLL_RANK=$r \
+			timeout -k 10 "${KCOLL_KPERF_TIMEOUT:-900}" \
 			"$KCOLL_TOP/build/tools/kcoll-perf" "$@" >"$KCOLL_OUT/$name-rank$r.txt" 2>&1 &
 		kp+=($!)
 	done
 	for p in "${kp[@]}"; do
-		wait "$p" || fail "kcoll-perf $name failed"
+		wait "$p" || fail "kcoll-perf $name failed (see $name-rank*.txt)"
 	done
 }
 

@@ -326,20 +326,14 @@ fi
 # find each other through coll_comm_init_env()'s KCOLL_ROOT/KCOLL_SECRET
 # mode, rank 0 (vm0) serving the bootstrap root.
 KPERF=$KCOLL_TOP/build/tools/kcoll-perf
-# kperf NAME PORT TIMEOUT ARGS...: this VM's ranks of one kcoll-perf run,
-# each to NAME-rank<r>.txt; rank 0's also to NAME.txt.
+# kperf NAME PORT TIMEOUT ARGS...: this VM's ranks of one kcoll-perf run
+# (kcoll_kperf), each to NAME-rank<r>.txt; rank 0's also to NAME.txt.
 kperf() {
-	local name=$1 port=$2 tmo=$3 r p
-	local kpids=()
+	local name=$1 port=$2
+	KCOLL_KPERF_TIMEOUT=$3
 	shift 3
-	for r in $(seq $((ppn * kcoll_vm)) $((ppn * kcoll_vm + ppn - 1))); do
-		KCOLL_ROOT=10.9.0.1:$port KCOLL_RANK=$r timeout -k 10 "$tmo" \
-			"$KPERF" "$@" >"$KCOLL_OUT/$name-rank$r.txt" 2>&1 &
-		kpids+=($!)
-	done
-	for p in "${kpids[@]}"; do
-		wait "$p" || fail "kcoll-perf $name failed (see $name-rank*.txt)"
-	done
+	kcoll_kperf "$name" "$port" "$@"
+	unset KCOLL_KPERF_TIMEOUT
 	[ "$kcoll_vm" = 0 ] && cp "$KCOLL_OUT/$name-rank0.txt" "$KCOLL_OUT/$name.txt"
 }
 if [ -x "$KPERF" ]; then
