@@ -40,12 +40,24 @@
 
 #define KCOLL_GMR_ACCESS	(IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE)
 
+/* What one grant MR with room for @pages pages costs in kernel memory
+ * (its scatterlist and the provider's page list), charged to the user. */
+static size_t kcoll_gmr_bytes(unsigned int pages)
+{
+	return struct_size((struct kcoll_gmr *)NULL, sg, pages) +
+	       (size_t)pages * sizeof(u64);
+}
+
 static void kcoll_gmr_destroy(struct kcoll_gmr *g)
 {
-	g->conn->gmr_nr--;
+	struct kcoll_conn *conn = g->conn;
+
+	conn->gmr_nr--;
 	if (g->mr)
 		ib_dereg_mr(g->mr);
-	kfree(g);
+	kcoll_quota_uncharge_bytes(conn->comm->quota,
+				   kcoll_gmr_bytes(g->max_pages));
+	kvfree(g);
 }
 
 static struct kcoll_gmr *kcoll_gmr_alloc(struct kcoll_conn *conn)
@@ -53,17 +65,25 @@ static struct kcoll_gmr *kcoll_gmr_alloc(struct kcoll_conn *conn)
 	unsigned int pages = conn->comm->seg_pages;
 	struct kcoll_gmr *g;
 
+	int err;
+
 	if (!conn->comm->pd)
 		return ERR_PTR(-ENODEV);
-	g = kzalloc(struct_size(g, sg, pages), GFP_KERNEL_ACCOUNT);
-	if (!g)
-		return ERR_PTR(-ENOMEM);
+	/* Bounded per connection (KCOLL_GMR_MAX) and per user (sysfs
+	 * user_max_kernel_mb: -EDQUOT). */
+	err = kcoll_quota_charge_bytes(conn->comm->quota,
+				       kcoll_gmr_bytes(pages));
+	if (err)
+		return ERR_PTR(err);
+	g = kvzalloc(struct_size(g, sg, pages), GFP_KERNEL_ACCOUNT);
+	if (!g) {
+		err = -ENOMEM;
+		goto out_uncharge;
+	}
 	g->mr = ib_alloc_mr(conn->comm->pd, IB_MR_TYPE_MEM_REG, pages);
 	if (IS_ERR(g->mr)) {
-		int err = PTR_ERR(g->mr);
-
-		kfree(g);
-		return ERR_PTR(err);
+		err = PTR_ERR(g->mr);
+		goto out_free;
 	}
 	g->conn = conn;
 	g->max_pages = pages;
@@ -74,6 +94,12 @@ static struct kcoll_gmr *kcoll_gmr_alloc(struct kcoll_conn *conn)
 	INIT_LIST_HEAD(&g->due);
 	conn->gmr_nr++;
 	return g;
+
+out_free:
+	kvfree(g);
+out_uncharge:
+	kcoll_quota_uncharge_bytes(conn->comm->quota, kcoll_gmr_bytes(pages));
+	return ERR_PTR(err);
 }
 
 /*
