@@ -44,6 +44,52 @@ static int ref_hello(const u8 *pd, u32 len, u32 max_lanes)
 	return idx < n && n <= max_lanes ? 0 : KCOLL_WIRE_HELLO_LANES;
 }
 
+/*
+ * Seeds are generated, not committed: with KCOLL_FUZZ_SEEDS=DIR the target
+ * writes one record per message type (a well-formed message on an eager,
+ * lazy connection, then a valid hello) there and exits
+ * (tests/fuzz/run.sh).
+ */
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	const char *dir = getenv("KCOLL_FUZZ_SEEDS");
+	unsigned int type;
+
+	(void)argc;
+	(void)argv;
+	if (!dir)
+		return 0;
+	for (type = KCOLL_MSG_SIG; type <= KCOLL_MSG_AUTH; type++) {
+		struct {
+			u8 wconn;
+			struct kcoll_wire_msg m;
+			u8 len;
+			struct kcoll_wire_hello h;
+		} __attribute__((packed)) rec;
+		char path[4096];
+		FILE *f;
+
+		memset(&rec, 0, sizeof(rec));
+		rec.wconn = KCOLL_WCONN_EAGER | KCOLL_WCONN_LAZY;
+		rec.m.type = (u8)type;
+		rec.m.len = htole32(KCOLL_EAGER_SLOT_BYTES);
+		rec.m.count = htole64(1);
+		rec.len = sizeof(rec.h);
+		rec.h.version = KCOLL_WIRE_VERSION;
+		rec.h.magic = htole32(KCOLL_WIRE_MAGIC);
+		rec.h.nranks = htole32(2);
+		rec.h.src_rank = htole32(1);
+		snprintf(path, sizeof(path), "%s/seed-type%u", dir, type);
+		f = fopen(path, "wb");
+		if (!f || fwrite(&rec, sizeof(rec), 1, f) != 1) {
+			perror(path);
+			exit(1);
+		}
+		fclose(f);
+	}
+	exit(0);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct kcoll_wire_msg m;
