@@ -56,6 +56,9 @@ $(FUZZ_BUILD)/fuzz_wire: $(TOP)/tests/fuzz/fuzz_wire.c $(TOP)/kmod/kcoll_wire.c 
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(TOP)/tests/fuzz/fuzz_wire.c \
 		$(TOP)/kmod/kcoll_wire.c
 
+# Every target writes its seeds with it.
+$(FUZZ_TARGETS): $(TOP)/tests/fuzz/fuzz_seed.h
+
 fuzz-host-build: $(FUZZ_TARGETS)
 
 # Either the results, or one SKIP line saying why (never silently nothing).

@@ -26,6 +26,7 @@
 #define main kcoll_test_sched_main
 #include "test_sched.c"
 #undef main
+#include "fuzz_seed.h"
 
 struct cursor {
 	const uint8_t *p;
@@ -258,17 +259,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 			 * salt, then the cost-model record. */
 			u8 rec[32] = { 0, (u8)(n - 1), 0, (u8)i, 1, 5, 0, 0, 0,
 				       1, 0, 0, 0, 7 };
-			char path[4096];
-			FILE *f;
 
-			snprintf(path, sizeof(path), "%s/seed-%s-%u", dir,
-				 op_name(coll_ops[i]), n);
-			f = fopen(path, "wb");
-			if (!f || fwrite(rec, sizeof(rec), 1, f) != 1) {
-				perror(path);
-				exit(1);
-			}
-			fclose(f);
+			fuzz_seed_write(dir, rec, sizeof(rec), "seed-%s-%u",
+					op_name(coll_ops[i]), n);
 		}
 	}
 	exit(0);

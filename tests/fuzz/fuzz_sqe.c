@@ -26,6 +26,7 @@
 
 #include "kcoll_logic.h"
 #include "kcoll-sqe-ref.h"
+#include "fuzz_seed.h"
 
 struct cursor {
 	const uint8_t *p;
@@ -420,8 +421,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 			.su = { .sq_entries = 8 },
 		};
 		struct kcoll_ref_use u;
-		char path[4096];
-		FILE *f;
 
 		kcoll_ref_use(op, &u);
 		rec.sqe.opcode = op;
@@ -432,13 +431,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		rec.sqe.count = u.count ? 100 : 0;
 		rec.sqe.send_addr = u.send ? 0x10000 : 0;
 		rec.sqe.recv_addr = u.recv ? 0x20000 : 0;
-		snprintf(path, sizeof(path), "%s/seed-%s", dir, kcoll_op_name(op));
-		f = fopen(path, "wb");
-		if (!f || fwrite(&rec, sizeof(rec), 1, f) != 1) {
-			perror(path);
-			exit(1);
-		}
-		fclose(f);
+		fuzz_seed_write(dir, &rec, sizeof(rec), "seed-%s",
+				kcoll_op_name(op));
 	}
 	exit(0);
 }

@@ -20,6 +20,7 @@
 
 #include "kcoll_wire.h"
 #include "kcoll-wire-ref.h"
+#include "fuzz_seed.h"
 
 static void fail(const char *what, long got, long want)
 {
@@ -66,8 +67,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 			u8 len;
 			struct kcoll_wire_hello h;
 		} __attribute__((packed)) rec;
-		char path[4096];
-		FILE *f;
 
 		memset(&rec, 0, sizeof(rec));
 		rec.wconn = KCOLL_WCONN_EAGER | KCOLL_WCONN_LAZY;
@@ -79,13 +78,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		rec.h.magic = htole32(KCOLL_WIRE_MAGIC);
 		rec.h.nranks = htole32(2);
 		rec.h.src_rank = htole32(1);
-		snprintf(path, sizeof(path), "%s/seed-type%u", dir, type);
-		f = fopen(path, "wb");
-		if (!f || fwrite(&rec, sizeof(rec), 1, f) != 1) {
-			perror(path);
-			exit(1);
-		}
-		fclose(f);
+		fuzz_seed_write(dir, &rec, sizeof(rec), "seed-type%u", type);
 	}
 	exit(0);
 }
