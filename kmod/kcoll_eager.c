@@ -75,12 +75,14 @@ void kcoll_engine_eager_credit(struct kcoll_conn *conn)
 		if (!kcoll_conn_send_msg(conn, &m))
 			conn->erx_due &= ~again;
 	}
-	if (fresh && !conn->local &&
-	    (!kcoll_conn_sq_room(conn, 0) ||
-	     kcoll_gmr_eager_offer(conn, fresh))) {
-		if (kcoll_conn_sq_room(conn, 0))
+	if (fresh && !conn->local) {
+		/* A full send queue: they stay due (offered later). */
+		if (!kcoll_conn_sq_room(conn, 0))
+			return;
+		if (kcoll_gmr_eager_offer(conn, fresh)) {
 			kcoll_conn_kill(conn, -EIO);
-		return;
+			return;
+		}
 	}
 	for_each_set_bit(slot, &fresh, KCOLL_EAGER_SLOTS) {
 		struct kcoll_wire_msg m = {

@@ -329,11 +329,9 @@ KPERF=$KCOLL_TOP/build/tools/kcoll-perf
 # kperf NAME PORT TIMEOUT ARGS...: this VM's ranks of one kcoll-perf run
 # (kcoll_kperf), each to NAME-rank<r>.txt; rank 0's also to NAME.txt.
 kperf() {
-	local name=$1 port=$2
-	KCOLL_KPERF_TIMEOUT=$3
+	local name=$1 port=$2 tmo=$3
 	shift 3
-	kcoll_kperf "$name" "$port" "$@"
-	unset KCOLL_KPERF_TIMEOUT
+	KCOLL_KPERF_TIMEOUT=$tmo kcoll_kperf "$name" "$port" "$@"
 	[ "$kcoll_vm" = 0 ] && cp "$KCOLL_OUT/$name-rank0.txt" "$KCOLL_OUT/$name.txt"
 }
 if [ -x "$KPERF" ]; then
