@@ -331,8 +331,8 @@ struct kcoll_conn {
 	struct list_head gmr_free;
 	struct list_head gmr_busy;	/* LIVE */
 	struct list_head gmr_inv_due;	/* retired, to invalidate */
-	unsigned int gmr_nr;		/* allocated (grants' at most
-					 * KCOLL_GMR_MAX, + eager slots') */
+	unsigned int gmr_nr;		/* allocated, the eager slots' too;
+					 * grants' stop at KCOLL_GMR_MAX */
 
 	struct list_head sigs;		/* received SIGs not yet checked */
 	u32 sig_next;			/* signatures confirmed up to this seq */
@@ -545,7 +545,7 @@ int kcoll_gmr_map(struct kcoll_gmr *g, const struct kcoll_buf *b,
 		  size_t off, size_t len, u64 *addr, u32 *rkey);
 int kcoll_gmr_grant(struct kcoll_gmr *g, int slot, struct kcoll_task *op,
 		    struct kcoll_wire_msg *m);
-void kcoll_gmr_retire(struct kcoll_gmr *g, int slot);
+void kcoll_gmr_retire(struct kcoll_gmr *g);
 int kcoll_gmr_flush(struct kcoll_conn *conn);
 void kcoll_gmr_conn_init(struct kcoll_conn *conn);
 void kcoll_gmr_conn_lost(struct kcoll_conn *conn);

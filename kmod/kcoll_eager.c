@@ -114,9 +114,13 @@ void kcoll_engine_eager_up(struct kcoll_conn *conn)
 {
 	conn->lazy_offer = kcoll_lazy_sigs();
 	conn->erx_due = GENMASK(KCOLL_EAGER_SLOTS - 1, 0);
-	if (!conn->local && kcoll_gmr_eager_setup(conn)) {
-		kcoll_conn_kill(conn, -ENOMEM);
-		return;
+	if (!conn->local) {
+		int err = kcoll_gmr_eager_setup(conn);
+
+		if (err) {
+			kcoll_conn_kill(conn, err);
+			return;
+		}
 	}
 	kcoll_engine_eager_credit(conn);
 }

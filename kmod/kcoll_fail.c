@@ -585,7 +585,8 @@ void kcoll_engine_conn_lost(struct kcoll_conn *conn)
 	list_for_each_entry(op, &comm->ops, all)
 		if (kcoll_op_needs_peer(op, conn))
 			kcoll_op_fail(op, comm->error);
-	/* Grant MRs still valid go once the QPs are drained. */
+	/* Its grant MRs are invalidated now, through the registration
+	 * QP, which does not depend on the connection. */
 	kcoll_gmr_conn_lost(conn);
 	for (k = 0; k < KCOLL_KIND_NR; k++) {
 		list_for_each_entry_safe(g, tmp, &conn->k[k].out, node) {

@@ -298,7 +298,9 @@ int kcoll_gmr_flush(struct kcoll_conn *conn)
  * @m, the GRANT naming it. Takes @g and @slot over in every case: on
  * success they are @op's until the grant is retired; -ENOBUFS: a full
  * send queue, nothing happened (@g back in the pool, @slot free), try
- * again later; another error: the op must fail. Must hold comm->lock.
+ * again later; another error: the op must fail (a GRANT that could not
+ * be sent after the registration leaves @g retired and @slot taken until
+ * the next flush). Must hold comm->lock.
  */
 int kcoll_gmr_grant(struct kcoll_gmr *g, int slot, struct kcoll_task *op,
 		    struct kcoll_wire_msg *m)
@@ -328,21 +330,19 @@ int kcoll_gmr_grant(struct kcoll_gmr *g, int slot, struct kcoll_task *op,
 		return err;	/* @g is gone, and @slot free */
 	err = kcoll_conn_send_msg(conn, m);
 	if (err)	/* registered, never granted: invalid again */
-		kcoll_gmr_retire(g, -1);
+		kcoll_gmr_retire(g);
 	return err;
 }
 
 /*
  * The grant @g served is over (its data is in, or it was dropped): it is
  * invalidated by the next kcoll_gmr_flush() (or grant), and until then
- * still counts for its op. @slot: a staging slot to free only then (-1:
- * none). Must hold comm->lock.
+ * still counts for its op, and its staging slot stays taken. Must hold
+ * comm->lock.
  */
-void kcoll_gmr_retire(struct kcoll_gmr *g, int slot)
+void kcoll_gmr_retire(struct kcoll_gmr *g)
 {
 	lockdep_assert_held(&g->conn->comm->lock);
-	if (slot >= 0)
-		g->slot = slot;
 	if (g->state == KCOLL_GMR_LIVE && list_empty(&g->due))
 		list_add_tail(&g->due, &g->conn->gmr_inv_due);
 }
@@ -365,7 +365,7 @@ void kcoll_gmr_conn_lost(struct kcoll_conn *conn)
 
 	lockdep_assert_held(&conn->comm->lock);
 	list_for_each_entry(g, &conn->gmr_busy, node)
-		kcoll_gmr_retire(g, -1);
+		kcoll_gmr_retire(g);
 	kcoll_gmr_flush(conn);
 }
 
@@ -441,6 +441,9 @@ int kcoll_gmr_eager_offer(struct kcoll_conn *conn, unsigned long slots)
 
 	BUILD_BUG_ON(2 * KCOLL_EAGER_SLOTS > KCOLL_REG_BATCH);
 	lockdep_assert_held(&conn->comm->lock);
+	/* A lost connection's MRs were invalidated for good. */
+	if (conn->state != KCOLL_CONN_UP)
+		return -ENOTCONN;
 	for_each_set_bit(slot, &slots, KCOLL_EAGER_SLOTS) {
 		struct kcoll_gmr *g = conn->egmr[slot];
 

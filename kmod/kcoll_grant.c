@@ -64,17 +64,21 @@ void kcoll_op_grant(struct kcoll_task *op)
 		if (left && (rv->reduce || (op->unreg && !conn->local))) {
 			/* Reducing, or no MR to write into: staging. */
 			slot = kcoll_slot_get(conn);
-			/* Slots wait for their grant MRs' invalidation. */
-			if (slot < 0 && !list_empty(&conn->gmr_inv_due) &&
-			    !kcoll_gmr_flush(conn))
+			/* Slots wait for their grant MRs' invalidation
+			 * (or deregistration, if that fails). */
+			if (slot < 0 && !list_empty(&conn->gmr_inv_due)) {
+				kcoll_gmr_flush(conn);
 				slot = kcoll_slot_get(conn);
+			}
 			if (slot < 0)
 				return;
 			len = min_t(u64, left, rounddown(conn->slot_bytes,
 							 op->esize));
 		} else if (left) {
 			len = min_t(u64, left, kcoll_chunk_bytes());
-			if (dst->segs)	/* one MR per WRITE */
+			/* within one segment: at most seg_pages pages,
+			 * what a grant MR holds */
+			if (dst->segs)
 				len = min(len, kcoll_buf_seg_room(dst, base +
 							op->recv_granted));
 		} else {
@@ -229,7 +233,7 @@ void kcoll_engine_data(struct kcoll_conn *conn, u32 imm, u32 byte_len)
 	if (g->gmr) {
 		/* Through the NIC: the grant is over; its slot is free
 		 * once its MR is invalid. */
-		kcoll_gmr_retire(g->gmr, g->slot);
+		kcoll_gmr_retire(g->gmr);
 		g->gmr = NULL;
 		g->slot = -1;
 	} else if (g->slot >= 0) {
@@ -512,7 +516,7 @@ void kcoll_op_forget_grants(struct kcoll_task *op, struct kcoll_conn *conn)
 		op->grants_out--;
 		kcoll_xpose_revoke(g->xid);
 		if (g->gmr)
-			kcoll_gmr_retire(g->gmr, g->slot);
+			kcoll_gmr_retire(g->gmr);
 		else if (g->slot >= 0)
 			__clear_bit(g->slot, &conn->slot_busy);
 		kfree(g);

@@ -258,8 +258,12 @@ int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm)
 	b->seg_bytes = comm->seg_pages * PAGE_SIZE;
 	b->nsegs = DIV_ROUND_UP(b->npages, comm->seg_pages);
 	b->segs = kvcalloc(b->nsegs, sizeof(*b->segs), GFP_KERNEL_ACCOUNT);
-	b->dma = kvcalloc(b->npages, sizeof(*b->dma), GFP_KERNEL_ACCOUNT);
-	if (!b->segs || !b->dma) {
+	/* Only what a peer may be granted needs its pages' DMA addresses
+	 * (kcoll_gmr_map() refuses a buffer without them). */
+	if (b->writable)
+		b->dma = kvcalloc(b->npages, sizeof(*b->dma),
+				  GFP_KERNEL_ACCOUNT);
+	if (!b->segs || (b->writable && !b->dma)) {
 		err = -ENOMEM;
 		goto out_unreg;
 	}
@@ -281,7 +285,8 @@ int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm)
 		if (err)
 			goto out_unreg;
 		s->mapped = true;
-		kcoll_buf_note_dma(b, s, first, n);
+		if (b->dma)
+			kcoll_buf_note_dma(b, s, first, n);
 		s->mr = ib_alloc_mr(comm->pd, IB_MR_TYPE_MEM_REG, n);
 		if (IS_ERR(s->mr)) {
 			err = PTR_ERR(s->mr);
