@@ -1638,8 +1638,12 @@ static int wp_scope_case(int what)
 		wp_fill_grant(&p, &g0);
 		filled = len;
 		used = 1;
-		/* Time for rank 0 to see it land and invalidate its MR. */
+		/* Our WRITE done, then time for rank 0 to see it land and
+		 * invalidate its MR; the fill itself must have worked. */
+		WP_POLL_UNTIL(&p, !p.inflight || p.dead, 20);
 		WP_POLL_UNTIL(&p, p.dead, 0.5);
+		WS_CHECK(!p.first_err, "filling the first grant failed: %s",
+			 ibv_wc_status_str(p.first_err));
 		memset(p.data, 0xee, 4096);
 		wp_write(&p, addr, rkey, 0, 1, false, 0);
 		break;
@@ -1647,9 +1651,10 @@ static int wp_scope_case(int what)
 	case WS_REG_MEM:
 		/* Play along to the end. */
 		while (!w.done && !p.dead) {
-			while (used < p.ngrants && used < WP_GRANTS &&
-			       !p.dead) {
-				last = p.grants[used++];
+			/* The store wraps; the window (8) keeps grants
+			 * not yet filled from being overwritten. */
+			while (used < p.ngrants && !p.dead) {
+				last = p.grants[used++ % WP_GRANTS];
 				wp_fill_grant(&p, &last);
 				filled += le32toh(last.len);
 			}
@@ -1670,6 +1675,7 @@ static int wp_scope_case(int what)
 		WS_CHECK(!r, "the registration's MR is not in debugfs");
 		WS_CHECK(!strcmp(rights, "local-read"),
 			 "the registration's MR is %s", rights);
+		memset(p.data, 0xee, 4096);
 		wp_write(&p, addr + WS_GUARD, rkey, 0, 4096, false, 0);
 		break;
 	}
@@ -1725,8 +1731,9 @@ FIXTURE_TEARDOWN(scope)
 {
 }
 
-/* Five communicators, each up to a minute where the module is wrong. */
-TEST_F_TIMEOUT(scope, grants_expose_exactly_their_bytes_while_they_live, 300)
+/* Five communicators, each up to a minute where the module is wrong,
+ * more under KASAN. */
+TEST_F_TIMEOUT(scope, grants_expose_exactly_their_bytes_while_they_live, 450)
 {
 	int what;
 

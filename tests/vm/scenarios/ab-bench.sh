@@ -21,6 +21,7 @@ ppn=2
 if [ ! -f "$ko_a" ] || [ ! -f "$ko_b" ]; then
 	fail "usage: -a \"KO_A KO_B [ROUNDS]\" (got '$KCOLL_ARG')"
 	kcoll_finish
+	exit 0
 fi
 
 kcoll_net_up
@@ -32,7 +33,7 @@ port=29950
 for r in $(seq 1 "$rounds"); do
 	for v in a b; do
 		if [ $v = a ]; then KCOLL_KO=$ko_a; else KCOLL_KO=$ko_b; fi
-		kcoll_mod_load
+		kcoll_mod_load || break 2
 		vm_sync "load-$r-$v" 300
 		for c in allreduce allgather broadcast; do
 			port=$((port + 1))
