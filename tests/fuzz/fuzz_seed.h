@@ -13,7 +13,7 @@
 
 /* Write @len bytes of @rec to DIR/<printf(@fmt, ...)>; exit(1) if that
  * fails. */
-static __attribute__((format(printf, 4, 5)))
+static inline __attribute__((format(printf, 4, 5)))
 void fuzz_seed_write(const char *dir, const void *rec, size_t len,
 		     const char *fmt, ...)
 {
@@ -26,11 +26,10 @@ void fuzz_seed_write(const char *dir, const void *rec, size_t len,
 	va_end(ap);
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	f = fopen(path, "wb");
-	if (!f || fwrite(rec, len, 1, f) != 1) {
+	if (!f || fwrite(rec, len, 1, f) != 1 || fclose(f)) {
 		perror(path);
 		exit(1);
 	}
-	fclose(f);
 }
 
 #endif /* KCOLL_FUZZ_SEED_H */

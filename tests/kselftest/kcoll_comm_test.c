@@ -585,24 +585,31 @@ static int kt_spawn(int n, __u64 uid, int badkey_rank, int mismatch,
 /*
  * The tests of communicators over rxe0: under a slow kernel (the KASAN
  * one of make check-kasan) they run for minutes, past the harness's 30 s
- * default; a hang still ends at 300 s. The knobs they change come back to
- * their defaults whatever happens to the test (a timed-out test used to
- * leave intra_node at 0 for the next).
+ * default; a hang still ends at 300 s. The knobs they change are set to
+ * their defaults before each test and again after it: a test killed at
+ * its timeout skips its teardown (the harness kills its process group),
+ * and used to leave intra_node at 0 for the next.
  */
 FIXTURE(rxe) {
 	int unused;
 };
 
-FIXTURE_SETUP(rxe)
-{
-}
-
-FIXTURE_TEARDOWN(rxe)
+static void kt_rxe_knobs_default(void)
 {
 	kt_sysfs_write("intra_node", "1");
 	kt_sysfs_write("eager", "1");
 	kt_sysfs_write("lazy_sigs", "1");
 	kt_sysfs_write("qps_per_peer", "1");
+}
+
+FIXTURE_SETUP(rxe)
+{
+	kt_rxe_knobs_default();
+}
+
+FIXTURE_TEARDOWN(rxe)
+{
+	kt_rxe_knobs_default();
 }
 
 TEST_F_TIMEOUT(rxe, local_ranks_over_rxe, 300)

@@ -123,7 +123,11 @@ static uint64_t rnd(void)
 /* Random messages, their fields biased towards the edges. */
 static void test_random_messages(void)
 {
-	static const u32 lens[] = { 0, 8208, 8209, 8223, 8224, 8225, 8256 };
+	/* Around a slot's header + data, with and without the signature. */
+	const u32 hd = sizeof(struct kcoll_wire_eager) + KCOLL_EAGER_MAX;
+	const u32 sig = sizeof(struct kcoll_wire_eager_sig);
+	const u32 lens[] = { 0, hd - 1, hd, hd + sig - 1, hd + sig,
+			     hd + sig + 1, KCOLL_EAGER_SLOT_BYTES };
 	unsigned long i;
 
 	for (i = 0; i < 2000000; i++) {
@@ -183,6 +187,9 @@ static void test_hellos(void)
 		    KCOLL_WIRE_HELLO_FOREIGN);
 	h = hello(0);
 	h.version = KCOLL_WIRE_VERSION - 1;
+	UNIT_EQ_INT(kcoll_wire_hello_check(&h, sizeof(h), 4),
+		    KCOLL_WIRE_HELLO_VERSION);
+	h.version = KCOLL_WIRE_VERSION + 1;
 	UNIT_EQ_INT(kcoll_wire_hello_check(&h, sizeof(h), 4),
 		    KCOLL_WIRE_HELLO_VERSION);
 	/* Every flag byte: QP index below the count, count at most 4. */
