@@ -3891,9 +3891,21 @@ static void nic_op(struct tstate *t, struct nicpair *n)
 				if (o[i] != (int32_t)((uint32_t)(1000003 + i * 7) +
 						      (uint32_t)(2000006 + i * 7)))
 					break;
-			if (i < c)
-				unexpected(t, "two-rank NIC allreduce of %llu x int32: rank %d's result is wrong at element %llu",
-					   (unsigned long long)c, k, (unsigned long long)i);
+			if (i < c) {
+				/* Which input changed, if one did: a write into
+				 * a send buffer, not a wrong sum. */
+				const int32_t *s0 = (const int32_t *)g_nicsrc[0];
+				const int32_t *s1 = (const int32_t *)g_nicsrc[1];
+
+				unexpected(t, "two-rank NIC allreduce of %llu x int32: rank %d's result is wrong at element %llu: %d, want %d (inputs now %d and %d, set to %d and %d)",
+					   (unsigned long long)c, k,
+					   (unsigned long long)i, o[i],
+					   (int32_t)((uint32_t)(1000003 + i * 7) +
+						     (uint32_t)(2000006 + i * 7)),
+					   s0[i], s1[i],
+					   (int32_t)(1000003 + i * 7),
+					   (int32_t)(2000006 + i * 7));
+			}
 		}
 	} else if (!disturbed) {
 		vlog("kcoll-fuzz: two-rank NIC allreduce: %ld/%ld\n", res[0], res[1]);
