@@ -104,6 +104,7 @@ struct kcoll_mrseg {
  */
 struct kcoll_conn;
 struct kcoll_comm;
+struct kcoll_xport;
 
 struct kcoll_buf {
 	struct page **pages;
@@ -273,6 +274,10 @@ struct kcoll_conn {
 	u64 ping_min_ns;		/* shortest round trip seen */
 	u64 pong_due;			/* passive side: a PING's clock that
 					 * came before we were up (0: none) */
+	const struct kcoll_xport *xp;	/* how data and messages move
+					 * (kcoll_xport.h): the NIC's lanes,
+					 * or the channel once a local peer
+					 * is up */
 	struct kcoll_lchan *lchan;	/* local and up: control messages
 					 * go through it, not the QP */
 	struct work_struct lrx;		/* delivers the channel's messages */
@@ -567,13 +572,8 @@ void kcoll_conn_kill(struct kcoll_conn *conn, int err);
 void kcoll_conn_ping(struct kcoll_conn *conn);
 void kcoll_conn_pong(struct kcoll_conn *conn, u64 clock);
 int kcoll_conn_send_msg(struct kcoll_conn *conn, struct kcoll_wire_msg *m);
+/* kcoll_lanes.c (and kcoll_xport_rdma) */
 unsigned int kcoll_conn_sq_room(struct kcoll_conn *conn, unsigned int idx);
-int kcoll_conn_write(struct kcoll_conn *conn, unsigned int lane,
-		     struct ib_sge *sge, int nsge, u64 raddr, u32 rkey, u32 imm,
-		     struct ib_cqe *cqe);
-int kcoll_conn_write_inline(struct kcoll_conn *conn, unsigned int lane,
-			    const void *buf, u32 len, u64 raddr, u32 rkey,
-			    u32 imm);
 
 /* kcoll_auth.c: proofs of the key (since wire version 2) */
 int kcoll_auth_init(struct kcoll_comm *comm);
@@ -592,17 +592,11 @@ int kcoll_auth_msg_sign(struct kcoll_comm *comm, const struct kcoll_lane *lane,
 bool kcoll_auth_msg_ok(struct kcoll_comm *comm, const struct kcoll_lane *lane,
 		       const struct kcoll_wire_auth *a);
 
-/* kcoll_local.c: the intra-node data path */
-int kcoll_xpose_add(struct kcoll_conn *conn, u8 *vaddr, u32 len, u32 *id);
-void kcoll_xpose_revoke(u32 id);
-int kcoll_xpose_copy(struct kcoll_conn *conn, u32 id, const u8 *src, u32 len);
+/* kcoll_local.c: the intra-node channel (and kcoll_xport_local) */
 void kcoll_local_exit(void);
 int kcoll_lchan_attach(struct kcoll_conn *conn);
 void kcoll_lchan_detach(struct kcoll_conn *conn);
 int kcoll_lchan_send(struct kcoll_conn *conn, const struct kcoll_wire_msg *m);
-int kcoll_lchan_send_data(struct kcoll_conn *conn,
-			  const struct kcoll_wire_msg *m,
-			  const void *hdr, u32 hlen, const void *data, u32 len);
 void kcoll_lchan_rx_work(struct work_struct *work);
 void kcoll_lchan_deliver(struct kcoll_conn *conn);
 /* kcoll_comm.c: is the hello @h to @comm from a rank in this module? */
@@ -614,10 +608,6 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m);
 void kcoll_engine_data(struct kcoll_conn *conn, u32 imm, u32 byte_len);
 void kcoll_engine_eager_up(struct kcoll_conn *conn);
 void kcoll_engine_eager_credit(struct kcoll_conn *conn);
-void kcoll_engine_eager_local(struct kcoll_conn *conn,
-			      const struct kcoll_wire_msg *m,
-			      const void *payload, u32 plen);
-void kcoll_write_done(struct ib_cq *cq, struct ib_wc *wc);
 void kcoll_engine_conn_lost(struct kcoll_conn *conn);
 void kcoll_engine_fail_all(struct kcoll_comm *comm, int err);
 void kcoll_engine_reap(struct kcoll_comm *comm);

@@ -27,7 +27,7 @@
 #include <crypto/algapi.h>
 #include <rdma/ib_cm.h>
 
-#include "kcoll_comm.h"
+#include "kcoll_xport.h"
 
 static struct rdma_cm_id *kcoll_listen_id;
 
@@ -247,137 +247,14 @@ static bool kcoll_eager_fits(struct kcoll_comm *comm)
 	return DIV_ROUND_UP(KCOLL_EAGER_BYTES, PAGE_SIZE) <= comm->seg_pages;
 }
 
-/* ------------------------------------------------------------------ */
-/* Posting                                                              */
-/* ------------------------------------------------------------------ */
-
-/* Send WRs lane @idx of @conn can still take. Must hold comm->lock. */
-unsigned int kcoll_conn_sq_room(struct kcoll_conn *conn, unsigned int idx)
-{
-	lockdep_assert_held(&conn->comm->lock);
-	if (idx >= conn->nlanes || conn->lane[idx].sq_posted >= KCOLL_SQ_DEPTH)
-		return 0;
-	return KCOLL_SQ_DEPTH - conn->lane[idx].sq_posted;
-}
-
 /*
- * Post one signalled send-queue WR on @conn's lane @idx: every WR of ours
- * is signalled and counted in sq_posted (the lane's and the connection's)
- * until its completion handler runs. Must hold comm->lock.
- */
-static int kcoll_conn_post(struct kcoll_conn *conn, unsigned int idx,
-			   struct ib_send_wr *wr)
-{
-	struct kcoll_lane *lane = &conn->lane[idx];
-	int err;
-
-	lockdep_assert_held(&conn->comm->lock);
-	if (conn->state != KCOLL_CONN_UP)
-		return -ENOTCONN;
-	if (idx >= conn->nlanes)
-		return -EINVAL;
-	if (lane->sq_posted >= KCOLL_SQ_DEPTH)
-		return -ENOBUFS;
-	wr->send_flags |= IB_SEND_SIGNALED;
-	err = ib_post_send(lane->qp, wr, NULL);
-	if (!err) {
-		conn->sq_posted++;
-		if (!lane->sq_posted++)
-			kcoll_engine_sq_busy(lane);
-	}
-	return err;
-}
-
-static int kcoll_conn_send_qp(struct kcoll_conn *conn,
-			      struct kcoll_wire_msg *m);
-
-/*
- * Send one control message: to a peer on this node through the channel,
- * else inline on lane 0. Either way control messages stay in order among
- * themselves. Must hold comm->lock.
+ * Send one control message through the connection's transport: in order
+ * with the other control messages. Must hold comm->lock.
  */
 int kcoll_conn_send_msg(struct kcoll_conn *conn, struct kcoll_wire_msg *m)
 {
-	if (conn->lchan) {	/* a peer on this node: not through the NIC */
-		lockdep_assert_held(&conn->comm->lock);
-		if (conn->state != KCOLL_CONN_UP)
-			return -ENOTCONN;
-		return kcoll_lchan_send(conn, m);
-	}
-	return kcoll_conn_send_qp(conn, m);
-}
-
-static int kcoll_conn_send_qp(struct kcoll_conn *conn,
-			      struct kcoll_wire_msg *m)
-{
-	struct ib_sge sge = {
-		.addr = (uintptr_t)m,
-		.length = sizeof(*m),
-	};
-	struct ib_send_wr wr = {
-		.wr_cqe = &conn->lane[0].tx_cqe,
-		.sg_list = &sge,
-		.num_sge = 1,
-		.opcode = IB_WR_SEND,
-		.send_flags = IB_SEND_INLINE,
-	};
-
-	return kcoll_conn_post(conn, 0, &wr);
-}
-
-/*
- * RDMA WRITE WITH IMM of @sge to (@raddr, @rkey) on lane @lane. Must hold
- * comm->lock.
- */
-int kcoll_conn_write(struct kcoll_conn *conn, unsigned int lane,
-		     struct ib_sge *sge, int nsge, u64 raddr, u32 rkey, u32 imm,
-		     struct ib_cqe *cqe)
-{
-	struct ib_rdma_wr wr = {
-		.wr = {
-			.wr_cqe = cqe,
-			.sg_list = nsge ? sge : NULL,
-			.num_sge = nsge,
-			.opcode = IB_WR_RDMA_WRITE_WITH_IMM,
-			.ex.imm_data = cpu_to_be32(imm),
-		},
-		.remote_addr = raddr,
-		.rkey = rkey,
-	};
-
-	return kcoll_conn_post(conn, lane, &wr.wr);
-}
-
-/*
- * The same with the data inline (@len <= the lane's max_inline; @buf a
- * kernel address): the WQE holds a copy once posted, so the caller may
- * count it sent at once. Its completion is a control SEND's (tx_cqe):
- * a failure kills the connection. Must hold comm->lock.
- */
-int kcoll_conn_write_inline(struct kcoll_conn *conn, unsigned int lane,
-			    const void *buf, u32 len, u64 raddr, u32 rkey,
-			    u32 imm)
-{
-	struct ib_sge sge = {
-		.addr = (uintptr_t)buf,
-		.length = len,
-	};
-	struct ib_rdma_wr wr = {
-		.wr = {
-			.wr_cqe = &conn->lane[lane].tx_cqe,
-			.sg_list = len ? &sge : NULL,
-			.num_sge = len ? 1 : 0,
-			.opcode = IB_WR_RDMA_WRITE_WITH_IMM,
-			.send_flags = IB_SEND_INLINE,
-			.ex.imm_data = cpu_to_be32(imm),
-		},
-		.remote_addr = raddr,
-		.rkey = rkey,
-	};
-
-	if (lane >= conn->nlanes || len > conn->lane[lane].max_inline)
-		return -EINVAL;
-	return kcoll_conn_post(conn, lane, &wr.wr);
+	lockdep_assert_held(&conn->comm->lock);
+	return conn->xp->send_msg(conn, m);
 }
 
 /* ------------------------------------------------------------------ */
@@ -545,9 +422,13 @@ static void kcoll_conn_up(struct kcoll_conn *conn)
 	lockdep_assert_held(&comm->lock);
 	if (conn->state != KCOLL_CONN_CONNECTING)
 		return;
-	if (conn->local && kcoll_lchan_attach(conn)) {
-		kcoll_conn_fail_setup(conn, -ENOMEM);
-		return;
+	/* A peer on this node: from now on through the channel. */
+	if (conn->local) {
+		if (kcoll_lchan_attach(conn)) {
+			kcoll_conn_fail_setup(conn, -ENOMEM);
+			return;
+		}
+		conn->xp = &kcoll_xport_local;
 	}
 	conn->state = KCOLL_CONN_UP;
 	comm->nr_up++;
@@ -558,7 +439,7 @@ static void kcoll_conn_up(struct kcoll_conn *conn)
 	 * peer is on this node: that one never touches the wire. The
 	 * accepting side starts once the peer's first PING shows that it
 	 * answers. */
-	if (conn->peer_pongs && !conn->local)
+	if (conn->peer_pongs && conn->xp->timed)
 		kcoll_conn_ping(conn);
 	if (conn->pong_due) {
 		kcoll_conn_pong(conn, conn->pong_due);
@@ -1394,6 +1275,7 @@ int kcoll_conn_start(struct kcoll_comm *comm, u32 peer)
 	INIT_WORK(&conn->lrx, kcoll_lchan_rx_work);
 	INIT_LIST_HEAD(&conn->sigs);
 	kcoll_gmr_conn_init(conn);
+	conn->xp = &kcoll_xport_rdma;	/* until it is up */
 	for (k = 0; k < KCOLL_KIND_NR; k++) {
 		INIT_LIST_HEAD(&conn->k[k].out);
 		INIT_LIST_HEAD(&conn->k[k].in);
@@ -1420,13 +1302,13 @@ void kcoll_conn_shutdown(struct kcoll_conn *conn)
 	/* Our BYE is queued already: the peer still gets it. */
 	kcoll_lchan_detach(conn);
 	kcoll_conn_teardown_id(conn);
-	/* Every grant MR goes, before the PD. */
-	kcoll_gmr_conn_shutdown(conn);
-	/* A peer on this node copies into staging slots without the NIC:
-	 * withdraw them before they are freed. */
+	/* What grants still expose is withdrawn before the staging and the
+	 * pages go (a peer on this node copies without the NIC) ... */
 	mutex_lock(&conn->comm->lock);
 	kcoll_engine_conn_unexpose(conn);
 	mutex_unlock(&conn->comm->lock);
+	/* ... and every grant MR goes, before the PD. */
+	kcoll_gmr_conn_shutdown(conn);
 	/* Its MRs belong to the device's PD: gone before the device is. */
 	kcoll_buf_release(&conn->stage);
 	kcoll_buf_release(&conn->ebuf);

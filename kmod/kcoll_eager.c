@@ -11,6 +11,7 @@
 
 #include "kcoll_comm.h"
 #include "kcoll_engine.h"
+#include "kcoll_xport.h"
 
 bool kcoll_op_eager(const struct kcoll_task *op,
 		    const struct kcoll_conn *conn, u64 bytes)
@@ -19,15 +20,10 @@ bool kcoll_op_eager(const struct kcoll_task *op,
 	       bytes <= KCOLL_EAGER_MAX;
 }
 
-static size_t kcoll_eager_off(u32 slot, bool bounce)
+/* Our receive slot @slot (the bounces of our sends follow the slots). */
+static u8 *kcoll_eager_slot(struct kcoll_conn *conn, u32 slot)
 {
-	return ((bounce ? KCOLL_EAGER_SLOTS : 0) + slot) *
-	       KCOLL_EAGER_SLOT_BYTES;
-}
-
-static u8 *kcoll_eager_slot(struct kcoll_conn *conn, u32 slot, bool bounce)
-{
-	return conn->ebuf.vaddr + kcoll_eager_off(slot, bounce);
+	return conn->ebuf.vaddr + (size_t)slot * KCOLL_EAGER_SLOT_BYTES;
 }
 
 /*
@@ -46,40 +42,34 @@ void kcoll_engine_eager_credit(struct kcoll_conn *conn)
 	unsigned long again = conn->erx_due & conn->erx_offered;
 	unsigned long fresh = conn->erx_due & ~conn->erx_offered;
 	unsigned int slot;
+	int err;
 
 	lockdep_assert_held(&conn->comm->lock);
-	if (hweight_long(again) >= KCOLL_EAGER_SLOTS / 2 &&
-	    (conn->local || kcoll_conn_sq_room(conn, 0))) {
+	if (hweight_long(again) >= KCOLL_EAGER_SLOTS / 2) {
 		struct kcoll_wire_msg m = {
 			.type = KCOLL_MSG_CREDITS,
 			.kind = KCOLL_KIND_COLL,
 			.count = cpu_to_le64(again),
 		};
 
-		/* Through the NIC each slot's MR is registered anew under
-		 * its next key, whose key byte (the rkey's low 8 bits)
-		 * goes in byte @slot of addr. A send that fails leaves
-		 * them due: the next offer registers them again. */
-		if (!conn->local) {
-			u64 keys = 0;
-
-			if (kcoll_gmr_eager_offer(conn, again)) {
-				kcoll_conn_kill(conn, -EIO);
-				return;
-			}
-			for_each_set_bit(slot, &again, KCOLL_EAGER_SLOTS)
-				keys |= (u64)(conn->egmr[slot]->mr->rkey & 0xff)
-					<< (8 * slot);
-			m.addr = cpu_to_le64(keys);
+		/* The transport names them anew (through the NIC each
+		 * slot's MR is registered again under its next key). A
+		 * send that fails leaves them due: the next offer does
+		 * that again. */
+		err = conn->xp->eager_offer(conn, again, true, &m);
+		if (err && err != -ENOBUFS) {
+			kcoll_conn_kill(conn, -EIO);
+			return;
 		}
-		if (!kcoll_conn_send_msg(conn, &m))
+		if (!err && !conn->xp->send_msg(conn, &m))
 			conn->erx_due &= ~again;
 	}
-	if (fresh && !conn->local) {
-		/* A full send queue: they stay due (offered later). */
-		if (!kcoll_conn_sq_room(conn, 0))
+	if (fresh) {
+		/* No room: they stay due (offered later). */
+		err = conn->xp->eager_offer(conn, fresh, false, NULL);
+		if (err == -ENOBUFS)
 			return;
-		if (kcoll_gmr_eager_offer(conn, fresh)) {
+		if (err) {
 			kcoll_conn_kill(conn, -EIO);
 			return;
 		}
@@ -94,11 +84,8 @@ void kcoll_engine_eager_credit(struct kcoll_conn *conn)
 					      KCOLL_CREDIT_LAZY : 0),
 		};
 
-		if (!conn->local) {
-			m.addr = cpu_to_le64(conn->egmr[slot]->mr->iova);
-			m.rkey = cpu_to_le32(conn->egmr[slot]->mr->rkey);
-		}
-		if (kcoll_conn_send_msg(conn, &m))
+		conn->xp->eager_credit(conn, slot, &m);
+		if (conn->xp->send_msg(conn, &m))
 			return;
 		__clear_bit(slot, &conn->erx_due);
 		__set_bit(slot, &conn->erx_offered);
@@ -112,15 +99,14 @@ void kcoll_engine_eager_credit(struct kcoll_conn *conn)
  */
 void kcoll_engine_eager_up(struct kcoll_conn *conn)
 {
+	int err;
+
 	conn->lazy_offer = kcoll_lazy_sigs();
 	conn->erx_due = GENMASK(KCOLL_EAGER_SLOTS - 1, 0);
-	if (!conn->local) {
-		int err = kcoll_gmr_eager_setup(conn);
-
-		if (err) {
-			kcoll_conn_kill(conn, err);
-			return;
-		}
+	err = conn->xp->eager_up(conn);
+	if (err) {
+		kcoll_conn_kill(conn, err);
+		return;
 	}
 	kcoll_engine_eager_credit(conn);
 }
@@ -187,7 +173,7 @@ void kcoll_engine_eager(struct kcoll_conn *conn, u32 imm,
 	 * once, then check and use only the copies, so that a second write
 	 * between the check and the use changes nothing.
 	 */
-	in = kcoll_eager_slot(conn, slot, false);
+	in = kcoll_eager_slot(conn, slot);
 	memcpy(&h, in, sizeof(h));
 	barrier();
 	/* Signed only where we offered lazy signatures (our CREDITs said
@@ -242,18 +228,18 @@ void kcoll_eager_start(struct kcoll_task *op, struct kcoll_conn *conn)
 }
 
 /*
- * An EAGER message from a peer on this node (the channel carries the
- * payload an eager WRITE would have): into the slot it names, then as if
- * it had been written there. Must hold comm->lock.
+ * An EAGER message whose transport carries the payload an eager WRITE
+ * would have put in our slot (a peer on this node): into the slot it
+ * names, then as if it had been written there. Must hold comm->lock.
  */
-void kcoll_engine_eager_local(struct kcoll_conn *conn,
-			      const struct kcoll_wire_msg *m,
-			      const void *payload, u32 plen)
+void kcoll_engine_eager_in(struct kcoll_conn *conn,
+			   const struct kcoll_wire_msg *m,
+			   const void *payload, u32 plen)
 {
 	u32 slot = le32_to_cpu(m->serial);
 
 	lockdep_assert_held(&conn->comm->lock);
-	if (!conn->local || !conn->eager || slot >= KCOLL_EAGER_SLOTS ||
+	if (!conn->eager || slot >= KCOLL_EAGER_SLOTS ||
 	    conn->erx[slot].full || test_bit(slot, &conn->erx_due) ||
 	    plen > KCOLL_EAGER_SLOT_BYTES || plen != le32_to_cpu(m->len)) {
 		pr_warn_ratelimited("comm %llx rank %u: bad eager message from rank %u (slot %u, %u bytes)\n",
@@ -262,7 +248,7 @@ void kcoll_engine_eager_local(struct kcoll_conn *conn,
 		kcoll_conn_kill(conn, -EPROTO);
 		return;
 	}
-	memcpy(kcoll_eager_slot(conn, slot, false), payload, plen);
+	memcpy(kcoll_eager_slot(conn, slot), payload, plen);
 	kcoll_engine_eager(conn, kcoll_imm_make(m->kind,
 						KCOLL_IMM_EAGER | slot), plen);
 }
@@ -299,7 +285,7 @@ void kcoll_op_eager_recv(struct kcoll_task *op, struct kcoll_conn *conn)
 			return;
 		}
 		if (e->len)
-			kcoll_op_land(op, kcoll_eager_slot(conn, slot, false) +
+			kcoll_op_land(op, kcoll_eager_slot(conn, slot) +
 					  e->hlen, 0, e->len);
 		kcoll_eager_release(conn, slot);
 		op->recv_done = op->recv_total;
@@ -310,12 +296,12 @@ void kcoll_op_eager_recv(struct kcoll_task *op, struct kcoll_conn *conn)
 
 /*
  * The current phase sends eagerly to @conn's peer: header and data into a
- * bounce of ours (registered with the slots), then one WRITE WITH IMM
- * from it into a free slot of the peer's (inline when it fits); to a peer
- * on this node, one channel message that carries both. It counts
- * as sent once posted: the bounce is ours until the peer offers the slot
- * again, which it does only after the data has landed; a failed
- * completion kills the connection like a control message's.
+ * free slot of the peer's, by the transport (through the NIC, one WRITE
+ * WITH IMM from a bounce of ours; to a peer on this node, one channel
+ * message that carries both). It counts as sent once posted: the slot is
+ * ours until the peer offers it again, which it does only after the data
+ * has landed; a failed completion kills the connection like a control
+ * message's.
  */
 void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 			 const u8 *src)
@@ -323,9 +309,9 @@ void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 	struct {
 		struct kcoll_wire_eager h;
 		struct kcoll_wire_eager_sig s;
-	} hdr, *h;
-	u32 len = op->send_total, hlen, n, slot, imm;
-	struct ib_sge sge;
+	} h;
+	u32 len = op->send_total, hlen, slot;
+	struct kcoll_wire_msg m;
 	int err;
 
 	if (op->send_posted_any)
@@ -337,61 +323,31 @@ void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 	slot = find_first_bit(&conn->etx_free, KCOLL_EAGER_SLOTS);
 	if (slot >= KCOLL_EAGER_SLOTS)
 		return;		/* the peer's next CREDIT runs us again */
-	/* Through the NIC the header goes first in our bounce, the data
-	 * behind it; the channel carries them itself. A peer that offered
-	 * lazy signatures gets ours with every transfer. */
-	h = conn->local ? &hdr : (void *)kcoll_eager_slot(conn, slot, true);
-	memset(h, 0, sizeof(*h));
-	h->h.seq = cpu_to_le32(op->seq);
-	h->h.phase = cpu_to_le16(op->phase);
-	h->h.kind = KCOLL_KIND_COLL;
-	h->h.len = cpu_to_le32(len);
-	hlen = sizeof(h->h);
+	/* A peer that offered lazy signatures gets ours with every
+	 * transfer. */
+	memset(&h, 0, sizeof(h));
+	h.h.seq = cpu_to_le32(op->seq);
+	h.h.phase = cpu_to_le16(op->phase);
+	h.h.kind = KCOLL_KIND_COLL;
+	h.h.len = cpu_to_le32(len);
+	hlen = sizeof(h.h);
 	if (conn->peer_lazy) {
-		h->h.flags = KCOLL_EAGER_SIGNED;
-		h->s.opcode = op->args.opcode;
-		h->s.dtype = op->dtype;
-		h->s.redop = op->redop;
-		h->s.algo = op->args.algo;
-		h->s.root = cpu_to_le32(op->args.root);
-		h->s.count = cpu_to_le64(op->args.count);
-		hlen += sizeof(h->s);
+		h.h.flags = KCOLL_EAGER_SIGNED;
+		h.s.opcode = op->args.opcode;
+		h.s.dtype = op->dtype;
+		h.s.redop = op->redop;
+		h.s.algo = op->args.algo;
+		h.s.root = cpu_to_le32(op->args.root);
+		h.s.count = cpu_to_le64(op->args.count);
+		hlen += sizeof(h.s);
 	}
-	n = hlen + len;
-	imm = kcoll_imm_make(KCOLL_KIND_COLL, KCOLL_IMM_EAGER | slot);
-	if (conn->local) {
-		struct kcoll_wire_msg m;
-
-		kcoll_msg_init(op, &m, KCOLL_MSG_EAGER);
-		m.serial = cpu_to_le32(slot);
-		m.len = cpu_to_le32(n);
-		err = conn->state == KCOLL_CONN_UP ?
-		      kcoll_lchan_send_data(conn, &m, h, hlen, src, len) :
-		      -ENOTCONN;
-	} else {
-		memcpy((u8 *)h + hlen, src, len);
-		if (n <= conn->lane[0].max_inline) {
-			err = kcoll_conn_write_inline(conn, 0, h, n,
-						      conn->etx_addr[slot],
-						      conn->etx_rkey[slot], imm);
-		} else {
-			kcoll_buf_sge(&conn->ebuf, kcoll_eager_off(slot, true),
-				      n, &sge);
-			err = kcoll_conn_write(conn, 0, &sge, 1,
-					       conn->etx_addr[slot],
-					       conn->etx_rkey[slot], imm,
-					       &conn->lane[0].tx_cqe);
-		}
-	}
+	kcoll_msg_init(op, &m, KCOLL_MSG_EAGER);
+	m.serial = cpu_to_le32(slot);
+	m.len = cpu_to_le32(hlen + len);
+	err = conn->xp->eager_put(conn, slot, &m, &h, hlen, src, len);
 	if (kcoll_op_post_stopped(op, conn, err))
 		return;
 	__clear_bit(slot, &conn->etx_free);
-	if (conn->local) {
-		conn->local_bytes += len;
-		kcoll_stat_add(KCOLL_STAT_INTRA_BYTES, len);
-	} else {
-		kcoll_stat_add(KCOLL_STAT_RDMA_BYTES, len);
-	}
 	kcoll_stat_add(KCOLL_STAT_EAGER_SENDS, 1);
 	op->send_posted = op->send_done = len;
 	op->send_posted_any = op->send_done_any = true;

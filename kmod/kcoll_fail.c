@@ -12,6 +12,7 @@
 
 #include "kcoll_comm.h"
 #include "kcoll_engine.h"
+#include "kcoll_xport.h"
 
 /* Errors that mean a peer is gone for the communicator. */
 static bool kcoll_err_is_loss(int err)
@@ -585,23 +586,26 @@ void kcoll_engine_conn_lost(struct kcoll_conn *conn)
 	list_for_each_entry(op, &comm->ops, all)
 		if (kcoll_op_needs_peer(op, conn))
 			kcoll_op_fail(op, comm->error);
-	/* Its grant MRs are invalidated now, through the registration
-	 * QP, which does not depend on the connection. */
-	kcoll_gmr_conn_lost(conn);
+	/* Nothing of the peer's lands any more: no grant of ours lets it
+	 * write, nor does anything else the transport exposed (through the
+	 * NIC the MRs are invalidated now, through the registration QP,
+	 * which does not depend on the connection). */
 	for (k = 0; k < KCOLL_KIND_NR; k++) {
 		list_for_each_entry_safe(g, tmp, &conn->k[k].out, node) {
 			list_del(&g->node);
 			g->op->grants_out--;
-			kcoll_xpose_revoke(g->xid);
+			conn->xp->unexpose(conn, g);
 			kfree(g);
 		}
 		conn->k[k].nr_out = 0;
-		conn->slot_busy = 0;
 		list_for_each_entry_safe(g, tmp, &conn->k[k].in, node) {
 			list_del(&g->node);
 			kfree(g);
 		}
 	}
+	if (conn->xp->lost)
+		conn->xp->lost(conn);
+	conn->slot_busy = 0;
 	list_for_each_entry_safe(s, stmp, &conn->sigs, node) {
 		list_del(&s->node);
 		kfree(s);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The intra-node data path (docs/DESIGN.md, "Ranks on the same node").
+ * The intra-node transport, kcoll_xport_local (kcoll_xport.h; docs/DESIGN.md,
+ * "Ranks on the same node").
  *
  * Two ranks of a communicator on the same node still have an RC connection
  * (rdma_cm finds the local device) for their control messages, but their
@@ -41,7 +42,7 @@
 #include <linux/slab.h>
 #include <linux/xarray.h>
 
-#include "kcoll_comm.h"
+#include "kcoll_xport.h"
 
 struct kcoll_xpose {
 	refcount_t users;		/* 1 (the grant) + copies running */
@@ -62,7 +63,8 @@ static u32 kcoll_xpose_next;
  * Expose @len bytes at @vaddr to @conn's peer, which is on this node.
  * Returns 0 and the id in *@id. Must hold comm->lock.
  */
-int kcoll_xpose_add(struct kcoll_conn *conn, u8 *vaddr, u32 len, u32 *id)
+static int kcoll_xpose_add(struct kcoll_conn *conn, u8 *vaddr, u32 len,
+			   u32 *id)
 {
 	struct kcoll_xpose *x;
 	int err;
@@ -91,7 +93,7 @@ int kcoll_xpose_add(struct kcoll_conn *conn, u8 *vaddr, u32 len, u32 *id)
  * Withdraw exposure @id (0: none): no copy into it starts after this, and
  * one in progress has finished when it returns.
  */
-void kcoll_xpose_revoke(u32 id)
+static void kcoll_xpose_revoke(u32 id)
 {
 	struct kcoll_xpose *x;
 
@@ -111,7 +113,8 @@ void kcoll_xpose_revoke(u32 id)
  * or connection failed); -EPROTO: it is not ours or too small. Must hold
  * comm->lock.
  */
-int kcoll_xpose_copy(struct kcoll_conn *conn, u32 id, const u8 *src, u32 len)
+static int kcoll_xpose_copy(struct kcoll_conn *conn, u32 id, const u8 *src,
+			    u32 len)
 {
 	struct kcoll_comm *comm = conn->comm;
 	struct kcoll_xpose *x;
@@ -260,22 +263,16 @@ void kcoll_lchan_detach(struct kcoll_conn *conn)
 }
 
 /*
- * Queue @m for the peer of @conn (local, attached). 0, or -ENOMEM; a peer
+ * Queue @m for the peer of @conn (local, attached), with a payload (an
+ * EAGER message's: @hlen bytes of header, struct kcoll_wire_eager and the
+ * signature, then @len bytes of @data) if @hdr. 0, or -ENOMEM; a peer
  * that has left loses it, as a SEND to a QP that is gone would. Must hold
  * comm->lock.
  */
-int kcoll_lchan_send(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
-{
-	return kcoll_lchan_send_data(conn, m, NULL, 0, NULL, 0);
-}
-
-/*
- * The same with a payload (an EAGER message's): @hlen bytes of header
- * (struct kcoll_wire_eager, and the signature), then @len bytes of @data.
- */
-int kcoll_lchan_send_data(struct kcoll_conn *conn,
-			  const struct kcoll_wire_msg *m,
-			  const void *hdr, u32 hlen, const void *data, u32 len)
+static int kcoll_lchan_send_data(struct kcoll_conn *conn,
+				 const struct kcoll_wire_msg *m,
+				 const void *hdr, u32 hlen, const void *data,
+				 u32 len)
 {
 	struct kcoll_lchan *ch = conn->lchan;
 	unsigned int peer = !kcoll_lchan_end(conn);
@@ -305,6 +302,12 @@ int kcoll_lchan_send_data(struct kcoll_conn *conn,
 	return 0;
 }
 
+/* The same without a payload: a control message. */
+int kcoll_lchan_send(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
+{
+	return kcoll_lchan_send_data(conn, m, NULL, 0, NULL, 0);
+}
+
 /*
  * Deliver what the channel holds for @conn, in order. Also called when the
  * peer disconnects: what it sent before (its BYE included) is handled
@@ -332,8 +335,8 @@ void kcoll_lchan_deliver(struct kcoll_conn *conn)
 			  !comm->shutting_down;
 
 		if (up && lm->msg.type == KCOLL_MSG_EAGER)
-			kcoll_engine_eager_local(conn, &lm->msg, lm->payload,
-						 lm->plen);
+			kcoll_engine_eager_in(conn, &lm->msg, lm->payload,
+					      lm->plen);
 		else if (up)
 			kcoll_engine_msg(conn, &lm->msg);
 		kfree(lm);
@@ -352,6 +355,141 @@ void kcoll_lchan_rx_work(struct work_struct *work)
 	kcoll_lchan_deliver(conn);
 	mutex_unlock(&comm->lock);
 }
+
+/* ------------------------------------------------------------------ */
+/* The transport                                                        */
+/* ------------------------------------------------------------------ */
+
+static int kcoll_local_send_msg(struct kcoll_conn *conn,
+				struct kcoll_wire_msg *m)
+{
+	lockdep_assert_held(&conn->comm->lock);
+	if (conn->state != KCOLL_CONN_UP || !conn->lchan)
+		return -ENOTCONN;
+	return kcoll_lchan_send(conn, m);
+}
+
+/* The channel never refuses a message for lack of room. */
+static bool kcoll_local_msg_room(struct kcoll_conn *conn)
+{
+	return true;
+}
+
+/* The bytes are exposed under an id, which the GRANT names. */
+static int kcoll_local_expose(struct kcoll_conn *conn, struct kcoll_task *op,
+			      struct kcoll_grant *g, const struct kcoll_buf *b,
+			      size_t off, struct kcoll_wire_msg *m)
+{
+	int err = kcoll_xpose_add(conn, b->vaddr + off, g->len, &g->xid);
+
+	if (!err) {
+		g->addr = g->xid;
+		m->addr = cpu_to_le64(g->addr);
+		err = kcoll_local_send_msg(conn, m);
+		if (err) {
+			kcoll_xpose_revoke(g->xid);
+			g->xid = 0;
+		}
+	}
+	if (err && g->slot >= 0)
+		__clear_bit(g->slot, &conn->slot_busy);
+	return err;
+}
+
+/* Waits for a copy in progress: none can start or run after it. */
+static void kcoll_local_unexpose(struct kcoll_conn *conn,
+				 struct kcoll_grant *g)
+{
+	kcoll_xpose_revoke(g->xid);
+	g->xid = 0;
+}
+
+/*
+ * Fill grant @g of the peer from @src + @off: copy, then tell it with the
+ * DATA message @m where a WRITE WITH IMM would have told it. The peer's
+ * channel delivers the message after the copy. Done at once: there is no
+ * completion to wait for.
+ */
+static int kcoll_local_put(struct kcoll_task *op, struct kcoll_conn *conn,
+			   struct kcoll_grant *g, struct kcoll_buf *src,
+			   size_t off, struct kcoll_wire_msg *m)
+{
+	int err;
+
+	/* Up before copying: the DATA message after it must go out (the
+	 * channel never refuses one for lack of room). */
+	if (conn->state != KCOLL_CONN_UP)
+		return conn->error ?: -ECONNRESET;
+	if (g->len) {
+		err = kcoll_xpose_copy(conn, g->addr, src->vaddr + off, g->len);
+		if (err)
+			return err;
+	}
+	err = kcoll_local_send_msg(conn, m);
+	if (err)
+		return err == -ENOTCONN ? (conn->error ?: -ECONNRESET) : err;
+	conn->local_bytes += g->len;
+	kcoll_stat_add(KCOLL_STAT_INTRA_BYTES, g->len);
+	return KCOLL_PUT_DONE;
+}
+
+/* Slots are named by number: nothing to register or announce. */
+static int kcoll_local_eager_up(struct kcoll_conn *conn)
+{
+	return 0;
+}
+
+static int kcoll_local_eager_offer(struct kcoll_conn *conn,
+				   unsigned long slots, bool again,
+				   struct kcoll_wire_msg *m)
+{
+	return 0;
+}
+
+static void kcoll_local_eager_credit(struct kcoll_conn *conn,
+				     unsigned int slot,
+				     struct kcoll_wire_msg *m)
+{
+}
+
+static void kcoll_local_eager_reoffered(struct kcoll_conn *conn,
+					unsigned long slots,
+					const struct kcoll_wire_msg *m)
+{
+}
+
+/* One channel message carries header and data (kcoll_engine_eager_in()
+ * puts them in the slot on the other side). */
+static int kcoll_local_eager_put(struct kcoll_conn *conn, u32 slot,
+				 struct kcoll_wire_msg *m, const void *h,
+				 u32 hlen, const u8 *src, u32 len)
+{
+	int err;
+
+	if (conn->state != KCOLL_CONN_UP || !conn->lchan)
+		return -ENOTCONN;
+	err = kcoll_lchan_send_data(conn, m, h, hlen, src, len);
+	if (err)
+		return err;
+	conn->local_bytes += len;
+	kcoll_stat_add(KCOLL_STAT_INTRA_BYTES, len);
+	return 0;
+}
+
+const struct kcoll_xport kcoll_xport_local = {
+	.name = "local",
+	.wconn = KCOLL_WCONN_LOCAL,
+	.send_msg = kcoll_local_send_msg,
+	.msg_room = kcoll_local_msg_room,
+	.expose = kcoll_local_expose,
+	.unexpose = kcoll_local_unexpose,
+	.put = kcoll_local_put,
+	.eager_up = kcoll_local_eager_up,
+	.eager_offer = kcoll_local_eager_offer,
+	.eager_credit = kcoll_local_eager_credit,
+	.eager_reoffered = kcoll_local_eager_reoffered,
+	.eager_put = kcoll_local_eager_put,
+};
 
 /* Module unload: every communicator is gone, and with it every grant. */
 void kcoll_local_exit(void)

@@ -13,6 +13,7 @@
 
 #include "kcoll_comm.h"
 #include "kcoll_engine.h"
+#include "kcoll_xport.h"
 
 /*
  * Elements per kernel_fpu_begin() section: preemption is off inside one,
@@ -321,10 +322,11 @@ void kcoll_op_complete(struct kcoll_task *op)
 }
 
 /*
- * @op is done (or failed): the grant MRs it retired are invalidated now,
- * so that it may complete. While it runs they ride along with its next
- * grant's registration instead (kcoll_gmr_grant()): one trip to the
- * registration QP per chunk, not two.
+ * @op is done (or failed): what the transports still hold of its retired
+ * grants (through the NIC, MRs waiting for invalidation) is let go now, so
+ * that it may complete. While it runs the invalidations ride along with
+ * its next grant's registration instead (kcoll_gmr_grant()): one trip to
+ * the registration QP per chunk, not two.
  */
 static void kcoll_op_settle(struct kcoll_task *op)
 {
@@ -334,9 +336,8 @@ static void kcoll_op_settle(struct kcoll_task *op)
 	if (!op->gmrs || !(op->finished || op->error))
 		return;
 	for (i = 0; i < comm->nranks; i++)
-		if (comm->conns[i] &&
-		    !list_empty(&comm->conns[i]->gmr_inv_due))
-			kcoll_gmr_flush(comm->conns[i]);
+		if (comm->conns[i] && comm->conns[i]->xp->reclaim)
+			comm->conns[i]->xp->reclaim(comm->conns[i]);
 }
 
 /*

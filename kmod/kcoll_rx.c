@@ -10,6 +10,7 @@
 
 #include "kcoll_comm.h"
 #include "kcoll_engine.h"
+#include "kcoll_xport.h"
 
 static struct kcoll_task *kcoll_p2p_find(struct list_head *list, u32 seq)
 {
@@ -36,7 +37,7 @@ static bool kcoll_list_longer(const struct list_head *head, unsigned int max)
 /* What kcoll_wire_msg_check() needs to know of @conn. */
 static unsigned int kcoll_rx_wconn(const struct kcoll_conn *conn)
 {
-	return (conn->local ? KCOLL_WCONN_LOCAL : 0) |
+	return conn->xp->wconn |
 	       (conn->eager ? KCOLL_WCONN_EAGER : 0) |
 	       (conn->eager_offer ? KCOLL_WCONN_EAGER_OFFERED : 0) |
 	       (kcoll_conn_lazy(conn) ? KCOLL_WCONN_LAZY : 0);
@@ -77,7 +78,7 @@ static int kcoll_rx_ping(struct kcoll_conn *conn, const struct kcoll_wire_msg *m
 		conn->pong_due = le64_to_cpu(m->count);
 	if (!conn->active && !conn->peer_pongs) {
 		conn->peer_pongs = true;
-		if (conn->state == KCOLL_CONN_UP && !conn->local)
+		if (conn->state == KCOLL_CONN_UP && conn->xp->timed)
 			kcoll_conn_ping(conn);
 	}
 	return 0;
@@ -139,18 +140,8 @@ static int kcoll_rx_credits(struct kcoll_conn *conn,
 	if ((slots & ~(u64)conn->etx_known) || (slots & (u64)conn->etx_free))
 		return -EPROTO;
 	conn->etx_free |= slots;
-	/* Through the NIC each offer is a new registration of the slot's
-	 * MR: byte @slot of addr is its new key byte. */
-	if (!conn->local) {
-		unsigned long bits = slots;
-		u64 keys = le64_to_cpu(m->addr);
-		unsigned int slot;
-
-		BUILD_BUG_ON(KCOLL_EAGER_SLOTS * 8 > 64);
-		for_each_set_bit(slot, &bits, KCOLL_EAGER_SLOTS)
-			conn->etx_rkey[slot] = (conn->etx_rkey[slot] & ~0xffU) |
-					       ((keys >> (8 * slot)) & 0xff);
-	}
+	/* The transport may name them anew (through the NIC: new keys). */
+	conn->xp->eager_reoffered(conn, slots, m);
 	return 0;
 }
 
