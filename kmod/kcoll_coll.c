@@ -12,6 +12,7 @@
 
 #include "kcoll_comm.h"
 #include "kcoll_engine.h"
+#include "kcoll_shape.h"
 
 static bool kcoll_is_float(u8 dtype)
 {
@@ -93,27 +94,9 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	if (sqe->count > (U64_MAX >> 16) / n / op->esize)
 		return -EOVERFLOW;
 
-	switch (sqe->opcode) {
-	case KCOLL_OP_ALLREDUCE:
-	case KCOLL_OP_ALLTOALL:
-		a->in_place = sqe->send_addr == sqe->recv_addr;
-		break;
-	case KCOLL_OP_REDUCE:
-	case KCOLL_OP_BROADCAST:
-		a->in_place = a->root == comm->rank &&
-			      sqe->send_addr == sqe->recv_addr;
-		break;
-	case KCOLL_OP_ALLGATHER:
-		a->in_place = sqe->send_addr ==
-			      sqe->recv_addr + comm->rank * sqe->count * op->esize;
-		break;
-	case KCOLL_OP_REDUCE_SCATTER:
-		a->in_place = sqe->recv_addr ==
-			      sqe->send_addr + comm->rank * sqe->count * op->esize;
-		break;
-	default:
-		a->in_place = false;
-	}
+	a->in_place = kcoll_shape_in_place(kcoll_shape(sqe->opcode), comm->rank,
+					   a->root, sqe->count, op->esize,
+					   sqe->send_addr, sqe->recv_addr);
 	/* Same inputs on every rank, same choice (kcoll_tune.c). */
 	if (!p2p)
 		a->algo = kcoll_tune_choose(a->opcode, a->nranks,

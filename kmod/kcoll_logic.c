@@ -5,95 +5,18 @@
  */
 #include "kcoll_logic.h"
 
-/* Which SQE fields an opcode reads; every other field must be zero. */
-#define KCOLL_USES_DTYPE	(1U << 0)
-#define KCOLL_USES_REDOP	(1U << 1)
-#define KCOLL_USES_COMM		(1U << 2)
-#define KCOLL_USES_PEER		(1U << 3)
-#define KCOLL_USES_COUNT	(1U << 4)
-#define KCOLL_USES_SEND		(1U << 5)
-#define KCOLL_USES_RECV		(1U << 6)
-
-/* Elements per buffer: 2^48, far beyond memory, far from overflow. */
-#define KCOLL_COUNT_MAX		(1ULL << 48)
-
-struct kcoll_op_shape {
-	const char *name;
-	u32 uses;
-	u64 count_max;		/* with KCOLL_USES_COUNT */
-};
-
-static const struct kcoll_op_shape kcoll_op_shapes[KCOLL_OP_LAST] = {
-	[KCOLL_OP_NOP] = { .name = "nop" },
-	[KCOLL_OP_DELAY] = {
-		.name = "delay",
-		.uses = KCOLL_USES_COUNT,
-		.count_max = KCOLL_DELAY_MAX_US,
-	},
-	/* Counts: the engine checks the byte sizes against nranks. */
-	[KCOLL_OP_ALLREDUCE] = {
-		.name = "allreduce",
-		.uses = KCOLL_USES_DTYPE | KCOLL_USES_REDOP | KCOLL_USES_COMM |
-			KCOLL_USES_COUNT | KCOLL_USES_SEND | KCOLL_USES_RECV,
-		.count_max = KCOLL_COUNT_MAX,
-	},
-	[KCOLL_OP_REDUCE] = {
-		.name = "reduce",
-		.uses = KCOLL_USES_DTYPE | KCOLL_USES_REDOP | KCOLL_USES_COMM |
-			KCOLL_USES_PEER | KCOLL_USES_COUNT | KCOLL_USES_SEND |
-			KCOLL_USES_RECV,
-		.count_max = KCOLL_COUNT_MAX,
-	},
-	[KCOLL_OP_BROADCAST] = {
-		.name = "broadcast",
-		.uses = KCOLL_USES_DTYPE | KCOLL_USES_COMM | KCOLL_USES_PEER |
-			KCOLL_USES_COUNT | KCOLL_USES_SEND | KCOLL_USES_RECV,
-		.count_max = KCOLL_COUNT_MAX,
-	},
-	[KCOLL_OP_ALLGATHER] = {
-		.name = "allgather",
-		.uses = KCOLL_USES_DTYPE | KCOLL_USES_COMM | KCOLL_USES_COUNT |
-			KCOLL_USES_SEND | KCOLL_USES_RECV,
-		.count_max = KCOLL_COUNT_MAX,
-	},
-	[KCOLL_OP_REDUCE_SCATTER] = {
-		.name = "reduce_scatter",
-		.uses = KCOLL_USES_DTYPE | KCOLL_USES_REDOP | KCOLL_USES_COMM |
-			KCOLL_USES_COUNT | KCOLL_USES_SEND | KCOLL_USES_RECV,
-		.count_max = KCOLL_COUNT_MAX,
-	},
-	[KCOLL_OP_ALLTOALL] = {
-		.name = "alltoall",
-		.uses = KCOLL_USES_DTYPE | KCOLL_USES_COMM | KCOLL_USES_COUNT |
-			KCOLL_USES_SEND | KCOLL_USES_RECV,
-		.count_max = KCOLL_COUNT_MAX,
-	},
-	[KCOLL_OP_SEND] = {
-		.name = "send",
-		.uses = KCOLL_USES_DTYPE | KCOLL_USES_COMM | KCOLL_USES_PEER |
-			KCOLL_USES_COUNT | KCOLL_USES_SEND,
-		.count_max = KCOLL_COUNT_MAX,
-	},
-	[KCOLL_OP_RECV] = {
-		.name = "recv",
-		.uses = KCOLL_USES_DTYPE | KCOLL_USES_COMM | KCOLL_USES_PEER |
-			KCOLL_USES_COUNT | KCOLL_USES_RECV,
-		.count_max = KCOLL_COUNT_MAX,
-	},
-	[KCOLL_OP_BARRIER] = {
-		.name = "barrier",
-		.uses = KCOLL_USES_COMM,
-	},
-};
+/* Which SQE fields an opcode reads and the rest of its shape: one table,
+ * kcoll_shape.h. */
+#include "kcoll_shape.h"
 
 const char *kcoll_op_name(u32 opcode)
 {
+	const struct kcoll_shape *d;
+
 	if (opcode >= KCOLL_OP_LAST)
 		return "?";
-	opcode = kcoll_index_nospec(opcode, KCOLL_OP_LAST);
-	if (!kcoll_op_shapes[opcode].name)
-		return "?";
-	return kcoll_op_shapes[opcode].name;
+	d = kcoll_shape(kcoll_index_nospec(opcode, KCOLL_OP_LAST));
+	return d ? d->name : "?";
 }
 
 int kcoll_ring_size(u32 req_sq, u32 req_cq, u32 flags, u32 max_sq,
@@ -219,13 +142,13 @@ bool kcoll_all_zero(const void *p, size_t n)
 
 int kcoll_sqe_check(const struct kcoll_sqe *sqe)
 {
-	const struct kcoll_op_shape *shape;
+	const struct kcoll_shape *shape;
 	u32 uses;
 
 	if (sqe->opcode >= KCOLL_OP_LAST)
 		return -EINVAL;
-	shape = &kcoll_op_shapes[kcoll_index_nospec(sqe->opcode, KCOLL_OP_LAST)];
-	if (!shape->name)
+	shape = kcoll_shape(kcoll_index_nospec(sqe->opcode, KCOLL_OP_LAST));
+	if (!shape)
 		return -EINVAL;
 	uses = shape->uses;
 

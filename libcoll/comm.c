@@ -38,6 +38,8 @@
 #include <sys/ioctl.h>
 
 #include "coll_internal.h"
+/* The shape of every operation: one table with the module. */
+#include "kcoll_shape.h"
 
 struct coll_mem {
 	struct coll_mem *next;
@@ -604,8 +606,10 @@ static int comm_op(coll_comm *c, uint8_t opcode, const void *sendbuf,
 		   coll_redop redop, int root, bool blocking,
 		   coll_request **reqp)
 {
-	uint64_t n, es = 0, scount = 0, rcount = 0, sbytes = 0, rbytes = 0;
-	bool reduces = false, rooted = false;
+	const struct kcoll_shape *d = kcoll_shape(opcode);
+	uint64_t es = 0, sbytes = 0, rbytes = 0;
+	unsigned long long scount = 0, rcount = 0;
+	unsigned int rank, proot;
 	struct kcoll_sqe t;
 	int ret;
 
@@ -613,57 +617,22 @@ static int comm_op(coll_comm *c, uint8_t opcode, const void *sendbuf,
 		return coll_err(-EINVAL, "NULL communicator or request");
 	if (reqp)
 		*reqp = NULL;
-	n = (uint64_t)c->nranks;
+	if (!d || !d->on_comm)
+		return coll_err(-EINVAL, "unknown operation");
 	memset(&t, 0, sizeof(t));
 	t.opcode = opcode;
-
-	switch (opcode) {
-	case KCOLL_OP_ALLREDUCE:
-		reduces = true;
-		scount = rcount = count;
-		break;
-	case KCOLL_OP_REDUCE:
-		reduces = rooted = true;
-		scount = count;
-		rcount = root == c->rank ? count : 0;
-		break;
-	case KCOLL_OP_BROADCAST:
-		rooted = true;
-		scount = root == c->rank ? count : 0;
-		rcount = count;
-		break;
-	case KCOLL_OP_ALLGATHER:
-		scount = count;
-		ret = mul_bytes(n, count, 1, &rcount);
-		if (ret)
-			return ret;
-		break;
-	case KCOLL_OP_REDUCE_SCATTER:
-		reduces = true;
-		ret = mul_bytes(n, count, 1, &scount);
-		if (ret)
-			return ret;
-		rcount = count;
-		break;
-	case KCOLL_OP_ALLTOALL:
-		ret = mul_bytes(n, count, 1, &scount);
-		if (ret)
-			return ret;
-		rcount = scount;
-		break;
-	case KCOLL_OP_SEND:
-	case KCOLL_OP_RECV:
-		rooted = true;
-		if (opcode == KCOLL_OP_SEND)
-			scount = count;
-		else
-			rcount = count;
-		break;
-	case KCOLL_OP_BARRIER:
-		break;
-	default:
-		return coll_err(-EINVAL, "unknown operation");
-	}
+	/* Buffer sizes from the operation's shape (kcoll_shape.h); a root
+	 * out of range is refused below. */
+	rank = (unsigned int)c->rank;
+	proot = root < 0 ? ~0U : (unsigned int)root;
+	ret = kcoll_shape_count(d->send, rank, proot, (unsigned int)c->nranks,
+				count, &scount);
+	if (!ret)
+		ret = kcoll_shape_count(d->recv, rank, proot,
+					(unsigned int)c->nranks, count, &rcount);
+	if (ret)
+		return coll_err(ret, "%s of %zu elements on %d ranks: too large",
+				d->name, count, c->nranks);
 
 	if (opcode != KCOLL_OP_BARRIER) {
 		es = coll_dtype_size(dtype);
@@ -672,18 +641,17 @@ static int comm_op(coll_comm *c, uint8_t opcode, const void *sendbuf,
 		t.dtype = (uint8_t)dtype;
 		t.count = count;
 	}
-	if (reduces) {
+	if (d->reduces) {
 		if (!coll_redop_valid(dtype, redop))
 			return coll_err(-EINVAL, "reduction %s is not valid "
 					"for %s", coll_redop_name(redop),
 					coll_dtype_name(dtype));
 		t.redop = (uint8_t)redop;
 	}
-	if (rooted) {
+	if (d->uses & KCOLL_USES_PEER) {
 		if (root < 0 || root >= c->nranks)
 			return coll_err(-EINVAL, "%s %d not in 0..%d",
-					opcode == KCOLL_OP_SEND ||
-					opcode == KCOLL_OP_RECV ? "peer" : "root",
+					d->p2p ? "peer" : "root",
 					root, c->nranks - 1);
 		t.peer = (uint32_t)root;
 	}
@@ -695,11 +663,9 @@ static int comm_op(coll_comm *c, uint8_t opcode, const void *sendbuf,
 	if ((sbytes && !sendbuf) || (rbytes && !recvbuf))
 		return coll_err(-EINVAL, "NULL buffer with a non-zero count");
 	/* Buffers an operation ignores on this rank stay zero. */
-	if (opcode != KCOLL_OP_BARRIER && opcode != KCOLL_OP_RECV &&
-	    (opcode != KCOLL_OP_BROADCAST || root == c->rank))
+	if (kcoll_shape_used(d->send, rank, proot))
 		t.send_addr = (uintptr_t)sendbuf;
-	if (opcode != KCOLL_OP_BARRIER && opcode != KCOLL_OP_SEND &&
-	    (opcode != KCOLL_OP_REDUCE || root == c->rank))
+	if (kcoll_shape_used(d->recv, rank, proot))
 		t.recv_addr = (uintptr_t)recvbuf;
 	return comm_post(c, &t, sbytes, rbytes, blocking, reqp);
 }

@@ -31,7 +31,7 @@ LIBCOLL_OBJS	:= $(patsubst $(LIBCOLL_SRCDIR)/%.c,$(LIBCOLL_BUILD)/%.o,$(LIBCOLL_
 LIBCOLL_CPPFLAGS := -I$(LIBCOLL_SRCDIR)/include -I$(TOP)/uapi
 LIBCOLL_CFLAGS	:= -std=gnu11 -Wall -Wextra -Werror -O2 -g -fPIC -pthread \
 		   -fvisibility=hidden $(LIBCOLL_CPPFLAGS) -MMD -MP \
-		   $(LIBCOLL_EXTRA_CFLAGS)
+		   -I$(TOP)/kmod $(LIBCOLL_EXTRA_CFLAGS)
 LIBCOLL_LDFLAGS	:= -shared -pthread -Wl,-soname,$(LIBCOLL_SONAME) \
 		   -Wl,--version-script=$(LIBCOLL_MAP) \
 		   -Wl,-z,defs -Wl,-z,relro -Wl,-z,now $(LIBCOLL_EXTRA_LDFLAGS)

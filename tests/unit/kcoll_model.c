@@ -36,6 +36,7 @@
 #include "coll.h"
 #include "coll_internal.h"
 #include "kcoll_logic.h"
+#include "kcoll_shape.h"
 #include "kcoll_reduce.h"
 #include "kcoll_model.h"
 
@@ -267,39 +268,18 @@ static void m_append(struct m_op **q, struct m_op *op)
 static void m_bytes(const struct kcoll_sqe *s, uint64_t n, uint32_t rank,
 		    uint64_t *sb, uint64_t *rb)
 {
-	uint64_t es = coll_dtype_size(s->dtype), c = s->count * es;
+	const struct kcoll_shape *d = kcoll_shape(s->opcode);
+	uint64_t es = coll_dtype_size(s->dtype);
+	unsigned long long se = 0, re = 0;
 
 	*sb = *rb = 0;
-	switch (s->opcode) {
-	case KCOLL_OP_ALLREDUCE:
-		*sb = *rb = c;
-		break;
-	case KCOLL_OP_REDUCE:
-		*sb = c;
-		*rb = rank == s->peer ? c : 0;
-		break;
-	case KCOLL_OP_BROADCAST:
-		*sb = rank == s->peer ? c : 0;
-		*rb = c;
-		break;
-	case KCOLL_OP_ALLGATHER:
-		*sb = c;
-		*rb = n * c;
-		break;
-	case KCOLL_OP_REDUCE_SCATTER:
-		*sb = n * c;
-		*rb = c;
-		break;
-	case KCOLL_OP_ALLTOALL:
-		*sb = *rb = n * c;
-		break;
-	case KCOLL_OP_SEND:
-		*sb = c;
-		break;
-	case KCOLL_OP_RECV:
-		*rb = c;
-		break;
-	}
+	if (!d || kcoll_shape_count(d->send, rank, s->peer, (unsigned int)n,
+				     s->count, &se) ||
+	    kcoll_shape_count(d->recv, rank, s->peer, (unsigned int)n,
+			      s->count, &re))
+		return;
+	*sb = se * es;
+	*rb = re * es;
 }
 
 static int m_use_mem(struct m_ctx *ctx, struct m_op *op, int which,

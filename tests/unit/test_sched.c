@@ -38,6 +38,7 @@
 
 #include "kcoll_sched.h"
 #include "kcoll_cost.h"
+#include "kcoll_shape.h"
 #include "unit.h"
 
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
@@ -130,13 +131,12 @@ static const char *op_name(u32 op)
 
 static bool is_reducing(u32 op)
 {
-	return op == KCOLL_OP_ALLREDUCE || op == KCOLL_OP_REDUCE ||
-	       op == KCOLL_OP_REDUCE_SCATTER;
+	return kcoll_shape(op) && kcoll_shape(op)->reduces;
 }
 
 static bool is_p2p(u32 op)
 {
-	return op == KCOLL_OP_SEND || op == KCOLL_OP_RECV;
+	return kcoll_shape(op) && kcoll_shape(op)->p2p;
 }
 
 /* Input element j of rank r for an operation. */

@@ -87,6 +87,7 @@
 #include <sys/wait.h>
 
 #include "kcoll_logic.h"	/* the module's plain logic: SETUP/ENTER oracles */
+#include "kcoll_shape.h"	/* what each opcode reads and writes */
 #include "kcoll-sqe-ref.h"	/* independent SQE reference */
 
 #define KCOLL_DEV	"/dev/kcoll"
@@ -1030,42 +1031,23 @@ static uint64_t tag(struct tstate *t, int exp, enum kcoll_ref_verdict v)
 
 static bool is_reducing(uint8_t op)
 {
-	return op == KCOLL_OP_ALLREDUCE || op == KCOLL_OP_REDUCE ||
-	       op == KCOLL_OP_REDUCE_SCATTER;
+	return kcoll_shape(op) && kcoll_shape(op)->reduces;
 }
 
-/* Send and receive bytes of @op for n ranks, count elements of @es. */
+/* Send and receive bytes of @op for n ranks, count elements of @es (as
+ * the root, where it matters). */
 static void coll_sizes(uint8_t op, uint32_t n, uint64_t count, size_t es,
 		       uint64_t *snd, uint64_t *rcv)
 {
-	uint64_t c = count * es, nc = c * n;
+	const struct kcoll_shape *d = kcoll_shape(op);
+	unsigned long long se = 0, re = 0;
 
 	*snd = *rcv = 0;
-	switch (op) {
-	case KCOLL_OP_ALLREDUCE: case KCOLL_OP_REDUCE:
-	case KCOLL_OP_BROADCAST:
-		*snd = *rcv = c;
-		break;
-	case KCOLL_OP_ALLGATHER:
-		*snd = c;
-		*rcv = nc;
-		break;
-	case KCOLL_OP_REDUCE_SCATTER:
-		*snd = nc;
-		*rcv = c;
-		break;
-	case KCOLL_OP_ALLTOALL:
-		*snd = *rcv = nc;
-		break;
-	case KCOLL_OP_SEND:
-		*snd = c;
-		break;
-	case KCOLL_OP_RECV:
-		*rcv = c;
-		break;
-	default:
-		break;
-	}
+	if (!d || kcoll_shape_count(d->send, 0, 0, n, count, &se) ||
+	    kcoll_shape_count(d->recv, 0, 0, n, count, &re))
+		return;
+	*snd = se * es;
+	*rcv = re * es;
 }
 
 static uint64_t pick_count(struct tstate *t)
