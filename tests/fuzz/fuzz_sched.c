@@ -3,8 +3,8 @@
  * libFuzzer target over the collective schedules (kmod/kcoll_sched.c) and
  * the cost model's choice (kmod/kcoll_cost.c).
  *
- * It reuses the in-memory model of tests/unit/test_sched.c, included here
- * with its main() renamed: every rank's schedule is executed with real
+ * It drives the in-memory model the unit test uses (tests/unit/
+ * sched_model.[ch]): every rank's schedule is executed with real
  * data (rendezvous transfers, FIFO per ordered pair, phases validated
  * before they run, buffers of exactly the declared sizes with poisoned
  * redzones, results against a reference computed from the uapi
@@ -23,9 +23,11 @@
  * A failure prints the model's diagnostics and aborts (libFuzzer saves the
  * input; run the target on that file to repeat it).
  */
-#define main kcoll_test_sched_main
-#include "test_sched.c"
-#undef main
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched_model.h"
 #include "fuzz_seed.h"
 
 struct cursor {

@@ -47,7 +47,9 @@ struct unit_state {
 	unsigned long cur_fails;	/* failed checks in the current test */
 };
 
-static struct unit_state unit_st = { .prog = "unit" };
+/* One per program, also when a test is built from several files (a weak
+ * definition in each). */
+__attribute__((weak)) struct unit_state unit_st = { .prog = "unit" };
 
 static inline void unit_init(int argc, char **argv)
 {

@@ -80,11 +80,13 @@ $(UNIT_WIRE): $(UNIT_SRCDIR)/test_wire.c $(TOP)/kmod/kcoll_wire.c \
 
 # The schedules, executed on an in-memory model of every rank.
 # The cost model's choice too.
-$(UNIT_SCHED): $(UNIT_SRCDIR)/test_sched.c $(TOP)/kmod/kcoll_sched.c \
+$(UNIT_SCHED): $(UNIT_SRCDIR)/test_sched.c $(UNIT_SRCDIR)/sched_model.c \
+	       $(UNIT_SRCDIR)/sched_model.h $(TOP)/kmod/kcoll_sched.c \
 	       $(TOP)/kmod/kcoll_sched.h $(TOP)/kmod/kcoll_cost.c \
-	       $(TOP)/kmod/kcoll_cost.h $(UNIT_HDRS) $(UNIT_SRCDIR)/unit.mk \
-	       | $(UNIT_BUILD)
+	       $(TOP)/kmod/kcoll_cost.h $(TOP)/kmod/kcoll_shape.h \
+	       $(UNIT_HDRS) $(UNIT_SRCDIR)/unit.mk | $(UNIT_BUILD)
 	$(CC) $(UNIT_CFLAGS) -o $@ $(UNIT_SRCDIR)/test_sched.c \
+		$(UNIT_SRCDIR)/sched_model.c \
 		$(TOP)/kmod/kcoll_sched.c $(TOP)/kmod/kcoll_cost.c \
 		$(UNIT_LDFLAGS)
 

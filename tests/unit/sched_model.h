@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The in-memory model of a communicator that executes kcoll's schedules
+ * (kmod/kcoll_sched.c) with real data: what tests/unit/test_sched.c and
+ * tests/fuzz/fuzz_sched.c share. The rules it holds schedules to are in
+ * sched_model.c.
+ */
+#ifndef SCHED_MODEL_H
+#define SCHED_MODEL_H
+
+#include <inttypes.h>
+#include <stdint.h>
+
+#include "kcoll_sched.h"
+#include "kcoll_cost.h"
+#include "unit.h"
+
+#ifndef ARRAY_SIZE
+#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+#endif
+
+union elem {
+	int64_t i;
+	double d;
+};
+
+#define POISON		((int64_t)0x5a5a5a5a5a5a5a5aULL)
+
+/*
+ * One operation as the test describes it. For SEND/RECV a spec is one
+ * message: rank @src does SEND to @root, rank @root does RECV from @src,
+ * the other ranks do nothing.
+ */
+struct spec {
+	u32 op;
+	u32 redop;
+	u32 n;
+	u32 root;
+	u32 src;		/* SEND/RECV only */
+	u64 count;
+	bool ip;
+	u8 algo;		/* enum kcoll_algo */
+	u64 salt;
+};
+
+/* One rank's part in one operation. */
+struct mop {
+	const struct spec *s;
+	struct kcoll_sched_args a;
+	u32 nph;
+	union elem *buf[KCOLL_SBUF_NR];
+	u64 len[KCOLL_SBUF_NR];
+	union elem *in;		/* copy of the rank's input, for checks */
+	u64 in_len;
+};
+
+struct mrank {
+	struct mop *ops;
+	u32 nops;
+	u32 op, ph;		/* current operation and phase */
+	bool done;
+	struct kcoll_phase p;
+	bool send_done, recv_done;
+};
+
+struct world {
+	u32 n;
+	struct mrank *rk;
+	const struct spec *specs;
+	u32 nspecs;
+	union elem **ref;	/* per spec: reduced reference, or NULL */
+};
+
+/* Every reduction the model checks (elements: int64, double for AVG). */
+static const u32 all_redops[] = {
+	KCOLL_REDOP_SUM, KCOLL_REDOP_PROD, KCOLL_REDOP_MIN, KCOLL_REDOP_MAX,
+	KCOLL_REDOP_AVG,
+};
+
+/* Totals over the whole program, reported at the end. */
+struct sched_model_stats {
+	u64 runs, phases, transfers;
+};
+extern struct sched_model_stats stats;
+/* Varies the inputs from one run to the next. */
+extern u64 salt_next;
+
+/* Diagnostic prefix naming the operation and the rank. */
+#define MFAIL(m, fmt, ...) \
+	UNIT_FAIL("%s/%s redop %u n %u root %u count %" PRIu64 " ip %d " \
+		  "rank %u: " fmt, op_name((m)->a.opcode), \
+		  kcoll_algo_name((m)->a.algo), (m)->a.redop, (m)->a.nranks, \
+		  (m)->a.root, (m)->a.count, (m)->a.in_place, (m)->a.rank, \
+		  __VA_ARGS__)
+
+const char *op_name(u32 op);
+bool is_reducing(u32 op);
+bool is_p2p(u32 op);
+void uapi_counts(const struct kcoll_sched_args *a, u64 *snd, u64 *rcv);
+u32 ceil_log2(u32 n);
+u32 expected_nphases(const struct kcoll_sched_args *a);
+void arena_free(void);
+bool mop_init(struct mop *m, const struct spec *s, u32 r);
+bool phase_valid(const struct mop *m, u32 idx,
+			const struct kcoll_phase *p);
+bool phase_eq(const struct kcoll_phase *a, const struct kcoll_phase *b);
+bool run_world(const struct spec *specs, u32 nspecs, u32 n);
+
+#endif /* SCHED_MODEL_H */
