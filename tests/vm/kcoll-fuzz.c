@@ -58,6 +58,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <execinfo.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <grp.h>
@@ -342,9 +343,57 @@ static __attribute__((format(printf, 1, 2))) void vlog(const char *fmt, ...)
 static __thread sigjmp_buf t_jb;
 static __thread volatile sig_atomic_t t_guard;
 
+static char *g_nicsrc[2];
+#define NIC_BYTES	(256UL << 10)
+
+/* Which of our regions @p lies in (for a fault's report). */
+static void fault_where(const char *p, char *out, size_t len)
+{
+	const char *z = g_zone;
+	int i;
+
+	snprintf(out, len, "none of ours");
+	if (z && p >= z && p < z + Z_VOL + Z_VOL_SZ + PAGE) {
+		snprintf(out, len, "the shared zone +%#lx", (unsigned long)(p - z));
+		return;
+	}
+	for (i = 0; i < 2; i++)
+		if (g_nicsrc[i] && p >= g_nicsrc[i] && p < g_nicsrc[i] + NIC_BYTES) {
+			snprintf(out, len, "the NIC pairs' source %d +%#lx", i,
+				 (unsigned long)(p - g_nicsrc[i]));
+			return;
+		}
+	for (i = 0; i < NSHARED; i++)
+		if (g_shared[i].res && p >= g_shared[i].res &&
+		    p < g_shared[i].res + RES_SIZE) {
+			snprintf(out, len, "shared slot %d's ring +%#lx", i,
+				 (unsigned long)(p - g_shared[i].res));
+			return;
+		}
+	for (i = 0; i < g_nts; i++) {
+		const struct tstate *t = g_ts[i];
+
+		if (!t)
+			continue;
+		if (t->priv.res && p >= t->priv.res && p < t->priv.res + RES_SIZE)
+			snprintf(out, len, "thread %d's private ring +%#lx", t->id,
+				 (unsigned long)(p - t->priv.res));
+		else if (t->data && p >= t->data && p < t->data + PRIV_DATA + PRIV_HOLE)
+			snprintf(out, len, "thread %d's data +%#lx", t->id,
+				 (unsigned long)(p - t->data));
+		else if (t->big && p >= t->big && p < t->big + BIG_SIZE)
+			snprintf(out, len, "thread %d's big buffer +%#lx", t->id,
+				 (unsigned long)(p - t->big));
+		else
+			continue;
+		return;
+	}
+}
+
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
-	char msg[200];
+	char msg[320], where[96];
+	void *bt[32];
 	int n;
 
 	(void)uc;
@@ -352,11 +401,15 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 		t_guard = 0;
 		siglongjmp(t_jb, 1);
 	}
+	fault_where(si->si_addr, where, sizeof(where));
 	n = snprintf(msg, sizeof(msg),
-		     "kcoll-fuzz: UNEXPECTED signal %d (code %d, addr %p) outside a guarded access; %s\n",
-		     sig, si->si_code, si->si_addr, g_seedline);
+		     "kcoll-fuzz: UNEXPECTED signal %d (code %d, addr %p: %s) outside a guarded access; %s\n",
+		     sig, si->si_code, si->si_addr, where, g_seedline);
 	if (n > 0 && write(2, msg, (size_t)n) < 0)
 		_exit(3);
+	/* Where it happened: binary+offset, for addr2line. */
+	n = backtrace(bt, 32);
+	backtrace_symbols_fd(bt, n, 2);
 	_exit(1);
 }
 
@@ -374,8 +427,11 @@ static void on_other(int sig)
 static void signals_init(void)
 {
 	struct sigaction sa;
+	void *bt[1];
 	int s;
 
+	/* Loads what backtrace() needs now, not in the fault handler. */
+	(void)backtrace(bt, 1);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_fault;
 	/* Not blocked in the handler: siglongjmp needs no mask restore. */
@@ -3732,7 +3788,6 @@ out:
  */
 #define NNIC		3
 #define NIC_KEEP	4
-#define NIC_BYTES	(256UL << 10)
 
 static struct nicpair {
 	pthread_rwlock_t rw;		/* write: open/close; read: ioctls */
@@ -3745,8 +3800,8 @@ static struct nicpair {
 	bool live;
 } g_nic[NNIC];
 
-/* What ranks 0 and 1 send: written once, only ever read. */
-static char *g_nicsrc[2];
+/* What ranks 0 and 1 send (g_nicsrc, declared with the fault handler):
+ * written once, only ever read. */
 
 static void nic_init(void)
 {
