@@ -49,6 +49,7 @@
  * Ring direction: every rank sends to rank+1 and receives from rank-1.
  */
 #include "kcoll_sched.h"
+#include "kcoll_shape.h"
 
 /* Bound on n*count: every element offset and count fits u64 comfortably. */
 #define KCOLL_SCHED_MAX_ELEMS	(1ULL << 62)
@@ -62,31 +63,6 @@ KCOLL_STATIC_ASSERT(KCOLL_SCHED_MAX_RANKS <= 16384,
 
 /* The wire carries phase numbers in 16 bits. */
 #define KCOLL_SCHED_MAX_PHASES	65535U
-
-#define KCOLL_OPBIT(op)		(1U << (op))
-
-/* The opcodes each algorithm applies to. */
-static const u16 kcoll_algo_ops[KCOLL_ALGO_NR] = {
-	[KCOLL_ALGO_DEFAULT] = 0xffff,
-	[KCOLL_ALGO_RING] = KCOLL_OPBIT(KCOLL_OP_ALLREDUCE) |
-			    KCOLL_OPBIT(KCOLL_OP_ALLGATHER) |
-			    KCOLL_OPBIT(KCOLL_OP_REDUCE_SCATTER),
-	[KCOLL_ALGO_CHAIN] = KCOLL_OPBIT(KCOLL_OP_BROADCAST) |
-			     KCOLL_OPBIT(KCOLL_OP_REDUCE),
-	[KCOLL_ALGO_PAIRWISE] = KCOLL_OPBIT(KCOLL_OP_ALLTOALL),
-	[KCOLL_ALGO_DISSEMINATION] = KCOLL_OPBIT(KCOLL_OP_BARRIER),
-	[KCOLL_ALGO_DIRECT] = KCOLL_OPBIT(KCOLL_OP_SEND) |
-			      KCOLL_OPBIT(KCOLL_OP_RECV),
-	[KCOLL_ALGO_RECDOUBLING] = KCOLL_OPBIT(KCOLL_OP_ALLREDUCE) |
-				   KCOLL_OPBIT(KCOLL_OP_ALLGATHER),
-	[KCOLL_ALGO_BINOMIAL] = KCOLL_OPBIT(KCOLL_OP_BROADCAST) |
-				KCOLL_OPBIT(KCOLL_OP_REDUCE) |
-				KCOLL_OPBIT(KCOLL_OP_ALLREDUCE),
-	[KCOLL_ALGO_RABENSEIFNER] = KCOLL_OPBIT(KCOLL_OP_ALLREDUCE),
-	[KCOLL_ALGO_RECHALVING] = KCOLL_OPBIT(KCOLL_OP_REDUCE_SCATTER),
-	[KCOLL_ALGO_BRUCK] = KCOLL_OPBIT(KCOLL_OP_ALLTOALL),
-	[KCOLL_ALGO_FARFIRST] = KCOLL_OPBIT(KCOLL_OP_ALLGATHER),
-};
 
 static const char *const kcoll_algo_names[KCOLL_ALGO_NR] = {
 	[KCOLL_ALGO_DEFAULT] = "default",
@@ -106,32 +82,6 @@ static const char *const kcoll_algo_names[KCOLL_ALGO_NR] = {
 const char *kcoll_algo_name(u8 algo)
 {
 	return algo < KCOLL_ALGO_NR ? kcoll_algo_names[algo] : "?";
-}
-
-bool kcoll_sched_algo_ok(u32 opcode, u8 algo)
-{
-	return opcode < 16 && algo < KCOLL_ALGO_NR &&
-	       (kcoll_algo_ops[algo] & KCOLL_OPBIT(opcode));
-}
-
-u8 kcoll_sched_algo(const struct kcoll_sched_args *a)
-{
-	if (a->algo != KCOLL_ALGO_DEFAULT)
-		return a->algo;
-	switch (a->opcode) {
-	case KCOLL_OP_REDUCE:
-	case KCOLL_OP_BROADCAST:
-		return KCOLL_ALGO_CHAIN;
-	case KCOLL_OP_ALLTOALL:
-		return KCOLL_ALGO_PAIRWISE;
-	case KCOLL_OP_BARRIER:
-		return KCOLL_ALGO_DISSEMINATION;
-	case KCOLL_OP_SEND:
-	case KCOLL_OP_RECV:
-		return KCOLL_ALGO_DIRECT;
-	default:
-		return KCOLL_ALGO_RING;
-	}
 }
 
 static u32 kcoll_sched_nph(const struct kcoll_sched_args *a);
@@ -185,17 +135,17 @@ int kcoll_sched_check(const struct kcoll_sched_args *a)
  */
 static bool kcoll_sched_in_place(const struct kcoll_sched_args *a)
 {
-	switch (a->opcode) {
-	case KCOLL_OP_ALLREDUCE:
-	case KCOLL_OP_ALLGATHER:
-	case KCOLL_OP_REDUCE_SCATTER:
-	case KCOLL_OP_ALLTOALL:
-		return a->in_place;
-	case KCOLL_OP_REDUCE:
-	case KCOLL_OP_BROADCAST:
-		return a->in_place && a->rank == a->root;
-	default:
+	const struct kcoll_shape *d = kcoll_shape(a->opcode);
+
+	if (!a->in_place || !d)
 		return false;
+	switch (d->in_place) {
+	case KCOLL_IN_PLACE_NEVER:
+		return false;
+	case KCOLL_IN_PLACE_ROOT:
+		return a->rank == a->root;
+	default:
+		return true;
 	}
 }
 
@@ -1052,46 +1002,270 @@ static void kcoll_sched_alltoall_bruck(const struct kcoll_sched_args *a,
 		      (u64)kcoll_rank_sub(r, j, n) * c, c);
 }
 
+/* ------------------------------------------------------------------ */
+/* The algorithms of each collective                                    */
+/* ------------------------------------------------------------------ */
+
+/* Phase counts (n > 1, count > 0 where data moves); @f folded for rank 0. */
+static u32 kcoll_nph_one(const struct kcoll_sched_args *a,
+			 const struct kcoll_fold *f)
+{
+	(void)a;
+	(void)f;
+	return 1;
+}
+
+static u32 kcoll_nph_n1(const struct kcoll_sched_args *a,
+			const struct kcoll_fold *f)
+{
+	(void)f;
+	return a->nranks - 1;
+}
+
+static u32 kcoll_nph_ring2(const struct kcoll_sched_args *a,
+			   const struct kcoll_fold *f)
+{
+	(void)f;
+	return 2 * (a->nranks - 1);
+}
+
+static u32 kcoll_nph_fold(const struct kcoll_sched_args *a,
+			  const struct kcoll_fold *f)
+{
+	(void)a;
+	return f->L + 2 * f->pre;
+}
+
+static u32 kcoll_nph_fold2(const struct kcoll_sched_args *a,
+			   const struct kcoll_fold *f)
+{
+	(void)a;
+	return 2 * f->L + 2 * f->pre;
+}
+
+static u32 kcoll_nph_farfirst(const struct kcoll_sched_args *a,
+			      const struct kcoll_fold *f)
+{
+	(void)a;
+	return f->p - 1 + 2 * f->pre;
+}
+
+static u32 kcoll_nph_log2(const struct kcoll_sched_args *a,
+			  const struct kcoll_fold *f)
+{
+	(void)f;
+	return kcoll_ceil_log2(a->nranks);
+}
+
+static u32 kcoll_nph_log2x2(const struct kcoll_sched_args *a,
+			    const struct kcoll_fold *f)
+{
+	(void)f;
+	return 2 * kcoll_ceil_log2(a->nranks);
+}
+
+static u32 kcoll_nph_bruck(const struct kcoll_sched_args *a,
+			   const struct kcoll_fold *f)
+{
+	(void)f;
+	return kcoll_bruck_nph(a->nranks);
+}
+
+/* Phase builders that do not need the phase index. */
+static void kcoll_sched_reduce_chain(const struct kcoll_sched_args *a,
+				     u32 idx, struct kcoll_phase *p)
+{
+	(void)idx;
+	kcoll_sched_reduce(a, p);
+}
+
+static void kcoll_sched_broadcast_chain(const struct kcoll_sched_args *a,
+					u32 idx, struct kcoll_phase *p)
+{
+	(void)idx;
+	kcoll_sched_broadcast(a, p);
+}
+
+static void kcoll_sched_send(const struct kcoll_sched_args *a, u32 idx,
+			     struct kcoll_phase *p)
+{
+	(void)idx;
+	kcoll_ph_send(p, a->root, KCOLL_SBUF_SEND, 0, a->count, false);
+}
+
+static void kcoll_sched_recv(const struct kcoll_sched_args *a, u32 idx,
+			     struct kcoll_phase *p)
+{
+	(void)idx;
+	kcoll_ph_recv(p, a->root, KCOLL_SBUF_RECV, 0, a->count);
+}
+
+/* Scratch (TMP elements) on this rank, n > 1 and some phase to run. */
+static u64 kcoll_tmp_reduce_chain(const struct kcoll_sched_args *a)
+{
+	u32 n = a->nranks;
+	u32 pos = kcoll_rank_sub(a->rank, kcoll_rank_add(a->root, 1, n), n);
+
+	return pos > 0 && pos < n - 1 ? a->count : 0;
+}
+
+/* Phases 0..n-3 reduce into TMP halves 0, 1, 0, ... */
+static u64 kcoll_tmp_rs_ring(const struct kcoll_sched_args *a)
+{
+	u32 n = a->nranks;
+
+	return n >= 4 ? 2 * a->count : n == 3 ? a->count : 0;
+}
+
+static u64 kcoll_tmp_alltoall_pairwise(const struct kcoll_sched_args *a)
+{
+	return kcoll_sched_in_place(a) ? (u64)a->nranks * a->count : 0;
+}
+
+/* TMP is a step's destination from L = 2 on; with L = 1 only the host's
+ * fold-in and the in-place copy use it. */
+static u64 kcoll_tmp_allreduce_rd(const struct kcoll_sched_args *a)
+{
+	struct kcoll_fold f;
+
+	kcoll_fold_init(&f, a->nranks, a->rank);
+	return !f.away && (f.L >= 2 || f.host || kcoll_sched_in_place(a)) ?
+	       a->count : 0;
+}
+
+/* Non-root reduce ranks that receive accumulate in TMP. */
+static u64 kcoll_tmp_reduce_binomial(const struct kcoll_sched_args *a)
+{
+	u32 n = a->nranks, v = kcoll_rank_sub(a->rank, a->root, n);
+
+	if (a->rank == a->root)
+		return 0;
+	return !(v & 1) && v + 1 < n ? a->count : 0;
+}
+
+static u64 kcoll_tmp_bruck(const struct kcoll_sched_args *a)
+{
+	u32 n = a->nranks;
+
+	return (u64)(n + 2 * (n / 2)) * a->count;
+}
+
+/*
+ * One row per algorithm a collective has: its phase count, the builder of
+ * its phases, and its scratch. The first row is the collective's default
+ * (what KCOLL_ALGO_DEFAULT stands for when nothing chooses).
+ */
+struct kcoll_algo_def {
+	u8 algo;
+	u32 (*nph)(const struct kcoll_sched_args *a,
+		   const struct kcoll_fold *f);
+	void (*phase)(const struct kcoll_sched_args *a, u32 idx,
+		      struct kcoll_phase *p);
+	u64 (*tmp)(const struct kcoll_sched_args *a);	/* NULL: none */
+};
+
+#define KCOLL_ALGOS(...) \
+	.algos = (const struct kcoll_algo_def[]){ __VA_ARGS__ }, \
+	.nalgos = sizeof((const struct kcoll_algo_def[]){ __VA_ARGS__ }) / \
+		  sizeof(struct kcoll_algo_def)
+
+static const struct kcoll_coll_def {
+	/* Phases whatever the count and nranks (no data, or one message):
+	 * no single-rank copy, no empty schedule for count 0. */
+	bool no_data;
+	/* Every rank's result depends on every rank's input (lazy
+	 * signatures may ride with the data: kcoll_sched.h). */
+	bool all_dependent;
+	const struct kcoll_algo_def *algos;
+	u8 nalgos;
+} kcoll_colls[KCOLL_OP_LAST] = {
+	[KCOLL_OP_ALLREDUCE] = { .all_dependent = true, KCOLL_ALGOS(
+		{ KCOLL_ALGO_RING, kcoll_nph_ring2, kcoll_sched_allreduce, NULL },
+		{ KCOLL_ALGO_RECDOUBLING, kcoll_nph_fold,
+		  kcoll_sched_allreduce_rd, kcoll_tmp_allreduce_rd },
+		{ KCOLL_ALGO_BINOMIAL, kcoll_nph_log2x2, kcoll_sched_binomial, NULL },
+		{ KCOLL_ALGO_RABENSEIFNER, kcoll_nph_fold2,
+		  kcoll_sched_allreduce_rab, NULL }) },
+	[KCOLL_OP_REDUCE] = { KCOLL_ALGOS(
+		{ KCOLL_ALGO_CHAIN, kcoll_nph_one, kcoll_sched_reduce_chain,
+		  kcoll_tmp_reduce_chain },
+		{ KCOLL_ALGO_BINOMIAL, kcoll_nph_log2, kcoll_sched_binomial,
+		  kcoll_tmp_reduce_binomial }) },
+	[KCOLL_OP_BROADCAST] = { KCOLL_ALGOS(
+		{ KCOLL_ALGO_CHAIN, kcoll_nph_one,
+		  kcoll_sched_broadcast_chain, NULL },
+		{ KCOLL_ALGO_BINOMIAL, kcoll_nph_log2, kcoll_sched_binomial, NULL }) },
+	[KCOLL_OP_ALLGATHER] = { .all_dependent = true, KCOLL_ALGOS(
+		{ KCOLL_ALGO_RING, kcoll_nph_n1, kcoll_sched_allgather, NULL },
+		{ KCOLL_ALGO_RECDOUBLING, kcoll_nph_fold,
+		  kcoll_sched_allgather_rd, NULL },
+		{ KCOLL_ALGO_FARFIRST, kcoll_nph_farfirst,
+		  kcoll_sched_allgather_ff, NULL }) },
+	[KCOLL_OP_REDUCE_SCATTER] = { .all_dependent = true, KCOLL_ALGOS(
+		{ KCOLL_ALGO_RING, kcoll_nph_n1, kcoll_sched_reduce_scatter,
+		  kcoll_tmp_rs_ring },
+		{ KCOLL_ALGO_RECHALVING, kcoll_nph_fold, kcoll_sched_rs_halving,
+		  kcoll_sched_tmp_rs_halving }) },
+	[KCOLL_OP_ALLTOALL] = { .all_dependent = true, KCOLL_ALGOS(
+		{ KCOLL_ALGO_PAIRWISE, kcoll_nph_n1, kcoll_sched_alltoall,
+		  kcoll_tmp_alltoall_pairwise },
+		{ KCOLL_ALGO_BRUCK, kcoll_nph_bruck, kcoll_sched_alltoall_bruck,
+		  kcoll_tmp_bruck }) },
+	[KCOLL_OP_SEND] = { .no_data = true, KCOLL_ALGOS(
+		{ KCOLL_ALGO_DIRECT, kcoll_nph_one, kcoll_sched_send, NULL }) },
+	[KCOLL_OP_RECV] = { .no_data = true, KCOLL_ALGOS(
+		{ KCOLL_ALGO_DIRECT, kcoll_nph_one, kcoll_sched_recv, NULL }) },
+	[KCOLL_OP_BARRIER] = { .no_data = true, .all_dependent = true,
+			       KCOLL_ALGOS(
+		{ KCOLL_ALGO_DISSEMINATION, kcoll_nph_log2,
+		  kcoll_sched_barrier, NULL }) },
+};
+
+/* @algo's row for @opcode (not DEFAULT), or NULL if it has none. */
+static const struct kcoll_algo_def *kcoll_algo_def(u32 opcode, u8 algo)
+{
+	const struct kcoll_coll_def *c;
+	u8 i;
+
+	if (opcode >= KCOLL_OP_LAST)
+		return NULL;
+	c = &kcoll_colls[opcode];
+	for (i = 0; i < c->nalgos; i++)
+		if (c->algos[i].algo == algo)
+			return &c->algos[i];
+	return NULL;
+}
+
+bool kcoll_sched_algo_ok(u32 opcode, u8 algo)
+{
+	return opcode < KCOLL_OP_LAST && kcoll_colls[opcode].nalgos &&
+	       (algo == KCOLL_ALGO_DEFAULT || kcoll_algo_def(opcode, algo));
+}
+
+u8 kcoll_sched_algo(const struct kcoll_sched_args *a)
+{
+	if (a->algo != KCOLL_ALGO_DEFAULT)
+		return a->algo;
+	if (a->opcode >= KCOLL_OP_LAST || !kcoll_colls[a->opcode].nalgos)
+		return KCOLL_ALGO_RING;
+	return kcoll_colls[a->opcode].algos[0].algo;
+}
+
 /* Phases of @a, which passed every check but the phase count. */
 static u32 kcoll_sched_nph(const struct kcoll_sched_args *a)
 {
-	u32 n = a->nranks;
+	const struct kcoll_algo_def *d = kcoll_algo_def(a->opcode,
+							kcoll_sched_algo(a));
 	struct kcoll_fold f;
 
-	switch (a->opcode) {
-	case KCOLL_OP_SEND:
-	case KCOLL_OP_RECV:
-		return 1;
-	case KCOLL_OP_BARRIER:
-		return kcoll_ceil_log2(n);
-	default:
-		break;
+	if (!kcoll_colls[a->opcode].no_data) {
+		if (!a->count)
+			return 0;
+		if (a->nranks == 1)	/* at most the out-of-place copy */
+			return kcoll_sched_in_place(a) ? 0 : 1;
 	}
-	if (!a->count)
-		return 0;
-	if (n == 1)	/* at most the out-of-place copy */
-		return kcoll_sched_in_place(a) ? 0 : 1;
-	kcoll_fold_init(&f, n, 0);
-	switch (kcoll_sched_algo(a)) {
-	case KCOLL_ALGO_RING:
-		return a->opcode == KCOLL_OP_ALLREDUCE ? 2 * (n - 1) : n - 1;
-	case KCOLL_ALGO_PAIRWISE:
-		return n - 1;
-	case KCOLL_ALGO_RECDOUBLING:
-	case KCOLL_ALGO_RECHALVING:
-		return f.L + 2 * f.pre;
-	case KCOLL_ALGO_RABENSEIFNER:
-		return 2 * f.L + 2 * f.pre;
-	case KCOLL_ALGO_FARFIRST:
-		return f.p - 1 + 2 * f.pre;
-	case KCOLL_ALGO_BINOMIAL:
-		return kcoll_ceil_log2(n) *
-		       (a->opcode == KCOLL_OP_ALLREDUCE ? 2 : 1);
-	case KCOLL_ALGO_BRUCK:
-		return kcoll_bruck_nph(n);
-	default:	/* CHAIN */
-		return 1;
-	}
+	kcoll_fold_init(&f, a->nranks, 0);
+	return d->nph(a, &f);
 }
 
 u32 kcoll_sched_nphases(const struct kcoll_sched_args *a)
@@ -1103,191 +1277,67 @@ u32 kcoll_sched_nphases(const struct kcoll_sched_args *a)
 
 bool kcoll_sched_all_dependent(const struct kcoll_sched_args *a)
 {
-	if (a->nranks < 2)
+	if (a->nranks < 2 || a->opcode >= KCOLL_OP_LAST ||
+	    !kcoll_colls[a->opcode].all_dependent)
 		return false;
-	switch (a->opcode) {
-	case KCOLL_OP_BARRIER:
-		return true;
-	case KCOLL_OP_ALLREDUCE:
-	case KCOLL_OP_ALLGATHER:
-	case KCOLL_OP_REDUCE_SCATTER:
-	case KCOLL_OP_ALLTOALL:
-		return a->count > 0;
-	default:
-		return false;
-	}
+	return a->count > 0 || kcoll_colls[a->opcode].no_data;
 }
 
 void kcoll_sched_phase(const struct kcoll_sched_args *a, u32 idx,
 		       struct kcoll_phase *p)
 {
+	const struct kcoll_algo_def *d;
+
 	*p = (struct kcoll_phase){ 0 };
 	if (idx >= kcoll_sched_nphases(a))
 		return;
-
-	switch (a->opcode) {
-	case KCOLL_OP_SEND:
-		kcoll_ph_send(p, a->root, KCOLL_SBUF_SEND, 0, a->count, false);
-		return;
-	case KCOLL_OP_RECV:
-		kcoll_ph_recv(p, a->root, KCOLL_SBUF_RECV, 0, a->count);
-		return;
-	case KCOLL_OP_BARRIER:
-		kcoll_sched_barrier(a, idx, p);
-		return;
-	default:
-		break;
-	}
-
-	if (a->nranks == 1) {
+	d = kcoll_algo_def(a->opcode, kcoll_sched_algo(a));
+	if (a->nranks == 1 && !kcoll_colls[a->opcode].no_data) {
 		/* Not in place (else no phase): the own input to RECV. */
 		kcoll_ph_copy(p, KCOLL_SBUF_SEND, 0, KCOLL_SBUF_RECV, 0,
 			      a->count);
 		return;
 	}
-
-	switch (kcoll_sched_algo(a)) {
-	case KCOLL_ALGO_RECDOUBLING:
-		if (a->opcode == KCOLL_OP_ALLREDUCE)
-			kcoll_sched_allreduce_rd(a, idx, p);
-		else
-			kcoll_sched_allgather_rd(a, idx, p);
-		return;
-	case KCOLL_ALGO_RABENSEIFNER:
-		kcoll_sched_allreduce_rab(a, idx, p);
-		return;
-	case KCOLL_ALGO_FARFIRST:
-		kcoll_sched_allgather_ff(a, idx, p);
-		return;
-	case KCOLL_ALGO_RECHALVING:
-		kcoll_sched_rs_halving(a, idx, p);
-		return;
-	case KCOLL_ALGO_BINOMIAL:
-		kcoll_sched_binomial(a, idx, p);
-		return;
-	case KCOLL_ALGO_BRUCK:
-		kcoll_sched_alltoall_bruck(a, idx, p);
-		return;
-	default:	/* the defaults: ring, chain, pairwise */
-		break;
-	}
-
-	switch (a->opcode) {
-	case KCOLL_OP_ALLREDUCE:
-		kcoll_sched_allreduce(a, idx, p);
-		break;
-	case KCOLL_OP_REDUCE:
-		kcoll_sched_reduce(a, p);
-		break;
-	case KCOLL_OP_BROADCAST:
-		kcoll_sched_broadcast(a, p);
-		break;
-	case KCOLL_OP_ALLGATHER:
-		kcoll_sched_allgather(a, idx, p);
-		break;
-	case KCOLL_OP_REDUCE_SCATTER:
-		kcoll_sched_reduce_scatter(a, idx, p);
-		break;
-	case KCOLL_OP_ALLTOALL:
-		kcoll_sched_alltoall(a, idx, p);
-		break;
-	}
+	d->phase(a, idx, p);
 }
 
 u64 kcoll_sched_tmp_count(const struct kcoll_sched_args *a)
 {
-	u32 n = a->nranks;
-	struct kcoll_fold f;
+	const struct kcoll_algo_def *d;
 
-	if (!kcoll_sched_nphases(a) || n == 1)
+	if (!kcoll_sched_nphases(a) || a->nranks == 1)
 		return 0;
-	switch (kcoll_sched_algo(a)) {
-	case KCOLL_ALGO_RECDOUBLING:
-		if (a->opcode != KCOLL_OP_ALLREDUCE)
-			return 0;
-		/* TMP is a step's destination from L = 2 on; with L = 1 only
-		 * the host's fold-in and the in-place copy use it. */
-		kcoll_fold_init(&f, n, a->rank);
-		return !f.away && (f.L >= 2 || f.host ||
-				   kcoll_sched_in_place(a)) ? a->count : 0;
-	case KCOLL_ALGO_BINOMIAL:
-		/* Non-root reduce ranks that receive accumulate in TMP. */
-		if (a->opcode != KCOLL_OP_REDUCE || a->rank == a->root)
-			return 0;
-		return !(kcoll_rank_sub(a->rank, a->root, n) & 1) &&
-		       kcoll_rank_sub(a->rank, a->root, n) + 1 < n ?
-		       a->count : 0;
-	case KCOLL_ALGO_RECHALVING:
-		return kcoll_sched_tmp_rs_halving(a);
-	case KCOLL_ALGO_BRUCK:
-		return (u64)(n + 2 * (n / 2)) * a->count;
-	case KCOLL_ALGO_RABENSEIFNER:
-		return 0;
-	default:
-		break;
-	}
-	switch (a->opcode) {
-	case KCOLL_OP_REDUCE: {
-		u32 pos = kcoll_rank_sub(a->rank, kcoll_rank_add(a->root, 1, n),
-					 n);
-
-		return pos > 0 && pos < n - 1 ? a->count : 0;
-	}
-	case KCOLL_OP_REDUCE_SCATTER:
-		/* Phases 0..n-3 reduce into TMP halves 0, 1, 0, ... */
-		return n >= 4 ? 2 * a->count : n == 3 ? a->count : 0;
-	case KCOLL_OP_ALLTOALL:
-		return kcoll_sched_in_place(a) ? (u64)n * a->count : 0;
-	default:
-		return 0;
-	}
+	d = kcoll_algo_def(a->opcode, kcoll_sched_algo(a));
+	return d->tmp ? d->tmp(a) : 0;
 }
 
+/*
+ * The user buffers' elements on this rank (kcoll_shape.h), less the one
+ * that running in place absorbs: the send buffer, but for REDUCE_SCATTER,
+ * whose input stays where it is and whose result is written into it.
+ */
 u64 kcoll_sched_send_count(const struct kcoll_sched_args *a)
 {
-	u64 c = a->count;
-	bool ip = kcoll_sched_in_place(a);
+	const struct kcoll_shape *d = kcoll_shape(a->opcode);
+	unsigned long long c;
 
-	if (kcoll_sched_check(a))
+	if (kcoll_sched_check(a) ||
+	    (kcoll_sched_in_place(a) && d->in_place != KCOLL_IN_PLACE_SCATTER) ||
+	    kcoll_shape_count(d->send, a->rank, a->root, a->nranks, a->count,
+			      &c))
 		return 0;
-	switch (a->opcode) {
-	case KCOLL_OP_ALLREDUCE:
-	case KCOLL_OP_ALLGATHER:
-		return ip ? 0 : c;
-	case KCOLL_OP_REDUCE:
-		return ip ? 0 : c;	/* in place only at the root */
-	case KCOLL_OP_BROADCAST:
-		return a->rank == a->root && !ip ? c : 0;
-	case KCOLL_OP_REDUCE_SCATTER:
-		return (u64)a->nranks * c;
-	case KCOLL_OP_ALLTOALL:
-		return ip ? 0 : (u64)a->nranks * c;
-	case KCOLL_OP_SEND:
-		return c;
-	default:		/* RECV, BARRIER */
-		return 0;
-	}
+	return c;
 }
 
 u64 kcoll_sched_recv_count(const struct kcoll_sched_args *a)
 {
-	u64 c = a->count;
+	const struct kcoll_shape *d = kcoll_shape(a->opcode);
+	unsigned long long c;
 
-	if (kcoll_sched_check(a))
+	if (kcoll_sched_check(a) ||
+	    (kcoll_sched_in_place(a) && d->in_place == KCOLL_IN_PLACE_SCATTER) ||
+	    kcoll_shape_count(d->recv, a->rank, a->root, a->nranks, a->count,
+			      &c))
 		return 0;
-	switch (a->opcode) {
-	case KCOLL_OP_ALLREDUCE:
-	case KCOLL_OP_BROADCAST:
-	case KCOLL_OP_RECV:
-		return c;
-	case KCOLL_OP_REDUCE:
-		return a->rank == a->root ? c : 0;
-	case KCOLL_OP_ALLGATHER:
-	case KCOLL_OP_ALLTOALL:
-		return (u64)a->nranks * c;
-	case KCOLL_OP_REDUCE_SCATTER:
-		return kcoll_sched_in_place(a) ? 0 : c;
-	default:		/* SEND, BARRIER */
-		return 0;
-	}
+	return c;
 }
