@@ -82,21 +82,25 @@ $(UNIT_WIRE): $(UNIT_SRCDIR)/test_wire.c $(TOP)/kmod/kcoll_wire.c \
 # The cost model's choice too.
 $(UNIT_SCHED): $(UNIT_SRCDIR)/test_sched.c $(UNIT_SRCDIR)/sched_model.c \
 	       $(UNIT_SRCDIR)/sched_model.h $(TOP)/kmod/kcoll_sched.c \
-	       $(TOP)/kmod/kcoll_sched.h $(TOP)/kmod/kcoll_cost.c \
+	       $(TOP)/kmod/kcoll_sched.h $(TOP)/kmod/kcoll_sched_int.h \
+		 $(TOP)/kmod/kcoll_sched_log.c $(TOP)/kmod/kcoll_cost.c \
 	       $(TOP)/kmod/kcoll_cost.h $(TOP)/kmod/kcoll_shape.h \
 	       $(UNIT_HDRS) $(UNIT_SRCDIR)/unit.mk | $(UNIT_BUILD)
 	$(CC) $(UNIT_CFLAGS) -o $@ $(UNIT_SRCDIR)/test_sched.c \
 		$(UNIT_SRCDIR)/sched_model.c \
-		$(TOP)/kmod/kcoll_sched.c $(TOP)/kmod/kcoll_cost.c \
+		$(TOP)/kmod/kcoll_sched.c $(TOP)/kmod/kcoll_sched_log.c \
+		$(TOP)/kmod/kcoll_cost.c \
 		$(UNIT_LDFLAGS)
 
 $(UNIT_COLLSIM): $(TOP)/tools/collsim.c $(TOP)/kmod/kcoll_sched.c \
-		 $(TOP)/kmod/kcoll_sched.h $(TOP)/kmod/kcoll_cost.c \
+		 $(TOP)/kmod/kcoll_sched.h $(TOP)/kmod/kcoll_sched_int.h \
+		 $(TOP)/kmod/kcoll_sched_log.c $(TOP)/kmod/kcoll_cost.c \
 		 $(TOP)/kmod/kcoll_cost.h $(UNIT_HDRS) $(UNIT_SRCDIR)/unit.mk \
 		 | $(UNIT_BUILD)
 	$(CC) -std=gnu11 -Wall -Wextra -Werror -O2 -I$(TOP)/uapi -I$(TOP)/kmod \
 		-DKCOLL_SCHED_MAX_RANKS=16384 -o $@ $(TOP)/tools/collsim.c \
-		$(TOP)/kmod/kcoll_sched.c $(TOP)/kmod/kcoll_cost.c -lm
+		$(TOP)/kmod/kcoll_sched.c $(TOP)/kmod/kcoll_sched_log.c \
+		$(TOP)/kmod/kcoll_cost.c -lm
 
 # libcoll against the static library ...
 $(UNIT_ABI): $(UNIT_SRCDIR)/test_libcoll_abi.c $(TOP)/kmod/kcoll_logic.c \
