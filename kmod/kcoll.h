@@ -114,7 +114,6 @@ void kcoll_mod_delayed(struct delayed_work *dw, unsigned long delay);
 void kcoll_coll_issue(struct kcoll_req *req);	/* kcoll_coll.c */
 int kcoll_nop_exec(const struct kcoll_sqe *sqe);
 int kcoll_ops_init(void);
-void kcoll_ops_exit(void);
 
 /* kcoll_ring.c */
 struct kcoll_ctx *kcoll_ctx_create(void);
@@ -216,10 +215,11 @@ extern const struct attribute_group kcoll_algo_ops_group;
 /* kcoll_reduce.c: CPU reductions */
 int kcoll_reduce_init(void);
 u32 kcoll_reduce_gamma_ps(void);	/* fp32 sum, measured at load */
-void kcoll_reduce_debugfs_init(void);
-void kcoll_reduce_debugfs_exit(void);
 struct dentry;
-void kcoll_comm_debugfs_init(struct dentry *dir);	/* kcoll_comm.c */
+void kcoll_reduce_debugfs_init(struct dentry *dir);
+/* kcoll_debugfs.c */
+void kcoll_debugfs_init(void);
+void kcoll_debugfs_exit(void);
 const char *kcoll_reduce_impl_active(void);
 /* Callers bracket these with kernel_fpu_begin()/kernel_fpu_end(). */
 void (*kcoll_reduce_active(unsigned int dtype, unsigned int redop))

@@ -15,6 +15,7 @@
 #include <linux/poll.h>
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
+#include <linux/workqueue.h>
 
 #include "kcoll.h"
 #include "kcoll_comm.h"
@@ -170,6 +171,29 @@ struct device *kcoll_misc_device(void)
 	return kcoll_misc.this_device;
 }
 
+/* ------------------------------------------------------------------ */
+/* The module's workqueue                                               */
+/* ------------------------------------------------------------------ */
+
+static struct workqueue_struct *kcoll_wq;
+
+/* Deferred work of the module: drained (destroy_workqueue) at exit. */
+void kcoll_queue_delayed(struct delayed_work *dw, unsigned long delay)
+{
+	queue_delayed_work(kcoll_wq, dw, delay);
+}
+
+void kcoll_queue_work(struct work_struct *w)
+{
+	queue_work(kcoll_wq, w);
+}
+
+/* Queue @dw to run in @delay jiffies, moving it if it is already queued. */
+void kcoll_mod_delayed(struct delayed_work *dw, unsigned long delay)
+{
+	mod_delayed_work(kcoll_wq, dw, delay);
+}
+
 static int __init kcoll_init(void)
 {
 	int err;
@@ -185,10 +209,15 @@ static int __init kcoll_init(void)
 	err = kcoll_ops_init();
 	if (err)
 		goto out_ring_exit;
+	kcoll_wq = alloc_workqueue("kcoll", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
+	if (!kcoll_wq) {
+		err = -ENOMEM;
+		goto out_ring_exit;
+	}
 	/* Before the devices: adding them sends events. */
 	err = kcoll_nl_init();
 	if (err)
-		goto out_ops_exit;
+		goto out_destroy_wq;
 	err = kcoll_ib_init();
 	if (err)
 		goto out_nl_exit;
@@ -198,7 +227,7 @@ static int __init kcoll_init(void)
 	err = misc_register(&kcoll_misc);
 	if (err)
 		goto out_comm_exit;
-	kcoll_reduce_debugfs_init();
+	kcoll_debugfs_init();
 	pr_info("version " KCOLL_VERSION ", ABI %u\n", KCOLL_ABI_VERSION);
 	return 0;
 
@@ -208,8 +237,8 @@ out_ib_exit:
 	kcoll_ib_exit();
 out_nl_exit:
 	kcoll_nl_exit();
-out_ops_exit:
-	kcoll_ops_exit();
+out_destroy_wq:
+	destroy_workqueue(kcoll_wq);
 out_ring_exit:
 	kcoll_ring_exit();
 	return err;
@@ -219,12 +248,14 @@ static void __exit kcoll_exit(void)
 {
 	int live;
 
-	kcoll_reduce_debugfs_exit();
+	kcoll_debugfs_exit();
 	misc_deregister(&kcoll_misc);
 	kcoll_comm_exit();
 	kcoll_ib_exit();
 	kcoll_nl_exit();
-	kcoll_ops_exit();
+	/* All files are closed by now; wait for any completion still
+	 * unwinding. */
+	destroy_workqueue(kcoll_wq);
 	live = atomic_read(&kcoll_nr_live_reqs);
 	if (live || atomic_read(&kcoll_nr_contexts))
 		pr_err("leak: %d request(s), %d context(s) still allocated\n",

@@ -6,28 +6,8 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/jiffies.h>
-#include <linux/workqueue.h>
 
 #include "kcoll.h"
-
-static struct workqueue_struct *kcoll_wq;
-
-/* Deferred work of the module: drained (destroy_workqueue) at exit. */
-void kcoll_queue_delayed(struct delayed_work *dw, unsigned long delay)
-{
-	queue_delayed_work(kcoll_wq, dw, delay);
-}
-
-void kcoll_queue_work(struct work_struct *w)
-{
-	queue_work(kcoll_wq, w);
-}
-
-/* Queue @dw to run in @delay jiffies, moving it if it is already queued. */
-void kcoll_mod_delayed(struct delayed_work *dw, unsigned long delay)
-{
-	mod_delayed_work(kcoll_wq, dw, delay);
-}
 
 int kcoll_nop_exec(const struct kcoll_sqe *sqe)
 {
@@ -45,8 +25,7 @@ static void kcoll_delay_fire(struct work_struct *work)
 static void kcoll_delay_issue(struct kcoll_req *req)
 {
 	INIT_DELAYED_WORK(&req->dwork, kcoll_delay_fire);
-	queue_delayed_work(kcoll_wq, &req->dwork,
-			   usecs_to_jiffies(req->sqe.count));
+	kcoll_queue_delayed(&req->dwork, usecs_to_jiffies(req->sqe.count));
 }
 
 /* Must hold req->ctx->cq_lock; does not sleep. */
@@ -95,17 +74,5 @@ static int kcoll_ops_check(void)
 
 int kcoll_ops_init(void)
 {
-	int err;
-
-	err = kcoll_ops_check();
-	if (err)
-		return err;
-	kcoll_wq = alloc_workqueue("kcoll", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
-	return kcoll_wq ? 0 : -ENOMEM;
-}
-
-/* All files are closed by now; wait for any completion still unwinding. */
-void kcoll_ops_exit(void)
-{
-	destroy_workqueue(kcoll_wq);
+	return kcoll_ops_check();
 }

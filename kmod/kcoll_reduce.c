@@ -301,17 +301,8 @@ static int kcoll_bench_show(struct seq_file *m, void *unused)
 }
 DEFINE_SHOW_ATTRIBUTE(kcoll_bench);
 
-static struct dentry *kcoll_debugfs;
-
-void kcoll_reduce_debugfs_init(void)
+void kcoll_reduce_debugfs_init(struct dentry *dir)
 {
-	kcoll_debugfs = debugfs_create_dir("kcoll", NULL);
-	debugfs_create_file("reduce_bench", 0400, kcoll_debugfs, NULL,
+	debugfs_create_file("reduce_bench", 0400, dir, NULL,
 			    &kcoll_bench_fops);
-	kcoll_comm_debugfs_init(kcoll_debugfs);
-}
-
-void kcoll_reduce_debugfs_exit(void)
-{
-	debugfs_remove_recursive(kcoll_debugfs);
 }

@@ -1,0 +1,763 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kcoll connection setup with kernel rdma_cm. Within a communicator the
+ * higher rank connects (the active side: resolve, route, connect with a
+ * hello in the REQ private data, retried while the peer's communicator
+ * does not exist yet) and the lower one accepts (the passive side: find
+ * the communicator by uid, rank and key, check the hello, accept or
+ * reject with a reason). Once a lane is established both sides prove the
+ * key on it (kcoll_auth.c) before the connection counts as up. The QPs,
+ * completions and state changes are kcoll_conn.c's.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/in.h>
+#include <linux/in6.h>
+#include <linux/inet.h>
+#include <linux/ratelimit.h>
+#include <linux/slab.h>
+#include <crypto/algapi.h>
+#include <rdma/ib_cm.h>
+
+#include "kcoll_conn.h"
+#include "kcoll_xport.h"
+
+/* ------------------------------------------------------------------ */
+/* Active side                                                          */
+/* ------------------------------------------------------------------ */
+
+static void kcoll_cm_unbusy(struct kcoll_comm *comm);
+static void kcoll_cm_event(struct kcoll_lane *lane, struct rdma_cm_id *id,
+			   struct rdma_cm_event *ev);
+
+int kcoll_rank_sockaddr(const struct kcoll_rank_addr *ra,
+			struct sockaddr_storage *ss)
+{
+	static const u8 v4mapped[12] = { [10] = 0xff, [11] = 0xff };
+	struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+
+	memset(ss, 0, sizeof(*ss));
+	if (memcmp(ra->addr, v4mapped, sizeof(v4mapped)))
+		return -EAFNOSUPPORT;
+	sin->sin_family = AF_INET;
+	memcpy(&sin->sin_addr.s_addr, ra->addr + 12, 4);
+	sin->sin_port = htons(ra->port ? ra->port :
+			      kcoll_listen_port);
+	return 0;
+}
+
+/*
+ * Release the verbs objects of every lane (a failed attempt, or the end);
+ * not from a handler of theirs.
+ */
+void kcoll_conn_teardown_id(struct kcoll_conn *conn)
+{
+	unsigned int i;
+
+	for (i = 0; i < KCOLL_MAX_LANES; i++) {
+		struct kcoll_lane *lane = &conn->lane[i];
+		struct rdma_cm_id *id = lane->cm_id;
+
+		if (!id)
+			continue;
+		if (lane->qp) {
+			rdma_disconnect(id);
+			ib_drain_qp(lane->qp);
+			rdma_destroy_qp(id);
+			lane->qp = NULL;
+		}
+		rdma_destroy_id(id);
+		lane->cm_id = NULL;
+		kcoll_lane_free_rx(lane);
+	}
+	conn->lanes_up = 0;
+	kcoll_conn_free_cq(conn);
+}
+
+/* Active side: start connecting lane @idx (lane 0 first, then the rest). */
+static int kcoll_conn_connect(struct kcoll_conn *conn, unsigned int idx)
+{
+	struct kcoll_lane *lane = &conn->lane[idx];
+	struct kcoll_comm *comm = conn->comm;
+	struct sockaddr_storage dst;
+	struct rdma_cm_id *id;
+	int err;
+
+	err = kcoll_rank_sockaddr(&comm->ranks[conn->peer], &dst);
+	if (err)
+		return err;
+	id = rdma_create_id(&init_net, kcoll_cm_handler, lane, RDMA_PS_TCP,
+			    IB_QPT_RC);
+	if (IS_ERR(id))
+		return PTR_ERR(id);
+	lane->cm_id = id;
+	if (!idx)
+		conn->state = KCOLL_CONN_CONNECTING;
+	err = rdma_resolve_addr(id, (struct sockaddr *)&comm->self_addr,
+				(struct sockaddr *)&dst, 2000);
+	if (err) {
+		lane->cm_id = NULL;
+		rdma_destroy_id(id);
+	}
+	return err;
+}
+
+void kcoll_conn_retry_work(struct work_struct *work)
+{
+	struct kcoll_conn *conn = container_of(to_delayed_work(work),
+					       struct kcoll_conn, retry);
+	struct kcoll_comm *comm = conn->comm;
+	int err;
+
+	kcoll_conn_teardown_id(conn);
+	mutex_lock(&comm->lock);
+	if (comm->shutting_down || comm->error) {
+		mutex_unlock(&comm->lock);
+		return;
+	}
+	if (time_after(jiffies, comm->connect_deadline)) {
+		pr_warn_ratelimited("comm %llx rank %u: rank %u unreachable after %u attempt(s)\n",
+				    comm->uid, comm->rank, conn->peer,
+				    conn->attempts);
+		kcoll_conn_fail_setup(conn, -ETIMEDOUT);
+		mutex_unlock(&comm->lock);
+		return;
+	}
+	conn->attempts++;
+	mutex_unlock(&comm->lock);
+	err = kcoll_conn_connect(conn, 0);
+	if (err) {
+		mutex_lock(&comm->lock);
+		kcoll_conn_fail_setup(conn, err);
+		mutex_unlock(&comm->lock);
+	}
+}
+
+/* Try again shortly (the peer's communicator may not exist yet). */
+static void kcoll_conn_retry_later(struct kcoll_conn *conn)
+{
+	unsigned long delay = msecs_to_jiffies(min(20U << min(conn->attempts, 4U),
+						    200U));
+
+	kcoll_queue_delayed(&conn->retry, delay);
+}
+
+/*
+ * A peer's cost model inputs (0: it does not know): the communicator's
+ * model is the largest of each over every rank, so every rank, having
+ * heard every other one, chooses alike. Must hold comm->lock.
+ */
+static void kcoll_comm_model_merge(struct kcoll_comm *comm, __le32 alpha_ns,
+				   __le32 beta_ps, __le32 gamma_ps)
+{
+	struct kcoll_model *m = &comm->model;
+
+	lockdep_assert_held(&comm->lock);
+	m->alpha_ns = max(m->alpha_ns, le32_to_cpu(alpha_ns));
+	m->beta_ps = max(m->beta_ps, le32_to_cpu(beta_ps));
+	m->gamma_ps = max(m->gamma_ps, le32_to_cpu(gamma_ps));
+}
+
+static int kcoll_conn_send_hello(struct kcoll_lane *lane,
+				 struct rdma_cm_id *id)
+{
+	struct kcoll_conn *conn = lane->conn;
+	struct kcoll_comm *comm = conn->comm;
+	struct kcoll_wire_hello hello = {
+		.version = KCOLL_WIRE_VERSION,
+		.flags = kcoll_hello_lanes(lane->idx, conn->nlanes) |
+			 (conn->local_offer ? KCOLL_HELLO_LOCAL : 0) |
+			 (conn->eager_offer ? KCOLL_HELLO_EAGER : 0),
+		.magic = cpu_to_le32(KCOLL_WIRE_MAGIC),
+		.uid = cpu_to_le64(comm->uid),
+		.src_rank = cpu_to_le32(comm->rank),
+		.dst_rank = cpu_to_le32(conn->peer),
+		.nranks = cpu_to_le32(comm->nranks),
+	};
+	struct rdma_conn_param param = {
+		.private_data = &hello,
+		.private_data_len = sizeof(hello),
+		.responder_resources = 1,
+		.initiator_depth = 1,
+		.retry_count = 7,
+		.rnr_retry_count = 7,
+	};
+
+	int err;
+
+	/* A fresh nonce per attempt; the key itself never goes out. */
+	err = kcoll_auth_hello_sign(comm, &hello);
+	if (err)
+		return err;
+	memcpy(lane->nonce_hello, hello.nonce, KCOLL_AUTH_NONCE);
+	lane->hello = hello;
+	lane->established = false;
+	lane->authed = false;
+	/* How long a lost packet stalls the QP before it is resent. */
+	rdma_set_ack_timeout(id, kcoll_ack_timeout());
+	return rdma_connect_locked(id, &param);
+}
+
+/* A REJECTED event on the active side: retry, or fail with the reason. */
+static void kcoll_conn_rejected(struct kcoll_lane *lane,
+				struct rdma_cm_event *ev)
+{
+	const struct kcoll_wire_reject *rej = ev->param.conn.private_data;
+	struct kcoll_conn *conn = lane->conn;
+	struct kcoll_comm *comm = conn->comm;
+	int reason = 0;
+
+	/* The accepting side: the connecting one gave up (ib_cm's REJ for
+	 * an accepted REQ whose id went away). It does not dial back. */
+	if (!conn->active) {
+		kcoll_conn_fail_setup(conn, -ECONNRESET);
+		return;
+	}
+	if (ev->status == IB_CM_REJ_CONSUMER_DEFINED && rej &&
+	    ev->param.conn.private_data_len >= sizeof(*rej) &&
+	    le32_to_cpu(rej->magic) == KCOLL_WIRE_MAGIC)
+		reason = rej->reason;
+	switch (reason) {
+	case KCOLL_REJ_KEY:
+		pr_warn_ratelimited("comm %llx rank %u: rank %u refused our key\n",
+				    comm->uid, comm->rank, conn->peer);
+		kcoll_conn_fail_setup(conn, -EACCES);
+		return;
+	case KCOLL_REJ_VERSION:
+		pr_warn_ratelimited("comm %llx rank %u: rank %u speaks another kcoll wire version (this node: %u)\n",
+				    comm->uid, comm->rank, conn->peer,
+				    KCOLL_WIRE_VERSION);
+		kcoll_conn_fail_setup(conn, -EPROTONOSUPPORT);
+		return;
+	case KCOLL_REJ_DEVICE:
+		pr_warn_ratelimited("comm %llx rank %u: rank %u does not use the device our hello reached\n",
+				    comm->uid, comm->rank, conn->peer);
+		kcoll_conn_fail_setup(conn, -ENXIO);
+		return;
+	case KCOLL_REJ_RANK:
+	case KCOLL_REJ_DUP:
+		if (lane->idx) {
+			pr_warn_ratelimited("comm %llx rank %u: rank %u refused QP %u of %u: does its kcoll predate several QPs per peer? (qps_per_peer=1 talks to it)\n",
+					    comm->uid, comm->rank, conn->peer,
+					    lane->idx, conn->nlanes);
+			kcoll_conn_fail_setup(conn, -EPROTONOSUPPORT);
+			return;
+		}
+		pr_warn_ratelimited("comm %llx rank %u: rank %u refused the rank table (%d)\n",
+				    comm->uid, comm->rank, conn->peer, reason);
+		kcoll_conn_fail_setup(conn, -EINVAL);
+		return;
+	default:
+		/* Not there yet (no comm, no listener): try again. Lanes
+		 * after the first go to a peer that has accepted one. */
+		if (lane->idx) {
+			pr_warn_ratelimited("comm %llx rank %u: rank %u refused QP %u of %u (%d)\n",
+					    comm->uid, comm->rank, conn->peer,
+					    lane->idx, conn->nlanes, reason);
+			kcoll_conn_fail_setup(conn, -ECONNREFUSED);
+			return;
+		}
+		kcoll_conn_retry_later(conn);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Passive side                                                         */
+/* ------------------------------------------------------------------ */
+
+static void kcoll_reject(struct rdma_cm_id *id, u8 reason)
+{
+	struct kcoll_wire_reject rej = {
+		.magic = cpu_to_le32(KCOLL_WIRE_MAGIC),
+		.reason = reason,
+	};
+
+	rdma_reject(id, &rej, sizeof(rej), IB_CM_REJ_CONSUMER_DEFINED);
+}
+
+/*
+ * CONNECT_REQUEST on the listener: @id is new. Returns 0 (accepted or
+ * rejected; the listener keeps @id or it is destroyed with the reject) or
+ * non-zero to have rdma_cm destroy @id.
+ */
+static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
+{
+	const struct kcoll_wire_hello *h = ev->param.conn.private_data;
+	struct kcoll_wire_accept acc = {
+		.magic = cpu_to_le32(KCOLL_WIRE_MAGIC),
+	};
+	struct rdma_conn_param param = {
+		.private_data = &acc,
+		.private_data_len = sizeof(acc),
+		.responder_resources = 1,
+		.initiator_depth = 1,
+		.rnr_retry_count = 7,
+	};
+	struct kcoll_lane *lane = NULL;
+	struct kcoll_comm *comm;
+	struct kcoll_conn *conn;
+	u32 src, dst, n, idx, nlanes;
+	bool local, other;
+	int err;
+
+	switch (kcoll_wire_hello_check(h, ev->param.conn.private_data_len,
+				       KCOLL_MAX_LANES)) {
+	case 0:
+		break;
+	case KCOLL_WIRE_HELLO_VERSION:
+		pr_warn_ratelimited("refusing a connection from %pISc: kcoll wire version %u, this node speaks %u (upgrade the nodes together)\n",
+				    &id->route.addr.dst_addr, h->version,
+				    KCOLL_WIRE_VERSION);
+		kcoll_reject(id, KCOLL_REJ_VERSION);
+		return -ECONNREFUSED;
+	case KCOLL_WIRE_HELLO_LANES:
+		pr_warn_ratelimited("refusing a connection for QP %u of %u (from %pISc)\n",
+				    kcoll_hello_lane(h->flags),
+				    kcoll_hello_nlanes(h->flags),
+				    &id->route.addr.dst_addr);
+		kcoll_reject(id, KCOLL_REJ_RANK);
+		return -ECONNREFUSED;
+	default:
+		pr_warn_ratelimited("refusing a connection with a foreign hello (from %pISc)\n",
+				    &id->route.addr.dst_addr);
+		kcoll_reject(id, KCOLL_REJ_VERSION);
+		return -ECONNREFUSED;
+	}
+	src = le32_to_cpu(h->src_rank);
+	dst = le32_to_cpu(h->dst_rank);
+	n = le32_to_cpu(h->nranks);
+	idx = kcoll_hello_lane(h->flags);
+	nlanes = kcoll_hello_nlanes(h->flags);
+	comm = kcoll_comm_find_hello(h, &other);
+	if (!comm && other) {
+		/*
+		 * Refused as if there were no such communicator: whoever
+		 * lacks the key learns nothing from the answer (which
+		 * (uid, rank) exist), and a rank whose own communicator is
+		 * not listed yet while another user squats its uid and rank
+		 * with another key retries instead of failing. The
+		 * connecting side times out; the reason is logged here.
+		 */
+		pr_warn_ratelimited("comm %llx rank %u: refusing rank %u from %pISc: its hello is not signed with our key\n",
+				    le64_to_cpu(h->uid), dst, src,
+				    &id->route.addr.dst_addr);
+		kcoll_reject(id, KCOLL_REJ_NOCOMM);
+		return -ECONNREFUSED;
+	}
+	if (!comm) {
+		/* The devices tunable: on a device this node does not use,
+		 * no communicator of ours will ever be there. */
+		if (!kcoll_ib_enabled(id->device)) {
+			pr_warn_ratelimited("refusing a connection from %pISc on %s: not in the devices tunable\n",
+					    &id->route.addr.dst_addr,
+					    dev_name(&id->device->dev));
+			kcoll_reject(id, KCOLL_REJ_DEVICE);
+		} else {
+			kcoll_reject(id, KCOLL_REJ_NOCOMM);
+		}
+		return -ECONNREFUSED;
+	}
+	/* An existing communicator keeps its device, whatever the tunable
+	 * says now; a hello on another is refused as such at once. */
+	if (id->device != comm->ibdev) {
+		pr_warn_ratelimited("comm %llx rank %u: refusing rank %u from %pISc on %s: the communicator uses %s\n",
+				    comm->uid, comm->rank, src,
+				    &id->route.addr.dst_addr,
+				    dev_name(&id->device->dev),
+				    comm->ibdev ? dev_name(&comm->ibdev->dev) :
+						  "none");
+		kcoll_reject(id, KCOLL_REJ_DEVICE);
+		goto out_put;
+	}
+	if (!kcoll_wire_hello_ranks_ok(h, comm->nranks, comm->rank)) {
+		pr_warn_ratelimited("comm %llx rank %u: refusing rank %u of %u (we have %u ranks)\n",
+				    comm->uid, comm->rank, src, n,
+				    comm->nranks);
+		kcoll_reject(id, KCOLL_REJ_RANK);
+		goto out_put;
+	}
+	/* The intra-node path, if offered, and only if the connecting
+	 * rank's communicator really is in this module. */
+	local = !idx && nlanes == 1 && (h->flags & KCOLL_HELLO_LOCAL) &&
+		kcoll_intra_node() && kcoll_comm_hello_is_ours(comm, h);
+	mutex_lock(&comm->lock);
+	conn = comm->conns[src];
+	if (!conn) {
+		/* Listed, its connections not allocated yet (or never, the
+		 * creation failing): as if it did not exist yet. */
+		mutex_unlock(&comm->lock);
+		kcoll_reject(id, KCOLL_REJ_NOCOMM);
+		goto out_put;
+	}
+	/* The first QP finds the connection idle and sets the number of
+	 * QPs; the others join it while it is being set up. */
+	if (comm->shutting_down || comm->error ||
+	    (!idx && conn->state != KCOLL_CONN_IDLE) ||
+	    (idx && (conn->state != KCOLL_CONN_CONNECTING ||
+		     conn->nlanes != nlanes || conn->lane[idx].cm_id ||
+		     !conn->lane[0].cm_id))) {
+		mutex_unlock(&comm->lock);
+		kcoll_reject(id, KCOLL_REJ_DUP);
+		goto out_put;
+	}
+	if (!idx) {
+		conn->state = KCOLL_CONN_CONNECTING;
+		kcoll_conn_set_lanes(conn, nlanes);
+		conn->local = local;
+		conn->eager = nlanes == 1 &&
+			      (h->flags & KCOLL_HELLO_EAGER) && kcoll_eager() &&
+			      kcoll_eager_fits(comm);
+		acc.flags = (local ? KCOLL_ACCEPT_LOCAL : 0) |
+			    (conn->eager ? KCOLL_ACCEPT_EAGER : 0) |
+			    KCOLL_ACCEPT_PING;
+	}
+	lane = &conn->lane[idx];
+	comm->cm_busy++;
+	acc.alpha_ns = cpu_to_le32(comm->mine.alpha_ns);
+	acc.beta_ps = cpu_to_le32(comm->mine.beta_ps);
+	acc.gamma_ps = cpu_to_le32(comm->mine.gamma_ps);
+	/* Our proof, over the hello: the connecting side checks it, then
+	 * proves itself over both nonces (KCOLL_MSG_AUTH). */
+	err = kcoll_auth_accept_sign(comm, h, &acc);
+	memcpy(lane->nonce_hello, h->nonce, KCOLL_AUTH_NONCE);
+	memcpy(lane->nonce_accept, acc.nonce, KCOLL_AUTH_NONCE);
+	lane->established = false;
+	lane->authed = false;
+	mutex_unlock(&comm->lock);
+	if (err) {
+		kcoll_reject(id, KCOLL_REJ_NOMEM);
+		goto out_idle;
+	}
+
+	err = kcoll_lane_create_qp(lane, id);
+	if (err) {
+		kcoll_reject(id, KCOLL_REJ_NOMEM);
+		goto out_idle;
+	}
+	rdma_set_ack_timeout(id, kcoll_ack_timeout());
+	err = rdma_accept(id, &param);
+	if (err) {
+		/* Our non-zero return destroys @id; the QP goes first. */
+		kcoll_lane_destroy_qp(lane, id);
+		kcoll_conn_free_cq(conn);
+		goto out_idle;
+	}
+	mutex_lock(&comm->lock);
+	id->context = lane;
+	lane->cm_id = id;
+	kcoll_cm_unbusy(comm);
+	mutex_unlock(&comm->lock);
+	kcoll_comm_put(comm);
+	return 0;
+
+out_idle:
+	mutex_lock(&comm->lock);
+	/* A later QP's failure fails the setup: the active side does not
+	 * retry once the first is accepted. */
+	if (idx)
+		kcoll_conn_fail_setup(conn, err);
+	else
+		conn->state = KCOLL_CONN_IDLE;
+	kcoll_cm_unbusy(comm);
+	mutex_unlock(&comm->lock);
+out_put:
+	kcoll_comm_put(comm);
+	return -ECONNREFUSED;
+}
+
+/* ------------------------------------------------------------------ */
+/* The event handler                                                    */
+/* ------------------------------------------------------------------ */
+
+int kcoll_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
+{
+	struct kcoll_lane *lane = id->context;
+	struct kcoll_conn *conn;
+	struct kcoll_comm *comm;
+
+	if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST)
+		return kcoll_conn_request(id, ev);
+	if (!lane)	/* the listener itself */
+		return 0;
+	conn = lane->conn;
+	comm = conn->comm;
+	pr_debug("comm %llx peer %u QP %u: %s (%d)\n", comm->uid, conn->peer,
+		 lane->idx, rdma_event_msg(ev->event), ev->status);
+	/* A shutting-down comm is tearing this id down: touch nothing. */
+	mutex_lock(&comm->lock);
+	if (comm->shutting_down) {
+		mutex_unlock(&comm->lock);
+		return 0;
+	}
+	comm->cm_busy++;
+	mutex_unlock(&comm->lock);
+	kcoll_cm_event(lane, id, ev);
+	mutex_lock(&comm->lock);
+	kcoll_cm_unbusy(comm);
+	mutex_unlock(&comm->lock);
+	return 0;
+}
+
+static void kcoll_cm_unbusy(struct kcoll_comm *comm)
+{
+	lockdep_assert_held(&comm->lock);
+	if (!--comm->cm_busy)
+		wake_up_all(&comm->wait);
+}
+
+/*
+ * @lane counts: the connection is up once all its lanes do. Returns true
+ * when the caller is to start the other lanes (the active side's first).
+ * Must hold comm->lock.
+ */
+static bool kcoll_lane_ready(struct kcoll_lane *lane)
+{
+	struct kcoll_conn *conn = lane->conn;
+
+	lockdep_assert_held(&conn->comm->lock);
+	conn->lanes_up++;
+	if (conn->lanes_up == conn->nlanes)
+		kcoll_conn_up(conn);
+	return conn->active && !lane->idx && conn->nlanes > 1;
+}
+
+/*
+ * Connecting side: our proof over both nonces, the first message on
+ * @lane's QP (before the connection is up, so not through
+ * kcoll_conn_send_msg()). Must hold comm->lock.
+ */
+static int kcoll_lane_send_auth(struct kcoll_lane *lane)
+{
+	struct kcoll_conn *conn = lane->conn;
+	struct kcoll_comm *comm = conn->comm;
+	struct kcoll_wire_auth a = {
+		.type = KCOLL_MSG_AUTH,
+		.alpha_ns = cpu_to_le32(comm->mine.alpha_ns),
+		.beta_ps = cpu_to_le32(comm->mine.beta_ps),
+		.gamma_ps = cpu_to_le32(comm->mine.gamma_ps),
+	};
+	struct ib_sge sge = { .addr = (uintptr_t)&a, .length = sizeof(a) };
+	struct ib_send_wr wr = {
+		.wr_cqe = &lane->tx_cqe,
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = IB_WR_SEND,
+		.send_flags = IB_SEND_INLINE | IB_SEND_SIGNALED,
+	};
+	int err;
+
+	lockdep_assert_held(&comm->lock);
+	err = kcoll_auth_msg_sign(comm, lane, &a);
+	if (err)
+		return err;
+	err = ib_post_send(lane->qp, &wr, NULL);
+	if (!err) {
+		conn->sq_posted++;
+		if (!lane->sq_posted++)
+			kcoll_engine_sq_busy(lane);
+	}
+	return err;
+}
+
+/*
+ * Lane @lane is established. On the connecting side the accept must prove
+ * that the peer knows the key (else we give up: -EACCES), our AUTH goes
+ * first on the QP, and the first lane's accept brings the peer's model
+ * and what it agreed to. On the accepting side the lane counts once the
+ * peer's AUTH has been checked too (kcoll_lane_auth()), whichever comes
+ * first. Returns true when the caller is to start the other lanes. Must
+ * hold comm->lock.
+ */
+static bool kcoll_lane_established(struct kcoll_lane *lane,
+				   struct rdma_cm_event *ev, int err)
+{
+	struct kcoll_conn *conn = lane->conn;
+	struct kcoll_comm *comm = conn->comm;
+
+	lockdep_assert_held(&comm->lock);
+	if (conn->state != KCOLL_CONN_CONNECTING)
+		return false;
+	if (conn->active) {
+		const struct kcoll_wire_accept *acc =
+			ev->param.conn.private_data;
+		u8 len = acc ? ev->param.conn.private_data_len : 0;
+
+		if (!err && (len < sizeof(*acc) ||
+			     le32_to_cpu(acc->magic) != KCOLL_WIRE_MAGIC ||
+			     !kcoll_auth_accept_ok(comm, &lane->hello, acc))) {
+			pr_warn_ratelimited("comm %llx rank %u: rank %u's listener (%pISc) did not prove it knows the key: refused\n",
+					    comm->uid, comm->rank, conn->peer,
+					    &lane->cm_id->route.addr.dst_addr);
+			err = -EACCES;
+		}
+		if (!err) {
+			memcpy(lane->nonce_accept, acc->nonce,
+			       KCOLL_AUTH_NONCE);
+			err = kcoll_lane_send_auth(lane);
+		}
+		if (!err && !lane->idx) {
+			kcoll_comm_model_merge(comm, acc->alpha_ns,
+					       acc->beta_ps, acc->gamma_ps);
+			/* Offered by us and confirmed by the peer. */
+			conn->local = conn->local_offer &&
+				      (acc->flags & KCOLL_ACCEPT_LOCAL);
+			conn->peer_pongs = acc->flags & KCOLL_ACCEPT_PING;
+			conn->eager = conn->eager_offer &&
+				      (acc->flags & KCOLL_ACCEPT_EAGER);
+		}
+		if (err) {
+			kcoll_conn_fail_setup(conn, err);
+			return false;
+		}
+		return kcoll_lane_ready(lane);
+	}
+	if (err) {
+		kcoll_conn_fail_setup(conn, err);
+		return false;
+	}
+	lane->established = true;
+	return lane->authed && kcoll_lane_ready(lane);
+}
+
+/*
+ * Accepting side: the first message on @lane's QP, which must be the
+ * connecting side's AUTH over both nonces. Anything else (a replayed
+ * hello's sender cannot produce it) ends the setup. Must hold comm->lock.
+ */
+void kcoll_lane_auth(struct kcoll_lane *lane,
+		     const struct kcoll_wire_msg *m)
+{
+	const struct kcoll_wire_auth *a = (const void *)m;
+	struct kcoll_conn *conn = lane->conn;
+	struct kcoll_comm *comm = conn->comm;
+
+	lockdep_assert_held(&comm->lock);
+	if (conn->state != KCOLL_CONN_CONNECTING)
+		return;
+	if (!kcoll_auth_msg_ok(comm, lane, a)) {
+		pr_warn_ratelimited("comm %llx rank %u: rank %u's first message on QP %u is no proof of the key: dropped\n",
+				    comm->uid, comm->rank, conn->peer,
+				    lane->idx);
+		kcoll_conn_fail_setup(conn, -EACCES);
+		return;
+	}
+	lane->authed = true;
+	if (!lane->idx)
+		kcoll_comm_model_merge(comm, a->alpha_ns, a->beta_ps,
+				       a->gamma_ps);
+	if (lane->established)
+		kcoll_lane_ready(lane);
+}
+
+/*
+ * Active side, from the first lane's ESTABLISHED handler: connect the
+ * others. The comm cannot go away meanwhile (its shutdown waits for
+ * cm_busy); nothing else touches these lanes until they have an id.
+ */
+static void kcoll_conn_connect_rest(struct kcoll_conn *conn)
+{
+	struct kcoll_comm *comm = conn->comm;
+	unsigned int i;
+	int err;
+
+	for (i = 1; i < conn->nlanes; i++) {
+		err = kcoll_conn_connect(conn, i);
+		if (err) {
+			mutex_lock(&comm->lock);
+			kcoll_conn_fail_setup(conn, err);
+			mutex_unlock(&comm->lock);
+			return;
+		}
+	}
+}
+
+static void kcoll_cm_event(struct kcoll_lane *lane, struct rdma_cm_id *id,
+			   struct rdma_cm_event *ev)
+{
+	struct kcoll_conn *conn = lane->conn;
+	struct kcoll_comm *comm = conn->comm;
+	bool more;
+	int err;
+
+	switch (ev->event) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		err = rdma_resolve_route(id, 2000);
+		if (err)
+			goto retry;
+		return;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		err = kcoll_lane_create_qp(lane, id);
+		if (err) {
+			mutex_lock(&comm->lock);
+			kcoll_conn_fail_setup(conn, err);
+			mutex_unlock(&comm->lock);
+			return;
+		}
+		err = kcoll_conn_send_hello(lane, id);
+		if (err)
+			goto retry;
+		return;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+		goto retry;
+	case RDMA_CM_EVENT_REJECTED:
+		mutex_lock(&comm->lock);
+		kcoll_conn_rejected(lane, ev);
+		mutex_unlock(&comm->lock);
+		return;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		/* Staging is the connection's: with its first lane. */
+		err = lane->idx ? 0 : kcoll_conn_alloc_stage(conn);
+		mutex_lock(&comm->lock);
+		more = kcoll_lane_established(lane, ev, err);
+		mutex_unlock(&comm->lock);
+		if (more)
+			kcoll_conn_connect_rest(conn);
+		return;
+	case RDMA_CM_EVENT_DISCONNECTED:
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+	case RDMA_CM_EVENT_ADDR_CHANGE:
+	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+		mutex_lock(&comm->lock);
+		/* A peer on this node queued its last messages (its BYE)
+		 * before it disconnected: handle them first. */
+		if (ev->event == RDMA_CM_EVENT_DISCONNECTED)
+			kcoll_lchan_deliver(conn);
+		if (conn->state == KCOLL_CONN_CONNECTING) {
+			kcoll_conn_fail_setup(conn, -ECONNRESET);
+		} else if (ev->event == RDMA_CM_EVENT_DISCONNECTED &&
+			   conn->state == KCOLL_CONN_UP && lane->qp) {
+			/*
+			 * The peer closed. What it sent before may still be
+			 * waiting in our CQ: flush instead of failing now.
+			 * The flushed receives come after every real
+			 * completion and kill the connection then.
+			 */
+			struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+
+			ib_modify_qp(lane->qp, &attr, IB_QP_STATE);
+		} else if (ev->event != RDMA_CM_EVENT_TIMEWAIT_EXIT) {
+			kcoll_conn_kill(conn, ev->event ==
+					RDMA_CM_EVENT_DEVICE_REMOVAL ?
+					-ENODEV : -ECONNRESET);
+		}
+		mutex_unlock(&comm->lock);
+		return;
+	default:
+		return;
+	}
+
+retry:
+	mutex_lock(&comm->lock);
+	if (conn->state == KCOLL_CONN_CONNECTING && conn->active) {
+		/* Only the first lane retries (see kcoll_conn_rejected()). */
+		if (lane->idx)
+			kcoll_conn_fail_setup(conn, -EHOSTUNREACH);
+		else
+			kcoll_conn_retry_later(conn);
+	}
+	mutex_unlock(&comm->lock);
+	return;
+}

@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kcoll registrations: KCOLL_IOC_REG_MEM / DEREG_MEM. A registration
+ * (struct kcoll_mem) pins and registers a user buffer once for many
+ * operations of one communicator; operations take a use of it
+ * (kcoll_mem_get()), DEREG_MEM refuses while one holds it, and the last
+ * put releases it. Pinning and the NIC's MRs are kcoll_mem.c's.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include "kcoll_comm.h"
+
+/*
+ * Drop a use of @mem; the last one releases it (its MRs die before its
+ * pages are unpinned). Process context: an op's release, DEREG_MEM or
+ * the comm's destroy.
+ */
+void kcoll_mem_put(struct kcoll_mem *mem)
+{
+	if (!refcount_dec_and_test(&mem->users))
+		return;
+	kcoll_buf_release(&mem->buf);
+	kcoll_quota_uncharge(mem->quota, KCOLL_Q_REGS, 1);
+	kcoll_quota_put(mem->quota);
+	kfree(mem);
+}
+
+static int kcoll_dereg_mem(struct kcoll_ctx *ctx, u32 handle);
+
+int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
+{
+	struct kcoll_reg_mem p;
+	struct kcoll_comm *comm;
+	struct kcoll_mem *mem;
+	u32 handle;
+	int err;
+
+	if (copy_from_user(&p, uarg, sizeof(p)))
+		return -EFAULT;
+	if (p.flags || p.resv0 || p.handle ||
+	    !kcoll_all_zero(p.resv, sizeof(p.resv)))
+		return -EINVAL;
+	if (!p.len)
+		return -EINVAL;
+	if (p.addr + p.len < p.addr)
+		return -EFAULT;
+
+	comm = kcoll_ctx_comm_get(ctx, p.comm_id);
+	if (!comm)
+		return -ENOENT;
+	mem = kzalloc(sizeof(*mem), GFP_KERNEL_ACCOUNT);
+	if (!mem) {
+		err = -ENOMEM;
+		goto out_put_comm;
+	}
+	refcount_set(&mem->users, 1);
+	mem->addr = p.addr;
+	mem->len = p.len;
+	mem->comm = comm;
+	err = kcoll_quota_charge(ctx->quota, KCOLL_Q_REGS, 1);
+	if (err) {
+		kfree(mem);
+		goto out_put_comm;
+	}
+	mem->quota = kcoll_quota_ref(ctx->quota);
+
+	/*
+	 * Pinning and registering may take long: not under ctx->comm_lock
+	 * (every other comm of the file would wait), but under dev_sem, so
+	 * that neither the device's removal nor the comm's destroy runs
+	 * until the registration is on comm->mems, where they find it.
+	 */
+	down_read(&comm->dev_sem);
+	err = kcoll_comm_usable(comm);
+	if (err)
+		goto out_unlock_dev;
+	err = kcoll_buf_pin_user(&mem->buf, p.addr, p.len, true);
+	if (err)
+		goto out_unlock_dev;
+	err = kcoll_buf_register(&mem->buf, comm);
+	if (err)
+		goto out_release;
+	/* XA_FLAGS_ALLOC1: handles start at 1; 0 means "no handle". The
+	 * handle is reserved (NULL) until the registration is complete. */
+	err = xa_alloc(&ctx->mems, &handle, NULL, xa_limit_31b, GFP_KERNEL);
+	if (err)
+		goto out_release;
+	mem->handle = handle;
+	mutex_lock(&comm->lock);
+	err = kcoll_comm_usable_locked(comm);
+	if (!err)
+		list_add_tail(&mem->node, &comm->mems);
+	mutex_unlock(&comm->lock);
+	if (err) {
+		xa_erase(&ctx->mems, handle);
+		goto out_release;
+	}
+	xa_store(&ctx->mems, handle, mem, GFP_KERNEL);
+	up_read(&comm->dev_sem);
+	kcoll_comm_put(comm);
+
+	/* @mem may be gone already: another thread can DEREG_MEM it. */
+	p.handle = handle;
+	if (copy_to_user(uarg, &p, sizeof(p))) {
+		kcoll_dereg_mem(ctx, handle);	/* nobody can name it */
+		return -EFAULT;
+	}
+	return 0;
+
+out_release:
+	kcoll_buf_release(&mem->buf);
+out_unlock_dev:
+	up_read(&comm->dev_sem);
+	kcoll_quota_uncharge(mem->quota, KCOLL_Q_REGS, 1);
+	kcoll_quota_put(mem->quota);
+	kfree(mem);
+out_put_comm:
+	kcoll_comm_put(comm);
+	return err;
+}
+
+/*
+ * Take a use of registration @handle of @ctx on @comm for the bytes
+ * [@addr, @addr + @len); NULL with *err set if there is none, or it does
+ * not hold the range, or its device went away. The caller holds
+ * comm->dev_sem for read.
+ */
+struct kcoll_mem *kcoll_mem_get(struct kcoll_ctx *ctx, struct kcoll_comm *comm,
+				u32 handle, u64 addr, u64 len, int *err)
+{
+	struct kcoll_mem *mem;
+
+	xa_lock(&ctx->mems);
+	mem = xa_load(&ctx->mems, handle);
+	if (!mem || mem->comm != comm) {
+		*err = -ENOENT;
+		mem = NULL;
+	} else if (addr < mem->addr || addr + len < addr ||
+		   addr + len > mem->addr + mem->len) {
+		*err = -ERANGE;
+		mem = NULL;
+	} else if (!mem->buf.segs && comm->nranks > 1) {
+		*err = -ENODEV;		/* its device went away */
+		mem = NULL;
+	} else {
+		/* Its handle holds a use until erased, under this lock. */
+		refcount_inc(&mem->users);
+	}
+	xa_unlock(&ctx->mems);
+	return mem;
+}
+
+static int kcoll_dereg_mem(struct kcoll_ctx *ctx, u32 handle)
+{
+	struct kcoll_mem *mem;
+
+	mutex_lock(&ctx->comm_lock);
+	xa_lock(&ctx->mems);
+	mem = xa_load(&ctx->mems, handle);
+	if (!mem) {
+		xa_unlock(&ctx->mems);
+		mutex_unlock(&ctx->comm_lock);
+		return -ENOENT;
+	}
+	/* Uses are taken under the same lock: none can come now. */
+	if (refcount_read(&mem->users) != 1) {
+		xa_unlock(&ctx->mems);
+		mutex_unlock(&ctx->comm_lock);
+		return -EBUSY;
+	}
+	__xa_erase(&ctx->mems, handle);
+	xa_unlock(&ctx->mems);
+	mutex_lock(&mem->comm->lock);
+	list_del(&mem->node);
+	mutex_unlock(&mem->comm->lock);
+	mutex_unlock(&ctx->comm_lock);
+	kcoll_mem_put(mem);
+	return 0;
+}
+
+int kcoll_dereg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
+{
+	struct kcoll_dereg_mem p;
+
+	if (copy_from_user(&p, uarg, sizeof(p)))
+		return -EFAULT;
+	if (p.resv)
+		return -EINVAL;
+	return kcoll_dereg_mem(ctx, p.handle);
+}
