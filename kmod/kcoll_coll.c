@@ -66,6 +66,8 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 
 	op->dtype = sqe->dtype;
 	op->redop = sqe->redop;
+	/* Host memory: its copies and reductions run on this CPU. */
+	op->exec = &kcoll_exec_cpu;
 	op->prio = sqe->prio;		/* <= KCOLL_PRIO_MAX: checked at submit */
 	a->opcode = sqe->opcode;
 	a->redop = sqe->redop;

@@ -95,6 +95,26 @@ struct kcoll_mrseg {
 	size_t len;
 };
 
+struct kcoll_buf;
+
+/*
+ * A kind of buffer: the one interface the engine's memory goes through.
+ * The CPU reaches a buffer through b->vaddr (NULL: it cannot, and its
+ * reductions must run where the data is); the NIC through its segments'
+ * DMA-mapped scatterlists and MRs, and a peer through grant MRs built from
+ * b->dma.
+ */
+struct kcoll_buf_ops {
+	const char *name;
+	/* DMA-map pages [@first, @first + @n) of @b into segment @s
+	 * (s->sgt, s->mapped) for b->ibdev; undo it. */
+	int (*dma_map)(struct kcoll_buf *b, struct kcoll_mrseg *s,
+		       unsigned int first, unsigned int n);
+	void (*dma_unmap)(struct kcoll_buf *b, struct kcoll_mrseg *s);
+	/* Give back what backs @b (its MRs, mappings and vmap are gone). */
+	void (*release)(struct kcoll_buf *b);
+};
+
 /**
  * struct kcoll_buf - memory the engine moves data in and out of: pinned
  * user pages or pages of its own, mapped for the CPU (vmap) and, when the
@@ -105,13 +125,17 @@ struct kcoll_mrseg {
 struct kcoll_conn;
 struct kcoll_comm;
 struct kcoll_xport;
+struct kcoll_exec;
 
 struct kcoll_buf {
+	/* What backs it, and how that is given back and DMA-mapped
+	 * (kcoll_mem.c): pinned user pages or pages of our own today; a
+	 * dma-buf import is a third kind. NULL: empty. */
+	const struct kcoll_buf_ops *ops;
 	struct page **pages;
 	unsigned int npages;
 	size_t off0;		/* offset of byte 0 in the first page */
 	size_t len;
-	bool user;		/* pinned user pages (else allocated) */
 	bool writable;		/* pinned with FOLL_WRITE, or ours: grants
 				 * may expose it to a peer (else it is only
 				 * read); user pages dirtied on release */
@@ -377,7 +401,8 @@ struct kcoll_task {
 	u8 prio_aged;			/* levels gained while held (aging) */
 	bool held;			/* sends held back for a higher prio */
 	size_t esize;
-	kcoll_reduce_fn reduce;
+	kcoll_reduce_fn reduce;		/* the CPU's, for the executor */
+	const struct kcoll_exec *exec;	/* where its local steps run */
 
 	struct kcoll_buf bufs[KCOLL_SBUF_NR];
 	struct kcoll_mem *mems[KCOLL_SBUF_NR];	/* registered, or NULL */

@@ -109,6 +109,28 @@ static inline bool kcoll_op_quiet(struct kcoll_task *op)
 	return !op->grants_out && !op->writes_inflight && !op->gmrs;
 }
 
+/*
+ * The executor: where an operation's local steps run: a phase's copy, the
+ * reduction of landed data into its destination, the AVG finish. The CPU
+ * today (kcoll_exec_cpu, kcoll_progress.c: SIMD reductions in FPU sections
+ * of 64 KiB); data the CPU cannot reach (GPU memory) needs one that runs
+ * them where the data is. Set when the operation is prepared; called under
+ * comm->lock, process context.
+ */
+struct kcoll_exec {
+	const char *name;
+	/* @bytes from @src to @dst; they may overlap. */
+	void (*copy)(struct kcoll_task *op, u8 *dst, const u8 *src,
+		     size_t bytes);
+	/* dst[i] = dst[i] (op->redop) src[i], @n elements of op->dtype. */
+	void (*reduce)(struct kcoll_task *op, u8 *dst, const u8 *src,
+		       size_t n);
+	/* p[i] /= nranks, @n elements (AVG's last step). */
+	void (*avg)(struct kcoll_task *op, u8 *p, size_t n);
+};
+
+extern const struct kcoll_exec kcoll_exec_cpu;
+
 /* kcoll_fail.c */
 u32 kcoll_abort_culprit(struct kcoll_conn *conn,
 			const struct kcoll_wire_msg *m);

@@ -24,6 +24,8 @@
 
 #include "kcoll_comm.h"
 
+static const struct kcoll_buf_ops kcoll_buf_user, kcoll_buf_kernel;
+
 /* Charge @npages to current's pinned_vm against RLIMIT_MEMLOCK. */
 static int kcoll_charge_pinned(struct kcoll_buf *b)
 {
@@ -94,7 +96,7 @@ int kcoll_buf_pin_user(struct kcoll_buf *b, u64 uaddr, size_t len,
 	b->npages = (end - start) >> PAGE_SHIFT;
 	b->off0 = uaddr & ~PAGE_MASK;
 	b->len = len;
-	b->user = true;
+	b->ops = &kcoll_buf_user;
 	b->writable = writable;
 
 	b->pages = kvmalloc_array(b->npages, sizeof(*b->pages),
@@ -155,6 +157,7 @@ int kcoll_buf_alloc(struct kcoll_buf *b, size_t len, struct kcoll_quota *q)
 	if (err)
 		return err;
 	b->quota = q;
+	b->ops = &kcoll_buf_kernel;
 	b->npages = PAGE_ALIGN(len) >> PAGE_SHIFT;
 	b->len = len;
 	b->writable = true;	/* ours: landing room, scratch */
@@ -202,8 +205,7 @@ void kcoll_buf_unregister(struct kcoll_buf *b)
 		if (s->mr)
 			ib_dereg_mr(s->mr);
 		if (s->mapped)
-			ib_dma_unmap_sgtable_attrs(b->ibdev, &s->sgt,
-						   kcoll_buf_dma_dir(b), 0);
+			b->ops->dma_unmap(b, s);
 		sg_free_table(&s->sgt);
 	}
 	kvfree(b->segs);
@@ -276,15 +278,9 @@ int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm)
 
 		s->start = (size_t)first * PAGE_SIZE;
 		s->len = (size_t)n * PAGE_SIZE;
-		err = sg_alloc_table_from_pages(&s->sgt, b->pages + first, n, 0,
-						s->len, GFP_KERNEL);
+		err = b->ops->dma_map(b, s, first, n);
 		if (err)
 			goto out_unreg;
-		err = ib_dma_map_sgtable_attrs(b->ibdev, &s->sgt,
-					       kcoll_buf_dma_dir(b), 0);
-		if (err)
-			goto out_unreg;
-		s->mapped = true;
 		if (b->dma)
 			kcoll_buf_note_dma(b, s, first, n);
 		s->mr = ib_alloc_mr(comm->pd, IB_MR_TYPE_MEM_REG, n);
@@ -329,30 +325,82 @@ out_unreg:
 /* Undo pin/alloc, map and registration; @b may be empty. Process context. */
 void kcoll_buf_release(struct kcoll_buf *b)
 {
-	unsigned int i;
-
 	if (b->segs)
 		kcoll_buf_unregister(b);
 	if (b->vmap_base)
 		vunmap(b->vmap_base);
-	if (b->pages) {
-		if (b->user) {
-			/* Only what we may have written: a send buffer
-			 * can be a read-only file mapping, whose pages
-			 * must not become dirty. */
-			unpin_user_pages_dirty_lock(b->pages, b->npages,
-						    b->writable);
-			kcoll_uncharge_pinned(b);
-		} else {
-			for (i = 0; i < b->npages; i++)
-				__free_page(b->pages[i]);
-			kcoll_quota_uncharge_bytes(b->quota,
-						   (u64)b->npages << PAGE_SHIFT);
-		}
-		kvfree(b->pages);
-	}
+	if (b->ops)
+		b->ops->release(b);
 	memset(b, 0, sizeof(*b));
 }
+
+/* ------------------------------------------------------------------ */
+/* Kinds of buffers                                                     */
+/* ------------------------------------------------------------------ */
+
+/* Pages (pinned or ours) reach the NIC through the DMA API, page by page. */
+static int kcoll_buf_pages_dma_map(struct kcoll_buf *b, struct kcoll_mrseg *s,
+				   unsigned int first, unsigned int n)
+{
+	int err;
+
+	err = sg_alloc_table_from_pages(&s->sgt, b->pages + first, n, 0,
+					s->len, GFP_KERNEL);
+	if (err)
+		return err;
+	err = ib_dma_map_sgtable_attrs(b->ibdev, &s->sgt,
+				       kcoll_buf_dma_dir(b), 0);
+	if (err)
+		return err;	/* the table goes with the segment */
+	s->mapped = true;
+	return 0;
+}
+
+static void kcoll_buf_pages_dma_unmap(struct kcoll_buf *b,
+				      struct kcoll_mrseg *s)
+{
+	ib_dma_unmap_sgtable_attrs(b->ibdev, &s->sgt, kcoll_buf_dma_dir(b), 0);
+	s->mapped = false;
+}
+
+static void kcoll_buf_user_release(struct kcoll_buf *b)
+{
+	if (!b->pages)
+		return;
+	/* Only what we may have written: a send buffer can be a read-only
+	 * file mapping, whose pages must not become dirty. */
+	unpin_user_pages_dirty_lock(b->pages, b->npages, b->writable);
+	kcoll_uncharge_pinned(b);
+	kvfree(b->pages);
+}
+
+static void kcoll_buf_kernel_release(struct kcoll_buf *b)
+{
+	unsigned int i;
+
+	if (!b->pages)
+		return;
+	for (i = 0; i < b->npages; i++)
+		__free_page(b->pages[i]);
+	kcoll_quota_uncharge_bytes(b->quota, (u64)b->npages << PAGE_SHIFT);
+	kvfree(b->pages);
+}
+
+/* A user's buffer, pinned (kcoll_buf_pin_user()). */
+static const struct kcoll_buf_ops kcoll_buf_user = {
+	.name = "user",
+	.dma_map = kcoll_buf_pages_dma_map,
+	.dma_unmap = kcoll_buf_pages_dma_unmap,
+	.release = kcoll_buf_user_release,
+};
+
+/* Our own pages: scratch, staging, eager slots (kcoll_buf_alloc()). */
+static const struct kcoll_buf_ops kcoll_buf_kernel = {
+	.name = "kernel",
+	.dma_map = kcoll_buf_pages_dma_map,
+	.dma_unmap = kcoll_buf_pages_dma_unmap,
+	.release = kcoll_buf_kernel_release,
+};
 
 static const struct kcoll_mrseg *kcoll_buf_seg(const struct kcoll_buf *b,
 					       size_t off, size_t *in_seg)
@@ -398,7 +446,8 @@ void kcoll_buf_show(struct seq_file *m, const char *name,
 
 		if (!s->mr)
 			continue;
-		seq_printf(m, "    mr %s %u rkey %#x iova %#llx len %zu local-read\n",
-			   name, i, s->mr->rkey, s->mr->iova, s->len);
+		seq_printf(m, "    mr %s %u rkey %#x iova %#llx len %zu local-read %s\n",
+			   name, i, s->mr->rkey, s->mr->iova, s->len,
+			   b->ops ? b->ops->name : "-");
 	}
 }

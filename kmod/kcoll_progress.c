@@ -28,8 +28,8 @@ static size_t kcoll_fpu_elems(const struct kcoll_task *op)
 }
 
 /* dst[i] = dst[i] (op) src[i] for @n elements, FPU section by section. */
-static void kcoll_op_reduce(struct kcoll_task *op, u8 *dst, const u8 *src,
-			    size_t n)
+static void kcoll_cpu_reduce(struct kcoll_task *op, u8 *dst, const u8 *src,
+			     size_t n)
 {
 	size_t step = kcoll_fpu_elems(op), k;
 
@@ -44,11 +44,10 @@ static void kcoll_op_reduce(struct kcoll_task *op, u8 *dst, const u8 *src,
 	}
 }
 
-/* The AVG finish of the current phase: divide by the rank count. */
-static void kcoll_op_avg(struct kcoll_task *op)
+/* The AVG finish: divide by the rank count. */
+static void kcoll_cpu_avg(struct kcoll_task *op, u8 *p, size_t n)
 {
-	u8 *p = kcoll_region(op, &op->ph.avg);
-	size_t n = op->ph.avg_cnt, step = kcoll_fpu_elems(op), k;
+	size_t step = kcoll_fpu_elems(op), k;
 
 	while (n) {
 		k = min(n, step);
@@ -60,6 +59,19 @@ static void kcoll_op_avg(struct kcoll_task *op)
 		cond_resched();
 	}
 }
+
+static void kcoll_cpu_copy(struct kcoll_task *op, u8 *dst, const u8 *src,
+			   size_t bytes)
+{
+	memmove(dst, src, bytes);
+}
+
+const struct kcoll_exec kcoll_exec_cpu = {
+	.name = "cpu",
+	.copy = kcoll_cpu_copy,
+	.reduce = kcoll_cpu_reduce,
+	.avg = kcoll_cpu_avg,
+};
 
 /*
  * @len bytes of the current phase's receive, at byte @off of it, came into
@@ -75,10 +87,10 @@ void kcoll_op_land(struct kcoll_task *op, const u8 *in, size_t off,
 		const u8 *opnd = kcoll_region(op, &rv->operand) + off;
 
 		if (opnd != dst)
-			memcpy(dst, opnd, len);
-		kcoll_op_reduce(op, dst, in, len / op->esize);
+			op->exec->copy(op, dst, opnd, len);
+		op->exec->reduce(op, dst, in, len / op->esize);
 	} else {
-		memcpy(dst, in, len);
+		op->exec->copy(op, dst, in, len);
 	}
 }
 
@@ -167,7 +179,7 @@ static void kcoll_phase_open(struct kcoll_task *op)
 		const u8 *src = kcoll_region(op, &ph->copy.src);
 
 		if (dst != src)
-			memmove(dst, src, ph->copy.cnt * op->esize);
+			op->exec->copy(op, dst, src, ph->copy.cnt * op->esize);
 	}
 }
 
@@ -259,7 +271,8 @@ static void kcoll_op_progress(struct kcoll_task *op)
 		if (op->error || !kcoll_phase_done(op))
 			return;
 		if (op->ph.avg_cnt)
-			kcoll_op_avg(op);
+			op->exec->avg(op, kcoll_region(op, &op->ph.avg),
+				      op->ph.avg_cnt);
 		op->phase_open = false;
 		op->phase++;
 	}
