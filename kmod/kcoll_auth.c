@@ -21,7 +21,8 @@
 #include <linux/err.h>
 #include <linux/random.h>
 
-#include "kcoll_comm.h"
+#include "kcoll_types.h"
+#include "kcoll_auth.h"
 
 int kcoll_auth_init(struct kcoll_comm *comm)
 {

@@ -19,8 +19,18 @@
 #include <crypto/algapi.h>
 #include <rdma/ib_cm.h>
 
+#include "kcoll.h"
+#include "kcoll_types.h"
+#include "kcoll_comm.h"
+#include "kcoll_auth.h"
+#include "kcoll_local.h"
+#include "kcoll_coll.h"
 #include "kcoll_conn.h"
 #include "kcoll_xport.h"
+#include "kcoll_sysfs.h"
+#include "kcoll_tune.h"
+#include "kcoll_ib.h"
+#include "kcoll_cost.h"
 
 /* ------------------------------------------------------------------ */
 /* Active side                                                          */

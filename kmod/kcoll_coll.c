@@ -10,8 +10,18 @@
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
 
+#include "kcoll.h"
+#include "kcoll_types.h"
 #include "kcoll_comm.h"
+#include "kcoll_mem.h"
+#include "kcoll_reg.h"
+#include "kcoll_coll.h"
+#include "kcoll_ring.h"
+#include "kcoll_sysfs.h"
+#include "kcoll_tune.h"
 #include "kcoll_engine.h"
+#include "kcoll_reduce.h"
+#include "kcoll_cost.h"
 #include "kcoll_shape.h"
 
 static bool kcoll_is_float(u8 dtype)

@@ -15,7 +15,21 @@
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
 
+#include "kcoll.h"
+#include "kcoll_types.h"
 #include "kcoll_comm.h"
+#include "kcoll_mem.h"
+#include "kcoll_reg.h"
+#include "kcoll_auth.h"
+#include "kcoll_local.h"
+#include "kcoll_coll.h"
+#include "kcoll_conn.h"
+#include "kcoll_sysfs.h"
+#include "kcoll_nl.h"
+#include "kcoll_tune.h"
+#include "kcoll_ib.h"
+#include "kcoll_quota.h"
+#include "kcoll_cost.h"
 
 unsigned int kcoll_listen_port = 18515;
 module_param_named(listen_port, kcoll_listen_port, uint, 0444);

@@ -27,8 +27,16 @@
 #include <crypto/algapi.h>
 #include <rdma/ib_cm.h>
 
+#include "kcoll.h"
+#include "kcoll_types.h"
+#include "kcoll_mem.h"
+#include "kcoll_gmr.h"
+#include "kcoll_local.h"
+#include "kcoll_coll.h"
 #include "kcoll_conn.h"
 #include "kcoll_xport.h"
+#include "kcoll_sysfs.h"
+#include "kcoll_ib.h"
 
 static struct rdma_cm_id *kcoll_listen_id;
 

@@ -1,16 +1,32 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * kcoll connections, internal: what kcoll_conn.c (lanes, QPs, completions,
- * state changes, the listener) and kcoll_cm.c (rdma_cm: connecting,
- * accepting, hellos, authentication) share. Every function here must be
+ * kcoll connections: kcoll_conn.c (lanes, QPs, completions, state changes,
+ * the listener) and kcoll_cm.c (rdma_cm: connecting, accepting, hellos,
+ * authentication); what the module uses of them, then what they share. Every function here must be
  * called with comm->lock held unless its comment in the .c says otherwise.
  */
 #ifndef KCOLL_CONN_H
 #define KCOLL_CONN_H
 
-#include "kcoll_comm.h"
+#include "kcoll_types.h"
 
-/* kcoll_conn.c */
+/* kcoll_conn.c, for the rest of the module */
+/* Listen on @port from now on (the sysfs listen_port). */
+int kcoll_listen_set_port(unsigned int port);
+int kcoll_listen_start(void);
+void kcoll_listen_stop(void);
+int kcoll_rank_sockaddr(const struct kcoll_rank_addr *ra,
+			struct sockaddr_storage *ss);
+int kcoll_conn_start(struct kcoll_comm *comm, u32 peer);
+void kcoll_conn_shutdown(struct kcoll_conn *conn);
+void kcoll_conn_send_bye(struct kcoll_conn *conn);
+void kcoll_conn_free(struct kcoll_conn *conn);
+void kcoll_conn_kill(struct kcoll_conn *conn, int err);
+void kcoll_conn_ping(struct kcoll_conn *conn);
+void kcoll_conn_pong(struct kcoll_conn *conn, u64 clock);
+int kcoll_conn_send_msg(struct kcoll_conn *conn, struct kcoll_wire_msg *m);
+
+/* kcoll_conn.c, for kcoll_cm.c */
 int kcoll_conn_alloc_stage(struct kcoll_conn *conn);
 void kcoll_conn_fail_setup(struct kcoll_conn *conn, int err);
 void kcoll_conn_free_cq(struct kcoll_conn *conn);

@@ -10,8 +10,14 @@
 #include <linux/debugfs.h>
 #include <linux/seq_file.h>
 
+#include "kcoll_types.h"
 #include "kcoll_comm.h"
+#include "kcoll_mem.h"
+#include "kcoll_gmr.h"
 #include "kcoll_xport.h"
+#include "kcoll_debugfs.h"
+#include "kcoll_quota.h"
+#include "kcoll_reduce.h"
 
 /*
  * debugfs kcoll/comms: the state of every communicator, its operations and

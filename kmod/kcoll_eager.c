@@ -9,9 +9,13 @@
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
 
-#include "kcoll_comm.h"
-#include "kcoll_engine.h"
+#include "kcoll_types.h"
+#include "kcoll_coll.h"
+#include "kcoll_conn.h"
 #include "kcoll_xport.h"
+#include "kcoll_sysfs.h"
+#include "kcoll_stats.h"
+#include "kcoll_engine.h"
 
 bool kcoll_op_eager(const struct kcoll_task *op,
 		    const struct kcoll_conn *conn, u64 bytes)

@@ -23,7 +23,7 @@
 #ifndef KCOLL_ENGINE_H
 #define KCOLL_ENGINE_H
 
-#include "kcoll_comm.h"
+#include "kcoll_types.h"
 
 /*
  * Lazy signatures (docs/DESIGN.md): on a connection where both ends offered

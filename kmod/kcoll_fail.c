@@ -10,9 +10,14 @@
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
 
-#include "kcoll_comm.h"
-#include "kcoll_engine.h"
+#include "kcoll.h"
+#include "kcoll_types.h"
+#include "kcoll_coll.h"
+#include "kcoll_conn.h"
 #include "kcoll_xport.h"
+#include "kcoll_sysfs.h"
+#include "kcoll_nl.h"
+#include "kcoll_engine.h"
 
 /* Errors that mean a peer is gone for the communicator. */
 static bool kcoll_err_is_loss(int err)

@@ -36,7 +36,12 @@
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 
-#include "kcoll_comm.h"
+#include "kcoll_types.h"
+#include "kcoll_gmr.h"
+#include "kcoll_conn.h"
+#include "kcoll_xport.h"
+#include "kcoll_ib.h"
+#include "kcoll_quota.h"
 
 #define KCOLL_GMR_ACCESS	(IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE)
 

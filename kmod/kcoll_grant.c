@@ -11,9 +11,13 @@
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
 
-#include "kcoll_comm.h"
-#include "kcoll_engine.h"
+#include "kcoll_types.h"
+#include "kcoll_mem.h"
+#include "kcoll_coll.h"
+#include "kcoll_conn.h"
 #include "kcoll_xport.h"
+#include "kcoll_sysfs.h"
+#include "kcoll_engine.h"
 
 static int kcoll_slot_get(struct kcoll_conn *conn)
 {

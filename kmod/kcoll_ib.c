@@ -29,8 +29,11 @@
 #include <rdma/ib_cache.h>
 #include <rdma/ib_verbs.h>
 
-#include "kcoll.h"
+#include "kcoll_types.h"
 #include "kcoll_comm.h"
+#include "kcoll_stats.h"
+#include "kcoll_nl.h"
+#include "kcoll_ib.h"
 
 /*
  * One per RDMA device: the PD every communicator on it uses, and the

@@ -12,7 +12,14 @@
 
 #include <linux/slab.h>
 
+#include "kcoll_types.h"
+#include "kcoll_mem.h"
+#include "kcoll_gmr.h"
+#include "kcoll_coll.h"
+#include "kcoll_conn.h"
 #include "kcoll_xport.h"
+#include "kcoll_stats.h"
+#include "kcoll_ib.h"
 
 /* ------------------------------------------------------------------ */
 /* Posting                                                              */

@@ -42,7 +42,12 @@
 #include <linux/slab.h>
 #include <linux/xarray.h>
 
+#include "kcoll.h"
+#include "kcoll_types.h"
+#include "kcoll_local.h"
+#include "kcoll_coll.h"
 #include "kcoll_xport.h"
+#include "kcoll_stats.h"
 
 struct kcoll_xpose {
 	refcount_t users;		/* 1 (the grant) + copies running */

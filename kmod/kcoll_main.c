@@ -18,7 +18,18 @@
 #include <linux/workqueue.h>
 
 #include "kcoll.h"
+#include "kcoll_types.h"
 #include "kcoll_comm.h"
+#include "kcoll_reg.h"
+#include "kcoll_ring.h"
+#include "kcoll_sysfs.h"
+#include "kcoll_stats.h"
+#include "kcoll_nl.h"
+#include "kcoll_tune.h"
+#include "kcoll_ib.h"
+#include "kcoll_debugfs.h"
+#include "kcoll_reduce.h"
+#include "kcoll_cost.h"
 
 #define KCOLL_VERSION "0.2.0"
 

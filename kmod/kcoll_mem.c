@@ -22,7 +22,10 @@
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 
-#include "kcoll_comm.h"
+#include "kcoll_types.h"
+#include "kcoll_mem.h"
+#include "kcoll_ib.h"
+#include "kcoll_quota.h"
 
 static const struct kcoll_buf_ops kcoll_buf_user, kcoll_buf_kernel;
 

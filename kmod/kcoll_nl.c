@@ -29,7 +29,15 @@
 #include <rdma/ib_verbs.h>
 
 #include "kcoll.h"
+#include "kcoll_types.h"
 #include "kcoll_comm.h"
+#include "kcoll_coll.h"
+#include "kcoll_sysfs.h"
+#include "kcoll_stats.h"
+#include "kcoll_nl.h"
+#include "kcoll_tune.h"
+#include "kcoll_ib.h"
+#include "kcoll_cost.h"
 
 /* Largest member list and missing-rank list in a dump message (a do request
  * for one communicator sizes its reply to carry everything). */

@@ -8,6 +8,8 @@
 #include <linux/jiffies.h>
 
 #include "kcoll.h"
+#include "kcoll_coll.h"
+#include "kcoll_ring.h"
 
 int kcoll_nop_exec(const struct kcoll_sqe *sqe)
 {

@@ -11,9 +11,18 @@
 #include <linux/slab.h>
 #include <asm/fpu/api.h>
 
-#include "kcoll_comm.h"
-#include "kcoll_engine.h"
+#include "kcoll.h"
+#include "kcoll_types.h"
+#include "kcoll_mem.h"
+#include "kcoll_reg.h"
+#include "kcoll_coll.h"
 #include "kcoll_xport.h"
+#include "kcoll_ring.h"
+#include "kcoll_sysfs.h"
+#include "kcoll_stats.h"
+#include "kcoll_ib.h"
+#include "kcoll_engine.h"
+#include "kcoll_reduce.h"
 
 /*
  * Elements per kernel_fpu_begin() section: preemption is off inside one,

@@ -22,7 +22,6 @@
 #include <linux/spinlock.h>
 #include <linux/uidgid.h>
 
-#include "kcoll.h"
 #include "kcoll_quota.h"
 
 struct kcoll_quota {

@@ -27,7 +27,6 @@
 #include <asm/cpufeature.h>
 #include <asm/fpu/api.h>
 
-#include "kcoll.h"
 #include "kcoll_reduce.h"
 
 static enum kcoll_reduce_impl kcoll_reduce_best = KCOLL_REDUCE_SCALAR;

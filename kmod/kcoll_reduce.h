@@ -78,4 +78,18 @@ size_t kcoll_dtype_size(unsigned int dtype);
 /* "scalar", "sse2", "avx2", "avx512", or "?" */
 const char *kcoll_reduce_impl_name(enum kcoll_reduce_impl impl);
 
+#ifdef __KERNEL__
+/* kcoll_reduce.c: the module's choice of implementation */
+int kcoll_reduce_init(void);
+u32 kcoll_reduce_gamma_ps(void);	/* fp32 sum, measured at load */
+struct dentry;
+void kcoll_reduce_debugfs_init(struct dentry *dir);
+const char *kcoll_reduce_impl_active(void);
+/* Callers bracket these with kernel_fpu_begin()/kernel_fpu_end(). */
+void (*kcoll_reduce_active(unsigned int dtype, unsigned int redop))
+	(void *dst, const void *src, size_t n);
+int kcoll_reduce_active_avg(void *dst, size_t n, unsigned int dtype,
+			    u32 nranks);
+#endif
+
 #endif /* KCOLL_REDUCE_H */

@@ -12,7 +12,12 @@
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
+#include "kcoll.h"
+#include "kcoll_types.h"
 #include "kcoll_comm.h"
+#include "kcoll_mem.h"
+#include "kcoll_reg.h"
+#include "kcoll_quota.h"
 
 /*
  * Drop a use of @mem; the last one releases it (its MRs die before its

@@ -29,9 +29,13 @@
 #include <linux/indirect_call_wrapper.h>
 
 #include "kcoll.h"
-#include "kcoll_compat.h"
+#include "kcoll_types.h"
 #include "kcoll_comm.h"
+#include "kcoll_ring.h"
+#include "kcoll_sysfs.h"
+#include "kcoll_stats.h"
 #include "kcoll_quota.h"
+#include "kcoll_compat.h"
 
 static struct kmem_cache *kcoll_req_cache;
 

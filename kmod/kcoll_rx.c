@@ -8,9 +8,11 @@
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
 
-#include "kcoll_comm.h"
-#include "kcoll_engine.h"
+#include "kcoll_types.h"
+#include "kcoll_coll.h"
+#include "kcoll_conn.h"
 #include "kcoll_xport.h"
+#include "kcoll_engine.h"
 
 static struct kcoll_task *kcoll_p2p_find(struct list_head *list, u32 seq)
 {

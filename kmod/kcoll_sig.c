@@ -9,7 +9,9 @@
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
 
-#include "kcoll_comm.h"
+#include "kcoll_types.h"
+#include "kcoll_conn.h"
+#include "kcoll_stats.h"
 #include "kcoll_engine.h"
 
 static void kcoll_sig_confirm(struct kcoll_task *op, struct kcoll_conn *conn)

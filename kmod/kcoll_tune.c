@@ -32,7 +32,9 @@
 #include <linux/string.h>
 #include <linux/sysfs.h>
 
-#include "kcoll.h"
+#include "kcoll_tune.h"
+#include "kcoll_ib.h"
+#include "kcoll_reduce.h"
 #include "kcoll_cost.h"
 
 /* Every algorithm a collective can run (not DEFAULT, not DIRECT p2p). */

@@ -35,7 +35,7 @@
 #ifndef KCOLL_XPORT_H
 #define KCOLL_XPORT_H
 
-#include "kcoll_comm.h"
+#include "kcoll_types.h"
 
 /* What kcoll_xport.put() did with the grant. */
 enum kcoll_put {
@@ -137,7 +137,10 @@ struct kcoll_xport {
 extern const struct kcoll_xport kcoll_xport_rdma;
 extern const struct kcoll_xport kcoll_xport_local;
 
-/* Upcalls (see above); the rest are in kcoll_comm.h. */
+/* kcoll_lanes.c: send WRs lane @idx of @conn can still take. */
+unsigned int kcoll_conn_sq_room(struct kcoll_conn *conn, unsigned int idx);
+
+/* Upcalls (see above); the rest are in kcoll_coll.h. */
 void kcoll_engine_eager_in(struct kcoll_conn *conn,
 			   const struct kcoll_wire_msg *m,
 			   const void *payload, u32 plen);

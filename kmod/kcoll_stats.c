@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kcoll statistics: per-CPU counters summed on read, the node's and the
+ * devices' operation statistics, and their sysfs files
+ * (/sys/class/misc/kcoll/stats/). Netlink reads the same (kcoll_nl.c).
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/device.h>
+#include <linux/percpu.h>
+#include <linux/sysfs.h>
+
+#include "kcoll_stats.h"
+struct kcoll_pcpu_stats {
+	u64 v[KCOLL_STAT_NR];
+};
+static DEFINE_PER_CPU(struct kcoll_pcpu_stats, kcoll_pcpu_stats);
+
+atomic_t kcoll_nr_contexts = ATOMIC_INIT(0);
+atomic_t kcoll_nr_inflight = ATOMIC_INIT(0);
+atomic_t kcoll_nr_live_reqs = ATOMIC_INIT(0);
+
+void kcoll_stat_add(enum kcoll_stat s, u64 v)
+{
+	this_cpu_add(kcoll_pcpu_stats.v[s], v);
+}
+
+static u64 kcoll_stat_sum(enum kcoll_stat s)
+{
+	u64 sum = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		sum += per_cpu(kcoll_pcpu_stats, cpu).v[s];
+	return sum;
+}
+
+#define KCOLL_STAT_ATTR(_name, _stat)					\
+	static ssize_t _name##_show(struct device *dev,			\
+				    struct device_attribute *attr,	\
+				    char *buf)				\
+	{								\
+		return sysfs_emit(buf, "%llu\n",			\
+				  (unsigned long long)kcoll_stat_sum(_stat)); \
+	}								\
+	static DEVICE_ATTR_RO(_name)
+
+KCOLL_STAT_ATTR(submitted, KCOLL_STAT_SUBMITTED);
+KCOLL_STAT_ATTR(completed, KCOLL_STAT_COMPLETED);
+KCOLL_STAT_ATTR(failed, KCOLL_STAT_FAILED);
+KCOLL_STAT_ATTR(rejected, KCOLL_STAT_REJECTED);
+KCOLL_STAT_ATTR(rdma_write_bytes, KCOLL_STAT_RDMA_BYTES);
+KCOLL_STAT_ATTR(intra_node_bytes, KCOLL_STAT_INTRA_BYTES);
+KCOLL_STAT_ATTR(eager_sends, KCOLL_STAT_EAGER_SENDS);
+KCOLL_STAT_ATTR(sig_sends, KCOLL_STAT_SIG_SENDS);
+
+struct kcoll_opstats kcoll_node_stats;
+
+/* Count one completed operation in @st: @ns from submission to completion. */
+void kcoll_opstats_add(struct kcoll_opstats *st, u64 bytes, int res, u64 ns)
+{
+	u64 us = ns / NSEC_PER_USEC;
+	unsigned int b = us ? min_t(unsigned int, ilog2(us),
+				    KCOLL_NL_LAT_BUCKETS - 1) : 0;
+
+	atomic64_inc(&st->ops);
+	atomic64_add(bytes, &st->bytes);
+	if (res < 0)
+		atomic64_inc(&st->errors);
+	if (res == -ETIMEDOUT)
+		atomic64_inc(&st->timeouts);
+	atomic64_inc(&st->lat[b]);
+}
+
+static ssize_t timeouts_show(struct device *dev,
+			     struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%lld\n",
+			  (long long)atomic64_read(&kcoll_node_stats.timeouts));
+}
+static DEVICE_ATTR_RO(timeouts);
+
+static ssize_t contexts_show(struct device *dev,
+			     struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", atomic_read(&kcoll_nr_contexts));
+}
+static DEVICE_ATTR_RO(contexts);
+
+static ssize_t inflight_show(struct device *dev,
+			     struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", atomic_read(&kcoll_nr_inflight));
+}
+static DEVICE_ATTR_RO(inflight);
+
+static struct attribute *kcoll_stats_attrs[] = {
+	&dev_attr_submitted.attr,
+	&dev_attr_completed.attr,
+	&dev_attr_failed.attr,
+	&dev_attr_rejected.attr,
+	&dev_attr_rdma_write_bytes.attr,
+	&dev_attr_intra_node_bytes.attr,
+	&dev_attr_eager_sends.attr,
+	&dev_attr_sig_sends.attr,
+	&dev_attr_timeouts.attr,
+	&dev_attr_contexts.attr,
+	&dev_attr_inflight.attr,
+	NULL,
+};
+
+const struct attribute_group kcoll_stats_group = {
+	.name = "stats",
+	.attrs = kcoll_stats_attrs,
+};

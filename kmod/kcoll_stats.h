@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * kcoll_stats.c: counters and operation statistics.
+ */
+#ifndef KCOLL_STATS_H
+#define KCOLL_STATS_H
+
+#include "kcoll.h"
+
+enum kcoll_stat {
+	KCOLL_STAT_SUBMITTED,	/* descriptors consumed from SQs */
+	KCOLL_STAT_COMPLETED,	/* CQEs posted */
+	KCOLL_STAT_FAILED,	/* CQEs posted with res < 0 */
+	KCOLL_STAT_REJECTED,	/* ENTER calls refused for lack of CQ room */
+	KCOLL_STAT_RDMA_BYTES,	/* payload sent by RDMA WRITE */
+	KCOLL_STAT_INTRA_BYTES,	/* payload copied to ranks on this node */
+	KCOLL_STAT_EAGER_SENDS,	/* transfers written without a grant */
+	KCOLL_STAT_SIG_SENDS,	/* SIG messages sent */
+	KCOLL_STAT_NR
+};
+void kcoll_stat_add(enum kcoll_stat s, u64 v);
+extern atomic_t kcoll_nr_contexts;	/* open files */
+extern atomic_t kcoll_nr_inflight;	/* accepted requests not completed */
+extern atomic_t kcoll_nr_live_reqs;	/* allocated requests (leak check) */
+
+/*
+ * Operation statistics of a communicator, a device or the node: lockless
+ * counters, updated once per completed collective or send/recv.
+ */
+struct kcoll_opstats {
+	atomic64_t ops;
+	atomic64_t bytes;
+	atomic64_t errors;
+	atomic64_t timeouts;
+	atomic64_t lat[KCOLL_NL_LAT_BUCKETS];	/* log2 microseconds */
+};
+void kcoll_opstats_add(struct kcoll_opstats *st, u64 bytes, int res,
+		       u64 ns);
+extern struct kcoll_opstats kcoll_node_stats;
+extern const struct attribute_group kcoll_stats_group;
+
+#endif /* KCOLL_STATS_H */

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * kcoll_sysfs.c: tunables (sysfs and module parameters).
+ */
+#ifndef KCOLL_SYSFS_H
+#define KCOLL_SYSFS_H
+
+#include "kcoll.h"
+
+u32 kcoll_max_sq_entries(void);
+u32 kcoll_max_cq_entries(void);
+u32 kcoll_chunk_bytes(void);		/* new grants use it */
+u32 kcoll_connect_timeout_ms(void);	/* COMM_CREATE default */
+u32 kcoll_ack_timeout(void);		/* new connections */
+#define KCOLL_QPS_PER_PEER_MAX	4
+u32 kcoll_qps_per_peer(void);		/* new communicators */
+bool kcoll_intra_node(void);		/* new connections */
+bool kcoll_lazy_sigs(void);
+bool kcoll_eager(void);			/* new connections */
+bool kcoll_prio_sched(void);		/* priorities (else FIFO) */
+u32 kcoll_prio_aging_ms(void);
+u32 kcoll_prio_max_unpriv(void);
+void kcoll_knobs_init(void);
+u32 kcoll_op_timeout_ms(void);		/* SQE timeout_ms 0 means this */
+extern unsigned int kcoll_listen_port;	/* module parameter; sysfs moves it */
+extern const struct attribute_group *kcoll_attr_groups[];
+
+
+#endif /* KCOLL_SYSFS_H */
