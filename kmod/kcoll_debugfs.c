@@ -14,7 +14,6 @@
 #include "kcoll_comm.h"
 #include "kcoll_mem.h"
 #include "kcoll_gmr.h"
-#include "kcoll_xport.h"
 #include "kcoll_debugfs.h"
 #include "kcoll_quota.h"
 #include "kcoll_reduce.h"
@@ -80,7 +79,7 @@ static int kcoll_comm_show(struct kcoll_comm *comm, void *arg)
 			if (!c)
 				continue;
 			seq_printf(m, "  conn %u state %d %s qps %u sq %u slots %lx",
-				   i, c->state, c->xp->name,
+				   i, c->state, c->local ? "local" : "rdma",
 				   c->nlanes, c->sq_posted, c->slot_busy);
 			if (c->local)
 				seq_printf(m, " copied %llu", c->local_bytes);

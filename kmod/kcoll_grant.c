@@ -120,11 +120,18 @@ void kcoll_op_grant(struct kcoll_task *op)
 					kcoll_op_fail(op, err);
 				return;
 			}
-		} else if (conn->xp->send_msg(conn, &m)) {
-			/* No room: retried on the next completion. A dead
-			 * connection has failed the op already. */
-			kfree(g);
-			return;
+		} else {
+			int err = conn->xp->send_msg(conn, &m);
+
+			if (err) {
+				/* No room: retried on the next completion.
+				 * A dead connection has failed the op
+				 * already; anything else fails it. */
+				kfree(g);
+				if (err != -ENOBUFS && err != -ENOTCONN)
+					kcoll_op_fail(op, err);
+				return;
+			}
 		}
 		g->seq = op->seq;
 		g->serial = conn->k[op->kind].serial_out++;
@@ -138,13 +145,12 @@ void kcoll_op_grant(struct kcoll_task *op)
 	}
 }
 
-/* Data of grant @g landed: out of staging, if it came there. */
+/* Data of a grant landed: out of staging slot @slot, if it came there. */
 static void kcoll_op_landed(struct kcoll_task *op, struct kcoll_conn *conn,
-			    struct kcoll_grant *g)
+			    struct kcoll_grant *g, int slot)
 {
-	if (g->slot >= 0)
-		kcoll_op_land(op, conn->stage.vaddr +
-				  g->slot * conn->slot_bytes,
+	if (slot >= 0)
+		kcoll_op_land(op, conn->stage.vaddr + slot * conn->slot_bytes,
 			      g->dst_off, g->len);
 }
 
@@ -167,6 +173,7 @@ void kcoll_engine_data(struct kcoll_conn *conn, u32 imm, u32 byte_len)
 	struct kcoll_grant *g, *tmp;
 	struct kcoll_task *op;
 	bool found = false;
+	int slot;
 
 	lockdep_assert_held(&conn->comm->lock);
 	/* Dead (a BYE, an error): what other QPs still complete behind it
@@ -191,11 +198,14 @@ void kcoll_engine_data(struct kcoll_conn *conn, u32 imm, u32 byte_len)
 		return;
 	}
 	g->landed = true;
-	if (!g->op->error)
-		kcoll_op_landed(g->op, conn, g);
-	/* The grant is over: the peer may not write through it any more.
-	 * Its slot is free now, or once the transport is sure of that. */
+	/* The grant is over: the peer may not write through it any more
+	 * (before its data is used: on one node, a copy into it has
+	 * finished). Its slot stays ours until it is consumed, and through
+	 * the NIC until its MR is invalid too. */
+	slot = g->slot;
 	conn->xp->unexpose(conn, g);
+	if (!g->op->error)
+		kcoll_op_landed(g->op, conn, g, slot);
 	if (g->slot >= 0) {
 		__clear_bit(g->slot, &conn->slot_busy);
 		g->slot = -1;

@@ -140,11 +140,6 @@ static int kcoll_conn_write_inline(struct kcoll_conn *conn, unsigned int lane,
 /* The transport                                                        */
 /* ------------------------------------------------------------------ */
 
-static bool kcoll_lanes_msg_room(struct kcoll_conn *conn)
-{
-	return kcoll_conn_sq_room(conn, 0);
-}
-
 /* An MR over exactly the granted bytes, registered before the GRANT. */
 static int kcoll_lanes_expose(struct kcoll_conn *conn, struct kcoll_task *op,
 			      struct kcoll_grant *g, const struct kcoll_buf *b,
@@ -389,7 +384,6 @@ const struct kcoll_xport kcoll_xport_rdma = {
 	.stage_unreg = true,
 	.timed = true,
 	.send_msg = kcoll_conn_send_qp,
-	.msg_room = kcoll_lanes_msg_room,
 	.expose = kcoll_lanes_expose,
 	.unexpose = kcoll_lanes_unexpose,
 	.reclaim = kcoll_lanes_reclaim,

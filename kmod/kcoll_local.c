@@ -374,12 +374,6 @@ static int kcoll_local_send_msg(struct kcoll_conn *conn,
 	return kcoll_lchan_send(conn, m);
 }
 
-/* The channel never refuses a message for lack of room. */
-static bool kcoll_local_msg_room(struct kcoll_conn *conn)
-{
-	return true;
-}
-
 /* The bytes are exposed under an id, which the GRANT names. */
 static int kcoll_local_expose(struct kcoll_conn *conn, struct kcoll_task *op,
 			      struct kcoll_grant *g, const struct kcoll_buf *b,
@@ -485,7 +479,6 @@ const struct kcoll_xport kcoll_xport_local = {
 	.name = "local",
 	.wconn = KCOLL_WCONN_LOCAL,
 	.send_msg = kcoll_local_send_msg,
-	.msg_room = kcoll_local_msg_room,
 	.expose = kcoll_local_expose,
 	.unexpose = kcoll_local_unexpose,
 	.put = kcoll_local_put,

@@ -62,8 +62,6 @@ struct kcoll_xport {
 	 * error: nothing was sent.
 	 */
 	int (*send_msg)(struct kcoll_conn *conn, struct kcoll_wire_msg *m);
-	/* Could a control message go now? */
-	bool (*msg_room)(struct kcoll_conn *conn);
 
 	/*
 	 * Expose g->len bytes of @b at byte @off for the peer to fill
