@@ -262,6 +262,7 @@ struct tstate {
 	char *data;			/* PRIV_DATA bytes, a hole after */
 	char *big;			/* BIG_SIZE bytes */
 	uint64_t race_rounds, nic_ops, nic_ok, nic_stale;
+	_Atomic uint32_t last_r;	/* the action it chose last (one_action) */
 	int evfd[2];
 	int epfd;
 	uint32_t seq;
@@ -3803,6 +3804,40 @@ static struct nicpair {
 /* What ranks 0 and 1 send (g_nicsrc, declared with the fault handler):
  * written once, only ever read. */
 
+/* A copy of what g_nicsrc must hold, to catch the moment it changes. */
+static char *g_nicsrc_ref[2];
+static atomic_bool g_nicsrc_changed;
+
+/*
+ * Has anything written into g_nicsrc (the send buffers nobody may write)?
+ * Reported once, with where and what each thread was doing: a fuzzer bug
+ * (a stray userspace write) and the module writing into a send buffer
+ * look the same in a wrong sum, not here.
+ */
+static void nic_src_check(struct tstate *t, const char *when)
+{
+	uint64_t j;
+	int i, k;
+
+	for (i = 0; i < 2; i++) {
+		if (!memcmp(g_nicsrc[i], g_nicsrc_ref[i], NIC_BYTES))
+			continue;
+		if (atomic_exchange(&g_nicsrc_changed, true))
+			return;
+		for (j = 0; j < NIC_BYTES / 4; j++)
+			if (((int32_t *)g_nicsrc[i])[j] != ((int32_t *)g_nicsrc_ref[i])[j])
+				break;
+		unexpected(t, "the NIC pairs' send buffer %d changed (%s, %.1f s in): element %llu is %d, was %d",
+			   i, when, (now_ns() - h_t0) / 1e9, (unsigned long long)j,
+			   ((int32_t *)g_nicsrc[i])[j], ((int32_t *)g_nicsrc_ref[i])[j]);
+		for (k = 0; k < g_nts; k++)
+			if (g_ts[k])
+				fprintf(stderr, "kcoll-fuzz:   thread %d's last action %u\n",
+					g_ts[k]->id, atomic_load(&g_ts[k]->last_r));
+		return;
+	}
+}
+
 static void nic_init(void)
 {
 	uint64_t j;
@@ -3816,6 +3851,12 @@ static void nic_init(void)
 		}
 		for (j = 0; j < NIC_BYTES / 4; j++)
 			((int32_t *)g_nicsrc[i])[j] = (int32_t)((i + 1) * 1000003 + j * 7);
+		g_nicsrc_ref[i] = malloc(NIC_BYTES);
+		if (!g_nicsrc_ref[i]) {
+			perror("kcoll-fuzz");
+			exit(2);
+		}
+		memcpy(g_nicsrc_ref[i], g_nicsrc[i], NIC_BYTES);
 	}
 	for (i = 0; i < NNIC; i++) {
 		pthread_rwlock_init(&g_nic[i].rw, NULL);
@@ -4002,7 +4043,9 @@ static void act_nic(struct tstate *t)
 		t->nic_stale++;
 	if (s < 55) {
 		if (!pthread_mutex_trylock(&n->ring)) {
+			nic_src_check(t, "before a NIC allreduce");
 			nic_op(t, n);
+			nic_src_check(t, "after a NIC allreduce");
 			pthread_mutex_unlock(&n->ring);
 		}
 	} else if (s < 80) {		/* a registration left for later */
@@ -4060,6 +4103,7 @@ static void one_action(struct tstate *t)
 	struct slot *s = one_in(&t->r, 5) ? &t->priv : &g_shared[rn(&t->r, NSHARED)];
 	uint32_t r = rn(&t->r, 1040);
 
+	atomic_store_explicit(&t->last_r, r, memory_order_relaxed);
 	if (LD(s->fd) < 0 && !one_in(&t->r, 20)) {
 		slot_reopen(t, s);
 		return;
