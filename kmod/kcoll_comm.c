@@ -333,6 +333,18 @@ static void kcoll_comm_destroy(struct kcoll_ctx *ctx, struct kcoll_comm *comm)
 /* Create / destroy                                                     */
 /* ------------------------------------------------------------------ */
 
+/*
+ * The bound id's only event: its device going away while we look at it
+ * (rdma_cm calls every id's handler on removal; a NULL one was called,
+ * an oops). We destroy the id ourselves, right after: 0 says so. The
+ * removal itself we see through kcoll_ib_pd().
+ */
+static int kcoll_comm_bind_event(struct rdma_cm_id *id,
+				 struct rdma_cm_event *ev)
+{
+	return 0;
+}
+
 /* Bind to our own address to learn which RDMA device serves it. */
 static int kcoll_comm_bind_device(struct kcoll_comm *comm)
 {
@@ -341,7 +353,8 @@ static int kcoll_comm_bind_device(struct kcoll_comm *comm)
 	u32 pages;
 	int err;
 
-	id = rdma_create_id(&init_net, NULL, NULL, RDMA_PS_TCP, IB_QPT_RC);
+	id = rdma_create_id(&init_net, kcoll_comm_bind_event, NULL,
+			    RDMA_PS_TCP, IB_QPT_RC);
 	if (IS_ERR(id))
 		return PTR_ERR(id);
 	err = rdma_bind_addr(id, (struct sockaddr *)&comm->self_addr);

@@ -378,6 +378,124 @@ TEST_F_TIMEOUT(harden, device_removal_races_registrations, 300)
 	close(p[1]);
 }
 
+/*
+ * COMM_CREATE of a multi-rank communicator binds an rdma_cm id to our own
+ * address to learn the device; removing that device calls every bound
+ * id's event handler, and the bind id had none: an oops (found by the
+ * in-VM fuzzer, 2 runs of 5). Unprivileged creators loop on it (rank 0
+ * of 2 waits 1 ms for a peer that never comes) while rxe0 goes and comes
+ * back several times; every create must fail cleanly, and the kernel log
+ * stays clean (the harness checks it after the run).
+ */
+struct kh_bindrace {
+	const char *ip;
+	volatile int *stop;
+	unsigned long loops;
+	int idx;
+	int code;
+};
+
+static void *kh_bind_thread(void *arg)
+{
+	struct kh_bindrace *b = arg;
+	struct kcoll_rank_addr ra[2];
+	struct tring r;
+	__u32 id;
+	long e;
+
+	kt_addr_v4(&ra[0], b->ip);
+	kt_addr_v4(&ra[1], b->ip);
+	if (kt_ring_init(&r, 8, 0, 0)) {
+		b->code = 60;
+		return NULL;
+	}
+	while (!*b->stop) {
+		/* A uid of its own per creator and attempt. */
+		e = kt_comm_create(r.fd, 0xb1d0000000000000ULL |
+				   ((__u64)b->idx << 40) | b->loops, "bind",
+				   0, 2, ra, 1, &id);
+		b->loops++;
+		if (!e) {		/* a peer cannot exist: never */
+			b->code = 61;
+			break;
+		}
+		if (e != -ETIMEDOUT && e != -ENODEV && e != -EADDRNOTAVAIL &&
+		    e != -ENXIO && e != -EINTR) {
+			fprintf(stderr, "# COMM_CREATE during device removal: %ld\n", e);
+			b->code = 62;
+			break;
+		}
+	}
+	kt_ring_exit(&r);
+	return NULL;
+}
+
+static int kh_bind_race(void *arg)
+{
+	struct kh_bindrace *tmpl = arg, b[4];
+	pthread_t t[4];
+	int i, code = 0;
+
+	for (i = 0; i < 4; i++) {
+		b[i] = *tmpl;
+		b[i].idx = i;
+		if (pthread_create(&t[i], NULL, kh_bind_thread, &b[i]))
+			return 63;
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		fprintf(stderr, "# creator %d: %lu creates, code %d\n", i,
+			b[i].loops, b[i].code);
+		if (b[i].code && !code)
+			code = b[i].code;
+		if (!b[i].loops && !code)
+			code = 64;
+	}
+	return code;
+}
+
+TEST_F_TIMEOUT(harden, device_removal_during_comm_create, 300)
+{
+	const char *ip = getenv("KCOLL_IP");
+	struct kh_bindrace b;
+	volatile int *stop;
+	int st, i, k;
+	pid_t pid;
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "deleting rxe0 needs root");
+	stop = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, stop);
+	b = (struct kh_bindrace){ .ip = ip, .stop = stop };
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		if (kh_become_nobody())
+			_exit(101);
+		_exit(kh_bind_race(&b));
+	}
+	for (k = 0; k < 6; k++) {
+		usleep(300 * 1000);
+		EXPECT_EQ(0, system("rdma link delete rxe0"));
+		usleep(100 * 1000);
+		EXPECT_EQ(0, system("rdma link add rxe0 type rxe netdev eth0"));
+		for (i = 0; i < 100 &&
+		     system("ibv_devinfo -d rxe0 2>/dev/null | grep -q PORT_ACTIVE");
+		     i++)
+			usleep(100 * 1000);
+	}
+	*stop = 1;
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st));
+	EXPECT_EQ(0, WEXITSTATUS(st)) {
+		TH_LOG("unprivileged creators failed check %d (status %#x)",
+		       WEXITSTATUS(st), st);
+	}
+}
+
 /* ---------------------------------------------------------------- */
 /* F8: priority is a privilege, and what it takes is bounded         */
 /* ---------------------------------------------------------------- */
