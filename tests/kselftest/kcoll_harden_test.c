@@ -298,6 +298,21 @@ static void *kh_rank_thread(void *arg)
 	return NULL;
 }
 
+/* rxe0 back on eth0, and its port active (up to 10 s): 0, or -1. */
+static int kh_rxe_add(void)
+{
+	int i;
+
+	if (system("rdma link add rxe0 type rxe netdev eth0"))
+		return -1;
+	for (i = 0; i < 100; i++) {
+		if (!system("ibv_devinfo -d rxe0 2>/dev/null | grep -q PORT_ACTIVE"))
+			return 0;
+		usleep(100 * 1000);
+	}
+	return -1;
+}
+
 struct kh_devrace {
 	const char *ip;
 	volatile int *gone;
@@ -334,7 +349,7 @@ TEST_F_TIMEOUT(harden, device_removal_races_registrations, 300)
 	const char *ip = getenv("KCOLL_IP");
 	volatile int *gone;
 	struct kh_devrace dr;
-	int p[2], st, i;
+	int p[2], st;
 	pid_t pid;
 	char c;
 
@@ -368,11 +383,7 @@ TEST_F_TIMEOUT(harden, device_removal_races_registrations, 300)
 		TH_LOG("unprivileged ranks failed check %d (status %#x)",
 		       WEXITSTATUS(st), st);
 	}
-	EXPECT_EQ(0, system("rdma link add rxe0 type rxe netdev eth0"));
-	for (i = 0; i < 100 &&
-	     system("ibv_devinfo -d rxe0 2>/dev/null | grep -q PORT_ACTIVE");
-	     i++)
-		usleep(100 * 1000);
+	EXPECT_EQ(0, kh_rxe_add());
 	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
 	close(p[0]);
 	close(p[1]);
@@ -459,7 +470,7 @@ TEST_F_TIMEOUT(harden, device_removal_during_comm_create, 300)
 	const char *ip = getenv("KCOLL_IP");
 	struct kh_bindrace b;
 	volatile int *stop;
-	int st, i, k;
+	int st, k;
 	pid_t pid;
 
 	if (!ip)
@@ -481,11 +492,7 @@ TEST_F_TIMEOUT(harden, device_removal_during_comm_create, 300)
 		usleep(300 * 1000);
 		EXPECT_EQ(0, system("rdma link delete rxe0"));
 		usleep(100 * 1000);
-		EXPECT_EQ(0, system("rdma link add rxe0 type rxe netdev eth0"));
-		for (i = 0; i < 100 &&
-		     system("ibv_devinfo -d rxe0 2>/dev/null | grep -q PORT_ACTIVE");
-		     i++)
-			usleep(100 * 1000);
+		EXPECT_EQ(0, kh_rxe_add());
 	}
 	*stop = 1;
 	ASSERT_EQ(pid, waitpid(pid, &st, 0));
