@@ -389,7 +389,8 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	/* The intra-node path, if offered, and only if the connecting
 	 * rank's communicator really is in this module. */
 	local = !idx && nlanes == 1 && (h->flags & KCOLL_HELLO_LOCAL) &&
-		kcoll_intra_node() && kcoll_comm_hello_is_ours(comm, h);
+		kcoll_intra_node() && !comm->devmem &&
+		kcoll_comm_hello_is_ours(comm, h);
 	mutex_lock(&comm->lock);
 	conn = comm->conns[src];
 	if (!conn) {
@@ -416,7 +417,7 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		conn->local = local;
 		conn->eager = nlanes == 1 &&
 			      (h->flags & KCOLL_HELLO_EAGER) && kcoll_eager() &&
-			      kcoll_eager_fits(comm);
+			      !comm->devmem && kcoll_eager_fits(comm);
 		acc.flags = (local ? KCOLL_ACCEPT_LOCAL : 0) |
 			    (conn->eager ? KCOLL_ACCEPT_EAGER : 0) |
 			    KCOLL_ACCEPT_PING;

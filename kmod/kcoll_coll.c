@@ -23,6 +23,7 @@
 #include "kcoll_reduce.h"
 #include "kcoll_cost.h"
 #include "kcoll_shape.h"
+#include "kcoll_stats.h"
 
 static bool kcoll_is_float(u8 dtype)
 {
@@ -54,7 +55,8 @@ static int kcoll_op_buf(struct kcoll_task *op, int which, u64 addr, u32 handle,
 		delta = addr - mem->addr;
 		*b = mem->buf;
 		b->off0 = mem->buf.off0 + delta;
-		b->vaddr = mem->buf.vaddr + delta;
+		/* NULL stays NULL: memory the CPU must not touch. */
+		b->vaddr = mem->buf.vaddr ? mem->buf.vaddr + delta : NULL;
 		b->len = len;
 		op->mems[which] = mem;
 		return 0;
@@ -63,6 +65,61 @@ static int kcoll_op_buf(struct kcoll_task *op, int which, u64 addr, u32 handle,
 	if (err || op->unreg)
 		return err;
 	return kcoll_buf_register(b, comm);
+}
+
+/* Does a step of @ph run on the CPU over a buffer it must not touch? */
+static bool kcoll_phase_touches_nocpu(const struct kcoll_task *op,
+				      const struct kcoll_phase *ph)
+{
+	const struct kcoll_buf *b = op->bufs;
+
+	if (ph->copy.cnt && (b[ph->copy.dst.buf].nocpu ||
+			     b[ph->copy.src.buf].nocpu))
+		return true;
+	if (ph->avg_cnt && b[ph->avg.buf].nocpu)
+		return true;
+	return ph->has_recv && ph->recv.reduce &&
+	       (b[ph->recv.dst.buf].nocpu || b[ph->recv.operand.buf].nocpu);
+}
+
+/*
+ * An operation on KCOLL_REG_NO_CPU memory moves it with the NIC only: it
+ * needs a KCOLL_COMM_DEVMEM communicator whose every peer is reached
+ * through the NIC (no eager slots, no intra-node copies), registered
+ * buffers (no staging, no inline sends), and a schedule without a CPU step
+ * (a reduction, a local copy, the AVG finish) on such memory: those wait
+ * for a device executor (the CUDA reducer). -EOPNOTSUPP otherwise.
+ */
+static int kcoll_op_nocpu(struct kcoll_task *op)
+{
+	struct kcoll_comm *comm = op->comm;
+	struct kcoll_phase ph;
+	u32 i, n;
+	int err;
+
+	if (!comm->devmem || comm->nranks == 1 ||
+	    comm->remote_peers != comm->nranks - 1 || op->reduce)
+		return -EOPNOTSUPP;
+	n = kcoll_sched_nphases(&op->args);
+	for (i = 0; i < n; i++) {
+		kcoll_sched_phase(&op->args, i, &ph);
+		if (kcoll_phase_touches_nocpu(op, &ph))
+			return -EOPNOTSUPP;
+	}
+	op->exec = &kcoll_exec_nocpu;
+	if (op->unreg) {
+		/* Everything goes by MR now: register what was pinned. */
+		op->unreg = false;
+		for (i = 0; i < KCOLL_SBUF_NR; i++) {
+			if (op->mems[i] || !op->bufs[i].npages)
+				continue;
+			err = kcoll_buf_register(&op->bufs[i], comm);
+			if (err)
+				return err;
+		}
+	}
+	kcoll_stat_add(KCOLL_STAT_NOCPU_OPS, 1);
+	return 0;
 }
 
 static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
@@ -138,6 +195,13 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 			   rcount, true);
 	if (err)
 		return err;
+	op->nocpu = op->bufs[KCOLL_SBUF_SEND].nocpu ||
+		    op->bufs[KCOLL_SBUF_RECV].nocpu;
+	if (op->nocpu) {
+		err = kcoll_op_nocpu(op);
+		if (err)
+			return err;
+	}
 	if (tcount) {
 		if (check_mul_overflow((size_t)tcount, op->esize, &tlen))
 			return -EOVERFLOW;

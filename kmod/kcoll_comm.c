@@ -466,8 +466,8 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 
 	if (copy_from_user(&p, uarg, sizeof(p)))
 		return -EFAULT;
-	if (p.flags || p.resv0 || !kcoll_all_zero(p.resv, sizeof(p.resv)) ||
-	    p.comm_id)
+	if ((p.flags & ~KCOLL_COMM_FLAGS) || p.resv0 ||
+	    !kcoll_all_zero(p.resv, sizeof(p.resv)) || p.comm_id)
 		return -EINVAL;
 	if (!p.uid || !p.nranks || p.nranks > KCOLL_MAX_RANKS ||
 	    p.rank >= p.nranks)
@@ -517,6 +517,7 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	comm->uid = p.uid;
 	comm->rank = p.rank;
 	comm->nranks = p.nranks;
+	comm->devmem = p.flags & KCOLL_COMM_DEVMEM;
 	memcpy(comm->key, p.key, sizeof(comm->key));
 	err = kcoll_auth_init(comm);
 	if (err)

@@ -525,6 +525,7 @@ int kcoll_conn_start(struct kcoll_comm *comm, u32 peer)
 	 * on this node gets one QP: its data does not go through the NIC.
 	 */
 	conn->local_offer = conn->active && kcoll_intra_node() &&
+			    !comm->devmem &&
 			    !memcmp(comm->ranks[peer].addr,
 				    comm->ranks[comm->rank].addr,
 				    sizeof(comm->ranks[peer].addr));
@@ -532,7 +533,8 @@ int kcoll_conn_start(struct kcoll_comm *comm, u32 peer)
 				   comm->lanes : 1);
 	/* Eager transfers: offered on one QP. */
 	conn->eager_offer = conn->active && conn->nlanes == 1 &&
-			    kcoll_eager() && kcoll_eager_fits(comm);
+			    kcoll_eager() && !comm->devmem &&
+			    kcoll_eager_fits(comm);
 	INIT_DELAYED_WORK(&conn->retry, kcoll_conn_retry_work);
 	INIT_WORK(&conn->lrx, kcoll_lchan_rx_work);
 	INIT_LIST_HEAD(&conn->sigs);

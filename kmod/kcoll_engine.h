@@ -130,6 +130,10 @@ struct kcoll_exec {
 };
 
 extern const struct kcoll_exec kcoll_exec_cpu;
+/* Memory no CPU may touch: no step runs here yet (kcoll_op_nocpu() refuses
+ * schedules that would need one); reaching it is a bug, counted, WARNed,
+ * and the operation fails. The CUDA reducer replaces it. */
+extern const struct kcoll_exec kcoll_exec_nocpu;
 
 /* kcoll_fail.c */
 u32 kcoll_abort_culprit(struct kcoll_conn *conn,

@@ -243,7 +243,8 @@ static int kcoll_lanes_put(struct kcoll_task *op, struct kcoll_conn *conn,
 	size_t first;
 	int nsge = 0, err;
 
-	if (conn->nlanes == 1 && g->len <= conn->lane[0].max_inline) {
+	if (conn->nlanes == 1 && g->len <= conn->lane[0].max_inline &&
+	    !src->nocpu) {
 		/*
 		 * Small: the data goes in the WQE, so the send is done once
 		 * posted, one RC ACK sooner than a WRITE from memory (a

@@ -214,8 +214,10 @@ void kcoll_buf_unregister(struct kcoll_buf *b)
 	kvfree(b->segs);
 	b->segs = NULL;
 	b->nsegs = 0;
-	kvfree(b->dma);
-	b->dma = NULL;
+	if (!b->ops || !b->ops->dma_ready) {
+		kvfree(b->dma);
+		b->dma = NULL;
+	}
 	b->ibdev = NULL;
 }
 
@@ -265,7 +267,7 @@ int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm)
 	b->segs = kvcalloc(b->nsegs, sizeof(*b->segs), GFP_KERNEL_ACCOUNT);
 	/* Only what a peer may be granted needs its pages' DMA addresses
 	 * (kcoll_gmr_map() refuses a buffer without them). */
-	if (b->writable)
+	if (b->writable && !b->ops->dma_ready)
 		b->dma = kvcalloc(b->npages, sizeof(*b->dma),
 				  GFP_KERNEL_ACCOUNT);
 	if (!b->segs || (b->writable && !b->dma)) {
@@ -284,7 +286,7 @@ int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm)
 		err = b->ops->dma_map(b, s, first, n);
 		if (err)
 			goto out_unreg;
-		if (b->dma)
+		if (b->dma && !b->ops->dma_ready)
 			kcoll_buf_note_dma(b, s, first, n);
 		s->mr = ib_alloc_mr(comm->pd, IB_MR_TYPE_MEM_REG, n);
 		if (IS_ERR(s->mr)) {
@@ -342,8 +344,8 @@ void kcoll_buf_release(struct kcoll_buf *b)
 /* ------------------------------------------------------------------ */
 
 /* Pages (pinned or ours) reach the NIC through the DMA API, page by page. */
-static int kcoll_buf_pages_dma_map(struct kcoll_buf *b, struct kcoll_mrseg *s,
-				   unsigned int first, unsigned int n)
+int kcoll_buf_pages_dma_map(struct kcoll_buf *b, struct kcoll_mrseg *s,
+			    unsigned int first, unsigned int n)
 {
 	int err;
 
@@ -359,8 +361,7 @@ static int kcoll_buf_pages_dma_map(struct kcoll_buf *b, struct kcoll_mrseg *s,
 	return 0;
 }
 
-static void kcoll_buf_pages_dma_unmap(struct kcoll_buf *b,
-				      struct kcoll_mrseg *s)
+void kcoll_buf_pages_dma_unmap(struct kcoll_buf *b, struct kcoll_mrseg *s)
 {
 	ib_dma_unmap_sgtable_attrs(b->ibdev, &s->sgt, kcoll_buf_dma_dir(b), 0);
 	s->mapped = false;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * kcoll_mem.c: buffers (pinned user pages, our own pages): pinning,
+ * kcoll_mem.c: buffers (pinned user pages, our own pages; dma-buf imports
+ * are kcoll_dmabuf.c's): pinning,
  * scratch, vmap, DMA mapping and the NIC's local-read MRs.
  */
 #ifndef KCOLL_MEM_H
@@ -22,5 +23,9 @@ void kcoll_buf_show(struct seq_file *m, const char *name,
 /* Bytes from @off to the end of its segment. */
 size_t kcoll_buf_seg_room(const struct kcoll_buf *b, size_t off);
 void kcoll_buf_unregister(struct kcoll_buf *b);
+/* The page kinds' DMA mapping, for kinds made of pages (kcoll_dmabuf.c). */
+int kcoll_buf_pages_dma_map(struct kcoll_buf *b, struct kcoll_mrseg *s,
+			    unsigned int first, unsigned int n);
+void kcoll_buf_pages_dma_unmap(struct kcoll_buf *b, struct kcoll_mrseg *s);
 
 #endif /* KCOLL_MEM_H */

@@ -82,6 +82,40 @@ const struct kcoll_exec kcoll_exec_cpu = {
 	.avg = kcoll_cpu_avg,
 };
 
+/* A CPU step on memory the CPU must not touch: unreachable by design
+ * (kcoll_op_nocpu()), so a bug if it happens; the data stays untouched. */
+static void kcoll_nocpu_touch(struct kcoll_task *op)
+{
+	kcoll_stat_add(KCOLL_STAT_NOCPU_TOUCH, 1);
+	WARN_ONCE(1, "kcoll: a CPU step on NO_CPU memory (opcode %u)\n",
+		  op->args.opcode);
+	kcoll_op_fail(op, -EOPNOTSUPP);
+}
+
+static void kcoll_nocpu_copy(struct kcoll_task *op, u8 *dst, const u8 *src,
+			     size_t bytes)
+{
+	kcoll_nocpu_touch(op);
+}
+
+static void kcoll_nocpu_reduce(struct kcoll_task *op, u8 *dst, const u8 *src,
+			       size_t n)
+{
+	kcoll_nocpu_touch(op);
+}
+
+static void kcoll_nocpu_avg(struct kcoll_task *op, u8 *p, size_t n)
+{
+	kcoll_nocpu_touch(op);
+}
+
+const struct kcoll_exec kcoll_exec_nocpu = {
+	.name = "nocpu",
+	.copy = kcoll_nocpu_copy,
+	.reduce = kcoll_nocpu_reduce,
+	.avg = kcoll_nocpu_avg,
+};
+
 /*
  * @len bytes of the current phase's receive, at byte @off of it, came into
  * staging at @in: reduce them into the destination, or copy them there.

@@ -4,7 +4,8 @@
  * charged to that user (the real uid of the task that opened the file):
  * open files (contexts), communicators, registrations, RC QPs (charged for
  * a communicator's whole mesh when it is created) and the kernel memory
- * behind staging slots, eager slots and operations' scratch. Each has a
+ * behind staging slots, eager slots and operations' scratch, and the bytes
+ * of dma-bufs imported (GPU memory their exporter keeps pinned). Each has a
  * sysfs limit (user_max_*, also module parameters and netlink tunables);
  * past it the request fails with -EDQUOT and nothing else changes. Pinned
  * user pages are not charged here: RLIMIT_MEMLOCK bounds them.
@@ -30,6 +31,7 @@ struct kcoll_quota {
 	refcount_t ref;
 	atomic_t n[KCOLL_Q_NR];
 	atomic64_t bytes;
+	atomic64_t dmabuf;		/* dma-buf bytes imported */
 };
 
 static DEFINE_HASHTABLE(kcoll_quotas, 6);
@@ -142,6 +144,24 @@ void kcoll_quota_uncharge_bytes(struct kcoll_quota *q, u64 bytes)
 	atomic64_sub(bytes, &q->bytes);
 }
 
+/* dma-buf bytes imported: 0 or -EDQUOT (sysfs user_max_dmabuf_mb). */
+int kcoll_quota_charge_dmabuf(struct kcoll_quota *q, u64 bytes)
+{
+	u64 limit = (u64)kcoll_user_max_dmabuf_mb() << 20;
+
+	if (atomic64_add_return(bytes, &q->dmabuf) > limit) {
+		atomic64_sub(bytes, &q->dmabuf);
+		kcoll_quota_refused(q, "dmabuf_mb", limit >> 20);
+		return -EDQUOT;
+	}
+	return 0;
+}
+
+void kcoll_quota_uncharge_dmabuf(struct kcoll_quota *q, u64 bytes)
+{
+	atomic64_sub(bytes, &q->dmabuf);
+}
+
 /* debugfs kcoll/quota: what each user holds now. */
 static int kcoll_quota_show(struct seq_file *m, void *unused)
 {
@@ -155,8 +175,9 @@ static int kcoll_quota_show(struct seq_file *m, void *unused)
 		for (k = 0; k < KCOLL_Q_NR; k++)
 			seq_printf(m, " %s %d", kcoll_quota_names[k],
 				   atomic_read(&q->n[k]));
-		seq_printf(m, " kernel_bytes %lld\n",
-			   (long long)atomic64_read(&q->bytes));
+		seq_printf(m, " kernel_bytes %lld dmabuf_bytes %lld\n",
+			   (long long)atomic64_read(&q->bytes),
+			   (long long)atomic64_read(&q->dmabuf));
 	}
 	spin_unlock(&kcoll_quota_lock);
 	return 0;

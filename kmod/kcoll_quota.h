@@ -25,10 +25,13 @@ void kcoll_quota_uncharge(struct kcoll_quota *q, enum kcoll_quota_kind kind,
 			  u32 n);
 int kcoll_quota_charge_bytes(struct kcoll_quota *q, u64 bytes);
 void kcoll_quota_uncharge_bytes(struct kcoll_quota *q, u64 bytes);
+int kcoll_quota_charge_dmabuf(struct kcoll_quota *q, u64 bytes);
+void kcoll_quota_uncharge_dmabuf(struct kcoll_quota *q, u64 bytes);
 void kcoll_quota_debugfs_init(struct dentry *dir);
 
 /* kcoll_sysfs.c: the limits */
 u32 kcoll_user_max(enum kcoll_quota_kind kind);
 u32 kcoll_user_max_kernel_mb(void);
+u32 kcoll_user_max_dmabuf_mb(void);
 
 #endif /* KCOLL_QUOTA_H */

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * kcoll registrations: KCOLL_IOC_REG_MEM / DEREG_MEM. A registration
- * (struct kcoll_mem) pins and registers a user buffer once for many
- * operations of one communicator; operations take a use of it
+ * (struct kcoll_mem) pins a user buffer, or imports a dma-buf
+ * (kcoll_dmabuf.c), and registers it once for many operations of one
+ * communicator; operations take a use of it
  * (kcoll_mem_get()), DEREG_MEM refuses while one holds it, and the last
  * put releases it. Pinning and the NIC's MRs are kcoll_mem.c's.
  */
@@ -17,6 +18,7 @@
 #include "kcoll_comm.h"
 #include "kcoll_mem.h"
 #include "kcoll_reg.h"
+#include "kcoll_dmabuf.h"
 #include "kcoll_quota.h"
 
 /*
@@ -41,18 +43,24 @@ int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	struct kcoll_reg_mem p;
 	struct kcoll_comm *comm;
 	struct kcoll_mem *mem;
+	bool dmabuf;
 	u32 handle;
 	int err;
 
 	if (copy_from_user(&p, uarg, sizeof(p)))
 		return -EFAULT;
-	if (p.flags || p.resv0 || p.handle ||
-	    !kcoll_all_zero(p.resv, sizeof(p.resv)))
+	if ((p.flags & ~KCOLL_REG_FLAGS) || p.handle || p.resv)
+		return -EINVAL;
+	dmabuf = p.flags & KCOLL_REG_DMABUF;
+	/* The CPU rule is for imported memory: the user's own pages are
+	 * the CPU's anyway. */
+	if (!dmabuf && (p.dmabuf_fd || p.dmabuf_off ||
+			(p.flags & KCOLL_REG_NO_CPU)))
 		return -EINVAL;
 	if (!p.len)
 		return -EINVAL;
 	if (p.addr + p.len < p.addr)
-		return -EFAULT;
+		return dmabuf ? -EINVAL : -EFAULT;
 
 	comm = kcoll_ctx_comm_get(ctx, p.comm_id);
 	if (!comm)
@@ -83,12 +91,20 @@ int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	err = kcoll_comm_usable(comm);
 	if (err)
 		goto out_unlock_dev;
-	err = kcoll_buf_pin_user(&mem->buf, p.addr, p.len, true);
+	if (dmabuf)
+		err = kcoll_buf_import_dmabuf(&mem->buf, comm, p.dmabuf_fd,
+					      p.dmabuf_off, p.len,
+					      p.flags & KCOLL_REG_NO_CPU,
+					      ctx->quota);
+	else
+		err = kcoll_buf_pin_user(&mem->buf, p.addr, p.len, true);
 	if (err)
 		goto out_unlock_dev;
-	err = kcoll_buf_register(&mem->buf, comm);
-	if (err)
-		goto out_release;
+	if (!kcoll_buf_dry(&mem->buf)) {
+		err = kcoll_buf_register(&mem->buf, comm);
+		if (err)
+			goto out_release;
+	}
 	/* XA_FLAGS_ALLOC1: handles start at 1; 0 means "no handle". The
 	 * handle is reserved (NULL) until the registration is complete. */
 	err = xa_alloc(&ctx->mems, &handle, NULL, xa_limit_31b, GFP_KERNEL);
@@ -148,8 +164,11 @@ struct kcoll_mem *kcoll_mem_get(struct kcoll_ctx *ctx, struct kcoll_comm *comm,
 		   addr + len > mem->addr + mem->len) {
 		*err = -ERANGE;
 		mem = NULL;
-	} else if (!mem->buf.segs && comm->nranks > 1) {
-		*err = -ENODEV;		/* its device went away */
+	} else if ((!mem->buf.segs && comm->nranks > 1) ||
+		   kcoll_buf_dry(&mem->buf) || kcoll_buf_revoked(&mem->buf)) {
+		/* Its device went away, it is a test's dry import, or its
+		 * exporter took it back. */
+		*err = -ENODEV;
 		mem = NULL;
 	} else {
 		/* Its handle holds a use until erased, under this lock. */

@@ -53,6 +53,11 @@ KCOLL_STAT_ATTR(rdma_write_bytes, KCOLL_STAT_RDMA_BYTES);
 KCOLL_STAT_ATTR(intra_node_bytes, KCOLL_STAT_INTRA_BYTES);
 KCOLL_STAT_ATTR(eager_sends, KCOLL_STAT_EAGER_SENDS);
 KCOLL_STAT_ATTR(sig_sends, KCOLL_STAT_SIG_SENDS);
+KCOLL_STAT_ATTR(dmabuf_imports, KCOLL_STAT_DMABUF_IMPORTS);
+KCOLL_STAT_ATTR(dmabuf_revoked, KCOLL_STAT_DMABUF_REVOKED);
+KCOLL_STAT_ATTR(nocpu_ops, KCOLL_STAT_NOCPU_OPS);
+KCOLL_STAT_ATTR(nocpu_bytes, KCOLL_STAT_NOCPU_BYTES);
+KCOLL_STAT_ATTR(nocpu_cpu_touches, KCOLL_STAT_NOCPU_TOUCH);
 
 struct kcoll_opstats kcoll_node_stats;
 
@@ -103,6 +108,11 @@ static struct attribute *kcoll_stats_attrs[] = {
 	&dev_attr_intra_node_bytes.attr,
 	&dev_attr_eager_sends.attr,
 	&dev_attr_sig_sends.attr,
+	&dev_attr_dmabuf_imports.attr,
+	&dev_attr_dmabuf_revoked.attr,
+	&dev_attr_nocpu_ops.attr,
+	&dev_attr_nocpu_bytes.attr,
+	&dev_attr_nocpu_cpu_touches.attr,
 	&dev_attr_timeouts.attr,
 	&dev_attr_contexts.attr,
 	&dev_attr_inflight.attr,

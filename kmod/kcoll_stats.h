@@ -16,6 +16,12 @@ enum kcoll_stat {
 	KCOLL_STAT_INTRA_BYTES,	/* payload copied to ranks on this node */
 	KCOLL_STAT_EAGER_SENDS,	/* transfers written without a grant */
 	KCOLL_STAT_SIG_SENDS,	/* SIG messages sent */
+	KCOLL_STAT_DMABUF_IMPORTS,	/* dma-bufs imported by REG_MEM */
+	KCOLL_STAT_DMABUF_REVOKED,	/* move_notify on an import */
+	KCOLL_STAT_NOCPU_OPS,	/* operations on KCOLL_REG_NO_CPU memory */
+	KCOLL_STAT_NOCPU_BYTES,	/* of which NIC payload bytes */
+	KCOLL_STAT_NOCPU_TOUCH,	/* times the CPU was about to touch such
+				 * memory: a bug, also WARNed; must stay 0 */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);

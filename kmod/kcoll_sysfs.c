@@ -40,7 +40,8 @@ enum {
 	KCOLL_KNOB_QPS_PER_PEER, KCOLL_KNOB_INTRA_NODE, KCOLL_KNOB_EAGER,
 	KCOLL_KNOB_LAZY_SIGS, KCOLL_KNOB_PRIO_MAX_UNPRIV,
 	KCOLL_KNOB_USER_CONTEXTS, KCOLL_KNOB_USER_COMMS, KCOLL_KNOB_USER_REGS,
-	KCOLL_KNOB_USER_QPS, KCOLL_KNOB_USER_KERNEL_MB, KCOLL_KNOB_NR
+	KCOLL_KNOB_USER_QPS, KCOLL_KNOB_USER_KERNEL_MB,
+	KCOLL_KNOB_USER_DMABUF_MB, KCOLL_KNOB_NR
 };
 
 static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
@@ -87,6 +88,12 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	/* Staging, eager slots, scratch; 0 until load: a quarter of RAM. */
 	[KCOLL_KNOB_USER_KERNEL_MB] = { "user_max_kernel_mb", 0, 1, 1 << 24,
 					false },
+	/* dma-buf bytes imported by REG_MEM and held (pinned by their
+	 * exporter) per user: an exporter's memory is as scarce as pinned
+	 * pages; 0 until load: a quarter of RAM (GPU memory is not RAM,
+	 * but the administrator knows the GPUs; raise it). */
+	[KCOLL_KNOB_USER_DMABUF_MB] = { "user_max_dmabuf_mb", 0, 1, 1 << 30,
+					false },
 };
 
 u32 kcoll_user_max(enum kcoll_quota_kind kind)
@@ -106,13 +113,22 @@ u32 kcoll_user_max_kernel_mb(void)
 	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_USER_KERNEL_MB].val);
 }
 
+u32 kcoll_user_max_dmabuf_mb(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_USER_DMABUF_MB].val);
+}
+
 /* Defaults that depend on the machine (unless set at load). */
 void kcoll_knobs_init(void)
 {
+	u32 quarter = max_t(u32, 1, (totalram_pages() >> (20 - PAGE_SHIFT)) / 4);
 	struct kcoll_knob *k = &kcoll_knobs[KCOLL_KNOB_USER_KERNEL_MB];
 
 	if (!k->val)
-		k->val = max_t(u32, 1, (totalram_pages() >> (20 - PAGE_SHIFT)) / 4);
+		k->val = quarter;
+	k = &kcoll_knobs[KCOLL_KNOB_USER_DMABUF_MB];
+	if (!k->val)
+		k->val = quarter;
 }
 
 u32 kcoll_prio_max_unpriv(void)
@@ -281,6 +297,10 @@ module_param_cb(user_max_kernel_mb, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_USER_KERNEL_MB], 0644);
 MODULE_PARM_DESC(user_max_kernel_mb,
 		 "Kernel memory per user for staging, eager slots and scratch, in MiB; past it -EDQUOT (default a quarter of RAM)");
+module_param_cb(user_max_dmabuf_mb, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_USER_DMABUF_MB], 0644);
+MODULE_PARM_DESC(user_max_dmabuf_mb,
+		 "dma-buf memory (GPU memory) a user's registrations may hold imported, in MiB; past it REG_MEM fails with -EDQUOT (default a quarter of RAM)");
 MODULE_PARM_DESC(connect_timeout_ms,
 		 "How long COMM_CREATE waits for every peer by default (100..3600000 ms; default 60000)");
 
@@ -338,6 +358,7 @@ KCOLL_KNOB_ATTR(user_max_comms, KCOLL_KNOB_USER_COMMS);
 KCOLL_KNOB_ATTR(user_max_regs, KCOLL_KNOB_USER_REGS);
 KCOLL_KNOB_ATTR(user_max_qps, KCOLL_KNOB_USER_QPS);
 KCOLL_KNOB_ATTR(user_max_kernel_mb, KCOLL_KNOB_USER_KERNEL_MB);
+KCOLL_KNOB_ATTR(user_max_dmabuf_mb, KCOLL_KNOB_USER_DMABUF_MB);
 
 static ssize_t listen_port_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
@@ -418,6 +439,7 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_user_max_regs.attr.attr,
 	&kcoll_attr_user_max_qps.attr.attr,
 	&kcoll_attr_user_max_kernel_mb.attr.attr,
+	&kcoll_attr_user_max_dmabuf_mb.attr.attr,
 	&dev_attr_listen_port.attr,
 	&dev_attr_devices.attr,
 	&dev_attr_abi_version.attr,

@@ -119,6 +119,9 @@ struct kcoll_buf_ops {
 	void (*dma_unmap)(struct kcoll_buf *b, struct kcoll_mrseg *s);
 	/* Give back what backs @b (its MRs, mappings and vmap are gone). */
 	void (*release)(struct kcoll_buf *b);
+	/* b->dma is the kind's own (an import's DMA addresses), filled
+	 * before registration and freed by .release. */
+	bool dma_ready;
 };
 
 /**
@@ -132,11 +135,12 @@ struct kcoll_conn;
 struct kcoll_comm;
 struct kcoll_xport;
 struct kcoll_exec;
+struct kcoll_dmabuf;
 
 struct kcoll_buf {
 	/* What backs it, and how that is given back and DMA-mapped
-	 * (kcoll_mem.c): pinned user pages or pages of our own today; a
-	 * dma-buf import is a third kind. NULL: empty. */
+	 * (kcoll_mem.c): pinned user pages, pages of our own, or a dma-buf
+	 * import (kcoll_dmabuf.c). NULL: empty. */
 	const struct kcoll_buf_ops *ops;
 	struct page **pages;
 	unsigned int npages;
@@ -155,6 +159,10 @@ struct kcoll_buf {
 	unsigned int nsegs;
 	size_t seg_bytes;
 	struct kcoll_quota *quota;	/* allocated: charged npages pages */
+	/* KCOLL_REG_NO_CPU: the CPU must never touch it (vaddr is NULL);
+	 * only the NIC moves its bytes. */
+	bool nocpu;
+	struct kcoll_dmabuf *imp;	/* a dma-buf import (kcoll_dmabuf.c) */
 };
 
 /* A KCOLL_IOC_REG_MEM registration. */
@@ -404,6 +412,7 @@ struct kcoll_task {
 					 * no peer through the NIC): receives
 					 * land in staging, sends go inline or
 					 * register on demand */
+	bool nocpu;			/* a buffer is KCOLL_REG_NO_CPU */
 	bool started;
 	u32 nphases;
 	u32 phase;			/* current */
@@ -499,6 +508,8 @@ struct kcoll_comm {
 	u32 nr_up;
 	u32 remote_peers;		/* connections through the NIC, once
 					 * all are up; 0: buffers need no MRs */
+	bool devmem;			/* KCOLL_COMM_DEVMEM: no eager, no
+					 * intra-node channel offered */
 	u32 cm_busy;			/* rdma_cm handlers running */
 	struct list_head mems;		/* registrations on this comm */
 	int error;			/* sticky: the comm is unusable */

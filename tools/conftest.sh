@@ -38,5 +38,17 @@ grep -q '^#define KCOLL_PROBE_SANITY' "$tmp" || {
 probe HAVE_EVENTFD_SIGNAL_1ARG '#include <linux/eventfd.h>
 void t(struct eventfd_ctx *c) { eventfd_signal(c); }'
 
+# 6.2 gave dma_buf_vmap() the reservation lock as its caller's job and
+# added the _unlocked form (which 6.1's has not).
+probe HAVE_DMA_BUF_VMAP_UNLOCKED '#include <linux/dma-buf.h>
+MODULE_IMPORT_NS(DMA_BUF);
+int t(struct dma_buf *b, struct iosys_map *m) { return dma_buf_vmap_unlocked(b, m); }'
+
+# 6.13 made MODULE_IMPORT_NS() take a string literal. The probe uses a
+# DMA_BUF symbol, so modpost fails it where the literal is not the form.
+probe HAVE_MODULE_IMPORT_NS_STRING '#include <linux/dma-buf.h>
+MODULE_IMPORT_NS("DMA_BUF");
+struct dma_buf *t(int fd) { return dma_buf_get(fd); }'
+
 echo "#endif" >>"$tmp"
 mv "$tmp" "$out"

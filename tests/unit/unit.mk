@@ -30,6 +30,7 @@ UNIT_ENV	:= ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 
 UNIT_LOGIC	:= $(UNIT_BUILD)/test_logic
 UNIT_WIRE	:= $(UNIT_BUILD)/test_wire
+UNIT_DMASEG	:= $(UNIT_BUILD)/test_dmaseg
 UNIT_SCHED	:= $(UNIT_BUILD)/test_sched
 UNIT_ABI	:= $(UNIT_BUILD)/test_libcoll_abi
 UNIT_ABI_SO	:= $(UNIT_BUILD)/test_libcoll_abi_so
@@ -43,7 +44,7 @@ UNIT_TOOLS_MODEL := $(UNIT_BUILD)/kcoll-colltest-model \
 UNIT_DAEMON	:= $(UNIT_BUILD)/test_daemon
 UNIT_DAEMON_NL	:= $(UNIT_BUILD)/test_daemon_nl
 UNIT_DAEMON_TOOLS := $(UNIT_BUILD)/kcollctl-fake $(UNIT_BUILD)/kcolld-fake
-UNIT_BINS	:= $(UNIT_LOGIC) $(UNIT_WIRE) $(UNIT_SCHED) $(UNIT_ABI) $(UNIT_ABI_SO) \
+UNIT_BINS	:= $(UNIT_LOGIC) $(UNIT_WIRE) $(UNIT_DMASEG) $(UNIT_SCHED) $(UNIT_ABI) $(UNIT_ABI_SO) \
 		   $(UNIT_BOOTSTRAP) $(UNIT_COMM) $(UNIT_DAEMON) $(UNIT_DAEMON_NL)
 # The simulator, optimised and without sanitizers (tests/unit/
 # test_collsim.sh runs it at 4096 ranks).
@@ -77,6 +78,12 @@ $(UNIT_WIRE): $(UNIT_SRCDIR)/test_wire.c $(TOP)/kmod/kcoll_wire.c \
 	$(CC) $(UNIT_CFLAGS) -I$(TOP)/tests/oracle -o $@ \
 		$(UNIT_SRCDIR)/test_wire.c $(TOP)/kmod/kcoll_wire.c \
 		$(UNIT_LDFLAGS)
+
+# The dma-buf segmenter (device memory's scatterlists to MR page lists)
+# against a byte-by-byte reference on ragged lists.
+$(UNIT_DMASEG): $(UNIT_SRCDIR)/test_dmaseg.c $(TOP)/kmod/kcoll_dmaseg.h \
+		$(UNIT_HDRS) $(UNIT_SRCDIR)/unit.mk | $(UNIT_BUILD)
+	$(CC) $(UNIT_CFLAGS) -o $@ $(UNIT_SRCDIR)/test_dmaseg.c $(UNIT_LDFLAGS)
 
 # The schedules, executed on an in-memory model of every rank.
 # The cost model's choice too.

@@ -2041,7 +2041,7 @@ static void act_comm_create(struct tstate *t, struct slot *s)
 		must_einval = true;
 		v4(&ra[0], htonl(INADDR_LOOPBACK), 0);
 		switch (rn(&t->r, 8)) {
-		case 0: c.flags = 1U << rn(&t->r, 32); break;
+		case 0: c.flags = 1U << (1 + rn(&t->r, 31)); break;
 		case 1: c.resv0 = rval32(&t->r) | 1; break;
 		case 2: c.resv[rn(&t->r, 4)] = rnd(&t->r) | 1; break;
 		case 3: c.comm_id = rval32(&t->r) | 1; break;
@@ -2167,7 +2167,7 @@ static void act_dereg(struct tstate *t, struct slot *s, uint32_t h)
 static void act_reg_mem(struct tstate *t, struct slot *s)
 {
 	struct kcoll_reg_mem m = { 0 };
-	bool must_einval = false, priv = !s->shared;
+	bool must_einval = false, must_fail = false, priv = !s->shared;
 	int n, k = rn(&t->r, MAX_IDS), fd = LD(s->fd);
 	void *arg = &m;
 	long ret;
@@ -2182,11 +2182,28 @@ static void act_reg_mem(struct tstate *t, struct slot *s)
 	if (m.len > (64ULL << 20) && one_in(&t->r, 2))
 		m.len = rn(&t->r, 1 << 20) + 1;
 	m.addr = pick_addr(t, m.len < PRIV_DATA ? m.len : 4096, priv);
-	switch (rn(&t->r, 25)) {
-	case 0: m.flags = 1U << rn(&t->r, 32); must_einval = true; break;
-	case 1: m.resv0 = rval32(&t->r) | 1; must_einval = true; break;
-	case 2: m.resv[rn(&t->r, 2)] = rnd(&t->r) | 1; must_einval = true; break;
+	switch (rn(&t->r, 28)) {
+	case 0: m.flags = 1U << (2 + rn(&t->r, 30)); must_einval = true; break;
+	case 1: m.dmabuf_fd = rval32(&t->r) | 1; must_einval = true; break;
+	case 2:
+		if (one_in(&t->r, 2))
+			m.resv = rnd(&t->r) | 1;
+		else
+			m.dmabuf_off = rnd(&t->r) | 1;
+		must_einval = true;
+		break;
 	case 3: m.handle = rval32(&t->r) | 1; must_einval = true; break;
+	case 25: m.flags = KCOLL_REG_NO_CPU; must_einval = true; break;
+	case 26: case 27:
+		/* A dma-buf import of an fd that is none: this file, a
+		 * closed or a random one. Never a success. */
+		m.flags = KCOLL_REG_DMABUF |
+			  (one_in(&t->r, 2) ? KCOLL_REG_NO_CPU : 0);
+		m.dmabuf_fd = one_in(&t->r, 3) ? fd : one_in(&t->r, 2) ?
+			      (int)rval32(&t->r) : 1000000 + (int)rn(&t->r, 100);
+		m.dmabuf_off = one_in(&t->r, 4) ? rnd(&t->r) : 0;
+		must_fail = true;
+		break;
 	case 4: arg = one_in(&t->r, 2) ? (void *)(g_zone + Z_RO + RO_REG) :
 		      bad_ptr(t, sizeof(m)); break;
 	default: break;
@@ -2203,8 +2220,11 @@ static void act_reg_mem(struct tstate *t, struct slot *s)
 		return;
 	t->checked++;
 	if (must_einval && ret != -EINVAL)
-		unexpected(t, "REG_MEM flags %#x resv0 %u handle %u len %llu returned %ld, not -EINVAL",
-			   m.flags, m.resv0, m.handle, (unsigned long long)m.len, ret);
+		unexpected(t, "REG_MEM flags %#x dmabuf_fd %d handle %u len %llu returned %ld, not -EINVAL",
+			   m.flags, m.dmabuf_fd, m.handle, (unsigned long long)m.len, ret);
+	else if (must_fail && ret == 0)
+		unexpected(t, "REG_MEM of dma-buf fd %d (none) succeeded",
+			   m.dmabuf_fd);
 	else if (ret == 0 && t->acct.comms_exact && !acct_has_comm(t, m.comm_id))
 		unexpected(t, "REG_MEM on comm_id %u, not alive on this file, succeeded",
 			   m.comm_id);

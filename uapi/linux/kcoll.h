@@ -351,7 +351,7 @@ struct kcoll_rank_addr {
  * @key:	shared secret; peers presenting another key are refused
  * @rank:	this rank, < @nranks
  * @nranks:	1 .. KCOLL_MAX_RANKS
- * @flags:	none defined: 0
+ * @flags:	KCOLL_COMM_*
  * @timeout_ms:	connection setup limit; 0: sysfs connect_timeout_ms
  * @comm_id:	out: handle for SQEs and the other ioctls, local to the file
  */
@@ -368,6 +368,17 @@ struct kcoll_comm_create {
 	__u64	resv[4];
 };
 
+/*
+ * KCOLL_COMM_DEVMEM: the communicator will move device memory (KCOLL_REG_NO_CPU
+ * registrations), so its connections never route data through the CPU: no
+ * eager transfers (they bounce through kernel slots) and no intra-node
+ * channel (a peer on the same node is reached through the NIC, loopback).
+ * Every rank must set it alike (each connection agrees on the weaker of the
+ * two); operations on NO_CPU registrations need it (-EOPNOTSUPP without).
+ */
+#define KCOLL_COMM_DEVMEM	(1U << 0)
+#define KCOLL_COMM_FLAGS	KCOLL_COMM_DEVMEM
+
 /* KCOLL_IOC_COMM_DESTROY: operations still in flight complete -ECANCELED. */
 struct kcoll_comm_destroy {
 	__u32	comm_id;
@@ -375,20 +386,46 @@ struct kcoll_comm_destroy {
 };
 
 /**
- * struct kcoll_reg_mem - KCOLL_IOC_REG_MEM: pin @len bytes at @addr and
- * register them with the RDMA device of @comm_id once; SQEs then name the
- * returned @handle in send_mr/recv_mr. Counts against RLIMIT_MEMLOCK unless
- * CAP_IPC_LOCK. The handle belongs to the file and dies with it.
+ * struct kcoll_reg_mem - KCOLL_IOC_REG_MEM: register memory with the RDMA
+ * device of @comm_id once; SQEs then name the returned @handle in
+ * send_mr/recv_mr with addresses inside [@addr, @addr + @len). The handle
+ * belongs to the file and dies with it.
+ *
+ * Without KCOLL_REG_DMABUF: pin @len bytes at user address @addr (counts
+ * against RLIMIT_MEMLOCK unless CAP_IPC_LOCK); @dmabuf_fd and @dmabuf_off
+ * must be 0.
+ *
+ * With KCOLL_REG_DMABUF: import @len bytes at byte @dmabuf_off of the
+ * dma-buf @dmabuf_fd (GPU memory exported by its driver, vgem, udmabuf, a
+ * dma-heap ...). @addr is then only a name: the address SQEs use for byte 0
+ * (a CUDA device pointer, say); it is never dereferenced. The fd may be
+ * closed once this returns. Imported bytes count against the per-user
+ * limit user_max_dmabuf_mb (-EDQUOT). Errors of the import: -EBADF (not an
+ * open fd), -EINVAL (not a dma-buf, or the range is not inside it),
+ * -EOPNOTSUPP (the device reaches memory through the CPU — rxe, siw — and
+ * the exporter gives no CPU mapping: device memory), or the exporter's own
+ * error from attach/pin/map (-EBUSY, -ENOMEM ...).
+ *
+ * KCOLL_REG_NO_CPU (with KCOLL_REG_DMABUF only): the kernel must never read
+ * or write these bytes with the CPU (device memory). Operations naming the
+ * registration then move its data only with the NIC; one that would need
+ * the CPU on it (a reduction, a local copy, a peer on the same node, a
+ * communicator of one rank) fails at submission with -EOPNOTSUPP.
  */
 struct kcoll_reg_mem {
 	__u64	addr;
 	__u64	len;
 	__u32	comm_id;
-	__u32	flags;		/* none defined: 0 */
+	__u32	flags;		/* KCOLL_REG_* */
 	__u32	handle;		/* out, never 0 */
-	__u32	resv0;
-	__u64	resv[2];
+	__s32	dmabuf_fd;	/* KCOLL_REG_DMABUF; else 0 */
+	__u64	dmabuf_off;	/* KCOLL_REG_DMABUF; else 0 */
+	__u64	resv;
 };
+
+#define KCOLL_REG_DMABUF	(1U << 0)
+#define KCOLL_REG_NO_CPU	(1U << 1)
+#define KCOLL_REG_FLAGS		(KCOLL_REG_DMABUF | KCOLL_REG_NO_CPU)
 
 /* KCOLL_IOC_DEREG_MEM: -EBUSY while an operation in flight uses it. */
 struct kcoll_dereg_mem {
