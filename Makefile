@@ -9,6 +9,7 @@
 #                     the ring and priority benchmarks (docs/PERFORMANCE.md)
 #   make mpibench     Open MPI baseline (needs mpicc); make gloobench: Gloo's
 #   make modules-all  the module for every kernel with headers installed
+#   make testbuf      the test dma-buf exporter (tests/kmod) for every kernel
 #   make dkms-check   dkms add/build/remove against every installed kernel
 #   make fuzz         the in-VM fuzzer on every kernel (FUZZ_SECONDS=600)
 #   make fuzz-host    libFuzzer over validation and schedules (FUZZ_SECONDS=300)
@@ -35,7 +36,7 @@ KVER ?= $(patsubst linux-headers-%,%,$(if $(filter build,$(notdir $(KDIR))),$(no
 
 .PHONY: all module modules-all libcoll tools tests-bin unit-test check \
 	vm-test demo bench deps dkms-check install clean help mpibench gloobench collsim \
-	daemon fuzz fuzz-host kasan check-kasan
+	daemon fuzz fuzz-host kasan check-kasan testbuf
 
 # The Open MPI baseline builds only where mpicc exists (make deps installs it).
 MPICC ?= mpicc
@@ -50,7 +51,7 @@ all: module libcoll tools daemon tests-bin $(if $(HAVE_MPICC),mpibench) \
 	$(if $(HAVE_GLOO),gloobench)
 
 help:
-	@sed -n '2,17p' Makefile
+	@sed -n '2,18p' Makefile
 
 deps:
 	tools/install-deps.sh
@@ -65,6 +66,14 @@ modules-all:
 	+@set -e; for v in $(KVERS); do \
 		tools/build-module.sh /lib/modules/$$v/build $(BUILD)/$$v; done
 
+# The test dma-buf exporter that imitates GPU memory, for the dma-buf import
+# tests: build/<kver>/testbuf/kcoll_testbuf.ko for every kernel
+# (tests/kmod/build.sh; W=1, warnings fail).
+testbuf:
+	@[ -n "$(KVERS)" ] || { echo "no kernel headers under /lib/modules" >&2; exit 1; }
+	+@set -e; for v in $(KVERS); do \
+		tests/kmod/build.sh /lib/modules/$$v/build $(BUILD)/$$v/testbuf; done
+
 # A guest kernel with KASAN, lockdep and kmemleak, built once from Debian's
 # linux-source-6.1 into build/kasan (tools/kasan-kernel.sh; its modules stay
 # out of /lib/modules, so make check never sees it), and kcoll for it.
@@ -72,6 +81,7 @@ KASAN_DIR := $(BUILD)/kasan
 kasan:
 	tools/kasan-kernel.sh $(KASAN_DIR)
 	+tools/build-module.sh $(KASAN_DIR)/src $(BUILD)/$$(cat $(KASAN_DIR)/kver)
+	+tests/kmod/build.sh $(KASAN_DIR)/src $(BUILD)/$$(cat $(KASAN_DIR)/kver)/testbuf
 
 # The VM tests in that kernel (tests/check-kasan.sh; docs/TESTING.md). Not
 # part of make check: too slow.
@@ -203,7 +213,7 @@ include tests/unit/unit.mk
 include tests/fuzz/fuzz.mk
 
 # VM tests: every installed kernel, plus the 2-VM RDMA scenario.
-vm-test: modules-all tests-bin tools daemon
+vm-test: modules-all testbuf tests-bin tools daemon
 	tests/run-vm-tests.sh $(KVERS)
 
 check:

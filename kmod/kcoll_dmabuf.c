@@ -253,10 +253,14 @@ static int kcoll_dmabuf_map_cpu(struct kcoll_buf *b, struct kcoll_dmabuf *imp,
 	int err;
 
 	err = kcoll_dmabuf_vmap(imp);
-	if (err)
-		/* No CPU mapping: device memory; this device cannot
-		 * reach it (exporters answer -EINVAL or -ENOTSUPP). */
+	if (err == -EINVAL || err == -EOPNOTSUPP || err == -ENOTSUPP ||
+	    err == -ENXIO)
+		/* No CPU mapping: device memory (dma-buf core's answer
+		 * without .vmap, or the exporter's). This device moves data
+		 * with the CPU and cannot reach it. */
 		return -EOPNOTSUPP;
+	if (err)
+		return err;
 	imp->vmapped = true;
 	if (imp->map.is_iomem)
 		return -EOPNOTSUPP;	/* I/O memory: no pages */

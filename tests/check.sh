@@ -36,9 +36,9 @@ fi
 echo "# kernels: $kvers"
 
 # 1. Build.
-make -s modules-all >"$log/modules.log" 2>&1
+make -s modules-all testbuf >"$log/modules.log" 2>&1
 rc=$?
-count "module builds W=1 clean against: $kvers" $rc
+count "module and test exporter build W=1 clean against: $kvers" $rc
 [ $rc = 0 ] || tail -30 "$log/modules.log"
 make -s all >"$log/build.log" 2>&1
 rc=$?

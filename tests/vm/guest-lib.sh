@@ -84,6 +84,35 @@ kcoll_mod_load() {
 	log "kcoll loaded: $(cat /sys/class/misc/kcoll/abi_version 2>/dev/null | sed 's/^/ABI /')"
 }
 
+# dma-buf exporters for the GPU-memory tests: vgem (both kernels; a DRM
+# card), the project's test exporter (tests/kmod: imitates GPU memory),
+# and on 6.12 udmabuf and the system dma-heap (built in). A missing one is
+# logged; the tests that need it say SKIP and why.
+KCOLL_TESTBUF_KO=$KCOLL_TOP/build/$kcoll_kver/testbuf/kcoll_testbuf.ko
+kcoll_exporters_up() {
+	modprobe vgem 2>/dev/null || log "no vgem module"
+	if [ -f "$KCOLL_TESTBUF_KO" ]; then
+		insmod "$KCOLL_TESTBUF_KO" || fail "insmod kcoll_testbuf"
+	else
+		fail "no $KCOLL_TESTBUF_KO (make testbuf)"
+	fi
+	mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
+	log "exporters: $(ls /sys/module | grep -E '^(vgem|kcoll_testbuf)$' | tr '\n' ' ')$([ -c /dev/udmabuf ] && echo udmabuf) $([ -c /dev/dma_heap/system ] && echo dma-heap)"
+}
+
+# Everything the test exporter handed out came back (its live counters are
+# 0), and it unloads: nothing of it is still referenced by kcoll.
+kcoll_exporters_down() {
+	local c=/sys/kernel/debug/kcoll_testbuf/counters
+	[ -e /sys/module/kcoll_testbuf ] || return 0
+	if [ -r $c ]; then
+		awk '$1 ~ /^(buffers|attachments|pins|mappings|vmaps|mmaps)$/ && $2 != 0 { bad = bad " " $1 "=" $2 } END { if (bad) { print bad; exit 1 } }' $c >"$KCOLL_OUT/testbuf-left.txt" ||
+			fail "kcoll_testbuf still holds:$(cat "$KCOLL_OUT/testbuf-left.txt")"
+		cp $c "$KCOLL_OUT/testbuf-counters.txt"
+	fi
+	rmmod kcoll_testbuf || fail "rmmod kcoll_testbuf"
+}
+
 # Unload, then scan the kernel log written since kcoll_mod_load.
 kcoll_mod_unload() {
 	local refs

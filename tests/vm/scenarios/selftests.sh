@@ -7,6 +7,7 @@
 kcoll_net_up
 kcoll_rxe_up
 kcoll_mod_load
+kcoll_exporters_up
 # This VM's rxe0 address: the communicator selftests form local ranks on it.
 export KCOLL_IP
 # Whether slub_debug poisons kmalloc objects (run-vm-tests.sh asks for it:
@@ -26,5 +27,6 @@ for t in "$KCOLL_TOP"/build/tests/bin/*_test; do
 	[ "$(cat /sys/class/misc/kcoll/stats/contexts)" = 0 ] || fail "$name left contexts open"
 	[ "$(cat /sys/class/misc/kcoll/stats/inflight)" = 0 ] || fail "$name left requests in flight"
 done
+kcoll_exporters_down
 kcoll_mod_unload
 kcoll_finish

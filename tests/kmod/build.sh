@@ -1,0 +1,33 @@
+#!/bin/sh
+# Build the test dma-buf exporter (kcoll_testbuf.ko) against one kernel tree,
+# W=1, failing on any warning, in OUTDIR (a copy of tests/kmod, so several
+# kernels build side by side: build/<kver>/testbuf/kcoll_testbuf.ko).
+# Usage: tests/kmod/build.sh KDIR OUTDIR
+set -eu
+src=$(cd "$(dirname "$0")" && pwd)
+kdir=${1:?usage: build.sh KDIR OUTDIR}
+out=${2:?usage: build.sh KDIR OUTDIR}
+[ -d "$kdir" ] || { echo "testbuf: no kernel tree at $kdir" >&2; exit 1; }
+
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+for f in "$src"/*.c "$src"/*.h "$src"/Kbuild; do
+	cmp -s "$f" "$out/${f##*/}" || cp -p "$f" "$out/"
+done
+
+log=$out/.build.log
+set +e
+make -C "$kdir" M="$out" W=1 modules >"$log" 2>&1
+rc=$?
+set -e
+grep -v '^make\[' "$log" | grep -v 'Entering directory\|Leaving directory' || true
+if [ $rc -ne 0 ]; then
+	echo "testbuf: kbuild failed against $kdir" >&2
+	exit $rc
+fi
+# Compiler, kernel-doc and modpost warnings; not make's own notes.
+if grep -E 'warning:|WARNING:' "$log" | grep -qvE '^make(\[[0-9]+\])?: '; then
+	echo "testbuf: warnings against $kdir (W=1 must be clean)" >&2
+	exit 1
+fi
+echo "testbuf: $out/kcoll_testbuf.ko ($(basename "$(dirname "$kdir")"))"
