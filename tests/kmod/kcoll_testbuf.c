@@ -509,6 +509,24 @@ static const struct dma_buf_ops kcoll_testbuf_ops = {
 	.vunmap = kcoll_testbuf_vunmap,
 };
 
+/*
+ * "vram" buffers have no .vmap at all, like an exporter of device memory:
+ * the dma-buf core then refuses a vmap with -EINVAL quietly, where an
+ * exporter's failing .vmap makes it WARN (6.1 and 6.12).
+ */
+static const struct dma_buf_ops kcoll_testbuf_vram_ops = {
+	.attach = kcoll_testbuf_attach,
+	.detach = kcoll_testbuf_detach,
+	.pin = kcoll_testbuf_pin,
+	.unpin = kcoll_testbuf_unpin,
+	.map_dma_buf = kcoll_testbuf_map,
+	.unmap_dma_buf = kcoll_testbuf_unmap,
+	.release = kcoll_testbuf_release,
+	.begin_cpu_access = kcoll_testbuf_begin_cpu_access,
+	.end_cpu_access = kcoll_testbuf_end_cpu_access,
+	.mmap = kcoll_testbuf_mmap,
+};
+
 /* ---------------------------------------------------------------- ioctls */
 
 static int kcoll_testbuf_create(struct kcoll_testbuf_create __user *uarg)
@@ -544,7 +562,8 @@ static int kcoll_testbuf_create(struct kcoll_testbuf_create __user *uarg)
 		goto put_fd;
 	}
 
-	exp_info.ops = &kcoll_testbuf_ops;
+	exp_info.ops = arg.flags & KCOLL_TESTBUF_VRAM ?
+		       &kcoll_testbuf_vram_ops : &kcoll_testbuf_ops;
 	exp_info.owner = THIS_MODULE;
 	exp_info.size = arg.size;
 	exp_info.flags = O_RDWR;
@@ -589,7 +608,8 @@ static int kcoll_testbuf_revoke(struct kcoll_testbuf_revoke __user *uarg)
 	dmabuf = dma_buf_get(arg.fd);
 	if (IS_ERR(dmabuf))
 		return PTR_ERR(dmabuf);
-	if (dmabuf->ops != &kcoll_testbuf_ops) {
+	if (dmabuf->ops != &kcoll_testbuf_ops &&
+	    dmabuf->ops != &kcoll_testbuf_vram_ops) {
 		ret = -EINVAL;
 		goto put_dmabuf;
 	}
