@@ -937,7 +937,7 @@ int coll_comm_init_table(coll_comm **out, int nranks, int rank,
 			 const uint8_t key[KCOLL_KEY_LEN])
 {
 	struct kcoll_comm_create cc;
-	uint64_t entries, tmo;
+	uint64_t entries, tmo, devmem;
 	coll_comm *c;
 	uint32_t i;
 	int ret;
@@ -956,6 +956,8 @@ int coll_comm_init_table(coll_comm **out, int nranks, int rank,
 	if (!ret)
 		ret = coll_env_uint(COLL_ENV_CONNECT_TIMEOUT, 0, UINT32_MAX,
 				    &tmo);
+	if (!ret)
+		ret = coll_env_uint(COLL_ENV_DEVMEM, 0, 1, &devmem);
 	if (ret)
 		return ret;
 	if (!entries)
@@ -997,6 +999,7 @@ int coll_comm_init_table(coll_comm **out, int nranks, int rank,
 	cc.rank = (uint32_t)rank;
 	cc.nranks = (uint32_t)nranks;
 	cc.timeout_ms = (uint32_t)tmo;
+	cc.flags = devmem ? KCOLL_COMM_DEVMEM : 0;
 	ret = kcoll_ioctl(c->ring.ring_fd, KCOLL_IOC_COMM_CREATE, &cc);
 	if (ret) {
 		coll_err(ret, "KCOLL_IOC_COMM_CREATE (rank %d of %d): %s",
@@ -1286,37 +1289,74 @@ int coll_comm_fd(const coll_comm *comm)
 /* Memory registration                                                 */
 /* ------------------------------------------------------------------ */
 
-int coll_mem_register(coll_comm *comm, void *addr, size_t len, coll_mem **out)
+/* REG_MEM @r on @comm and list it: 0 or -errno (reported). */
+static int mem_register(coll_comm *comm, struct kcoll_reg_mem *r,
+			coll_mem **out)
 {
-	struct kcoll_reg_mem r;
 	struct coll_mem *m;
 	int ret;
 
-	if (!comm || !addr || !len || !out)
-		return coll_err(-EINVAL, "coll_mem_register: bad argument");
 	*out = NULL;
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return coll_err(-ENOMEM, "out of memory");
-	memset(&r, 0, sizeof(r));
-	r.addr = (uintptr_t)addr;
-	r.len = len;
-	r.comm_id = comm->comm_id;
-	ret = kcoll_ioctl(comm->ring.ring_fd, KCOLL_IOC_REG_MEM, &r);
+	r->comm_id = comm->comm_id;
+	ret = kcoll_ioctl(comm->ring.ring_fd, KCOLL_IOC_REG_MEM, r);
 	if (ret) {
 		free(m);
-		return coll_err(ret, "KCOLL_IOC_REG_MEM of %zu bytes: %s", len,
-				coll_strerror(ret));
+		if (!(r->flags & KCOLL_REG_DMABUF))
+			return coll_err(ret, "KCOLL_IOC_REG_MEM of %llu bytes: %s",
+					(unsigned long long)r->len,
+					coll_strerror(ret));
+		return coll_err(ret, "KCOLL_IOC_REG_MEM of dma-buf fd %d "
+				"(%llu bytes at %llu): %s%s", r->dmabuf_fd,
+				(unsigned long long)r->len,
+				(unsigned long long)r->dmabuf_off,
+				coll_strerror(ret),
+				ret == -EOPNOTSUPP ? " (this RDMA device moves "
+				"data with the CPU, and the buffer has no CPU "
+				"mapping: device memory needs a real NIC)" :
+				ret == -EDQUOT ? " (over the module's "
+				"user_max_dmabuf_mb)" : "");
 	}
-	m->addr = (uintptr_t)addr;
-	m->len = len;
-	m->handle = r.handle;
+	m->addr = r->addr;
+	m->len = r->len;
+	m->handle = r->handle;
 	pthread_mutex_lock(&comm->lock);
 	m->next = comm->mems;
 	comm->mems = m;
 	pthread_mutex_unlock(&comm->lock);
 	*out = m;
 	return 0;
+}
+
+int coll_mem_register_dmabuf(coll_comm *comm, int fd, uint64_t offset,
+			     size_t len, const void *addr, unsigned int flags,
+			     coll_mem **out)
+{
+	struct kcoll_reg_mem r;
+
+	if (!comm || fd < 0 || !len || !out || (flags & ~COLL_MEM_NO_CPU))
+		return coll_err(-EINVAL, "coll_mem_register_dmabuf: bad argument");
+	memset(&r, 0, sizeof(r));
+	r.addr = (uintptr_t)addr;
+	r.len = len;
+	r.flags = KCOLL_REG_DMABUF | flags;
+	r.dmabuf_fd = fd;
+	r.dmabuf_off = offset;
+	return mem_register(comm, &r, out);
+}
+
+int coll_mem_register(coll_comm *comm, void *addr, size_t len, coll_mem **out)
+{
+	struct kcoll_reg_mem r;
+
+	if (!comm || !addr || !len || !out)
+		return coll_err(-EINVAL, "coll_mem_register: bad argument");
+	memset(&r, 0, sizeof(r));
+	r.addr = (uintptr_t)addr;
+	r.len = len;
+	return mem_register(comm, &r, out);
 }
 
 int coll_mem_deregister(coll_comm *comm, coll_mem *mem)

@@ -437,6 +437,9 @@ static inline void coll_ring_prep_delay(struct kcoll_sqe *sqe, uint64_t usec,
 #define COLL_ENV_BOOTSTRAP_TIMEOUT	"KCOLL_BOOTSTRAP_TIMEOUT_MS"
 #define COLL_ENV_CONNECT_TIMEOUT	"KCOLL_CONNECT_TIMEOUT_MS"
 #define COLL_ENV_RING_ENTRIES		"KCOLL_RING_ENTRIES"
+/* 1: communicators are created with KCOLL_COMM_DEVMEM (they will move GPU
+ * memory: coll_mem_register_dmabuf() with COLL_MEM_NO_CPU). */
+#define COLL_ENV_DEVMEM			"KCOLL_DEVMEM"
 
 /* Default of KCOLL_BOOTSTRAP_TIMEOUT_MS. */
 #define COLL_BOOTSTRAP_TIMEOUT_MS_DEFAULT	60000U
@@ -1083,8 +1086,45 @@ COLL_API int coll_group_end(void);
 COLL_API int coll_mem_register(coll_comm *comm, void *addr, size_t len,
 			       coll_mem **out);
 
+/* coll_mem_register_dmabuf() flags */
+#define COLL_MEM_NO_CPU		KCOLL_REG_NO_CPU
+
 /**
- * coll_mem_deregister() - undo coll_mem_register() and free @mem.
+ * coll_mem_register_dmabuf() - import a dma-buf (GPU memory) and register
+ * it with @comm's RDMA device.
+ * @comm:	the communicator
+ * @fd:		the dma-buf, e.g. from cuMemGetHandleForAddressRange(...,
+ *		CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, ...), a DRM PRIME export,
+ *		udmabuf or a dma-heap; it may be closed once this returns
+ * @offset:	where in the dma-buf the registration starts
+ * @len:	its length in bytes, > 0
+ * @addr:	the address operations name for byte @offset: a CUDA device
+ *		pointer, or wherever the buffer is mapped; never dereferenced
+ *		by libcoll or the kernel. An operation whose buffer lies inside
+ *		[@addr, @addr + @len) uses this registration, as with
+ *		coll_mem_register().
+ * @flags:	COLL_MEM_NO_CPU: no CPU may touch the bytes (GPU memory).
+ *		Operations on them then move data with the NIC only; they need
+ *		a communicator created with $KCOLL_DEVMEM=1, and those that
+ *		would need the CPU on such memory (reductions and local copies
+ *		until the device reducer exists) fail with -EOPNOTSUPP.
+ * @out:	out: the registration; coll_mem_deregister() undoes it
+ *
+ * KCOLL_IOC_REG_MEM with KCOLL_REG_DMABUF. Imported bytes count against the
+ * module's per-user limit user_max_dmabuf_mb.
+ *
+ * Returns 0, or -EINVAL (bad argument, not a dma-buf, range outside it),
+ * -EBADF (not an open fd), -EOPNOTSUPP (the RDMA device moves data with the
+ * CPU — rxe, siw — and the buffer has no CPU mapping: device memory needs
+ * a real NIC), -EDQUOT (over user_max_dmabuf_mb), or the exporter's error.
+ */
+COLL_API int coll_mem_register_dmabuf(coll_comm *comm, int fd, uint64_t offset,
+				      size_t len, const void *addr,
+				      unsigned int flags, coll_mem **out);
+
+/**
+ * coll_mem_deregister() - undo coll_mem_register() (or
+ * coll_mem_register_dmabuf()) and free @mem.
  *
  * Returns 0, -EINVAL (NULL, or @mem does not belong to @comm), or -EBUSY
  * while an operation in flight uses it (@mem then stays registered).

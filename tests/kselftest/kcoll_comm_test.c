@@ -41,7 +41,7 @@ TEST(comm_create_rejects_bad_arguments)
 	/* A key of zeros is no secret. */
 	EXPECT_EQ(-EINVAL, kt_ioctl(fd, KCOLL_IOC_COMM_CREATE, &c));
 	c.key[5] = 1;
-	c.flags = 1;
+	c.flags = ~KCOLL_COMM_FLAGS;	/* undefined flags */
 	EXPECT_EQ(-EINVAL, kt_ioctl(fd, KCOLL_IOC_COMM_CREATE, &c));
 	c.flags = 0;
 	c.resv[3] = 1;
@@ -154,7 +154,7 @@ TEST(reg_mem)
 	m.comm_id = id + 1;
 	EXPECT_EQ(-ENOENT, kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m));
 	m.comm_id = id;
-	m.flags = 1;
+	m.flags = ~KCOLL_REG_FLAGS;	/* undefined flags */
 	EXPECT_EQ(-EINVAL, kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m));
 	m.flags = 0;
 	m.len = 0;

@@ -40,6 +40,11 @@
  *       Every rank then keeps its communicator while the file named by
  *       $KCOLL_TEST_HOLD exists (at most 120 s), for kcollctl to look at
  *   -G  only the group and flood cases (many operations in flight)
+ *   -D exporter  every buffer is a dma-buf of that exporter (vgem, udmabuf,
+ *       heap, testbuf; tools/dmabuf-alloc.h), registered with
+ *       coll_mem_register_dmabuf() at an offset that is not page-aligned
+ *       and its fd closed before use; int32, bf16, fp32 and fp64 only; no
+ *       group and flood cases
  * In -M, -K, -X and -T every rank prints its own result line and exits 0 only
  * if it passed.
  */
@@ -59,6 +64,7 @@
 
 #include "coll.h"
 #include "kcoll-check.h"
+#include "../../tools/dmabuf-alloc.h"
 
 #define GUARD		64
 #define GUARD_BYTE	0x5a
@@ -67,6 +73,7 @@
 
 static coll_comm *comm;
 static int rank, nranks;
+static const char *dmabuf;	/* -D: the exporter of every buffer */
 static int verbose;
 static unsigned int tap_n, tap_fail;
 
@@ -157,11 +164,42 @@ static void report(int64_t bad, const char *what, double t0)
 struct gbuf {
 	uint8_t *base;
 	size_t len;
+	struct kd_buf kd;	/* -D */
+	coll_mem *mem;
 };
+
+/* -D: the buffer and its guards in one dma-buf; the bytes between the
+ * guards registered from byte GUARD of it, then its fd closed. */
+static void *gbuf_alloc_dmabuf(struct gbuf *g, size_t len)
+{
+	size_t size = (len + 2 * GUARD + 4095) & ~(size_t)4095;
+	int ret = kd_alloc(&g->kd, dmabuf, size);
+
+	if (ret) {
+		diag("%s: a dma-buf of %zu bytes: %s", dmabuf, size,
+		     strerror(-ret));
+		exit(1);
+	}
+	g->base = g->kd.map;
+	memset(g->base, GUARD_BYTE, GUARD);
+	memset(g->base + GUARD + len, GUARD_BYTE, GUARD);
+	if (len) {
+		ret = coll_mem_register_dmabuf(comm, g->kd.fd, GUARD, len,
+					       g->base + GUARD, 0, &g->mem);
+		if (ret) {
+			diag("coll_mem_register_dmabuf: %s", coll_last_error());
+			exit(1);
+		}
+	}
+	kd_close_fd(&g->kd);
+	return g->base + GUARD;
+}
 
 static void *gbuf_alloc(struct gbuf *g, size_t len)
 {
 	g->len = len;
+	if (dmabuf)
+		return gbuf_alloc_dmabuf(g, len);
 	g->base = malloc(len + 2 * GUARD);
 	if (!g->base) {
 		diag("out of memory (%zu bytes)", len);
@@ -187,7 +225,17 @@ static size_t gbuf_damage(const struct gbuf *g)
 
 static void gbuf_free(struct gbuf *g)
 {
-	free(g->base);
+	int ret;
+
+	if (g->mem && (ret = coll_mem_deregister(comm, g->mem))) {
+		diag("coll_mem_deregister: %s", coll_strerror(ret));
+		tap_fail++;
+	}
+	g->mem = NULL;
+	if (g->kd.map)
+		kd_free(&g->kd);
+	else
+		free(g->base);
 	g->base = NULL;
 }
 
@@ -343,7 +391,7 @@ static size_t run_case(const struct chk_case *c, enum style st)
 		rp = r;
 	}
 	case_name(c, what, sizeof(what));
-	if (st == ST_REGISTERED) {
+	if (st == ST_REGISTERED && !dmabuf) {
 		if (gs.len && (ret = coll_mem_register(comm, s, gs.len, &ms)))
 			diag("%s: coll_mem_register: %s (%s); unregistered",
 			     what, coll_strerror(ret), coll_last_error());
@@ -412,6 +460,11 @@ static void small_matrix(int only)
 			continue;
 		for (d = 0; d < (int)NDTYPES; d++) {
 			coll_dtype dt = all_dtypes[d];
+
+			if (dmabuf && dt != COLL_DTYPE_INT32 &&
+			    dt != COLL_DTYPE_BF16 && dt != COLL_DTYPE_FP32 &&
+			    dt != COLL_DTYPE_FP64)
+				continue;
 
 			for (op = COLL_REDOP_FIRST; op <= COLL_REDOP_LAST; op++) {
 				struct chk_case c = {
@@ -968,7 +1021,7 @@ static int test_timeout(void)
 static void usage(void)
 {
 	fprintf(stderr, "usage: kcoll-colltest [-q | -F] [-c collective] "
-		"[-t seconds] [-v]\n"
+		"[-t seconds] [-v] [-D exporter]\n"
 		"       kcoll-colltest -M | -K | -X | -T | -G\n");
 	exit(2);
 }
@@ -980,7 +1033,7 @@ int main(int argc, char **argv)
 	double t0 = now();
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "qFc:t:vMKXTG")) != -1) {
+	while ((opt = getopt(argc, argv, "qFc:t:vMKXTGD:")) != -1) {
 		switch (opt) {
 		case 'q':
 			level = 0;
@@ -1000,6 +1053,9 @@ int main(int argc, char **argv)
 			break;
 		case 'v':
 			verbose = 1;
+			break;
+		case 'D':
+			dmabuf = optarg;
 			break;
 		case 'M':
 		case 'K':
@@ -1035,13 +1091,15 @@ int main(int argc, char **argv)
 	if (init_comm())
 		return 1;
 	if (rank == 0)
-		printf("# kcoll-colltest: %d ranks, %s run\n", nranks,
-		       level == 0 ? "quick" : level == 1 ? "default" : "full");
+		printf("# kcoll-colltest: %d ranks, %s run%s%s\n", nranks,
+		       level == 0 ? "quick" : level == 1 ? "default" : "full",
+		       dmabuf ? ", every buffer a dma-buf of " : "",
+		       dmabuf ? dmabuf : "");
 	if (special != 'G') {
 		small_matrix(only);
 		big_cases(level, only);
 	}
-	if (only < 0) {
+	if (only < 0 && !dmabuf) {
 		group_case();
 		flood_case();
 	}
