@@ -59,7 +59,9 @@ scenario() {	# kver name nvms timeout [arg]
 # through sysfs. "quick": the whole type x reduction matrix at small and
 # odd counts, one 1M-element and one 16 MiB case per collective, and the
 # negative tests. "skew": the two VMs advertise different cost models
-# (coll.sh), which each communicator must reconcile into one.
+# (coll.sh), which each communicator must reconcile into one. "dmabuf=":
+# the quick matrix again (four dtypes) with every buffer a dma-buf that
+# kcoll imports: vgem's on the first kernel, udmabuf's on the others.
 forced="algo=allreduce:rabenseifner algo=reduce_scatter:rechalving"
 forced+=" algo=allgather:farfirst algo=broadcast:binomial"
 forced+=" algo=reduce:binomial algo=alltoall:bruck"
@@ -83,7 +85,7 @@ for kver in "$@"; do
 		scenario "$kver" selftests 1 900
 	scenario "$kver" rdma-pair 2 400
 	if [ "$kver" = "$first" ]; then
-		scenario "$kver" coll 2 1500 "4 quick skew"
+		scenario "$kver" coll 2 1500 "4 quick skew dmabuf=vgem"
 		# Death of a process, 40 times in a row (then no leak, and
 		# rmmod), and of a whole node (3 VMs, one stops dead).
 		scenario "$kver" coll 2 1500 "2 die=40"
@@ -98,7 +100,7 @@ for kver in "$@"; do
 			scenario "$kver" fuzz 1 $((${FUZZ_CHECK_SECONDS:-60} + 420)) \
 			"${FUZZ_CHECK_SECONDS:-60}"
 	else
-		scenario "$kver" coll 2 1500 "3 quick qps=3 $forced"
+		scenario "$kver" coll 2 1500 "3 quick qps=3 $forced dmabuf=udmabuf"
 	fi
 done
 echo "VM: $pass passed, $fail failed, $skip skipped"

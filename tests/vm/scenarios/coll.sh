@@ -38,6 +38,9 @@
 #           in this boot, as qpsweep
 #   sweep=FILE:V/W/..  the same for any file under /sys/class/misc/kcoll,
 #           e.g. sweep=algo/allreduce:ring/rabenseifner (restored after)
+#   dmabuf=E  after the main run, kcoll-colltest -q -D E: the matrix (four
+#           dtypes) with every buffer a dma-buf of exporter E (vgem,
+#           udmabuf, heap, testbuf), imported by kcoll
 #   skew    the VMs advertise different cost models (vm0 sysfs
 #           algo/beta_ps 9999, vm1 algo/gamma_ps 50000): every
 #           communicator must agree on the largest of each (the engine's
@@ -67,7 +70,7 @@ kcoll_res_baseline
 set -- $KCOLL_ARG
 nranks=${1:-$((2 * kcoll_nvms))}
 [ $# -gt 0 ] && shift
-level="" perf=0 neg=1 check=1 dieloop=0 qpsweep="" sweep_knob="" prio=0 prio_args=(-s 64K -b 256M -n 30) skew=0
+dmabuf="" level="" perf=0 neg=1 check=1 dieloop=0 qpsweep="" sweep_knob="" prio=0 prio_args=(-s 64K -b 256M -n 30) skew=0
 perf_args=(-M -c all -b 8 -e 4M -f 4 -n 5 -w 2 -i 1)
 for a in "$@"; do
 	case $a in
@@ -94,6 +97,7 @@ for a in "$@"; do
 	qps=*) echo "${a#qps=}" >/sys/class/misc/kcoll/qps_per_peer ||
 			fail "qps_per_peer ${a#qps=}" ;;
 	skew) skew=1 ;;
+	dmabuf=*) dmabuf=${a#dmabuf=} ;;
 	big) perf=1 neg=0 check=0 perf_args=(-M -c allreduce -b 16M -e 16M -n 3 -w 1) ;;
 	big=*) perf=1 neg=0 check=0 perf_args=(-M -c "${a#big=}" -b 2M -e 16M -f 2 -n 3 -w 1) ;;
 	small=*) perf=1 neg=0 check=0 perf_args=(-M -c "${a#small=}" -b 8 -e 8K -f 32 -n 20 -w 3) ;;
@@ -103,6 +107,7 @@ for a in "$@"; do
 	*) fail "unknown scenario argument '$a'" ;;
 	esac
 done
+[ -n "$dmabuf" ] && kcoll_exporters_up
 if [ $skew = 1 ]; then
 	case $kcoll_vm in
 	0) echo 9999 >/sys/class/misc/kcoll/algo/beta_ps || fail "skew: beta_ps" ;;
@@ -184,6 +189,13 @@ if [ $check = 1 ]; then
 	# Which algorithms the automatic choice ran (this VM's ranks).
 	log "algorithms run: $(cd /sys/class/misc/kcoll/algo_ops && for f in *; do printf '%s=%s ' "$f" "$(cat "$f")"; done)"
 fi
+if [ -n "$dmabuf" ]; then
+	t1=$SECONDS
+	run colltest-dmabuf 1200 "$COLLTEST" -q -D "$dmabuf" -t 1150
+	[ -f "$KCOLL_OUT/colltest-dmabuf-rank0.log" ] &&
+		cp "$KCOLL_OUT/colltest-dmabuf-rank0.log" "$KCOLL_OUT/colltest-dmabuf.tap"
+	log "colltest on $dmabuf dma-bufs took $((SECONDS - t1)) s; imports: $(cat /sys/class/misc/kcoll/stats/dmabuf_imports)"
+fi
 if [ $neg = 1 ]; then
 	run mismatch 300 "$COLLTEST" -M
 	# The kernel's connect timeout bounds the refused creation.
@@ -235,6 +247,7 @@ log "kcoll devices: $(tr '\n' ' ' </sys/class/misc/kcoll/rdma_devices)"
 [ $check = 1 ] ||
 	log "algorithms run: $(cd /sys/class/misc/kcoll/algo_ops && for f in *; do printf '%s=%s ' "$f" "$(cat "$f")"; done)"
 kcoll_res_check
+[ -n "$dmabuf" ] && kcoll_exporters_down
 kcoll_mod_unload
 # skew: the model of every communicator the snapshots saw, "uid a/b/g".
 if [ $skew = 1 ]; then
