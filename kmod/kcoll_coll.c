@@ -67,15 +67,13 @@ static int kcoll_op_buf(struct kcoll_task *op, int which, u64 addr, u32 handle,
 	return kcoll_buf_register(b, comm);
 }
 
-/* Does a step of @ph run on the CPU over a buffer it must not touch? */
+/* Does a step of @ph run on the CPU over a buffer it must not touch? (Its
+ * copy does not: the NIC makes it, kcoll_nic_copy().) */
 static bool kcoll_phase_touches_nocpu(const struct kcoll_task *op,
 				      const struct kcoll_phase *ph)
 {
 	const struct kcoll_buf *b = op->bufs;
 
-	if (ph->copy.cnt && (b[ph->copy.dst.buf].nocpu ||
-			     b[ph->copy.src.buf].nocpu))
-		return true;
 	if (ph->avg_cnt && b[ph->avg.buf].nocpu)
 		return true;
 	return ph->has_recv && ph->recv.reduce &&
@@ -86,9 +84,10 @@ static bool kcoll_phase_touches_nocpu(const struct kcoll_task *op,
  * An operation on KCOLL_REG_NO_CPU memory moves it with the NIC only: it
  * needs a KCOLL_COMM_DEVMEM communicator whose every peer is reached
  * through the NIC (no eager slots, no intra-node copies), registered
- * buffers (no staging, no inline sends), and a schedule without a CPU step
- * (a reduction, a local copy, the AVG finish) on such memory: those wait
- * for a device executor (the CUDA reducer). -EOPNOTSUPP otherwise.
+ * buffers (no staging, no inline sends; local copies are the NIC's), and a
+ * schedule without a CPU step (a reduction, the AVG finish) on such
+ * memory: those wait for a device executor (the CUDA reducer).
+ * -EOPNOTSUPP otherwise.
  */
 static int kcoll_op_nocpu(struct kcoll_task *op)
 {

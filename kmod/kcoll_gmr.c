@@ -38,6 +38,8 @@
 
 #include "kcoll_types.h"
 #include "kcoll_gmr.h"
+#include "kcoll_mem.h"
+#include "kcoll_stats.h"
 #include "kcoll_conn.h"
 #include "kcoll_xport.h"
 #include "kcoll_ib.h"
@@ -177,6 +179,68 @@ int kcoll_gmr_map(struct kcoll_gmr *g, const struct kcoll_buf *b,
 	*addr = g->mr->iova;
 	*rkey = g->mr->rkey;
 	return 0;
+}
+
+/*
+ * kcoll_nic_copy - copy @len bytes from byte @soff of @src to byte @doff of
+ * @dst with the NIC (memory the CPU must not touch: KCOLL_REG_NO_CPU), one
+ * piece per pair of MR segments: an MR over the destination piece,
+ * writable for one WRITE from the source's local MR to itself
+ * (kcoll_ib_self_write()). Both buffers are registered on @comm's device;
+ * @dst is writable. Sleeps; process context.
+ */
+int kcoll_nic_copy(struct kcoll_comm *comm, const struct kcoll_buf *dst,
+		   size_t doff, const struct kcoll_buf *src, size_t soff,
+		   size_t len)
+{
+	unsigned int pages = comm->seg_pages;
+	struct kcoll_gmr *g;
+	struct ib_sge sge;
+	int err = 0;
+
+	if (!len)
+		return 0;
+	if (!comm->pd || !src->segs || !dst->dma)
+		return -EINVAL;
+	err = kcoll_quota_charge_bytes(comm->quota, kcoll_gmr_bytes(pages));
+	if (err)
+		return err;
+	g = kvzalloc(struct_size(g, sg, pages), GFP_KERNEL_ACCOUNT);
+	if (!g) {
+		err = -ENOMEM;
+		goto out_uncharge;
+	}
+	g->mr = ib_alloc_mr(comm->pd, IB_MR_TYPE_MEM_REG, pages);
+	if (IS_ERR(g->mr)) {
+		err = PTR_ERR(g->mr);
+		goto out_free;
+	}
+	g->max_pages = pages;
+	while (len && !err) {
+		size_t n = min(len, kcoll_buf_seg_room(src, soff));
+		u64 addr;
+		u32 rkey;
+
+		/* The destination piece within what one MR maps. */
+		n = min_t(size_t, n, (size_t)pages * PAGE_SIZE -
+			  ((dst->off0 + doff) & ~PAGE_MASK));
+		g->state = KCOLL_GMR_FREE;
+		err = kcoll_gmr_map(g, dst, doff, n, &addr, &rkey);
+		if (err)
+			break;
+		kcoll_buf_sge(src, soff, n, &sge);
+		err = kcoll_ib_self_write(comm->ibdev, g->mr, rkey, &sge);
+		kcoll_stat_add(KCOLL_STAT_NIC_COPY_BYTES, err ? 0 : n);
+		soff += n;
+		doff += n;
+		len -= n;
+	}
+	ib_dereg_mr(g->mr);
+out_free:
+	kvfree(g);
+out_uncharge:
+	kcoll_quota_uncharge_bytes(comm->quota, kcoll_gmr_bytes(pages));
+	return err;
 }
 
 /* @g can no longer be written through: its grant's memory is free. */

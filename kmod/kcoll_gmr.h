@@ -21,5 +21,8 @@ void kcoll_gmr_conn_shutdown(struct kcoll_conn *conn);
 int kcoll_gmr_eager_setup(struct kcoll_conn *conn);
 int kcoll_gmr_eager_offer(struct kcoll_conn *conn, unsigned long slots);
 void kcoll_gmr_show(struct seq_file *m, struct kcoll_conn *conn);
+int kcoll_nic_copy(struct kcoll_comm *comm, const struct kcoll_buf *dst,
+		   size_t doff, const struct kcoll_buf *src, size_t soff,
+		   size_t len);
 
 #endif /* KCOLL_GMR_H */

@@ -27,6 +27,7 @@
 #include <linux/spinlock.h>
 #include <linux/sysfs.h>
 #include <rdma/ib_cache.h>
+#include <linux/netdevice.h>
 #include <rdma/ib_verbs.h>
 
 #include "kcoll_types.h"
@@ -112,7 +113,10 @@ static int kcoll_reg_qp_connect(struct kcoll_ibdev *dev, struct ib_qp *qp)
 	a.qp_state = IB_QPS_INIT;
 	a.port_num = port;
 	a.pkey_index = 0;
-	a.qp_access_flags = 0;
+	/* Its only peer is itself: the NIC's local copies of memory the CPU
+	 * must not touch are WRITEs to itself (kcoll_ib_self_write()),
+	 * through an MR valid for that WRITE only. */
+	a.qp_access_flags = IB_ACCESS_REMOTE_WRITE;
 	err = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_PKEY_INDEX |
 			   IB_QP_PORT | IB_QP_ACCESS_FLAGS);
 	if (err)
@@ -128,10 +132,28 @@ static int kcoll_reg_qp_connect(struct kcoll_ibdev *dev, struct ib_qp *qp)
 	a.ah_attr.type = rdma_ah_find_type(ib, port);
 	rdma_ah_set_port_num(&a.ah_attr, port);
 	if (rdma_protocol_roce(ib, port)) {
+		const struct ib_gid_attr *ga;
+		struct net_device *ndev;
+
 		err = rdma_query_gid(ib, port, 0, &gid);
 		if (err)
 			return err;
 		rdma_ah_set_grh(&a.ah_attr, &gid, 0, 0, 1, 0);
+		/*
+		 * A kernel QP's address comes resolved: its MAC is the port's
+		 * own. The registration QP only ever sent local operations;
+		 * the NIC's own copies (kcoll_ib_self_write()) go on the wire,
+		 * and rxe loops back only what is addressed to its own MAC.
+		 */
+		ga = rdma_get_gid_attr(ib, port, 0);
+		if (IS_ERR(ga))
+			return PTR_ERR(ga);
+		rcu_read_lock();
+		ndev = rdma_read_gid_attr_ndev_rcu(ga);
+		if (!IS_ERR(ndev))
+			memcpy(a.ah_attr.roce.dmac, ndev->dev_addr, ETH_ALEN);
+		rcu_read_unlock();
+		rdma_put_gid_attr(ga);
 	} else {
 		rdma_ah_set_dlid(&a.ah_attr, pattr.lid);
 	}
@@ -192,6 +214,9 @@ out_destroy:
 	return err;
 }
 
+static int kcoll_reg_post_wait(struct kcoll_ibdev *dev,
+			       const struct ib_send_wr *wr);
+
 /*
  * kcoll_ib_mr_ops - the @n (≤ KCOLL_REG_BATCH) operations @ops on fast-reg
  * MRs of @ibdev, in order: register (under op->key, with @access:
@@ -207,10 +232,8 @@ int kcoll_ib_mr_ops(struct ib_device *ibdev, const struct kcoll_mr_op *ops,
 {
 	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
 	struct ib_reg_wr *wrs;
-	unsigned long deadline;
-	struct ib_wc wc;
 	unsigned int i;
-	int err, got;
+	int err;
 
 	if (!dev)
 		return -ENODEV;
@@ -245,9 +268,37 @@ int kcoll_ib_mr_ops(struct ib_device *ibdev, const struct kcoll_mr_op *ops,
 		if (err)
 			goto out_unlock;
 	}
-	err = ib_post_send(dev->reg_qp, &wrs[0].wr, NULL);
+	err = kcoll_reg_post_wait(dev, &wrs[0].wr);
+out_unlock:
+	mutex_unlock(&dev->reg_lock);
+	return err;
+}
+
+/* The registration QP, created if need be. Must hold dev->reg_lock. */
+static int kcoll_reg_qp_get(struct kcoll_ibdev *dev)
+{
+	lockdep_assert_held(&dev->reg_lock);
+	if (dev->removed)
+		return -ENODEV;
+	return dev->reg_qp ? 0 : kcoll_reg_qp_create(dev);
+}
+
+/*
+ * Post @wr (a chain whose last WR is signalled) on the registration QP and
+ * wait for it. Must hold dev->reg_lock, the QP created.
+ */
+static int kcoll_reg_post_wait(struct kcoll_ibdev *dev,
+			       const struct ib_send_wr *wr)
+{
+	struct ib_device *ibdev = dev->ibdev;
+	unsigned long deadline;
+	struct ib_wc wc;
+	int err, got;
+
+	lockdep_assert_held(&dev->reg_lock);
+	err = ib_post_send(dev->reg_qp, wr, NULL);
 	if (err)
-		goto out_unlock;
+		return err;
 	deadline = jiffies + 10 * HZ;
 	for (;;) {
 		got = ib_poll_cq(dev->reg_cq, 1, &wc);
@@ -255,22 +306,72 @@ int kcoll_ib_mr_ops(struct ib_device *ibdev, const struct kcoll_mr_op *ops,
 			break;
 		if (got < 0 || time_after(jiffies, deadline)) {
 			/* Never seen: start over with a fresh QP. */
-			pr_warn_ratelimited("%s: memory registration did not complete\n",
+			pr_warn_ratelimited("%s: memory registration (or a NIC copy) did not complete\n",
 					    dev_name(&ibdev->dev));
 			kcoll_reg_qp_destroy(dev);
-			err = -ETIMEDOUT;
-			goto out_unlock;
+			return -ETIMEDOUT;
 		}
 		usleep_range(10, 50);
 	}
 	if (wc.status != IB_WC_SUCCESS) {
-		pr_warn_ratelimited("%s: memory registration failed: %s\n",
+		pr_warn_ratelimited("%s: memory registration (or a NIC copy) failed: %s\n",
 				    dev_name(&ibdev->dev),
 				    ib_wc_status_msg(wc.status));
 		/* The QP is in error now; the next batch gets a new one. */
 		kcoll_reg_qp_destroy(dev);
 		err = -EIO;
 	}
+	return err;
+}
+
+/*
+ * kcoll_ib_self_write - copy with the NIC, no CPU on the data: register
+ * @mr (mapped over the destination by the caller) under @key for remote
+ * writes, WRITE @sge into it through the registration QP (connected to
+ * itself), and invalidate it; the MR is writable for that WRITE only.
+ * Each step completes before the next is posted: rxe stalls a send queue
+ * that has local operations and data in flight together (see
+ * kcoll_gmr.c). Sleeps; process context.
+ */
+int kcoll_ib_self_write(struct ib_device *ibdev, struct ib_mr *mr, u32 key,
+			const struct ib_sge *sge)
+{
+	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
+	struct ib_rdma_wr wr = {};
+	struct ib_send_wr inv = {};
+	struct ib_reg_wr reg = {};
+	int err, err2;
+
+	if (!dev)
+		return -ENODEV;
+	reg.wr.opcode = IB_WR_REG_MR;
+	reg.wr.send_flags = IB_SEND_SIGNALED;
+	reg.mr = mr;
+	reg.key = key;
+	reg.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
+	wr.wr.opcode = IB_WR_RDMA_WRITE;
+	wr.wr.send_flags = IB_SEND_SIGNALED;
+	wr.wr.sg_list = (struct ib_sge *)sge;
+	wr.wr.num_sge = 1;
+	wr.remote_addr = mr->iova;
+	wr.rkey = key;
+	inv.opcode = IB_WR_LOCAL_INV;
+	inv.send_flags = IB_SEND_SIGNALED;
+	inv.ex.invalidate_rkey = key;
+
+	mutex_lock(&dev->reg_lock);
+	err = kcoll_reg_qp_get(dev);
+	if (!err)
+		err = kcoll_reg_post_wait(dev, &reg.wr);
+	if (err)
+		goto out_unlock;
+	err = kcoll_reg_post_wait(dev, &wr.wr);
+	/* Invalid again whatever the WRITE did (a failed one took the QP
+	 * with it: a fresh one invalidates). */
+	err2 = kcoll_reg_qp_get(dev);
+	if (!err2)
+		err2 = kcoll_reg_post_wait(dev, &inv);
+	err = err ?: err2;
 out_unlock:
 	mutex_unlock(&dev->reg_lock);
 	return err;

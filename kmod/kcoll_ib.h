@@ -30,6 +30,9 @@ int kcoll_ib_mr_ops(struct ib_device *ibdev, const struct kcoll_mr_op *ops,
 		    unsigned int n, int access);
 int kcoll_ib_reg_mrs(struct ib_device *ibdev, struct ib_mr **mrs,
 		     unsigned int n, int access);
+struct ib_sge;
+int kcoll_ib_self_write(struct ib_device *ibdev, struct ib_mr *mr, u32 key,
+			const struct ib_sge *sge);
 int kcoll_ib_init(void);
 void kcoll_ib_exit(void);
 ssize_t kcoll_ib_list(char *buf, size_t size);

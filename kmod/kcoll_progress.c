@@ -20,6 +20,7 @@
 #include "kcoll_ring.h"
 #include "kcoll_sysfs.h"
 #include "kcoll_stats.h"
+#include "kcoll_gmr.h"
 #include "kcoll_ib.h"
 #include "kcoll_engine.h"
 #include "kcoll_reduce.h"
@@ -217,7 +218,20 @@ static void kcoll_phase_open(struct kcoll_task *op)
 	op->recv_granted = op->recv_done = 0;
 	op->send_posted_any = op->send_done_any = false;
 	op->recv_granted_any = op->recv_landed_any = false;
-	if (ph->copy.cnt) {
+	if (ph->copy.cnt && op->nocpu) {
+		/* Memory the CPU must not touch: the NIC copies it. */
+		const struct kcoll_sregion *d = &ph->copy.dst, *s = &ph->copy.src;
+		int err = 0;
+
+		if (d->buf != s->buf || d->off != s->off)
+			err = kcoll_nic_copy(op->comm, &op->bufs[d->buf],
+					     d->off * op->esize,
+					     &op->bufs[s->buf],
+					     s->off * op->esize,
+					     ph->copy.cnt * op->esize);
+		if (err)
+			kcoll_op_fail(op, err);
+	} else if (ph->copy.cnt) {
 		u8 *dst = kcoll_region(op, &ph->copy.dst);
 		const u8 *src = kcoll_region(op, &ph->copy.src);
 

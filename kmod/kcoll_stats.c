@@ -56,7 +56,7 @@ KCOLL_STAT_ATTR(sig_sends, KCOLL_STAT_SIG_SENDS);
 KCOLL_STAT_ATTR(dmabuf_imports, KCOLL_STAT_DMABUF_IMPORTS);
 KCOLL_STAT_ATTR(dmabuf_revoked, KCOLL_STAT_DMABUF_REVOKED);
 KCOLL_STAT_ATTR(nocpu_ops, KCOLL_STAT_NOCPU_OPS);
-KCOLL_STAT_ATTR(nocpu_bytes, KCOLL_STAT_NOCPU_BYTES);
+KCOLL_STAT_ATTR(nic_copy_bytes, KCOLL_STAT_NIC_COPY_BYTES);
 KCOLL_STAT_ATTR(nocpu_cpu_touches, KCOLL_STAT_NOCPU_TOUCH);
 
 struct kcoll_opstats kcoll_node_stats;
@@ -111,7 +111,7 @@ static struct attribute *kcoll_stats_attrs[] = {
 	&dev_attr_dmabuf_imports.attr,
 	&dev_attr_dmabuf_revoked.attr,
 	&dev_attr_nocpu_ops.attr,
-	&dev_attr_nocpu_bytes.attr,
+	&dev_attr_nic_copy_bytes.attr,
 	&dev_attr_nocpu_cpu_touches.attr,
 	&dev_attr_timeouts.attr,
 	&dev_attr_contexts.attr,

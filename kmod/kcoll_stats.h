@@ -19,7 +19,8 @@ enum kcoll_stat {
 	KCOLL_STAT_DMABUF_IMPORTS,	/* dma-bufs imported by REG_MEM */
 	KCOLL_STAT_DMABUF_REVOKED,	/* move_notify on an import */
 	KCOLL_STAT_NOCPU_OPS,	/* operations on KCOLL_REG_NO_CPU memory */
-	KCOLL_STAT_NOCPU_BYTES,	/* of which NIC payload bytes */
+	KCOLL_STAT_NIC_COPY_BYTES,	/* local copies made by the NIC (memory
+				 * the CPU must not touch) */
 	KCOLL_STAT_NOCPU_TOUCH,	/* times the CPU was about to touch such
 				 * memory: a bug, also WARNed; must stay 0 */
 	KCOLL_STAT_NR

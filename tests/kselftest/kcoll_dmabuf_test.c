@@ -5,7 +5,8 @@
  * imitates GPU memory; udmabuf and the system dma-heap on 6.12), as user
  * nobody with the fd handed over by root (the way a GPU driver's fd
  * reaches a training process); bad input; memory the CPU must not touch
- * (KCOLL_REG_NO_CPU) moved only by the NIC between two ranks on rxe;
+ * (KCOLL_REG_NO_CPU) moved only by the NIC between two ranks on rxe, local
+ * copies included;
  * DEREG while busy; a process dying with imports in flight; the per-user
  * limit; and the real-NIC path (attach, pin, map, segmenting) against a
  * PCI device of the VM (module parameter dmabuf_test_dev). After each test
@@ -472,7 +473,7 @@ struct kd_rank {
 	int rank;
 	__u32 flags;		/* COMM_CREATE */
 	__u64 uid;
-	struct kd_buf *b;	/* this rank's dma-buf, KD_BIG * 2 */
+	struct kd_buf *b;	/* this rank's dma-buf, KD_BIG * 4 */
 	pthread_barrier_t *bar;
 	int code;
 };
@@ -587,22 +588,61 @@ static void *kd_rank_main(void *arg)
 		KR_CHECK(kt_run(&r, &s) == 0, 17);
 		if (k->rank == 1)
 			KR_CHECK(kd_same(b, KD_BIG, z, 40 + si), 18);
+
+		/* Out of place, the local part is the NIC's copy: broadcast
+		 * from root 0 (its send to its receive buffer), allgather
+		 * (each rank's own block), alltoall (its own block), and an
+		 * alltoall in place (through the kernel's scratch). */
+		kd_fill(b, 0, z, 0);
+		if (k->rank == 0)
+			kd_fill(b, 2 * KD_BIG, z, 50 + si);
+		s = kt_coll(KCOLL_OP_BROADCAST, id, KCOLL_DTYPE_UINT8, 0, 0, z,
+			    base + 2 * KD_BIG, base);
+		s.send_mr = s.recv_mr = h;
+		KR_CHECK(kt_run(&r, &s) == 0, 19);
+		KR_CHECK(kd_same(b, 0, z, 50 + si), 20);
+
+		kd_fill(b, 2 * KD_BIG, z, 60 + k->rank + si);
+		s = kt_coll(KCOLL_OP_ALLGATHER, id, KCOLL_DTYPE_UINT8, 0, 0, z,
+			    base + 2 * KD_BIG, base);
+		s.send_mr = s.recv_mr = h;
+		KR_CHECK(kt_run(&r, &s) == 0, 21);
+		KR_CHECK(kd_same(b, 0, z, 60 + si), 22);
+		KR_CHECK(kd_same(b, z, z, 61 + si), 23);
+
+		kd_fill(b, 2 * KD_BIG, z, 70 + 2 * k->rank + si);
+		kd_fill(b, 2 * KD_BIG + z, z, 71 + 2 * k->rank + si);
+		s = kt_coll(KCOLL_OP_ALLTOALL, id, KCOLL_DTYPE_UINT8, 0, 0, z,
+			    base + 2 * KD_BIG, base);
+		s.send_mr = s.recv_mr = h;
+		KR_CHECK(kt_run(&r, &s) == 0, 24);
+		KR_CHECK(kd_same(b, 0, z, 70 + k->rank + si), 25);
+		KR_CHECK(kd_same(b, z, z, 72 + k->rank + si), 26);
+
+		kd_fill(b, 0, z, 80 + 2 * k->rank + si);
+		kd_fill(b, z, z, 81 + 2 * k->rank + si);
+		s = kt_coll(KCOLL_OP_ALLTOALL, id, KCOLL_DTYPE_UINT8, 0, 0, z,
+			    base, base);
+		s.send_mr = s.recv_mr = h;
+		KR_CHECK(kt_run(&r, &s) == 0, 27);
+		KR_CHECK(kd_same(b, 0, z, 80 + k->rank + si), 28);
+		KR_CHECK(kd_same(b, z, z, 82 + k->rank + si), 29);
 		pthread_barrier_wait(k->bar);
 	}
-	/* What needs the CPU on this memory is refused on both ranks alike
-	 * (no device executor yet): a reduction, a local copy. */
+	/* A reduction needs arithmetic where the data is: refused on both
+	 * ranks alike until the device reducer exists. */
 	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
 		    0, 1024, base, base);
 	s.send_mr = s.recv_mr = h;
-	KR_CHECK(kt_run(&r, &s) == -EOPNOTSUPP, 20);
-	s = kt_coll(KCOLL_OP_ALLGATHER, id, KCOLL_DTYPE_UINT8, 0, 0, 4096,
-		    base + KD_BIG, base);
+	KR_CHECK(kt_run(&r, &s) == -EOPNOTSUPP, 30);
+	s = kt_coll(KCOLL_OP_REDUCE_SCATTER, id, KCOLL_DTYPE_FP32,
+		    KCOLL_REDOP_MAX, 0, 1024, base + 2 * KD_BIG, base);
 	s.send_mr = s.recv_mr = h;
-	KR_CHECK(kt_run(&r, &s) == -EOPNOTSUPP, 21);
+	KR_CHECK(kt_run(&r, &s) == -EOPNOTSUPP, 31);
 	(void)other;
 done:
 	pthread_barrier_wait(k->bar);
-	KR_CHECK(!kd_dereg(r.fd, h), 30);
+	KR_CHECK(!kd_dereg(r.fd, h), 40);
 	k->code = 0;
 out:
 	kt_ring_exit(&r);
@@ -638,12 +678,12 @@ static int kd_pair_run(void *arg)
 static void kd_pair_test(struct __test_metadata *_metadata,
 			 const char *exporter)
 {
-	long long ops0, touch0, intra0, eager0, wr0;
+	long long ops0, touch0, intra0, eager0, wr0, copy0;
 	struct kd_buf b[2];
 	struct kd_pair p;
 	int err;
 
-	err = kd_alloc(&b[0], exporter, 2 * KD_BIG);
+	err = kd_alloc(&b[0], exporter, 4 * KD_BIG);
 	/* vgem and the test exporter are in every test VM; udmabuf only in
 	 * 6.12's kernel (Debian's 6.1 is built without it). */
 	if (err && !strcmp(exporter, "udmabuf"))
@@ -651,12 +691,13 @@ static void kd_pair_test(struct __test_metadata *_metadata,
 	ASSERT_EQ(0, err) {
 		TH_LOG("%s: %s", exporter, strerror(-err));
 	}
-	ASSERT_EQ(0, kd_alloc(&b[1], exporter, 2 * KD_BIG));
+	ASSERT_EQ(0, kd_alloc(&b[1], exporter, 4 * KD_BIG));
 	ops0 = kt_sysfs_read("stats/nocpu_ops");
 	touch0 = kt_sysfs_read("stats/nocpu_cpu_touches");
 	intra0 = kt_sysfs_read("stats/intra_node_bytes");
 	eager0 = kt_sysfs_read("stats/eager_sends");
 	wr0 = kt_sysfs_read("stats/rdma_write_bytes");
+	copy0 = kt_sysfs_read("stats/nic_copy_bytes");
 	p.b = b;
 	p.flags = KCOLL_COMM_DEVMEM;
 	EXPECT_EQ(0, kd_as_nobody(kd_pair_run, &p)) TH_LOG("%s, DEVMEM", exporter);
@@ -668,6 +709,9 @@ static void kd_pair_test(struct __test_metadata *_metadata,
 	EXPECT_EQ(eager0, kt_sysfs_read("stats/eager_sends"));
 	EXPECT_LE(ops0 + 2 * 2 * 4, kt_sysfs_read("stats/nocpu_ops"));
 	EXPECT_LE(wr0 + 5 * KD_BIG, kt_sysfs_read("stats/rdma_write_bytes"));
+	/* The local parts (broadcast's root, allgather's and alltoall's own
+	 * blocks, alltoall in place) were the NIC's copies. */
+	EXPECT_LE(copy0 + 6 * KD_BIG, kt_sysfs_read("stats/nic_copy_bytes"));
 	p.flags = 0;
 	EXPECT_EQ(0, kd_as_nobody(kd_pair_run, &p)) TH_LOG("%s, not DEVMEM", exporter);
 	kd_free(&b[0]);
