@@ -28,6 +28,22 @@ COLL_HIDDEN int coll_err(int err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 /* ------------------------------------------------------------------ */
+/* CUDA, at run time (cuda.c)                                          */
+/* ------------------------------------------------------------------ */
+
+/* NULL when libcuda.so.1 is loaded and initialised; else why not. */
+COLL_HIDDEN const char *coll_cuda_unavailable(void);
+/* 1 with the allocation holding @p when the driver calls @p device memory;
+ * 0 for anything else (host memory, or no CUDA); -errno on a driver
+ * error. */
+COLL_HIDDEN int coll_cuda_range(const void *p, uint64_t *base,
+				uint64_t *size);
+/* A dma-buf fd of device memory [@base, @base + @size) (page-aligned),
+ * @p inside it; 0 or -ENOTSUP with coll_last_error() saying why. */
+COLL_HIDDEN int coll_cuda_dmabuf(const void *p, uint64_t base, uint64_t size,
+				 int *fd);
+
+/* ------------------------------------------------------------------ */
 /* Small helpers                                                       */
 /* ------------------------------------------------------------------ */
 

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/ioctl.h>
 
 #include "coll_internal.h"
@@ -502,6 +503,8 @@ int coll_group_end(void)
 /* Posting operations                                                  */
 /* ------------------------------------------------------------------ */
 
+static int comm_gpu_buffers(coll_comm *c, uint64_t addr, uint64_t len);
+
 /* The registration that holds [addr, addr + len) entirely, or 0. */
 static uint32_t comm_find_mr(coll_comm *c, uint64_t addr, uint64_t len)
 {
@@ -530,6 +533,11 @@ static int comm_post(coll_comm *c, struct kcoll_sqe *t, uint64_t send_bytes,
 	uint32_t slot;
 	int ret;
 
+	ret = comm_gpu_buffers(c, t->send_addr, send_bytes);
+	if (!ret)
+		ret = comm_gpu_buffers(c, t->recv_addr, recv_bytes);
+	if (ret)
+		return ret;
 	if (in_group) {
 		ret = group_reserve(c, blocking);
 		if (ret)
@@ -1347,16 +1355,96 @@ int coll_mem_register_dmabuf(coll_comm *comm, int fd, uint64_t offset,
 	return mem_register(comm, &r, out);
 }
 
+/* GPU memory: the pages around [@addr, @addr + @len) of the allocation
+ * [@base, @base + @size), through their dma-buf, for the NIC only. */
+static int mem_register_cuda(coll_comm *comm, void *addr, size_t len,
+			     uint64_t base, uint64_t size, coll_mem **out)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)addr;
+	uint64_t start = a & ~(page - 1), end = (a + len + page - 1) & ~(page - 1);
+	struct kcoll_reg_mem r;
+	int fd = -1, ret;
+
+	if (a < base || a + len > base + size)
+		return coll_err(-EINVAL, "%zu bytes at GPU pointer %p go past its allocation",
+				len, addr);
+	if (start < base)
+		start = base;
+	ret = coll_cuda_dmabuf(addr, start, end - start, &fd);
+	if (ret)
+		return ret;
+	memset(&r, 0, sizeof(r));
+	r.addr = a;
+	r.len = len;
+	r.flags = KCOLL_REG_DMABUF | KCOLL_REG_NO_CPU;
+	r.dmabuf_fd = fd;
+	r.dmabuf_off = a - start;
+	ret = mem_register(comm, &r, out);
+	close(fd);
+	return ret;
+}
+
+/* Is the page of @p mapped in this process? */
+static bool mem_mapped(const void *p)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	unsigned char v;
+
+	return !mincore((void *)((uintptr_t)p & ~(uintptr_t)(page - 1)),
+			(size_t)page, &v) || errno != ENOMEM;
+}
+
 int coll_mem_register(coll_comm *comm, void *addr, size_t len, coll_mem **out)
 {
 	struct kcoll_reg_mem r;
+	uint64_t base, size;
+	int ret;
 
 	if (!comm || !addr || !len || !out)
 		return coll_err(-EINVAL, "coll_mem_register: bad argument");
+	ret = coll_cuda_range(addr, &base, &size);
+	if (ret < 0)
+		return ret;
+	if (ret)
+		return mem_register_cuda(comm, addr, len, base, size, out);
 	memset(&r, 0, sizeof(r));
 	r.addr = (uintptr_t)addr;
 	r.len = len;
-	return mem_register(comm, &r, out);
+	ret = mem_register(comm, &r, out);
+	if (ret == -EFAULT && !mem_mapped(addr) && coll_cuda_unavailable())
+		return coll_err(-ENOTSUP, "%p is not mapped in this process: if it "
+				"is GPU memory, libcoll needs libcuda.so.1 (%s)",
+				addr, coll_cuda_unavailable());
+	return ret;
+}
+
+/*
+ * The buffers of an operation that are GPU memory in no registration: their
+ * whole allocation registered, once (the registrations stay with the
+ * communicator, a cache of GPU allocations). 0 or -errno.
+ */
+static int comm_gpu_buffers(coll_comm *c, uint64_t addr, uint64_t len)
+{
+	uint64_t base, size;
+	coll_mem *m;
+	uint32_t h;
+	int ret;
+
+	if (!addr || !len)
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	h = comm_find_mr(c, addr, len);
+	pthread_mutex_unlock(&c->lock);
+	if (h)
+		return 0;
+	ret = coll_cuda_range((void *)(uintptr_t)addr, &base, &size);
+	if (ret <= 0)
+		return ret;
+	if (addr + len > base + size)
+		return coll_err(-EINVAL, "%llu bytes at GPU pointer %#llx go past its allocation",
+				(unsigned long long)len, (unsigned long long)addr);
+	return mem_register_cuda(c, (void *)(uintptr_t)base, size, base, size,
+				 &m);
 }
 
 int coll_mem_deregister(coll_comm *comm, coll_mem *mem)

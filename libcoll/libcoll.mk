@@ -25,7 +25,7 @@ LIBCOLL_MAP	:= $(LIBCOLL_SRCDIR)/libcoll.map
 LIBCOLL_PC	:= $(LIBCOLL_BUILD)/libcoll.pc
 
 LIBCOLL_SRCS	:= $(LIBCOLL_SRCDIR)/ring.c $(LIBCOLL_SRCDIR)/bootstrap.c \
-		   $(LIBCOLL_SRCDIR)/comm.c
+		   $(LIBCOLL_SRCDIR)/comm.c $(LIBCOLL_SRCDIR)/cuda.c
 LIBCOLL_OBJS	:= $(patsubst $(LIBCOLL_SRCDIR)/%.c,$(LIBCOLL_BUILD)/%.o,$(LIBCOLL_SRCS))
 
 LIBCOLL_CPPFLAGS := -I$(LIBCOLL_SRCDIR)/include -I$(TOP)/uapi

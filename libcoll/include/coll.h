@@ -440,6 +440,8 @@ static inline void coll_ring_prep_delay(struct kcoll_sqe *sqe, uint64_t usec,
 /* 1: communicators are created with KCOLL_COMM_DEVMEM (they will move GPU
  * memory: coll_mem_register_dmabuf() with COLL_MEM_NO_CPU). */
 #define COLL_ENV_DEVMEM			"KCOLL_DEVMEM"
+/* 1: never load libcuda.so.1 (every pointer is then host memory). */
+#define COLL_ENV_NO_CUDA		"KCOLL_NO_CUDA"
 
 /* Default of KCOLL_BOOTSTRAP_TIMEOUT_MS. */
 #define COLL_BOOTSTRAP_TIMEOUT_MS_DEFAULT	60000U
@@ -1080,8 +1082,19 @@ COLL_API int coll_group_end(void);
  * recv_mr), which spares the kernel pinning and registering it per
  * operation. Counts against RLIMIT_MEMLOCK unless CAP_IPC_LOCK.
  *
+ * GPU memory: libcoll loads libcuda.so.1 at run time (never at link time;
+ * $KCOLL_NO_CUDA=1 keeps it from trying). When the driver calls @addr
+ * device memory, the pages around [@addr, @addr + @len) are registered
+ * through their dma-buf (cuMemGetHandleForAddressRange) with
+ * COLL_MEM_NO_CPU, as coll_mem_register_dmabuf() would. An operation on
+ * GPU memory that is in no registration registers its whole allocation
+ * first, once (it stays until coll_comm_destroy()).
+ *
  * Returns 0, or -EINVAL, -ENOMEM (-EPERM/-ENOMEM also when over
- * RLIMIT_MEMLOCK), -EFAULT, or another ioctl() error.
+ * RLIMIT_MEMLOCK), -EFAULT, -ENOTSUP (GPU memory the driver cannot export,
+ * or an address that is not mapped in this process while libcuda.so.1
+ * cannot be loaded: coll_last_error() says which), or another ioctl()
+ * error.
  */
 COLL_API int coll_mem_register(coll_comm *comm, void *addr, size_t len,
 			       coll_mem **out);

@@ -57,6 +57,8 @@ struct m_op {
 	struct m_mem *mem[2];		/* registrations in use */
 };
 
+struct kcoll_model_dmabuf kcoll_model_last_dmabuf;
+
 struct m_mem {
 	struct m_mem *next;
 	uint32_t handle;
@@ -752,8 +754,37 @@ static int m_ioctl(int fd, unsigned long req, void *arg)
 				break;
 		if (i == M_MAX_COMMS)
 			return -ENOENT;
-		if (!r->addr || !r->len || r->flags || r->handle)
+		if (!r->len || r->handle || r->resv ||
+		    (r->flags & ~KCOLL_REG_FLAGS) ||
+		    (!(r->flags & KCOLL_REG_DMABUF) &&
+		     (!r->addr || r->flags || r->dmabuf_fd || r->dmabuf_off)))
 			return -EINVAL;
+		if (!(r->flags & KCOLL_REG_DMABUF)) {
+			/* Pinning fails on what is not mapped. */
+			long pg = sysconf(_SC_PAGESIZE);
+			uint64_t a = r->addr & ~(uint64_t)(pg - 1);
+			unsigned char v;
+
+			for (; a < r->addr + r->len; a += pg)
+				if (mincore((void *)(uintptr_t)a, pg, &v) &&
+				    errno == ENOMEM)
+					return -EFAULT;
+		}
+		if (r->flags & KCOLL_REG_DMABUF) {
+			/* What the kernel would import: recorded for the
+			 * test; the data path stays the model's memcpy on
+			 * the address (a host mapping in the tests). */
+			struct stat st;
+
+			if (fstat(r->dmabuf_fd, &st))
+				return -EBADF;
+			kcoll_model_last_dmabuf.ino = st.st_ino;
+			kcoll_model_last_dmabuf.off = r->dmabuf_off;
+			kcoll_model_last_dmabuf.len = r->len;
+			kcoll_model_last_dmabuf.addr = r->addr;
+			kcoll_model_last_dmabuf.flags = r->flags;
+			kcoll_model_last_dmabuf.count++;
+		}
 		m = calloc(1, sizeof(*m));
 		m->handle = ctx->next_handle++;
 		m->comm_id = r->comm_id;

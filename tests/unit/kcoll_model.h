@@ -23,4 +23,12 @@ unsigned int kcoll_model_submits(int fd);
 /* SQE buffers of the context behind @fd that named a registration. */
 unsigned int kcoll_model_mr_sqes(int fd);
 
+/* The last dma-buf REG_MEM (KCOLL_REG_DMABUF) the model accepted, and how
+ * many there were: the fd's inode, the offset, length, name and flags. */
+struct kcoll_model_dmabuf {
+	unsigned long long ino, off, len, addr;
+	unsigned int flags, count;
+};
+extern struct kcoll_model_dmabuf kcoll_model_last_dmabuf;
+
 #endif /* KCOLL_MODEL_H */

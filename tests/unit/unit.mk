@@ -36,6 +36,8 @@ UNIT_ABI	:= $(UNIT_BUILD)/test_libcoll_abi
 UNIT_ABI_SO	:= $(UNIT_BUILD)/test_libcoll_abi_so
 UNIT_BOOTSTRAP	:= $(UNIT_BUILD)/test_bootstrap
 UNIT_COMM	:= $(UNIT_BUILD)/test_libcoll_comm
+UNIT_CUDA	:= $(UNIT_BUILD)/test_cuda
+UNIT_FAKECUDA	:= $(UNIT_BUILD)/fakecuda/libcuda.so.1
 # kcoll-colltest and kcoll-perf linked with the /dev/kcoll model
 UNIT_TOOLS_MODEL := $(UNIT_BUILD)/kcoll-colltest-model \
 		    $(UNIT_BUILD)/kcoll-perf-model
@@ -45,7 +47,8 @@ UNIT_DAEMON	:= $(UNIT_BUILD)/test_daemon
 UNIT_DAEMON_NL	:= $(UNIT_BUILD)/test_daemon_nl
 UNIT_DAEMON_TOOLS := $(UNIT_BUILD)/kcollctl-fake $(UNIT_BUILD)/kcolld-fake
 UNIT_BINS	:= $(UNIT_LOGIC) $(UNIT_WIRE) $(UNIT_DMASEG) $(UNIT_SCHED) $(UNIT_ABI) $(UNIT_ABI_SO) \
-		   $(UNIT_BOOTSTRAP) $(UNIT_COMM) $(UNIT_DAEMON) $(UNIT_DAEMON_NL)
+		   $(UNIT_BOOTSTRAP) $(UNIT_COMM) $(UNIT_CUDA) $(UNIT_DAEMON) \
+		   $(UNIT_DAEMON_NL)
 # The simulator, optimised and without sanitizers (tests/unit/
 # test_collsim.sh runs it at 4096 ranks).
 UNIT_COLLSIM	:= $(UNIT_BUILD)/collsim
@@ -156,6 +159,18 @@ UNIT_MODEL_LIBS	:= $(LIBCOLL_A) $(REDUCE_SAN_OBJS) \
 $(UNIT_COMM): $(UNIT_SRCDIR)/test_comm.c $(UNIT_MODEL_DEPS) | $(UNIT_BUILD)
 	$(CC) $(UNIT_MODEL_CFLAGS) -o $@ $< $(UNIT_MODEL_SRCS) \
 		$(UNIT_MODEL_LIBS)
+
+# libcoll's GPU path against a STAND-IN for the CUDA driver (no GPU here):
+# the test links it by its soname, libcoll dlopen()s the same library.
+$(UNIT_FAKECUDA): $(UNIT_SRCDIR)/fake_libcuda.c $(UNIT_SRCDIR)/unit.mk | $(UNIT_BUILD)
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -Wall -Wextra -Werror -g -O1 -fPIC -shared \
+		-Wl,-soname,libcuda.so.1 -o $@ $<
+
+$(UNIT_CUDA): $(UNIT_SRCDIR)/test_cuda.c $(UNIT_FAKECUDA) $(UNIT_MODEL_DEPS) | $(UNIT_BUILD)
+	$(CC) $(UNIT_MODEL_CFLAGS) -o $@ $< $(UNIT_MODEL_SRCS) \
+		$(UNIT_MODEL_LIBS) $(UNIT_FAKECUDA) \
+		-Wl,-rpath,$(dir $(UNIT_FAKECUDA))
 
 # The VM test programs themselves, single rank, on the model
 # (tests/unit/test_tools_model.sh runs them).

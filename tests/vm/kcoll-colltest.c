@@ -197,6 +197,8 @@ static void *gbuf_alloc_dmabuf(struct gbuf *g, size_t len)
 
 static void *gbuf_alloc(struct gbuf *g, size_t len)
 {
+	memset(g, 0, sizeof(*g));
+	g->kd.fd = -1;
 	g->len = len;
 	if (dmabuf)
 		return gbuf_alloc_dmabuf(g, len);
