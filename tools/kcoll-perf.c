@@ -22,6 +22,9 @@
  *   -C 0    skip the check (default: one checked iteration per size, with
  *           rank-dependent inputs; #wrong = wrong elements on all ranks)
  *   -R 1    register the buffers with coll_mem_register() first
+ *   -D E    the buffers are dma-bufs of exporter E (vgem, udmabuf, heap,
+ *           testbuf; tools/dmabuf-alloc.h), imported by kcoll with
+ *           coll_mem_register_dmabuf() (GPU memory without a GPU)
  *   -M      bandwidths in MB/s instead of GB/s (slow, emulated links)
  *   -u      also CPU time per GB of bus traffic of the timed iterations
  *           (out of place): "cpu" of the ranks' processes, "node" of
@@ -48,6 +51,7 @@
 #include <unistd.h>
 
 #include "bench-util.h"
+#include "dmabuf-alloc.h"
 #include "coll.h"
 #include "kcoll-check.h"
 
@@ -65,6 +69,7 @@ static struct {
 	int in_place;
 	int check;
 	int reg;
+	const char *dmabuf;
 	int cpu;
 } o = {
 	.minbytes = 8, .maxbytes = 8 << 20, .factor = 2,
@@ -321,17 +326,37 @@ static void bench(enum chk_coll coll)
 	size_t size, count, prev = (size_t)-1, cap;
 	void *sbuf, *rbuf;
 	coll_mem *ms = NULL, *mr = NULL;
+	struct kd_buf kds = { .fd = -1 }, kdr = { .fd = -1 };
 	int ret;
 
 	/* Both buffers hold maxbytes (plus a block) in every layout. */
 	cap = o.maxbytes + n * es;
-	sbuf = malloc(cap);
-	rbuf = malloc(cap);
+	if (o.dmabuf) {
+		/* Both buffers dma-bufs, imported once. */
+		cap = (cap + 4095) & ~(size_t)4095;
+		ret = kd_alloc(&kds, o.dmabuf, cap);
+		if (!ret)
+			ret = kd_alloc(&kdr, o.dmabuf, cap);
+		if (ret)
+			die("dma-buf allocation", ret);
+		sbuf = kds.map;
+		rbuf = kdr.map;
+		ret = coll_mem_register_dmabuf(comm, kds.fd, 0, cap, sbuf, 0,
+					       &ms);
+		if (!ret)
+			ret = coll_mem_register_dmabuf(comm, kdr.fd, 0, cap,
+						       rbuf, 0, &mr);
+		if (ret)
+			die("coll_mem_register_dmabuf", ret);
+	} else {
+		sbuf = malloc(cap);
+		rbuf = malloc(cap);
+	}
 	if (!sbuf || !rbuf)
 		die("malloc", -ENOMEM);
 	memset(sbuf, 0, cap);
 	memset(rbuf, 0, cap);
-	if (o.reg) {
+	if (o.reg && !o.dmabuf) {
 		ret = coll_mem_register(comm, sbuf, cap, &ms);
 		if (!ret)
 			ret = coll_mem_register(comm, rbuf, cap, &mr);
@@ -412,8 +437,13 @@ static void bench(enum chk_coll coll)
 		failed = 1;
 	if (mr && coll_mem_deregister(comm, mr))
 		failed = 1;
-	free(sbuf);
-	free(rbuf);
+	if (o.dmabuf) {
+		kd_free(&kds);
+		kd_free(&kdr);
+	} else {
+		free(sbuf);
+		free(rbuf);
+	}
 }
 
 /* "#  Rank  0 Pid 1234 on host" for every rank, through an allgather. */
@@ -451,7 +481,7 @@ static void usage(void)
 	fprintf(stderr, "usage: kcoll-perf [-b minbytes] [-e maxbytes] "
 		"[-f stepfactor] [-d dtype] [-o redop] [-c collective|all]\n"
 		"                  [-r root] [-n iters] [-w warmup] [-i 0|1] "
-		"[-C 0|1] [-R 0|1] [-M] [-u]\n");
+		"[-C 0|1] [-R 0|1] [-D exporter] [-M] [-u]\n");
 	exit(2);
 }
 
@@ -460,7 +490,7 @@ int main(int argc, char **argv)
 	int opt, i, ret;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "b:e:f:d:o:c:r:n:w:i:C:R:Muh")) != -1) {
+	while ((opt = getopt(argc, argv, "b:e:f:d:o:c:r:n:w:i:C:R:D:Muh")) != -1) {
 		switch (opt) {
 		case 'b': o.minbytes = parse_size(optarg); break;
 		case 'e': o.maxbytes = parse_size(optarg); break;
@@ -483,6 +513,7 @@ int main(int argc, char **argv)
 		case 'i': o.in_place = atoi(optarg); break;
 		case 'C': o.check = atoi(optarg); break;
 		case 'R': o.reg = atoi(optarg); break;
+		case 'D': o.dmabuf = optarg; break;
 		case 'M': bw_div = 1e6; bw_unit = "(MB/s)"; break;
 		case 'u': o.cpu = 1; break;
 		default: usage();
@@ -510,8 +541,9 @@ int main(int argc, char **argv)
 	if (rank == 0)
 		printf("# kcoll-perf: %d ranks, minBytes %zu maxBytes %zu "
 		       "step: %g(factor) warmup iters: %d iters: %d "
-		       "validation: %d registered: %d\n", nranks, o.minbytes,
-		       o.maxbytes, o.factor, o.warmup, o.iters, o.check, o.reg);
+		       "validation: %d registered: %d%s%s\n", nranks, o.minbytes,
+		       o.maxbytes, o.factor, o.warmup, o.iters, o.check, o.reg,
+		       o.dmabuf ? " dma-buf: " : "", o.dmabuf ? o.dmabuf : "");
 	show_ranks();
 	for (i = 0; i < CHK_NR; i++) {
 		if (o.coll >= 0 && i != o.coll)

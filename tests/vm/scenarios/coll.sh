@@ -41,6 +41,11 @@
 #   dmabuf=E  after the main run, kcoll-colltest -q -D E: the matrix (four
 #           dtypes) with every buffer a dma-buf of exporter E (vgem,
 #           udmabuf, heap, testbuf), imported by kcoll
+#   dmabufab=E[:N]  only kcoll-perf at 16 MiB (allreduce, allgather,
+#           broadcast), N rounds (default 3), each first on ordinary memory
+#           registered once (-R 1), then on dma-bufs of exporter E imported
+#           once (-D E): the two interleaved in one boot
+#           (docs/PERFORMANCE.md)
 #   skew    the VMs advertise different cost models (vm0 sysfs
 #           algo/beta_ps 9999, vm1 algo/gamma_ps 50000): every
 #           communicator must agree on the largest of each (the engine's
@@ -70,7 +75,7 @@ kcoll_res_baseline
 set -- $KCOLL_ARG
 nranks=${1:-$((2 * kcoll_nvms))}
 [ $# -gt 0 ] && shift
-dmabuf="" level="" perf=0 neg=1 check=1 dieloop=0 qpsweep="" sweep_knob="" prio=0 prio_args=(-s 64K -b 256M -n 30) skew=0
+dmabuf="" dmabufab="" level="" perf=0 neg=1 check=1 dieloop=0 qpsweep="" sweep_knob="" prio=0 prio_args=(-s 64K -b 256M -n 30) skew=0
 perf_args=(-M -c all -b 8 -e 4M -f 4 -n 5 -w 2 -i 1)
 for a in "$@"; do
 	case $a in
@@ -98,6 +103,7 @@ for a in "$@"; do
 			fail "qps_per_peer ${a#qps=}" ;;
 	skew) skew=1 ;;
 	dmabuf=*) dmabuf=${a#dmabuf=} ;;
+	dmabufab=*) dmabufab=${a#dmabufab=} check=0 neg=0 dmabuf=${dmabufab%%:*} ;;
 	big) perf=1 neg=0 check=0 perf_args=(-M -c allreduce -b 16M -e 16M -n 3 -w 1) ;;
 	big=*) perf=1 neg=0 check=0 perf_args=(-M -c "${a#big=}" -b 2M -e 16M -f 2 -n 3 -w 1) ;;
 	small=*) perf=1 neg=0 check=0 perf_args=(-M -c "${a#small=}" -b 8 -e 8K -f 32 -n 20 -w 3) ;;
@@ -189,7 +195,22 @@ if [ $check = 1 ]; then
 	# Which algorithms the automatic choice ran (this VM's ranks).
 	log "algorithms run: $(cd /sys/class/misc/kcoll/algo_ops && for f in *; do printf '%s=%s ' "$f" "$(cat "$f")"; done)"
 fi
-if [ -n "$dmabuf" ]; then
+if [ -n "$dmabufab" ]; then
+	rounds=${dmabufab#*:}
+	[ "$rounds" = "$dmabufab" ] && rounds=3
+	for i in $(seq "$rounds"); do
+		for c in allreduce allgather broadcast; do
+			for mem in host dmabuf; do
+				args=(-M -c $c -b 16M -e 16M -n 3 -w 1 -R 1)
+				[ $mem = dmabuf ] && args+=(-D "$dmabuf")
+				RUN_SNAP_S=300 run "ab-$c-$mem-$i" 900 "$PERF" "${args[@]}"
+				[ -f "$KCOLL_OUT/ab-$c-$mem-$i-rank0.log" ] &&
+					grep -E '^ +[0-9]' "$KCOLL_OUT/ab-$c-$mem-$i-rank0.log" |
+					sed "s|^|[ab round $i $c $mem] |"
+			done
+		done
+	done
+elif [ -n "$dmabuf" ]; then
 	t1=$SECONDS
 	run colltest-dmabuf 1200 "$COLLTEST" -q -D "$dmabuf" -t 1150
 	[ -f "$KCOLL_OUT/colltest-dmabuf-rank0.log" ] &&
