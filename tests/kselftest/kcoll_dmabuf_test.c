@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <dirent.h>
@@ -416,6 +417,10 @@ TEST_F_TIMEOUT(dmabuf, real_nic_path_dry, 60)
 			    (void *)0x7f0000000000ULL, KCOLL_REG_NO_CPU, &h));
 	EXPECT_EQ(1, tb_counter("attachments"));
 	EXPECT_EQ(1, tb_counter("mappings"));
+	/* The module cannot go while an import is alive: its file holds
+	 * it. */
+	EXPECT_EQ(-1, syscall(SYS_delete_module, "kcoll", O_NONBLOCK));
+	EXPECT_TRUE(errno == EWOULDBLOCK || errno == EBUSY);
 	EXPECT_LE(1, tb_counter("pins"));
 	EXPECT_EQ(att0 + 1, tb_counter("attach_calls"));
 	EXPECT_EQ(p2p0 + 1, tb_counter("peer2peer_attachments"));

@@ -90,6 +90,7 @@
 #include "kcoll_logic.h"	/* the module's plain logic: SETUP/ENTER oracles */
 #include "kcoll_shape.h"	/* what each opcode reads and writes */
 #include "kcoll-sqe-ref.h"	/* independent SQE reference */
+#include "../kmod/kcoll_testbuf.h"	/* the test dma-buf exporter */
 
 #define KCOLL_DEV	"/dev/kcoll"
 #define MAX_THREADS	64
@@ -4114,6 +4115,84 @@ out:
 	pthread_rwlock_unlock(&n->rw);
 }
 
+
+/* dma-buf imports (issue 18): how many were tried, how many succeeded. */
+static _Atomic uint64_t g_dmabuf_tries, g_dmabuf_ok;
+
+/*
+ * REG_MEM of a dma-buf from the test exporter (tests/kmod; its fd closed
+ * right after): ordinary pages or "vram", an exporter refusing attach or
+ * map, random offsets, lengths and flags, on one of the slot's
+ * communicators. What succeeds becomes a registration other actions name
+ * in SQEs (under a made-up address: nothing maps it). Never a success for
+ * a range outside the buffer, never one for "vram" memory here (rxe, or
+ * no device). The exporter's counters must be back to 0 when the run is
+ * over (fuzz.sh).
+ */
+static void act_dmabuf(struct tstate *t, struct slot *s)
+{
+	static const uint32_t kinds[] = {
+		0, 0, 0, KCOLL_TESTBUF_VRAM, KCOLL_TESTBUF_FAIL_ATTACH,
+		KCOLL_TESTBUF_FAIL_MAP,
+	};
+	struct kcoll_testbuf_create c = { 0 };
+	struct kcoll_reg_mem m = { 0 };
+	int dev, fd = LD(s->fd), n;
+	bool bad_range;
+	uint64_t size;
+	long ret;
+
+	if (fd < 0)
+		return;
+	dev = open(KCOLL_TESTBUF_DEVICE, O_RDWR | O_CLOEXEC);
+	if (dev < 0)
+		return;		/* no test exporter in this VM */
+	size = (uint64_t)(1 + rn(&t->r, 256)) * PAGE;
+	c.size = size;
+	c.flags = kinds[rn(&t->r, 6)];
+	ret = ioctl(dev, KCOLL_TESTBUF_IOC_CREATE, &c) ? -errno : 0;
+	close(dev);
+	if (ret)
+		return;
+	m.comm_id = one_in(&t->r, 8) ? rval32(&t->r) : pick_comm(t, s, &n);
+	m.flags = KCOLL_REG_DMABUF | (one_in(&t->r, 2) ? KCOLL_REG_NO_CPU : 0);
+	m.dmabuf_fd = one_in(&t->r, 30) ? fd : c.fd;	/* sometimes not one */
+	m.dmabuf_off = one_in(&t->r, 3) ? 0 : rn(&t->r, (uint32_t)size + PAGE);
+	m.len = one_in(&t->r, 3) ? size - (m.dmabuf_off < size ? m.dmabuf_off : 0) :
+		rn(&t->r, (uint32_t)size + PAGE);
+	if (one_in(&t->r, 20))
+		m.dmabuf_off = rnd(&t->r);
+	/* A name no mapping backs: a device pointer's, as it were. */
+	m.addr = 0x7e0000000000ULL + (uint64_t)rn(&t->r, 1 << 20) * PAGE;
+	bad_range = !m.len || m.dmabuf_off + m.len < m.dmabuf_off ||
+		    m.dmabuf_off + m.len > size;
+	atomic_fetch_add(&g_dmabuf_tries, 1);
+	ret = x_ioctl(t, fd, KCOLL_IOC_REG_MEM, &m, 5000);
+	close(c.fd);
+	if (!ret) {
+		atomic_fetch_add(&g_dmabuf_ok, 1);
+		if (m.dmabuf_fd == fd)
+			unexpected(t, "REG_MEM of a /dev/kcoll fd as a dma-buf succeeded");
+		if (bad_range)
+			unexpected(t, "REG_MEM of bytes %llu + %llu of a %llu-byte dma-buf succeeded",
+				   (unsigned long long)m.dmabuf_off,
+				   (unsigned long long)m.len,
+				   (unsigned long long)size);
+		if (c.flags == KCOLL_TESTBUF_VRAM)
+			unexpected(t, "REG_MEM of device memory (vram) succeeded on rxe");
+		slot_add_mem(s, m.handle, m.addr, m.len);
+		if (one_in(&t->r, 2))
+			act_dereg(t, s, m.handle);
+		return;
+	}
+	if (s == &t->priv && bad_range && m.dmabuf_fd == c.fd &&
+	    ret != -EINVAL && ret != -ENOENT)
+		unexpected(t, "REG_MEM of bytes %llu + %llu of a %llu-byte dma-buf returned %ld, not -EINVAL",
+			   (unsigned long long)m.dmabuf_off,
+			   (unsigned long long)m.len, (unsigned long long)size,
+			   ret);
+}
+
 /* ------------------------------------------------------------------ */
 /* Threads                                                             */
 /* ------------------------------------------------------------------ */
@@ -4121,7 +4200,7 @@ out:
 static void one_action(struct tstate *t)
 {
 	struct slot *s = one_in(&t->r, 5) ? &t->priv : &g_shared[rn(&t->r, NSHARED)];
-	uint32_t r = rn(&t->r, 1040);
+	uint32_t r = rn(&t->r, 1055);
 
 	atomic_store_explicit(&t->last_r, r, memory_order_relaxed);
 	if (LD(s->fd) < 0 && !one_in(&t->r, 20)) {
@@ -4156,7 +4235,8 @@ static void one_action(struct tstate *t)
 		if (opt.races)
 			act_mr_race(t);
 	}
-	else act_nic(t);
+	else if (r < 1040) act_nic(t);
+	else act_dmabuf(t, s);
 }
 
 static void *thread_main(void *arg)
@@ -4337,6 +4417,9 @@ static void summary(int nthreads)
 	       (unsigned long long)races, (unsigned long long)nops,
 	       (unsigned long long)nok, g_dev ? atomic_load(&g_dev->removals) : 0,
 	       (unsigned long long)nstale);
+	printf("kcoll-fuzz: dma-buf imports tried %llu, succeeded %llu\n",
+	       (unsigned long long)atomic_load(&g_dmabuf_tries),
+	       (unsigned long long)atomic_load(&g_dmabuf_ok));
 	printf("kcoll-fuzz: COMM_ABORT %s, COMM_REPORT %s\n",
 	       atomic_load(&g_abort_notty) && !atomic_load(&g_abort_ok) ?
 	       "not implemented by this kernel (-ENOTTY)" : "exercised",

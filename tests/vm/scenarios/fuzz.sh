@@ -9,7 +9,8 @@
 # (tests/run-vm-tests.sh does): a write to a freed object is reported.
 # Afterwards nothing may be left: no kcoll context or request, rxe0 back,
 # the RDMA core's resources back to what they were before the fuzzer
-# started, the module unloads, and the kernel log has no
+# started, the test dma-buf exporter holds nothing, the module unloads,
+# and the kernel log has no
 # BUG/WARNING/Oops/leak/slub report.
 #
 # Usage (one VM):
@@ -40,6 +41,8 @@ esac
 kcoll_net_up
 kcoll_rxe_up
 kcoll_mod_load
+# The test dma-buf exporter: the fuzzer imports its buffers (issue 18).
+kcoll_exporters_up
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 # What the RDMA core holds before the fuzzer (kcoll's PD and registration
 # QP per device): every count must come back to this.
@@ -150,5 +153,7 @@ for f in /sys/class/misc/kcoll/stats/*; do
 	printf '%s=%s ' "$(basename "$f")" "$(cat "$f")"
 done >"$KCOLL_OUT/stats.txt"
 log "stats: $(cat "$KCOLL_OUT/stats.txt")"
+# Every import the fuzzer made was given back to the exporter.
+kcoll_exporters_down
 kcoll_mod_unload
 kcoll_finish
