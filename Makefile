@@ -182,7 +182,7 @@ VMFUZZ := $(BUILD)/tests/bin/kcoll-fuzz
 tests-bin: $(KSFT_BINS) $(COLLTEST) $(NODEDIE) $(VMFUZZ)
 
 # It links the module's plain logic as its oracle for SETUP and ENTER.
-$(VMFUZZ): tests/vm/kcoll-fuzz.c tests/oracle/kcoll-sqe-ref.h kmod/kcoll_logic.c \
+$(VMFUZZ): tests/vm/kcoll-fuzz.c tests/oracle/kcoll-sqe-ref.h tests/kmod/kcoll_testbuf.h kmod/kcoll_logic.c \
 	    kmod/kcoll_logic.h kmod/kcoll_plain.h uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_USER) -I$(TOP)/kmod -I$(TOP)/tests/oracle -pthread -o $@ \
@@ -192,12 +192,12 @@ $(NODEDIE): tests/vm/kcoll-nodedie.c $(LIBCOLL_A) libcoll/include/coll.h uapi/li
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -o $@ $< $(LIBCOLL_A) $(LIBCOLL_LIBS)
 
-$(COLLTEST): tests/vm/kcoll-colltest.c tests/oracle/kcoll-check.h $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
+$(COLLTEST): tests/vm/kcoll-colltest.c tests/oracle/kcoll-check.h tools/dmabuf-alloc.h $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -I$(TOP)/tests/oracle -o $@ $< \
 		$(LIBCOLL_A) $(LIBCOLL_LIBS) -lm
 
-$(BUILD)/tests/bin/%: tests/kselftest/%.c tests/kselftest/kcoll_test.h uapi/linux/kcoll.h $(KSFT_DIR)/kselftest_harness.h $(LIBCOLL_A)
+$(BUILD)/tests/bin/%: tests/kselftest/%.c tests/kselftest/kcoll_test.h tests/kselftest/kcoll_nobody.h tools/dmabuf-alloc.h tests/kmod/kcoll_testbuf.h uapi/linux/kcoll.h $(KSFT_DIR)/kselftest_harness.h $(LIBCOLL_A)
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -Wall -Werror -I$(TOP)/uapi -I$(KSFT_DIR) -I$(TOP)/libcoll/include \
 		-o $@ $< $(LIBCOLL_A) -lpthread

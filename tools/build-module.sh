@@ -31,19 +31,5 @@ if [ ! -f "$cfg" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$kdir" ] ||
 	echo "$kdir" >"$stamp"
 fi
 
-log=$out/.build.log
-set +e
-make -C "$kdir" M="$out" W=1 modules >"$log" 2>&1
-rc=$?
-set -e
-grep -v '^make\[' "$log" | grep -v 'Entering directory\|Leaving directory' || true
-if [ $rc -ne 0 ]; then
-	echo "build-module: kbuild failed against $kdir" >&2
-	exit $rc
-fi
-# Compiler, kernel-doc and modpost warnings; not make's own notes.
-if grep -E 'warning:|WARNING:' "$log" | grep -qvE '^make(\[[0-9]+\])?: '; then
-	echo "build-module: warnings against $kdir (W=1 must be clean)" >&2
-	exit 1
-fi
+"$top/tools/kbuild-w1.sh" build-module "$kdir" "$out"
 echo "build-module: $out/kmod/kcoll.ko ($(basename "$(dirname "$kdir")")$( [ "${kdir##*/}" = build ] || echo " ${kdir##*/}"))"

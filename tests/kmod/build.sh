@@ -15,19 +15,5 @@ for f in "$src"/*.c "$src"/*.h "$src"/Kbuild; do
 	cmp -s "$f" "$out/${f##*/}" || cp -p "$f" "$out/"
 done
 
-log=$out/.build.log
-set +e
-make -C "$kdir" M="$out" W=1 modules >"$log" 2>&1
-rc=$?
-set -e
-grep -v '^make\[' "$log" | grep -v 'Entering directory\|Leaving directory' || true
-if [ $rc -ne 0 ]; then
-	echo "testbuf: kbuild failed against $kdir" >&2
-	exit $rc
-fi
-# Compiler, kernel-doc and modpost warnings; not make's own notes.
-if grep -E 'warning:|WARNING:' "$log" | grep -qvE '^make(\[[0-9]+\])?: '; then
-	echo "testbuf: warnings against $kdir (W=1 must be clean)" >&2
-	exit 1
-fi
+"$src/../../tools/kbuild-w1.sh" testbuf "$kdir" "$out"
 echo "testbuf: $out/kcoll_testbuf.ko ($(basename "$(dirname "$kdir")"))"

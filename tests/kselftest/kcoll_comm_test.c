@@ -193,7 +193,7 @@ TEST(reg_mem)
  * Drop to uid/gid 65534 (nobody), no supplementary groups: no
  * capabilities left. Returns 0 or -errno.
  */
-static int kt_become_nobody(void)
+static int kt_drop_to_nobody(void)
 {
 	if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
 	    setresuid(65534, 65534, 65534))
@@ -238,7 +238,7 @@ static int kt_memlock_child(int nobody)
 	if (!buf)
 		return 1;
 	if (nobody) {
-		if (setrlimit(RLIMIT_MEMLOCK, &rl) || kt_become_nobody())
+		if (setrlimit(RLIMIT_MEMLOCK, &rl) || kt_drop_to_nobody())
 			return 2;
 	} else {
 		if (syscall(SYS_capget, &h, d))
@@ -566,7 +566,7 @@ static int kt_spawn(int n, __u64 uid, int badkey_rank, int mismatch,
 
 	for (i = 0; i < n; i++) {
 		pids[i] = fork();
-		if (!pids[i] && nobody && kt_become_nobody())
+		if (!pids[i] && nobody && kt_drop_to_nobody())
 			_exit(99);
 		if (!pids[i])
 			_exit(kt_rank_main(ip, i, n, uid,

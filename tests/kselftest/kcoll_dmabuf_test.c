@@ -24,6 +24,7 @@
 #include <dirent.h>
 #include "kselftest_harness.h"
 #include "kcoll_test.h"
+#include "kcoll_nobody.h"
 #include "../../tools/dmabuf-alloc.h"
 
 #define TB_COUNTERS	"/sys/kernel/debug/kcoll_testbuf/counters"
@@ -40,40 +41,6 @@ FIXTURE_SETUP(dmabuf)
 
 FIXTURE_TEARDOWN(dmabuf)
 {
-}
-
-/* uid/gid 65534 with an 8 MiB memlock limit: 0 or -errno. */
-static int kd_become_nobody(void)
-{
-	struct rlimit rl = { 8u << 20, 8u << 20 };
-
-	if (setrlimit(RLIMIT_MEMLOCK, &rl))
-		return -errno;
-	if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
-	    setresuid(65534, 65534, 65534))
-		return -errno;
-	return geteuid() == 65534 ? 0 : -EPERM;
-}
-
-/* Run @fn as nobody in a child (it inherits root's dma-buf fds); its exit
- * code, 0 when it passed. */
-static int kd_as_nobody(int (*fn)(void *), void *arg)
-{
-	pid_t pid = fork();
-	int st;
-
-	if (pid < 0)
-		return 100;
-	if (!pid) {
-		if (kd_become_nobody())
-			_exit(101);
-		_exit(fn(arg));
-	}
-	if (waitpid(pid, &st, 0) != pid)
-		return 102;
-	if (WIFSIGNALED(st))
-		return 200 + WTERMSIG(st);
-	return WEXITSTATUS(st);
 }
 
 /* Test exporter counter @name; -1 if unreadable. */
@@ -250,7 +217,7 @@ TEST_F_TIMEOUT(dmabuf, reg_bad_input, 60)
 	}
 	a.dfd = b.fd;
 	a.map = b.map;
-	EXPECT_EQ(0, kd_as_nobody(kd_bad_child, &a));
+	EXPECT_EQ(0, kt_as_nobody(kd_bad_child, &a));
 	kd_free(&b);
 	EXPECT_EQ(0, tb_live());
 }
@@ -326,7 +293,7 @@ TEST_F_TIMEOUT(dmabuf, every_exporter_one_rank, 120)
 			continue;
 		}
 		a.b = &b;
-		EXPECT_EQ(0, kd_as_nobody(kd_one_child, &a)) TH_LOG("exporter %s", e);
+		EXPECT_EQ(0, kt_as_nobody(kd_one_child, &a)) TH_LOG("exporter %s", e);
 		kd_free(&b);
 		ran++;
 		printf("# %s: imported, allreduce checked, released\n", e);
@@ -705,7 +672,7 @@ static void kd_pair_test(struct __test_metadata *_metadata,
 	copy0 = kt_sysfs_read("stats/nic_copy_bytes");
 	p.b = b;
 	p.flags = KCOLL_COMM_DEVMEM;
-	EXPECT_EQ(0, kd_as_nobody(kd_pair_run, &p)) TH_LOG("%s, DEVMEM", exporter);
+	EXPECT_EQ(0, kt_as_nobody(kd_pair_run, &p)) TH_LOG("%s, DEVMEM", exporter);
 	/* Every byte went by RDMA WRITE, none through the CPU: no intra-node
 	 * copy, no eager bounce, and the executor that would count a CPU
 	 * step on such memory never ran. */
@@ -718,7 +685,7 @@ static void kd_pair_test(struct __test_metadata *_metadata,
 	 * blocks, alltoall in place) were the NIC's copies. */
 	EXPECT_LE(copy0 + 6 * KD_BIG, kt_sysfs_read("stats/nic_copy_bytes"));
 	p.flags = 0;
-	EXPECT_EQ(0, kd_as_nobody(kd_pair_run, &p)) TH_LOG("%s, not DEVMEM", exporter);
+	EXPECT_EQ(0, kt_as_nobody(kd_pair_run, &p)) TH_LOG("%s, not DEVMEM", exporter);
 	kd_free(&b[0]);
 	kd_free(&b[1]);
 	EXPECT_EQ(0, tb_live());
@@ -847,7 +814,7 @@ TEST_F_TIMEOUT(dmabuf, dereg_busy_and_death, 180)
 		a.b = b;
 		/* die: SIGKILL mid-recv; the kernel cleans up. */
 		EXPECT_EQ(a.die ? 200 + SIGKILL : 0,
-			  kd_as_nobody(kd_busy_run, &a));
+			  kt_as_nobody(kd_busy_run, &a));
 		for (i = 0; i < 2; i++)
 			kd_free(&b[i]);
 		EXPECT_EQ(0, tb_live()) TH_LOG("die %d", a.die);
@@ -888,7 +855,7 @@ TEST_F_TIMEOUT(dmabuf, user_max_dmabuf_mb, 60)
 	ASSERT_LT(0, old);
 	ASSERT_EQ(0, kd_alloc(&b, "testbuf", 4 << 20));
 	ASSERT_EQ(0, kt_sysfs_write("user_max_dmabuf_mb", "1"));
-	EXPECT_EQ(0, kd_as_nobody(kd_quota_child, &b));
+	EXPECT_EQ(0, kt_as_nobody(kd_quota_child, &b));
 	snprintf(buf, sizeof(buf), "%lld", old);
 	EXPECT_EQ(0, kt_sysfs_write("user_max_dmabuf_mb", buf));
 	kd_free(&b);

@@ -17,41 +17,9 @@
 #include <time.h>
 #include "kselftest_harness.h"
 #include "kcoll_test.h"
+#include "kcoll_nobody.h"
 
-#define KH_MEMLOCK	(8u << 20)
-
-/* uid/gid 65534 with an 8 MiB memlock limit: 0 or -errno. */
-static int kh_become_nobody(void)
-{
-	struct rlimit rl = { KH_MEMLOCK, KH_MEMLOCK };
-
-	if (setrlimit(RLIMIT_MEMLOCK, &rl))
-		return -errno;
-	if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
-	    setresuid(65534, 65534, 65534))
-		return -errno;
-	return geteuid() == 65534 ? 0 : -EPERM;
-}
-
-/* Run @fn as nobody in a child; its exit code (0: passed). */
-static int kh_as_nobody(int (*fn)(void *), void *arg)
-{
-	pid_t pid = fork();
-	int st;
-
-	if (pid < 0)
-		return 100;
-	if (!pid) {
-		if (kh_become_nobody())
-			_exit(101);
-		_exit(fn(arg));
-	}
-	if (waitpid(pid, &st, 0) != pid)
-		return 102;
-	if (WIFSIGNALED(st))
-		return 200 + WTERMSIG(st);
-	return WEXITSTATUS(st);
-}
+#define KH_MEMLOCK	KT_MEMLOCK
 
 static double kh_now(void)
 {
@@ -197,7 +165,7 @@ static int kh_destroy_race(void *arg)
 TEST_F_TIMEOUT(harden, destroy_races_submissions_holding_registrations, 600)
 {
 	unsigned int rounds = 300;
-	int rc = kh_as_nobody(kh_destroy_race, &rounds);
+	int rc = kt_as_nobody(kh_destroy_race, &rounds);
 
 	EXPECT_EQ(0, rc) {
 		TH_LOG("unprivileged racer failed check %d", rc);
@@ -367,7 +335,7 @@ TEST_F_TIMEOUT(harden, device_removal_races_registrations, 300)
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (!pid) {
-		if (kh_become_nobody())
+		if (kt_become_nobody())
 			_exit(101);
 		_exit(kh_dev_race(&dr));
 	}
@@ -484,7 +452,7 @@ TEST_F_TIMEOUT(harden, device_removal_during_comm_create, 300)
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (!pid) {
-		if (kh_become_nobody())
+		if (kt_become_nobody())
 			_exit(101);
 		_exit(kh_bind_race(&b));
 	}
@@ -548,18 +516,18 @@ TEST(unprivileged_priority_is_capped)
 	/* Above 5, nobody gets -EPERM; root (CAP_SYS_NICE) does not. */
 	for (p = 6; p <= KCOLL_PRIO_MAX; p++)
 		want[p] = -EPERM;
-	rc = kh_as_nobody(kh_prio_child, want);
+	rc = kt_as_nobody(kh_prio_child, want);
 	EXPECT_EQ(0, rc);
 	memset(want, 0, sizeof(want));
 	EXPECT_EQ(0, kh_prio_child(want));
 	/* The administrator may open the top to everyone. */
 	ASSERT_EQ(0, kt_sysfs_write("prio_max_unpriv", "7"));
-	rc = kh_as_nobody(kh_prio_child, want);
+	rc = kt_as_nobody(kh_prio_child, want);
 	EXPECT_EQ(0, rc);
 	ASSERT_EQ(0, kt_sysfs_write("prio_max_unpriv", "0"));
 	for (p = 1; p <= KCOLL_PRIO_MAX; p++)
 		want[p] = -EPERM;
-	rc = kh_as_nobody(kh_prio_child, want);
+	rc = kt_as_nobody(kh_prio_child, want);
 	EXPECT_EQ(0, rc);
 	EXPECT_EQ(0, kt_sysfs_write("prio_max_unpriv", "5"));
 }
@@ -679,7 +647,7 @@ TEST_F_TIMEOUT(harden, stuck_high_priority_holds_others_a_bounded_time, 120)
 	ASSERT_EQ(1, kt_sysfs_read("prio_sched"));
 	ASSERT_EQ(50, kt_sysfs_read("prio_aging_ms"));
 	ASSERT_EQ(0, kt_sysfs_write("prio_aging_ms", "200"));
-	rc = kh_as_nobody(kh_prio_bound, (void *)ip);
+	rc = kt_as_nobody(kh_prio_bound, (void *)ip);
 	EXPECT_EQ(0, rc) {
 		TH_LOG("unprivileged ranks failed check %d", rc);
 	}
@@ -868,7 +836,7 @@ TEST_F_TIMEOUT(harden, per_user_limits_refuse_with_edquot, 120)
 	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
 	for (i = 0; i < 5; i++)
 		ASSERT_EQ(0, kt_sysfs_write(kh_limits[i][0], kh_limits[i][1]));
-	rc = kh_as_nobody(kh_limits_child, (void *)ip);
+	rc = kt_as_nobody(kh_limits_child, (void *)ip);
 	EXPECT_EQ(0, rc) {
 		TH_LOG("unprivileged child failed check %d", rc);
 	}
@@ -888,7 +856,7 @@ TEST_F_TIMEOUT(harden, per_user_limits_refuse_with_edquot, 120)
 		EXPECT_EQ(0, kt_sysfs_write(kh_limits[i][0], val));
 	}
 	if (ip) {
-		rc = kh_as_nobody(kh_unlimited_child, (void *)ip);
+		rc = kt_as_nobody(kh_unlimited_child, (void *)ip);
 		EXPECT_EQ(0, rc);
 	}
 	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
@@ -1012,7 +980,7 @@ TEST_F_TIMEOUT(harden, another_user_cannot_squat_a_rank, 120)
 		_exit(kh_pair_run(&squat));
 	}
 	usleep(200000);		/* the squatter's ranks are listed first */
-	rc = kh_as_nobody(kh_pair_run, &real);
+	rc = kt_as_nobody(kh_pair_run, &real);
 	EXPECT_EQ(0, rc) {
 		TH_LOG("the real communicator failed check %d", rc);
 	}
