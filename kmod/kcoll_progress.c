@@ -21,6 +21,7 @@
 #include "kcoll_sysfs.h"
 #include "kcoll_stats.h"
 #include "kcoll_gmr.h"
+#include "kcoll_dmabuf.h"
 #include "kcoll_ib.h"
 #include "kcoll_engine.h"
 #include "kcoll_reduce.h"
@@ -260,6 +261,10 @@ static void kcoll_op_progress(struct kcoll_task *op)
 	u32 i;
 
 	lockdep_assert_held(&comm->lock);
+	/* A dma-buf its exporter took back (move_notify): no further step. */
+	for (i = 0; i < KCOLL_SBUF_NR && !op->error; i++)
+		if (op->mems[i] && kcoll_buf_revoked(&op->mems[i]->buf))
+			kcoll_op_fail(op, -ENODEV);
 	if (!op->started) {
 		op->started = true;
 		op->nphases = kcoll_sched_nphases(&op->args);
