@@ -43,6 +43,14 @@ FIXTURE_TEARDOWN(dmabuf)
 {
 }
 
+/* No vgem in this kernel at all (its module neither loaded nor built in,
+ * e.g. the KASAN guest's): its tests say SKIP. Debian's kernels have it,
+ * and the VM fails if it is there and does not load (guest-lib.sh). */
+static int kd_no_vgem(void)
+{
+	return access("/sys/module/vgem", F_OK) != 0;
+}
+
 /* Test exporter counter @name; -1 if unreadable. */
 static long long tb_counter(const char *name)
 {
@@ -282,7 +290,8 @@ TEST_F_TIMEOUT(dmabuf, every_exporter_one_rank, 120)
 		if (err) {
 			/* vgem and the test exporter are in every test VM;
 			 * udmabuf and dma-heaps only in 6.12's kernel. */
-			if (!strcmp(e, "vgem") || !strcmp(e, "testbuf")) {
+			if (!strcmp(e, "testbuf") ||
+			    (!strcmp(e, "vgem") && !kd_no_vgem())) {
 				EXPECT_EQ(0, err) {
 					TH_LOG("%s: %s", e, strerror(-err));
 				}
@@ -298,7 +307,7 @@ TEST_F_TIMEOUT(dmabuf, every_exporter_one_rank, 120)
 		ran++;
 		printf("# %s: imported, allreduce checked, released\n", e);
 	}
-	EXPECT_GE(ran, 2);
+	EXPECT_GE(ran, kd_no_vgem() ? 1 : 2);
 	EXPECT_EQ(0, tb_live());
 }
 
@@ -660,6 +669,8 @@ static void kd_pair_test(struct __test_metadata *_metadata,
 	 * 6.12's kernel (Debian's 6.1 is built without it). */
 	if (err && !strcmp(exporter, "udmabuf"))
 		SKIP(return, "no udmabuf on this kernel (%s)", strerror(-err));
+	if (err && !strcmp(exporter, "vgem") && kd_no_vgem())
+		SKIP(return, "no vgem in this kernel");
 	ASSERT_EQ(0, err) {
 		TH_LOG("%s: %s", exporter, strerror(-err));
 	}
