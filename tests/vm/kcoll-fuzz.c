@@ -3561,7 +3561,18 @@ static void *racer_main(void *arg)
 	uint32_t *sq_tail = (uint32_t *)(k->map + r->p.sq_off.tail);
 	struct kcoll_sqe *sqes = (void *)(k->map + r->p.sq_off.sqes);
 	uint64_t seq = 0;
+	uint32_t head0 = 0;
 
+	/*
+	 * What was submitted is what the kernel consumed from this ring
+	 * (its published SQ head), not what ENTER calls answered: another
+	 * thread's dup2() of a stale number can move k->fd to another
+	 * kcoll file, whose ENTER then succeeds (with nothing consumed
+	 * here), while the completions of what this ring did submit still
+	 * come here through the mapping.
+	 */
+	if (!gload(k->t, sq_head, &head0))
+		return NULL;
 	while (!atomic_load(&k->stop) && now_ns() < k->until) {
 		struct kcoll_enter e = { .to_submit = 1 };
 		struct kcoll_sqe q;
@@ -3599,8 +3610,8 @@ static void *racer_main(void *arg)
 		}
 		ret = ioctl(k->fd, KCOLL_IOC_ENTER, &e) ? -errno : 0;
 		k->enters++;
-		if (ret == 0 && e.to_submit)
-			k->sub++;
+		if (gload(k->t, sq_head, &hd))
+			k->sub = hd - head0;
 		if (ret == -EBADF || ret == -ENOTTY) {
 			k->gone = true;		/* closed (or the number reused) */
 			break;
