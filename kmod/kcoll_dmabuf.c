@@ -211,9 +211,12 @@ static int kcoll_dmabuf_segment(struct kcoll_buf *b, struct kcoll_dmabuf *imp,
 	unsigned int i;
 	int err;
 
+	/* Sized by the exporter's list and the user's length: a refusal,
+	 * not a WARN, when that is more than kvmalloc gives. */
 	ents = kvcalloc(imp->sgt->nents ?: 1, sizeof(*ents),
-			GFP_KERNEL_ACCOUNT);
-	b->dma = kvcalloc(max, sizeof(*b->dma), GFP_KERNEL_ACCOUNT);
+			GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+	b->dma = kvcalloc(max, sizeof(*b->dma),
+			  GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
 	if (!ents || !b->dma) {
 		err = -ENOMEM;
 		goto out_free;
