@@ -97,6 +97,7 @@ include libcoll/libcoll.mk
 
 # ---------------------------------------------------------------- tools
 include kmod/reduce.mk
+include kernels/kernels.mk
 
 COLLSIM := $(BUILD)/tools/collsim
 TOOLS := $(BUILD)/tools/kcoll-ringbench $(BUILD)/tools/kcoll-perf \

@@ -25,6 +25,7 @@
 #endif
 
 #include "kcoll_reduce.h"
+#include "kcoll_redop.h"
 
 #define KR_VB	KCOLL_VEC_BYTES
 
@@ -54,12 +55,11 @@ typedef double kr_f64_m __attribute__((aligned(1), may_alias));
 /* Scalar operations (also the tail of the vector loops)              */
 /* ------------------------------------------------------------------ */
 
-/* Integer sum/prod run on the unsigned type of the same width: wraps. */
-#define KR_S_SUM(T, a, b)	((T)((a) + (b)))
-#define KR_S_PROD(T, a, b)	((T)((a) * (b)))
-/* Unsigned char * unsigned char promotes to int: 255 * 255 fits. */
-#define KR_S_MIN(T, a, b)	(((a) < (b) || (a) != (a)) ? (a) : (b))
-#define KR_S_MAX(T, a, b)	(((a) > (b) || (a) != (a)) ? (a) : (b))
+/* The element arithmetic is kcoll_redop.h's, shared with the CUDA kernels. */
+#define KR_S_SUM(T, a, b)	KCOLL_RED_SUM(T, a, b)
+#define KR_S_PROD(T, a, b)	KCOLL_RED_PROD(T, a, b)
+#define KR_S_MIN(T, a, b)	KCOLL_RED_MIN(T, a, b)
+#define KR_S_MAX(T, a, b)	KCOLL_RED_MAX(T, a, b)
 
 /* ------------------------------------------------------------------ */
 /* Vector types and operations                                         */
@@ -168,100 +168,10 @@ KR_DEF_FLT(f64, double, kr_vf64)
 /* 16-bit floating types                                              */
 /* ------------------------------------------------------------------ */
 
-union kr_f32bits {
-	float f;
-	u32 u;
-};
-
-static inline float kr_u2f(u32 u)
-{
-	union kr_f32bits x = { .u = u };
-
-	return x.f;
-}
-
-static inline u32 kr_f2u(float f)
-{
-	union kr_f32bits x = { .f = f };
-
-	return x.u;
-}
-
-/* bf16 -> fp32: exact. */
-static inline float kr_bf2f(u16 h)
-{
-	return kr_u2f((u32)h << 16);
-}
-
-/* fp32 -> bf16, round to nearest even; a NaN stays a (quiet) NaN. */
-static inline u16 kr_f2bf(float f)
-{
-	u32 u = kr_f2u(f);
-
-	if ((u & 0x7fffffffU) > 0x7f800000U)
-		return (u16)((u >> 16) | 0x40);
-	return (u16)((u + 0x7fffU + ((u >> 16) & 1)) >> 16);
-}
-
-/* fp16 -> fp32: exact, subnormals included; a NaN comes out quiet. */
-static inline float kr_h2f(u16 h)
-{
-	u32 sign = (u32)(h & 0x8000) << 16;
-	u32 e = (h >> 10) & 0x1f;
-	u32 m = h & 0x3ff;
-
-	if (e == 0x1f)
-		return kr_u2f(sign | 0x7f800000U | (m << 13) |
-			      (m ? 0x400000U : 0));
-	if (e == 0) {
-		if (!m)
-			return kr_u2f(sign);
-		/* subnormal m * 2^-24: normalize */
-		e = 1;
-		while (!(m & 0x400)) {
-			m <<= 1;
-			e--;
-		}
-		m &= 0x3ff;
-	}
-	return kr_u2f(sign | ((e + 112) << 23) | (m << 13));
-}
-
-/* fp32 -> fp16, round to nearest even, as F16C with imm 0. */
-static inline u16 kr_f2h(float f)
-{
-	u32 u = kr_f2u(f);
-	u32 sign = (u >> 16) & 0x8000;
-	u32 a = u & 0x7fffffffU;
-	u32 r, rem, halfw;
-
-	if (a > 0x7f800000U)			/* NaN: keep top payload bits */
-		return (u16)(sign | 0x7e00 | ((a >> 13) & 0x3ff));
-	if (a >= 0x477ff000U)			/* >= 65520: rounds to inf */
-		return (u16)(sign | 0x7c00);
-	if (a >= 0x38800000U) {			/* normal half */
-		r = (a - 0x38000000U) >> 13;
-		rem = a & 0x1fff;
-		if (rem > 0x1000 || (rem == 0x1000 && (r & 1)))
-			r++;
-		return (u16)(sign | r);
-	}
-	/* subnormal half or zero: value in units of 2^-24 */
-	{
-		u32 exp = a >> 23;
-		u32 mant = (a & 0x7fffff) | 0x800000;
-		u32 shift = 126 - exp;		/* >= 14 here */
-
-		if (shift > 24)
-			return (u16)sign;
-		r = mant >> shift;
-		rem = mant & ((1U << shift) - 1);
-		halfw = 1U << (shift - 1);
-		if (rem > halfw || (rem == halfw && (r & 1)))
-			r++;
-		return (u16)(sign | r);
-	}
-}
+#define kr_bf2f	kcoll_bf2f
+#define kr_f2bf	kcoll_f2bf
+#define kr_h2f	kcoll_h2f
+#define kr_f2h	kcoll_f2h
 
 #define KR_F_SUM(a, b)	((a) + (b))
 #define KR_F_PROD(a, b)	((a) * (b))

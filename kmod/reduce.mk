@@ -15,7 +15,7 @@ REDUCE_SRCS	:= $(REDUCE_DIR)/kcoll_reduce_scalar.c \
 		   $(REDUCE_DIR)/kcoll_reduce_avx2.c \
 		   $(REDUCE_DIR)/kcoll_reduce_avx512.c
 REDUCE_HDRS	:= $(REDUCE_DIR)/kcoll_reduce.h $(REDUCE_DIR)/kcoll_reduce_body.h \
-		   $(REDUCE_DIR)/kcoll_plain.h $(TOP)/uapi/linux/kcoll.h
+		   $(REDUCE_DIR)/kcoll_plain.h $(REDUCE_DIR)/kcoll_redop.h $(TOP)/uapi/linux/kcoll.h
 REDUCE_CFLAGS	:= -std=gnu11 -O2 -g -Wall -Wextra -Werror \
 		   -I$(TOP)/uapi -I$(TOP)/kmod
 # Per-implementation ISA flags (no target pragmas in the sources).

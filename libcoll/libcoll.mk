@@ -26,7 +26,10 @@ LIBCOLL_PC	:= $(LIBCOLL_BUILD)/libcoll.pc
 
 LIBCOLL_SRCS	:= $(LIBCOLL_SRCDIR)/ring.c $(LIBCOLL_SRCDIR)/bootstrap.c \
 		   $(LIBCOLL_SRCDIR)/comm.c $(LIBCOLL_SRCDIR)/cuda.c
-LIBCOLL_OBJS	:= $(patsubst $(LIBCOLL_SRCDIR)/%.c,$(LIBCOLL_BUILD)/%.o,$(LIBCOLL_SRCS))
+LIBCOLL_OBJS	:= $(patsubst $(LIBCOLL_SRCDIR)/%.c,$(LIBCOLL_BUILD)/%.o,$(LIBCOLL_SRCS)) \
+		   $(LIBCOLL_BUILD)/fatbin.o
+# The CUDA kernels' fatbin (kernels/kernels.mk builds it, empty without nvcc).
+KERNELS_FATBIN	?= $(TOP)/build/kernels/kcoll_kernels.fatbin
 
 LIBCOLL_CPPFLAGS := -I$(LIBCOLL_SRCDIR)/include -I$(TOP)/uapi
 LIBCOLL_CFLAGS	:= -std=gnu11 -Wall -Wextra -Werror -O2 -g -fPIC -pthread \
@@ -47,9 +50,13 @@ libcoll: $(LIBCOLL_SO) $(LIBCOLL_SO_LINKS) $(LIBCOLL_A)
 $(LIBCOLL_BUILD):
 	mkdir -p $@
 
-$(LIBCOLL_OBJS): $(LIBCOLL_BUILD)/%.o: $(LIBCOLL_SRCDIR)/%.c \
+$(filter-out %/fatbin.o,$(LIBCOLL_OBJS)): $(LIBCOLL_BUILD)/%.o: $(LIBCOLL_SRCDIR)/%.c \
 		 $(LIBCOLL_SRCDIR)/libcoll.mk | $(LIBCOLL_BUILD)
 	$(CC) $(LIBCOLL_CFLAGS) -c -o $@ $<
+
+$(LIBCOLL_BUILD)/fatbin.o: $(LIBCOLL_SRCDIR)/fatbin.S $(KERNELS_FATBIN) \
+			   $(LIBCOLL_SRCDIR)/libcoll.mk | $(LIBCOLL_BUILD)
+	$(CC) -c -DKCOLL_FATBIN='"$(KERNELS_FATBIN)"' -o $@ $<
 
 $(LIBCOLL_SO): $(LIBCOLL_OBJS) $(LIBCOLL_MAP)
 	$(CC) $(LIBCOLL_LDFLAGS) -o $@ $(LIBCOLL_OBJS)
@@ -80,4 +87,4 @@ libcoll-install: libcoll
 libcoll-clean:
 	rm -rf $(LIBCOLL_BUILD)
 
--include $(LIBCOLL_OBJS:.o=.d)
+-include $(filter-out %/fatbin.d,$(LIBCOLL_OBJS:.o=.d))

@@ -19,7 +19,7 @@ mkdir -p "$src"
 # The source DKMS needs: what git tracks (without tests and docs is fine,
 # but keeping the tree whole keeps the Makefile's includes valid).
 (cd "$top" && git ls-files -z --cached --others --exclude-standard 2>/dev/null | xargs -0 cp --parents -t "$src") ||
-	(cd "$top" && cp -r Kbuild Makefile dkms.conf kmod uapi tools libcoll tests "$src/")
+	(cd "$top" && cp -r Kbuild Makefile dkms.conf kmod kernels uapi tools libcoll tests "$src/")
 dkms add -m kcoll -v "$ver"
 rc=0
 for k in "$@"; do

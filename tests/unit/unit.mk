@@ -48,7 +48,7 @@ UNIT_DAEMON_NL	:= $(UNIT_BUILD)/test_daemon_nl
 UNIT_DAEMON_TOOLS := $(UNIT_BUILD)/kcollctl-fake $(UNIT_BUILD)/kcolld-fake
 UNIT_BINS	:= $(UNIT_LOGIC) $(UNIT_WIRE) $(UNIT_DMASEG) $(UNIT_SCHED) $(UNIT_ABI) $(UNIT_ABI_SO) \
 		   $(UNIT_BOOTSTRAP) $(UNIT_COMM) $(UNIT_CUDA) $(UNIT_DAEMON) \
-		   $(UNIT_DAEMON_NL)
+		   $(UNIT_DAEMON_NL) $(KERNELS_TEST)
 # The simulator, optimised and without sanitizers (tests/unit/
 # test_collsim.sh runs it at 4096 ranks).
 UNIT_COLLSIM	:= $(UNIT_BUILD)/collsim
