@@ -11,11 +11,12 @@
 #include "kcoll_kernels_host.h"
 
 #define KCOLL_KRED(dn, op, DT, RO, F)					\
-	static void kh_reduce_##dn##_##op(void *dst, const void *src,	\
-					  uint64_t n, uint64_t nthr)	\
+	static void kh_reduce_##dn##_##op(void *dst, const void *a,	\
+					  const void *b, uint64_t n,	\
+					  uint64_t nthr)		\
 	{								\
 		for (uint64_t t = 0; t < nthr; t++)			\
-			kr_reduce<F>(dst, src, n, t, nthr);		\
+			kr_reduce<F>(dst, a, b, n, t, nthr);		\
 	}
 #define KCOLL_KSCALE(dn, DT, F)						\
 	static void kh_scale_##dn(void *dst, uint64_t n, uint32_t q,	\

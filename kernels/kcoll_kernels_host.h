@@ -19,7 +19,9 @@ extern "C" {
 struct kcoll_host_kernel {
 	const char *name;
 	unsigned int dtype, redop;	/* redop AVG: a scale kernel */
-	void (*reduce)(void *dst, const void *src, uint64_t n, uint64_t nthr);
+	/* dst = a OP b (a may be dst) */
+	void (*reduce)(void *dst, const void *a, const void *b, uint64_t n,
+		       uint64_t nthr);
 	void (*scale)(void *dst, uint64_t n, uint32_t nranks, uint64_t nthr);
 };
 

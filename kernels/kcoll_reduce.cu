@@ -4,12 +4,15 @@
  * a stable extern "C" entry that libcoll finds by name in the fatbin it
  * embeds. Grid-stride loops, so any grid covers any n.
  *
- *   kcoll_reduce_<dtype>_<op>(dst, src, n, abort): dst[i] = dst[i] OP src[i]
- *   kcoll_scale_<dtype>(dst, n, nranks, abort):    dst[i] = dst[i] / nranks
+ *   kcoll_reduce_<dtype>_<op>(dst, a, b, n, cancel, ticket):
+ *	dst[i] = a[i] OP b[i]		(a may be dst)
+ *   kcoll_scale_<dtype>(dst, n, nranks, cancel, ticket):
+ *	dst[i] = dst[i] / nranks
  *
- * @abort, when not NULL, is the communicator's abort word (in host memory
- * mapped for the device): a kernel that a released stream runs after an
- * abort leaves the buffers untouched.
+ * @cancel, when not NULL, is the cancel word of the communicator's doorbell
+ * page (host memory mapped for the device, uapi struct kcoll_gpu_bell):
+ * once it reaches @ticket (the operation's start value) the operation
+ * failed, and a kernel its released stream still runs leaves memory alone.
  */
 #include "kcoll_reduce_dev.h"
 
@@ -18,21 +21,23 @@
 
 #define KCOLL_KRED(dn, op, DT, RO, F)					\
 	extern "C" __global__ void __launch_bounds__(256)		\
-	kcoll_reduce_##dn##_##op(void *dst, const void *src,		\
+	kcoll_reduce_##dn##_##op(void *dst, const void *a, const void *b, \
 				 unsigned long long n,			\
-				 const volatile unsigned long long *abort) \
+				 const volatile unsigned long long *cancel, \
+				 unsigned long long ticket)		\
 	{								\
-		if (abort && *abort)					\
+		if (cancel && *cancel >= ticket)			\
 			return;						\
-		kr_reduce<F>(dst, src, n, KR_TID, KR_NTHR);		\
+		kr_reduce<F>(dst, a, b, n, KR_TID, KR_NTHR);		\
 	}
 #define KCOLL_KSCALE(dn, DT, F)						\
 	extern "C" __global__ void __launch_bounds__(256)		\
 	kcoll_scale_##dn(void *dst, unsigned long long n,		\
 			 unsigned int nranks,				\
-			 const volatile unsigned long long *abort)	\
+			 const volatile unsigned long long *cancel,	\
+			 unsigned long long ticket)			\
 	{								\
-		if (abort && *abort)					\
+		if (cancel && *cancel >= ticket)			\
 			return;						\
 		kr_scale_all<F>(dst, n, nranks, KR_TID, KR_NTHR);	\
 	}

@@ -8,7 +8,7 @@
  * with kmod/kcoll_redop.h's operations, exactly as the module's CPU
  * reduction does, so the results are bit for bit the module's.
  *
- * Memory access: when dst and src share their alignment modulo 16, a scalar
+ * Memory access: when dst, a and b share their alignment modulo 16, a scalar
  * head brings dst to a 16-byte boundary, the body moves 16 bytes per load
  * and store (ld.global.v4 / st.global.v4 on the GPU) and a scalar tail
  * finishes; otherwise every element is scalar. Elements must be aligned to
@@ -93,17 +93,17 @@ template <class S> union kr_lanes {
 
 /*
  * Where the 16-byte body starts (in elements) and how many 16-byte vectors
- * it has; head == n and nvec == 0 when dst and src are not co-aligned.
+ * it has; head == n and nvec == 0 when dst, a and b are not co-aligned.
  */
 template <class S>
-static KR_HD void kr_split(uintptr_t da, uintptr_t sa, uint64_t n,
-			   uint64_t *head, uint64_t *nvec)
+static KR_HD void kr_split(uintptr_t da, uintptr_t aa, uintptr_t ba,
+			   uint64_t n, uint64_t *head, uint64_t *nvec)
 {
 	const uint64_t lanes = 16 / sizeof(S);
 
 	*head = n;
 	*nvec = 0;
-	if (((da ^ sa) & 15) || (da % sizeof(S)))
+	if ((((da ^ aa) | (da ^ ba)) & 15) || (da % sizeof(S)))
 		return;
 	*head = ((16 - (da & 15)) & 15) / sizeof(S);
 	if (*head > n)
@@ -111,33 +111,36 @@ static KR_HD void kr_split(uintptr_t da, uintptr_t sa, uint64_t n,
 	*nvec = (n - *head) / lanes;
 }
 
-/* dst[i] = F(dst[i], src[i]) for the elements of thread tid of nthr. */
+/*
+ * dst[i] = F(a[i], b[i]) for the elements of thread tid of nthr. a may be
+ * dst (in place); otherwise none of the three overlap.
+ */
 template <class F>
-static KR_HD void kr_reduce(void *dst, const void *src, uint64_t n,
-			    uint64_t tid, uint64_t nthr)
+static KR_HD void kr_reduce(void *dst, const void *a, const void *b,
+			    uint64_t n, uint64_t tid, uint64_t nthr)
 {
 	typedef typename F::type S;
 	const uint64_t lanes = 16 / sizeof(S);
 	S *d = (S *)dst;
-	const S *s = (const S *)src;
+	const S *x = (const S *)a, *y = (const S *)b;
 	uint64_t head, nvec, i, j;
 
-	kr_split<S>((uintptr_t)dst, (uintptr_t)src, n, &head, &nvec);
+	kr_split<S>((uintptr_t)dst, (uintptr_t)a, (uintptr_t)b, n, &head,
+		    &nvec);
 	for (i = tid; i < head; i += nthr)
-		d[i] = F::f(d[i], s[i]);
+		d[i] = F::f(x[i], y[i]);
 	for (i = tid; i < nvec; i += nthr) {
-		kr_raw16 *dv = (kr_raw16 *)(d + head + i * lanes);
-		const kr_raw16 *sv = (const kr_raw16 *)(s + head + i * lanes);
-		kr_lanes<S> a, b;
+		uint64_t e = head + i * lanes;
+		kr_lanes<S> va, vb;
 
-		a.raw = *dv;
-		b.raw = *sv;
+		va.raw = *(const kr_raw16 *)(x + e);
+		vb.raw = *(const kr_raw16 *)(y + e);
 		for (j = 0; j < lanes; j++)
-			a.e[j] = F::f(a.e[j], b.e[j]);
-		*dv = a.raw;
+			va.e[j] = F::f(va.e[j], vb.e[j]);
+		*(kr_raw16 *)(d + e) = va.raw;
 	}
 	for (i = head + nvec * lanes + tid; i < n; i += nthr)
-		d[i] = F::f(d[i], s[i]);
+		d[i] = F::f(x[i], y[i]);
 }
 
 /* dst[i] = F(dst[i], nranks): AVG's finish, same memory pattern. */
@@ -150,7 +153,8 @@ static KR_HD void kr_scale_all(void *dst, uint64_t n, uint32_t nranks,
 	S *d = (S *)dst;
 	uint64_t head, nvec, i, j;
 
-	kr_split<S>((uintptr_t)dst, (uintptr_t)dst, n, &head, &nvec);
+	kr_split<S>((uintptr_t)dst, (uintptr_t)dst, (uintptr_t)dst, n, &head,
+		    &nvec);
 	for (i = tid; i < head; i += nthr)
 		d[i] = F::f(d[i], nranks);
 	for (i = tid; i < nvec; i += nthr) {

@@ -24,6 +24,7 @@
 #include "kcoll_cost.h"
 #include "kcoll_shape.h"
 #include "kcoll_stats.h"
+#include "kcoll_gpu.h"
 
 static bool kcoll_is_float(u8 dtype)
 {
@@ -86,8 +87,8 @@ static bool kcoll_phase_touches_nocpu(const struct kcoll_task *op,
  * through the NIC (no eager slots, no intra-node copies), registered
  * buffers (no staging, no inline sends; local copies are the NIC's), and a
  * schedule without a CPU step (a reduction, the AVG finish) on such
- * memory: those wait for a device executor (the CUDA reducer).
- * -EOPNOTSUPP otherwise.
+ * memory, unless the operation is stream-ordered (KCOLL_SQE_F_GPU: the
+ * GPU reduces, kcoll_gpu.c). -EOPNOTSUPP otherwise.
  */
 static int kcoll_op_nocpu(struct kcoll_task *op)
 {
@@ -97,9 +98,12 @@ static int kcoll_op_nocpu(struct kcoll_task *op)
 	int err;
 
 	if (!comm->devmem || comm->nranks == 1 ||
-	    comm->remote_peers != comm->nranks - 1 || op->reduce)
+	    comm->remote_peers != comm->nranks - 1)
 		return -EOPNOTSUPP;
-	n = kcoll_sched_nphases(&op->args);
+	/* Stream-ordered: the GPU reduces (kcoll_gpu.c). */
+	n = op->gpu ? 0 : kcoll_sched_nphases(&op->args);
+	if (op->reduce && !op->gpu)
+		return -EOPNOTSUPP;
 	for (i = 0; i < n; i++) {
 		kcoll_sched_phase(&op->args, i, &ph);
 		if (kcoll_phase_touches_nocpu(op, &ph))
@@ -132,6 +136,7 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 
 	op->dtype = sqe->dtype;
 	op->redop = sqe->redop;
+	op->gpu = sqe->flags & KCOLL_SQE_F_GPU;
 	/* Host memory: its copies and reductions run on this CPU. */
 	op->exec = &kcoll_exec_cpu;
 	op->prio = sqe->prio;		/* <= KCOLL_PRIO_MAX: checked at submit */
@@ -165,8 +170,9 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	a->in_place = kcoll_shape_in_place(kcoll_shape(sqe->opcode), comm->rank,
 					   a->root, sqe->count, op->esize,
 					   sqe->send_addr, sqe->recv_addr);
-	/* Same inputs on every rank, same choice (kcoll_tune.c). */
-	if (!p2p)
+	/* Same inputs on every rank, same choice (kcoll_tune.c); a
+	 * stream-ordered op runs the default, as libcoll planned it. */
+	if (!p2p && !op->gpu)
 		a->algo = kcoll_tune_choose(a->opcode, a->nranks,
 					    sqe->count * op->esize,
 					    &comm->model);
@@ -194,13 +200,16 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 			   rcount, true);
 	if (err)
 		return err;
-	op->nocpu = op->bufs[KCOLL_SBUF_SEND].nocpu ||
+	/* A stream-ordered op: its data is the GPU's whatever it is. */
+	op->nocpu = op->gpu || op->bufs[KCOLL_SBUF_SEND].nocpu ||
 		    op->bufs[KCOLL_SBUF_RECV].nocpu;
 	if (op->nocpu) {
 		err = kcoll_op_nocpu(op);
 		if (err)
 			return err;
 	}
+	if (op->gpu)
+		return kcoll_gpu_prepare(op, sqe);
 	if (tcount) {
 		if (check_mul_overflow((size_t)tcount, op->esize, &tlen))
 			return -EOVERFLOW;
@@ -275,6 +284,14 @@ void kcoll_coll_issue(struct kcoll_req *req)
 		mutex_unlock(&comm->lock);
 		goto out_unlock_dev;
 	}
+	if (op->gpu) {
+		err = kcoll_gpu_queue(op);
+		if (err) {
+			op->gpu = false;	/* not counted */
+			mutex_unlock(&comm->lock);
+			goto out_unlock_dev;
+		}
+	}
 	if (op->kind == KCOLL_KIND_COLL) {
 		op->seq = comm->coll_seq++;
 		list_add_tail(&op->node, &comm->colls);
@@ -302,6 +319,12 @@ void kcoll_coll_issue(struct kcoll_req *req)
 	return;
 
 out_unlock_dev:
+	if (sqe->flags & KCOLL_SQE_F_GPU) {
+		/* Its stream must not wait for it. */
+		mutex_lock(&comm->lock);
+		kcoll_gpu_refused(comm, sqe);
+		mutex_unlock(&comm->lock);
+	}
 	/* Its MRs die while the device is certainly there. */
 	kcoll_op_free(op);
 	up_read(&comm->dev_sem);

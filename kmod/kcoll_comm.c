@@ -16,6 +16,7 @@
 #include <linux/vmalloc.h>
 
 #include "kcoll.h"
+#include "kcoll_gpu.h"
 #include "kcoll_types.h"
 #include "kcoll_comm.h"
 #include "kcoll_mem.h"
@@ -63,6 +64,8 @@ static void kcoll_comm_free(struct kref *ref)
 		kvfree(comm->conns);
 	}
 	kvfree(comm->ranks);
+	/* Destroyed before its last reference goes, so unpinned already. */
+	WARN_ON_ONCE(comm->gpu);
 	kfree(comm->report.missing);
 	mutex_destroy(&comm->lock);
 	kcoll_auth_free(comm);
@@ -281,6 +284,8 @@ static void kcoll_comm_shutdown(struct kcoll_comm *comm, int err)
 			kcoll_conn_kill(comm->conns[i], err);
 	kcoll_engine_force_reap(comm);
 	mutex_unlock(&comm->lock);
+	/* Every stream waiting on the doorbell page goes on. */
+	kcoll_gpu_shutdown(comm);
 	/* No op is left to queue them again. */
 	cancel_delayed_work_sync(&comm->kick);
 	cancel_delayed_work_sync(&comm->timeout_work);
@@ -320,6 +325,7 @@ static void kcoll_comm_destroy(struct kcoll_ctx *ctx, struct kcoll_comm *comm)
 	 * registration is counted anyway, so whichever put is last frees.
 	 */
 	kcoll_comm_registrations_drain(comm);
+	kcoll_gpu_destroy(comm);
 	kcoll_nl_comm_event(comm, KCOLL_CMD_EV_COMM_DESTROYED, 0);
 	list_for_each_entry_safe(mem, tmp, &comm->mems, node) {
 		list_del(&mem->node);

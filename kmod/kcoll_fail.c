@@ -18,6 +18,7 @@
 #include "kcoll_sysfs.h"
 #include "kcoll_nl.h"
 #include "kcoll_engine.h"
+#include "kcoll_gpu.h"
 
 /* Errors that mean a peer is gone for the communicator. */
 static bool kcoll_err_is_loss(int err)
@@ -256,6 +257,9 @@ static void kcoll_op_timeout(struct kcoll_task *op)
 	struct kcoll_comm *comm = op->comm;
 	u32 i, n;
 
+	/* Waiting for its own GPU stream, not for a peer. */
+	if (kcoll_gpu_timeout(op))
+		return;
 	n = kcoll_op_missing(op, NULL, 0);
 	op->missing = n ? kmalloc_array(n, sizeof(u32), GFP_KERNEL) : NULL;
 	op->nmissing = op->missing ? kcoll_op_missing(op, op->missing, n) : 0;

@@ -50,9 +50,15 @@ void kcoll_op_grant(struct kcoll_task *op)
 	struct kcoll_conn *conn = kcoll_conn_of(op->comm, rv->peer);
 	struct kcoll_buf *dst = &op->bufs[rv->dst.buf];
 	size_t base = rv->dst.off * op->esize;
+	/* Stream-ordered: what the GPU reduces lands in the scratch. */
+	bool land = op->gpu && rv->reduce;
 
 	if (!conn)
 		return;
+	if (land) {
+		dst = &op->bufs[KCOLL_SBUF_LAND];
+		base = 0;
+	}
 	if (kcoll_op_eager(op, conn, op->recv_total)) {
 		kcoll_op_eager_recv(op, conn);
 		return;
@@ -66,7 +72,7 @@ void kcoll_op_grant(struct kcoll_task *op)
 
 		if (conn->k[op->kind].nr_out >= conn->window)
 			return;
-		if (left && (rv->reduce ||
+		if (left && ((rv->reduce && !land) ||
 			     (op->unreg && conn->xp->stage_unreg))) {
 			/* Reducing, or no MR to write into: staging. */
 			slot = kcoll_slot_get(conn);
@@ -309,7 +315,9 @@ void kcoll_op_send(struct kcoll_task *op)
 			kcoll_op_fail(op, -EBADMSG);	/* sizes disagree */
 			return;
 		}
-		if (sd->fwd && op->recv_done < op->send_posted + g->len)
+		if (sd->fwd && (op->recv_done < op->send_posted + g->len ||
+				(op->gpu && op->ph.recv.reduce &&
+				 !op->gpu_reduced)))
 			return;		/* not received (and reduced) yet */
 		if (g->len && kcoll_op_held(op))
 			return;		/* a higher priority runs */

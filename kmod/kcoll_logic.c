@@ -156,8 +156,14 @@ int kcoll_sqe_check(const struct kcoll_sqe *sqe)
 		return -EINVAL;
 	if (sqe->prio > KCOLL_PRIO_MAX)
 		return -EINVAL;
-	if (sqe->resv)
+	/* resv is a stream-ordered collective's ticket, else zero. */
+	if (sqe->flags & KCOLL_SQE_F_GPU) {
+		if (!(uses & KCOLL_USES_COMM) || !sqe->resv ||
+		    sqe->opcode == KCOLL_OP_SEND || sqe->opcode == KCOLL_OP_RECV)
+			return -EINVAL;
+	} else if (sqe->resv) {
 		return -EINVAL;
+	}
 
 	if (uses & KCOLL_USES_DTYPE) {
 		if (sqe->dtype == KCOLL_DTYPE_NONE || sqe->dtype >= KCOLL_DTYPE_LAST)

@@ -18,6 +18,7 @@
 #include <linux/workqueue.h>
 
 #include "kcoll.h"
+#include "kcoll_gpu.h"
 #include "kcoll_types.h"
 #include "kcoll_comm.h"
 #include "kcoll_reg.h"
@@ -61,7 +62,7 @@ static long kcoll_ioctl_query(void __user *uarg)
 	q.abi_version = KCOLL_ABI_VERSION;
 	q.features = KCOLL_FEAT_SINGLE_MMAP | KCOLL_FEAT_NODROP |
 		     KCOLL_FEAT_EVENTFD | KCOLL_FEAT_POLL | KCOLL_FEAT_COMM |
-		     KCOLL_FEAT_TIMEOUT | KCOLL_FEAT_ABORT;
+		     KCOLL_FEAT_TIMEOUT | KCOLL_FEAT_ABORT | KCOLL_FEAT_GPU;
 	/* What SETUP enforces: every SQ slot needs a CQ slot. */
 	q.max_sq_entries = min(kcoll_max_sq_entries(), kcoll_max_cq_entries());
 	q.max_cq_entries = kcoll_max_cq_entries();
@@ -117,6 +118,8 @@ static long kcoll_ioctl(struct file *file, unsigned int cmd,
 		return kcoll_comm_abort_ioctl(ctx, uarg);
 	case KCOLL_IOC_COMM_REPORT:
 		return kcoll_comm_report_ioctl(ctx, uarg);
+	case KCOLL_IOC_GPU_SETUP:
+		return kcoll_gpu_setup_ioctl(ctx, uarg);
 	case KCOLL_IOC_EVENTFD: {
 		struct kcoll_eventfd e;
 

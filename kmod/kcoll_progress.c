@@ -25,6 +25,7 @@
 #include "kcoll_ib.h"
 #include "kcoll_engine.h"
 #include "kcoll_reduce.h"
+#include "kcoll_gpu.h"
 
 /*
  * Elements per kernel_fpu_begin() section: preemption is off inside one,
@@ -219,6 +220,7 @@ static void kcoll_phase_open(struct kcoll_task *op)
 	op->recv_granted = op->recv_done = 0;
 	op->send_posted_any = op->send_done_any = false;
 	op->recv_granted_any = op->recv_landed_any = false;
+	op->gpu_reduced = false;
 	if (ph->copy.cnt && op->nocpu) {
 		/* Memory the CPU must not touch: the NIC copies it. */
 		const struct kcoll_sregion *d = &ph->copy.dst, *s = &ph->copy.src;
@@ -323,6 +325,12 @@ static void kcoll_op_progress(struct kcoll_task *op)
 		return;
 	if (op->lazy_due && !op->lazy_sent && op->sigs_sent == comm->nranks)
 		kcoll_op_lazy_ask(op);
+	/*
+	 * Stream-ordered: no byte of its buffers is read or exposed before
+	 * its stream got here (the SIGs above carry none).
+	 */
+	if (op->gpu && !kcoll_gpu_started(op))
+		return;
 	while (!op->error && op->phase < op->nphases) {
 		if (!op->phase_open)
 			kcoll_phase_open(op);
@@ -330,11 +338,18 @@ static void kcoll_op_progress(struct kcoll_task *op)
 			kcoll_op_grant(op);
 		if (op->ph.has_send)
 			kcoll_op_send(op);
+		/* Landed whole: the GPU reduces it (stream-ordered op). */
+		if (op->gpu && !kcoll_gpu_phase(op))
+			return;
 		if (op->error || !kcoll_phase_done(op))
 			return;
-		if (op->ph.avg_cnt)
+		if (op->ph.avg_cnt && op->gpu) {
+			if (!kcoll_gpu_avg(op))
+				return;
+		} else if (op->ph.avg_cnt) {
 			op->exec->avg(op, kcoll_region(op, &op->ph.avg),
 				      op->ph.avg_cnt);
+		}
 		op->phase_open = false;
 		op->phase++;
 	}
@@ -392,6 +407,8 @@ void kcoll_op_complete(struct kcoll_task *op)
 	}
 	if (op->kind == KCOLL_KIND_COLL)
 		comm->coll_done_seq = op->seq + 1;
+	if (op->gpu)
+		kcoll_gpu_op_end(op, res);
 	kcoll_op_free(op);
 	kcoll_req_complete_flags(req, res, cflags);
 }

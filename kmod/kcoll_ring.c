@@ -29,6 +29,7 @@
 #include <linux/indirect_call_wrapper.h>
 
 #include "kcoll.h"
+#include "kcoll_gpu.h"
 #include "kcoll_types.h"
 #include "kcoll_comm.h"
 #include "kcoll_ring.h"
@@ -290,7 +291,7 @@ long kcoll_ctx_setup(struct kcoll_ctx *ctx, struct kcoll_setup *p)
 	p->cq_entries = cq;
 	p->features = KCOLL_FEAT_SINGLE_MMAP | KCOLL_FEAT_NODROP |
 		      KCOLL_FEAT_EVENTFD | KCOLL_FEAT_POLL | KCOLL_FEAT_COMM |
-		     KCOLL_FEAT_TIMEOUT | KCOLL_FEAT_ABORT;
+		     KCOLL_FEAT_TIMEOUT | KCOLL_FEAT_ABORT | KCOLL_FEAT_GPU;
 	p->sq_off = l.sq_off;
 	p->cq_off = l.cq_off;
 	p->mmap_size = l.size;
@@ -404,6 +405,10 @@ static int kcoll_submit(struct kcoll_ctx *ctx, u32 to_submit)
 		continue;
 
 complete_now:
+		/* Refused before it became an operation: a stream waiting
+		 * for a stream-ordered one goes on. */
+		if (unlikely(res < 0 && (sqe.flags & KCOLL_SQE_F_GPU)))
+			kcoll_gpu_reject(ctx, &sqe);
 		done[pending].user_data = sqe.user_data;
 		done[pending].res = res;
 		if (++pending == KCOLL_INLINE_BATCH) {

@@ -672,3 +672,49 @@ u64 kcoll_sched_recv_count(const struct kcoll_sched_args *a)
 		return 0;
 	return c;
 }
+
+unsigned int kcoll_sched_gpu_phase(const struct kcoll_phase *ph)
+{
+	unsigned int steps = 0;
+
+	if (ph->has_recv && ph->recv.reduce && ph->recv.cnt)
+		steps |= KCOLL_GPU_STEP_REDUCE;
+	if (ph->avg_cnt)
+		steps |= KCOLL_GPU_STEP_AVG;
+	return steps;
+}
+
+int kcoll_sched_gpu_layout(const struct kcoll_sched_args *a, u32 esize,
+			   struct kcoll_gpu_layout *l)
+{
+	struct kcoll_phase ph;
+	unsigned int s;
+	u64 tmp_bytes, land_bytes;
+	u32 i, n;
+
+	*l = (struct kcoll_gpu_layout){ 0 };
+	if (a->algo != KCOLL_ALGO_DEFAULT || !esize || kcoll_sched_check(a))
+		return -EINVAL;
+	n = kcoll_sched_nphases(a);
+	for (i = 0; i < n; i++) {
+		kcoll_sched_phase(a, i, &ph);
+		s = kcoll_sched_gpu_phase(&ph);
+		if (s & KCOLL_GPU_STEP_REDUCE) {
+			l->nsteps++;
+			if (ph.recv.cnt > l->land_cnt)
+				l->land_cnt = ph.recv.cnt;
+		}
+		if (s & KCOLL_GPU_STEP_AVG)
+			l->nsteps++;
+	}
+	l->tmp_cnt = kcoll_sched_tmp_count(a);
+	if (l->tmp_cnt > kcoll_div64(~0ULL >> 1, esize) ||
+	    l->land_cnt > kcoll_div64(~0ULL >> 1, esize))
+		return -EOVERFLOW;
+	tmp_bytes = l->tmp_cnt * esize;
+	land_bytes = l->land_cnt * esize;
+	l->land_off = (tmp_bytes + KCOLL_GPU_ALIGN - 1) &
+		      ~(u64)(KCOLL_GPU_ALIGN - 1);
+	l->scratch_bytes = l->land_off + land_bytes;
+	return 0;
+}

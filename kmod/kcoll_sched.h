@@ -44,6 +44,9 @@ enum kcoll_sbuf {
 				 * for the in-place REDUCE_SCATTER result) */
 	KCOLL_SBUF_RECV,	/* the user's receive buffer */
 	KCOLL_SBUF_TMP,		/* engine scratch */
+	KCOLL_SBUF_LAND,	/* the engine's only, never in a schedule:
+				 * where a stream-ordered GPU operation's
+				 * data to reduce lands (kcoll_sched_gpu) */
 	KCOLL_SBUF_NR
 };
 
@@ -190,5 +193,38 @@ u64 kcoll_sched_tmp_count(const struct kcoll_sched_args *a);
  */
 u64 kcoll_sched_send_count(const struct kcoll_sched_args *a);
 u64 kcoll_sched_recv_count(const struct kcoll_sched_args *a);
+
+/*
+ * Stream-ordered operations (KCOLL_SQE_F_GPU) reduce on the GPU. libcoll
+ * enqueues their reduction kernels on the CUDA stream before the kernel
+ * sees the SQE, so both sides derive the steps from this plain code with
+ * the collective's default algorithm (no tuning): in phase order, a phase
+ * whose receive reduces (with data) is one GPU step,
+ *	dst = operand OP landed,
+ * where "landed" is the start of the landing region of the scratch buffer
+ * (the phase's whole receive lands there first), and a phase with an AVG
+ * finish is one more step (dst /= nranks). The scratch holds the
+ * schedule's TMP elements at byte 0 and the landing region at
+ * @land_off (TMP's bytes rounded up to KCOLL_GPU_ALIGN).
+ */
+#define KCOLL_GPU_ALIGN		256
+#define KCOLL_GPU_STEP_REDUCE	(1U << 0)
+#define KCOLL_GPU_STEP_AVG	(1U << 1)
+
+/* KCOLL_GPU_STEP_* of phase @ph. */
+unsigned int kcoll_sched_gpu_phase(const struct kcoll_phase *ph);
+
+struct kcoll_gpu_layout {
+	u32 nsteps;		/* GPU steps of the whole operation */
+	u64 tmp_cnt;		/* elements */
+	u64 land_cnt;		/* elements: the largest reducing receive */
+	u64 land_off;		/* bytes */
+	u64 scratch_bytes;	/* what the scratch must hold */
+};
+
+/* The layout of @a (algo DEFAULT) for elements of @esize bytes; -EINVAL if
+ * @a is not valid, -EOVERFLOW if its bytes do not fit in 64 bits. */
+int kcoll_sched_gpu_layout(const struct kcoll_sched_args *a, u32 esize,
+			   struct kcoll_gpu_layout *l);
 
 #endif /* KCOLL_SCHED_H */

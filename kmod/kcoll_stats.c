@@ -58,6 +58,9 @@ KCOLL_STAT_ATTR(dmabuf_revoked, KCOLL_STAT_DMABUF_REVOKED);
 KCOLL_STAT_ATTR(nocpu_ops, KCOLL_STAT_NOCPU_OPS);
 KCOLL_STAT_ATTR(nic_copy_bytes, KCOLL_STAT_NIC_COPY_BYTES);
 KCOLL_STAT_ATTR(nocpu_cpu_touches, KCOLL_STAT_NOCPU_TOUCH);
+KCOLL_STAT_ATTR(gpu_ops, KCOLL_STAT_GPU_OPS);
+KCOLL_STAT_ATTR(gpu_steps, KCOLL_STAT_GPU_STEPS);
+KCOLL_STAT_ATTR(gpu_polls, KCOLL_STAT_GPU_POLLS);
 
 struct kcoll_opstats kcoll_node_stats;
 
@@ -113,6 +116,9 @@ static struct attribute *kcoll_stats_attrs[] = {
 	&dev_attr_nocpu_ops.attr,
 	&dev_attr_nic_copy_bytes.attr,
 	&dev_attr_nocpu_cpu_touches.attr,
+	&dev_attr_gpu_ops.attr,
+	&dev_attr_gpu_steps.attr,
+	&dev_attr_gpu_polls.attr,
 	&dev_attr_timeouts.attr,
 	&dev_attr_contexts.attr,
 	&dev_attr_inflight.attr,

@@ -23,6 +23,9 @@ enum kcoll_stat {
 				 * the CPU must not touch) */
 	KCOLL_STAT_NOCPU_TOUCH,	/* times the CPU was about to touch such
 				 * memory: a bug, also WARNed; must stay 0 */
+	KCOLL_STAT_GPU_OPS,	/* stream-ordered operations (KCOLL_SQE_F_GPU) */
+	KCOLL_STAT_GPU_STEPS,	/* reduction steps handed to a GPU stream */
+	KCOLL_STAT_GPU_POLLS,	/* looks at a doorbell page by the timer */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);

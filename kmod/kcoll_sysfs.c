@@ -41,7 +41,7 @@ enum {
 	KCOLL_KNOB_LAZY_SIGS, KCOLL_KNOB_PRIO_MAX_UNPRIV,
 	KCOLL_KNOB_USER_CONTEXTS, KCOLL_KNOB_USER_COMMS, KCOLL_KNOB_USER_REGS,
 	KCOLL_KNOB_USER_QPS, KCOLL_KNOB_USER_KERNEL_MB,
-	KCOLL_KNOB_USER_DMABUF_MB, KCOLL_KNOB_NR
+	KCOLL_KNOB_USER_DMABUF_MB, KCOLL_KNOB_GPU_POLL_US, KCOLL_KNOB_NR
 };
 
 static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
@@ -94,6 +94,10 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	 * but the administrator knows the GPUs; raise it). */
 	[KCOLL_KNOB_USER_DMABUF_MB] = { "user_max_dmabuf_mb", 0, 1, 1 << 30,
 					false },
+	/* How often the doorbell page of a communicator is looked at while
+	 * a stream-ordered operation waits for its GPU stream (and only
+	 * then): the handoff latency of a GPU step against CPU time. */
+	[KCOLL_KNOB_GPU_POLL_US] = { "gpu_poll_us", 20, 1, 100000, false },
 };
 
 u32 kcoll_user_max(enum kcoll_quota_kind kind)
@@ -116,6 +120,11 @@ u32 kcoll_user_max_kernel_mb(void)
 u32 kcoll_user_max_dmabuf_mb(void)
 {
 	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_USER_DMABUF_MB].val);
+}
+
+u32 kcoll_gpu_poll_us(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_GPU_POLL_US].val);
 }
 
 /* Defaults that depend on the machine (unless set at load). */
@@ -301,6 +310,10 @@ module_param_cb(user_max_dmabuf_mb, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_USER_DMABUF_MB], 0644);
 MODULE_PARM_DESC(user_max_dmabuf_mb,
 		 "dma-buf memory (GPU memory) a user's registrations may hold imported, in MiB; past it REG_MEM fails with -EDQUOT (default a quarter of RAM)");
+module_param_cb(gpu_poll_us, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_GPU_POLL_US], 0644);
+MODULE_PARM_DESC(gpu_poll_us,
+		 "While a stream-ordered GPU collective waits for its CUDA stream, look at the doorbell page every this many microseconds (1..100000; default 20)");
 MODULE_PARM_DESC(connect_timeout_ms,
 		 "How long COMM_CREATE waits for every peer by default (100..3600000 ms; default 60000)");
 
@@ -359,6 +372,7 @@ KCOLL_KNOB_ATTR(user_max_regs, KCOLL_KNOB_USER_REGS);
 KCOLL_KNOB_ATTR(user_max_qps, KCOLL_KNOB_USER_QPS);
 KCOLL_KNOB_ATTR(user_max_kernel_mb, KCOLL_KNOB_USER_KERNEL_MB);
 KCOLL_KNOB_ATTR(user_max_dmabuf_mb, KCOLL_KNOB_USER_DMABUF_MB);
+KCOLL_KNOB_ATTR(gpu_poll_us, KCOLL_KNOB_GPU_POLL_US);
 
 static ssize_t listen_port_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
@@ -440,6 +454,7 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_user_max_qps.attr.attr,
 	&kcoll_attr_user_max_kernel_mb.attr.attr,
 	&kcoll_attr_user_max_dmabuf_mb.attr.attr,
+	&kcoll_attr_gpu_poll_us.attr.attr,
 	&dev_attr_listen_port.attr,
 	&dev_attr_devices.attr,
 	&dev_attr_abi_version.attr,

@@ -22,6 +22,7 @@ u32 kcoll_prio_aging_ms(void);
 u32 kcoll_prio_max_unpriv(void);
 void kcoll_knobs_init(void);
 u32 kcoll_op_timeout_ms(void);		/* SQE timeout_ms 0 means this */
+u32 kcoll_gpu_poll_us(void);
 extern unsigned int kcoll_listen_port;	/* module parameter; sysfs moves it */
 extern const struct attribute_group *kcoll_attr_groups[];
 

@@ -133,6 +133,7 @@ struct kcoll_buf_ops {
  */
 struct kcoll_conn;
 struct kcoll_comm;
+struct kcoll_gpu;
 struct kcoll_xport;
 struct kcoll_exec;
 struct kcoll_dmabuf;
@@ -413,6 +414,15 @@ struct kcoll_task {
 					 * land in staging, sends go inline or
 					 * register on demand */
 	bool nocpu;			/* a buffer is KCOLL_REG_NO_CPU */
+	/* Stream-ordered on a GPU (KCOLL_SQE_F_GPU, kcoll_gpu.c) */
+	bool gpu;
+	bool gpu_started;		/* its stream reached it */
+	bool gpu_waiting;		/* for its stream, now */
+	bool gpu_posted;		/* step gpu_step is handed over */
+	bool gpu_reduced;		/* the current phase's step is done */
+	u64 gpu_t;			/* ticket << KCOLL_GPU_TICKET_SHIFT */
+	u32 gpu_step;			/* steps done */
+	u32 gpu_nsteps;			/* steps its schedule has */
 	bool started;
 	u32 nphases;
 	u32 phase;			/* current */
@@ -535,6 +545,8 @@ struct kcoll_comm {
 	struct kcoll_opstats *dstats;	/* the device's, NULL without one */
 	size_t seg_pages;		/* fast-reg page list length */
 	unsigned long connect_deadline;	/* jiffies */
+
+	struct kcoll_gpu *gpu;		/* KCOLL_IOC_GPU_SETUP, under @lock */
 
 	u32 coll_seq;			/* next collective seq to assign */
 	u32 coll_done_seq;		/* collectives finished */

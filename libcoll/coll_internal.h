@@ -38,10 +38,42 @@ COLL_HIDDEN const char *coll_cuda_unavailable(void);
  * error. */
 COLL_HIDDEN int coll_cuda_range(const void *p, uint64_t *base,
 				uint64_t *size);
+/* The driver's id of the allocation holding @p (0: none): an address
+ * freed and allocated again gets another. */
+COLL_HIDDEN uint64_t coll_cuda_buffer_id(const void *p);
 /* A dma-buf fd of device memory [@base, @base + @size) (page-aligned),
  * @p inside it; 0 or -ENOTSUP with coll_last_error() saying why. */
 COLL_HIDDEN int coll_cuda_dmabuf(const void *p, uint64_t base, uint64_t size,
 				 int *fd);
+
+/*
+ * Stream-ordered collectives (see comm.c): 0 when this process can run
+ * them (the driver, its stream memory operations, the embedded kernels,
+ * a current context), else -ENOTSUP saying why.
+ */
+COLL_HIDDEN int coll_cuda_stream_ready(void);
+/* Must a wait on NIC-written data flush them (GPUDirect write ordering)? */
+COLL_HIDDEN int coll_cuda_flush_needed(void);
+COLL_HIDDEN int coll_cuda_host_map(void *p, size_t len, uint64_t *dptr);
+COLL_HIDDEN void coll_cuda_host_unmap(void *p);
+COLL_HIDDEN int coll_cuda_alloc(size_t len, uint64_t *dptr);
+COLL_HIDDEN void coll_cuda_free(uint64_t dptr);
+COLL_HIDDEN int coll_cuda_wait64(void *stream, uint64_t dptr, uint64_t v,
+				 bool flush);
+COLL_HIDDEN int coll_cuda_write64(void *stream, uint64_t dptr, uint64_t v);
+/* dst = a OP b on @stream (AVG: SUM); skipped once *cancel >= ticket. */
+COLL_HIDDEN int coll_cuda_reduce(void *stream, unsigned int dtype,
+				 unsigned int redop, uint64_t dst, uint64_t a,
+				 uint64_t b, uint64_t n, uint64_t esize,
+				 uint64_t cancel, uint64_t ticket);
+/* dst /= nranks on @stream. */
+COLL_HIDDEN int coll_cuda_scale(void *stream, unsigned int dtype,
+				uint64_t dst, uint64_t n, uint64_t esize,
+				uint32_t nranks, uint64_t cancel,
+				uint64_t ticket);
+COLL_HIDDEN int coll_cuda_stream_create(void **stream);
+COLL_HIDDEN int coll_cuda_stream_sync(void *stream);
+COLL_HIDDEN void coll_cuda_stream_destroy(void *stream);
 
 /* ------------------------------------------------------------------ */
 /* Small helpers                                                       */

@@ -41,12 +41,16 @@
 #include "coll_internal.h"
 /* The shape of every operation: one table with the module. */
 #include "kcoll_shape.h"
+/* The GPU steps of stream-ordered collectives: the module's schedules. */
+#include "kcoll_sched.h"
 
 struct coll_mem {
 	struct coll_mem *next;
 	uintptr_t addr;
 	size_t len;
 	uint32_t handle;
+	uint64_t gpu_id;		/* GPU memory: the allocation's buffer id */
+	bool autoreg;			/* libcoll's own (comm_gpu_buffers()) */
 };
 
 struct coll_request {
@@ -57,6 +61,7 @@ struct coll_request {
 	bool done;
 	bool report;			/* KCOLL_CQE_F_REPORT: ask the kernel */
 	bool orphan;			/* freed by the user while in flight */
+	bool stream;			/* stream-ordered, libcoll's own */
 };
 
 struct coll_slot {
@@ -85,6 +90,18 @@ struct coll_comm {
 	struct coll_mem *mems;
 	uint8_t prio;			/* of the SQEs it submits */
 	uint32_t timeout_ms;		/* sqe.timeout_ms of the SQEs */
+	/* Stream-ordered collectives (comm_op_stream()) */
+	pthread_mutex_t gpu_lock;	/* tickets in stream and SQ order */
+	struct kcoll_gpu_bell *bell;	/* the doorbell page (host memory) */
+	uint64_t bell_dptr;		/* ... as the device sees it */
+	uint64_t scratch;		/* device memory */
+	size_t scratch_len;
+	coll_mem *scratch_mem;
+	uint32_t gpu_ticket;		/* of the last one */
+	unsigned int gpu_inflight;	/* their SQEs not completed */
+	int async_err;			/* the first one that failed */
+	bool gpu_flush;			/* waits flush the NIC's writes */
+	void *int_stream;		/* for the calls that take none */
 };
 
 /* Time a destroyed communicator's cancelled operations get to complete. */
@@ -189,6 +206,14 @@ static void comm_complete(coll_comm *c, uint64_t user_data, int res,
 	req->res = res;
 	req->report = flags & KCOLL_CQE_F_REPORT;
 	req->done = true;
+	if (req->stream) {
+		c->gpu_inflight--;
+		if (res < 0 && !c->async_err) {
+			c->async_err = res;
+			if (req->report)
+				comm_describe(c, res);
+		}
+	}
 	if (req->orphan) {
 		req_unlink(req);
 		free(req);
@@ -229,6 +254,11 @@ static void comm_fail(coll_comm *c, int err)
 		c->free_slots[c->nfree++] = i;
 		req->res = err;
 		req->done = true;
+		if (req->stream) {
+			c->gpu_inflight--;
+			if (!c->async_err)
+				c->async_err = err;
+		}
 		if (req->orphan) {
 			req_unlink(req);
 			free(req);
@@ -505,18 +535,26 @@ int coll_group_end(void)
 
 static int comm_gpu_buffers(coll_comm *c, uint64_t addr, uint64_t len);
 
-/* The registration that holds [addr, addr + len) entirely, or 0. */
-static uint32_t comm_find_mr(coll_comm *c, uint64_t addr, uint64_t len)
+/* The registration that holds [addr, addr + len) entirely, or NULL. */
+static struct coll_mem *comm_find_mem(coll_comm *c, uint64_t addr,
+				      uint64_t len)
 {
 	struct coll_mem *m;
 
 	if (!addr || !len)
-		return 0;
+		return NULL;
 	for (m = c->mems; m; m = m->next)
 		if (addr >= m->addr && addr - m->addr <= m->len &&
 		    len <= m->len - (addr - m->addr))
-			return m->handle;
-	return 0;
+			return m;
+	return NULL;
+}
+
+static uint32_t comm_find_mr(coll_comm *c, uint64_t addr, uint64_t len)
+{
+	struct coll_mem *m = comm_find_mem(c, addr, len);
+
+	return m ? m->handle : 0;
 }
 
 /*
@@ -525,7 +563,8 @@ static uint32_t comm_find_mr(coll_comm *c, uint64_t addr, uint64_t len)
  * the result; inside one they are waited for by coll_group_end().
  */
 static int comm_post(coll_comm *c, struct kcoll_sqe *t, uint64_t send_bytes,
-		     uint64_t recv_bytes, bool blocking, coll_request **reqp)
+		     uint64_t recv_bytes, bool blocking, coll_request **reqp,
+		     bool stream)
 {
 	bool in_group = coll_grp.depth > 0;
 	struct kcoll_sqe *sqe;
@@ -547,6 +586,10 @@ static int comm_post(coll_comm *c, struct kcoll_sqe *t, uint64_t send_bytes,
 	if (!req)
 		return coll_err(-ENOMEM, "out of memory");
 	req->comm = c;
+	/* Stream-ordered without a caller's request: libcoll's own, its
+	 * error kept for coll_comm_async_error(). */
+	req->stream = stream;
+	req->orphan = stream && !reqp;
 
 	pthread_mutex_lock(&c->lock);
 	ret = comm_reserve(c);
@@ -573,15 +616,21 @@ static int comm_post(coll_comm *c, struct kcoll_sqe *t, uint64_t send_bytes,
 	sqe->send_mr = comm_find_mr(c, t->send_addr, send_bytes);
 	sqe->recv_mr = comm_find_mr(c, t->recv_addr, recv_bytes);
 	c->nqueued++;
+	if (stream)
+		c->gpu_inflight++;
 	if (!in_group)
 		ret = comm_submit(c);
 	pthread_mutex_unlock(&c->lock);
 
 	if (ret) {
-		/* comm_fail() completed it with the error. */
-		coll_request_free(req);
+		/* comm_fail() completed it with the error (and freed it if
+		 * it was libcoll's own). */
+		if (!(stream && !reqp))
+			coll_request_free(req);
 		return ret;
 	}
+	if (stream && !reqp)
+		return 0;
 	if (blocking && !in_group) {
 		ret = coll_wait(req);
 		coll_request_free(req);
@@ -609,19 +658,26 @@ static int mul_bytes(uint64_t a, uint64_t b, uint64_t c, uint64_t *out)
  * Build the SQE of one operation; @root is the root of REDUCE/BROADCAST
  * and the peer of SEND/RECV. Blocking when @reqp is NULL.
  */
+static int comm_op_stream(coll_comm *c, struct kcoll_sqe *t,
+			  uint64_t sbytes, uint64_t rbytes, void *stream,
+			  coll_request **reqp);
+static int comm_op_device(coll_comm *c, struct kcoll_sqe *t,
+			  uint64_t sbytes, uint64_t rbytes, bool blocking,
+			  coll_request **reqp);
+
 static int comm_op(coll_comm *c, uint8_t opcode, const void *sendbuf,
 		   void *recvbuf, size_t count, coll_dtype dtype,
 		   coll_redop redop, int root, bool blocking,
-		   coll_request **reqp)
+		   coll_request **reqp, bool on_stream, void *stream)
 {
 	const struct kcoll_shape *d = kcoll_shape(opcode);
-	uint64_t es = 0, sbytes = 0, rbytes = 0;
+	uint64_t es = 0, sbytes = 0, rbytes = 0, gbase, gsize;
 	unsigned long long scount = 0, rcount = 0;
 	unsigned int rank, proot;
 	struct kcoll_sqe t;
 	int ret;
 
-	if (!c || (!blocking && !reqp))
+	if (!c || (!blocking && !reqp && !on_stream))
 		return coll_err(-EINVAL, "NULL communicator or request");
 	if (reqp)
 		*reqp = NULL;
@@ -675,14 +731,22 @@ static int comm_op(coll_comm *c, uint8_t opcode, const void *sendbuf,
 		t.send_addr = (uintptr_t)sendbuf;
 	if (kcoll_shape_used(d->recv, rank, proot))
 		t.recv_addr = (uintptr_t)recvbuf;
-	return comm_post(c, &t, sbytes, rbytes, blocking, reqp);
+	if (on_stream)
+		return comm_op_stream(c, &t, sbytes, rbytes, stream, NULL);
+	/* A reduction of GPU memory: the GPU reduces, on libcoll's stream. */
+	if (d->reduces && (coll_cuda_range((void *)(uintptr_t)t.send_addr,
+					   &gbase, &gsize) > 0 ||
+			   coll_cuda_range((void *)(uintptr_t)t.recv_addr,
+					   &gbase, &gsize) > 0))
+		return comm_op_device(c, &t, sbytes, rbytes, blocking, reqp);
+	return comm_post(c, &t, sbytes, rbytes, blocking, reqp, false);
 }
 
 int coll_allreduce(const void *sendbuf, void *recvbuf, size_t count,
 		   coll_dtype dtype, coll_redop op, coll_comm *comm)
 {
 	return comm_op(comm, KCOLL_OP_ALLREDUCE, sendbuf, recvbuf, count, dtype,
-		       op, 0, true, NULL);
+		       op, 0, true, NULL, false, NULL);
 }
 
 int coll_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
@@ -690,14 +754,14 @@ int coll_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
 		    coll_request **req)
 {
 	return comm_op(comm, KCOLL_OP_ALLREDUCE, sendbuf, recvbuf, count, dtype,
-		       op, 0, false, req);
+		       op, 0, false, req, false, NULL);
 }
 
 int coll_reduce(const void *sendbuf, void *recvbuf, size_t count,
 		coll_dtype dtype, coll_redop op, int root, coll_comm *comm)
 {
 	return comm_op(comm, KCOLL_OP_REDUCE, sendbuf, recvbuf, count, dtype,
-		       op, root, true, NULL);
+		       op, root, true, NULL, false, NULL);
 }
 
 int coll_ireduce(const void *sendbuf, void *recvbuf, size_t count,
@@ -705,14 +769,14 @@ int coll_ireduce(const void *sendbuf, void *recvbuf, size_t count,
 		 coll_request **req)
 {
 	return comm_op(comm, KCOLL_OP_REDUCE, sendbuf, recvbuf, count, dtype,
-		       op, root, false, req);
+		       op, root, false, req, false, NULL);
 }
 
 int coll_broadcast(const void *sendbuf, void *recvbuf, size_t count,
 		   coll_dtype dtype, int root, coll_comm *comm)
 {
 	return comm_op(comm, KCOLL_OP_BROADCAST, sendbuf, recvbuf, count, dtype,
-		       0, root, true, NULL);
+		       0, root, true, NULL, false, NULL);
 }
 
 int coll_ibroadcast(const void *sendbuf, void *recvbuf, size_t count,
@@ -720,28 +784,28 @@ int coll_ibroadcast(const void *sendbuf, void *recvbuf, size_t count,
 		    coll_request **req)
 {
 	return comm_op(comm, KCOLL_OP_BROADCAST, sendbuf, recvbuf, count, dtype,
-		       0, root, false, req);
+		       0, root, false, req, false, NULL);
 }
 
 int coll_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
 		   coll_dtype dtype, coll_comm *comm)
 {
 	return comm_op(comm, KCOLL_OP_ALLGATHER, sendbuf, recvbuf, sendcount,
-		       dtype, 0, 0, true, NULL);
+		       dtype, 0, 0, true, NULL, false, NULL);
 }
 
 int coll_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
 		    coll_dtype dtype, coll_comm *comm, coll_request **req)
 {
 	return comm_op(comm, KCOLL_OP_ALLGATHER, sendbuf, recvbuf, sendcount,
-		       dtype, 0, 0, false, req);
+		       dtype, 0, 0, false, req, false, NULL);
 }
 
 int coll_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
 			coll_dtype dtype, coll_redop op, coll_comm *comm)
 {
 	return comm_op(comm, KCOLL_OP_REDUCE_SCATTER, sendbuf, recvbuf,
-		       recvcount, dtype, op, 0, true, NULL);
+		       recvcount, dtype, op, 0, true, NULL, false, NULL);
 }
 
 int coll_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
@@ -749,61 +813,412 @@ int coll_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
 			 coll_request **req)
 {
 	return comm_op(comm, KCOLL_OP_REDUCE_SCATTER, sendbuf, recvbuf,
-		       recvcount, dtype, op, 0, false, req);
+		       recvcount, dtype, op, 0, false, req, false, NULL);
 }
 
 int coll_alltoall(const void *sendbuf, void *recvbuf, size_t count,
 		  coll_dtype dtype, coll_comm *comm)
 {
 	return comm_op(comm, KCOLL_OP_ALLTOALL, sendbuf, recvbuf, count, dtype,
-		       0, 0, true, NULL);
+		       0, 0, true, NULL, false, NULL);
 }
 
 int coll_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
 		   coll_dtype dtype, coll_comm *comm, coll_request **req)
 {
 	return comm_op(comm, KCOLL_OP_ALLTOALL, sendbuf, recvbuf, count, dtype,
-		       0, 0, false, req);
+		       0, 0, false, req, false, NULL);
 }
 
 int coll_send(const void *sendbuf, size_t count, coll_dtype dtype, int peer,
 	      coll_comm *comm)
 {
 	return comm_op(comm, KCOLL_OP_SEND, sendbuf, NULL, count, dtype, 0,
-		       peer, true, NULL);
+		       peer, true, NULL, false, NULL);
 }
 
 int coll_isend(const void *sendbuf, size_t count, coll_dtype dtype, int peer,
 	       coll_comm *comm, coll_request **req)
 {
 	return comm_op(comm, KCOLL_OP_SEND, sendbuf, NULL, count, dtype, 0,
-		       peer, false, req);
+		       peer, false, req, false, NULL);
 }
 
 int coll_recv(void *recvbuf, size_t count, coll_dtype dtype, int peer,
 	      coll_comm *comm)
 {
 	return comm_op(comm, KCOLL_OP_RECV, NULL, recvbuf, count, dtype, 0,
-		       peer, true, NULL);
+		       peer, true, NULL, false, NULL);
 }
 
 int coll_irecv(void *recvbuf, size_t count, coll_dtype dtype, int peer,
 	       coll_comm *comm, coll_request **req)
 {
 	return comm_op(comm, KCOLL_OP_RECV, NULL, recvbuf, count, dtype, 0,
-		       peer, false, req);
+		       peer, false, req, false, NULL);
 }
 
 int coll_barrier(coll_comm *comm)
 {
 	return comm_op(comm, KCOLL_OP_BARRIER, NULL, NULL, 0, 0, 0, 0, true,
-		       NULL);
+		       NULL, false, NULL);
 }
 
 int coll_ibarrier(coll_comm *comm, coll_request **req)
 {
 	return comm_op(comm, KCOLL_OP_BARRIER, NULL, NULL, 0, 0, 0, 0, false,
-		       req);
+		       req, false, NULL);
+}
+
+/* ------------------------------------------------------------------ */
+/* Stream-ordered collectives                                          */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The module and the GPU meet on the doorbell page (uapi struct
+ * kcoll_gpu_bell, docs/DESIGN.md "GPU reductions"). For each operation
+ * libcoll enqueues on the caller's stream, in this order:
+ *	WriteValue64(start, T)			the stream reached it
+ *	per reduction step j = 1..k:
+ *	  WaitValue64(ready >= T | j)		the step's data landed
+ *	  kernel (dst = operand OP landed, or dst /= nranks)
+ *	  WriteValue64(done, T | j)		the module may go on
+ *	WaitValue64(end >= T | STEP_MASK)	the operation is over
+ * then submits the SQE (KCOLL_SQE_F_GPU, ticket in resv). The steps come
+ * from the same plain schedule code the module runs
+ * (kcoll_sched_gpu_layout()): no thread of libcoll's waits for anything.
+ */
+
+#define COLL_SCRATCH_MIN	(1u << 20)
+
+static int kcoll_ioctl(int fd, unsigned long cmd, void *arg);
+
+static bool cond_gpu_idle(coll_comm *c, void *arg)
+{
+	(void)arg;
+	return !c->gpu_inflight;
+}
+
+/* The doorbell page and a scratch of @need bytes, given to the kernel. */
+static int comm_gpu_setup(coll_comm *c, uint64_t need)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	struct kcoll_gpu_setup g;
+	uint64_t len, dptr;
+	coll_mem *m;
+	int ret;
+
+	if (!c->bell) {
+		void *p = NULL;
+
+		if (posix_memalign(&p, (size_t)page, (size_t)page))
+			return coll_err(-ENOMEM, "out of memory");
+		memset(p, 0, (size_t)page);
+		ret = coll_cuda_host_map(p, (size_t)page, &c->bell_dptr);
+		if (ret) {
+			free(p);
+			return ret;
+		}
+		c->bell = p;
+		c->gpu_flush = coll_cuda_flush_needed();
+	}
+	if (c->scratch && need <= c->scratch_len)
+		return 0;
+	/* A bigger scratch: only once nothing in flight uses the old one. */
+	if (c->scratch) {
+		pthread_mutex_lock(&c->lock);
+		ret = comm_wait_cond(c, cond_gpu_idle, NULL, true, 0);
+		pthread_mutex_unlock(&c->lock);
+		if (ret)
+			return ret;
+	}
+	len = need < COLL_SCRATCH_MIN ? COLL_SCRATCH_MIN : need;
+	len = (len + COLL_SCRATCH_MIN - 1) & ~(uint64_t)(COLL_SCRATCH_MIN - 1);
+	ret = coll_cuda_alloc(len, &dptr);
+	if (ret)
+		return ret;
+	ret = coll_mem_register(c, (void *)(uintptr_t)dptr, len, &m);
+	if (ret) {
+		coll_cuda_free(dptr);
+		return ret;
+	}
+	memset(&g, 0, sizeof(g));
+	g.comm_id = c->comm_id;
+	g.bell = (uintptr_t)c->bell;
+	g.scratch_mr = m->handle;
+	g.scratch_addr = dptr;
+	g.scratch_len = len;
+	ret = kcoll_ioctl(c->ring.ring_fd, KCOLL_IOC_GPU_SETUP, &g);
+	if (ret) {
+		coll_mem_deregister(c, m);
+		coll_cuda_free(dptr);
+		return coll_err(ret, "KCOLL_IOC_GPU_SETUP: %s%s", coll_strerror(ret),
+				ret == -EOPNOTSUPP ? " (stream-ordered collectives "
+				"need a communicator created with KCOLL_DEVMEM=1 "
+				"whose peers are all on other nodes)" : "");
+	}
+	if (c->scratch) {
+		coll_mem_deregister(c, c->scratch_mem);
+		coll_cuda_free(c->scratch);
+	}
+	c->scratch = dptr;
+	c->scratch_len = len;
+	c->scratch_mem = m;
+	return 0;
+}
+
+/* Let the stream past ticket @T (nothing in the kernel will). */
+static void comm_gpu_release(coll_comm *c, uint64_t T)
+{
+	uint64_t last = T | KCOLL_GPU_STEP_MASK;
+
+	__atomic_store_n(&c->bell->cancel, last, __ATOMIC_RELEASE);
+	__atomic_store_n(&c->bell->ready, last, __ATOMIC_RELEASE);
+	__atomic_store_n(&c->bell->end, last, __ATOMIC_RELEASE);
+}
+
+static uint64_t bell_word(coll_comm *c, size_t off)
+{
+	return c->bell_dptr + off;
+}
+
+/* Where a schedule region of @t lives on the device. */
+static uint64_t gpu_region(coll_comm *c, const struct kcoll_sqe *t,
+			   const struct kcoll_sregion *r, uint64_t es)
+{
+	uint64_t base = r->buf == KCOLL_SBUF_SEND ? t->send_addr :
+			r->buf == KCOLL_SBUF_RECV ? t->recv_addr : c->scratch;
+
+	return base + r->off * es;
+}
+
+/* Enqueue @t's part on @stream (ticket @T, layout @l). */
+static int comm_gpu_enqueue(coll_comm *c, const struct kcoll_sqe *t,
+			    const struct kcoll_sched_args *a, uint64_t es,
+			    const struct kcoll_gpu_layout *l, uint64_t T,
+			    void *stream)
+{
+	unsigned int slot = (unsigned int)(T >> KCOLL_GPU_TICKET_SHIFT) %
+			    KCOLL_GPU_SLOTS;
+	uint64_t cancel = bell_word(c, offsetof(struct kcoll_gpu_bell, cancel));
+	uint64_t ready = bell_word(c, offsetof(struct kcoll_gpu_bell, ready));
+	uint64_t done = bell_word(c, offsetof(struct kcoll_gpu_bell, done) +
+				  slot * sizeof(uint64_t));
+	uint32_t i, n = kcoll_sched_nphases(a), j = 0;
+	struct kcoll_phase ph;
+	unsigned int steps;
+	int ret;
+
+	ret = coll_cuda_write64(stream, bell_word(c, offsetof(struct kcoll_gpu_bell,
+							       start) +
+						  slot * sizeof(uint64_t)), T);
+	for (i = 0; i < n && !ret; i++) {
+		kcoll_sched_phase(a, i, &ph);
+		steps = kcoll_sched_gpu_phase(&ph);
+		if (steps & KCOLL_GPU_STEP_REDUCE) {
+			j++;
+			ret = coll_cuda_wait64(stream, ready, T | j, c->gpu_flush);
+			if (!ret)
+				ret = coll_cuda_reduce(stream, t->dtype, t->redop,
+						       gpu_region(c, t, &ph.recv.dst, es),
+						       gpu_region(c, t, &ph.recv.operand, es),
+						       c->scratch + l->land_off,
+						       ph.recv.cnt, es, cancel, T);
+			if (!ret)
+				ret = coll_cuda_write64(stream, done, T | j);
+		}
+		if ((steps & KCOLL_GPU_STEP_AVG) && !ret) {
+			j++;
+			ret = coll_cuda_wait64(stream, ready, T | j, false);
+			if (!ret)
+				ret = coll_cuda_scale(stream, t->dtype,
+						      gpu_region(c, t, &ph.avg, es),
+						      ph.avg_cnt, es,
+						      (uint32_t)c->nranks, cancel, T);
+			if (!ret)
+				ret = coll_cuda_write64(stream, done, T | j);
+		}
+	}
+	if (!ret)
+		ret = coll_cuda_wait64(stream, bell_word(c, offsetof(struct kcoll_gpu_bell,
+								   end)),
+				       T | KCOLL_GPU_STEP_MASK, false);
+	return ret;
+}
+
+static int comm_op_stream(coll_comm *c, struct kcoll_sqe *t,
+			  uint64_t sbytes, uint64_t rbytes, void *stream,
+			  coll_request **reqp)
+{
+	const struct kcoll_shape *d = kcoll_shape(t->opcode);
+	struct kcoll_sched_args a;
+	struct kcoll_gpu_layout l;
+	uint64_t es, T;
+	int ret;
+
+	if (coll_grp.depth > 0)
+		return coll_err(-ENOTSUP, "stream-ordered collectives cannot be "
+				"grouped");
+	ret = coll_cuda_stream_ready();
+	if (ret)
+		return ret;
+	es = t->opcode == KCOLL_OP_BARRIER ? 1 : coll_dtype_size(t->dtype);
+	if ((t->send_addr | t->recv_addr) % es)
+		return coll_err(-EINVAL, "device buffers must be aligned to "
+				"their element size (%llu bytes)",
+				(unsigned long long)es);
+	memset(&a, 0, sizeof(a));
+	a.opcode = t->opcode;
+	a.redop = t->redop;
+	a.rank = (uint32_t)c->rank;
+	a.nranks = (uint32_t)c->nranks;
+	a.count = t->count;
+	a.root = (d->uses & KCOLL_USES_PEER) ? t->peer : 0;
+	a.in_place = kcoll_shape_in_place(d, a.rank, a.root, t->count, es,
+					  t->send_addr, t->recv_addr);
+	ret = kcoll_sched_gpu_layout(&a, (uint32_t)es, &l);
+	if (ret)
+		return coll_err(ret, "%s of %llu elements: no GPU schedule",
+				d->name, (unsigned long long)t->count);
+
+	pthread_mutex_lock(&c->gpu_lock);
+	ret = comm_gpu_setup(c, l.scratch_bytes);
+	if (ret)
+		goto out_unlock;
+	if (c->gpu_ticket == UINT32_MAX) {
+		ret = coll_err(-EOVERFLOW, "this communicator ran out of "
+			       "stream tickets: create a new one");
+		goto out_unlock;
+	}
+	/* At most KCOLL_GPU_SLOTS in flight (their words on the page). */
+	pthread_mutex_lock(&c->lock);
+	while (c->gpu_inflight >= KCOLL_GPU_SLOTS && !ret) {
+		unsigned int before = c->ninflight;
+
+		ret = comm_wait_cond(c, cond_fewer_inflight, &before, true, 0);
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (ret)
+		goto out_unlock;
+	T = (uint64_t)(c->gpu_ticket + 1) << KCOLL_GPU_TICKET_SHIFT;
+	ret = comm_gpu_enqueue(c, t, &a, es, &l, T, stream);
+	c->gpu_ticket++;
+	if (ret) {
+		/* Part of it may be on the stream already. */
+		comm_gpu_release(c, T);
+		goto out_unlock;
+	}
+	t->flags = KCOLL_SQE_F_GPU;
+	t->resv = c->gpu_ticket;
+	ret = comm_post(c, t, sbytes, rbytes, false, reqp, true);
+	if (ret)
+		comm_gpu_release(c, T);
+out_unlock:
+	pthread_mutex_unlock(&c->gpu_lock);
+	return ret;
+}
+
+/*
+ * A blocking or request-returning reduction of GPU memory: on libcoll's
+ * own stream (created once per communicator), waited for as usual.
+ */
+static int comm_op_device(coll_comm *c, struct kcoll_sqe *t,
+			  uint64_t sbytes, uint64_t rbytes, bool blocking,
+			  coll_request **reqp)
+{
+	coll_request *req = NULL;
+	int ret;
+
+	ret = coll_cuda_stream_ready();
+	if (ret)
+		return coll_err(ret, "a reduction of GPU memory runs on the GPU: %s",
+				coll_last_error());
+	pthread_mutex_lock(&c->gpu_lock);
+	if (!c->int_stream)
+		ret = coll_cuda_stream_create(&c->int_stream);
+	pthread_mutex_unlock(&c->gpu_lock);
+	if (ret)
+		return ret;
+	ret = comm_op_stream(c, t, sbytes, rbytes, c->int_stream, &req);
+	if (ret || !blocking) {
+		if (!ret)
+			*reqp = req;
+		return ret;
+	}
+	ret = coll_wait(req);
+	coll_request_free(req);
+	/* Its kernels are done before its last step was: the stream is at
+	 * its end wait, which the completion released. */
+	if (!ret)
+		ret = coll_cuda_stream_sync(c->int_stream);
+	return ret;
+}
+
+int coll_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count,
+			  coll_dtype dtype, coll_redop op, coll_comm *comm,
+			  void *stream)
+{
+	return comm_op(comm, KCOLL_OP_ALLREDUCE, sendbuf, recvbuf, count, dtype,
+		       op, 0, false, NULL, true, stream);
+}
+
+int coll_reduce_stream(const void *sendbuf, void *recvbuf, size_t count,
+		       coll_dtype dtype, coll_redop op, int root,
+		       coll_comm *comm, void *stream)
+{
+	return comm_op(comm, KCOLL_OP_REDUCE, sendbuf, recvbuf, count, dtype,
+		       op, root, false, NULL, true, stream);
+}
+
+int coll_broadcast_stream(const void *sendbuf, void *recvbuf, size_t count,
+			  coll_dtype dtype, int root, coll_comm *comm,
+			  void *stream)
+{
+	return comm_op(comm, KCOLL_OP_BROADCAST, sendbuf, recvbuf, count, dtype,
+		       0, root, false, NULL, true, stream);
+}
+
+int coll_allgather_stream(const void *sendbuf, void *recvbuf,
+			  size_t sendcount, coll_dtype dtype, coll_comm *comm,
+			  void *stream)
+{
+	return comm_op(comm, KCOLL_OP_ALLGATHER, sendbuf, recvbuf, sendcount,
+		       dtype, 0, 0, false, NULL, true, stream);
+}
+
+int coll_reduce_scatter_stream(const void *sendbuf, void *recvbuf,
+			       size_t recvcount, coll_dtype dtype,
+			       coll_redop op, coll_comm *comm, void *stream)
+{
+	return comm_op(comm, KCOLL_OP_REDUCE_SCATTER, sendbuf, recvbuf,
+		       recvcount, dtype, op, 0, false, NULL, true, stream);
+}
+
+int coll_alltoall_stream(const void *sendbuf, void *recvbuf, size_t count,
+			 coll_dtype dtype, coll_comm *comm, void *stream)
+{
+	return comm_op(comm, KCOLL_OP_ALLTOALL, sendbuf, recvbuf, count, dtype,
+		       0, 0, false, NULL, true, stream);
+}
+
+int coll_barrier_stream(coll_comm *comm, void *stream)
+{
+	return comm_op(comm, KCOLL_OP_BARRIER, NULL, NULL, 0, 0, 0, 0, false,
+		       NULL, true, stream);
+}
+
+int coll_comm_async_error(coll_comm *comm)
+{
+	int ret;
+
+	if (!comm)
+		return coll_err(-EINVAL, "NULL communicator");
+	pthread_mutex_lock(&comm->lock);
+	if (!comm->reaper)
+		comm_reap(comm);
+	ret = comm->async_err ? comm->async_err : comm->err;
+	pthread_mutex_unlock(&comm->lock);
+	return ret;
 }
 
 /* ------------------------------------------------------------------ */
@@ -886,6 +1301,11 @@ static void comm_free(coll_comm *c)
 {
 	struct coll_mem *m;
 
+	/* The kernel has let go of the doorbell page (its communicator is
+	 * destroyed, or the file closes below) and released every stream. */
+	if (c->int_stream)
+		coll_cuda_stream_destroy(c->int_stream);
+
 	while ((m = c->mems)) {
 		struct kcoll_dereg_mem d;
 
@@ -903,8 +1323,15 @@ static void comm_free(coll_comm *c)
 		free(req);
 	}
 	coll_ring_exit(&c->ring);
+	if (c->scratch)
+		coll_cuda_free(c->scratch);
+	if (c->bell) {
+		coll_cuda_host_unmap(c->bell);
+		free(c->bell);
+	}
 	free(c->slots);
 	free(c->free_slots);
+	pthread_mutex_destroy(&c->gpu_lock);
 	pthread_cond_destroy(&c->cond);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
@@ -924,6 +1351,7 @@ static coll_comm *comm_alloc(void)
 		free(c);
 		return NULL;
 	}
+	pthread_mutex_init(&c->gpu_lock, NULL);
 	if (pthread_condattr_init(&ca)) {
 		pthread_mutex_destroy(&c->lock);
 		free(c);
@@ -1381,6 +1809,8 @@ static int mem_register_cuda(coll_comm *comm, void *addr, size_t len,
 	r.dmabuf_off = a - start;
 	ret = mem_register(comm, &r, out);
 	close(fd);
+	if (!ret)
+		(*out)->gpu_id = coll_cuda_buffer_id(addr);
 	return ret;
 }
 
@@ -1425,26 +1855,48 @@ int coll_mem_register(coll_comm *comm, void *addr, size_t len, coll_mem **out)
  */
 static int comm_gpu_buffers(coll_comm *c, uint64_t addr, uint64_t len)
 {
-	uint64_t base, size;
+	uint64_t base, size, id, mid;
 	coll_mem *m;
-	uint32_t h;
 	int ret;
 
 	if (!addr || !len)
 		return 0;
-	pthread_mutex_lock(&c->lock);
-	h = comm_find_mr(c, addr, len);
-	pthread_mutex_unlock(&c->lock);
-	if (h)
-		return 0;
+	for (;;) {
+		pthread_mutex_lock(&c->lock);
+		m = comm_find_mem(c, addr, len);
+		mid = m && m->autoreg ? m->gpu_id : 0;
+		pthread_mutex_unlock(&c->lock);
+		if (!m)
+			break;
+		if (!mid)
+			return 0;	/* host memory, or the caller's: the
+					 * caller deregisters what it frees */
+		/*
+		 * GPU memory registered before: still the same allocation?
+		 * One freed and allocated again at the same address is
+		 * another, whose pages the old registration does not hold.
+		 */
+		id = coll_cuda_buffer_id((void *)(uintptr_t)addr);
+		if (id == mid)
+			return 0;
+		ret = coll_mem_deregister(c, m);
+		if (ret)
+			return coll_err(ret, "GPU memory at %#llx was freed and "
+					"allocated again while an operation still "
+					"used it: %s", (unsigned long long)addr,
+					coll_last_error());
+	}
 	ret = coll_cuda_range((void *)(uintptr_t)addr, &base, &size);
 	if (ret <= 0)
 		return ret;
 	if (addr + len > base + size)
 		return coll_err(-EINVAL, "%llu bytes at GPU pointer %#llx go past its allocation",
 				(unsigned long long)len, (unsigned long long)addr);
-	return mem_register_cuda(c, (void *)(uintptr_t)base, size, base, size,
-				 &m);
+	ret = mem_register_cuda(c, (void *)(uintptr_t)base, size, base, size,
+				&m);
+	if (!ret)
+		m->autoreg = true;
+	return ret;
 }
 
 int coll_mem_deregister(coll_comm *comm, coll_mem *mem)

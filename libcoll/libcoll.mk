@@ -26,7 +26,10 @@ LIBCOLL_PC	:= $(LIBCOLL_BUILD)/libcoll.pc
 
 LIBCOLL_SRCS	:= $(LIBCOLL_SRCDIR)/ring.c $(LIBCOLL_SRCDIR)/bootstrap.c \
 		   $(LIBCOLL_SRCDIR)/comm.c $(LIBCOLL_SRCDIR)/cuda.c
+# The module's plain schedule code: the GPU steps of stream-ordered ops.
+LIBCOLL_KSRCS	:= $(TOP)/kmod/kcoll_sched.c $(TOP)/kmod/kcoll_sched_log.c
 LIBCOLL_OBJS	:= $(patsubst $(LIBCOLL_SRCDIR)/%.c,$(LIBCOLL_BUILD)/%.o,$(LIBCOLL_SRCS)) \
+		   $(patsubst $(TOP)/kmod/%.c,$(LIBCOLL_BUILD)/%.o,$(LIBCOLL_KSRCS)) \
 		   $(LIBCOLL_BUILD)/fatbin.o
 # The CUDA kernels' fatbin (kernels/kernels.mk builds it, empty without nvcc).
 KERNELS_FATBIN	?= $(TOP)/build/kernels/kcoll_kernels.fatbin
@@ -34,7 +37,7 @@ KERNELS_FATBIN	?= $(TOP)/build/kernels/kcoll_kernels.fatbin
 LIBCOLL_CPPFLAGS := -I$(LIBCOLL_SRCDIR)/include -I$(TOP)/uapi
 LIBCOLL_CFLAGS	:= -std=gnu11 -Wall -Wextra -Werror -O2 -g -fPIC -pthread \
 		   -fvisibility=hidden $(LIBCOLL_CPPFLAGS) -MMD -MP \
-		   -I$(TOP)/kmod $(LIBCOLL_EXTRA_CFLAGS)
+		   -I$(TOP)/kmod -I$(TOP)/kernels $(LIBCOLL_EXTRA_CFLAGS)
 LIBCOLL_LDFLAGS	:= -shared -pthread -Wl,-soname,$(LIBCOLL_SONAME) \
 		   -Wl,--version-script=$(LIBCOLL_MAP) \
 		   -Wl,-z,defs -Wl,-z,relro -Wl,-z,now $(LIBCOLL_EXTRA_LDFLAGS)
@@ -50,7 +53,11 @@ libcoll: $(LIBCOLL_SO) $(LIBCOLL_SO_LINKS) $(LIBCOLL_A)
 $(LIBCOLL_BUILD):
 	mkdir -p $@
 
-$(filter-out %/fatbin.o,$(LIBCOLL_OBJS)): $(LIBCOLL_BUILD)/%.o: $(LIBCOLL_SRCDIR)/%.c \
+$(patsubst $(TOP)/kmod/%.c,$(LIBCOLL_BUILD)/%.o,$(LIBCOLL_KSRCS)): \
+		$(LIBCOLL_BUILD)/%.o: $(TOP)/kmod/%.c $(LIBCOLL_SRCDIR)/libcoll.mk | $(LIBCOLL_BUILD)
+	$(CC) $(LIBCOLL_CFLAGS) -c -o $@ $<
+
+$(patsubst $(LIBCOLL_SRCDIR)/%.c,$(LIBCOLL_BUILD)/%.o,$(LIBCOLL_SRCS)): $(LIBCOLL_BUILD)/%.o: $(LIBCOLL_SRCDIR)/%.c \
 		 $(LIBCOLL_SRCDIR)/libcoll.mk | $(LIBCOLL_BUILD)
 	$(CC) $(LIBCOLL_CFLAGS) -c -o $@ $<
 

@@ -995,6 +995,59 @@ COLL_API int coll_irecv(void *recvbuf, size_t count, coll_dtype dtype,
 COLL_API int coll_barrier(coll_comm *comm);
 COLL_API int coll_ibarrier(coll_comm *comm, coll_request **req);
 
+/*
+ * Stream-ordered collectives (CUDA), in NCCL's spirit: the operation is
+ * enqueued on @stream (a CUstream / cudaStream_t; NULL is the legacy
+ * default stream) and these return once it is enqueued. It starts when the
+ * stream gets there (work enqueued earlier on @stream is finished and
+ * visible), and work enqueued later on @stream sees its result. The GPU
+ * reduces (kcoll's CUDA kernels, embedded in libcoll); the kernel module
+ * moves the data with the NIC; no thread of the process and no SM spins
+ * while it waits. Buffers are device pointers (any cudaMalloc'ed memory,
+ * aligned to the element size), registered on first use.
+ *
+ * Requirements: libcuda.so.1 with 64-bit stream memory operations, a
+ * current CUDA context, a communicator created with KCOLL_DEVMEM=1 whose
+ * peers are all on other nodes, and a libcoll built with nvcc. Otherwise
+ * -ENOTSUP (or -EOPNOTSUPP from the kernel) at once, with
+ * coll_last_error() saying which.
+ *
+ * Failures after enqueueing (a peer lost, a timeout, an abort) do not
+ * hang the stream: the kernel releases every wait, the operation's
+ * kernels leave memory alone, and coll_comm_async_error() returns the
+ * first such error (the report is in coll_comm_get_report()). Destroying
+ * the communicator while a stream has not reached its operations waits
+ * for them (or for their timeout): synchronize the streams first, or
+ * abort. Not inside a group.
+ *
+ * The blocking and non-blocking forms above also take device pointers:
+ * a reduction of GPU memory then runs like these on a stream of libcoll's
+ * own, and completes as usual.
+ */
+COLL_API int coll_allreduce_stream(const void *sendbuf, void *recvbuf,
+				   size_t count, coll_dtype dtype,
+				   coll_redop op, coll_comm *comm,
+				   void *stream);
+COLL_API int coll_reduce_stream(const void *sendbuf, void *recvbuf,
+				size_t count, coll_dtype dtype, coll_redop op,
+				int root, coll_comm *comm, void *stream);
+COLL_API int coll_broadcast_stream(const void *sendbuf, void *recvbuf,
+				   size_t count, coll_dtype dtype, int root,
+				   coll_comm *comm, void *stream);
+COLL_API int coll_allgather_stream(const void *sendbuf, void *recvbuf,
+				   size_t sendcount, coll_dtype dtype,
+				   coll_comm *comm, void *stream);
+COLL_API int coll_reduce_scatter_stream(const void *sendbuf, void *recvbuf,
+					size_t recvcount, coll_dtype dtype,
+					coll_redop op, coll_comm *comm,
+					void *stream);
+COLL_API int coll_alltoall_stream(const void *sendbuf, void *recvbuf,
+				  size_t count, coll_dtype dtype,
+				  coll_comm *comm, void *stream);
+COLL_API int coll_barrier_stream(coll_comm *comm, void *stream);
+/* 0, or the first error of a stream-ordered operation of @comm. */
+COLL_API int coll_comm_async_error(coll_comm *comm);
+
 /* Requests ------------------------------------------------------------ */
 
 /**

@@ -158,7 +158,7 @@ static void test_reduce_kernels(void)
 			memcpy(ref, dbuf, sizeof(ref));
 			memcpy(src0, sbuf, sizeof(src0));
 			cpu(ref + doff, sbuf + soff, n);
-			k->reduce(dbuf + doff, sbuf + soff, n, g);
+			k->reduce(dbuf + doff, dbuf + doff, sbuf + soff, n, g);
 			ncase++;
 			bad = first_diff(dbuf + doff, ref + doff, n, k->dtype);
 			if (!UNIT_CHECK(bad < 0) ||
@@ -176,6 +176,56 @@ static void test_reduce_kernels(void)
 	printf("# %u reduce kernels, %u cases, all bit-exact with the CPU's\n",
 	       nk, ncase);
 	UNIT_EQ_INT(nk, 40);
+}
+
+/*
+ * Out of place (dst = a OP b, three buffers, as a GPU step whose operand
+ * is not its destination): dst gets the CPU's answer, a and b stay.
+ */
+static void test_reduce_out_of_place(void)
+{
+	static uint8_t dbuf[MAXN * 8 + 64], abuf[MAXN * 8 + 64];
+	static uint8_t bbuf[MAXN * 8 + 64], ref[MAXN * 8 + 64];
+	static uint8_t a0[MAXN * 8 + 64], b0[MAXN * 8 + 64];
+
+	for (const struct kcoll_host_kernel *k = kcoll_host_kernels; k->name;
+	     k++) {
+		size_t es = kcoll_dtype_size(k->dtype);
+		kcoll_reduce_fn cpu;
+
+		if (!k->reduce)
+			continue;
+		cpu = kcoll_reduce_get(KCOLL_REDUCE_SCALAR, k->dtype, k->redop);
+		for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++)
+		for (size_t off = 0; off < 32; off += 8) {
+			size_t n = sizes[si], doff = off % 16;
+			size_t aoff = (off / 16) ? (doff + es) % 16 : doff;
+			long bad;
+
+			for (size_t i = 0; i < n; i++) {
+				gen(abuf + aoff + i * es, k->dtype);
+				gen(bbuf + doff + i * es, k->dtype);
+			}
+			memset(dbuf, 0x5a, sizeof(dbuf));
+			memcpy(ref, dbuf, sizeof(ref));
+			memcpy(ref + doff, abuf + aoff, n * es);
+			memcpy(a0, abuf, sizeof(a0));
+			memcpy(b0, bbuf, sizeof(b0));
+			cpu(ref + doff, bbuf + doff, n);
+			k->reduce(dbuf + doff, abuf + aoff, bbuf + doff, n,
+				  grids[si % 4]);
+			bad = first_diff(dbuf + doff, ref + doff, n, k->dtype);
+			if (!UNIT_CHECK(bad < 0) ||
+			    !UNIT_CHECK(!memcmp(abuf, a0, sizeof(a0))) ||
+			    !UNIT_CHECK(!memcmp(bbuf, b0, sizeof(b0))) ||
+			    !UNIT_CHECK(!memcmp(dbuf + doff + n * es,
+						ref + doff + n * es, 16))) {
+				UNIT_FAIL("%s n %zu dst+%zu a+%zu: element %ld",
+					  k->name, n, doff, aoff, bad);
+				return;
+			}
+		}
+	}
 }
 
 /* fp16/bf16: every pattern against a permutation of all patterns. */
@@ -199,7 +249,7 @@ static void test_half_all_pairs(void)
 				s[i] = (uint16_t)(i * mul + 12345u);
 			}
 			cpu(r, s, n);
-			k->reduce(d, s, n, 512);
+			k->reduce(d, d, s, n, 512);
 			bad = first_diff((uint8_t *)d, (uint8_t *)r, n, k->dtype);
 			if (!UNIT_CHECK(bad < 0))
 				UNIT_FAIL("%s: 0x%04lx op 0x%04x", k->name, bad,
@@ -289,6 +339,7 @@ int main(int argc, char **argv)
 	unit_init(argc, argv);
 	UNIT_RUN(test_table_complete);
 	UNIT_RUN(test_reduce_kernels);
+	UNIT_RUN(test_reduce_out_of_place);
 	UNIT_RUN(test_half_all_pairs);
 	UNIT_RUN(test_scale_kernels);
 	return unit_done();

@@ -162,10 +162,13 @@ $(UNIT_COMM): $(UNIT_SRCDIR)/test_comm.c $(UNIT_MODEL_DEPS) | $(UNIT_BUILD)
 
 # libcoll's GPU path against a STAND-IN for the CUDA driver (no GPU here):
 # the test links it by its soname, libcoll dlopen()s the same library.
-$(UNIT_FAKECUDA): $(UNIT_SRCDIR)/fake_libcuda.c $(UNIT_SRCDIR)/unit.mk | $(UNIT_BUILD)
+# Its "kernel launches" run the host build of kcoll's CUDA kernels.
+$(UNIT_FAKECUDA): $(UNIT_SRCDIR)/fake_libcuda.c $(UNIT_SRCDIR)/unit.mk \
+		  $(KERNELS_HOST_OBJ) $(TOP)/tools/dmabuf-alloc.h | $(UNIT_BUILD)
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -Wall -Wextra -Werror -g -O1 -fPIC -shared \
-		-Wl,-soname,libcuda.so.1 -o $@ $<
+	$(CC) -std=gnu11 -Wall -Wextra -Werror -g -O1 -fPIC -shared -pthread \
+		-I$(TOP)/uapi -Wl,-soname,libcuda.so.1 -Wl,-z,defs -o $@ $< \
+		$(KERNELS_HOST_OBJ)
 
 $(UNIT_CUDA): $(UNIT_SRCDIR)/test_cuda.c $(UNIT_FAKECUDA) $(UNIT_MODEL_DEPS) | $(UNIT_BUILD)
 	$(CC) $(UNIT_MODEL_CFLAGS) -o $@ $< $(UNIT_MODEL_SRCS) \

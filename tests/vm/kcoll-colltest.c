@@ -45,6 +45,15 @@
  *       coll_mem_register_dmabuf() at an offset that is not page-aligned
  *       and its fd closed before use; int32, bf16, fp32 and fp64 only; no
  *       group and flood cases
+ *   -S  GPU memory and CUDA streams, through libcuda.so.1 (in the VMs the
+ *       STAND-IN driver, tests/unit/fake_libcuda.c, which the output
+ *       names): every buffer is cuMemAlloc'ed device memory (filled and
+ *       read back with cuMemcpy, guards included); the cases rotate over
+ *       the stream-ordered forms (coll_*_stream on a stream of the test's,
+ *       then cuStreamSynchronize and coll_comm_async_error()), the
+ *       blocking and the non-blocking forms on device pointers; int32,
+ *       bf16, fp32 and fp64; no send/recv; then many operations queued on
+ *       one stream and two streams interleaved. Needs KCOLL_DEVMEM=1.
  * In -M, -K, -X and -T every rank prints its own result line and exits 0 only
  * if it passed.
  */
@@ -65,6 +74,7 @@
 #include "coll.h"
 #include "kcoll-check.h"
 #include "../../tools/dmabuf-alloc.h"
+#include "../../tools/cuda-min.h"
 
 #define GUARD		64
 #define GUARD_BYTE	0x5a
@@ -74,6 +84,8 @@
 static coll_comm *comm;
 static int rank, nranks;
 static const char *dmabuf;	/* -D: the exporter of every buffer */
+static bool gpu;		/* -S: device memory and streams */
+static void *stream, *stream2;	/* -S */
 static int verbose;
 static unsigned int tap_n, tap_fail;
 
@@ -166,7 +178,37 @@ struct gbuf {
 	size_t len;
 	struct kd_buf kd;	/* -D */
 	coll_mem *mem;
+	cm_ptr dev;		/* -S: the device copy of base, guards too */
 };
+
+static void cm_check(cm_result r, const char *what)
+{
+	if (r) {
+		diag("%s failed: CUresult %d", what, r);
+		exit(1);
+	}
+}
+
+/* -S: the device address of host pointer @p into @g, or NULL. */
+static void *gbuf_dev(const struct gbuf *g, const void *p)
+{
+	if (!p || !g->dev)
+		return NULL;
+	return (void *)(uintptr_t)(g->dev + ((const uint8_t *)p - g->base));
+}
+
+/* -S: host -> device (@to_dev) or back, guards included. */
+static void gbuf_sync(struct gbuf *g, bool to_dev)
+{
+	if (!g->dev)
+		return;
+	if (to_dev)
+		cm_check(cm.htod(g->dev, g->base, g->len + 2 * GUARD),
+			 "cuMemcpyHtoD");
+	else
+		cm_check(cm.dtoh(g->base, g->dev, g->len + 2 * GUARD),
+			 "cuMemcpyDtoH");
+}
 
 /* -D: the buffer and its guards in one dma-buf; the bytes between the
  * guards registered from byte GUARD of it, then its fd closed. */
@@ -209,6 +251,8 @@ static void *gbuf_alloc(struct gbuf *g, size_t len)
 	}
 	memset(g->base, GUARD_BYTE, GUARD);
 	memset(g->base + GUARD + len, GUARD_BYTE, GUARD);
+	if (gpu)
+		cm_check(cm.alloc(&g->dev, len + 2 * GUARD), "cuMemAlloc");
 	return g->base + GUARD;
 }
 
@@ -238,6 +282,9 @@ static void gbuf_free(struct gbuf *g)
 		kd_free(&g->kd);
 	else
 		free(g->base);
+	if (g->dev)
+		cm.free(g->dev);
+	g->dev = 0;
 	g->base = NULL;
 }
 
@@ -251,12 +298,68 @@ enum style {
 	ST_GROUP,
 	ST_POLL,
 	ST_REGISTERED,
-	ST_NR
+	ST_NR,
+	ST_STREAM = ST_NR,	/* -S only */
 };
 
-static const char *const style_names[ST_NR] = {
-	"blocking", "non-blocking", "group", "poll", "registered",
+static const char *const style_names[ST_NR + 1] = {
+	"blocking", "non-blocking", "group", "poll", "registered", "stream",
 };
+
+/* -S rotates over these. */
+static const enum style gpu_styles[] = {
+	ST_STREAM, ST_BLOCKING, ST_NONBLOCKING, ST_STREAM,
+};
+
+static enum style next_style(void)
+{
+	static unsigned int seq;
+
+	if (gpu)
+		return gpu_styles[seq++ % (sizeof(gpu_styles) /
+					   sizeof(gpu_styles[0]))];
+	return (enum style)(seq++ % ST_NR);
+}
+
+/* Issue @c on @stream with the stream-ordered forms. */
+static int issue_stream(const struct chk_case *c, void *send, void *recv,
+			void *st)
+{
+	switch (c->coll) {
+	case CHK_ALLREDUCE:
+		return coll_allreduce_stream(send, recv, c->count, c->dt, c->op,
+					     comm, st);
+	case CHK_REDUCE:
+		return coll_reduce_stream(send, recv, c->count, c->dt, c->op,
+					  c->root, comm, st);
+	case CHK_BROADCAST:
+		return coll_broadcast_stream(send, recv, c->count, c->dt,
+					     c->root, comm, st);
+	case CHK_ALLGATHER:
+		return coll_allgather_stream(send, recv, c->count, c->dt, comm,
+					     st);
+	case CHK_REDUCE_SCATTER:
+		return coll_reduce_scatter_stream(send, recv, c->count, c->dt,
+						  c->op, comm, st);
+	case CHK_ALLTOALL:
+		return coll_alltoall_stream(send, recv, c->count, c->dt, comm,
+					    st);
+	default:
+		return -EINVAL;
+	}
+}
+
+/* Enqueue, synchronize the stream, then the operation's own result. */
+static int issue_stream_sync(const struct chk_case *c, void *send,
+			     void *recv)
+{
+	int ret = issue_stream(c, send, recv, stream);
+
+	if (ret)
+		return ret;
+	cm_check(cm.stream_sync(stream), "cuStreamSynchronize");
+	return coll_comm_async_error(comm);
+}
 
 /* Wait with poll() on the comm's fd and coll_test(). */
 static int poll_wait(coll_request *req)
@@ -393,6 +496,13 @@ static size_t run_case(const struct chk_case *c, enum style st)
 		rp = r;
 	}
 	case_name(c, what, sizeof(what));
+	if (gpu) {
+		/* The device copies: what the operation sees. */
+		gbuf_sync(&gs, true);
+		gbuf_sync(&gr, true);
+		sp = gbuf_dev(c->in_place ? &gs : &gs, sp);
+		rp = gbuf_dev(c->in_place ? &gs : &gr, rp);
+	}
 	if (st == ST_REGISTERED && !dmabuf) {
 		if (gs.len && (ret = coll_mem_register(comm, s, gs.len, &ms)))
 			diag("%s: coll_mem_register: %s (%s); unregistered",
@@ -401,10 +511,15 @@ static size_t run_case(const struct chk_case *c, enum style st)
 			diag("%s: coll_mem_register: %s (%s); unregistered",
 			     what, coll_strerror(ret), coll_last_error());
 	}
-	ret = issue(c, sp, rp, st);
+	ret = st == ST_STREAM ? issue_stream_sync(c, sp, rp) :
+				issue(c, sp, rp, st);
+	if (gpu) {
+		gbuf_sync(&gs, false);
+		gbuf_sync(&gr, false);
+	}
 	if (ret) {
-		diag("%s (%s): returned %d (%s)", what, style_names[st], ret,
-		     coll_strerror(ret));
+		diag("%s (%s): returned %d (%s): %s", what, style_names[st], ret,
+		     coll_strerror(ret), coll_last_error());
 		bad = 1;
 	} else {
 		bad = chk_verify(c, s, r, why, sizeof(why));
@@ -447,10 +562,11 @@ static const coll_dtype all_dtypes[] = {
 
 static bool coll_possible(enum chk_coll c)
 {
+	if (gpu && c == CHK_SENDRECV)
+		return false;		/* no stream-ordered send/recv */
 	return c != CHK_SENDRECV || nranks >= 2;	/* no send to self */
 }
 
-static unsigned int case_seq;
 
 static void small_matrix(int only)
 {
@@ -463,7 +579,7 @@ static void small_matrix(int only)
 		for (d = 0; d < (int)NDTYPES; d++) {
 			coll_dtype dt = all_dtypes[d];
 
-			if (dmabuf && dt != COLL_DTYPE_INT32 &&
+			if ((dmabuf || gpu) && dt != COLL_DTYPE_INT32 &&
 			    dt != COLL_DTYPE_BF16 && dt != COLL_DTYPE_FP32 &&
 			    dt != COLL_DTYPE_FP64)
 				continue;
@@ -494,7 +610,7 @@ static void small_matrix(int only)
 						c.root = (int)((counts[k] + d) %
 							       (size_t)nranks);
 						bad += run_case(&c,
-							case_seq++ % ST_NR);
+								next_style());
 						ncases++;
 					}
 				}
@@ -537,7 +653,7 @@ static void big_case(enum chk_coll coll, coll_dtype dt, coll_redop op,
 	char what[128];
 	int64_t bad;
 
-	bad = (int64_t)run_case(&c, case_seq++ % ST_NR);
+	bad = (int64_t)run_case(&c, next_style());
 	case_name(&c, what, sizeof(what));
 	report(bad, what, t0);
 }
@@ -686,6 +802,70 @@ static void flood_case(void)
 	free(req);
 	free(buf);
 	report(bad, "600 allreduces in flight at once, then 5 barriers", t0);
+}
+
+/*
+ * -S: many operations queued on one stream before it runs any (each waits
+ * for the one before), then two streams taking turns on the
+ * communicator; every result checked.
+ */
+static void stream_flood_case(void)
+{
+	enum { N = 40, COUNT = 1000 };
+	struct chk_case c = {
+		.coll = CHK_ALLREDUCE, .dt = COLL_DTYPE_FP32,
+		.op = COLL_REDOP_SUM, .count = COUNT, .in_place = true,
+		.rank = rank, .nranks = nranks,
+	};
+	struct gbuf g[N];
+	void *buf[N];
+	int64_t bad = 0;
+	double t0 = now();
+	int i, ret, pass;
+
+	for (pass = 0; pass < 2; pass++) {
+		for (i = 0; i < N; i++) {
+			c.op = i % 3 ? COLL_REDOP_SUM : COLL_REDOP_MAX;
+			buf[i] = gbuf_alloc(&g[i], COUNT * 4);
+			chk_fill(&c, buf[i], NULL);
+			gbuf_sync(&g[i], true);
+		}
+		for (i = 0; i < N; i++) {
+			void *d = gbuf_dev(&g[i], buf[i]);
+			void *st = pass && (i & 1) ? stream2 : stream;
+
+			c.op = i % 3 ? COLL_REDOP_SUM : COLL_REDOP_MAX;
+			ret = coll_allreduce_stream(d, d, COUNT, c.dt, c.op,
+						    comm, st);
+			if (ret) {
+				diag("stream flood: %d: %s", i, coll_last_error());
+				bad++;
+			}
+			/* Two streams: the second waits for the first's
+			 * operation through the communicator itself. */
+		}
+		cm_check(cm.stream_sync(stream), "cuStreamSynchronize");
+		cm_check(cm.stream_sync(stream2), "cuStreamSynchronize");
+		ret = coll_comm_async_error(comm);
+		if (ret) {
+			diag("stream flood: async error %s", coll_strerror(ret));
+			bad++;
+		}
+		for (i = 0; i < N; i++) {
+			char why[160];
+			size_t b;
+
+			c.op = i % 3 ? COLL_REDOP_SUM : COLL_REDOP_MAX;
+			gbuf_sync(&g[i], false);
+			b = chk_verify(&c, buf[i], NULL, why, sizeof(why));
+			if (b)
+				diag("stream flood: allreduce %d: %s", i, why);
+			bad += (int64_t)(b + gbuf_damage(&g[i]));
+			gbuf_free(&g[i]);
+		}
+	}
+	report(bad, "40 allreduces queued on one stream, then 40 on two "
+	       "streams in turn", t0);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1023,7 +1203,7 @@ static int test_timeout(void)
 static void usage(void)
 {
 	fprintf(stderr, "usage: kcoll-colltest [-q | -F] [-c collective] "
-		"[-t seconds] [-v] [-D exporter]\n"
+		"[-t seconds] [-v] [-D exporter | -S]\n"
 		"       kcoll-colltest -M | -K | -X | -T | -G\n");
 	exit(2);
 }
@@ -1035,7 +1215,7 @@ int main(int argc, char **argv)
 	double t0 = now();
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "qFc:t:vMKXTGD:")) != -1) {
+	while ((opt = getopt(argc, argv, "qFc:t:vMKXTGD:S")) != -1) {
 		switch (opt) {
 		case 'q':
 			level = 0;
@@ -1058,6 +1238,9 @@ int main(int argc, char **argv)
 			break;
 		case 'D':
 			dmabuf = optarg;
+			break;
+		case 'S':
+			gpu = true;
 			break;
 		case 'M':
 		case 'K':
@@ -1090,18 +1273,33 @@ int main(int argc, char **argv)
 	if (special == 'T')
 		return test_timeout();
 
+	if (gpu) {
+		char why[160];
+
+		if (cm_open(why, sizeof(why))) {
+			printf("Bail out! -S: %s\n", why);
+			return 1;
+		}
+		cm_check(cm.stream_create(&stream, 1), "cuStreamCreate");
+		cm_check(cm.stream_create(&stream2, 1), "cuStreamCreate");
+	}
 	if (init_comm())
 		return 1;
 	if (rank == 0)
-		printf("# kcoll-colltest: %d ranks, %s run%s%s\n", nranks,
+		printf("# kcoll-colltest: %d ranks, %s run%s%s%s\n", nranks,
 		       level == 0 ? "quick" : level == 1 ? "default" : "full",
 		       dmabuf ? ", every buffer a dma-buf of " : "",
-		       dmabuf ? dmabuf : "");
+		       dmabuf ? dmabuf : "",
+		       !gpu ? "" : cm.standin ?
+		       ", GPU memory and streams of the STAND-IN CUDA driver" :
+		       ", GPU memory and streams (CUDA)");
 	if (special != 'G') {
 		small_matrix(only);
 		big_cases(level, only);
 	}
-	if (only < 0 && !dmabuf) {
+	if (only < 0 && gpu)
+		stream_flood_case();
+	if (only < 0 && !dmabuf && !gpu) {
 		group_case();
 		flood_case();
 	}

@@ -112,8 +112,15 @@ enum kcoll_redop {
 /* Priorities: 0 is the lowest, KCOLL_PRIO_MAX the highest. */
 #define KCOLL_PRIO_MAX		7
 
-/* SQE flags. No flag is defined in ABI version 1: any set bit is -EINVAL. */
-#define KCOLL_SQE_F_ALL		0U
+/*
+ * SQE flags; any other set bit is -EINVAL.
+ * KCOLL_SQE_F_GPU: a stream-ordered collective (KCOLL_IOC_GPU_SETUP): @resv
+ * holds its ticket (nonzero), the GPU reduces and the kernel waits for the
+ * stream's values on the communicator's doorbell page (struct
+ * kcoll_gpu_bell). Collectives only.
+ */
+#define KCOLL_SQE_F_GPU		(1U << 0)
+#define KCOLL_SQE_F_ALL		KCOLL_SQE_F_GPU
 
 /**
  * struct kcoll_sqe - submission queue entry, 64 bytes.
@@ -135,7 +142,7 @@ enum kcoll_redop {
  *		milliseconds from submission with -ETIMEDOUT (and a report, see
  *		KCOLL_IOC_COMM_REPORT); 0: the sysfs op_timeout_ms default;
  *		KCOLL_TIMEOUT_NONE: never. Other ops: must be zero.
- * @resv:	must be zero
+ * @resv:	must be zero; with KCOLL_SQE_F_GPU the operation's ticket
  *
  * Every field an opcode does not use must be zero.
  */
@@ -233,6 +240,7 @@ struct kcoll_cq_offsets {
 #define KCOLL_FEAT_COMM		(1U << 4)	/* communicators, collectives */
 #define KCOLL_FEAT_TIMEOUT	(1U << 5)	/* sqe.timeout_ms, COMM_REPORT */
 #define KCOLL_FEAT_ABORT	(1U << 6)	/* KCOLL_IOC_COMM_ABORT */
+#define KCOLL_FEAT_GPU		(1U << 7)	/* KCOLL_IOC_GPU_SETUP */
 
 /**
  * struct kcoll_query - KCOLL_IOC_QUERY: what this kernel offers.
@@ -454,6 +462,9 @@ enum kcoll_report_reason {
 	KCOLL_REPORT_MISMATCH	= 3,	/* @peer: a rank whose signature differs */
 	KCOLL_REPORT_ABORTED	= 4,	/* KCOLL_IOC_COMM_ABORT, or @peer aborted */
 	KCOLL_REPORT_OTHER	= 5,	/* see @error */
+	KCOLL_REPORT_GPU_STREAM	= 6,	/* the GPU stream never reached the
+					 * operation (its start value), or
+					 * never finished a reduction step */
 };
 
 /**
@@ -489,6 +500,73 @@ struct kcoll_comm_report {
 	__u64	resv[2];
 };
 
+/* ------------------------------------------------------------------ */
+/* Stream-ordered collectives on GPU memory                            */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The doorbell page: one page of the process's host memory per
+ * communicator, which the kernel pins (KCOLL_IOC_GPU_SETUP) and the GPU
+ * reaches through the CUDA driver's stream memory operations. Values are
+ * (ticket << KCOLL_GPU_TICKET_SHIFT) | step, compared "greater or equal".
+ * The tickets of a communicator's SQEs must increase; at most
+ * KCOLL_GPU_SLOTS of its stream-ordered operations may be in flight
+ * (-EBUSY), and the stream of ticket t writes only slot t % KCOLL_GPU_SLOTS
+ * of start[] and done[], so that streams running ahead of one another
+ * never overwrite each other's words.
+ *
+ *  stream: WriteValue64(start[s], T)       T = ticket << SHIFT
+ *  kernel: waits for start[s] >= T, then runs the operation; for
+ *          reduction step j (1-based) the data to reduce is in the
+ *          scratch buffer: ready = T | j
+ *  stream: WaitValue64(ready >= T | j); reduction kernel;
+ *          WriteValue64(done[s], T | j)
+ *  kernel: waits for done[s] >= T | j before it goes on
+ *  kernel: at the end (success or failure) ready = end = T | STEP_MASK
+ *  stream: WaitValue64(end >= T | STEP_MASK)
+ *
+ * A failed operation also sets cancel = T | STEP_MASK: its kernels (which
+ * take &cancel and T) leave memory alone. When the communicator goes away
+ * (destroy, abort, process exit) ready, end and cancel become ~0: no
+ * stream waits for ever. The kernel only writes ready, end and cancel; it
+ * only reads start[] and done[].
+ */
+#define KCOLL_GPU_TICKET_SHIFT	24
+#define KCOLL_GPU_STEP_MASK	((1ULL << KCOLL_GPU_TICKET_SHIFT) - 1)
+#define KCOLL_GPU_SLOTS		64
+
+struct kcoll_gpu_bell {
+	__u64	ready;		/* kernel writes */
+	__u64	end;		/* kernel writes */
+	__u64	cancel;		/* kernel writes */
+	__u64	resv[5];
+	__u64	start[KCOLL_GPU_SLOTS];	/* stream writes */
+	__u64	done[KCOLL_GPU_SLOTS];	/* stream writes */
+};
+
+/**
+ * struct kcoll_gpu_setup - KCOLL_IOC_GPU_SETUP: give @comm_id a doorbell
+ * page and a scratch buffer for its stream-ordered collectives.
+ * @bell:	user address of a page-aligned page of host memory (it
+ *		starts with struct kcoll_gpu_bell); pinned until the
+ *		communicator is destroyed. Once per communicator (-EBUSY).
+ * @scratch_mr:	REG_MEM handle of the scratch: device memory where data
+ *		to be reduced lands, and where schedules keep partial results
+ * @scratch_addr, @scratch_len: the scratch, inside @scratch_mr's range.
+ *		May be replaced by a later call with @bell the same, while
+ *		no KCOLL_SQE_F_GPU operation is in flight (-EBUSY).
+ * The communicator must be KCOLL_COMM_DEVMEM with every peer through the
+ * NIC (-EOPNOTSUPP).
+ */
+struct kcoll_gpu_setup {
+	__u32	comm_id;
+	__u32	scratch_mr;
+	__u64	bell;
+	__u64	scratch_addr;
+	__u64	scratch_len;
+	__u64	resv[2];
+};
+
 #define KCOLL_IOC_QUERY		_IOWR(KCOLL_IOC_MAGIC, 0x00, struct kcoll_query)
 #define KCOLL_IOC_SETUP		_IOWR(KCOLL_IOC_MAGIC, 0x01, struct kcoll_setup)
 #define KCOLL_IOC_ENTER		_IOW(KCOLL_IOC_MAGIC, 0x02, struct kcoll_enter)
@@ -499,5 +577,6 @@ struct kcoll_comm_report {
 #define KCOLL_IOC_DEREG_MEM	_IOW(KCOLL_IOC_MAGIC, 0x07, struct kcoll_dereg_mem)
 #define KCOLL_IOC_COMM_ABORT	_IOW(KCOLL_IOC_MAGIC, 0x08, struct kcoll_comm_abort)
 #define KCOLL_IOC_COMM_REPORT	_IOWR(KCOLL_IOC_MAGIC, 0x09, struct kcoll_comm_report)
+#define KCOLL_IOC_GPU_SETUP	_IOW(KCOLL_IOC_MAGIC, 0x0a, struct kcoll_gpu_setup)
 
 #endif /* _UAPI_LINUX_KCOLL_H */

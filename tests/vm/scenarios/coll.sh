@@ -41,6 +41,12 @@
 #   dmabuf=E  after the main run, kcoll-colltest -q -D E: the matrix (four
 #           dtypes) with every buffer a dma-buf of exporter E (vgem,
 #           udmabuf, heap, testbuf), imported by kcoll
+#   gpu=E   after the main run, kcoll-colltest -q -S: GPU memory and CUDA
+#           streams through the STAND-IN CUDA driver (build/unit/fakecuda/
+#           libcuda.so.1, found by LD_LIBRARY_PATH exactly as the real
+#           one would be), its "device memory" dma-bufs of exporter E, on
+#           a KCOLL_DEVMEM communicator; the module, the RDMA traffic and
+#           the dma-buf imports are real; gpuonly=E: only that
 #   dmabufab=E[:N]  only kcoll-perf at 16 MiB (allreduce, allgather,
 #           broadcast), N rounds (default 3), each first on ordinary memory
 #           registered once (-R 1), then on dma-bufs of exporter E imported
@@ -75,7 +81,7 @@ kcoll_res_baseline
 set -- $KCOLL_ARG
 nranks=${1:-$((2 * kcoll_nvms))}
 [ $# -gt 0 ] && shift
-dmabuf="" dmabufab="" level="" perf=0 neg=1 check=1 dieloop=0 qpsweep="" sweep_knob="" prio=0 prio_args=(-s 64K -b 256M -n 30) skew=0
+dmabuf="" gpu="" gpu_only="" dmabufab="" level="" perf=0 neg=1 check=1 dieloop=0 qpsweep="" sweep_knob="" prio=0 prio_args=(-s 64K -b 256M -n 30) skew=0
 perf_args=(-M -c all -b 8 -e 4M -f 4 -n 5 -w 2 -i 1)
 for a in "$@"; do
 	case $a in
@@ -103,6 +109,10 @@ for a in "$@"; do
 			fail "qps_per_peer ${a#qps=}" ;;
 	skew) skew=1 ;;
 	dmabuf=*) dmabuf=${a#dmabuf=} ;;
+	gpu=*) gpu=${a#gpu=} ;;
+	gpuonly=*) gpu=${a#gpuonly=} check=0 neg=0 ;;
+	gputrace) export FAKECUDA_TRACE=1 ;;
+	gpuc=*) gpu_only=${a#gpuc=} ;;
 	dmabufab=*) dmabufab=${a#dmabufab=} check=0 neg=0 dmabuf=${dmabufab%%:*} ;;
 	big) perf=1 neg=0 check=0 perf_args=(-M -c allreduce -b 16M -e 16M -n 3 -w 1) ;;
 	big=*) perf=1 neg=0 check=0 perf_args=(-M -c "${a#big=}" -b 2M -e 16M -f 2 -n 3 -w 1) ;;
@@ -113,7 +123,7 @@ for a in "$@"; do
 	*) fail "unknown scenario argument '$a'" ;;
 	esac
 done
-[ -n "$dmabuf" ] && kcoll_exporters_up
+[ -n "$dmabuf$gpu" ] && kcoll_exporters_up
 if [ $skew = 1 ]; then
 	case $kcoll_vm in
 	0) echo 9999 >/sys/class/misc/kcoll/algo/beta_ps || fail "skew: beta_ps" ;;
@@ -217,6 +227,19 @@ elif [ -n "$dmabuf" ]; then
 		cp "$KCOLL_OUT/colltest-dmabuf-rank0.log" "$KCOLL_OUT/colltest-dmabuf.tap"
 	log "colltest on $dmabuf dma-bufs took $((SECONDS - t1)) s; imports: $(cat /sys/class/misc/kcoll/stats/dmabuf_imports)"
 fi
+if [ -n "$gpu" ]; then
+	t1=$SECONDS
+	steps0=$(cat /sys/class/misc/kcoll/stats/gpu_steps)
+	LD_LIBRARY_PATH=$KCOLL_TOP/build/unit/fakecuda FAKECUDA_DMABUF=$gpu \
+		KCOLL_DEVMEM=1 run colltest-gpu 1200 "$COLLTEST" -q -S -t 1150 ${gpu_only:+-c "$gpu_only"}
+	[ -f "$KCOLL_OUT/colltest-gpu-rank0.log" ] &&
+		cp "$KCOLL_OUT/colltest-gpu-rank0.log" "$KCOLL_OUT/colltest-gpu.tap"
+	log "colltest on stand-in GPU memory ($gpu) took $((SECONDS - t1)) s; GPU ops $(cat /sys/class/misc/kcoll/stats/gpu_ops), steps $(($(cat /sys/class/misc/kcoll/stats/gpu_steps) - steps0)), polls $(cat /sys/class/misc/kcoll/stats/gpu_polls), CPU touches of GPU memory $(cat /sys/class/misc/kcoll/stats/nocpu_cpu_touches)"
+	[ "$(cat /sys/class/misc/kcoll/stats/nocpu_cpu_touches)" = 0 ] ||
+		fail "the CPU touched GPU memory"
+	[ "$(cat /sys/class/misc/kcoll/stats/gpu_steps)" -gt "$steps0" ] ||
+		fail "no reduction step went to the GPU stream"
+fi
 if [ $neg = 1 ]; then
 	run mismatch 300 "$COLLTEST" -M
 	# The kernel's connect timeout bounds the refused creation.
@@ -268,7 +291,7 @@ log "kcoll devices: $(tr '\n' ' ' </sys/class/misc/kcoll/rdma_devices)"
 [ $check = 1 ] ||
 	log "algorithms run: $(cd /sys/class/misc/kcoll/algo_ops && for f in *; do printf '%s=%s ' "$f" "$(cat "$f")"; done)"
 kcoll_res_check
-[ -n "$dmabuf" ] && kcoll_exporters_down
+[ -n "$dmabuf$gpu" ] && kcoll_exporters_down
 kcoll_mod_unload
 # skew: the model of every communicator the snapshots saw, "uid a/b/g".
 if [ $skew = 1 ]; then
