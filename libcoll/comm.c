@@ -1615,6 +1615,7 @@ static const char *report_reason_name(int reason)
 	case COLL_REPORT_MISMATCH: return "signature mismatch";
 	case COLL_REPORT_ABORTED: return "aborted";
 	case COLL_REPORT_OTHER: return "error";
+	case COLL_REPORT_GPU_STREAM: return "its GPU stream never got there";
 	}
 	return "none";
 }

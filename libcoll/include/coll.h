@@ -814,6 +814,9 @@ enum coll_report_reason {
 	COLL_REPORT_MISMATCH	= KCOLL_REPORT_MISMATCH,  /* see peer */
 	COLL_REPORT_ABORTED	= KCOLL_REPORT_ABORTED,
 	COLL_REPORT_OTHER	= KCOLL_REPORT_OTHER,
+	/* a stream-ordered operation's own CUDA stream never reached it, or
+	 * never finished a reduction step */
+	COLL_REPORT_GPU_STREAM	= KCOLL_REPORT_GPU_STREAM,
 };
 
 #define COLL_REPORT_MAX_MISSING	64

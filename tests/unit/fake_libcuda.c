@@ -22,8 +22,9 @@
  * at launch, as the driver does.
  *
  * FAKECUDA_NO_DMABUF=1: the GPU refuses dma-buf export.
- * FAKECUDA_STALL=1: streams never start their work (a stream that never
- * reaches its part of a collective).
+ * FAKECUDA_STALL_MS=N: a stream starts its first work only N ms after it
+ * was created (a stream that does not reach its part of a collective in
+ * time).
  * FAKECUDA_TRACE=1: every stream operation on stderr as it runs.
  */
 #define _GNU_SOURCE
@@ -473,7 +474,8 @@ static void run_kernel(struct work *w)
 static void *stream_main(void *arg)
 {
 	struct stream *s = arg;
-	const char *stall = getenv("FAKECUDA_STALL");
+	const char *stall = getenv("FAKECUDA_STALL_MS");
+	long stall_ms = stall ? atol(stall) : 0;
 	const char *tr = getenv("FAKECUDA_TRACE");
 	int trace = tr && *tr == '1';
 	long us = poll_us();
@@ -492,7 +494,7 @@ static void *stream_main(void *arg)
 		s->busy = 1;
 		pthread_mutex_unlock(&s->lock);
 
-		while (stall && *stall == '1' && !s->quit)
+		for (; stall_ms > 0 && !s->quit; stall_ms--)
 			sleep_us(1000);
 		if (trace)
 			fprintf(stderr, "fakecuda: stream %p: %s %#llx %#llx (now %#llx)%s%s\n",

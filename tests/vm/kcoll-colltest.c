@@ -54,6 +54,14 @@
  *       blocking and the non-blocking forms on device pointers; int32,
  *       bf16, fp32 and fp64; no send/recv; then many operations queued on
  *       one stream and two streams interleaved. Needs KCOLL_DEVMEM=1.
+ *       With -T: every rank but the last enqueues an allreduce with a 2 s
+ *       timeout the last never joins: each stream must be released (it
+ *       finishes within 15 s), the error -ETIMEDOUT and the report name
+ *       the last rank. -A: the same, but the waiting ranks abort their
+ *       communicator after 1 s instead. -W: rank 0's stream starts only
+ *       after 6 s (FAKECUDA_STALL_MS of the stand-in): rank 0 must fail
+ *       with -ETIMEDOUT naming its own GPU stream, its buffer untouched
+ *       once the stream ran, the others fail too, every stream finishes.
  * In -M, -K, -X and -T every rank prints its own result line and exits 0 only
  * if it passed.
  */
@@ -1196,6 +1204,110 @@ static int test_timeout(void)
 			   rep.nmissing ? (int)rep.missing[0] : -1, rep.peer);
 }
 
+/*
+ * -S -T / -A / -W: stream-ordered operations that fail must not leave a
+ * stream waiting. Each rank's stream must finish within @limit s.
+ */
+static bool stream_done_within(double limit)
+{
+	double t0 = now();
+
+	while (cm.stream_query(stream)) {
+		if (now() - t0 > limit)
+			return false;
+		usleep(10000);
+	}
+	return true;
+}
+
+static int test_stream_fault(int how)
+{
+	enum { COUNT = 4096, TMO_MS = 2000 };
+	struct gbuf g;
+	coll_report rep;
+	char line[256], why[160];
+	float *buf;
+	void *d;
+	double t0, dt;
+	bool ok, released, untouched = true;
+	int ret, i;
+
+	if (how == 'W' && getenv("KCOLL_RANK") && !strcmp(getenv("KCOLL_RANK"), "0"))
+		setenv("FAKECUDA_STALL_MS", "6000", 1);
+	if (cm_open(why, sizeof(why))) {
+		printf("Bail out! -S: %s\n", why);
+		return 1;
+	}
+	if (init_comm())
+		return 1;
+	cm_check(cm.stream_create(&stream, 1), "cuStreamCreate");
+	if (nranks < 2) {
+		coll_comm_destroy(comm);
+		return result_line(true, "# SKIP needs 2 ranks");
+	}
+	buf = gbuf_alloc(&g, COUNT * sizeof(float));
+	for (i = 0; i < COUNT; i++)
+		buf[i] = (float)rank;
+	gbuf_sync(&g, true);
+	d = gbuf_dev(&g, buf);
+	if (how != 'W' && rank == nranks - 1) {
+		diag("never joining the allreduce");
+		fflush(stdout);
+		sleep(how == 'A' ? 4 : 6);
+		coll_comm_destroy(comm);
+		gbuf_free(&g);
+		return result_line(true, "the straggler stayed away");
+	}
+	coll_comm_set_timeout(comm, TMO_MS);
+	t0 = now();
+	ret = coll_allreduce_stream(d, d, COUNT, COLL_DTYPE_FP32,
+				    COLL_REDOP_SUM, comm, stream);
+	if (ret) {
+		coll_comm_destroy(comm);
+		return result_line(false, "enqueue: %s", coll_last_error());
+	}
+	if (how == 'A') {
+		sleep(1);
+		ret = coll_comm_abort(comm);
+		comm = NULL;
+		released = stream_done_within(10);
+		dt = now() - t0;
+		gbuf_sync(&g, false);
+		for (i = 0; i < COUNT; i++)
+			untouched &= buf[i] == (float)rank;
+		gbuf_free(&g);
+		return result_line(released && untouched,
+				   "aborted after 1 s: stream released after %.1f s, "
+				   "buffer %s", dt, untouched ? "untouched" :
+				   "CHANGED");
+	}
+	released = stream_done_within(how == 'W' ? 20 : 15);
+	dt = now() - t0;
+	ret = coll_comm_async_error(comm);
+	memset(&rep, 0, sizeof(rep));
+	coll_comm_get_report(comm, &rep);
+	coll_report_format(&rep, line, sizeof(line));
+	diag("stream finished %s after %.1f s; async error %d (%s); report: %s",
+	     released ? "" : "NOT", dt, ret, coll_strerror(ret), line);
+	gbuf_sync(&g, false);
+	for (i = 0; i < COUNT; i++)
+		untouched &= buf[i] == (float)rank;
+	if (how == 'T')
+		ok = ret == -ETIMEDOUT && rep.reason == COLL_REPORT_TIMEOUT &&
+		     rep.peer == nranks - 1;
+	else if (rank == 0)
+		ok = ret == -ETIMEDOUT && rep.reason == COLL_REPORT_GPU_STREAM;
+	else
+		ok = ret < 0;		/* rank 0 abandoned it */
+	gbuf_free(&g);
+	coll_comm_destroy(comm);
+	return result_line(ok && released && untouched,
+			   "%s: stream released after %.1f s, error %d, reason %d, "
+			   "peer %d, buffer %s", how == 'T' ? "peer missing" :
+			   "stream stalled", dt, ret, rep.reason, rep.peer,
+			   untouched ? "untouched" : "CHANGED");
+}
+
 /* ------------------------------------------------------------------ */
 /* Main                                                                */
 /* ------------------------------------------------------------------ */
@@ -1215,7 +1327,7 @@ int main(int argc, char **argv)
 	double t0 = now();
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "qFc:t:vMKXTGD:S")) != -1) {
+	while ((opt = getopt(argc, argv, "qFc:t:vMKXTGD:SAW")) != -1) {
 		switch (opt) {
 		case 'q':
 			level = 0;
@@ -1247,6 +1359,8 @@ int main(int argc, char **argv)
 		case 'X':
 		case 'T':
 		case 'G':
+		case 'A':
+		case 'W':
 			special = opt;
 			break;
 		default:
@@ -1260,6 +1374,8 @@ int main(int argc, char **argv)
 		timeout = special == 'T' ? 200 : 120;
 	alarm(timeout);
 
+	if (gpu && (special == 'T' || special == 'A' || special == 'W'))
+		return test_stream_fault(special);
 	if (special == 'M')
 		return test_mismatch();
 	if (special == 'K')

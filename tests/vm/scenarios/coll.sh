@@ -230,10 +230,18 @@ fi
 if [ -n "$gpu" ]; then
 	t1=$SECONDS
 	steps0=$(cat /sys/class/misc/kcoll/stats/gpu_steps)
-	LD_LIBRARY_PATH=$KCOLL_TOP/build/unit/fakecuda FAKECUDA_DMABUF=$gpu \
-		KCOLL_DEVMEM=1 run colltest-gpu 1200 "$COLLTEST" -q -S -t 1150 ${gpu_only:+-c "$gpu_only"}
+	export LD_LIBRARY_PATH=$KCOLL_TOP/build/unit/fakecuda FAKECUDA_DMABUF=$gpu KCOLL_DEVMEM=1
+	run colltest-gpu 1200 "$COLLTEST" -q -S -t 1150 ${gpu_only:+-c "$gpu_only"}
 	[ -f "$KCOLL_OUT/colltest-gpu-rank0.log" ] &&
 		cp "$KCOLL_OUT/colltest-gpu-rank0.log" "$KCOLL_OUT/colltest-gpu.tap"
+	# Failures while streams wait: a peer missing (timeout), an abort,
+	# a stream that gets there too late. Each rank checks its own.
+	for f in T A W; do
+		run gpufault-$f 300 "$COLLTEST" -S -$f -t 120
+		grep -h '^ok\|^not ok' "$KCOLL_OUT"/gpufault-$f-rank*.log 2>/dev/null |
+			sed "s/^/[gpufault-$f] /"
+	done
+	unset LD_LIBRARY_PATH FAKECUDA_DMABUF KCOLL_DEVMEM
 	log "colltest on stand-in GPU memory ($gpu) took $((SECONDS - t1)) s; GPU ops $(cat /sys/class/misc/kcoll/stats/gpu_ops), steps $(($(cat /sys/class/misc/kcoll/stats/gpu_steps) - steps0)), polls $(cat /sys/class/misc/kcoll/stats/gpu_polls), CPU touches of GPU memory $(cat /sys/class/misc/kcoll/stats/nocpu_cpu_touches)"
 	[ "$(cat /sys/class/misc/kcoll/stats/nocpu_cpu_touches)" = 0 ] ||
 		fail "the CPU touched GPU memory"
