@@ -62,6 +62,10 @@ scenario() {	# kver name nvms timeout [arg]
 # (coll.sh), which each communicator must reconcile into one. "dmabuf=":
 # the quick matrix again (four dtypes) with every buffer a dma-buf that
 # kcoll imports: vgem's on the first kernel, udmabuf's on the others.
+# "gpu=": stream-ordered collectives on GPU memory through the STAND-IN
+# CUDA driver (its device memory dma-bufs of that exporter): the quick
+# matrix on the first kernel, allreduce's on the others, and the failures
+# while streams wait (coll.sh).
 forced="algo=allreduce:rabenseifner algo=reduce_scatter:rechalving"
 forced+=" algo=allgather:farfirst algo=broadcast:binomial"
 forced+=" algo=reduce:binomial algo=alltoall:bruck"
@@ -85,7 +89,7 @@ for kver in "$@"; do
 		scenario "$kver" selftests 1 900
 	scenario "$kver" rdma-pair 2 400
 	if [ "$kver" = "$first" ]; then
-		scenario "$kver" coll 2 1500 "4 quick skew dmabuf=vgem"
+		scenario "$kver" coll 2 1500 "4 quick skew dmabuf=vgem gpu=vgem"
 		# Death of a process, 40 times in a row (then no leak, and
 		# rmmod), and of a whole node (3 VMs, one stops dead).
 		scenario "$kver" coll 2 1500 "2 die=40"
@@ -100,7 +104,7 @@ for kver in "$@"; do
 			scenario "$kver" fuzz 1 $((${FUZZ_CHECK_SECONDS:-60} + 420)) \
 			"${FUZZ_CHECK_SECONDS:-60}"
 	else
-		scenario "$kver" coll 2 1500 "3 quick qps=3 $forced dmabuf=udmabuf"
+		scenario "$kver" coll 2 1500 "3 quick qps=3 $forced dmabuf=udmabuf gpu=udmabuf gpuc=allreduce"
 	fi
 done
 echo "VM: $pass passed, $fail failed, $skip skipped"
