@@ -336,6 +336,7 @@ static bool kcoll_gpu_step(struct kcoll_task *op)
 		 * the completions that said so came before. */
 		kcoll_gpu_raise(&g->bell->ready, v);
 		op->gpu_posted = true;
+		op->gpu_posted_ns = ktime_get_ns();
 		kcoll_stat_add(KCOLL_STAT_GPU_STEPS, 1);
 	}
 	if (smp_load_acquire(kcoll_gpu_done(g, v)) < v) {
@@ -350,6 +351,8 @@ static bool kcoll_gpu_step(struct kcoll_task *op)
 	WRITE_ONCE(g->wait_done, 0);
 	op->gpu_posted = false;
 	op->gpu_step++;
+	kcoll_stat_add(KCOLL_STAT_GPU_STEP_NS,
+		       ktime_get_ns() - op->gpu_posted_ns);
 	return true;
 }
 

@@ -61,6 +61,7 @@ KCOLL_STAT_ATTR(nocpu_cpu_touches, KCOLL_STAT_NOCPU_TOUCH);
 KCOLL_STAT_ATTR(gpu_ops, KCOLL_STAT_GPU_OPS);
 KCOLL_STAT_ATTR(gpu_steps, KCOLL_STAT_GPU_STEPS);
 KCOLL_STAT_ATTR(gpu_polls, KCOLL_STAT_GPU_POLLS);
+KCOLL_STAT_ATTR(gpu_step_ns, KCOLL_STAT_GPU_STEP_NS);
 
 struct kcoll_opstats kcoll_node_stats;
 
@@ -119,6 +120,7 @@ static struct attribute *kcoll_stats_attrs[] = {
 	&dev_attr_gpu_ops.attr,
 	&dev_attr_gpu_steps.attr,
 	&dev_attr_gpu_polls.attr,
+	&dev_attr_gpu_step_ns.attr,
 	&dev_attr_timeouts.attr,
 	&dev_attr_contexts.attr,
 	&dev_attr_inflight.attr,

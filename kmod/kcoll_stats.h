@@ -26,6 +26,8 @@ enum kcoll_stat {
 	KCOLL_STAT_GPU_OPS,	/* stream-ordered operations (KCOLL_SQE_F_GPU) */
 	KCOLL_STAT_GPU_STEPS,	/* reduction steps handed to a GPU stream */
 	KCOLL_STAT_GPU_POLLS,	/* looks at a doorbell page by the timer */
+	KCOLL_STAT_GPU_STEP_NS,	/* steps handed over to seen done: the
+				 * handoffs and the kernels, summed */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);

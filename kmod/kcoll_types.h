@@ -423,6 +423,7 @@ struct kcoll_task {
 	u64 gpu_t;			/* ticket << KCOLL_GPU_TICKET_SHIFT */
 	u32 gpu_step;			/* steps done */
 	u32 gpu_nsteps;			/* steps its schedule has */
+	u64 gpu_posted_ns;		/* when step gpu_step was handed over */
 	bool started;
 	u32 nphases;
 	u32 phase;			/* current */

@@ -25,6 +25,12 @@
  *   -D E    the buffers are dma-bufs of exporter E (vgem, udmabuf, heap,
  *           testbuf; tools/dmabuf-alloc.h), imported by kcoll with
  *           coll_mem_register_dmabuf() (GPU memory without a GPU)
+ *   -G      GPU memory and CUDA streams (libcuda.so.1; in the VMs the
+ *           STAND-IN driver, which the header line names): the buffers
+ *           are cuMemAlloc'ed, the iterations are the stream-ordered forms
+ *           (coll_*_stream) enqueued back to back on one stream, then
+ *           cuStreamSynchronize; a KCOLL_DEVMEM=1 communicator; no
+ *           sendrecv
  *   -M      bandwidths in MB/s instead of GB/s (slow, emulated links)
  *   -u      also CPU time per GB of bus traffic of the timed iterations
  *           (out of place): "cpu" of the ranks' processes, "node" of
@@ -52,6 +58,7 @@
 
 #include "bench-util.h"
 #include "dmabuf-alloc.h"
+#include "cuda-min.h"
 #include "coll.h"
 #include "kcoll-check.h"
 
@@ -71,6 +78,7 @@ static struct {
 	int reg;
 	const char *dmabuf;
 	int cpu;
+	int gpu;
 } o = {
 	.minbytes = 8, .maxbytes = 8 << 20, .factor = 2,
 	.dt = COLL_DTYPE_FP32, .op = COLL_REDOP_SUM, .coll = CHK_ALLREDUCE,
@@ -188,6 +196,88 @@ static int issue(const struct chk_case *c, void *send, void *recv,
 	}
 }
 
+static void *stream;		/* -G */
+static uint8_t *dev_sbuf, *dev_rbuf;	/* -G: device copies of sbuf, rbuf */
+static uint8_t *host_sbuf, *host_rbuf;
+
+static void cm_die(const char *what, cm_result r)
+{
+	if (r) {
+		fprintf(stderr, "kcoll-perf: rank %d: %s: CUresult %d\n", rank,
+			what, r);
+		exit(1);
+	}
+}
+
+static size_t dev_cap;
+
+/* -G: the device address behind host shadow pointer @p. */
+static void *devp(void *p)
+{
+	uint8_t *b = p;
+
+	if (b >= host_sbuf && b < host_sbuf + dev_cap)
+		return dev_sbuf + (b - host_sbuf);
+	return dev_rbuf + (b - host_rbuf);
+}
+
+static void to_dev(void)
+{
+	cm_die("cuMemcpyHtoD", cm.htod((uintptr_t)dev_sbuf, host_sbuf, dev_cap));
+	cm_die("cuMemcpyHtoD", cm.htod((uintptr_t)dev_rbuf, host_rbuf, dev_cap));
+}
+
+static void from_dev(void)
+{
+	cm_die("cuMemcpyDtoH", cm.dtoh(host_sbuf, (uintptr_t)dev_sbuf, dev_cap));
+	cm_die("cuMemcpyDtoH", cm.dtoh(host_rbuf, (uintptr_t)dev_rbuf, dev_cap));
+}
+
+static int issue_stream(const struct chk_case *c, void *send, void *recv)
+{
+	switch (c->coll) {
+	case CHK_ALLREDUCE:
+		return coll_allreduce_stream(send, recv, c->count, c->dt, c->op,
+					     comm, stream);
+	case CHK_REDUCE:
+		return coll_reduce_stream(send, recv, c->count, c->dt, c->op,
+					  c->root, comm, stream);
+	case CHK_BROADCAST:
+		return coll_broadcast_stream(send, recv, c->count, c->dt,
+					     c->root, comm, stream);
+	case CHK_ALLGATHER:
+		return coll_allgather_stream(send, recv, c->count, c->dt, comm,
+					     stream);
+	case CHK_REDUCE_SCATTER:
+		return coll_reduce_scatter_stream(send, recv, c->count, c->dt,
+						  c->op, comm, stream);
+	case CHK_ALLTOALL:
+		return coll_alltoall_stream(send, recv, c->count, c->dt, comm,
+					    stream);
+	default:
+		return -EINVAL;
+	}
+}
+
+/* -G: @iters on the stream back to back, then synchronize. */
+static double run_stream(const struct chk_case *c, void *send, void *recv,
+			 int iters)
+{
+	double t0 = now();
+	int i, ret;
+
+	for (i = 0; i < iters; i++) {
+		ret = issue_stream(c, send, recv);
+		if (ret)
+			die("enqueueing", ret);
+	}
+	cm_die("cuStreamSynchronize", cm.stream_sync(stream));
+	ret = coll_comm_async_error(comm);
+	if (ret)
+		die(chk_coll_names[c->coll], ret);
+	return iters ? (now() - t0) / iters : 0;
+}
+
 /* @iters operations back to back, then wait for all; seconds per op. */
 static double run(const struct chk_case *c, void *send, void *recv, int iters)
 {
@@ -266,8 +356,13 @@ static void measure(struct chk_case *c, void *sbuf, void *rbuf, size_t size)
 	if (c->in_place)
 		chk_inplace_ptrs(c, sbuf, &send, &recv);
 	chk_fill(c, sbuf, rbuf);
+	if (o.gpu) {
+		to_dev();
+		send = send ? devp(send) : NULL;
+		recv = recv ? devp(recv) : NULL;
+	}
 	if (o.warmup)
-		run(c, send, recv, o.warmup);
+		(o.gpu ? run_stream : run)(c, send, recv, o.warmup);
 	ret = coll_barrier(comm);
 	if (ret)
 		die("barrier", ret);
@@ -275,7 +370,7 @@ static void measure(struct chk_case *c, void *sbuf, void *rbuf, size_t size)
 		c0 = bench_proc_cpu();
 		n0 = bench_node_busy();
 	}
-	t = run(c, send, recv, o.iters);
+	t = (o.gpu ? run_stream : run)(c, send, recv, o.iters);
 	if (o.cpu && !c->in_place) {
 		double n1 = bench_node_busy();
 
@@ -288,7 +383,11 @@ static void measure(struct chk_case *c, void *sbuf, void *rbuf, size_t size)
 		size_t bad;
 
 		chk_fill(c, sbuf, rbuf);
-		run(c, send, recv, 1);
+		if (o.gpu)
+			to_dev();
+		(o.gpu ? run_stream : run)(c, send, recv, 1);
+		if (o.gpu)
+			from_dev();
 		bad = chk_verify(c, sbuf, rbuf, NULL, 0);
 		wrong = sum_over_ranks((long long)bad);
 		wrong_total += wrong;
@@ -354,6 +453,17 @@ static void bench(enum chk_coll coll)
 	}
 	if (!sbuf || !rbuf)
 		die("malloc", -ENOMEM);
+	if (o.gpu) {
+		cm_ptr d;
+
+		host_sbuf = sbuf;
+		host_rbuf = rbuf;
+		dev_cap = cap;
+		cm_die("cuMemAlloc", cm.alloc(&d, cap));
+		dev_sbuf = (uint8_t *)(uintptr_t)d;
+		cm_die("cuMemAlloc", cm.alloc(&d, cap));
+		dev_rbuf = (uint8_t *)(uintptr_t)d;
+	}
 	memset(sbuf, 0, cap);
 	memset(rbuf, 0, cap);
 	if (o.reg && !o.dmabuf) {
@@ -444,6 +554,10 @@ static void bench(enum chk_coll coll)
 		free(sbuf);
 		free(rbuf);
 	}
+	if (o.gpu) {
+		cm.free((uintptr_t)dev_sbuf);
+		cm.free((uintptr_t)dev_rbuf);
+	}
 }
 
 /* "#  Rank  0 Pid 1234 on host" for every rank, through an allgather. */
@@ -481,7 +595,7 @@ static void usage(void)
 	fprintf(stderr, "usage: kcoll-perf [-b minbytes] [-e maxbytes] "
 		"[-f stepfactor] [-d dtype] [-o redop] [-c collective|all]\n"
 		"                  [-r root] [-n iters] [-w warmup] [-i 0|1] "
-		"[-C 0|1] [-R 0|1] [-D exporter] [-M] [-u]\n");
+		"[-C 0|1] [-R 0|1] [-D exporter | -G] [-M] [-u]\n");
 	exit(2);
 }
 
@@ -490,7 +604,7 @@ int main(int argc, char **argv)
 	int opt, i, ret;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "b:e:f:d:o:c:r:n:w:i:C:R:D:Muh")) != -1) {
+	while ((opt = getopt(argc, argv, "b:e:f:d:o:c:r:n:w:i:C:R:D:GMuh")) != -1) {
 		switch (opt) {
 		case 'b': o.minbytes = parse_size(optarg); break;
 		case 'e': o.maxbytes = parse_size(optarg); break;
@@ -514,6 +628,7 @@ int main(int argc, char **argv)
 		case 'C': o.check = atoi(optarg); break;
 		case 'R': o.reg = atoi(optarg); break;
 		case 'D': o.dmabuf = optarg; break;
+		case 'G': o.gpu = 1; break;
 		case 'M': bw_div = 1e6; bw_unit = "(MB/s)"; break;
 		case 'u': o.cpu = 1; break;
 		default: usage();
@@ -529,6 +644,19 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	if (o.gpu) {
+		char why[160];
+
+		if (o.dmabuf || o.reg || o.cpu) {
+			fprintf(stderr, "kcoll-perf: -G goes with none of -D, -R, -u\n");
+			return 2;
+		}
+		if (cm_open(why, sizeof(why))) {
+			fprintf(stderr, "kcoll-perf: -G: %s\n", why);
+			return 1;
+		}
+		cm_die("cuStreamCreate", cm.stream_create(&stream, 1));
+	}
 	ret = coll_comm_init_env(&comm);
 	if (ret)
 		die("coll_comm_init_env", ret);
@@ -541,13 +669,18 @@ int main(int argc, char **argv)
 	if (rank == 0)
 		printf("# kcoll-perf: %d ranks, minBytes %zu maxBytes %zu "
 		       "step: %g(factor) warmup iters: %d iters: %d "
-		       "validation: %d registered: %d%s%s\n", nranks, o.minbytes,
+		       "validation: %d registered: %d%s%s%s\n", nranks, o.minbytes,
 		       o.maxbytes, o.factor, o.warmup, o.iters, o.check, o.reg,
-		       o.dmabuf ? " dma-buf: " : "", o.dmabuf ? o.dmabuf : "");
+		       o.dmabuf ? " dma-buf: " : "", o.dmabuf ? o.dmabuf : "",
+		       !o.gpu ? "" : cm.standin ?
+		       " GPU memory and streams: the STAND-IN CUDA driver" :
+		       " GPU memory and streams: CUDA");
 	show_ranks();
 	for (i = 0; i < CHK_NR; i++) {
 		if (o.coll >= 0 && i != o.coll)
 			continue;
+		if (i == CHK_SENDRECV && o.gpu)
+			continue;	/* no stream-ordered send/recv */
 		if (i == CHK_SENDRECV && nranks < 2) {
 			if (o.coll == CHK_SENDRECV && rank == 0)
 				printf("# sendrecv needs 2 ranks\n");

@@ -47,6 +47,12 @@
 #           one would be), its "device memory" dma-bufs of exporter E, on
 #           a KCOLL_DEVMEM communicator; the module, the RDMA traffic and
 #           the dma-buf imports are real; gpuonly=E: only that
+#   gpuab=E[:N]  only kcoll-perf, allreduce at 16 MiB and at 8 bytes, N
+#           rounds (default 3), each first on ordinary memory registered
+#           once (-R 1), then on stand-in GPU memory with streams (-G,
+#           device memory dma-bufs of exporter E): interleaved in one
+#           boot; the module's average time per GPU step (handoff to the
+#           stream, kernel, handoff back) from its stats
 #   dmabufab=E[:N]  only kcoll-perf at 16 MiB (allreduce, allgather,
 #           broadcast), N rounds (default 3), each first on ordinary memory
 #           registered once (-R 1), then on dma-bufs of exporter E imported
@@ -81,7 +87,7 @@ kcoll_res_baseline
 set -- $KCOLL_ARG
 nranks=${1:-$((2 * kcoll_nvms))}
 [ $# -gt 0 ] && shift
-dmabuf="" gpu="" gpu_only="" dmabufab="" level="" perf=0 neg=1 check=1 dieloop=0 qpsweep="" sweep_knob="" prio=0 prio_args=(-s 64K -b 256M -n 30) skew=0
+dmabuf="" gpu="" gpu_only="" gpuab="" dmabufab="" level="" perf=0 neg=1 check=1 dieloop=0 qpsweep="" sweep_knob="" prio=0 prio_args=(-s 64K -b 256M -n 30) skew=0
 perf_args=(-M -c all -b 8 -e 4M -f 4 -n 5 -w 2 -i 1)
 for a in "$@"; do
 	case $a in
@@ -111,6 +117,7 @@ for a in "$@"; do
 	dmabuf=*) dmabuf=${a#dmabuf=} ;;
 	gpu=*) gpu=${a#gpu=} ;;
 	gpuonly=*) gpu=${a#gpuonly=} check=0 neg=0 ;;
+	gpuab=*) gpuab=${a#gpuab=} check=0 neg=0 ;;
 	gputrace) export FAKECUDA_TRACE=1 ;;
 	gpuc=*) gpu_only=${a#gpuc=} ;;
 	dmabufab=*) dmabufab=${a#dmabufab=} check=0 neg=0 dmabuf=${dmabufab%%:*} ;;
@@ -123,7 +130,7 @@ for a in "$@"; do
 	*) fail "unknown scenario argument '$a'" ;;
 	esac
 done
-[ -n "$dmabuf$gpu" ] && kcoll_exporters_up
+[ -n "$dmabuf$gpu$gpuab" ] && kcoll_exporters_up
 if [ $skew = 1 ]; then
 	case $kcoll_vm in
 	0) echo 9999 >/sys/class/misc/kcoll/algo/beta_ps || fail "skew: beta_ps" ;;
@@ -205,7 +212,35 @@ if [ $check = 1 ]; then
 	# Which algorithms the automatic choice ran (this VM's ranks).
 	log "algorithms run: $(cd /sys/class/misc/kcoll/algo_ops && for f in *; do printf '%s=%s ' "$f" "$(cat "$f")"; done)"
 fi
-if [ -n "$dmabufab" ]; then
+if [ -n "$gpuab" ]; then
+	rounds=${gpuab#*:}
+	[ "$rounds" = "$gpuab" ] && rounds=3
+	exp=${gpuab%%:*}
+	for i in $(seq "$rounds"); do
+		for size in 16M 8; do
+			for mem in host gpu; do
+				args=(-M -c allreduce -b $size -e $size -n 5 -w 1)
+				[ $size = 8 ] && args=(-c allreduce -b 8 -e 8 -n 50 -w 5)
+				if [ $mem = host ]; then
+					args+=(-R 1)
+					KCOLL_DEVMEM=1 RUN_SNAP_S=300 run "gab-$size-$mem-$i" 900 "$PERF" "${args[@]}"
+				else
+					s0=$(cat /sys/class/misc/kcoll/stats/gpu_steps)
+					n0=$(cat /sys/class/misc/kcoll/stats/gpu_step_ns)
+					LD_LIBRARY_PATH=$KCOLL_TOP/build/unit/fakecuda FAKECUDA_DMABUF=$exp \
+						KCOLL_DEVMEM=1 RUN_SNAP_S=300 run "gab-$size-$mem-$i" 900 "$PERF" "${args[@]}" -G
+					s1=$(cat /sys/class/misc/kcoll/stats/gpu_steps)
+					n1=$(cat /sys/class/misc/kcoll/stats/gpu_step_ns)
+					[ "$s1" -gt "$s0" ] &&
+						log "[gab round $i $size gpu] GPU steps on this VM: $((s1 - s0)), $(((n1 - n0) / (s1 - s0) / 1000)) us each (handoff, kernel, handoff)"
+				fi
+				[ -f "$KCOLL_OUT/gab-$size-$mem-$i-rank0.log" ] &&
+					grep -E '^ +[0-9]' "$KCOLL_OUT/gab-$size-$mem-$i-rank0.log" |
+					sed "s|^|[gab round $i $size $mem] |"
+			done
+		done
+	done
+elif [ -n "$dmabufab" ]; then
 	rounds=${dmabufab#*:}
 	[ "$rounds" = "$dmabufab" ] && rounds=3
 	for i in $(seq "$rounds"); do
@@ -299,7 +334,7 @@ log "kcoll devices: $(tr '\n' ' ' </sys/class/misc/kcoll/rdma_devices)"
 [ $check = 1 ] ||
 	log "algorithms run: $(cd /sys/class/misc/kcoll/algo_ops && for f in *; do printf '%s=%s ' "$f" "$(cat "$f")"; done)"
 kcoll_res_check
-[ -n "$dmabuf$gpu" ] && kcoll_exporters_down
+[ -n "$dmabuf$gpu$gpuab" ] && kcoll_exporters_down
 kcoll_mod_unload
 # skew: the model of every communicator the snapshots saw, "uid a/b/g".
 if [ $skew = 1 ]; then
