@@ -34,6 +34,7 @@ KDIR ?= /lib/modules/$(KVER_NEWEST)/build
 # /usr/src/linux-headers-<ver>.
 KVER ?= $(patsubst linux-headers-%,%,$(if $(filter build,$(notdir $(KDIR))),$(notdir $(patsubst %/,%,$(dir $(KDIR)))),$(notdir $(KDIR))))
 
+.PHONY: gpu-check gpucheck-standin kernels-check
 .PHONY: all module modules-all libcoll tools tests-bin unit-test check \
 	vm-test demo bench deps dkms-check install clean help mpibench gloobench collsim \
 	daemon fuzz fuzz-host kasan check-kasan testbuf
@@ -101,6 +102,7 @@ include kernels/kernels.mk
 
 COLLSIM := $(BUILD)/tools/collsim
 TOOLS := $(BUILD)/tools/kcoll-ringbench $(BUILD)/tools/kcoll-perf \
+	 $(BUILD)/tools/kcoll-gpucheck \
 	$(BUILD)/tools/kcoll-priobench $(REDUCE_BENCH) $(COLLSIM)
 
 tools: $(TOOLS)
@@ -122,6 +124,19 @@ $(COLLSIM): tools/collsim.c kmod/kcoll_sched.c kmod/kcoll_sched_log.c \
 $(BUILD)/tools/kcoll-ringbench: tools/kcoll-ringbench.c $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -o $@ $< $(LIBCOLL_A)
+
+# What kcoll needs of a GPU (tools/kcoll-gpucheck.c): make gpu-check on a
+# machine with one (CUDA driver, no RDMA needed); make check runs the same
+# program on the stand-in driver (small sizes, labelled so).
+$(BUILD)/tools/kcoll-gpucheck: tools/kcoll-gpucheck.c tools/cuda-min.h $(KERNELS_HOST_OBJ) \
+		kernels/kcoll_kernels_host.h uapi/linux/kcoll.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_USER) -o $@ $< $(KERNELS_HOST_OBJ) -lpthread
+
+gpu-check: $(BUILD)/tools/kcoll-gpucheck $(KERNELS_FATBIN)
+	@[ -s $(KERNELS_FATBIN) ] || { echo "gpu-check: libcoll's kernels were not built (no nvcc with sm_90)" >&2; exit 1; }
+	$(BUILD)/tools/kcoll-gpucheck -f $(KERNELS_FATBIN)
+
 
 # Collectives through libcoll, nccl-tests style (tests/vm/scenarios/coll.sh).
 # Its #wrong column checks results against the tests' oracle.
@@ -212,6 +227,12 @@ $(BUILD)/tests/bin/kcoll_wire_test: tests/kselftest/kcoll_wire_test.c tests/ksel
 
 include tests/unit/unit.mk
 include tests/fuzz/fuzz.mk
+
+gpucheck-standin: $(BUILD)/tools/kcoll-gpucheck $(UNIT_FAKECUDA) $(KERNELS_FATBIN)
+	@if [ -s $(KERNELS_FATBIN) ]; then \
+		env LD_LIBRARY_PATH=$(dir $(UNIT_FAKECUDA)) FAKECUDA_DMABUF= \
+		    $(BUILD)/tools/kcoll-gpucheck -f $(KERNELS_FATBIN) -s 4 -n 4099; \
+	else echo "ok 1 gpucheck_standin # SKIP no fatbin (no nvcc with sm_90)"; fi
 
 # VM tests: every installed kernel, plus the 2-VM RDMA scenario.
 vm-test: modules-all testbuf tests-bin tools daemon

@@ -34,6 +34,19 @@ static struct {
 	cm_result (*stream_sync)(void *);
 	cm_result (*stream_destroy)(void *);
 	cm_result (*stream_query)(void *);
+	/* kcoll-gpucheck only: optional in cm_open() */
+	cm_result (*dev_attr)(int *, int, int);
+	cm_result (*dev_name)(char *, int, int);
+	cm_result (*module_load)(void **, const void *);
+	cm_result (*module_fn)(void **, void *, const char *);
+	cm_result (*launch)(void *, unsigned int, unsigned int, unsigned int,
+			    unsigned int, unsigned int, unsigned int,
+			    unsigned int, void *, void **, void **);
+	cm_result (*host_register)(void *, size_t, unsigned int);
+	cm_result (*host_dptr)(cm_ptr *, void *, unsigned int);
+	cm_result (*wait64)(void *, cm_ptr, uint64_t, unsigned int);
+	cm_result (*write64)(void *, cm_ptr, uint64_t, unsigned int);
+	cm_result (*dtod)(cm_ptr, cm_ptr, size_t);
 } cm;
 
 /* 0 with a current context on device 0, or -1 with @why filled in. */
@@ -69,6 +82,16 @@ static inline int cm_open(char *why, size_t len)
 	CM_SYM(stream_destroy, "cuStreamDestroy_v2");
 	CM_SYM(stream_query, "cuStreamQuery");
 #undef CM_SYM
+	*(void **)&cm.dev_attr = dlsym(cm.lib, "cuDeviceGetAttribute");
+	*(void **)&cm.dev_name = dlsym(cm.lib, "cuDeviceGetName");
+	*(void **)&cm.module_load = dlsym(cm.lib, "cuModuleLoadData");
+	*(void **)&cm.module_fn = dlsym(cm.lib, "cuModuleGetFunction");
+	*(void **)&cm.launch = dlsym(cm.lib, "cuLaunchKernel");
+	*(void **)&cm.host_register = dlsym(cm.lib, "cuMemHostRegister_v2");
+	*(void **)&cm.host_dptr = dlsym(cm.lib, "cuMemHostGetDevicePointer_v2");
+	*(void **)&cm.wait64 = dlsym(cm.lib, "cuStreamWaitValue64_v2");
+	*(void **)&cm.write64 = dlsym(cm.lib, "cuStreamWriteValue64_v2");
+	*(void **)&cm.dtod = dlsym(cm.lib, "cuMemcpyDtoD_v2");
 	*(void **)&standin = dlsym(cm.lib, "fakecuda_is_standin");
 	cm.standin = standin && standin();
 	if (cm.init(0) || cm.device_get(&dev, 0) || cm.ctx_retain(&ctx, dev) ||

@@ -163,6 +163,14 @@ int cuDeviceGet(int *dev, int ordinal)
 	return OK;
 }
 
+int cuDeviceGetName(char *name, int len, int dev)
+{
+	if (dev || len < 1)
+		return ERR_VALUE;
+	snprintf(name, (size_t)len, "kcoll's stand-in CUDA driver (no GPU)");
+	return OK;
+}
+
 int cuDevicePrimaryCtxRetain(void **ctx, int dev)
 {
 	if (dev)

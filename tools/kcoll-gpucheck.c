@@ -1,0 +1,525 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kcoll-gpucheck: what kcoll needs of a GPU, on the machine it runs on
+ * (make gpu-check; no RDMA needed). TAP output, one line per check:
+ *
+ *  1. the attributes kcoll depends on: 64-bit stream memory operations
+ *     (required), dma-buf export (required for GPUDirect RDMA), and, for
+ *     information, the GPUDirect RDMA write ordering and flush support;
+ *  2. every CUDA reduction kernel of the fatbin (-f, default
+ *     build/kernels/kcoll_kernels.fatbin) against the host build of the
+ *     same kernels (kernels/kcoll_kernels_host.cc, which make check proves
+ *     bit-exact with the module's CPU reduction): random and edge values,
+ *     aligned and misaligned, in place and out of place; bit for bit,
+ *     NaN payloads aside;
+ *  3. their throughput against cuMemcpyDtoD of the same buffers (-s bytes
+ *     per operand, default 256 MiB): a reduction reads two operands and
+ *     writes one, a copy reads one and writes one, so both are compared
+ *     as bytes moved per second (target >= 0.9);
+ *  4. the stream protocol against a CPU thread playing the module: the
+ *     doorbell page in host memory, the stream's WriteValue64(start), per
+ *     step WaitValue64(ready) + kernel + WriteValue64(done), its end wait;
+ *     results checked, the handoff latency per step measured (the thread
+ *     writes ready, then sees done), and a cancelled operation whose
+ *     kernels must leave memory alone.
+ *
+ * With the STAND-IN driver (tests/unit/fake_libcuda.c, make check runs it
+ * so, with small sizes) every line says so and the figures are not a GPU's.
+ */
+#define _GNU_SOURCE
+
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/types.h>
+#include "../uapi/linux/kcoll.h"
+#include "cuda-min.h"
+#include "../kernels/kcoll_kernels_host.h"
+
+#define BLOCK	256
+
+static unsigned int tap_n, tap_fail;
+static const char *label = "";
+
+static void tap(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tap(bool ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	tap_n++;
+	tap_fail += !ok;
+	printf("%sok %u - %s", ok ? "" : "not ", tap_n, label);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void need(cm_result r, const char *what)
+{
+	if (r) {
+		printf("Bail out! %s failed: CUresult %d\n", what, r);
+		exit(1);
+	}
+}
+
+static uint64_t rng = 88172645463325252ull;
+
+static uint64_t rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static size_t esize(unsigned int dt)
+{
+	static const unsigned char sz[KCOLL_DTYPE_LAST] = {
+		[KCOLL_DTYPE_INT8] = 1, [KCOLL_DTYPE_UINT8] = 1,
+		[KCOLL_DTYPE_INT32] = 4, [KCOLL_DTYPE_UINT32] = 4,
+		[KCOLL_DTYPE_INT64] = 8, [KCOLL_DTYPE_UINT64] = 8,
+		[KCOLL_DTYPE_FP16] = 2, [KCOLL_DTYPE_BF16] = 2,
+		[KCOLL_DTYPE_FP32] = 4, [KCOLL_DTYPE_FP64] = 8,
+	};
+
+	return dt < KCOLL_DTYPE_LAST ? sz[dt] : 0;
+}
+
+/* Random bytes with edge values sprinkled in (NaN, infinities, zeros,
+ * subnormals, extremes) for every type. */
+static void fill(uint8_t *p, size_t n, unsigned int dt)
+{
+	static const uint64_t edge[] = {
+		0, 0x8000000000000000ull, 0x7ff0000000000000ull,
+		0x7ff8000000000001ull, 1, 0x7f800001u, 0xff800000u, 0x7fc00000u,
+		0x0001, 0x7c01, 0xfc00, 0x7e00, 0x8000, 0x7fffffff, 0x80000000u,
+		~0ull,
+	};
+	size_t es = esize(dt), i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t v = rnd();
+
+		if (!(v & 7))
+			v = edge[(v >> 3) % (sizeof(edge) / sizeof(edge[0]))];
+		memcpy(p + i * es, &v, es);
+	}
+}
+
+static bool is_nan(const uint8_t *p, unsigned int dt)
+{
+	uint16_t h;
+	uint32_t f;
+	uint64_t d;
+
+	switch (dt) {
+	case KCOLL_DTYPE_FP16:
+		memcpy(&h, p, 2);
+		return (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
+	case KCOLL_DTYPE_BF16:
+		memcpy(&h, p, 2);
+		return (h & 0x7f80) == 0x7f80 && (h & 0x7f);
+	case KCOLL_DTYPE_FP32:
+		memcpy(&f, p, 4);
+		return (f & 0x7fffffff) > 0x7f800000;
+	case KCOLL_DTYPE_FP64:
+		memcpy(&d, p, 8);
+		return (d & ~(1ull << 63)) > 0x7ff0000000000000ull;
+	}
+	return false;
+}
+
+static size_t count_diff(const uint8_t *a, const uint8_t *b, size_t n,
+			 unsigned int dt)
+{
+	size_t es = esize(dt), i, bad = 0;
+
+	for (i = 0; i < n; i++)
+		bad += memcmp(a + i * es, b + i * es, es) &&
+		       !(is_nan(a + i * es, dt) && is_nan(b + i * es, dt));
+	return bad;
+}
+
+static void *g_module;
+
+static void *kernel(const char *name)
+{
+	void *f = NULL;
+
+	need(cm.module_fn(&f, g_module, name), name);
+	return f;
+}
+
+static unsigned int grid_for(size_t bytes, int sms)
+{
+	size_t blocks = (bytes / 16 + BLOCK) / BLOCK, most = (size_t)sms * 16;
+
+	return (unsigned int)(blocks > most ? most : blocks ? blocks : 1);
+}
+
+static void launch_reduce(void *fn, cm_ptr dst, cm_ptr a, cm_ptr b,
+			  uint64_t n, cm_ptr cancel, uint64_t ticket,
+			  void *stream, int sms, size_t es)
+{
+	void *args[] = { &dst, &a, &b, &n, &cancel, &ticket };
+
+	need(cm.launch(fn, grid_for(n * es, sms), 1, 1, BLOCK, 1, 1, 0, stream,
+		       args, NULL), "cuLaunchKernel");
+}
+
+static void launch_scale(void *fn, cm_ptr dst, uint64_t n, uint32_t q,
+			 void *stream, int sms, size_t es)
+{
+	cm_ptr cancel = 0;
+	uint64_t ticket = 0;
+	void *args[] = { &dst, &n, &q, &cancel, &ticket };
+
+	need(cm.launch(fn, grid_for(n * es, sms), 1, 1, BLOCK, 1, 1, 0, stream,
+		       args, NULL), "cuLaunchKernel");
+}
+
+/* 2: every kernel against its host build. */
+static void check_kernels(void *stream, int sms, size_t n)
+{
+	size_t bytes = n * 8 + 64;
+	uint8_t *a = malloc(bytes), *b = malloc(bytes), *ref = malloc(bytes);
+	uint8_t *out = malloc(bytes);
+	cm_ptr da, db, dd;
+	unsigned int nk = 0;
+	size_t bad_total = 0;
+
+	need(cm.alloc(&da, bytes), "cuMemAlloc");
+	need(cm.alloc(&db, bytes), "cuMemAlloc");
+	need(cm.alloc(&dd, bytes), "cuMemAlloc");
+	for (const struct kcoll_host_kernel *k = kcoll_host_kernels; k->name;
+	     k++) {
+		size_t es = esize(k->dtype), bad = 0;
+		void *fn = kernel(k->name);
+		int v;
+
+		nk++;
+		/* aligned in place; misaligned by one element out of place */
+		for (v = 0; v < 2; v++) {
+			size_t off = v ? es : 0, m = n - (size_t)v * 3;
+
+			fill(a, n + 8, k->dtype);
+			fill(b, n + 8, k->dtype);
+			need(cm.htod(da, a, bytes), "cuMemcpyHtoD");
+			need(cm.htod(db, b, bytes), "cuMemcpyHtoD");
+			memcpy(ref, a, bytes);
+			if (k->reduce) {
+				k->reduce(ref + off, a + off, b + off, m, 1);
+				if (v)
+					launch_reduce(fn, dd + off, da + off,
+						      db + off, m, 0, 0, stream,
+						      sms, es);
+				else
+					launch_reduce(fn, da, da, db, m, 0, 0,
+						      stream, sms, es);
+			} else {
+				k->scale(ref + off, m, 7, 1);
+				need(cm.htod(dd, a, bytes), "cuMemcpyHtoD");
+				launch_scale(fn, (v ? dd : da) + off, m, 7, stream,
+					     sms, es);
+			}
+			need(cm.stream_sync(stream), "cuStreamSynchronize");
+			need(cm.dtoh(out, v ? dd : da, bytes), "cuMemcpyDtoH");
+			bad += count_diff(out + off, ref + off, m, k->dtype);
+		}
+		if (bad)
+			printf("# %s: %zu elements differ from the host build\n",
+			       k->name, bad);
+		bad_total += bad;
+	}
+	tap(!bad_total && nk == 44, "kernels: %u kernels, %zu elements each, "
+	    "bit-exact with the host build (NaN payloads aside): %zu differ",
+	    nk, n, bad_total);
+	cm.free(da);
+	cm.free(db);
+	cm.free(dd);
+	free(a);
+	free(b);
+	free(ref);
+	free(out);
+}
+
+/* 3: kernel bandwidth against a device-to-device copy. */
+static void check_bandwidth(void *stream, int sms, size_t bytes, int iters)
+{
+	static const char *const names[] = {
+		"kcoll_reduce_fp32_sum", "kcoll_reduce_bf16_sum",
+		"kcoll_reduce_fp16_max", "kcoll_reduce_int8_sum",
+	};
+	static const unsigned int dts[] = {
+		KCOLL_DTYPE_FP32, KCOLL_DTYPE_BF16, KCOLL_DTYPE_FP16,
+		KCOLL_DTYPE_INT8,
+	};
+	cm_ptr a, b, d;
+	double t0, tcopy, tk, ratio;
+	unsigned int i;
+	int it;
+
+	need(cm.alloc(&a, bytes), "cuMemAlloc");
+	need(cm.alloc(&b, bytes), "cuMemAlloc");
+	need(cm.alloc(&d, bytes), "cuMemAlloc");
+	need(cm.dtod(d, a, bytes), "cuMemcpyDtoD");	/* warm up */
+	need(cm.stream_sync(stream), "cuStreamSynchronize");
+	t0 = now();
+	for (it = 0; it < iters; it++)
+		need(cm.dtod(d, a, bytes), "cuMemcpyDtoD");
+	need(cm.stream_sync(NULL), "cuStreamSynchronize");
+	tcopy = (now() - t0) / iters;
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		void *fn = kernel(names[i]);
+		size_t es = esize(dts[i]);
+
+		launch_reduce(fn, d, a, b, bytes / es, 0, 0, stream, sms, es);
+		need(cm.stream_sync(stream), "cuStreamSynchronize");
+		t0 = now();
+		for (it = 0; it < iters; it++)
+			launch_reduce(fn, d, a, b, bytes / es, 0, 0, stream,
+				      sms, es);
+		need(cm.stream_sync(stream), "cuStreamSynchronize");
+		tk = (now() - t0) / iters;
+		/* bytes moved per second: 3 per element for the kernel, 2
+		 * for the copy */
+		ratio = (3.0 * bytes / tk) / (2.0 * bytes / tcopy);
+		if (cm.standin)
+			tap(true, "bandwidth %s: %.2f x a device copy of %zu MiB "
+			    "# SKIP the stand-in driver runs on the CPU: not a "
+			    "GPU's figure", names[i], ratio, bytes >> 20);
+		else
+			tap(ratio >= 0.9, "bandwidth %s: %.1f GB/s moved against "
+			    "%.1f GB/s for cuMemcpyDtoD: %.2f x (target 0.9)",
+			    names[i], 3.0 * bytes / tk / 1e9,
+			    2.0 * bytes / tcopy / 1e9, ratio);
+	}
+	cm.free(a);
+	cm.free(b);
+	cm.free(d);
+}
+
+/* 4: the doorbell protocol, with this thread as the module. */
+struct player {
+	volatile struct kcoll_gpu_bell *bell;
+	uint64_t T;
+	unsigned int steps;
+	bool cancel;
+	double handoff_s;	/* sum over the steps */
+	bool ok;
+};
+
+static uint64_t ld(volatile __u64 *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+static bool wait_ge(volatile __u64 *p, uint64_t v, double limit)
+{
+	double t0 = now();
+
+	while (ld(p) < v)
+		if (now() - t0 > limit)
+			return false;
+	return true;
+}
+
+static void *play(void *arg)
+{
+	struct player *p = arg;
+	unsigned int slot = (unsigned int)(p->T >> KCOLL_GPU_TICKET_SHIFT) %
+			    KCOLL_GPU_SLOTS;
+	unsigned int j;
+	double t0;
+
+	p->ok = wait_ge(&p->bell->start[slot], p->T, 30);
+	if (p->cancel) {
+		/* a failed operation: kernels skip, every wait passes */
+		__atomic_store_n(&p->bell->cancel, p->T | KCOLL_GPU_STEP_MASK,
+				 __ATOMIC_RELEASE);
+	}
+	for (j = 1; j <= p->steps && p->ok && !p->cancel; j++) {
+		t0 = now();
+		__atomic_store_n(&p->bell->ready, p->T | j, __ATOMIC_RELEASE);
+		p->ok = wait_ge(&p->bell->done[slot], p->T | j, 30);
+		p->handoff_s += now() - t0;
+	}
+	__atomic_store_n(&p->bell->ready, p->T | KCOLL_GPU_STEP_MASK,
+			 __ATOMIC_RELEASE);
+	__atomic_store_n(&p->bell->end, p->T | KCOLL_GPU_STEP_MASK,
+			 __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void check_protocol(void *stream, int sms)
+{
+	enum { STEPS = 200, N = 64 };
+	long page = sysconf(_SC_PAGESIZE);
+	struct kcoll_gpu_bell *bell = NULL;
+	void *fn = kernel("kcoll_reduce_int32_sum");
+	int32_t acc[N], one[N], out[N];
+	struct player p;
+	pthread_t th;
+	cm_ptr bd, dacc, done;
+	unsigned int slot, j, i;
+	bool good = true;
+	int pass;
+
+	if (posix_memalign((void **)&bell, (size_t)page, (size_t)page))
+		exit(1);
+	memset(bell, 0, (size_t)page);
+	need(cm.host_register(bell, (size_t)page, 0x02), "cuMemHostRegister");
+	need(cm.host_dptr(&bd, bell, 0), "cuMemHostGetDevicePointer");
+	need(cm.alloc(&dacc, sizeof(acc)), "cuMemAlloc");
+	need(cm.alloc(&done, sizeof(one)), "cuMemAlloc");
+	for (pass = 0; pass < 2; pass++) {
+		uint64_t T = (uint64_t)(pass + 1) << KCOLL_GPU_TICKET_SHIFT;
+
+		for (i = 0; i < N; i++) {
+			acc[i] = (int32_t)i;
+			one[i] = 1;
+		}
+		need(cm.htod(dacc, acc, sizeof(acc)), "cuMemcpyHtoD");
+		need(cm.htod(done, one, sizeof(one)), "cuMemcpyHtoD");
+		slot = (unsigned int)(T >> KCOLL_GPU_TICKET_SHIFT) % KCOLL_GPU_SLOTS;
+		/* what libcoll enqueues: start, steps, end */
+		need(cm.write64(stream, bd + offsetof(struct kcoll_gpu_bell, start) +
+				slot * 8, T, 0), "cuStreamWriteValue64");
+		for (j = 1; j <= STEPS; j++) {
+			need(cm.wait64(stream, bd + offsetof(struct kcoll_gpu_bell,
+							     ready), T | j, 0),
+			     "cuStreamWaitValue64");
+			launch_reduce(fn, dacc, dacc, done, N,
+				      bd + offsetof(struct kcoll_gpu_bell, cancel),
+				      T, stream, sms, 4);
+			need(cm.write64(stream, bd + offsetof(struct kcoll_gpu_bell,
+							      done) + slot * 8,
+					T | j, 0), "cuStreamWriteValue64");
+		}
+		need(cm.wait64(stream, bd + offsetof(struct kcoll_gpu_bell, end),
+			       T | KCOLL_GPU_STEP_MASK, 0), "cuStreamWaitValue64");
+		memset(&p, 0, sizeof(p));
+		p.bell = bell;
+		p.T = T;
+		p.steps = STEPS;
+		p.cancel = pass == 1;
+		pthread_create(&th, NULL, play, &p);
+		pthread_join(th, NULL);
+		need(cm.stream_sync(stream), "cuStreamSynchronize");
+		need(cm.dtoh(out, dacc, sizeof(out)), "cuMemcpyDtoH");
+		for (i = 0; i < N; i++)
+			good &= out[i] == (int32_t)i + (pass ? 0 : STEPS);
+		if (!pass)
+			tap(p.ok && good, "protocol: %d steps handed over and "
+			    "back, results right; %.1f us per step (ready "
+			    "written to done seen: handoff, kernel, handoff)%s",
+			    STEPS, p.handoff_s / STEPS * 1e6,
+			    cm.standin ? " # the stand-in's figure, not a GPU's" :
+			    "");
+		else
+			tap(p.ok && good, "protocol: a cancelled operation's "
+			    "%d kernels left memory alone and its stream went "
+			    "on", STEPS);
+	}
+	cm.free(dacc);
+	cm.free(done);
+}
+
+static void *load_file(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	long len;
+	void *p;
+
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	len = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	p = len > 0 ? malloc((size_t)len) : NULL;
+	if (p && fread(p, 1, (size_t)len, f) != (size_t)len) {
+		free(p);
+		p = NULL;
+	}
+	fclose(f);
+	return p;
+}
+
+int main(int argc, char **argv)
+{
+	const char *fatbin = "build/kernels/kcoll_kernels.fatbin";
+	size_t bytes = 256u << 20, n = 1000003;
+	int opt, v64 = 0, dmabuf = 0, order = 0, flush = 0, sms = 1;
+	char why[160], name[128] = "?";
+	void *stream = NULL, *image;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	while ((opt = getopt(argc, argv, "f:s:n:")) != -1) {
+		switch (opt) {
+		case 'f': fatbin = optarg; break;
+		case 's': bytes = strtoull(optarg, NULL, 0) << 20; break;
+		case 'n': n = strtoull(optarg, NULL, 0); break;
+		default:
+			fprintf(stderr, "usage: kcoll-gpucheck [-f fatbin] "
+				"[-s MiB] [-n elements]\n");
+			return 2;
+		}
+	}
+	if (cm_open(why, sizeof(why))) {
+		printf("1..0 # SKIP no GPU to check: %s\n", why);
+		return 0;
+	}
+	if (!cm.dev_attr || !cm.module_load || !cm.module_fn || !cm.launch ||
+	    !cm.host_register || !cm.host_dptr || !cm.wait64 || !cm.write64 ||
+	    !cm.dtod) {
+		printf("Bail out! libcuda.so.1 lacks entry points kcoll uses\n");
+		return 1;
+	}
+	if (cm.standin)
+		label = "[stand-in CUDA driver, no GPU] ";
+	if (cm.dev_name)
+		cm.dev_name(name, sizeof(name), 0);
+	printf("# kcoll-gpucheck on %s\n", name);
+	cm.dev_attr(&v64, 122, 0);	/* CAN_USE_64_BIT_STREAM_MEM_OPS */
+	cm.dev_attr(&dmabuf, 124, 0);	/* DMA_BUF_SUPPORTED */
+	cm.dev_attr(&order, 118, 0);	/* GPU_DIRECT_RDMA_WRITES_ORDERING */
+	cm.dev_attr(&flush, 98, 0);	/* CAN_FLUSH_REMOTE_WRITES */
+	cm.dev_attr(&sms, 16, 0);	/* MULTIPROCESSOR_COUNT */
+	tap(v64, "attribute: 64-bit stream memory operations %s", v64 ? "yes" :
+	    "NO (NVreg_EnableStreamMemOPs=1 enables them)");
+	tap(dmabuf, "attribute: dma-buf export %s", dmabuf ? "yes" :
+	    "NO (needs NVIDIA's open kernel modules)");
+	printf("# GPUDirect RDMA write ordering %d (100: owner, 200: all "
+	       "devices; below: libcoll flushes), flush of remote writes %s, "
+	       "%d SMs\n", order, flush ? "yes" : "no", sms);
+	image = load_file(fatbin);
+	if (!image) {
+		printf("Bail out! no fatbin at %s (make kernels)\n", fatbin);
+		return 1;
+	}
+	need(cm.module_load(&g_module, image), "cuModuleLoadData");
+	need(cm.stream_create(&stream, 1), "cuStreamCreate");
+	check_kernels(stream, sms, n);
+	check_bandwidth(stream, sms, bytes, cm.standin ? 2 : 20);
+	check_protocol(stream, sms);
+	printf("1..%u\n# kcoll-gpucheck: %u passed, %u failed\n", tap_n,
+	       tap_n - tap_fail, tap_fail);
+	return tap_fail ? 1 : 0;
+}
