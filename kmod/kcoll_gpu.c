@@ -58,6 +58,7 @@ static u64 *kcoll_gpu_done(struct kcoll_gpu *g, u64 v)
 /* Raise a word the module owns to at least @v (they only grow). */
 static void kcoll_gpu_raise(u64 *word, u64 v)
 {
+	/* Release: what the stream may touch once it sees @v is ready. */
 	if (READ_ONCE(*word) < v)
 		smp_store_release(word, v);
 }
@@ -68,6 +69,7 @@ static enum hrtimer_restart kcoll_gpu_poll(struct hrtimer *t)
 	u64 ws = READ_ONCE(g->wait_start), wd = READ_ONCE(g->wait_done);
 
 	kcoll_stat_add(KCOLL_STAT_GPU_POLLS, 1);
+	/* Acquire: the engine, which looks again, sees what came before. */
 	if (READ_ONCE(g->dead) || (!ws && !wd) ||
 	    (ws && smp_load_acquire(kcoll_gpu_start(g, ws)) >= ws) ||
 	    (wd && smp_load_acquire(kcoll_gpu_done(g, wd)) >= wd)) {
@@ -83,8 +85,10 @@ static void kcoll_gpu_arm(struct kcoll_gpu *g)
 {
 	if (g->dead || g->comm->shutting_down)
 		return;
-	/* A running callback either re-arms or queues the engine, which
-	 * comes back here: no wakeup is lost. */
+	/*
+	 * A running callback either re-arms or queues the engine, which
+	 * comes back here: no wakeup is lost.
+	 */
 	if (!hrtimer_active(&g->timer))
 		hrtimer_start(&g->timer, ns_to_ktime((u64)kcoll_gpu_poll_us() * NSEC_PER_USEC),
 			      HRTIMER_MODE_REL_SOFT);
@@ -307,6 +311,7 @@ bool kcoll_gpu_started(struct kcoll_task *op)
 	lockdep_assert_held(&op->comm->lock);
 	if (op->gpu_started)
 		return true;
+	/* Acquire, pairs with the stream's fenced WriteValue64(start). */
 	if (smp_load_acquire(kcoll_gpu_start(g, op->gpu_t)) >= op->gpu_t) {
 		/* The stream's earlier work on these buffers is over. */
 		op->gpu_started = true;
@@ -332,21 +337,26 @@ static bool kcoll_gpu_step(struct kcoll_task *op)
 		return false;
 	}
 	if (!op->gpu_posted) {
-		/* The landed data (and what the NIC copied) is complete:
-		 * the completions that said so came before. */
+		/*
+		 * The landed data (and what the NIC copied) is complete:
+		 * the completions that said so came before.
+		 */
 		kcoll_gpu_raise(&g->bell->ready, v);
 		op->gpu_posted = true;
 		op->gpu_posted_ns = ktime_get_ns();
 		kcoll_stat_add(KCOLL_STAT_GPU_STEPS, 1);
 	}
+	/* Acquire, pairs with the stream's fenced WriteValue64(done). */
 	if (smp_load_acquire(kcoll_gpu_done(g, v)) < v) {
 		op->gpu_waiting = true;
 		WRITE_ONCE(g->wait_done, v);
 		kcoll_gpu_arm(g);
 		return false;
 	}
-	/* The kernel's writes are visible: the stream's WriteValue fenced
-	 * them before it wrote done. */
+	/*
+	 * The kernel's writes are visible: the stream's WriteValue fenced
+	 * them before it wrote done.
+	 */
 	op->gpu_waiting = false;
 	WRITE_ONCE(g->wait_done, 0);
 	op->gpu_posted = false;

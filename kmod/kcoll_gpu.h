@@ -37,8 +37,10 @@ int kcoll_gpu_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe);
 /* comm->lock: @op is queued / was refused before it was queued. */
 int kcoll_gpu_queue(struct kcoll_task *op);
 void kcoll_gpu_refused(struct kcoll_comm *comm, const struct kcoll_sqe *sqe);
-/* An SQE that never reached an operation (bad fields): its stream must
- * not wait for it. */
+/*
+ * An SQE that never reached an operation (bad fields): its stream must
+ * not wait for it.
+ */
 void kcoll_gpu_reject(struct kcoll_ctx *ctx, const struct kcoll_sqe *sqe);
 /* comm->lock: has @op's stream reached it? (Else the timer is armed.) */
 bool kcoll_gpu_started(struct kcoll_task *op);
