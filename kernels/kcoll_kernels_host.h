@@ -9,6 +9,9 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#ifndef __cplusplus
+#include <stdbool.h>
+#endif
 #include <linux/types.h>
 #include "../uapi/linux/kcoll.h"
 
@@ -28,6 +31,17 @@ struct kcoll_host_kernel {
 /* Every kernel, ending with a NULL name. */
 extern const struct kcoll_host_kernel kcoll_host_kernels[];
 const struct kcoll_host_kernel *kcoll_host_kernel(const char *name);
+
+/* Element size of @dtype (0: none); is the element at @p a NaN? */
+size_t kcoll_host_esize(unsigned int dtype);
+bool kcoll_host_is_nan(const void *p, unsigned int dtype);
+/*
+ * Elements of @a and @b that differ (two NaNs count as equal: their
+ * payloads are not part of the contract, see kmod/kcoll_redop.h); the
+ * first such index in *@first (-1: none) when @first is not NULL.
+ */
+size_t kcoll_host_count_diff(const void *a, const void *b, size_t n,
+			     unsigned int dtype, long *first);
 
 #ifdef __cplusplus
 }

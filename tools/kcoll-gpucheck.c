@@ -89,18 +89,7 @@ static uint64_t rnd(void)
 	return rng;
 }
 
-static size_t esize(unsigned int dt)
-{
-	static const unsigned char sz[KCOLL_DTYPE_LAST] = {
-		[KCOLL_DTYPE_INT8] = 1, [KCOLL_DTYPE_UINT8] = 1,
-		[KCOLL_DTYPE_INT32] = 4, [KCOLL_DTYPE_UINT32] = 4,
-		[KCOLL_DTYPE_INT64] = 8, [KCOLL_DTYPE_UINT64] = 8,
-		[KCOLL_DTYPE_FP16] = 2, [KCOLL_DTYPE_BF16] = 2,
-		[KCOLL_DTYPE_FP32] = 4, [KCOLL_DTYPE_FP64] = 8,
-	};
-
-	return dt < KCOLL_DTYPE_LAST ? sz[dt] : 0;
-}
+#define esize kcoll_host_esize
 
 /* Random bytes with edge values sprinkled in (NaN, infinities, zeros,
  * subnormals, extremes) for every type. */
@@ -123,38 +112,10 @@ static void fill(uint8_t *p, size_t n, unsigned int dt)
 	}
 }
 
-static bool is_nan(const uint8_t *p, unsigned int dt)
-{
-	uint16_t h;
-	uint32_t f;
-	uint64_t d;
-
-	switch (dt) {
-	case KCOLL_DTYPE_FP16:
-		memcpy(&h, p, 2);
-		return (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
-	case KCOLL_DTYPE_BF16:
-		memcpy(&h, p, 2);
-		return (h & 0x7f80) == 0x7f80 && (h & 0x7f);
-	case KCOLL_DTYPE_FP32:
-		memcpy(&f, p, 4);
-		return (f & 0x7fffffff) > 0x7f800000;
-	case KCOLL_DTYPE_FP64:
-		memcpy(&d, p, 8);
-		return (d & ~(1ull << 63)) > 0x7ff0000000000000ull;
-	}
-	return false;
-}
-
 static size_t count_diff(const uint8_t *a, const uint8_t *b, size_t n,
 			 unsigned int dt)
 {
-	size_t es = esize(dt), i, bad = 0;
-
-	for (i = 0; i < n; i++)
-		bad += memcmp(a + i * es, b + i * es, es) &&
-		       !(is_nan(a + i * es, dt) && is_nan(b + i * es, dt));
-	return bad;
+	return kcoll_host_count_diff(a, b, n, dt, NULL);
 }
 
 static void *g_module;

@@ -61,6 +61,7 @@
 #include "cuda-min.h"
 #include "coll.h"
 #include "kcoll-check.h"
+#include "kcoll-stream.h"
 
 static coll_comm *comm;
 static int rank, nranks;
@@ -233,31 +234,6 @@ static void from_dev(void)
 	cm_die("cuMemcpyDtoH", cm.dtoh(host_rbuf, (uintptr_t)dev_rbuf, dev_cap));
 }
 
-static int issue_stream(const struct chk_case *c, void *send, void *recv)
-{
-	switch (c->coll) {
-	case CHK_ALLREDUCE:
-		return coll_allreduce_stream(send, recv, c->count, c->dt, c->op,
-					     comm, stream);
-	case CHK_REDUCE:
-		return coll_reduce_stream(send, recv, c->count, c->dt, c->op,
-					  c->root, comm, stream);
-	case CHK_BROADCAST:
-		return coll_broadcast_stream(send, recv, c->count, c->dt,
-					     c->root, comm, stream);
-	case CHK_ALLGATHER:
-		return coll_allgather_stream(send, recv, c->count, c->dt, comm,
-					     stream);
-	case CHK_REDUCE_SCATTER:
-		return coll_reduce_scatter_stream(send, recv, c->count, c->dt,
-						  c->op, comm, stream);
-	case CHK_ALLTOALL:
-		return coll_alltoall_stream(send, recv, c->count, c->dt, comm,
-					    stream);
-	default:
-		return -EINVAL;
-	}
-}
 
 /* -G: @iters on the stream back to back, then synchronize. */
 static double run_stream(const struct chk_case *c, void *send, void *recv,
@@ -267,7 +243,7 @@ static double run_stream(const struct chk_case *c, void *send, void *recv,
 	int i, ret;
 
 	for (i = 0; i < iters; i++) {
-		ret = issue_stream(c, send, recv);
+		ret = chk_issue_stream(c, send, recv, comm, stream);
 		if (ret)
 			die("enqueueing", ret);
 	}

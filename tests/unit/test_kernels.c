@@ -80,40 +80,14 @@ static void gen(void *p, unsigned int dt)
 	memcpy(p, &v, es);	/* little endian: the low bytes */
 }
 
-static bool is_nan(const uint8_t *p, unsigned int dt)
-{
-	uint16_t h;
-	uint32_t f;
-	uint64_t d;
-
-	switch (dt) {
-	case KCOLL_DTYPE_FP16:
-		memcpy(&h, p, 2);
-		return (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
-	case KCOLL_DTYPE_BF16:
-		memcpy(&h, p, 2);
-		return (h & 0x7f80) == 0x7f80 && (h & 0x7f);
-	case KCOLL_DTYPE_FP32:
-		memcpy(&f, p, 4);
-		return (f & 0x7fffffff) > 0x7f800000;
-	case KCOLL_DTYPE_FP64:
-		memcpy(&d, p, 8);
-		return (d & ~(1ull << 63)) > 0x7ff0000000000000ull;
-	}
-	return false;
-}
-
 /* First element where a and b differ (not both NaN), or -1. */
 static long first_diff(const uint8_t *a, const uint8_t *b, size_t n,
 		       unsigned int dt)
 {
-	size_t es = kcoll_dtype_size(dt);
+	long first;
 
-	for (size_t i = 0; i < n; i++)
-		if (memcmp(a + i * es, b + i * es, es) &&
-		    !(is_nan(a + i * es, dt) && is_nan(b + i * es, dt)))
-			return (long)i;
-	return -1;
+	kcoll_host_count_diff(a, b, n, dt, &first);
+	return first;
 }
 
 static const size_t sizes[] = { 0, 1, 2, 7, 15, 16, 17, 33, 255, 1000, 4099 };

@@ -83,6 +83,7 @@
 
 #include "coll.h"
 #include "kcoll-check.h"
+#include "kcoll-stream.h"
 #include "../../tools/dmabuf-alloc.h"
 #include "../../tools/cuda-min.h"
 
@@ -332,38 +333,12 @@ static enum style next_style(void)
 }
 
 /* Issue @c on @stream with the stream-ordered forms. */
-static int issue_stream(const struct chk_case *c, void *send, void *recv,
-			void *st)
-{
-	switch (c->coll) {
-	case CHK_ALLREDUCE:
-		return coll_allreduce_stream(send, recv, c->count, c->dt, c->op,
-					     comm, st);
-	case CHK_REDUCE:
-		return coll_reduce_stream(send, recv, c->count, c->dt, c->op,
-					  c->root, comm, st);
-	case CHK_BROADCAST:
-		return coll_broadcast_stream(send, recv, c->count, c->dt,
-					     c->root, comm, st);
-	case CHK_ALLGATHER:
-		return coll_allgather_stream(send, recv, c->count, c->dt, comm,
-					     st);
-	case CHK_REDUCE_SCATTER:
-		return coll_reduce_scatter_stream(send, recv, c->count, c->dt,
-						  c->op, comm, st);
-	case CHK_ALLTOALL:
-		return coll_alltoall_stream(send, recv, c->count, c->dt, comm,
-					    st);
-	default:
-		return -EINVAL;
-	}
-}
 
 /* Enqueue, synchronize the stream, then the operation's own result. */
 static int issue_stream_sync(const struct chk_case *c, void *send,
 			     void *recv)
 {
-	int ret = issue_stream(c, send, recv, stream);
+	int ret = chk_issue_stream(c, send, recv, comm, stream);
 
 	if (ret)
 		return ret;
