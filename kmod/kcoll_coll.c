@@ -170,9 +170,13 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	a->in_place = kcoll_shape_in_place(kcoll_shape(sqe->opcode), comm->rank,
 					   a->root, sqe->count, op->esize,
 					   sqe->send_addr, sqe->recv_addr);
-	/* Same inputs on every rank, same choice (kcoll_tune.c); a
-	 * stream-ordered op runs the default, as libcoll planned it. */
-	if (!p2p && !op->gpu)
+	/*
+	 * Same inputs on every rank, same choice (kcoll_tune.c). A
+	 * stream-ordered op runs the default, as libcoll planned it, and so
+	 * does every op of a DEVMEM communicator: a rank reducing on its
+	 * CPU then runs the same schedule as one reducing on its GPU.
+	 */
+	if (!p2p && !op->gpu && !comm->devmem)
 		a->algo = kcoll_tune_choose(a->opcode, a->nranks,
 					    sqe->count * op->esize,
 					    &comm->model);

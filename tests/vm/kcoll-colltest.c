@@ -53,7 +53,10 @@
  *       then cuStreamSynchronize and coll_comm_async_error()), the
  *       blocking and the non-blocking forms on device pointers; int32,
  *       bf16, fp32 and fp64; no send/recv; then many operations queued on
- *       one stream and two streams interleaved. Needs KCOLL_DEVMEM=1.
+ *       one stream, two streams interleaved, and two communicators each
+ *       with its own stream. Needs KCOLL_DEVMEM=1. With -m the odd
+ *       ranks keep host memory and the plain forms (their CPUs reduce):
+ *       one communicator of GPU and CPU ranks must give one answer.
  *       With -T: every rank but the last enqueues an allreduce with a 2 s
  *       timeout the last never joins: each stream must be released (it
  *       finishes within 15 s), the error -ETIMEDOUT and the report name
@@ -96,6 +99,8 @@ static coll_comm *comm;
 static int rank, nranks;
 static const char *dmabuf;	/* -D: the exporter of every buffer */
 static bool gpu;		/* -S: device memory and streams */
+static bool mixed;		/* -S -m: odd ranks keep host memory */
+static bool devbufs;		/* -S: this rank's buffers are device memory */
 static void *stream, *stream2;	/* -S */
 static int verbose;
 static unsigned int tap_n, tap_fail;
@@ -262,7 +267,7 @@ static void *gbuf_alloc(struct gbuf *g, size_t len)
 	}
 	memset(g->base, GUARD_BYTE, GUARD);
 	memset(g->base + GUARD + len, GUARD_BYTE, GUARD);
-	if (gpu)
+	if (devbufs)
 		cm_check(cm.alloc(&g->dev, len + 2 * GUARD), "cuMemAlloc");
 	return g->base + GUARD;
 }
@@ -326,6 +331,8 @@ static enum style next_style(void)
 {
 	static unsigned int seq;
 
+	if (gpu && !devbufs)	/* -m: a host rank among GPU ranks */
+		return seq++ % 2 ? ST_NONBLOCKING : ST_BLOCKING;
 	if (gpu)
 		return gpu_styles[seq++ % (sizeof(gpu_styles) /
 					   sizeof(gpu_styles[0]))];
@@ -481,7 +488,7 @@ static size_t run_case(const struct chk_case *c, enum style st)
 		rp = r;
 	}
 	case_name(c, what, sizeof(what));
-	if (gpu) {
+	if (devbufs) {
 		/* The device copies: what the operation sees. */
 		gbuf_sync(&gs, true);
 		gbuf_sync(&gr, true);
@@ -498,7 +505,7 @@ static size_t run_case(const struct chk_case *c, enum style st)
 	}
 	ret = st == ST_STREAM ? issue_stream_sync(c, sp, rp) :
 				issue(c, sp, rp, st);
-	if (gpu) {
+	if (devbufs) {
 		gbuf_sync(&gs, false);
 		gbuf_sync(&gr, false);
 	}
@@ -851,6 +858,78 @@ static void stream_flood_case(void)
 	}
 	report(bad, "40 allreduces queued on one stream, then 40 on two "
 	       "streams in turn", t0);
+}
+
+/*
+ * -S: two communicators of the same ranks, each with its own stream,
+ * operations enqueued on both in turn: each communicator has its own
+ * doorbell page and order, neither waits for the other.
+ */
+static void stream_two_comms_case(void)
+{
+	enum { N = 16, COUNT = 777 };
+	struct chk_case c = {
+		.coll = CHK_ALLREDUCE, .dt = COLL_DTYPE_INT32,
+		.op = COLL_REDOP_SUM, .count = COUNT, .in_place = true,
+		.rank = rank, .nranks = nranks,
+	};
+	const char *root = getenv("KCOLL_ROOT");
+	char root2[128], *colon;
+	struct gbuf g[N];
+	coll_comm *comm2 = NULL;
+	void *buf[N];
+	int64_t bad = 0;
+	double t0 = now();
+	int i, ret;
+
+	/* The second one bootstraps at the next port of the same root. */
+	if (!root || !(colon = strrchr(root, ':'))) {
+		tap(true, "two communicators # SKIP needs KCOLL_ROOT host:port");
+		return;
+	}
+	snprintf(root2, sizeof(root2), "%.*s:%d", (int)(colon - root), root,
+		 atoi(colon + 1) + 1000);
+	setenv("KCOLL_ROOT", root2, 1);
+	ret = coll_comm_init_env(&comm2);
+	setenv("KCOLL_ROOT", root, 1);
+	if (ret) {
+		diag("second communicator: %s", coll_last_error());
+		report(1, "two communicators, two streams", t0);
+		return;
+	}
+	for (i = 0; i < N; i++) {
+		buf[i] = gbuf_alloc(&g[i], COUNT * 4);
+		chk_fill(&c, buf[i], NULL);
+		gbuf_sync(&g[i], true);
+	}
+	for (i = 0; i < N; i++) {
+		void *d = gbuf_dev(&g[i], buf[i]);
+
+		ret = coll_allreduce_stream(d, d, COUNT, c.dt, c.op,
+					    i & 1 ? comm2 : comm,
+					    i & 1 ? stream2 : stream);
+		if (ret) {
+			diag("two communicators: %d: %s", i, coll_last_error());
+			bad++;
+		}
+	}
+	cm_check(cm.stream_sync(stream), "cuStreamSynchronize");
+	cm_check(cm.stream_sync(stream2), "cuStreamSynchronize");
+	if ((ret = coll_comm_async_error(comm)) ||
+	    (ret = coll_comm_async_error(comm2))) {
+		diag("two communicators: %s", coll_strerror(ret));
+		bad++;
+	}
+	for (i = 0; i < N; i++) {
+		gbuf_sync(&g[i], false);
+		bad += (int64_t)(chk_verify(&c, buf[i], NULL, NULL, 0) +
+				 gbuf_damage(&g[i]));
+		gbuf_free(&g[i]);
+	}
+	ret = coll_comm_destroy(comm2);
+	bad += ret != 0;
+	report(bad, "16 allreduces on two communicators, each with its "
+	       "own stream, in turn", t0);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1319,7 +1398,7 @@ int main(int argc, char **argv)
 	double t0 = now();
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "qFc:t:vMKXTGD:SAW")) != -1) {
+	while ((opt = getopt(argc, argv, "qFc:t:vMKXTGD:SAWm")) != -1) {
 		switch (opt) {
 		case 'q':
 			level = 0;
@@ -1345,6 +1424,9 @@ int main(int argc, char **argv)
 			break;
 		case 'S':
 			gpu = true;
+			break;
+		case 'm':
+			mixed = true;
 			break;
 		case 'M':
 		case 'K':
@@ -1393,20 +1475,24 @@ int main(int argc, char **argv)
 	}
 	if (init_comm())
 		return 1;
+	devbufs = gpu && !(mixed && (rank & 1));
 	if (rank == 0)
-		printf("# kcoll-colltest: %d ranks, %s run%s%s%s\n", nranks,
+		printf("# kcoll-colltest: %d ranks, %s run%s%s%s%s\n", nranks,
 		       level == 0 ? "quick" : level == 1 ? "default" : "full",
 		       dmabuf ? ", every buffer a dma-buf of " : "",
 		       dmabuf ? dmabuf : "",
 		       !gpu ? "" : cm.standin ?
 		       ", GPU memory and streams of the STAND-IN CUDA driver" :
-		       ", GPU memory and streams (CUDA)");
+		       ", GPU memory and streams (CUDA)",
+		       mixed ? "; odd ranks on host memory" : "");
 	if (special != 'G') {
 		small_matrix(only);
 		big_cases(level, only);
 	}
-	if (only < 0 && gpu)
+	if (only < 0 && gpu && !mixed) {
 		stream_flood_case();
+		stream_two_comms_case();
+	}
 	if (only < 0 && !dmabuf && !gpu) {
 		group_case();
 		flood_case();

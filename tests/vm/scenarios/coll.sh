@@ -269,6 +269,10 @@ if [ -n "$gpu" ]; then
 	run colltest-gpu 1200 "$COLLTEST" -q -S -t 1150 ${gpu_only:+-c "$gpu_only"}
 	[ -f "$KCOLL_OUT/colltest-gpu-rank0.log" ] &&
 		cp "$KCOLL_OUT/colltest-gpu-rank0.log" "$KCOLL_OUT/colltest-gpu.tap"
+	# One communicator of GPU ranks (even) and CPU ranks (odd).
+	run colltest-mixed 900 "$COLLTEST" -q -S -m -c "${gpu_only:-reduce_scatter}" -t 850
+	[ -f "$KCOLL_OUT/colltest-mixed-rank0.log" ] &&
+		cp "$KCOLL_OUT/colltest-mixed-rank0.log" "$KCOLL_OUT/colltest-mixed.tap"
 	# Failures while streams wait: a peer missing (timeout), an abort,
 	# a stream that gets there too late. Each rank checks its own.
 	for f in T A W; do
