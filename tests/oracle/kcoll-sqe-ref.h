@@ -6,8 +6,11 @@
  * kcoll_sqe_check() with it, and the in-VM fuzzer (tests/vm/kcoll-fuzz.c)
  * the CQEs the kernel posts.
  *
- * The rules: an unknown opcode, a flag, a priority above KCOLL_PRIO_MAX, a
- * non-zero resv, a field the opcode does not use that is not zero, a
+ * The rules: an unknown opcode, an unknown flag, a priority above
+ * KCOLL_PRIO_MAX, a non-zero resv (but a stream-ordered collective's
+ * ticket: KCOLL_SQE_F_GPU on an operation of a communicator other than
+ * send/recv, with resv its non-zero ticket), a field the opcode does not
+ * use that is not zero, a
  * missing dtype/redop/comm where the opcode needs one, AVG on an integer
  * type are -EINVAL; a count above the opcode's limit is -ERANGE. When both
  * kinds of fault are present, the kernel may report either (the order of
@@ -86,7 +89,12 @@ kcoll_ref_sqe(const struct kcoll_sqe *s)
 
 	if (!kcoll_ref_use(s->opcode, &u))
 		return KCOLL_REF_EINVAL;
-	inval |= s->flags != 0 || s->prio > KCOLL_PRIO_MAX || s->resv != 0;
+	inval |= (s->flags & ~KCOLL_SQE_F_GPU) || s->prio > KCOLL_PRIO_MAX;
+	if (s->flags & KCOLL_SQE_F_GPU)
+		inval |= !u.comm || s->resv == 0 || s->opcode == KCOLL_OP_SEND ||
+			 s->opcode == KCOLL_OP_RECV;
+	else
+		inval |= s->resv != 0;
 	if (u.dtype)
 		inval |= s->dtype == KCOLL_DTYPE_NONE ||
 			 s->dtype >= KCOLL_DTYPE_LAST;
