@@ -483,6 +483,150 @@ static int kd_same(struct kd_buf *b, size_t off, size_t len, int seed)
 	return i == len;
 }
 
+static double kd_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/*
+ * Stream-ordered operations (KCOLL_SQE_F_GPU) at the ABI, with this
+ * thread playing the GPU stream on the doorbell page (the module is the
+ * real one): GPU_SETUP's bad input, an allreduce whose reduction step the
+ * thread computes, a ticket that does not grow, and a stream that never
+ * comes. 0, or the number of the check that failed.
+ */
+static int kd_gpu(struct kd_rank *k, struct tring *r, __u32 id, __u32 h,
+		  struct kd_buf *b)
+{
+	const size_t n = 4096, half = n / 2;
+	long page = sysconf(_SC_PAGESIZE);
+	char *base = b->map, *scratch = base + 3 * KD_BIG;
+	struct kcoll_gpu_bell *bell, *bell2;
+	struct kcoll_gpu_setup g, x;
+	struct kcoll_comm_report rep;
+	struct kcoll_cqe c;
+	struct kcoll_sqe s, *q;
+	float *v = (float *)base, *landed = (float *)scratch;
+	__u64 T;
+	size_t i, off;
+	double t0;
+	int ok;
+
+	bell = mmap(NULL, page, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	bell2 = mmap(NULL, page, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (bell == MAP_FAILED || bell2 == MAP_FAILED)
+		return 50;
+	munmap(bell2, page);		/* now an unmapped address */
+	memset(&g, 0, sizeof(g));
+	g.comm_id = id;
+	g.scratch_mr = h;
+	g.bell = (uintptr_t)bell;
+	g.scratch_addr = (uintptr_t)scratch;
+	g.scratch_len = KD_BIG;
+#define KG(field_expr, want, code) do { x = g; field_expr; \
+	if (kt_ioctl(r->fd, KCOLL_IOC_GPU_SETUP, &x) != (want)) return code; } while (0)
+	KG(x.bell = 0, -EINVAL, 51);
+	KG(x.bell += 8, -EINVAL, 52);
+	KG(x.bell = 0xffff888000000000ULL, -EINVAL, 53);
+	KG(x.bell = (uintptr_t)bell2, -EFAULT, 54);
+	KG(x.resv[1] = 1, -EINVAL, 55);
+	KG(x.scratch_mr = 0, -EINVAL, 56);
+	KG(x.scratch_mr = h + 1000, -ENOENT, 57);
+	KG(x.scratch_len = 2 * KD_BIG, -ERANGE, 58);
+	KG(x.comm_id = id + 1000, -ENOENT, 59);
+	KG(x.scratch_len = 0, -EINVAL, 60);
+	KG((void)0, 0, 61);
+	KG(x.bell = (uintptr_t)bell + page * 0 + 0, 0, 62);	/* same page: ok */
+	bell2 = mmap(NULL, page, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	KG(x.bell = (uintptr_t)bell2, -EBUSY, 63);	/* one page per comm */
+#undef KG
+
+	/* An in-place allreduce of fp32, ticket 1. Ring on 2 ranks: this
+	 * rank reduces the other's half of the buffer in the scratch. */
+	kd_cpu(b, 1);
+	for (i = 0; i < n; i++)
+		v[i] = (float)(k->rank + 1 + i % 7);
+	kd_cpu(b, 0);
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
+		    0, n, base, base);
+	s.send_mr = s.recv_mr = h;
+	s.flags = KCOLL_SQE_F_GPU;
+	s.resv = 1;
+	s.timeout_ms = 20000;
+	q = kt_get_sqe(r);
+	if (!q)
+		return 64;
+	*q = s;
+	if (kt_submit(r) != 1)
+		return 65;
+	T = 1ULL << KCOLL_GPU_TICKET_SHIFT;
+	/* The module must not touch the buffers before the stream comes. */
+	usleep(200000);
+	if (kt_cq_ready(r))
+		return 66;
+	__atomic_store_n(&bell->start[1], T, __ATOMIC_RELEASE);
+	for (t0 = kd_now(); __atomic_load_n(&bell->ready, __ATOMIC_ACQUIRE) <
+			    (T | 1); usleep(1000))
+		if (kd_now() - t0 > 20)
+			return 67;
+	/* The "kernel": dst = operand + landed, chunk rank - 1 (mod 2). */
+	off = k->rank == 0 ? half : 0;
+	kd_cpu(b, 1);
+	for (i = 0; i < half; i++)
+		v[off + i] += landed[i];
+	kd_cpu(b, 0);
+	__atomic_store_n(&bell->done[1], T | 1, __ATOMIC_RELEASE);
+	while (kt_pop(r, &c))
+		if (kt_enter(r, 0, 1, KCOLL_ENTER_GETEVENTS, 0) < 0)
+			return 68;
+	if (c.res)
+		return 69;
+	kd_cpu(b, 1);
+	for (ok = 1, i = 0; i < n; i++)
+		ok &= v[i] == (float)(3 + 2 * (i % 7));
+	kd_cpu(b, 0);
+	if (!ok)
+		return 70;
+	if (bell->end < (T | KCOLL_GPU_STEP_MASK) ||
+	    bell->cancel >= T)
+		return 71;
+
+	/* The same ticket again: refused, nothing waits. */
+	if (kt_run(r, &s) != -EINVAL)
+		return 72;
+
+	/* Ticket 2: rank 0's stream never comes. It fails first (the
+	 * shorter timeout) saying so; rank 1 fails naming rank 0; both
+	 * streams are released, their kernels told to skip. */
+	s.resv = 2;
+	s.timeout_ms = k->rank == 0 ? 1500 : 8000;
+	T = 2ULL << KCOLL_GPU_TICKET_SHIFT;
+	if (k->rank == 1)
+		__atomic_store_n(&bell->start[2], T, __ATOMIC_RELEASE);
+	if (kt_run(r, &s) >= 0)
+		return 73;
+	if (bell->ready < (T | KCOLL_GPU_STEP_MASK) ||
+	    bell->end < (T | KCOLL_GPU_STEP_MASK) ||
+	    bell->cancel < (T | KCOLL_GPU_STEP_MASK))
+		return 74;
+	memset(&rep, 0, sizeof(rep));
+	rep.comm_id = id;
+	if (kt_ioctl(r->fd, KCOLL_IOC_COMM_REPORT, &rep))
+		return 75;
+	if (k->rank == 0 && (rep.error != -ETIMEDOUT ||
+			     rep.reason != KCOLL_REPORT_GPU_STREAM))
+		return 76;
+	if (k->rank == 1 && rep.peer != 0)
+		return 77;
+	return 0;
+}
+
 #define KR_CHECK(cond, c) do { if (!(cond)) { \
 	fprintf(stderr, "# rank %d: %s:%d: %s\n", k->rank, __FILE__, \
 		__LINE__, #cond); k->code = (c); goto out; } } while (0)
@@ -620,6 +764,15 @@ static void *kd_rank_main(void *arg)
 		    KCOLL_REDOP_MAX, 0, 1024, base + 2 * KD_BIG, base);
 	s.send_mr = s.recv_mr = h;
 	KR_CHECK(kt_run(&r, &s) == -EOPNOTSUPP, 31);
+	/* ... unless stream-ordered: the GPU (here this thread) reduces. */
+	pthread_barrier_wait(k->bar);
+	k->code = kd_gpu(k, &r, id, h, b);
+	if (k->code) {
+		fprintf(stderr, "# rank %d: stream-ordered check %d failed\n",
+			k->rank, k->code);
+		goto out;
+	}
+	k->code = 1;
 	(void)other;
 done:
 	pthread_barrier_wait(k->bar);
@@ -659,7 +812,7 @@ static int kd_pair_run(void *arg)
 static void kd_pair_test(struct __test_metadata *_metadata,
 			 const char *exporter)
 {
-	long long ops0, touch0, intra0, eager0, wr0, copy0;
+	long long ops0, touch0, intra0, eager0, wr0, copy0, gops0, gsteps0;
 	struct kd_buf b[2];
 	struct kd_pair p;
 	int err;
@@ -681,6 +834,8 @@ static void kd_pair_test(struct __test_metadata *_metadata,
 	eager0 = kt_sysfs_read("stats/eager_sends");
 	wr0 = kt_sysfs_read("stats/rdma_write_bytes");
 	copy0 = kt_sysfs_read("stats/nic_copy_bytes");
+	gops0 = kt_sysfs_read("stats/gpu_ops");
+	gsteps0 = kt_sysfs_read("stats/gpu_steps");
 	p.b = b;
 	p.flags = KCOLL_COMM_DEVMEM;
 	EXPECT_EQ(0, kt_as_nobody(kd_pair_run, &p)) TH_LOG("%s, DEVMEM", exporter);
@@ -695,6 +850,10 @@ static void kd_pair_test(struct __test_metadata *_metadata,
 	/* The local parts (broadcast's root, allgather's and alltoall's own
 	 * blocks, alltoall in place) were the NIC's copies. */
 	EXPECT_LE(copy0 + 6 * KD_BIG, kt_sysfs_read("stats/nic_copy_bytes"));
+	/* The stream-ordered part ran: tickets 1 and 2 on each rank, one
+	 * reduction step each handed to the "stream". */
+	EXPECT_LE(gops0 + 4, kt_sysfs_read("stats/gpu_ops"));
+	EXPECT_LE(gsteps0 + 2, kt_sysfs_read("stats/gpu_steps"));
 	p.flags = 0;
 	EXPECT_EQ(0, kt_as_nobody(kd_pair_run, &p)) TH_LOG("%s, not DEVMEM", exporter);
 	kd_free(&b[0]);
