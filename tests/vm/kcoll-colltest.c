@@ -62,7 +62,7 @@
  *       finishes within 15 s), the error -ETIMEDOUT and the report name
  *       the last rank. -A: the same, but the waiting ranks abort their
  *       communicator after 1 s instead (the stream goes on once the
- *       connections are down: within 40 s). -W: rank 0's stream starts
+ *       connections are down: within 75 s). -W: rank 0's stream starts
  *       only after 6 s (FAKECUDA_STALL_MS of the stand-in), its timeout
  *       1 s, the others' 6 s: rank 0 must fail with -ETIMEDOUT naming its
  *       own GPU stream, its buffer untouched once the stream ran; the
@@ -1301,6 +1301,7 @@ static int test_stream_fault(int how)
 		coll_comm_destroy(comm);
 		return result_line(true, "# SKIP needs 2 ranks");
 	}
+	devbufs = true;
 	buf = gbuf_alloc(&g, COUNT * sizeof(float));
 	for (i = 0; i < COUNT; i++)
 		buf[i] = (float)rank;
@@ -1329,9 +1330,14 @@ static int test_stream_fault(int how)
 		sleep(1);
 		ret = coll_comm_abort(comm);
 		comm = NULL;
-		/* Released once the NIC can no longer write into the
-		 * buffer: the connections are down (seconds under TCG). */
-		released = stream_done_within(40);
+		/*
+		 * Released once the NIC can no longer write into the
+		 * buffer: the connections are down. Seconds under TCG, but
+		 * 6.1's rxe now and then stalls a requester until the send
+		 * queue watchdog closes it (30 s; DESIGN.md "Known limits"):
+		 * seen once at 41 s.
+		 */
+		released = stream_done_within(75);
 		dt = now() - t0;
 		gbuf_sync(&g, false);
 		for (i = 0; i < COUNT; i++)
