@@ -517,11 +517,12 @@ static int kd_gpu(struct kd_rank *k, struct tring *r, __u32 id, __u32 h,
 
 	bell = mmap(NULL, page, PROT_READ | PROT_WRITE,
 		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	bell2 = mmap(NULL, page, PROT_READ | PROT_WRITE,
-		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	/* A page nobody may touch (not an unmapped address: the other
+	 * rank, a thread of this process, could map something there). */
+	bell2 = mmap(NULL, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
+		     -1, 0);
 	if (bell == MAP_FAILED || bell2 == MAP_FAILED)
 		return 50;
-	munmap(bell2, page);		/* now an unmapped address */
 	memset(&g, 0, sizeof(g));
 	g.comm_id = id;
 	g.scratch_mr = h;
@@ -542,8 +543,11 @@ static int kd_gpu(struct kd_rank *k, struct tring *r, __u32 id, __u32 h,
 	KG(x.scratch_len = 0, -EINVAL, 60);
 	KG((void)0, 0, 61);
 	KG(x.bell = (uintptr_t)bell + page * 0 + 0, 0, 62);	/* same page: ok */
+	munmap(bell2, page);
 	bell2 = mmap(NULL, page, PROT_READ | PROT_WRITE,
 		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (bell2 == MAP_FAILED)
+		return 50;
 	KG(x.bell = (uintptr_t)bell2, -EBUSY, 63);	/* one page per comm */
 #undef KG
 
