@@ -55,7 +55,6 @@ COLL_HIDDEN int coll_cuda_stream_ready(void);
 /* Must a wait on NIC-written data flush them (GPUDirect write ordering)? */
 COLL_HIDDEN int coll_cuda_flush_needed(void);
 COLL_HIDDEN int coll_cuda_host_map(void *p, size_t len, uint64_t *dptr);
-COLL_HIDDEN void coll_cuda_host_unmap(void *p);
 COLL_HIDDEN int coll_cuda_alloc(size_t len, uint64_t *dptr);
 COLL_HIDDEN void coll_cuda_free(uint64_t dptr);
 COLL_HIDDEN int coll_cuda_wait64(void *stream, uint64_t dptr, uint64_t v,

@@ -1296,6 +1296,34 @@ static int kcoll_ioctl(int fd, unsigned long cmd, void *arg)
 	return ret < 0 ? -errno : 0;
 }
 
+/*
+ * A doorbell page outlives its communicator: streams that had operations
+ * of it enqueued may still be on their way through its waits (the kernel
+ * released them all, with cancel set, before the communicator went; a
+ * stream that has not run yet reads those words later), and CUDA must not
+ * find the page unregistered or reused then. One page per communicator
+ * that ran a stream-ordered operation, kept (registered) for the life of
+ * the process.
+ */
+static struct parked_bell {
+	struct parked_bell *next;
+	void *page;
+} *parked_bells;
+static pthread_mutex_t parked_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void comm_park_bell(void *page)
+{
+	struct parked_bell *b = malloc(sizeof(*b));
+
+	if (!b)
+		return;		/* lost, still registered: the same */
+	b->page = page;
+	pthread_mutex_lock(&parked_lock);
+	b->next = parked_bells;
+	parked_bells = b;
+	pthread_mutex_unlock(&parked_lock);
+}
+
 /* Release everything but the kernel communicator itself. */
 static void comm_free(coll_comm *c)
 {
@@ -1325,10 +1353,8 @@ static void comm_free(coll_comm *c)
 	coll_ring_exit(&c->ring);
 	if (c->scratch)
 		coll_cuda_free(c->scratch);
-	if (c->bell) {
-		coll_cuda_host_unmap(c->bell);
-		free(c->bell);
-	}
+	if (c->bell)
+		comm_park_bell(c->bell);
 	free(c->slots);
 	free(c->free_slots);
 	pthread_mutex_destroy(&c->gpu_lock);

@@ -374,10 +374,6 @@ int coll_cuda_host_map(void *p, size_t len, uint64_t *dptr)
 	return 0;
 }
 
-void coll_cuda_host_unmap(void *p)
-{
-	cu.host_unregister(p);
-}
 
 int coll_cuda_alloc(size_t len, uint64_t *dptr)
 {
