@@ -3889,16 +3889,6 @@ static void nic_init(void)
 			exit(2);
 		}
 		memcpy(g_nicsrc_ref[i], g_nicsrc[i], NIC_BYTES);
-		/*
-		 * Read-only from here on (a send buffer is pinned without
-		 * write access): a stray store of this program's into it
-		 * faults and is reported where it happened, and a change
-		 * nic_src_check() still sees came through the kernel.
-		 */
-		if (mprotect(g_nicsrc[i], NIC_BYTES, PROT_READ)) {
-			perror("kcoll-fuzz: mprotect");
-			exit(2);
-		}
 	}
 	for (i = 0; i < NNIC; i++) {
 		pthread_rwlock_init(&g_nic[i].rw, NULL);
