@@ -16,7 +16,8 @@
  * with ready = end = its ticket's last value (and cancel too on failure,
  * so that its kernels leave memory alone); a communicator going away
  * (destroy, abort, the file closed, the device removed) sets every word to
- * ~0. The module never trusts what it reads from the page: it only
+ * KCOLL_GPU_RELEASED (past every ticket, also in the streams' cyclic
+ * compare, which ~0 is not). The module never trusts what it reads from the page: it only
  * compares start and done with what it waits for.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -35,7 +36,6 @@
 #include "kcoll_engine.h"
 #include "kcoll_gpu.h"
 
-#define KCOLL_GPU_ALL	(~0ULL)
 
 static u64 kcoll_gpu_val(u64 ticket, u64 step)
 {
@@ -55,12 +55,37 @@ static u64 *kcoll_gpu_done(struct kcoll_gpu *g, u64 v)
 			      KCOLL_GPU_SLOTS];
 }
 
-/* Raise a word the module owns to at least @v (they only grow). */
+/*
+ * Raise a word the module owns to at least @v: they only grow. libcoll
+ * raises them too (a ticket whose SQE it could not submit), so this is an
+ * atomic maximum, never a store that could lower what it raised.
+ * cmpxchg is fully ordered: what the stream may touch once it sees @v
+ * is ready.
+ */
 static void kcoll_gpu_raise(u64 *word, u64 v)
 {
-	/* Release: what the stream may touch once it sees @v is ready. */
-	if (READ_ONCE(*word) < v)
-		smp_store_release(word, v);
+	u64 old = READ_ONCE(*word), prev;
+
+	while (old < v) {
+		prev = cmpxchg64(word, old, v);
+		if (prev == old)
+			break;
+		old = prev;
+	}
+}
+
+/*
+ * The poll interval: gpu_poll_us while a handoff is fresh, doubling up to
+ * KCOLL_GPU_POLL_MAX_NS while nothing comes (a stream that never arrives,
+ * or one that waits behind long work), back to gpu_poll_us on progress.
+ * Whatever a user leaves waiting costs at most 1 / KCOLL_GPU_POLL_MAX_NS
+ * timer callbacks per second per communicator.
+ */
+#define KCOLL_GPU_POLL_MAX_NS	(10 * NSEC_PER_MSEC)
+
+static u64 kcoll_gpu_poll_base(void)
+{
+	return (u64)kcoll_gpu_poll_us() * NSEC_PER_USEC;
 }
 
 static enum hrtimer_restart kcoll_gpu_poll(struct hrtimer *t)
@@ -77,7 +102,11 @@ static enum hrtimer_restart kcoll_gpu_poll(struct hrtimer *t)
 		kcoll_mod_delayed(&g->comm->kick, 0);
 		return HRTIMER_NORESTART;
 	}
-	hrtimer_forward_now(t, ns_to_ktime((u64)kcoll_gpu_poll_us() * NSEC_PER_USEC));
+	WRITE_ONCE(g->poll_ns, min_t(u64, max(READ_ONCE(g->poll_ns),
+					      kcoll_gpu_poll_base()) * 2,
+				    max_t(u64, KCOLL_GPU_POLL_MAX_NS,
+					  kcoll_gpu_poll_base())));
+	hrtimer_forward_now(t, ns_to_ktime(READ_ONCE(g->poll_ns)));
 	return HRTIMER_RESTART;
 }
 
@@ -90,7 +119,8 @@ static void kcoll_gpu_arm(struct kcoll_gpu *g)
 	 * comes back here: no wakeup is lost.
 	 */
 	if (!hrtimer_active(&g->timer))
-		hrtimer_start(&g->timer, ns_to_ktime((u64)kcoll_gpu_poll_us() * NSEC_PER_USEC),
+		hrtimer_start(&g->timer, ns_to_ktime(max(READ_ONCE(g->poll_ns),
+							 kcoll_gpu_poll_base())),
 			      HRTIMER_MODE_REL_SOFT);
 }
 
@@ -315,6 +345,7 @@ bool kcoll_gpu_started(struct kcoll_task *op)
 	if (smp_load_acquire(kcoll_gpu_start(g, op->gpu_t)) >= op->gpu_t) {
 		/* The stream's earlier work on these buffers is over. */
 		op->gpu_started = true;
+		WRITE_ONCE(g->poll_ns, 0);	/* progress: poll fast again */
 		op->gpu_waiting = false;
 		WRITE_ONCE(g->wait_start, 0);
 		return true;
@@ -361,6 +392,7 @@ static bool kcoll_gpu_step(struct kcoll_task *op)
 	WRITE_ONCE(g->wait_done, 0);
 	op->gpu_posted = false;
 	op->gpu_step++;
+	WRITE_ONCE(g->poll_ns, 0);		/* progress: poll fast again */
 	kcoll_stat_add(KCOLL_STAT_GPU_STEP_NS,
 		       ktime_get_ns() - op->gpu_posted_ns);
 	return true;
@@ -433,10 +465,10 @@ void kcoll_gpu_shutdown(struct kcoll_comm *comm)
 	mutex_lock(&comm->lock);
 	g = comm->gpu;
 	if (g && !g->dead) {
-		g->bell->cancel = KCOLL_GPU_ALL;
-		smp_wmb();	/* cancel before the waits pass */
-		WRITE_ONCE(g->bell->ready, KCOLL_GPU_ALL);
-		WRITE_ONCE(g->bell->end, KCOLL_GPU_ALL);
+		/* cancel first: the raises are fully ordered */
+		kcoll_gpu_raise(&g->bell->cancel, KCOLL_GPU_RELEASED);
+		kcoll_gpu_raise(&g->bell->ready, KCOLL_GPU_RELEASED);
+		kcoll_gpu_raise(&g->bell->end, KCOLL_GPU_RELEASED);
 		WRITE_ONCE(g->dead, true);
 	}
 	mutex_unlock(&comm->lock);

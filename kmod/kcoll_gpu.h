@@ -28,6 +28,8 @@ struct kcoll_gpu {
 	u64 wait_start;
 	u64 wait_done;
 	struct hrtimer timer;		/* polls while one is set */
+	u64 poll_ns;			/* its interval now (0: gpu_poll_us),
+					 * doubled while nothing comes */
 	bool dead;			/* every word released for good */
 };
 

@@ -527,13 +527,16 @@ struct kcoll_comm_report {
  *
  * A failed operation also sets cancel = T | STEP_MASK: its kernels (which
  * take &cancel and T) leave memory alone. When the communicator goes away
- * (destroy, abort, process exit) ready, end and cancel become ~0: no
- * stream waits for ever. The kernel only writes ready, end and cancel; it
+ * (destroy, abort, process exit) ready, end and cancel are raised to
+ * KCOLL_GPU_RELEASED, past every ticket's values (and still ahead of them
+ * in the streams' cyclic "greater or equal", which ~0 is not): no stream
+ * waits for ever. The kernel only writes ready, end and cancel; it
  * only reads start[] and done[].
  */
 #define KCOLL_GPU_TICKET_SHIFT	24
 #define KCOLL_GPU_STEP_MASK	((1ULL << KCOLL_GPU_TICKET_SHIFT) - 1)
 #define KCOLL_GPU_SLOTS		64
+#define KCOLL_GPU_RELEASED	(1ULL << 62)
 
 struct kcoll_gpu_bell {
 	__u64	ready;		/* kernel writes */
