@@ -100,10 +100,11 @@ static int kcoll_op_nocpu(struct kcoll_task *op)
 	if (!comm->devmem || comm->nranks == 1 ||
 	    comm->remote_peers != comm->nranks - 1)
 		return -EOPNOTSUPP;
-	/* Stream-ordered: the GPU reduces (kcoll_gpu.c). */
-	n = op->gpu ? 0 : kcoll_sched_nphases(&op->args);
+	/* Stream-ordered: the GPU does the CPU's steps (kcoll_gpu.c);
+	 * otherwise no reduction at all. */
 	if (op->reduce && !op->gpu)
 		return -EOPNOTSUPP;
+	n = op->gpu ? 0 : kcoll_sched_nphases(&op->args);
 	for (i = 0; i < n; i++) {
 		kcoll_sched_phase(&op->args, i, &ph);
 		if (kcoll_phase_touches_nocpu(op, &ph))
@@ -291,7 +292,6 @@ void kcoll_coll_issue(struct kcoll_req *req)
 	if (op->gpu) {
 		err = kcoll_gpu_queue(op);
 		if (err) {
-			op->gpu = false;	/* not counted */
 			mutex_unlock(&comm->lock);
 			goto out_unlock_dev;
 		}

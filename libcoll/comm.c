@@ -967,14 +967,26 @@ static int comm_gpu_setup(coll_comm *c, uint64_t need)
 	return 0;
 }
 
+/* Raise a word the module owns to at least @v: an atomic maximum, as
+ * the module's own raise (the two may race; neither lowers the other). */
+static void bell_raise(__u64 *w, __u64 v)
+{
+	__u64 old = __atomic_load_n(w, __ATOMIC_RELAXED);
+
+	while (old < v &&
+	       !__atomic_compare_exchange_n(w, &old, v, false,
+					    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		;
+}
+
 /* Let the stream past ticket @T (nothing in the kernel will). */
 static void comm_gpu_release(coll_comm *c, uint64_t T)
 {
 	uint64_t last = T | KCOLL_GPU_STEP_MASK;
 
-	__atomic_store_n(&c->bell->cancel, last, __ATOMIC_RELEASE);
-	__atomic_store_n(&c->bell->ready, last, __ATOMIC_RELEASE);
-	__atomic_store_n(&c->bell->end, last, __ATOMIC_RELEASE);
+	bell_raise(&c->bell->cancel, last);
+	bell_raise(&c->bell->ready, last);
+	bell_raise(&c->bell->end, last);
 }
 
 static uint64_t bell_word(coll_comm *c, size_t off)

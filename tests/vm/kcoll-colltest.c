@@ -1332,10 +1332,10 @@ static int test_stream_fault(int how)
 		comm = NULL;
 		/*
 		 * Released once the NIC can no longer write into the
-		 * buffer: the connections are down. Seconds under TCG, but
-		 * 6.1's rxe now and then stalls a requester until the send
-		 * queue watchdog closes it (30 s; DESIGN.md "Known limits"):
-		 * seen once at 41 s.
+		 * buffer: the connections are down. Seconds under TCG; the
+		 * bound leaves room for 6.1's rxe stalling a requester until
+		 * the send-queue watchdog closes it (30 s; DESIGN.md "Known
+		 * limits").
 		 */
 		released = stream_done_within(75);
 		dt = now() - t0;
