@@ -30,9 +30,10 @@ static int kcoll_comm_show(struct kcoll_comm *comm, void *arg)
 
 	{
 		mutex_lock(&comm->lock);
-		seq_printf(m, "comm %llx rank %u/%u error %d ops %u next_seq %u model %u/%u/%u\n",
+		seq_printf(m, "comm %llx rank %u/%u error %d ops %u next_seq %u up %u model %u/%u/%u\n",
 			   comm->uid, comm->rank, comm->nranks, comm->error,
-			   comm->nr_ops, comm->coll_seq, comm->model.alpha_ns,
+			   comm->nr_ops, comm->coll_seq, comm->nr_up,
+			   comm->model.alpha_ns,
 			   comm->model.beta_ps, comm->model.gamma_ps);
 		list_for_each_entry(op, &comm->ops, all)
 			seq_printf(m, "  op %s algo %s prio %u%s seq %u kind %u started %d phase %u/%u err %d fin %d sigs %u%s send %llu/%llu/%llu recv %llu/%llu/%llu writes %u grants %u gmrs %u\n",

@@ -344,9 +344,16 @@ kcoll_res_check
 [ -n "$dmabuf$gpu$gpuab" ] && kcoll_exporters_down
 kcoll_mod_unload
 # skew: the model of every communicator the snapshots saw, "uid a/b/g".
+# The model is agreed once every peer has been heard: a snapshot taken
+# while a communicator was still connecting ("up" below nranks - 1) shows
+# a partial one, and is left out.
 if [ $skew = 1 ]; then
 	grep -h "^comm " "$KCOLL_OUT"/comms-*.txt 2>/dev/null |
-		awk '$(NF - 1) == "model" { print $2, $NF }' | sort -u >"$KCOLL_OUT/models.tmp"
+		awk '$(NF - 1) == "model" && $(NF - 3) == "up" {
+			split($4, rn, "/")
+			if ($(NF - 2) == rn[2] - 1)
+				print $2, $NF
+		}' | sort -u >"$KCOLL_OUT/models.tmp"
 	mv "$KCOLL_OUT/models.tmp" "$KCOLL_OUT/models.txt"
 	[ -s "$KCOLL_OUT/models.txt" ] || fail "skew: no communicator in the snapshots"
 	while read -r uid m; do
