@@ -53,6 +53,11 @@ static int kcoll_op_buf(struct kcoll_task *op, int which, u64 addr, u32 handle,
 				    &err);
 		if (!mem)
 			return err;
+		/* KCOLL_REG_READONLY: pinned for reading only. */
+		if (writable && !mem->buf.writable) {
+			kcoll_mem_put(mem);
+			return -EACCES;
+		}
 		delta = addr - mem->addr;
 		*b = mem->buf;
 		b->off0 = mem->buf.off0 + delta;

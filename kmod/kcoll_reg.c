@@ -57,6 +57,9 @@ int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	if (!dmabuf && (p.dmabuf_fd || p.dmabuf_off ||
 			(p.flags & KCOLL_REG_NO_CPU)))
 		return -EINVAL;
+	/* An import is mapped for the device both ways. */
+	if (dmabuf && (p.flags & KCOLL_REG_READONLY))
+		return -EINVAL;
 	if (!p.len)
 		return -EINVAL;
 	if (p.addr + p.len < p.addr)
@@ -97,7 +100,8 @@ int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 					      p.flags & KCOLL_REG_NO_CPU,
 					      ctx->quota);
 	else
-		err = kcoll_buf_pin_user(&mem->buf, p.addr, p.len, true);
+		err = kcoll_buf_pin_user(&mem->buf, p.addr, p.len,
+					 !(p.flags & KCOLL_REG_READONLY));
 	if (err)
 		goto out_unlock_dev;
 	if (!kcoll_buf_dry(&mem->buf)) {

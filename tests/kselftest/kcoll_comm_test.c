@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <grp.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <linux/capability.h>
 #include <sys/wait.h>
@@ -199,6 +200,118 @@ static int kt_drop_to_nobody(void)
 	    setresuid(65534, 65534, 65534))
 		return -errno;
 	return getuid() == 65534 && geteuid() == 65534 ? 0 : -EPERM;
+}
+
+/*
+ * The child of reg_mem_readonly, as nobody: @path is a root-owned file it
+ * may only read. A plain registration of its read-only mapping is refused
+ * (-EFAULT: it would be pinned for writing); KCOLL_REG_READONLY pins it for
+ * reading, and the registration then serves as a send buffer only: naming
+ * it where the operation writes fails the SQE with -EACCES. Exit codes
+ * name the failed check.
+ */
+static int kt_readonly_child(const char *path, size_t len)
+{
+	struct kcoll_rank_addr ra;
+	struct kcoll_reg_mem m = {};
+	struct kcoll_dereg_mem d = {};
+	float *src, *dst = calloc(1, len);
+	struct kcoll_sqe s;
+	struct tring r;
+	__u32 id;
+	int fd;
+
+	if (!dst || kt_drop_to_nobody())
+		return 1;
+	fd = open(path, O_RDONLY);
+	if (fd < 0 || open(path, O_RDWR) >= 0)
+		return 2;	/* void if we may write it */
+	src = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	if (src == MAP_FAILED)
+		return 3;
+	kt_addr_v4(&ra, "127.0.0.1");
+	if (kt_ring_init(&r, 8, 0, 0) ||
+	    kt_comm_create(r.fd, 0x7e31, "key", 0, 1, &ra, 0, &id))
+		return 4;
+	m.addr = (uintptr_t)src;
+	m.len = len;
+	m.comm_id = id;
+	if (kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m) != -EFAULT)
+		return 5;
+	m.flags = KCOLL_REG_READONLY | KCOLL_REG_DMABUF;
+	if (kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m) != -EINVAL)
+		return 6;
+	m.flags = KCOLL_REG_READONLY;
+	if (kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m) || !m.handle)
+		return 7;
+	/* A send buffer: read, never written. */
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
+		    0, len / 4, src, dst);
+	s.send_mr = m.handle;
+	if (kt_run(&r, &s) || memcmp(src, dst, len))
+		return 8;
+	/* A receive buffer: refused, whether named by handle ... */
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
+		    0, len / 4, dst, src);
+	s.recv_mr = m.handle;
+	if (kt_run(&r, &s) != -EACCES)
+		return 9;
+	/* ... or as the send buffer an in-place reduce-scatter writes. */
+	s = kt_coll(KCOLL_OP_REDUCE_SCATTER, id, KCOLL_DTYPE_FP32,
+		    KCOLL_REDOP_SUM, 0, len / 4, src, src);
+	s.send_mr = m.handle;
+	if (kt_run(&r, &s) != -EACCES)
+		return 10;
+	/* Still usable, and released as any other. */
+	s = kt_coll(KCOLL_OP_BROADCAST, id, KCOLL_DTYPE_FP32, 0, 0, len / 4,
+		    src, dst);
+	s.send_mr = m.handle;
+	if (kt_run(&r, &s))
+		return 11;
+	d.handle = m.handle;
+	if (kt_ioctl(r.fd, KCOLL_IOC_DEREG_MEM, &d))
+		return 12;
+	kt_ring_exit(&r);
+	return 0;
+}
+
+TEST(reg_mem_readonly)
+{
+	char path[] = "/tmp/kcoll-regro-XXXXXX";
+	size_t len = 64 << 10;
+	uint8_t *want = malloc(len), *got = malloc(len);
+	int fd, st;
+	pid_t pid;
+
+	if (geteuid())
+		SKIP(return, "a root-owned file needs root");
+	ASSERT_TRUE(want && got);
+	for (size_t i = 0; i < len; i++)
+		want[i] = (uint8_t)(i * 13 + 1);
+	fd = mkstemp(path);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ((ssize_t)len, write(fd, want, len));
+	ASSERT_EQ(0, fchmod(fd, 0644));
+	close(fd);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(kt_readonly_child(path, len));
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st));
+	EXPECT_EQ(0, WEXITSTATUS(st)) {
+		TH_LOG("unprivileged child failed check %d", WEXITSTATUS(st));
+	}
+	fd = open(path, O_RDONLY);
+	ASSERT_LE(0, fd);
+	EXPECT_EQ((ssize_t)len, read(fd, got, len));
+	close(fd);
+	EXPECT_EQ(0, memcmp(want, got, len)) {
+		TH_LOG("the root-owned file changed");
+	}
+	unlink(path);
+	free(want);
+	free(got);
 }
 
 /* Whether this process may lock memory beyond RLIMIT_MEMLOCK. */

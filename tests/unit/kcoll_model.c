@@ -756,8 +756,11 @@ static int m_ioctl(int fd, unsigned long req, void *arg)
 			return -ENOENT;
 		if (!r->len || r->handle || r->resv ||
 		    (r->flags & ~KCOLL_REG_FLAGS) ||
+		    ((r->flags & KCOLL_REG_DMABUF) &&
+		     (r->flags & KCOLL_REG_READONLY)) ||
 		    (!(r->flags & KCOLL_REG_DMABUF) &&
-		     (!r->addr || r->flags || r->dmabuf_fd || r->dmabuf_off)))
+		     (!r->addr || (r->flags & ~KCOLL_REG_READONLY) ||
+		      r->dmabuf_fd || r->dmabuf_off)))
 			return -EINVAL;
 		if (!(r->flags & KCOLL_REG_DMABUF)) {
 			/* Pinning fails on what is not mapped. */

@@ -2184,7 +2184,8 @@ static void act_reg_mem(struct tstate *t, struct slot *s)
 		m.len = rn(&t->r, 1 << 20) + 1;
 	m.addr = pick_addr(t, m.len < PRIV_DATA ? m.len : 4096, priv);
 	switch (rn(&t->r, 28)) {
-	case 0: m.flags = 1U << (2 + rn(&t->r, 30)); must_einval = true; break;
+	case 0: m.flags = 1U << (3 + rn(&t->r, 29)); must_einval = true; break;
+	case 24: m.flags = KCOLL_REG_READONLY; break;	/* pinned for reading */
 	case 1: m.dmabuf_fd = rval32(&t->r) | 1; must_einval = true; break;
 	case 2:
 		if (one_in(&t->r, 2))
@@ -2194,7 +2195,11 @@ static void act_reg_mem(struct tstate *t, struct slot *s)
 		must_einval = true;
 		break;
 	case 3: m.handle = rval32(&t->r) | 1; must_einval = true; break;
-	case 25: m.flags = KCOLL_REG_NO_CPU; must_einval = true; break;
+	case 25:
+		m.flags = one_in(&t->r, 2) ? KCOLL_REG_NO_CPU :
+			  KCOLL_REG_DMABUF | KCOLL_REG_READONLY;
+		must_einval = true;
+		break;
 	case 26: case 27:
 		/* A dma-buf import of an fd that is none: this file, a
 		 * closed or a random one. Never a success. */
@@ -3840,6 +3845,36 @@ static struct nicpair {
 static char *g_nicsrc_ref[2];
 static atomic_bool g_nicsrc_changed;
 
+/* Every run of changed bytes in g_nicsrc[@i] (at most 16), with the
+ * first word of each, for telling a stray DMA from a stray store. */
+static void nic_src_runs(int i)
+{
+	const uint8_t *now = (const uint8_t *)g_nicsrc[i];
+	const uint8_t *was = (const uint8_t *)g_nicsrc_ref[i];
+	uint64_t b = 0, e;
+	int runs = 0;
+
+	while (b < NIC_BYTES && runs < 16) {
+		if (now[b] == was[b]) {
+			b++;
+			continue;
+		}
+		for (e = b; e < NIC_BYTES && now[e] != was[e]; e++)
+			;
+		fprintf(stderr, "kcoll-fuzz:   changed bytes %#llx..%#llx (%llu, page %llu +%#llx): first %02x%02x%02x%02x, was %02x%02x%02x%02x\n",
+			(unsigned long long)b, (unsigned long long)e - 1,
+			(unsigned long long)(e - b),
+			(unsigned long long)(b / PAGE),
+			(unsigned long long)(b % PAGE),
+			now[b], b + 1 < e ? now[b + 1] : 0,
+			b + 2 < e ? now[b + 2] : 0, b + 3 < e ? now[b + 3] : 0,
+			was[b], b + 1 < e ? was[b + 1] : 0,
+			b + 2 < e ? was[b + 2] : 0, b + 3 < e ? was[b + 3] : 0);
+		runs++;
+		b = e;
+	}
+}
+
 /*
  * Has anything written into g_nicsrc (the send buffers nobody may write)?
  * Reported once, with where and what each thread was doing: a fuzzer bug
@@ -3859,9 +3894,10 @@ static void nic_src_check(struct tstate *t, const char *when)
 		for (j = 0; j < NIC_BYTES / 4; j++)
 			if (((int32_t *)g_nicsrc[i])[j] != ((int32_t *)g_nicsrc_ref[i])[j])
 				break;
-		unexpected(t, "the NIC pairs' send buffer %d changed (%s, %.1f s in): element %llu is %d, was %d",
+		unexpected(t, "the NIC pairs' send buffer %d changed (%s, %.1f s in; read-only, so not by a store of ours): element %llu is %d, was %d",
 			   i, when, (now_ns() - h_t0) / 1e9, (unsigned long long)j,
 			   ((int32_t *)g_nicsrc[i])[j], ((int32_t *)g_nicsrc_ref[i])[j]);
+		nic_src_runs(i);
 		for (k = 0; k < g_nts; k++)
 			if (g_ts[k])
 				fprintf(stderr, "kcoll-fuzz:   thread %d's last action %u\n",
@@ -3889,6 +3925,13 @@ static void nic_init(void)
 			exit(2);
 		}
 		memcpy(g_nicsrc_ref[i], g_nicsrc[i], NIC_BYTES);
+		/* Read-only from now on (registered KCOLL_REG_READONLY): a
+		 * stray write of ours faults and is reported where it
+		 * happened; a change without a fault is the kernel's. */
+		if (mprotect(g_nicsrc[i], NIC_BYTES, PROT_READ)) {
+			perror("kcoll-fuzz: mprotect");
+			exit(2);
+		}
 	}
 	for (i = 0; i < NNIC; i++) {
 		pthread_rwlock_init(&g_nic[i].rw, NULL);
@@ -3959,7 +4002,8 @@ static void nic_op(struct tstate *t, struct nicpair *n)
 		switch (rn(&t->r, 3)) {
 		case 0: {
 			struct kcoll_reg_mem m = { .comm_id = n->id[k],
-				.addr = (uint64_t)(uintptr_t)g_nicsrc[k], .len = NIC_BYTES };
+				.addr = (uint64_t)(uintptr_t)g_nicsrc[k], .len = NIC_BYTES,
+				.flags = KCOLL_REG_READONLY };
 
 			ret = x_ioctl(t, n->r[k].fd, KCOLL_IOC_REG_MEM, &m, 10000);
 			if (!ret)
@@ -4082,7 +4126,8 @@ static void act_nic(struct tstate *t)
 		}
 	} else if (s < 80) {		/* a registration left for later */
 		struct kcoll_reg_mem m = { .comm_id = n->id[k], .len = NIC_BYTES,
-			.addr = (uint64_t)(uintptr_t)g_nicsrc[k] };
+			.addr = (uint64_t)(uintptr_t)g_nicsrc[k],
+			.flags = KCOLL_REG_READONLY };
 		uint32_t old = atomic_exchange(&n->keep[k][j], 0);
 
 		if (old) {

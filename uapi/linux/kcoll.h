@@ -419,6 +419,13 @@ struct kcoll_comm_destroy {
  * registration then move its data only with the NIC; one that would need
  * the CPU on it (a reduction, a local copy, a peer on the same node, a
  * communicator of one rank) fails at submission with -EOPNOTSUPP.
+ *
+ * KCOLL_REG_READONLY (without KCOLL_REG_DMABUF): pin the pages for reading
+ * only (read-only mappings, a file the caller may only read). Neither the
+ * kernel nor a peer ever writes them: the registration may be named only as
+ * a send buffer the operation does not write; naming it where the operation
+ * writes (recv_mr, an in-place reduce-scatter's send_mr) fails the SQE with
+ * -EACCES. Without the flag, a read-only mapping is refused with -EFAULT.
  */
 struct kcoll_reg_mem {
 	__u64	addr;
@@ -433,7 +440,9 @@ struct kcoll_reg_mem {
 
 #define KCOLL_REG_DMABUF	(1U << 0)
 #define KCOLL_REG_NO_CPU	(1U << 1)
-#define KCOLL_REG_FLAGS		(KCOLL_REG_DMABUF | KCOLL_REG_NO_CPU)
+#define KCOLL_REG_READONLY	(1U << 2)
+#define KCOLL_REG_FLAGS		(KCOLL_REG_DMABUF | KCOLL_REG_NO_CPU | \
+				 KCOLL_REG_READONLY)
 
 /* KCOLL_IOC_DEREG_MEM: -EBUSY while an operation in flight uses it. */
 struct kcoll_dereg_mem {
