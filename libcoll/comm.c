@@ -1719,10 +1719,19 @@ int coll_report_format(const coll_report *r, char *buf, size_t size)
 		report_append(buf, size, &n, "no operation has failed");
 		return n;
 	}
-	report_append(buf, size, &n, "%s #%llu failed after %llu ms: %s (%s)",
-		      op, (unsigned long long)r->seq,
-		      (unsigned long long)r->elapsed_ms,
-		      report_reason_name(r->reason), coll_strerror(r->error));
+	/* No operation was in flight when the communicator broke: the
+	 * kernel's report is of the communicator, not of an operation. */
+	if (r->opcode == KCOLL_OP_NOP)
+		report_append(buf, size, &n, "communicator failed after %llu collective(s): %s (%s)",
+			      (unsigned long long)r->seq,
+			      report_reason_name(r->reason),
+			      coll_strerror(r->error));
+	else
+		report_append(buf, size, &n, "%s #%llu failed after %llu ms: %s (%s)",
+			      op, (unsigned long long)r->seq,
+			      (unsigned long long)r->elapsed_ms,
+			      report_reason_name(r->reason),
+			      coll_strerror(r->error));
 	if (r->peer >= 0)
 		report_append(buf, size, &n, "; rank %d%s", r->peer,
 			      r->reason == COLL_REPORT_MISMATCH ? " differs" :
