@@ -99,6 +99,8 @@ include libcoll/libcoll.mk
 # ---------------------------------------------------------------- tools
 include kmod/reduce.mk
 include kernels/kernels.mk
+include python/torch.mk
+include mpi/mpi.mk
 
 COLLSIM := $(BUILD)/tools/collsim
 TOOLS := $(BUILD)/tools/kcoll-ringbench $(BUILD)/tools/kcoll-perf \

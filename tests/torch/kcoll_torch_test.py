@@ -1,0 +1,395 @@
+# SPDX-License-Identifier: MIT
+"""One rank of the kcoll_torch test (tests/vm/scenarios/torch.sh runs it
+on every rank; RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT in the
+environment, init_method env://).
+
+1. Every collective of the backend on every dtype kcoll has, against the
+   answer each rank computes itself from the ranks' known inputs (integer
+   values, exact in any order of summation) and, where Gloo has the same
+   call, against Gloo on the same tensors. Tensors that are not contiguous,
+   asynchronous Work objects, and the calls kcoll refuses (each must raise
+   an error naming the call).
+2. DDP: the same model, seeds and data trained N steps with "kcoll" and
+   with "gloo": the parameters must agree to float32 reordering (see
+   TOL_*), on the whole world and on a 3-rank subgroup. Step time and CPU
+   time per step of both are printed ("perf" lines).
+3. The last rank dies (exits) after a new 4-rank kcoll group is up: every
+   other rank's next allreduce must raise within the group's timeout, with
+   kcoll's report naming the dead rank.
+
+Prints "ok - NAME" / "not ok - NAME: why" lines; exit status 0 only if
+every check passed. The last rank exits 0 on purpose in part 3.
+"""
+import datetime
+import os
+import resource
+import sys
+import time
+
+T0 = time.time()
+import torch  # noqa: E402 (the import alone takes ~45 s under TCG)
+import torch.distributed as dist  # noqa: E402
+
+import kcoll_torch  # noqa: E402,F401 (registers "kcoll")
+
+RANK = int(os.environ["RANK"])
+WORLD = int(os.environ["WORLD_SIZE"])
+STEPS = int(os.environ.get("KCOLL_TORCH_STEPS", "20"))
+# DDP on float32: the two backends add the same four gradients in
+# different orders (kcoll's schedule vs Gloo's ring), so one step's
+# averaged gradient may differ by a few ulp; over STEPS plain SGD steps of
+# lr 0.05 these stay far below 1e-5 relative. A wrong or missing reduction
+# is off by whole units.
+TOL_RTOL = 1e-4
+TOL_ATOL = 1e-5
+failures = []
+
+
+def report(name, ok, why=""):
+    if ok:
+        print(f"ok - {name}", flush=True)
+    else:
+        failures.append(name)
+        print(f"not ok - {name}: {why}", flush=True)
+
+
+def check(name, fn):
+    try:
+        fn()
+        report(name, True)
+    except Exception as e:  # report and go on with the other checks
+        report(name, False, f"{type(e).__name__}: {e}")
+
+
+def rank_data(r, n, dtype, salt=0, small=False):
+    """Rank r's input: small integers, exact in every dtype and in every
+    order of summation (and of product, with small=True: 1 or 2)."""
+    v = (torch.arange(n, dtype=torch.int64) * 3 + r * 7 + salt) % 5 + 1
+    if small or dtype in (torch.int8, torch.uint8):
+        v = v % 2 + 1
+    return v.to(dtype)
+
+
+def expect_reduce(op, n, dtype, ranks=None, salt=0):
+    ranks = list(range(WORLD)) if ranks is None else ranks
+    xs = [rank_data(r, n, dtype, salt, small=op == "prod").to(torch.float64)
+          for r in ranks]
+    if op == "sum":
+        out = sum(xs)
+    elif op == "prod":
+        out = xs[0].clone()
+        for x in xs[1:]:
+            out = out * x
+    elif op == "min":
+        out = torch.stack(xs).min(0).values
+    elif op == "max":
+        out = torch.stack(xs).max(0).values
+    elif op == "avg":
+        out = sum(xs) / len(ranks)
+    return out.to(dtype)
+
+
+def same(a, b, what):
+    if not torch.equal(a, b):
+        raise AssertionError(f"{what}: {a[:8].tolist()} != {b[:8].tolist()}")
+
+
+OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT,
+       "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}
+if hasattr(dist.ReduceOp, "AVG"):
+    OPS["avg"] = dist.ReduceOp.AVG
+DTYPES = [torch.int8, torch.uint8, torch.int32, torch.int64, torch.float16,
+          torch.bfloat16, torch.float32, torch.float64]
+FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def part_collectives(gloo):
+    n = 1000
+
+    def allreduce_all():
+        for dt in DTYPES:
+            for name, op in OPS.items():
+                if name == "avg" and dt not in FLOATS:
+                    continue
+                small = name == "prod"
+                t = rank_data(RANK, n, dt, small=small)
+                dist.all_reduce(t, op=op)
+                same(t, expect_reduce(name, n, dt), f"{dt} {name}")
+                if name != "avg" and dt not in (torch.bfloat16, torch.float16):
+                    g = rank_data(RANK, n, dt, small=small)
+                    dist.all_reduce(g, op=op, group=gloo)
+                    same(t, g, f"{dt} {name} against gloo")
+    check("all_reduce: every dtype and op, against the expected values and gloo",
+          allreduce_all)
+
+    def noncontig():
+        base = rank_data(RANK, 64 * 32, torch.float32).view(64, 32)
+        t = base.t()           # a view that is not contiguous
+        assert not t.is_contiguous()
+        dist.all_reduce(t)
+        same(base.reshape(-1), expect_reduce("sum", 64 * 32, torch.float32),
+             "transposed view")
+        s = rank_data(RANK, 200, torch.float64)[::2]   # strided
+        dist.all_reduce(s, op=dist.ReduceOp.MAX)
+        same(s, expect_reduce("max", 200, torch.float64)[::2], "strided")
+    check("all_reduce: tensors that are not contiguous", noncontig)
+
+    def asyncwork():
+        ts = [rank_data(RANK, 4096, torch.float32, salt=i) for i in range(8)]
+        works = [dist.all_reduce(t, async_op=True) for t in ts]
+        # is_completed() answers at once, done or not.
+        t0 = time.time()
+        for w in works:
+            w.is_completed()
+        assert time.time() - t0 < 1.0, "is_completed() blocked"
+        for i, (w, t) in enumerate(zip(works, ts)):
+            w.wait()
+            assert w.is_completed()
+            same(t, expect_reduce("sum", 4096, torch.float32, salt=i), f"work {i}")
+        fut = dist.all_reduce(rank_data(RANK, 10, torch.int64),
+                              async_op=True).get_future()
+        got = fut.wait()
+        same(got[0], expect_reduce("sum", 10, torch.int64), "future value")
+    check("async: Work.wait, is_completed, get_future", asyncwork)
+
+    def coalesced():
+        ts = [rank_data(RANK, k * 10 + 1, torch.float32, salt=k) for k in range(5)]
+        dist.all_reduce_coalesced(ts)
+        for k, t in enumerate(ts):
+            same(t, expect_reduce("sum", k * 10 + 1, torch.float32, salt=k), f"tensor {k}")
+    check("all_reduce_coalesced", coalesced)
+
+    def bcast():
+        root = WORLD - 1
+        for dt in DTYPES:
+            t = rank_data(RANK, 333, dt)
+            dist.broadcast(t, src=root)
+            same(t, rank_data(root, 333, dt), f"{dt}")
+        g = rank_data(RANK, 333, torch.float32)
+        dist.broadcast(g, src=root, group=gloo)
+        same(g, rank_data(root, 333, torch.float32), "gloo")
+    check("broadcast from a non-zero root", bcast)
+
+    def reduce():
+        root = 1 % WORLD
+        for dt in (torch.int32, torch.float32, torch.bfloat16):
+            t = rank_data(RANK, 500, dt)
+            dist.reduce(t, dst=root, op=dist.ReduceOp.SUM)
+            if RANK == root:
+                same(t, expect_reduce("sum", 500, dt), f"{dt}")
+    check("reduce to rank 1", reduce)
+
+    def allgather():
+        for dt in (torch.int8, torch.int64, torch.float16, torch.float32):
+            t = rank_data(RANK, 77, dt)
+            outs = [torch.zeros(77, dtype=dt) for _ in range(WORLD)]
+            dist.all_gather(outs, t)
+            for r in range(WORLD):
+                same(outs[r], rank_data(r, 77, dt), f"{dt} from rank {r}")
+            big = torch.zeros(77 * WORLD, dtype=dt)
+            dist._all_gather_base(big, t)
+            same(big, torch.cat([rank_data(r, 77, dt) for r in range(WORLD)]),
+                 f"{dt} into one tensor")
+        g = [torch.zeros(77) for _ in range(WORLD)]
+        dist.all_gather(g, rank_data(RANK, 77, torch.float32), group=gloo)
+        for r in range(WORLD):
+            same(g[r], rank_data(r, 77, torch.float32), "gloo")
+    check("all_gather: list and into one tensor", allgather)
+
+    def reducescatter():
+        for dt in (torch.int32, torch.float32, torch.float64, torch.bfloat16):
+            ins = [rank_data(RANK, 50, dt, salt=j) for j in range(WORLD)]
+            out = torch.zeros(50, dtype=dt)
+            dist.reduce_scatter(out, ins)
+            same(out, expect_reduce("sum", 50, dt, salt=RANK), f"{dt} list")
+            flat = torch.cat(ins)
+            out2 = torch.zeros(50, dtype=dt)
+            dist._reduce_scatter_base(out2, flat)
+            same(out2, out, f"{dt} one tensor")
+    check("reduce_scatter: list and one tensor", reducescatter)
+
+    def alltoall():
+        for dt in (torch.uint8, torch.int32, torch.float32):
+            # Block j of rank r holds r*100 + j (mod 5 for uint8).
+            ins = torch.cat([torch.full((6,), (RANK * 100 + j) % 250, dtype=dt)
+                             for j in range(WORLD)])
+            out = torch.zeros_like(ins)
+            dist.all_to_all_single(out, ins)
+            want = torch.cat([torch.full((6,), (r * 100 + RANK) % 250, dtype=dt)
+                              for r in range(WORLD)])
+            same(out, want, f"{dt} single")
+            outs = [torch.zeros(6, dtype=dt) for _ in range(WORLD)]
+            dist.all_to_all(outs, list(ins.chunk(WORLD)))
+            same(torch.cat(outs), want, f"{dt} list")
+        g = torch.zeros_like(ins)
+        dist.all_to_all_single(g, ins, group=gloo)
+        same(out, g, "gloo")
+    check("all_to_all: single tensor and list", alltoall)
+
+    def sendrecv():
+        nxt, prv = (RANK + 1) % WORLD, (RANK - 1) % WORLD
+        t = rank_data(RANK, 1000, torch.float64)
+        r = torch.zeros(1000, dtype=torch.float64)
+        reqs = [dist.isend(t, nxt), dist.irecv(r, prv)]
+        for q in reqs:
+            q.wait()
+        same(r, rank_data(prv, 1000, torch.float64), "ring")
+        if RANK == 0:
+            dist.send(torch.arange(5, dtype=torch.int32), WORLD - 1)
+        elif RANK == WORLD - 1:
+            x = torch.zeros(5, dtype=torch.int32)
+            dist.recv(x, 0)
+            same(x, torch.arange(5, dtype=torch.int32), "blocking")
+    check("send/recv", sendrecv)
+
+    check("barrier", lambda: dist.barrier())
+
+    def refused():
+        cases = [
+            ("gather", lambda: dist.gather(torch.zeros(4), [torch.zeros(4)] * WORLD
+                                           if RANK == 0 else None, dst=0)),
+            ("dtype", lambda: dist.all_reduce(torch.zeros(4, dtype=torch.bool))),
+            ("ReduceOp", lambda: dist.all_reduce(torch.zeros(4, dtype=torch.int32),
+                                                 op=dist.ReduceOp.BAND)),
+            ("avg", lambda: dist.all_reduce(torch.zeros(4, dtype=torch.int32),
+                                            op=dist.ReduceOp.AVG)
+             if "avg" in OPS else (_ for _ in ()).throw(RuntimeError("kcoll: avg"))),
+            ("alltoallv", lambda: dist.all_to_all_single(
+                torch.zeros(WORLD + 1), torch.zeros(WORLD + 1),
+                [2] + [1] * (WORLD - 1), [2] + [1] * (WORLD - 1))),
+        ]
+        for word, fn in cases:
+            try:
+                fn()
+            except RuntimeError as e:
+                if "kcoll" not in str(e) or word.lower() not in str(e).lower():
+                    raise AssertionError(f"{word}: the error does not say so: {e}")
+            else:
+                raise AssertionError(f"{word}: no error")
+        # Nothing was issued: the communicator is still in step.
+        t = rank_data(RANK, 10, torch.int32)
+        dist.all_reduce(t)
+        same(t, expect_reduce("sum", 10, torch.int32), "after the refusals")
+    check("unsupported calls raise an error naming them", refused)
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(32, 64)
+        self.b = torch.nn.Linear(64, 8)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+def train(group, ranks, tag):
+    """STEPS of DDP SGD on group; returns (params, wall s/step, cpu s/step)."""
+    torch.manual_seed(1234)
+    model = torch.nn.parallel.DistributedDataParallel(
+        Net(), process_group=group, bucket_cap_mb=0.01)  # several buckets
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    me = ranks.index(RANK)
+    gen = torch.Generator().manual_seed(99 + me)
+    data = [(torch.randn(16, 32, generator=gen), torch.randn(16, 8, generator=gen))
+            for _ in range(STEPS)]
+    # The first step builds buckets: not timed.
+    walls, cpus = [], []
+    for i, (x, y) in enumerate(data):
+        c0, w0 = time.process_time(), time.perf_counter()
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        if i:
+            walls.append(time.perf_counter() - w0)
+            cpus.append(time.process_time() - c0)
+    params = [p.detach().clone() for p in model.parameters()]
+    walls.sort()
+    cpus.sort()
+    return params, walls[len(walls) // 2], cpus[len(cpus) // 2]
+
+
+def part_ddp(gloo, ranks, kc_group, gl_group, tag):
+    if RANK not in ranks:
+        return
+
+    def ddp():
+        pk, wk, ck = train(kc_group, ranks, tag)
+        pg, wg, cg = train(gl_group, ranks, tag)
+        for i, (a, b) in enumerate(zip(pk, pg)):
+            if not torch.allclose(a, b, rtol=TOL_RTOL, atol=TOL_ATOL):
+                raise AssertionError(
+                    f"parameter {i} differs by up to {(a - b).abs().max().item():.3g}")
+        torch.manual_seed(1234)
+        init = [p.detach() for p in Net().parameters()]
+        moved = max((a - b).abs().max().item() for a, b in zip(pk, init))
+        assert moved > 1e-3, "training did not move the parameters"
+        print(f"perf ddp {tag} rank {RANK}: step {wk * 1e3:.2f} ms kcoll, "
+              f"{wg * 1e3:.2f} ms gloo ({wk / wg:.2f}x); cpu/step "
+              f"{ck * 1e3:.2f} ms kcoll, {cg * 1e3:.2f} ms gloo ({ck / cg:.2f}x)",
+              flush=True)
+    check(f"DDP {tag}: {STEPS} steps with kcoll and gloo agree", ddp)
+
+
+def part_death():
+    """The last rank exits once a fresh kcoll group is up; the others'
+    next allreduce must fail within the timeout, naming it."""
+    tmo = 20
+    g = dist.new_group(backend="kcoll", timeout=datetime.timedelta(seconds=tmo))
+    victim = WORLD - 1
+    t = torch.ones(1 << 16)
+    dist.all_reduce(t, group=g)        # the group works before the death
+    dist.barrier()                     # on the world group: all are past it
+    if RANK == victim:
+        print("ok - death: rank exits now", flush=True)
+        sys.stdout.flush()
+        os._exit(0)
+    time.sleep(1)
+
+    def dies():
+        t0 = time.time()
+        try:
+            dist.all_reduce(t, group=g)
+        except RuntimeError as e:
+            el = time.time() - t0
+            msg = str(e)
+            print(f"# rank {RANK}: raised after {el:.1f} s: {msg}", flush=True)
+            assert el < tmo + 15, f"raised only after {el:.1f} s"
+            assert f"rank {victim}" in msg, f"the error does not name rank {victim}"
+            return
+        raise AssertionError("the allreduce with a dead rank succeeded")
+    check("death: the others raise within the timeout naming the dead rank", dies)
+
+
+def main():
+    torch.set_num_threads(1)
+    t_import = time.time() - T0
+    dist.init_process_group("kcoll", init_method="env://", rank=RANK,
+                            world_size=WORLD,
+                            timeout=datetime.timedelta(seconds=120))
+    report("init_process_group(\"kcoll\", env://)",
+           dist.get_backend() == "kcoll", dist.get_backend())
+    gloo = dist.new_group(backend="gloo")
+    print(f"# rank {RANK}: import {t_import:.0f} s, init {time.time() - T0 - t_import:.0f} s",
+          flush=True)
+    part_collectives(gloo)
+    part_ddp(gloo, list(range(WORLD)), None, gloo, f"{WORLD} ranks")
+    sub = [0, 1, 2] if WORLD > 3 else list(range(WORLD))
+    kc3 = dist.new_group(sub, backend="kcoll")
+    gl3 = dist.new_group(sub, backend="gloo")
+    part_ddp(gloo, sub, kc3, gl3, f"{len(sub)} ranks")
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    print(f"# rank {RANK}: {time.time() - T0:.0f} s so far, max rss {ru.ru_maxrss >> 10} MiB",
+          flush=True)
+    if os.environ.get("KCOLL_TORCH_DEATH", "1") == "1" and WORLD > 2:
+        part_death()
+    print(f"# rank {RANK}: {len(failures)} failed: {failures}", flush=True)
+    sys.stdout.flush()
+    # The world group is failed (a rank is gone): leave without the
+    # teardown barrier torch would try.
+    os._exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
