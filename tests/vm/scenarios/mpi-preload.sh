@@ -1,0 +1,109 @@
+#!/bin/bash
+# Unmodified MPI programs through kcoll (libkcoll-mpi.so, LD_PRELOAD): on
+# two VMs, PPN ranks each (default 2), Open MPI over TCP launched from VM 0
+# (tests/vm/mpi-lib.sh):
+#   1. tests/mpi/kcoll_mpi4py_test.py, an mpi4py program, with and without
+#      the library: every rank's digest of everything it received must be
+#      the same, and with it every interposed function must have taken the
+#      kcoll path (KCOLL_MPI_STATS=1 counts at MPI_Finalize), on
+#      MPI_COMM_WORLD, a duplicate and a split;
+#   2. the project's MPI benchmark (kcoll-mpibench, every collective from
+#      8 B to 16 MiB, results checked) with and without: both must check
+#      clean; the time per operation of each at 8 B and 16 MiB is printed
+#      side by side ("perf" lines, interposer / Open MPI's own).
+#
+#   tests/vm/vmrun.sh -k KVER -n 2 -m 1536 -o OUT -t 1200 [-a PPN] \
+#       tests/vm/scenarios/mpi-preload.sh
+. "$kcoll_top/tests/vm/guest-lib.sh"
+
+# shellcheck disable=SC2086
+set -- $KCOLL_ARG
+ppn=${1:-2}
+np=$((2 * ppn))
+peer=10.9.0.$((2 - kcoll_vm))
+rexec_port=2222
+mpi_procs="kcoll-mpibench python3"
+PRE=$KCOLL_TOP/build/mpi/libkcoll-mpi.so
+BENCH=$KCOLL_TOP/build/tools/kcoll-mpibench
+PROG=$KCOLL_TOP/tests/mpi/kcoll_mpi4py_test.py
+
+kcoll_net_up
+kcoll_rxe_up
+kcoll_mod_load
+kcoll_res_baseline
+# shellcheck source=tests/vm/mpi-lib.sh
+. "$kcoll_top/tests/vm/mpi-lib.sh"
+
+# run NAME PRELOAD(0|1) TIMEOUT COMMAND...: output in NAME.txt
+run() {
+	local name=$1 pre=$2 tmo=$3 t0=$SECONDS rc
+	shift 3
+	local extra=()
+	[ "$pre" = 1 ] && extra=(-x "LD_PRELOAD=$PRE" -x KCOLL_MPI_STATS=1 -x KCOLL_MPI_VERBOSE=1)
+	# shellcheck disable=SC2046
+	timeout -k 15 "$tmo" mpirun "${mpi_common[@]}" $(transport_args tcp) \
+		"${extra[@]}" "$@" >"$KCOLL_OUT/$name.txt" 2>&1
+	rc=$?
+	log "$name: exit $rc in $((SECONDS - t0)) s"
+	mpi_cleanup
+	return $rc
+}
+
+# The bench's rows: "COLL SIZE TIME_US CPU_S_PER_GB WRONG".
+rows() {
+	awk '/^# [a-z_]+: [0-9]+ ranks/ { c = $2; sub(":", "", c) }
+	     /^ +[0-9]+ / && c != "" { print c, $1, $6, $11, $9 }' "$1"
+}
+
+if [ "$kcoll_vm" = 0 ]; then
+	[ -f "$PRE" ] || fail "no $PRE (make mpi-preload)"
+	[ -x "$BENCH" ] || fail "no $BENCH (make mpibench)"
+	# 1. mpi4py, without and with.
+	run mpi4py-mpi 0 300 /usr/bin/python3 "$PROG" || fail "mpi4py without the library failed"
+	run mpi4py-kcoll 1 300 /usr/bin/python3 "$PROG" || fail "mpi4py with the library failed"
+	grep '^digest' "$KCOLL_OUT/mpi4py-mpi.txt" | sort >"$KCOLL_OUT/digest-mpi.txt"
+	grep '^digest' "$KCOLL_OUT/mpi4py-kcoll.txt" | sort >"$KCOLL_OUT/digest-kcoll.txt"
+	[ "$(wc -l <"$KCOLL_OUT/digest-mpi.txt")" = "$np" ] ||
+		fail "mpi4py without the library: $(wc -l <"$KCOLL_OUT/digest-mpi.txt") of $np digests"
+	cmp -s "$KCOLL_OUT/digest-mpi.txt" "$KCOLL_OUT/digest-kcoll.txt" ||
+		fail "mpi4py: the results differ with the library (digest-*.txt)"
+	grep '^kcoll-mpi: rank' "$KCOLL_OUT/mpi4py-kcoll.txt" | sort >"$KCOLL_OUT/stats.txt"
+	sed 's/^/    /' "$KCOLL_OUT/stats.txt"
+	[ "$(wc -l <"$KCOLL_OUT/stats.txt")" = "$np" ] || fail "not every rank printed its counts"
+	for f in MPI_Allreduce MPI_Reduce MPI_Bcast MPI_Allgather MPI_Reduce_scatter_block \
+		MPI_Alltoall MPI_Barrier; do
+		n=$(grep -c " $f [1-9][0-9]* kcoll," "$KCOLL_OUT/stats.txt")
+		[ "$n" = "$np" ] || fail "$f took the kcoll path on $n of $np ranks"
+	done
+	# World, its duplicate and the split's two halves (one per rank).
+	grep -q ": 3 communicator(s) mirrored, 0 not" "$KCOLL_OUT/stats.txt" ||
+		fail "not every communicator was mirrored"
+	# The calls left to MPI are counted as such.
+	grep -q "MPI_Allgather [0-9]* kcoll, [1-9][0-9]* mpi (datatype" "$KCOLL_OUT/stats.txt" ||
+		fail "the mixed-type allgather was not left to MPI"
+
+	# 2. The benchmark, without and with.
+	bargs=(-c all -b 8 -e 16M -f 2048 -n 10 -w 1 -T 0.5)
+	run bench-mpi 0 600 "$BENCH" "${bargs[@]}" || fail "kcoll-mpibench without the library failed"
+	run bench-kcoll 1 600 "$BENCH" "${bargs[@]}" || fail "kcoll-mpibench with the library failed"
+	for s in mpi kcoll; do
+		grep -q 'Out of bounds values : 0 OK' "$KCOLL_OUT/bench-$s.txt" ||
+			fail "kcoll-mpibench ($s): results wrong or incomplete"
+	done
+	grep -q " MPI_Allreduce [1-9][0-9]* kcoll" "$KCOLL_OUT/bench-kcoll.txt" ||
+		fail "the benchmark's allreduce did not go through kcoll"
+	rows "$KCOLL_OUT/bench-mpi.txt" >"$KCOLL_OUT/rows-mpi.txt"
+	rows "$KCOLL_OUT/bench-kcoll.txt" >"$KCOLL_OUT/rows-kcoll.txt"
+	join -j1 <(awk '{ print $1 "@" $2, $3, $4 }' "$KCOLL_OUT/rows-kcoll.txt" | sort) \
+		<(awk '{ print $1 "@" $2, $3, $4 }' "$KCOLL_OUT/rows-mpi.txt" | sort) |
+		awk '{ split($1, k, "@"); if (k[2] == 8 || k[2] == 16777216)
+			printf "perf mpi %s %s B: %.1f us interposed, %.1f us Open MPI (%.2fx time); cpu %s vs %s s/GB\n",
+			       k[1], k[2], $2, $4, $2 / $4, $3, $5 }' | tee "$KCOLL_OUT/perf.txt"
+	[ -s "$KCOLL_OUT/perf.txt" ] || fail "no rows to compare"
+	vm_sync mpi-done 60
+else
+	vm_sync mpi-done 1500
+fi
+kcoll_res_check
+kcoll_mod_unload
+kcoll_finish
