@@ -47,9 +47,11 @@ HAVE_MPICC := $(shell command -v $(MPICC) 2>/dev/null)
 CXX ?= g++
 GLOOBENCH := $(BUILD)/tools/kcoll-gloobench
 HAVE_GLOO := $(wildcard /usr/include/gloo/rendezvous/file_store.h)
+# The torch.distributed backend, likewise (python3-torch, libtorch-dev).
+HAVE_TORCH := $(wildcard /usr/include/torch/csrc/distributed/c10d/ProcessGroup.hpp)
 
-all: module libcoll tools daemon tests-bin $(if $(HAVE_MPICC),mpibench) \
-	$(if $(HAVE_GLOO),gloobench)
+all: module libcoll tools daemon tests-bin $(if $(HAVE_MPICC),mpibench mpi-preload) \
+	$(if $(HAVE_GLOO),gloobench) $(if $(HAVE_TORCH),torch)
 
 help:
 	@sed -n '2,18p' Makefile

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Run kcoll's VM test matrix: for each kernel given, the kselftest binaries
 # in one VM, the 2-VM Soft-RoCE scenario, the collective scenarios
-# (tests/vm/scenarios/coll.sh), the control plane (ctl.sh) and, on the
+# (tests/vm/scenarios/coll.sh), the control plane (ctl.sh), the PyTorch
+# backend and the MPI interposer (torch.sh, mpi-preload.sh) and, on the
 # first kernel, the fuzzer (tests/vm/scenarios/fuzz.sh, FUZZ_CHECK_SECONDS,
 # default 60). Prints one result line per test and per scenario, then
 # "VM: P passed, F failed, S skipped".
@@ -19,12 +20,12 @@ if [ "${1:-}" = --fuzz ]; then
 fi
 [ $# -gt 0 ] || { echo "usage: $0 KVER..." >&2; exit 2; }
 
-scenario() {	# kver name nvms timeout [arg]
-	local kver=$1 name=$2 n=$3 tmo=$4 arg=${5:-}
+scenario() {	# kver name nvms timeout [arg [mem_mb]]
+	local kver=$1 name=$2 n=$3 tmo=$4 arg=${5:-} mem=${6:-}
 	local dir=$out/$1/$2${arg:+-${arg// /-}}
 	local t0=$SECONDS
 	if "$top/tests/vm/vmrun.sh" -k "$kver" -n "$n" -o "$dir" -t "$tmo" \
-		${arg:+-a "$arg"} "$top/tests/vm/scenarios/$name.sh"; then
+		${arg:+-a "$arg"} ${mem:+-m "$mem"} "$top/tests/vm/scenarios/$name.sh"; then
 		echo "ok - vm $kver $name $arg ($n VM, $((SECONDS - t0)) s)"
 		pass=$((pass + 1))
 	else
@@ -97,6 +98,12 @@ for kver in "$@"; do
 		# kcollctl and kcolld against the module's netlink family (the
 		# selftests check the family itself on every kernel).
 		scenario "$kver" ctl 1 600
+		# The clients users live in: torch.distributed's "kcoll"
+		# backend (DDP beside Gloo, 2 x 2 ranks, a 3-rank subgroup, a
+		# rank that dies) and unmodified MPI programs through
+		# libkcoll-mpi.so (mpi4py and kcoll-mpibench, with and without).
+		scenario "$kver" torch 2 1200 "" 1536
+		scenario "$kver" mpi-preload 2 1200 "" 1536
 		# The fuzzer, briefly (make fuzz runs it longer on every kernel),
 		# with slub_debug too: its races against teardown (and rxe0
 		# going away) find writes to freed objects only this way.

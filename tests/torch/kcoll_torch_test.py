@@ -283,8 +283,17 @@ class Net(torch.nn.Module):
         return self.b(torch.relu(self.a(x)))
 
 
+def node_busy():
+    """CPU seconds this node (VM) has spent busy, all processes and the
+    kernel's threads (kcoll's work in kworkers and softirqs included)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def train(group, ranks, tag):
-    """STEPS of DDP SGD on group; returns (params, wall s/step, cpu s/step)."""
+    """STEPS of DDP SGD on group; returns (params, wall s/step, cpu s/step,
+    node cpu s/step)."""
     torch.manual_seed(1234)
     model = torch.nn.parallel.DistributedDataParallel(
         Net(), process_group=group, bucket_cap_mb=0.01)  # several buckets
@@ -295,7 +304,10 @@ def train(group, ranks, tag):
             for _ in range(STEPS)]
     # The first step builds buckets: not timed.
     walls, cpus = [], []
+    nb0 = 0.0
     for i, (x, y) in enumerate(data):
+        if i == 1:
+            nb0 = node_busy()
         c0, w0 = time.process_time(), time.perf_counter()
         opt.zero_grad()
         loss = torch.nn.functional.mse_loss(model(x), y)
@@ -304,10 +316,11 @@ def train(group, ranks, tag):
         if i:
             walls.append(time.perf_counter() - w0)
             cpus.append(time.process_time() - c0)
+    node = (node_busy() - nb0) / max(1, len(walls))
     params = [p.detach().clone() for p in model.parameters()]
     walls.sort()
     cpus.sort()
-    return params, walls[len(walls) // 2], cpus[len(cpus) // 2]
+    return params, walls[len(walls) // 2], cpus[len(cpus) // 2], node
 
 
 def part_ddp(gloo, ranks, kc_group, gl_group, tag):
@@ -315,8 +328,8 @@ def part_ddp(gloo, ranks, kc_group, gl_group, tag):
         return
 
     def ddp():
-        pk, wk, ck = train(kc_group, ranks, tag)
-        pg, wg, cg = train(gl_group, ranks, tag)
+        pk, wk, ck, nk = train(kc_group, ranks, tag)
+        pg, wg, cg, ng = train(gl_group, ranks, tag)
         for i, (a, b) in enumerate(zip(pk, pg)):
             if not torch.allclose(a, b, rtol=TOL_RTOL, atol=TOL_ATOL):
                 raise AssertionError(
@@ -327,8 +340,9 @@ def part_ddp(gloo, ranks, kc_group, gl_group, tag):
         assert moved > 1e-3, "training did not move the parameters"
         print(f"perf ddp {tag} rank {RANK}: step {wk * 1e3:.2f} ms kcoll, "
               f"{wg * 1e3:.2f} ms gloo ({wk / wg:.2f}x); cpu/step "
-              f"{ck * 1e3:.2f} ms kcoll, {cg * 1e3:.2f} ms gloo ({ck / cg:.2f}x)",
-              flush=True)
+              f"{ck * 1e3:.2f} ms kcoll, {cg * 1e3:.2f} ms gloo ({ck / cg:.2f}x); "
+              f"node cpu/step {nk * 1e3:.1f} ms kcoll, {ng * 1e3:.1f} ms gloo "
+              f"({nk / ng if ng else 0:.2f}x)", flush=True)
     check(f"DDP {tag}: {STEPS} steps with kcoll and gloo agree", ddp)
 
 

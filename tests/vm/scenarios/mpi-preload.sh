@@ -41,7 +41,9 @@ run() {
 	local extra=()
 	[ "$pre" = 1 ] && extra=(-x "LD_PRELOAD=$PRE" -x KCOLL_MPI_STATS=1 -x KCOLL_MPI_VERBOSE=1)
 	# shellcheck disable=SC2046
+	# PYTHONPATH: tests/mpi/vm-site/sitecustomize.py says why.
 	timeout -k 15 "$tmo" mpirun "${mpi_common[@]}" $(transport_args tcp) \
+		-x PYTHONPATH="$KCOLL_TOP/tests/mpi/vm-site" \
 		"${extra[@]}" "$@" >"$KCOLL_OUT/$name.txt" 2>&1
 	rc=$?
 	log "$name: exit $rc in $((SECONDS - t0)) s"
@@ -75,15 +77,16 @@ if [ "$kcoll_vm" = 0 ]; then
 		n=$(grep -c " $f [1-9][0-9]* kcoll," "$KCOLL_OUT/stats.txt")
 		[ "$n" = "$np" ] || fail "$f took the kcoll path on $n of $np ranks"
 	done
-	# World, its duplicate and the split's two halves (one per rank).
-	grep -q ": 3 communicator(s) mirrored, 0 not" "$KCOLL_OUT/stats.txt" ||
-		fail "not every communicator was mirrored"
+	# World, its duplicate, this rank's half of the split (and whatever
+	# mpi4py duplicates for itself): at least 3, none refused.
+	n=$(grep -cE ": ([3-9]|[1-9][0-9]+) communicator\(s\) mirrored, 0 not" "$KCOLL_OUT/stats.txt")
+	[ "$n" = "$np" ] || fail "not every communicator was mirrored"
 	# The calls left to MPI are counted as such.
 	grep -q "MPI_Allgather [0-9]* kcoll, [1-9][0-9]* mpi (datatype" "$KCOLL_OUT/stats.txt" ||
 		fail "the mixed-type allgather was not left to MPI"
 
 	# 2. The benchmark, without and with.
-	bargs=(-c all -b 8 -e 16M -f 2048 -n 10 -w 1 -T 0.5)
+	bargs=(-c all -b 8 -e 16M -f 2048 -n 10 -w 1 -T 1)
 	run bench-mpi 0 600 "$BENCH" "${bargs[@]}" || fail "kcoll-mpibench without the library failed"
 	run bench-kcoll 1 600 "$BENCH" "${bargs[@]}" || fail "kcoll-mpibench with the library failed"
 	for s in mpi kcoll; do
