@@ -13,8 +13,9 @@
  * with a contiguous predefined datatype kcoll has and a predefined
  * reduction (SUM, PROD, MIN, MAX) runs through kcoll; everything else
  * (other datatypes and ops, MPI_Allgather with different send and receive
- * types, inter-communicators, non-blocking forms) goes to the real MPI
- * unchanged. Whether a communicator is mirrored is agreed by all of its
+ * types, inter-communicators) goes to the real MPI unchanged. The
+ * non-blocking forms (MPI_Iallreduce ...) return MPI generalized
+ * requests that the interposed MPI_Wait/Test families complete. Whether a communicator is mirrored is agreed by all of its
  * ranks, so they always take the same path.
  *
  * Environment:
@@ -50,10 +51,15 @@ enum km_fn {
 	KM_ALLTOALL, KM_BARRIER, KM_NFN
 };
 
-static const char *const km_fn_name[KM_NFN] = {
+/* The counters of a non-blocking form follow at + KM_NFN. */
+static const char *const km_fn_name[2 * KM_NFN] = {
 	"MPI_Allreduce", "MPI_Reduce", "MPI_Bcast", "MPI_Allgather",
 	"MPI_Reduce_scatter_block", "MPI_Alltoall", "MPI_Barrier",
+	"MPI_Iallreduce", "MPI_Ireduce", "MPI_Ibcast", "MPI_Iallgather",
+	"MPI_Ireduce_scatter_block", "MPI_Ialltoall", "MPI_Ibarrier",
 };
+
+struct km_req;
 
 /* Why a call went to MPI. */
 enum km_why {
@@ -69,11 +75,13 @@ static struct {
 	struct km_mirror m[KM_MAX_COMMS];
 	int n;
 	bool off, verbose, stats;
-	unsigned long kc[KM_NFN], mpi[KM_NFN][KM_W_NWHY], err[KM_NFN];
+	unsigned long kc[2 * KM_NFN], mpi[2 * KM_NFN][KM_W_NWHY];
+	unsigned long err[2 * KM_NFN];
+	struct km_req *reqs;	/* non-blocking operations MPI holds */
 	unsigned long mirrored, refused;
 } km = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-static void km_count_mpi(enum km_fn fn, enum km_why why)
+static void km_count_mpi(int fn, enum km_why why)
 {
 	__atomic_fetch_add(&km.mpi[fn][why], 1, __ATOMIC_RELAXED);
 }
@@ -224,7 +232,7 @@ int MPI_Finalize(void)
 
 		o = snprintf(line, sizeof(line), "kcoll-mpi: rank %d: %lu communicator(s) mirrored, %lu not;",
 			     rank, km.mirrored, km.refused);
-		for (i = 0; i < KM_NFN; i++) {
+		for (i = 0; i < 2 * KM_NFN; i++) {
 			unsigned long m = 0;
 
 			for (w = 0; w < KM_W_NWHY; w++)
@@ -348,24 +356,80 @@ static int km_op(MPI_Op op)
 }
 
 /*
+ * One operation through kcoll: blocking (on the stack, waited for at
+ * once) or non-blocking (on the heap, behind an MPI generalized request,
+ * see km_nb_start()).
+ */
+struct km_req {
+	MPI_Request mreq;	/* non-blocking: the generalized request */
+	coll_request *creq;
+	MPI_Comm comm;		/* for the error handler */
+	int rank;
+	int fn;			/* km_fn, + KM_NFN for the non-blocking form */
+	int err;		/* kcoll's result, once completed */
+	bool done;
+	/* After success: the in-place reduce-scatter's block to move. */
+	void *mv_dst;
+	const void *mv_src;
+	size_t mv_len;
+	struct km_req *next;	/* km.reqs */
+};
+
+/* Returned by the km_issue_* helpers: the call goes to MPI. */
+#define KM_PASS	1
+
+/*
  * A kcoll failure inside a call MPI promised to complete: the mirror's
  * ranks may now be out of step, so there is no safe fallback. Report it
  * the MPI way: the communicator's error handler (by default, abort).
  */
-static int km_fail(struct km_mirror *m, enum km_fn fn, int err)
+static int km_fail(const struct km_req *r, int err)
 {
-	char msg[600];
+	int rc;
 
-	__atomic_fetch_add(&km.err[fn], 1, __ATOMIC_RELAXED);
-	snprintf(msg, sizeof(msg), "kcoll-mpi: %s on rank %d failed: %s (%s)",
-		 km_fn_name[fn], m->rank, coll_strerror(err), coll_last_error());
-	fprintf(stderr, "%s\n", msg);
-	return PMPI_Comm_call_errhandler(m->comm, MPI_ERR_OTHER) ?: MPI_ERR_OTHER;
+	__atomic_fetch_add(&km.err[r->fn], 1, __ATOMIC_RELAXED);
+	fprintf(stderr, "kcoll-mpi: %s on rank %d failed: %s (%s)\n",
+		km_fn_name[r->fn], r->rank, coll_strerror(err),
+		coll_last_error());
+	rc = PMPI_Comm_call_errhandler(r->comm, MPI_ERR_OTHER);
+	return rc != MPI_SUCCESS ? rc : MPI_ERR_OTHER;
+}
+
+static void km_req_init(struct km_req *r, struct km_mirror *m, int fn,
+			bool nb)
+{
+	r->comm = m->comm;
+	r->rank = m->rank;
+	r->fn = fn + (nb ? KM_NFN : 0);
+}
+
+/* What follows a completed operation: the block to move, the count. */
+static void km_req_done(struct km_req *r, int err)
+{
+	r->done = true;
+	r->err = err;
+	if (!err && r->mv_len)
+		memmove(r->mv_dst, r->mv_src, r->mv_len);
+	if (!err)
+		__atomic_fetch_add(&km.kc[r->fn], 1, __ATOMIC_RELAXED);
+}
+
+/* The blocking form: wait for the operation km_issue_*() started. */
+static int km_block(struct km_req *r, int ret)
+{
+	int err;
+
+	if (ret < 0)
+		return km_fail(r, ret);
+	err = coll_wait(r->creq);
+	coll_request_free(r->creq);
+	km_req_done(r, err);
+	return err ? km_fail(r, err) : MPI_SUCCESS;
 }
 
 /* Mirror, kcoll dtype and op for a reduction; NULL (counted) if it goes
  * to MPI. */
-static struct km_mirror *km_red(enum km_fn fn, MPI_Comm comm, int count,
+static struct km_mirror *km_red(int fn, MPI_Comm comm, int count,
 				MPI_Datatype dt, MPI_Op op, int *kdt, int *kop)
 {
 	struct km_mirror *m = km_find(comm);
@@ -391,71 +455,9 @@ static struct km_mirror *km_red(enum km_fn fn, MPI_Comm comm, int count,
 	return m;
 }
 
-int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
-		  MPI_Op op, MPI_Comm comm)
-{
-	struct km_mirror *m;
-	int kdt, kop, err;
-
-	m = km_red(KM_ALLREDUCE, comm, count, dt, op, &kdt, &kop);
-	if (!m)
-		return PMPI_Allreduce(sbuf, rbuf, count, dt, op, comm);
-	if (sbuf == MPI_IN_PLACE)
-		sbuf = rbuf;
-	err = coll_allreduce(sbuf, rbuf, (size_t)count, kdt, kop, m->kc);
-	if (err)
-		return km_fail(m, KM_ALLREDUCE, err);
-	__atomic_fetch_add(&km.kc[KM_ALLREDUCE], 1, __ATOMIC_RELAXED);
-	return MPI_SUCCESS;
-}
-
-int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
-	       MPI_Op op, int root, MPI_Comm comm)
-{
-	struct km_mirror *m;
-	int kdt, kop, err;
-
-	m = km_red(KM_REDUCE, comm, count, dt, op, &kdt, &kop);
-	if (m && (root < 0 || root >= m->size)) {
-		km_count_mpi(KM_REDUCE, KM_W_SHAPE);
-		m = NULL;
-	}
-	if (!m)
-		return PMPI_Reduce(sbuf, rbuf, count, dt, op, root, comm);
-	if (sbuf == MPI_IN_PLACE)
-		sbuf = rbuf;
-	err = coll_reduce(sbuf, m->rank == root ? rbuf : NULL, (size_t)count,
-			  kdt, kop, root, m->kc);
-	if (err)
-		return km_fail(m, KM_REDUCE, err);
-	__atomic_fetch_add(&km.kc[KM_REDUCE], 1, __ATOMIC_RELAXED);
-	return MPI_SUCCESS;
-}
-
-int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
-{
-	struct km_mirror *m = km_find(comm);
-	int kdt, err;
-
-	if (!m) {
-		km_count_mpi(KM_BCAST, KM_W_COMM);
-		return PMPI_Bcast(buf, count, dt, root, comm);
-	}
-	kdt = km_dtype(dt, false);
-	if (kdt < 0 || count < 0 || root < 0 || root >= m->size) {
-		km_count_mpi(KM_BCAST, kdt < 0 ? KM_W_DTYPE : KM_W_SHAPE);
-		return PMPI_Bcast(buf, count, dt, root, comm);
-	}
-	err = coll_broadcast(buf, buf, (size_t)count, kdt, root, m->kc);
-	if (err)
-		return km_fail(m, KM_BCAST, err);
-	__atomic_fetch_add(&km.kc[KM_BCAST], 1, __ATOMIC_RELAXED);
-	return MPI_SUCCESS;
-}
-
 /* The shape of an allgather/alltoall: one datatype and one count each
  * way (MPI allows matching type signatures; kcoll needs the same). */
-static struct km_mirror *km_move(enum km_fn fn, MPI_Comm comm, bool in_place,
+static struct km_mirror *km_move(int fn, MPI_Comm comm, bool in_place,
 				 int scount, MPI_Datatype sdt, int rcount,
 				 MPI_Datatype rdt, int *kdt)
 {
@@ -477,88 +479,527 @@ static struct km_mirror *km_move(enum km_fn fn, MPI_Comm comm, bool in_place,
 	return m;
 }
 
-int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype sdt, void *rbuf,
-		  int rcount, MPI_Datatype rdt, MPI_Comm comm)
+/*
+ * The km_issue_* helpers: KM_PASS if the call goes to MPI (counted),
+ * else the operation is issued into @r (0) or could not be (-errno).
+ */
+static int km_issue_allreduce(const void *sbuf, void *rbuf, int count,
+			      MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+			      bool nb, struct km_req *r)
 {
+	int fn = KM_ALLREDUCE + (nb ? KM_NFN : 0), kdt, kop;
+	struct km_mirror *m = km_red(fn, comm, count, dt, op, &kdt, &kop);
+
+	if (!m)
+		return KM_PASS;
+	km_req_init(r, m, KM_ALLREDUCE, nb);
+	if (sbuf == MPI_IN_PLACE)
+		sbuf = rbuf;
+	return coll_iallreduce(sbuf, rbuf, (size_t)count, kdt, kop, m->kc,
+			       &r->creq);
+}
+
+static int km_issue_reduce(const void *sbuf, void *rbuf, int count,
+			   MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm,
+			   bool nb, struct km_req *r)
+{
+	int fn = KM_REDUCE + (nb ? KM_NFN : 0), kdt, kop;
+	struct km_mirror *m = km_red(fn, comm, count, dt, op, &kdt, &kop);
+
+	if (m && (root < 0 || root >= m->size)) {
+		km_count_mpi(fn, KM_W_SHAPE);
+		m = NULL;
+	}
+	if (!m)
+		return KM_PASS;
+	km_req_init(r, m, KM_REDUCE, nb);
+	if (sbuf == MPI_IN_PLACE)
+		sbuf = rbuf;
+	return coll_ireduce(sbuf, m->rank == root ? rbuf : NULL, (size_t)count,
+			    kdt, kop, root, m->kc, &r->creq);
+}
+
+static int km_issue_bcast(void *buf, int count, MPI_Datatype dt, int root,
+			  MPI_Comm comm, bool nb, struct km_req *r)
+{
+	int fn = KM_BCAST + (nb ? KM_NFN : 0), kdt;
+	struct km_mirror *m = km_find(comm);
+
+	if (!m) {
+		km_count_mpi(fn, KM_W_COMM);
+		return KM_PASS;
+	}
+	kdt = km_dtype(dt, false);
+	if (kdt < 0 || count < 0 || root < 0 || root >= m->size) {
+		km_count_mpi(fn, kdt < 0 ? KM_W_DTYPE : KM_W_SHAPE);
+		return KM_PASS;
+	}
+	km_req_init(r, m, KM_BCAST, nb);
+	return coll_ibroadcast(buf, buf, (size_t)count, kdt, root, m->kc,
+			       &r->creq);
+}
+
+static int km_issue_allgather(const void *sbuf, int scount, MPI_Datatype sdt,
+			      void *rbuf, int rcount, MPI_Datatype rdt,
+			      MPI_Comm comm, bool nb, struct km_req *r)
+{
+	int fn = KM_ALLGATHER + (nb ? KM_NFN : 0), kdt;
 	bool in_place = sbuf == MPI_IN_PLACE;
 	struct km_mirror *m;
-	int kdt, err;
 
-	m = km_move(KM_ALLGATHER, comm, in_place, scount, sdt, rcount, rdt, &kdt);
+	m = km_move(fn, comm, in_place, scount, sdt, rcount, rdt, &kdt);
 	if (!m)
-		return PMPI_Allgather(sbuf, scount, sdt, rbuf, rcount, rdt, comm);
+		return KM_PASS;
+	km_req_init(r, m, KM_ALLGATHER, nb);
 	/* In place: this rank's block already sits at its place in rbuf,
 	 * which is kcoll's in-place form too. */
 	if (in_place)
 		sbuf = (char *)rbuf + (size_t)m->rank * (size_t)rcount *
 				      coll_dtype_size(kdt);
-	err = coll_allgather(sbuf, rbuf, (size_t)rcount, kdt, m->kc);
-	if (err)
-		return km_fail(m, KM_ALLGATHER, err);
-	__atomic_fetch_add(&km.kc[KM_ALLGATHER], 1, __ATOMIC_RELAXED);
-	return MPI_SUCCESS;
+	return coll_iallgather(sbuf, rbuf, (size_t)rcount, kdt, m->kc,
+			       &r->creq);
+}
+
+static int km_issue_redscat(const void *sbuf, void *rbuf, int rcount,
+			    MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+			    bool nb, struct km_req *r)
+{
+	int fn = KM_REDSCAT + (nb ? KM_NFN : 0), kdt, kop;
+	struct km_mirror *m = km_red(fn, comm, rcount, dt, op, &kdt, &kop);
+	size_t bytes;
+	char *own;
+
+	if (!m)
+		return KM_PASS;
+	km_req_init(r, m, KM_REDSCAT, nb);
+	if (sbuf != MPI_IN_PLACE)
+		return coll_ireduce_scatter(sbuf, rbuf, (size_t)rcount, kdt,
+					    kop, m->kc, &r->creq);
+	/* MPI: the input is rbuf, the result goes to its first block.
+	 * kcoll's in-place result is block @rank: moved once done. */
+	bytes = (size_t)rcount * coll_dtype_size(kdt);
+	own = (char *)rbuf + (size_t)m->rank * bytes;
+	if (m->rank) {
+		r->mv_dst = rbuf;
+		r->mv_src = own;
+		r->mv_len = bytes;
+	}
+	return coll_ireduce_scatter(rbuf, own, (size_t)rcount, kdt, kop,
+				    m->kc, &r->creq);
+}
+
+static int km_issue_alltoall(const void *sbuf, int scount, MPI_Datatype sdt,
+			     void *rbuf, int rcount, MPI_Datatype rdt,
+			     MPI_Comm comm, bool nb, struct km_req *r)
+{
+	int fn = KM_ALLTOALL + (nb ? KM_NFN : 0), kdt;
+	bool in_place = sbuf == MPI_IN_PLACE;
+	struct km_mirror *m;
+
+	m = km_move(fn, comm, in_place, scount, sdt, rcount, rdt, &kdt);
+	if (!m)
+		return KM_PASS;
+	km_req_init(r, m, KM_ALLTOALL, nb);
+	return coll_ialltoall(in_place ? rbuf : sbuf, rbuf, (size_t)rcount,
+			      kdt, m->kc, &r->creq);
+}
+
+static int km_issue_barrier(MPI_Comm comm, bool nb, struct km_req *r)
+{
+	int fn = KM_BARRIER + (nb ? KM_NFN : 0);
+	struct km_mirror *m = km_find(comm);
+
+	if (!m) {
+		km_count_mpi(fn, KM_W_COMM);
+		return KM_PASS;
+	}
+	km_req_init(r, m, KM_BARRIER, nb);
+	return coll_ibarrier(m->kc, &r->creq);
+}
+
+/* ---------------------------------------------------------------- */
+/* Blocking forms                                                    */
+/* ---------------------------------------------------------------- */
+
+int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
+		  MPI_Op op, MPI_Comm comm)
+{
+	struct km_req r = { 0 };
+	int ret = km_issue_allreduce(sbuf, rbuf, count, dt, op, comm, false, &r);
+
+	if (ret == KM_PASS)
+		return PMPI_Allreduce(sbuf, rbuf, count, dt, op, comm);
+	return km_block(&r, ret);
+}
+
+int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
+	       MPI_Op op, int root, MPI_Comm comm)
+{
+	struct km_req r = { 0 };
+	int ret = km_issue_reduce(sbuf, rbuf, count, dt, op, root, comm, false,
+				  &r);
+
+	if (ret == KM_PASS)
+		return PMPI_Reduce(sbuf, rbuf, count, dt, op, root, comm);
+	return km_block(&r, ret);
+}
+
+int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
+{
+	struct km_req r = { 0 };
+	int ret = km_issue_bcast(buf, count, dt, root, comm, false, &r);
+
+	if (ret == KM_PASS)
+		return PMPI_Bcast(buf, count, dt, root, comm);
+	return km_block(&r, ret);
+}
+
+int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype sdt, void *rbuf,
+		  int rcount, MPI_Datatype rdt, MPI_Comm comm)
+{
+	struct km_req r = { 0 };
+	int ret = km_issue_allgather(sbuf, scount, sdt, rbuf, rcount, rdt, comm,
+				     false, &r);
+
+	if (ret == KM_PASS)
+		return PMPI_Allgather(sbuf, scount, sdt, rbuf, rcount, rdt, comm);
+	return km_block(&r, ret);
 }
 
 int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
 			     MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
 {
-	struct km_mirror *m;
-	int kdt, kop, err;
-	size_t bytes;
+	struct km_req r = { 0 };
+	int ret = km_issue_redscat(sbuf, rbuf, rcount, dt, op, comm, false, &r);
 
-	m = km_red(KM_REDSCAT, comm, rcount, dt, op, &kdt, &kop);
-	if (!m)
+	if (ret == KM_PASS)
 		return PMPI_Reduce_scatter_block(sbuf, rbuf, rcount, dt, op, comm);
-	bytes = (size_t)rcount * coll_dtype_size(kdt);
-	if (sbuf == MPI_IN_PLACE) {
-		/* MPI: the input is rbuf, the result goes to its first
-		 * block. kcoll's in-place result is block @rank: move it. */
-		char *own = (char *)rbuf + (size_t)m->rank * bytes;
-
-		err = coll_reduce_scatter(rbuf, own, (size_t)rcount, kdt, kop,
-					  m->kc);
-		if (!err && m->rank)
-			memmove(rbuf, own, bytes);
-	} else {
-		err = coll_reduce_scatter(sbuf, rbuf, (size_t)rcount, kdt, kop,
-					  m->kc);
-	}
-	if (err)
-		return km_fail(m, KM_REDSCAT, err);
-	__atomic_fetch_add(&km.kc[KM_REDSCAT], 1, __ATOMIC_RELAXED);
-	return MPI_SUCCESS;
+	return km_block(&r, ret);
 }
 
 int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype sdt, void *rbuf,
 		 int rcount, MPI_Datatype rdt, MPI_Comm comm)
 {
-	bool in_place = sbuf == MPI_IN_PLACE;
-	struct km_mirror *m;
-	int kdt, err;
+	struct km_req r = { 0 };
+	int ret = km_issue_alltoall(sbuf, scount, sdt, rbuf, rcount, rdt, comm,
+				    false, &r);
 
-	m = km_move(KM_ALLTOALL, comm, in_place, scount, sdt, rcount, rdt, &kdt);
-	if (!m)
+	if (ret == KM_PASS)
 		return PMPI_Alltoall(sbuf, scount, sdt, rbuf, rcount, rdt, comm);
-	err = coll_alltoall(in_place ? rbuf : sbuf, rbuf, (size_t)rcount, kdt,
-			    m->kc);
-	if (err)
-		return km_fail(m, KM_ALLTOALL, err);
-	__atomic_fetch_add(&km.kc[KM_ALLTOALL], 1, __ATOMIC_RELAXED);
-	return MPI_SUCCESS;
+	return km_block(&r, ret);
 }
 
 int MPI_Barrier(MPI_Comm comm)
 {
-	struct km_mirror *m = km_find(comm);
-	int err;
+	struct km_req r = { 0 };
+	int ret = km_issue_barrier(comm, false, &r);
 
-	if (!m) {
-		km_count_mpi(KM_BARRIER, KM_W_COMM);
+	if (ret == KM_PASS)
 		return PMPI_Barrier(comm);
-	}
-	err = coll_barrier(m->kc);
-	if (err)
-		return km_fail(m, KM_BARRIER, err);
-	__atomic_fetch_add(&km.kc[KM_BARRIER], 1, __ATOMIC_RELAXED);
+	return km_block(&r, ret);
+}
+
+/* ---------------------------------------------------------------- */
+/* Non-blocking forms: MPI generalized requests                      */
+/* ---------------------------------------------------------------- */
+
+/*
+ * A kcoll operation behind an MPI request the program can wait on with
+ * any MPI completion call: MPI_Grequest_start() makes the request, and
+ * the interposed MPI_Wait/Test families complete it (coll_wait() or
+ * coll_test(), then MPI_Grequest_complete()) before handing the array to
+ * MPI. No thread of ours: completion happens in the caller's thread, as
+ * MPI_THREAD_SINGLE requires. Requests live on km.reqs until MPI frees
+ * them (km_nb_free()).
+ */
+static int km_nb_query(void *state, MPI_Status *status)
+{
+	struct km_req *r = state;
+
+	PMPI_Status_set_elements(status, MPI_BYTE, 0);
+	PMPI_Status_set_cancelled(status, 0);
+	status->MPI_SOURCE = MPI_UNDEFINED;
+	status->MPI_TAG = MPI_UNDEFINED;
+	status->MPI_ERROR = r->err ? MPI_ERR_OTHER : MPI_SUCCESS;
+	return status->MPI_ERROR;
+}
+
+static int km_nb_free(void *state)
+{
+	struct km_req *r = state, **pp;
+
+	pthread_mutex_lock(&km.lock);
+	for (pp = &km.reqs; *pp; pp = &(*pp)->next)
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	pthread_mutex_unlock(&km.lock);
+	coll_request_free(r->creq);
+	free(r);
 	return MPI_SUCCESS;
+}
+
+/* A collective cannot be cancelled (MPI says so too): nothing to do. */
+static int km_nb_cancel(void *state, int complete)
+{
+	(void)state;
+	(void)complete;
+	return MPI_SUCCESS;
+}
+
+static int km_nb_start(struct km_req *r, int ret, MPI_Request *request)
+{
+	int rc;
+
+	if (ret < 0) {
+		rc = km_fail(r, ret);
+		free(r);
+		return rc;
+	}
+	rc = PMPI_Grequest_start(km_nb_query, km_nb_free, km_nb_cancel, r,
+				 &r->mreq);
+	if (rc != MPI_SUCCESS) {
+		/* The operation runs on; wait for it rather than leak it. */
+		km_req_done(r, coll_wait(r->creq));
+		coll_request_free(r->creq);
+		free(r);
+		return rc;
+	}
+	*request = r->mreq;
+	pthread_mutex_lock(&km.lock);
+	r->next = km.reqs;
+	km.reqs = r;
+	pthread_mutex_unlock(&km.lock);
+	return MPI_SUCCESS;
+}
+
+static struct km_req *km_nb_find(MPI_Request req)
+{
+	struct km_req *r;
+
+	if (req == MPI_REQUEST_NULL)
+		return NULL;
+	pthread_mutex_lock(&km.lock);
+	for (r = km.reqs; r; r = r->next)
+		if (r->mreq == req)
+			break;
+	pthread_mutex_unlock(&km.lock);
+	return r;
+}
+
+/* Complete @req in MPI if it is ours and its operation is done (@wait:
+ * wait for it). Returns whether it is ours and still in flight. */
+static bool km_nb_progress(MPI_Request req, bool wait)
+{
+	struct km_req *r = km_nb_find(req);
+	int done = 0, err;
+
+	if (!r || r->done)
+		return false;
+	if (wait) {
+		err = coll_wait(r->creq);
+		done = 1;
+	} else {
+		err = coll_test(r->creq, &done);
+	}
+	if (!done)
+		return true;
+	km_req_done(r, err);
+	if (err)
+		km_fail(r, err);
+	PMPI_Grequest_complete(r->mreq);
+	return false;
+}
+
+static int km_nb_alloc(struct km_req **r)
+{
+	*r = calloc(1, sizeof(**r));
+	return *r ? 0 : -ENOMEM;
+}
+
+#define KM_NB(call, pmpi_call)						\
+	do {								\
+		struct km_req *r;					\
+		int ret;						\
+									\
+		if (km_nb_alloc(&r))					\
+			return pmpi_call;				\
+		ret = call;						\
+		if (ret == KM_PASS) {					\
+			free(r);					\
+			return pmpi_call;				\
+		}							\
+		return km_nb_start(r, ret, request);			\
+	} while (0)
+
+int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
+		   MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+	KM_NB(km_issue_allreduce(sbuf, rbuf, count, dt, op, comm, true, r),
+	      PMPI_Iallreduce(sbuf, rbuf, count, dt, op, comm, request));
+}
+
+int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
+		MPI_Op op, int root, MPI_Comm comm, MPI_Request *request)
+{
+	KM_NB(km_issue_reduce(sbuf, rbuf, count, dt, op, root, comm, true, r),
+	      PMPI_Ireduce(sbuf, rbuf, count, dt, op, root, comm, request));
+}
+
+int MPI_Ibcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm,
+	       MPI_Request *request)
+{
+	KM_NB(km_issue_bcast(buf, count, dt, root, comm, true, r),
+	      PMPI_Ibcast(buf, count, dt, root, comm, request));
+}
+
+int MPI_Iallgather(const void *sbuf, int scount, MPI_Datatype sdt, void *rbuf,
+		   int rcount, MPI_Datatype rdt, MPI_Comm comm,
+		   MPI_Request *request)
+{
+	KM_NB(km_issue_allgather(sbuf, scount, sdt, rbuf, rcount, rdt, comm,
+				 true, r),
+	      PMPI_Iallgather(sbuf, scount, sdt, rbuf, rcount, rdt, comm,
+			      request));
+}
+
+int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
+			      MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+			      MPI_Request *request)
+{
+	KM_NB(km_issue_redscat(sbuf, rbuf, rcount, dt, op, comm, true, r),
+	      PMPI_Ireduce_scatter_block(sbuf, rbuf, rcount, dt, op, comm,
+					 request));
+}
+
+int MPI_Ialltoall(const void *sbuf, int scount, MPI_Datatype sdt, void *rbuf,
+		  int rcount, MPI_Datatype rdt, MPI_Comm comm,
+		  MPI_Request *request)
+{
+	KM_NB(km_issue_alltoall(sbuf, scount, sdt, rbuf, rcount, rdt, comm,
+				true, r),
+	      PMPI_Ialltoall(sbuf, scount, sdt, rbuf, rcount, rdt, comm,
+			     request));
+}
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
+{
+	KM_NB(km_issue_barrier(comm, true, r), PMPI_Ibarrier(comm, request));
+}
+
+/* ---------------------------------------------------------------- */
+/* Completion calls: ours are completed first, then MPI takes over   */
+/* ---------------------------------------------------------------- */
+
+static bool km_any_ours(void)
+{
+	return __atomic_load_n(&km.reqs, __ATOMIC_RELAXED) != NULL;
+}
+
+int MPI_Wait(MPI_Request *request, MPI_Status *status)
+{
+	if (km_any_ours() && request)
+		km_nb_progress(*request, true);
+	return PMPI_Wait(request, status);
+}
+
+int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
+{
+	if (km_any_ours() && request)
+		km_nb_progress(*request, false);
+	return PMPI_Test(request, flag, status);
+}
+
+int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[])
+{
+	int i;
+
+	if (km_any_ours() && reqs)
+		for (i = 0; i < n; i++)
+			km_nb_progress(reqs[i], true);
+	return PMPI_Waitall(n, reqs, statuses);
+}
+
+int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[])
+{
+	int i;
+
+	if (km_any_ours() && reqs)
+		for (i = 0; i < n; i++)
+			km_nb_progress(reqs[i], false);
+	return PMPI_Testall(n, reqs, flag, statuses);
+}
+
+int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag,
+		MPI_Status *status)
+{
+	int i;
+
+	if (km_any_ours() && reqs)
+		for (i = 0; i < n; i++)
+			km_nb_progress(reqs[i], false);
+	return PMPI_Testany(n, reqs, index, flag, status);
+}
+
+int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[],
+		 MPI_Status statuses[])
+{
+	int i;
+
+	if (km_any_ours() && reqs)
+		for (i = 0; i < n; i++)
+			km_nb_progress(reqs[i], false);
+	return PMPI_Testsome(n, reqs, outcount, indices, statuses);
+}
+
+/*
+ * Waitany and Waitsome over a mix: MPI alone would never see ours
+ * complete (only we complete them), so poll both, backing off to 1 ms
+ * sleeps: a wait on kcoll alone would miss MPI's requests, a wait on MPI
+ * alone ours.
+ */
+static bool km_nb_mixed(int n, MPI_Request reqs[])
+{
+	bool inflight = false;
+	int i;
+
+	for (i = 0; i < n; i++)
+		inflight |= km_nb_progress(reqs[i], false);
+	return inflight;
+}
+
+int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *status)
+{
+	int flag = 0, rc, spins = 0;
+
+	if (!km_any_ours() || !reqs || !km_nb_mixed(n, reqs))
+		return PMPI_Waitany(n, reqs, index, status);
+	for (;;) {
+		rc = PMPI_Testany(n, reqs, index, &flag, status);
+		if (rc != MPI_SUCCESS || flag)
+			return rc;
+		if (!km_nb_mixed(n, reqs))
+			return PMPI_Waitany(n, reqs, index, status);
+		if (++spins > 100)
+			usleep(1000);
+	}
+}
+
+int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[],
+		 MPI_Status statuses[])
+{
+	int rc, spins = 0;
+
+	if (!km_any_ours() || !reqs || !km_nb_mixed(n, reqs))
+		return PMPI_Waitsome(n, reqs, outcount, indices, statuses);
+	for (;;) {
+		rc = PMPI_Testsome(n, reqs, outcount, indices, statuses);
+		if (rc != MPI_SUCCESS || *outcount)
+			return rc;
+		if (!km_nb_mixed(n, reqs))
+			return PMPI_Waitsome(n, reqs, outcount, indices, statuses);
+		if (++spins > 100)
+			usleep(1000);
+	}
 }

@@ -66,6 +66,41 @@ def run(comm, name):
         comm.Alltoall(data(r, dt, 6, n * s), a2a)
         take(f"{name} alltoall {dt.__name__}", a2a)
     comm.Barrier()
+    # Non-blocking forms, completed by Wait, Waitall, Test, Waitany over
+    # a mix with a request MPI keeps (Igather).
+    dt = np.int32
+    a = np.zeros(n, dtype=dt)
+    q = comm.Iallreduce(data(r, dt), a, op=MPI.SUM)
+    q.Wait()
+    take(f"{name} iallreduce", a)
+    b = data(r, dt, 7)
+    c = np.zeros(n * s, dtype=dt)
+    d = np.zeros(n, dtype=dt)
+    e = np.zeros(n * s, dtype=dt)
+    f = np.zeros(n, dtype=dt)
+    qs = [comm.Ibcast(b, root=0), comm.Iallgather(data(r, dt, 8), c),
+          comm.Ireduce_scatter_block(data(r, dt, 9, n * s), d, op=MPI.MAX),
+          comm.Ialltoall(data(r, dt, 10, n * s), e),
+          comm.Ireduce(data(r, dt, 11), f, op=MPI.MIN, root=0)]
+    MPI.Request.Waitall(qs)
+    for tag, arr in (("ibcast", b), ("iallgather", c), ("ireduce_scatter_block", d),
+                     ("ialltoall", e)):
+        take(f"{name} {tag}", arr)
+    if r == 0:
+        take(f"{name} ireduce", f)
+    q = comm.Ibarrier()
+    while not q.Test():
+        pass
+    g = np.zeros(n * s, dtype=dt) if r == 0 else None
+    mixed = [comm.Iallreduce(MPI.IN_PLACE, a, op=MPI.MAX),
+             comm.Igather(data(r, dt, 12), g, root=0)]
+    while True:
+        i = MPI.Request.Waitany(mixed)
+        if i == MPI.UNDEFINED:
+            break
+    take(f"{name} waitany", a)
+    if r == 0:
+        take(f"{name} igather", g)
     # Left to MPI: a user-defined op, a rooted gather, mixed types.
     mine = MPI.Op.Create(lambda a, b, t: np.maximum(
         np.frombuffer(a, dtype=np.int32), np.frombuffer(b, dtype=np.int32),

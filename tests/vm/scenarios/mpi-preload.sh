@@ -6,7 +6,9 @@
 #      the library: every rank's digest of everything it received must be
 #      the same, and with it every interposed function must have taken the
 #      kcoll path (KCOLL_MPI_STATS=1 counts at MPI_Finalize), on
-#      MPI_COMM_WORLD, a duplicate and a split;
+#      MPI_COMM_WORLD, a duplicate and a split, blocking and non-blocking
+#      (completed by Wait, Waitall, Test and Waitany over a mix with an
+#      MPI request);
 #   2. the project's MPI benchmark (kcoll-mpibench, every collective from
 #      8 B to 16 MiB, results checked) with and without: both must check
 #      clean; the time per operation of each at 8 B and 16 MiB is printed
@@ -73,7 +75,8 @@ if [ "$kcoll_vm" = 0 ]; then
 	sed 's/^/    /' "$KCOLL_OUT/stats.txt"
 	[ "$(wc -l <"$KCOLL_OUT/stats.txt")" = "$np" ] || fail "not every rank printed its counts"
 	for f in MPI_Allreduce MPI_Reduce MPI_Bcast MPI_Allgather MPI_Reduce_scatter_block \
-		MPI_Alltoall MPI_Barrier; do
+		MPI_Alltoall MPI_Barrier MPI_Iallreduce MPI_Ireduce MPI_Ibcast MPI_Iallgather \
+		MPI_Ireduce_scatter_block MPI_Ialltoall MPI_Ibarrier; do
 		n=$(grep -c " $f [1-9][0-9]* kcoll," "$KCOLL_OUT/stats.txt")
 		[ "$n" = "$np" ] || fail "$f took the kcoll path on $n of $np ranks"
 	done
