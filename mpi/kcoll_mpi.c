@@ -911,45 +911,39 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
 	return PMPI_Test(request, flag, status);
 }
 
-int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[])
+/* Complete (@wait: wait for) every request of ours in @reqs. */
+static void km_nb_progress_all(int n, MPI_Request reqs[], bool wait)
 {
 	int i;
 
 	if (km_any_ours() && reqs)
 		for (i = 0; i < n; i++)
-			km_nb_progress(reqs[i], true);
+			km_nb_progress(reqs[i], wait);
+}
+
+int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[])
+{
+	km_nb_progress_all(n, reqs, true);
 	return PMPI_Waitall(n, reqs, statuses);
 }
 
 int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[])
 {
-	int i;
-
-	if (km_any_ours() && reqs)
-		for (i = 0; i < n; i++)
-			km_nb_progress(reqs[i], false);
+	km_nb_progress_all(n, reqs, false);
 	return PMPI_Testall(n, reqs, flag, statuses);
 }
 
 int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag,
 		MPI_Status *status)
 {
-	int i;
-
-	if (km_any_ours() && reqs)
-		for (i = 0; i < n; i++)
-			km_nb_progress(reqs[i], false);
+	km_nb_progress_all(n, reqs, false);
 	return PMPI_Testany(n, reqs, index, flag, status);
 }
 
 int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[],
 		 MPI_Status statuses[])
 {
-	int i;
-
-	if (km_any_ours() && reqs)
-		for (i = 0; i < n; i++)
-			km_nb_progress(reqs[i], false);
+	km_nb_progress_all(n, reqs, false);
 	return PMPI_Testsome(n, reqs, outcount, indices, statuses);
 }
 

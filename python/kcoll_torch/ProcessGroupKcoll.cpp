@@ -305,12 +305,7 @@ public:
 	{
 		const char *name = "_allgather_base";
 
-		check_tensor(input, name);
-		check_tensor(output, name);
-		TORCH_CHECK(output.scalar_type() == input.scalar_type(),
-			    "kcoll: ", name, ": output and input dtypes differ");
-		TORCH_CHECK(output.numel() == (int64_t)size_ * input.numel(),
-			    "kcoll: ", name, ": the output must hold world_size times the input's elements");
+		check_scaled(output, input, name, "output");
 		auto work = make_work(OpType::_ALLGATHER_BASE, name, { output });
 		auto src = input.contiguous();
 		work->keep_.push_back(src);
@@ -393,12 +388,7 @@ public:
 	{
 		const char *name = "_reduce_scatter_base";
 
-		check_tensor(input, name);
-		check_tensor(output, name);
-		TORCH_CHECK(output.scalar_type() == input.scalar_type(),
-			    "kcoll: ", name, ": output and input dtypes differ");
-		TORCH_CHECK(input.numel() == (int64_t)size_ * output.numel(),
-			    "kcoll: ", name, ": the input must hold world_size times the output's elements");
+		check_scaled(input, output, name, "input");
 		auto dt = dtype(output, name);
 		auto op = redop(opts.reduceOp, dt, name);
 		auto work = make_work(OpType::_REDUCE_SCATTER_BASE, name, { output });
@@ -615,6 +605,20 @@ private:
 					    t.numel() == like.numel(),
 				    "kcoll: ", name, ": every tensor must match the input's dtype and size");
 		}
+	}
+
+	/* @big (the call's @what) holds world_size times @small's
+	 * elements, of the same dtype. */
+	void check_scaled(const at::Tensor &big, const at::Tensor &small,
+			  const char *name, const char *what)
+	{
+		check_tensor(big, name);
+		check_tensor(small, name);
+		TORCH_CHECK(big.scalar_type() == small.scalar_type(), "kcoll: ",
+			    name, ": output and input dtypes differ");
+		TORCH_CHECK(big.numel() == (int64_t)size_ * small.numel(),
+			    "kcoll: ", name, ": the ", what,
+			    " must hold world_size times the other's elements");
 	}
 
 	void check_root(int64_t root, const char *name)
