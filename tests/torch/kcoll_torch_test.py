@@ -13,12 +13,13 @@ environment, init_method env://).
    with "gloo": the parameters must agree to float32 reordering (see
    TOL_*), on the whole world and on a 3-rank subgroup. Step time and CPU
    time per step of both are printed ("perf" lines).
-3. The last rank dies (exits) after a new 4-rank kcoll group is up: every
+3. The world group again through tcp:// and a file store.
+4. The last rank dies (exits) after a new 4-rank kcoll group is up: every
    other rank's next allreduce must raise within the group's timeout, with
    kcoll's report naming the dead rank.
 
 Prints "ok - NAME" / "not ok - NAME: why" lines; exit status 0 only if
-every check passed. The last rank exits 0 on purpose in part 3.
+every check passed. The last rank exits 0 on purpose in part 4.
 """
 import datetime
 import os
@@ -346,6 +347,26 @@ def part_ddp(gloo, ranks, kc_group, gl_group, tag):
     check(f"DDP {tag}: {STEPS} steps with kcoll and gloo agree", ddp)
 
 
+def part_init_methods():
+    """The same backend through the other init methods: tcp:// and a file
+    store (on the results folder both VMs share)."""
+    shared = os.environ.get("KCOLL_TORCH_SHARED")
+    methods = [("tcp://", f"tcp://{os.environ['MASTER_ADDR']}:"
+                          f"{int(os.environ['MASTER_PORT']) + 1}")]
+    if shared:
+        methods.append(("file://", f"file://{shared}/torch-filestore"))
+    for name, url in methods:
+        def one():
+            dist.destroy_process_group()
+            dist.init_process_group("kcoll", init_method=url, rank=RANK,
+                                    world_size=WORLD,
+                                    timeout=datetime.timedelta(seconds=120))
+            t = rank_data(RANK, 100, torch.float32)
+            dist.all_reduce(t)
+            same(t, expect_reduce("sum", 100, torch.float32), name)
+        check(f"init_process_group(\"kcoll\", {name})", one)
+
+
 def part_death():
     """The last rank exits once a fresh kcoll group is up; the others'
     next allreduce must fail within the timeout, naming it."""
@@ -396,6 +417,7 @@ def main():
     ru = resource.getrusage(resource.RUSAGE_SELF)
     print(f"# rank {RANK}: {time.time() - T0:.0f} s so far, max rss {ru.ru_maxrss >> 10} MiB",
           flush=True)
+    part_init_methods()
     if os.environ.get("KCOLL_TORCH_DEATH", "1") == "1" and WORLD > 2:
         part_death()
     print(f"# rank {RANK}: {len(failures)} failed: {failures}", flush=True)
