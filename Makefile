@@ -36,7 +36,7 @@ KVER ?= $(patsubst linux-headers-%,%,$(if $(filter build,$(notdir $(KDIR))),$(no
 
 .PHONY: gpu-check gpucheck-standin kernels-check
 .PHONY: all module modules-all libcoll tools tests-bin unit-test check \
-	vm-test demo bench deps dkms-check install clean help mpibench gloobench collsim \
+	vm-test demo bench deps dkms-check install clean help mpibench gloobench collsim overlap \
 	daemon fuzz fuzz-host kasan check-kasan testbuf
 
 # The Open MPI baseline builds only where mpicc exists (make deps installs it).
@@ -255,6 +255,12 @@ fuzz: modules-all tools tests-bin
 # ---------------------------------------------------------------- demo/bench
 demo:
 	tools/demo.sh
+
+# Compute slowdown beside 16 MiB allreduces, kcoll against its peers in one
+# boot (issue 21; about 15 minutes): build/vmtest-overlap/vm0/summary.txt.
+overlap: modules-all tools torch mpi-preload
+	tests/vm/vmrun.sh -k $(firstword $(KVERS)) -n 2 -m 1536 -o $(BUILD)/vmtest-overlap \
+		-t 2400 tests/vm/scenarios/overlap.sh
 
 bench: modules-all tools mpibench gloobench collsim
 	tools/bench.sh
