@@ -24,6 +24,7 @@
 #include "kcoll_cost.h"
 #include "kcoll_shape.h"
 #include "kcoll_stats.h"
+#include "kcoll_regcache.h"
 #include "kcoll_gpu.h"
 
 static bool kcoll_is_float(u8 dtype)
@@ -32,7 +33,24 @@ static bool kcoll_is_float(u8 dtype)
 	       dtype == KCOLL_DTYPE_FP32 || dtype == KCOLL_DTYPE_FP64;
 }
 
-/* Set up buffer @which of @op: a view of a registration, or pinned now. */
+/* Buffer @which of @op: a view of @mem's [@addr, @addr + @len), whose use
+ * the operation now holds. */
+static void kcoll_op_view(struct kcoll_task *op, int which,
+			  struct kcoll_mem *mem, u64 addr, size_t len)
+{
+	struct kcoll_buf *b = &op->bufs[which];
+	size_t delta = addr - mem->addr;
+
+	*b = mem->buf;
+	b->off0 = mem->buf.off0 + delta;
+	/* NULL stays NULL: memory the CPU must not touch. */
+	b->vaddr = mem->buf.vaddr ? mem->buf.vaddr + delta : NULL;
+	b->len = len;
+	op->mems[which] = mem;
+}
+
+/* Set up buffer @which of @op: a view of a registration (the SQE's, or
+ * the cache's), or pinned now. */
 static int kcoll_op_buf(struct kcoll_task *op, int which, u64 addr, u32 handle,
 			u64 elems, bool writable)
 {
@@ -47,8 +65,6 @@ static int kcoll_op_buf(struct kcoll_task *op, int which, u64 addr, u32 handle,
 	if (!len)
 		return 0;
 	if (handle) {
-		size_t delta;
-
 		mem = kcoll_mem_get(op->req->ctx, comm, handle, addr, len,
 				    &err);
 		if (!mem)
@@ -58,14 +74,16 @@ static int kcoll_op_buf(struct kcoll_task *op, int which, u64 addr, u32 handle,
 			kcoll_mem_put(mem);
 			return -EACCES;
 		}
-		delta = addr - mem->addr;
-		*b = mem->buf;
-		b->off0 = mem->buf.off0 + delta;
-		/* NULL stays NULL: memory the CPU must not touch. */
-		b->vaddr = mem->buf.vaddr ? mem->buf.vaddr + delta : NULL;
-		b->len = len;
-		op->mems[which] = mem;
+		kcoll_op_view(op, which, mem, addr, len);
 		return 0;
+	}
+	/* Registered anyway: kept for the next operation on these pages. */
+	if (!op->unreg) {
+		err = kcoll_cache_buf(comm, addr, len, writable, &mem);
+		if (!err)
+			kcoll_op_view(op, which, mem, addr, len);
+		if (err != -EAGAIN)
+			return err;
 	}
 	err = kcoll_buf_pin_user(b, addr, len, writable);
 	if (err || op->unreg)

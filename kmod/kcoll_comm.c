@@ -18,6 +18,7 @@
 #include "kcoll.h"
 #include "kcoll_gpu.h"
 #include "kcoll_types.h"
+#include "kcoll_regcache.h"
 #include "kcoll_comm.h"
 #include "kcoll_mem.h"
 #include "kcoll_reg.h"
@@ -332,6 +333,7 @@ static void kcoll_comm_destroy(struct kcoll_ctx *ctx, struct kcoll_comm *comm)
 		xa_erase(&ctx->mems, mem->handle);
 		kcoll_mem_put(mem);
 	}
+	kcoll_cache_flush(comm);
 	kcoll_comm_put(comm);
 }
 
@@ -502,6 +504,7 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	INIT_LIST_HEAD(&comm->colls);
 	INIT_LIST_HEAD(&comm->ops);
 	INIT_LIST_HEAD(&comm->mems);
+	INIT_LIST_HEAD(&comm->cache);
 	comm->ctx = ctx;
 	/*
 	 * The user's limits: one communicator, and a QP per peer and per QP
@@ -860,6 +863,9 @@ void kcoll_comms_device_removed(struct ib_device *ibdev)
 		kcoll_comm_shutdown(victim, -ENODEV);
 		mutex_lock(&victim->lock);
 		list_for_each_entry(mem, &victim->mems, node)
+			kcoll_buf_unregister(&mem->buf);
+		/* Lookups pass over an entry without MRs. */
+		list_for_each_entry(mem, &victim->cache, node)
 			kcoll_buf_unregister(&mem->buf);
 		WRITE_ONCE(victim->ibdev, NULL);
 		victim->pd = NULL;

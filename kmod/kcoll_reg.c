@@ -20,6 +20,7 @@
 #include "kcoll_reg.h"
 #include "kcoll_dmabuf.h"
 #include "kcoll_quota.h"
+#include "kcoll_regcache.h"
 
 /*
  * Drop a use of @mem; the last one releases it (its MRs die before its
@@ -30,9 +31,16 @@ void kcoll_mem_put(struct kcoll_mem *mem)
 {
 	if (!refcount_dec_and_test(&mem->users))
 		return;
+	/* A cache entry's notifier goes before its pages. */
+	if (mem->is_cache)
+		kcoll_cache_mem_free(mem);
 	kcoll_buf_release(&mem->buf);
-	kcoll_quota_uncharge(mem->quota, KCOLL_Q_REGS, 1);
-	kcoll_quota_put(mem->quota);
+	if (mem->quota) {
+		kcoll_quota_uncharge(mem->quota, KCOLL_Q_REGS, 1);
+		kcoll_quota_put(mem->quota);
+	}
+	if (mem->is_cache)
+		kcoll_cache_mem_done(mem);
 	kfree(mem);
 }
 

@@ -62,6 +62,9 @@ KCOLL_STAT_ATTR(gpu_ops, KCOLL_STAT_GPU_OPS);
 KCOLL_STAT_ATTR(gpu_steps, KCOLL_STAT_GPU_STEPS);
 KCOLL_STAT_ATTR(gpu_polls, KCOLL_STAT_GPU_POLLS);
 KCOLL_STAT_ATTR(gpu_step_ns, KCOLL_STAT_GPU_STEP_NS);
+KCOLL_STAT_ATTR(reg_cache_hits, KCOLL_STAT_REGCACHE_HITS);
+KCOLL_STAT_ATTR(reg_cache_misses, KCOLL_STAT_REGCACHE_MISSES);
+KCOLL_STAT_ATTR(reg_cache_invalidations, KCOLL_STAT_REGCACHE_INVAL);
 
 struct kcoll_opstats kcoll_node_stats;
 
@@ -121,6 +124,9 @@ static struct attribute *kcoll_stats_attrs[] = {
 	&dev_attr_gpu_steps.attr,
 	&dev_attr_gpu_polls.attr,
 	&dev_attr_gpu_step_ns.attr,
+	&dev_attr_reg_cache_hits.attr,
+	&dev_attr_reg_cache_misses.attr,
+	&dev_attr_reg_cache_invalidations.attr,
 	&dev_attr_timeouts.attr,
 	&dev_attr_contexts.attr,
 	&dev_attr_inflight.attr,

@@ -28,6 +28,9 @@ enum kcoll_stat {
 	KCOLL_STAT_GPU_POLLS,	/* looks at a doorbell page by the timer */
 	KCOLL_STAT_GPU_STEP_NS,	/* steps handed over to seen done: the
 				 * handoffs and the kernels, summed */
+	KCOLL_STAT_REGCACHE_HITS,	/* plain buffers found registered */
+	KCOLL_STAT_REGCACHE_MISSES,	/* ... pinned and registered anew */
+	KCOLL_STAT_REGCACHE_INVAL,	/* cached ones whose mapping changed */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);

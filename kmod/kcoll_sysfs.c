@@ -41,7 +41,8 @@ enum {
 	KCOLL_KNOB_LAZY_SIGS, KCOLL_KNOB_PRIO_MAX_UNPRIV,
 	KCOLL_KNOB_USER_CONTEXTS, KCOLL_KNOB_USER_COMMS, KCOLL_KNOB_USER_REGS,
 	KCOLL_KNOB_USER_QPS, KCOLL_KNOB_USER_KERNEL_MB,
-	KCOLL_KNOB_USER_DMABUF_MB, KCOLL_KNOB_GPU_POLL_US, KCOLL_KNOB_NR
+	KCOLL_KNOB_USER_DMABUF_MB, KCOLL_KNOB_GPU_POLL_US,
+	KCOLL_KNOB_REG_CACHE_MB, KCOLL_KNOB_NR
 };
 
 static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
@@ -98,6 +99,9 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	 * a stream-ordered operation waits for its GPU stream (and only
 	 * then): the handoff latency of a GPU step against CPU time. */
 	[KCOLL_KNOB_GPU_POLL_US] = { "gpu_poll_us", 20, 1, 100000, false },
+	/* Plain buffers kept pinned and registered per communicator
+	 * (kcoll_regcache.c); 0: none, every operation pins its own. */
+	[KCOLL_KNOB_REG_CACHE_MB] = { "reg_cache_mb", 256, 0, 1 << 20, false },
 };
 
 u32 kcoll_user_max(enum kcoll_quota_kind kind)
@@ -125,6 +129,11 @@ u32 kcoll_user_max_dmabuf_mb(void)
 u32 kcoll_gpu_poll_us(void)
 {
 	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_GPU_POLL_US].val);
+}
+
+u32 kcoll_reg_cache_mb(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_REG_CACHE_MB].val);
 }
 
 /* Defaults that depend on the machine (unless set at load). */
@@ -314,6 +323,10 @@ module_param_cb(gpu_poll_us, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_GPU_POLL_US], 0644);
 MODULE_PARM_DESC(gpu_poll_us,
 		 "While a stream-ordered GPU collective waits for its CUDA stream, look at the doorbell page every this many microseconds (1..100000; default 20)");
+module_param_cb(reg_cache_mb, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_REG_CACHE_MB], 0644);
+MODULE_PARM_DESC(reg_cache_mb,
+		 "Plain buffers kept pinned and registered for the next operation on the same pages, per communicator, in MiB (0 disables; default 256)");
 MODULE_PARM_DESC(connect_timeout_ms,
 		 "How long COMM_CREATE waits for every peer by default (100..3600000 ms; default 60000)");
 
@@ -373,6 +386,7 @@ KCOLL_KNOB_ATTR(user_max_qps, KCOLL_KNOB_USER_QPS);
 KCOLL_KNOB_ATTR(user_max_kernel_mb, KCOLL_KNOB_USER_KERNEL_MB);
 KCOLL_KNOB_ATTR(user_max_dmabuf_mb, KCOLL_KNOB_USER_DMABUF_MB);
 KCOLL_KNOB_ATTR(gpu_poll_us, KCOLL_KNOB_GPU_POLL_US);
+KCOLL_KNOB_ATTR(reg_cache_mb, KCOLL_KNOB_REG_CACHE_MB);
 
 static ssize_t listen_port_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
@@ -455,6 +469,7 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_user_max_kernel_mb.attr.attr,
 	&kcoll_attr_user_max_dmabuf_mb.attr.attr,
 	&kcoll_attr_gpu_poll_us.attr.attr,
+	&kcoll_attr_reg_cache_mb.attr.attr,
 	&dev_attr_listen_port.attr,
 	&dev_attr_devices.attr,
 	&dev_attr_abi_version.attr,

@@ -23,6 +23,7 @@ u32 kcoll_prio_max_unpriv(void);
 void kcoll_knobs_init(void);
 u32 kcoll_op_timeout_ms(void);		/* SQE timeout_ms 0 means this */
 u32 kcoll_gpu_poll_us(void);
+u32 kcoll_reg_cache_mb(void);
 extern unsigned int kcoll_listen_port;	/* module parameter; sysfs moves it */
 extern const struct attribute_group *kcoll_attr_groups[];
 

@@ -38,6 +38,7 @@
 #ifndef KCOLL_TYPES_H
 #define KCOLL_TYPES_H
 
+#include <linux/mmu_notifier.h>
 #include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
@@ -178,6 +179,15 @@ struct kcoll_mem {
 	/* 1 while it has a handle, + 1 per op using it; the last put frees
 	 * it (kcoll_mem_put()). Taken under ctx->mems' xa_lock. */
 	refcount_t users;
+	/* Registration cache entries (kcoll_regcache.c): no handle; on
+	 * comm->cache while @cached (comm->lock), which holds a use. */
+	bool is_cache;
+	bool cached;
+	bool mni_on;			/* @mni inserted */
+	bool comm_ref;			/* holds a reference of @comm */
+	atomic_t stale;			/* the mapping changed: never reused */
+	struct mmu_interval_notifier mni;
+	struct work_struct drop;	/* off the cache after a change */
 };
 
 
@@ -523,6 +533,9 @@ struct kcoll_comm {
 					 * intra-node channel offered */
 	u32 cm_busy;			/* rdma_cm handlers running */
 	struct list_head mems;		/* registrations on this comm */
+	struct list_head cache;		/* kcoll_regcache.c, MRU first; lock */
+	u64 cache_bytes;
+	u32 cache_n;
 	int error;			/* sticky: the comm is unusable */
 	u32 lost_rank;			/* + 1, the peer whose loss set it */
 	bool shutting_down;

@@ -713,6 +713,7 @@ static void kt_rxe_knobs_default(void)
 	kt_sysfs_write("eager", "1");
 	kt_sysfs_write("lazy_sigs", "1");
 	kt_sysfs_write("qps_per_peer", "1");
+	kt_sysfs_write("reg_cache_mb", "256");
 }
 
 FIXTURE_SETUP(rxe)
@@ -788,6 +789,190 @@ TEST_F_TIMEOUT(rxe, several_qps_per_peer, 300)
 	left = kt_rc_qps() - kt_qp_base;
 	EXPECT_LE(0, left);
 	EXPECT_GE(1, left);
+}
+
+/*
+ * One rank of registration_cache_follows_the_mapping: 2 ranks over rxe0,
+ * the same allreduce (1 MiB of fp32 each way, registered: above the
+ * small-operation bound) again and again on buffers whose mapping changes
+ * between rounds. Every result must be the sum of what each rank's send
+ * buffer holds at submission, whatever the cache kept. Exit codes name
+ * the failed step (10 * step + 1: the allreduce failed, + 2: wrong).
+ */
+#define KT_RC_CNT	(256 * 1024)
+#define KT_RC_BYTES	(KT_RC_CNT * sizeof(float))
+
+static void kt_rc_fill(float *a, int rank, int step)
+{
+	for (size_t i = 0; i < KT_RC_CNT; i++)
+		a[i] = (float)((int)(i % 1000) + rank * 1000 + step * 10000);
+}
+
+static int kt_rc_round(struct tring *r, __u32 id, float *snd, float *rcv,
+		       int rank, int step)
+{
+	struct kcoll_sqe s;
+
+	kt_rc_fill(snd, rank, step);
+	memset(rcv, 0xee, KT_RC_BYTES);
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
+		    0, KT_RC_CNT, snd, rcv);
+	if (kt_run(r, &s))
+		return 10 * step + 1;
+	for (size_t i = 0; i < KT_RC_CNT; i++)
+		if (rcv[i] != (float)(2 * (int)(i % 1000) + 1000 + 2 * step * 10000))
+			return 10 * step + 2;
+	return 0;
+}
+
+static void *kt_rc_map(void *at)
+{
+	void *p = mmap(at, KT_RC_BYTES, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | (at ? MAP_FIXED : 0), -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static int kt_rc_rank(const char *ip, int rank)
+{
+	struct kcoll_rank_addr ranks[2];
+	float *snd, *rcv, *heap;
+	struct tring r;
+	int step = 0, res, st;
+	pid_t pid;
+	__u32 id;
+
+	kt_addr_v4(&ranks[0], ip);
+	kt_addr_v4(&ranks[1], ip);
+	ranks[1].local_index = 1;
+	if (kt_ring_init(&r, 16, 0, 0) ||
+	    kt_comm_create(r.fd, 0x7e40, "cache", rank, 2, ranks, 15000, &id))
+		return 1;
+	snd = kt_rc_map(NULL);
+	rcv = kt_rc_map(NULL);
+	if (!snd || !rcv)
+		return 2;
+	/* 1-3: the same buffers: pinned once, then found in the cache. */
+	for (step = 1; step <= 3; step++)
+		if ((res = kt_rc_round(&r, id, snd, rcv, rank, step)))
+			return res;
+	/* 4: the send buffer unmapped and mapped again at the same
+	 * address: new pages, which the cache must not mistake for the
+	 * old ones. */
+	if (munmap(snd, KT_RC_BYTES) || kt_rc_map(snd) != snd)
+		return 3;
+	if ((res = kt_rc_round(&r, id, snd, rcv, rank, 4)))
+		return res;
+	/* 5: both zapped (madvise): the next writes land in new pages. */
+	if (madvise(snd, KT_RC_BYTES, MADV_DONTNEED) ||
+	    madvise(rcv, KT_RC_BYTES, MADV_DONTNEED))
+		return 4;
+	if ((res = kt_rc_round(&r, id, snd, rcv, rank, 5)))
+		return res;
+	/* 6: a child writes its copy of the buffers and exits; ours keep
+	 * our data. */
+	pid = fork();
+	if (pid < 0)
+		return 5;
+	if (!pid) {
+		kt_rc_fill(snd, rank, 99);
+		memset(rcv, 0x11, KT_RC_BYTES);
+		_exit(0);
+	}
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return 6;
+	if ((res = kt_rc_round(&r, id, snd, rcv, rank, 6)))
+		return res;
+	/* 7: the receive buffer moved (mremap) and a new one in its old
+	 * place. */
+	{
+		void *moved = mremap(rcv, KT_RC_BYTES, KT_RC_BYTES,
+				     MREMAP_MAYMOVE | MREMAP_FIXED,
+				     (char *)snd + 4 * KT_RC_BYTES);
+
+		if (moved == MAP_FAILED || kt_rc_map(rcv) != rcv)
+			return 7;
+		munmap(moved, KT_RC_BYTES);
+	}
+	if ((res = kt_rc_round(&r, id, snd, rcv, rank, 7)))
+		return res;
+	/* 8: heap memory freed and allocated again (glibc maps blocks
+	 * this large afresh: likely the same address, other pages). */
+	heap = malloc(KT_RC_BYTES);
+	if (!heap || (res = kt_rc_round(&r, id, heap, rcv, rank, 8)))
+		return heap ? res : 8;
+	free(heap);
+	heap = malloc(KT_RC_BYTES);
+	if (!heap || (res = kt_rc_round(&r, id, heap, rcv, rank, 9)))
+		return heap ? res : 9;
+	free(heap);
+	kt_ring_exit(&r);
+	return 0;
+}
+
+/*
+ * The registration cache (sysfs reg_cache_mb): plain buffers of
+ * operations through the NIC stay registered for the next operation on
+ * the same pages, and whatever changes the mapping (munmap and mmap again,
+ * madvise(DONTNEED), fork and a write, mremap, free and malloc) drops
+ * them: results stay right, the counters show hits and invalidations.
+ * Then with the cache off nothing is cached.
+ */
+TEST_F_TIMEOUT(rxe, registration_cache_follows_the_mapping, 300)
+{
+	const char *ip = getenv("KCOLL_IP");
+	long long hits0, miss0, inval0, hits, inval;
+	int codes[2], st, k;
+	pid_t pids[2];
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "writing sysfs intra_node needs root");
+	hits0 = kt_sysfs_read("stats/reg_cache_hits");
+	miss0 = kt_sysfs_read("stats/reg_cache_misses");
+	inval0 = kt_sysfs_read("stats/reg_cache_invalidations");
+	ASSERT_LE(0, hits0);
+	ASSERT_EQ(256, kt_sysfs_read("reg_cache_mb"));
+	/* Both ranks on this node, through the NIC as across nodes. */
+	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
+	for (int round = 0; round < 2; round++) {
+		for (k = 0; k < 2; k++) {
+			pids[k] = fork();
+			ASSERT_LE(0, pids[k]);
+			if (!pids[k])
+				_exit(kt_rc_rank(ip, k));
+		}
+		for (k = 0; k < 2; k++) {
+			ASSERT_EQ(pids[k], waitpid(pids[k], &st, 0));
+			codes[k] = WIFEXITED(st) ? WEXITSTATUS(st) : 100;
+			EXPECT_EQ(0, codes[k]) {
+				TH_LOG("%s: rank %d failed check %d",
+				       round ? "cache off" : "cache on", k,
+				       codes[k]);
+			}
+		}
+		hits = kt_sysfs_read("stats/reg_cache_hits") - hits0;
+		inval = kt_sysfs_read("stats/reg_cache_invalidations") - inval0;
+		TH_LOG("%s: %lld hits, %lld misses, %lld invalidations",
+		       round ? "cache off" : "cache on", hits,
+		       kt_sysfs_read("stats/reg_cache_misses") - miss0, inval);
+		if (!round) {
+			/* Steps 2 and 3 find both buffers (each rank), the
+			 * later steps at least the buffers they did not
+			 * touch; each remap step invalidates. */
+			EXPECT_LE(2 * 4, hits);
+			EXPECT_LE(2 * 4, inval);
+			ASSERT_EQ(0, kt_sysfs_write("reg_cache_mb", "0"));
+			hits0 = kt_sysfs_read("stats/reg_cache_hits");
+			miss0 = kt_sysfs_read("stats/reg_cache_misses");
+			inval0 = kt_sysfs_read("stats/reg_cache_invalidations");
+		} else {
+			EXPECT_EQ(0, hits);
+		}
+	}
+	EXPECT_EQ(0, kt_sysfs_write("reg_cache_mb", "256"));
+	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
 }
 
 /* rxe0's measured alpha from sysfs rdma_devices, or -1. */

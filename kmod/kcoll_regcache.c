@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kcoll registration cache: an operation's plain (unregistered) buffer
+ * stays pinned and registered after the operation, so the next operation
+ * on the same pages of the same process costs no pinning and no MR.
+ *
+ * An entry is a struct kcoll_mem without a handle, on comm->cache (most
+ * recently used first), holding one use of itself ("the cache's"), one
+ * reference of its communicator, and an MMU interval notifier over its
+ * pages in the process's mm. Whatever changes that range's mapping (munmap,
+ * mremap, madvise(DONTNEED), a fork's write-protection, migration,
+ * exit) invalidates it: the notifier marks it stale at once, so no later
+ * lookup returns it, and a work item takes it off the cache and drops the
+ * cache's use. An operation that already holds a use goes on with the
+ * pages it pinned, as one that pinned its own buffer would; the last put
+ * removes the notifier, then unpins.
+ *
+ * Lookups happen under comm->lock and take a use there; the notifier
+ * callback never sleeps and never frees (it may run under the mm's locks):
+ * it only sets the stale flag and queues the work, which holds a use of
+ * its own so the entry outlives it. Insertion races with a mapping change
+ * the usual way: the notifier is in place before the pages are pinned, and
+ * an invalidation seen in between (mmu_interval_read_retry()) keeps the
+ * entry out of the cache.
+ *
+ * Bounds: sysfs reg_cache_mb per communicator (0: no cache), at most
+ * KCOLL_CACHE_MAX entries; past them the least recently used go. Cached
+ * pages stay charged to the owner's RLIMIT_MEMLOCK: when pinning fails
+ * with -ENOMEM, the communicator's cache is emptied and the pin tried once
+ * more.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/mmu_notifier.h>
+#include <linux/sched/mm.h>
+#include <linux/slab.h>
+
+#include "kcoll.h"
+#include "kcoll_types.h"
+#include "kcoll_comm.h"
+#include "kcoll_mem.h"
+#include "kcoll_reg.h"
+#include "kcoll_regcache.h"
+#include "kcoll_stats.h"
+#include "kcoll_sysfs.h"
+
+#define KCOLL_CACHE_MAX	64
+
+static void kcoll_cache_drop_work(struct work_struct *w);
+
+static bool kcoll_cache_invalidate(struct mmu_interval_notifier *mni,
+				   const struct mmu_notifier_range *range,
+				   unsigned long cur_seq)
+{
+	struct kcoll_mem *mem = container_of(mni, struct kcoll_mem, mni);
+
+	mmu_interval_set_seq(mni, cur_seq);
+	if (atomic_xchg(&mem->stale, 1))
+		return true;
+	kcoll_stat_add(KCOLL_STAT_REGCACHE_INVAL, 1);
+	/* The work's own use; none left means the entry is being freed
+	 * (its last put waits for us in mmu_interval_notifier_remove()). */
+	if (refcount_inc_not_zero(&mem->users))
+		kcoll_queue_work(&mem->drop);
+	return true;
+}
+
+static const struct mmu_interval_notifier_ops kcoll_cache_ops = {
+	.invalidate = kcoll_cache_invalidate,
+};
+
+/* Take @mem off @comm's cache if it is there; true if it was (the caller
+ * then drops the cache's use). Must hold comm->lock. */
+static bool kcoll_cache_unlink(struct kcoll_comm *comm, struct kcoll_mem *mem)
+{
+	lockdep_assert_held(&comm->lock);
+	if (!mem->cached)
+		return false;
+	list_del(&mem->node);
+	mem->cached = false;
+	comm->cache_bytes -= mem->len;
+	comm->cache_n--;
+	return true;
+}
+
+static void kcoll_cache_drop_work(struct work_struct *w)
+{
+	struct kcoll_mem *mem = container_of(w, struct kcoll_mem, drop);
+	struct kcoll_comm *comm = mem->comm;
+	bool was;
+
+	mutex_lock(&comm->lock);
+	was = kcoll_cache_unlink(comm, mem);
+	mutex_unlock(&comm->lock);
+	if (was)
+		kcoll_mem_put(mem);
+	kcoll_mem_put(mem);	/* the work's */
+}
+
+/*
+ * Empty @comm's cache down to @keep_bytes and KCOLL_CACHE_MAX - 1 entries
+ * (all of it: 0 and 0), least recently used first. Entries in use stay
+ * with their operations until those end.
+ */
+static void kcoll_cache_trim(struct kcoll_comm *comm, u64 keep_bytes,
+			     u32 keep_n)
+{
+	struct kcoll_mem *mem;
+	LIST_HEAD(gone);
+
+	mutex_lock(&comm->lock);
+	while (!list_empty(&comm->cache) &&
+	       (comm->cache_bytes > keep_bytes || comm->cache_n > keep_n)) {
+		mem = list_last_entry(&comm->cache, struct kcoll_mem, node);
+		kcoll_cache_unlink(comm, mem);
+		list_add(&mem->node, &gone);
+	}
+	mutex_unlock(&comm->lock);
+	while (!list_empty(&gone)) {
+		mem = list_first_entry(&gone, struct kcoll_mem, node);
+		list_del(&mem->node);
+		kcoll_mem_put(mem);
+	}
+}
+
+/* Release everything @comm's cache holds: its destroy. */
+void kcoll_cache_flush(struct kcoll_comm *comm)
+{
+	kcoll_cache_trim(comm, 0, 0);
+}
+
+/* The last put of a cache entry (kcoll_mem_put()): notifier, comm. */
+void kcoll_cache_mem_free(struct kcoll_mem *mem)
+{
+	if (mem->mni_on)
+		mmu_interval_notifier_remove(&mem->mni);
+	mem->mni_on = false;
+}
+
+void kcoll_cache_mem_done(struct kcoll_mem *mem)
+{
+	if (mem->comm_ref)
+		kcoll_comm_put(mem->comm);
+}
+
+static u64 kcoll_cache_limit(void)
+{
+	return (u64)kcoll_reg_cache_mb() << 20;
+}
+
+/* A usable entry of @comm over [@addr, @addr + @len) of current's mm;
+ * with a use taken. */
+static struct kcoll_mem *kcoll_cache_find(struct kcoll_comm *comm, u64 addr,
+					  size_t len, bool writable)
+{
+	struct kcoll_mem *mem, *found = NULL;
+
+	mutex_lock(&comm->lock);
+	list_for_each_entry(mem, &comm->cache, node) {
+		if (atomic_read(&mem->stale) || mem->mni.mm != current->mm ||
+		    addr < mem->addr || addr + len > mem->addr + mem->len ||
+		    (writable && !mem->buf.writable) || !mem->buf.segs)
+			continue;
+		if (!refcount_inc_not_zero(&mem->users))
+			continue;
+		list_move(&mem->node, &comm->cache);
+		found = mem;
+		break;
+	}
+	mutex_unlock(&comm->lock);
+	return found;
+}
+
+/*
+ * kcoll_cache_buf - the registration for an operation's plain buffer
+ * [@addr, @addr + @len): a cached one, or a new one (then cached). On
+ * success *@out holds a use for the operation. Returns 0, -EAGAIN if the
+ * cache is off (the caller pins for this operation alone), or the error
+ * of pinning or registering. Process context of the buffer's owner, under
+ * comm->dev_sem (read).
+ */
+int kcoll_cache_buf(struct kcoll_comm *comm, u64 addr, size_t len,
+		    bool writable, struct kcoll_mem **out)
+{
+	u64 limit = kcoll_cache_limit();
+	unsigned long start, seq;
+	struct kcoll_mem *mem;
+	bool keep;
+	int err;
+
+	if (!limit || !current->mm || len > limit)
+		return -EAGAIN;
+	mem = kcoll_cache_find(comm, addr, len, writable);
+	if (mem) {
+		kcoll_stat_add(KCOLL_STAT_REGCACHE_HITS, 1);
+		*out = mem;
+		return 0;
+	}
+	kcoll_stat_add(KCOLL_STAT_REGCACHE_MISSES, 1);
+
+	mem = kzalloc(sizeof(*mem), GFP_KERNEL_ACCOUNT);
+	if (!mem)
+		return -ENOMEM;
+	start = addr & PAGE_MASK;
+	mem->addr = addr;
+	mem->len = len;
+	mem->comm = comm;
+	mem->is_cache = true;
+	INIT_WORK(&mem->drop, kcoll_cache_drop_work);
+	refcount_set(&mem->users, 1);		/* the operation's */
+	/* Before the pages are pinned: a change in between is seen. */
+	err = mmu_interval_notifier_insert(&mem->mni, current->mm, start,
+					   PAGE_ALIGN(addr + len) - start,
+					   &kcoll_cache_ops);
+	if (err) {
+		kfree(mem);
+		return err;
+	}
+	mem->mni_on = true;
+	kref_get(&comm->ref);
+	mem->comm_ref = true;
+	seq = mmu_interval_read_begin(&mem->mni);
+
+	err = kcoll_buf_pin_user(&mem->buf, addr, len, writable);
+	if (err == -ENOMEM && comm->cache_n) {
+		/* Our own cached pages may be what RLIMIT_MEMLOCK counts. */
+		kcoll_cache_flush(comm);
+		err = kcoll_buf_pin_user(&mem->buf, addr, len, writable);
+	}
+	if (!err)
+		err = kcoll_buf_register(&mem->buf, comm);
+	if (err) {
+		kcoll_mem_put(mem);
+		return err;
+	}
+
+	mutex_lock(&comm->lock);
+	keep = !mmu_interval_read_retry(&mem->mni, seq) &&
+	       !atomic_read(&mem->stale) && !comm->shutting_down &&
+	       !comm->error;
+	if (keep) {
+		refcount_inc(&mem->users);	/* the cache's */
+		list_add(&mem->node, &comm->cache);
+		mem->cached = true;
+		comm->cache_bytes += len;
+		comm->cache_n++;
+	}
+	mutex_unlock(&comm->lock);
+	if (keep)
+		kcoll_cache_trim(comm, limit, KCOLL_CACHE_MAX);
+	*out = mem;
+	return 0;
+}

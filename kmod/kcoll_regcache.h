@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* kcoll registration cache: plain buffers kept registered (kcoll_regcache.c). */
+#ifndef KCOLL_REGCACHE_H
+#define KCOLL_REGCACHE_H
+
+struct kcoll_comm;
+struct kcoll_mem;
+
+int kcoll_cache_buf(struct kcoll_comm *comm, u64 addr, size_t len,
+		    bool writable, struct kcoll_mem **out);
+void kcoll_cache_flush(struct kcoll_comm *comm);
+void kcoll_cache_mem_free(struct kcoll_mem *mem);
+void kcoll_cache_mem_done(struct kcoll_mem *mem);
+
+#endif
