@@ -211,6 +211,7 @@ if [ $check = 1 ]; then
 	log "colltest took $((SECONDS - t0)) s"
 	# Which algorithms the automatic choice ran (this VM's ranks).
 	log "algorithms run: $(cd /sys/class/misc/kcoll/algo_ops && for f in *; do printf '%s=%s ' "$f" "$(cat "$f")"; done)"
+log "registration cache: $(cd /sys/class/misc/kcoll/stats && for f in reg_cache_*; do printf '%s=%s ' "$f" "$(cat "$f")"; done)"
 fi
 if [ -n "$gpuab" ]; then
 	rounds=${gpuab#*:}
@@ -340,6 +341,7 @@ fi
 log "kcoll devices: $(tr '\n' ' ' </sys/class/misc/kcoll/rdma_devices)"
 [ $check = 1 ] ||
 	log "algorithms run: $(cd /sys/class/misc/kcoll/algo_ops && for f in *; do printf '%s=%s ' "$f" "$(cat "$f")"; done)"
+log "registration cache: $(cd /sys/class/misc/kcoll/stats && for f in reg_cache_*; do printf '%s=%s ' "$f" "$(cat "$f")"; done)"
 kcoll_res_check
 [ -n "$dmabuf$gpu$gpuab" ] && kcoll_exporters_down
 kcoll_mod_unload
