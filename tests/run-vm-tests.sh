@@ -103,7 +103,7 @@ for kver in "$@"; do
 		# rank that dies) and unmodified MPI programs through
 		# libkcoll-mpi.so (mpi4py and kcoll-mpibench, with and without).
 		scenario "$kver" torch 2 1200 "" 1536
-		scenario "$kver" mpi-preload 2 1200 "" 1536
+		scenario "$kver" mpi-preload 2 1200 "quick" 1536
 		# The fuzzer, briefly (make fuzz runs it longer on every kernel),
 		# with slub_debug too: its races against teardown (and rxe0
 		# going away) find writes to freed objects only this way.
