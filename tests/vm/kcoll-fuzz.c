@@ -25,7 +25,8 @@
  * groups, an 8 MiB RLIMIT_MEMLOCK. Run as root, the fuzzer first forks a
  * helper that keeps root for what needs it: `rdma link delete rxe0` and
  * `rdma link add` every few seconds (sysfs intra_node 0 mostly, so that
- * local ranks use the NIC), debugfs reads, kernel stacks of stuck threads,
+ * local ranks use the NIC; the registration cache on, off or tiny),
+ * debugfs reads, kernel stacks of stuck threads,
  * and a watch on /dev/kmsg for the reports the scenario's log scan fails
  * on (BUG, WARNING, Oops, slub_debug's "Poison overwritten", ...), each an
  * unexpected result with its time since the start. The VM should boot
@@ -2591,7 +2592,7 @@ static void h_klog(int kfd)
 static void helper_main(int cmd_fd, int secs, uint64_t seed, bool remove)
 {
 	struct rng r = { .s = splitmix(&(uint64_t){ seed ^ 0xde7ULL }) | 1 };
-	char netdev[64] = "", intra0[8] = "1", buf[256];
+	char netdev[64] = "", intra0[8] = "1", cache0[16] = "256", buf[256];
 	int64_t end = h_t0 + (int64_t)secs * 1000000000LL, next;
 	bool down = false, done = false;
 	int kfd, f;
@@ -2608,6 +2609,13 @@ static void helper_main(int cmd_fd, int secs, uint64_t seed, bool remove)
 		ssize_t n = read(f, intra0, sizeof(intra0) - 1);
 
 		intra0[n > 0 ? n : 0] = 0;
+		close(f);
+	}
+	f = open("/sys/class/misc/kcoll/reg_cache_mb", O_RDONLY);
+	if (f >= 0) {
+		ssize_t n = read(f, cache0, sizeof(cache0) - 1);
+
+		cache0[n > 0 ? n : 0] = 0;
 		close(f);
 	}
 	/* Which netdev rxe0 sits on: "link rxe0/1 ... netdev eth0". */
@@ -2665,6 +2673,11 @@ static void helper_main(int cmd_fd, int secs, uint64_t seed, bool remove)
 				/* Mostly through the NIC; sometimes the local path. */
 				h_write("/sys/class/misc/kcoll/intra_node",
 					now >= end ? intra0 : one_in(&r, 4) ? "1" : "0");
+				/* The registration cache on, off, or too small
+				 * to hold a NIC pair's buffers (evicting). */
+				h_write("/sys/class/misc/kcoll/reg_cache_mb",
+					now >= end ? cache0 : one_in(&r, 3) ? "0" :
+					one_in(&r, 2) ? "1" : "256");
 				down = false;
 				atomic_fetch_add(&g_dev->epoch, 1);	/* even */
 				vlog("kcoll-fuzz: [helper %.1f s] rxe0 back\n",
@@ -2688,6 +2701,7 @@ static void helper_main(int cmd_fd, int secs, uint64_t seed, bool remove)
 		}
 		if (remove && !done && now >= end && !down) {
 			h_write("/sys/class/misc/kcoll/intra_node", intra0);
+			h_write("/sys/class/misc/kcoll/reg_cache_mb", cache0);
 			done = true;
 		}
 		if (poll(pf, kfd >= 0 ? 2 : 1, 50) < 0 && errno != EINTR)
