@@ -4,8 +4,8 @@
 # init_method env:// through vm0: every collective of the backend against
 # the expected values and Gloo, DDP trained with "kcoll" and with "gloo"
 # (all ranks, then a 3-rank subgroup), the world group again through
-# tcp:// and a file store, then the last rank dies and the others must
-# raise naming it. Needs Debian's python3-torch (the guest
+# tcp:// and each VM's ranks through a file store, then the last rank
+# dies and the others must raise naming it. Needs Debian's python3-torch (the guest
 # runs the host's root filesystem) and `make torch`.
 #
 #   tests/vm/vmrun.sh -k KVER -n 2 -m 2048 -o OUT -t 1200 [-a PER_VM] \
@@ -28,9 +28,9 @@ kcoll_peers_up
 
 export PYTHONPATH=$KCOLL_TOP/build/python
 export MASTER_ADDR=10.9.0.1 MASTER_PORT=29650 WORLD_SIZE=$world
-# A folder both VMs see, for the file:// init method's store.
-export KCOLL_TORCH_SHARED=$kcoll_out
-[ "$kcoll_vm" = 0 ] && rm -f "$kcoll_out/torch-filestore"
+# Ranks are numbered VM by VM; each VM's form a world of their own for
+# the file:// init method (its store in the VM's /tmp).
+export KCOLL_TORCH_PER_VM=$per
 # Gloo's own TCP transport, on the VMs' network.
 export GLOO_SOCKET_IFNAME=eth0
 export OMP_NUM_THREADS=1
