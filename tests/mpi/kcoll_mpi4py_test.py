@@ -9,6 +9,7 @@ line (tests/vm/scenarios/mpi-preload.sh). The data are small integers:
 every order of summation gives the same bits.
 """
 import hashlib
+import os
 import sys
 
 import numpy as np
@@ -24,9 +25,15 @@ def data(r, dt, salt=0, k=n):
     return ((np.arange(k, dtype=np.int64) * 3 + r * 7 + salt) % 5 + 1).astype(dt)
 
 
+TAGS = os.environ.get("KCOLL_TEST_TAGS") == "1"
+
+
 def take(tag, arr):
+    b = np.ascontiguousarray(arr).tobytes()
     h.update(tag.encode())
-    h.update(np.ascontiguousarray(arr).tobytes())
+    h.update(b)
+    if TAGS:
+        print(f"tag rank {rank} {tag}: {hashlib.sha256(b).hexdigest()[:16]}", flush=True)
 
 
 def run(comm, name):
@@ -67,10 +74,15 @@ def run(comm, name):
         take(f"{name} alltoall {dt.__name__}", a2a)
     comm.Barrier()
     # Non-blocking forms, completed by Wait, Waitall, Test, Waitany over
-    # a mix with a request MPI keeps (Igather).
+    # a mix with a request MPI keeps (Igather). Every buffer stays
+    # referenced until its request completed, as MPI requires (a
+    # temporary freed at once would be read by the operation after free:
+    # Open MPI copies small sends at the call and hides that, kcoll reads
+    # them when the data is needed).
     dt = np.int32
     a = np.zeros(n, dtype=dt)
-    q = comm.Iallreduce(data(r, dt), a, op=MPI.SUM)
+    sa = data(r, dt)
+    q = comm.Iallreduce(sa, a, op=MPI.SUM)
     q.Wait()
     take(f"{name} iallreduce", a)
     b = data(r, dt, 7)
@@ -78,10 +90,12 @@ def run(comm, name):
     d = np.zeros(n, dtype=dt)
     e = np.zeros(n * s, dtype=dt)
     f = np.zeros(n, dtype=dt)
-    qs = [comm.Ibcast(b, root=0), comm.Iallgather(data(r, dt, 8), c),
-          comm.Ireduce_scatter_block(data(r, dt, 9, n * s), d, op=MPI.MAX),
-          comm.Ialltoall(data(r, dt, 10, n * s), e),
-          comm.Ireduce(data(r, dt, 11), f, op=MPI.MIN, root=0)]
+    sends = [data(r, dt, 8), data(r, dt, 9, n * s), data(r, dt, 10, n * s),
+             data(r, dt, 11)]
+    qs = [comm.Ibcast(b, root=0), comm.Iallgather(sends[0], c),
+          comm.Ireduce_scatter_block(sends[1], d, op=MPI.MAX),
+          comm.Ialltoall(sends[2], e),
+          comm.Ireduce(sends[3], f, op=MPI.MIN, root=0)]
     MPI.Request.Waitall(qs)
     for tag, arr in (("ibcast", b), ("iallgather", c), ("ireduce_scatter_block", d),
                      ("ialltoall", e)):
@@ -92,8 +106,9 @@ def run(comm, name):
     while not q.Test():
         pass
     g = np.zeros(n * s, dtype=dt) if r == 0 else None
+    sg = data(r, dt, 12)
     mixed = [comm.Iallreduce(MPI.IN_PLACE, a, op=MPI.MAX),
-             comm.Igather(data(r, dt, 12), g, root=0)]
+             comm.Igather(sg, g, root=0)]
     while True:
         i = MPI.Request.Waitany(mixed)
         if i == MPI.UNDEFINED:
