@@ -286,13 +286,7 @@ public:
 		auto flat = torch::empty({ (int64_t)size_ * in.numel() },
 					 in.options());
 		work->keep_ = { src, flat };
-		work->after_ = [flat, outs]() mutable {
-			auto n = outs[0].numel();
-
-			for (size_t i = 0; i < outs.size(); i++)
-				outs[i].copy_(flat.narrow(0, (int64_t)i * n, n)
-						      .view_as(outs[i]));
-		};
+		work->after_ = unflatten(flat, outs);
 		return issue(work, opts.timeout, [&](coll_request **r) {
 			return coll_iallgather(src.data_ptr(), flat.data_ptr(),
 					       src.numel(), dtype(src, "allgather"),
@@ -451,14 +445,7 @@ public:
 		auto src = torch::cat(flatten_all(inputs));
 		auto flat = torch::empty_like(src);
 		work->keep_ = { src, flat };
-		auto outs = outputs;
-		work->after_ = [flat, outs]() mutable {
-			auto n = outs[0].numel();
-
-			for (size_t i = 0; i < outs.size(); i++)
-				outs[i].copy_(flat.narrow(0, (int64_t)i * n, n)
-						      .view_as(outs[i]));
-		};
+		work->after_ = unflatten(flat, outputs);
 		return issue(work, opts.timeout, [&](coll_request **r) {
 			return coll_ialltoall(src.data_ptr(), flat.data_ptr(),
 					      inputs[0].numel(), dtype(src, name),
@@ -644,6 +631,19 @@ private:
 		for (auto s : splits)
 			TORCH_CHECK(rows % size_ == 0 && s == rows / size_, "kcoll: ", name,
 				    ": uneven split sizes need alltoallv, which kcoll does not have yet");
+	}
+
+	/* What copies block i of @flat into @outs[i] (equal sizes). */
+	static std::function<void()> unflatten(at::Tensor flat,
+					       std::vector<at::Tensor> outs)
+	{
+		return [flat, outs]() mutable {
+			auto n = outs[0].numel();
+
+			for (size_t i = 0; i < outs.size(); i++)
+				outs[i].copy_(flat.narrow(0, (int64_t)i * n, n)
+						      .view_as(outs[i]));
+		};
 	}
 
 	static std::vector<at::Tensor> flatten_all(const std::vector<at::Tensor> &ts)
