@@ -62,11 +62,13 @@ scenario() {	# kver name nvms timeout [arg [mem_mb]]
 # negative tests. "skew": the two VMs advertise different cost models
 # (coll.sh), which each communicator must reconcile into one. "dmabuf=":
 # the quick matrix again (four dtypes) with every buffer a dma-buf that
-# kcoll imports: vgem's on the first kernel, udmabuf's on the others.
-# "gpu=": stream-ordered collectives on GPU memory through the STAND-IN
-# CUDA driver (its device memory dma-bufs of that exporter): the quick
-# matrix on the first kernel, allreduce's on the others, and the failures
-# while streams wait (coll.sh).
+# kcoll imports (vgem's), on the first kernel. "gpu=": stream-ordered
+# collectives on GPU memory through the STAND-IN CUDA driver (its device
+# memory dma-bufs of that exporter): the quick matrix and the failures
+# while streams wait (coll.sh), on the first kernel. On the others the
+# selftests cover dma-buf import (udmabuf, the system heap) and the
+# stream-ordered ABI; the matrices there went to keep make check under
+# 30 minutes once the PyTorch and MPI scenarios came.
 forced="algo=allreduce:rabenseifner algo=reduce_scatter:rechalving"
 forced+=" algo=allgather:farfirst algo=broadcast:binomial"
 forced+=" algo=reduce:binomial algo=alltoall:bruck"
@@ -91,9 +93,9 @@ for kver in "$@"; do
 	scenario "$kver" rdma-pair 2 400
 	if [ "$kver" = "$first" ]; then
 		scenario "$kver" coll 2 1500 "4 quick skew dmabuf=vgem gpu=vgem"
-		# Death of a process, 40 times in a row (then no leak, and
+		# Death of a process, 20 times in a row (then no leak, and
 		# rmmod), and of a whole node (3 VMs, one stops dead).
-		scenario "$kver" coll 2 1500 "2 die=40"
+		scenario "$kver" coll 2 1500 "2 die=20"
 		scenario "$kver" nodedie 3 900
 		# kcollctl and kcolld against the module's netlink family (the
 		# selftests check the family itself on every kernel).
@@ -111,7 +113,7 @@ for kver in "$@"; do
 			scenario "$kver" fuzz 1 $((${FUZZ_CHECK_SECONDS:-60} + 420)) \
 			"${FUZZ_CHECK_SECONDS:-60}"
 	else
-		scenario "$kver" coll 2 1500 "3 quick qps=3 $forced dmabuf=udmabuf gpu=udmabuf gpuc=allreduce"
+		scenario "$kver" coll 2 1500 "3 quick qps=3 $forced"
 	fi
 done
 echo "VM: $pass passed, $fail failed, $skip skipped"
