@@ -15,6 +15,9 @@
 #   make fuzz-host    libFuzzer over validation and schedules (FUZZ_SECONDS=300)
 #   make kasan        a KASAN + lockdep + kmemleak 6.1 kernel, once, and kcoll
 #                     for it; make check-kasan: the VM tests in it (slow)
+#   make torch        the torch.distributed backend (build/python/kcoll_torch)
+#   make mpi-preload  libkcoll-mpi.so: unmodified MPI programs through kcoll
+#   make overlap      compute slowdown beside allreduces, kcoll vs its peers
 #
 # Kbuild reads ./Kbuild (not this file) when the kernel build descends here.
 
@@ -54,7 +57,7 @@ all: module libcoll tools daemon tests-bin $(if $(HAVE_MPICC),mpibench mpi-prelo
 	$(if $(HAVE_GLOO),gloobench) $(if $(HAVE_TORCH),torch)
 
 help:
-	@sed -n '2,18p' Makefile
+	@sed -n '2,21p' Makefile
 
 deps:
 	tools/install-deps.sh
