@@ -253,13 +253,16 @@ def part_collectives(gloo):
             ("dtype", lambda: dist.all_reduce(torch.zeros(4, dtype=torch.bool))),
             ("ReduceOp", lambda: dist.all_reduce(torch.zeros(4, dtype=torch.int32),
                                                  op=dist.ReduceOp.BAND)),
-            ("avg", lambda: dist.all_reduce(torch.zeros(4, dtype=torch.int32),
-                                            op=dist.ReduceOp.AVG)
-             if "avg" in OPS else (_ for _ in ()).throw(RuntimeError("kcoll: avg"))),
             ("alltoallv", lambda: dist.all_to_all_single(
                 torch.zeros(WORLD + 1), torch.zeros(WORLD + 1),
                 [2] + [1] * (WORLD - 1), [2] + [1] * (WORLD - 1))),
         ]
+        if "avg" in OPS:    # torch's AVG is defined on floats only
+            cases.append(("avg", lambda: dist.all_reduce(
+                torch.zeros(4, dtype=torch.int32), op=dist.ReduceOp.AVG)))
+        else:
+            print("# SKIP the AVG-on-int32 case: this torch has no ReduceOp.AVG",
+                  flush=True)
         for word, fn in cases:
             try:
                 fn()
