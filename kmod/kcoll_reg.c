@@ -35,10 +35,8 @@ void kcoll_mem_put(struct kcoll_mem *mem)
 	if (mem->is_cache)
 		kcoll_cache_mem_free(mem);
 	kcoll_buf_release(&mem->buf);
-	if (mem->quota) {
-		kcoll_quota_uncharge(mem->quota, KCOLL_Q_REGS, 1);
-		kcoll_quota_put(mem->quota);
-	}
+	kcoll_quota_uncharge(mem->quota, KCOLL_Q_REGS, 1);
+	kcoll_quota_put(mem->quota);
 	if (mem->is_cache)
 		kcoll_cache_mem_done(mem);
 	kfree(mem);

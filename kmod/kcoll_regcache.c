@@ -24,7 +24,9 @@
  * entry out of the cache.
  *
  * Bounds: sysfs reg_cache_mb per communicator (0: no cache), at most
- * KCOLL_CACHE_MAX entries; past them the least recently used go. Cached
+ * KCOLL_CACHE_MAX entries; past them the least recently used go. Each
+ * entry counts as a registration of its user (user_max_regs): past that
+ * limit operations pin their own buffers, as without the cache. Cached
  * pages stay charged to the owner's RLIMIT_MEMLOCK: when pinning fails
  * with -ENOMEM, the communicator's cache is emptied and the pin tried once
  * more.
@@ -40,6 +42,7 @@
 #include "kcoll_comm.h"
 #include "kcoll_mem.h"
 #include "kcoll_reg.h"
+#include "kcoll_quota.h"
 #include "kcoll_regcache.h"
 #include "kcoll_stats.h"
 #include "kcoll_sysfs.h"
@@ -198,9 +201,16 @@ int kcoll_cache_buf(struct kcoll_comm *comm, u64 addr, size_t len,
 	}
 	kcoll_stat_add(KCOLL_STAT_REGCACHE_MISSES, 1);
 
+	/* A registration like REG_MEM's, under the same per-user limit
+	 * (user_max_regs); past it this operation pins its own. */
+	if (kcoll_quota_charge(comm->quota, KCOLL_Q_REGS, 1))
+		return -EAGAIN;
 	mem = kzalloc(sizeof(*mem), GFP_KERNEL_ACCOUNT);
-	if (!mem)
+	if (!mem) {
+		kcoll_quota_uncharge(comm->quota, KCOLL_Q_REGS, 1);
 		return -ENOMEM;
+	}
+	mem->quota = kcoll_quota_ref(comm->quota);
 	start = addr & PAGE_MASK;
 	mem->addr = addr;
 	mem->len = len;
@@ -213,6 +223,8 @@ int kcoll_cache_buf(struct kcoll_comm *comm, u64 addr, size_t len,
 					   PAGE_ALIGN(addr + len) - start,
 					   &kcoll_cache_ops);
 	if (err) {
+		kcoll_quota_uncharge(mem->quota, KCOLL_Q_REGS, 1);
+		kcoll_quota_put(mem->quota);
 		kfree(mem);
 		return err;
 	}
