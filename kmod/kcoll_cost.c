@@ -207,12 +207,17 @@ u64 kcoll_cost_ns(const struct kcoll_cost *c, u32 opcode, u8 algo,
 								      false, true));
 		}
 	case KCOLL_OP_REDUCE:
-	case KCOLL_OP_BROADCAST:
 		if (algo == KCOLL_ALGO_CHAIN)
-			return kcoll_chain_ns(c, n - 1, bytes,
-					      opcode == KCOLL_OP_REDUCE);
-		return kcoll_spread_steps_ns(c, lc, bytes,
-					     opcode == KCOLL_OP_REDUCE);
+			return kcoll_chain_ns(c, n - 1, bytes, true);
+		return kcoll_spread_steps_ns(c, lc, bytes, true);
+	case KCOLL_OP_BROADCAST:
+		/* Then the confirmation tokens: one, or back up the tree. */
+		if (algo == KCOLL_ALGO_CHAIN)
+			return kcoll_sat_add(kcoll_chain_ns(c, n - 1, bytes,
+							    false),
+					     kcoll_steps_ns(c, 1, 0, false));
+		return kcoll_sat_add(kcoll_spread_steps_ns(c, lc, bytes, false),
+				     kcoll_steps_ns(c, lc, 0, false));
 	case KCOLL_OP_ALLGATHER:
 		if (algo == KCOLL_ALGO_RING)
 			return kcoll_steps_ns(c, n - 1, bytes, false);

@@ -28,7 +28,9 @@
 /*
  * Lazy signatures (docs/DESIGN.md): on a connection where both ends offered
  * them, a collective whose every result depends on every rank
- * (kcoll_sched_all_dependent(), op->lazy) sends no SIG and waits for none:
+ * (kcoll_sched_all_dependent()), and a broadcast or reduce, whose root
+ * depends on every rank (kcoll_sched_lazy(), op->lazy), sends no SIG and
+ * waits for none:
  * the signature travels with the data instead (signed eager headers,
  * grants), checked before the data is used, so a rank that completes has
  * seen, along the data's paths, that every rank's signature equals its

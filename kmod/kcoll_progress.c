@@ -280,7 +280,7 @@ static void kcoll_op_progress(struct kcoll_task *op)
 			WRITE_ONCE(op->prio_dev->last[op->prio], jiffies);
 		}
 		if (op->kind == KCOLL_KIND_COLL &&
-		    kcoll_sched_all_dependent(&op->args)) {
+		    kcoll_sched_lazy(&op->args)) {
 			op->lazy = true;
 			op->lazy_at = jiffies +
 				      msecs_to_jiffies(KCOLL_SIG_LAZY_MS);

@@ -19,8 +19,10 @@
  *                  allgather by recursive doubling, over 2^L chunks: 2L + 2f
  *  REDUCE          chain: pipelined root+1 -> root+2 -> ... -> root: 1
  *                  binomial: Lc
- *  BROADCAST       chain: pipelined root -> root+1 -> ... -> root-1: 1
- *                  binomial: Lc
+ *  BROADCAST       chain: pipelined root -> root+1 -> ... -> root-1, then
+ *                  the last rank's empty token to the root: 2
+ *                  binomial: Lc, then empty tokens back up the same tree
+ *                  (each rank's once its subtree's are in): 2 Lc
  *  ALLGATHER       ring: n-1 (the own block's copy rides in the first one)
  *                  recdoubling: groups of blocks doubling in size: L + 2f
  *  REDUCE_SCATTER  ring, partial sums double-buffered in TMP: n-1
@@ -209,9 +211,12 @@ static void kcoll_sched_reduce(const struct kcoll_sched_args *a,
 
 /*
  * BROADCAST, n > 1: the chain root, root+1, ..., root-1; inner ranks
- * forward RECV as it lands.
+ * forward RECV as it lands. Phase 1 is the confirmation: the last rank,
+ * having checked what it received, sends the root an empty token (the root
+ * receives no data, so this is how it learns that every rank's signature
+ * matched: kcoll_sched_lazy()).
  */
-static void kcoll_sched_broadcast(const struct kcoll_sched_args *a,
+static void kcoll_sched_broadcast(const struct kcoll_sched_args *a, u32 idx,
 				  struct kcoll_phase *p)
 {
 	u32 n = a->nranks, r = a->rank;
@@ -219,6 +224,13 @@ static void kcoll_sched_broadcast(const struct kcoll_sched_args *a,
 	u32 pos = kcoll_rank_sub(r, a->root, n);
 	u64 c = a->count;
 
+	if (idx == 1) {
+		if (pos == n - 1)
+			kcoll_ph_send(p, next, KCOLL_SBUF_RECV, 0, 0, false);
+		else if (pos == 0)
+			kcoll_ph_recv(p, prev, KCOLL_SBUF_RECV, 0, 0);
+		return;
+	}
 	if (pos == 0) {
 		if (kcoll_sched_in_place(a)) {
 			kcoll_ph_send(p, next, KCOLL_SBUF_RECV, 0, c, false);
@@ -346,6 +358,14 @@ static u32 kcoll_nph_one(const struct kcoll_sched_args *a,
 	return 1;
 }
 
+static u32 kcoll_nph_two(const struct kcoll_sched_args *a,
+			 const struct kcoll_fold *f)
+{
+	(void)a;
+	(void)f;
+	return 2;
+}
+
 static u32 kcoll_nph_n1(const struct kcoll_sched_args *a,
 			const struct kcoll_fold *f)
 {
@@ -413,8 +433,7 @@ static void kcoll_sched_reduce_chain(const struct kcoll_sched_args *a,
 static void kcoll_sched_broadcast_chain(const struct kcoll_sched_args *a,
 					u32 idx, struct kcoll_phase *p)
 {
-	(void)idx;
-	kcoll_sched_broadcast(a, p);
+	kcoll_sched_broadcast(a, idx, p);
 }
 
 static void kcoll_sched_send(const struct kcoll_sched_args *a, u32 idx,
@@ -523,9 +542,10 @@ static const struct kcoll_coll_def {
 		{ KCOLL_ALGO_BINOMIAL, kcoll_nph_log2, kcoll_sched_binomial,
 		  kcoll_tmp_reduce_binomial }) },
 	[KCOLL_OP_BROADCAST] = { KCOLL_ALGOS(
-		{ KCOLL_ALGO_CHAIN, kcoll_nph_one,
+		{ KCOLL_ALGO_CHAIN, kcoll_nph_two,
 		  kcoll_sched_broadcast_chain, NULL },
-		{ KCOLL_ALGO_BINOMIAL, kcoll_nph_log2, kcoll_sched_binomial, NULL }) },
+		{ KCOLL_ALGO_BINOMIAL, kcoll_nph_log2x2, kcoll_sched_binomial,
+		  NULL }) },
 	[KCOLL_OP_ALLGATHER] = { .all_dependent = true, KCOLL_ALGOS(
 		{ KCOLL_ALGO_RING, kcoll_nph_n1, kcoll_sched_allgather, NULL },
 		{ KCOLL_ALGO_RECDOUBLING, kcoll_nph_fold,
@@ -612,6 +632,15 @@ bool kcoll_sched_all_dependent(const struct kcoll_sched_args *a)
 	    !kcoll_colls[a->opcode].all_dependent)
 		return false;
 	return a->count > 0 || kcoll_colls[a->opcode].no_data;
+}
+
+bool kcoll_sched_lazy(const struct kcoll_sched_args *a)
+{
+	if (kcoll_sched_all_dependent(a))
+		return true;
+	return a->nranks >= 2 && a->count > 0 &&
+	       (a->opcode == KCOLL_OP_BROADCAST ||
+		a->opcode == KCOLL_OP_REDUCE);
 }
 
 void kcoll_sched_phase(const struct kcoll_sched_args *a, u32 idx,

@@ -418,6 +418,25 @@ static void kcoll_binomial_bcast(const struct kcoll_sched_args *a, u32 root,
 			      KCOLL_SBUF_RECV, 0, a->count);
 }
 
+/*
+ * Broadcast's confirmation, step k of the tree run backwards: the ranks
+ * 2^k <= v < 2^k+1 send their parent v - 2^k an empty token (by then they
+ * have their data and, from the earlier confirmation phases, the tokens
+ * of their own subtree), the ranks v < 2^k with a child v + 2^k receive.
+ */
+static void kcoll_binomial_bcast_ack(const struct kcoll_sched_args *a,
+				     u32 root, u32 k, struct kcoll_phase *p)
+{
+	u32 n = a->nranks, v = kcoll_rank_sub(a->rank, root, n), d = 1U << k;
+
+	if (v >= d && v < 2 * d)
+		kcoll_ph_send(p, kcoll_rank_sub(a->rank, d, n),
+			      KCOLL_SBUF_RECV, 0, 0, false);
+	else if (v < d && v + d < n)
+		kcoll_ph_recv(p, kcoll_rank_add(a->rank, d, n),
+			      KCOLL_SBUF_RECV, 0, 0);
+}
+
 static void kcoll_binomial_reduce(const struct kcoll_sched_args *a, u32 root,
 				  u32 k, u8 in, u8 acc, struct kcoll_phase *p)
 {
@@ -442,6 +461,11 @@ void kcoll_sched_binomial(const struct kcoll_sched_args *a, u32 idx,
 
 	switch (a->opcode) {
 	case KCOLL_OP_BROADCAST:
+		if (idx >= lc) {	/* the confirmation */
+			kcoll_binomial_bcast_ack(a, a->root, 2 * lc - 1 - idx,
+						 p);
+			break;
+		}
 		if (idx == 0 && a->rank == a->root && !ip)
 			kcoll_ph_copy(p, KCOLL_SBUF_SEND, 0, KCOLL_SBUF_RECV, 0,
 				      a->count);

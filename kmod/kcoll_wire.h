@@ -17,8 +17,10 @@
  * side's AUTH message over both nonces (docs/DESIGN.md, "Authentication").
  * 3: each offer of an eager slot registers its MR under a new key, whose
  * key byte a CREDITS carries (docs/DESIGN.md, "Grant MRs").
+ * 4: a broadcast's schedule ends with confirmation tokens to its root, and
+ * broadcast and reduce send no SIG to lazy peers (kcoll_sched_lazy()).
  */
-#define KCOLL_WIRE_VERSION	3
+#define KCOLL_WIRE_VERSION	4
 #define KCOLL_AUTH_NONCE	12
 #define KCOLL_AUTH_MAC		16
 

@@ -606,13 +606,14 @@ static void wp_offer_slots(struct wpeer *p)
 	}
 }
 
-/* An eager transfer of @len bytes for (@seq, phase 0), signed if both
+/* An eager transfer of @len bytes for (@seq, @phase), signed if both
  * offered lazy signatures, into a free slot of the module's. */
 static void wp_eager_to(struct wpeer *p, const struct kcoll_wire_msg *sig,
-			uint32_t len)
+			uint16_t phase, uint32_t len)
 {
 	struct kcoll_wire_eager eh = {
-		.seq = sig->seq, .kind = KCOLL_KIND_COLL, .len = htole32(len),
+		.seq = sig->seq, .phase = htole16(phase),
+		.kind = KCOLL_KIND_COLL, .len = htole32(len),
 	};
 	struct kcoll_wire_eager_sig sg = {
 		.opcode = sig->opcode, .dtype = sig->dtype, .redop = sig->redop,
@@ -640,9 +641,13 @@ static void wp_eager_to(struct wpeer *p, const struct kcoll_wire_msg *sig,
 
 /*
  * Broadcast and reduce between two ranks: one step from the root to the
- * other. Where the module sends, grant it the whole buffer (unless it goes
- * eagerly into our slots); where it receives, send it the data eagerly (a
- * large transfer waits for its grant, filled in wp_play()).
+ * other; a broadcast's other rank then confirms with an empty token to the
+ * root (phase 1). Where the module sends, grant it the whole buffer (unless
+ * it goes eagerly into our slots) and, for a broadcast, send the token
+ * eagerly (else the module grants it, filled in wp_play()); where it
+ * receives, send it the data eagerly (a large transfer waits for its
+ * grant, filled in wp_play()). Played on the module's SIG, or on its ASK
+ * where lazy signatures spare the SIG.
  */
 static void wp_play_rooted(struct wpeer *p, const struct kcoll_wire_msg *sig)
 {
@@ -661,9 +666,13 @@ static void wp_play_rooted(struct wpeer *p, const struct kcoll_wire_msg *sig)
 		return;
 	if (!module_sends) {
 		if (small)
-			wp_eager_to(p, sig, (uint32_t)bytes);
+			wp_eager_to(p, sig, 0, (uint32_t)bytes);
 		return;
 	}
+	/* (Signed data brings its own token: wp_play_eager().) */
+	if (sig->opcode == KCOLL_OP_BROADCAST && p->eager &&
+	    !(p->lazy && p->module_lazy))
+		wp_eager_to(p, sig, 1, 0);
 	if (small)
 		return;
 	g.type = KCOLL_MSG_GRANT;
@@ -706,8 +715,7 @@ static void wp_play(struct wpeer *p, const struct kcoll_wire_msg *in)
 			return;
 		m.status = 0;
 		wp_send(p, &m, sizeof(m), false, 0);
-		if (!(le32toh(in->status) & KCOLL_SIG_ASK))
-			wp_play_rooted(p, in);
+		wp_play_rooted(p, in);
 		return;
 	case KCOLL_MSG_GRANT:
 		if (p->hold_grants)
@@ -719,7 +727,10 @@ static void wp_play(struct wpeer *p, const struct kcoll_wire_msg *in)
 		if (le32toh(in->len) <= WP_SLOTS)
 			wp_write(p, le64toh(in->addr), le32toh(in->rkey), 0,
 				 le32toh(in->len), true, imm);
-		if (in->kind != KCOLL_KIND_COLL)
+		/* Rooted steps are one way: nothing to grant back. */
+		if (in->kind != KCOLL_KIND_COLL ||
+		    in->opcode == KCOLL_OP_BROADCAST ||
+		    in->opcode == KCOLL_OP_REDUCE)
 			return;
 		m.addr = htole64((uintptr_t)p->data);
 		m.rkey = htole32(p->mr->rkey);
@@ -751,16 +762,41 @@ static void wp_play_eager(struct wpeer *p, uint32_t imm, uint32_t byte_len)
 {
 	uint32_t slot = imm & KCOLL_IMM_EAGER_SERIAL, s;
 	struct kcoll_wire_msg m = { .type = KCOLL_MSG_CREDITS };
+	struct kcoll_wire_eager eh;
+	struct kcoll_wire_eager_sig sg;
+	bool rooted = false;
 
 	WP_TRACE("in eager imm %#x, %u bytes; module slots free %#x\n", imm,
 		 byte_len, p->slots_free);
 	if (!(imm & KCOLL_IMM_EAGER) || slot >= KCOLL_EAGER_SLOTS ||
 	    byte_len > KCOLL_EAGER_SLOT_BYTES)
 		return;
+	/* A signed broadcast or reduce step is one way: no echo; a
+	 * broadcast's root gets the confirmation token instead. */
+	if (byte_len >= sizeof(eh) + sizeof(sg)) {
+		memcpy(&eh, p->data + WP_SLOTS + slot * KCOLL_EAGER_SLOT_BYTES,
+		       sizeof(eh));
+		memcpy(&sg, p->data + WP_SLOTS + slot * KCOLL_EAGER_SLOT_BYTES +
+		       sizeof(eh), sizeof(sg));
+		if ((eh.flags & KCOLL_EAGER_SIGNED) &&
+		    (sg.opcode == KCOLL_OP_BROADCAST ||
+		     sg.opcode == KCOLL_OP_REDUCE))
+			rooted = true;
+	}
+	if (rooted && sg.opcode == KCOLL_OP_BROADCAST) {
+		struct kcoll_wire_msg t = {
+			.type = KCOLL_MSG_SIG, .kind = KCOLL_KIND_COLL,
+			.seq = eh.seq, .opcode = sg.opcode, .dtype = sg.dtype,
+			.redop = sg.redop, .algo = sg.algo, .root = sg.root,
+			.count = sg.count,
+		};
+
+		wp_eager_to(p, &t, 1, 0);
+	}
 	for (s = 0; s < KCOLL_EAGER_SLOTS; s++)
 		if (p->slots_free & (1u << s))
 			break;
-	if (s < KCOLL_EAGER_SLOTS) {
+	if (s < KCOLL_EAGER_SLOTS && !rooted) {
 		memcpy(p->data + WP_DATA - KCOLL_EAGER_SLOT_BYTES,
 		       p->data + WP_SLOTS + slot * KCOLL_EAGER_SLOT_BYTES,
 		       byte_len);

@@ -205,7 +205,9 @@ u32 expected_nphases(const struct kcoll_sched_args *a)
 	case KCOLL_ALGO_FARFIRST:	/* a block a phase */
 		return (1U << floor_log2(n)) - 1 + fold;
 	case KCOLL_ALGO_BINOMIAL:
-		return ceil_log2(n) * (a->opcode == KCOLL_OP_ALLREDUCE ? 2 : 1);
+		/* ALLREDUCE: reduce, then broadcast; BROADCAST: the data,
+		 * then the confirmation tokens back up the tree. */
+		return ceil_log2(n) * (a->opcode == KCOLL_OP_REDUCE ? 1 : 2);
 	case KCOLL_ALGO_BRUCK:
 		return bruck_nphases(n);
 	default:
@@ -215,8 +217,9 @@ u32 expected_nphases(const struct kcoll_sched_args *a)
 	case KCOLL_OP_ALLREDUCE:
 		return 2 * (n - 1);
 	case KCOLL_OP_REDUCE:
-	case KCOLL_OP_BROADCAST:
 		return 1;
+	case KCOLL_OP_BROADCAST:	/* the chain, the last rank's token */
+		return 2;
 	default:
 		return n - 1;
 	}
@@ -450,9 +453,12 @@ static bool writable(const struct mop *m, u8 buf)
 	       (m->a.opcode == KCOLL_OP_REDUCE_SCATTER && m->a.in_place);
 }
 
+/* Empty transfers carry meaning: point-to-point of count 0, barrier and
+ * broadcast confirmation tokens. */
 static bool empty_ok(u32 op)
 {
-	return is_p2p(op) || op == KCOLL_OP_BARRIER;
+	return is_p2p(op) || op == KCOLL_OP_BARRIER ||
+	       op == KCOLL_OP_BROADCAST;
 }
 
 static bool peer_ok(const struct mop *m, u32 peer)

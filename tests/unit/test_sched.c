@@ -1071,6 +1071,122 @@ static bool all_dependent_holds(struct kcoll_sched_args *a, u32 n)
 	return true;
 }
 
+/*
+ * kcoll_sched_lazy() for BROADCAST and REDUCE: the root must end having
+ * seen every rank (through the data, or the confirmation tokens), and a
+ * non-root of a BROADCAST the root (through the data it received).
+ */
+static bool rooted_lazy_holds(struct kcoll_sched_args *a, u32 n, u32 lim)
+{
+	u64 seen[64], prev[64], all = n == 64 ? ~0ULL : (1ULL << n) - 1;
+	u32 nph[64], r, k, maxph = 0, pass;
+	struct kcoll_phase ph[64];
+
+	for (r = 0; r < n; r++) {
+		a->rank = r;
+		nph[r] = kcoll_sched_nphases(a);
+		if (nph[r] > lim)
+			nph[r] = lim;
+		if (nph[r] > maxph)
+			maxph = nph[r];
+		seen[r] = 1ULL << r;
+	}
+	for (k = 0; k < maxph; k++) {
+		for (r = 0; r < n; r++) {
+			a->rank = r;
+			kcoll_sched_phase(a, k, &ph[r]);
+			if (k >= nph[r])
+				ph[r].has_send = ph[r].has_recv = false;
+			prev[r] = seen[r];
+		}
+		for (pass = 0; pass < n; pass++) {
+			for (r = 0; r < n; r++) {
+				u32 q = ph[r].recv.peer;
+
+				if (!ph[r].has_recv || q >= n ||
+				    !ph[q].has_send || ph[q].send.peer != r)
+					continue;
+				seen[r] |= ph[q].send.fwd ? seen[q] : prev[q];
+			}
+		}
+	}
+	if (seen[a->root] != all)
+		return false;
+	for (r = 0; r < n && a->opcode == KCOLL_OP_BROADCAST; r++)
+		if (!(seen[r] & (1ULL << a->root)))
+			return false;
+	return true;
+}
+
+static void test_rooted_lazy(void)
+{
+	static const u32 ops[] = { KCOLL_OP_BROADCAST, KCOLL_OP_REDUCE };
+	u32 oi, ai, nalg, n, ci, nc, root, checked = 0;
+	u64 counts[16];
+	u8 algos[8];
+
+	for (oi = 0; oi < ARRAY_SIZE(ops); oi++) {
+		u32 op = ops[oi];
+
+		nalg = algos_for(op, algos);
+		for (ai = 0; ai < nalg; ai++) {
+			for (n = 1; n <= 64; n++) {
+				nc = counts_for(n, false, counts);
+				for (ci = 0; ci < nc; ci++) {
+					for (root = 0; root < n;
+					     root += n > 8 ? n / 3 : 1) {
+						struct kcoll_sched_args a = {
+							.opcode = op,
+							.redop = is_reducing(op) ?
+								 KCOLL_REDOP_SUM :
+								 KCOLL_REDOP_NONE,
+							.nranks = n,
+							.root = root,
+							.count = counts[ci],
+							.algo = algos[ai],
+						};
+
+						if (kcoll_sched_check(&a))
+							continue;
+						UNIT_CHECK(kcoll_sched_lazy(&a) ==
+							   (n > 1 && a.count > 0));
+						if (!kcoll_sched_lazy(&a))
+							continue;
+						checked++;
+						if (!rooted_lazy_holds(&a, n, ~0U)) {
+							UNIT_FAIL("%s algo %u n %u root %u count %llu: the root completes without depending on every rank",
+								  op_name(op), algos[ai], n, root,
+								  (unsigned long long)counts[ci]);
+							return;
+						}
+					}
+				}
+			}
+		}
+	}
+	unit_diag("rooted lazy schedules checked: %u", checked);
+	/* Without its confirmation phases (the data's only: 1 for the
+	 * chain, Lc binomial) a broadcast's root depends on nobody: the
+	 * check can fail. */
+	{
+		struct kcoll_sched_args b = {
+			.opcode = KCOLL_OP_BROADCAST, .redop = KCOLL_REDOP_NONE,
+			.nranks = 5, .root = 2, .count = 8,
+			.algo = KCOLL_ALGO_CHAIN,
+		};
+
+		UNIT_EQ_UINT(kcoll_sched_nphases(&b), 2);
+		UNIT_CHECK(rooted_lazy_holds(&b, 5, ~0U));
+		UNIT_CHECK(!rooted_lazy_holds(&b, 5, 1));
+		b.algo = KCOLL_ALGO_BINOMIAL;
+		UNIT_EQ_UINT(kcoll_sched_nphases(&b), 6);
+		UNIT_CHECK(rooted_lazy_holds(&b, 5, ~0U));
+		UNIT_CHECK(!rooted_lazy_holds(&b, 5, 3));
+		b.opcode = KCOLL_OP_SEND;
+		UNIT_CHECK(!kcoll_sched_lazy(&b));
+	}
+}
+
 static void test_all_dependent(void)
 {
 	static const u32 ops[] = { KCOLL_OP_ALLREDUCE, KCOLL_OP_ALLGATHER,
@@ -1143,6 +1259,7 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_check);
 	UNIT_RUN(test_copy_at_least_gamma);
 	UNIT_RUN(test_all_dependent);
+	UNIT_RUN(test_rooted_lazy);
 	UNIT_RUN(test_out_of_range);
 	UNIT_RUN(test_huge_count);
 	UNIT_RUN(test_in_place_ignored);

@@ -26,7 +26,9 @@
  *   -t  watchdog: fail (exit 2) if the run takes longer
  *   -v  a line per case
  *   -M  signature mismatch: rank 1 uses another count for one allreduce;
- *       every rank must get -EBADMSG
+ *       every rank must get -EBADMSG; then the last rank another count
+ *       for a broadcast and a reduce from rank 0: the root and it must
+ *       get -EBADMSG, the others that or the right result
  *   -K  wrong key: the last rank creates the communicator (bootstrap, then
  *       KCOLL_IOC_COMM_CREATE through coll_comm_init_table()) with a
  *       modified key; every rank's creation must fail
@@ -968,13 +970,83 @@ static int result_line(bool ok, const char *fmt, ...)
 	return ok ? 0 : 1;
 }
 
+/*
+ * A broadcast (@reduce: a reduce) from rank 0 in which the last rank uses
+ * another count. Broadcast and reduce go without SIGs to lazy peers
+ * (docs/DESIGN.md, "Lazy signatures"): the root must fail with -EBADMSG,
+ * and the differing rank of a broadcast; any other rank either fails
+ * likewise or completes with the root's data (broadcast) or without
+ * touching its buffer (reduce, non-root). Then one matching broadcast must
+ * work everywhere.
+ */
+static bool rooted_mismatch(int32_t *buf, size_t count, bool reduce)
+{
+	const char *what = reduce ? "reduce" : "broadcast";
+	size_t cnt = rank == nranks - 1 ? count + 1 : count, i;
+	int32_t *in = calloc(count + 1, sizeof(int32_t));
+	bool ok = true;
+	int ret;
+
+	if (!in)
+		return false;
+	for (i = 0; i <= count; i++) {
+		in[i] = (int32_t)(i * 7 + 1) * (rank + 1);
+		buf[i] = rank == 0 || reduce ? in[i] : -1;
+	}
+	if (reduce)
+		ret = coll_reduce(in, buf, cnt, COLL_DTYPE_INT32,
+				  COLL_REDOP_SUM, 0, comm);
+	else
+		ret = coll_broadcast(buf, buf, cnt, COLL_DTYPE_INT32, 0, comm);
+	/* The root must fail; so must the differing rank, but as a reduce
+	 * leaf whose transfer went eager, which may complete before its
+	 * parent's ABORT comes (it used nobody's data). */
+	if (rank == 0 || (rank == nranks - 1 && !reduce)) {
+		if (ret != -EBADMSG) {
+			diag("%s mismatch: rank %d got %d (%s), not -EBADMSG",
+			     what, rank, ret, coll_strerror(ret));
+			ok = false;
+		}
+	} else if (ret && ret != -EBADMSG) {
+		diag("%s mismatch: rank %d got %d (%s)", what, rank, ret,
+		     coll_strerror(ret));
+		ok = false;
+	} else if (!ret) {
+		/* Completed: the root's data (broadcast), or its own input
+		 * untouched (a reduce's non-root does not write RECV). */
+		for (i = 0; i < count && ok; i++)
+			if (buf[i] != (reduce ? in[i] : (int32_t)(i * 7 + 1))) {
+				diag("%s mismatch: rank %d completed with "
+				     "element %zu = %d", what, rank, i, buf[i]);
+				ok = false;
+			}
+	}
+	diag("%s mismatch (count %zu, root 0): %d (%s)", what, cnt, ret,
+	     coll_strerror(ret));
+	/* The communicator goes on: one matching broadcast. */
+	for (i = 0; i < count; i++)
+		buf[i] = rank == 0 ? (int32_t)i : -1;
+	ret = coll_broadcast(buf, buf, count, COLL_DTYPE_INT32, 0, comm);
+	for (i = 0; i < count && !ret; i++)
+		if (buf[i] != (int32_t)i)
+			ret = -EIO;
+	if (ret) {
+		diag("the broadcast after the %s mismatch: %d (%s)", what,
+		     ret, coll_strerror(ret));
+		ok = false;
+	}
+	free(in);
+	return ok;
+}
+
 static int test_mismatch(void)
 {
 	enum { COUNT = 1000 };
 	int32_t *buf = calloc(COUNT + 1, sizeof(int32_t));
 	size_t cnt;
 	coll_request *req;
-	int ret, ret2;
+	int ret, ret2, done = 0;
+	bool ok2;
 
 	if (!buf || init_comm()) {
 		free(buf);
@@ -995,7 +1067,6 @@ static int test_mismatch(void)
 	if (!ret2) {
 		struct pollfd p = { .fd = coll_comm_fd(comm), .events = POLLIN };
 		double t0 = now();
-		int done = 0;
 
 		for (;;) {
 			ret2 = coll_test(req, &done);
@@ -1012,11 +1083,20 @@ static int test_mismatch(void)
 		if (done)
 			coll_request_free(req);
 	}
+	if (!ret2 && done) {
+		ok2 = rooted_mismatch(buf, COUNT, false);
+		ok2 &= rooted_mismatch(buf, COUNT, true);
+	} else {
+		diag("the rooted mismatches need the communicator the "
+		     "allreduce mismatch left usable");
+		ok2 = false;
+	}
 	free(buf);
 	coll_comm_abort(comm);
-	return result_line(ret == -EBADMSG,
-			   "signature mismatch (count %zu) returned %d (%s)",
-			   cnt, ret, coll_strerror(ret));
+	return result_line(ret == -EBADMSG && ok2,
+			   "signature mismatch (count %zu) returned %d (%s)%s",
+			   cnt, ret, coll_strerror(ret),
+			   ok2 ? "" : "; a rooted mismatch went wrong");
 }
 
 static int test_wrong_key(void)
