@@ -295,8 +295,9 @@ void kcoll_coll_issue(struct kcoll_req *req)
 	 * check under the lock below decides, and a registration on a
 	 * device gone meanwhile fails in kcoll_buf_register().
 	 */
-	if (READ_ONCE(comm->error) || READ_ONCE(comm->shutting_down) ||
-	    READ_ONCE(comm->aborted)) {
+	if ((READ_ONCE(comm->error) && (op->kind != KCOLL_KIND_COLL ||
+					READ_ONCE(comm->error) != -ECONNRESET)) ||
+	    READ_ONCE(comm->shutting_down) || READ_ONCE(comm->aborted)) {
 		err = READ_ONCE(comm->aborted) ? -ECANCELED :
 		      READ_ONCE(comm->error) ?: -ECANCELED;
 		goto out_unlock_dev;
@@ -308,6 +309,10 @@ void kcoll_coll_issue(struct kcoll_req *req)
 	op->bytes = (u64)sqe->count * op->esize;
 	mutex_lock(&comm->lock);
 	err = kcoll_comm_usable_locked(comm);
+	/* Peers that left after completing this collective: it may run. */
+	if (err && op->kind == KCOLL_KIND_COLL && !op->gpu &&
+	    kcoll_comm_left_after(comm, comm->coll_seq))
+		err = 0;
 	if (err) {
 		mutex_unlock(&comm->lock);
 		goto out_unlock_dev;

@@ -696,6 +696,34 @@ int kcoll_comm_usable_locked(struct kcoll_comm *comm)
 	return 0;
 }
 
+/*
+ * May collective @seq still run on @comm although a peer is gone? Only if
+ * every connection lost ended with the peer's BYE after it had completed
+ * @seq: a broadcast's or reduce's non-root may complete before another
+ * rank has even submitted it (lazy signatures: docs/DESIGN.md) and leave;
+ * the others' collective @seq needs nothing more from it than its
+ * completion. Any other error (a peer lost without BYE, the device gone,
+ * an abort) ends the comm. Must hold comm->lock.
+ */
+bool kcoll_comm_left_after(struct kcoll_comm *comm, u32 seq)
+{
+	u32 i;
+
+	lockdep_assert_held(&comm->lock);
+	if (comm->error != -ECONNRESET || comm->aborted ||
+	    comm->shutting_down)
+		return false;
+	for (i = 0; i < comm->nranks; i++) {
+		struct kcoll_conn *conn = comm->conns[i];
+
+		if (!conn || conn->state == KCOLL_CONN_UP)
+			continue;
+		if (!conn->bye || (s32)(seq - conn->bye_done) >= 0)
+			return false;
+	}
+	return true;
+}
+
 int kcoll_comm_usable(struct kcoll_comm *comm)
 {
 	int err;

@@ -528,7 +528,11 @@ void kcoll_report_set(struct kcoll_task *op, u64 ns)
 /*
  * Does @op still need @conn's peer: its signature, or a transfer with it
  * in this or a later phase? (A peer that finished its part and left is
- * no failure for an operation that has everything it needs from it.)
+ * no failure for an operation that has everything it needs from it.) A
+ * broadcast or reduce needs no signature from a lazy peer: it depends on
+ * the ranks it exchanges data with, whose own operations fail (and ABORT)
+ * if the rank lost was theirs to wait for (kcoll_sched_lazy()); an
+ * all-dependent operation needs every rank, transitively.
  */
 static bool kcoll_op_needs_peer(struct kcoll_task *op, struct kcoll_conn *conn)
 {
@@ -539,7 +543,11 @@ static bool kcoll_op_needs_peer(struct kcoll_task *op, struct kcoll_conn *conn)
 		return false;
 	if (op->kind == KCOLL_KIND_P2P)
 		return op->args.root == peer;
-	if (!op->started || !kcoll_seq_before(op->seq, conn->sig_next))
+	if (!op->started)
+		return true;
+	if (!kcoll_seq_before(op->seq, conn->sig_next) &&
+	    !(op->lazy && kcoll_conn_lazy(conn) &&
+	      !kcoll_sched_all_dependent(&op->args)))
 		return true;
 	for (i = op->phase; i < op->nphases; i++) {
 		if (i == op->phase && op->phase_open) {

@@ -16,6 +16,7 @@
 #include "kcoll_mem.h"
 #include "kcoll_reg.h"
 #include "kcoll_coll.h"
+#include "kcoll_comm.h"
 #include "kcoll_xport.h"
 #include "kcoll_ring.h"
 #include "kcoll_sysfs.h"
@@ -256,6 +257,21 @@ static bool kcoll_phase_done(struct kcoll_task *op)
 	return true;
 }
 
+/*
+ * The current phase's receive is an empty token (a broadcast's
+ * confirmation, a barrier's) from a peer that has said BYE after
+ * completing this collective: its completion says what the token would
+ * have (it had its data, and its subtree's tokens), and the token itself
+ * may have gone with its connection. So it counts as received.
+ */
+static bool kcoll_token_from_finished(struct kcoll_task *op)
+{
+	struct kcoll_conn *conn = kcoll_conn_of(op->comm, op->ph.recv.peer);
+
+	return op->kind == KCOLL_KIND_COLL && conn &&
+	       kcoll_peer_finished(conn, op);
+}
+
 /* Run @op as far as it can go now. */
 static void kcoll_op_progress(struct kcoll_task *op)
 {
@@ -270,7 +286,9 @@ static void kcoll_op_progress(struct kcoll_task *op)
 	if (!op->started) {
 		op->started = true;
 		op->nphases = kcoll_sched_nphases(&op->args);
-		if (!op->error && comm->error)
+		if (!op->error && comm->error &&
+		    !(op->kind == KCOLL_KIND_COLL &&
+		      kcoll_comm_left_after(comm, op->seq)))
 			op->error = comm->error;	/* nothing sent yet */
 		if (op->error)
 			return;
@@ -334,7 +352,10 @@ static void kcoll_op_progress(struct kcoll_task *op)
 	while (!op->error && op->phase < op->nphases) {
 		if (!op->phase_open)
 			kcoll_phase_open(op);
-		if (op->ph.has_recv)
+		if (op->ph.has_recv && !op->ph.recv.cnt &&
+		    kcoll_token_from_finished(op))
+			op->recv_landed_any = true;
+		else if (op->ph.has_recv)
 			kcoll_op_grant(op);
 		if (op->ph.has_send)
 			kcoll_op_send(op);

@@ -985,6 +985,7 @@ static bool rooted_mismatch(int32_t *buf, size_t count, bool reduce)
 	size_t cnt = rank == nranks - 1 ? count + 1 : count, i;
 	int32_t *in = calloc(count + 1, sizeof(int32_t));
 	bool ok = true;
+	double t0;
 	int ret;
 
 	if (!in)
@@ -993,11 +994,15 @@ static bool rooted_mismatch(int32_t *buf, size_t count, bool reduce)
 		in[i] = (int32_t)(i * 7 + 1) * (rank + 1);
 		buf[i] = rank == 0 || reduce ? in[i] : -1;
 	}
+	t0 = now();
 	if (reduce)
 		ret = coll_reduce(in, buf, cnt, COLL_DTYPE_INT32,
 				  COLL_REDOP_SUM, 0, comm);
 	else
 		ret = coll_broadcast(buf, buf, cnt, COLL_DTYPE_INT32, 0, comm);
+	if (ret)
+		diag("%s mismatch after %.3f s: %s", what, now() - t0,
+		     coll_last_error());
 	/* The root must fail; so must the differing rank, but as a reduce
 	 * leaf whose transfer went eager, which may complete before its
 	 * parent's ABORT comes (it used nobody's data). */
@@ -1027,6 +1032,8 @@ static bool rooted_mismatch(int32_t *buf, size_t count, bool reduce)
 	for (i = 0; i < count; i++)
 		buf[i] = rank == 0 ? (int32_t)i : -1;
 	ret = coll_broadcast(buf, buf, count, COLL_DTYPE_INT32, 0, comm);
+	if (ret)
+		diag("the broadcast after: %s", coll_last_error());
 	for (i = 0; i < count && !ret; i++)
 		if (buf[i] != (int32_t)i)
 			ret = -EIO;
@@ -1092,7 +1099,13 @@ static int test_mismatch(void)
 		ok2 = false;
 	}
 	free(buf);
-	coll_comm_abort(comm);
+	/* A rank done early must not cut off the others' last broadcast:
+	 * destroy says BYE (every collective of ours completed) and waits
+	 * for our last sends to be acknowledged; abort does neither. */
+	if (ok2)
+		coll_comm_destroy(comm);
+	else
+		coll_comm_abort(comm);
 	return result_line(ret == -EBADMSG && ok2,
 			   "signature mismatch (count %zu) returned %d (%s)%s",
 			   cnt, ret, coll_strerror(ret),

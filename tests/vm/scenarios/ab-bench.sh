@@ -1,13 +1,14 @@
 #!/bin/bash
 # Two builds of the module side by side in one boot of two VMs: A, B, A,
 # B, ... (ROUNDS of each, default 3), each turn loaded on both VMs at once
-# and measured with kcoll-perf (allreduce, allgather, broadcast; 8 B to
-# 16 MiB; 2 ranks per VM), then the medians per (collective, size) and
+# and measured with kcoll-perf (COLLS, comma-separated, default allreduce,
+# allgather and broadcast; 8 B to MAX, default 16M; 2 ranks per VM), then
+# the medians per (collective, size) and
 # B's time over A's. For what a change costs (docs/PERFORMANCE.md): the
 # emulated link drifts within a boot, and interleaving spreads the drift
 # over both. Not part of make check (about 15 minutes). Usage:
 #   tests/vm/vmrun.sh -k KVER -n 2 -o OUT -t 3000 \
-#       -a "KO_A KO_B [ROUNDS]" tests/vm/scenarios/ab-bench.sh
+#       -a "KO_A KO_B [ROUNDS [COLLS [MAX]]]" tests/vm/scenarios/ab-bench.sh
 # then OUT/vm0/ab.txt. KO_A and KO_B are paths to kcoll.ko builds for
 # KVER that speak the same wire version.
 . "$kcoll_top/tests/vm/guest-lib.sh"
@@ -17,9 +18,11 @@ set -- $KCOLL_ARG
 ko_a=${1:-}
 ko_b=${2:-}
 rounds=${3:-3}
+colls=${4:-allreduce,allgather,broadcast}
+max=${5:-16M}
 ppn=2
 if [ ! -f "$ko_a" ] || [ ! -f "$ko_b" ]; then
-	fail "usage: -a \"KO_A KO_B [ROUNDS]\" (got '$KCOLL_ARG')"
+	fail "usage: -a \"KO_A KO_B [ROUNDS [COLLS [MAX]]]\" (got '$KCOLL_ARG')"
 	kcoll_finish
 	exit 0
 fi
@@ -35,9 +38,9 @@ for r in $(seq 1 "$rounds"); do
 		if [ $v = a ]; then KCOLL_KO=$ko_a; else KCOLL_KO=$ko_b; fi
 		kcoll_mod_load || break 2
 		vm_sync "load-$r-$v" 300
-		for c in allreduce allgather broadcast; do
+		for c in ${colls//,/ }; do
 			port=$((port + 1))
-			kcoll_kperf "$v-$r-$c" $port -M -c $c -b 8 -e 16M -f 8 -n 5 -w 1 -i 0
+			kcoll_kperf "$v-$r-$c" $port -M -c "$c" -b 8 -e "$max" -f 8 -n 5 -w 1 -i 0
 		done
 		vm_sync "done-$r-$v" 1800
 		kcoll_mod_unload
@@ -46,13 +49,13 @@ for r in $(seq 1 "$rounds"); do
 done
 
 if [ "$kcoll_vm" = 0 ]; then
-	python3 - "$KCOLL_OUT" "$rounds" >"$KCOLL_OUT/ab.txt" <<'EOF'
+	python3 - "$KCOLL_OUT" "$rounds" "$colls" >"$KCOLL_OUT/ab.txt" <<'EOF'
 import statistics, sys
-out, rounds = sys.argv[1], int(sys.argv[2])
+out, rounds, colls = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
 t = {}
 for v in "ab":
     for r in range(1, rounds + 1):
-        for c in ("allreduce", "allgather", "broadcast"):
+        for c in colls:
             for line in open(f"{out}/{v}-{r}-{c}-rank0.txt"):
                 f = line.split()
                 if not f or f[0].startswith("#") or not f[0].isdigit():
