@@ -1,7 +1,7 @@
 #!/bin/bash
 # Two builds of the module side by side in one boot of two VMs: A, B, A,
 # B, ... (ROUNDS of each, default 3), each turn loaded on both VMs at once
-# and measured with kcoll-perf (COLLS, comma-separated, default allreduce,
+# and measured with kcoll-perf (COLLS, separated by "/", default allreduce,
 # allgather and broadcast; 8 B to MAX, default 16M; 2 ranks per VM), then
 # the medians per (collective, size) and
 # B's time over A's. For what a change costs (docs/PERFORMANCE.md): the
@@ -18,7 +18,7 @@ set -- $KCOLL_ARG
 ko_a=${1:-}
 ko_b=${2:-}
 rounds=${3:-3}
-colls=${4:-allreduce,allgather,broadcast}
+colls=${4:-allreduce/allgather/broadcast}
 max=${5:-16M}
 ppn=2
 if [ ! -f "$ko_a" ] || [ ! -f "$ko_b" ]; then
@@ -38,7 +38,7 @@ for r in $(seq 1 "$rounds"); do
 		if [ $v = a ]; then KCOLL_KO=$ko_a; else KCOLL_KO=$ko_b; fi
 		kcoll_mod_load || break 2
 		vm_sync "load-$r-$v" 300
-		for c in ${colls//,/ }; do
+		for c in ${colls//\// }; do
 			port=$((port + 1))
 			kcoll_kperf "$v-$r-$c" $port -M -c "$c" -b 8 -e "$max" -f 8 -n 5 -w 1 -i 0
 		done
@@ -51,7 +51,7 @@ done
 if [ "$kcoll_vm" = 0 ]; then
 	python3 - "$KCOLL_OUT" "$rounds" "$colls" >"$KCOLL_OUT/ab.txt" <<'EOF'
 import statistics, sys
-out, rounds, colls = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
+out, rounds, colls = sys.argv[1], int(sys.argv[2]), sys.argv[3].split("/")
 t = {}
 for v in "ab":
     for r in range(1, rounds + 1):
