@@ -15,8 +15,11 @@ DAEMON_BUILD	:= $(BUILD)/daemon
 DAEMON_PKGS	:= libnl-genl-3.0 json-c
 DAEMON_PKG_CFLAGS := $(shell pkg-config --cflags $(DAEMON_PKGS) 2>/dev/null)
 DAEMON_PKG_LIBS	:= $(shell pkg-config --libs $(DAEMON_PKGS) 2>/dev/null)
+# DAEMON_EXTRA_CFLAGS, DAEMON_EXTRA_LDFLAGS: added (Debian's build flags,
+# debian/rules).
 DAEMON_CFLAGS	:= $(CFLAGS_USER) $(DAEMON_PKG_CFLAGS) \
-		   -DKC_VERSION='"$(LIBCOLL_VERSION)"' -MMD -MP
+		   -DKC_VERSION='"$(LIBCOLL_VERSION)"' -MMD -MP \
+		   $(DAEMON_EXTRA_CFLAGS)
 
 KCOLLCTL	:= $(DAEMON_BUILD)/kcollctl
 KCOLLD		:= $(DAEMON_BUILD)/kcolld
@@ -43,10 +46,10 @@ $(DAEMON_OBJS): $(DAEMON_BUILD)/%.o: $(DAEMON_SRCDIR)/%.c \
 	$(CC) $(DAEMON_CFLAGS) -c -o $@ $<
 
 $(KCOLLCTL): $(KCOLLCTL_OBJS)
-	$(CC) -o $@ $(KCOLLCTL_OBJS) $(DAEMON_PKG_LIBS)
+	$(CC) $(DAEMON_EXTRA_LDFLAGS) -o $@ $(KCOLLCTL_OBJS) $(DAEMON_PKG_LIBS)
 
 $(KCOLLD): $(KCOLLD_OBJS)
-	$(CC) -o $@ $(KCOLLD_OBJS) $(DAEMON_PKG_LIBS)
+	$(CC) $(DAEMON_EXTRA_LDFLAGS) -o $@ $(KCOLLD_OBJS) $(DAEMON_PKG_LIBS)
 
 -include $(DAEMON_OBJS:.o=.d)
 

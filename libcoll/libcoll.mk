@@ -45,6 +45,9 @@ LIBCOLL_LDFLAGS	:= -shared -pthread -Wl,-soname,$(LIBCOLL_SONAME) \
 LIBCOLL_LIBS	:= -pthread
 
 LIBCOLL_PREFIX	= $(if $(PREFIX),$(PREFIX),/usr/local)
+# LIBDIR: where the libraries and libcoll.pc go (Debian's packages:
+# /usr/lib/<multiarch triplet>); default PREFIX/lib.
+LIBCOLL_LIBDIR	= $(if $(LIBDIR),$(LIBDIR),$(LIBCOLL_PREFIX)/lib)
 
 .PHONY: libcoll libcoll-install libcoll-clean
 
@@ -80,16 +83,17 @@ $(LIBCOLL_A): $(LIBCOLL_OBJS)
 
 # Regenerated on every install: PREFIX may differ from the last run.
 libcoll-install: libcoll
-	sed -e 's|@PREFIX@|$(LIBCOLL_PREFIX)|g' $(LIBCOLL_SRCDIR)/libcoll.pc.in > $(LIBCOLL_PC)
-	install -d $(DESTDIR)$(LIBCOLL_PREFIX)/lib/pkgconfig \
+	sed -e 's|@PREFIX@|$(LIBCOLL_PREFIX)|g' -e 's|@LIBDIR@|$(LIBCOLL_LIBDIR)|g' \
+		$(LIBCOLL_SRCDIR)/libcoll.pc.in > $(LIBCOLL_PC)
+	install -d $(DESTDIR)$(LIBCOLL_LIBDIR)/pkgconfig \
 		$(DESTDIR)$(LIBCOLL_PREFIX)/include/linux
 	install -m 0644 $(LIBCOLL_SRCDIR)/include/coll.h $(DESTDIR)$(LIBCOLL_PREFIX)/include/
 	install -m 0644 $(TOP)/uapi/linux/kcoll.h $(DESTDIR)$(LIBCOLL_PREFIX)/include/linux/
-	install -m 0755 $(LIBCOLL_SO) $(DESTDIR)$(LIBCOLL_PREFIX)/lib/
-	ln -sfn $(notdir $(LIBCOLL_SO)) $(DESTDIR)$(LIBCOLL_PREFIX)/lib/$(LIBCOLL_SONAME)
-	ln -sfn $(LIBCOLL_SONAME) $(DESTDIR)$(LIBCOLL_PREFIX)/lib/libcoll.so
-	install -m 0644 $(LIBCOLL_A) $(DESTDIR)$(LIBCOLL_PREFIX)/lib/
-	install -m 0644 $(LIBCOLL_PC) $(DESTDIR)$(LIBCOLL_PREFIX)/lib/pkgconfig/
+	install -m 0755 $(LIBCOLL_SO) $(DESTDIR)$(LIBCOLL_LIBDIR)/
+	ln -sfn $(notdir $(LIBCOLL_SO)) $(DESTDIR)$(LIBCOLL_LIBDIR)/$(LIBCOLL_SONAME)
+	ln -sfn $(LIBCOLL_SONAME) $(DESTDIR)$(LIBCOLL_LIBDIR)/libcoll.so
+	install -m 0644 $(LIBCOLL_A) $(DESTDIR)$(LIBCOLL_LIBDIR)/
+	install -m 0644 $(LIBCOLL_PC) $(DESTDIR)$(LIBCOLL_LIBDIR)/pkgconfig/
 
 libcoll-clean:
 	rm -rf $(LIBCOLL_BUILD)

@@ -14,8 +14,9 @@ if [ $rc -ne 0 ]; then
 	echo "$name: kbuild failed against $kdir" >&2
 	exit $rc
 fi
-# Not make's own notes.
+# Not make's own notes. KCOLL_WERROR=0 (the packaged DKMS tree: another
+# compiler may warn where ours did not) reports them and goes on.
 if grep -E 'warning:|WARNING:' "$log" | grep -qvE '^make(\[[0-9]+\])?: '; then
 	echo "$name: warnings against $kdir (W=1 must be clean)" >&2
-	exit 1
+	[ "${KCOLL_WERROR:-1}" = 0 ] || exit 1
 fi
