@@ -12,7 +12,8 @@
 #   make testbuf      the test dma-buf exporter (tests/kmod) for every kernel
 #   make dkms-check   dkms add/build/remove against every installed kernel
 #   make deb          Debian packages (kcoll-dkms, libcoll0, libcoll-dev,
-#                     kcoll-tools) in build/deb, then lintian on them
+#                     kcoll-tools) in build/deb, then lintian on them;
+#                     make deb-test: install, run, upgrade, purge them here
 #   make fuzz         the in-VM fuzzer on every kernel (FUZZ_SECONDS=600)
 #   make fuzz-host    libFuzzer over validation and schedules (FUZZ_SECONDS=300)
 #   make kasan        a KASAN + lockdep + kmemleak 6.1 kernel, once, and kcoll
@@ -41,7 +42,7 @@ KVER ?= $(patsubst linux-headers-%,%,$(if $(filter build,$(notdir $(KDIR))),$(no
 
 .PHONY: gpu-check gpucheck-standin kernels-check
 .PHONY: all module modules-all libcoll tools tests-bin unit-test check \
-	vm-test demo bench deps dkms-check deb install clean help mpibench gloobench collsim overlap \
+	vm-test demo bench deps dkms-check deb deb-test install clean help mpibench gloobench collsim overlap \
 	daemon fuzz fuzz-host kasan check-kasan testbuf
 
 # The Open MPI baseline builds only where mpicc exists (make deps installs it).
@@ -59,7 +60,7 @@ all: module libcoll tools daemon tests-bin $(if $(HAVE_MPICC),mpibench mpi-prelo
 	$(if $(HAVE_GLOO),gloobench) $(if $(HAVE_TORCH),torch)
 
 help:
-	@sed -n '2,23p' Makefile
+	@sed -n '2,24p' Makefile
 
 deps:
 	tools/install-deps.sh
@@ -280,6 +281,11 @@ dkms-check:
 # (its warnings are either fixed or overridden with a reason in debian/).
 deb:
 	tools/mkdeb.sh $(BUILD)/deb
+
+# Install, run (2 VMs), upgrade and purge the packages on this machine
+# (root; tools/deb-test.sh). Not in make check: it installs packages here.
+deb-test:
+	tools/deb-test.sh
 
 # libcoll, its headers (coll.h, linux/kcoll.h) and libcoll.pc, kcollctl
 # and kcolld with their man pages under PREFIX (default /usr/local); the

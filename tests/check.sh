@@ -4,7 +4,8 @@
 #     libcoll, tools and test binaries;
 #  2. host unit tests (plain logic, libcoll), no VM, and a short run of the
 #     host fuzzers (libFuzzer; make fuzz-host runs them longer);
-#  3. DKMS add/build against every installed kernel (root only);
+#  3. DKMS add/build against every installed kernel (root only), and the
+#     Debian packages built and checked by lintian (make deb);
 #  4. VM tests on every installed kernel: the kselftest binaries in one VM
 #     and the 2-VM Soft-RoCE scenario.
 set -u
@@ -77,6 +78,20 @@ if [ "$(id -u)" = 0 ] && command -v dkms >/dev/null; then
 	[ "$p$f" != 00 ] || count "dkms-check ran" 1
 else
 	echo "ok - dkms # SKIP needs root and the dkms package"
+	skip=$((skip + 1))
+fi
+
+# The Debian packages (make deb): built, and no lintian error.
+if command -v dpkg-buildpackage >/dev/null && command -v lintian >/dev/null; then
+	tools/mkdeb.sh "$top/build/deb" >"$log/deb.log" 2>&1
+	rc=$?
+	grep -E '^(not )?ok |^# lintian ' "$log/deb.log"
+	p=$(grep -cE '^ok ' "$log/deb.log")
+	f=$(grep -cE '^not ok ' "$log/deb.log")
+	pass=$((pass + p)) fail=$((fail + f))
+	[ "$rc" = 0 ] || [ "$f" != 0 ] || count "make deb ran" "$rc"
+else
+	echo "ok - make deb # SKIP needs dpkg-buildpackage and lintian (make deps)"
 	skip=$((skip + 1))
 fi
 

@@ -9,7 +9,8 @@ linux-image-6.12-amd64 linux-headers-6.12-amd64 linux-source-6.1
 rdma-core ibverbs-utils perftest libibverbs-dev librdmacm-dev iproute2
 libnl-3-dev libnl-genl-3-dev libjson-c-dev dkms
 openmpi-bin libopenmpi-dev ucx-utils clang-14 libclang-rt-14-dev libgloo-dev g++
-python3-torch libtorch-dev pybind11-dev python3-dev python3-mpi4py"
+python3-torch libtorch-dev pybind11-dev python3-dev python3-mpi4py
+debhelper dh-dkms lintian dpkg-dev"
 
 missing=""
 for p in $PKGS; do

@@ -1025,21 +1025,25 @@ static void test_copy_at_least_gamma(void)
 /*
  * kcoll_sched_all_dependent() against the schedules: where it says yes,
  * follow what each rank's state has seen of the others through every
- * transfer, phase by phase (a fwd send carries what its phase received),
- * and require that every rank ends having seen every rank, and that no
+ * transfer, phase by phase (sched_seen(): a fwd send carries what its
+ * phase received; only the first @lim phases), and require that every rank ends having seen every rank, and that no
  * rank has zero phases. Where it says no for an opcode it covers
  * otherwise, at least one case must really lack the property (else the
  * predicate is needlessly strict).
  */
-static bool all_dependent_holds(struct kcoll_sched_args *a, u32 n)
+static bool sched_seen(struct kcoll_sched_args *a, u32 n, u32 lim, u64 *seen)
 {
-	u64 seen[64], prev[64];
+	u64 prev[64];
 	u32 nph[64], r, k, maxph = 0, pass;
 	struct kcoll_phase ph[64];
+	bool all_have = true;
 
 	for (r = 0; r < n; r++) {
 		a->rank = r;
 		nph[r] = kcoll_sched_nphases(a);
+		all_have &= nph[r] > 0;
+		if (nph[r] > lim)
+			nph[r] = lim;
 		if (nph[r] > maxph)
 			maxph = nph[r];
 		seen[r] = 1ULL << r;
@@ -1064,9 +1068,18 @@ static bool all_dependent_holds(struct kcoll_sched_args *a, u32 n)
 			}
 		}
 	}
+	return all_have;
+}
+
+static bool all_dependent_holds(struct kcoll_sched_args *a, u32 n)
+{
+	u64 seen[64];
+	u32 r;
+
+	if (!sched_seen(a, n, ~0U, seen))
+		return false;
 	for (r = 0; r < n; r++)
-		if (!nph[r] || seen[r] != (n == 64 ? ~0ULL :
-					   (1ULL << n) - 1))
+		if (seen[r] != (n == 64 ? ~0ULL : (1ULL << n) - 1))
 			return false;
 	return true;
 }
@@ -1078,38 +1091,10 @@ static bool all_dependent_holds(struct kcoll_sched_args *a, u32 n)
  */
 static bool rooted_lazy_holds(struct kcoll_sched_args *a, u32 n, u32 lim)
 {
-	u64 seen[64], prev[64], all = n == 64 ? ~0ULL : (1ULL << n) - 1;
-	u32 nph[64], r, k, maxph = 0, pass;
-	struct kcoll_phase ph[64];
+	u64 seen[64], all = n == 64 ? ~0ULL : (1ULL << n) - 1;
+	u32 r;
 
-	for (r = 0; r < n; r++) {
-		a->rank = r;
-		nph[r] = kcoll_sched_nphases(a);
-		if (nph[r] > lim)
-			nph[r] = lim;
-		if (nph[r] > maxph)
-			maxph = nph[r];
-		seen[r] = 1ULL << r;
-	}
-	for (k = 0; k < maxph; k++) {
-		for (r = 0; r < n; r++) {
-			a->rank = r;
-			kcoll_sched_phase(a, k, &ph[r]);
-			if (k >= nph[r])
-				ph[r].has_send = ph[r].has_recv = false;
-			prev[r] = seen[r];
-		}
-		for (pass = 0; pass < n; pass++) {
-			for (r = 0; r < n; r++) {
-				u32 q = ph[r].recv.peer;
-
-				if (!ph[r].has_recv || q >= n ||
-				    !ph[q].has_send || ph[q].send.peer != r)
-					continue;
-				seen[r] |= ph[q].send.fwd ? seen[q] : prev[q];
-			}
-		}
-	}
+	sched_seen(a, n, lim, seen);
 	if (seen[a->root] != all)
 		return false;
 	for (r = 0; r < n && a->opcode == KCOLL_OP_BROADCAST; r++)
