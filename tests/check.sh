@@ -48,7 +48,7 @@ count "libcoll, tools and tests build" $rc
 
 # 2. Host unit tests and the host fuzzers' short run: every "ok N"/"not
 # ok N" line counts ("# SKIP" ones as skipped).
-make -s -k unit-test reduce-test kernels-check gpucheck-standin fuzz-host-quick >"$log/unit.log" 2>&1
+make -s -k FUZZ_QUICK_SECONDS=10 unit-test reduce-test kernels-check gpucheck-standin fuzz-host-quick >"$log/unit.log" 2>&1
 rc=$?
 grep -E '^not ok |# SKIP' "$log/unit.log"
 # The fuzzers' executions.

@@ -4,7 +4,7 @@
 # (tests/vm/scenarios/coll.sh), the control plane (ctl.sh), the PyTorch
 # backend and the MPI interposer (torch.sh, mpi-preload.sh) and, on the
 # first kernel, the fuzzer (tests/vm/scenarios/fuzz.sh, FUZZ_CHECK_SECONDS,
-# default 60). Prints one result line per test and per scenario, then
+# default 40). Prints one result line per test and per scenario, then
 # "VM: P passed, F failed, S skipped".
 # Usage: tests/run-vm-tests.sh KVER...
 #        tests/run-vm-tests.sh --fuzz "SECONDS [SEED]" KVER...
@@ -127,9 +127,9 @@ for kver in "$@"; do
 	scenario "$kver" rdma-pair 2 400
 	if [ "$kver" = "$first" ]; then
 		scenario "$kver" coll 2 1500 "4 quick skew dmabuf=vgem gpu=vgem"
-		# Death of a process, 20 times in a row (then no leak, and
+		# Death of a process, 12 times in a row (then no leak, and
 		# rmmod), and of a whole node (3 VMs, one stops dead).
-		scenario "$kver" coll 2 1500 "2 die=20"
+		scenario "$kver" coll 2 1500 "2 die=12"
 		scenario "$kver" nodedie 3 900
 		# The clients users live in: torch.distributed's "kcoll"
 		# backend (DDP beside Gloo, 2 x 2 ranks, a 3-rank subgroup, a
@@ -144,8 +144,8 @@ for kver in "$@"; do
 		# (and rxe0 going away) find writes to freed objects only so.
 		scenario_bg "$kver" ctl 1 600
 		KCOLL_VM_CMDLINE="${KCOLL_VM_CMDLINE:-} slub_debug=FZP,kmalloc-*" \
-			scenario_bg "$kver" fuzz 1 $((${FUZZ_CHECK_SECONDS:-60} + 420)) \
-			"${FUZZ_CHECK_SECONDS:-60}"
+			scenario_bg "$kver" fuzz 1 $((${FUZZ_CHECK_SECONDS:-40} + 420)) \
+			"${FUZZ_CHECK_SECONDS:-40}"
 		bg_wait
 	else
 		scenario "$kver" coll 2 1500 "3 quick qps=3 $forced"

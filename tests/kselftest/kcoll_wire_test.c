@@ -1616,6 +1616,7 @@ static int wp_scope_case(int what)
 	uint64_t addr;
 	uint32_t rkey, len;
 	char rights[32] = "";
+	bool token = false;
 	int fails = 0, r;
 
 #define WS_CHECK(cond, ...) do {					\
@@ -1685,7 +1686,9 @@ static int wp_scope_case(int what)
 		break;
 	case WS_AFTER_OP:
 	case WS_REG_MEM:
-		/* Play along to the end. */
+		/* Play along to the end: fill every grant, then grant rank
+		 * 0 the broadcast's confirmation token (phase 1: an empty
+		 * transfer from the chain's last rank to its root, us). */
 		while (!w.done && !p.dead) {
 			/* The store wraps; the window (8) keeps grants
 			 * not yet filled from being overwritten. */
@@ -1693,6 +1696,18 @@ static int wp_scope_case(int what)
 				last = p.grants[used++ % WP_GRANTS];
 				wp_fill_grant(&p, &last);
 				filled += le32toh(last.len);
+			}
+			if (filled == WS_BYTES && !token) {
+				struct kcoll_wire_msg t = last;
+
+				t.phase = htole16(1);
+				t.addr = htole64((uintptr_t)p.data);
+				t.rkey = htole32(p.mr->rkey);
+				t.len = 0;
+				t.status = 0;
+				t.serial = htole32(p.grant_serial[KCOLL_KIND_COLL]++);
+				wp_send(&p, &t, sizeof(t), false, 0);
+				token = true;
 			}
 			wp_poll(&p);
 			usleep(1000);
