@@ -1103,26 +1103,34 @@ static bool rooted_lazy_holds(struct kcoll_sched_args *a, u32 n, u32 lim)
 	return true;
 }
 
-static void test_rooted_lazy(void)
+/*
+ * Every (opcode of @ops, algorithm, n = 1..64, count, root) that passes
+ * kcoll_sched_check(): @fn judges each, returning 1 (checked and right),
+ * 0 (not its case) or -1 (wrong: the walk stops there). Roots: n / 2
+ * only, or (@roots) several per n. Returns the number checked, or -1.
+ */
+static int for_each_sched_case(const u32 *ops, u32 nops, bool roots,
+			       u64 extra_count,
+			       int (*fn)(struct kcoll_sched_args *a))
 {
-	static const u32 ops[] = { KCOLL_OP_BROADCAST, KCOLL_OP_REDUCE };
-	u32 oi, ai, nalg, n, ci, nc, root, checked = 0;
+	u32 oi, ai, nalg, n, ci, nc, root;
 	u64 counts[16];
 	u8 algos[8];
+	int checked = 0, r;
 
-	for (oi = 0; oi < ARRAY_SIZE(ops); oi++) {
-		u32 op = ops[oi];
-
-		nalg = algos_for(op, algos);
+	for (oi = 0; oi < nops; oi++) {
+		nalg = algos_for(ops[oi], algos);
 		for (ai = 0; ai < nalg; ai++) {
 			for (n = 1; n <= 64; n++) {
 				nc = counts_for(n, false, counts);
+				if (extra_count)
+					counts[nc++] = extra_count;
 				for (ci = 0; ci < nc; ci++) {
-					for (root = 0; root < n;
-					     root += n > 8 ? n / 3 : 1) {
+					for (root = roots ? 0 : n / 2; root < n;
+					     root += roots ? (n > 8 ? n / 3 : 1) : n) {
 						struct kcoll_sched_args a = {
-							.opcode = op,
-							.redop = is_reducing(op) ?
+							.opcode = ops[oi],
+							.redop = is_reducing(ops[oi]) ?
 								 KCOLL_REDOP_SUM :
 								 KCOLL_REDOP_NONE,
 							.nranks = n,
@@ -1133,23 +1141,42 @@ static void test_rooted_lazy(void)
 
 						if (kcoll_sched_check(&a))
 							continue;
-						UNIT_CHECK(kcoll_sched_lazy(&a) ==
-							   (n > 1 && a.count > 0));
-						if (!kcoll_sched_lazy(&a))
-							continue;
-						checked++;
-						if (!rooted_lazy_holds(&a, n, ~0U)) {
-							UNIT_FAIL("%s algo %u n %u root %u count %llu: the root completes without depending on every rank",
-								  op_name(op), algos[ai], n, root,
-								  (unsigned long long)counts[ci]);
-							return;
-						}
+						r = fn(&a);
+						if (r < 0)
+							return -1;
+						checked += r;
 					}
 				}
 			}
 		}
 	}
-	unit_diag("rooted lazy schedules checked: %u", checked);
+	return checked;
+}
+
+static int rooted_lazy_case(struct kcoll_sched_args *a)
+{
+	u32 n = a->nranks;
+
+	UNIT_CHECK(kcoll_sched_lazy(a) == (n > 1 && a->count > 0));
+	if (!kcoll_sched_lazy(a))
+		return 0;
+	if (rooted_lazy_holds(a, n, ~0U))
+		return 1;
+	UNIT_FAIL("%s algo %u n %u root %u count %llu: the root completes without depending on every rank",
+		  op_name(a->opcode), a->algo, n, a->root,
+		  (unsigned long long)a->count);
+	return -1;
+}
+
+static void test_rooted_lazy(void)
+{
+	static const u32 ops[] = { KCOLL_OP_BROADCAST, KCOLL_OP_REDUCE };
+	int checked = for_each_sched_case(ops, ARRAY_SIZE(ops), true, 0,
+					  rooted_lazy_case);
+
+	if (checked < 0)
+		return;
+	unit_diag("rooted lazy schedules checked: %d", checked);
 	/* Without its confirmation phases (the data's only: 1 for the
 	 * chain, Lc binomial) a broadcast's root depends on nobody: the
 	 * check can fail. */
@@ -1172,51 +1199,30 @@ static void test_rooted_lazy(void)
 	}
 }
 
+static int all_dependent_case(struct kcoll_sched_args *a)
+{
+	if (!kcoll_sched_all_dependent(a))
+		return 0;
+	if (all_dependent_holds(a, a->nranks))
+		return 1;
+	UNIT_FAIL("%s algo %u n %u count %llu: a rank completes without depending on every rank",
+		  op_name(a->opcode), a->algo, a->nranks,
+		  (unsigned long long)a->count);
+	return -1;
+}
+
 static void test_all_dependent(void)
 {
 	static const u32 ops[] = { KCOLL_OP_ALLREDUCE, KCOLL_OP_ALLGATHER,
 				   KCOLL_OP_REDUCE_SCATTER, KCOLL_OP_ALLTOALL,
 				   KCOLL_OP_BARRIER, KCOLL_OP_BROADCAST,
 				   KCOLL_OP_REDUCE };
-	u32 oi, ai, nalg, n, ci, nc, checked = 0;
-	u64 counts[16];
-	u8 algos[8];
+	int checked = for_each_sched_case(ops, ARRAY_SIZE(ops), false, 4099,
+					  all_dependent_case);
 
-	for (oi = 0; oi < ARRAY_SIZE(ops); oi++) {
-		u32 op = ops[oi];
-
-		nalg = algos_for(op, algos);
-		for (ai = 0; ai < nalg; ai++) {
-			for (n = 1; n <= 64; n++) {
-				nc = counts_for(n, false, counts);
-				counts[nc++] = 4099;
-				for (ci = 0; ci < nc; ci++) {
-					struct kcoll_sched_args a = {
-						.opcode = op,
-						.redop = is_reducing(op) ?
-							 KCOLL_REDOP_SUM :
-							 KCOLL_REDOP_NONE,
-						.nranks = n,
-						.root = n / 2,
-						.count = counts[ci],
-						.algo = algos[ai],
-					};
-
-					if (kcoll_sched_check(&a) ||
-					    !kcoll_sched_all_dependent(&a))
-						continue;
-					checked++;
-					if (!all_dependent_holds(&a, n)) {
-						UNIT_FAIL("%s algo %u n %u count %llu: a rank completes without depending on every rank",
-							  op_name(op), algos[ai], n,
-							  (unsigned long long)counts[ci]);
-						return;
-					}
-				}
-			}
-		}
-	}
-	unit_diag("all-dependent schedules checked: %u", checked);
+	if (checked < 0)
+		return;
+	unit_diag("all-dependent schedules checked: %d", checked);
 	/* The predicate is not vacuous: broadcast, reduce, count 0 and one
 	 * rank are excluded, and a broadcast really lacks the property. */
 	{
