@@ -308,11 +308,11 @@ void kcoll_coll_issue(struct kcoll_req *req)
 
 	op->bytes = (u64)sqe->count * op->esize;
 	mutex_lock(&comm->lock);
-	err = kcoll_comm_usable_locked(comm);
-	/* Peers that left after completing this collective: it may run. */
-	if (err && op->kind == KCOLL_KIND_COLL && !op->gpu &&
-	    kcoll_comm_left_after(comm, comm->coll_seq))
-		err = 0;
+	/* The seq it gets if it is queued (peers that left after completing
+	 * it do not keep it from running). */
+	if (op->kind == KCOLL_KIND_COLL)
+		op->seq = comm->coll_seq;
+	err = kcoll_comm_op_usable_locked(comm, op);
 	if (err) {
 		mutex_unlock(&comm->lock);
 		goto out_unlock_dev;

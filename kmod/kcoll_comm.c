@@ -705,7 +705,7 @@ int kcoll_comm_usable_locked(struct kcoll_comm *comm)
  * completion. Any other error (a peer lost without BYE, the device gone,
  * an abort) ends the comm. Must hold comm->lock.
  */
-bool kcoll_comm_left_after(struct kcoll_comm *comm, u32 seq)
+static bool kcoll_comm_left_after(struct kcoll_comm *comm, u32 seq)
 {
 	u32 i;
 
@@ -722,6 +722,23 @@ bool kcoll_comm_left_after(struct kcoll_comm *comm, u32 seq)
 			return false;
 	}
 	return true;
+}
+
+/*
+ * May @op, queued or about to be, start on @comm? 0, or the error it fails
+ * with: kcoll_comm_usable_locked()'s, except for a host-memory collective
+ * that every peer lost completed before leaving (kcoll_comm_left_after();
+ * a stream-ordered one is not started after a loss). Must hold comm->lock.
+ */
+int kcoll_comm_op_usable_locked(struct kcoll_comm *comm,
+				const struct kcoll_task *op)
+{
+	int err = kcoll_comm_usable_locked(comm);
+
+	if (err && op->kind == KCOLL_KIND_COLL && !op->gpu &&
+	    kcoll_comm_left_after(comm, op->seq))
+		return 0;
+	return err;
 }
 
 int kcoll_comm_usable(struct kcoll_comm *comm)

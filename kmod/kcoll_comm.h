@@ -14,7 +14,8 @@ int kcoll_comm_abort_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
 struct kcoll_comm *kcoll_ctx_comm_get(struct kcoll_ctx *ctx, u32 id);
 int kcoll_comm_usable(struct kcoll_comm *comm);
 int kcoll_comm_usable_locked(struct kcoll_comm *comm);
-bool kcoll_comm_left_after(struct kcoll_comm *comm, u32 seq);
+int kcoll_comm_op_usable_locked(struct kcoll_comm *comm,
+				const struct kcoll_task *op);
 int kcoll_comm_report_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
 /* Netlink: call @fn for each comm on the node from the @skip'th, on a
  * reference (not under the comm list lock); stops at the first non-zero

@@ -286,10 +286,8 @@ static void kcoll_op_progress(struct kcoll_task *op)
 	if (!op->started) {
 		op->started = true;
 		op->nphases = kcoll_sched_nphases(&op->args);
-		if (!op->error && comm->error &&
-		    !(op->kind == KCOLL_KIND_COLL &&
-		      kcoll_comm_left_after(comm, op->seq)))
-			op->error = comm->error;	/* nothing sent yet */
+		if (!op->error && comm->error)	/* nothing sent yet */
+			op->error = kcoll_comm_op_usable_locked(comm, op);
 		if (op->error)
 			return;
 		if (comm->prio) {

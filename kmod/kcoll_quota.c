@@ -120,10 +120,13 @@ int kcoll_quota_charge(struct kcoll_quota *q, enum kcoll_quota_kind kind,
 	return 0;
 }
 
+/* Give back what kcoll_quota_charge() took; a NULL @q was never charged
+ * (the uncharges below likewise). */
 void kcoll_quota_uncharge(struct kcoll_quota *q, enum kcoll_quota_kind kind,
 			  u32 n)
 {
-	atomic_sub(n, &q->n[kind]);
+	if (q)
+		atomic_sub(n, &q->n[kind]);
 }
 
 /* Kernel memory: @bytes more, 0 or -EDQUOT (sysfs user_max_kernel_mb). */
@@ -141,7 +144,8 @@ int kcoll_quota_charge_bytes(struct kcoll_quota *q, u64 bytes)
 
 void kcoll_quota_uncharge_bytes(struct kcoll_quota *q, u64 bytes)
 {
-	atomic64_sub(bytes, &q->bytes);
+	if (q)
+		atomic64_sub(bytes, &q->bytes);
 }
 
 /* dma-buf bytes imported: 0 or -EDQUOT (sysfs user_max_dmabuf_mb). */
@@ -159,7 +163,8 @@ int kcoll_quota_charge_dmabuf(struct kcoll_quota *q, u64 bytes)
 
 void kcoll_quota_uncharge_dmabuf(struct kcoll_quota *q, u64 bytes)
 {
-	atomic64_sub(bytes, &q->dmabuf);
+	if (q)
+		atomic64_sub(bytes, &q->dmabuf);
 }
 
 /* debugfs kcoll/quota: what each user holds now. */
