@@ -328,12 +328,22 @@ static void kcoll_comm_destroy(struct kcoll_ctx *ctx, struct kcoll_comm *comm)
 	kcoll_comm_registrations_drain(comm);
 	kcoll_gpu_destroy(comm);
 	kcoll_nl_comm_event(comm, KCOLL_CMD_EV_COMM_DESTROYED, 0);
+	/*
+	 * The registrations go with no device removal in between: one that
+	 * began already deregistered their MRs, one that comes later finds
+	 * none. Never off the lists and still holding MRs while the device
+	 * goes (its PD would be freed under them).
+	 */
+	down_read(&comm->dev_sem);
 	list_for_each_entry_safe(mem, tmp, &comm->mems, node) {
+		mutex_lock(&comm->lock);
 		list_del(&mem->node);
+		mutex_unlock(&comm->lock);
 		xa_erase(&ctx->mems, mem->handle);
 		kcoll_mem_put(mem);
 	}
 	kcoll_cache_flush(comm);
+	up_read(&comm->dev_sem);
 	kcoll_comm_put(comm);
 }
 

@@ -61,7 +61,7 @@ static void kcoll_gmr_destroy(struct kcoll_gmr *g)
 
 	conn->gmr_nr--;
 	if (g->mr)
-		ib_dereg_mr(g->mr);
+		kcoll_ib_dereg_mr(g->mr);
 	kcoll_quota_uncharge_bytes(conn->comm->quota,
 				   kcoll_gmr_bytes(g->max_pages));
 	kvfree(g);
@@ -87,7 +87,7 @@ static struct kcoll_gmr *kcoll_gmr_alloc(struct kcoll_conn *conn)
 		err = -ENOMEM;
 		goto out_uncharge;
 	}
-	g->mr = ib_alloc_mr(conn->comm->pd, IB_MR_TYPE_MEM_REG, pages);
+	g->mr = kcoll_ib_alloc_mr(conn->comm->pd, pages);
 	if (IS_ERR(g->mr)) {
 		err = PTR_ERR(g->mr);
 		goto out_free;
@@ -210,7 +210,7 @@ int kcoll_nic_copy(struct kcoll_comm *comm, const struct kcoll_buf *dst,
 		err = -ENOMEM;
 		goto out_uncharge;
 	}
-	g->mr = ib_alloc_mr(comm->pd, IB_MR_TYPE_MEM_REG, pages);
+	g->mr = kcoll_ib_alloc_mr(comm->pd, pages);
 	if (IS_ERR(g->mr)) {
 		err = PTR_ERR(g->mr);
 		goto out_free;
@@ -235,7 +235,7 @@ int kcoll_nic_copy(struct kcoll_comm *comm, const struct kcoll_buf *dst,
 		doff += n;
 		len -= n;
 	}
-	ib_dereg_mr(g->mr);
+	kcoll_ib_dereg_mr(g->mr);
 out_free:
 	kvfree(g);
 out_uncharge:

@@ -55,6 +55,8 @@ struct kcoll_ibdev {
 	struct ib_cq *reg_cq;	/* IB_POLL_DIRECT: polled by the registrar */
 	struct ib_qp *reg_qp;	/* RC, connected to itself; NULL until used */
 	bool removed;		/* under reg_lock: no new registration QP */
+	atomic_t mrs;		/* MRs on pd (kcoll_ib_alloc_mr()) */
+	wait_queue_head_t mrs_wait;	/* woken when mrs drops to 0 */
 	bool gone;		/* removal has begun: no new communicator
 				 * binds to it (kcoll_ib_set_gone()) */
 	struct ib_reg_wr reg_wrs[KCOLL_REG_BATCH];	/* under reg_lock */
@@ -401,6 +403,7 @@ static int kcoll_ib_add(struct ib_device *ibdev)
 	dev->ibdev = ibdev;
 	mutex_init(&dev->reg_lock);
 	spin_lock_init(&dev->tx_lock);
+	init_waitqueue_head(&dev->mrs_wait);
 	dev->pd = ib_alloc_pd(ibdev, 0);
 	if (IS_ERR(dev->pd)) {
 		err = PTR_ERR(dev->pd);
@@ -442,6 +445,18 @@ static void kcoll_ib_remove(struct ib_device *ibdev, void *client_data)
 	kcoll_reg_qp_destroy(dev);
 	mutex_unlock(&dev->reg_lock);
 	mutex_destroy(&dev->reg_lock);
+	/*
+	 * Every MR is deregistered before the PD goes (ib_dereg_mr() writes
+	 * to the PD). The communicators let go of theirs above; one whose
+	 * owner took it off every list a removal walks just before, holding
+	 * the comm's dev_sem, is gone already. This wait only catches what
+	 * those rules missed: a stall named in the log, not a PD freed under
+	 * its MRs.
+	 */
+	while (!wait_event_timeout(dev->mrs_wait, !atomic_read(&dev->mrs),
+				   10 * HZ))
+		pr_err("%s: %d MRs still registered, waiting before the PD goes\n",
+		       dev_name(&ibdev->dev), atomic_read(&dev->mrs));
 	ib_dealloc_pd(dev->pd);
 	pr_info("%s: removed\n", dev_name(&ibdev->dev));
 	kcoll_nl_dev_event(ibdev, KCOLL_CMD_EV_DEV_REMOVED);
@@ -453,6 +468,37 @@ static struct ib_client kcoll_ib_client = {
 	.add = kcoll_ib_add,
 	.remove = kcoll_ib_remove,
 };
+
+/*
+ * A fast-registration MR with room for @pages pages on @pd, kcoll's PD of
+ * its device (kcoll_ib_pd()), counted: the device's removal frees the PD
+ * only when every such MR is gone (kcoll_ib_dereg_mr()).
+ */
+struct ib_mr *kcoll_ib_alloc_mr(struct ib_pd *pd, u32 pages)
+{
+	struct kcoll_ibdev *dev = ib_get_client_data(pd->device,
+						     &kcoll_ib_client);
+	struct ib_mr *mr;
+
+	if (!dev || dev->pd != pd)
+		return ERR_PTR(-ENODEV);
+	mr = ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, pages);
+	if (!IS_ERR(mr))
+		atomic_inc(&dev->mrs);
+	return mr;
+}
+
+/* Deregister @mr, from kcoll_ib_alloc_mr(). Sleeps. */
+void kcoll_ib_dereg_mr(struct ib_mr *mr)
+{
+	/* Still there: its removal waits for this MR. */
+	struct kcoll_ibdev *dev = ib_get_client_data(mr->device,
+						     &kcoll_ib_client);
+
+	ib_dereg_mr(mr);
+	if (dev && atomic_dec_and_test(&dev->mrs))
+		wake_up_all(&dev->mrs_wait);
+}
 
 /*
  * The PD kcoll uses on @ibdev, or NULL if kcoll does not use the device

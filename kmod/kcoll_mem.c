@@ -206,7 +206,7 @@ void kcoll_buf_unregister(struct kcoll_buf *b)
 
 		/* The rkey dies with the MR, before the pages go. */
 		if (s->mr)
-			ib_dereg_mr(s->mr);
+			kcoll_ib_dereg_mr(s->mr);
 		if (s->mapped)
 			b->ops->dma_unmap(b, s);
 		sg_free_table(&s->sgt);
@@ -288,7 +288,7 @@ int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm)
 			goto out_unreg;
 		if (b->dma && !b->ops->dma_ready)
 			kcoll_buf_note_dma(b, s, first, n);
-		s->mr = ib_alloc_mr(comm->pd, IB_MR_TYPE_MEM_REG, n);
+		s->mr = kcoll_ib_alloc_mr(comm->pd, n);
 		if (IS_ERR(s->mr)) {
 			err = PTR_ERR(s->mr);
 			s->mr = NULL;

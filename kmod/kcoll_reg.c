@@ -190,6 +190,7 @@ struct kcoll_mem *kcoll_mem_get(struct kcoll_ctx *ctx, struct kcoll_comm *comm,
 
 static int kcoll_dereg_mem(struct kcoll_ctx *ctx, u32 handle)
 {
+	struct kcoll_comm *comm;
 	struct kcoll_mem *mem;
 
 	mutex_lock(&ctx->comm_lock);
@@ -208,11 +209,20 @@ static int kcoll_dereg_mem(struct kcoll_ctx *ctx, u32 handle)
 	}
 	__xa_erase(&ctx->mems, handle);
 	xa_unlock(&ctx->mems);
-	mutex_lock(&mem->comm->lock);
+	/*
+	 * Off comm->mems and its MRs gone with no device removal in
+	 * between (it takes dev_sem for write): a removal that no longer
+	 * finds it on the list must not free the PD under its MRs. The
+	 * file's reference keeps the comm while we hold its comm_lock.
+	 */
+	comm = mem->comm;
+	down_read(&comm->dev_sem);
+	mutex_lock(&comm->lock);
 	list_del(&mem->node);
-	mutex_unlock(&mem->comm->lock);
-	mutex_unlock(&ctx->comm_lock);
+	mutex_unlock(&comm->lock);
 	kcoll_mem_put(mem);
+	up_read(&comm->dev_sem);
+	mutex_unlock(&ctx->comm_lock);
 	return 0;
 }
 

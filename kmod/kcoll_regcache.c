@@ -92,18 +92,27 @@ static void kcoll_cache_drop_work(struct work_struct *w)
 	struct kcoll_comm *comm = mem->comm;
 	bool was;
 
+	/* The entry's reference may be the comm's last: ours outlives it. */
+	kref_get(&comm->ref);
+	/* Off the cache and its MRs gone with no device removal in between
+	 * (kcoll_comm.c: kcoll_comm_destroy()). */
+	down_read(&comm->dev_sem);
 	mutex_lock(&comm->lock);
 	was = kcoll_cache_unlink(comm, mem);
 	mutex_unlock(&comm->lock);
 	if (was)
 		kcoll_mem_put(mem);
 	kcoll_mem_put(mem);	/* the work's */
+	up_read(&comm->dev_sem);
+	kcoll_comm_put(comm);
 }
 
 /*
  * Empty @comm's cache down to @keep_bytes and KCOLL_CACHE_MAX - 1 entries
  * (all of it: 0 and 0), least recently used first. Entries in use stay
- * with their operations until those end.
+ * with their operations until those end. Must hold comm->dev_sem (read):
+ * what leaves the cache keeps its MRs until put, and a device removal
+ * only deregisters what it finds on the cache.
  */
 static void kcoll_cache_trim(struct kcoll_comm *comm, u64 keep_bytes,
 			     u32 keep_n)
@@ -111,6 +120,7 @@ static void kcoll_cache_trim(struct kcoll_comm *comm, u64 keep_bytes,
 	struct kcoll_mem *mem;
 	LIST_HEAD(gone);
 
+	lockdep_assert_held(&comm->dev_sem);
 	mutex_lock(&comm->lock);
 	while (!list_empty(&comm->cache) &&
 	       (comm->cache_bytes > keep_bytes || comm->cache_n > keep_n)) {
@@ -126,7 +136,8 @@ static void kcoll_cache_trim(struct kcoll_comm *comm, u64 keep_bytes,
 	}
 }
 
-/* Release everything @comm's cache holds: its destroy. */
+/* Release everything @comm's cache holds: its destroy, or pinning short
+ * of RLIMIT_MEMLOCK. Must hold comm->dev_sem (read). */
 void kcoll_cache_flush(struct kcoll_comm *comm)
 {
 	kcoll_cache_trim(comm, 0, 0);

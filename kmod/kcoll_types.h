@@ -20,7 +20,8 @@
  * Locking (outer to inner):
  *  rdma_cm handler mutex (per cm_id)
  *  ctx->comm_lock (mutex)     a file's comms: create, destroy, DEREG_MEM
- *  comm->dev_sem (rwsem)      registrations on the comm's device (read)
+ *  comm->dev_sem (rwsem)      registrations on the comm's device, and
+ *                             their release until the MRs are gone (read),
  *                             against device removal and destroy (write)
  *  kcoll_comms_lock (mutex)   the global comm list
  *  comm->lock (mutex)         everything mutable in a comm, its conns and its
