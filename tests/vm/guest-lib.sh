@@ -160,6 +160,21 @@ kcoll_kmemleak_scan() {
 	fi
 }
 
+# The lines around the first report in dmesg file $1 that tell where it
+# came from, joined by " | ".
+kcoll_klog_context() {
+	awk '
+	/kcoll-selftests: |kcoll-test: begin/ && !found { mark = $0 }
+	!found && /BUG|WARNING:|Oops|general protection|[Oo]verwritten|KASAN/ {
+		found = 1; if (mark != "") out = mark; left = 60
+	}
+	found && left-- > 0 && n < 14 &&
+	    /Allocated in|Freed in|Object 0x|@offset|RIP: |kcoll_|rxe_|ib_|rdma_|cma_/ {
+		sub(/^\[ *[0-9.]+\] */, ""); out = out " | " $0; n++
+	}
+	END { print substr(out, 1, 2000) }' "$1"
+}
+
 # Any BUG/WARNING/Oops/leak report since the scenario began fails the run.
 kcoll_klog_check() {
 	dmesg >"$KCOLL_OUT/dmesg.txt"
@@ -171,6 +186,11 @@ kcoll_klog_check() {
 	fi
 	if ! bad=$("$KCOLL_TOP/tests/vm/klog-scan.sh" "$KCOLL_OUT/dmesg.txt"); then
 		fail "kernel log reports problems (see dmesg.txt): $(echo "$bad" | head -3)"
+		# What the host's log keeps of it: the test that was running,
+		# where the object was allocated and freed (slub_debug=U),
+		# the frames that name kcoll or RDMA.
+		bad=$(kcoll_klog_context "$KCOLL_OUT/dmesg.txt")
+		[ -z "$bad" ] || fail "report context: $bad"
 	else
 		log "kernel log clean"
 	fi

@@ -13,14 +13,27 @@ export KCOLL_IP
 # Whether slub_debug poisons kmalloc objects (run-vm-tests.sh asks for it:
 # a write to a freed object is then reported, and fails the log scan).
 log "slub poison on kmalloc-256: $(cat /sys/kernel/slab/kmalloc-256/poison 2>/dev/null || echo n/a)"
+# Each test's start goes to the kernel log too, so that a report there
+# names the test that was running (the harness flushes before each fork).
+kcoll_mark_tests() {
+	local l t
+	while IFS= read -r l; do
+		printf '%s\n' "$l"
+		case $l in
+		'#  RUN '*)
+			read -r t <<<"${l#'#  RUN'}"
+			echo "kcoll-selftests: $1: $t" >/dev/kmsg ;;
+		esac
+	done
+}
 for t in "$KCOLL_TOP"/build/tests/bin/*_test; do
 	name=$(basename "$t")
 	if [ -n "$KCOLL_ARG" ] && ! [[ " $KCOLL_ARG " == *" $name "* ]]; then
 		continue
 	fi
 	log "running $name"
-	timeout -k 5 600 "$t" >"$KCOLL_OUT/$name.tap" 2>&1
-	rc=$?
+	timeout -k 5 600 "$t" 2>&1 | kcoll_mark_tests "$name" >"$KCOLL_OUT/$name.tap"
+	rc=${PIPESTATUS[0]}
 	grep -E '^(not )?ok |^# (PASSED|FAILED|Totals)' "$KCOLL_OUT/$name.tap"
 	[ $rc = 0 ] || fail "$name exited with $rc"
 	# A leak of contexts or requests shows in the counters at once.
