@@ -53,7 +53,8 @@ extern "C" const struct kcoll_host_kernel *kcoll_host_kernel(const char *name)
 extern "C" size_t kcoll_host_esize(unsigned int dtype)
 {
 	switch (dtype) {
-	case KCOLL_DTYPE_INT8: case KCOLL_DTYPE_UINT8: return 1;
+	case KCOLL_DTYPE_INT8: case KCOLL_DTYPE_UINT8:
+	case KCOLL_DTYPE_FP8_E4M3: case KCOLL_DTYPE_FP8_E5M2: return 1;
 	case KCOLL_DTYPE_FP16: case KCOLL_DTYPE_BF16: return 2;
 	case KCOLL_DTYPE_INT32: case KCOLL_DTYPE_UINT32:
 	case KCOLL_DTYPE_FP32: return 4;
@@ -70,6 +71,10 @@ extern "C" bool kcoll_host_is_nan(const void *p, unsigned int dtype)
 	uint64_t d;
 
 	switch (dtype) {
+	case KCOLL_DTYPE_FP8_E4M3:
+		return (*(const uint8_t *)p & 0x7f) == 0x7f;
+	case KCOLL_DTYPE_FP8_E5M2:
+		return (*(const uint8_t *)p & 0x7f) > 0x7c;
 	case KCOLL_DTYPE_FP16:
 		memcpy(&h, p, 2);
 		return (h & 0x7c00) == 0x7c00 && (h & 0x3ff);

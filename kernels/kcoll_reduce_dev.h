@@ -23,8 +23,13 @@
 
 #if defined(__CUDACC__)
 #define KR_HD __host__ __device__ __forceinline__
+/* The lanes of a 16-byte vector stay in registers only if their loop is
+ * unrolled (16 fp8 lanes with their conversions otherwise went to a stack
+ * frame). */
+#define KR_UNROLL _Pragma("unroll")
 typedef uint4 kr_raw16;
 #else
+#define KR_UNROLL
 #define KR_HD inline
 struct alignas(16) kr_raw16 {
 	uint32_t x, y, z, w;
@@ -65,6 +70,22 @@ template <class Op> struct kr_bfloat {
 	}
 };
 
+/* fp8: the same through fp32, rounded back with saturation. */
+template <class Op> struct kr_e4m3 {
+	typedef uint8_t type;
+	static KR_HD uint8_t f(uint8_t a, uint8_t b)
+	{
+		return kcoll_f2e4m3(Op::f(kcoll_e4m3_2f(a), kcoll_e4m3_2f(b)));
+	}
+};
+template <class Op> struct kr_e5m2 {
+	typedef uint8_t type;
+	static KR_HD uint8_t f(uint8_t a, uint8_t b)
+	{
+		return kcoll_f2e5m2(Op::f(kcoll_e5m2_2f(a), kcoll_e5m2_2f(b)));
+	}
+};
+
 /* AVG's finish: a / nranks, one correctly rounded division. */
 template <class T> struct kr_scale {
 	typedef T type;
@@ -82,6 +103,20 @@ struct kr_scale_bfloat {
 	static KR_HD uint16_t f(uint16_t a, uint32_t q)
 	{
 		return kcoll_f2bf(kcoll_bf2f(a) / (float)q);
+	}
+};
+struct kr_scale_e4m3 {
+	typedef uint8_t type;
+	static KR_HD uint8_t f(uint8_t a, uint32_t q)
+	{
+		return kcoll_f2e4m3(kcoll_e4m3_2f(a) / (float)q);
+	}
+};
+struct kr_scale_e5m2 {
+	typedef uint8_t type;
+	static KR_HD uint8_t f(uint8_t a, uint32_t q)
+	{
+		return kcoll_f2e5m2(kcoll_e5m2_2f(a) / (float)q);
 	}
 };
 
@@ -135,6 +170,7 @@ static KR_HD void kr_reduce(void *dst, const void *a, const void *b,
 
 		va.raw = *(const kr_raw16 *)(x + e);
 		vb.raw = *(const kr_raw16 *)(y + e);
+		KR_UNROLL
 		for (j = 0; j < lanes; j++)
 			va.e[j] = F::f(va.e[j], vb.e[j]);
 		*(kr_raw16 *)(d + e) = va.raw;
@@ -162,6 +198,7 @@ static KR_HD void kr_scale_all(void *dst, uint64_t n, uint32_t nranks,
 		kr_lanes<S> a;
 
 		a.raw = *dv;
+		KR_UNROLL
 		for (j = 0; j < lanes; j++)
 			a.e[j] = F::f(a.e[j], nranks);
 		*dv = a.raw;

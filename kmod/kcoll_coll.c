@@ -21,17 +21,12 @@
 #include "kcoll_tune.h"
 #include "kcoll_engine.h"
 #include "kcoll_reduce.h"
+#include "kcoll_logic.h"
 #include "kcoll_cost.h"
 #include "kcoll_shape.h"
 #include "kcoll_stats.h"
 #include "kcoll_regcache.h"
 #include "kcoll_gpu.h"
-
-static bool kcoll_is_float(u8 dtype)
-{
-	return dtype == KCOLL_DTYPE_FP16 || dtype == KCOLL_DTYPE_BF16 ||
-	       dtype == KCOLL_DTYPE_FP32 || dtype == KCOLL_DTYPE_FP64;
-}
 
 /* Buffer @which of @op: a view of @mem's [@addr, @addr + @len), whose use
  * the operation now holds. */
@@ -179,7 +174,7 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 			return -EINVAL;
 	}
 	if (sqe->redop) {
-		if (sqe->redop == KCOLL_REDOP_AVG && !kcoll_is_float(sqe->dtype))
+		if (sqe->redop == KCOLL_REDOP_AVG && !kcoll_dtype_is_float(sqe->dtype))
 			return -EINVAL;
 		op->reduce = kcoll_reduce_active(sqe->dtype, sqe->redop);
 		if (!op->reduce)

@@ -178,8 +178,7 @@ int kcoll_sqe_check(const struct kcoll_sqe *sqe)
 		return -EINVAL;
 	}
 	if (uses & KCOLL_USES_REDOP && sqe->redop == KCOLL_REDOP_AVG &&
-	    sqe->dtype != KCOLL_DTYPE_FP16 && sqe->dtype != KCOLL_DTYPE_BF16 &&
-	    sqe->dtype != KCOLL_DTYPE_FP32 && sqe->dtype != KCOLL_DTYPE_FP64)
+	    !kcoll_dtype_is_float(sqe->dtype))
 		return -EINVAL;		/* AVG is for floating types */
 	if (uses & KCOLL_USES_COMM) {
 		if (!sqe->comm_id)

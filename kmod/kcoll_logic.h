@@ -53,6 +53,14 @@ static inline u32 kcoll_ring_used(u32 head, u32 tail)
 	return tail - head;	/* well defined: unsigned wrap-around */
 }
 
+/* A floating-point dtype (AVG is for these alone). */
+static inline bool kcoll_dtype_is_float(u32 dtype)
+{
+	return dtype == KCOLL_DTYPE_FP16 || dtype == KCOLL_DTYPE_BF16 ||
+	       dtype == KCOLL_DTYPE_FP32 || dtype == KCOLL_DTYPE_FP64 ||
+	       dtype == KCOLL_DTYPE_FP8_E4M3 || dtype == KCOLL_DTYPE_FP8_E5M2;
+}
+
 static inline bool kcoll_is_pow2(u32 v)
 {
 	return v && !(v & (v - 1));

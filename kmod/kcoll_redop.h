@@ -17,8 +17,10 @@
  *  - fp32/fp64: one IEEE operation, round to nearest, subnormals kept (no
  *    flush to zero, no FMA contraction: nvcc runs with -fmad=false and
  *    without fast math);
+ *  - fp8 (E4M3, E5M2): the same through fp32, rounded back to nearest
+ *    even with saturation (below);
  *  - AVG: SUM steps, then one correctly rounded division by nranks (fp32
- *    for the 16-bit types).
+ *    for the 16- and 8-bit types).
  * What may differ between a CPU and a GPU is only the payload of a NaN that
  * fp32/fp64 arithmetic produced (x86 keeps the first operand's, a GPU gives
  * the canonical one), as between the module's own SIMD variants.
@@ -136,6 +138,101 @@ KCOLL_HD uint16_t kcoll_f2h(float f)
 	if (rem > halfw || (rem == halfw && (r & 1)))
 		r++;
 	return (uint16_t)(sign | r);
+}
+
+/*
+ * fp8, the two OCP 8-bit formats (OFP8 1.0):
+ *  E4M3: bias 7, no infinities, NaN only S.1111.111, largest 448;
+ *  E5M2: bias 15, IEEE-like, infinities S.11111.00, largest 57344.
+ * Widening to fp32 is exact (subnormals included; a NaN comes out quiet,
+ * its sign kept). Narrowing rounds to nearest even and saturates, OCP's
+ * saturation mode (NVIDIA's __NV_SATFINITE): a magnitude at or above the
+ * largest finite value, an infinity included, becomes that value with its
+ * sign; every NaN becomes 0x7f. So an fp8 reduction step never makes an
+ * infinity or a NaN out of finite inputs.
+ */
+KCOLL_HD float kcoll_fp8_to_f(uint8_t v, unsigned int mbits,
+			      unsigned int bias, int has_inf)
+{
+	uint32_t sign = (uint32_t)(v & 0x80) << 24;
+	uint32_t mmask = (1U << mbits) - 1;
+	uint32_t e = (uint32_t)(v & 0x7f) >> mbits;
+	uint32_t m = v & mmask;
+
+	if (e == (0x7fU >> mbits) && (has_inf || m == mmask)) {
+		if (has_inf && !m)
+			return kcoll_u2f(sign | 0x7f800000U);
+		return kcoll_u2f(sign | 0x7fc00000U);
+	}
+	if (e == 0) {
+		if (!m)
+			return kcoll_u2f(sign);
+		/* subnormal: normalize (e wraps below 0, as in kcoll_h2f) */
+		e = 1;
+		while (!(m & (1U << mbits))) {
+			m <<= 1;
+			e--;
+		}
+		m &= mmask;
+	}
+	return kcoll_u2f(sign | ((e + 127 - bias) << 23) |
+			 (m << (23 - mbits)));
+}
+
+/* @maxbits: the fp32 bits of the largest finite value, @maxcode its code. */
+KCOLL_HD uint8_t kcoll_f_to_fp8(float f, unsigned int mbits,
+				unsigned int bias, uint32_t maxbits,
+				uint8_t maxcode)
+{
+	uint32_t u = kcoll_f2u(f);
+	uint32_t sign = (u >> 24) & 0x80;
+	uint32_t a = u & 0x7fffffffU;
+	uint32_t r, rem, halfw, exp, mant, shift;
+
+	if (a > 0x7f800000U)			/* NaN */
+		return 0x7f;
+	if (a >= maxbits)			/* saturate, infinities too */
+		return (uint8_t)(sign | maxcode);
+	if (a >= (128 - bias) << 23) {		/* normal: 2^(1 - bias) up */
+		r = (a - ((127 - bias) << 23)) >> (23 - mbits);
+		rem = a & ((1U << (23 - mbits)) - 1);
+		halfw = 1U << (22 - mbits);
+		if (rem > halfw || (rem == halfw && (r & 1)))
+			r++;
+		return (uint8_t)(sign | r);
+	}
+	/* subnormal or zero: in units of 2^(1 - bias - mbits) */
+	exp = a >> 23;
+	mant = (a & 0x7fffff) | 0x800000;
+	shift = 151 - bias - mbits - exp;
+	if (shift > 24)				/* below half a unit */
+		return (uint8_t)sign;
+	r = mant >> shift;
+	rem = mant & ((1U << shift) - 1);
+	halfw = 1U << (shift - 1);
+	if (rem > halfw || (rem == halfw && (r & 1)))
+		r++;
+	return (uint8_t)(sign | r);
+}
+
+KCOLL_HD float kcoll_e4m3_2f(uint8_t v)
+{
+	return kcoll_fp8_to_f(v, 3, 7, 0);
+}
+
+KCOLL_HD uint8_t kcoll_f2e4m3(float f)
+{
+	return kcoll_f_to_fp8(f, 3, 7, 0x43e00000U, 0x7e);	/* 448 */
+}
+
+KCOLL_HD float kcoll_e5m2_2f(uint8_t v)
+{
+	return kcoll_fp8_to_f(v, 2, 15, 1);
+}
+
+KCOLL_HD uint8_t kcoll_f2e5m2(float f)
+{
+	return kcoll_f_to_fp8(f, 2, 15, 0x47600000U, 0x7b);	/* 57344 */
 }
 
 #endif /* KCOLL_REDOP_H */

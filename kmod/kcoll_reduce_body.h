@@ -307,6 +307,164 @@ static void fname(void *dst, const void *src, size_t n)		\
 KR_DEF_HALF(fp16, KR_VLOOP_FP16, kr_h2f, kr_f2h)
 KR_DEF_HALF(bf16, KR_VLOOP_BF16, kr_bf2f, kr_f2bf)
 
+/*
+ * fp8: through fp32, element by element in the scalar and SSE2 builds. The
+ * AVX2 and AVX-512 builds take a vector of 32-bit lanes, each holding four
+ * elements (as the bf16 path holds two), and convert one byte of every
+ * lane at a time with kcoll_redop.h's steps done lane-wise, selects for
+ * branches (integer steps; the subnormal fp8 values through an exact float
+ * multiply): no shuffles, and the same bits as every other build.
+ */
+#if KR_VB >= 32
+#define KR_VBC(x)	((kr_vu32){ 0 } + (x))	/* broadcast */
+
+/* @v: one fp8 code per lane (0..255). @unit: 2^(1 - bias - mb), the
+ * subnormal step (exact in fp32). */
+static inline kr_vf32 kr_vfp8_to_f(kr_vu32 v, unsigned int mb,
+				   unsigned int bias, int has_inf, float unit)
+{
+	kr_vu32 sign = (v & 0x80) << 24;
+	kr_vu32 a = v & 0x7f;
+	kr_vu32 e = a >> mb;
+	kr_vu32 m = a & ((1U << mb) - 1);
+	kr_vu32 nrm = sign | ((a << (23 - mb)) + ((127 - bias) << 23));
+	kr_vu32 sub = sign | (kr_vu32)(__builtin_convertvector(m, kr_vf32) *
+				       unit);
+	kr_vs32 special, is_sub = e == 0;
+	kr_vu32 spec, r;
+
+	if (has_inf) {
+		kr_vs32 inf = m == 0;
+
+		special = e == (0x7fU >> mb);
+		spec = sign | KR_V_SEL(kr_vu32, inf, KR_VBC(0x7f800000U),
+				       KR_VBC(0x7fc00000U));
+	} else {
+		special = a == 0x7f;
+		spec = sign | 0x7fc00000U;
+	}
+	r = KR_V_SEL(kr_vu32, special, spec, nrm);
+	r = KR_V_SEL(kr_vu32, is_sub, sub, r);
+	return (kr_vf32)r;
+}
+
+/* One fp8 code per lane, in bits 7..0. */
+static inline kr_vu32 kr_vf_to_fp8(kr_vf32 f, unsigned int mb,
+				   unsigned int bias, u32 maxbits, u32 maxcode)
+{
+	kr_vu32 u = (kr_vu32)f;
+	kr_vu32 sign = (u >> 24) & 0x80;
+	kr_vu32 a = u & 0x7fffffffU;
+	/* normal: round to nearest even by adding half - 1 and the LSB */
+	kr_vu32 rn = (a - ((127 - bias) << 23) + ((1U << (22 - mb)) - 1) +
+		      ((a >> (23 - mb)) & 1)) >> (23 - mb);
+	/* subnormal: shift counts kept in 1..25 (25: below half a unit) */
+	kr_vu32 sh = (151 - bias - mb) - (a >> 23);
+	kr_vu32 mant = (a & 0x7fffff) | 0x800000;
+	kr_vu32 rs, rem, half, r;
+	kr_vs32 up, big = sh > 25, small, nrm, sat, nan;
+
+	sh = KR_V_SEL(kr_vu32, big, KR_VBC(25), sh);
+	small = sh < 1;
+	sh = KR_V_SEL(kr_vu32, small, KR_VBC(1), sh);
+	rs = mant >> sh;
+	rem = mant & ((KR_VBC(1) << sh) - 1);
+	half = KR_VBC(1) << (sh - 1);
+	up = (rem > half) | ((rem == half) & -(kr_vs32)(rs & 1));
+	rs -= (kr_vu32)up;
+	nrm = a >= ((128 - bias) << 23);
+	sat = a >= maxbits;
+	nan = a > 0x7f800000U;
+	r = sign | KR_V_SEL(kr_vu32, nrm, rn, rs);
+	r = KR_V_SEL(kr_vu32, sat, sign | maxcode, r);
+	r = KR_V_SEL(kr_vu32, nan, KR_VBC(0x7f), r);
+	return r;
+}
+
+static inline kr_vf32 kr_ve4m3_2f(kr_vu32 v)
+{
+	return kr_vfp8_to_f(v, 3, 7, 0, 1.0f / 512);
+}
+
+static inline kr_vu32 kr_vf2e4m3(kr_vf32 f)
+{
+	return kr_vf_to_fp8(f, 3, 7, 0x43e00000U, 0x7e);
+}
+
+static inline kr_vf32 kr_ve5m2_2f(kr_vu32 v)
+{
+	return kr_vfp8_to_f(v, 2, 15, 1, 1.0f / 65536);
+}
+
+static inline kr_vu32 kr_vf2e5m2(kr_vf32 f)
+{
+	return kr_vf_to_fp8(f, 2, 15, 0x47600000U, 0x7b);
+}
+
+/* Byte k of every lane: elements 4 * lane + k of the vector. */
+#define KR_VLOOP_FP8(kind, FVOP)					\
+	for (; i + KR_VB <= n; i += KR_VB) {				\
+		kr_vu32 x_ = *(const kr_vu32_m *)(d + i);		\
+		kr_vu32 y_ = *(const kr_vu32_m *)(s + i);		\
+		kr_vu32 o_ = { 0 };					\
+		unsigned int k_;					\
+									\
+		for (k_ = 0; k_ < 32; k_ += 8) {			\
+			kr_vf32 a_ = kr_v##kind##_2f((x_ >> k_) & 0xff); \
+			kr_vf32 b_ = kr_v##kind##_2f((y_ >> k_) & 0xff); \
+									\
+			o_ |= kr_vf2##kind(FVOP(a_, b_)) << k_;		\
+		}							\
+		*(kr_vu32_m *)(d + i) = o_;				\
+	}
+#define KR_VLOOP_FP8_AVG(kind)						\
+	for (; i + KR_VB <= n; i += KR_VB) {				\
+		kr_vu32 x_ = *(const kr_vu32_m *)(d + i);		\
+		kr_vu32 o_ = { 0 };					\
+		unsigned int k_;					\
+									\
+		for (k_ = 0; k_ < 32; k_ += 8)				\
+			o_ |= kr_vf2##kind(kr_v##kind##_2f((x_ >> k_) &	\
+							   0xff) / q) << k_; \
+		*(kr_vu32_m *)(d + i) = o_;				\
+	}
+#else
+#define KR_VLOOP_FP8(kind, FVOP)
+#define KR_VLOOP_FP8_AVG(kind)
+#endif
+
+#define KR_DEF8(fname, kind, FVOP, FOP)					\
+static void fname(void *dst, const void *src, size_t n)		\
+{									\
+	u8 *d = (u8 *)dst;						\
+	const u8 *s = (const u8 *)src;					\
+	size_t i = 0;							\
+									\
+	KR_VLOOP_FP8(kind, FVOP)					\
+	for (; i < n; i++)						\
+		d[i] = kcoll_f2##kind(FOP(kcoll_##kind##_2f(d[i]),	\
+					  kcoll_##kind##_2f(s[i])));	\
+}
+
+#define KR_DEF_FP8(kind)						\
+	KR_DEF8(kr_sum_##kind, kind, KR_FV_SUM, KR_F_SUM)		\
+	KR_DEF8(kr_prod_##kind, kind, KR_FV_PROD, KR_F_PROD)		\
+	KR_DEF8(kr_min_##kind, kind, KR_FV_MIN, KR_F_MIN)		\
+	KR_DEF8(kr_max_##kind, kind, KR_FV_MAX, KR_F_MAX)		\
+static void kr_avg_##kind(void *dst, size_t n, u32 nranks)		\
+{									\
+	u8 *d = (u8 *)dst;						\
+	float q = (float)nranks;					\
+	size_t i = 0;							\
+									\
+	KR_VLOOP_FP8_AVG(kind)						\
+	for (; i < n; i++)						\
+		d[i] = kcoll_f2##kind(kcoll_##kind##_2f(d[i]) / q);	\
+}
+
+KR_DEF_FP8(e4m3)
+KR_DEF_FP8(e5m2)
+
 /* ------------------------------------------------------------------ */
 /* AVG finish: dst[i] /= nranks (a true division, correctly rounded)  */
 /* ------------------------------------------------------------------ */
@@ -392,11 +550,15 @@ const struct kcoll_reduce_table sym = {					\
 		[KCOLL_DTYPE_BF16]	= KR_FROW(bf16),		\
 		[KCOLL_DTYPE_FP32]	= KR_FROW(f32),			\
 		[KCOLL_DTYPE_FP64]	= KR_FROW(f64),			\
+		[KCOLL_DTYPE_FP8_E4M3]	= KR_FROW(e4m3),		\
+		[KCOLL_DTYPE_FP8_E5M2]	= KR_FROW(e5m2),		\
 	},								\
 	.avg_finish = {							\
 		[KCOLL_DTYPE_FP16]	= kr_avg_fp16,			\
 		[KCOLL_DTYPE_BF16]	= kr_avg_bf16,			\
 		[KCOLL_DTYPE_FP32]	= kr_avg_f32,			\
 		[KCOLL_DTYPE_FP64]	= kr_avg_f64,			\
+		[KCOLL_DTYPE_FP8_E4M3]	= kr_avg_e4m3,			\
+		[KCOLL_DTYPE_FP8_E5M2]	= kr_avg_e5m2,			\
 	},								\
 }

@@ -54,6 +54,8 @@ size_t kcoll_dtype_size(unsigned int dtype)
 	switch (dtype) {
 	case KCOLL_DTYPE_INT8:
 	case KCOLL_DTYPE_UINT8:
+	case KCOLL_DTYPE_FP8_E4M3:
+	case KCOLL_DTYPE_FP8_E5M2:
 		return 1;
 	case KCOLL_DTYPE_FP16:
 	case KCOLL_DTYPE_BF16:

@@ -116,6 +116,8 @@ size_t coll_dtype_size(coll_dtype dtype)
 	switch (dtype) {
 	case COLL_DTYPE_INT8:
 	case COLL_DTYPE_UINT8:
+	case COLL_DTYPE_FP8_E4M3:
+	case COLL_DTYPE_FP8_E5M2:
 		return 1;
 	case COLL_DTYPE_FP16:
 	case COLL_DTYPE_BF16:
@@ -145,6 +147,8 @@ const char *coll_dtype_name(coll_dtype dtype)
 	case COLL_DTYPE_BF16:	return "bf16";
 	case COLL_DTYPE_FP32:	return "fp32";
 	case COLL_DTYPE_FP64:	return "fp64";
+	case COLL_DTYPE_FP8_E4M3: return "fp8e4m3";
+	case COLL_DTYPE_FP8_E5M2: return "fp8e5m2";
 	}
 	return "?";
 }
@@ -164,7 +168,8 @@ const char *coll_redop_name(coll_redop op)
 static bool dtype_is_float(coll_dtype dtype)
 {
 	return dtype == COLL_DTYPE_FP16 || dtype == COLL_DTYPE_BF16 ||
-	       dtype == COLL_DTYPE_FP32 || dtype == COLL_DTYPE_FP64;
+	       dtype == COLL_DTYPE_FP32 || dtype == COLL_DTYPE_FP64 ||
+	       dtype == COLL_DTYPE_FP8_E4M3 || dtype == COLL_DTYPE_FP8_E5M2;
 }
 
 int coll_redop_valid(coll_dtype dtype, coll_redop op)

@@ -209,7 +209,7 @@ static void check_kernels(void *stream, int sms, size_t n)
 			       k->name, bad);
 		bad_total += bad;
 	}
-	tap(!bad_total && nk == 44, "kernels: %u kernels, %zu elements each, "
+	tap(!bad_total && nk == 54, "kernels: %u kernels, %zu elements each, "
 	    "bit-exact with the host build (NaN payloads aside): %zu differ",
 	    nk, n, bad_total);
 	cm.free(da);

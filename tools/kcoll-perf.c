@@ -128,6 +128,8 @@ static coll_dtype parse_dtype(const char *s)
 	static const struct { const char *name; coll_dtype dt; } alias[] = {
 		{ "float", COLL_DTYPE_FP32 }, { "half", COLL_DTYPE_FP16 },
 		{ "double", COLL_DTYPE_FP64 }, { "bfloat16", COLL_DTYPE_BF16 },
+		{ "float8_e4m3fn", COLL_DTYPE_FP8_E4M3 },
+		{ "float8_e5m2", COLL_DTYPE_FP8_E5M2 },
 	};
 	int d;
 	size_t i;

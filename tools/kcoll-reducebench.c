@@ -158,6 +158,9 @@ static void fill(void *buf, size_t n, unsigned int dtype, int seed)
 		case KCOLL_DTYPE_BF16:	/* 1.0 .. 2.0 */
 			((uint16_t *)buf)[i] = (uint16_t)(0x3f80 | (v & 0x7f));
 			break;
+		case KCOLL_DTYPE_FP8_E4M3:	/* 1.0 .. 1.875 */
+			((uint8_t *)buf)[i] = (uint8_t)(0x38 | (v & 7));
+			break;
 		default:
 			((uint32_t *)buf)[i] = v;
 			break;
@@ -177,6 +180,7 @@ int main(int argc, char **argv)
 	static const struct { unsigned int dtype; const char *name; } dts[] = {
 		{ KCOLL_DTYPE_FP32, "fp32" }, { KCOLL_DTYPE_BF16, "bf16" },
 		{ KCOLL_DTYPE_INT32, "int32" }, { KCOLL_DTYPE_FP64, "fp64" },
+		{ KCOLL_DTYPE_FP8_E4M3, "fp8e4m3" },
 	};
 	size_t sizes[MAX_SIZES] = { 64u << 10, 1u << 20, 16u << 20 };
 	unsigned int nsizes = 3;

@@ -485,17 +485,23 @@ typedef enum coll_dtype {
 	COLL_DTYPE_BF16		= KCOLL_DTYPE_BF16,	/* bfloat16 */
 	COLL_DTYPE_FP32		= KCOLL_DTYPE_FP32,
 	COLL_DTYPE_FP64		= KCOLL_DTYPE_FP64,
+	/* OCP 8-bit floating point (NVIDIA's __nv_fp8_e4m3, __nv_fp8_e5m2):
+	 * E4M3 up to 448, no infinities; E5M2 up to 57344. */
+	COLL_DTYPE_FP8_E4M3	= KCOLL_DTYPE_FP8_E4M3,
+	COLL_DTYPE_FP8_E5M2	= KCOLL_DTYPE_FP8_E5M2,
 } coll_dtype;
 
 /* First and last valid coll_dtype, for loops over every type. */
 #define COLL_DTYPE_FIRST	COLL_DTYPE_INT8
-#define COLL_DTYPE_LAST		COLL_DTYPE_FP64
+#define COLL_DTYPE_LAST		COLL_DTYPE_FP8_E5M2
 
 /*
  * Reduction operators; the values are the uapi's KCOLL_REDOP_*. Integer
  * SUM and PROD wrap modulo 2^bits (signed types too). AVG (sum divided by
- * nranks) is valid for the floating-point types only. fp16 and bf16 are
- * combined in fp32 and rounded back to nearest-even at each step.
+ * nranks) is valid for the floating-point types only. fp16, bf16 and fp8
+ * are combined in fp32 and rounded back to nearest-even at each step; fp8
+ * saturates there (OCP's saturation mode: a magnitude past the largest
+ * finite value, an infinity included, becomes that value; a NaN 0x7f).
  */
 typedef enum coll_redop {
 	COLL_REDOP_SUM		= KCOLL_REDOP_SUM,
@@ -516,7 +522,8 @@ COLL_API size_t coll_dtype_size(coll_dtype dtype);
 
 /**
  * coll_dtype_name() - short name of @dtype: "int8", "uint8", "int32",
- * "uint32", "int64", "uint64", "fp16", "bf16", "fp32", "fp64", or "?".
+ * "uint32", "int64", "uint64", "fp16", "bf16", "fp32", "fp64", "fp8e4m3",
+ * "fp8e5m2", or "?".
  * The string is static.
  */
 COLL_API const char *coll_dtype_name(coll_dtype dtype);

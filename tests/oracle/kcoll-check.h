@@ -11,9 +11,13 @@
  *    maxima are exact in every type and any order (bf16 holds integers up
  *    to 256 exactly: up to 32 ranks); integer SUM/PROD wrap modulo 2^bits
  *    like the kernel's, and the reference wraps the same way;
+ *  - fp8 holds fewer integers exactly (E5M2: up to 8), so its reductions
+ *    take inputs from ranks 0 and 1 only ([-4, 4]; the other ranks give 0
+ *    to SUM and AVG, +-1 to PROD, whose first three ranks give
+ *    {1, 2, -1, 0.5, -2}): every partial result is exact in any order;
  *  - AVG is compared with a relative tolerance (the kernel divides the
- *    exact sum by nranks in the element's precision, fp32 for 16-bit
- *    types);
+ *    exact sum by nranks in the element's precision, fp32 for 16- and
+ *    8-bit types);
  *  - data movement (broadcast, allgather, alltoall, send/recv) uses
  *    full-range patterns and is compared bit for bit.
  * Receive buffers are filled with a poison pattern first, so an element
@@ -152,10 +156,62 @@ static inline uint16_t chk_f2h(float f)
 	return (uint16_t)(s | r);
 }
 
+/*
+ * fp8 (OCP E4M3 and E5M2), written apart from the module's bit code: the
+ * value from its definition, and back by rounding |x| to the quantum of
+ * its binade with nearbyint() (ties to even in the default rounding
+ * mode), saturating at the largest finite value; NaN is 0x7f.
+ */
+static inline double chk_fp8_to_d(uint8_t v, int e4m3)
+{
+	int mbits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+	int e = (v & 0x7f) >> mbits, m = v & ((1 << mbits) - 1);
+	double x;
+
+	if (e == (0x7f >> mbits) && (!e4m3 || m == (1 << mbits) - 1))
+		x = (!e4m3 && !m) ? INFINITY : NAN;
+	else if (e == 0)
+		x = ldexp(m, 1 - bias - mbits);
+	else
+		x = ldexp((1 << mbits) + m, e - bias - mbits);
+	return v & 0x80 ? -x : x;
+}
+
+static inline uint8_t chk_d_to_fp8(double f, int e4m3)
+{
+	int mbits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15, e;
+	double max = e4m3 ? 448 : 57344, a = fabs(f), r;
+	uint8_t s = signbit(f) ? 0x80 : 0;
+
+	if (isnan(f))
+		return 0x7f;
+	if (a >= max)
+		return s | (e4m3 ? 0x7e : 0x7b);
+	frexp(a, &e);			/* a in [2^(e-1), 2^e) */
+	if (e - 1 < 1 - bias)		/* subnormal: the smallest quantum */
+		e = 2 - bias;
+	r = nearbyint(ldexp(a, mbits - (e - 1)));	/* in quanta */
+	r = ldexp(r, (e - 1) - mbits);
+	if (r == 0)
+		return s;
+	frexp(r, &e);
+	if (e - 1 + bias >= 1)
+		return s | (uint8_t)((e - 1 + bias) << mbits |
+				     ((int)ldexp(r, mbits - (e - 1)) -
+				      (1 << mbits)));
+	return s | (uint8_t)ldexp(r, bias - 1 + mbits);
+}
+
+static inline bool chk_is_fp8(coll_dtype dt)
+{
+	return dt == COLL_DTYPE_FP8_E4M3 || dt == COLL_DTYPE_FP8_E5M2;
+}
+
 static inline bool chk_is_float(coll_dtype dt)
 {
 	return dt == COLL_DTYPE_FP16 || dt == COLL_DTYPE_BF16 ||
-	       dt == COLL_DTYPE_FP32 || dt == COLL_DTYPE_FP64;
+	       dt == COLL_DTYPE_FP32 || dt == COLL_DTYPE_FP64 ||
+	       chk_is_fp8(dt);
 }
 
 /* Store integer @v (wrapped to the width) or float @f as element @i. */
@@ -187,6 +243,10 @@ static inline void chk_store(coll_dtype dt, void *buf, size_t i, int64_t v,
 	case COLL_DTYPE_FP64:
 		((double *)buf)[i] = f;
 		break;
+	case COLL_DTYPE_FP8_E4M3:
+	case COLL_DTYPE_FP8_E5M2:
+		((uint8_t *)buf)[i] = chk_d_to_fp8(f, dt == COLL_DTYPE_FP8_E4M3);
+		break;
 	}
 }
 
@@ -202,6 +262,10 @@ static inline double chk_load_f(coll_dtype dt, const void *buf, size_t i)
 		return ((const float *)buf)[i];
 	case COLL_DTYPE_FP64:
 		return ((const double *)buf)[i];
+	case COLL_DTYPE_FP8_E4M3:
+	case COLL_DTYPE_FP8_E5M2:
+		return chk_fp8_to_d(((const uint8_t *)buf)[i],
+				    dt == COLL_DTYPE_FP8_E4M3);
 	default:
 		return 0;
 	}
@@ -250,7 +314,14 @@ static inline void chk_gen(coll_dtype dt, int op, int rank, uint64_t i,
 		*f = (double)((int64_t)(h % 4001) - 2000) / 4.0;
 		break;
 	}
-	(void)dt;
+	if (!chk_is_fp8(dt) || !op || op == COLL_REDOP_MIN ||
+	    op == COLL_REDOP_MAX)
+		return;
+	/* fp8: partial results exact in any order (see the top). */
+	if (op == COLL_REDOP_PROD)
+		*f = rank < 3 ? fprod[h % 8] : (h & 1 ? 1.0 : -1.0);
+	else
+		*f = rank < 2 ? (double)((int64_t)(h % 9) - 4) : 0.0;
 }
 
 static inline void chk_fill_input(coll_dtype dt, int op, int rank, void *buf,
@@ -483,6 +554,8 @@ static inline double chk_avg_tol(coll_dtype dt)
 	switch (dt) {
 	case COLL_DTYPE_FP16:	return 2e-3;
 	case COLL_DTYPE_BF16:	return 1.6e-2;
+	case COLL_DTYPE_FP8_E4M3: return 0.13;	/* an ulp: 2^-3 */
+	case COLL_DTYPE_FP8_E5M2: return 0.26;	/* 2^-2 */
 	case COLL_DTYPE_FP32:	return 2e-7;
 	default:		return 1e-15;
 	}

@@ -78,7 +78,8 @@ static inline bool kcoll_ref_use(uint8_t op, struct kcoll_ref_use *u)
 static inline bool kcoll_ref_float(uint8_t dtype)
 {
 	return dtype == KCOLL_DTYPE_FP16 || dtype == KCOLL_DTYPE_BF16 ||
-	       dtype == KCOLL_DTYPE_FP32 || dtype == KCOLL_DTYPE_FP64;
+	       dtype == KCOLL_DTYPE_FP32 || dtype == KCOLL_DTYPE_FP64 ||
+	       dtype == KCOLL_DTYPE_FP8_E4M3 || dtype == KCOLL_DTYPE_FP8_E5M2;
 }
 
 static inline enum kcoll_ref_verdict

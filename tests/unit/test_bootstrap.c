@@ -816,6 +816,10 @@ static void test_types(void)
 	UNIT_EQ_INT(COLL_DTYPE_INT8, KCOLL_DTYPE_INT8);
 	UNIT_EQ_INT(COLL_DTYPE_BF16, KCOLL_DTYPE_BF16);
 	UNIT_EQ_INT(COLL_DTYPE_FP64, KCOLL_DTYPE_FP64);
+	UNIT_EQ_INT(COLL_DTYPE_FP8_E4M3, KCOLL_DTYPE_FP8_E4M3);
+	UNIT_EQ_INT(COLL_DTYPE_FP8_E5M2, KCOLL_DTYPE_FP8_E5M2);
+	UNIT_EQ_UINT(coll_dtype_size(COLL_DTYPE_FP8_E5M2), 1);
+	UNIT_EQ_STR(coll_dtype_name(COLL_DTYPE_FP8_E4M3), "fp8e4m3");
 	UNIT_EQ_INT(COLL_DTYPE_LAST + 1, KCOLL_DTYPE_LAST);
 	UNIT_EQ_INT(COLL_REDOP_SUM, KCOLL_REDOP_SUM);
 	UNIT_EQ_INT(COLL_REDOP_AVG, KCOLL_REDOP_AVG);
@@ -829,7 +833,10 @@ static void test_types(void)
 	UNIT_EQ_STR(coll_redop_name(COLL_REDOP_AVG), "avg");
 	for (d = 0; d <= KCOLL_DTYPE_LAST; d++) {
 		for (o = 0; o <= KCOLL_REDOP_LAST; o++) {
-			bool fl = d >= KCOLL_DTYPE_FP16 && d <= KCOLL_DTYPE_FP64;
+			bool fl = (d >= KCOLL_DTYPE_FP16 &&
+				   d <= KCOLL_DTYPE_FP64) ||
+				  d == KCOLL_DTYPE_FP8_E4M3 ||
+				  d == KCOLL_DTYPE_FP8_E5M2;
 			bool want = d >= 1 && d < KCOLL_DTYPE_LAST && o >= 1 &&
 				    o < KCOLL_REDOP_LAST &&
 				    (o != KCOLL_REDOP_AVG || fl);

@@ -149,7 +149,7 @@ static void test_reduce_kernels(void)
 	}
 	printf("# %u reduce kernels, %u cases, all bit-exact with the CPU's\n",
 	       nk, ncase);
-	UNIT_EQ_INT(nk, 40);
+	UNIT_EQ_INT(nk, 48);
 }
 
 /*
@@ -235,6 +235,40 @@ static void test_half_all_pairs(void)
 	free(r);
 }
 
+/* fp8: every pair of the 256 patterns, in both orders. */
+static void test_fp8_all_pairs(void)
+{
+	const size_t n = 65536;
+	uint8_t *d = malloc(n), *s = malloc(n), *r = malloc(n);
+	unsigned int nk = 0;
+
+	for (const struct kcoll_host_kernel *k = kcoll_host_kernels; k->name;
+	     k++) {
+		kcoll_reduce_fn cpu;
+		long bad;
+
+		if (!k->reduce || (k->dtype != KCOLL_DTYPE_FP8_E4M3 &&
+				   k->dtype != KCOLL_DTYPE_FP8_E5M2))
+			continue;
+		nk++;
+		cpu = kcoll_reduce_get(KCOLL_REDUCE_SCALAR, k->dtype, k->redop);
+		for (uint32_t i = 0; i < n; i++) {
+			d[i] = r[i] = (uint8_t)i;
+			s[i] = (uint8_t)(i >> 8);
+		}
+		cpu(r, s, n);
+		k->reduce(d, d, s, n, 256);
+		bad = first_diff(d, r, n, k->dtype);
+		if (!UNIT_CHECK(bad < 0))
+			UNIT_FAIL("%s: 0x%02lx op 0x%02x", k->name, bad & 0xff,
+				  s[bad]);
+	}
+	UNIT_EQ_INT(nk, 8);
+	free(d);
+	free(s);
+	free(r);
+}
+
 /* AVG's finish against the module's, nranks 1 .. 64. */
 static void test_scale_kernels(void)
 {
@@ -272,7 +306,7 @@ static void test_scale_kernels(void)
 			}
 		}
 	}
-	UNIT_EQ_INT(nk, 4);
+	UNIT_EQ_INT(nk, 6);
 }
 
 /*
@@ -315,6 +349,7 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_reduce_kernels);
 	UNIT_RUN(test_reduce_out_of_place);
 	UNIT_RUN(test_half_all_pairs);
+	UNIT_RUN(test_fp8_all_pairs);
 	UNIT_RUN(test_scale_kernels);
 	return unit_done();
 }

@@ -880,7 +880,9 @@ static int ref_sqe_check(const struct kcoll_sqe *s)
 			s->dtype != KCOLL_DTYPE_FP16 &&
 			s->dtype != KCOLL_DTYPE_BF16 &&
 			s->dtype != KCOLL_DTYPE_FP32 &&
-			s->dtype != KCOLL_DTYPE_FP64);
+			s->dtype != KCOLL_DTYPE_FP64 &&
+			s->dtype != KCOLL_DTYPE_FP8_E4M3 &&
+			s->dtype != KCOLL_DTYPE_FP8_E5M2);
 	else
 		bad |= s->redop != 0;
 	bad |= (f & F_COMM) ? !s->comm_id : s->comm_id != 0;

@@ -3,8 +3,9 @@
  * Host unit tests of the CPU reductions (kmod/kcoll_reduce*.c): every
  * implementation the CPU supports, every valid (dtype, redop), many lengths
  * and misalignments, against a straightforward reference written here,
- * with its own fp16/bf16 conversions (fp16 through the compiler's _Float16,
- * bf16 through exact double arithmetic).
+ * with its own fp16/bf16/fp8 conversions (fp16 through the compiler's
+ * _Float16, bf16 and fp8 through exact double arithmetic: fp8 by searching
+ * the nearest of its values), and every pair of fp8 values exhaustively.
  */
 #include <math.h>
 #include <string.h>
@@ -51,13 +52,15 @@ static bool impl_supported(enum kcoll_reduce_impl impl, const char **why)
 static bool is_float(unsigned int dt)
 {
 	return dt == KCOLL_DTYPE_FP16 || dt == KCOLL_DTYPE_BF16 ||
-	       dt == KCOLL_DTYPE_FP32 || dt == KCOLL_DTYPE_FP64;
+	       dt == KCOLL_DTYPE_FP32 || dt == KCOLL_DTYPE_FP64 ||
+	       dt == KCOLL_DTYPE_FP8_E4M3 || dt == KCOLL_DTYPE_FP8_E5M2;
 }
+
 
 static size_t ref_size(unsigned int dt)
 {
 	static const size_t sz[KCOLL_DTYPE_LAST] = {
-		0, 1, 1, 4, 4, 8, 8, 2, 2, 4, 8,
+		0, 1, 1, 4, 4, 8, 8, 2, 2, 4, 8, 1, 1,
 	};
 
 	return dt < KCOLL_DTYPE_LAST ? sz[dt] : 0;
@@ -142,6 +145,57 @@ static uint16_t ref_f2bf(float f)
 	if (dh < dl)
 		return sign | hi;
 	return sign | (lo & 1 ? hi : lo);
+}
+
+/*
+ * fp8 from the OCP definitions: E4M3 (bias 7, no infinities, NaN
+ * S.1111.111) and E5M2 (bias 15, infinities S.11111.00). Narrowing: the
+ * nearest finite value by exact double distance, ties to the even code;
+ * a magnitude at or past the largest finite value (infinity too) gives
+ * it (saturation); a NaN gives 0x7f.
+ */
+static double ref_fp8_mag(unsigned int code, bool e4m3)
+{
+	unsigned int mb = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+	unsigned int e = (code & 0x7f) >> mb, m = code & ((1u << mb) - 1);
+
+	if (e == 0)
+		return ldexp(m, 1 - (int)bias - (int)mb);
+	return ldexp((1u << mb) + m, (int)e - (int)bias - (int)mb);
+}
+
+static float ref_fp8_2f(uint8_t v, bool e4m3)
+{
+	double x;
+
+	if (e4m3 ? (v & 0x7f) == 0x7f : (v & 0x7f) > 0x7c)
+		x = NAN;
+	else if (!e4m3 && (v & 0x7f) == 0x7c)
+		x = INFINITY;
+	else
+		x = ref_fp8_mag(v, e4m3);
+	return (float)(v & 0x80 ? -x : x);
+}
+
+static uint8_t ref_f2fp8(float f, bool e4m3)
+{
+	unsigned int maxcode = e4m3 ? 0x7e : 0x7b, best = 0;
+	uint8_t sign = signbit(f) ? 0x80 : 0;
+	double a = fabs((double)f), bd = INFINITY;
+
+	if (isnan(f))
+		return 0x7f;
+	if (a >= ref_fp8_mag(maxcode, e4m3))
+		return sign | maxcode;
+	for (unsigned int c = 0; c <= maxcode; c++) {
+		double dd = fabs(ref_fp8_mag(c, e4m3) - a);
+
+		if (dd < bd || (dd == bd && !(c & 1))) {
+			bd = dd;
+			best = c;
+		}
+	}
+	return sign | best;
 }
 
 /* ------------------------------------------------------------------ */
@@ -246,6 +300,16 @@ static void ref_reduce(void *dst, const void *src, size_t n, unsigned int dt,
 						     ((const double *)src)[i],
 						     op);
 			break;
+		case KCOLL_DTYPE_FP8_E4M3:
+		case KCOLL_DTYPE_FP8_E5M2: {
+			bool e4 = dt == KCOLL_DTYPE_FP8_E4M3;
+			uint8_t *d = (uint8_t *)dst + i;
+
+			*d = ref_f2fp8(ref_fop(ref_fp8_2f(*d, e4),
+					       ref_fp8_2f(((const uint8_t *)src)[i],
+							  e4), op), e4);
+			break;
+		}
 		}
 	}
 }
@@ -268,6 +332,14 @@ static void ref_avg(void *dst, size_t n, unsigned int dt, uint32_t nranks)
 		case KCOLL_DTYPE_FP64:
 			((double *)dst)[i] /= (double)nranks;
 			break;
+		case KCOLL_DTYPE_FP8_E4M3:
+		case KCOLL_DTYPE_FP8_E5M2: {
+			bool e4 = dt == KCOLL_DTYPE_FP8_E4M3;
+			uint8_t *b = (uint8_t *)dst + i;
+
+			*b = ref_f2fp8(ref_fp8_2f(*b, e4) / (float)nranks, e4);
+			break;
+		}
 		}
 	}
 }
@@ -302,6 +374,7 @@ static bool elem_eq(const void *a, const void *b, size_t i, unsigned int dt)
 		memcpy(&db, pb, 8);
 		return isnan(da) && isnan(db);
 	}
+	/* fp8: bit for bit (every NaN comes out as 0x7f) */
 	return false;
 }
 
@@ -804,6 +877,81 @@ static void test_ref_self(void)
 	UNIT_EQ_UINT(ref_f2bf(-INFINITY), 0xff80);
 	UNIT_CHECK(ref_bf2f(0x0001) == ldexpf(1, -133));
 	UNIT_CHECK(isnan(ref_bf2f(0x7fc1)));
+	/* fp8 E4M3 */
+	UNIT_EQ_UINT(ref_f2fp8(1.0f, true), 0x38);
+	UNIT_EQ_UINT(ref_f2fp8(448.0f, true), 0x7e);
+	UNIT_EQ_UINT(ref_f2fp8(-500.0f, true), 0xfe);	/* saturates */
+	UNIT_EQ_UINT(ref_f2fp8(INFINITY, true), 0x7e);
+	UNIT_EQ_UINT(ref_f2fp8(-NAN, true), 0x7f);
+	UNIT_EQ_UINT(ref_f2fp8(1.0625f, true), 0x38);	/* tie, even */
+	UNIT_EQ_UINT(ref_f2fp8(1.1875f, true), 0x3a);	/* tie, even */
+	UNIT_EQ_UINT(ref_f2fp8(ldexpf(1, -9), true), 0x01);
+	UNIT_EQ_UINT(ref_f2fp8(ldexpf(1, -10), true), 0x00);	/* tie */
+	UNIT_EQ_UINT(ref_f2fp8(-ldexpf(3, -11), true), 0x81);
+	UNIT_CHECK(ref_fp8_2f(0x7e, true) == 448.0f);
+	UNIT_CHECK(ref_fp8_2f(0x08, true) == ldexpf(1, -6));
+	UNIT_CHECK(isnan(ref_fp8_2f(0xff, true)));
+	/* fp8 E5M2 */
+	UNIT_EQ_UINT(ref_f2fp8(1.0f, false), 0x3c);
+	UNIT_EQ_UINT(ref_f2fp8(57344.0f, false), 0x7b);
+	UNIT_EQ_UINT(ref_f2fp8(-INFINITY, false), 0xfb);
+	UNIT_EQ_UINT(ref_f2fp8(ldexpf(1, -16), false), 0x01);
+	UNIT_EQ_UINT(ref_f2fp8(1.125f, false), 0x3c);	/* tie, even */
+	UNIT_CHECK(ref_fp8_2f(0x7c, false) == INFINITY);
+	UNIT_CHECK(isnan(ref_fp8_2f(0x7d, false)));
+	UNIT_CHECK(ref_fp8_2f(0x04, false) == ldexpf(1, -14));
+}
+
+/*
+ * fp8: every pair of the 256 x 256 values, every operation, both formats,
+ * against the reference; and AVG's finish of every value for several
+ * nranks. (The CUDA kernels' host build is held to the module's scalar
+ * code the same way in test_kernels.)
+ */
+static void test_fp8_all(void)
+{
+	static const uint32_t ranks[] = { 1, 2, 3, 5, 7, 8, 9, 64, 1000 };
+	static uint8_t d[65536], s[65536], r[65536];
+	static const unsigned int dts[] = { KCOLL_DTYPE_FP8_E4M3,
+					    KCOLL_DTYPE_FP8_E5M2 };
+
+	for (unsigned int k = 0; k < 2; k++) {
+		unsigned int dt = dts[k];
+
+		for (unsigned int op = 1; op < KCOLL_REDOP_LAST; op++) {
+			kcoll_reduce_fn fn = kcoll_reduce_get(cur_impl, dt, op);
+
+			if (op == KCOLL_REDOP_AVG)
+				continue;	/* SUM's steps */
+			for (uint32_t i = 0; i < 65536; i++) {
+				d[i] = r[i] = (uint8_t)i;
+				s[i] = (uint8_t)(i >> 8);
+			}
+			fn(d, s, 65536);
+			ref_reduce(r, s, 65536, dt, op);
+			for (uint32_t i = 0; i < 65536; i++)
+				if (!UNIT_CHECK(d[i] == r[i])) {
+					UNIT_FAIL("dtype %u op %u: 0x%02x, 0x%02x -> 0x%02x, want 0x%02x",
+						  dt, op, i & 0xff, i >> 8,
+						  d[i], r[i]);
+					break;
+				}
+		}
+		for (unsigned int q = 0; q < sizeof(ranks) / sizeof(ranks[0]);
+		     q++) {
+			for (uint32_t i = 0; i < 256; i++)
+				d[i] = r[i] = (uint8_t)i;
+			UNIT_EQ_INT(kcoll_reduce_avg_finish(cur_impl, d, 256, dt,
+							    ranks[q]), 0);
+			ref_avg(r, 256, dt, ranks[q]);
+			for (uint32_t i = 0; i < 256; i++)
+				if (!UNIT_CHECK(d[i] == r[i])) {
+					UNIT_FAIL("dtype %u avg of 0x%02x over %u: 0x%02x, want 0x%02x",
+						  dt, i, ranks[q], d[i], r[i]);
+					break;
+				}
+		}
+	}
 }
 
 static const char *const impl_test_names[KCOLL_REDUCE_NR] = {
@@ -844,5 +992,6 @@ int main(int argc, char **argv)
 	run_impl_test("test_half_all", test_half_all);
 	run_impl_test("test_half_known", test_half_known);
 	run_impl_test("test_avg_finish", test_avg_finish);
+	run_impl_test("test_fp8_all", test_fp8_all);
 	return unit_done();
 }

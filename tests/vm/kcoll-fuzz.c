@@ -606,6 +606,7 @@ static size_t dtype_size(uint8_t dt)
 		[KCOLL_DTYPE_INT64] = 8, [KCOLL_DTYPE_UINT64] = 8,
 		[KCOLL_DTYPE_FP16] = 2, [KCOLL_DTYPE_BF16] = 2,
 		[KCOLL_DTYPE_FP32] = 4, [KCOLL_DTYPE_FP64] = 8,
+		[KCOLL_DTYPE_FP8_E4M3] = 1, [KCOLL_DTYPE_FP8_E5M2] = 1,
 	};
 
 	return dt < KCOLL_DTYPE_LAST ? sz[dt] : 0;

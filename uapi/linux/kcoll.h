@@ -95,6 +95,10 @@ enum kcoll_dtype {
 	KCOLL_DTYPE_BF16	= 8,
 	KCOLL_DTYPE_FP32	= 9,
 	KCOLL_DTYPE_FP64	= 10,
+	/* OCP 8-bit floating point: reduced through fp32, rounded back to
+	 * nearest even, saturating at the largest finite value. */
+	KCOLL_DTYPE_FP8_E4M3	= 11,
+	KCOLL_DTYPE_FP8_E5M2	= 12,
 	KCOLL_DTYPE_LAST
 };
 
