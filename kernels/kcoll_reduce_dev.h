@@ -54,71 +54,51 @@ template <class T> struct kr_max {
 	static KR_HD T f(T a, T b) { return KCOLL_RED_MAX(T, a, b); }
 };
 
-/* 16-bit floating types: widen, one fp32 operation Op, round back. */
-template <class Op> struct kr_half {
-	typedef uint16_t type;
-	static KR_HD uint16_t f(uint16_t a, uint16_t b)
+/*
+ * The narrow floating types (fp16, bf16, fp8 E4M3 and E5M2): C::in widens
+ * to fp32 exactly, one fp32 operation Op, C::out rounds back.
+ */
+template <class C, class Op> struct kr_narrow {
+	typedef typename C::type type;
+	static KR_HD type f(type a, type b)
 	{
-		return kcoll_f2h(Op::f(kcoll_h2f(a), kcoll_h2f(b)));
-	}
-};
-template <class Op> struct kr_bfloat {
-	typedef uint16_t type;
-	static KR_HD uint16_t f(uint16_t a, uint16_t b)
-	{
-		return kcoll_f2bf(Op::f(kcoll_bf2f(a), kcoll_bf2f(b)));
+		return C::out(Op::f(C::in(a), C::in(b)));
 	}
 };
 
-/* fp8: the same through fp32, rounded back with saturation. */
-template <class Op> struct kr_e4m3 {
-	typedef uint8_t type;
-	static KR_HD uint8_t f(uint8_t a, uint8_t b)
-	{
-		return kcoll_f2e4m3(Op::f(kcoll_e4m3_2f(a), kcoll_e4m3_2f(b)));
+#define KR_CVT(name, T, IN, OUT)					\
+	struct name {							\
+		typedef T type;						\
+		static KR_HD float in(T v) { return IN(v); }		\
+		static KR_HD T out(float f) { return OUT(f); }		\
 	}
-};
-template <class Op> struct kr_e5m2 {
-	typedef uint8_t type;
-	static KR_HD uint8_t f(uint8_t a, uint8_t b)
-	{
-		return kcoll_f2e5m2(Op::f(kcoll_e5m2_2f(a), kcoll_e5m2_2f(b)));
-	}
-};
+KR_CVT(kr_cvt_half, uint16_t, kcoll_h2f, kcoll_f2h);
+KR_CVT(kr_cvt_bfloat, uint16_t, kcoll_bf2f, kcoll_f2bf);
+KR_CVT(kr_cvt_e4m3, uint8_t, kcoll_e4m3_2f, kcoll_f2e4m3);
+KR_CVT(kr_cvt_e5m2, uint8_t, kcoll_e5m2_2f, kcoll_f2e5m2);
 
-/* AVG's finish: a / nranks, one correctly rounded division. */
+template <class Op> using kr_half = kr_narrow<kr_cvt_half, Op>;
+template <class Op> using kr_bfloat = kr_narrow<kr_cvt_bfloat, Op>;
+template <class Op> using kr_e4m3 = kr_narrow<kr_cvt_e4m3, Op>;
+template <class Op> using kr_e5m2 = kr_narrow<kr_cvt_e5m2, Op>;
+
+/* AVG's finish: a / nranks, one correctly rounded division (in fp32 for
+ * the narrow types). */
 template <class T> struct kr_scale {
 	typedef T type;
 	static KR_HD T f(T a, uint32_t q) { return a / (T)q; }
 };
-struct kr_scale_half {
-	typedef uint16_t type;
-	static KR_HD uint16_t f(uint16_t a, uint32_t q)
+template <class C> struct kr_scale_narrow {
+	typedef typename C::type type;
+	static KR_HD type f(type a, uint32_t q)
 	{
-		return kcoll_f2h(kcoll_h2f(a) / (float)q);
+		return C::out(C::in(a) / (float)q);
 	}
 };
-struct kr_scale_bfloat {
-	typedef uint16_t type;
-	static KR_HD uint16_t f(uint16_t a, uint32_t q)
-	{
-		return kcoll_f2bf(kcoll_bf2f(a) / (float)q);
-	}
-};
-struct kr_scale_e4m3 {
-	typedef uint8_t type;
-	static KR_HD uint8_t f(uint8_t a, uint32_t q)
-	{
-		return kcoll_f2e4m3(kcoll_e4m3_2f(a) / (float)q);
-	}
-};
-struct kr_scale_e5m2 {
-	typedef uint8_t type;
-	static KR_HD uint8_t f(uint8_t a, uint32_t q)
-	{
-		return kcoll_f2e5m2(kcoll_e5m2_2f(a) / (float)q);
-	}
-};
+typedef kr_scale_narrow<kr_cvt_half> kr_scale_half;
+typedef kr_scale_narrow<kr_cvt_bfloat> kr_scale_bfloat;
+typedef kr_scale_narrow<kr_cvt_e4m3> kr_scale_e4m3;
+typedef kr_scale_narrow<kr_cvt_e5m2> kr_scale_e5m2;
 
 /* 16 bytes seen as lanes of S. */
 template <class S> union kr_lanes {

@@ -433,13 +433,45 @@ static int kh_bind_race(void *arg)
 	return code;
 }
 
+/*
+ * Root's side of the device races: @fn(@arg) runs in a child as nobody
+ * while rxe0 is deleted and added back @cycles times (the k-th removal
+ * after @up_ms + k * @step_ms, back after 100 ms), then, @tail_s seconds
+ * later, *@stop is set. Returns the child's wait status, or -1;
+ * *@flaps_failed counts the deletes and adds that failed.
+ */
+static int kh_flap_rxe0(int (*fn)(void *), void *arg, volatile int *stop,
+			int cycles, unsigned int up_ms, unsigned int step_ms,
+			unsigned int tail_s, int *flaps_failed)
+{
+	pid_t pid = fork();
+	int st, k;
+
+	*flaps_failed = 0;
+	if (pid < 0)
+		return -1;
+	if (!pid) {
+		if (kt_become_nobody())
+			_exit(101);
+		_exit(fn(arg));
+	}
+	for (k = 0; k < cycles; k++) {
+		usleep((up_ms + step_ms * k) * 1000);
+		*flaps_failed += !!system("rdma link delete rxe0");
+		usleep(100 * 1000);
+		*flaps_failed += !!kh_rxe_add();
+	}
+	sleep(tail_s);
+	*stop = 1;
+	return waitpid(pid, &st, 0) == pid ? st : -1;
+}
+
 TEST_F_TIMEOUT(harden, device_removal_during_comm_create, 300)
 {
 	const char *ip = getenv("KCOLL_IP");
 	struct kh_bindrace b;
 	volatile int *stop;
-	int st, k;
-	pid_t pid;
+	int st, failed;
 
 	if (!ip)
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
@@ -449,21 +481,9 @@ TEST_F_TIMEOUT(harden, device_removal_during_comm_create, 300)
 		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(MAP_FAILED, stop);
 	b = (struct kh_bindrace){ .ip = ip, .stop = stop };
-	pid = fork();
-	ASSERT_LE(0, pid);
-	if (!pid) {
-		if (kt_become_nobody())
-			_exit(101);
-		_exit(kh_bind_race(&b));
-	}
-	for (k = 0; k < 6; k++) {
-		usleep(300 * 1000);
-		EXPECT_EQ(0, system("rdma link delete rxe0"));
-		usleep(100 * 1000);
-		EXPECT_EQ(0, kh_rxe_add());
-	}
-	*stop = 1;
-	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	st = kh_flap_rxe0(kh_bind_race, &b, stop, 6, 300, 0, 0, &failed);
+	EXPECT_EQ(0, failed);
+	ASSERT_NE(-1, st);
 	EXPECT_TRUE(WIFEXITED(st));
 	EXPECT_EQ(0, WEXITSTATUS(st)) {
 		TH_LOG("unprivileged creators failed check %d (status %#x)",
@@ -611,8 +631,7 @@ TEST_F_TIMEOUT(harden, device_removal_races_teardown, 300)
 	const char *ip = getenv("KCOLL_IP");
 	volatile int *stop;
 	struct kh_td t;
-	int st, k;
-	pid_t pid;
+	int st, failed;
 
 	if (!ip)
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
@@ -624,23 +643,11 @@ TEST_F_TIMEOUT(harden, device_removal_races_teardown, 300)
 	/* Through the NIC: local ranks would not register their buffers. */
 	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
 	t = (struct kh_td){ .ip = ip, .stop = stop };
-	pid = fork();
-	ASSERT_LE(0, pid);
-	if (!pid) {
-		if (kt_become_nobody())
-			_exit(101);
-		_exit(kh_td_race(&t));
-	}
-	for (k = 0; k < KH_TD_CYCLES; k++) {
-		/* Rounds run for a while, then the device goes mid-round. */
-		usleep((1500 + 317 * k) * 1000);
-		EXPECT_EQ(0, system("rdma link delete rxe0"));
-		usleep(100 * 1000);
-		EXPECT_EQ(0, kh_rxe_add());
-	}
-	sleep(2);
-	*stop = 1;
-	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	/* Rounds run for a while, then the device goes mid-round. */
+	st = kh_flap_rxe0(kh_td_race, &t, stop, KH_TD_CYCLES, 1500, 317, 2,
+			  &failed);
+	EXPECT_EQ(0, failed);
+	ASSERT_NE(-1, st);
 	EXPECT_TRUE(WIFEXITED(st));
 	EXPECT_EQ(0, WEXITSTATUS(st)) {
 		TH_LOG("unprivileged ranks failed check %d (status %#x)",
