@@ -21,7 +21,6 @@
 #include "kcoll_tune.h"
 #include "kcoll_engine.h"
 #include "kcoll_reduce.h"
-#include "kcoll_logic.h"
 #include "kcoll_cost.h"
 #include "kcoll_shape.h"
 #include "kcoll_stats.h"
@@ -174,8 +173,8 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 			return -EINVAL;
 	}
 	if (sqe->redop) {
-		if (sqe->redop == KCOLL_REDOP_AVG && !kcoll_dtype_is_float(sqe->dtype))
-			return -EINVAL;
+		/* kcoll_sqe_check() refused AVG of an integer type; the
+		 * table has no function for any pair it refused. */
 		op->reduce = kcoll_reduce_active(sqe->dtype, sqe->redop);
 		if (!op->reduce)
 			return -EINVAL;
@@ -320,7 +319,7 @@ void kcoll_coll_issue(struct kcoll_req *req)
 		}
 	}
 	if (op->kind == KCOLL_KIND_COLL) {
-		op->seq = comm->coll_seq++;
+		comm->coll_seq++;	/* op->seq took it above */
 		list_add_tail(&op->node, &comm->colls);
 	} else {
 		conn = comm->conns[op->args.root];

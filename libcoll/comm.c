@@ -41,6 +41,8 @@
 #include "coll_internal.h"
 /* The shape of every operation: one table with the module. */
 #include "kcoll_shape.h"
+/* Which dtypes are floating point (AVG): the module's rule. */
+#include "kcoll_logic.h"
 /* The GPU steps of stream-ordered collectives: the module's schedules. */
 #include "kcoll_sched.h"
 
@@ -165,20 +167,15 @@ const char *coll_redop_name(coll_redop op)
 	return "?";
 }
 
-static bool dtype_is_float(coll_dtype dtype)
-{
-	return dtype == COLL_DTYPE_FP16 || dtype == COLL_DTYPE_BF16 ||
-	       dtype == COLL_DTYPE_FP32 || dtype == COLL_DTYPE_FP64 ||
-	       dtype == COLL_DTYPE_FP8_E4M3 || dtype == COLL_DTYPE_FP8_E5M2;
-}
-
 int coll_redop_valid(coll_dtype dtype, coll_redop op)
 {
 	if (!coll_dtype_size(dtype))
 		return 0;
 	if (op < COLL_REDOP_FIRST || op > COLL_REDOP_LAST)
 		return 0;
-	return op != COLL_REDOP_AVG || dtype_is_float(dtype);
+	/* The module's own rule (kmod/kcoll_logic.h): one list of float
+	 * types. */
+	return op != COLL_REDOP_AVG || kcoll_dtype_is_float(dtype);
 }
 
 /* ------------------------------------------------------------------ */
