@@ -26,6 +26,7 @@ import datetime
 import os
 import resource
 import sys
+import threading
 import time
 
 T0 = time.time()
@@ -37,6 +38,7 @@ import kcoll_torch  # noqa: E402,F401 (registers "kcoll")
 RANK = int(os.environ["RANK"])
 WORLD = int(os.environ["WORLD_SIZE"])
 STEPS = int(os.environ.get("KCOLL_TORCH_STEPS", "20"))
+ROUNDS = int(os.environ.get("KCOLL_TORCH_ROUNDS", "3"))
 # DDP on float32: the two backends add the same four gradients in
 # different orders (kcoll's schedule vs Gloo's ring), so one step's
 # averaged gradient may differ by a few ulp; over STEPS plain SGD steps of
@@ -296,36 +298,75 @@ def node_busy():
     return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
 
 
-def train(group, ranks, tag):
-    """STEPS of DDP SGD on group; returns (params, wall s/step, cpu s/step,
-    node cpu s/step)."""
+def thread_cpu():
+    """(this thread's CPU seconds, the other threads' of this process):
+    the backend's own threads (kcoll's completion thread, Gloo's I/O
+    threads) are the other ones; the steps run on this one."""
+    tick = os.sysconf("SC_CLK_TCK")
+    me = str(threading.get_native_id())
+    mine = others = 0
+    for t in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{t}/stat") as f:
+                st = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread has exited
+            continue
+        c = (int(st[11]) + int(st[12])) / tick  # utime + stime
+        if t == me:
+            mine += c
+        else:
+            others += c
+    return mine, others
+
+
+class Steps:
+    """Per-step samples of one way of training, pooled over rounds."""
+
+    def __init__(self):
+        self.walls, self.cpus, self.node, self.main, self.other, self.n = [], [], 0.0, 0.0, 0.0, 0
+        self.params = None
+
+    @staticmethod
+    def med(v):
+        v = sorted(v)
+        return v[len(v) // 2]
+
+
+def train(group, ranks, into, ddp=True):
+    """STEPS of SGD, through DDP on group (None: the default group) or,
+    with ddp False, on this rank alone (no communication: the floor both
+    backends share); samples go into @into (a Steps), the parameters of
+    its first round too."""
     torch.manual_seed(1234)
-    model = torch.nn.parallel.DistributedDataParallel(
-        Net(), process_group=group, bucket_cap_mb=0.01)  # several buckets
+    model = Net()
+    if ddp:
+        model = torch.nn.parallel.DistributedDataParallel(
+            model, process_group=group, bucket_cap_mb=0.01)  # several buckets
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     me = ranks.index(RANK)
     gen = torch.Generator().manual_seed(99 + me)
     data = [(torch.randn(16, 32, generator=gen), torch.randn(16, 8, generator=gen))
             for _ in range(STEPS)]
     # The first step builds buckets: not timed.
-    walls, cpus = [], []
-    nb0 = 0.0
+    nb0, th0 = 0.0, (0.0, 0.0)
     for i, (x, y) in enumerate(data):
         if i == 1:
-            nb0 = node_busy()
+            nb0, th0 = node_busy(), thread_cpu()
         c0, w0 = time.process_time(), time.perf_counter()
         opt.zero_grad()
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
         opt.step()
         if i:
-            walls.append(time.perf_counter() - w0)
-            cpus.append(time.process_time() - c0)
-    node = (node_busy() - nb0) / max(1, len(walls))
-    params = [p.detach().clone() for p in model.parameters()]
-    walls.sort()
-    cpus.sort()
-    return params, walls[len(walls) // 2], cpus[len(cpus) // 2], node
+            into.walls.append(time.perf_counter() - w0)
+            into.cpus.append(time.process_time() - c0)
+    th1 = thread_cpu()
+    into.node += node_busy() - nb0
+    into.main += th1[0] - th0[0]
+    into.other += th1[1] - th0[1]
+    into.n += STEPS - 1
+    if into.params is None:
+        into.params = [p.detach().clone() for p in model.parameters()]
 
 
 def part_ddp(gloo, ranks, kc_group, gl_group, tag):
@@ -333,22 +374,48 @@ def part_ddp(gloo, ranks, kc_group, gl_group, tag):
         return
 
     def ddp():
-        pk, wk, ck, nk = train(kc_group, ranks, tag)
-        pg, wg, cg, ng = train(gl_group, ranks, tag)
+        # Rounds interleave the three ways (A B C, B C A, C A B, ...) so
+        # that the emulated machine's drift within the boot hits all alike.
+        ways = {"local": Steps(), "kcoll": Steps(), "gloo": Steps()}
+        order = list(ways)
+        for r in range(ROUNDS):
+            for name in order[r % 3:] + order[:r % 3]:
+                if name == "local":
+                    train(None, ranks, ways[name], ddp=False)
+                else:
+                    train(kc_group if name == "kcoll" else gl_group, ranks, ways[name])
+        pk, pg = ways["kcoll"].params, ways["gloo"].params
         for i, (a, b) in enumerate(zip(pk, pg)):
             if not torch.allclose(a, b, rtol=TOL_RTOL, atol=TOL_ATOL):
                 raise AssertionError(
                     f"parameter {i} differs by up to {(a - b).abs().max().item():.3g}")
+        for i, (a, b) in enumerate(zip(pk, ways["local"].params)):
+            if torch.allclose(a, b, rtol=0, atol=0):
+                raise AssertionError(f"parameter {i} equals this rank's local training: "
+                                     "the gradients were not averaged")
         torch.manual_seed(1234)
         init = [p.detach() for p in Net().parameters()]
         moved = max((a - b).abs().max().item() for a, b in zip(pk, init))
         assert moved > 1e-3, "training did not move the parameters"
-        print(f"perf ddp {tag} rank {RANK}: step {wk * 1e3:.2f} ms kcoll, "
-              f"{wg * 1e3:.2f} ms gloo ({wk / wg:.2f}x); cpu/step "
-              f"{ck * 1e3:.2f} ms kcoll, {cg * 1e3:.2f} ms gloo ({ck / cg:.2f}x); "
+        lo, k, g = ways["local"], ways["kcoll"], ways["gloo"]
+        wl, wk, wg = (Steps.med(w.walls) for w in (lo, k, g))
+        cl, ck, cg = (Steps.med(w.cpus) for w in (lo, k, g))
+        nl, nk, ng = (w.node / max(1, w.n) for w in (lo, k, g))
+
+        def ratio(a, b):
+            return a / b if b > 0 else float("nan")
+        print(f"perf ddp {tag} rank {RANK}: {ROUNDS} rounds x {STEPS - 1} steps, medians; "
+              f"step {wk * 1e3:.2f} ms kcoll, {wg * 1e3:.2f} ms gloo ({wk / wg:.2f}x), "
+              f"{wl * 1e3:.2f} ms local; "
+              f"cpu/step {ck * 1e3:.2f} ms kcoll, {cg * 1e3:.2f} ms gloo ({ck / cg:.2f}x), "
+              f"{cl * 1e3:.2f} ms local; "
+              f"above local {(ck - cl) * 1e3:.2f} ms kcoll, {(cg - cl) * 1e3:.2f} ms gloo "
+              f"({ratio(ck - cl, cg - cl):.2f}x); "
               f"node cpu/step {nk * 1e3:.1f} ms kcoll, {ng * 1e3:.1f} ms gloo "
-              f"({nk / ng if ng else 0:.2f}x)", flush=True)
-    check(f"DDP {tag}: {STEPS} steps with kcoll and gloo agree", ddp)
+              f"({ratio(nk, ng):.2f}x), {nl * 1e3:.1f} ms local; "
+              f"backend threads/step {k.other / max(1, k.n) * 1e3:.2f} ms kcoll, "
+              f"{g.other / max(1, g.n) * 1e3:.2f} ms gloo", flush=True)
+    check(f"DDP {tag}: {ROUNDS} rounds of {STEPS} steps with kcoll and gloo agree", ddp)
 
 
 def part_init_methods():
