@@ -24,6 +24,8 @@ static const char *const kc_opcode_names[] = {
 	[KCOLL_OP_SEND]			= "send",
 	[KCOLL_OP_RECV]			= "recv",
 	[KCOLL_OP_BARRIER]		= "barrier",
+	[KCOLL_OP_GATHER]		= "gather",
+	[KCOLL_OP_SCATTER]		= "scatter",
 };
 
 static const char *const kc_comm_state_names[] = {

@@ -163,8 +163,8 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	a->rank = comm->rank;
 	a->nranks = comm->nranks;
 	a->count = sqe->count;
-	a->root = (sqe->opcode == KCOLL_OP_REDUCE ||
-		   sqe->opcode == KCOLL_OP_BROADCAST || p2p) ? sqe->peer : 0;
+	a->root = kcoll_shape(sqe->opcode)->uses & KCOLL_USES_PEER ?
+		  sqe->peer : 0;
 	if (sqe->opcode == KCOLL_OP_BARRIER) {
 		op->esize = 1;
 	} else {

@@ -260,6 +260,10 @@ u64 kcoll_cost_ns(const struct kcoll_cost *c, u32 opcode, u8 algo,
 		return kcoll_steps_ns(c, n - 1, bytes, false);
 	case KCOLL_OP_BARRIER:
 		return kcoll_steps_ns(c, lc, 0, false);
+	case KCOLL_OP_GATHER:
+	case KCOLL_OP_SCATTER:
+		/* The root's n-1 blocks, one after the other. */
+		return kcoll_steps_ns(c, n - 1, bytes, false);
 	default:	/* SEND, RECV */
 		return kcoll_phase_ns(c, bytes, false);
 	}

@@ -56,6 +56,8 @@ const struct kcoll_opdef kcoll_ops[KCOLL_OP_LAST] = {
 	[KCOLL_OP_SEND] = { .issue = kcoll_coll_issue },
 	[KCOLL_OP_RECV] = { .issue = kcoll_coll_issue },
 	[KCOLL_OP_BARRIER] = { .issue = kcoll_coll_issue },
+	[KCOLL_OP_GATHER] = { .issue = kcoll_coll_issue },
+	[KCOLL_OP_SCATTER] = { .issue = kcoll_coll_issue },
 };
 
 /* Every opcode has exactly one of .exec and .issue. */

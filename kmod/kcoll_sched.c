@@ -32,6 +32,11 @@
  *                  block's copy rides in the first one)
  *                  bruck: ceil(log2 n) exchanges of about n/2 blocks, packed
  *                  and unpacked through TMP by copy-only phases: about 3n
+ *  GATHER          direct: phase k-1, k = 1..n-1, the root receives the
+ *                  block of rank root+k, which sends it then: n-1 (the
+ *                  root's own block's copy rides in the first one)
+ *  SCATTER         direct: phase k-1 the root sends rank root+k its
+ *                  block: n-1 (likewise)
  *  SEND / RECV     direct: 1 phase, one transfer (also with count 0)
  *  BARRIER         dissemination, empty tokens: Lc
  * A collective with count 0 has no phase; with n == 1 it has at most one
@@ -95,14 +100,13 @@ static bool kcoll_sched_reducing(u32 opcode)
 
 static bool kcoll_sched_rooted(u32 opcode)
 {
-	return opcode == KCOLL_OP_REDUCE || opcode == KCOLL_OP_BROADCAST ||
-	       opcode == KCOLL_OP_SEND || opcode == KCOLL_OP_RECV;
+	const struct kcoll_shape *d = kcoll_shape(opcode);
+
+	return d && (d->uses & KCOLL_USES_PEER);
 }
 
 int kcoll_sched_check(const struct kcoll_sched_args *a)
 {
-	if (a->opcode < KCOLL_OP_ALLREDUCE || a->opcode > KCOLL_OP_BARRIER)
-		return -EINVAL;
 	if (!a->nranks || a->nranks > KCOLL_SCHED_MAX_RANKS ||
 	    a->rank >= a->nranks)
 		return -EINVAL;
@@ -332,6 +336,52 @@ static void kcoll_sched_alltoall(const struct kcoll_sched_args *a, u32 idx,
 	kcoll_ph_send(p, to, ip ? KCOLL_SBUF_TMP : KCOLL_SBUF_SEND,
 		      (u64)to * c, c, false);
 	kcoll_ph_recv(p, from, KCOLL_SBUF_RECV, (u64)from * c, c);
+}
+
+/*
+ * GATHER, n > 1: in phase k-1, k = 1..n-1, rank root+k sends its block and
+ * the root receives it at block root+k of RECV; the others are idle. Out
+ * of place the root's first phase also copies its own block.
+ */
+static void kcoll_sched_gather(const struct kcoll_sched_args *a, u32 idx,
+			       struct kcoll_phase *p)
+{
+	u32 n = a->nranks, r = a->rank, k = idx + 1;
+	u32 from = kcoll_rank_add(a->root, k, n);
+	u64 c = a->count;
+
+	if (r != a->root) {
+		if (r == from)
+			kcoll_ph_send(p, a->root, KCOLL_SBUF_SEND, 0, c, false);
+		return;
+	}
+	if (idx == 0 && !kcoll_sched_in_place(a))
+		kcoll_ph_copy(p, KCOLL_SBUF_SEND, 0, KCOLL_SBUF_RECV,
+			      (u64)r * c, c);
+	kcoll_ph_recv(p, from, KCOLL_SBUF_RECV, (u64)from * c, c);
+}
+
+/*
+ * SCATTER, n > 1: in phase k-1, k = 1..n-1, the root sends block root+k of
+ * SEND to rank root+k, which receives it into RECV; the others are idle.
+ * Out of place the root's first phase also copies its own block.
+ */
+static void kcoll_sched_scatter(const struct kcoll_sched_args *a, u32 idx,
+				struct kcoll_phase *p)
+{
+	u32 n = a->nranks, r = a->rank, k = idx + 1;
+	u32 to = kcoll_rank_add(a->root, k, n);
+	u64 c = a->count;
+
+	if (r != a->root) {
+		if (r == to)
+			kcoll_ph_recv(p, a->root, KCOLL_SBUF_RECV, 0, c);
+		return;
+	}
+	if (idx == 0 && !kcoll_sched_in_place(a))
+		kcoll_ph_copy(p, KCOLL_SBUF_SEND, (u64)r * c, KCOLL_SBUF_RECV,
+			      0, c);
+	kcoll_ph_send(p, to, KCOLL_SBUF_SEND, (u64)to * c, c, false);
 }
 
 /* BARRIER: phase k sends a token to rank r+2^k, receives one from r-2^k. */
@@ -570,6 +620,10 @@ static const struct kcoll_coll_def {
 			       KCOLL_ALGOS(
 		{ KCOLL_ALGO_DISSEMINATION, kcoll_nph_log2,
 		  kcoll_sched_barrier, NULL }) },
+	[KCOLL_OP_GATHER] = { KCOLL_ALGOS(
+		{ KCOLL_ALGO_DIRECT, kcoll_nph_n1, kcoll_sched_gather, NULL }) },
+	[KCOLL_OP_SCATTER] = { KCOLL_ALGOS(
+		{ KCOLL_ALGO_DIRECT, kcoll_nph_n1, kcoll_sched_scatter, NULL }) },
 };
 
 /* @algo's row for @opcode (not DEFAULT), or NULL if it has none. */
@@ -640,7 +694,7 @@ bool kcoll_sched_lazy(const struct kcoll_sched_args *a)
 		return true;
 	return a->nranks >= 2 && a->count > 0 &&
 	       (a->opcode == KCOLL_OP_BROADCAST ||
-		a->opcode == KCOLL_OP_REDUCE);
+		a->opcode == KCOLL_OP_REDUCE || a->opcode == KCOLL_OP_GATHER);
 }
 
 void kcoll_sched_phase(const struct kcoll_sched_args *a, u32 idx,
@@ -676,13 +730,19 @@ u64 kcoll_sched_tmp_count(const struct kcoll_sched_args *a)
  * that running in place absorbs: the send buffer, but for REDUCE_SCATTER,
  * whose input stays where it is and whose result is written into it.
  */
+static bool kcoll_in_place_keeps_send(const struct kcoll_shape *d)
+{
+	return d->in_place == KCOLL_IN_PLACE_SCATTER ||
+	       d->in_place == KCOLL_IN_PLACE_ROOT_SCATTER;
+}
+
 u64 kcoll_sched_send_count(const struct kcoll_sched_args *a)
 {
 	const struct kcoll_shape *d = kcoll_shape(a->opcode);
 	unsigned long long c;
 
 	if (kcoll_sched_check(a) ||
-	    (kcoll_sched_in_place(a) && d->in_place != KCOLL_IN_PLACE_SCATTER) ||
+	    (kcoll_sched_in_place(a) && !kcoll_in_place_keeps_send(d)) ||
 	    kcoll_shape_count(d->send, a->rank, a->root, a->nranks, a->count,
 			      &c))
 		return 0;
@@ -695,7 +755,7 @@ u64 kcoll_sched_recv_count(const struct kcoll_sched_args *a)
 	unsigned long long c;
 
 	if (kcoll_sched_check(a) ||
-	    (kcoll_sched_in_place(a) && d->in_place == KCOLL_IN_PLACE_SCATTER) ||
+	    (kcoll_sched_in_place(a) && kcoll_in_place_keeps_send(d)) ||
 	    kcoll_shape_count(d->recv, a->rank, a->root, a->nranks, a->count,
 			      &c))
 		return 0;

@@ -28,8 +28,9 @@
  *    element (operand may be dst itself, then it accumulates);
  *  - offsets and counts are in elements of the operation's dtype;
  *  - in place, a schedule references only one user buffer: RECV for
- *    ALLREDUCE, ALLGATHER, ALLTOALL, BROADCAST and REDUCE (root), SEND for
- *    REDUCE_SCATTER (whose result then lands at SEND + rank*count); the
+ *    ALLREDUCE, ALLGATHER, ALLTOALL, and BROADCAST, REDUCE and GATHER
+ *    (root), SEND for REDUCE_SCATTER (whose result then lands at SEND +
+ *    rank*count) and SCATTER (root: its block stays in SEND); the
  *    other buffer's count (kcoll_sched_*_count) is 0;
  *  - KCOLL_SBUF_TMP is a scratch buffer the engine allocates per operation,
  *    of kcoll_sched_tmp_count() elements (0: none).
@@ -62,7 +63,7 @@ enum kcoll_algo {
 	KCOLL_ALGO_CHAIN,	/* BROADCAST, REDUCE (pipelined) */
 	KCOLL_ALGO_PAIRWISE,	/* ALLTOALL */
 	KCOLL_ALGO_DISSEMINATION, /* BARRIER */
-	KCOLL_ALGO_DIRECT,	/* SEND, RECV */
+	KCOLL_ALGO_DIRECT,	/* SEND, RECV, GATHER, SCATTER */
 	KCOLL_ALGO_RECDOUBLING,	/* ALLREDUCE, ALLGATHER */
 	KCOLL_ALGO_BINOMIAL,	/* BROADCAST, REDUCE, ALLREDUCE */
 	KCOLL_ALGO_RABENSEIFNER, /* ALLREDUCE */
@@ -113,10 +114,11 @@ struct kcoll_phase {
 
 /**
  * struct kcoll_sched_args - one rank's view of one operation.
- * @opcode:	KCOLL_OP_ALLREDUCE .. KCOLL_OP_BARRIER (uapi)
+ * @opcode:	a collective's uapi opcode (KCOLL_OP_ALLREDUCE and above)
  * @redop:	uapi redop (AVG adds the finishing step), NONE if not reducing
  * @rank, @nranks: this rank, 1 <= nranks <= KCOLL_MAX_RANKS
- * @root:	root of REDUCE/BROADCAST, peer of SEND/RECV, else 0
+ * @root:	root of REDUCE, BROADCAST, GATHER and SCATTER, peer of
+ *		SEND/RECV, else 0
  * @count:	the SQE count (per-rank element count, uapi conventions)
  * @in_place:	the uapi in-place condition holds on this rank (the engine
  *		decides it from the addresses); only ever set where it means

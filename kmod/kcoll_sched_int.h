@@ -12,7 +12,8 @@
 
 /*
  * Whether this rank runs in place: only where the uapi gives in place a
- * meaning for this rank (the root of REDUCE and BROADCAST, every rank of
+ * meaning for this rank (the root of REDUCE, BROADCAST, GATHER and
+ * SCATTER, every rank of
  * the symmetric collectives); elsewhere the flag is ignored.
  */
 static inline bool kcoll_sched_in_place(const struct kcoll_sched_args *a)
@@ -25,6 +26,8 @@ static inline bool kcoll_sched_in_place(const struct kcoll_sched_args *a)
 	case KCOLL_IN_PLACE_NEVER:
 		return false;
 	case KCOLL_IN_PLACE_ROOT:
+	case KCOLL_IN_PLACE_ROOT_GATHER:
+	case KCOLL_IN_PLACE_ROOT_SCATTER:
 		return a->rank == a->root;
 	default:
 		return true;

@@ -30,6 +30,8 @@ enum kcoll_shape_elems {
 	KCOLL_ELEMS_ONE,	/* count */
 	KCOLL_ELEMS_ALL,	/* nranks * count */
 	KCOLL_ELEMS_ROOT,	/* count at the root, none elsewhere */
+	KCOLL_ELEMS_ROOT_ALL,	/* nranks * count at the root, none
+				 * elsewhere */
 };
 
 /* When send and receive buffer are one (the operation runs in place). */
@@ -41,6 +43,8 @@ enum kcoll_shape_in_place {
 				 * own block of the result */
 	KCOLL_IN_PLACE_SCATTER,	/* recv == send + rank * count: the rank's
 				 * own block of the input */
+	KCOLL_IN_PLACE_ROOT_GATHER,	/* GATHER's, at the root */
+	KCOLL_IN_PLACE_ROOT_SCATTER,	/* SCATTER's, at the root */
 };
 
 struct kcoll_shape {
@@ -128,6 +132,22 @@ static const struct kcoll_shape kcoll_shapes[KCOLL_OP_LAST] = {
 		.name = "barrier", .on_comm = 1,
 		.uses = KCOLL_USES_COMM,
 	},
+	[KCOLL_OP_GATHER] = {
+		.name = "gather", .on_comm = 1,
+		.uses = KCOLL_USES_DATA | KCOLL_USES_PEER |
+			KCOLL_USES_SEND | KCOLL_USES_RECV,
+		.count_max = KCOLL_COUNT_MAX,
+		.send = KCOLL_ELEMS_ONE, .recv = KCOLL_ELEMS_ROOT_ALL,
+		.in_place = KCOLL_IN_PLACE_ROOT_GATHER,
+	},
+	[KCOLL_OP_SCATTER] = {
+		.name = "scatter", .on_comm = 1,
+		.uses = KCOLL_USES_DATA | KCOLL_USES_PEER |
+			KCOLL_USES_SEND | KCOLL_USES_RECV,
+		.count_max = KCOLL_COUNT_MAX,
+		.send = KCOLL_ELEMS_ROOT_ALL, .recv = KCOLL_ELEMS_ONE,
+		.in_place = KCOLL_IN_PLACE_ROOT_SCATTER,
+	},
 };
 
 /* @opcode's entry, or NULL if there is no such operation. */
@@ -155,6 +175,11 @@ static inline int kcoll_shape_count(unsigned int elems, unsigned int rank,
 		*out = rank == root ? count : 0;
 		return 0;
 	case KCOLL_ELEMS_ALL:
+	case KCOLL_ELEMS_ROOT_ALL:
+		if (elems == KCOLL_ELEMS_ROOT_ALL && rank != root) {
+			*out = 0;
+			return 0;
+		}
 		if (nranks && count > ~0ULL / nranks)
 			return -EOVERFLOW;
 		*out = count * nranks;
@@ -169,8 +194,9 @@ static inline int kcoll_shape_count(unsigned int elems, unsigned int rank,
 static inline int kcoll_shape_used(unsigned int elems, unsigned int rank,
 				   unsigned int root)
 {
-	return elems != KCOLL_ELEMS_NONE &&
-	       (elems != KCOLL_ELEMS_ROOT || rank == root);
+	if (elems == KCOLL_ELEMS_ROOT || elems == KCOLL_ELEMS_ROOT_ALL)
+		return rank == root;
+	return elems != KCOLL_ELEMS_NONE;
 }
 
 /*
@@ -196,6 +222,10 @@ static inline int kcoll_shape_in_place(const struct kcoll_shape *d,
 		return send_addr == recv_addr + block;
 	case KCOLL_IN_PLACE_SCATTER:
 		return recv_addr == send_addr + block;
+	case KCOLL_IN_PLACE_ROOT_GATHER:
+		return rank == root && send_addr == recv_addr + block;
+	case KCOLL_IN_PLACE_ROOT_SCATTER:
+		return rank == root && recv_addr == send_addr + block;
 	default:
 		return 0;
 	}

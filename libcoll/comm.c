@@ -104,6 +104,8 @@ struct coll_comm {
 	int async_err;			/* the first one that failed */
 	bool gpu_flush;			/* waits flush the NIC's writes */
 	void *int_stream;		/* for the calls that take none */
+	uint64_t ops_supported;		/* the kernel's (KCOLL_IOC_QUERY);
+					 * 0: not asked yet */
 };
 
 /* Time a destroyed communicator's cancelled operations get to complete. */
@@ -667,6 +669,30 @@ static int comm_op_device(coll_comm *c, struct kcoll_sqe *t,
 			  uint64_t sbytes, uint64_t rbytes, bool blocking,
 			  coll_request **reqp);
 
+/*
+ * Operations newer than the first kernel with communicators (gather and
+ * scatter): -EOPNOTSUPP, named, where the loaded module lacks them, rather
+ * than its bare -EINVAL for an unknown opcode.
+ */
+static int comm_op_supported(coll_comm *c, uint8_t opcode, const char *name)
+{
+	struct kcoll_query q;
+	uint64_t ops = __atomic_load_n(&c->ops_supported, __ATOMIC_RELAXED);
+
+	if (opcode < KCOLL_OP_GATHER)
+		return 0;
+	if (!ops) {
+		if (coll_ring_query(c->ring.ring_fd, &q))
+			return 0;	/* the kernel will say */
+		ops = q.ops_supported | 1;	/* NOP: never 0 again */
+		__atomic_store_n(&c->ops_supported, ops, __ATOMIC_RELAXED);
+	}
+	if (opcode >= 64 || !(ops & (1ULL << opcode)))
+		return coll_err(-EOPNOTSUPP, "%s: the loaded kcoll module is "
+				"older than this libcoll and lacks it", name);
+	return 0;
+}
+
 static int comm_op(coll_comm *c, uint8_t opcode, const void *sendbuf,
 		   void *recvbuf, size_t count, coll_dtype dtype,
 		   coll_redop redop, int root, bool blocking,
@@ -685,6 +711,9 @@ static int comm_op(coll_comm *c, uint8_t opcode, const void *sendbuf,
 		*reqp = NULL;
 	if (!d || !d->on_comm)
 		return coll_err(-EINVAL, "unknown operation");
+	ret = comm_op_supported(c, opcode, d->name);
+	if (ret)
+		return ret;
 	memset(&t, 0, sizeof(t));
 	t.opcode = opcode;
 	/* Buffer sizes from the operation's shape (kcoll_shape.h); a root
@@ -830,6 +859,36 @@ int coll_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
 {
 	return comm_op(comm, KCOLL_OP_ALLTOALL, sendbuf, recvbuf, count, dtype,
 		       0, 0, false, req, false, NULL);
+}
+
+int coll_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
+		coll_dtype dtype, int root, coll_comm *comm)
+{
+	return comm_op(comm, KCOLL_OP_GATHER, sendbuf, recvbuf, sendcount,
+		       dtype, 0, root, true, NULL, false, NULL);
+}
+
+int coll_igather(const void *sendbuf, void *recvbuf, size_t sendcount,
+		 coll_dtype dtype, int root, coll_comm *comm,
+		 coll_request **req)
+{
+	return comm_op(comm, KCOLL_OP_GATHER, sendbuf, recvbuf, sendcount,
+		       dtype, 0, root, false, req, false, NULL);
+}
+
+int coll_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+		 coll_dtype dtype, int root, coll_comm *comm)
+{
+	return comm_op(comm, KCOLL_OP_SCATTER, sendbuf, recvbuf, recvcount,
+		       dtype, 0, root, true, NULL, false, NULL);
+}
+
+int coll_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+		  coll_dtype dtype, int root, coll_comm *comm,
+		  coll_request **req)
+{
+	return comm_op(comm, KCOLL_OP_SCATTER, sendbuf, recvbuf, recvcount,
+		       dtype, 0, root, false, req, false, NULL);
 }
 
 int coll_send(const void *sendbuf, size_t count, coll_dtype dtype, int peer,
@@ -1213,6 +1272,22 @@ int coll_alltoall_stream(const void *sendbuf, void *recvbuf, size_t count,
 {
 	return comm_op(comm, KCOLL_OP_ALLTOALL, sendbuf, recvbuf, count, dtype,
 		       0, 0, false, NULL, true, stream);
+}
+
+int coll_gather_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
+		       coll_dtype dtype, int root, coll_comm *comm,
+		       void *stream)
+{
+	return comm_op(comm, KCOLL_OP_GATHER, sendbuf, recvbuf, sendcount,
+		       dtype, 0, root, false, NULL, true, stream);
+}
+
+int coll_scatter_stream(const void *sendbuf, void *recvbuf, size_t recvcount,
+			coll_dtype dtype, int root, coll_comm *comm,
+			void *stream)
+{
+	return comm_op(comm, KCOLL_OP_SCATTER, sendbuf, recvbuf, recvcount,
+		       dtype, 0, root, false, NULL, true, stream);
 }
 
 int coll_barrier_stream(coll_comm *comm, void *stream)
@@ -1705,13 +1780,9 @@ static void report_append(char *buf, size_t size, int *n, const char *fmt, ...)
 
 int coll_report_format(const coll_report *r, char *buf, size_t size)
 {
-	static const char *const ops[] = {
-		"nop", "delay", "allreduce", "reduce", "broadcast", "allgather",
-		"reduce_scatter", "alltoall", "send", "recv", "barrier",
-	};
-	const char *op = r->opcode >= 0 &&
-			 (size_t)r->opcode < sizeof(ops) / sizeof(ops[0]) ?
-			 ops[r->opcode] : "?";
+	const struct kcoll_shape *d = r->opcode >= 0 ?
+				      kcoll_shape((unsigned int)r->opcode) : NULL;
+	const char *op = d ? d->name : "?";
 	uint32_t i, shown;
 	int n = 0;
 

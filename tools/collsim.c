@@ -451,6 +451,7 @@ static const char *const op_names[KCOLL_OP_LAST] = {
 	[KCOLL_OP_BROADCAST] = "broadcast", [KCOLL_OP_ALLGATHER] = "allgather",
 	[KCOLL_OP_REDUCE_SCATTER] = "reduce_scatter",
 	[KCOLL_OP_ALLTOALL] = "alltoall", [KCOLL_OP_BARRIER] = "barrier",
+	[KCOLL_OP_GATHER] = "gather", [KCOLL_OP_SCATTER] = "scatter",
 };
 
 static void usage(void)
@@ -590,7 +591,9 @@ int main(int argc, char **argv)
 	     sz = sz ? sz * factor : bmax + 1) {
 		bool per_rank = op == KCOLL_OP_ALLGATHER ||
 				op == KCOLL_OP_REDUCE_SCATTER ||
-				op == KCOLL_OP_ALLTOALL;
+				op == KCOLL_OP_ALLTOALL ||
+				op == KCOLL_OP_GATHER ||
+				op == KCOLL_OP_SCATTER;
 		u64 count = op == KCOLL_OP_BARRIER ? 0 :
 			    sz / S.esize / (per_rank ? S.n : 1);
 		double real = (double)count * S.esize * (per_rank ? S.n : 1);

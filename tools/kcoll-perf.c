@@ -15,8 +15,8 @@
  *           (default fp32; float, half, double, bfloat16 work too)
  *   -o      sum prod min max avg (default sum)
  *   -c      allreduce reduce broadcast allgather reduce_scatter alltoall
- *           sendrecv, or all (default allreduce)
- *   -r      root of reduce and broadcast (default 0)
+ *           sendrecv gather scatter, or all (default allreduce)
+ *   -r      root of reduce, broadcast, gather and scatter (default 0)
  *   -n, -w  timed and warm-up iterations per size (defaults 20 and 5)
  *   -i 1    also measure in place
  *   -C 0    skip the check (default: one checked iteration per size, with
@@ -37,11 +37,12 @@
  *           their nodes' CPUs (tools/bench-util.h); and per collective,
  *           the same over the sizes >= 1 MiB
  *
- * Columns as nccl-tests: size in bytes (for allgather, reduce_scatter and
- * alltoall the whole n*count buffer), count per rank, time in us (the
- * average per iteration, the largest over the ranks), algbw = size/time,
- * busbw = algbw * factor (allreduce 2(n-1)/n; allgather, reduce_scatter,
- * alltoall (n-1)/n; the others 1). The iterations are issued back to back
+ * Columns as nccl-tests: size in bytes (for allgather, reduce_scatter,
+ * alltoall, gather and scatter the whole n*count buffer), count per rank,
+ * time in us (the average per iteration, the largest over the ranks),
+ * algbw = size/time, busbw = algbw * factor (allreduce 2(n-1)/n;
+ * allgather, reduce_scatter, alltoall, gather, scatter (n-1)/n; the
+ * others 1). The iterations are issued back to back
  * (non-blocking) and then waited for, as nccl-tests launches them.
  * Exit status 1 if any element was wrong or an operation failed.
  */
@@ -184,6 +185,12 @@ static int issue(const struct chk_case *c, void *send, void *recv,
 					    comm, req);
 	case CHK_ALLTOALL:
 		return coll_ialltoall(send, recv, c->count, c->dt, comm, req);
+	case CHK_GATHER:
+		return coll_igather(send, recv, c->count, c->dt, c->root, comm,
+				    req);
+	case CHK_SCATTER:
+		return coll_iscatter(send, recv, c->count, c->dt, c->root, comm,
+				     req);
 	case CHK_SENDRECV:
 		ret = coll_isend(send, c->count, c->dt, next, comm, &req[0]);
 		if (ret)
@@ -316,6 +323,8 @@ static double bus_factor(enum chk_coll c)
 	case CHK_ALLGATHER:
 	case CHK_REDUCE_SCATTER:
 	case CHK_ALLTOALL:
+	case CHK_GATHER:
+	case CHK_SCATTER:
 		return (n - 1) / n;
 	default:
 		return 1;
@@ -484,7 +493,8 @@ static void bench(enum chk_coll coll)
 		size_t bytes;
 
 		if (coll == CHK_ALLGATHER || coll == CHK_REDUCE_SCATTER ||
-		    coll == CHK_ALLTOALL) {
+		    coll == CHK_ALLTOALL || coll == CHK_GATHER ||
+		    coll == CHK_SCATTER) {
 			count = size / (n * es);
 			bytes = count * n * es;
 		} else {

@@ -926,6 +926,14 @@ COLL_API int coll_comm_fd(const coll_comm *comm);
  *                       in place: recv == send + rank*recvcount
  *  coll_alltoall        send[n*count] -> recv[n*count], block j to rank j
  *                       in place: send == recv
+ *  coll_gather          send[sendcount] -> recv[n*sendcount] at @root,
+ *                       block j from rank j (recv ignored elsewhere);
+ *                       in place at @root: send == recv + root*sendcount
+ *                       (MPI_Gather; ncclGather)
+ *  coll_scatter         @root's send[n*recvcount] -> recv[recvcount],
+ *                       block j to rank j (send ignored elsewhere); in
+ *                       place at @root: recv == send + root*recvcount
+ *                       (MPI_Scatter; ncclScatter)
  *  coll_send/coll_recv  count elements to/from @peer, matched per peer in
  *                       issue order (not to oneself)
  *  coll_barrier         no data
@@ -987,6 +995,20 @@ COLL_API int coll_alltoall(const void *sendbuf, void *recvbuf, size_t count,
 COLL_API int coll_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
 			    coll_dtype dtype, coll_comm *comm,
 			    coll_request **req);
+
+/* Since libcoll 0.7; -EOPNOTSUPP (named) where the module is older. */
+COLL_API int coll_gather(const void *sendbuf, void *recvbuf,
+			 size_t sendcount, coll_dtype dtype, int root,
+			 coll_comm *comm);
+COLL_API int coll_igather(const void *sendbuf, void *recvbuf,
+			  size_t sendcount, coll_dtype dtype, int root,
+			  coll_comm *comm, coll_request **req);
+COLL_API int coll_scatter(const void *sendbuf, void *recvbuf,
+			  size_t recvcount, coll_dtype dtype, int root,
+			  coll_comm *comm);
+COLL_API int coll_iscatter(const void *sendbuf, void *recvbuf,
+			   size_t recvcount, coll_dtype dtype, int root,
+			   coll_comm *comm, coll_request **req);
 
 /*
  * Point to point. A blocking coll_send() returns once the data left (the
@@ -1054,6 +1076,12 @@ COLL_API int coll_reduce_scatter_stream(const void *sendbuf, void *recvbuf,
 COLL_API int coll_alltoall_stream(const void *sendbuf, void *recvbuf,
 				  size_t count, coll_dtype dtype,
 				  coll_comm *comm, void *stream);
+COLL_API int coll_gather_stream(const void *sendbuf, void *recvbuf,
+				size_t sendcount, coll_dtype dtype, int root,
+				coll_comm *comm, void *stream);
+COLL_API int coll_scatter_stream(const void *sendbuf, void *recvbuf,
+				 size_t recvcount, coll_dtype dtype, int root,
+				 coll_comm *comm, void *stream);
 COLL_API int coll_barrier_stream(coll_comm *comm, void *stream);
 /* 0, or the first error of a stream-ordered operation of @comm. */
 COLL_API int coll_comm_async_error(coll_comm *comm);

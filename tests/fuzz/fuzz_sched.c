@@ -60,7 +60,7 @@ static __attribute__((noreturn)) void die(const char *what)
 static const u32 coll_ops[] = {
 	KCOLL_OP_ALLREDUCE, KCOLL_OP_REDUCE, KCOLL_OP_BROADCAST,
 	KCOLL_OP_ALLGATHER, KCOLL_OP_REDUCE_SCATTER, KCOLL_OP_ALLTOALL,
-	KCOLL_OP_SEND, KCOLL_OP_BARRIER,
+	KCOLL_OP_SEND, KCOLL_OP_BARRIER, KCOLL_OP_GATHER, KCOLL_OP_SCATTER,
 };
 
 /* kcoll_sched.h: which algorithm applies to which collective. */
@@ -79,7 +79,8 @@ static bool ref_algo_ok(u32 op, u8 algo)
 	case KCOLL_ALGO_DISSEMINATION:
 		return op == KCOLL_OP_BARRIER;
 	case KCOLL_ALGO_DIRECT:
-		return op == KCOLL_OP_SEND || op == KCOLL_OP_RECV;
+		return op == KCOLL_OP_SEND || op == KCOLL_OP_RECV ||
+		       op == KCOLL_OP_GATHER || op == KCOLL_OP_SCATTER;
 	case KCOLL_ALGO_RECDOUBLING:
 		return op == KCOLL_OP_ALLREDUCE || op == KCOLL_OP_ALLGATHER;
 	case KCOLL_ALGO_BINOMIAL:

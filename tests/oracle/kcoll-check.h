@@ -42,12 +42,14 @@ enum chk_coll {
 	CHK_REDUCE_SCATTER,
 	CHK_ALLTOALL,
 	CHK_SENDRECV,		/* send to rank+1, receive from rank-1 */
+	CHK_GATHER,
+	CHK_SCATTER,
 	CHK_NR
 };
 
 static const char *const chk_coll_names[CHK_NR] = {
 	"allreduce", "reduce", "broadcast", "allgather", "reduce_scatter",
-	"alltoall", "sendrecv",
+	"alltoall", "sendrecv", "gather", "scatter",
 };
 
 static inline bool chk_reduces(enum chk_coll c)
@@ -57,7 +59,8 @@ static inline bool chk_reduces(enum chk_coll c)
 
 static inline bool chk_rooted(enum chk_coll c)
 {
-	return c == CHK_REDUCE || c == CHK_BROADCAST;
+	return c == CHK_REDUCE || c == CHK_BROADCAST || c == CHK_GATHER ||
+	       c == CHK_SCATTER;
 }
 
 /* One operation as one rank sees it. */
@@ -418,6 +421,7 @@ static inline size_t chk_send_elems(const struct chk_case *c)
 	switch (c->coll) {
 	case CHK_REDUCE_SCATTER:
 	case CHK_ALLTOALL:
+	case CHK_SCATTER:	/* the root's; the others' is ignored */
 		return n * c->count;
 	default:
 		return c->count;
@@ -431,6 +435,7 @@ static inline size_t chk_recv_elems(const struct chk_case *c)
 	switch (c->coll) {
 	case CHK_ALLGATHER:
 	case CHK_ALLTOALL:
+	case CHK_GATHER:	/* the root's; the others' is ignored */
 		return n * c->count;
 	default:
 		return c->count;
@@ -456,9 +461,9 @@ static inline void chk_inplace_ptrs(const struct chk_case *c, void *buf,
 	size_t off = (size_t)c->rank * c->count * coll_dtype_size(c->dt);
 
 	*send = *recv = buf;
-	if (c->coll == CHK_ALLGATHER)
+	if (c->coll == CHK_ALLGATHER || c->coll == CHK_GATHER)
 		*send = (char *)buf + off;
-	else if (c->coll == CHK_REDUCE_SCATTER)
+	else if (c->coll == CHK_REDUCE_SCATTER || c->coll == CHK_SCATTER)
 		*recv = (char *)buf + off;
 }
 
@@ -480,9 +485,15 @@ static inline void chk_fill(const struct chk_case *c, void *send, void *recv)
 					       c->count);
 			break;
 		case CHK_ALLGATHER:
+		case CHK_GATHER:
 			chk_fill_input(c->dt, 0, c->rank,
 				       (char *)buf + (size_t)c->rank * c->count * es,
 				       0, c->count);
+			break;
+		case CHK_SCATTER:
+			if (c->rank == c->root)
+				chk_fill_input(c->dt, 0, c->rank, buf, 0,
+					       chk_inplace_elems(c));
 			break;
 		default:
 			chk_fill_input(c->dt, op, c->rank, buf, 0,
@@ -492,7 +503,8 @@ static inline void chk_fill(const struct chk_case *c, void *send, void *recv)
 		return;
 	}
 	memset(recv, CHK_POISON, chk_recv_elems(c) * es);
-	if (c->coll == CHK_BROADCAST && c->rank != c->root)
+	if ((c->coll == CHK_BROADCAST || c->coll == CHK_SCATTER) &&
+	    c->rank != c->root)
 		memset(send, CHK_POISON, chk_send_elems(c) * es);
 	else
 		chk_fill_input(c->dt, op, c->rank, send, 0, chk_send_elems(c));
@@ -539,6 +551,16 @@ static inline bool chk_expected(const struct chk_case *c, size_t j, void *out)
 	case CHK_SENDRECV:
 		src = (c->rank + c->nranks - 1) % c->nranks;
 		chk_gen(c->dt, 0, src, j, &v, &f);
+		break;
+	case CHK_GATHER:
+		if (c->rank != c->root)
+			return false;
+		blk = j / c->count;
+		chk_gen(c->dt, 0, (int)blk, j % c->count, &v, &f);
+		break;
+	case CHK_SCATTER:
+		chk_gen(c->dt, 0, c->root, (size_t)c->rank * c->count + j,
+			&v, &f);
 		break;
 	default:
 		return false;
@@ -625,7 +647,8 @@ static inline size_t chk_verify(const struct chk_case *c, const void *send,
 		diag[0] = '\0';
 	n = c->coll == CHK_REDUCE_SCATTER || c->coll == CHK_REDUCE ||
 	    c->coll == CHK_ALLREDUCE || c->coll == CHK_BROADCAST ||
-	    c->coll == CHK_SENDRECV ? c->count : (size_t)c->nranks * c->count;
+	    c->coll == CHK_SENDRECV || c->coll == CHK_SCATTER ?
+	    c->count : (size_t)c->nranks * c->count;
 	if (c->in_place) {
 		void *s, *r;
 
@@ -646,9 +669,11 @@ static inline size_t chk_verify(const struct chk_case *c, const void *send,
 	}
 	if (c->in_place)
 		return bad;
-	/* A non-root's REDUCE receive buffer must stay untouched. */
-	if (c->coll == CHK_REDUCE && c->rank != c->root) {
-		for (j = 0; j < c->count * es; j++) {
+	/* A non-root's REDUCE or GATHER receive buffer must stay
+	 * untouched. */
+	if ((c->coll == CHK_REDUCE || c->coll == CHK_GATHER) &&
+	    c->rank != c->root) {
+		for (j = 0; j < chk_recv_elems(c) * es; j++) {
 			if (((const uint8_t *)recv)[j] == CHK_POISON)
 				continue;
 			if (!bad++ && diag)
@@ -657,7 +682,8 @@ static inline size_t chk_verify(const struct chk_case *c, const void *send,
 		}
 	}
 	/* The send buffer is read-only. */
-	if (c->coll == CHK_BROADCAST && c->rank != c->root)
+	if ((c->coll == CHK_BROADCAST || c->coll == CHK_SCATTER) &&
+	    c->rank != c->root)
 		return bad;
 	for (j = 0; j < chk_send_elems(c); j++) {
 		int64_t v;

@@ -63,10 +63,14 @@ static inline bool kcoll_ref_use(uint8_t op, struct kcoll_ref_use *u)
 	case KCOLL_OP_ALLTOALL:
 	case KCOLL_OP_SEND:
 	case KCOLL_OP_RECV:
+	case KCOLL_OP_GATHER:
+	case KCOLL_OP_SCATTER:
 		u->dtype = u->comm = u->count = true;
 		u->count_max = coll_max;
+		/* The rooted ones name their root in peer. */
 		u->peer = op == KCOLL_OP_REDUCE || op == KCOLL_OP_BROADCAST ||
-			  op == KCOLL_OP_SEND || op == KCOLL_OP_RECV;
+			  op == KCOLL_OP_SEND || op == KCOLL_OP_RECV ||
+			  op == KCOLL_OP_GATHER || op == KCOLL_OP_SCATTER;
 		u->send = op != KCOLL_OP_RECV;
 		u->recv = op != KCOLL_OP_SEND;
 		return true;

@@ -32,6 +32,12 @@ static inline int chk_issue_stream(const struct chk_case *c, void *send,
 	case CHK_ALLTOALL:
 		return coll_alltoall_stream(send, recv, c->count, c->dt, comm,
 					    stream);
+	case CHK_GATHER:
+		return coll_gather_stream(send, recv, c->count, c->dt, c->root,
+					  comm, stream);
+	case CHK_SCATTER:
+		return coll_scatter_stream(send, recv, c->count, c->dt,
+					   c->root, comm, stream);
 	default:
 		return -EINVAL;	/* no stream-ordered send/recv */
 	}

@@ -442,6 +442,20 @@ static int m_run_coll(struct m_op **ops, int n)
 			memcpy(m_buf(ops[i]->sqe.recv_addr),
 			       tmp + (size_t)i * n * blk, (size_t)n * blk);
 		break;
+	case KCOLL_OP_GATHER:
+		for (i = 0; i < n; i++)
+			memcpy(tmp + (size_t)i * blk,
+			       m_buf(ops[i]->sqe.send_addr), blk);
+		memcpy(m_buf(ops[s0->peer]->sqe.recv_addr), tmp,
+		       (size_t)n * blk);
+		break;
+	case KCOLL_OP_SCATTER:
+		memcpy(tmp, m_buf(ops[s0->peer]->sqe.send_addr),
+		       (size_t)n * blk);
+		for (i = 0; i < n; i++)
+			memcpy(m_buf(ops[i]->sqe.recv_addr),
+			       tmp + (size_t)i * blk, blk);
+		break;
 	}
 	free(tmp);
 	return 0;

@@ -98,7 +98,8 @@ static bool elem_eq(u32 redop, union elem got, union elem want)
 /* Input length of one rank (elements): n*count where the uapi says so. */
 static u64 input_len(const struct spec *s)
 {
-	if (s->op == KCOLL_OP_REDUCE_SCATTER || s->op == KCOLL_OP_ALLTOALL)
+	if (s->op == KCOLL_OP_REDUCE_SCATTER || s->op == KCOLL_OP_ALLTOALL ||
+	    s->op == KCOLL_OP_SCATTER)
 		return (u64)s->n * s->count;
 	return s->count;
 }
@@ -133,6 +134,14 @@ void uapi_counts(const struct kcoll_sched_args *a, u64 *snd, u64 *rcv)
 	case KCOLL_OP_ALLTOALL:
 		*snd = ip ? 0 : nc;
 		*rcv = nc;
+		break;
+	case KCOLL_OP_GATHER:
+		*snd = root && ip ? 0 : c;
+		*rcv = root ? nc : 0;
+		break;
+	case KCOLL_OP_SCATTER:
+		*snd = root ? nc : 0;
+		*rcv = root && ip ? 0 : c;
 		break;
 	case KCOLL_OP_SEND:
 		*snd = c;
@@ -236,7 +245,10 @@ static union elem *input_at(struct mop *m)
 	case KCOLL_OP_REDUCE_SCATTER:
 		return m->buf[KCOLL_SBUF_SEND];
 	case KCOLL_OP_ALLGATHER:
+	case KCOLL_OP_GATHER:	/* in place only at the root */
 		return m->buf[KCOLL_SBUF_RECV] + (u64)m->a.rank * s->count;
+	case KCOLL_OP_SCATTER:
+		return m->buf[KCOLL_SBUF_SEND];
 	default:
 		return m->buf[KCOLL_SBUF_RECV];
 	}
@@ -363,7 +375,8 @@ bool mop_init(struct mop *m, const struct spec *s, u32 r)
 	if (is_p2p(s->op)) {
 		a->opcode = r == s->src ? KCOLL_OP_SEND : KCOLL_OP_RECV;
 		a->root = r == s->src ? s->root : s->src;
-	} else if (s->op == KCOLL_OP_REDUCE || s->op == KCOLL_OP_BROADCAST) {
+	} else if (s->op == KCOLL_OP_REDUCE || s->op == KCOLL_OP_BROADCAST ||
+		   s->op == KCOLL_OP_GATHER || s->op == KCOLL_OP_SCATTER) {
 		a->root = s->root;
 		/* The engine sets it only where it means something. */
 		a->in_place = s->ip && r == s->root;
@@ -407,7 +420,7 @@ bool mop_init(struct mop *m, const struct spec *s, u32 r)
 
 	/* The input: every rank's for most ops, the root's for broadcast,
 	 * the sender's for send/recv. */
-	if (s->op == KCOLL_OP_BROADCAST)
+	if (s->op == KCOLL_OP_BROADCAST || s->op == KCOLL_OP_SCATTER)
 		has_input = r == s->root;
 	else if (a->opcode == KCOLL_OP_RECV || s->op == KCOLL_OP_BARRIER)
 		has_input = false;
@@ -897,6 +910,19 @@ static void check_result(const struct mop *m, const union elem *ref)
 			if (!check_gathered(m, recv + (u64)b * c, b,
 					    (u64)r * c, c, "recv block"))
 				break;
+		break;
+	case KCOLL_OP_GATHER:
+		for (b = 0; r == s->root && b < n; b++)
+			if (!check_gathered(m, recv + (u64)b * c, b, 0, c,
+					    "recv block"))
+				break;
+		break;
+	case KCOLL_OP_SCATTER:
+		if (r == s->root && m->a.in_place)	/* its block stays */
+			cmp_elems(m, "send (input, in place)",
+				  KCOLL_REDOP_NONE, send, m->in, (u64)n * c);
+		else
+			check_gathered(m, recv, s->root, (u64)r * c, c, "recv");
 		break;
 	case KCOLL_OP_RECV:
 		check_gathered(m, recv, s->src, 0, c, "recv");

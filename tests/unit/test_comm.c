@@ -175,6 +175,18 @@ static int issue(const struct chk_case *c, void *send, void *recv,
 					  &req) :
 			   coll_alltoall(send, recv, c->count, c->dt, comm);
 		break;
+	case CHK_GATHER:
+		ret = nb ? coll_igather(send, recv, c->count, c->dt, c->root,
+					comm, &req) :
+			   coll_gather(send, recv, c->count, c->dt, c->root,
+				       comm);
+		break;
+	case CHK_SCATTER:
+		ret = nb ? coll_iscatter(send, recv, c->count, c->dt, c->root,
+					 comm, &req) :
+			   coll_scatter(send, recv, c->count, c->dt, c->root,
+					comm);
+		break;
 	case CHK_SENDRECV:
 		if (nb) {
 			ret = coll_isend(send, c->count, c->dt, next, comm, &req);

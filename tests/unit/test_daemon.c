@@ -215,6 +215,7 @@ static void test_fmt_names(void)
 	static const char *const ops[] = {
 		[2] = "allreduce", "reduce", "broadcast", "allgather",
 		"reduce_scatter", "alltoall", "send", "recv", "barrier",
+		"gather", "scatter",
 	};
 	char buf[32];
 	unsigned int i;

@@ -711,6 +711,8 @@ static u32 op_fields(u8 op)
 	case KCOLL_OP_REDUCE:
 		return F_COLL | F_REDOP | F_PEER | F_SEND | F_RECV;
 	case KCOLL_OP_BROADCAST:
+	case KCOLL_OP_GATHER:
+	case KCOLL_OP_SCATTER:
 		return F_COLL | F_PEER | F_SEND | F_RECV;
 	case KCOLL_OP_ALLGATHER:
 	case KCOLL_OP_ALLTOALL:

@@ -105,7 +105,8 @@ static bool every_redop(u32 n)
 static void sweep_algo(u32 op, const u32 *big_ns, u32 nbig)
 {
 	static const u64 big_counts[] = { 2003, 4099 };
-	bool rooted = op == KCOLL_OP_REDUCE || op == KCOLL_OP_BROADCAST;
+	bool rooted = op == KCOLL_OP_REDUCE || op == KCOLL_OP_BROADCAST ||
+		      op == KCOLL_OP_GATHER || op == KCOLL_OP_SCATTER;
 	u32 n, nc, nr, ci, ri, oi, ip, i, turn = 0;
 	u64 counts[16];
 	u32 roots[8];
@@ -113,7 +114,9 @@ static void sweep_algo(u32 op, const u32 *big_ns, u32 nbig)
 	for (n = 1; n <= 64; n++) {
 		nc = counts_for(n, op == KCOLL_OP_ALLGATHER ||
 				   op == KCOLL_OP_REDUCE_SCATTER ||
-				   op == KCOLL_OP_ALLTOALL, counts);
+				   op == KCOLL_OP_ALLTOALL ||
+				   op == KCOLL_OP_GATHER ||
+				   op == KCOLL_OP_SCATTER, counts);
 		nr = rooted ? roots_for(n, roots) : 1;
 		if (!rooted)
 			roots[0] = 0;
@@ -210,6 +213,8 @@ static const u8 named_default[KCOLL_OP_LAST] = {
 	[KCOLL_OP_BARRIER] = KCOLL_ALGO_DISSEMINATION,
 	[KCOLL_OP_SEND] = KCOLL_ALGO_DIRECT,
 	[KCOLL_OP_RECV] = KCOLL_ALGO_DIRECT,
+	[KCOLL_OP_GATHER] = KCOLL_ALGO_DIRECT,
+	[KCOLL_OP_SCATTER] = KCOLL_ALGO_DIRECT,
 };
 
 static u8 default_algo(u32 op)
@@ -275,6 +280,16 @@ static void test_alltoall(void)
 	sweep(KCOLL_OP_ALLTOALL, big_nc, ARRAY_SIZE(big_nc));
 }
 
+static void test_gather(void)
+{
+	sweep(KCOLL_OP_GATHER, big_nc, ARRAY_SIZE(big_nc));
+}
+
+static void test_scatter(void)
+{
+	sweep(KCOLL_OP_SCATTER, big_nc, ARRAY_SIZE(big_nc));
+}
+
 /* Larger communicators, small counts. */
 static void test_large_n(void)
 {
@@ -314,7 +329,14 @@ static void test_large_n(void)
 			  true) ||
 		    !run1(KCOLL_OP_ALLTOALL, KCOLL_REDOP_NONE, n, 0, 2,
 			  false) ||
-		    !run1(KCOLL_OP_ALLTOALL, KCOLL_REDOP_NONE, n, 0, 1, true))
+		    !run1(KCOLL_OP_ALLTOALL, KCOLL_REDOP_NONE, n, 0, 1, true) ||
+		    !run1(KCOLL_OP_GATHER, KCOLL_REDOP_NONE, n, n - 1, 2,
+			  false) ||
+		    !run1(KCOLL_OP_GATHER, KCOLL_REDOP_NONE, n, n / 2, 1,
+			  true) ||
+		    !run1(KCOLL_OP_SCATTER, KCOLL_REDOP_NONE, n, n / 3, 2,
+			  true) ||
+		    !run1(KCOLL_OP_SCATTER, KCOLL_REDOP_NONE, n, 0, 1, false))
 			return;
 	}
 }
@@ -370,6 +392,7 @@ static void test_algo_args(void)
 		KCOLL_OP_ALLREDUCE, KCOLL_OP_REDUCE, KCOLL_OP_BROADCAST,
 		KCOLL_OP_ALLGATHER, KCOLL_OP_REDUCE_SCATTER, KCOLL_OP_ALLTOALL,
 		KCOLL_OP_SEND, KCOLL_OP_RECV, KCOLL_OP_BARRIER,
+		KCOLL_OP_GATHER, KCOLL_OP_SCATTER,
 	};
 	struct kcoll_phase pa, pb;
 	u32 o, k, algo, na, i;
@@ -521,6 +544,9 @@ static void test_sequence(void)
 			  .redop = KCOLL_REDOP_AVG, .count = 3 },
 			{ .op = KCOLL_OP_ALLREDUCE, .redop = KCOLL_REDOP_PROD,
 			  .count = 1, .ip = true },
+			{ .op = KCOLL_OP_GATHER, .root = n / 3, .count = 4 },
+			{ .op = KCOLL_OP_SCATTER, .root = n - 1, .count = 3,
+			  .ip = true },
 		};
 		u32 k;
 
@@ -539,6 +565,7 @@ static void test_random(void)
 	static const u32 ops[] = {
 		KCOLL_OP_ALLREDUCE, KCOLL_OP_REDUCE, KCOLL_OP_BROADCAST,
 		KCOLL_OP_ALLGATHER, KCOLL_OP_REDUCE_SCATTER, KCOLL_OP_ALLTOALL,
+		KCOLL_OP_GATHER, KCOLL_OP_SCATTER,
 	};
 	struct unit_rng rng;
 	u32 i;
@@ -555,7 +582,8 @@ static void test_random(void)
 		u32 na = algos_for(op, algos);
 
 		if (op == KCOLL_OP_ALLGATHER || op == KCOLL_OP_REDUCE_SCATTER ||
-		    op == KCOLL_OP_ALLTOALL)
+		    op == KCOLL_OP_ALLTOALL || op == KCOLL_OP_GATHER ||
+		    op == KCOLL_OP_SCATTER)
 			count %= 60;
 		test_algo = algos[unit_rng_upto(&rng, na - 1)];
 		if (!run1(op, redop, n, unit_rng_upto(&rng, n - 1), count,
@@ -570,7 +598,8 @@ static void test_in_place_ignored(void)
 {
 	static const u32 ops[] = {
 		KCOLL_OP_REDUCE, KCOLL_OP_BROADCAST, KCOLL_OP_SEND,
-		KCOLL_OP_RECV, KCOLL_OP_BARRIER,
+		KCOLL_OP_RECV, KCOLL_OP_BARRIER, KCOLL_OP_GATHER,
+		KCOLL_OP_SCATTER,
 	};
 	struct kcoll_sched_args a, b;
 	struct kcoll_phase pa, pb;
@@ -586,7 +615,9 @@ static void test_in_place_ignored(void)
 					 KCOLL_REDOP_SUM : KCOLL_REDOP_NONE,
 			};
 			if (ops[i] == KCOLL_OP_REDUCE ||
-			    ops[i] == KCOLL_OP_BROADCAST)
+			    ops[i] == KCOLL_OP_BROADCAST ||
+			    ops[i] == KCOLL_OP_GATHER ||
+			    ops[i] == KCOLL_OP_SCATTER)
 				a.root = 2;
 			if (a.rank == a.root)
 				continue;
@@ -1170,7 +1201,8 @@ static int rooted_lazy_case(struct kcoll_sched_args *a)
 
 static void test_rooted_lazy(void)
 {
-	static const u32 ops[] = { KCOLL_OP_BROADCAST, KCOLL_OP_REDUCE };
+	static const u32 ops[] = { KCOLL_OP_BROADCAST, KCOLL_OP_REDUCE,
+				   KCOLL_OP_GATHER };
 	int checked = for_each_sched_case(ops, ARRAY_SIZE(ops), true, 0,
 					  rooted_lazy_case);
 
@@ -1196,6 +1228,11 @@ static void test_rooted_lazy(void)
 		UNIT_CHECK(!rooted_lazy_holds(&b, 5, 3));
 		b.opcode = KCOLL_OP_SEND;
 		UNIT_CHECK(!kcoll_sched_lazy(&b));
+		/* A scatter's root receives nothing: it must not go lazy. */
+		b.opcode = KCOLL_OP_SCATTER;
+		b.algo = KCOLL_ALGO_DEFAULT;
+		UNIT_CHECK(!kcoll_sched_lazy(&b));
+		UNIT_CHECK(!rooted_lazy_holds(&b, 5, ~0U));
 	}
 }
 
@@ -1216,7 +1253,8 @@ static void test_all_dependent(void)
 	static const u32 ops[] = { KCOLL_OP_ALLREDUCE, KCOLL_OP_ALLGATHER,
 				   KCOLL_OP_REDUCE_SCATTER, KCOLL_OP_ALLTOALL,
 				   KCOLL_OP_BARRIER, KCOLL_OP_BROADCAST,
-				   KCOLL_OP_REDUCE };
+				   KCOLL_OP_REDUCE, KCOLL_OP_GATHER,
+				   KCOLL_OP_SCATTER };
 	int checked = for_each_sched_case(ops, ARRAY_SIZE(ops), false, 4099,
 					  all_dependent_case);
 
@@ -1264,6 +1302,8 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_allgather);
 	UNIT_RUN(test_reduce_scatter);
 	UNIT_RUN(test_alltoall);
+	UNIT_RUN(test_gather);
+	UNIT_RUN(test_scatter);
 	UNIT_RUN(test_large_n);
 	UNIT_RUN(test_large_n_algos);
 	UNIT_RUN(test_algo_args);

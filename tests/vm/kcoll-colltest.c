@@ -22,13 +22,14 @@
  *   -F  full: 1000003 elements for every dtype, both placements, and the
  *       >= 16 MiB cases in both placements
  *   -c  only this collective (allreduce, reduce, broadcast, allgather,
- *       reduce_scatter, alltoall, sendrecv)
+ *       reduce_scatter, alltoall, sendrecv, gather, scatter)
  *   -t  watchdog: fail (exit 2) if the run takes longer
  *   -v  a line per case
  *   -M  signature mismatch: rank 1 uses another count for one allreduce;
  *       every rank must get -EBADMSG; then the last rank another count
- *       for a broadcast and a reduce from rank 0: the root and it must
- *       get -EBADMSG, the others that or the right result
+ *       for a broadcast, a reduce, a gather and a scatter from rank 0:
+ *       the root must get -EBADMSG, and the differing rank but as a
+ *       reduce's or gather's leaf; the others that or the right result
  *   -K  wrong key: the last rank creates the communicator (bootstrap, then
  *       KCOLL_IOC_COMM_CREATE through coll_comm_init_table()) with a
  *       modified key; every rank's creation must fail
@@ -425,6 +426,18 @@ static int issue(const struct chk_case *c, void *send, void *recv,
 					  &req) :
 			   coll_alltoall(send, recv, c->count, c->dt, comm);
 		break;
+	case CHK_GATHER:
+		ret = nb ? coll_igather(send, recv, c->count, c->dt, c->root,
+					comm, &req) :
+			   coll_gather(send, recv, c->count, c->dt, c->root,
+				       comm);
+		break;
+	case CHK_SCATTER:
+		ret = nb ? coll_iscatter(send, recv, c->count, c->dt, c->root,
+					 comm, &req) :
+			   coll_scatter(send, recv, c->count, c->dt, c->root,
+					comm);
+		break;
 	case CHK_SENDRECV:
 		/* Blocking send and receive only work together in a group. */
 		if (!nb) {
@@ -584,6 +597,12 @@ static void small_matrix(int only)
 			if ((dt == COLL_DTYPE_FP8_E4M3 ||
 			     dt == COLL_DTYPE_FP8_E5M2) && !chk_reduces(coll))
 				continue;
+			/* Gather and scatter only move blocks: one type of
+			 * each element size (the host model has them all). */
+			if ((coll == CHK_GATHER || coll == CHK_SCATTER) &&
+			    dt != COLL_DTYPE_INT8 && dt != COLL_DTYPE_BF16 &&
+			    dt != COLL_DTYPE_FP32 && dt != COLL_DTYPE_FP64)
+				continue;
 
 			for (op = COLL_REDOP_FIRST; op <= COLL_REDOP_LAST; op++) {
 				struct chk_case c = {
@@ -640,6 +659,8 @@ static size_t count_for(enum chk_coll coll, coll_dtype dt, size_t bytes)
 	case CHK_ALLGATHER:
 	case CHK_REDUCE_SCATTER:
 	case CHK_ALLTOALL:
+	case CHK_GATHER:
+	case CHK_SCATTER:
 		return (bytes / es + n - 1) / n;
 	default:
 		return bytes / es;
@@ -678,7 +699,9 @@ static void big_cases(int level, int only)
 		if (level < 2) {
 			size_t big = coll == CHK_ALLGATHER ||
 				     coll == CHK_REDUCE_SCATTER ||
-				     coll == CHK_ALLTOALL ?
+				     coll == CHK_ALLTOALL ||
+				     coll == CHK_GATHER ||
+				     coll == CHK_SCATTER ?
 				     (BIG_COUNT / (size_t)nranks) | 1 : BIG_COUNT;
 
 			big_case(coll, COLL_DTYPE_INT32, COLL_REDOP_SUM, big,
@@ -697,8 +720,10 @@ static void big_cases(int level, int only)
 						 true);
 			}
 		}
-		/* >= 16 MiB, at every level. */
-		{
+		/* >= 16 MiB, at every level (gather and scatter, whose
+		 * root moves every block one peer after another, but at -q:
+		 * their million-element case crosses chunks already). */
+		if (level > 0 || (coll != CHK_GATHER && coll != CHK_SCATTER)) {
 			size_t n = count_for(coll, COLL_DTYPE_FP32, 16 * MIB);
 
 			big_case(coll, COLL_DTYPE_FP32, COLL_REDOP_SUM, n, false);
@@ -982,42 +1007,68 @@ static int result_line(bool ok, const char *fmt, ...)
 }
 
 /*
- * A broadcast (@reduce: a reduce) from rank 0 in which the last rank uses
- * another count. Broadcast and reduce go without SIGs to lazy peers
+ * A rooted collective from rank 0 in which the last rank uses another
+ * count. Broadcast, reduce and gather go without SIGs to lazy peers
  * (docs/DESIGN.md, "Lazy signatures"): the root must fail with -EBADMSG,
  * and the differing rank of a broadcast; any other rank either fails
  * likewise or completes with the root's data (broadcast) or without
- * touching its buffer (reduce, non-root). Then one matching broadcast must
- * work everywhere.
+ * touching its receive buffer (reduce and gather, non-root). A scatter
+ * exchanges SIGs: the root and the differing rank must fail, the others
+ * fail or hold their block of the root's data. Then one matching
+ * broadcast must work everywhere.
  */
-static bool rooted_mismatch(int32_t *buf, size_t count, bool reduce)
+enum rooted_kind { RM_BCAST, RM_REDUCE, RM_GATHER, RM_SCATTER };
+
+static bool rooted_mismatch(int32_t *buf, size_t count, enum rooted_kind kind)
 {
-	const char *what = reduce ? "reduce" : "broadcast";
+	static const char *const names[] = { "broadcast", "reduce", "gather",
+					     "scatter" };
+	const char *what = names[kind];
 	size_t cnt = rank == nranks - 1 ? count + 1 : count, i;
-	int32_t *in = calloc(count + 1, sizeof(int32_t));
+	size_t big = (size_t)nranks * (count + 1);
+	int32_t *in = calloc(big, sizeof(int32_t));
+	int32_t *all = calloc(big, sizeof(int32_t));
+	/* Ranks whose own data nobody else uses may complete. */
+	bool leaf = kind == RM_REDUCE || kind == RM_GATHER;
 	bool ok = true;
 	double t0;
 	int ret;
 
-	if (!in)
+	if (!in || !all) {
+		free(in);
+		free(all);
 		return false;
-	for (i = 0; i <= count; i++) {
-		in[i] = (int32_t)(i * 7 + 1) * (rank + 1);
-		buf[i] = rank == 0 || reduce ? in[i] : -1;
 	}
+	for (i = 0; i < big; i++) {
+		in[i] = (int32_t)(i * 7 + 1) * (kind == RM_SCATTER ? 1 :
+						rank + 1);
+		all[i] = -1;
+	}
+	for (i = 0; i <= count; i++)
+		buf[i] = rank == 0 || kind == RM_REDUCE ? in[i] : -1;
 	t0 = now();
-	if (reduce)
+	switch (kind) {
+	case RM_REDUCE:
 		ret = coll_reduce(in, buf, cnt, COLL_DTYPE_INT32,
 				  COLL_REDOP_SUM, 0, comm);
-	else
+		break;
+	case RM_GATHER:
+		ret = coll_gather(in, all, cnt, COLL_DTYPE_INT32, 0, comm);
+		break;
+	case RM_SCATTER:
+		ret = coll_scatter(in, buf, cnt, COLL_DTYPE_INT32, 0, comm);
+		break;
+	default:
 		ret = coll_broadcast(buf, buf, cnt, COLL_DTYPE_INT32, 0, comm);
+		break;
+	}
 	if (ret)
 		diag("%s mismatch after %.3f s: %s", what, now() - t0,
 		     coll_last_error());
 	/* The root must fail; so must the differing rank, but as a reduce
-	 * leaf whose transfer went eager, which may complete before its
-	 * parent's ABORT comes (it used nobody's data). */
-	if (rank == 0 || (rank == nranks - 1 && !reduce)) {
+	 * or gather leaf whose transfer went eager, which may complete
+	 * before the root's ABORT comes (it used nobody's data). */
+	if (rank == 0 || (rank == nranks - 1 && !leaf)) {
 		if (ret != -EBADMSG) {
 			diag("%s mismatch: rank %d got %d (%s), not -EBADMSG",
 			     what, rank, ret, coll_strerror(ret));
@@ -1028,14 +1079,33 @@ static bool rooted_mismatch(int32_t *buf, size_t count, bool reduce)
 		     coll_strerror(ret));
 		ok = false;
 	} else if (!ret) {
-		/* Completed: the root's data (broadcast), or its own input
-		 * untouched (a reduce's non-root does not write RECV). */
-		for (i = 0; i < count && ok; i++)
-			if (buf[i] != (reduce ? in[i] : (int32_t)(i * 7 + 1))) {
+		/* Completed: the root's data (broadcast, scatter), or its
+		 * receive buffer untouched (a reduce's or gather's
+		 * non-root does not write it). */
+		for (i = 0; i < count && ok; i++) {
+			int32_t want, got = buf[i];
+
+			switch (kind) {
+			case RM_REDUCE:
+				want = in[i];
+				break;
+			case RM_GATHER:
+				want = -1;
+				got = all[i];
+				break;
+			case RM_SCATTER:
+				want = (int32_t)(((size_t)rank * count + i) * 7 + 1);
+				break;
+			default:
+				want = (int32_t)(i * 7 + 1);
+				break;
+			}
+			if (got != want) {
 				diag("%s mismatch: rank %d completed with "
-				     "element %zu = %d", what, rank, i, buf[i]);
+				     "element %zu = %d", what, rank, i, got);
 				ok = false;
 			}
+		}
 	}
 	diag("%s mismatch (count %zu, root 0): %d (%s)", what, cnt, ret,
 	     coll_strerror(ret));
@@ -1054,6 +1124,7 @@ static bool rooted_mismatch(int32_t *buf, size_t count, bool reduce)
 		ok = false;
 	}
 	free(in);
+	free(all);
 	return ok;
 }
 
@@ -1102,8 +1173,10 @@ static int test_mismatch(void)
 			coll_request_free(req);
 	}
 	if (!ret2 && done) {
-		ok2 = rooted_mismatch(buf, COUNT, false);
-		ok2 &= rooted_mismatch(buf, COUNT, true);
+		ok2 = rooted_mismatch(buf, COUNT, RM_BCAST);
+		ok2 &= rooted_mismatch(buf, COUNT, RM_REDUCE);
+		ok2 &= rooted_mismatch(buf, COUNT, RM_GATHER);
+		ok2 &= rooted_mismatch(buf, COUNT, RM_SCATTER);
 	} else {
 		diag("the rooted mismatches need the communicator the "
 		     "allreduce mismatch left usable");

@@ -1157,7 +1157,8 @@ static void gen_coll(struct tstate *t, struct slot *s, struct kcoll_sqe *q,
 		if (kcoll_ref_float(q->dtype) && one_in(&t->r, 4))
 			q->redop = KCOLL_REDOP_AVG;
 	}
-	if (op == KCOLL_OP_REDUCE || op == KCOLL_OP_BROADCAST)
+	if (op == KCOLL_OP_REDUCE || op == KCOLL_OP_BROADCAST ||
+	    op == KCOLL_OP_GATHER || op == KCOLL_OP_SCATTER)
 		q->peer = one_in(&t->r, 8) ? rn(&t->r, 3) : 0;
 	if (op == KCOLL_OP_SEND || op == KCOLL_OP_RECV)
 		q->peer = rn(&t->r, 3);
@@ -3070,7 +3071,8 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 	static const uint8_t ops[] = {
 		KCOLL_OP_ALLREDUCE, KCOLL_OP_BROADCAST, KCOLL_OP_ALLGATHER,
 		KCOLL_OP_REDUCE_SCATTER, KCOLL_OP_ALLTOALL, KCOLL_OP_REDUCE,
-		KCOLL_OP_BARRIER, KCOLL_OP_SEND,
+		KCOLL_OP_BARRIER, KCOLL_OP_SEND, KCOLL_OP_GATHER,
+		KCOLL_OP_SCATTER,
 	};
 	struct tstate *p = pair.t;
 	struct kcoll_sqe q0, q1;
@@ -3097,7 +3099,9 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 	q0.dtype = KCOLL_DTYPE_INT32;
 	q0.count = c;
 	q0.redop = is_reducing(op) ? KCOLL_REDOP_SUM : 0;
-	q0.peer = (op == KCOLL_OP_BROADCAST || op == KCOLL_OP_REDUCE) ? rn(&t->r, 2) : 0;
+	q0.peer = (op == KCOLL_OP_BROADCAST || op == KCOLL_OP_REDUCE ||
+		   op == KCOLL_OP_GATHER || op == KCOLL_OP_SCATTER) ?
+		  rn(&t->r, 2) : 0;
 	if (op == KCOLL_OP_BARRIER) {
 		q0.dtype = 0;
 		q0.count = 0;
@@ -3198,7 +3202,8 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 		 * is rank 0) that sent its data eagerly is done: with lazy
 		 * signatures it waits for nobody (docs/DESIGN.md). */
 		else if (r1 != -ETIMEDOUT && r1 != -ENOMEM &&
-			 !(r1 == 0 && op == KCOLL_OP_REDUCE && q1.peer == 0) &&
+			 !(r1 == 0 && (op == KCOLL_OP_REDUCE ||
+					op == KCOLL_OP_GATHER) && q1.peer == 0) &&
 			 !(disturbed() && dev_err(r1)))
 			unexpected(t, "two-rank %s with timeout_ms %u and no peer completed with %ld, not -ETIMEDOUT",
 				   kcoll_op_name(op), q1.timeout_ms, r1);
@@ -3331,6 +3336,16 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 				if (k != 0)
 					continue;
 				want = IN(1, i);
+				break;
+			case KCOLL_OP_GATHER:
+				if ((uint32_t)k != q0.peer)
+					continue;
+				want = IN(0, i);
+				if (o[c + i] != IN(1, i))
+					ok = false;
+				break;
+			case KCOLL_OP_SCATTER:
+				want = IN(q0.peer, k * c + i);
 				break;
 			default:
 				continue;

@@ -63,6 +63,14 @@ enum kcoll_op {
 	 *                  the peer's RECV / SEND in submission order per
 	 *                  (communicator, peer), independently of collectives
 	 *  BARRIER         no buffers, dtype NONE, count 0
+	 *  GATHER          send[count] on every rank -> recv[n*count] at root
+	 *                  (peer), block j from rank j; recv_addr is ignored
+	 *                  on the other ranks; in place at the root:
+	 *                  send == recv + root*count
+	 *  SCATTER         root's (peer's) send[n*count] -> recv[count] on
+	 *                  every rank, block j to rank j; send_addr is ignored
+	 *                  on the other ranks; in place at the root:
+	 *                  recv == send + root*count
 	 * Collectives on one communicator run in submission order; every rank
 	 * must submit the same sequence. Each operation's signature (opcode,
 	 * dtype, redop, count, root) is checked against every other rank's: a
@@ -77,6 +85,8 @@ enum kcoll_op {
 	KCOLL_OP_SEND		= 8,
 	KCOLL_OP_RECV		= 9,
 	KCOLL_OP_BARRIER	= 10,
+	KCOLL_OP_GATHER		= 11,
+	KCOLL_OP_SCATTER	= 12,
 	KCOLL_OP_LAST		/* not an opcode: number of opcodes */
 };
 
