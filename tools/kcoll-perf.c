@@ -62,6 +62,7 @@
 #include "cuda-min.h"
 #include "coll.h"
 #include "kcoll-check.h"
+#include "kcoll-issue.h"
 #include "kcoll-stream.h"
 
 static coll_comm *comm;
@@ -169,28 +170,6 @@ static int issue(const struct chk_case *c, void *send, void *recv,
 
 	req[1] = NULL;
 	switch (c->coll) {
-	case CHK_ALLREDUCE:
-		return coll_iallreduce(send, recv, c->count, c->dt, c->op, comm,
-				       req);
-	case CHK_REDUCE:
-		return coll_ireduce(send, recv, c->count, c->dt, c->op, c->root,
-				    comm, req);
-	case CHK_BROADCAST:
-		return coll_ibroadcast(send, recv, c->count, c->dt, c->root,
-				       comm, req);
-	case CHK_ALLGATHER:
-		return coll_iallgather(send, recv, c->count, c->dt, comm, req);
-	case CHK_REDUCE_SCATTER:
-		return coll_ireduce_scatter(send, recv, c->count, c->dt, c->op,
-					    comm, req);
-	case CHK_ALLTOALL:
-		return coll_ialltoall(send, recv, c->count, c->dt, comm, req);
-	case CHK_GATHER:
-		return coll_igather(send, recv, c->count, c->dt, c->root, comm,
-				    req);
-	case CHK_SCATTER:
-		return coll_iscatter(send, recv, c->count, c->dt, c->root, comm,
-				     req);
 	case CHK_SENDRECV:
 		ret = coll_isend(send, c->count, c->dt, next, comm, &req[0]);
 		if (ret)
@@ -202,7 +181,7 @@ static int issue(const struct chk_case *c, void *send, void *recv,
 		}
 		return ret;
 	default:
-		return -EINVAL;
+		return chk_issue(c, send, recv, comm, req);
 	}
 }
 

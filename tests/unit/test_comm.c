@@ -27,6 +27,7 @@
 #include "coll.h"
 #include "coll_internal.h"
 #include "kcoll-check.h"
+#include "kcoll-issue.h"
 #include "kcoll_model.h"
 #include "unit.h"
 
@@ -141,52 +142,6 @@ static int issue(const struct chk_case *c, void *send, void *recv,
 	if (st == ST_GROUP)
 		coll_group_start();
 	switch (c->coll) {
-	case CHK_ALLREDUCE:
-		ret = nb ? coll_iallreduce(send, recv, c->count, c->dt, c->op,
-					   comm, &req) :
-			   coll_allreduce(send, recv, c->count, c->dt, c->op,
-					  comm);
-		break;
-	case CHK_REDUCE:
-		ret = nb ? coll_ireduce(send, recv, c->count, c->dt, c->op,
-					c->root, comm, &req) :
-			   coll_reduce(send, recv, c->count, c->dt, c->op,
-				       c->root, comm);
-		break;
-	case CHK_BROADCAST:
-		ret = nb ? coll_ibroadcast(send, recv, c->count, c->dt, c->root,
-					   comm, &req) :
-			   coll_broadcast(send, recv, c->count, c->dt, c->root,
-					  comm);
-		break;
-	case CHK_ALLGATHER:
-		ret = nb ? coll_iallgather(send, recv, c->count, c->dt, comm,
-					   &req) :
-			   coll_allgather(send, recv, c->count, c->dt, comm);
-		break;
-	case CHK_REDUCE_SCATTER:
-		ret = nb ? coll_ireduce_scatter(send, recv, c->count, c->dt,
-						c->op, comm, &req) :
-			   coll_reduce_scatter(send, recv, c->count, c->dt,
-					       c->op, comm);
-		break;
-	case CHK_ALLTOALL:
-		ret = nb ? coll_ialltoall(send, recv, c->count, c->dt, comm,
-					  &req) :
-			   coll_alltoall(send, recv, c->count, c->dt, comm);
-		break;
-	case CHK_GATHER:
-		ret = nb ? coll_igather(send, recv, c->count, c->dt, c->root,
-					comm, &req) :
-			   coll_gather(send, recv, c->count, c->dt, c->root,
-				       comm);
-		break;
-	case CHK_SCATTER:
-		ret = nb ? coll_iscatter(send, recv, c->count, c->dt, c->root,
-					 comm, &req) :
-			   coll_scatter(send, recv, c->count, c->dt, c->root,
-					comm);
-		break;
 	case CHK_SENDRECV:
 		if (nb) {
 			ret = coll_isend(send, c->count, c->dt, next, comm, &req);
@@ -207,6 +162,7 @@ static int issue(const struct chk_case *c, void *send, void *recv,
 		}
 		break;
 	default:
+		ret = chk_issue(c, send, recv, comm, nb ? &req : NULL);
 		break;
 	}
 	if (st == ST_GROUP) {

@@ -146,7 +146,7 @@ $(UNIT_BOOTSTRAP): $(UNIT_SRCDIR)/test_bootstrap.c $(UNIT_SRCDIR)/unit.h \
 # VM test's reference (tests/oracle/kcoll-check.h).
 UNIT_MODEL_SRCS	:= $(UNIT_SRCDIR)/kcoll_model.c $(TOP)/kmod/kcoll_logic.c
 UNIT_MODEL_DEPS	:= $(UNIT_MODEL_SRCS) $(UNIT_SRCDIR)/kcoll_model.h $(UNIT_HDRS) \
-		   $(TOP)/kmod/kcoll_reduce.h $(TOP)/tests/oracle/kcoll-check.h \
+		   $(TOP)/kmod/kcoll_reduce.h $(TOP)/tests/oracle/kcoll-check.h $(TOP)/tests/oracle/kcoll-issue.h \
 		   $(LIBCOLL_SRCDIR)/include/coll.h \
 		   $(LIBCOLL_SRCDIR)/coll_internal.h $(LIBCOLL_A) \
 		   $(REDUCE_SAN_OBJS) $(UNIT_SRCDIR)/unit.mk

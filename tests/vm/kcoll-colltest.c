@@ -89,6 +89,7 @@
 
 #include "coll.h"
 #include "kcoll-check.h"
+#include "kcoll-issue.h"
 #include "kcoll-stream.h"
 #include "../../tools/dmabuf-alloc.h"
 #include "../../tools/cuda-min.h"
@@ -392,52 +393,6 @@ static int issue(const struct chk_case *c, void *send, void *recv,
 	if (st == ST_GROUP)
 		coll_group_start();
 	switch (c->coll) {
-	case CHK_ALLREDUCE:
-		ret = nb ? coll_iallreduce(send, recv, c->count, c->dt, c->op,
-					   comm, &req) :
-			   coll_allreduce(send, recv, c->count, c->dt, c->op,
-					  comm);
-		break;
-	case CHK_REDUCE:
-		ret = nb ? coll_ireduce(send, recv, c->count, c->dt, c->op,
-					c->root, comm, &req) :
-			   coll_reduce(send, recv, c->count, c->dt, c->op,
-				       c->root, comm);
-		break;
-	case CHK_BROADCAST:
-		ret = nb ? coll_ibroadcast(send, recv, c->count, c->dt, c->root,
-					   comm, &req) :
-			   coll_broadcast(send, recv, c->count, c->dt, c->root,
-					  comm);
-		break;
-	case CHK_ALLGATHER:
-		ret = nb ? coll_iallgather(send, recv, c->count, c->dt, comm,
-					   &req) :
-			   coll_allgather(send, recv, c->count, c->dt, comm);
-		break;
-	case CHK_REDUCE_SCATTER:
-		ret = nb ? coll_ireduce_scatter(send, recv, c->count, c->dt,
-						c->op, comm, &req) :
-			   coll_reduce_scatter(send, recv, c->count, c->dt,
-					       c->op, comm);
-		break;
-	case CHK_ALLTOALL:
-		ret = nb ? coll_ialltoall(send, recv, c->count, c->dt, comm,
-					  &req) :
-			   coll_alltoall(send, recv, c->count, c->dt, comm);
-		break;
-	case CHK_GATHER:
-		ret = nb ? coll_igather(send, recv, c->count, c->dt, c->root,
-					comm, &req) :
-			   coll_gather(send, recv, c->count, c->dt, c->root,
-				       comm);
-		break;
-	case CHK_SCATTER:
-		ret = nb ? coll_iscatter(send, recv, c->count, c->dt, c->root,
-					 comm, &req) :
-			   coll_scatter(send, recv, c->count, c->dt, c->root,
-					comm);
-		break;
 	case CHK_SENDRECV:
 		/* Blocking send and receive only work together in a group. */
 		if (!nb) {
@@ -460,7 +415,8 @@ static int issue(const struct chk_case *c, void *send, void *recv,
 		r2 = finish(r2, req2, st);
 		return ret ? ret : r2;
 	default:
-		ret = -EINVAL;
+		ret = chk_issue(c, send, recv, comm, nb ? &req : NULL);
+		break;
 	}
 	if (st == ST_GROUP) {
 		r2 = coll_group_end();
