@@ -15,8 +15,7 @@
  * Tensors: CPU, dense, one per call (torch's multi-device lists are not
  * kcoll's model); a tensor that is not contiguous is copied into a
  * contiguous one and back after completion. Anything kcoll cannot do (a
- * dtype it has no type for, a bitwise reduction, gather, scatter, uneven
- * alltoall splits, receives from any source, CUDA tensors with a torch
+ * dtype it has no type for, a bitwise reduction, uneven alltoall splits, receives from any source, CUDA tensors with a torch
  * built without CUDA) raises an error naming the call; nothing falls back
  * to another backend.
  */
@@ -486,18 +485,76 @@ public:
 		TORCH_CHECK(false, "kcoll: recv from any source: kcoll matches a receive to one named peer; name the source rank");
 	}
 
-	WorkPtr gather(std::vector<std::vector<at::Tensor>> &,
-		       std::vector<at::Tensor> &,
-		       const c10d::GatherOptions &) override
+	/* The root's list of world_size tensors comes in one list; the
+	 * other ranks pass none (torch.distributed.gather/scatter). */
+	bool root_list(size_t n, int root, const char *name)
 	{
-		TORCH_CHECK(false, "kcoll: gather is not supported yet (use all_gather)");
+		TORCH_CHECK(root >= 0 && root < size_, "kcoll: ", name,
+			    ": root ", root, " not in 0..", size_ - 1);
+		if (rank_ == root) {
+			TORCH_CHECK(n == 1, "kcoll: ", name,
+				    ": the root passes one list of tensors");
+		} else {
+			TORCH_CHECK(n == 0, "kcoll: ", name,
+				    ": only the root passes a list of tensors");
+		}
+		return rank_ == root;
 	}
 
-	WorkPtr scatter(std::vector<at::Tensor> &,
-			std::vector<std::vector<at::Tensor>> &,
-			const c10d::ScatterOptions &) override
+	WorkPtr gather(std::vector<std::vector<at::Tensor>> &outputs,
+		       std::vector<at::Tensor> &inputs,
+		       const c10d::GatherOptions &opts) override
 	{
-		TORCH_CHECK(false, "kcoll: scatter is not supported yet (use broadcast or all_to_all)");
+		const char *name = "gather";
+		auto in = one(inputs, name);
+		int root = (int)opts.rootRank;
+		bool is_root = root_list(outputs.size(), root, name);
+		std::vector<at::Tensor> none;
+		auto &outs = is_root ? outputs[0] : none;
+
+		if (is_root)
+			check_list(outs, in, name);
+		auto work = make_work(OpType::GATHER, name, outs);
+		auto src = in.contiguous();
+		at::Tensor flat;
+		work->keep_ = { src };
+		if (is_root) {
+			flat = torch::empty({ (int64_t)size_ * in.numel() },
+					    in.options());
+			work->keep_.push_back(flat);
+			work->after_ = unflatten(flat, outs);
+		}
+		return issue(work, opts.timeout, [&](coll_request **r) {
+			return coll_igather(src.data_ptr(),
+					    is_root ? flat.data_ptr() : nullptr,
+					    src.numel(), dtype(src, name), root,
+					    comm_, r);
+		});
+	}
+
+	WorkPtr scatter(std::vector<at::Tensor> &outputs,
+			std::vector<std::vector<at::Tensor>> &inputs,
+			const c10d::ScatterOptions &opts) override
+	{
+		const char *name = "scatter";
+		auto out = one(outputs, name);
+		int root = (int)opts.rootRank;
+		bool is_root = root_list(inputs.size(), root, name);
+		at::Tensor flat;
+
+		if (is_root)
+			check_list(inputs[0], out, name);
+		auto work = make_work(OpType::SCATTER, name, { out });
+		if (is_root) {
+			flat = torch::cat(flatten_all(inputs[0]));
+			work->keep_.push_back(flat);
+		}
+		auto dst = dense(work, out);
+		return issue(work, opts.timeout, [&](coll_request **r) {
+			return coll_iscatter(is_root ? flat.data_ptr() : nullptr,
+					     dst.data_ptr(), dst.numel(),
+					     dtype(dst, name), root, comm_, r);
+		});
 	}
 
 	WorkPtr barrier(const c10d::BarrierOptions &opts) override

@@ -230,6 +230,36 @@ def part_collectives(gloo):
         same(out, g, "gloo")
     check("all_to_all: single tensor and list", alltoall)
 
+    def gather_scatter():
+        root = WORLD - 1
+        for dt in (torch.int8, torch.float32, torch.float64):
+            t = rank_data(RANK, 33, dt)
+            outs = [torch.zeros(33, dtype=dt) for _ in range(WORLD)] \
+                if RANK == root else None
+            dist.gather(t, outs, dst=root)
+            if RANK == root:
+                for r in range(WORLD):
+                    same(outs[r], rank_data(r, 33, dt), f"gather {dt} from rank {r}")
+            ins = [rank_data(root, 21, dt, salt=j) for j in range(WORLD)] \
+                if RANK == root else None
+            out = torch.zeros(21, dtype=dt)
+            dist.scatter(out, ins, src=root)
+            same(out, rank_data(root, 21, dt, salt=RANK), f"scatter {dt}")
+        # Not contiguous: every other element of a longer tensor.
+        nc = torch.zeros(42)[::2]
+        ins = [rank_data(0, 21, torch.float32, salt=j) for j in range(WORLD)] \
+            if RANK == 0 else None
+        dist.scatter(nc, ins, src=0)
+        same(nc, rank_data(0, 21, torch.float32, salt=RANK), "scatter into a strided tensor")
+        g = [torch.zeros(33) for _ in range(WORLD)] if RANK == 0 else None
+        dist.gather(rank_data(RANK, 33, torch.float32), g, dst=0, group=gloo)
+        k = [torch.zeros(33) for _ in range(WORLD)] if RANK == 0 else None
+        dist.gather(rank_data(RANK, 33, torch.float32), k, dst=0)
+        if RANK == 0:
+            for r in range(WORLD):
+                same(k[r], g[r], f"gather against gloo, rank {r}")
+    check("gather and scatter, against the expected values and gloo", gather_scatter)
+
     def sendrecv():
         nxt, prv = (RANK + 1) % WORLD, (RANK - 1) % WORLD
         t = rank_data(RANK, 1000, torch.float64)
@@ -250,8 +280,6 @@ def part_collectives(gloo):
 
     def refused():
         cases = [
-            ("gather", lambda: dist.gather(torch.zeros(4), [torch.zeros(4)] * WORLD
-                                           if RANK == 0 else None, dst=0)),
             ("dtype", lambda: dist.all_reduce(torch.zeros(4, dtype=torch.bool))),
             ("ReduceOp", lambda: dist.all_reduce(torch.zeros(4, dtype=torch.int32),
                                                  op=dist.ReduceOp.BAND)),
