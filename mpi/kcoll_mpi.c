@@ -48,15 +48,17 @@ struct km_mirror {
 
 enum km_fn {
 	KM_ALLREDUCE, KM_REDUCE, KM_BCAST, KM_ALLGATHER, KM_REDSCAT,
-	KM_ALLTOALL, KM_BARRIER, KM_NFN
+	KM_ALLTOALL, KM_BARRIER, KM_GATHER, KM_SCATTER, KM_NFN
 };
 
 /* The counters of a non-blocking form follow at + KM_NFN. */
 static const char *const km_fn_name[2 * KM_NFN] = {
 	"MPI_Allreduce", "MPI_Reduce", "MPI_Bcast", "MPI_Allgather",
 	"MPI_Reduce_scatter_block", "MPI_Alltoall", "MPI_Barrier",
+	"MPI_Gather", "MPI_Scatter",
 	"MPI_Iallreduce", "MPI_Ireduce", "MPI_Ibcast", "MPI_Iallgather",
 	"MPI_Ireduce_scatter_block", "MPI_Ialltoall", "MPI_Ibarrier",
+	"MPI_Igather", "MPI_Iscatter",
 };
 
 struct km_req;
@@ -227,8 +229,10 @@ int MPI_Finalize(void)
 
 	PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	if (km.stats) {
-		char line[2048];
+		char line[4096];
 		int o;
+/* What is left of line[] after @o characters (0 once it is full). */
+#define KM_LEFT(o) ((o) < (int)sizeof(line) ? sizeof(line) - (size_t)(o) : 0)
 
 		o = snprintf(line, sizeof(line), "kcoll-mpi: rank %d: %lu communicator(s) mirrored, %lu not;",
 			     rank, km.mirrored, km.refused);
@@ -239,17 +243,18 @@ int MPI_Finalize(void)
 				m += km.mpi[i][w];
 			if (!km.kc[i] && !m)
 				continue;
-			o += snprintf(line + o, sizeof(line) - o, " %s %lu kcoll%s, %lu mpi",
+			o += snprintf(line + o, KM_LEFT(o), " %s %lu kcoll%s, %lu mpi",
 				      km_fn_name[i], km.kc[i],
 				      km.err[i] ? " (some failed)" : "", m);
 			for (w = 0; w < KM_W_NWHY; w++)
 				if (km.mpi[i][w])
-					o += snprintf(line + o, sizeof(line) - o, " (%s %lu)",
+					o += snprintf(line + o, KM_LEFT(o), " (%s %lu)",
 						      km_why_name[w], km.mpi[i][w]);
-			o += snprintf(line + o, sizeof(line) - o, ";");
+			o += snprintf(line + o, KM_LEFT(o), ";");
 			if (o >= (int)sizeof(line))
 				break;
 		}
+#undef KM_LEFT
 		fprintf(stderr, "%s\n", line);
 	}
 	while (km.n)
@@ -372,6 +377,13 @@ struct km_req {
 	void *mv_dst;
 	const void *mv_src;
 	size_t mv_len;
+	/* A gather's or scatter's root whose other pair of arguments
+	 * differs in layout: kcoll's side goes through @tmp, converted by
+	 * MPI itself (km_self_copy()); after success, for a gather. */
+	void *tmp;
+	void *u_dst;
+	int u_scount, u_dcount;
+	MPI_Datatype u_sdt, u_ddt;
 	struct km_req *next;	/* km.reqs */
 };
 
@@ -403,6 +415,23 @@ static void km_req_init(struct km_req *r, struct km_mirror *m, int fn,
 	r->fn = fn + (nb ? KM_NFN : 0);
 }
 
+/*
+ * @scount elements of @sdt at @src to @dst as @dcount of @ddt, MPI's
+ * own conversion (a message to oneself on MPI_COMM_SELF).
+ */
+static int km_self_copy(const void *src, int scount, MPI_Datatype sdt,
+			void *dst, int dcount, MPI_Datatype ddt)
+{
+	return PMPI_Sendrecv(src, scount, sdt, 0, 0x6b63, dst, dcount, ddt, 0,
+			     0x6b63, MPI_COMM_SELF, MPI_STATUS_IGNORE);
+}
+
+static void km_req_tmp_free(struct km_req *r)
+{
+	free(r->tmp);
+	r->tmp = NULL;
+}
+
 /* What follows a completed operation: the block to move, the count. */
 static void km_req_done(struct km_req *r, int err)
 {
@@ -410,6 +439,11 @@ static void km_req_done(struct km_req *r, int err)
 	r->err = err;
 	if (!err && r->mv_len)
 		memmove(r->mv_dst, r->mv_src, r->mv_len);
+	if (!err && r->tmp && r->u_dst &&
+	    km_self_copy(r->tmp, r->u_scount, r->u_sdt, r->u_dst, r->u_dcount,
+			 r->u_ddt) != MPI_SUCCESS)
+		r->err = err = -EIO;
+	km_req_tmp_free(r);
 	if (!err)
 		__atomic_fetch_add(&km.kc[r->fn], 1, __ATOMIC_RELAXED);
 }
@@ -419,8 +453,10 @@ static int km_block(struct km_req *r, int ret)
 {
 	int err;
 
-	if (ret < 0)
+	if (ret < 0) {
+		km_req_tmp_free(r);
 		return km_fail(r, ret);
+	}
 	err = coll_wait(r->creq);
 	coll_request_free(r->creq);
 	km_req_done(r, err);
@@ -604,6 +640,113 @@ static int km_issue_alltoall(const void *sbuf, int scount, MPI_Datatype sdt,
 			      kdt, m->kc, &r->creq);
 }
 
+/*
+ * Gather and scatter: every rank decides on the pair of arguments that
+ * means the same on all ranks, the senders' (scount, sdt) of a gather,
+ * the receivers' (rcount, rdt) of a scatter (at an in-place root, which
+ * has none, its other pair), so that all take the same path. The root's
+ * other pair may differ (MPI_INT sent, MPI_BYTE received): where it has
+ * the same bytes kcoll uses it directly, else the root's side goes
+ * through a buffer that MPI converts (km_self_copy()).
+ */
+static struct km_mirror *km_rooted(int fn, MPI_Comm comm, int root, int count,
+				   MPI_Datatype dt, int *kdt)
+{
+	struct km_mirror *m = km_find(comm);
+
+	if (!m) {
+		km_count_mpi(fn, KM_W_COMM);
+		return NULL;
+	}
+	if (root < 0 || root >= m->size) {
+		km_count_mpi(fn, KM_W_SHAPE);
+		return NULL;
+	}
+	return km_move(fn, comm, false, count, dt, count, dt, kdt);
+}
+
+static int km_issue_gather(const void *sbuf, int scount, MPI_Datatype sdt,
+			   void *rbuf, int rcount, MPI_Datatype rdt, int root,
+			   MPI_Comm comm, bool nb, struct km_req *r)
+{
+	int fn = KM_GATHER + (nb ? KM_NFN : 0), kdt;
+	bool is_root, in_place = sbuf == MPI_IN_PLACE;
+	struct km_mirror *m;
+	size_t es, block;
+	void *dst = rbuf;
+
+	if (in_place) {		/* only the root may say so */
+		scount = rcount;
+		sdt = rdt;
+	}
+	m = km_rooted(fn, comm, root, scount, sdt, &kdt);
+	if (!m)
+		return KM_PASS;
+	is_root = m->rank == root;
+	in_place = in_place && is_root;
+	km_req_init(r, m, KM_GATHER, nb);
+	es = coll_dtype_size(kdt);
+	block = (size_t)scount * es;
+	if (is_root && !in_place &&
+	    (km_dtype(rdt, false) < 0 || rcount < 0 ||
+	     (size_t)rcount * coll_dtype_size(km_dtype(rdt, false)) != block)) {
+		r->tmp = malloc(block * (size_t)m->size + 1);
+		if (!r->tmp)
+			return -ENOMEM;
+		dst = r->tmp;
+		r->u_dst = rbuf;
+		r->u_scount = scount * m->size;
+		r->u_sdt = sdt;
+		r->u_dcount = rcount * m->size;
+		r->u_ddt = rdt;
+	}
+	/* In place: the root's block already sits at its place in rbuf,
+	 * which is kcoll's in-place form too. */
+	if (in_place)
+		sbuf = (char *)rbuf + (size_t)root * block;
+	return coll_igather(sbuf, is_root ? dst : NULL, (size_t)scount, kdt,
+			    root, m->kc, &r->creq);
+}
+
+static int km_issue_scatter(const void *sbuf, int scount, MPI_Datatype sdt,
+			    void *rbuf, int rcount, MPI_Datatype rdt, int root,
+			    MPI_Comm comm, bool nb, struct km_req *r)
+{
+	int fn = KM_SCATTER + (nb ? KM_NFN : 0), kdt;
+	bool is_root, in_place = rbuf == MPI_IN_PLACE;
+	const void *src = sbuf;
+	struct km_mirror *m;
+	size_t es, block;
+
+	if (in_place) {		/* only the root may say so */
+		rcount = scount;
+		rdt = sdt;
+	}
+	m = km_rooted(fn, comm, root, rcount, rdt, &kdt);
+	if (!m)
+		return KM_PASS;
+	is_root = m->rank == root;
+	in_place = in_place && is_root;
+	km_req_init(r, m, KM_SCATTER, nb);
+	es = coll_dtype_size(kdt);
+	block = (size_t)rcount * es;
+	if (is_root && !in_place &&
+	    (km_dtype(sdt, false) < 0 || scount < 0 ||
+	     (size_t)scount * coll_dtype_size(km_dtype(sdt, false)) != block)) {
+		r->tmp = malloc(block * (size_t)m->size + 1);
+		if (!r->tmp)
+			return -ENOMEM;
+		if (km_self_copy(sbuf, scount * m->size, sdt, r->tmp,
+				 rcount * m->size, rdt) != MPI_SUCCESS)
+			return -EIO;
+		src = r->tmp;	/* freed once done; nothing to copy back */
+	}
+	if (in_place)
+		rbuf = (char *)sbuf + (size_t)root * block;
+	return coll_iscatter(is_root ? src : NULL, rbuf, (size_t)rcount, kdt,
+			     root, m->kc, &r->creq);
+}
+
 static int km_issue_barrier(MPI_Comm comm, bool nb, struct km_req *r)
 {
 	int fn = KM_BARRIER + (nb ? KM_NFN : 0);
@@ -689,6 +832,32 @@ int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype sdt, void *rbuf,
 	return km_block(&r, ret);
 }
 
+int MPI_Gather(const void *sbuf, int scount, MPI_Datatype sdt, void *rbuf,
+	       int rcount, MPI_Datatype rdt, int root, MPI_Comm comm)
+{
+	struct km_req r = { 0 };
+	int ret = km_issue_gather(sbuf, scount, sdt, rbuf, rcount, rdt, root,
+				  comm, false, &r);
+
+	if (ret == KM_PASS)
+		return PMPI_Gather(sbuf, scount, sdt, rbuf, rcount, rdt, root,
+				   comm);
+	return km_block(&r, ret);
+}
+
+int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype sdt, void *rbuf,
+		int rcount, MPI_Datatype rdt, int root, MPI_Comm comm)
+{
+	struct km_req r = { 0 };
+	int ret = km_issue_scatter(sbuf, scount, sdt, rbuf, rcount, rdt, root,
+				   comm, false, &r);
+
+	if (ret == KM_PASS)
+		return PMPI_Scatter(sbuf, scount, sdt, rbuf, rcount, rdt, root,
+				    comm);
+	return km_block(&r, ret);
+}
+
 int MPI_Barrier(MPI_Comm comm)
 {
 	struct km_req r = { 0 };
@@ -753,6 +922,7 @@ static int km_nb_start(struct km_req *r, int ret, MPI_Request *request)
 	int rc;
 
 	if (ret < 0) {
+		km_req_tmp_free(r);
 		rc = km_fail(r, ret);
 		free(r);
 		return rc;
@@ -881,6 +1051,26 @@ int MPI_Ialltoall(const void *sbuf, int scount, MPI_Datatype sdt, void *rbuf,
 				true, r),
 	      PMPI_Ialltoall(sbuf, scount, sdt, rbuf, rcount, rdt, comm,
 			     request));
+}
+
+int MPI_Igather(const void *sbuf, int scount, MPI_Datatype sdt, void *rbuf,
+		int rcount, MPI_Datatype rdt, int root, MPI_Comm comm,
+		MPI_Request *request)
+{
+	KM_NB(km_issue_gather(sbuf, scount, sdt, rbuf, rcount, rdt, root, comm,
+			      true, r),
+	      PMPI_Igather(sbuf, scount, sdt, rbuf, rcount, rdt, root, comm,
+			   request));
+}
+
+int MPI_Iscatter(const void *sbuf, int scount, MPI_Datatype sdt, void *rbuf,
+		 int rcount, MPI_Datatype rdt, int root, MPI_Comm comm,
+		 MPI_Request *request)
+{
+	KM_NB(km_issue_scatter(sbuf, scount, sdt, rbuf, rcount, rdt, root,
+			       comm, true, r),
+	      PMPI_Iscatter(sbuf, scount, sdt, rbuf, rcount, rdt, root, comm,
+			    request));
 }
 
 int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)

@@ -15,18 +15,19 @@
  *   -T        time budget per size in seconds (default 0 = none): the
  *             untimed runs are timed and the iteration count lowered so
  *             that the timed loop takes about this long (at least 1)
- *   -c        allreduce, allgather, reduce_scatter, bcast, alltoall or all
+ *   -c        allreduce, allgather, reduce_scatter, bcast, alltoall, gather,
+ *             scatter or all
  *   -C        check the results (default 1): one untimed run on fresh
  *             buffers before the others, every element compared,
  *             mismatches in #wrong
  *
  * Columns, per nccl-tests (doc/PERFORMANCE.md): size is the total buffer
- * in bytes (n*count*4 for allgather, reduce_scatter and alltoall);
- * algbw = size/time; busbw = algbw * factor with the factor 2(n-1)/n for
- * allreduce, (n-1)/n for allgather, reduce_scatter and alltoall, 1 for
- * bcast; count is size/4, as nccl-tests prints it. time is the slowest
+ * in bytes (n*count*4 for allgather, reduce_scatter, alltoall, gather and
+ * scatter); algbw = size/time; busbw = algbw * factor with the factor
+ * 2(n-1)/n for allreduce, (n-1)/n for the others but bcast, 1 for bcast; count is size/4, as nccl-tests prints it. time is the slowest
  * rank's mean time per operation.
- * The type is always float (fp32), the redop sum, the bcast root 0.
+ * The type is always float (fp32), the redop sum, the root (bcast,
+ * gather, scatter) 0.
  *
  * Two CPU columns: the CPU time (getrusage user+sys of each process, all
  * its threads, summed over all ranks) spent in the timed loop, as
@@ -50,7 +51,10 @@
 
 #include "bench-util.h"
 
-enum coll { C_ALLREDUCE, C_ALLGATHER, C_REDUCE_SCATTER, C_BCAST, C_ALLTOALL, C_LAST };
+enum coll {
+	C_ALLREDUCE, C_ALLGATHER, C_REDUCE_SCATTER, C_BCAST, C_ALLTOALL,
+	C_GATHER, C_SCATTER, C_LAST
+};
 
 static const char *const coll_name[C_LAST] = {
 	[C_ALLREDUCE] = "allreduce",
@@ -58,6 +62,8 @@ static const char *const coll_name[C_LAST] = {
 	[C_REDUCE_SCATTER] = "reduce_scatter",
 	[C_BCAST] = "bcast",
 	[C_ALLTOALL] = "alltoall",
+	[C_GATHER] = "gather",
+	[C_SCATTER] = "scatter",
 };
 
 static int rank, nranks;
@@ -117,6 +123,9 @@ static void sizes_for(enum coll c, size_t count, size_t *send_n, size_t *recv_n)
 	case C_REDUCE_SCATTER: *send_n = n * count; *recv_n = count; break;
 	case C_BCAST: *send_n = count; *recv_n = 0; break;
 	case C_ALLTOALL: *send_n = n * count; *recv_n = n * count; break;
+	/* The root's n blocks; the others' buffers are as large, unused. */
+	case C_GATHER: *send_n = count; *recv_n = n * count; break;
+	case C_SCATTER: *send_n = n * count; *recv_n = count; break;
 	default: *send_n = *recv_n = 0;
 	}
 }
@@ -133,8 +142,14 @@ static void fill(enum coll c, struct bufs *b, size_t count)
 			b->send[i] = val(rank, i);
 		break;
 	case C_ALLGATHER:
+	case C_GATHER:
 		for (i = 0; i < count; i++)
 			b->send[i] = val(rank, i) + 100.0f * rank;
+		break;
+	case C_SCATTER:
+		for (j = 0; j < nranks; j++)
+			for (i = 0; i < count; i++)
+				b->send[j * count + i] = a2a_val(rank, j, i);
 		break;
 	case C_BCAST:
 		for (i = 0; i < count; i++)
@@ -181,6 +196,15 @@ static long long check(enum coll c, const struct bufs *b, size_t count)
 			for (i = 0; i < count; i++)
 				wrong += b->recv[j * count + i] != a2a_val(j, rank, i);
 		break;
+	case C_GATHER:
+		for (j = 0; j < nranks && rank == 0; j++)
+			for (i = 0; i < count; i++)
+				wrong += b->recv[j * count + i] != val(j, i) + 100.0f * j;
+		break;
+	case C_SCATTER:
+		for (i = 0; i < count; i++)
+			wrong += b->recv[i] != a2a_val(0, rank, i);
+		break;
 	default:
 		break;
 	}
@@ -209,6 +233,14 @@ static void run_once(enum coll c, struct bufs *b, size_t count)
 	case C_ALLTOALL:
 		rc = MPI_Alltoall(b->send, count, MPI_FLOAT, b->recv, count, MPI_FLOAT,
 				  MPI_COMM_WORLD);
+		break;
+	case C_GATHER:
+		rc = MPI_Gather(b->send, count, MPI_FLOAT, b->recv, count, MPI_FLOAT, 0,
+				MPI_COMM_WORLD);
+		break;
+	case C_SCATTER:
+		rc = MPI_Scatter(b->send, count, MPI_FLOAT, b->recv, count, MPI_FLOAT, 0,
+				 MPI_COMM_WORLD);
 		break;
 	default:
 		break;
@@ -333,7 +365,7 @@ static long long bench(enum coll c, const struct opts *o)
 			printf("  %10zu %12zu %6s %6s %5d %11.1f %11.6f %11.6f %7lld %6d %10.4g %6.2f %10.4g\n",
 			       bytes, bytes / sizeof(float),
 			       "float", c == C_ALLREDUCE || c == C_REDUCE_SCATTER ? "sum" : "none",
-			       c == C_BCAST ? 0 : -1, us, algbw, algbw * bus_factor(c),
+			       c == C_BCAST || c == C_GATHER || c == C_SCATTER ? 0 : -1, us, algbw, algbw * bus_factor(c),
 			       o->check ? wrong_sum : -1LL, iters, cpu_sum / (bus / 1e9),
 			       cpu_sum / tmax, node_sum / (bus / 1e9));
 			fflush(stdout);

@@ -72,9 +72,32 @@ def run(comm, name):
         a2a = np.zeros(n * s, dtype=dt)
         comm.Alltoall(data(r, dt, 6, n * s), a2a)
         take(f"{name} alltoall {dt.__name__}", a2a)
+        root = (s - 1) // 2
+        ga = np.zeros(n * s, dtype=dt) if r == root else None
+        comm.Gather(data(r, dt, 13), ga, root=root)
+        if r == root:
+            take(f"{name} gather {dt.__name__}", ga)
+            gi = np.zeros(n * s, dtype=dt)
+            gi[r * n:(r + 1) * n] = data(r, dt, 14)
+            comm.Gather(MPI.IN_PLACE, gi, root=root)
+            take(f"{name} gather in place {dt.__name__}", gi)
+        else:
+            comm.Gather(data(r, dt, 14), None, root=root)
+        sc = np.zeros(n, dtype=dt)
+        comm.Scatter(data(r, dt, 15, n * s) if r == root else None, sc,
+                     root=root)
+        take(f"{name} scatter {dt.__name__}", sc)
+        if r == root:
+            si = data(r, dt, 16, n * s)
+            comm.Scatter(si, MPI.IN_PLACE, root=root)
+            take(f"{name} scatter in place {dt.__name__}", si)
+        else:
+            so = np.zeros(n, dtype=dt)
+            comm.Scatter(None, so, root=root)
+            take(f"{name} scatter in place {dt.__name__}", so)
     comm.Barrier()
     # Non-blocking forms, completed by Wait, Waitall, Test, Waitany over
-    # a mix with a request MPI keeps (Igather). Every buffer stays
+    # a mix with a request MPI keeps (an Iallgather of mixed types). Every buffer stays
     # referenced until its request completed, as MPI requires (a
     # temporary freed at once would be read by the operation after free:
     # Open MPI copies small sends at the call and hides that, kcoll reads
@@ -90,33 +113,38 @@ def run(comm, name):
     d = np.zeros(n, dtype=dt)
     e = np.zeros(n * s, dtype=dt)
     f = np.zeros(n, dtype=dt)
+    ig = np.zeros(n * s, dtype=dt) if r == s - 1 else None
+    isc = np.zeros(n, dtype=dt)
     sends = [data(r, dt, 8), data(r, dt, 9, n * s), data(r, dt, 10, n * s),
-             data(r, dt, 11)]
+             data(r, dt, 11), data(r, dt, 17), data(r, dt, 18, n * s)]
     qs = [comm.Ibcast(b, root=0), comm.Iallgather(sends[0], c),
           comm.Ireduce_scatter_block(sends[1], d, op=MPI.MAX),
           comm.Ialltoall(sends[2], e),
-          comm.Ireduce(sends[3], f, op=MPI.MIN, root=0)]
+          comm.Ireduce(sends[3], f, op=MPI.MIN, root=0),
+          comm.Igather(sends[4], ig, root=s - 1),
+          comm.Iscatter(sends[5] if r == s - 1 else None, isc, root=s - 1)]
     MPI.Request.Waitall(qs)
     for tag, arr in (("ibcast", b), ("iallgather", c), ("ireduce_scatter_block", d),
-                     ("ialltoall", e)):
+                     ("ialltoall", e), ("iscatter", isc)):
         take(f"{name} {tag}", arr)
     if r == 0:
         take(f"{name} ireduce", f)
+    if r == s - 1:
+        take(f"{name} igather", ig)
     q = comm.Ibarrier()
     while not q.Test():
         pass
-    g = np.zeros(n * s, dtype=dt) if r == 0 else None
+    g = np.zeros(4 * n * s, dtype=np.uint8)
     sg = data(r, dt, 12)
     mixed = [comm.Iallreduce(MPI.IN_PLACE, a, op=MPI.MAX),
-             comm.Igather(sg, g, root=0)]
+             comm.Iallgather([sg, MPI.INT], [g, MPI.BYTE])]
     while True:
         i = MPI.Request.Waitany(mixed)
         if i == MPI.UNDEFINED:
             break
     take(f"{name} waitany", a)
-    if r == 0:
-        take(f"{name} igather", g)
-    # Left to MPI: a user-defined op, a rooted gather, mixed types.
+    take(f"{name} iallgather int->byte", g)
+    # Left to MPI: a user-defined op, an allgather of mixed types.
     mine = MPI.Op.Create(lambda a, b, t: np.maximum(
         np.frombuffer(a, dtype=np.int32), np.frombuffer(b, dtype=np.int32),
         out=np.frombuffer(b, dtype=np.int32)), commute=True)
@@ -124,10 +152,24 @@ def run(comm, name):
     comm.Allreduce(data(r, np.int32), u, op=mine)
     mine.Free()
     take(f"{name} user op", u)
-    g = np.zeros(n * s, dtype=np.int32) if r == 0 else None
-    comm.Gather(data(r, np.int32), g, root=0)
+    # A root whose own pair differs: bytes (the same layout), then a
+    # derived type (converted by MPI on the root).
+    g = np.zeros(4 * n * s, dtype=np.uint8) if r == 0 else None
+    comm.Gather([data(r, np.int32), MPI.INT], [g, MPI.BYTE] if r == 0 else None,
+                root=0)
     if r == 0:
-        take(f"{name} gather", g)
+        take(f"{name} gather int->byte", g)
+    blk = MPI.INT.Create_contiguous(n).Commit()
+    g = np.zeros(n * s, dtype=np.int32) if r == 0 else None
+    comm.Gather([data(r, np.int32, 19), MPI.INT], [g, blk] if r == 0 else None,
+                root=0)
+    if r == 0:
+        take(f"{name} gather into a derived type", g)
+    x = np.zeros(n, dtype=np.int32)
+    comm.Scatter([data(r, np.int32, 20, n * s), blk] if r == s - 1 else None,
+                 [x, MPI.INT], root=s - 1)
+    take(f"{name} scatter from a derived type", x)
+    blk.Free()
     mix = np.zeros(4 * n * s, dtype=np.uint8)
     comm.Allgather([data(r, np.int32), MPI.INT], [mix, MPI.BYTE])
     take(f"{name} allgather int->byte", mix)
