@@ -261,9 +261,26 @@ u64 kcoll_cost_ns(const struct kcoll_cost *c, u32 opcode, u8 algo,
 	case KCOLL_OP_BARRIER:
 		return kcoll_steps_ns(c, lc, 0, false);
 	case KCOLL_OP_GATHER:
-	case KCOLL_OP_SCATTER:
-		/* The root's n-1 blocks, one after the other. */
-		return kcoll_steps_ns(c, n - 1, bytes, false);
+	case KCOLL_OP_SCATTER: {
+		u64 t;
+		u32 k;
+
+		/* Direct: the root's n-1 blocks, one after the other. */
+		if (algo == KCOLL_ALGO_DIRECT)
+			return kcoll_steps_ns(c, n - 1, bytes, false);
+		/* Binomial: step k moves up to 2^k blocks 2^k ranks apart,
+		 * and the root copies its n-1 blocks through its scratch. */
+		t = kcoll_sat_add(kcoll_sat_mul(2, c->copy_ns),
+				  kcoll_ps(kcoll_sat_mul(n - 1, bytes),
+					   c->copy_ps));
+		for (k = 0; k < lc; k++) {
+			u32 d = 1U << k, blocks = n - d < d ? n - d : d;
+
+			t = kcoll_sat_add(t, kcoll_step_ns(c, k,
+					  kcoll_sat_mul(blocks, bytes), false));
+		}
+		return t;
+	}
 	default:	/* SEND, RECV */
 		return kcoll_phase_ns(c, bytes, false);
 	}

@@ -35,8 +35,12 @@
  *  GATHER          direct: phase k-1, k = 1..n-1, the root receives the
  *                  block of rank root+k, which sends it then: n-1 (the
  *                  root's own block's copy rides in the first one)
+ *                  binomial: subtrees' blocks up the tree, the root's
+ *                  two copies out of its scratch: Lc + 2
  *  SCATTER         direct: phase k-1 the root sends rank root+k its
  *                  block: n-1 (likewise)
+ *                  binomial: the root's two copies into its scratch,
+ *                  then down the tree: Lc + 2
  *  SEND / RECV     direct: 1 phase, one transfer (also with count 0)
  *  BARRIER         dissemination, empty tokens: Lc
  * A collective with count 0 has no phase; with n == 1 it has at most one
@@ -465,6 +469,13 @@ static u32 kcoll_nph_log2x2(const struct kcoll_sched_args *a,
 	return 2 * kcoll_ceil_log2(a->nranks);
 }
 
+static u32 kcoll_nph_log2p2(const struct kcoll_sched_args *a,
+			    const struct kcoll_fold *f)
+{
+	(void)f;
+	return kcoll_ceil_log2(a->nranks) + 2;
+}
+
 static u32 kcoll_nph_bruck(const struct kcoll_sched_args *a,
 			   const struct kcoll_fold *f)
 {
@@ -621,9 +632,13 @@ static const struct kcoll_coll_def {
 		{ KCOLL_ALGO_DISSEMINATION, kcoll_nph_log2,
 		  kcoll_sched_barrier, NULL }) },
 	[KCOLL_OP_GATHER] = { KCOLL_ALGOS(
-		{ KCOLL_ALGO_DIRECT, kcoll_nph_n1, kcoll_sched_gather, NULL }) },
+		{ KCOLL_ALGO_DIRECT, kcoll_nph_n1, kcoll_sched_gather, NULL },
+		{ KCOLL_ALGO_BINOMIAL, kcoll_nph_log2p2,
+		  kcoll_sched_gather_binomial, kcoll_sched_tmp_gs_binomial }) },
 	[KCOLL_OP_SCATTER] = { KCOLL_ALGOS(
-		{ KCOLL_ALGO_DIRECT, kcoll_nph_n1, kcoll_sched_scatter, NULL }) },
+		{ KCOLL_ALGO_DIRECT, kcoll_nph_n1, kcoll_sched_scatter, NULL },
+		{ KCOLL_ALGO_BINOMIAL, kcoll_nph_log2p2,
+		  kcoll_sched_scatter_binomial, kcoll_sched_tmp_gs_binomial }) },
 };
 
 /* @algo's row for @opcode (not DEFAULT), or NULL if it has none. */

@@ -160,5 +160,10 @@ void kcoll_sched_binomial(const struct kcoll_sched_args *a, u32 idx,
 void kcoll_sched_alltoall_bruck(const struct kcoll_sched_args *a,
 				u32 idx, struct kcoll_phase *p);
 u32 kcoll_bruck_nph(u32 n);
+void kcoll_sched_gather_binomial(const struct kcoll_sched_args *a, u32 idx,
+				 struct kcoll_phase *p);
+void kcoll_sched_scatter_binomial(const struct kcoll_sched_args *a, u32 idx,
+				  struct kcoll_phase *p);
+u64 kcoll_sched_tmp_gs_binomial(const struct kcoll_sched_args *a);
 
 #endif /* KCOLL_SCHED_INT_H */

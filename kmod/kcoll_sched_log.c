@@ -488,6 +488,145 @@ void kcoll_sched_binomial(const struct kcoll_sched_args *a, u32 idx,
 }
 
 /*
+ * GATHER and SCATTER, binomial: Lc + 2 phases. With v = rank - root (mod
+ * n), rank v's subtree is the ranks [v, v + sz(v)), sz(v) = min(lowbit(v),
+ * n - v) (the root's: all n). The blocks of a subtree travel together, in
+ * v order: in a scratch of its root (TMP, block j of rank v + j at j), but
+ * where the subtree is one rank, which uses its own buffer.
+ *
+ * GATHER: step k (phase k, d = 2^k): a rank with v mod 2d == d sends its
+ * subtree's blocks to v - d, which receives them at block d of its
+ * scratch. The root's scratch holds the blocks of v = 1..n-1 at v - 1 (at
+ * root 0, RECV itself stands for it, block v at v); phases Lc and Lc + 1
+ * copy its two halves into RECV, where v wraps past rank n-1. A rank
+ * with children copies its own block to scratch block 0 in phase 0.
+ *
+ * SCATTER runs it backwards: phases 0 and 1 copy the root's SEND into its
+ * scratch in v order (root 0: none); step i (phase 2 + i, d = 2^(Lc-1-i))
+ * a rank with v mod 2d == 0 and v + d < n sends blocks [v + d, v + d +
+ * sz(v + d)) to v + d, which receives them into its scratch (straight
+ * into RECV if sz is 1) and copies its own block from there to RECV in
+ * the next phase. The root copies its own block (out of place) in phase
+ * 0 of a gather, phase 2 of a scatter.
+ */
+static u32 kcoll_gs_sz(u32 n, u32 v)
+{
+	u32 low = v & -v;
+
+	return n - v < low ? n - v : low;
+}
+
+/* Where relative block @b (1..n-1) sits at the root: RECV (root 0) or
+ * TMP. */
+static void kcoll_gs_root_at(const struct kcoll_sched_args *a, u8 ubuf,
+			     u32 b, u8 *buf, u64 *off)
+{
+	*buf = a->root ? KCOLL_SBUF_TMP : ubuf;
+	*off = (u64)(a->root ? b - 1 : b) * a->count;
+}
+
+void kcoll_sched_gather_binomial(const struct kcoll_sched_args *a, u32 idx,
+				 struct kcoll_phase *p)
+{
+	u32 n = a->nranks, v = kcoll_rank_sub(a->rank, a->root, n);
+	u32 lc = kcoll_ceil_log2(n), d = 1U << idx;
+	u64 c = a->count, tail = n - a->root;	/* relative 0 .. tail-1 */
+	u8 buf;
+	u64 off;
+
+	if (idx >= lc) {	/* the root's scratch into RECV */
+		if (v || !a->root)
+			return;
+		if (idx == lc)
+			kcoll_ph_copy(p, KCOLL_SBUF_TMP, 0, KCOLL_SBUF_RECV,
+				      (u64)(a->root + 1) * c, (tail - 1) * c);
+		else
+			kcoll_ph_copy(p, KCOLL_SBUF_TMP, (tail - 1) * c,
+				      KCOLL_SBUF_RECV, 0, (u64)a->root * c);
+		return;
+	}
+	if (idx == 0 && !v && !kcoll_sched_in_place(a))
+		kcoll_ph_copy(p, KCOLL_SBUF_SEND, 0, KCOLL_SBUF_RECV,
+			      (u64)a->root * c, c);
+	else if (idx == 0 && v && kcoll_gs_sz(n, v) > 1)
+		kcoll_ph_copy(p, KCOLL_SBUF_SEND, 0, KCOLL_SBUF_TMP, 0, c);
+	if (v && (v & (2 * d - 1)) == d) {
+		u32 sz = kcoll_gs_sz(n, v);
+
+		kcoll_ph_send(p, kcoll_rank_sub(a->rank, d, n),
+			      sz > 1 ? KCOLL_SBUF_TMP : KCOLL_SBUF_SEND, 0,
+			      (u64)sz * c, false);
+	} else if (!(v & (2 * d - 1)) && v + d < n) {
+		u64 cnt = (u64)kcoll_gs_sz(n, v + d) * c;
+
+		if (v) {
+			buf = KCOLL_SBUF_TMP;
+			off = (u64)d * c;
+		} else {
+			kcoll_gs_root_at(a, KCOLL_SBUF_RECV, d, &buf, &off);
+		}
+		kcoll_ph_recv(p, kcoll_rank_add(a->rank, d, n), buf, off, cnt);
+	}
+}
+
+void kcoll_sched_scatter_binomial(const struct kcoll_sched_args *a, u32 idx,
+				  struct kcoll_phase *p)
+{
+	u32 n = a->nranks, v = kcoll_rank_sub(a->rank, a->root, n);
+	u32 lc = kcoll_ceil_log2(n), i, d;
+	u64 c = a->count, tail = n - a->root;
+	u8 buf;
+	u64 off;
+
+	if (idx < 2) {		/* the root's SEND into its scratch */
+		if (v || !a->root)
+			return;
+		if (idx == 0)
+			kcoll_ph_copy(p, KCOLL_SBUF_SEND, (u64)(a->root + 1) * c,
+				      KCOLL_SBUF_TMP, 0, (tail - 1) * c);
+		else
+			kcoll_ph_copy(p, KCOLL_SBUF_SEND, 0, KCOLL_SBUF_TMP,
+				      (tail - 1) * c, (u64)a->root * c);
+		return;
+	}
+	i = idx - 2;
+	d = 1U << (lc - 1 - i);
+	if (!v && i == 0 && !kcoll_sched_in_place(a))
+		kcoll_ph_copy(p, KCOLL_SBUF_SEND, (u64)a->root * c,
+			      KCOLL_SBUF_RECV, 0, c);
+	/* The step after a rank with children received its subtree. */
+	if (v && kcoll_gs_sz(n, v) > 1 && (v & -v) == 2 * d)
+		kcoll_ph_copy(p, KCOLL_SBUF_TMP, 0, KCOLL_SBUF_RECV, 0, c);
+	if (v && (v & (2 * d - 1)) == d) {
+		u32 sz = kcoll_gs_sz(n, v);
+
+		kcoll_ph_recv(p, kcoll_rank_sub(a->rank, d, n),
+			      sz > 1 ? KCOLL_SBUF_TMP : KCOLL_SBUF_RECV, 0,
+			      (u64)sz * c);
+	} else if (!(v & (2 * d - 1)) && v + d < n) {
+		u64 cnt = (u64)kcoll_gs_sz(n, v + d) * c;
+
+		if (v) {
+			buf = KCOLL_SBUF_TMP;
+			off = (u64)d * c;
+		} else {
+			kcoll_gs_root_at(a, KCOLL_SBUF_SEND, d, &buf, &off);
+		}
+		kcoll_ph_send(p, kcoll_rank_add(a->rank, d, n), buf, off, cnt,
+			      false);
+	}
+}
+
+u64 kcoll_sched_tmp_gs_binomial(const struct kcoll_sched_args *a)
+{
+	u32 n = a->nranks, v = kcoll_rank_sub(a->rank, a->root, n);
+
+	if (!v)
+		return a->root ? (u64)(n - 1) * a->count : 0;
+	return kcoll_gs_sz(n, v) > 1 ? (u64)kcoll_gs_sz(n, v) * a->count : 0;
+}
+
+/*
  * ALLTOALL, Bruck. TMP holds W (n blocks), P and Q (n/2 blocks each).
  * Phases 0 and 1 rotate the input into W: W[j] = block for rank r + j.
  * Step k (0 <= k < Lc) sends every W[j] with bit k of j set to rank r + 2^k

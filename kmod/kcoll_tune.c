@@ -258,6 +258,8 @@ KCOLL_FORCE_ATTR(broadcast, KCOLL_OP_BROADCAST);
 KCOLL_FORCE_ATTR(allgather, KCOLL_OP_ALLGATHER);
 KCOLL_FORCE_ATTR(reduce_scatter, KCOLL_OP_REDUCE_SCATTER);
 KCOLL_FORCE_ATTR(alltoall, KCOLL_OP_ALLTOALL);
+KCOLL_FORCE_ATTR(gather, KCOLL_OP_GATHER);
+KCOLL_FORCE_ATTR(scatter, KCOLL_OP_SCATTER);
 
 /* ---------------------------------------------------------------- */
 /* Size limits per algorithm (every collective it serves)            */
@@ -320,6 +322,8 @@ static struct attribute *kcoll_algo_attrs[] = {
 	&kcoll_force_attr_allgather.attr.attr,
 	&kcoll_force_attr_reduce_scatter.attr.attr,
 	&kcoll_force_attr_alltoall.attr.attr,
+	&kcoll_force_attr_gather.attr.attr,
+	&kcoll_force_attr_scatter.attr.attr,
 #define KCOLL_MAX_PTR(_name, _algo) &kcoll_max_attr_##_name.attr.attr,
 	KCOLL_TUNE_ALGOS(KCOLL_MAX_PTR)
 	NULL,

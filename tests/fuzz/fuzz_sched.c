@@ -85,7 +85,8 @@ static bool ref_algo_ok(u32 op, u8 algo)
 		return op == KCOLL_OP_ALLREDUCE || op == KCOLL_OP_ALLGATHER;
 	case KCOLL_ALGO_BINOMIAL:
 		return op == KCOLL_OP_BROADCAST || op == KCOLL_OP_REDUCE ||
-		       op == KCOLL_OP_ALLREDUCE;
+		       op == KCOLL_OP_ALLREDUCE || op == KCOLL_OP_GATHER ||
+		       op == KCOLL_OP_SCATTER;
 	case KCOLL_ALGO_RABENSEIFNER:
 		return op == KCOLL_OP_ALLREDUCE;
 	case KCOLL_ALGO_RECHALVING:

@@ -214,6 +214,10 @@ u32 expected_nphases(const struct kcoll_sched_args *a)
 	case KCOLL_ALGO_FARFIRST:	/* a block a phase */
 		return (1U << floor_log2(n)) - 1 + fold;
 	case KCOLL_ALGO_BINOMIAL:
+		/* GATHER, SCATTER: the tree and the root's two copies. */
+		if (a->opcode == KCOLL_OP_GATHER ||
+		    a->opcode == KCOLL_OP_SCATTER)
+			return ceil_log2(n) + 2;
 		/* ALLREDUCE: reduce, then broadcast; BROADCAST: the data,
 		 * then the confirmation tokens back up the tree. */
 		return ceil_log2(n) * (a->opcode == KCOLL_OP_REDUCE ? 1 : 2);
@@ -404,8 +408,11 @@ bool mop_init(struct mop *m, const struct spec *s, u32 r)
 		return false;
 	}
 	/* Scratch: at most 2*count, n*count for in-place pairwise alltoall
-	 * and halving reduce-scatter, 2*n*count for bruck. */
+	 * and halving reduce-scatter, 2*n*count for bruck, (n-1)*count for
+	 * binomial gather and scatter (the root's). */
 	if (m->len[KCOLL_SBUF_TMP] > 2 * s->count &&
+	    !((s->op == KCOLL_OP_GATHER || s->op == KCOLL_OP_SCATTER) &&
+	      m->len[KCOLL_SBUF_TMP] <= (u64)(s->n - 1) * s->count) &&
 	    !(s->op == KCOLL_OP_ALLTOALL && a->in_place &&
 	      m->len[KCOLL_SBUF_TMP] == (u64)s->n * s->count) &&
 	    !(s->algo == KCOLL_ALGO_RECHALVING &&

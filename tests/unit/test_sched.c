@@ -196,6 +196,10 @@ static u32 algos_for(u32 op, u8 *out)
 	case KCOLL_OP_ALLTOALL:
 		out[k++] = KCOLL_ALGO_BRUCK;
 		break;
+	case KCOLL_OP_GATHER:
+	case KCOLL_OP_SCATTER:
+		out[k++] = KCOLL_ALGO_BINOMIAL;
+		break;
 	default:
 		break;
 	}
@@ -348,6 +352,7 @@ static void test_large_n_algos(void)
 	static const u32 ops[] = {
 		KCOLL_OP_ALLREDUCE, KCOLL_OP_REDUCE, KCOLL_OP_BROADCAST,
 		KCOLL_OP_ALLGATHER, KCOLL_OP_REDUCE_SCATTER, KCOLL_OP_ALLTOALL,
+		KCOLL_OP_GATHER, KCOLL_OP_SCATTER,
 	};
 	u32 i, o, k, na, turn = 0;
 	u8 algos[8];
@@ -359,7 +364,9 @@ static void test_large_n_algos(void)
 			u32 op = ops[o];
 			bool nc = op == KCOLL_OP_ALLGATHER ||
 				  op == KCOLL_OP_REDUCE_SCATTER ||
-				  op == KCOLL_OP_ALLTOALL;
+				  op == KCOLL_OP_ALLTOALL ||
+				  op == KCOLL_OP_GATHER ||
+				  op == KCOLL_OP_SCATTER;
 			const u64 counts[] = { 1, nc ? 3 : n - 1,
 					       nc ? 2 : 3 * (u64)n + 5 };
 
