@@ -268,8 +268,10 @@ u64 kcoll_cost_ns(const struct kcoll_cost *c, u32 opcode, u8 algo,
 		/* Direct: the root's n-1 blocks, one after the other. */
 		if (algo == KCOLL_ALGO_DIRECT)
 			return kcoll_steps_ns(c, n - 1, bytes, false);
-		/* Binomial: step k moves up to 2^k blocks 2^k ranks apart,
-		 * and the root copies its n-1 blocks through its scratch. */
+		/*
+		 * Binomial: step k moves up to 2^k blocks 2^k ranks apart,
+		 * and the root copies its n-1 blocks through its scratch.
+		 */
 		t = kcoll_sat_add(kcoll_sat_mul(2, c->copy_ns),
 				  kcoll_ps(kcoll_sat_mul(n - 1, bytes),
 					   c->copy_ps));

@@ -516,8 +516,7 @@ static u32 kcoll_gs_sz(u32 n, u32 v)
 	return n - v < low ? n - v : low;
 }
 
-/* Where relative block @b (1..n-1) sits at the root: RECV (root 0) or
- * TMP. */
+/* Where relative block @b (1..n-1) sits at the root: RECV (root 0) or TMP. */
 static void kcoll_gs_root_at(const struct kcoll_sched_args *a, u8 ubuf,
 			     u32 b, u8 *buf, u64 *off)
 {
