@@ -15,18 +15,19 @@
 #      side by side ("perf" lines, interposer / Open MPI's own).
 #
 #   tests/vm/vmrun.sh -k KVER -n 2 -m 1536 -o OUT -t 1200 \
-#       [-a "[PPN] [quick] [colls=C,...]"] \
+#       [-a "[PPN] [quick] [colls=C+...]"] \
 #       tests/vm/scenarios/mpi-preload.sh
 . "$kcoll_top/tests/vm/guest-lib.sh"
 
 # Words of the argument: PPN (a number), "quick" (the benchmark at 8 B
 # only, with the library only, as make check runs it; the figures need
-# the full run), "colls=C,..." (the benchmark's collectives; all).
+# the full run), "colls=C+..." (the benchmark's collectives, '+' between
+# them: ',' stands for a space on the kernel command line; all).
 ppn=2 quick=0 colls=all
 for a in $KCOLL_ARG; do
 	case $a in
 	quick) quick=1 ;;
-	colls=*) colls=${a#colls=} ;;
+	colls=*) colls=${a#colls=} colls=${colls//+/,} ;;
 	*[!0-9]*) fail "bad argument '$a'" ;;
 	*) ppn=$a ;;
 	esac
