@@ -27,6 +27,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -44,6 +45,7 @@ struct km_mirror {
 	MPI_Comm comm;
 	coll_comm *kc;
 	int rank, size;
+	bool gs;		/* every rank's module has gather/scatter */
 };
 
 enum km_fn {
@@ -65,11 +67,12 @@ struct km_req;
 
 /* Why a call went to MPI. */
 enum km_why {
-	KM_W_COMM, KM_W_DTYPE, KM_W_OP, KM_W_SHAPE, KM_W_NWHY
+	KM_W_COMM, KM_W_DTYPE, KM_W_OP, KM_W_SHAPE, KM_W_OLD, KM_W_NWHY
 };
 
 static const char *const km_why_name[KM_W_NWHY] = {
 	"communicator not mirrored", "datatype", "reduction", "arguments",
+	"a kcoll module without it",
 };
 
 static struct {
@@ -103,6 +106,19 @@ static struct km_mirror *km_find(MPI_Comm comm)
 		}
 	pthread_mutex_unlock(&km.lock);
 	return r;
+}
+
+/* Does the loaded module have gather and scatter (an older one not)? */
+static bool km_local_gs(void)
+{
+	static int gs = -1;
+	struct kcoll_query q;
+
+	if (gs < 0)
+		gs = !coll_ring_query(-1, &q) &&
+		     (q.ops_supported >> KCOLL_OP_GATHER & 1) &&
+		     (q.ops_supported >> KCOLL_OP_SCATTER & 1);
+	return gs;
 }
 
 /* Can this process use kcoll at all? (The module is loaded.) */
@@ -159,7 +175,8 @@ static void km_mirror(MPI_Comm comm)
 	}
 	PMPI_Bcast(&id, (int)sizeof(id), MPI_BYTE, 0, comm);
 	err = coll_comm_init_rank(&kc, size, &id, rank);
-	ok = !err;
+	/* 2: this rank has gather and scatter too; all ranks must. */
+	ok = err ? 0 : km_local_gs() ? 2 : 1;
 	if (err && km.verbose)
 		fprintf(stderr, "kcoll-mpi: rank %d: coll_comm_init_rank: %s (%s)\n",
 			rank, coll_strerror(err), coll_last_error());
@@ -171,7 +188,7 @@ static void km_mirror(MPI_Comm comm)
 		return;
 	}
 	pthread_mutex_lock(&km.lock);
-	km.m[km.n++] = (struct km_mirror){ comm, kc, rank, size };
+	km.m[km.n++] = (struct km_mirror){ comm, kc, rank, size, all == 2 };
 	km.mirrored++;
 	pthread_mutex_unlock(&km.lock);
 }
@@ -377,13 +394,16 @@ struct km_req {
 	void *mv_dst;
 	const void *mv_src;
 	size_t mv_len;
-	/* A gather's or scatter's root whose other pair of arguments
-	 * differs in layout: kcoll's side goes through @tmp, converted by
-	 * MPI itself (km_self_copy()); after success, for a gather. */
-	void *tmp;
+	/* Gather and scatter move bytes: a side whose type is not one
+	 * contiguous kcoll type is packed into @tmp_s before the issue, or
+	 * received into @tmp and unpacked after success, @u_n blocks of
+	 * @u_block bytes into @u_dst, @u_stride bytes apart, each @u_count
+	 * of @u_dt. */
+	void *tmp_s, *tmp;
 	void *u_dst;
-	int u_scount, u_dcount;
-	MPI_Datatype u_sdt, u_ddt;
+	size_t u_block, u_stride;
+	int u_n, u_count;
+	MPI_Datatype u_dt;
 	struct km_req *next;	/* km.reqs */
 };
 
@@ -415,34 +435,50 @@ static void km_req_init(struct km_req *r, struct km_mirror *m, int fn,
 	r->fn = fn + (nb ? KM_NFN : 0);
 }
 
-/*
- * @scount elements of @sdt at @src to @dst as @dcount of @ddt, MPI's
- * own conversion (a message to oneself on MPI_COMM_SELF).
- */
-static int km_self_copy(const void *src, int scount, MPI_Datatype sdt,
-			void *dst, int dcount, MPI_Datatype ddt)
+/* @count of @dt at @buf to or from @bytes packed bytes (MPI_Pack on
+ * MPI_COMM_SELF: no message, so no receive of the program's can take
+ * it); false unless exactly @bytes moved. */
+static bool km_pack(const void *buf, int count, MPI_Datatype dt, void *out,
+		    size_t bytes)
 {
-	return PMPI_Sendrecv(src, scount, sdt, 0, 0x6b63, dst, dcount, ddt, 0,
-			     0x6b63, MPI_COMM_SELF, MPI_STATUS_IGNORE);
+	int pos = 0;
+
+	return bytes <= INT_MAX &&
+	       PMPI_Pack(buf, count, dt, out, (int)bytes, &pos,
+			 MPI_COMM_SELF) == MPI_SUCCESS && (size_t)pos == bytes;
+}
+
+static bool km_unpack(const void *in, size_t bytes, void *buf, int count,
+		      MPI_Datatype dt)
+{
+	int pos = 0;
+
+	return bytes <= INT_MAX &&
+	       PMPI_Unpack(in, (int)bytes, &pos, buf, count, dt,
+			   MPI_COMM_SELF) == MPI_SUCCESS && (size_t)pos == bytes;
 }
 
 static void km_req_tmp_free(struct km_req *r)
 {
+	free(r->tmp_s);
 	free(r->tmp);
-	r->tmp = NULL;
+	r->tmp_s = r->tmp = NULL;
 }
 
 /* What follows a completed operation: the block to move, the count. */
 static void km_req_done(struct km_req *r, int err)
 {
+	int i;
+
 	r->done = true;
 	r->err = err;
 	if (!err && r->mv_len)
 		memmove(r->mv_dst, r->mv_src, r->mv_len);
-	if (!err && r->tmp && r->u_dst &&
-	    km_self_copy(r->tmp, r->u_scount, r->u_sdt, r->u_dst, r->u_dcount,
-			 r->u_ddt) != MPI_SUCCESS)
-		r->err = err = -EIO;
+	for (i = 0; !err && r->tmp && i < r->u_n; i++)
+		if (!km_unpack((char *)r->tmp + (size_t)i * r->u_block,
+			       r->u_block, (char *)r->u_dst + i * r->u_stride,
+			       r->u_count, r->u_dt))
+			r->err = err = -EIO;
 	km_req_tmp_free(r);
 	if (!err)
 		__atomic_fetch_add(&km.kc[r->fn], 1, __ATOMIC_RELAXED);
@@ -459,8 +495,8 @@ static int km_block(struct km_req *r, int ret)
 	}
 	err = coll_wait(r->creq);
 	coll_request_free(r->creq);
-	km_req_done(r, err);
-	return err ? km_fail(r, err) : MPI_SUCCESS;
+	km_req_done(r, err);	/* may fail the unpacking */
+	return r->err ? km_fail(r, r->err) : MPI_SUCCESS;
 }
 
 /* Mirror, kcoll dtype and op for a reduction; NULL (counted) if it goes
@@ -641,110 +677,166 @@ static int km_issue_alltoall(const void *sbuf, int scount, MPI_Datatype sdt,
 }
 
 /*
- * Gather and scatter: every rank decides on the pair of arguments that
- * means the same on all ranks, the senders' (scount, sdt) of a gather,
- * the receivers' (rcount, rdt) of a scatter (at an in-place root, which
- * has none, its other pair), so that all take the same path. The root's
- * other pair may differ (MPI_INT sent, MPI_BYTE received): where it has
- * the same bytes kcoll uses it directly, else the root's side goes
- * through a buffer that MPI converts (km_self_copy()).
+ * Gather and scatter move bytes (kcoll's UINT8), so that whether a call
+ * goes to kcoll depends on nothing any one rank alone sees: the root's
+ * receive (gather) or send (scatter) arguments, which only it has, or
+ * the types ranks may choose differently for the same data. Every rank of
+ * a mirrored communicator takes the kcoll path; a block is @B bytes, from
+ * the pair that means the same everywhere (the senders' of a gather, the
+ * receivers' of a scatter; an in-place root has only the other). A side
+ * whose type is one contiguous kcoll type is used in place, any other
+ * (a derived type) is packed (unpacked) through a buffer by MPI_Pack.
  */
-static struct km_mirror *km_rooted(int fn, MPI_Comm comm, int root, int count,
-				   MPI_Datatype dt, int *kdt)
+static struct km_mirror *km_rooted(int fn, MPI_Comm comm, int root,
+				   int count, MPI_Datatype dt, size_t *B)
 {
 	struct km_mirror *m = km_find(comm);
+	int tsize;
 
 	if (!m) {
 		km_count_mpi(fn, KM_W_COMM);
 		return NULL;
 	}
-	if (root < 0 || root >= m->size) {
+	if (!m->gs) {
+		km_count_mpi(fn, KM_W_OLD);
+		return NULL;
+	}
+	if (root < 0 || root >= m->size || count < 0 ||
+	    PMPI_Type_size(dt, &tsize) != MPI_SUCCESS || tsize < 0) {
 		km_count_mpi(fn, KM_W_SHAPE);
 		return NULL;
 	}
-	return km_move(fn, comm, false, count, dt, count, dt, kdt);
+	*B = (size_t)count * (size_t)tsize;
+	return m;
+}
+
+/* Bytes between blocks of @count @dt (its extent times @count), or 0. */
+static size_t km_stride(int count, MPI_Datatype dt)
+{
+	MPI_Aint lb, extent;
+
+	if (PMPI_Type_get_extent(dt, &lb, &extent) != MPI_SUCCESS ||
+	    extent < 0)
+		return 0;
+	return (size_t)count * (size_t)extent;
+}
+
+/* Does @count of @dt lie in memory as @B bytes of one kcoll type? */
+static bool km_flat(int count, MPI_Datatype dt, size_t B)
+{
+	int kdt = km_dtype(dt, false);
+
+	return kdt >= 0 && count >= 0 &&
+	       (size_t)count * coll_dtype_size(kdt) == B;
 }
 
 static int km_issue_gather(const void *sbuf, int scount, MPI_Datatype sdt,
 			   void *rbuf, int rcount, MPI_Datatype rdt, int root,
 			   MPI_Comm comm, bool nb, struct km_req *r)
 {
-	int fn = KM_GATHER + (nb ? KM_NFN : 0), kdt;
-	bool is_root, in_place = sbuf == MPI_IN_PLACE;
+	int fn = KM_GATHER + (nb ? KM_NFN : 0);
+	bool in_place = sbuf == MPI_IN_PLACE, is_root;
+	const void *send = sbuf;
 	struct km_mirror *m;
-	size_t es, block;
-	void *dst = rbuf;
+	void *dst = NULL;
+	size_t B, stride;
 
-	if (in_place) {		/* only the root may say so */
-		scount = rcount;
-		sdt = rdt;
-	}
-	m = km_rooted(fn, comm, root, scount, sdt, &kdt);
+	m = in_place ? km_rooted(fn, comm, root, rcount, rdt, &B) :
+		       km_rooted(fn, comm, root, scount, sdt, &B);
 	if (!m)
 		return KM_PASS;
 	is_root = m->rank == root;
 	in_place = in_place && is_root;
 	km_req_init(r, m, KM_GATHER, nb);
-	es = coll_dtype_size(kdt);
-	block = (size_t)scount * es;
-	if (is_root && !in_place &&
-	    (km_dtype(rdt, false) < 0 || rcount < 0 ||
-	     (size_t)rcount * coll_dtype_size(km_dtype(rdt, false)) != block)) {
-		r->tmp = malloc(block * (size_t)m->size + 1);
-		if (!r->tmp)
+	if (!in_place && !km_flat(scount, sdt, B)) {
+		r->tmp_s = malloc(B + 1);
+		if (!r->tmp_s)
 			return -ENOMEM;
-		dst = r->tmp;
-		r->u_dst = rbuf;
-		r->u_scount = scount * m->size;
-		r->u_sdt = sdt;
-		r->u_dcount = rcount * m->size;
-		r->u_ddt = rdt;
+		if (!km_pack(sbuf, scount, sdt, r->tmp_s, B))
+			return -EIO;
+		send = r->tmp_s;
 	}
-	/* In place: the root's block already sits at its place in rbuf,
-	 * which is kcoll's in-place form too. */
-	if (in_place)
-		sbuf = (char *)rbuf + (size_t)root * block;
-	return coll_igather(sbuf, is_root ? dst : NULL, (size_t)scount, kdt,
-			    root, m->kc, &r->creq);
+	if (is_root) {
+		stride = km_stride(rcount, rdt);
+		if (km_flat(rcount, rdt, B)) {
+			dst = rbuf;
+		} else {
+			/* Also where the root's receive pair does not
+			 * hold B bytes a block: unpacking then fails
+			 * (-EIO), where a direct receive would overrun. */
+			r->tmp = malloc(B * (size_t)m->size + 1);
+			if (!r->tmp)
+				return -ENOMEM;
+			dst = r->tmp;
+			r->u_dst = rbuf;
+			r->u_block = B;
+			r->u_stride = stride;
+			r->u_n = m->size;
+			r->u_count = rcount;
+			r->u_dt = rdt;
+		}
+		/* In place: the root's own block is at its place in rbuf;
+		 * kcoll's in-place form wants it at its place in dst. */
+		if (in_place && dst != rbuf &&
+		    !km_pack((char *)rbuf + (size_t)root * stride, rcount, rdt,
+			     (char *)dst + (size_t)root * B, B))
+			return -EIO;
+		if (in_place)
+			send = (char *)dst + (size_t)root * B;
+	}
+	return coll_igather(send, dst, B, COLL_DTYPE_UINT8, root, m->kc,
+			    &r->creq);
 }
 
 static int km_issue_scatter(const void *sbuf, int scount, MPI_Datatype sdt,
 			    void *rbuf, int rcount, MPI_Datatype rdt, int root,
 			    MPI_Comm comm, bool nb, struct km_req *r)
 {
-	int fn = KM_SCATTER + (nb ? KM_NFN : 0), kdt;
-	bool is_root, in_place = rbuf == MPI_IN_PLACE;
-	const void *src = sbuf;
+	int fn = KM_SCATTER + (nb ? KM_NFN : 0), j;
+	bool in_place = rbuf == MPI_IN_PLACE, is_root;
+	const void *src = NULL;
 	struct km_mirror *m;
-	size_t es, block;
+	void *dst = rbuf;
+	size_t B, stride;
 
-	if (in_place) {		/* only the root may say so */
-		rcount = scount;
-		rdt = sdt;
-	}
-	m = km_rooted(fn, comm, root, rcount, rdt, &kdt);
+	m = in_place ? km_rooted(fn, comm, root, scount, sdt, &B) :
+		       km_rooted(fn, comm, root, rcount, rdt, &B);
 	if (!m)
 		return KM_PASS;
 	is_root = m->rank == root;
 	in_place = in_place && is_root;
 	km_req_init(r, m, KM_SCATTER, nb);
-	es = coll_dtype_size(kdt);
-	block = (size_t)rcount * es;
-	if (is_root && !in_place &&
-	    (km_dtype(sdt, false) < 0 || scount < 0 ||
-	     (size_t)scount * coll_dtype_size(km_dtype(sdt, false)) != block)) {
-		r->tmp = malloc(block * (size_t)m->size + 1);
+	if (is_root) {
+		src = sbuf;
+		if (!km_flat(scount, sdt, B)) {
+			stride = km_stride(scount, sdt);
+			r->tmp_s = malloc(B * (size_t)m->size + 1);
+			if (!r->tmp_s)
+				return -ENOMEM;
+			for (j = 0; j < m->size; j++)
+				if (!km_pack((const char *)sbuf + j * stride,
+					     scount, sdt,
+					     (char *)r->tmp_s + j * B, B))
+					return -EIO;
+			src = r->tmp_s;
+		}
+		/* In place: the root's own block stays where it is. */
+		if (in_place)
+			dst = (char *)src + (size_t)root * B;
+	}
+	if (!in_place && !km_flat(rcount, rdt, B)) {
+		r->tmp = malloc(B + 1);
 		if (!r->tmp)
 			return -ENOMEM;
-		if (km_self_copy(sbuf, scount * m->size, sdt, r->tmp,
-				 rcount * m->size, rdt) != MPI_SUCCESS)
-			return -EIO;
-		src = r->tmp;	/* freed once done; nothing to copy back */
+		dst = r->tmp;
+		r->u_dst = rbuf;
+		r->u_block = B;
+		r->u_n = 1;
+		r->u_count = rcount;
+		r->u_dt = rdt;
 	}
-	if (in_place)
-		rbuf = (char *)sbuf + (size_t)root * block;
-	return coll_iscatter(is_root ? src : NULL, rbuf, (size_t)rcount, kdt,
-			     root, m->kc, &r->creq);
+	return coll_iscatter(src, dst, B, COLL_DTYPE_UINT8, root, m->kc,
+			     &r->creq);
 }
 
 static int km_issue_barrier(MPI_Comm comm, bool nb, struct km_req *r)
@@ -976,8 +1068,8 @@ static bool km_nb_progress(MPI_Request req, bool wait)
 	if (!done)
 		return true;
 	km_req_done(r, err);
-	if (err)
-		km_fail(r, err);
+	if (r->err)
+		km_fail(r, r->err);
 	PMPI_Grequest_complete(r->mreq);
 	return false;
 }
