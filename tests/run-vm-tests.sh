@@ -163,7 +163,7 @@ for kver in "$@"; do
 		# backend (DDP beside Gloo, 2 x 2 ranks, a 3-rank subgroup, a
 		# rank that dies) and unmodified MPI programs through
 		# libkcoll-mpi.so (mpi4py and kcoll-mpibench, with and without).
-		scenario "$kver" torch 2 1200 "" 1536
+		scenario "$kver" torch 2 1200 "2 rounds=1" 1536
 		scenario "$kver" mpi-preload 2 1200 "quick" 1536
 		# kcollctl and kcolld against the module's netlink family (the
 		# selftests check the family itself on every kernel), beside

@@ -54,7 +54,7 @@ extern "C" {
 
 /* Version of the library API described by this header. */
 #define COLL_VERSION_MAJOR	0
-#define COLL_VERSION_MINOR	2
+#define COLL_VERSION_MINOR	3
 
 /* Environment variable that overrides the device path. */
 #define COLL_DEVICE_ENV		"KCOLL_DEVICE"
@@ -996,7 +996,8 @@ COLL_API int coll_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
 			    coll_dtype dtype, coll_comm *comm,
 			    coll_request **req);
 
-/* Since libcoll 0.7; -EOPNOTSUPP (named) where the module is older. */
+/* Since libcoll 0.3 (symbol version KCOLL_0.7); -EOPNOTSUPP (named) where
+ * the loaded module is older. */
 COLL_API int coll_gather(const void *sendbuf, void *recvbuf,
 			 size_t sendcount, coll_dtype dtype, int root,
 			 coll_comm *comm);

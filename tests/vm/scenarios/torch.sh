@@ -8,13 +8,21 @@
 # dies and the others must raise naming it. Needs Debian's python3-torch (the guest
 # runs the host's root filesystem) and `make torch`.
 #
-#   tests/vm/vmrun.sh -k KVER -n 2 -m 2048 -o OUT -t 1200 [-a PER_VM] \
-#       tests/vm/scenarios/torch.sh
+#   tests/vm/vmrun.sh -k KVER -n 2 -m 2048 -o OUT -t 1200 \
+#       [-a "PER_VM [rounds=N]"] tests/vm/scenarios/torch.sh
+# rounds=N: the DDP timing's interleaved rounds (the test's default, 3,
+# for figures; make check runs 1: its timing is informative only).
 . "$kcoll_top/tests/vm/guest-lib.sh"
 
 # shellcheck disable=SC2086
 set -- $KCOLL_ARG
 per=${1:-2}
+for a in "${@:2}"; do
+	case $a in
+	rounds=*) export KCOLL_TORCH_ROUNDS=${a#rounds=} ;;
+	*) fail "unknown scenario argument '$a'" ;;
+	esac
+done
 PY=/usr/bin/python3
 TEST=$KCOLL_TOP/tests/torch/kcoll_torch_test.py
 world=$((per * kcoll_nvms))
