@@ -116,8 +116,9 @@ bg_wait() {
 # odd counts, one 1M-element and one 16 MiB case per collective, and the
 # negative tests. "skew": the two VMs advertise different cost models
 # (coll.sh), which each communicator must reconcile into one. "dmabuf=":
-# the quick matrix again (four dtypes) with every buffer a dma-buf that
-# kcoll imports (vgem's), on the first kernel. "gpu=": stream-ordered
+# the quick matrix again (four dtypes, its 1M-element cases but not the
+# 16 MiB ones) with every buffer a dma-buf that kcoll imports (vgem's), on
+# the first kernel. "gpu=": stream-ordered
 # collectives on GPU memory through the STAND-IN CUDA driver (its device
 # memory dma-bufs of that exporter): the quick matrix and the failures
 # while streams wait (coll.sh), on the first kernel. On the others the
