@@ -516,12 +516,22 @@ static u32 kcoll_gs_sz(u32 n, u32 v)
 	return n - v < low ? n - v : low;
 }
 
-/* Where relative block @b (1..n-1) sits at the root: RECV (root 0) or TMP. */
-static void kcoll_gs_root_at(const struct kcoll_sched_args *a, u8 ubuf,
-			     u32 b, u8 *buf, u64 *off)
+/*
+ * Does rank @v have a child @v + @d in the step of distance @d? Then the
+ * child's subtree's elements (returned, else 0) sit in *@buf at *@off on
+ * @v: its scratch at block d, or at the root block d - 1 of its scratch
+ * (root 0: @ubuf, the user's buffer, at block d).
+ */
+static u64 kcoll_gs_child(const struct kcoll_sched_args *a, u32 v, u32 d,
+			  u8 ubuf, u8 *buf, u64 *off)
 {
-	*buf = a->root ? KCOLL_SBUF_TMP : ubuf;
-	*off = (u64)(a->root ? b - 1 : b) * a->count;
+	u32 n = a->nranks;
+
+	if ((v & (2 * d - 1)) || v + d >= n)
+		return 0;
+	*buf = v || a->root ? KCOLL_SBUF_TMP : ubuf;
+	*off = (u64)(v || !a->root ? d : d - 1) * a->count;
+	return (u64)kcoll_gs_sz(n, v + d) * a->count;
 }
 
 void kcoll_sched_gather_binomial(const struct kcoll_sched_args *a, u32 idx,
@@ -530,8 +540,8 @@ void kcoll_sched_gather_binomial(const struct kcoll_sched_args *a, u32 idx,
 	u32 n = a->nranks, v = kcoll_rank_sub(a->rank, a->root, n);
 	u32 lc = kcoll_ceil_log2(n), d = 1U << idx;
 	u64 c = a->count, tail = n - a->root;	/* relative 0 .. tail-1 */
+	u64 off, cnt;
 	u8 buf;
-	u64 off;
 
 	if (idx >= lc) {	/* the root's scratch into RECV */
 		if (v || !a->root)
@@ -555,16 +565,11 @@ void kcoll_sched_gather_binomial(const struct kcoll_sched_args *a, u32 idx,
 		kcoll_ph_send(p, kcoll_rank_sub(a->rank, d, n),
 			      sz > 1 ? KCOLL_SBUF_TMP : KCOLL_SBUF_SEND, 0,
 			      (u64)sz * c, false);
-	} else if (!(v & (2 * d - 1)) && v + d < n) {
-		u64 cnt = (u64)kcoll_gs_sz(n, v + d) * c;
-
-		if (v) {
-			buf = KCOLL_SBUF_TMP;
-			off = (u64)d * c;
-		} else {
-			kcoll_gs_root_at(a, KCOLL_SBUF_RECV, d, &buf, &off);
-		}
-		kcoll_ph_recv(p, kcoll_rank_add(a->rank, d, n), buf, off, cnt);
+	} else {
+		cnt = kcoll_gs_child(a, v, d, KCOLL_SBUF_RECV, &buf, &off);
+		if (cnt)
+			kcoll_ph_recv(p, kcoll_rank_add(a->rank, d, n), buf,
+				      off, cnt);
 	}
 }
 
@@ -574,8 +579,8 @@ void kcoll_sched_scatter_binomial(const struct kcoll_sched_args *a, u32 idx,
 	u32 n = a->nranks, v = kcoll_rank_sub(a->rank, a->root, n);
 	u32 lc = kcoll_ceil_log2(n), i, d;
 	u64 c = a->count, tail = n - a->root;
+	u64 off, cnt;
 	u8 buf;
-	u64 off;
 
 	if (idx < 2) {		/* the root's SEND into its scratch */
 		if (v || !a->root)
@@ -602,17 +607,11 @@ void kcoll_sched_scatter_binomial(const struct kcoll_sched_args *a, u32 idx,
 		kcoll_ph_recv(p, kcoll_rank_sub(a->rank, d, n),
 			      sz > 1 ? KCOLL_SBUF_TMP : KCOLL_SBUF_RECV, 0,
 			      (u64)sz * c);
-	} else if (!(v & (2 * d - 1)) && v + d < n) {
-		u64 cnt = (u64)kcoll_gs_sz(n, v + d) * c;
-
-		if (v) {
-			buf = KCOLL_SBUF_TMP;
-			off = (u64)d * c;
-		} else {
-			kcoll_gs_root_at(a, KCOLL_SBUF_SEND, d, &buf, &off);
-		}
-		kcoll_ph_send(p, kcoll_rank_add(a->rank, d, n), buf, off, cnt,
-			      false);
+	} else {
+		cnt = kcoll_gs_child(a, v, d, KCOLL_SBUF_SEND, &buf, &off);
+		if (cnt)
+			kcoll_ph_send(p, kcoll_rank_add(a->rank, d, n), buf,
+				      off, cnt, false);
 	}
 }
 
