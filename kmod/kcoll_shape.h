@@ -158,6 +158,15 @@ static inline const struct kcoll_shape *kcoll_shape(unsigned int opcode)
 	return &kcoll_shapes[opcode];
 }
 
+/* Whether a buffer of shape @elems is read or written on rank @rank. */
+static inline int kcoll_shape_used(unsigned int elems, unsigned int rank,
+				   unsigned int root)
+{
+	if (elems == KCOLL_ELEMS_ROOT || elems == KCOLL_ELEMS_ROOT_ALL)
+		return rank == root;
+	return elems != KCOLL_ELEMS_NONE;
+}
+
 /*
  * Elements of a buffer of shape @elems on rank @rank (@root the root) of
  * @nranks for an SQE count of @count, in *@out. 0, or -EOVERFLOW.
@@ -167,36 +176,23 @@ static inline int kcoll_shape_count(unsigned int elems, unsigned int rank,
 				    unsigned long long count,
 				    unsigned long long *out)
 {
+	*out = 0;
+	if (!kcoll_shape_used(elems, rank, root))
+		return 0;
 	switch (elems) {
 	case KCOLL_ELEMS_ONE:
-		*out = count;
-		return 0;
 	case KCOLL_ELEMS_ROOT:
-		*out = rank == root ? count : 0;
+		*out = count;
 		return 0;
 	case KCOLL_ELEMS_ALL:
 	case KCOLL_ELEMS_ROOT_ALL:
-		if (elems == KCOLL_ELEMS_ROOT_ALL && rank != root) {
-			*out = 0;
-			return 0;
-		}
 		if (nranks && count > ~0ULL / nranks)
 			return -EOVERFLOW;
 		*out = count * nranks;
 		return 0;
 	default:
-		*out = 0;
 		return 0;
 	}
-}
-
-/* Whether a buffer of shape @elems is read or written on rank @rank. */
-static inline int kcoll_shape_used(unsigned int elems, unsigned int rank,
-				   unsigned int root)
-{
-	if (elems == KCOLL_ELEMS_ROOT || elems == KCOLL_ELEMS_ROOT_ALL)
-		return rank == root;
-	return elems != KCOLL_ELEMS_NONE;
 }
 
 /*
