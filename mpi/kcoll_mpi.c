@@ -28,6 +28,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -193,6 +194,22 @@ static void km_mirror(MPI_Comm comm)
 	pthread_mutex_unlock(&km.lock);
 }
 
+/* Append to @line (@size bytes, @o used); what does not fit is cut. */
+static __attribute__((format(printf, 4, 5)))
+void km_append(char *line, size_t size, size_t *o, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	if (*o + 1 >= size)
+		return;
+	va_start(ap, fmt);
+	k = vsnprintf(line + *o, size - *o, fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		*o = *o + (size_t)k < size ? *o + (size_t)k : size - 1;
+}
+
 static void km_unmirror(MPI_Comm comm)
 {
 	coll_comm *kc = NULL;
@@ -247,12 +264,10 @@ int MPI_Finalize(void)
 	PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	if (km.stats) {
 		char line[4096];
-		int o;
-/* What is left of line[] after @o characters (0 once it is full). */
-#define KM_LEFT(o) ((o) < (int)sizeof(line) ? sizeof(line) - (size_t)(o) : 0)
+		size_t o = 0;
 
-		o = snprintf(line, sizeof(line), "kcoll-mpi: rank %d: %lu communicator(s) mirrored, %lu not;",
-			     rank, km.mirrored, km.refused);
+		km_append(line, sizeof(line), &o, "kcoll-mpi: rank %d: %lu communicator(s) mirrored, %lu not;",
+			  rank, km.mirrored, km.refused);
 		for (i = 0; i < 2 * KM_NFN; i++) {
 			unsigned long m = 0;
 
@@ -260,18 +275,15 @@ int MPI_Finalize(void)
 				m += km.mpi[i][w];
 			if (!km.kc[i] && !m)
 				continue;
-			o += snprintf(line + o, KM_LEFT(o), " %s %lu kcoll%s, %lu mpi",
-				      km_fn_name[i], km.kc[i],
-				      km.err[i] ? " (some failed)" : "", m);
+			km_append(line, sizeof(line), &o, " %s %lu kcoll%s, %lu mpi",
+				  km_fn_name[i], km.kc[i],
+				  km.err[i] ? " (some failed)" : "", m);
 			for (w = 0; w < KM_W_NWHY; w++)
 				if (km.mpi[i][w])
-					o += snprintf(line + o, KM_LEFT(o), " (%s %lu)",
-						      km_why_name[w], km.mpi[i][w]);
-			o += snprintf(line + o, KM_LEFT(o), ";");
-			if (o >= (int)sizeof(line))
-				break;
+					km_append(line, sizeof(line), &o, " (%s %lu)",
+						  km_why_name[w], km.mpi[i][w]);
+			km_append(line, sizeof(line), &o, ";");
 		}
-#undef KM_LEFT
 		fprintf(stderr, "%s\n", line);
 	}
 	while (km.n)
