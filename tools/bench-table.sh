@@ -4,7 +4,10 @@
 # size, kcoll's busbw next to the link's (ib_write_bw, one way) and every
 # peer that ran there (Open MPI per transport, Gloo per transport) as
 # ratios kcoll/peer; then the 8-byte latencies, and CPU seconds per GB of
-# bus traffic (sizes >= 1 MiB) of the ranks' processes and of the nodes.
+# bus traffic (sizes >= 1 MiB) of the ranks' processes and of the nodes;
+# then, where the boot ran interleaved rounds (mpi-bench.sh "rounds=N"),
+# each system's median over the rounds at the smallest size and at 16 MiB
+# beside the best peer's.
 # Usage: tools/bench-table.sh DIR     (DIR/vm0, DIR/vm1 as vmrun.sh left them)
 set -u
 dir=${1:?usage: $0 DIR}
@@ -36,14 +39,38 @@ echo "# link (perftest between the VMs): ib_write_bw 64 KiB ${first:-?} MB/s one
 echo "# peers:$(for f in "${files[@]:1}"; do printf ' %s' "${f%%=*}"; done)"
 echo "# ratios are kcoll / peer (busbw: higher is better for kcoll; time: lower)"
 
-for f in "${files[@]}"; do
-	printf '%s\t%s\n' "${f%%=*}" "${f#*=}"
-done | awk -v link="${link:-0}" '
+# The interleaved rounds: SYSTEM ROUND PATH, both parts (small, big) of
+# a round parsed as one.
+rounds() {
+	local f b r
+	for f in "$v0"/kcoll-round*-*.txt "$v0"/mpi-round*-*.txt "$v0"/gloo-round*-*.txt; do
+		[ -f "$f" ] || continue
+		b=${f##*/}
+		case $b in *-rank*) continue ;; esac
+		r=${b#*-round}
+		r=${r%%-*}
+		case $b in
+		kcoll-*) printf 'kcoll\t%s\t%s\n' "$r" "$f" ;;
+		mpi-*) b=${b#mpi-round"$r"-}; printf 'mpi-%s\t%s\t%s\n' "${b%-*}" "$r" "$f" ;;
+		gloo-*) b=${b#gloo-round"$r"-}; printf 'gloo-%s\t%s\t%s\n' "${b%-*}" "$r" "$f" ;;
+		esac
+	done
+}
+
+{
+	for f in "${files[@]}"; do
+		printf '%s\t%s\n' "${f%%=*}" "${f#*=}"
+	done
+	rounds
+} | awk -v link="${link:-0}" '
 BEGIN { FS = "\t" }
-{ sysname[++nsys] = $1; path[nsys] = $2 }
+NF == 2 { sysname[++nsys] = $1; path[nsys] = $2 }
+NF == 3 { rsys[++nr] = $1; rround[nr] = $2; rpath[nr] = $3 }
 END {
 	for (i = 1; i <= nsys; i++)
 		parse(sysname[i], path[i])
+	for (i = 1; i <= nr; i++)
+		parse(rsys[i] "#" rround[i], rpath[i])
 	for (co in nsz)		# sizes in order (insertion sort)
 		for (j = 2; j <= nsz[co]; j++)
 			for (l = j; l > 1 && sz[co, l - 1] + 0 > sz[co, l] + 0; l--) {
@@ -111,6 +138,82 @@ END {
 		}
 		print line
 	}
+	if (nr > 0)
+		rounds_table()
+}
+# The medians over the interleaved rounds: per collective, the smallest
+# size every system ran (time per operation) and 16 MiB (busbw); "best"
+# is the best peer, "lead" kcoll against it (>= 1: kcoll ahead).
+function rounds_table(    i, s, n, sy, nsy, r, nrd, c, co, j, k, best, bname, v, line, kind) {
+	for (i = 1; i <= nr; i++) {
+		if (!(rsys[i] in rseen)) {
+			rseen[rsys[i]] = 1
+			if (rsys[i] != "kcoll")
+				peer[++npeer] = rsys[i]
+		}
+		if (rround[i] + 0 > nrd)
+			nrd = rround[i] + 0
+	}
+	print "#"
+	printf "# interleaved rounds: %d, systems in turn within each; medians over the rounds\n", nrd
+	print "# small: time per operation (us, lower is better) at the smallest size all ran;"
+	print "# 16 MiB: busbw (MB/s, higher is better). lead = kcoll against the best peer (>= 1: ahead)"
+	line = sprintf("%-14s %10s %9s", "collective", "size(B)", "kcoll")
+	for (j = 1; j <= npeer; j++)
+		line = line sprintf(" %9s", peer[j])
+	print line sprintf(" %9s %6s  %s", "best", "lead", "kcoll per round")
+	ncoll = split("allreduce allgather reduce_scatter broadcast alltoall", colls, " ")
+	for (c = 1; c <= ncoll; c++) {
+		co = colls[c]
+		for (kind = 1; kind <= 2; kind++) {
+			s = ""
+			if (kind == 2)
+				s = 16777216
+			else	# the smallest size that kcoll and every peer ran
+				for (j = 1; j <= nsz[co] && s == ""; j++) {
+					s = sz[co, j]
+					for (k = 0; k <= npeer; k++)
+						if (med(k ? peer[k] : "kcoll", co, s, kind, nrd) == "")
+							s = ""
+				}
+			if (s == "" || med("kcoll", co, s, kind, nrd) == "")
+				continue
+			v = med("kcoll", co, s, kind, nrd)
+			line = sprintf("%-14s %10d %9s", co, s, v)
+			best = ""
+			for (j = 1; j <= npeer; j++) {
+				p = med(peer[j], co, s, kind, nrd)
+				line = line sprintf(" %9s", p == "" ? "-" : p)
+				if (p != "" && (best == "" || (kind == 1 ? p + 0 < best + 0 : p + 0 > best + 0))) {
+					best = p
+					bname = peer[j]
+				}
+			}
+			line = line sprintf(" %9s %6s ", best == "" ? "-" : bname,
+					    kind == 1 ? ratio(best, v) : ratio(v, best))
+			for (r = 1; r <= nrd; r++)
+				line = line " " (kind == 1 ? tm["kcoll#" r, co, s] : bw["kcoll#" r, co, s])
+			print line
+		}
+	}
+}
+# The median over rounds 1..NRD of one system at one size (KIND 1: time,
+# 2: busbw), formatted; "" if no round has it.
+function med(sy, co, s, kind, nrd,    r, n, a, i, j, t, m) {
+	n = 0
+	for (r = 1; r <= nrd; r++) {
+		t = kind == 1 ? tm[sy "#" r, co, s] : bw[sy "#" r, co, s]
+		if (t != "")
+			a[++n] = t + 0
+	}
+	if (n == 0)
+		return ""
+	for (i = 2; i <= n; i++)
+		for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
+			t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
+		}
+	m = n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+	return sprintf(kind == 1 ? "%.1f" : "%.3f", m)
 }
 function ratio(a, b) {
 	if (a == "" || b == "" || a + 0 <= 0 || b + 0 <= 0)
@@ -139,7 +242,7 @@ function parse(sys, file,    line, f, n, co, mbs, first) {
 		if (co == "" || f[1] !~ /^[0-9]+$/ || n < 8)
 			continue
 		# kcoll-perf -M: MB/s; the MPI and Gloo tables: GB/s
-		mbs = sys == "kcoll" ? f[8] + 0 : f[8] * 1000
+		mbs = sys ~ /^kcoll(#|$)/ ? f[8] + 0 : f[8] * 1000
 		if (!((co, f[1]) in seen)) {
 			seen[co, f[1]] = 1
 			sz[co, ++nsz[co]] = f[1]

@@ -14,8 +14,8 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 rc=0
 first=$(basename "$(dirname "$(ls -d /lib/modules/*/build | head -1)")")
 echo "== side by side ($first, 2 VMs x ${BENCH_PPN:-2} ranks)"
-"$top/tests/vm/vmrun.sh" -k "$first" -n 2 -o "$top/build/bench/side" -t 3000 \
-	-a "ppn=${BENCH_PPN:-2} algos" "$top/tests/vm/scenarios/mpi-bench.sh" || rc=1
+"$top/tests/vm/vmrun.sh" -k "$first" -n 2 -o "$top/build/bench/side" -t 4500 \
+	-a "ppn=${BENCH_PPN:-2} algos rounds=${BENCH_ROUNDS:-3}" "$top/tests/vm/scenarios/mpi-bench.sh" || rc=1
 "$top/tools/bench-table.sh" "$top/build/bench/side" || rc=1
 echo "== collsim against the same boot (every algorithm forced in turn)"
 "$top/tools/collsim-vs-vm.sh" "$top/build/bench/side" || rc=1

@@ -73,7 +73,7 @@ static struct {
 	double factor;
 	coll_dtype dt;
 	coll_redop op;
-	int coll;		/* -1: all */
+	unsigned int colls;	/* bit per enum chk_coll */
 	int root;
 	int iters, warmup;
 	int in_place;
@@ -84,7 +84,7 @@ static struct {
 	int gpu;
 } o = {
 	.minbytes = 8, .maxbytes = 8 << 20, .factor = 2,
-	.dt = COLL_DTYPE_FP32, .op = COLL_REDOP_SUM, .coll = CHK_ALLREDUCE,
+	.dt = COLL_DTYPE_FP32, .op = COLL_REDOP_SUM, .colls = 1u << CHK_ALLREDUCE,
 	.iters = 20, .warmup = 5, .check = 1,
 };
 
@@ -557,10 +557,45 @@ static void show_ranks(void)
 	free(all);
 }
 
+/* "-c allreduce,broadcast": one bit per collective named; "all": every
+ * one; 0 if a name is unknown. */
+static unsigned int parse_colls(const char *arg)
+{
+	unsigned int m = 0;
+	const char *p = arg;
+
+	if (!strcmp(arg, "all"))
+		return (1u << CHK_NR) - 1;
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		int i;
+
+		for (i = 0; i < CHK_NR; i++)
+			if (strlen(chk_coll_names[i]) == len &&
+			    !strncmp(p, chk_coll_names[i], len))
+				break;
+		if (i == CHK_NR)
+			return 0;
+		m |= 1u << i;
+		p += len + (p[len] == ',');
+	}
+	return m;
+}
+
+static int any_reduces(unsigned int colls)
+{
+	int i;
+
+	for (i = 0; i < CHK_NR; i++)
+		if ((colls & (1u << i)) && chk_reduces(i))
+			return 1;
+	return 0;
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: kcoll-perf [-b minbytes] [-e maxbytes] "
-		"[-f stepfactor] [-d dtype] [-o redop] [-c collective|all]\n"
+		"[-f stepfactor] [-d dtype] [-o redop] [-c collective[,...]|all]\n"
 		"                  [-r root] [-n iters] [-w warmup] [-i 0|1] "
 		"[-C 0|1] [-R 0|1] [-D exporter | -G] [-M] [-u]\n");
 	exit(2);
@@ -579,13 +614,8 @@ int main(int argc, char **argv)
 		case 'd': o.dt = parse_dtype(optarg); break;
 		case 'o': o.op = parse_redop(optarg); break;
 		case 'c':
-			o.coll = -2;
-			if (!strcmp(optarg, "all"))
-				o.coll = -1;
-			for (i = 0; i < CHK_NR; i++)
-				if (!strcmp(optarg, chk_coll_names[i]))
-					o.coll = i;
-			if (o.coll == -2)
+			o.colls = parse_colls(optarg);
+			if (!o.colls)
 				usage();
 			break;
 		case 'r': o.root = atoi(optarg); break;
@@ -605,7 +635,7 @@ int main(int argc, char **argv)
 	    o.minbytes > o.maxbytes)
 		usage();
 	if (!coll_redop_valid(o.dt, o.op) &&
-	    (o.coll < 0 || chk_reduces(o.coll))) {
+	    any_reduces(o.colls)) {
 		fprintf(stderr, "kcoll-perf: %s is not valid for %s\n",
 			coll_redop_name(o.op), coll_dtype_name(o.dt));
 		return 2;
@@ -644,12 +674,12 @@ int main(int argc, char **argv)
 		       " GPU memory and streams: CUDA");
 	show_ranks();
 	for (i = 0; i < CHK_NR; i++) {
-		if (o.coll >= 0 && i != o.coll)
+		if (!(o.colls & (1u << i)))
 			continue;
 		if (i == CHK_SENDRECV && o.gpu)
 			continue;	/* no stream-ordered send/recv */
 		if (i == CHK_SENDRECV && nranks < 2) {
-			if (o.coll == CHK_SENDRECV && rank == 0)
+			if (o.colls == 1u << CHK_SENDRECV && rank == 0)
 				printf("# sendrecv needs 2 ranks\n");
 			continue;
 		}

@@ -29,12 +29,15 @@ peer_vm=$((1 - kcoll_vm))
 peer=10.9.0.$((peer_vm + 1))
 bench=$KCOLL_TOP/build/tools/kcoll-mpibench
 rexec_port=2222
-# Words of kcoll_arg: transports, and ppn=N (ranks per VM, default 2).
-ppn=2 transports="" algos=0
+# Words of kcoll_arg: transports, ppn=N (ranks per VM, default 2),
+# "algos" (every algorithm forced in turn) and rounds=N (the interleaved
+# rounds, below; default none).
+ppn=2 transports="" algos=0 rounds=0
 for a in ${KCOLL_ARG:-}; do
 	case $a in
 	ppn=*) ppn=${a#ppn=} ;;
 	algos) algos=1 ;;
+	rounds=*) rounds=${a#rounds=} ;;
 	*) transports="$transports $a" ;;
 	esac
 done
@@ -190,27 +193,29 @@ vm_sync mpi-done 700
 # aborts and its processes hang until killed, and kcoll then failed and
 # stalled in the same boot (it did not in a clean one).
 GLOO=$KCOLL_TOP/build/tools/kcoll-gloobench
-gloo_run() {	# transport timeout_s args...
-	local tr=$1 tmo=$2 r p rc=0 t0=$SECONDS
+# gloo_run TRANSPORT TIMEOUT ARGS...: output in gloo-NAME-rank<r>.txt and
+# (rank 0's) gloo-NAME.txt, NAME being $GLOO_NAME or the transport.
+gloo_run() {
+	local tr=$1 tmo=$2 name=${GLOO_NAME:-$1} r p rc=0 t0=$SECONDS
 	local pids=()
 	shift 2
 	# A store left by an earlier run in the same folder has its keys:
 	# Gloo refuses to write them again.
 	if [ "$kcoll_vm" = 0 ]; then
-		rm -rf "$kcoll_out/gloo-store-$tr"
-		mkdir -p "$kcoll_out/gloo-store-$tr"
+		rm -rf "$kcoll_out/gloo-store-$name"
+		mkdir -p "$kcoll_out/gloo-store-$name"
 	fi
-	vm_sync "gloo-$tr-start" 300 || return 1
+	vm_sync "gloo-$name-start" 300 || return 1
 	for r in $(seq $((ppn * kcoll_vm)) $((ppn * kcoll_vm + ppn - 1))); do
 		KCOLL_RANK=$r KCOLL_NRANKS=$np timeout -k 10 "$tmo" "$GLOO" \
-			-s "$kcoll_out/gloo-store-$tr" -x "$tr" "$@" \
-			>"$KCOLL_OUT/gloo-$tr-rank$r.txt" 2>&1 &
+			-s "$kcoll_out/gloo-store-$name" -x "$tr" "$@" \
+			>"$KCOLL_OUT/gloo-$name-rank$r.txt" 2>&1 &
 		pids+=($!)
 	done
 	for p in "${pids[@]}"; do wait "$p" || rc=1; done
-	[ "$kcoll_vm" = 0 ] && cp "$KCOLL_OUT/gloo-$tr-rank0.txt" "$KCOLL_OUT/gloo-$tr.txt"
-	log "gloo $tr: exit $rc in $((SECONDS - t0)) s"
-	vm_sync "gloo-$tr-done" $((tmo + 60))
+	[ "$kcoll_vm" = 0 ] && cp "$KCOLL_OUT/gloo-$name-rank0.txt" "$KCOLL_OUT/gloo-$name.txt"
+	log "gloo $name ($tr): exit $rc in $((SECONDS - t0)) s"
+	vm_sync "gloo-$name-done" $((tmo + 60))
 	return $rc
 }
 gloo_ok=""
@@ -297,9 +302,57 @@ if [ $algos = 1 ] && [ -x "$KPERF" ]; then
 	done
 	log "forced algorithms: $((port - 29910)) runs in $((SECONDS - t0)) s"
 	# What the data path did, for collsim's model of it.
-	for k in intra_node eager; do
-		echo "$k=$(cat "/sys/class/misc/kcoll/$k" 2>/dev/null || echo 0)"
-	done >"$KCOLL_OUT/kcoll-paths.txt"
+	# And the module's own round trip per device (alpha_ns: the
+	# shortest of its PINGs between the VMs, smoothed), and this VM's
+	# CPUs, for collsim's per-message cost.
+	{
+		for k in intra_node eager; do
+			echo "$k=$(cat "/sys/class/misc/kcoll/$k" 2>/dev/null || echo 0)"
+		done
+		echo "rdma_devices=$(tr '\n' ' ' </sys/class/misc/kcoll/rdma_devices 2>/dev/null)"
+		echo "cpus=$(nproc)"
+	} >"$KCOLL_OUT/kcoll-paths.txt"
+fi
+
+# ------------------------------------------------------------ rounds
+# "rounds=N": the systems interleaved in one boot, N rounds of Open MPI
+# (each transport that ran), Gloo over TCP and kcoll in turn, so that the
+# emulated link's drift within the boot hits all alike. Each runs the five
+# collectives every peer has, at the smallest sizes (8 and 16 B: an
+# alltoall of 4 ranks needs 16; 50 timed iterations after 10) and at
+# 16 MiB (3 after 1). tools/bench-table.sh prints the medians over the
+# rounds with the best peer of each row.
+if [ "$rounds" -gt 0 ]; then
+	t0=$SECONDS
+	port=29960
+	for r in $(seq 1 "$rounds"); do
+		for part in small big; do
+			case $part in
+			small) rargs=(-b 8 -e 16 -f 2 -n 50 -w 10) ;;
+			*) rargs=(-b 16M -e 16M -n 3 -w 1) ;;
+			esac
+			if [ "$kcoll_vm" = 0 ]; then
+				for tr in $working; do
+					mpi_run "round$r-$tr-$part" 900 "$tr" \
+						-c allreduce,allgather,reduce_scatter,bcast,alltoall "${rargs[@]}" ||
+						fail "round $r: Open MPI over $tr ($part) failed"
+				done
+			fi
+			vm_sync "round$r-mpi-$part" 1200
+			if [ -x "$GLOO" ]; then
+				GLOO_NAME=round$r-tcp-$part gloo_run tcp 600 \
+					-c allreduce,allgather,reduce_scatter,bcast,alltoall "${rargs[@]}" ||
+					fail "round $r: Gloo over TCP ($part) failed"
+			fi
+			if [ -x "$KPERF" ]; then
+				port=$((port + 1))
+				kperf "kcoll-round$r-$part" "$port" 900 -M \
+					-c allreduce,allgather,reduce_scatter,broadcast,alltoall "${rargs[@]}"
+			fi
+			vm_sync "round$r-kcoll-$part" 1000
+		done
+		log "round $r of $rounds done after $((SECONDS - t0)) s"
+	done
 fi
 
 # Gloo over ibverbs, last (see above): whether it runs on rxe is part of
