@@ -14,8 +14,15 @@
 #          -L) at the guest's memcpy rate (reduce_bench, 64 KiB)
 #   eager  with eager on (the same file; off if it is missing: boots before
 #          it), transfers of at most 8 KiB cost 1 x ib_write_lat (-E)
+#   o      the per-message CPU cost (-o) at each end: what the module's own
+#          round trip between the VMs (sysfs rdma_devices alpha_ns: the
+#          shortest of its PINGs) takes beyond perftest's, over the four
+#          message ends of a round trip: (alpha_ns - 2 x ib_write_lat) / 4
+#   CPUs   the ranks of a VM share its vCPUs (-U ranks per CPU, from nproc
+#          in the guest), where these costs, reductions and copies queue
 # Prints both rankings and whether the fastest algorithm and the whole
-# order agree, then the totals.
+# order agree, then the totals, and the totals of the model without the
+# last two (the simulator as it was before it had them).
 # Usage: tools/collsim-vs-vm.sh DIR [COLLSIM]
 set -u
 dir=${1:?usage: $0 DIR [COLLSIM]}
@@ -34,6 +41,8 @@ cpy=$(awk '$1 == 65536 { print $3 }' "$v0/reduce-bench.txt" 2>/dev/null)
 paths=$(cat "$v0/kcoll-paths.txt" 2>/dev/null)
 intra=$(echo "$paths" | sed -n 's/^intra_node=//p')
 eager=$(echo "$paths" | sed -n 's/^eager=//p')
+ping=$(echo "$paths" | sed -n 's/^rdma_devices=.*alpha_ns=\([0-9]*\).*/\1/p')
+cpus=$(echo "$paths" | sed -n 's/^cpus=//p')
 f=$(ls "$v0"/algo-*-*.txt | head -1)
 n=$(sed -n 's/^# kcoll-perf: \([0-9]*\) ranks.*/\1/p' "$f" | head -1)
 ppn=$(grep -c "^#  Rank .* on vm0\$" "$f")
@@ -53,10 +62,18 @@ else
 fi
 [ "${eager:-0}" = 1 ] &&
 	topo+=(-E "$(awk -v l="$lat" 'BEGIN { printf "%d", l * 1000 }')")
-echo "# collsim vs the VMs ($dir): $n ranks, $ppn per VM; ${topo[*]}"
+# The per-message cost and the shared CPUs (boots before they were
+# recorded: the model without them only).
+cost=()
+if [ -n "$ping" ] && [ -n "$cpus" ] && [ "$cpus" -gt 0 ]; then
+	o_ns=$(awk -v p="$ping" -v l="$lat" 'BEGIN { o = (p - 2000 * l) / 4; printf "%d", o > 0 ? o : 0 }')
+	cost=(-o "$o_ns" -U $(((ppn + cpus - 1) / cpus)))
+fi
+echo "# collsim vs the VMs ($dir): $n ranks, $ppn per VM; ${topo[*]} ${cost[*]}"
 echo "# from the same boot: alpha $alpha_ns ns (2 x ib_write_lat $lat us)," \
 	"B $mbs MB/s (ib_write_bw), reduction $red MB/s, memcpy $cpy MB/s" \
-	"(reduce_bench, 64 KiB); intra_node ${intra:-1 (assumed)}, eager ${eager:-0 (assumed)}"
+	"(reduce_bench, 64 KiB); intra_node ${intra:-1 (assumed)}, eager ${eager:-0 (assumed)};" \
+	"the module's round trip ${ping:-?} ns, ${cpus:-?} vCPU per VM"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -67,14 +84,21 @@ for f in "$v0"/algo-*-*.txt; do
 	c=${b%-*} a=${b##*-}
 	# measured: "coll algo size time_us"
 	awk -v c="$c" -v a="$a" '$1 ~ /^[0-9]+$/ && NF >= 9 && $1 > 0 { print c, a, $1, $6 }' "$f" >>"$tmp/vm"
-	"$sim" -n "$n" -c "$c" -a "$a" -b 8 -e 8M -f 32 "${topo[@]}" -A "$alpha_ns" \
-		-B "$gbps" -G "$rgbps" -C 65536 2>/dev/null |
-		awk -v c="$c" -v a="$a" '$1 == c && $2 == a { print c, a, $3, $5 }' >>"$tmp/sim"
+	for m in plain cost; do
+		[ $m = cost ] && [ ${#cost[@]} = 0 ] && continue
+		extra=()
+		[ $m = cost ] && extra=("${cost[@]}")
+		"$sim" -n "$n" -c "$c" -a "$a" -b 8 -e 8M -f 32 "${topo[@]}" "${extra[@]}" \
+			-A "$alpha_ns" -B "$gbps" -G "$rgbps" -C 65536 2>/dev/null |
+			awk -v c="$c" -v a="$a" '$1 == c && $2 == a { print c, a, $3, $5 }' >>"$tmp/sim-$m"
+	done
 done
-[ -s "$tmp/vm" ] && [ -s "$tmp/sim" ] || { echo "collsim-vs-vm: nothing to compare" >&2; exit 1; }
+[ -s "$tmp/vm" ] && [ -s "$tmp/sim-plain" ] || { echo "collsim-vs-vm: nothing to compare" >&2; exit 1; }
 
+# rank MODEL: both rankings per case (R lines) and the totals (a T line).
 printf '%-14s %9s  %-44s  %-44s  %s\n' collective 'size(B)' \
 	'measured (ms), fastest first' 'collsim (ms), fastest first' agree
+rank() {
 awk '
 FNR == 1 { file++ }
 file == 1 { vm[$1, $3, $2] = $4; if (!(($1, $3) in algos)) key[++nk] = $1 " " $3
@@ -117,6 +141,14 @@ END {
 	}
 	printf "T # %d cases: the same fastest algorithm in %d, the same whole order in %d;", cases, firsts, orders
 	printf " where the fastest differs, collsim'"'"'s pick measured within 10%% of the best in %d\n", ties
-}' "$tmp/vm" "$tmp/sim" >"$tmp/out"
+}' "$tmp/vm" "$tmp/sim-$1"
+}
+final=plain
+[ -s "$tmp/sim-cost" ] && final=cost
+rank $final >"$tmp/out"
 grep '^R ' "$tmp/out" | sort -k2,2 -k3,3n | cut -c3-
 grep '^T ' "$tmp/out" | cut -c3-
+if [ $final = cost ]; then
+	printf '# without the per-message cost and the shared CPUs: '
+	rank plain | grep '^T ' | cut -c5-
+fi

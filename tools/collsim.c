@@ -23,7 +23,18 @@
  *  - a reducing receive reduces each chunk when it lands, one chunk at a
  *    time per rank, at gamma (-G); the AVG step costs gamma per byte too;
  *  - a send is done when its last chunk landed, a receive when its last
- *    chunk was reduced; a phase when both are.
+ *    chunk was reduced; a phase when both are;
+ *  - with -o, every transfer between nodes also costs CPU time at both
+ *    ends (LogP's o): a grant costs the receiver o to send when it posts
+ *    the receive and the sender o to take before the first chunk departs
+ *    (an eager transfer, which has no grant, costs the sender o to post
+ *    and the receiver nothing until it lands), and the last chunk's landing
+ *    costs the receiver o before it is reduced or counts as received.
+ *    Per chunk the bandwidth B already holds what the NIC's software
+ *    costs. With -U, the U ranks of a node share one CPU: these costs,
+ *    its reductions and its copies queue behind each other there (a test
+ *    VM of one vCPU whose kernel is the NIC too); without it every rank
+ *    has a CPU of its own for its reductions, as before.
  *
  * Topologies (-t):
  *  fullbisection  every rank has its own NIC (bandwidth -B each way) into a
@@ -50,7 +61,7 @@
  * Usage: collsim -n 4096 -c allreduce -b 8 -e 256M -f 8 -a auto -t
  *	  fullbisection -A 5000 -B 12.5 -G 25 -C 65536 [-d esize] [-k leaf]
  *	  [-O oversub] [-H hop_ns] [-X copy_ns] [-Y copy_GBps] [-P ranks] [-L]
- *	  [-E eager_ns] [-q]
+ *	  [-E eager_ns] [-o msg_ns] [-U cpu_ranks] [-q]
  *   -P  ranks per node for the cost model's automatic choice (-a auto), as
  *       the module takes it from the rank table (default 1)
  *   -L  those ranks copy to each other instead of using the network
@@ -87,7 +98,8 @@ struct rk {
 	u64 s_bytes, r_bytes;
 	u32 s_chunks, s_next, s_landed;
 	u32 r_chunks, r_landed, r_done;
-	u64 cpu_free;
+	u64 cpu_free;		/* without -U: this rank's CPU free at */
+	u64 grant_at;		/* -o: its receive's grant left then */
 };
 
 struct link {
@@ -99,13 +111,15 @@ static struct {
 	/* parameters */
 	u32 n, esize, topo, leaf, oversub;
 	u32 node;		/* -L: ranks per node that copy; 0: none */
-	u64 alpha_ps, hop_ps, copy_ps_fixed, eager_ps;
+	u32 cpu_ranks;		/* -U: ranks sharing one CPU; 0: each its own */
+	u64 alpha_ps, hop_ps, copy_ps_fixed, eager_ps, msg_ps;
 	u64 beta_fs, gamma_fs, copy_fs;	/* per byte, femtoseconds */
 	u64 chunk;
 	/* state */
 	struct rk *rk;
 	struct kcoll_sched_args *args;
 	struct link *links;
+	u64 *cpu_free;		/* -U: per node of cpu_ranks ranks */
 	u32 nlinks;
 	struct ev *heap;
 	u64 nheap, capheap, seq, events;
@@ -216,6 +230,23 @@ static u32 nchunks(u64 bytes)
 
 /* ------------------------------------------------------------- ranks */
 
+/* @r's CPU does @cost of work from @t on (or once it is free): returns
+ * when it is done. */
+static u64 cpu_take(u32 r, u64 t, u64 cost)
+{
+	u64 *f = S.cpu_ranks ? &S.cpu_free[r / S.cpu_ranks] :
+		 &S.rk[r].cpu_free;
+
+	*f = (t > *f ? t : *f) + cost;
+	return *f;
+}
+
+/* Does @s's transfer to @d cross the network (rather than the node)? */
+static bool remote(u32 s, u32 d)
+{
+	return !(S.node > 1 && s / S.node == d / S.node);
+}
+
 static void phase_load(u32 r, u64 t)
 {
 	struct rk *k = &S.rk[r];
@@ -231,7 +262,7 @@ static void phase_load(u32 r, u64 t)
 	if (k->p.copy.cnt)
 		dt = S.copy_ps_fixed + fs_to_ps(k->p.copy.cnt * S.esize,
 						S.copy_fs);
-	ev_push(t + dt, r, EV_POST);
+	ev_push(S.cpu_ranks && dt ? cpu_take(r, t, dt) : t + dt, r, EV_POST);
 }
 
 static void phase_done_check(u32 r, u64 t)
@@ -262,8 +293,16 @@ static bool can_depart(const struct rk *k)
 static void send_start(u32 r, u64 t)
 {
 	struct rk *k = &S.rk[r];
+	u32 d = k->p.send.peer;
 
 	k->started = true;
+	if (S.msg_ps && remote(r, d)) {
+		/* The sender takes the receiver's grant (sent when the
+		 * receiver posted), or posts an eager transfer. */
+		if (S.rk[d].grant_at > t)
+			t = S.rk[d].grant_at;
+		t = cpu_take(r, t, S.msg_ps);
+	}
 	if (can_depart(k))
 		ev_push(t, r, EV_DEPART);
 	else
@@ -284,6 +323,11 @@ static void on_post(u32 r, u64 t)
 	struct rk *k = &S.rk[r];
 
 	k->posted = true;
+	/* -o: the grant for a receive from another node, unless eager. */
+	k->grant_at = 0;
+	if (S.msg_ps && k->p.has_recv && remote(k->p.recv.peer, r) &&
+	    !(S.eager_ps && k->r_bytes <= KCOLL_EAGER_MAX))
+		k->grant_at = cpu_take(r, t, S.msg_ps);
 	if (k->p.has_send && matched(r))
 		send_start(r, t);
 	if (k->p.has_recv && matched(k->p.recv.peer))
@@ -300,9 +344,11 @@ static void on_depart(u32 r, u64 t)
 	u64 land, next;		/* it lands; the next may depart */
 	u32 np, i;
 
-	if (S.node > 1 && r / S.node == k->p.send.peer / S.node) {
+	if (!remote(r, k->p.send.peer)) {
 		/* Same node: the sender's CPU copies it into place. */
-		land = next = t + S.copy_ps_fixed + fs_to_ps(b, S.copy_fs);
+		land = next = S.cpu_ranks ?
+			cpu_take(r, t, S.copy_ps_fixed + fs_to_ps(b, S.copy_fs)) :
+			t + S.copy_ps_fixed + fs_to_ps(b, S.copy_fs);
 	} else {
 		np = path(r, k->p.send.peer, path_buf);
 		for (i = 0; i < np; i++)
@@ -347,10 +393,14 @@ static void on_land(u32 s, u64 t)
 	u64 bytes = chunk_bytes(b->r_bytes, b->r_landed++);
 
 	a->s_landed++;
+	/* The receiver takes the completion of the transfer's last chunk. */
+	if (S.msg_ps && b->r_landed == b->r_chunks && remote(s, d))
+		t = cpu_take(d, t, S.msg_ps);
 	if (b->p.recv.reduce) {
-		b->cpu_free = (t > b->cpu_free ? t : b->cpu_free) +
-			      fs_to_ps(bytes, S.gamma_fs);
-		ev_push(b->cpu_free, d, EV_DONE);
+		ev_push(cpu_take(d, t, fs_to_ps(bytes, S.gamma_fs)), d,
+			EV_DONE);
+	} else if (S.msg_ps && b->r_landed == b->r_chunks && remote(s, d)) {
+		ev_push(t, d, EV_DONE);
 	} else {
 		on_done(d, t);
 	}
@@ -367,6 +417,9 @@ static u64 simulate(u32 op, u8 algo, u64 count)
 	S.seq = S.nheap = S.end = 0;
 	for (i = 0; i < S.nlinks; i++)
 		S.links[i].free = 0;
+	if (S.cpu_ranks)
+		memset(S.cpu_free, 0, ((n + S.cpu_ranks - 1) / S.cpu_ranks) *
+		       sizeof(*S.cpu_free));
 	for (r = 0; r < n; r++) {
 		S.args[r] = (struct kcoll_sched_args){
 			.opcode = op, .rank = r, .nranks = n, .count = count,
@@ -465,7 +518,7 @@ static void usage(void)
 		"[-k leaf]\n"
 		"       [-O oversub] [-H hop_ns] [-X copy_ns] [-Y copy_GBps] "
 		"[-P node_ranks] [-L]\n"
-		"       [-E eager_ns] [-q]\n");
+		"       [-E eager_ns] [-o msg_ns] [-U cpu_ranks] [-q]\n");
 	exit(2);
 }
 
@@ -500,7 +553,7 @@ int main(int argc, char **argv)
 {
 	double gbps = 12.5, rgbps = 1000.0 / KCOLL_COST_GAMMA_PS, cgbps = 20;
 	u64 bmin = 8, bmax = 256ULL << 20, alpha_ns = KCOLL_COST_ALPHA_NS;
-	u64 copy_ns = KCOLL_COST_COPY_NS, hop_ns = 0, eager_ns = 0;
+	u64 copy_ns = KCOLL_COST_COPY_NS, hop_ns = 0, eager_ns = 0, msg_ns = 0;
 	bool local = false;
 	const char *algo_arg = "auto", *topo = "fullbisection";
 	u32 op = KCOLL_OP_ALLREDUCE, factor = 2, i, opt, node_ranks = 1;
@@ -513,7 +566,7 @@ int main(int argc, char **argv)
 	S.chunk = KCOLL_COST_CHUNK_BYTES;
 	S.leaf = 32;
 	S.oversub = 1;
-	while ((int)(opt = getopt(argc, argv, "n:c:b:e:f:a:t:A:B:G:C:d:k:O:H:X:Y:P:LE:q")) != -1) {
+	while ((int)(opt = getopt(argc, argv, "n:c:b:e:f:a:t:A:B:G:C:d:k:O:H:X:Y:P:LE:o:U:q")) != -1) {
 		switch (opt) {
 		case 'n': S.n = strtoul(optarg, NULL, 0); break;
 		case 'c':
@@ -541,6 +594,8 @@ int main(int argc, char **argv)
 		case 'Y': cgbps = atof(optarg); break;
 		case 'L': local = true; break;
 		case 'E': eager_ns = strtoull(optarg, NULL, 0); break;
+		case 'o': msg_ns = strtoull(optarg, NULL, 0); break;
+		case 'U': S.cpu_ranks = strtoul(optarg, NULL, 0); break;
 		case 'q': quiet = true; break;
 		default: usage();
 		}
@@ -559,6 +614,7 @@ int main(int argc, char **argv)
 	S.alpha_ps = alpha_ns * 1000;
 	S.hop_ps = hop_ns * 1000;
 	S.eager_ps = eager_ns * 1000;
+	S.msg_ps = msg_ns * 1000;
 	S.node = local ? node_ranks : 0;
 	S.copy_ps_fixed = copy_ns * 1000;
 	S.gamma_fs = (u64)llround(1e6 / rgbps);
@@ -566,7 +622,10 @@ int main(int argc, char **argv)
 	setup_links(gbps);
 	S.rk = calloc(S.n, sizeof(*S.rk));
 	S.args = calloc(S.n, sizeof(*S.args));
-	if (!S.rk || !S.args) {
+	if (S.cpu_ranks)
+		S.cpu_free = calloc((S.n + S.cpu_ranks - 1) / S.cpu_ranks,
+				    sizeof(*S.cpu_free));
+	if (!S.rk || !S.args || (S.cpu_ranks && !S.cpu_free)) {
 		perror("collsim");
 		return 1;
 	}
@@ -581,9 +640,11 @@ int main(int argc, char **argv)
 
 	if (!quiet)
 		printf("# collsim: %s, n %u, %s, alpha %llu ns, %.3g GB/s, "
-		       "reduce %.3g GB/s, chunk %llu B, esize %u\n",
+		       "reduce %.3g GB/s, chunk %llu B, esize %u, "
+		       "o %llu ns, %u ranks per CPU\n",
 		       op_names[op], S.n, topo, (unsigned long long)alpha_ns,
-		       gbps, rgbps, (unsigned long long)S.chunk, S.esize);
+		       gbps, rgbps, (unsigned long long)S.chunk, S.esize,
+		       (unsigned long long)msg_ns, S.cpu_ranks);
 	printf("%-14s %-13s %12s %7s %12s %10s %10s %12s %7s\n", "collective",
 	       "algorithm", "size(B)", "phases", "time(us)", "algbw", "busbw",
 	       "bound(us)", "ratio");

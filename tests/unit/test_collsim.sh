@@ -65,4 +65,18 @@ else
 	echo "not ok: -E changed 1 MiB: $a against $b us"
 	fail=1
 fi
+# The per-message CPU cost (-o) at both ends of every transfer between
+# nodes: an 8-byte recursive-doubling allreduce crosses the network in
+# both of its steps, so it costs at least 2 o more; with the ranks of a
+# node sharing its CPU (-U 2) the two ranks' costs queue: slower again.
+a=$(time_of allreduce recdoubling 8 -o 300000)
+b=$(time_of allreduce recdoubling 8)
+if awk -v a="$a" -v b="$b" 'BEGIN { exit !(a >= b + 600) }'; then
+	echo "ok: -o 300 us: 8 B allreduce $a us against $b"
+else
+	echo "not ok: -o 300 us: 8 B allreduce $a us against $b (not 600 us more)"
+	fail=1
+fi
+expect_less "-U 2: the ranks of a node share its CPU" \
+	"$a" "$(time_of allreduce recdoubling 8 -o 300000 -U 2)"
 exit $fail
