@@ -205,7 +205,10 @@ NODEDIE := $(BUILD)/tests/bin/kcoll-nodedie
 # The in-VM fuzzer of /dev/kcoll (tests/vm/scenarios/fuzz.sh).
 VMFUZZ := $(BUILD)/tests/bin/kcoll-fuzz
 
-tests-bin: $(KSFT_BINS) $(COLLTEST) $(NODEDIE) $(VMFUZZ)
+# Split, revoke, shrink and grow with ranks dying (coll.sh "family").
+FAMILY := $(BUILD)/tests/bin/kcoll-family
+
+tests-bin: $(KSFT_BINS) $(COLLTEST) $(NODEDIE) $(VMFUZZ) $(FAMILY)
 
 # It links the module's plain logic as its oracle for SETUP and ENTER.
 $(VMFUZZ): tests/vm/kcoll-fuzz.c tests/oracle/kcoll-sqe-ref.h tests/kmod/kcoll_testbuf.h kmod/kcoll_logic.c \
@@ -213,6 +216,10 @@ $(VMFUZZ): tests/vm/kcoll-fuzz.c tests/oracle/kcoll-sqe-ref.h tests/kmod/kcoll_t
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_USER) -I$(TOP)/kmod -I$(TOP)/tests/oracle -pthread -o $@ \
 		tests/vm/kcoll-fuzz.c kmod/kcoll_logic.c
+
+$(FAMILY): tests/vm/kcoll-family.c $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -o $@ $< $(LIBCOLL_A) $(LIBCOLL_LIBS)
 
 $(NODEDIE): tests/vm/kcoll-nodedie.c $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)

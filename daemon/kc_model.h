@@ -97,6 +97,7 @@ struct kc_comm {
 	uint64_t have;
 	uint32_t id;
 	uint64_t uid;
+	uint64_t parent_uid;		/* KC_HAS(comm, KCOLL_A_COMM_PARENT_UID) */
 	uint32_t pid;
 	uint32_t rank;
 	uint32_t nranks;
@@ -130,6 +131,7 @@ struct kc_event {
 	uint64_t have;
 	uint32_t comm_id;
 	uint64_t uid;
+	uint64_t parent_uid;
 	uint32_t pid;
 	uint32_t rank;
 	uint32_t nranks;

@@ -64,6 +64,7 @@ static struct nla_policy kc_policy[KCOLL_A_MAX + 1] = {
 	[KCOLL_A_COST_BETA_PS]		= { .type = NLA_U32 },
 	[KCOLL_A_COST_GAMMA_PS]		= { .type = NLA_U32 },
 	[KCOLL_A_DEV_ENABLED]		= { .type = NLA_U8 },
+	[KCOLL_A_COMM_PARENT_UID]	= { .type = NLA_U64 },
 };
 
 
@@ -302,6 +303,7 @@ static int kc_fill_comm(kc_tb tb, struct kc_comm *c)
 	c->have = kc_have(tb);
 	KC_GET(tb, KCOLL_A_COMM_ID, c->id, nla_get_u32);
 	KC_GET(tb, KCOLL_A_COMM_UID, c->uid, nla_get_u64);
+	KC_GET(tb, KCOLL_A_COMM_PARENT_UID, c->parent_uid, nla_get_u64);
 	KC_GET(tb, KCOLL_A_COMM_PID, c->pid, nla_get_u32);
 	KC_GET(tb, KCOLL_A_RANK, c->rank, nla_get_u32);
 	KC_GET(tb, KCOLL_A_NRANKS, c->nranks, nla_get_u32);
@@ -436,6 +438,7 @@ int kc_parse_event_msg(struct nlmsghdr *nlh, struct kc_event *ev)
 	ev->have = kc_have(tb);
 	KC_GET(tb, KCOLL_A_COMM_ID, ev->comm_id, nla_get_u32);
 	KC_GET(tb, KCOLL_A_COMM_UID, ev->uid, nla_get_u64);
+	KC_GET(tb, KCOLL_A_COMM_PARENT_UID, ev->parent_uid, nla_get_u64);
 	KC_GET(tb, KCOLL_A_COMM_PID, ev->pid, nla_get_u32);
 	KC_GET(tb, KCOLL_A_RANK, ev->rank, nla_get_u32);
 	KC_GET(tb, KCOLL_A_NRANKS, ev->nranks, nla_get_u32);

@@ -270,6 +270,8 @@ struct json_object *kc_json_comm(const struct kc_comm *c, bool details)
 	kc_jadd_int(o, "id", c->id);
 	if (KC_HAS(c, KCOLL_A_COMM_UID))
 		kc_jadd_uid(o, "uid", c->uid);
+	if (KC_HAS(c, KCOLL_A_COMM_PARENT_UID))
+		kc_jadd_uid(o, "parent_uid", c->parent_uid);
 	if (KC_HAS(c, KCOLL_A_COMM_PID))
 		kc_jadd_int(o, "pid", c->pid);
 	if (KC_HAS(c, KCOLL_A_RANK))
@@ -525,6 +527,8 @@ void kc_text_comm(FILE *f, const struct kc_comm *c, bool details)
 	fprintf(f, "comm %u", c->id);
 	if (KC_HAS(c, KCOLL_A_COMM_UID))
 		fprintf(f, " uid 0x%016" PRIx64, c->uid);
+	if (KC_HAS(c, KCOLL_A_COMM_PARENT_UID))
+		fprintf(f, " parent 0x%016" PRIx64, c->parent_uid);
 	if (KC_HAS(c, KCOLL_A_COMM_PID))
 		fprintf(f, " pid %u", c->pid);
 	if (KC_HAS(c, KCOLL_A_RANK))
@@ -617,6 +621,8 @@ static void kc_event_comm(struct kc_sb *sb, const struct kc_event *ev)
 		kc_sb_printf(sb, "comm ?");
 	if (KC_HAS(ev, KCOLL_A_COMM_UID))
 		kc_sb_printf(sb, " uid 0x%016" PRIx64, ev->uid);
+	if (KC_HAS(ev, KCOLL_A_COMM_PARENT_UID))
+		kc_sb_printf(sb, " parent 0x%016" PRIx64, ev->parent_uid);
 	if (KC_HAS(ev, KCOLL_A_RANK) && KC_HAS(ev, KCOLL_A_NRANKS))
 		kc_sb_printf(sb, " rank %u/%u", ev->rank, ev->nranks);
 	kc_sb_printf(sb, ": ");

@@ -192,6 +192,52 @@ static bool ctl_parse_u32(const char *s, uint32_t *v)
 	return true;
 }
 
+/*
+ * Parent and children of comms[i] among the communicators listed (split,
+ * shrink and grow in libcoll name the one they came from): ids on this
+ * node, as the listing shows them. A parent's other ranks, or a parent
+ * already destroyed, are not here: its uid still is.
+ */
+static void ctl_comm_relations(const struct kc_comm *comms, size_t n,
+			       size_t i, struct json_object *o)
+{
+	const struct kc_comm *c = &comms[i];
+	struct json_object *kids = NULL;
+	bool any = false;
+	size_t j;
+
+	for (j = 0; j < n; j++) {
+		if (j == i || !KC_HAS(&comms[j], KCOLL_A_COMM_UID))
+			continue;
+		if (KC_HAS(c, KCOLL_A_COMM_PARENT_UID) &&
+		    comms[j].uid == c->parent_uid && comms[j].pid == c->pid) {
+			if (o)
+				json_object_object_add(o, "parent_comm",
+					json_object_new_int64(comms[j].id));
+			else
+				printf("  child of comm %u\n", comms[j].id);
+		}
+		if (!KC_HAS(&comms[j], KCOLL_A_COMM_PARENT_UID) ||
+		    comms[j].parent_uid != c->uid || comms[j].pid != c->pid)
+			continue;
+		if (o) {
+			if (!kids)
+				kids = json_object_new_array();
+			if (kids)
+				json_object_array_add(kids,
+					json_object_new_int64(comms[j].id));
+		} else {
+			printf("%s comm %u", any ? "," : "  children:",
+			       comms[j].id);
+		}
+		any = true;
+	}
+	if (kids)
+		json_object_object_add(o, "children", kids);
+	if (any && !o)
+		printf("\n");
+}
+
 static int ctl_comm(struct ctl *ctl, int argc, char **argv)
 {
 	struct json_object *arr = NULL;
@@ -223,11 +269,17 @@ static int ctl_comm(struct ctl *ctl, int argc, char **argv)
 	if (ctl->json)
 		arr = json_object_new_array();
 	for (i = 0; i < n; i++) {
-		if (ctl->json)
-			json_object_array_add(arr, kc_json_comm(&comms[i],
-								ctl->details));
-		else
+		if (ctl->json) {
+			struct json_object *o = kc_json_comm(&comms[i],
+							     ctl->details);
+
+			if (o)
+				ctl_comm_relations(comms, n, i, o);
+			json_object_array_add(arr, o);
+		} else {
 			kc_text_comm(stdout, &comms[i], ctl->details);
+			ctl_comm_relations(comms, n, i, NULL);
+		}
 	}
 	kc_comms_free(comms, n);
 	if (ctl->json && !ctl_print_json(ctl, arr))

@@ -488,7 +488,7 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	    !kcoll_all_zero(p.resv, sizeof(p.resv)) || p.comm_id)
 		return -EINVAL;
 	if (!p.uid || !p.nranks || p.nranks > KCOLL_MAX_RANKS ||
-	    p.rank >= p.nranks)
+	    p.rank >= p.nranks || p.parent_uid == p.uid)
 		return -EINVAL;
 	/* A key of zeros is no secret (a forgotten initialisation). */
 	if (kcoll_all_zero(p.key, sizeof(p.key)))
@@ -534,6 +534,7 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	comm->quota = kcoll_quota_ref(ctx->quota);
 	comm->quota_qps = qps;
 	comm->uid = p.uid;
+	comm->parent_uid = p.parent_uid;
 	comm->rank = p.rank;
 	comm->nranks = p.nranks;
 	comm->devmem = p.flags & KCOLL_COMM_DEVMEM;

@@ -227,7 +227,9 @@ static int kcoll_nl_put_comm_id(struct sk_buff *skb, struct kcoll_comm *comm)
 	    kcoll_nl_put_u64(skb, KCOLL_A_COMM_UID, comm->uid) ||
 	    nla_put_u32(skb, KCOLL_A_COMM_PID, comm->pid) ||
 	    nla_put_u32(skb, KCOLL_A_RANK, comm->rank) ||
-	    nla_put_u32(skb, KCOLL_A_NRANKS, comm->nranks))
+	    nla_put_u32(skb, KCOLL_A_NRANKS, comm->nranks) ||
+	    (comm->parent_uid &&
+	     kcoll_nl_put_u64(skb, KCOLL_A_COMM_PARENT_UID, comm->parent_uid)))
 		return -EMSGSIZE;
 	return 0;
 }

@@ -517,6 +517,7 @@ struct kcoll_comm {
 	struct rw_semaphore dev_sem;
 
 	u64 uid;
+	u64 parent_uid;			/* informational; 0: none */
 	u8 key[KCOLL_KEY_LEN];
 	struct crypto_shash *auth;	/* hmac(sha256) keyed with @key */
 	u32 rank;

@@ -133,4 +133,33 @@ COLL_HIDDEN int coll_root_start(struct coll_id_fields *f);
 COLL_HIDDEN int coll_node_addr_at(const char *ibdir,
 				  struct kcoll_rank_addr *self);
 
+/* ------------------------------------------------------------------ */
+/* Communicators made from others (comm.c, family.c)                   */
+/* ------------------------------------------------------------------ */
+
+/* coll_comm_init_table() with the uid of the communicator it was made
+ * from (KCOLL_IOC_COMM_CREATE's parent_uid; 0: none). */
+COLL_HIDDEN int coll_comm_create_child(coll_comm **out, int nranks, int rank,
+				       const struct kcoll_rank_addr *table,
+				       uint64_t uid,
+				       const uint8_t key[KCOLL_KEY_LEN],
+				       uint64_t parent_uid);
+/* coll_comm_init_rank() the same way. */
+COLL_HIDDEN int coll_comm_init_rank_child(coll_comm **out, int nranks,
+					  const coll_unique_id *id, int rank,
+					  uint64_t parent_uid);
+/* The rank table and key @c was created with, its uid and parent's. */
+COLL_HIDDEN const struct kcoll_rank_addr *coll_comm_table(const coll_comm *c);
+COLL_HIDDEN const uint8_t *coll_comm_key(const coll_comm *c);
+COLL_HIDDEN uint64_t coll_comm_uid_get(const coll_comm *c);
+COLL_HIDDEN uint64_t coll_comm_parent_get(const coll_comm *c);
+/* The number of the next child derived from @c: 1, 2, ... Every rank
+ * counts alike as long as all make the same calls in the same order. */
+COLL_HIDDEN uint32_t coll_comm_derive_next(coll_comm *c);
+/* Operations of @c submitted and not completed. */
+COLL_HIDDEN unsigned int coll_comm_busy(coll_comm *c);
+/* SipHash-2-4 of @len bytes at @msg under the 16-byte @key (family.c). */
+COLL_HIDDEN uint64_t coll_siphash(const uint8_t key[16], const void *msg,
+				  size_t len);
+
 #endif /* COLL_INTERNAL_H */

@@ -106,6 +106,11 @@ struct coll_comm {
 	void *int_stream;		/* for the calls that take none */
 	uint64_t ops_supported;		/* the kernel's (KCOLL_IOC_QUERY);
 					 * 0: not asked yet */
+	/* What split, shrink and grow derive a child from (family.c). */
+	struct kcoll_rank_addr *table;	/* nranks entries */
+	uint8_t key[KCOLL_KEY_LEN];
+	uint64_t parent_uid;		/* 0: none */
+	uint32_t derived;		/* children derived so far */
 };
 
 /* Time a destroyed communicator's cancelled operations get to complete. */
@@ -1446,6 +1451,8 @@ static void comm_free(coll_comm *c)
 		comm_park_bell(c->bell);
 	free(c->slots);
 	free(c->free_slots);
+	free(c->table);
+	memset(c->key, 0, sizeof(c->key));
 	pthread_mutex_destroy(&c->gpu_lock);
 	pthread_cond_destroy(&c->cond);
 	pthread_mutex_destroy(&c->lock);
@@ -1487,6 +1494,13 @@ int coll_comm_init_table(coll_comm **out, int nranks, int rank,
 			 const struct kcoll_rank_addr *table, uint64_t uid,
 			 const uint8_t key[KCOLL_KEY_LEN])
 {
+	return coll_comm_create_child(out, nranks, rank, table, uid, key, 0);
+}
+
+int coll_comm_create_child(coll_comm **out, int nranks, int rank,
+			   const struct kcoll_rank_addr *table, uint64_t uid,
+			   const uint8_t key[KCOLL_KEY_LEN], uint64_t parent_uid)
+{
 	struct kcoll_comm_create cc;
 	uint64_t entries, tmo, devmem;
 	coll_comm *c;
@@ -1500,8 +1514,9 @@ int coll_comm_init_table(coll_comm **out, int nranks, int rank,
 	    rank >= nranks)
 		return coll_err(-EINVAL, "rank %d / nranks %d out of range",
 				rank, nranks);
-	if (!uid)
-		return coll_err(-EINVAL, "communicator uid 0");
+	if (!uid || uid == parent_uid)
+		return coll_err(-EINVAL, "communicator uid %s",
+				uid ? "equal to its parent's" : "0");
 	ret = coll_env_uint(COLL_ENV_RING_ENTRIES, COLL_RING_ENTRIES_DEFAULT,
 			    1U << 15, &entries);
 	if (!ret)
@@ -1542,6 +1557,14 @@ int coll_comm_init_table(coll_comm **out, int nranks, int rank,
 	for (i = 0; i < c->cap; i++)
 		c->free_slots[i] = c->cap - 1 - i;
 	c->nfree = c->cap;
+	c->table = malloc((size_t)nranks * sizeof(*c->table));
+	if (!c->table) {
+		ret = coll_err(-ENOMEM, "out of memory");
+		goto out_free;
+	}
+	memcpy(c->table, table, (size_t)nranks * sizeof(*c->table));
+	memcpy(c->key, key, KCOLL_KEY_LEN);
+	c->parent_uid = parent_uid;
 
 	memset(&cc, 0, sizeof(cc));
 	cc.ranks = (uintptr_t)table;
@@ -1551,6 +1574,7 @@ int coll_comm_init_table(coll_comm **out, int nranks, int rank,
 	cc.nranks = (uint32_t)nranks;
 	cc.timeout_ms = (uint32_t)tmo;
 	cc.flags = devmem ? KCOLL_COMM_DEVMEM : 0;
+	cc.parent_uid = parent_uid;
 	ret = kcoll_ioctl(c->ring.ring_fd, KCOLL_IOC_COMM_CREATE, &cc);
 	if (ret) {
 		coll_err(ret, "KCOLL_IOC_COMM_CREATE (rank %d of %d): %s",
@@ -1570,8 +1594,57 @@ out_free:
 	return ret;
 }
 
+/* What family.c derives children from. */
+const struct kcoll_rank_addr *coll_comm_table(const coll_comm *c)
+{
+	return c->table;
+}
+
+const uint8_t *coll_comm_key(const coll_comm *c)
+{
+	return c->key;
+}
+
+uint64_t coll_comm_uid_get(const coll_comm *c)
+{
+	return c->uid;
+}
+
+uint64_t coll_comm_parent_get(const coll_comm *c)
+{
+	return c->parent_uid;
+}
+
+uint32_t coll_comm_derive_next(coll_comm *c)
+{
+	uint32_t n;
+
+	pthread_mutex_lock(&c->lock);
+	n = ++c->derived;
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}
+
+/* Operations submitted and not completed (0 for an idle communicator). */
+unsigned int coll_comm_busy(coll_comm *c)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&c->lock);
+	n = c->nqueued + c->ninflight;
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}
+
 int coll_comm_init_rank(coll_comm **out, int nranks, const coll_unique_id *id,
 			int rank)
+{
+	return coll_comm_init_rank_child(out, nranks, id, rank, 0);
+}
+
+int coll_comm_init_rank_child(coll_comm **out, int nranks,
+			      const coll_unique_id *id, int rank,
+			      uint64_t parent_uid)
 {
 	uint8_t key[KCOLL_KEY_LEN];
 	struct kcoll_rank_addr self, *table;
@@ -1596,7 +1669,8 @@ int coll_comm_init_rank(coll_comm **out, int nranks, const coll_unique_id *id,
 		return coll_err(-ENOMEM, "out of memory");
 	ret = coll_bootstrap(id, nranks, rank, &self, table, &uid);
 	if (!ret)
-		ret = coll_comm_init_table(out, nranks, rank, table, uid, key);
+		ret = coll_comm_create_child(out, nranks, rank, table, uid, key,
+					     parent_uid);
 	free(table);
 	return ret;
 }

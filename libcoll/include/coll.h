@@ -54,7 +54,7 @@ extern "C" {
 
 /* Version of the library API described by this header. */
 #define COLL_VERSION_MAJOR	0
-#define COLL_VERSION_MINOR	3
+#define COLL_VERSION_MINOR	4
 
 /* Environment variable that overrides the device path. */
 #define COLL_DEVICE_ENV		"KCOLL_DEVICE"
@@ -795,6 +795,102 @@ COLL_API int coll_comm_abort(coll_comm *comm);
  * Returns 0, or -errno (-ENOENT if the kernel communicator is gone).
  */
 COLL_API int coll_comm_cancel(coll_comm *comm);
+
+/**
+ * coll_comm_revoke() - revoke @comm: every operation in flight on it, and
+ * every later one, fails on every rank that can still be reached, so that
+ * no rank is left waiting (ncclCommRevoke, MPIX_Comm_revoke).
+ *
+ * Here operations fail with -ECANCELED; the kernel tears down this rank's
+ * connections, and every peer's operations of @comm, in flight or later,
+ * fail with -ECONNRESET naming this rank in its report (a collective the
+ * peer can finish without this rank, because this one completed it
+ * before revoking, still completes). It returns once the local part is
+ * done, in bounded time, whatever the peers do. It is coll_comm_cancel()
+ * under the name fault-tolerant programs look for; thread-safe like it.
+ * @comm stays allocated for coll_comm_get_report(), coll_comm_shrink()
+ * and coll_comm_destroy(). Returns 0 or -errno.
+ */
+COLL_API int coll_comm_revoke(coll_comm *comm);
+
+/* coll_comm_split()'s color for "no new communicator" (MPI_UNDEFINED). */
+#define COLL_SPLIT_NOCOLOR	(-1)
+
+/**
+ * coll_comm_split() - collective over @comm: the ranks that pass the same
+ * @color (>= 0) form a new communicator, ordered by @key, ties by their
+ * rank in @comm (MPI_Comm_split, ncclCommSplit). A rank passing
+ * COLL_SPLIT_NOCOLOR takes part and gets *@newcomm = NULL.
+ *
+ * No bootstrap: the colors and keys travel by an allgather on @comm, and
+ * the new communicator's members, id and secret are derived from @comm's
+ * (its rank table and key, which every member holds) and from how many
+ * communicators @comm has made before, so every rank must make its
+ * split/shrink calls in the same order. The new communicator connects
+ * anew to its members (its own QPs; @comm's connections are not shared)
+ * and names @comm as its parent, which kcollctl shows. @comm stays as it
+ * was. Bounded in time: the allgather by @comm's timeout, connecting by
+ * the connect timeout (-ETIMEDOUT when a member never comes).
+ *
+ * Returns 0, or -EINVAL (a color below -1), or the allgather's or the
+ * creation's error; *@newcomm is NULL on every error.
+ */
+COLL_API int coll_comm_split(coll_comm *comm, int color, int key,
+			     coll_comm **newcomm);
+
+/* coll_comm_shrink() flags. */
+#define COLL_SHRINK_ABORT	(1U << 0)	/* revoke @comm first */
+
+/**
+ * coll_comm_shrink() - a new communicator of @comm's ranks less the
+ * @nexclude ranks in @exclude (ncclCommShrink): called by the surviving
+ * ranks alone, each with the same set (in any order); the excluded ranks
+ * take no part and may be dead, exiting, or stuck.
+ *
+ * Survivors keep their order. The members, id and secret are derived as
+ * coll_comm_split() derives them, with no message on @comm (which may be
+ * broken), so survivors that disagree on the set end with -EACCES or
+ * -ETIMEDOUT, never with a communicator of the wrong size. Connecting is
+ * bounded by the connect timeout, also while other survivors die. With
+ * COLL_SHRINK_ABORT, @comm is revoked first (coll_comm_revoke()): what
+ * was in flight on it fails here and on its other ranks. Without it, @comm
+ * must be idle (-EBUSY otherwise), as after a failure has completed
+ * everything with an error. @comm stays allocated; destroy it after.
+ *
+ * The excluded ranks knew @comm's secret and so could compute the new
+ * one: to lock a rank out for good, bootstrap a communicator with a fresh
+ * coll_unique_id instead.
+ *
+ * Returns 0, -EINVAL (a rank out of range, listed twice, or this rank),
+ * -EBUSY, or the creation's error.
+ */
+COLL_API int coll_comm_shrink(coll_comm *comm, const int *exclude,
+			      int nexclude, unsigned int flags,
+			      coll_comm **newcomm);
+
+/**
+ * coll_comm_grow() - a new communicator of @nranks ranks (more than
+ * @comm's): @comm's ranks keep their ranks and call this; the new ones
+ * are @comm's size .. @nranks - 1 and call coll_comm_init_rank() with the
+ * same @nranks and @id (ncclCommGrow). @id is a fresh coll_unique_id that
+ * one rank of @comm made (coll_get_unique_id()) and handed to the others
+ * and to the new ranks, as any bootstrap needs. The new communicator
+ * names @comm as its parent; @comm stays as it was. Bounded by the
+ * bootstrap's and the connect timeouts.
+ *
+ * Returns 0, -EINVAL (@nranks not above @comm's size, or above
+ * KCOLL_MAX_RANKS), or the bootstrap's or the creation's error.
+ */
+COLL_API int coll_comm_grow(coll_comm *comm, int nranks,
+			    const coll_unique_id *id, coll_comm **newcomm);
+
+/**
+ * coll_comm_uid() - the id every rank of @comm shares (kcollctl shows it);
+ * coll_comm_parent_uid() - the id of the communicator @comm was made from
+ * by split, shrink or grow, or 0.
+ */
+COLL_API uint64_t coll_comm_uid(const coll_comm *comm);
+COLL_API uint64_t coll_comm_parent_uid(const coll_comm *comm);
 
 /* No timeout for the operations of a communicator (coll_comm_set_timeout). */
 #define COLL_TIMEOUT_NONE	KCOLL_TIMEOUT_NONE

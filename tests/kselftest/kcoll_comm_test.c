@@ -45,9 +45,12 @@ TEST(comm_create_rejects_bad_arguments)
 	c.flags = ~KCOLL_COMM_FLAGS;	/* undefined flags */
 	EXPECT_EQ(-EINVAL, kt_ioctl(fd, KCOLL_IOC_COMM_CREATE, &c));
 	c.flags = 0;
-	c.resv[3] = 1;
+	c.resv[2] = 1;
 	EXPECT_EQ(-EINVAL, kt_ioctl(fd, KCOLL_IOC_COMM_CREATE, &c));
-	c.resv[3] = 0;
+	c.resv[2] = 0;
+	c.parent_uid = c.uid;	/* its own parent */
+	EXPECT_EQ(-EINVAL, kt_ioctl(fd, KCOLL_IOC_COMM_CREATE, &c));
+	c.parent_uid = 0;
 	ranks[0].resv = 1;
 	EXPECT_EQ(-EINVAL, kt_ioctl(fd, KCOLL_IOC_COMM_CREATE, &c));
 	ranks[0].resv = 0;

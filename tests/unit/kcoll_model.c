@@ -639,7 +639,7 @@ static int m_comm_create(struct m_ctx *ctx, struct kcoll_comm_create *cc)
 
 	if (!cc->uid || !cc->nranks || cc->nranks > 64 ||
 	    cc->rank >= cc->nranks || (cc->flags & ~KCOLL_COMM_FLAGS) || cc->resv0 || cc->comm_id ||
-	    !kcoll_all_zero(cc->resv, sizeof(cc->resv)))
+	    cc->parent_uid == cc->uid || !kcoll_all_zero(cc->resv, sizeof(cc->resv)))
 		return -EINVAL;
 	for (i = 0; i < cc->nranks; i++) {
 		struct in_addr ip;

@@ -7,7 +7,7 @@
  * tests/oracle/kcoll-check.h (the reference of the VM test) and guard bytes; CQ
  * overflow handling with a tiny ring, one ENTER per group, several threads
  * waiting on one communicator, signature mismatch, a wrong key, a lost
- * peer, registrations, argument checks. Runs under ASan/UBSan, which also
+ * peer, registrations, argument checks; split, shrink and grow. Runs under ASan/UBSan, which also
  * catches leaked requests.
  */
 #define _GNU_SOURCE
@@ -727,6 +727,175 @@ static void test_args(void)
 	run_ranks(2, body_args, false);
 }
 
+/* ------------------------------------------------------------------ */
+/* Split, shrink, grow                                                 */
+/* ------------------------------------------------------------------ */
+
+/* SipHash-2-4's published vectors: key 00..0f, messages 00..(len-1). */
+static void test_siphash(void)
+{
+	uint8_t key[16], msg[16];
+	int i;
+
+	for (i = 0; i < 16; i++)
+		key[i] = msg[i] = (uint8_t)i;
+	UNIT_CHECK(coll_siphash(key, msg, 0) == 0x726fdb47dd0e0e31ULL);
+	UNIT_CHECK(coll_siphash(key, msg, 1) == 0x74f839c593dc67fdULL);
+	UNIT_CHECK(coll_siphash(key, msg, 8) == 0x93f5f5799a932462ULL);
+	UNIT_CHECK(coll_siphash(key, msg, 15) == 0xa129ca6149be45e5ULL);
+}
+
+/* The sum of @v over @comm, or INT32_MIN on an error. */
+static int32_t sum_over(coll_comm *comm, int32_t v)
+{
+	return coll_allreduce(&v, &v, 1, COLL_DTYPE_INT32, COLL_REDOP_SUM,
+			      comm) ? INT32_MIN : v;
+}
+
+/*
+ * 4 ranks: split by parity, keys reversing the order; then {0, 1, 2}
+ * with rank 3 passing no color; the parent still works between and after.
+ */
+static void body_split(struct rank *r, coll_comm *comm)
+{
+	coll_comm *c = NULL;
+	int ret, want;
+
+	ret = coll_comm_split(comm, r->rank % 2, -r->rank, &c);
+	if (ret || !c) {
+		rank_fail(r, "split by parity: %d %s", ret, coll_last_error());
+		return;
+	}
+	/* Members of a color by descending parent rank: 2, 0 and 3, 1. */
+	want = r->rank >= 2 ? 0 : 1;
+	if (coll_comm_size(c) != 2 || coll_comm_rank(c) != want)
+		rank_fail(r, "child rank %d of %d, expected %d of 2",
+			  coll_comm_rank(c), coll_comm_size(c), want);
+	if (coll_comm_parent_uid(c) != coll_comm_uid(comm) ||
+	    coll_comm_uid(c) == coll_comm_uid(comm) || !coll_comm_uid(c))
+		rank_fail(r, "child uid %llx parent %llx (parent's %llx)",
+			  (unsigned long long)coll_comm_uid(c),
+			  (unsigned long long)coll_comm_parent_uid(c),
+			  (unsigned long long)coll_comm_uid(comm));
+	/* Parent ranks 0 + 2 and 1 + 3. */
+	if (sum_over(c, r->rank) != (r->rank % 2 ? 4 : 2))
+		rank_fail(r, "sum over the child");
+	if (sum_over(comm, 1) != 4)
+		rank_fail(r, "sum over the parent beside the child");
+	coll_comm_destroy(c);
+	c = NULL;
+	ret = coll_comm_split(comm, r->rank == 3 ? COLL_SPLIT_NOCOLOR : 7, 0,
+			      &c);
+	if (ret || (r->rank == 3) != !c) {
+		rank_fail(r, "split with no color: %d, child %p", ret, c);
+	} else if (c) {
+		if (coll_comm_size(c) != 3 || coll_comm_rank(c) != r->rank ||
+		    sum_over(c, r->rank) != 3)
+			rank_fail(r, "the 3-rank child");
+		coll_comm_destroy(c);
+	}
+	if (coll_comm_split(comm, -2, 0, &c) != -EINVAL || c)
+		rank_fail(r, "color -2 accepted");
+	if (sum_over(comm, r->rank) != 6)
+		rank_fail(r, "sum over the parent after");
+}
+
+static void test_split(void)
+{
+	run_ranks(4, body_split, false);
+}
+
+/*
+ * 4 ranks; rank 3 leaves; the survivors' operations fail, they shrink to
+ * {0, 1, 2} (not asking rank 3 anything) and go on; a bad exclusion list
+ * is refused before anything happens.
+ */
+static void body_shrink(struct rank *r, coll_comm *comm)
+{
+	int ex[3] = { 3 }, bad[2], ret;
+	coll_comm *c = NULL;
+
+	if (sum_over(comm, 1) != 4)
+		rank_fail(r, "first sum");
+	if (r->rank == 3)
+		return;		/* destroyed by rank_main: gone */
+	while (sum_over(comm, 1) != INT32_MIN)
+		;		/* until the loss shows */
+	bad[0] = r->rank;
+	if (coll_comm_shrink(comm, bad, 1, 0, &c) != -EINVAL || c)
+		rank_fail(r, "excluding itself accepted");
+	bad[0] = 3;
+	bad[1] = 3;
+	if (coll_comm_shrink(comm, bad, 2, 0, &c) != -EINVAL)
+		rank_fail(r, "a rank listed twice accepted");
+	bad[0] = 4;
+	if (coll_comm_shrink(comm, bad, 1, 0, &c) != -EINVAL)
+		rank_fail(r, "rank 4 of 4 accepted");
+	if (coll_comm_shrink(comm, ex, 1, 1U << 5, &c) != -EINVAL)
+		rank_fail(r, "unknown flags accepted");
+	ret = coll_comm_shrink(comm, ex, 1, 0, &c);
+	if (ret || !c) {
+		rank_fail(r, "shrink: %d %s", ret, coll_last_error());
+		return;
+	}
+	if (coll_comm_size(c) != 3 || coll_comm_rank(c) != r->rank ||
+	    coll_comm_parent_uid(c) != coll_comm_uid(comm) ||
+	    sum_over(c, r->rank) != 3)
+		rank_fail(r, "the shrunk communicator");
+	coll_comm_destroy(c);
+}
+
+static void test_shrink(void)
+{
+	run_ranks(4, body_shrink, false);
+}
+
+/* Grow: ranks 0 and 1 of a communicator and a new rank 2 meet through a
+ * fresh id. */
+static coll_unique_id grow_parent_id, grow_id;
+
+static void body_grow(struct rank *r, coll_comm *unused)
+{
+	coll_comm *p = NULL, *c = NULL;
+	int ret;
+
+	(void)unused;
+	if (r->rank < 2) {
+		ret = coll_comm_init_rank(&p, 2, &grow_parent_id, r->rank);
+		if (ret) {
+			rank_fail(r, "parent: %s", coll_last_error());
+			return;
+		}
+		if (coll_comm_grow(p, 2, &grow_id, &c) != -EINVAL || c)
+			rank_fail(r, "growing to the same size accepted");
+		ret = coll_comm_grow(p, 3, &grow_id, &c);
+	} else {
+		ret = coll_comm_init_rank(&c, 3, &grow_id, 2);
+	}
+	if (ret) {
+		rank_fail(r, "grow: %s", coll_last_error());
+	} else {
+		if (coll_comm_size(c) != 3 || coll_comm_rank(c) != r->rank ||
+		    sum_over(c, r->rank) != 3)
+			rank_fail(r, "the grown communicator");
+		if (p && coll_comm_parent_uid(c) != coll_comm_uid(p))
+			rank_fail(r, "the grown one's parent");
+		if (p && sum_over(p, 1) != 2)
+			rank_fail(r, "the parent after growing");
+		coll_comm_destroy(c);
+	}
+	if (p)
+		coll_comm_destroy(p);
+}
+
+static void test_grow(void)
+{
+	if (!UNIT_EQ_INT(coll_get_unique_id(&grow_parent_id), 0) ||
+	    !UNIT_EQ_INT(coll_get_unique_id(&grow_id), 0))
+		return;
+	run_ranks(3, body_grow, true);
+}
+
 int main(int argc, char **argv)
 {
 	unit_init(argc, argv);
@@ -744,6 +913,10 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_peer_lost);
 	UNIT_RUN(test_mem);
 	UNIT_RUN(test_args);
+	UNIT_RUN(test_siphash);
+	UNIT_RUN(test_split);
+	UNIT_RUN(test_shrink);
+	UNIT_RUN(test_grow);
 	kcoll_model_stop();
 	return unit_done();
 }

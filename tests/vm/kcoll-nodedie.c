@@ -8,13 +8,13 @@
  * at once (sysrq 'b': no process exit, no disconnect, the NIC just goes
  * silent), after writing "ok" to the status file given with -s, since it
  * cannot report later. The survivors must see the allreduce fail within
- * the timeout (plus slack) with a report that names the victim, then build
- * a new communicator of the survivors alone (ranks renumbered, a new
- * bootstrap port) and check an allreduce on it.
+ * the timeout (plus slack) with a report that names the victim, then
+ * shrink the communicator to the survivors alone (coll_comm_shrink(): no
+ * bootstrap, nothing asked of the dead node; ranks renumbered), within the
+ * connect timeout, and check an allreduce on it.
  *
- * Usage: kcoll-nodedie -v VICTIM -p PORT2 [-T TIMEOUT_MS] [-s STATUS]
- *   -v  rank whose node dies (not 0: rank 0 hosts the new bootstrap)
- *   -p  bootstrap root port of the survivors' new communicator
+ * Usage: kcoll-nodedie -v VICTIM [-T TIMEOUT_MS] [-s STATUS]
+ *   -v  rank whose node dies
  *   -T  operation timeout (default 10000 ms)
  *   -s  the victim's status file (written "ok" just before it dies)
  * Prints TAP-like result lines; exit 0 when every check passed.
@@ -94,37 +94,27 @@ static void die_now(const char *status)
 int main(int argc, char **argv)
 {
 	const char *status = NULL;
-	int victim = -1, port2 = 0, o, rank, nranks, ret;
+	int victim = -1, o, rank, nranks, ret;
 	unsigned int timeout_ms = 10000;
 	size_t big = 16u << 20;		/* 64 MiB of int32 */
 	coll_comm *comm, *comm2;
 	coll_request *req;
 	coll_report rep;
-	char root[64], buf[32];
-	const char *ip;
 	double t0, dt;
 	int32_t *a;
 
-	while ((o = getopt(argc, argv, "v:p:T:s:")) != -1) {
+	while ((o = getopt(argc, argv, "v:T:s:")) != -1) {
 		switch (o) {
 		case 'v': victim = atoi(optarg); break;
-		case 'p': port2 = atoi(optarg); break;
 		case 'T': timeout_ms = strtoul(optarg, NULL, 0); break;
 		case 's': status = optarg; break;
 		default:
-			fprintf(stderr, "usage: kcoll-nodedie -v VICTIM -p PORT2 [-T MS] [-s STATUS]\n");
+			fprintf(stderr, "usage: kcoll-nodedie -v VICTIM [-T MS] [-s STATUS]\n");
 			return 2;
 		}
 	}
-	ip = getenv(COLL_ENV_ROOT);
-	if (victim < 0 || port2 <= 0 || !ip) {
-		fprintf(stderr, "kcoll-nodedie: -v, -p and $%s are required\n",
-			COLL_ENV_ROOT);
-		return 2;
-	}
-	/* Rank 0 serves the survivors' bootstrap at the same address. */
-	if (victim == 0) {
-		fprintf(stderr, "kcoll-nodedie: the victim cannot be rank 0\n");
+	if (victim < 0) {
+		fprintf(stderr, "kcoll-nodedie: -v is required\n");
 		return 2;
 	}
 	ret = coll_comm_init_env(&comm);
@@ -167,28 +157,23 @@ int main(int argc, char **argv)
 	      (rep.peer == victim ||
 	       (rep.nmissing && rep.missing[0] == (uint32_t)victim)),
 	      "the report names the dead node's rank", rank);
-	coll_comm_abort(comm);
 	free(a);
 
-	/* The survivors carry on without the victim. */
-	snprintf(root, sizeof(root), "%s", ip);
-	if (strchr(root, ':'))
-		*strchr(root, ':') = '\0';
-	snprintf(root + strlen(root), sizeof(root) - strlen(root), ":%d",
-		 port2);
-	setenv(COLL_ENV_ROOT, root, 1);
-	snprintf(buf, sizeof(buf), "%d", nranks - 1);
-	setenv(COLL_ENV_NRANKS, buf, 1);
-	snprintf(buf, sizeof(buf), "%d", rank < victim ? rank : rank - 1);
-	setenv(COLL_ENV_RANK, buf, 1);
-	ret = coll_comm_init_env(&comm2);
-	check(!ret, "a new communicator without the dead node", rank);
+	/* The survivors carry on without the victim, from what they have. */
+	t0 = now_s();
+	ret = coll_comm_shrink(comm, &victim, 1, 0, &comm2);
+	dt = now_s() - t0;
+	printf("# rank %d: shrink: %d after %.1f s%s%s\n", rank, ret, dt,
+	       ret ? ": " : "", ret ? coll_last_error() : "");
+	check(!ret && comm2 && coll_comm_size(comm2) == nranks - 1 &&
+	      coll_comm_rank(comm2) == (rank < victim ? rank : rank - 1),
+	      "shrunk to the survivors, renumbered", rank);
+	check(dt < 30, "the shrink took less than the connect timeout", rank);
+	coll_comm_abort(comm);
 	if (!ret) {
 		check(allreduce_ok(comm2, 100001),
-		      "allreduce on the new communicator", rank);
+		      "allreduce on the shrunk communicator", rank);
 		coll_comm_destroy(comm2);
-	} else {
-		printf("# coll_comm_init_env: %s\n", coll_last_error());
 	}
 	printf("# kcoll-nodedie: rank %d: %d failure(s)\n", rank, fails);
 	return fails ? 1 : 0;

@@ -376,6 +376,9 @@ struct kcoll_rank_addr {
  * @flags:	KCOLL_COMM_*
  * @timeout_ms:	connection setup limit; 0: sysfs connect_timeout_ms
  * @comm_id:	out: handle for SQEs and the other ioctls, local to the file
+ * @parent_uid:	the uid of the communicator this one was made from (split,
+ *		shrink or grow in libcoll), shown by kcollctl; 0: none. Not
+ *		checked against anything (the parent may be gone); not @uid
  */
 struct kcoll_comm_create {
 	__u64	ranks;
@@ -387,7 +390,8 @@ struct kcoll_comm_create {
 	__u32	timeout_ms;
 	__u32	comm_id;
 	__u32	resv0;
-	__u64	resv[4];
+	__u64	parent_uid;
+	__u64	resv[3];
 };
 
 /*

@@ -146,6 +146,9 @@ enum kcoll_comm_state {
  * @KCOLL_A_DEV_ENABLED: u8, 1 if new communicators may use the device and
  *			it accepts connections (the "devices" tunable lists
  *			it, or is "*"), else 0
+ * @KCOLL_A_COMM_PARENT_UID: u64, the uid of the communicator this one was
+ *			made from (split, shrink, grow), beside COMM_UID
+ *			wherever that is sent, if there is one
  */
 enum kcoll_nl_attr {
 	KCOLL_A_UNSPEC,
@@ -198,6 +201,7 @@ enum kcoll_nl_attr {
 	KCOLL_A_COST_BETA_PS,
 	KCOLL_A_COST_GAMMA_PS,
 	KCOLL_A_DEV_ENABLED,
+	KCOLL_A_COMM_PARENT_UID,
 	__KCOLL_A_MAX,
 	KCOLL_A_MAX = __KCOLL_A_MAX - 1
 };

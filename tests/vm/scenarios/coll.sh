@@ -58,6 +58,10 @@
 #           registered once (-R 1), then on dma-bufs of exporter E imported
 #           once (-D E): the two interleaved in one boot
 #           (docs/PERFORMANCE.md)
+#   family  after the main run (4 ranks on 2 VMs), kcoll-family: split,
+#           revoke, shrink (a member killed as it starts) and grow (a new
+#           process on vm1), every step bounded in time, and kcollctl's
+#           view of parents and children
 #   skew    the VMs advertise different cost models (vm0 sysfs
 #           algo/beta_ps 9999, vm1 algo/gamma_ps 50000): every
 #           communicator must agree on the largest of each (the engine's
@@ -75,6 +79,7 @@
 COLLTEST=$KCOLL_TOP/build/tests/bin/kcoll-colltest
 PERF=$KCOLL_TOP/build/tools/kcoll-perf
 PRIOBENCH=$KCOLL_TOP/build/tools/kcoll-priobench
+FAMILY=$KCOLL_TOP/build/tests/bin/kcoll-family
 ROOT_IP=10.9.0.1
 PORT_BASE=29500
 
@@ -87,7 +92,7 @@ kcoll_res_baseline
 set -- $KCOLL_ARG
 nranks=${1:-$((2 * kcoll_nvms))}
 [ $# -gt 0 ] && shift
-dmabuf="" gpu="" gpu_only="" gpuab="" dmabufab="" level="" perf=0 neg=1 check=1 dieloop=0 qpsweep="" sweep_knob="" prio=0 prio_args=(-s 64K -b 256M -n 30) skew=0
+dmabuf="" gpu="" gpu_only="" gpuab="" dmabufab="" level="" perf=0 neg=1 check=1 dieloop=0 qpsweep="" sweep_knob="" prio=0 prio_args=(-s 64K -b 256M -n 30) skew=0 family=0
 perf_args=(-M -c all -b 8 -e 4M -f 4 -n 5 -w 2 -i 1)
 for a in "$@"; do
 	case $a in
@@ -114,6 +119,7 @@ for a in "$@"; do
 	qps=*) echo "${a#qps=}" >/sys/class/misc/kcoll/qps_per_peer ||
 			fail "qps_per_peer ${a#qps=}" ;;
 	skew) skew=1 ;;
+	family) family=1 ;;
 	dmabuf=*) dmabuf=${a#dmabuf=} ;;
 	gpu=*) gpu=${a#gpu=} ;;
 	gpuonly=*) gpu=${a#gpuonly=} check=0 neg=0 ;;
@@ -336,6 +342,43 @@ if [ $perf = 1 ]; then
 	else
 		fail "no $PERF (make tools)"
 	fi
+fi
+
+# family: kcoll-family's four ranks, and on vm1 the newcomer its grow
+# admits, which reads the new communicator's id from a file rank 0
+# writes (removed first: an earlier run's would be stale). Rank 2 kills
+# itself (SIGKILL: 137) and rank 3 leaves early on purpose.
+if [ $family = 1 ]; then
+	[ "$nranks" = 4 ] && [ "$kcoll_nvms" = 2 ] || fail "family needs 4 ranks on 2 VMs"
+	[ -x "$FAMILY" ] || fail "no $FAMILY (make tests-bin)"
+	idf=$kcoll_out/family-id
+	[ "$kcoll_vm" = 0 ] && rm -f "$idf"
+	vm_sync family-start 300
+	run_no=$((run_no + 1))
+	pids=() ranks=()
+	for r in $(seq $first $last); do
+		KCOLL_RANK=$r KCOLL_ROOT=$ROOT_IP:$((PORT_BASE + run_no)) \
+			timeout -k 10 300 "$FAMILY" -f "$idf" -C 5000 \
+			-K "$KCOLL_TOP/build/daemon/kcollctl" >"$KCOLL_OUT/family-rank$r.log" 2>&1 &
+		pids+=($!) ranks+=("$r")
+	done
+	if [ "$kcoll_vm" = 1 ]; then
+		timeout -k 10 300 "$FAMILY" -g -f "$idf" >"$KCOLL_OUT/family-new.log" 2>&1 &
+		pids+=($!) ranks+=(new)
+	fi
+	for i in "${!pids[@]}"; do
+		wait "${pids[$i]}"
+		rc=$?
+		r=${ranks[$i]}
+		want=0
+		[ "$r" = 2 ] && want=137
+		[ $rc = $want ] || fail "family: rank $r exited with $rc, not $want (see family-rank$r.log)"
+		f=$KCOLL_OUT/family-rank$r.log
+		[ "$r" = new ] && f=$KCOLL_OUT/family-new.log
+		grep -c "^ok" "$f" | sed "s/^/[family rank $r] checks passed: /"
+		grep -E "^not ok|^Bail out|^# (revoked|shrink|grow)" "$f" | sed "s/^/[family rank $r] /"
+	done
+	vm_sync family-done 300
 fi
 
 log "kcoll devices: $(tr '\n' ' ' </sys/class/misc/kcoll/rdma_devices)"

@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kcoll-family: communicators that split, revoke, shrink and grow, with
+ * ranks dying at the worst moments (tests/vm/scenarios/coll.sh "family").
+ *
+ * Four ranks (coll_comm_init_env(), two per VM: ranks 0, 1 on VM 0, 2, 3
+ * on VM 1), in steps:
+ *  1. split by parity (children {0, 2} and {1, 3}, across the VMs), an
+ *     allreduce on each child and on the parent; rank 0 runs kcollctl
+ *     (-K) and finds its parent and child listed as such;
+ *  2. revoke: ranks 0-2 start an allreduce that rank 3 never joins; rank 3
+ *     revokes the communicator instead. The three fail with -ECONNRESET
+ *     within seconds (the operation timeout is a minute), their next
+ *     operation fails at once, and so does rank 3's (-ECANCELED); then
+ *     rank 3 exits at once, the worst moment for a shrink that excludes
+ *     it;
+ *  3. shrink: ranks 0-2 shrink the revoked communicator to {0, 1, 2};
+ *     rank 2 kills itself (SIGKILL) as it would enter the shrink, so the
+ *     shrink of 0 and 1 must fail within the connect timeout (-C); they
+ *     shrink again without rank 2 and check an allreduce;
+ *  4. grow: ranks 0 and 1 grow that communicator to 3 with a new process
+ *     (kcoll-family -g, started by the scenario on VM 1) that reads the
+ *     fresh id from a file (-f) rank 0 writes; an allreduce on the three.
+ * Every step's time is bounded and checked. Prints TAP-like lines; exit
+ * 0 when every check passed.
+ *
+ * Usage: kcoll-family -f IDFILE [-K KCOLLCTL] [-C CONNECT_MS]   (ranks)
+ *        kcoll-family -g -f IDFILE                             (newcomer)
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coll.h"
+
+static int fails, rank = -1;
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void check(bool ok, const char *what)
+{
+	printf("%sok - rank %d: %s\n", ok ? "" : "not ", rank, what);
+	fflush(stdout);
+	if (!ok)
+		fails++;
+}
+
+/* The sum of @v over @comm, or INT32_MIN (its error in @err). */
+static int32_t sum_over(coll_comm *comm, int32_t v, int *err)
+{
+	int ret = coll_allreduce(&v, &v, 1, COLL_DTYPE_INT32, COLL_REDOP_SUM,
+				 comm);
+
+	if (err)
+		*err = ret;
+	if (ret)
+		printf("# allreduce: %d %s\n", ret, coll_last_error());
+	return ret ? INT32_MIN : v;
+}
+
+/* A 100001-element allreduce of (rank + i), its sums checked. */
+static bool allreduce_ok(coll_comm *comm)
+{
+	int n = coll_comm_size(comm), r = coll_comm_rank(comm);
+	size_t count = 100001, i;
+	int32_t *a = malloc(count * sizeof(*a));
+	bool ok = a != NULL;
+
+	for (i = 0; ok && i < count; i++)
+		a[i] = (int32_t)(i + r);
+	if (ok && coll_allreduce(a, a, count, COLL_DTYPE_INT32,
+				 COLL_REDOP_SUM, comm)) {
+		printf("# allreduce: %s\n", coll_last_error());
+		ok = false;
+	}
+	for (i = 0; ok && i < count; i++)
+		ok = a[i] == (int32_t)(n * i + n * (n - 1) / 2);
+	free(a);
+	return ok;
+}
+
+/* kcollctl's listing shows the split's parent and child on this node. */
+static void check_kcollctl(const char *ctl)
+{
+	char cmd[512], line[512];
+	bool parent = false, child = false;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "%s comm 2>&1", ctl);
+	p = popen(cmd, "r");
+	if (!p) {
+		check(false, "kcollctl runs");
+		return;
+	}
+	while (fgets(line, sizeof(line), p)) {
+		printf("# kcollctl: %s", line);
+		parent |= !!strstr(line, "children: comm");
+		child |= !!strstr(line, "child of comm");
+	}
+	check(pclose(p) == 0 && parent && child,
+	      "kcollctl lists the parent with its children and the child with its parent");
+}
+
+static int newcomer(const char *idfile)
+{
+	char s[COLL_UNIQUE_ID_STRLEN] = "";
+	coll_comm *c = NULL;
+	coll_unique_id id;
+	double t0 = now_s();
+	FILE *f = NULL;
+	int ret;
+
+	rank = 2;
+	/* Rank 0 writes the id once the first three steps are over. */
+	while (now_s() - t0 < 300) {
+		f = fopen(idfile, "r");
+		if (f && fgets(s, sizeof(s), f) && strlen(s) > 10)
+			break;
+		if (f)
+			fclose(f);
+		f = NULL;
+		usleep(200 * 1000);
+	}
+	if (f)
+		fclose(f);
+	s[strcspn(s, "\n")] = '\0';
+	ret = coll_unique_id_from_string(&id, s);
+	check(!ret, "the new rank read the grown communicator's id");
+	if (ret)
+		return 1;
+	ret = coll_comm_init_rank(&c, 3, &id, 2);
+	check(!ret, "the new rank joined the grown communicator");
+	if (ret) {
+		printf("# %s\n", coll_last_error());
+		return 1;
+	}
+	check(coll_comm_parent_uid(c) == 0, "the new rank's view has no parent");
+	check(allreduce_ok(c), "allreduce on the grown communicator (new rank)");
+	coll_comm_destroy(c);
+	return fails ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *idfile = NULL, *ctl = NULL;
+	coll_comm *comm, *child = NULL, *s1 = NULL, *s2 = NULL, *g = NULL;
+	unsigned int connect_ms = 5000;
+	int o, ret, err, ex[2];
+	bool grow_only = false;
+	coll_request *req;
+	int32_t v = 1;
+	double t0, dt;
+
+	while ((o = getopt(argc, argv, "f:K:C:g")) != -1) {
+		switch (o) {
+		case 'f': idfile = optarg; break;
+		case 'K': ctl = optarg; break;
+		case 'C': connect_ms = strtoul(optarg, NULL, 0); break;
+		case 'g': grow_only = true; break;
+		default:
+			fprintf(stderr, "usage: kcoll-family -f IDFILE [-K KCOLLCTL] [-C MS] | -g -f IDFILE\n");
+			return 2;
+		}
+	}
+	if (!idfile) {
+		fprintf(stderr, "kcoll-family: -f is required\n");
+		return 2;
+	}
+	if (grow_only)
+		return newcomer(idfile);
+	ret = coll_comm_init_env(&comm);
+	if (ret) {
+		printf("Bail out! coll_comm_init_env: %s\n", coll_last_error());
+		return 1;
+	}
+	rank = coll_comm_rank(comm);
+	if (coll_comm_size(comm) != 4) {
+		printf("Bail out! kcoll-family needs 4 ranks\n");
+		return 1;
+	}
+	coll_comm_set_timeout(comm, 60000);
+
+	/* 1. split */
+	ret = coll_comm_split(comm, rank % 2, rank, &child);
+	check(!ret && child && coll_comm_size(child) == 2 &&
+	      coll_comm_rank(child) == rank / 2, "split by parity");
+	if (child) {
+		check(coll_comm_parent_uid(child) == coll_comm_uid(comm),
+		      "the child names its parent");
+		check(allreduce_ok(child), "allreduce on the child");
+		check(sum_over(comm, rank, NULL) == 6,
+		      "allreduce on the parent beside the child");
+		if (ctl && rank == 0)
+			check_kcollctl(ctl);
+		/* Nobody destroys its child before rank 0 has looked. */
+		check(sum_over(comm, 0, NULL) == 0, "barrier after kcollctl");
+		coll_comm_destroy(child);
+	}
+
+	/* 2. revoke: rank 3 never joins the allreduce, and revokes. */
+	if (rank == 3) {
+		usleep(1500 * 1000);
+		t0 = now_s();
+		check(!coll_comm_revoke(comm), "revoke");
+		check(now_s() - t0 < 5, "revoke returned within 5 s");
+		check(sum_over(comm, 1, &err) == INT32_MIN && err == -ECANCELED,
+		      "an operation after revoking fails -ECANCELED");
+		/* Out at once: the survivors' shrink starts without us. */
+		printf("# rank 3 exits\n");
+		fflush(stdout);
+		_exit(fails ? 1 : 0);
+	}
+	t0 = now_s();
+	ret = coll_iallreduce(&v, &v, 1, COLL_DTYPE_INT32, COLL_REDOP_SUM,
+			      comm, &req);
+	if (!ret) {
+		ret = coll_wait(req);
+		coll_request_free(req);
+	}
+	dt = now_s() - t0;
+	printf("# revoked allreduce: %d (%s) after %.1f s\n", ret,
+	       coll_strerror(ret), dt);
+	check(ret == -ECONNRESET, "the revoked allreduce fails -ECONNRESET");
+	check(dt < 20, "within 20 s of its start (the timeout is 60 s)");
+	t0 = now_s();
+	check(sum_over(comm, 1, &err) == INT32_MIN && err == -ECONNRESET &&
+	      now_s() - t0 < 2, "the next operation fails at once");
+
+	/* 3. shrink: rank 2 dies as it would enter it. */
+	if (rank == 2) {
+		printf("# rank 2 kills itself instead of shrinking\n");
+		fflush(stdout);
+		raise(SIGKILL);
+	}
+	{
+		char buf[16];
+
+		snprintf(buf, sizeof(buf), "%u", connect_ms);
+		setenv(COLL_ENV_CONNECT_TIMEOUT, buf, 1);
+	}
+	ex[0] = 3;
+	t0 = now_s();
+	ret = coll_comm_shrink(comm, ex, 1, 0, &s1);
+	dt = now_s() - t0;
+	printf("# shrink to {0, 1, 2} with rank 2 dead: %d (%s) after %.1f s: %s\n",
+	       ret, coll_strerror(ret), dt, ret ? coll_last_error() : "");
+	check(ret && !s1, "a shrink with a dead member fails");
+	check(dt < connect_ms / 1000.0 + 10, "within the connect timeout (+10 s)");
+	if (s1)
+		coll_comm_destroy(s1);
+	ex[0] = 2;
+	ex[1] = 3;
+	t0 = now_s();
+	ret = coll_comm_shrink(comm, ex, 2, 0, &s2);
+	check(!ret && s2 && coll_comm_size(s2) == 2 &&
+	      coll_comm_rank(s2) == rank, "shrink to {0, 1}");
+	printf("# shrink to {0, 1}: %.1f s%s%s\n", now_s() - t0,
+	       ret ? ": " : "", ret ? coll_last_error() : "");
+	coll_comm_destroy(comm);
+	if (!s2)
+		return 1;
+	check(coll_comm_parent_uid(s2) != 0, "the shrunk one names its parent");
+	check(allreduce_ok(s2), "allreduce on the shrunk communicator");
+
+	/* 4. grow {0, 1} to 3 with a new process. */
+	{
+		coll_unique_id id;
+		char s[COLL_UNIQUE_ID_STRLEN];
+		FILE *f;
+
+		if (rank == 0) {
+			ret = coll_get_unique_id(&id);
+			if (!ret)
+				ret = coll_unique_id_to_string(&id, s, sizeof(s));
+			f = ret ? NULL : fopen(idfile, "w");
+			check(f && fprintf(f, "%s\n", s) > 0 && !fclose(f),
+			      "the grown communicator's id written");
+		}
+		/* Rank 1 gets it over the shrunk communicator. */
+		ret = coll_broadcast(&id, &id, sizeof(id), COLL_DTYPE_UINT8, 0,
+				     s2);
+		check(!ret, "the id broadcast");
+		t0 = now_s();
+		ret = coll_comm_grow(s2, 3, &id, &g);
+		printf("# grow: %d after %.1f s%s%s\n", ret, now_s() - t0,
+		       ret ? ": " : "", ret ? coll_last_error() : "");
+		check(!ret && g && coll_comm_size(g) == 3 &&
+		      coll_comm_rank(g) == rank, "grow to 3");
+		if (g) {
+			check(coll_comm_parent_uid(g) == coll_comm_uid(s2),
+			      "the grown one names its parent");
+			check(allreduce_ok(g), "allreduce on the grown communicator");
+			coll_comm_destroy(g);
+		}
+	}
+	coll_comm_destroy(s2);
+	printf("# kcoll-family: rank %d: %d failure(s)\n", rank, fails);
+	return fails ? 1 : 0;
+}
