@@ -66,7 +66,9 @@ fi
 # recorded: the model without them only).
 cost=()
 if [ -n "$ping" ] && [ -n "$cpus" ] && [ "$cpus" -gt 0 ]; then
-	o_ns=$(awk -v p="$ping" -v l="$lat" 'BEGIN { o = (p - 2000 * l) / 4; printf "%d", o > 0 ? o : 0 }')
+	o_ns=$(awk -v p="$ping" -v l="$lat" 'BEGIN { o = (p - 2000 * l) / 4; printf "%d", (o > 0 ? o : 0) }')
+	# What-if runs only (not a measurement): COLLSIM_O_NS replaces it.
+	o_ns=${COLLSIM_O_NS:-$o_ns}
 	cost=(-o "$o_ns" -U $(((ppn + cpus - 1) / cpus)))
 fi
 echo "# collsim vs the VMs ($dir): $n ranks, $ppn per VM; ${topo[*]} ${cost[*]}"

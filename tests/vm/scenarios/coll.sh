@@ -61,7 +61,7 @@
 #   family  after the main run (4 ranks on 2 VMs), kcoll-family: split,
 #           revoke, shrink (a member killed as it starts) and grow (a new
 #           process on vm1), every step bounded in time, and kcollctl's
-#           view of parents and children
+#           view of parents and children; familyonly: only that
 #   skew    the VMs advertise different cost models (vm0 sysfs
 #           algo/beta_ps 9999, vm1 algo/gamma_ps 50000): every
 #           communicator must agree on the largest of each (the engine's
@@ -120,6 +120,7 @@ for a in "$@"; do
 			fail "qps_per_peer ${a#qps=}" ;;
 	skew) skew=1 ;;
 	family) family=1 ;;
+	familyonly) family=1 check=0 neg=0 ;;
 	dmabuf=*) dmabuf=${a#dmabuf=} ;;
 	gpu=*) gpu=${a#gpu=} ;;
 	gpuonly=*) gpu=${a#gpuonly=} check=0 neg=0 ;;
