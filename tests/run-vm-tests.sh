@@ -155,9 +155,12 @@ bg_wait
 for kver in "$@"; do
 	scenario "$kver" rdma-pair 2 400
 	if [ "$kver" = "$first" ]; then
-		scenario "$kver" coll 2 1500 "4 quick skew dmabuf=vgem gpu=vgem"
+		# ... and communicators that split, revoke, shrink and grow
+		# with members dying (kcoll-family).
+		scenario "$kver" coll 2 1500 "4 quick skew dmabuf=vgem gpu=vgem family"
 		# Death of a process, 12 times in a row (then no leak, and
-		# rmmod), and of a whole node (3 VMs, one stops dead).
+		# rmmod), and of a whole node (3 VMs, one stops dead; the
+		# survivors shrink to themselves).
 		scenario "$kver" coll 2 1500 "2 die=12"
 		scenario "$kver" nodedie 3 900
 		# The clients users live in: torch.distributed's "kcoll"
