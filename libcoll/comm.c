@@ -1615,22 +1615,23 @@ uint64_t coll_comm_parent_get(const coll_comm *c)
 	return c->parent_uid;
 }
 
+/* Not under c->lock: a thread waiting in the kernel may hold it. */
 uint32_t coll_comm_derive_next(coll_comm *c)
 {
-	uint32_t n;
-
-	pthread_mutex_lock(&c->lock);
-	n = ++c->derived;
-	pthread_mutex_unlock(&c->lock);
-	return n;
+	return __atomic_add_fetch(&c->derived, 1, __ATOMIC_RELAXED);
 }
 
-/* Operations submitted and not completed (0 for an idle communicator). */
+/*
+ * Operations submitted and not completed (0 for an idle communicator). A
+ * thread inside the communicator (waiting in the kernel holds c->lock)
+ * counts as one: it is not idle either.
+ */
 unsigned int coll_comm_busy(coll_comm *c)
 {
 	unsigned int n;
 
-	pthread_mutex_lock(&c->lock);
+	if (pthread_mutex_trylock(&c->lock))
+		return 1;
 	n = c->nqueued + c->ninflight;
 	pthread_mutex_unlock(&c->lock);
 	return n;

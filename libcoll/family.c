@@ -290,11 +290,15 @@ int coll_comm_shrink(coll_comm *comm, const int *exclude, int nexclude,
 		ret = coll_comm_revoke(comm);
 		if (ret)
 			goto out;
-	} else if (coll_comm_busy(comm)) {
-		ret = coll_err(-EBUSY, "coll_comm_shrink: %u operation(s) in "
-			       "flight on the parent (COLL_SHRINK_ABORT "
-			       "cancels them)", coll_comm_busy(comm));
-		goto out;
+	} else {
+		unsigned int busy = coll_comm_busy(comm);
+
+		if (busy) {
+			ret = coll_err(-EBUSY, "coll_comm_shrink: %u "
+				       "operation(s) in flight on the parent "
+				       "(COLL_SHRINK_ABORT cancels them)", busy);
+			goto out;
+		}
 	}
 	for (i = 0; i < n; i++)
 		if (!bsearch(&i, ex, (size_t)nexclude, sizeof(*ex), int_cmp))

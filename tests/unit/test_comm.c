@@ -745,6 +745,8 @@ static void test_siphash(void)
 	UNIT_CHECK(coll_siphash(key, msg, 15) == 0xa129ca6149be45e5ULL);
 }
 
+static int split_tried;
+
 /* The sum of @v over @comm, or INT32_MIN on an error. */
 static int32_t sum_over(coll_comm *comm, int32_t v)
 {
@@ -798,10 +800,39 @@ static void body_split(struct rank *r, coll_comm *comm)
 		rank_fail(r, "color -2 accepted");
 	if (sum_over(comm, r->rank) != 6)
 		rank_fail(r, "sum over the parent after");
+	/* A shrink refuses a parent with an operation in flight: rank 0's
+	 * receive, which rank 1 answers only once rank 0 has tried. */
+	if (r->rank == 0) {
+		coll_request *req = NULL;
+		int32_t got = 0, ex = 3;
+
+		ret = coll_irecv(&got, 1, COLL_DTYPE_INT32, 1, comm, &req);
+		if (ret)
+			rank_fail(r, "irecv: %d", ret);
+		ret = coll_comm_shrink(comm, &ex, 1, 0, &c);
+		if (ret != -EBUSY || c)
+			rank_fail(r, "shrink beside a receive: %d", ret);
+		__atomic_store_n(&split_tried, 1, __ATOMIC_RELEASE);
+		if (req && ((ret = coll_wait(req)) || got != 42))
+			rank_fail(r, "the receive after the refused shrink: %d",
+				  ret);
+		coll_request_free(req);
+	} else if (r->rank == 1) {
+		int32_t v = 42;
+
+		while (!__atomic_load_n(&split_tried, __ATOMIC_ACQUIRE))
+			usleep(1000);
+		ret = coll_send(&v, 1, COLL_DTYPE_INT32, 0, comm);
+		if (ret)
+			rank_fail(r, "send after the refused shrink: %d", ret);
+	}
+	if (sum_over(comm, 1) != 4)
+		rank_fail(r, "sum after the refused shrink");
 }
 
 static void test_split(void)
 {
+	split_tried = 0;
 	run_ranks(4, body_split, false);
 }
 
