@@ -111,6 +111,7 @@ def mpi_backend():
 
 def compute_loop(b, stop, out):
     n, times = 0, []
+    c0 = time.thread_time()
     while not stop.is_set():
         t0 = time.perf_counter()
         b.mm()
@@ -118,6 +119,25 @@ def compute_loop(b, stop, out):
         n += 1
     out["iters"] = n
     out["times"] = times
+    out["cpu"] = time.thread_time() - c0
+
+
+def node_cpu():
+    """The node's CPU time so far by kind (/proc/stat, clock ticks): user
+    (with nice), system, irq + softirq (the NIC's packets, rxe's work),
+    idle (with iowait)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return {"user": v[0] + v[1], "system": v[2], "irq": v[5] + v[6],
+            "idle": v[3] + v[4], "steal": v[7]}
+
+
+def cpu_split(a, b):
+    """Shares of the node's CPU between two node_cpu() snapshots."""
+    d = {k: b[k] - a[k] for k in a}
+    tot = sum(d.values()) or 1
+    return " ".join(f"{k} {100 * d[k] / tot:.0f}%" for k in
+                    ("user", "system", "irq", "idle"))
 
 
 def agree_count(b, n):
@@ -147,16 +167,19 @@ def one_round(b, secs):
         n += 1
     n = agree_count(b, n)
     b.barrier()
+    s0 = node_cpu()
     t0 = time.perf_counter()
     for _ in range(n):
         b.allreduce()
     comm_alone = n * ARGS.bytes / (time.perf_counter() - t0)
+    split_alone = cpu_split(s0, node_cpu())
     b.barrier()
 
     # 3. Both: the same count of allreduces in the main thread, the
     # multiply beside it until they are done.
     stop, both = threading.Event(), {}
     th = threading.Thread(target=compute_loop, args=(b, stop, both))
+    s0 = node_cpu()
     th.start()
     t0 = time.perf_counter()
     for _ in range(n):
@@ -164,12 +187,20 @@ def one_round(b, secs):
     t_comm = time.perf_counter() - t0
     stop.set()
     th.join()
+    split_both = cpu_split(s0, node_cpu())
     b.barrier()
     comm_both = n * ARGS.bytes / t_comm
     rate_alone = alone["iters"] / sum(alone["times"]) if alone["times"] else 0
     rate_both = both["iters"] / t_comm
     slow = 1 - rate_both / rate_alone if rate_alone else 0
-    return rate_alone, rate_both, slow, n, comm_alone, comm_both
+    # Where the node's CPU went: the multiply's own thread, and the kinds
+    # of the node's time (a VM of one vCPU: user is the multiply and the
+    # backends' threads, system and irq the kernel's side: the module,
+    # TCP, rxe).
+    where = (f"cpu: multiply thread {100 * both['cpu'] / t_comm:.0f}% of the "
+             f"wall beside (alone {100 * alone['cpu'] / secs:.0f}%); node "
+             f"beside: {split_both}; node, allreduces alone: {split_alone}")
+    return rate_alone, rate_both, slow, n, comm_alone, comm_both, where
 
 
 def main():
@@ -180,12 +211,13 @@ def main():
     # link's drift within a boot hits both alike.
     for rnd in range(ARGS.rounds):
         for b in bs:
-            ra, rb, slow, n, ca, cb = one_round(b, ARGS.seconds)
+            ra, rb, slow, n, ca, cb, where = one_round(b, ARGS.seconds)
             print(f"overlap {b.name} round {rnd} rank {b.rank}/{b.size}: "
                   f"compute {ra:.1f} it/s alone, {rb:.1f} it/s beside the allreduces "
                   f"(slowdown {slow * 100:.1f} %); allreduce {ARGS.bytes >> 20} MiB x {n}: "
                   f"{ca / 1e6:.3f} MB/s alone, {cb / 1e6:.3f} MB/s beside the compute "
                   f"({cb / ca:.2f}x)", flush=True)
+            print(f"where {b.name} round {rnd} rank {b.rank}: {where}", flush=True)
     bs[0].finish()
     os._exit(0)
 
