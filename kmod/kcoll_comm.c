@@ -482,6 +482,9 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	u32 i, id, qps;
 	int err;
 
+	/* The ABI: parent_uid took resv[0]'s place, nothing moved. */
+	BUILD_BUG_ON(sizeof(p) != 88 ||
+		     offsetof(struct kcoll_comm_create, parent_uid) != 56);
 	if (copy_from_user(&p, uarg, sizeof(p)))
 		return -EFAULT;
 	if ((p.flags & ~KCOLL_COMM_FLAGS) || p.resv0 ||

@@ -154,10 +154,12 @@ COLL_HIDDEN const uint8_t *coll_comm_key(const coll_comm *c);
 COLL_HIDDEN uint64_t coll_comm_uid_get(const coll_comm *c);
 COLL_HIDDEN uint64_t coll_comm_parent_get(const coll_comm *c);
 /* The number of the next child derived from @c: 1, 2, ... Every rank
- * counts alike as long as all make the same calls in the same order. */
+ * counts alike as long as all make the same calls in the same order: a
+ * call takes its number once its arguments passed the checks (which
+ * answer alike everywhere), before anything that may fail on one rank
+ * only. */
 COLL_HIDDEN uint32_t coll_comm_derive_next(coll_comm *c);
-/* Operations of @c submitted and not completed (1 while another thread
- * is inside it). */
+/* Operations of @c submitted and not completed. */
 COLL_HIDDEN unsigned int coll_comm_busy(coll_comm *c);
 /* SipHash-2-4 of @len bytes at @msg under the 16-byte @key (family.c). */
 COLL_HIDDEN uint64_t coll_siphash(const uint8_t key[16], const void *msg,

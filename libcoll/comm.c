@@ -1452,7 +1452,7 @@ static void comm_free(coll_comm *c)
 	free(c->slots);
 	free(c->free_slots);
 	free(c->table);
-	memset(c->key, 0, sizeof(c->key));
+	explicit_bzero(c->key, sizeof(c->key));
 	pthread_mutex_destroy(&c->gpu_lock);
 	pthread_cond_destroy(&c->cond);
 	pthread_mutex_destroy(&c->lock);
@@ -1574,8 +1574,11 @@ int coll_comm_create_child(coll_comm **out, int nranks, int rank,
 	cc.nranks = (uint32_t)nranks;
 	cc.timeout_ms = (uint32_t)tmo;
 	cc.flags = devmem ? KCOLL_COMM_DEVMEM : 0;
-	cc.parent_uid = parent_uid;
+	/* Only shown by kcollctl: a module that predates it gets 0. */
+	if (c->ring.features & KCOLL_FEAT_PARENT)
+		cc.parent_uid = parent_uid;
 	ret = kcoll_ioctl(c->ring.ring_fd, KCOLL_IOC_COMM_CREATE, &cc);
+	explicit_bzero(cc.key, sizeof(cc.key));
 	if (ret) {
 		coll_err(ret, "KCOLL_IOC_COMM_CREATE (rank %d of %d): %s",
 			 rank, nranks, coll_strerror(ret));
@@ -1615,23 +1618,17 @@ uint64_t coll_comm_parent_get(const coll_comm *c)
 	return c->parent_uid;
 }
 
-/* Not under c->lock: a thread waiting in the kernel may hold it. */
 uint32_t coll_comm_derive_next(coll_comm *c)
 {
 	return __atomic_add_fetch(&c->derived, 1, __ATOMIC_RELAXED);
 }
 
-/*
- * Operations submitted and not completed (0 for an idle communicator). A
- * thread inside the communicator (waiting in the kernel holds c->lock)
- * counts as one: it is not idle either.
- */
+/* Operations submitted and not completed (0 for an idle communicator). */
 unsigned int coll_comm_busy(coll_comm *c)
 {
 	unsigned int n;
 
-	if (pthread_mutex_trylock(&c->lock))
-		return 1;
+	pthread_mutex_lock(&c->lock);
 	n = c->nqueued + c->ninflight;
 	pthread_mutex_unlock(&c->lock);
 	return n;
@@ -1659,19 +1656,22 @@ int coll_comm_init_rank_child(coll_comm **out, int nranks,
 	    rank >= nranks)
 		return coll_err(-EINVAL, "rank %d / nranks %d out of range",
 				rank, nranks);
-	ret = coll_unique_id_secret(id, key);
-	if (ret)
-		return ret;
 	ret = coll_node_addr(&self);
 	if (ret)
 		return ret;
+	ret = coll_unique_id_secret(id, key);
+	if (ret)
+		return ret;
 	table = calloc((size_t)nranks, sizeof(*table));
-	if (!table)
+	if (!table) {
+		explicit_bzero(key, sizeof(key));
 		return coll_err(-ENOMEM, "out of memory");
+	}
 	ret = coll_bootstrap(id, nranks, rank, &self, table, &uid);
 	if (!ret)
 		ret = coll_comm_create_child(out, nranks, rank, table, uid, key,
 					     parent_uid);
+	explicit_bzero(key, sizeof(key));
 	free(table);
 	return ret;
 }

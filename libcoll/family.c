@@ -118,8 +118,8 @@ static void derive(coll_comm *parent, uint8_t kind, uint32_t nth,
 
 /*
  * The members' rank table: @parent's entries of ranks @ranks[0..n), with
- * each one's index among the members on its node (same address and port)
- * recomputed.
+ * each one's index among the members on its node recomputed (the same
+ * address, as the bootstrap counts them).
  */
 static struct kcoll_rank_addr *child_table(coll_comm *parent,
 					   const int *ranks, int n)
@@ -134,8 +134,7 @@ static struct kcoll_rank_addr *child_table(coll_comm *parent,
 		t[i] = pt[ranks[i]];
 		t[i].local_index = 0;
 		for (j = 0; j < i; j++)
-			if (!memcmp(t[j].addr, t[i].addr, sizeof(t[i].addr)) &&
-			    t[j].port == t[i].port)
+			if (!memcmp(t[j].addr, t[i].addr, sizeof(t[i].addr)))
 				t[i].local_index++;
 	}
 	return t;
@@ -156,7 +155,7 @@ static int child_create(coll_comm *parent, const int *ranks, int n,
 	derive(parent, kind, nth, which, &uid, key);
 	ret = coll_comm_create_child(newcomm, n, me, t, uid, key,
 				     coll_comm_uid_get(parent));
-	memset(key, 0, sizeof(key));
+	explicit_bzero(key, sizeof(key));
 	free(t);
 	return ret;
 }
@@ -200,6 +199,9 @@ int coll_comm_split(coll_comm *comm, int color, int key,
 	if (color < COLL_SPLIT_NOCOLOR)
 		return coll_err(-EINVAL, "coll_comm_split: color %d (>= 0, "
 				"or COLL_SPLIT_NOCOLOR)", color);
+	/* Every rank counts this child, whether it joins one or not, and
+	 * before anything that may fail on one rank only. */
+	nth = coll_comm_derive_next(comm);
 	n = coll_comm_size(comm);
 	all = calloc((size_t)n, sizeof(*all));
 	ranks = calloc((size_t)n, sizeof(*ranks));
@@ -210,8 +212,6 @@ int coll_comm_split(coll_comm *comm, int color, int key,
 	ret = coll_allgather(&mine, all, 2, COLL_DTYPE_INT32, comm);
 	if (ret)
 		goto out;
-	/* Every rank counts this child, whether it joins one or not. */
-	nth = coll_comm_derive_next(comm);
 	if (color == COLL_SPLIT_NOCOLOR)
 		goto out;
 	/* Members by (key, rank in @comm): insertion, stable. */
@@ -252,6 +252,7 @@ int coll_comm_shrink(coll_comm *comm, const int *exclude, int nexclude,
 	int n, me, i, nm = 0, ret = 0, *ex = NULL, *ranks = NULL;
 	uint8_t zero[16] = { 0 };
 	uint64_t which;
+	uint32_t nth;
 
 	if (!newcomm)
 		return coll_err(-EINVAL, "coll_comm_shrink: NULL argument");
@@ -286,6 +287,9 @@ int coll_comm_shrink(coll_comm *comm, const int *exclude, int nexclude,
 			goto out;
 		}
 	}
+	/* Counted once the arguments passed (alike on every survivor), before
+	 * anything that may fail on one of them only. */
+	nth = coll_comm_derive_next(comm);
 	if (flags & COLL_SHRINK_ABORT) {
 		ret = coll_comm_revoke(comm);
 		if (ret)
@@ -323,8 +327,7 @@ int coll_comm_shrink(coll_comm *comm, const int *exclude, int nexclude,
 	}
 	for (i = 0; i < nm && ranks[i] != me; i++)
 		;
-	ret = child_create(comm, ranks, nm, i, 'h',
-			   coll_comm_derive_next(comm), which, newcomm);
+	ret = child_create(comm, ranks, nm, i, 'h', nth, which, newcomm);
 out:
 	free(ranks);
 	free(ex);

@@ -826,11 +826,13 @@ COLL_API int coll_comm_revoke(coll_comm *comm);
  * the new communicator's members, id and secret are derived from @comm's
  * (its rank table and key, which every member holds) and from how many
  * communicators @comm has made before, so every rank must make its
- * split/shrink calls in the same order. The new communicator connects
+ * split/shrink calls in the same order (a call that fails after its
+ * argument checks still counts). The new communicator connects
  * anew to its members (its own QPs; @comm's connections are not shared)
  * and names @comm as its parent, which kcollctl shows. @comm stays as it
- * was. Bounded in time: the allgather by @comm's timeout, connecting by
- * the connect timeout (-ETIMEDOUT when a member never comes).
+ * was. Bounded in time: the allgather by @comm's operation timeout
+ * (unless that is COLL_TIMEOUT_NONE), connecting by the connect timeout
+ * (-ETIMEDOUT when a member never comes).
  *
  * Returns 0, or -EINVAL (a color below -1), or the allgather's or the
  * creation's error; *@newcomm is NULL on every error.
@@ -874,9 +876,10 @@ COLL_API int coll_comm_shrink(coll_comm *comm, const int *exclude,
  * are @comm's size .. @nranks - 1 and call coll_comm_init_rank() with the
  * same @nranks and @id (ncclCommGrow). @id is a fresh coll_unique_id that
  * one rank of @comm made (coll_get_unique_id()) and handed to the others
- * and to the new ranks, as any bootstrap needs. The new communicator
- * names @comm as its parent; @comm stays as it was. Bounded by the
- * bootstrap's and the connect timeouts.
+ * and to the new ranks, as any bootstrap needs. On @comm's ranks the new
+ * communicator names @comm as its parent (the new ranks never knew it);
+ * @comm stays as it was. Bounded by the bootstrap's and the connect
+ * timeouts.
  *
  * Returns 0, -EINVAL (@nranks not above @comm's size, or above
  * KCOLL_MAX_RANKS), or the bootstrap's or the creation's error.

@@ -48,7 +48,7 @@ TEST(comm_create_rejects_bad_arguments)
 	c.resv[2] = 1;
 	EXPECT_EQ(-EINVAL, kt_ioctl(fd, KCOLL_IOC_COMM_CREATE, &c));
 	c.resv[2] = 0;
-	c.parent_uid = c.uid;	/* its own parent */
+	c.parent_uid = c.uid;	/* its own parent (KCOLL_FEAT_PARENT) */
 	EXPECT_EQ(-EINVAL, kt_ioctl(fd, KCOLL_IOC_COMM_CREATE, &c));
 	c.parent_uid = 0;
 	ranks[0].resv = 1;

@@ -66,6 +66,7 @@ TEST(abort_and_report_arguments)
 	ASSERT_EQ(0, kt_ioctl(r.fd, KCOLL_IOC_QUERY, &q));
 	EXPECT_TRUE(q.features & KCOLL_FEAT_TIMEOUT);
 	EXPECT_TRUE(q.features & KCOLL_FEAT_ABORT);
+	EXPECT_TRUE(q.features & KCOLL_FEAT_PARENT);
 
 	kt_addr_v4(&ra, "127.0.0.1");
 	ASSERT_EQ(0, kt_comm_create(r.fd, 0x3000, "key", 0, 1, &ra, 0, &id));

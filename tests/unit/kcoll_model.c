@@ -557,7 +557,7 @@ static int m_setup(int fd, struct kcoll_setup *s)
 	s->sq_entries = sq;
 	s->cq_entries = cq;
 	s->features = KCOLL_FEAT_SINGLE_MMAP | KCOLL_FEAT_NODROP |
-		      KCOLL_FEAT_POLL | KCOLL_FEAT_COMM;
+		      KCOLL_FEAT_POLL | KCOLL_FEAT_COMM | KCOLL_FEAT_PARENT;
 	s->sq_off = ctx->l.sq_off;
 	s->cq_off = ctx->l.cq_off;
 	s->mmap_size = ctx->ring_sz;

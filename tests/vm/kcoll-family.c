@@ -9,11 +9,12 @@
  *     allreduce on each child and on the parent; rank 0 runs kcollctl
  *     (-K) and finds its parent and child listed as such;
  *  2. revoke: ranks 0-2 start an allreduce that rank 3 never joins; rank 3
- *     revokes the communicator instead. The three fail with -ECONNRESET
- *     within seconds (the operation timeout is a minute), their next
- *     operation fails at once, and so does rank 3's (-ECANCELED); then
- *     rank 3 exits at once, the worst moment for a shrink that excludes
- *     it;
+ *     revokes the communicator instead, and stays alive until the three
+ *     have seen it (so that its revoke, not its exit, is what they see).
+ *     The three fail with -ECONNRESET within seconds (the operation
+ *     timeout is a minute), their next operation fails at once, and so
+ *     does rank 3's (-ECANCELED); then rank 3 exits at once, the worst
+ *     moment for a shrink that excludes it;
  *  3. shrink: ranks 0-2 shrink the revoked communicator to {0, 1, 2};
  *     rank 2 kills itself (SIGKILL) as it would enter the shrink, so the
  *     shrink of 0 and 1 must fail within the connect timeout (-C); they
@@ -39,6 +40,40 @@
 #include "coll.h"
 
 static int fails, rank = -1;
+static const char *idfile;
+
+static double now_s(void);
+
+/* A flag file beside the id file: "IDFILE.WHAT" (the VMs share it). */
+static void flag_path(char *buf, size_t len, const char *what)
+{
+	snprintf(buf, len, "%s.%s", idfile, what);
+}
+
+static void flag_set(const char *what)
+{
+	char p[512];
+	FILE *f;
+
+	flag_path(p, sizeof(p), what);
+	f = fopen(p, "w");
+	if (f)
+		fclose(f);
+}
+
+static bool flag_wait(const char *what, double secs)
+{
+	double t0 = now_s();
+	char p[512];
+
+	flag_path(p, sizeof(p), what);
+	while (access(p, F_OK)) {
+		if (now_s() - t0 > secs)
+			return false;
+		usleep(100 * 1000);
+	}
+	return true;
+}
 
 static double now_s(void)
 {
@@ -112,30 +147,30 @@ static void check_kcollctl(const char *ctl)
 	      "kcollctl lists the parent with its children and the child with its parent");
 }
 
-static int newcomer(const char *idfile)
+static int newcomer(void)
 {
-	char s[COLL_UNIQUE_ID_STRLEN] = "";
+	char s[COLL_UNIQUE_ID_STRLEN + 2];
 	coll_comm *c = NULL;
 	coll_unique_id id;
 	double t0 = now_s();
-	FILE *f = NULL;
-	int ret;
+	int ret = -ENOENT;
+	FILE *f;
 
 	rank = 2;
-	/* Rank 0 writes the id once the first three steps are over. */
-	while (now_s() - t0 < 300) {
+	/* Rank 0 writes the id (whole: renamed into place) once the first
+	 * three steps are over. */
+	while (ret && now_s() - t0 < 300) {
 		f = fopen(idfile, "r");
-		if (f && fgets(s, sizeof(s), f) && strlen(s) > 10)
-			break;
-		if (f)
+		if (f) {
+			if (fgets(s, sizeof(s), f)) {
+				s[strcspn(s, "\n")] = '\0';
+				ret = coll_unique_id_from_string(&id, s);
+			}
 			fclose(f);
-		f = NULL;
-		usleep(200 * 1000);
+		}
+		if (ret)
+			usleep(200 * 1000);
 	}
-	if (f)
-		fclose(f);
-	s[strcspn(s, "\n")] = '\0';
-	ret = coll_unique_id_from_string(&id, s);
 	check(!ret, "the new rank read the grown communicator's id");
 	if (ret)
 		return 1;
@@ -153,7 +188,7 @@ static int newcomer(const char *idfile)
 
 int main(int argc, char **argv)
 {
-	const char *idfile = NULL, *ctl = NULL;
+	const char *ctl = NULL;
 	coll_comm *comm, *child = NULL, *s1 = NULL, *s2 = NULL, *g = NULL;
 	unsigned int connect_ms = 5000;
 	int o, ret, err, ex[2];
@@ -178,7 +213,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (grow_only)
-		return newcomer(idfile);
+		return newcomer();
 	ret = coll_comm_init_env(&comm);
 	if (ret) {
 		printf("Bail out! coll_comm_init_env: %s\n", coll_last_error());
@@ -216,7 +251,12 @@ int main(int argc, char **argv)
 		check(now_s() - t0 < 5, "revoke returned within 5 s");
 		check(sum_over(comm, 1, &err) == INT32_MIN && err == -ECANCELED,
 		      "an operation after revoking fails -ECANCELED");
-		/* Out at once: the survivors' shrink starts without us. */
+		/* Alive until the others have failed: what they see must be
+		 * the revoke, not this process's exit. Then out at once: the
+		 * survivors' shrink starts without us. */
+		check(flag_wait("revoked-0", 60) && flag_wait("revoked-1", 60) &&
+		      flag_wait("revoked-2", 60),
+		      "the others saw the revoke while this rank lived");
 		printf("# rank 3 exits\n");
 		fflush(stdout);
 		_exit(fails ? 1 : 0);
@@ -236,9 +276,18 @@ int main(int argc, char **argv)
 	t0 = now_s();
 	check(sum_over(comm, 1, &err) == INT32_MIN && err == -ECONNRESET &&
 	      now_s() - t0 < 2, "the next operation fails at once");
+	{
+		char what[16];
 
-	/* 3. shrink: rank 2 dies as it would enter it. */
+		snprintf(what, sizeof(what), "revoked-%d", rank);
+		flag_set(what);
+	}
+
+	/* 3. shrink: rank 2 dies as it would enter it (unless it failed a
+	 * check: then it says so by its exit status). */
 	if (rank == 2) {
+		if (fails)
+			_exit(1);
 		printf("# rank 2 kills itself instead of shrinking\n");
 		fflush(stdout);
 		raise(SIGKILL);
@@ -280,11 +329,16 @@ int main(int argc, char **argv)
 		FILE *f;
 
 		if (rank == 0) {
+			char tmp[512];
+
+			snprintf(tmp, sizeof(tmp), "%s.tmp", idfile);
 			ret = coll_get_unique_id(&id);
 			if (!ret)
 				ret = coll_unique_id_to_string(&id, s, sizeof(s));
-			f = ret ? NULL : fopen(idfile, "w");
-			check(f && fprintf(f, "%s\n", s) > 0 && !fclose(f),
+			f = ret ? NULL : fopen(tmp, "w");
+			/* Whole or not at all for the reader on the other VM. */
+			check(f && fprintf(f, "%s\n", s) > 0 && !fclose(f) &&
+			      !rename(tmp, idfile),
 			      "the grown communicator's id written");
 		}
 		/* Rank 1 gets it over the shrunk communicator. */

@@ -2044,10 +2044,11 @@ static void act_comm_create(struct tstate *t, struct slot *s)
 	case 4: case 5:			/* a field that must be zero, or bad sizes */
 		must_einval = true;
 		v4(&ra[0], htonl(INADDR_LOOPBACK), 0);
-		switch (rn(&t->r, 8)) {
+		switch (rn(&t->r, 9)) {
 		case 0: c.flags = 1U << (1 + rn(&t->r, 31)); break;
 		case 1: c.resv0 = rval32(&t->r) | 1; break;
-		case 2: c.resv[rn(&t->r, 4)] = rnd(&t->r) | 1; break;
+		case 2: c.resv[rn(&t->r, sizeof(c.resv) / sizeof(c.resv[0]))] = rnd(&t->r) | 1; break;
+		case 7: c.parent_uid = c.uid; break;	/* its own parent */
 		case 3: c.comm_id = rval32(&t->r) | 1; break;
 		case 4: c.uid = 0; break;
 		case 5: n = 0; break;

@@ -255,6 +255,7 @@ struct kcoll_cq_offsets {
 #define KCOLL_FEAT_TIMEOUT	(1U << 5)	/* sqe.timeout_ms, COMM_REPORT */
 #define KCOLL_FEAT_ABORT	(1U << 6)	/* KCOLL_IOC_COMM_ABORT */
 #define KCOLL_FEAT_GPU		(1U << 7)	/* KCOLL_IOC_GPU_SETUP */
+#define KCOLL_FEAT_PARENT	(1U << 8)	/* kcoll_comm_create.parent_uid */
 
 /**
  * struct kcoll_query - KCOLL_IOC_QUERY: what this kernel offers.
@@ -378,7 +379,8 @@ struct kcoll_rank_addr {
  * @comm_id:	out: handle for SQEs and the other ioctls, local to the file
  * @parent_uid:	the uid of the communicator this one was made from (split,
  *		shrink or grow in libcoll), shown by kcollctl; 0: none. Not
- *		checked against anything (the parent may be gone); not @uid
+ *		checked against anything (the parent may be gone); not @uid.
+ *		Kernels without KCOLL_FEAT_PARENT refuse it non-zero (-EINVAL)
  */
 struct kcoll_comm_create {
 	__u64	ranks;

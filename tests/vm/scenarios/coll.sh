@@ -349,11 +349,11 @@ fi
 # admits, which reads the new communicator's id from a file rank 0
 # writes (removed first: an earlier run's would be stale). Rank 2 kills
 # itself (SIGKILL: 137) and rank 3 leaves early on purpose.
-if [ $family = 1 ]; then
-	[ "$nranks" = 4 ] && [ "$kcoll_nvms" = 2 ] || fail "family needs 4 ranks on 2 VMs"
-	[ -x "$FAMILY" ] || fail "no $FAMILY (make tests-bin)"
+if [ $family = 1 ] && { [ "$nranks" != 4 ] || [ "$kcoll_nvms" != 2 ] || [ ! -x "$FAMILY" ]; }; then
+	fail "family needs 4 ranks on 2 VMs and $FAMILY (make tests-bin)"
+elif [ $family = 1 ]; then
 	idf=$kcoll_out/family-id
-	[ "$kcoll_vm" = 0 ] && rm -f "$idf"
+	[ "$kcoll_vm" = 0 ] && rm -f "$idf" "$idf".*
 	vm_sync family-start 300
 	run_no=$((run_no + 1))
 	pids=() ranks=()
@@ -378,6 +378,7 @@ if [ $family = 1 ]; then
 		[ "$r" = new ] && f=$KCOLL_OUT/family-new.log
 		grep -c "^ok" "$f" | sed "s/^/[family rank $r] checks passed: /"
 		grep -E "^not ok|^Bail out|^# (revoked|shrink|grow)" "$f" | sed "s/^/[family rank $r] /"
+		! grep -qE "^not ok|^Bail out" "$f" || fail "family: rank $r failed a check (see $f)"
 	done
 	vm_sync family-done 300
 fi
