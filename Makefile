@@ -217,11 +217,11 @@ $(VMFUZZ): tests/vm/kcoll-fuzz.c tests/oracle/kcoll-sqe-ref.h tests/kmod/kcoll_t
 	$(CC) $(CFLAGS_USER) -I$(TOP)/kmod -I$(TOP)/tests/oracle -pthread -o $@ \
 		tests/vm/kcoll-fuzz.c kmod/kcoll_logic.c
 
-$(FAMILY): tests/vm/kcoll-family.c $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
+$(FAMILY): tests/vm/kcoll-family.c tests/vm/kcoll-vmtest.h $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -o $@ $< $(LIBCOLL_A) $(LIBCOLL_LIBS)
 
-$(NODEDIE): tests/vm/kcoll-nodedie.c $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
+$(NODEDIE): tests/vm/kcoll-nodedie.c tests/vm/kcoll-vmtest.h $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -o $@ $< $(LIBCOLL_A) $(LIBCOLL_LIBS)
 

@@ -38,11 +38,9 @@
 #include <unistd.h>
 
 #include "coll.h"
+#include "kcoll-vmtest.h"
 
-static int fails, rank = -1;
 static const char *idfile;
-
-static double now_s(void);
 
 /* A flag file beside the id file: "IDFILE.WHAT" (the VMs share it). */
 static void flag_path(char *buf, size_t len, const char *what)
@@ -75,22 +73,6 @@ static bool flag_wait(const char *what, double secs)
 	return true;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void check(bool ok, const char *what)
-{
-	printf("%sok - rank %d: %s\n", ok ? "" : "not ", rank, what);
-	fflush(stdout);
-	if (!ok)
-		fails++;
-}
-
 /* The sum of @v over @comm, or INT32_MIN (its error in @err). */
 static int32_t sum_over(coll_comm *comm, int32_t v, int *err)
 {
@@ -102,27 +84,6 @@ static int32_t sum_over(coll_comm *comm, int32_t v, int *err)
 	if (ret)
 		printf("# allreduce: %d %s\n", ret, coll_last_error());
 	return ret ? INT32_MIN : v;
-}
-
-/* A 100001-element allreduce of (rank + i), its sums checked. */
-static bool allreduce_ok(coll_comm *comm)
-{
-	int n = coll_comm_size(comm), r = coll_comm_rank(comm);
-	size_t count = 100001, i;
-	int32_t *a = malloc(count * sizeof(*a));
-	bool ok = a != NULL;
-
-	for (i = 0; ok && i < count; i++)
-		a[i] = (int32_t)(i + r);
-	if (ok && coll_allreduce(a, a, count, COLL_DTYPE_INT32,
-				 COLL_REDOP_SUM, comm)) {
-		printf("# allreduce: %s\n", coll_last_error());
-		ok = false;
-	}
-	for (i = 0; ok && i < count; i++)
-		ok = a[i] == (int32_t)(n * i + n * (n - 1) / 2);
-	free(a);
-	return ok;
 }
 
 /* kcollctl's listing shows the split's parent and child on this node. */
@@ -181,7 +142,7 @@ static int newcomer(void)
 		return 1;
 	}
 	check(coll_comm_parent_uid(c) == 0, "the new rank's view has no parent");
-	check(allreduce_ok(c), "allreduce on the grown communicator (new rank)");
+	check(allreduce_ok(c, 100001), "allreduce on the grown communicator (new rank)");
 	coll_comm_destroy(c);
 	return fails ? 1 : 0;
 }
@@ -233,7 +194,7 @@ int main(int argc, char **argv)
 	if (child) {
 		check(coll_comm_parent_uid(child) == coll_comm_uid(comm),
 		      "the child names its parent");
-		check(allreduce_ok(child), "allreduce on the child");
+		check(allreduce_ok(child, 100001), "allreduce on the child");
 		check(sum_over(comm, rank, NULL) == 6,
 		      "allreduce on the parent beside the child");
 		if (ctl && rank == 0)
@@ -320,7 +281,7 @@ int main(int argc, char **argv)
 	if (!s2)
 		return 1;
 	check(coll_comm_parent_uid(s2) != 0, "the shrunk one names its parent");
-	check(allreduce_ok(s2), "allreduce on the shrunk communicator");
+	check(allreduce_ok(s2, 100001), "allreduce on the shrunk communicator");
 
 	/* 4. grow {0, 1} to 3 with a new process. */
 	{
@@ -354,7 +315,7 @@ int main(int argc, char **argv)
 		if (g) {
 			check(coll_comm_parent_uid(g) == coll_comm_uid(s2),
 			      "the grown one names its parent");
-			check(allreduce_ok(g), "allreduce on the grown communicator");
+			check(allreduce_ok(g, 100001), "allreduce on the grown communicator");
 			coll_comm_destroy(g);
 		}
 	}

@@ -29,45 +29,7 @@
 #include <unistd.h>
 
 #include "coll.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int fails;
-
-static void check(bool ok, const char *what, int rank)
-{
-	printf("%sok - rank %d: %s\n", ok ? "" : "not ", rank, what);
-	fflush(stdout);
-	if (!ok)
-		fails++;
-}
-
-/* Allreduce of int32 (rank + i) over @comm; checks the sums. */
-static bool allreduce_ok(coll_comm *comm, size_t count)
-{
-	int n = coll_comm_size(comm), r = coll_comm_rank(comm);
-	int32_t *a = malloc(count * sizeof(*a));
-	bool ok = a != NULL;
-	size_t i;
-
-	for (i = 0; ok && i < count; i++)
-		a[i] = (int32_t)(i + r);
-	if (ok && coll_allreduce(a, a, count, COLL_DTYPE_INT32,
-				 COLL_REDOP_SUM, comm)) {
-		printf("# allreduce: %s\n", coll_last_error());
-		ok = false;
-	}
-	for (i = 0; ok && i < count; i++)
-		ok = a[i] == (int32_t)(n * i + n * (n - 1) / 2);
-	free(a);
-	return ok;
-}
+#include "kcoll-vmtest.h"
 
 static void die_now(const char *status)
 {
@@ -94,7 +56,7 @@ static void die_now(const char *status)
 int main(int argc, char **argv)
 {
 	const char *status = NULL;
-	int victim = -1, o, rank, nranks, ret;
+	int victim = -1, o, nranks, ret;
 	unsigned int timeout_ms = 10000;
 	size_t big = 16u << 20;		/* 64 MiB of int32 */
 	coll_comm *comm, *comm2;
@@ -124,7 +86,7 @@ int main(int argc, char **argv)
 	}
 	rank = coll_comm_rank(comm);
 	nranks = coll_comm_size(comm);
-	check(allreduce_ok(comm, 100001), "allreduce before the death", rank);
+	check(allreduce_ok(comm, 100001), "allreduce before the death");
 	coll_comm_set_timeout(comm, timeout_ms);
 
 	a = calloc(big, sizeof(*a));
@@ -150,13 +112,13 @@ int main(int argc, char **argv)
 	printf("# rank %d: big allreduce: %d (%s) after %.1f s: %s\n", rank, ret,
 	       coll_strerror(ret), dt, ret ? coll_last_error() : "");
 	check(ret == -ECONNRESET || ret == -ETIMEDOUT || ret == -EIO,
-	      "the allreduce failed with a connection error or a timeout", rank);
-	check(dt < timeout_ms / 1000.0 + 20, "within the timeout (+20 s)", rank);
+	      "the allreduce failed with a connection error or a timeout");
+	check(dt < timeout_ms / 1000.0 + 20, "within the timeout (+20 s)");
 	ret = coll_comm_get_report(comm, &rep);
 	check(!ret && rep.error &&
 	      (rep.peer == victim ||
 	       (rep.nmissing && rep.missing[0] == (uint32_t)victim)),
-	      "the report names the dead node's rank", rank);
+	      "the report names the dead node's rank");
 	free(a);
 
 	/* The survivors carry on without the victim, from what they have. */
@@ -167,12 +129,12 @@ int main(int argc, char **argv)
 	       ret ? ": " : "", ret ? coll_last_error() : "");
 	check(!ret && comm2 && coll_comm_size(comm2) == nranks - 1 &&
 	      coll_comm_rank(comm2) == (rank < victim ? rank : rank - 1),
-	      "shrunk to the survivors, renumbered", rank);
-	check(dt < 30, "the shrink took less than the connect timeout", rank);
+	      "shrunk to the survivors, renumbered");
+	check(dt < 30, "the shrink took less than the connect timeout");
 	coll_comm_abort(comm);
 	if (!ret) {
 		check(allreduce_ok(comm2, 100001),
-		      "allreduce on the shrunk communicator", rank);
+		      "allreduce on the shrunk communicator");
 		coll_comm_destroy(comm2);
 	}
 	printf("# kcoll-nodedie: rank %d: %d failure(s)\n", rank, fails);
