@@ -51,6 +51,8 @@ for v in mbs lat red cpy n ppn; do
 		{ echo "collsim-vs-vm: could not read $v from $dir" >&2; exit 1; }
 done
 alpha_ns=$(awk -v l="$lat" 'BEGIN { printf "%d", 2 * l * 1000 }')
+# What-if runs only (not a measurement): COLLSIM_ALPHA_NS replaces it.
+alpha_ns=${COLLSIM_ALPHA_NS:-$alpha_ns}
 gbps=$(awk -v m="$mbs" 'BEGIN { printf "%.6f", m / 1000 }')
 rgbps=$(awk -v m="$red" 'BEGIN { printf "%.6f", m / 1000 }')
 if [ "$ppn" -le 1 ]; then
