@@ -9,7 +9,8 @@
  * MPI_Init) and every communicator derived from a mirrored one with
  * MPI_Comm_dup, _dup_with_info, _split, _split_type or _create: a kcoll
  * communicator of the same ranks, bootstrapped through MPI itself (rank 0's
- * unique id goes out with PMPI_Bcast). A call on a mirrored communicator
+ * unique id goes out with PMPI_Bcast), or for _split the parent mirror's
+ * coll_comm_split(), which needs no bootstrap. A call on a mirrored communicator
  * with a contiguous predefined datatype kcoll has and a predefined
  * reduction (SUM, PROD, MIN, MAX) runs through kcoll; everything else
  * (other datatypes and ops, MPI_Allgather with different send and receive
@@ -84,7 +85,7 @@ static struct {
 	unsigned long kc[2 * KM_NFN], mpi[2 * KM_NFN][KM_W_NWHY];
 	unsigned long err[2 * KM_NFN];
 	struct km_req *reqs;	/* non-blocking operations MPI holds */
-	unsigned long mirrored, refused;
+	unsigned long mirrored, refused, split;
 } km = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static void km_count_mpi(int fn, enum km_why why)
@@ -92,19 +93,25 @@ static void km_count_mpi(int fn, enum km_why why)
 	__atomic_fetch_add(&km.mpi[fn][why], 1, __ATOMIC_RELAXED);
 }
 
-static struct km_mirror *km_find(MPI_Comm comm)
+/* The mirror of @comm, or NULL. Must hold km.lock. */
+static struct km_mirror *km_find_locked(MPI_Comm comm)
 {
-	struct km_mirror *r = NULL;
 	int i;
 
 	if (comm == MPI_COMM_NULL)
 		return NULL;
-	pthread_mutex_lock(&km.lock);
 	for (i = 0; i < km.n; i++)
-		if (km.m[i].comm == comm) {
-			r = &km.m[i];
-			break;
-		}
+		if (km.m[i].comm == comm)
+			return &km.m[i];
+	return NULL;
+}
+
+static struct km_mirror *km_find(MPI_Comm comm)
+{
+	struct km_mirror *r;
+
+	pthread_mutex_lock(&km.lock);
+	r = km_find_locked(comm);
 	pthread_mutex_unlock(&km.lock);
 	return r;
 }
@@ -194,6 +201,51 @@ static void km_mirror(MPI_Comm comm)
 	pthread_mutex_unlock(&km.lock);
 }
 
+/*
+ * MPI_Comm_split of a mirrored @parent: the new communicator's mirror is
+ * the parent mirror's coll_comm_split(), no bootstrap (kcoll orders a
+ * color's members as MPI does: by key, then by rank in the parent).
+ * Collective over the parent as MPI_Comm_split is; a rank with
+ * MPI_UNDEFINED takes part with no color. Kept only if every rank of
+ * @newcomm has its child at the rank MPI gave it, with room to keep it;
+ * else every one drops its child and km_mirror() bootstraps one.
+ */
+static void km_mirror_split(coll_comm *pkc, bool gs, int color, int key,
+			    MPI_Comm newcomm)
+{
+	coll_comm *kc = NULL;
+	int err, rank = -1, size = 0, ok, all;
+
+	err = coll_comm_split(pkc, color == MPI_UNDEFINED ?
+			      COLL_SPLIT_NOCOLOR : color, key, &kc);
+	if (newcomm == MPI_COMM_NULL) {
+		if (kc)		/* cannot be: no color, no child */
+			coll_comm_abort(kc);
+		return;
+	}
+	PMPI_Comm_rank(newcomm, &rank);
+	PMPI_Comm_size(newcomm, &size);
+	pthread_mutex_lock(&km.lock);
+	ok = !err && kc && coll_comm_rank(kc) == rank &&
+	     coll_comm_size(kc) == size && km.n < KM_MAX_COMMS;
+	pthread_mutex_unlock(&km.lock);
+	if (err && km.verbose)
+		fprintf(stderr, "kcoll-mpi: rank %d: coll_comm_split: %s (%s)\n",
+			rank, coll_strerror(err), coll_last_error());
+	PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, newcomm);
+	if (!all) {
+		if (kc)
+			coll_comm_abort(kc);
+		km_mirror(newcomm);
+		return;
+	}
+	pthread_mutex_lock(&km.lock);
+	km.m[km.n++] = (struct km_mirror){ newcomm, kc, rank, size, gs };
+	km.mirrored++;
+	km.split++;
+	pthread_mutex_unlock(&km.lock);
+}
+
 /* Append to @line (@size bytes, @o used); what does not fit is cut. */
 static __attribute__((format(printf, 4, 5)))
 void km_append(char *line, size_t size, size_t *o, const char *fmt, ...)
@@ -266,8 +318,8 @@ int MPI_Finalize(void)
 		char line[4096];
 		size_t o = 0;
 
-		km_append(line, sizeof(line), &o, "kcoll-mpi: rank %d: %lu communicator(s) mirrored, %lu not;",
-			  rank, km.mirrored, km.refused);
+		km_append(line, sizeof(line), &o, "kcoll-mpi: rank %d: %lu communicator(s) mirrored, %lu not; %lu by split;",
+			  rank, km.mirrored, km.refused, km.split);
 		for (i = 0; i < 2 * KM_NFN; i++) {
 			unsigned long m = 0;
 
@@ -317,9 +369,21 @@ int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
 	int rc = PMPI_Comm_split(comm, color, key, newcomm);
+	struct km_mirror *parent;
+	coll_comm *pkc = NULL;
+	bool gs = false;
 
-	if (rc == MPI_SUCCESS && km_find(comm) && *newcomm != MPI_COMM_NULL)
-		km_mirror(*newcomm);
+	if (rc != MPI_SUCCESS)
+		return rc;
+	pthread_mutex_lock(&km.lock);
+	parent = km_find_locked(comm);
+	if (parent) {
+		pkc = parent->kc;
+		gs = parent->gs;
+	}
+	pthread_mutex_unlock(&km.lock);
+	if (pkc)	/* every rank of the parent, MPI_UNDEFINED too */
+		km_mirror_split(pkc, gs, color, key, *newcomm);
 	return rc;
 }
 

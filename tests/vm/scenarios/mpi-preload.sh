@@ -113,6 +113,9 @@ if [ "$kcoll_vm" = 0 ]; then
 	# mpi4py duplicates for itself): at least 3, none refused.
 	n=$(grep -cE ": ([3-9]|[1-9][0-9]+) communicator\(s\) mirrored, 0 not" "$KCOLL_OUT/stats.txt")
 	[ "$n" = "$np" ] || fail "not every communicator was mirrored"
+	# The split's mirror came from coll_comm_split(), not a bootstrap.
+	n=$(grep -cE " [1-9][0-9]* by split;" "$KCOLL_OUT/stats.txt")
+	[ "$n" = "$np" ] || fail "the split was mirrored by a bootstrap on $((np - n)) rank(s), not by coll_comm_split()"
 	# The calls left to MPI are counted as such.
 	grep -q "MPI_Allgather [0-9]* kcoll, [1-9][0-9]* mpi (datatype" "$KCOLL_OUT/stats.txt" ||
 		fail "the mixed-type allgather was not left to MPI"
