@@ -14,10 +14,13 @@
 #          -L) at the guest's memcpy rate (reduce_bench, 64 KiB)
 #   eager  with eager on (the same file; off if it is missing: boots before
 #          it), transfers of at most 8 KiB cost 1 x ib_write_lat (-E)
-#   o      the per-message CPU cost (-o) at each end: what the module's own
-#          round trip between the VMs (sysfs rdma_devices alpha_ns: the
-#          shortest of its PINGs) takes beyond perftest's, over the four
-#          message ends of a round trip: (alpha_ns - 2 x ib_write_lat) / 4
+#   o      the per-message CPU cost (-o): what the module's own round trip
+#          between the VMs (sysfs rdma_devices alpha_ns of the first
+#          device: the shortest of its PINGs) takes beyond perftest's, over
+#          the three passes of software a round trip makes (send the PING;
+#          take it and send the PONG; take that), as a transfer through a
+#          grant makes three (grant; take it and post the write; take the
+#          completion): (alpha_ns - 2 x ib_write_lat) / 3
 #   CPUs   the ranks of a VM share its vCPUs (-U ranks per CPU, from nproc
 #          in the guest), where these costs, reductions and copies queue
 # Prints both rankings and whether the fastest algorithm and the whole
@@ -41,7 +44,7 @@ cpy=$(awk '$1 == 65536 { print $3 }' "$v0/reduce-bench.txt" 2>/dev/null)
 paths=$(cat "$v0/kcoll-paths.txt" 2>/dev/null)
 intra=$(echo "$paths" | sed -n 's/^intra_node=//p')
 eager=$(echo "$paths" | sed -n 's/^eager=//p')
-ping=$(echo "$paths" | sed -n 's/^rdma_devices=.*alpha_ns=\([0-9]*\).*/\1/p')
+ping=$(echo "$paths" | sed -n 's/^rdma_devices=//p' | grep -o 'alpha_ns=[0-9]*' | head -1 | cut -d= -f2)
 cpus=$(echo "$paths" | sed -n 's/^cpus=//p')
 f=$(ls "$v0"/algo-*-*.txt | head -1)
 n=$(sed -n 's/^# kcoll-perf: \([0-9]*\) ranks.*/\1/p' "$f" | head -1)
@@ -67,8 +70,8 @@ fi
 # The per-message cost and the shared CPUs (boots before they were
 # recorded: the model without them only).
 cost=()
-if [ -n "$ping" ] && [ -n "$cpus" ] && [ "$cpus" -gt 0 ]; then
-	o_ns=$(awk -v p="$ping" -v l="$lat" 'BEGIN { o = (p - 2000 * l) / 4; printf "%d", (o > 0 ? o : 0) }')
+if [ -n "$ping" ] && [ "$ping" -gt 0 ] && [ -n "$cpus" ] && [ "$cpus" -gt 0 ]; then
+	o_ns=$(awk -v p="$ping" -v l="$lat" 'BEGIN { o = (p - 2000 * l) / 3; printf "%d", (o > 0 ? o : 0) }')
 	# What-if runs only (not a measurement): COLLSIM_O_NS replaces it.
 	o_ns=${COLLSIM_O_NS:-$o_ns}
 	cost=(-o "$o_ns" -U $(((ppn + cpus - 1) / cpus)))

@@ -31,7 +31,8 @@
  *    and the receiver nothing until it lands), and the last chunk's landing
  *    costs the receiver o before it is reduced or counts as received.
  *    Per chunk the bandwidth B already holds what the NIC's software
- *    costs. With -U, the U ranks of a node share one CPU: these costs,
+ *    costs. With -U, groups of U consecutive ranks share one CPU (U must
+ *    divide a node's ranks for the groups to be nodes): these costs,
  *    its reductions and its copies queue behind each other there (a test
  *    VM of one vCPU whose kernel is the NIC too); without it every rank
  *    has a CPU of its own for its reductions, as before.
@@ -100,6 +101,7 @@ struct rk {
 	u32 r_chunks, r_landed, r_done;
 	u64 cpu_free;		/* without -U: this rank's CPU free at */
 	u64 grant_at;		/* -o: its receive's grant left then */
+	u64 s_ready;		/* -o: its send may depart from then on */
 };
 
 struct link {
@@ -303,6 +305,7 @@ static void send_start(u32 r, u64 t)
 			t = S.rk[d].grant_at;
 		t = cpu_take(r, t, S.msg_ps);
 	}
+	k->s_ready = t;
 	if (can_depart(k))
 		ev_push(t, r, EV_DEPART);
 	else
@@ -379,7 +382,7 @@ static void on_done(u32 r, u64 t)
 	k->r_done++;
 	if (k->waiting && can_depart(k)) {
 		k->waiting = false;
-		ev_push(t, r, EV_DEPART);
+		ev_push(t > k->s_ready ? t : k->s_ready, r, EV_DEPART);
 	}
 	phase_done_check(r, t);
 }
@@ -390,20 +393,20 @@ static void on_land(u32 s, u64 t)
 	struct rk *a = &S.rk[s];
 	u32 d = a->p.send.peer;
 	struct rk *b = &S.rk[d];
-	u64 bytes = chunk_bytes(b->r_bytes, b->r_landed++);
+	u64 bytes = chunk_bytes(b->r_bytes, b->r_landed++), td = t;
 
 	a->s_landed++;
-	/* The receiver takes the completion of the transfer's last chunk. */
+	/* The receiver takes the completion of the transfer's last chunk
+	 * (the sender's send is done when it landed: @t). */
 	if (S.msg_ps && b->r_landed == b->r_chunks && remote(s, d))
-		t = cpu_take(d, t, S.msg_ps);
-	if (b->p.recv.reduce) {
-		ev_push(cpu_take(d, t, fs_to_ps(bytes, S.gamma_fs)), d,
+		td = cpu_take(d, t, S.msg_ps);
+	if (b->p.recv.reduce)
+		ev_push(cpu_take(d, td, fs_to_ps(bytes, S.gamma_fs)), d,
 			EV_DONE);
-	} else if (S.msg_ps && b->r_landed == b->r_chunks && remote(s, d)) {
-		ev_push(t, d, EV_DONE);
-	} else {
+	else if (td > t)
+		ev_push(td, d, EV_DONE);
+	else
 		on_done(d, t);
-	}
 	phase_done_check(s, t);
 }
 
