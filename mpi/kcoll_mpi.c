@@ -373,8 +373,6 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 	coll_comm *pkc = NULL;
 	bool gs = false;
 
-	if (rc != MPI_SUCCESS)
-		return rc;
 	pthread_mutex_lock(&km.lock);
 	parent = km_find_locked(comm);
 	if (parent) {
@@ -382,8 +380,12 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 		gs = parent->gs;
 	}
 	pthread_mutex_unlock(&km.lock);
-	if (pkc)	/* every rank of the parent, MPI_UNDEFINED too */
-		km_mirror_split(pkc, gs, color, key, *newcomm);
+	/* Every rank of the parent takes part, MPI_UNDEFINED too, and so
+	 * does one whose own split failed (MPI_ERRORS_RETURN): the others'
+	 * allgather on the parent needs it. */
+	if (pkc)
+		km_mirror_split(pkc, gs, rc == MPI_SUCCESS ? color : MPI_UNDEFINED,
+				key, rc == MPI_SUCCESS ? *newcomm : MPI_COMM_NULL);
 	return rc;
 }
 
