@@ -710,21 +710,32 @@ static void root_accept(struct coll_root *r)
 	}
 }
 
+
+/* Each rank's index among the ranks before it at the same address (its
+ * node): the table's local_index, as the bootstrap sends it and as a
+ * child communicator's table (family.c) recomputes it. */
+void coll_table_local_index(struct kcoll_rank_addr *t, uint32_t n)
+{
+	uint32_t i, j;
+
+	for (i = 0; i < n; i++) {
+		uint16_t li = 0;
+
+		for (j = 0; j < i; j++)
+			li += !memcmp(t[j].addr, t[i].addr, sizeof(t[i].addr));
+		t[i].local_index = li;
+	}
+}
+
 /* Every rank joined: local indices, then the table to everybody. */
 static void root_finish(struct coll_root *r)
 {
 	size_t len = REPLY_LEN + (size_t)r->nranks * ENTRY_LEN;
 	uint64_t deadline = coll_now_ms() + r->timeout_ms;
 	uint8_t *b = malloc(len);
-	uint32_t i, j;
+	uint32_t i;
 
-	for (i = 0; i < r->nranks; i++) {
-		uint16_t li = 0;
-
-		for (j = 0; j < i; j++)
-			li += !memcmp(r->table[j].addr, r->table[i].addr, 16);
-		r->table[i].local_index = li;
-	}
+	coll_table_local_index(r->table, r->nranks);
 	if (!b) {
 		uint8_t e[REPLY_LEN];
 

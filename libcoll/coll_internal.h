@@ -148,11 +148,13 @@ COLL_HIDDEN int coll_comm_create_child(coll_comm **out, int nranks, int rank,
 COLL_HIDDEN int coll_comm_init_rank_child(coll_comm **out, int nranks,
 					  const coll_unique_id *id, int rank,
 					  uint64_t parent_uid);
-/* The rank table and key @c was created with, its uid and parent's. */
+/* The rank table and key @c was created with. */
 COLL_HIDDEN const struct kcoll_rank_addr *coll_comm_table(const coll_comm *c);
 COLL_HIDDEN const uint8_t *coll_comm_key(const coll_comm *c);
-COLL_HIDDEN uint64_t coll_comm_uid_get(const coll_comm *c);
-COLL_HIDDEN uint64_t coll_comm_parent_get(const coll_comm *c);
+/* Each entry's local_index: its index among the entries before it at the
+ * same address (bootstrap.c). */
+COLL_HIDDEN void coll_table_local_index(struct kcoll_rank_addr *t,
+					uint32_t n);
 /* The number of the next child derived from @c: 1, 2, ... Every rank
  * counts alike as long as all make the same calls in the same order: a
  * call takes its number once its arguments passed the checks (which

@@ -1608,16 +1608,6 @@ const uint8_t *coll_comm_key(const coll_comm *c)
 	return c->key;
 }
 
-uint64_t coll_comm_uid_get(const coll_comm *c)
-{
-	return c->uid;
-}
-
-uint64_t coll_comm_parent_get(const coll_comm *c)
-{
-	return c->parent_uid;
-}
-
 uint32_t coll_comm_derive_next(coll_comm *c)
 {
 	return __atomic_add_fetch(&c->derived, 1, __ATOMIC_RELAXED);
@@ -1743,6 +1733,16 @@ int coll_comm_rank(const coll_comm *comm)
 int coll_comm_size(const coll_comm *comm)
 {
 	return comm ? comm->nranks : -EINVAL;
+}
+
+uint64_t coll_comm_uid(const coll_comm *comm)
+{
+	return comm ? comm->uid : 0;
+}
+
+uint64_t coll_comm_parent_uid(const coll_comm *comm)
+{
+	return comm ? comm->parent_uid : 0;
 }
 
 int coll_comm_set_priority(coll_comm *comm, int prio)

@@ -103,12 +103,12 @@ static void derive(coll_comm *parent, uint8_t kind, uint32_t nth,
 
 	memset(&in, 0, sizeof(in));
 	in.kind = kind;
-	put64(in.parent, coll_comm_uid_get(parent));
+	put64(in.parent, coll_comm_uid(parent));
 	put64(in.nth, nth);
 	put64(in.which, which);
 	in.what = 'i';
 	*uid = coll_siphash(pk, &in, sizeof(in));
-	if (!*uid || *uid == coll_comm_uid_get(parent))
+	if (!*uid || *uid == coll_comm_uid(parent))
 		*uid = ~*uid;	/* 0 is no id, nor the parent's */
 	in.what = 'k';
 	put64(key, coll_siphash(pk, &in, sizeof(in)));
@@ -118,25 +118,20 @@ static void derive(coll_comm *parent, uint8_t kind, uint32_t nth,
 
 /*
  * The members' rank table: @parent's entries of ranks @ranks[0..n), with
- * each one's index among the members on its node recomputed (the same
- * address, as the bootstrap counts them).
+ * each one's index among the members on its node recomputed.
  */
 static struct kcoll_rank_addr *child_table(coll_comm *parent,
 					   const int *ranks, int n)
 {
 	const struct kcoll_rank_addr *pt = coll_comm_table(parent);
 	struct kcoll_rank_addr *t = calloc((size_t)n, sizeof(*t));
-	int i, j;
+	int i;
 
 	if (!t)
 		return NULL;
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n; i++)
 		t[i] = pt[ranks[i]];
-		t[i].local_index = 0;
-		for (j = 0; j < i; j++)
-			if (!memcmp(t[j].addr, t[i].addr, sizeof(t[i].addr)))
-				t[i].local_index++;
-	}
+	coll_table_local_index(t, (uint32_t)n);
 	return t;
 }
 
@@ -154,7 +149,7 @@ static int child_create(coll_comm *parent, const int *ranks, int n,
 		return coll_err(-ENOMEM, "out of memory");
 	derive(parent, kind, nth, which, &uid, key);
 	ret = coll_comm_create_child(newcomm, n, me, t, uid, key,
-				     coll_comm_uid_get(parent));
+				     coll_comm_uid(parent));
 	explicit_bzero(key, sizeof(key));
 	free(t);
 	return ret;
@@ -167,16 +162,6 @@ static int child_create(coll_comm *parent, const int *ranks, int n,
 int coll_comm_revoke(coll_comm *comm)
 {
 	return coll_comm_cancel(comm);
-}
-
-uint64_t coll_comm_uid(const coll_comm *comm)
-{
-	return comm ? coll_comm_uid_get(comm) : 0;
-}
-
-uint64_t coll_comm_parent_uid(const coll_comm *comm)
-{
-	return comm ? coll_comm_parent_get(comm) : 0;
 }
 
 struct split_entry {
@@ -223,14 +208,10 @@ int coll_comm_split(coll_comm *comm, int color, int key,
 		ranks[i] = r;
 		nm++;
 	}
+	/* This rank is among them: its own entry has the color. */
 	for (i = 0; i < nm; i++)
 		if (ranks[i] == coll_comm_rank(comm))
 			me = i;
-	if (me < 0) {	/* the allgather lost our own entry: cannot be */
-		ret = coll_err(-EPROTO, "coll_comm_split: rank %d not among "
-			       "its color's members", coll_comm_rank(comm));
-		goto out;
-	}
 	ret = child_create(comm, ranks, nm, me, 's', nth, (uint32_t)color,
 			   newcomm);
 out:
@@ -348,5 +329,5 @@ int coll_comm_grow(coll_comm *comm, int nranks, const coll_unique_id *id,
 				KCOLL_MAX_RANKS);
 	return coll_comm_init_rank_child(newcomm, nranks, id,
 					 coll_comm_rank(comm),
-					 coll_comm_uid_get(comm));
+					 coll_comm_uid(comm));
 }
