@@ -60,10 +60,7 @@ static long kcoll_ioctl_query(void __user *uarg)
 	if (!kcoll_all_zero(&q, sizeof(q)))
 		return -EINVAL;
 	q.abi_version = KCOLL_ABI_VERSION;
-	q.features = KCOLL_FEAT_SINGLE_MMAP | KCOLL_FEAT_NODROP |
-		     KCOLL_FEAT_EVENTFD | KCOLL_FEAT_POLL | KCOLL_FEAT_COMM |
-		     KCOLL_FEAT_TIMEOUT | KCOLL_FEAT_ABORT | KCOLL_FEAT_GPU |
-		     KCOLL_FEAT_PARENT;
+	q.features = KCOLL_FEATURES;
 	/* What SETUP enforces: every SQ slot needs a CQ slot. */
 	q.max_sq_entries = min(kcoll_max_sq_entries(), kcoll_max_cq_entries());
 	q.max_cq_entries = kcoll_max_cq_entries();

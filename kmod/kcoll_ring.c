@@ -289,10 +289,7 @@ long kcoll_ctx_setup(struct kcoll_ctx *ctx, struct kcoll_setup *p)
 
 	p->sq_entries = sq;
 	p->cq_entries = cq;
-	p->features = KCOLL_FEAT_SINGLE_MMAP | KCOLL_FEAT_NODROP |
-		      KCOLL_FEAT_EVENTFD | KCOLL_FEAT_POLL | KCOLL_FEAT_COMM |
-		     KCOLL_FEAT_TIMEOUT | KCOLL_FEAT_ABORT | KCOLL_FEAT_GPU |
-		     KCOLL_FEAT_PARENT;
+	p->features = KCOLL_FEATURES;
 	p->sq_off = l.sq_off;
 	p->cq_off = l.cq_off;
 	p->mmap_size = l.size;

@@ -5,6 +5,13 @@
 #ifndef KCOLL_RING_H
 #define KCOLL_RING_H
 
+/* What this module offers: QUERY and SETUP report the same. */
+#define KCOLL_FEATURES	(KCOLL_FEAT_SINGLE_MMAP | KCOLL_FEAT_NODROP |	\
+			 KCOLL_FEAT_EVENTFD | KCOLL_FEAT_POLL |		\
+			 KCOLL_FEAT_COMM | KCOLL_FEAT_TIMEOUT |		\
+			 KCOLL_FEAT_ABORT | KCOLL_FEAT_GPU |		\
+			 KCOLL_FEAT_PARENT)
+
 #include "kcoll.h"
 
 struct kcoll_ctx *kcoll_ctx_create(void);
