@@ -147,6 +147,17 @@ static int km_local_ok(void)
  * then created its communicator is the mirror kept (else every rank drops
  * its own): the ranks never disagree on the path a call takes.
  */
+/* Keep @kc as @comm's mirror (every rank of @comm agreed). */
+static void km_keep(MPI_Comm comm, coll_comm *kc, int rank, int size,
+		    bool gs, bool by_split)
+{
+	pthread_mutex_lock(&km.lock);
+	km.m[km.n++] = (struct km_mirror){ comm, kc, rank, size, gs };
+	km.mirrored++;
+	km.split += by_split;
+	pthread_mutex_unlock(&km.lock);
+}
+
 static void km_mirror(MPI_Comm comm)
 {
 	coll_unique_id id;
@@ -195,10 +206,7 @@ static void km_mirror(MPI_Comm comm)
 		km.refused++;
 		return;
 	}
-	pthread_mutex_lock(&km.lock);
-	km.m[km.n++] = (struct km_mirror){ comm, kc, rank, size, all == 2 };
-	km.mirrored++;
-	pthread_mutex_unlock(&km.lock);
+	km_keep(comm, kc, rank, size, all == 2, false);
 }
 
 /*
@@ -216,13 +224,11 @@ static void km_mirror_split(coll_comm *pkc, bool gs, int color, int key,
 	coll_comm *kc = NULL;
 	int err, rank = -1, size = 0, ok, all;
 
+	/* No new communicator here (MPI_UNDEFINED): no color, no child. */
 	err = coll_comm_split(pkc, color == MPI_UNDEFINED ?
 			      COLL_SPLIT_NOCOLOR : color, key, &kc);
-	if (newcomm == MPI_COMM_NULL) {
-		if (kc)		/* cannot be: no color, no child */
-			coll_comm_abort(kc);
+	if (newcomm == MPI_COMM_NULL)
 		return;
-	}
 	PMPI_Comm_rank(newcomm, &rank);
 	PMPI_Comm_size(newcomm, &size);
 	pthread_mutex_lock(&km.lock);
@@ -239,11 +245,7 @@ static void km_mirror_split(coll_comm *pkc, bool gs, int color, int key,
 		km_mirror(newcomm);
 		return;
 	}
-	pthread_mutex_lock(&km.lock);
-	km.m[km.n++] = (struct km_mirror){ newcomm, kc, rank, size, gs };
-	km.mirrored++;
-	km.split++;
-	pthread_mutex_unlock(&km.lock);
+	km_keep(newcomm, kc, rank, size, gs, true);
 }
 
 /* Append to @line (@size bytes, @o used); what does not fit is cut. */
