@@ -123,9 +123,24 @@ kcoll_exporters_down() {
 
 # Unload, then scan the kernel log written since kcoll_mod_load.
 kcoll_mod_unload() {
-	local refs
-	refs=$(cat /sys/module/kcoll/refcnt 2>/dev/null)
-	[ "$refs" = 0 ] || fail "module refcount is '$refs' before rmmod"
+	local refs i
+	# A reference may lag the exits a little: an open file of the module
+	# (/dev/kcoll, a debugfs file a snapshot is reading) is released as
+	# its process finishes exiting. A reference still held after 15 s is
+	# a leak; the processes holding one of the module's files are named.
+	for i in $(seq 1 15); do
+		refs=$(cat /sys/module/kcoll/refcnt 2>/dev/null)
+		[ "$refs" = 0 ] && break
+		sleep 1
+	done
+	if [ "$refs" != 0 ]; then
+		fail "module refcount is '$refs' before rmmod (15 s after the ranks exited)"
+		for i in /proc/[0-9]*; do
+			{ ls -l "$i/fd"; cat "$i/maps"; } 2>/dev/null |
+				grep -qE '/dev/kcoll|/debug/kcoll/' &&
+				log "holds a kcoll file: ${i#/proc/} $(tr '\0' ' ' <"$i/cmdline")"
+		done
+	fi
 	rmmod kcoll || fail "rmmod kcoll"
 	[ -e /sys/module/kcoll ] && fail "kcoll still loaded after rmmod"
 	kcoll_kmemleak_scan

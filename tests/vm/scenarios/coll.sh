@@ -211,6 +211,7 @@ run() {
 # A stuck run leaves the engine's view in comms-<s>.txt.
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 ( for s in 60 120 240 480; do sleep $((s / 2)); cat /sys/kernel/debug/kcoll/comms >"$KCOLL_OUT/comms-$s.txt" 2>&1; dmesg >"$KCOLL_OUT/dmesg-$s.txt" 2>&1; rdma -d res show qp >"$KCOLL_OUT/qp-$s.txt" 2>&1; done ) &
+bgsnap=$!
 t0=$SECONDS
 if [ $check = 1 ]; then
 	run colltest 2400 "$COLLTEST" $level -t 2350
@@ -387,6 +388,10 @@ log "kcoll devices: $(tr '\n' ' ' </sys/class/misc/kcoll/rdma_devices)"
 [ $check = 1 ] ||
 	log "algorithms run: $(cd /sys/class/misc/kcoll/algo_ops && for f in *; do printf '%s=%s ' "$f" "$(cat "$f")"; done)"
 log "registration cache: $(cd /sys/class/misc/kcoll/stats && for f in reg_cache_*; do printf '%s=%s ' "$f" "$(cat "$f")"; done)"
+# The snapshots' reader of the module's debugfs file holds a reference
+# to the module while it reads.
+kill "$bgsnap" 2>/dev/null
+wait "$bgsnap" 2>/dev/null
 kcoll_res_check
 [ -n "$dmabuf$gpu$gpuab" ] && kcoll_exporters_down
 kcoll_mod_unload
