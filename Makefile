@@ -122,13 +122,13 @@ tools: $(TOOLS)
 # here (the module: KCOLL_MAX_RANKS).
 collsim: $(COLLSIM)
 
-$(COLLSIM): tools/collsim.c kmod/kcoll_sched.c kmod/kcoll_sched_log.c \
+$(COLLSIM): tools/collsim.c kmod/kcoll_sched.c kmod/kcoll_sched_log.c kmod/kcoll_sched_vec.c \
 	    kmod/kcoll_sched_int.h kmod/kcoll_shape.h kmod/kcoll_sched.h \
 	    kmod/kcoll_cost.c kmod/kcoll_cost.h kmod/kcoll_plain.h kmod/kcoll_wire.h \
 	    uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_USER) -I$(TOP)/kmod -DKCOLL_SCHED_MAX_RANKS=16384 -o $@ \
-		tools/collsim.c kmod/kcoll_sched.c kmod/kcoll_sched_log.c \
+		tools/collsim.c kmod/kcoll_sched.c kmod/kcoll_sched_log.c kmod/kcoll_sched_vec.c \
 		kmod/kcoll_cost.c -lm
 
 $(BUILD)/tools/kcoll-ringbench: tools/kcoll-ringbench.c $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h

@@ -26,6 +26,7 @@
 #include "kcoll_stats.h"
 #include "kcoll_regcache.h"
 #include "kcoll_gpu.h"
+#include "kcoll_quota.h"
 
 /* Buffer @which of @op: a view of @mem's [@addr, @addr + @len), whose use
  * the operation now holds. */
@@ -143,6 +144,37 @@ static int kcoll_op_nocpu(struct kcoll_task *op)
 	return 0;
 }
 
+/*
+ * A v-variant's count table (uapi struct kcoll_vec): copied in once, at
+ * submission, charged to the user's kernel memory (n <= KCOLL_MAX_RANKS:
+ * at most 128 KiB), and checked (-ERANGE, -EINVAL); the schedules read
+ * only this copy, so the user's later writes to the table change nothing.
+ */
+static int kcoll_op_vec(struct kcoll_task *op, const struct kcoll_sqe *sqe)
+{
+	struct kcoll_comm *comm = op->comm;
+	size_t words = (size_t)kcoll_shape(sqe->opcode)->vec * comm->nranks;
+	int err;
+
+	if (op->gpu)
+		return -EOPNOTSUPP;	/* stream-ordered: not yet */
+	op->vec_bytes = words * sizeof(u64);
+	err = kcoll_quota_charge_bytes(comm->quota, op->vec_bytes);
+	if (err)
+		return err;
+	op->vec = kvmalloc(op->vec_bytes, GFP_KERNEL_ACCOUNT);
+	if (!op->vec) {
+		kcoll_quota_uncharge_bytes(comm->quota, op->vec_bytes);
+		return -ENOMEM;
+	}
+	op->vec_quota = comm->quota;
+	if (copy_from_user(op->vec, u64_to_user_ptr(sqe->vec_addr),
+			   op->vec_bytes))
+		return -EFAULT;
+	op->args.vec = op->vec;
+	return kcoll_sched_vec_check(&op->args);
+}
+
 static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 {
 	struct kcoll_comm *comm = op->comm;
@@ -162,7 +194,7 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	a->redop = sqe->redop;
 	a->rank = comm->rank;
 	a->nranks = comm->nranks;
-	a->count = sqe->count;
+	a->count = kcoll_shape(sqe->opcode)->vec ? 0 : sqe->count;
 	a->root = kcoll_shape(sqe->opcode)->uses & KCOLL_USES_PEER ?
 		  sqe->peer : 0;
 	if (sqe->opcode == KCOLL_OP_BARRIER) {
@@ -181,20 +213,31 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	}
 	if (a->root >= n || (p2p && a->root == comm->rank))
 		return -EINVAL;
-	/* Whole-buffer sizes must fit comfortably in size_t bytes. */
-	if (sqe->count > (U64_MAX >> 16) / n / op->esize)
-		return -EOVERFLOW;
-
-	a->in_place = kcoll_shape_in_place(kcoll_shape(sqe->opcode), comm->rank,
-					   a->root, sqe->count, op->esize,
-					   sqe->send_addr, sqe->recv_addr);
+	if (kcoll_shape(sqe->opcode)->vec) {
+		/* Counts and displacements <= 2^48: byte sizes fit. */
+		err = kcoll_op_vec(op, sqe);
+		if (err)
+			return err;
+		a->in_place = kcoll_sched_vec_in_place(a, op->esize,
+						       sqe->send_addr,
+						       sqe->recv_addr);
+	} else {
+		/* Whole-buffer sizes must fit comfortably in size_t bytes. */
+		if (sqe->count > (U64_MAX >> 16) / n / op->esize)
+			return -EOVERFLOW;
+		a->in_place = kcoll_shape_in_place(kcoll_shape(sqe->opcode),
+						   comm->rank, a->root,
+						   sqe->count, op->esize,
+						   sqe->send_addr,
+						   sqe->recv_addr);
+	}
 	/*
 	 * Same inputs on every rank, same choice (kcoll_tune.c). A
 	 * stream-ordered op runs the default, as libcoll planned it, and so
 	 * does every op of a DEVMEM communicator: a rank reducing on its
 	 * CPU then runs the same schedule as one reducing on its GPU.
 	 */
-	if (!p2p && !op->gpu && !comm->devmem)
+	if (!p2p && !op->gpu && !comm->devmem && !a->vec)
 		a->algo = kcoll_tune_choose(a->opcode, a->nranks,
 					    sqe->count * op->esize,
 					    &comm->model);
@@ -300,7 +343,7 @@ void kcoll_coll_issue(struct kcoll_req *req)
 	if (err)
 		goto out_unlock_dev;
 
-	op->bytes = (u64)sqe->count * op->esize;
+	op->bytes = kcoll_sched_total(&op->args) * op->esize;
 	mutex_lock(&comm->lock);
 	/* The seq it gets if it is queued (peers that left after completing
 	 * it do not keep it from running). */

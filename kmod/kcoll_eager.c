@@ -342,10 +342,10 @@ void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 		h.s.redop = op->redop;
 		h.s.algo = op->args.algo;
 		h.s.root = cpu_to_le32(op->args.root);
-		h.s.count = cpu_to_le64(op->args.count);
+		h.s.count = cpu_to_le64(kcoll_sched_sig(&op->args, conn->peer));
 		hlen += sizeof(h.s);
 	}
-	kcoll_msg_init(op, &m, KCOLL_MSG_EAGER);
+	kcoll_msg_init(op, &m, KCOLL_MSG_EAGER, conn->peer);
 	m.serial = cpu_to_le32(slot);
 	m.len = cpu_to_le32(hlen + len);
 	err = conn->xp->eager_put(conn, slot, &m, &h, hlen, src, len);

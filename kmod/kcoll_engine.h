@@ -59,8 +59,9 @@ static inline u8 *kcoll_region(struct kcoll_task *op, const struct kcoll_sregion
 	return op->bufs[r->buf].vaddr + r->off * op->esize;
 }
 
+/* A message of @op to rank @peer, signed (kcoll_sched_sig()). */
 static inline void kcoll_msg_init(struct kcoll_task *op, struct kcoll_wire_msg *m,
-				  u8 type)
+				  u8 type, u32 peer)
 {
 	memset(m, 0, sizeof(*m));
 	m->type = type;
@@ -71,11 +72,13 @@ static inline void kcoll_msg_init(struct kcoll_task *op, struct kcoll_wire_msg *
 	m->redop = op->redop;
 	m->algo = op->args.algo;
 	m->root = cpu_to_le32(op->kind == KCOLL_KIND_P2P ? 0 : op->args.root);
-	m->count = cpu_to_le64(op->args.count);
+	m->count = cpu_to_le64(kcoll_sched_sig(&op->args, peer));
 }
 
-/* The op's partner on @conn for P2P: a SEND matches a RECV and back. */
-static inline bool kcoll_sig_match(struct kcoll_task *op, const struct kcoll_wire_msg *m)
+/* Does @m, from rank @peer, sign what @op expects of it? For P2P the
+ * op's partner: a SEND matches a RECV and back. */
+static inline bool kcoll_sig_match(struct kcoll_task *op,
+				   const struct kcoll_wire_msg *m, u32 peer)
 {
 	u8 opcode = op->args.opcode;
 
@@ -83,7 +86,7 @@ static inline bool kcoll_sig_match(struct kcoll_task *op, const struct kcoll_wir
 		opcode = opcode == KCOLL_OP_SEND ? KCOLL_OP_RECV : KCOLL_OP_SEND;
 	return m->opcode == opcode && m->dtype == op->dtype &&
 	       m->redop == op->redop && m->algo == op->args.algo &&
-	       le64_to_cpu(m->count) == op->args.count &&
+	       le64_to_cpu(m->count) == kcoll_sched_sig_peer(&op->args, peer) &&
 	       (op->kind == KCOLL_KIND_P2P ||
 		le32_to_cpu(m->root) == op->args.root);
 }

@@ -34,7 +34,7 @@ static void kcoll_op_send_abort(struct kcoll_task *op, struct kcoll_conn *conn)
 
 	if (!conn || conn->state != KCOLL_CONN_UP)
 		return;
-	kcoll_msg_init(op, &m, KCOLL_MSG_ABORT);
+	kcoll_msg_init(op, &m, KCOLL_MSG_ABORT, conn->peer);
 	m.status = cpu_to_le32(-op->error);
 	/*
 	 * Which rank is lost, if any (+1; 0: none): see kcoll_abort_lost().

@@ -102,7 +102,7 @@ void kcoll_op_grant(struct kcoll_task *op)
 			kcoll_op_fail(op, -ENOMEM);
 			return;
 		}
-		kcoll_msg_init(op, &m, KCOLL_MSG_GRANT);
+		kcoll_msg_init(op, &m, KCOLL_MSG_GRANT, conn->peer);
 		m.len = cpu_to_le32(len);
 		m.serial = cpu_to_le32(conn->k[op->kind].serial_out);
 		m.phase = cpu_to_le16(op->phase);
@@ -297,7 +297,7 @@ void kcoll_op_send(struct kcoll_task *op)
 		} else if (g->sig_unchecked) {
 			/* Granted before this send was issued. */
 			g->sig_unchecked = false;
-			if (!kcoll_sig_match(op, &g->sig)) {
+			if (!kcoll_sig_match(op, &g->sig, conn->peer)) {
 				pr_warn_ratelimited("comm %llx rank %u: send %u to rank %u does not match its receive\n",
 						    op->comm->uid, op->comm->rank,
 						    op->seq, conn->peer);
@@ -322,7 +322,7 @@ void kcoll_op_send(struct kcoll_task *op)
 		if (g->len && kcoll_op_held(op))
 			return;		/* a higher priority runs */
 		off = base + op->send_posted;
-		kcoll_msg_init(op, &m, KCOLL_MSG_DATA);
+		kcoll_msg_init(op, &m, KCOLL_MSG_DATA, conn->peer);
 		m.serial = cpu_to_le32(g->serial);
 		m.len = cpu_to_le32(g->len);
 		ret = conn->xp->put(op, conn, g, src, off, &m);

@@ -188,7 +188,10 @@ int kcoll_sqe_check(const struct kcoll_sqe *sqe)
 	}
 	if (!(uses & KCOLL_USES_PEER) && sqe->peer)
 		return -EINVAL;
-	if (uses & KCOLL_USES_COUNT) {
+	if (shape->vec) {
+		if (!sqe->vec_addr)	/* the count table's address */
+			return -EINVAL;
+	} else if (uses & KCOLL_USES_COUNT) {
 		if (sqe->count > shape->count_max)
 			return -ERANGE;
 	} else if (sqe->count) {

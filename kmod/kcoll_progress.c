@@ -397,6 +397,10 @@ static void kcoll_op_release(struct kcoll_task *op)
 void kcoll_op_free(struct kcoll_task *op)
 {
 	kcoll_op_release(op);
+	if (op->vec) {
+		kvfree(op->vec);
+		kcoll_quota_uncharge_bytes(op->vec_quota, op->vec_bytes);
+	}
 	kfree(op->missing);
 	kfree(op);
 }

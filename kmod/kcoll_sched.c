@@ -43,6 +43,8 @@
  *                  then down the tree: Lc + 2
  *  SEND / RECV     direct: 1 phase, one transfer (also with count 0)
  *  BARRIER         dissemination, empty tokens: Lc
+ *  ALLGATHERV, REDUCE_SCATTERV  ring, ALLTOALLV  pairwise: n-1, the
+ *                  schedules above with a count per block (kcoll_sched_vec.c)
  * A collective with count 0 has no phase; with n == 1 it has at most one
  * (the out-of-place copy), whatever the algorithm. Schedules keep their
  * phase count when count < n: the phases whose chunks are empty have no
@@ -98,8 +100,9 @@ static u32 kcoll_sched_nph(const struct kcoll_sched_args *a);
 
 static bool kcoll_sched_reducing(u32 opcode)
 {
-	return opcode == KCOLL_OP_ALLREDUCE || opcode == KCOLL_OP_REDUCE ||
-	       opcode == KCOLL_OP_REDUCE_SCATTER;
+	const struct kcoll_shape *d = kcoll_shape(opcode);
+
+	return d && d->reduces;
 }
 
 static bool kcoll_sched_rooted(u32 opcode)
@@ -111,10 +114,16 @@ static bool kcoll_sched_rooted(u32 opcode)
 
 int kcoll_sched_check(const struct kcoll_sched_args *a)
 {
+	const struct kcoll_shape *d;
+
 	if (!a->nranks || a->nranks > KCOLL_SCHED_MAX_RANKS ||
 	    a->rank >= a->nranks)
 		return -EINVAL;
 	if (!kcoll_sched_algo_ok(a->opcode, a->algo))
+		return -EINVAL;
+	/* The table's values: kcoll_sched_vec_check(), once per table. */
+	d = kcoll_shape(a->opcode);
+	if (!d || !d->vec != !a->vec || (a->vec && a->count))
 		return -EINVAL;
 	if (kcoll_sched_rooted(a->opcode) && a->root >= a->nranks)
 		return -EINVAL;
@@ -639,6 +648,14 @@ static const struct kcoll_coll_def {
 		{ KCOLL_ALGO_DIRECT, kcoll_nph_n1, kcoll_sched_scatter, NULL },
 		{ KCOLL_ALGO_BINOMIAL, kcoll_nph_log2p2,
 		  kcoll_sched_scatter_binomial, kcoll_sched_tmp_gs_binomial }) },
+	[KCOLL_OP_ALLGATHERV] = { KCOLL_ALGOS(
+		{ KCOLL_ALGO_RING, kcoll_nph_n1, kcoll_sched_allgatherv, NULL }) },
+	[KCOLL_OP_REDUCE_SCATTERV] = { KCOLL_ALGOS(
+		{ KCOLL_ALGO_RING, kcoll_nph_n1, kcoll_sched_reduce_scatterv,
+		  kcoll_sched_tmp_rsv }) },
+	[KCOLL_OP_ALLTOALLV] = { KCOLL_ALGOS(
+		{ KCOLL_ALGO_PAIRWISE, kcoll_nph_n1, kcoll_sched_alltoallv,
+		  NULL }) },
 };
 
 /* @algo's row for @opcode (not DEFAULT), or NULL if it has none. */
@@ -678,7 +695,14 @@ static u32 kcoll_sched_nph(const struct kcoll_sched_args *a)
 							kcoll_sched_algo(a));
 	struct kcoll_fold f;
 
-	if (!kcoll_colls[a->opcode].no_data) {
+	if (!d || a->opcode >= KCOLL_OP_LAST)
+		return 0;
+	/* The v-variants: their phases whatever the counts, so that a
+	 * rank whose blocks are all empty still runs them with its peers'
+	 * (ALLTOALLV's counts differ per rank); one rank, the copy. */
+	if (a->vec && a->nranks == 1)
+		return kcoll_sched_in_place(a) ? 0 : 1;
+	if (!kcoll_colls[a->opcode].no_data && !a->vec) {
 		if (!a->count)
 			return 0;
 		if (a->nranks == 1)	/* at most the out-of-place copy */
@@ -721,7 +745,7 @@ void kcoll_sched_phase(const struct kcoll_sched_args *a, u32 idx,
 	if (idx >= kcoll_sched_nphases(a))
 		return;
 	d = kcoll_algo_def(a->opcode, kcoll_sched_algo(a));
-	if (a->nranks == 1 && !kcoll_colls[a->opcode].no_data) {
+	if (a->nranks == 1 && !kcoll_colls[a->opcode].no_data && !a->vec) {
 		/* Not in place (else no phase): the own input to RECV. */
 		kcoll_ph_copy(p, KCOLL_SBUF_SEND, 0, KCOLL_SBUF_RECV, 0,
 			      a->count);
@@ -756,6 +780,8 @@ u64 kcoll_sched_send_count(const struct kcoll_sched_args *a)
 	const struct kcoll_shape *d = kcoll_shape(a->opcode);
 	unsigned long long c;
 
+	if (!kcoll_sched_check(a) && a->vec)
+		return kcoll_sched_vec_send_count(a);
 	if (kcoll_sched_check(a) ||
 	    (kcoll_sched_in_place(a) && !kcoll_in_place_keeps_send(d)) ||
 	    kcoll_shape_count(d->send, a->rank, a->root, a->nranks, a->count,
@@ -769,6 +795,8 @@ u64 kcoll_sched_recv_count(const struct kcoll_sched_args *a)
 	const struct kcoll_shape *d = kcoll_shape(a->opcode);
 	unsigned long long c;
 
+	if (!kcoll_sched_check(a) && a->vec)
+		return kcoll_sched_vec_recv_count(a);
 	if (kcoll_sched_check(a) ||
 	    (kcoll_sched_in_place(a) && kcoll_in_place_keeps_send(d)) ||
 	    kcoll_shape_count(d->recv, a->rank, a->root, a->nranks, a->count,

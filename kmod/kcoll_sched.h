@@ -125,6 +125,10 @@ struct kcoll_phase {
  *		something (not for SEND/RECV/BARRIER)
  * @algo:	enum kcoll_algo; every rank of the operation must use the same
  *		(DEFAULT where zero-initialised)
+ * @vec:	the v-variants (ALLGATHERV, REDUCE_SCATTERV, ALLTOALLV): their
+ *		count table, laid out as uapi struct kcoll_vec says (nranks
+ *		times kcoll_shape's .vec words); @count is then 0. NULL for
+ *		every other collective.
  */
 struct kcoll_sched_args {
 	u32 opcode;
@@ -135,7 +139,53 @@ struct kcoll_sched_args {
 	u64 count;
 	bool in_place;
 	u8 algo;
+	const u64 *vec;
+	u64 vec_sig;		/* set by kcoll_sched_vec_check() */
 };
+
+/*
+ * The v-variants' tables (kcoll_sched_vec.c). The k-th array of @a's
+ * table (uapi struct kcoll_vec: ALLGATHERV counts, displs; REDUCE_SCATTERV
+ * counts; ALLTOALLV sendcounts, sdispls, recvcounts, rdispls).
+ */
+static inline const u64 *kcoll_vec_arr(const struct kcoll_sched_args *a,
+					unsigned int k)
+{
+	return a->vec + (u64)k * a->nranks;
+}
+
+/*
+ * Whether @a's table is valid for this rank: 0, -ERANGE (a count or
+ * displacement above KCOLL_VEC_ELEMS_MAX), or -EINVAL (no table, or
+ * ALLTOALLV's own block sent and received with different counts).
+ * kcoll_sched_check() checks only that a v-variant has a table (it runs
+ * for every phase built, this scan of n words once): whoever makes a
+ * table runs this on it before anything else of this file. It also
+ * keeps the hash that ALLGATHERV's and REDUCE_SCATTERV's signatures carry
+ * in @a->vec_sig (once, not per message).
+ */
+int kcoll_sched_vec_check(struct kcoll_sched_args *a);
+
+/* Does ALLGATHERV run in place with these addresses (send == recv +
+ * displs[rank] elements of @esize bytes)? @a passed kcoll_sched_check. */
+bool kcoll_sched_vec_in_place(const struct kcoll_sched_args *a, u64 esize,
+			      u64 send_addr, u64 recv_addr);
+
+/*
+ * Signatures. What this rank signs as the count toward @peer (SIGs,
+ * grants, eager headers) and what @peer's own must say for the two to
+ * match. Every collective but the v-variants: the count, both. ALLGATHERV
+ * and REDUCE_SCATTERV: a hash of the counts, which every rank must hold
+ * alike. ALLTOALLV: a hash of the pair's two counts (what this rank sends
+ * @peer, what it receives from it), which @peer signs the other way round.
+ */
+u64 kcoll_sched_sig(const struct kcoll_sched_args *a, u32 peer);
+u64 kcoll_sched_sig_peer(const struct kcoll_sched_args *a, u32 peer);
+
+/* Elements this rank's operation is about (statistics, the tuner's size):
+ * the count, for the v-variants the elements of the receive buffer's
+ * blocks (REDUCE_SCATTERV: of the send buffer). */
+u64 kcoll_sched_total(const struct kcoll_sched_args *a);
 
 /* floor(log2 n) and ceil(log2 n), n >= 1 (schedules and cost model). */
 static inline u32 kcoll_floor_log2(u32 n)

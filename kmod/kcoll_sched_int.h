@@ -25,6 +25,8 @@ static inline bool kcoll_sched_in_place(const struct kcoll_sched_args *a)
 	switch (d->in_place) {
 	case KCOLL_IN_PLACE_NEVER:
 		return false;
+	case KCOLL_IN_PLACE_VGATHER:
+		return !!a->vec;
 	case KCOLL_IN_PLACE_ROOT:
 	case KCOLL_IN_PLACE_ROOT_GATHER:
 	case KCOLL_IN_PLACE_ROOT_SCATTER:
@@ -165,5 +167,16 @@ void kcoll_sched_gather_binomial(const struct kcoll_sched_args *a, u32 idx,
 void kcoll_sched_scatter_binomial(const struct kcoll_sched_args *a, u32 idx,
 				  struct kcoll_phase *p);
 u64 kcoll_sched_tmp_gs_binomial(const struct kcoll_sched_args *a);
+
+/* The v-variants (kcoll_sched_vec.c), n > 1 but for their n == 1 copy. */
+void kcoll_sched_allgatherv(const struct kcoll_sched_args *a, u32 idx,
+			    struct kcoll_phase *p);
+void kcoll_sched_reduce_scatterv(const struct kcoll_sched_args *a, u32 idx,
+				 struct kcoll_phase *p);
+void kcoll_sched_alltoallv(const struct kcoll_sched_args *a, u32 idx,
+			   struct kcoll_phase *p);
+u64 kcoll_sched_tmp_rsv(const struct kcoll_sched_args *a);
+u64 kcoll_sched_vec_send_count(const struct kcoll_sched_args *a);
+u64 kcoll_sched_vec_recv_count(const struct kcoll_sched_args *a);
 
 #endif /* KCOLL_SCHED_INT_H */

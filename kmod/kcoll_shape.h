@@ -32,6 +32,8 @@ enum kcoll_shape_elems {
 	KCOLL_ELEMS_ROOT,	/* count at the root, none elsewhere */
 	KCOLL_ELEMS_ROOT_ALL,	/* nranks * count at the root, none
 				 * elsewhere */
+	KCOLL_ELEMS_VEC,	/* what the count table says (the
+				 * v-variants: kcoll_sched_vec_*) */
 };
 
 /* When send and receive buffer are one (the operation runs in place). */
@@ -45,6 +47,9 @@ enum kcoll_shape_in_place {
 				 * own block of the input */
 	KCOLL_IN_PLACE_ROOT_GATHER,	/* GATHER's, at the root */
 	KCOLL_IN_PLACE_ROOT_SCATTER,	/* SCATTER's, at the root */
+	KCOLL_IN_PLACE_VGATHER,	/* send == recv + displs[rank]: the rank's
+				 * own block of an ALLGATHERV's result (the
+				 * table decides: kcoll_sched_vec_in_place) */
 };
 
 struct kcoll_shape {
@@ -57,6 +62,9 @@ struct kcoll_shape {
 	unsigned char send;	/* enum kcoll_shape_elems */
 	unsigned char recv;
 	unsigned char in_place;	/* enum kcoll_shape_in_place */
+	unsigned char vec;	/* the count field is a count table's user
+				 * address (struct kcoll_vec): words per
+				 * rank in it */
 };
 
 #define KCOLL_USES_DATA	(KCOLL_USES_DTYPE | KCOLL_USES_COMM | \
@@ -147,6 +155,27 @@ static const struct kcoll_shape kcoll_shapes[KCOLL_OP_LAST] = {
 		.count_max = KCOLL_COUNT_MAX,
 		.send = KCOLL_ELEMS_ROOT_ALL, .recv = KCOLL_ELEMS_ONE,
 		.in_place = KCOLL_IN_PLACE_ROOT_SCATTER,
+	},
+	/* The count field holds the table's address: any value. */
+	[KCOLL_OP_ALLGATHERV] = {
+		.name = "allgatherv", .on_comm = 1, .vec = 2,
+		.uses = KCOLL_USES_DATA | KCOLL_USES_SEND | KCOLL_USES_RECV,
+		.count_max = ~0ULL,
+		.send = KCOLL_ELEMS_VEC, .recv = KCOLL_ELEMS_VEC,
+		.in_place = KCOLL_IN_PLACE_VGATHER,
+	},
+	[KCOLL_OP_REDUCE_SCATTERV] = {
+		.name = "reduce_scatterv", .on_comm = 1, .reduces = 1, .vec = 1,
+		.uses = KCOLL_USES_DATA | KCOLL_USES_REDOP |
+			KCOLL_USES_SEND | KCOLL_USES_RECV,
+		.count_max = ~0ULL,
+		.send = KCOLL_ELEMS_VEC, .recv = KCOLL_ELEMS_VEC,
+	},
+	[KCOLL_OP_ALLTOALLV] = {
+		.name = "alltoallv", .on_comm = 1, .vec = 4,
+		.uses = KCOLL_USES_DATA | KCOLL_USES_SEND | KCOLL_USES_RECV,
+		.count_max = ~0ULL,
+		.send = KCOLL_ELEMS_VEC, .recv = KCOLL_ELEMS_VEC,
 	},
 };
 

@@ -37,7 +37,7 @@ bool kcoll_op_check_sig(struct kcoll_task *op, struct kcoll_conn *conn,
 		kcoll_sig_confirm(op, conn);
 		return true;
 	}
-	if (kcoll_sig_match(op, m)) {
+	if (kcoll_sig_match(op, m, conn->peer)) {
 		kcoll_sig_confirm(op, conn);
 		return true;
 	}
@@ -56,7 +56,7 @@ int kcoll_op_send_sig(struct kcoll_task *op, struct kcoll_conn *conn,
 	struct kcoll_wire_msg m;
 	int err;
 
-	kcoll_msg_init(op, &m, KCOLL_MSG_SIG);
+	kcoll_msg_init(op, &m, KCOLL_MSG_SIG, conn->peer);
 	m.status = cpu_to_le32(status);
 	err = kcoll_conn_send_msg(conn, &m);
 	if (!err)

@@ -404,6 +404,10 @@ struct kcoll_task {
 	u32 kind;
 	u32 seq;
 	struct kcoll_sched_args args;
+	u64 *vec;			/* the v-variants' count table, copied
+					 * in (args.vec), charged to vec_quota */
+	size_t vec_bytes;
+	struct kcoll_quota *vec_quota;
 	u8 dtype;
 	u8 redop;
 	u8 prio;			/* SQE priority */

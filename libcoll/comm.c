@@ -64,6 +64,8 @@ struct coll_request {
 	bool report;			/* KCOLL_CQE_F_REPORT: ask the kernel */
 	bool orphan;			/* freed by the user while in flight */
 	bool stream;			/* stream-ordered, libcoll's own */
+	uint64_t *vec;			/* a v-variant's count table: the
+					 * kernel reads it at submission */
 };
 
 struct coll_slot {
@@ -196,6 +198,12 @@ static void req_unlink(coll_request *req)
 	req->prev = req->next = req;
 }
 
+static void req_free(coll_request *req)
+{
+	free(req->vec);
+	free(req);
+}
+
 static void comm_describe(coll_comm *c, int ret);
 
 /* Record @res in the request behind @user_data, if it is still there. */
@@ -225,7 +233,7 @@ static void comm_complete(coll_comm *c, uint64_t user_data, int res,
 	}
 	if (req->orphan) {
 		req_unlink(req);
-		free(req);
+		req_free(req);
 	}
 }
 
@@ -270,7 +278,7 @@ static void comm_fail(coll_comm *c, int err)
 		}
 		if (req->orphan) {
 			req_unlink(req);
-			free(req);
+			req_free(req);
 		}
 	}
 	c->nqueued = 0;
@@ -573,7 +581,7 @@ static uint32_t comm_find_mr(coll_comm *c, uint64_t addr, uint64_t len)
  */
 static int comm_post(coll_comm *c, struct kcoll_sqe *t, uint64_t send_bytes,
 		     uint64_t recv_bytes, bool blocking, coll_request **reqp,
-		     bool stream)
+		     bool stream, uint64_t *vec)
 {
 	bool in_group = coll_grp.depth > 0;
 	struct kcoll_sqe *sqe;
@@ -584,17 +592,21 @@ static int comm_post(coll_comm *c, struct kcoll_sqe *t, uint64_t send_bytes,
 	ret = comm_gpu_buffers(c, t->send_addr, send_bytes);
 	if (!ret)
 		ret = comm_gpu_buffers(c, t->recv_addr, recv_bytes);
-	if (ret)
-		return ret;
-	if (in_group) {
+	if (!ret && in_group)
 		ret = group_reserve(c, blocking);
-		if (ret)
-			return ret;
+	if (ret) {
+		free(vec);
+		return ret;
 	}
 	req = calloc(1, sizeof(*req));
-	if (!req)
+	if (!req) {
+		free(vec);
 		return coll_err(-ENOMEM, "out of memory");
+	}
 	req->comm = c;
+	/* A v-variant's table lives with its request: the caller's arrays
+	 * may go as soon as the call returns, even inside a group. */
+	req->vec = vec;
 	/* Stream-ordered without a caller's request: libcoll's own, its
 	 * error kept for coll_comm_async_error(). */
 	req->stream = stream;
@@ -604,7 +616,7 @@ static int comm_post(coll_comm *c, struct kcoll_sqe *t, uint64_t send_bytes,
 	ret = comm_reserve(c);
 	if (ret) {
 		pthread_mutex_unlock(&c->lock);
-		free(req);
+		req_free(req);
 		return ret;
 	}
 	slot = c->free_slots[--c->nfree];
@@ -775,7 +787,7 @@ static int comm_op(coll_comm *c, uint8_t opcode, const void *sendbuf,
 			   coll_cuda_range((void *)(uintptr_t)t.recv_addr,
 					   &gbase, &gsize) > 0))
 		return comm_op_device(c, &t, sbytes, rbytes, blocking, reqp);
-	return comm_post(c, &t, sbytes, rbytes, blocking, reqp, false);
+	return comm_post(c, &t, sbytes, rbytes, blocking, reqp, false, NULL);
 }
 
 int coll_allreduce(const void *sendbuf, void *recvbuf, size_t count,
@@ -894,6 +906,191 @@ int coll_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,
 {
 	return comm_op(comm, KCOLL_OP_SCATTER, sendbuf, recvbuf, recvcount,
 		       dtype, 0, root, false, req, false, NULL);
+}
+
+/*
+ * The v-variants: the table the kernel reads (uapi struct kcoll_vec) is
+ * built here from the caller's arrays, checked as the kernel will check
+ * it, and kept with the request. @arrs are the caller's arrays in the
+ * table's order (NULL where the table has none).
+ */
+static int vec_extent(const size_t *c, const size_t *d, int n, uint64_t *out)
+{
+	uint64_t e = 0;
+	int j;
+
+	for (j = 0; j < n; j++)
+		if (c[j] && (uint64_t)d[j] + c[j] > e)
+			e = (uint64_t)d[j] + c[j];
+	*out = e;
+	return 0;
+}
+
+static bool ranges_overlap(uint64_t a, uint64_t alen, uint64_t b,
+			   uint64_t blen)
+{
+	return alen && blen && a < b + blen && b < a + alen;
+}
+
+static int comm_vop(coll_comm *c, uint8_t opcode, const void *sendbuf,
+		    void *recvbuf, const size_t *const *arrs,
+		    coll_dtype dtype, coll_redop redop, bool blocking,
+		    coll_request **reqp)
+{
+	const struct kcoll_shape *d = kcoll_shape(opcode);
+	uint64_t es, scount = 0, rcount = 0, sbytes = 0, rbytes = 0;
+	uint64_t gbase, gsize;
+	uint64_t *vec;
+	struct kcoll_sqe t;
+	unsigned int k, w = d->vec;
+	int n, r, j, ret;
+	bool ip = false;
+
+	if (!c || (!blocking && !reqp))
+		return coll_err(-EINVAL, "NULL communicator or request");
+	if (reqp)
+		*reqp = NULL;
+	ret = comm_op_supported(c, opcode, d->name);
+	if (ret)
+		return ret;
+	n = c->nranks;
+	r = c->rank;
+	for (k = 0; k < w; k++)
+		if (!arrs[k])
+			return coll_err(-EINVAL, "%s: NULL count or "
+					"displacement array", d->name);
+	es = coll_dtype_size(dtype);
+	if (!es)
+		return coll_err(-EINVAL, "invalid dtype %d", (int)dtype);
+	if (d->reduces && !coll_redop_valid(dtype, redop))
+		return coll_err(-EINVAL, "reduction %s is not valid for %s",
+				coll_redop_name(redop), coll_dtype_name(dtype));
+	for (k = 0; k < w; k++)
+		for (j = 0; j < n; j++)
+			if ((uint64_t)arrs[k][j] > KCOLL_VEC_ELEMS_MAX)
+				return coll_err(-ERANGE, "%s: entry %d of "
+						"array %u above 2^48 elements",
+						d->name, j, k);
+	switch (opcode) {
+	case KCOLL_OP_ALLGATHERV:
+		scount = arrs[0][r];
+		vec_extent(arrs[0], arrs[1], n, &rcount);
+		ip = (uintptr_t)sendbuf ==
+		     (uintptr_t)recvbuf + arrs[1][r] * es;
+		if (ip)
+			scount = 0;
+		break;
+	case KCOLL_OP_REDUCE_SCATTERV:
+		for (j = 0; j < n; j++)
+			scount += arrs[0][j];
+		rcount = arrs[0][r];
+		break;
+	default:
+		if (arrs[0][r] != arrs[2][r])
+			return coll_err(-EINVAL, "alltoallv: rank %d sends "
+					"itself %zu elements but receives "
+					"%zu", r, arrs[0][r], arrs[2][r]);
+		vec_extent(arrs[0], arrs[1], n, &scount);
+		vec_extent(arrs[2], arrs[3], n, &rcount);
+		break;
+	}
+	ret = mul_bytes(scount, es, 1, &sbytes);
+	if (!ret)
+		ret = mul_bytes(rcount, es, 1, &rbytes);
+	if (ret)
+		return ret;
+	if ((sbytes && !sendbuf) || (rbytes && !recvbuf))
+		return coll_err(-EINVAL, "NULL buffer with a non-zero count");
+	/* In place means only ALLGATHERV's own block (MPI_IN_PLACE's
+	 * layout); anything else overlapping would read what it writes. */
+	if (!ip && ranges_overlap((uintptr_t)sendbuf, sbytes,
+				  (uintptr_t)recvbuf, rbytes))
+		return coll_err(-EINVAL, "%s: send and receive buffers "
+				"overlap", d->name);
+	if (d->reduces &&
+	    (coll_cuda_range((void *)sendbuf, &gbase, &gsize) > 0 ||
+	     coll_cuda_range(recvbuf, &gbase, &gsize) > 0))
+		return coll_err(-EOPNOTSUPP, "%s of GPU memory: not yet",
+				d->name);
+	vec = malloc((size_t)w * n * sizeof(*vec));
+	if (!vec)
+		return coll_err(-ENOMEM, "out of memory");
+	for (k = 0; k < w; k++)
+		for (j = 0; j < n; j++)
+			vec[(size_t)k * n + j] = arrs[k][j];
+	memset(&t, 0, sizeof(t));
+	t.opcode = opcode;
+	t.dtype = (uint8_t)dtype;
+	t.redop = d->reduces ? (uint8_t)redop : 0;
+	t.vec_addr = (uintptr_t)vec;
+	if (sbytes || ip)
+		t.send_addr = (uintptr_t)sendbuf;
+	t.recv_addr = (uintptr_t)recvbuf;
+	if (ip)		/* the kernel sees it from the addresses */
+		sbytes = 0;
+	return comm_post(c, &t, sbytes, rbytes, blocking, reqp, false, vec);
+}
+
+int coll_allgatherv(const void *sendbuf, void *recvbuf,
+		    const size_t *recvcounts, const size_t *displs,
+		    coll_dtype dtype, coll_comm *comm)
+{
+	const size_t *a[] = { recvcounts, displs };
+
+	return comm_vop(comm, KCOLL_OP_ALLGATHERV, sendbuf, recvbuf, a, dtype,
+			0, true, NULL);
+}
+
+int coll_iallgatherv(const void *sendbuf, void *recvbuf,
+		     const size_t *recvcounts, const size_t *displs,
+		     coll_dtype dtype, coll_comm *comm, coll_request **req)
+{
+	const size_t *a[] = { recvcounts, displs };
+
+	return comm_vop(comm, KCOLL_OP_ALLGATHERV, sendbuf, recvbuf, a, dtype,
+			0, false, req);
+}
+
+int coll_reduce_scatterv(const void *sendbuf, void *recvbuf,
+			 const size_t *recvcounts, coll_dtype dtype,
+			 coll_redop op, coll_comm *comm)
+{
+	const size_t *a[] = { recvcounts };
+
+	return comm_vop(comm, KCOLL_OP_REDUCE_SCATTERV, sendbuf, recvbuf, a,
+			dtype, op, true, NULL);
+}
+
+int coll_ireduce_scatterv(const void *sendbuf, void *recvbuf,
+			  const size_t *recvcounts, coll_dtype dtype,
+			  coll_redop op, coll_comm *comm, coll_request **req)
+{
+	const size_t *a[] = { recvcounts };
+
+	return comm_vop(comm, KCOLL_OP_REDUCE_SCATTERV, sendbuf, recvbuf, a,
+			dtype, op, false, req);
+}
+
+int coll_alltoallv(const void *sendbuf, const size_t *sendcounts,
+		   const size_t *sdispls, void *recvbuf,
+		   const size_t *recvcounts, const size_t *rdispls,
+		   coll_dtype dtype, coll_comm *comm)
+{
+	const size_t *a[] = { sendcounts, sdispls, recvcounts, rdispls };
+
+	return comm_vop(comm, KCOLL_OP_ALLTOALLV, sendbuf, recvbuf, a, dtype,
+			0, true, NULL);
+}
+
+int coll_ialltoallv(const void *sendbuf, const size_t *sendcounts,
+		    const size_t *sdispls, void *recvbuf,
+		    const size_t *recvcounts, const size_t *rdispls,
+		    coll_dtype dtype, coll_comm *comm, coll_request **req)
+{
+	const size_t *a[] = { sendcounts, sdispls, recvcounts, rdispls };
+
+	return comm_vop(comm, KCOLL_OP_ALLTOALLV, sendbuf, recvbuf, a, dtype,
+			0, false, req);
 }
 
 int coll_send(const void *sendbuf, size_t count, coll_dtype dtype, int peer,
@@ -1188,7 +1385,7 @@ static int comm_op_stream(coll_comm *c, struct kcoll_sqe *t,
 	}
 	t->flags = KCOLL_SQE_F_GPU;
 	t->resv = c->gpu_ticket;
-	ret = comm_post(c, t, sbytes, rbytes, false, reqp, true);
+	ret = comm_post(c, t, sbytes, rbytes, false, reqp, true, NULL);
 	if (ret)
 		comm_gpu_release(c, T);
 out_unlock:
@@ -1369,7 +1566,7 @@ void coll_request_free(coll_request *req)
 	pthread_mutex_lock(&c->lock);
 	if (req->done) {
 		req_unlink(req);
-		free(req);
+		req_free(req);
 	} else {
 		req->orphan = true;
 	}
@@ -1442,7 +1639,7 @@ static void comm_free(coll_comm *c)
 		coll_request *req = c->reqs.next;
 
 		req_unlink(req);
-		free(req);
+		req_free(req);
 	}
 	coll_ring_exit(&c->ring);
 	if (c->scratch)

@@ -13,7 +13,7 @@
 #   LIBCOLL_LIBS      what a program linking LIBCOLL_A needs besides it
 #   targets: libcoll, libcoll-install, libcoll-clean (phony)
 
-LIBCOLL_VERSION	:= 0.4.0
+LIBCOLL_VERSION	:= 0.5.0
 LIBCOLL_SONAME	:= libcoll.so.0
 LIBCOLL_SRCDIR	:= $(TOP)/libcoll
 LIBCOLL_BUILD	?= $(TOP)/build/libcoll
@@ -28,7 +28,7 @@ LIBCOLL_SRCS	:= $(LIBCOLL_SRCDIR)/ring.c $(LIBCOLL_SRCDIR)/bootstrap.c \
 		   $(LIBCOLL_SRCDIR)/comm.c $(LIBCOLL_SRCDIR)/cuda.c \
 		   $(LIBCOLL_SRCDIR)/family.c
 # The module's plain schedule code: the GPU steps of stream-ordered ops.
-LIBCOLL_KSRCS	:= $(TOP)/kmod/kcoll_sched.c $(TOP)/kmod/kcoll_sched_log.c
+LIBCOLL_KSRCS	:= $(TOP)/kmod/kcoll_sched.c $(TOP)/kmod/kcoll_sched_log.c $(TOP)/kmod/kcoll_sched_vec.c
 LIBCOLL_OBJS	:= $(patsubst $(LIBCOLL_SRCDIR)/%.c,$(LIBCOLL_BUILD)/%.o,$(LIBCOLL_SRCS)) \
 		   $(patsubst $(TOP)/kmod/%.c,$(LIBCOLL_BUILD)/%.o,$(LIBCOLL_KSRCS)) \
 		   $(LIBCOLL_BUILD)/fatbin.o

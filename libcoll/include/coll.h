@@ -54,7 +54,7 @@ extern "C" {
 
 /* Version of the library API described by this header. */
 #define COLL_VERSION_MAJOR	0
-#define COLL_VERSION_MINOR	4
+#define COLL_VERSION_MINOR	5
 
 /* Environment variable that overrides the device path. */
 #define COLL_DEVICE_ENV		"KCOLL_DEVICE"
@@ -1109,6 +1109,57 @@ COLL_API int coll_scatter(const void *sendbuf, void *recvbuf,
 COLL_API int coll_iscatter(const void *sendbuf, void *recvbuf,
 			   size_t recvcount, coll_dtype dtype, int root,
 			   coll_comm *comm, coll_request **req);
+
+/*
+ * The v-variants (since libcoll 0.5, symbol version KCOLL_0.9; MPI's
+ * definitions, counts and displacements in elements of @dtype, one entry
+ * per rank; -EOPNOTSUPP, named, where the loaded module is older):
+ *  coll_allgatherv      send[recvcounts[rank]] -> rank j's block at
+ *                       recv + displs[j] (recvcounts[j]) on every rank;
+ *                       in place: send == recv + displs[rank]
+ *                       (MPI_Allgatherv; NCCLX allgatherv)
+ *  coll_reduce_scatterv send[sum of recvcounts] -> recv[recvcounts[rank]]:
+ *                       block j, at the sum of recvcounts[0..j) of send,
+ *                       reduced over every rank, lands at rank j
+ *                       (MPI_Reduce_scatter)
+ *  coll_alltoallv       send + sdispls[j] (sendcounts[j]) to rank j, rank
+ *                       j's block to recv + rdispls[j] (recvcounts[j])
+ *                       (MPI_Alltoallv; what mixture-of-experts layers
+ *                       exchange tokens with)
+ * Counts may differ per rank and be zero; every count and displacement is
+ * at most 2^48 (-ERANGE). recvcounts of allgatherv and reduce_scatterv
+ * must be the same on every rank, and alltoallv's sendcounts[j] on rank i
+ * must equal recvcounts[i] on rank j: a mismatch fails the operation on
+ * every rank with -EBADMSG (the kernel compares them), never corrupts.
+ * Blocks must not overlap in a receive buffer, and send and receive
+ * buffers must not overlap but for allgatherv in place (-EINVAL). The
+ * arrays are copied before the call returns (non-blocking and grouped
+ * forms too); the buffers, as always, must stay until completion.
+ * Reductions of GPU memory are not supported yet (-EOPNOTSUPP).
+ */
+COLL_API int coll_allgatherv(const void *sendbuf, void *recvbuf,
+			     const size_t *recvcounts, const size_t *displs,
+			     coll_dtype dtype, coll_comm *comm);
+COLL_API int coll_iallgatherv(const void *sendbuf, void *recvbuf,
+			      const size_t *recvcounts, const size_t *displs,
+			      coll_dtype dtype, coll_comm *comm,
+			      coll_request **req);
+COLL_API int coll_reduce_scatterv(const void *sendbuf, void *recvbuf,
+				  const size_t *recvcounts, coll_dtype dtype,
+				  coll_redop op, coll_comm *comm);
+COLL_API int coll_ireduce_scatterv(const void *sendbuf, void *recvbuf,
+				   const size_t *recvcounts, coll_dtype dtype,
+				   coll_redop op, coll_comm *comm,
+				   coll_request **req);
+COLL_API int coll_alltoallv(const void *sendbuf, const size_t *sendcounts,
+			    const size_t *sdispls, void *recvbuf,
+			    const size_t *recvcounts, const size_t *rdispls,
+			    coll_dtype dtype, coll_comm *comm);
+COLL_API int coll_ialltoallv(const void *sendbuf, const size_t *sendcounts,
+			     const size_t *sdispls, void *recvbuf,
+			     const size_t *recvcounts, const size_t *rdispls,
+			     coll_dtype dtype, coll_comm *comm,
+			     coll_request **req);
 
 /*
  * Point to point. A blocking coll_send() returns once the data left (the

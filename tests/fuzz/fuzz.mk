@@ -44,13 +44,13 @@ $(FUZZ_BUILD)/fuzz_sched: $(TOP)/tests/fuzz/fuzz_sched.c \
 		$(TOP)/tests/unit/sched_model.c $(TOP)/tests/unit/sched_model.h \
 		$(TOP)/tests/unit/unit.h $(TOP)/kmod/kcoll_shape.h \
 		$(TOP)/kmod/kcoll_sched.c $(TOP)/kmod/kcoll_sched.h \
-		$(TOP)/kmod/kcoll_sched_log.c $(TOP)/kmod/kcoll_sched_int.h \
+		$(TOP)/kmod/kcoll_sched_log.c $(TOP)/kmod/kcoll_sched_vec.c $(TOP)/kmod/kcoll_sched_int.h \
 		$(TOP)/kmod/kcoll_cost.c $(TOP)/kmod/kcoll_cost.h \
 		$(TOP)/kmod/kcoll_plain.h $(TOP)/uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -I$(TOP)/tests/unit -o $@ \
 		$(TOP)/tests/fuzz/fuzz_sched.c $(TOP)/tests/unit/sched_model.c \
-		$(TOP)/kmod/kcoll_sched.c $(TOP)/kmod/kcoll_sched_log.c \
+		$(TOP)/kmod/kcoll_sched.c $(TOP)/kmod/kcoll_sched_log.c $(TOP)/kmod/kcoll_sched_vec.c \
 		$(TOP)/kmod/kcoll_cost.c
 
 $(FUZZ_BUILD)/fuzz_wire: $(TOP)/tests/fuzz/fuzz_wire.c $(TOP)/kmod/kcoll_wire.c \

@@ -12,7 +12,8 @@
  * send/recv, with resv its non-zero ticket), a field the opcode does not
  * use that is not zero, a
  * missing dtype/redop/comm where the opcode needs one, AVG on an integer
- * type are -EINVAL; a count above the opcode's limit is -ERANGE. When both
+ * type, a v-variant without a count table's address are -EINVAL; a
+ * count above the opcode's limit is -ERANGE. When both
  * kinds of fault are present, the kernel may report either (the order of
  * its checks is not part of the ABI).
  */
@@ -34,6 +35,8 @@ enum kcoll_ref_verdict {
 
 struct kcoll_ref_use {
 	bool dtype, redop, comm, peer, count, send, recv;
+	bool vec;		/* count is the count table's address: any
+				 * value but 0 */
 	uint64_t count_max;
 };
 
@@ -73,6 +76,13 @@ static inline bool kcoll_ref_use(uint8_t op, struct kcoll_ref_use *u)
 			  op == KCOLL_OP_GATHER || op == KCOLL_OP_SCATTER;
 		u->send = op != KCOLL_OP_RECV;
 		u->recv = op != KCOLL_OP_SEND;
+		return true;
+	case KCOLL_OP_REDUCE_SCATTERV:
+		u->redop = true;
+		/* fall through */
+	case KCOLL_OP_ALLGATHERV:
+	case KCOLL_OP_ALLTOALLV:
+		u->dtype = u->comm = u->send = u->recv = u->vec = true;
 		return true;
 	default:
 		return false;
@@ -118,7 +128,9 @@ kcoll_ref_sqe(const struct kcoll_sqe *s)
 	else
 		inval |= s->comm_id != 0 || s->timeout_ms != 0;
 	inval |= !u.peer && s->peer != 0;
-	if (u.count)
+	if (u.vec)
+		inval |= s->vec_addr == 0;
+	else if (u.count)
 		range = s->count > u.count_max;
 	else
 		inval |= s->count != 0;

@@ -37,6 +37,7 @@
 #include "coll_internal.h"
 #include "kcoll_logic.h"
 #include "kcoll_shape.h"
+#include "kcoll_sched.h"
 #include "kcoll_reduce.h"
 #include "kcoll_model.h"
 
@@ -55,6 +56,7 @@ struct m_op {
 	int rank;
 	struct kcoll_sqe sqe;
 	struct m_mem *mem[2];		/* registrations in use */
+	uint64_t *vec;			/* a v-variant's table, copied in */
 };
 
 struct kcoll_model_dmabuf kcoll_model_last_dmabuf;
@@ -167,6 +169,7 @@ static void m_complete(struct m_op *op, int res)
 		ctx->inflight--;
 		pthread_cond_broadcast(&M.cv);
 	}
+	free(op->vec);
 	free(op);
 }
 
@@ -275,6 +278,8 @@ static void m_bytes(const struct kcoll_sqe *s, uint64_t n, uint32_t rank,
 	unsigned long long se = 0, re = 0;
 
 	*sb = *rb = 0;
+	if (d && d->vec)	/* m_accept() sizes them from the table */
+		return;
 	if (!d || kcoll_shape_count(d->send, rank, s->peer, (unsigned int)n,
 				     s->count, &se) ||
 	    kcoll_shape_count(d->recv, rank, s->peer, (unsigned int)n,
@@ -301,6 +306,40 @@ static int m_use_mem(struct m_ctx *ctx, struct m_op *op, int which,
 	m->users++;
 	op->mem[which] = m;
 	ctx->mr_sqes++;
+	return 0;
+}
+
+static void *m_buf(uint64_t addr);
+
+/*
+ * A v-variant's table, copied from the caller's memory as the kernel does
+ * at submission, checked by the kernel's own rules (kcoll_sched_vec.c),
+ * and the byte sizes of the buffers it spans.
+ */
+static int m_vec_in(struct m_op *op, uint64_t n, uint32_t rank, uint64_t *sb,
+		    uint64_t *rb)
+{
+	const struct kcoll_sqe *s = &op->sqe;
+	unsigned int w = kcoll_shape(s->opcode)->vec;
+	uint64_t es = coll_dtype_size(s->dtype);
+	struct kcoll_sched_args a = {
+		.opcode = s->opcode, .redop = s->redop, .rank = rank,
+		.nranks = (uint32_t)n,
+	};
+	int err;
+
+	op->vec = malloc(w * n * sizeof(uint64_t));
+	if (!op->vec)
+		return -ENOMEM;
+	memcpy(op->vec, m_buf(s->vec_addr), w * n * sizeof(uint64_t));
+	a.vec = op->vec;
+	err = kcoll_sched_vec_check(&a);
+	if (err)
+		return err;
+	a.in_place = kcoll_sched_vec_in_place(&a, es, s->send_addr,
+					      s->recv_addr);
+	*sb = kcoll_sched_send_count(&a) * es;
+	*rb = kcoll_sched_recv_count(&a) * es;
 	return 0;
 }
 
@@ -344,6 +383,14 @@ static void m_accept(struct m_ctx *ctx, const struct kcoll_sqe *sqe)
 	op->rank = rank;
 	op->sqe = *sqe;
 	m_bytes(sqe, c->nranks, (uint32_t)rank, &sb, &rb);
+	/* Like the kernel: the table is read once, here, and checked. */
+	if (kcoll_shape(sqe->opcode)->vec) {
+		err = m_vec_in(op, c->nranks, (uint32_t)rank, &sb, &rb);
+		if (err) {
+			m_complete(op, err);
+			return;
+		}
+	}
 	err = m_use_mem(ctx, op, 0, sqe->send_addr, sqe->send_mr, sb);
 	if (!err)
 		err = m_use_mem(ctx, op, 1, sqe->recv_addr, sqe->recv_mr, rb);
@@ -367,6 +414,102 @@ static void *m_buf(uint64_t addr)
 	return (void *)(uintptr_t)addr;
 }
 
+/* The k-th array of rank @i's table. */
+static const uint64_t *m_arr(struct m_op **ops, int n, int i, int k)
+{
+	return ops[i]->vec + (size_t)k * n;
+}
+
+/*
+ * The v-variants, checked as the kernel's signatures check them: the
+ * counts of ALLGATHERV and REDUCE_SCATTERV alike on every rank,
+ * ALLTOALLV's pair by pair. The data moves through @tmp, so that an
+ * ALLGATHERV in place reads its own block before anything lands.
+ */
+/* memcpy of @len bytes, where a buffer of nothing may be NULL. */
+static void m_copy(void *dst, const void *src, size_t len)
+{
+	if (len)
+		memcpy(dst, src, len);
+}
+
+static int m_run_vec(struct m_op **ops, int n, kcoll_reduce_fn fn)
+{
+	const struct kcoll_sqe *s0 = &ops[0]->sqe;
+	size_t es = coll_dtype_size(s0->dtype), tot = 0, off, at;
+	const uint64_t *c0 = m_arr(ops, n, 0, 0);
+	uint8_t *tmp;
+	int i, j;
+
+	if (s0->opcode == KCOLL_OP_ALLTOALLV) {
+		for (i = 0; i < n; i++)
+			for (j = 0; j < n; j++)
+				if (m_arr(ops, n, i, 0)[j] !=
+				    m_arr(ops, n, j, 2)[i])
+					return -EBADMSG;
+	} else {
+		for (i = 1; i < n; i++)
+			if (memcmp(m_arr(ops, n, i, 0), c0,
+				   (size_t)n * sizeof(*c0)))
+				return -EBADMSG;
+	}
+	for (i = 0; i < n; i++)
+		for (j = 0; j < n; j++)
+			tot += s0->opcode == KCOLL_OP_ALLTOALLV ?
+			       m_arr(ops, n, i, 0)[j] : (i ? 0 : c0[j]);
+	tmp = malloc(tot * es + 1);
+	if (!tmp)
+		return -ENOMEM;
+	switch (s0->opcode) {
+	case KCOLL_OP_ALLGATHERV:
+		for (i = 0, off = 0; i < n; off += c0[i] * es, i++)
+			m_copy(tmp + off, m_buf(ops[i]->sqe.send_addr),
+			       c0[i] * es);
+		for (i = 0; i < n; i++)
+			for (j = 0, off = 0; j < n; off += c0[j] * es, j++)
+				m_copy((uint8_t *)m_buf(ops[i]->sqe.recv_addr) +
+				       m_arr(ops, n, i, 1)[j] * es, tmp + off,
+				       c0[j] * es);
+		break;
+	case KCOLL_OP_REDUCE_SCATTERV:
+		m_copy(tmp, m_buf(ops[0]->sqe.send_addr), tot * es);
+		for (i = 1; i < n; i++)
+			fn(tmp, m_buf(ops[i]->sqe.send_addr), tot);
+		if (s0->redop == KCOLL_REDOP_AVG)
+			kcoll_reduce_avg_finish(KCOLL_REDUCE_SCALAR, tmp, tot,
+						s0->dtype, (u32)n);
+		for (i = 0, off = 0; i < n; off += c0[i] * es, i++)
+			m_copy(m_buf(ops[i]->sqe.recv_addr), tmp + off,
+			       c0[i] * es);
+		break;
+	case KCOLL_OP_ALLTOALLV:
+		/* In tmp, rank i's blocks to everyone, one after another. */
+		for (i = 0, at = 0; i < n; i++) {
+			for (j = 0; j < n; j++) {
+				size_t len = m_arr(ops, n, i, 0)[j] * es;
+
+				m_copy(tmp + at,
+				       (uint8_t *)m_buf(ops[i]->sqe.send_addr) +
+				       m_arr(ops, n, i, 1)[j] * es, len);
+				at += len;
+			}
+		}
+		for (i = 0, at = 0; i < n; i++) {
+			for (j = 0; j < n; j++) {
+				size_t len = m_arr(ops, n, i, 0)[j] * es;
+
+				m_copy((uint8_t *)m_buf(ops[j]->sqe.recv_addr) +
+				       m_arr(ops, n, j, 3)[i] * es,
+				       tmp + at, len);
+				at += len;
+			}
+		}
+		break;
+	}
+	free(tmp);
+	return 0;
+}
+
 /* Run one matched collective (all ranks' ops) on the ranks' buffers. */
 static int m_run_coll(struct m_op **ops, int n)
 {
@@ -380,9 +523,19 @@ static int m_run_coll(struct m_op **ops, int n)
 		const struct kcoll_sqe *s = &ops[i]->sqe;
 
 		if (s->opcode != s0->opcode || s->dtype != s0->dtype ||
-		    s->redop != s0->redop || s->count != s0->count ||
+		    s->redop != s0->redop ||
+		    (!ops[i]->vec && s->count != s0->count) ||
 		    s->peer != s0->peer)
 			return -EBADMSG;
+	}
+	if (ops[0]->vec) {
+		if (s0->redop) {
+			fn = kcoll_reduce_get(KCOLL_REDUCE_SCALAR, s0->dtype,
+					      s0->redop);
+			if (!fn)
+				return -EINVAL;
+		}
+		return m_run_vec(ops, n, fn);
 	}
 	if (s0->opcode == KCOLL_OP_BARRIER || !blk)
 		return 0;

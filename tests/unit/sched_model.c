@@ -95,9 +95,47 @@ static bool elem_eq(u32 redop, union elem got, union elem want)
 	return diff <= tol && -diff <= tol;
 }
 
+static u64 vsum(const u64 *c, u32 n)
+{
+	u64 t = 0;
+	u32 j;
+
+	for (j = 0; j < n; j++)
+		t += c[j];
+	return t;
+}
+
+/* The end of the furthest nonempty block: written independently of
+ * kcoll_sched_vec.c's. */
+static u64 vextent(const u64 *c, const u64 *d, u32 n)
+{
+	u64 e = 0;
+	u32 j;
+
+	for (j = 0; j < n; j++)
+		if (c[j] && d[j] + c[j] > e)
+			e = d[j] + c[j];
+	return e;
+}
+
+/* Rank @r's input length of the v-variant @s. */
+static u64 vinput_len(const struct spec *s, u32 r)
+{
+	switch (s->op) {
+	case KCOLL_OP_ALLGATHERV:
+		return vec_of(s, r, 0)[r];
+	case KCOLL_OP_REDUCE_SCATTERV:
+		return vsum(vec_of(s, r, 0), s->n);
+	default:
+		return vextent(vec_of(s, r, 0), vec_of(s, r, 1), s->n);
+	}
+}
+
 /* Input length of one rank (elements): n*count where the uapi says so. */
 static u64 input_len(const struct spec *s)
 {
+	if (s->vtab)	/* the same on every rank */
+		return vsum(vec_of(s, 0, 0), s->n);
 	if (s->op == KCOLL_OP_REDUCE_SCATTER || s->op == KCOLL_OP_ALLTOALL ||
 	    s->op == KCOLL_OP_SCATTER)
 		return (u64)s->n * s->count;
@@ -151,6 +189,21 @@ void uapi_counts(const struct kcoll_sched_args *a, u64 *snd, u64 *rcv)
 		*snd = 0;
 		*rcv = c;
 		break;
+	case KCOLL_OP_ALLGATHERV:
+		*snd = ip ? 0 : kcoll_vec_arr(a, 0)[a->rank];
+		*rcv = vextent(kcoll_vec_arr(a, 0), kcoll_vec_arr(a, 1),
+			       a->nranks);
+		break;
+	case KCOLL_OP_REDUCE_SCATTERV:
+		*snd = vsum(kcoll_vec_arr(a, 0), a->nranks);
+		*rcv = kcoll_vec_arr(a, 0)[a->rank];
+		break;
+	case KCOLL_OP_ALLTOALLV:
+		*snd = vextent(kcoll_vec_arr(a, 0), kcoll_vec_arr(a, 1),
+			       a->nranks);
+		*rcv = vextent(kcoll_vec_arr(a, 2), kcoll_vec_arr(a, 3),
+			       a->nranks);
+		break;
 	default:
 		*snd = *rcv = 0;
 		break;
@@ -201,6 +254,8 @@ u32 expected_nphases(const struct kcoll_sched_args *a)
 		return 1;
 	if (a->opcode == KCOLL_OP_BARRIER)
 		return ceil_log2(n);
+	if (a->vec)	/* whatever the counts */
+		return n == 1 ? !a->in_place : n - 1;
 	if (!a->count)
 		return 0;
 	if (n == 1)
@@ -248,6 +303,8 @@ static union elem *input_at(struct mop *m)
 	switch (s->op) {
 	case KCOLL_OP_REDUCE_SCATTER:
 		return m->buf[KCOLL_SBUF_SEND];
+	case KCOLL_OP_ALLGATHERV:
+		return m->buf[KCOLL_SBUF_RECV] + vec_of(s, m->a.rank, 1)[m->a.rank];
 	case KCOLL_OP_ALLGATHER:
 	case KCOLL_OP_GATHER:	/* in place only at the root */
 		return m->buf[KCOLL_SBUF_RECV] + (u64)m->a.rank * s->count;
@@ -387,6 +444,13 @@ bool mop_init(struct mop *m, const struct spec *s, u32 r)
 	} else if (s->op != KCOLL_OP_BARRIER) {
 		a->in_place = s->ip;
 	}
+	if (s->vtab) {
+		a->vec = vec_of(s, r, 0);
+		/* The engine decides in place from the addresses. */
+		a->in_place = s->ip && s->op == KCOLL_OP_ALLGATHERV;
+		if (!UNIT_EQ_INT(kcoll_sched_vec_check(a), 0))
+			return false;
+	}
 
 	if (!UNIT_EQ_INT(kcoll_sched_check(a), 0))
 		return false;
@@ -410,7 +474,19 @@ bool mop_init(struct mop *m, const struct spec *s, u32 r)
 	/* Scratch: at most 2*count, n*count for in-place pairwise alltoall
 	 * and halving reduce-scatter, 2*n*count for bruck, (n-1)*count for
 	 * binomial gather and scatter (the root's). */
-	if (m->len[KCOLL_SBUF_TMP] > 2 * s->count &&
+	if (s->vtab) {
+		u64 mx = 0, j;
+
+		for (j = 0; j < s->n; j++)
+			if (vec_of(s, r, 0)[j] > mx)
+				mx = vec_of(s, r, 0)[j];
+		if (m->len[KCOLL_SBUF_TMP] > 2 * mx ||
+		    (s->op != KCOLL_OP_REDUCE_SCATTERV &&
+		     m->len[KCOLL_SBUF_TMP])) {
+			MFAIL(m, "tmp count %" PRIu64, m->len[KCOLL_SBUF_TMP]);
+			return false;
+		}
+	} else if (m->len[KCOLL_SBUF_TMP] > 2 * s->count &&
 	    !((s->op == KCOLL_OP_GATHER || s->op == KCOLL_OP_SCATTER) &&
 	      m->len[KCOLL_SBUF_TMP] <= (u64)(s->n - 1) * s->count) &&
 	    !(s->op == KCOLL_OP_ALLTOALL && a->in_place &&
@@ -434,7 +510,7 @@ bool mop_init(struct mop *m, const struct spec *s, u32 r)
 	else
 		has_input = true;
 	if (has_input) {
-		m->in_len = input_len(s);
+		m->in_len = s->vtab ? vinput_len(s, r) : input_len(s);
 		m->in = alloc_elems(m->in_len);
 		in = input_at(m);
 		for (i = 0; i < m->in_len; i++)
@@ -872,6 +948,56 @@ static bool check_gathered(const struct mop *m, const union elem *got,
 	return true;
 }
 
+/* Is element @i of rank @r's receive buffer in one of @s's blocks? */
+static bool in_vblock(const struct spec *s, u32 r, u64 i)
+{
+	u32 k = s->op == KCOLL_OP_ALLTOALLV ? 2 : 0, j;
+	const u64 *c = vec_of(s, r, k), *d = vec_of(s, r, k + 1);
+
+	for (j = 0; j < s->n; j++)
+		if (c[j] && i >= d[j] && i < d[j] + c[j])
+			return true;
+	return false;
+}
+
+/* The v-variants: every block where the tables put it, and nothing
+ * written between the blocks. */
+static void check_vresult(const struct mop *m, const union elem *ref)
+{
+	const struct spec *s = m->s;
+	const union elem *recv = m->buf[KCOLL_SBUF_RECV];
+	u32 r = m->a.rank, n = s->n, b;
+	const u64 *c = vec_of(s, r, 0), *d;
+	u64 i;
+
+	switch (s->op) {
+	case KCOLL_OP_ALLGATHERV:
+		d = vec_of(s, r, 1);
+		for (b = 0; b < n; b++)
+			if (!check_gathered(m, recv + d[b], b, 0, c[b],
+					    "recv block"))
+				return;
+		break;
+	case KCOLL_OP_REDUCE_SCATTERV:
+		cmp_elems(m, "recv", s->redop, recv, ref + vsum(c, r), c[r]);
+		return;
+	case KCOLL_OP_ALLTOALLV:
+		for (b = 0; b < n; b++)
+			if (!check_gathered(m, recv + vec_of(s, r, 3)[b], b,
+					    vec_of(s, b, 1)[r],
+					    vec_of(s, r, 2)[b], "recv block"))
+				return;
+		break;
+	}
+	for (i = 0; i < m->len[KCOLL_SBUF_RECV]; i++) {
+		if (recv[i].i != POISON && !in_vblock(s, r, i)) {
+			MFAIL(m, "recv[%" PRIu64 "], between the blocks, "
+			      "was written", i);
+			return;
+		}
+	}
+}
+
 static void check_result(const struct mop *m, const union elem *ref)
 {
 	const struct spec *s = m->s;
@@ -933,6 +1059,11 @@ static void check_result(const struct mop *m, const union elem *ref)
 		break;
 	case KCOLL_OP_RECV:
 		check_gathered(m, recv, s->src, 0, c, "recv");
+		break;
+	case KCOLL_OP_ALLGATHERV:
+	case KCOLL_OP_REDUCE_SCATTERV:
+	case KCOLL_OP_ALLTOALLV:
+		check_vresult(m, ref);
 		break;
 	default:
 		break;

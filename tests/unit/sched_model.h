@@ -13,6 +13,7 @@
 
 #include "kcoll_sched.h"
 #include "kcoll_cost.h"
+#include "kcoll_shape.h"
 #include "unit.h"
 
 #ifndef ARRAY_SIZE
@@ -41,7 +42,22 @@ struct spec {
 	bool ip;
 	u8 algo;		/* enum kcoll_algo */
 	u64 salt;
+	/* The v-variants: every rank's count table (struct kcoll_vec),
+	 * rank r's at vtab + r * vec_words(op) * n; count is 0. */
+	const u64 *vtab;
 };
+
+/* Words per rank of @op's count table (0: not a v-variant). */
+static inline u32 vec_words(u32 op)
+{
+	return kcoll_shape(op) ? kcoll_shape(op)->vec : 0;
+}
+
+/* Rank @r's table of @s, array @k of it (struct kcoll_vec). */
+static inline const u64 *vec_of(const struct spec *s, u32 r, u32 k)
+{
+	return s->vtab + ((u64)r * vec_words(s->op) + k) * s->n;
+}
 
 /* One rank's part in one operation. */
 struct mop {

@@ -28,6 +28,7 @@
 #include "coll_internal.h"
 #include "kcoll-check.h"
 #include "kcoll-issue.h"
+#include "kcoll-vcheck.h"
 #include "kcoll_model.h"
 #include "unit.h"
 
@@ -728,6 +729,99 @@ static void test_args(void)
 }
 
 /* ------------------------------------------------------------------ */
+/* The v-variants                                                      */
+/* ------------------------------------------------------------------ */
+
+/* Every v-variant in every style, random tables, in place too. */
+static void body_vec(struct rank *r, coll_comm *comm)
+{
+	struct vchk v = { .rank = r->rank, .nranks = r->nranks };
+	int op, st, k, ret;
+
+	for (op = 0; op < VCHK_NR; op++) {
+		for (st = 0; st < VCHK_STYLES; st++) {
+			for (k = 0; k < 6; k++) {
+				v.op = (enum vchk_op)op;
+				v.style = (enum vchk_style)st;
+				v.seed = (uint64_t)(r->nranks * 1000 + op * 100 +
+						    st * 10 + k);
+				v.maxc = k & 1 ? 3 : 40;
+				v.in_place = op == VCHK_ALLGATHERV && (k & 2);
+				ret = vchk_run(&v, comm);
+				if (ret)
+					rank_fail(r, "%s style %d seed %llu: "
+						  "%d %s; ", vchk_names[op], st,
+						  (unsigned long long)v.seed,
+						  ret, v.msg);
+			}
+		}
+	}
+}
+
+static void test_vec(void)
+{
+	int n;
+
+	for (n = 1; n <= 5; n++)
+		if (!run_ranks(n, body_vec, false))
+			return;
+}
+
+/* Tables that disagree fail, and the communicator goes on. */
+static void body_vec_mismatch(struct rank *r, coll_comm *comm)
+{
+	int32_t v = 1;
+	int got, ret;
+
+	if (!vchk_mismatch(VCHK_ALLGATHERV, comm, r->rank, r->nranks, &got))
+		rank_fail(r, "allgatherv mismatch: %d; ", got);
+	if (!vchk_mismatch(VCHK_ALLTOALLV, comm, r->rank, r->nranks, &got))
+		rank_fail(r, "alltoallv mismatch: %d; ", got);
+	ret = coll_allreduce(&v, &v, 1, COLL_DTYPE_INT32, COLL_REDOP_SUM,
+			     comm);
+	if (ret || v != r->nranks)
+		rank_fail(r, "the allreduce after: %d, %d", ret, v);
+}
+
+static void test_vec_mismatch(void)
+{
+	run_ranks(3, body_vec_mismatch, false);
+}
+
+/* Arguments libcoll refuses before the kernel sees them. */
+static void body_vec_args(struct rank *r, coll_comm *comm)
+{
+	size_t c[2] = { 1, 1 }, d[2] = { 0, 1 }, big[2] = { 1, 1ULL << 49 };
+	size_t other[2] = { 2, 2 };
+	int32_t buf[8] = { 0 };
+
+	if (coll_allgatherv(buf, buf + 4, NULL, d, COLL_DTYPE_INT32, comm) !=
+	    -EINVAL ||
+	    coll_allgatherv(buf, buf + 4, c, big, COLL_DTYPE_INT32, comm) !=
+	    -ERANGE ||
+	    coll_allgatherv(buf, buf + 4, c, d, (coll_dtype)0, comm) !=
+	    -EINVAL ||
+	    coll_reduce_scatterv(buf, buf + 4, c, COLL_DTYPE_INT32,
+				 COLL_REDOP_AVG, comm) != -EINVAL ||
+	    /* overlapping buffers, not allgatherv's in place */
+	    coll_reduce_scatterv(buf, buf + 1, c, COLL_DTYPE_INT32,
+				 COLL_REDOP_SUM, comm) != -EINVAL ||
+	    /* sends itself 1, receives 2 from itself */
+	    coll_alltoallv(buf, c, d, buf + 4, other, d, COLL_DTYPE_INT32,
+			   comm) != -EINVAL ||
+	    coll_iallgatherv(buf, buf + 4, c, d, COLL_DTYPE_INT32, comm,
+			     NULL) != -EINVAL ||
+	    coll_allgatherv(NULL, buf + 4, c, d, COLL_DTYPE_INT32, comm) !=
+	    -EINVAL)
+		rank_fail(r, "a v-variant's argument check");
+}
+
+static void test_vec_args(void)
+{
+	run_ranks(2, body_vec_args, false);
+}
+
+/* ------------------------------------------------------------------ */
 /* Split, shrink, grow                                                 */
 /* ------------------------------------------------------------------ */
 
@@ -948,6 +1042,9 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_split);
 	UNIT_RUN(test_shrink);
 	UNIT_RUN(test_grow);
+	UNIT_RUN(test_vec_args);
+	UNIT_RUN(test_vec_mismatch);
+	UNIT_RUN(test_vec);
 	kcoll_model_stop();
 	return unit_done();
 }

@@ -698,6 +698,7 @@ static void test_cq_space_ready(void)
 #define F_COUNT	(1U << 4)
 #define F_SEND	(1U << 5)
 #define F_RECV	(1U << 6)
+#define F_VEC	(1U << 7)	/* count is a count table's address */
 #define F_COLL	(F_DTYPE | F_COMM | F_COUNT)
 
 static u32 op_fields(u8 op)
@@ -723,6 +724,11 @@ static u32 op_fields(u8 op)
 		return F_COLL | F_PEER | F_RECV;
 	case KCOLL_OP_BARRIER:
 		return F_COMM;
+	case KCOLL_OP_REDUCE_SCATTERV:
+		return F_COLL | F_REDOP | F_SEND | F_RECV | F_VEC;
+	case KCOLL_OP_ALLGATHERV:
+	case KCOLL_OP_ALLTOALLV:
+		return F_COLL | F_SEND | F_RECV | F_VEC;
 	default:
 		return 0;
 	}
@@ -742,6 +748,8 @@ static struct kcoll_sqe sqe_of(u8 op)
 		s.redop = KCOLL_REDOP_SUM;
 	if (f & F_COMM)
 		s.comm_id = 1;
+	if (f & F_VEC)		/* the count table's address */
+		s.vec_addr = 0x1000;
 	return s;
 }
 
@@ -898,11 +906,13 @@ static int ref_sqe_check(const struct kcoll_sqe *s)
 		bad |= s->recv_addr || s->recv_mr;
 	if (!(f & F_COUNT))
 		bad |= s->count != 0;
+	if (f & F_VEC)		/* any address but none */
+		bad |= s->vec_addr == 0;
 	if (bad)
 		return -EINVAL;
 	if (s->opcode == KCOLL_OP_DELAY && s->count > KCOLL_DELAY_MAX_US)
 		return -ERANGE;
-	if ((f & F_COUNT) && s->opcode != KCOLL_OP_DELAY &&
+	if ((f & F_COUNT) && !(f & F_VEC) && s->opcode != KCOLL_OP_DELAY &&
 	    s->count > (1ULL << 48))
 		return -ERANGE;
 	return 0;

@@ -600,6 +600,236 @@ static void test_random(void)
 	test_algo = KCOLL_ALGO_DEFAULT;
 }
 
+/*
+ * The v-variants. A random count table for each rank of @op on @n ranks
+ * (malloc'd, struct kcoll_vec per rank): counts up to @maxc, a quarter of
+ * them zero (all of them now and then, one large one now and then);
+ * displacements that put the blocks in a random order with random gaps.
+ * ALLGATHERV and REDUCE_SCATTERV share their counts across ranks;
+ * ALLTOALLV's come from one matrix, rank i's sendcounts its row i and its
+ * recvcounts its column i.
+ */
+static void vec_displs(struct unit_rng *rng, const u64 *c, u64 *d, u32 n)
+{
+	u32 *order = malloc(n * sizeof(*order)), j, k, t;
+	u64 at = 0;
+
+	if (!order)
+		exit(2);
+	for (j = 0; j < n; j++)
+		order[j] = j;
+	for (j = n; j > 1; j--) {
+		k = unit_rng_upto(rng, j - 1);
+		t = order[j - 1];
+		order[j - 1] = order[k];
+		order[k] = t;
+	}
+	for (j = 0; j < n; j++) {
+		at += unit_rng_upto(rng, 3) ? 0 : unit_rng_upto(rng, 5);
+		d[order[j]] = c[order[j]] || unit_rng_upto(rng, 1) ? at :
+			      unit_rng_upto(rng, 1000);	/* ignored */
+		at += c[order[j]];
+	}
+	free(order);
+}
+
+static u64 vec_count(struct unit_rng *rng, u32 maxc, u32 mode)
+{
+	if (mode == 1 || !unit_rng_upto(rng, 3))
+		return 0;
+	if (mode == 2 && !unit_rng_upto(rng, 15))
+		return 200 + unit_rng_upto(rng, 300);
+	return unit_rng_upto(rng, maxc);
+}
+
+static u64 *vec_random(struct unit_rng *rng, u32 op, u32 n, u32 maxc)
+{
+	u32 w = vec_words(op), i, j, mode = unit_rng_upto(rng, 7);
+	u64 *t = calloc((u64)w * n * n, sizeof(*t)), *mat, *row;
+
+	if (!t)
+		exit(2);
+	if (op != KCOLL_OP_ALLTOALLV) {
+		for (j = 0; j < n; j++)
+			t[j] = vec_count(rng, maxc, mode);
+		for (i = 0; i < n; i++) {
+			row = t + (u64)i * w * n;
+			memcpy(row, t, n * sizeof(*t));
+			if (w == 2)
+				vec_displs(rng, row, row + n, n);
+		}
+		return t;
+	}
+	mat = malloc((u64)n * n * sizeof(*mat));
+	if (!mat)
+		exit(2);
+	for (i = 0; i < n * n; i++)
+		mat[i] = vec_count(rng, maxc, mode);
+	for (i = 0; i < n; i++) {
+		row = t + (u64)i * w * n;
+		for (j = 0; j < n; j++) {
+			row[j] = mat[(u64)i * n + j];
+			row[2 * n + j] = mat[(u64)j * n + i];
+		}
+		vec_displs(rng, row, row + n, n);
+		vec_displs(rng, row + 2 * n, row + 3 * n, n);
+	}
+	free(mat);
+	return t;
+}
+
+static bool run_vec(struct unit_rng *rng, u32 op, u32 redop, u32 n,
+		    u32 maxc, bool ip)
+{
+	u64 *t = vec_random(rng, op, n, maxc);
+	struct spec s = {
+		.op = op, .redop = redop, .n = n, .vtab = t, .ip = ip,
+		.salt = salt_next++,
+	};
+	bool ok = run_world(&s, 1, n);
+
+	free(t);
+	return ok;
+}
+
+/* Every n from 1 to 64, random tables, every redop, in place. */
+static void test_vec(void)
+{
+	struct unit_rng rng;
+	u32 n, k, i;
+
+	unit_rng_seed(&rng, unit_seed(0xfec0ULL));
+	for (n = 1; n <= 64; n++) {
+		for (k = 0; k < (n <= 16 ? 6 : 2); k++) {
+			if (!run_vec(&rng, KCOLL_OP_ALLGATHERV, KCOLL_REDOP_NONE,
+				     n, 40, k & 1) ||
+			    !run_vec(&rng, KCOLL_OP_ALLTOALLV, KCOLL_REDOP_NONE,
+				     n, n <= 16 ? 40 : 6, false))
+				return;
+			for (i = 0; i < ARRAY_SIZE(all_redops); i++)
+				if (!run_vec(&rng, KCOLL_OP_REDUCE_SCATTERV,
+					     all_redops[i], n, 30, false))
+					return;
+		}
+	}
+}
+
+/*
+ * The signatures of the v-variants: ranks whose tables agree sign what
+ * their peers expect, pair by pair; a table changed on one rank breaks
+ * a pair that involves it.
+ */
+static bool vec_sigs_agree(const struct spec *s, u32 *bad_i, u32 *bad_j)
+{
+	struct kcoll_sched_args a = { .opcode = s->op, .nranks = s->n };
+	struct kcoll_sched_args b = a;
+	u32 i, j;
+
+	for (i = 0; i < s->n; i++) {
+		for (j = 0; j < s->n; j++) {
+			if (i == j)
+				continue;
+			a.rank = i;
+			a.vec = vec_of(s, i, 0);
+			b.rank = j;
+			b.vec = vec_of(s, j, 0);
+			if (!UNIT_EQ_INT(kcoll_sched_vec_check(&a), 0) ||
+			    !UNIT_EQ_INT(kcoll_sched_vec_check(&b), 0))
+				return true;	/* failed the test */
+			if (kcoll_sched_sig(&a, j) != kcoll_sched_sig_peer(&b, i)) {
+				*bad_i = i;
+				*bad_j = j;
+				return false;
+			}
+		}
+	}
+	return true;
+}
+
+static void test_vec_sig(void)
+{
+	static const u32 ops[] = {
+		KCOLL_OP_ALLGATHERV, KCOLL_OP_REDUCE_SCATTERV,
+		KCOLL_OP_ALLTOALLV,
+	};
+	struct unit_rng rng;
+	u32 o, n, k, bi, bj, x, y, w;
+	u64 *t;
+
+	unit_rng_seed(&rng, unit_seed(0x516ULL));
+	for (o = 0; o < ARRAY_SIZE(ops); o++) {
+		for (n = 2; n <= 33; n += 1 + (n > 8) * 6) {
+			for (k = 0; k < 8; k++) {
+				struct spec s = { .op = ops[o], .n = n };
+
+				w = vec_words(ops[o]);
+				t = vec_random(&rng, ops[o], n, 9);
+				s.vtab = t;
+				if (!UNIT_CHECK(vec_sigs_agree(&s, &bi, &bj)))
+					goto out;
+				/* One count on rank x, its entry y. */
+				x = unit_rng_upto(&rng, n - 1);
+				y = unit_rng_upto(&rng, n - 1);
+				if (ops[o] == KCOLL_OP_ALLTOALLV && x == y)
+					y = (y + 1) % n;
+				t[(u64)x * w * n + (ops[o] == KCOLL_OP_ALLTOALLV &&
+						    k & 1 ? 2 * n : 0) + y] +=
+					1 + unit_rng_upto(&rng, 3);
+				if (!UNIT_CHECK(!vec_sigs_agree(&s, &bi, &bj)) ||
+				    !UNIT_CHECK(bi == x || bj == x))
+					goto out;
+				/* ALLTOALLV: exactly the pair (x, y) knows. */
+				if (ops[o] == KCOLL_OP_ALLTOALLV &&
+				    !UNIT_CHECK((bi == x && bj == y) ||
+					       (bi == y && bj == x)))
+					goto out;
+				free(t);
+			}
+		}
+	}
+	return;
+out:
+	free(t);
+}
+
+/* Tables the schedules refuse, and the fields around them. */
+static void test_vec_check(void)
+{
+	u64 t[4 * 3] = { 1, 2, 3, 0, 4, 8, 1, 2, 3, 0, 4, 8 };
+	struct kcoll_sched_args a = {
+		.opcode = KCOLL_OP_ALLTOALLV, .nranks = 3, .rank = 0, .vec = t,
+	};
+
+	UNIT_EQ_INT(kcoll_sched_vec_check(&a), 0);
+	UNIT_EQ_INT(kcoll_sched_check(&a), 0);
+	t[6] = 2;		/* recvcounts[0] != sendcounts[0] */
+	UNIT_EQ_INT(kcoll_sched_vec_check(&a), -EINVAL);
+	t[6] = 1;
+	t[4] = KCOLL_VEC_ELEMS_MAX + 1;	/* a displacement */
+	UNIT_EQ_INT(kcoll_sched_vec_check(&a), -ERANGE);
+	t[4] = KCOLL_VEC_ELEMS_MAX;
+	UNIT_EQ_INT(kcoll_sched_vec_check(&a), 0);
+	UNIT_EQ_UINT(kcoll_sched_send_count(&a), KCOLL_VEC_ELEMS_MAX + 2);
+	a.count = 1;
+	UNIT_EQ_INT(kcoll_sched_check(&a), -EINVAL);
+	a.count = 0;
+	a.vec = NULL;
+	UNIT_EQ_INT(kcoll_sched_check(&a), -EINVAL);
+	UNIT_EQ_INT(kcoll_sched_vec_check(&a), -EINVAL);
+	a.opcode = KCOLL_OP_ALLGATHER;
+	a.vec = t;
+	UNIT_EQ_INT(kcoll_sched_check(&a), -EINVAL);
+	UNIT_EQ_INT(kcoll_sched_vec_check(&a), -EINVAL);
+	/* ALLGATHERV in place: send == recv + displs[rank] elements. */
+	a.opcode = KCOLL_OP_ALLGATHERV;
+	a.rank = 2;
+	t[5] = 8;
+	UNIT_CHECK(kcoll_sched_vec_in_place(&a, 4, 0x1020, 0x1000));
+	UNIT_CHECK(!kcoll_sched_vec_in_place(&a, 4, 0x1000, 0x1000));
+	/* The totals the statistics count. */
+	UNIT_EQ_UINT(kcoll_sched_total(&a), 1 + 2 + 3);
+}
+
 /* The in-place flag is ignored where it has no meaning. */
 static void test_in_place_ignored(void)
 {
@@ -1319,6 +1549,9 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_cost_node_ranks);
 	UNIT_RUN(test_sequence);
 	UNIT_RUN(test_random);
+	UNIT_RUN(test_vec_check);
+	UNIT_RUN(test_vec_sig);
+	UNIT_RUN(test_vec);
 	arena_free();
 	unit_diag("%" PRIu64 " runs executed: %" PRIu64 " phases, %"
 		  PRIu64 " transfers", stats.runs, stats.phases,

@@ -93,23 +93,23 @@ $(UNIT_DMASEG): $(UNIT_SRCDIR)/test_dmaseg.c $(TOP)/kmod/kcoll_dmaseg.h \
 $(UNIT_SCHED): $(UNIT_SRCDIR)/test_sched.c $(UNIT_SRCDIR)/sched_model.c \
 	       $(UNIT_SRCDIR)/sched_model.h $(TOP)/kmod/kcoll_sched.c \
 	       $(TOP)/kmod/kcoll_sched.h $(TOP)/kmod/kcoll_sched_int.h \
-		 $(TOP)/kmod/kcoll_sched_log.c $(TOP)/kmod/kcoll_cost.c \
+		 $(TOP)/kmod/kcoll_sched_log.c $(TOP)/kmod/kcoll_sched_vec.c $(TOP)/kmod/kcoll_cost.c \
 	       $(TOP)/kmod/kcoll_cost.h $(TOP)/kmod/kcoll_shape.h \
 	       $(UNIT_HDRS) $(UNIT_SRCDIR)/unit.mk | $(UNIT_BUILD)
 	$(CC) $(UNIT_CFLAGS) -o $@ $(UNIT_SRCDIR)/test_sched.c \
 		$(UNIT_SRCDIR)/sched_model.c \
-		$(TOP)/kmod/kcoll_sched.c $(TOP)/kmod/kcoll_sched_log.c \
+		$(TOP)/kmod/kcoll_sched.c $(TOP)/kmod/kcoll_sched_log.c $(TOP)/kmod/kcoll_sched_vec.c \
 		$(TOP)/kmod/kcoll_cost.c \
 		$(UNIT_LDFLAGS)
 
 $(UNIT_COLLSIM): $(TOP)/tools/collsim.c $(TOP)/kmod/kcoll_sched.c \
 		 $(TOP)/kmod/kcoll_sched.h $(TOP)/kmod/kcoll_sched_int.h \
-		 $(TOP)/kmod/kcoll_sched_log.c $(TOP)/kmod/kcoll_cost.c \
+		 $(TOP)/kmod/kcoll_sched_log.c $(TOP)/kmod/kcoll_sched_vec.c $(TOP)/kmod/kcoll_cost.c \
 		 $(TOP)/kmod/kcoll_cost.h $(UNIT_HDRS) $(UNIT_SRCDIR)/unit.mk \
 		 | $(UNIT_BUILD)
 	$(CC) -std=gnu11 -Wall -Wextra -Werror -O2 -I$(TOP)/uapi -I$(TOP)/kmod \
 		-DKCOLL_SCHED_MAX_RANKS=16384 -o $@ $(TOP)/tools/collsim.c \
-		$(TOP)/kmod/kcoll_sched.c $(TOP)/kmod/kcoll_sched_log.c \
+		$(TOP)/kmod/kcoll_sched.c $(TOP)/kmod/kcoll_sched_log.c $(TOP)/kmod/kcoll_sched_vec.c \
 		$(TOP)/kmod/kcoll_cost.c -lm
 
 # libcoll against the static library ...
@@ -146,7 +146,7 @@ $(UNIT_BOOTSTRAP): $(UNIT_SRCDIR)/test_bootstrap.c $(UNIT_SRCDIR)/unit.h \
 # VM test's reference (tests/oracle/kcoll-check.h).
 UNIT_MODEL_SRCS	:= $(UNIT_SRCDIR)/kcoll_model.c $(TOP)/kmod/kcoll_logic.c
 UNIT_MODEL_DEPS	:= $(UNIT_MODEL_SRCS) $(UNIT_SRCDIR)/kcoll_model.h $(UNIT_HDRS) \
-		   $(TOP)/kmod/kcoll_reduce.h $(TOP)/tests/oracle/kcoll-check.h $(TOP)/tests/oracle/kcoll-issue.h \
+		   $(TOP)/kmod/kcoll_reduce.h $(TOP)/tests/oracle/kcoll-check.h $(TOP)/tests/oracle/kcoll-issue.h $(TOP)/tests/oracle/kcoll-vcheck.h \
 		   $(LIBCOLL_SRCDIR)/include/coll.h \
 		   $(LIBCOLL_SRCDIR)/coll_internal.h $(LIBCOLL_A) \
 		   $(REDUCE_SAN_OBJS) $(UNIT_SRCDIR)/unit.mk

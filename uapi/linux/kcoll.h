@@ -71,6 +71,12 @@ enum kcoll_op {
 	 *                  every rank, block j to rank j; send_addr is ignored
 	 *                  on the other ranks; in place at the root:
 	 *                  recv == send + root*count
+	 *  ALLGATHERV, REDUCE_SCATTERV, ALLTOALLV: the v-variants (MPI's
+	 *                  definitions): per-rank counts and displacements in
+	 *                  a table of __u64 in user memory at vec_addr, which
+	 *                  the kernel copies at submission (struct
+	 *                  kcoll_vec documents its layout); counts may differ
+	 *                  per rank and be zero
 	 * Collectives on one communicator run in submission order; every rank
 	 * must submit the same sequence. Each operation's signature (opcode,
 	 * dtype, redop, count, root) is checked against every other rank's: a
@@ -87,6 +93,9 @@ enum kcoll_op {
 	KCOLL_OP_BARRIER	= 10,
 	KCOLL_OP_GATHER		= 11,
 	KCOLL_OP_SCATTER	= 12,
+	KCOLL_OP_ALLGATHERV	= 13,
+	KCOLL_OP_REDUCE_SCATTERV = 14,
+	KCOLL_OP_ALLTOALLV	= 15,
 	KCOLL_OP_LAST		/* not an opcode: number of opcodes */
 };
 
@@ -147,6 +156,8 @@ enum kcoll_redop {
  * @comm_id:	communicator handle (zero for ops without one)
  * @peer:	root rank for rooted collectives, peer rank for send/recv
  * @count:	element count (KCOLL_OP_DELAY: microseconds)
+ * @vec_addr:	the v-variants, in @count's place: user address of their
+ *		count table (struct kcoll_vec)
  * @send_addr:	send buffer: user address (also with @send_mr)
  * @recv_addr:	receive buffer: user address (also with @recv_mr)
  * @send_mr:	REG_MEM handle whose range holds the send buffer; 0: the
@@ -169,7 +180,10 @@ struct kcoll_sqe {
 	__u64	user_data;
 	__u32	comm_id;
 	__u32	peer;
-	__u64	count;
+	union {
+		__u64	count;
+		__u64	vec_addr;
+	};
 	__u64	send_addr;
 	__u64	recv_addr;
 	__u32	send_mr;
@@ -179,6 +193,30 @@ struct kcoll_sqe {
 };
 
 #define KCOLL_TIMEOUT_NONE	0xffffffffU
+
+/**
+ * struct kcoll_vec - the count table of a v-variant, nranks-long arrays of
+ * __u64 one after another at the SQE's vec_addr, in elements of the dtype,
+ * with n = nranks and r = this rank:
+ *  ALLGATHERV       counts[n], displs[n]: rank j's block lands at
+ *                   recv + displs[j]; send[counts[r]];
+ *                   in place: send == recv + displs[r]
+ *  REDUCE_SCATTERV  counts[n]: send[sum(counts)], block j (at the sum of
+ *                   counts[0..j)) reduced over every rank lands at rank
+ *                   j's recv[counts[j]]; never in place
+ *  ALLTOALLV        sendcounts[n], sdispls[n], recvcounts[n], rdispls[n]:
+ *                   send + sdispls[j] (sendcounts[j]) goes to rank j, the
+ *                   block from rank j lands at recv + rdispls[j]
+ *                   (recvcounts[j]); sendcounts[r] == recvcounts[r];
+ *                   never in place
+ * Every count and displacement is at most KCOLL_VEC_ELEMS_MAX (-ERANGE
+ * otherwise). ALLGATHERV's and REDUCE_SCATTERV's counts must be the same
+ * on every rank, and ALLTOALLV's sendcounts[j] on rank i must equal
+ * recvcounts[i] on rank j: the signature check covers them (-EBADMSG).
+ * A receive buffer's blocks must not overlap (MPI's rule; the kernel does
+ * not check it: the data written is then undefined, nothing else).
+ */
+#define KCOLL_VEC_ELEMS_MAX	(1ULL << 48)
 
 /**
  * struct kcoll_cqe - completion queue entry, 16 bytes.
