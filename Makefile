@@ -150,7 +150,7 @@ gpu-check: $(BUILD)/tools/kcoll-gpucheck $(KERNELS_FATBIN)
 
 # Collectives through libcoll, nccl-tests style (tests/vm/scenarios/coll.sh).
 # Its #wrong column checks results against the tests' oracle.
-$(BUILD)/tools/kcoll-perf: tools/kcoll-perf.c tests/oracle/kcoll-check.h tools/bench-util.h tools/dmabuf-alloc.h tools/cuda-min.h tests/oracle/kcoll-stream.h tests/oracle/kcoll-issue.h $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
+$(BUILD)/tools/kcoll-perf: tools/kcoll-perf.c tests/oracle/kcoll-check.h tests/oracle/kcoll-vcheck.h tools/bench-util.h tools/dmabuf-alloc.h tools/cuda-min.h tests/oracle/kcoll-stream.h tests/oracle/kcoll-issue.h $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -I$(TOP)/tests/oracle -o $@ $< $(LIBCOLL_A) $(LIBCOLL_LIBS) -lm
 
@@ -225,7 +225,7 @@ $(NODEDIE): tests/vm/kcoll-nodedie.c tests/vm/kcoll-vmtest.h $(LIBCOLL_A) libcol
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -o $@ $< $(LIBCOLL_A) $(LIBCOLL_LIBS)
 
-$(COLLTEST): tests/vm/kcoll-colltest.c tests/oracle/kcoll-check.h tools/dmabuf-alloc.h tools/cuda-min.h tests/oracle/kcoll-stream.h tests/oracle/kcoll-issue.h $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
+$(COLLTEST): tests/vm/kcoll-colltest.c tests/oracle/kcoll-check.h tests/oracle/kcoll-vcheck.h tools/dmabuf-alloc.h tools/cuda-min.h tests/oracle/kcoll-stream.h tests/oracle/kcoll-issue.h $(LIBCOLL_A) libcoll/include/coll.h uapi/linux/kcoll.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -I$(TOP)/tests/oracle -o $@ $< \
 		$(LIBCOLL_A) $(LIBCOLL_LIBS) -lm

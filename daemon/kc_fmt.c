@@ -26,6 +26,9 @@ static const char *const kc_opcode_names[] = {
 	[KCOLL_OP_BARRIER]		= "barrier",
 	[KCOLL_OP_GATHER]		= "gather",
 	[KCOLL_OP_SCATTER]		= "scatter",
+	[KCOLL_OP_ALLGATHERV]		= "allgatherv",
+	[KCOLL_OP_REDUCE_SCATTERV]	= "reduce_scatterv",
+	[KCOLL_OP_ALLTOALLV]		= "alltoallv",
 };
 
 static const char *const kc_comm_state_names[] = {

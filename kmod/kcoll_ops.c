@@ -58,6 +58,9 @@ const struct kcoll_opdef kcoll_ops[KCOLL_OP_LAST] = {
 	[KCOLL_OP_BARRIER] = { .issue = kcoll_coll_issue },
 	[KCOLL_OP_GATHER] = { .issue = kcoll_coll_issue },
 	[KCOLL_OP_SCATTER] = { .issue = kcoll_coll_issue },
+	[KCOLL_OP_ALLGATHERV] = { .issue = kcoll_coll_issue },
+	[KCOLL_OP_REDUCE_SCATTERV] = { .issue = kcoll_coll_issue },
+	[KCOLL_OP_ALLTOALLV] = { .issue = kcoll_coll_issue },
 };
 
 /* Every opcode has exactly one of .exec and .issue. */

@@ -66,6 +66,10 @@
  *   -P  ranks per node for the cost model's automatic choice (-a auto), as
  *       the module takes it from the rank table (default 1)
  *   -L  those ranks copy to each other instead of using the network
+ *   -V  the v-variants (allgatherv, reduce_scatterv, alltoallv): their
+ *       largest block over their smallest (default 1: equal blocks); the
+ *       blocks' weights grow linearly over the ranks, the size is the
+ *       mean's, as for the equal-block collectives (alltoallv: n <= 1024)
  */
 #define _GNU_SOURCE
 
@@ -78,6 +82,7 @@
 
 #include "kcoll_cost.h"
 #include "kcoll_sched.h"
+#include "kcoll_shape.h"
 #include "kcoll_wire.h"
 
 #define SIM_MAX_RANKS	16384
@@ -126,6 +131,9 @@ static struct {
 	struct ev *heap;
 	u64 nheap, capheap, seq, events;
 	u64 end;
+	double skew;		/* -V: the v-variants' largest block over
+				 * their smallest */
+	u64 *vtab;		/* their tables (alltoallv: one per rank) */
 } S;
 
 /* ---------------------------------------------------------------- heap */
@@ -412,10 +420,56 @@ static void on_land(u32 s, u64 t)
 
 /* -------------------------------------------------------------- driver */
 
+/*
+ * The v-variants' tables for a mean block of @count elements: block j's
+ * weight grows linearly from 1 to the skew (-V) over the ranks (for
+ * alltoallv, block i -> j's by (i + j) mod n, so every rank sends and
+ * receives the same total), contiguous displacements. One table for
+ * every rank of allgatherv and reduce_scatterv; *@total the elements a
+ * rank's buffer holds, as nccl-tests counts an alltoall's or allgather's.
+ */
+static const u64 *vec_table(u32 op, u32 r, u64 count, double *total)
+{
+	u32 n = S.n, j, w = op == KCOLL_OP_ALLTOALLV ? 4 : 2;
+	double mean = (1 + S.skew) / 2, sum = 0;
+	u64 *t, at;
+
+	if (!S.vtab) {
+		S.vtab = calloc((size_t)w * n * (op == KCOLL_OP_ALLTOALLV ?
+						   n : 1), sizeof(u64));
+		if (!S.vtab) {
+			perror("collsim");
+			exit(1);
+		}
+	}
+	t = S.vtab + (op == KCOLL_OP_ALLTOALLV ? (size_t)r * w * n : 0);
+	for (j = 0, at = 0; j < n; j++) {
+		u32 k = op == KCOLL_OP_ALLTOALLV ? (r + j) % n : j;
+		double wt = n > 1 ? 1 + (S.skew - 1) * k / (n - 1) : 1;
+
+		t[j] = (u64)llround(count * wt / mean);
+		t[n + j] = at;
+		at += t[j];
+		sum += (double)t[j];
+	}
+	if (op == KCOLL_OP_ALLTOALLV)	/* receive side: the column */
+		for (j = 0, at = 0; j < n; j++) {
+			u32 k = (j + r) % n;
+
+			t[2 * n + j] = (u64)llround(count * (n > 1 ?
+				1 + (S.skew - 1) * k / (n - 1) : 1) / mean);
+			t[3 * n + j] = at;
+			at += t[2 * n + j];
+		}
+	*total = sum;
+	return t;
+}
+
 static u64 simulate(u32 op, u8 algo, u64 count)
 {
 	u32 n = S.n, r, i;
 	struct ev e;
+	double total;
 
 	S.seq = S.nheap = S.end = 0;
 	for (i = 0; i < S.nlinks; i++)
@@ -426,12 +480,19 @@ static u64 simulate(u32 op, u8 algo, u64 count)
 	for (r = 0; r < n; r++) {
 		S.args[r] = (struct kcoll_sched_args){
 			.opcode = op, .rank = r, .nranks = n, .count = count,
-			.redop = op == KCOLL_OP_ALLREDUCE ||
-				 op == KCOLL_OP_REDUCE ||
-				 op == KCOLL_OP_REDUCE_SCATTER ?
+			.redop = kcoll_shape(op)->reduces ?
 				 KCOLL_REDOP_SUM : KCOLL_REDOP_NONE,
 			.algo = algo,
 		};
+		if (kcoll_shape(op)->vec) {
+			S.args[r].count = 0;
+			S.args[r].vec = vec_table(op, r, count, &total);
+			if (kcoll_sched_vec_check(&S.args[r])) {
+				fprintf(stderr, "collsim: a table out of "
+					"range\n");
+				exit(2);
+			}
+		}
 		if (kcoll_sched_check(&S.args[r])) {
 			fprintf(stderr, "collsim: %s does not run %s here\n",
 				kcoll_algo_name(algo), "this collective");
@@ -508,6 +569,9 @@ static const char *const op_names[KCOLL_OP_LAST] = {
 	[KCOLL_OP_REDUCE_SCATTER] = "reduce_scatter",
 	[KCOLL_OP_ALLTOALL] = "alltoall", [KCOLL_OP_BARRIER] = "barrier",
 	[KCOLL_OP_GATHER] = "gather", [KCOLL_OP_SCATTER] = "scatter",
+	[KCOLL_OP_ALLGATHERV] = "allgatherv",
+	[KCOLL_OP_REDUCE_SCATTERV] = "reduce_scatterv",
+	[KCOLL_OP_ALLTOALLV] = "alltoallv",
 };
 
 static void usage(void)
@@ -521,7 +585,8 @@ static void usage(void)
 		"[-k leaf]\n"
 		"       [-O oversub] [-H hop_ns] [-X copy_ns] [-Y copy_GBps] "
 		"[-P node_ranks] [-L]\n"
-		"       [-E eager_ns] [-o msg_ns] [-U cpu_ranks] [-q]\n");
+		"       [-E eager_ns] [-o msg_ns] [-U cpu_ranks] [-V skew] "
+		"[-q]\n");
 	exit(2);
 }
 
@@ -569,7 +634,8 @@ int main(int argc, char **argv)
 	S.chunk = KCOLL_COST_CHUNK_BYTES;
 	S.leaf = 32;
 	S.oversub = 1;
-	while ((int)(opt = getopt(argc, argv, "n:c:b:e:f:a:t:A:B:G:C:d:k:O:H:X:Y:P:LE:o:U:q")) != -1) {
+	S.skew = 1;
+	while ((int)(opt = getopt(argc, argv, "n:c:b:e:f:a:t:A:B:G:C:d:k:O:H:X:Y:P:LE:o:U:V:q")) != -1) {
 		switch (opt) {
 		case 'n': S.n = strtoul(optarg, NULL, 0); break;
 		case 'c':
@@ -599,13 +665,20 @@ int main(int argc, char **argv)
 		case 'E': eager_ns = strtoull(optarg, NULL, 0); break;
 		case 'o': msg_ns = strtoull(optarg, NULL, 0); break;
 		case 'U': S.cpu_ranks = strtoul(optarg, NULL, 0); break;
+		case 'V': S.skew = atof(optarg); break;
 		case 'q': quiet = true; break;
 		default: usage();
 		}
 	}
 	if (!S.n || S.n > SIM_MAX_RANKS || !S.esize || !S.chunk || !S.leaf ||
-	    !S.oversub || factor < 2 || gbps <= 0 || rgbps <= 0 || cgbps <= 0)
+	    !S.oversub || factor < 2 || gbps <= 0 || rgbps <= 0 || cgbps <= 0 ||
+	    S.skew < 1)
 		usage();
+	/* alltoallv: a table of 4n words per rank. */
+	if (op == KCOLL_OP_ALLTOALLV && S.n > 1024) {
+		fprintf(stderr, "collsim: alltoallv on at most 1024 ranks\n");
+		return 2;
+	}
 	if (!strcmp(topo, "fullbisection"))
 		S.topo = TOPO_FULL;
 	else if (!strcmp(topo, "fattree"))
@@ -657,7 +730,7 @@ int main(int argc, char **argv)
 				op == KCOLL_OP_REDUCE_SCATTER ||
 				op == KCOLL_OP_ALLTOALL ||
 				op == KCOLL_OP_GATHER ||
-				op == KCOLL_OP_SCATTER;
+				op == KCOLL_OP_SCATTER || kcoll_shape(op)->vec;
 		u64 count = op == KCOLL_OP_BARRIER ? 0 :
 			    sz / S.esize / (per_rank ? S.n : 1);
 		double real = (double)count * S.esize * (per_rank ? S.n : 1);
@@ -673,7 +746,11 @@ int main(int argc, char **argv)
 			if (!strcmp(algo_arg, "auto")) {
 				if (i > 1)
 					break;
-				algo = kcoll_sched_choose(&tune, op, S.n,
+				/* The v-variants have one schedule each. */
+				algo = kcoll_shape(op)->vec ?
+				       (op == KCOLL_OP_ALLTOALLV ?
+					KCOLL_ALGO_PAIRWISE : KCOLL_ALGO_RING) :
+				       kcoll_sched_choose(&tune, op, S.n,
 							  count * S.esize);
 			} else if (!strcmp(algo_arg, "all")) {
 				algo = i;

@@ -15,7 +15,9 @@
  *           (default fp32; float, half, double, bfloat16 work too)
  *   -o      sum prod min max avg (default sum)
  *   -c      allreduce reduce broadcast allgather reduce_scatter alltoall
- *           sendrecv gather scatter, or all (default allreduce)
+ *           sendrecv gather scatter allgatherv reduce_scatterv alltoallv,
+ *           a list of them, or all (the equal-block ones; default
+ *           allreduce)
  *   -r      root of reduce, broadcast, gather and scatter (default 0)
  *   -n, -w  timed and warm-up iterations per size (defaults 20 and 5)
  *   -i 1    also measure in place
@@ -32,6 +34,9 @@
  *           cuStreamSynchronize; a KCOLL_DEVMEM=1 communicator; no
  *           sendrecv
  *   -M      bandwidths in MB/s instead of GB/s (slow, emulated links)
+ *   -V s    the v-variants (-c allgatherv, reduce_scatterv, alltoallv):
+ *           their largest block s times their smallest (default 1: equal
+ *           blocks; collsim's -V); int32, host memory
  *   -u      also CPU time per GB of bus traffic of the timed iterations
  *           (out of place): "cpu" of the ranks' processes, "node" of
  *           their nodes' CPUs (tools/bench-util.h); and per collective,
@@ -64,6 +69,7 @@
 #include "kcoll-check.h"
 #include "kcoll-issue.h"
 #include "kcoll-stream.h"
+#include "kcoll-vcheck.h"
 
 static coll_comm *comm;
 static int rank, nranks;
@@ -74,6 +80,8 @@ static struct {
 	coll_dtype dt;
 	coll_redop op;
 	unsigned int colls;	/* bit per enum chk_coll */
+	unsigned int vcolls;	/* bit per enum vchk_op */
+	double skew;		/* -V */
 	int root;
 	int iters, warmup;
 	int in_place;
@@ -85,7 +93,7 @@ static struct {
 } o = {
 	.minbytes = 8, .maxbytes = 8 << 20, .factor = 2,
 	.dt = COLL_DTYPE_FP32, .op = COLL_REDOP_SUM, .colls = 1u << CHK_ALLREDUCE,
-	.iters = 20, .warmup = 5, .check = 1,
+	.iters = 20, .warmup = 5, .check = 1, .skew = 1,
 };
 
 static double bw_sum;
@@ -528,6 +536,179 @@ static void bench(enum chk_coll coll)
 }
 
 /* "#  Rank  0 Pid 1234 on host" for every rank, through an allgather. */
+/*
+ * The v-variants (-c allgatherv, reduce_scatterv, alltoallv): blocks whose
+ * counts grow linearly over the ranks from 1 to the skew (-V, as collsim's
+ * -V: for alltoallv block i -> j weighs by (i + j) mod n), their mean the
+ * equal-block collective's count at that size; contiguous displacements.
+ * Sizes, columns and bus factor as allgather, reduce_scatter and
+ * alltoall: the whole buffer, (n-1)/n. int32 data (reduce_scatterv: SUM),
+ * checked once per size as -C says.
+ */
+static size_t vec_count(size_t mean, int k)
+{
+	double w = nranks > 1 ? 1 + (o.skew - 1) * k / (nranks - 1) : 1;
+
+	return (size_t)(mean * w / ((1 + o.skew) / 2) + 0.5);
+}
+
+static int vec_issue(enum vchk_op op, const void *send, void *recv,
+		     size_t *const *a, coll_request **req)
+{
+	switch (op) {
+	case VCHK_ALLGATHERV:
+		return coll_iallgatherv(send, recv, a[0], a[1],
+					COLL_DTYPE_INT32, comm, req);
+	case VCHK_REDUCE_SCATTERV:
+		return coll_ireduce_scatterv(send, recv, a[0],
+					     COLL_DTYPE_INT32, COLL_REDOP_SUM,
+					     comm, req);
+	default:
+		return coll_ialltoallv(send, a[0], a[1], recv, a[2], a[3],
+				       COLL_DTYPE_INT32, comm, req);
+	}
+}
+
+static double vec_run(enum vchk_op op, const void *send, void *recv,
+		      size_t *const *a, int iters)
+{
+	coll_request **req = calloc((size_t)iters + 1, sizeof(*req));
+	double t0;
+	int i, ret, first = 0;
+
+	if (!req)
+		die("calloc", -ENOMEM);
+	t0 = now();
+	for (i = 0; i < iters; i++) {
+		ret = vec_issue(op, send, recv, a, &req[i]);
+		if (ret)
+			die("issuing", ret);
+	}
+	for (i = 0; i < iters; i++) {
+		ret = coll_wait(req[i]);
+		coll_request_free(req[i]);
+		if (ret && !first)
+			first = ret;
+	}
+	free(req);
+	if (first)
+		die(vchk_names[op], first);
+	return iters ? (now() - t0) / iters : 0;
+}
+
+static void bench_vec(enum vchk_op op)
+{
+	size_t n = (size_t)nranks, size, mean, prev = (size_t)-1, i, j;
+	size_t *a[4], send_n, recv_n, off, tot;
+	int32_t *send, *recv;
+	int k;
+
+	for (k = 0; k < 4; k++) {
+		a[k] = calloc(n, sizeof(size_t));
+		if (!a[k])
+			die("calloc", -ENOMEM);
+	}
+	if (rank == 0)
+		printf("#\n# %s, int32%s, blocks skewed %gx\n"
+		       "# %10s  %12s  %7s  %6s  %6s  %6s\n"
+		       "# %10s  %12s  %7s  %6s  %6s  %6s\n", vchk_names[op],
+		       op == VCHK_REDUCE_SCATTERV ? " sum" : "", o.skew,
+		       "size", "count", "time", "algbw", "busbw", "#wrong",
+		       "(B)", "(elements)", "(us)", bw_unit, bw_unit, "");
+	for (size = o.minbytes; size <= o.maxbytes;
+	     size = (size_t)(size * o.factor) > size ?
+		    (size_t)(size * o.factor) : size + 1) {
+		double t, algbw, busbw;
+		long long wrong = -1, bad = 0;
+
+		mean = size / 4 / n;
+		if (mean == prev || !mean)
+			continue;
+		prev = mean;
+		send_n = recv_n = 0;
+		for (j = 0; j < n; j++) {
+			if (op == VCHK_ALLTOALLV) {
+				a[0][j] = vec_count(mean, (int)((rank + j) % n));
+				a[2][j] = a[0][j];	/* (j + rank) alike */
+				a[1][j] = send_n;
+				a[3][j] = recv_n;
+				send_n += a[0][j];
+				recv_n += a[2][j];
+			} else {
+				a[0][j] = vec_count(mean, (int)j);
+				a[1][j] = recv_n;
+				recv_n += a[0][j];
+			}
+		}
+		tot = recv_n;
+		if (op == VCHK_ALLGATHERV) {
+			send_n = a[0][rank];
+		} else if (op == VCHK_REDUCE_SCATTERV) {
+			send_n = recv_n;
+			recv_n = a[0][rank];
+		}
+		send = malloc((send_n + 1) * sizeof(*send));
+		recv = malloc((recv_n + 1) * sizeof(*recv));
+		if (!send || !recv)
+			die("malloc", -ENOMEM);
+		for (i = 0; i < send_n; i++)
+			send[i] = op == VCHK_REDUCE_SCATTERV ?
+				  vchk_rin(rank, i) : 0;
+		if (op == VCHK_ALLGATHERV)
+			for (i = 0; i < send_n; i++)
+				send[i] = vchk_val(rank, 0, i);
+		if (op == VCHK_ALLTOALLV)
+			for (j = 0; j < n; j++)
+				for (i = 0; i < a[0][j]; i++)
+					send[a[1][j] + i] =
+						vchk_val(rank, (int)j, i);
+		if (o.warmup)
+			vec_run(op, send, recv, a, o.warmup);
+		if (coll_barrier(comm))
+			die("barrier", -EIO);
+		t = over_ranks(vec_run(op, send, recv, a, o.iters),
+			       COLL_REDOP_MAX);
+		if (o.check) {
+			memset(recv, 0xa5, (recv_n + 1) * sizeof(*recv));
+			vec_run(op, send, recv, a, 1);
+			if (op == VCHK_REDUCE_SCATTERV) {
+				for (off = 0, j = 0; j < (size_t)rank; j++)
+					off += a[0][j];
+				for (i = 0; i < recv_n; i++) {
+					int32_t want = 0;
+
+					for (j = 0; j < n; j++)
+						want += vchk_rin((int)j,
+								 off + i);
+					bad += recv[i] != want;
+				}
+			} else {
+				int kk = op == VCHK_ALLTOALLV ? 2 : 0;
+
+				for (j = 0; j < n; j++)
+					for (i = 0; i < a[kk][j]; i++)
+						bad += recv[a[kk + 1][j] + i] !=
+						       vchk_val((int)j,
+								op == VCHK_ALLTOALLV ?
+								rank : 0, i);
+			}
+			wrong = sum_over_ranks(bad);
+			wrong_total += wrong;
+		}
+		free(send);
+		free(recv);
+		algbw = t > 0 ? (double)tot * 4 / t / bw_div : 0;
+		busbw = algbw * (n - 1) / n;
+		bw_sum += busbw;
+		bw_n++;
+		if (rank == 0)
+			printf("  %10zu  %12zu  %7.2f  %6.2f  %6.2f  %6lld\n",
+			       tot * 4, mean, t * 1e6, algbw, busbw, wrong);
+	}
+	for (k = 0; k < 4; k++)
+		free(a[k]);
+}
+
 static void show_ranks(void)
 {
 	struct {
@@ -559,27 +740,35 @@ static void show_ranks(void)
 
 /* "-c allreduce,broadcast": one bit per collective named; "all": every
  * one; 0 if a name is unknown. */
-static unsigned int parse_colls(const char *arg)
+static unsigned int parse_colls(const char *arg, unsigned int *vm)
 {
 	unsigned int m = 0;
 	const char *p = arg;
 
+	*vm = 0;
 	if (!strcmp(arg, "all"))
 		return (1u << CHK_NR) - 1;
 	while (*p) {
 		size_t len = strcspn(p, ",");
-		int i;
+		int i, k;
 
 		for (i = 0; i < CHK_NR; i++)
 			if (strlen(chk_coll_names[i]) == len &&
 			    !strncmp(p, chk_coll_names[i], len))
 				break;
-		if (i == CHK_NR)
+		for (k = 0; k < VCHK_NR; k++)
+			if (strlen(vchk_names[k]) == len &&
+			    !strncmp(p, vchk_names[k], len))
+				break;
+		if (i == CHK_NR && k == VCHK_NR)
 			return 0;
-		m |= 1u << i;
+		if (i < CHK_NR)
+			m |= 1u << i;
+		else
+			*vm |= 1u << k;
 		p += len + (p[len] == ',');
 	}
-	return m;
+	return m | (*vm ? 1u << 31 : 0);
 }
 
 static int any_reduces(unsigned int colls)
@@ -597,7 +786,7 @@ static void usage(void)
 	fprintf(stderr, "usage: kcoll-perf [-b minbytes] [-e maxbytes] "
 		"[-f stepfactor] [-d dtype] [-o redop] [-c collective[,...]|all]\n"
 		"                  [-r root] [-n iters] [-w warmup] [-i 0|1] "
-		"[-C 0|1] [-R 0|1] [-D exporter | -G] [-M] [-u]\n");
+		"[-C 0|1] [-R 0|1] [-D exporter | -G] [-M] [-u] [-V skew]\n");
 	exit(2);
 }
 
@@ -606,7 +795,7 @@ int main(int argc, char **argv)
 	int opt, i, ret;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "b:e:f:d:o:c:r:n:w:i:C:R:D:GMuh")) != -1) {
+	while ((opt = getopt(argc, argv, "b:e:f:d:o:c:r:n:w:i:C:R:D:GMuV:h")) != -1) {
 		switch (opt) {
 		case 'b': o.minbytes = parse_size(optarg); break;
 		case 'e': o.maxbytes = parse_size(optarg); break;
@@ -614,10 +803,12 @@ int main(int argc, char **argv)
 		case 'd': o.dt = parse_dtype(optarg); break;
 		case 'o': o.op = parse_redop(optarg); break;
 		case 'c':
-			o.colls = parse_colls(optarg);
+			o.colls = parse_colls(optarg, &o.vcolls);
 			if (!o.colls)
 				usage();
+			o.colls &= ~(1u << 31);
 			break;
+		case 'V': o.skew = atof(optarg); break;
 		case 'r': o.root = atoi(optarg); break;
 		case 'n': o.iters = atoi(optarg); break;
 		case 'w': o.warmup = atoi(optarg); break;
@@ -632,8 +823,13 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind != argc || o.iters < 1 || o.warmup < 0 ||
-	    o.minbytes > o.maxbytes)
+	    o.minbytes > o.maxbytes || o.skew < 1)
 		usage();
+	if (o.vcolls && (o.gpu || o.dmabuf)) {
+		fprintf(stderr, "kcoll-perf: the v-variants on host memory "
+			"only\n");
+		return 2;
+	}
 	if (!coll_redop_valid(o.dt, o.op) &&
 	    any_reduces(o.colls)) {
 		fprintf(stderr, "kcoll-perf: %s is not valid for %s\n",
@@ -685,6 +881,9 @@ int main(int argc, char **argv)
 		}
 		bench(i);
 	}
+	for (i = 0; i < VCHK_NR; i++)
+		if (o.vcolls & (1u << i))
+			bench_vec((enum vchk_op)i);
 	ret = coll_comm_destroy(comm);
 	if (ret)
 		failed = 1;

@@ -79,4 +79,22 @@ else
 fi
 expect_less "-U 2: the ranks of a node share its CPU" \
 	"$a" "$(time_of allreduce recdoubling 8 -o 300000 -U 2)"
+# The v-variants with equal blocks (-V 1) are their collectives' ring and
+# pairwise schedules, phase for phase: the same times. Skewed blocks
+# (-V 8) at the same mean size take longer: the largest block sets the
+# pace of every phase it is in.
+for pair in "allgatherv allgather ring" "reduce_scatterv reduce_scatter ring" \
+	"alltoallv alltoall pairwise"; do
+	set -- $pair
+	a=$(time_of "$1" "$3" 1M -V 1)
+	b=$(time_of "$2" "$3" 1M)
+	if [ -n "$a" ] && [ "$a" = "$b" ]; then
+		echo "ok: $1 -V 1 takes what $2 $3 takes ($a us)"
+	else
+		echo "not ok: $1 -V 1: '$a' us, $2 $3: '$b' us"
+		fail=1
+	fi
+	expect_less "$1: skewed blocks take longer" "$a" \
+		"$(time_of "$1" "$3" 1M -V 8)"
+done
 exit $fail

@@ -53,5 +53,8 @@ check "perf bf16 prod reduce root 0" 0 ' bf16 +prod +0 ' \
 	"$pf" -c reduce -d bf16 -o prod -e 64K -n 2
 check "perf int32 avg is refused" 2 'not valid' "$pf" -d int32 -o avg
 check "perf -C 0 prints N/A" 0 ' N/A$' "$pf" -C 0 -e 1K
+check "perf the v-variants, skewed, checked" 0 '^# Out of bounds values : 0 OK' \
+	"$pf" -c allgatherv,reduce_scatterv,alltoallv -V 4 -b 64 -e 1M -f 16 -n 2 -w 1
+check "perf -V below 1 is refused" 2 '' "$pf" -c alltoallv -V 0.5
 echo "test_tools_model: $((n - fail)) passed, $fail failed"
 [ $fail = 0 ]

@@ -10,7 +10,9 @@
  * every rank (tests/oracle/kcoll-check.h), with guard bytes around every buffer;
  * the API forms rotate (blocking, non-blocking + wait, group, poll() on
  * coll_comm_fd() + coll_test(), registered buffers); then a few large
- * cases (1000003 elements, and one >= 16 MiB case per collective), a group
+ * cases (1000003 elements, and one >= 16 MiB case per collective), the
+ * v-variants (allgatherv, reduce_scatterv, alltoallv) with random tables
+ * in every API form (tests/oracle/kcoll-vcheck.h), a group
  * of several operations, more operations in flight than the CQ holds, and
  * barriers. Each rank checks its own results; the failure counts are
  * summed over the ranks with an allreduce, and rank 0 prints one TAP line
@@ -30,7 +32,9 @@
  *       every rank must get -EBADMSG; then the last rank another count
  *       for a broadcast, a reduce, a gather and a scatter from rank 0:
  *       the root must get -EBADMSG, and the differing rank but as a
- *       reduce's or gather's leaf; the others that or the right result
+ *       reduce's or gather's leaf; the others that or the right result;
+ *       then tables that disagree for an allgatherv (every rank fails)
+ *       and an alltoallv (the pair fails; kcoll-vcheck.h)
  *   -K  wrong key: the last rank creates the communicator (bootstrap, then
  *       KCOLL_IOC_COMM_CREATE through coll_comm_init_table()) with a
  *       modified key; every rank's creation must fail
@@ -90,6 +94,7 @@
 
 #include "coll.h"
 #include "kcoll-check.h"
+#include "kcoll-vcheck.h"
 #include "kcoll-issue.h"
 #include "kcoll-stream.h"
 #include "../../tools/dmabuf-alloc.h"
@@ -745,6 +750,64 @@ static void group_case(void)
 	report(bad, "group of 6 blocking allreduces", t0);
 }
 
+/*
+ * The v-variants (tests/oracle/kcoll-vcheck.h): each in every API form
+ * with random tables, small blocks (eager, unregistered), blocks around
+ * the 8 KiB line, allgatherv in place, and one case of about 16 MiB per
+ * rank through registered buffers.
+ */
+static void vec_cases(int level)
+{
+	static const size_t maxcs[] = { 3, 40, 3000 };
+	struct vchk v = { .rank = rank, .nranks = nranks };
+	int op, st, k, ret;
+
+	for (op = 0; op < VCHK_NR; op++) {
+		int64_t bad = 0;
+		double t0 = now();
+		unsigned int cases = 0;
+
+		for (st = 0; st < VCHK_STYLES; st++) {
+			for (k = 0; k < 3; k++) {
+				v.op = (enum vchk_op)op;
+				v.style = (enum vchk_style)st;
+				v.seed = (uint64_t)(nranks * 1000 + op * 100 +
+						    st * 10 + k);
+				v.maxc = maxcs[k];
+				v.in_place = op == VCHK_ALLGATHERV && (st & 1);
+				stage = vchk_names[op];
+				ret = vchk_run(&v, comm);
+				cases++;
+				if (ret) {
+					diag("%s style %d seed %llu: %d (%s) %s",
+					     vchk_names[op], st,
+					     (unsigned long long)v.seed, ret,
+					     coll_strerror(ret), v.msg);
+					bad++;
+				}
+			}
+		}
+		/* Large: up to ~4 M int32 per block pair. */
+		v.style = VCHK_NONBLOCKING;
+		v.seed = 77;
+		v.maxc = level ? (size_t)(4 << 20) / (size_t)nranks :
+				 (size_t)(1 << 20) / (size_t)nranks;
+		v.in_place = false;
+		ret = vchk_run(&v, comm);
+		cases++;
+		if (ret) {
+			diag("%s large: %d (%s) %s", vchk_names[op], ret,
+			     coll_strerror(ret), v.msg);
+			bad++;
+		}
+		report(bad, vchk_names[op], t0);
+		if (rank == 0 && verbose)
+			printf("# %s: %u cases, the large one %.1f MB received "
+			       "on rank 0\n", vchk_names[op], cases,
+			       v.bytes / 1e6);
+	}
+}
+
 /* More operations in flight than the CQ holds; then barriers. */
 static void flood_case(void)
 {
@@ -1094,6 +1157,30 @@ static bool rooted_mismatch(int32_t *buf, size_t count, enum rooted_kind kind)
 	return ok;
 }
 
+/* The v-variants' tables disagree (kcoll-vcheck.h says who fails). */
+static bool vec_mismatch(enum vchk_op op)
+{
+	double t0 = now();
+	int got;
+	bool ok = vchk_mismatch(op, comm, rank, nranks, &got);
+
+	diag("%s mismatch: %d (%s) after %.3f s%s", vchk_names[op], got,
+	     coll_strerror(got), now() - t0, ok ? "" : ": WRONG");
+	return ok;
+}
+
+static bool vec_after(void)
+{
+	int32_t v = 1;
+	int ret = coll_allreduce(&v, &v, 1, COLL_DTYPE_INT32, COLL_REDOP_SUM,
+				 comm);
+
+	if (ret || v != nranks)
+		diag("the allreduce after the v-variants' mismatches: %d (%s), "
+		     "%d", ret, coll_strerror(ret), v);
+	return !ret && v == nranks;
+}
+
 static int test_mismatch(void)
 {
 	enum { COUNT = 1000 };
@@ -1143,6 +1230,12 @@ static int test_mismatch(void)
 		ok2 &= rooted_mismatch(buf, COUNT, RM_REDUCE);
 		ok2 &= rooted_mismatch(buf, COUNT, RM_GATHER);
 		ok2 &= rooted_mismatch(buf, COUNT, RM_SCATTER);
+		ok2 &= vec_mismatch(VCHK_ALLGATHERV);
+		ok2 &= vec_mismatch(VCHK_ALLTOALLV);
+		/* The pair of the alltoallv mismatch fails at once; the
+		 * others may still wait for their data: nobody leaves
+		 * before all are through, and the communicator works. */
+		ok2 &= vec_after();
 	} else {
 		diag("the rooted mismatches need the communicator the "
 		     "allreduce mismatch left usable");
@@ -1643,6 +1736,7 @@ int main(int argc, char **argv)
 		stream_two_comms_case();
 	}
 	if (only < 0 && !dmabuf && !gpu) {
+		vec_cases(level);
 		group_case();
 		flood_case();
 	}

@@ -1166,6 +1166,22 @@ static void gen_coll(struct tstate *t, struct slot *s, struct kcoll_sqe *q,
 	es = dtype_size(q->dtype);
 	coll_sizes(op, (uint32_t)(n > 0 ? n : 1), q->count > (1 << 20) ? 1 : q->count,
 		   es, &snd, &rcv);
+	if (kcoll_shape(op) && kcoll_shape(op)->vec) {
+		/* A count table of this thread's, rewritten by the next
+		 * v-variant it builds (maybe while the kernel reads it:
+		 * it must copy it once), or an address of any kind. */
+		static __thread uint64_t vtab[4 * 64 + 8];
+		uint32_t j, w = kcoll_shape(op)->vec;
+
+		for (j = 0; j < sizeof(vtab) / sizeof(vtab[0]); j++)
+			vtab[j] = one_in(&t->r, 16) ? rinteresting(&t->r) :
+				  one_in(&t->r, 4) ? 0 : rn(&t->r, 200);
+		q->vec_addr = one_in(&t->r, 6) ?
+			      pick_addr(t, (uint64_t)w * (n > 0 ? n : 1) * 8,
+					priv) :
+			      (uint64_t)(uintptr_t)vtab;
+		snd = rcv = (rn(&t->r, 600) + 1) * es;
+	}
 	if (snd)
 		q->send_addr = pick_addr(t, snd, priv);
 	if (rcv)
