@@ -1170,4 +1170,94 @@ TEST_F_TIMEOUT(harden, another_user_cannot_squat_a_rank, 120)
 	EXPECT_EQ(0, WIFEXITED(st) ? WEXITSTATUS(st) : 100);
 }
 
+/* ---------------------------------------------------------------- */
+/* The v-variants' count tables, as nobody                           */
+/* ---------------------------------------------------------------- */
+
+/*
+ * A table is user memory the kernel reads once: unmapped, kernel or
+ * non-canonical addresses are -EFAULT, entries beyond 2^48 -ERANGE,
+ * alltoallv's own block sent and received differently -EINVAL, no table
+ * -EINVAL; blocks that would reach past what the user can pin fail
+ * cleanly. A valid table on one rank copies the own block where the
+ * displacements say, and nothing else.
+ */
+static int kh_vec_child(void *arg)
+{
+	struct kcoll_rank_addr ra;
+	struct kcoll_sqe s;
+	struct tring r;
+	__u64 t[4] = { 5, 3, 5, 2 };	/* counts, displs (n = 1) */
+	int32_t src[16], dst[16];
+	__u32 id;
+	int i;
+
+	(void)arg;
+	kt_addr_v4(&ra, "127.0.0.1");
+	if (kt_ring_init(&r, 8, 0, 0) ||
+	    kt_comm_create(r.fd, 0x7ec, "vec", 0, 1, &ra, 0, &id))
+		return 60;
+	for (i = 0; i < 16; i++)
+		src[i] = i + 100;
+#define KH_VEC(op, red, tab, snd, rcv, want, code) do {			\
+		memset(dst, 0, sizeof(dst));				\
+		s = kt_coll(op, id, KCOLL_DTYPE_INT32, red, 0, 0, snd, rcv); \
+		s.vec_addr = (uintptr_t)(tab);				\
+		if (kt_run(&r, &s) != (want)) {				\
+			fprintf(stderr, "# check %d: %d, want %d\n",	\
+				code, kt_run(&r, &s), want);		\
+			return code;					\
+		}							\
+	} while (0)
+	/* allgatherv: 5 elements to dst + 3. */
+	KH_VEC(KCOLL_OP_ALLGATHERV, 0, t, src, dst, 0, 61);
+	if (dst[2] || dst[3] != 100 || dst[7] != 104 || dst[8])
+		return 62;
+	/* alltoallv: sendcounts 5, sdispls 3, recvcounts 5, rdispls 2. */
+	t[2] = 5;
+	t[3] = 2;
+	KH_VEC(KCOLL_OP_ALLTOALLV, 0, t, src, dst, 0, 63);
+	if (dst[1] || dst[2] != 103 || dst[6] != 107 || dst[7])
+		return 64;
+	KH_VEC(KCOLL_OP_REDUCE_SCATTERV, KCOLL_REDOP_SUM, t, src, dst, 0, 65);
+	if (dst[0] != 100 || dst[4] != 104 || dst[5])
+		return 66;
+	/* Tables nobody may hand the kernel. */
+	KH_VEC(KCOLL_OP_ALLGATHERV, 0, 0, src, dst, -EINVAL, 67);
+	KH_VEC(KCOLL_OP_ALLGATHERV, 0, 4096, src, dst, -EFAULT, 68);
+	KH_VEC(KCOLL_OP_ALLGATHERV, 0, 0xffffffff81000000ULL, src, dst,
+	       -EFAULT, 69);
+	KH_VEC(KCOLL_OP_ALLTOALLV, 0, 0x0008000000000000ULL, src, dst,
+	       -EFAULT, 70);
+	t[1] = (1ULL << 48) + 1;
+	KH_VEC(KCOLL_OP_ALLGATHERV, 0, t, src, dst, -ERANGE, 71);
+	t[1] = ~0ULL;
+	KH_VEC(KCOLL_OP_ALLTOALLV, 0, t, src, dst, -ERANGE, 72);
+	t[1] = 3;
+	t[2] = 4;	/* receives 4 from itself, sends 5 */
+	KH_VEC(KCOLL_OP_ALLTOALLV, 0, t, src, dst, -EINVAL, 73);
+	/* A block at 2^48 elements: far beyond what nobody may pin. */
+	t[0] = 1;
+	t[1] = 1ULL << 48;
+	t[2] = 1;
+	t[3] = 1ULL << 48;
+	s = kt_coll(KCOLL_OP_ALLTOALLV, id, KCOLL_DTYPE_INT32, 0, 0, 0, src,
+		    dst);
+	s.vec_addr = (uintptr_t)t;
+	if (kt_run(&r, &s) >= 0)
+		return 74;
+	kt_ring_exit(&r);
+	return 0;
+#undef KH_VEC
+}
+
+TEST(unprivileged_vector_tables)
+{
+	int rc = kt_as_nobody(kh_vec_child, NULL);
+
+	EXPECT_EQ(0, rc) {
+		TH_LOG("unprivileged v-variants failed check %d", rc);
+	}
+}
+
 TEST_HARNESS_MAIN
