@@ -13,10 +13,20 @@
  * bootstrap, nothing asked of the dead node; ranks renumbered), within the
  * connect timeout, and check an allreduce on it.
  *
- * Usage: kcoll-nodedie -v VICTIM [-T TIMEOUT_MS] [-s STATUS]
+ * With -S the node dies during a split instead (coll_comm_split(): an
+ * allgather on the parent, then the child's connections): every rank
+ * splits by one color, the victim stops its node 0-150 ms into its own
+ * split (in the allgather or while the child connects, as it falls). A
+ * survivor's split must end within the operation timeout plus the connect
+ * timeout (plus slack): with an error, or with a child that has the dead
+ * rank, whose next allreduce must then fail as bounded; then the
+ * survivors shrink the parent and check an allreduce on the result.
+ *
+ * Usage: kcoll-nodedie -v VICTIM [-T TIMEOUT_MS] [-s STATUS] [-S]
  *   -v  rank whose node dies
  *   -T  operation timeout (default 10000 ms)
  *   -s  the victim's status file (written "ok" just before it dies)
+ *   -S  the node dies during a split
  * Prints TAP-like result lines; exit 0 when every check passed.
  */
 #include <errno.h>
@@ -26,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "coll.h"
@@ -53,25 +64,120 @@ static void die_now(const char *status)
 	pause();
 }
 
+struct death {
+	const char *status;
+	unsigned int delay_us;
+};
+
+static void *die_later(void *arg)
+{
+	struct death *d = arg;
+
+	usleep(d->delay_us);
+	die_now(d->status);
+	return NULL;
+}
+
+/* The survivors carry on without the victim, from what they have: shrink
+ * (no bootstrap, ranks renumbered), an allreduce on the result. */
+static int shrink_survivors(coll_comm *comm, int victim, unsigned int flags)
+{
+	int nranks = coll_comm_size(comm), ret;
+	coll_comm *comm2 = NULL;
+	double t0 = now_s(), dt;
+
+	ret = coll_comm_shrink(comm, &victim, 1, flags, &comm2);
+	dt = now_s() - t0;
+	printf("# rank %d: shrink: %d after %.1f s%s%s\n", rank, ret, dt,
+	       ret ? ": " : "", ret ? coll_last_error() : "");
+	check(!ret && comm2 && coll_comm_size(comm2) == nranks - 1 &&
+	      coll_comm_rank(comm2) == (rank < victim ? rank : rank - 1),
+	      "shrunk to the survivors, renumbered");
+	check(dt < 30, "the shrink took less than the connect timeout");
+	coll_comm_abort(comm);
+	if (!ret) {
+		check(allreduce_ok(comm2, 100001),
+		      "allreduce on the shrunk communicator");
+		coll_comm_destroy(comm2);
+	}
+	printf("# kcoll-nodedie: rank %d: %d failure(s)\n", rank, fails);
+	return fails ? 1 : 0;
+}
+
+/* The node dies during a split; the survivors end it bounded and shrink. */
+static int split_death(coll_comm *comm, int victim, const char *status,
+		       unsigned int timeout_ms)
+{
+	coll_comm *child = NULL;
+	double t0, dt, bound = timeout_ms / 1000.0 + 5 + 20;
+	struct death d = { status, 0 };
+	pthread_t th;
+	int ret;
+
+	coll_comm_set_timeout(comm, timeout_ms);
+	if (rank == victim) {
+		/* Somewhere in the allgather or the child's connections. */
+		d.delay_us = (unsigned int)(now_s() * 1e6) % 150000;
+		if (fails) {
+			printf("Bail out! the victim failed before dying\n");
+			return 1;
+		}
+		printf("# rank %d: this node stops %u ms into its split\n",
+		       rank, d.delay_us / 1000);
+		fflush(stdout);
+		pthread_create(&th, NULL, die_later, &d);
+		coll_comm_split(comm, 0, rank, &child);
+		pause();
+		return 1;
+	}
+	t0 = now_s();
+	ret = coll_comm_split(comm, 0, rank, &child);
+	dt = now_s() - t0;
+	printf("# rank %d: split: %d (%s) after %.1f s%s%s\n", rank, ret,
+	       coll_strerror(ret), dt, ret ? ": " : "",
+	       ret ? coll_last_error() : "");
+	check(dt < bound, "the split ended within the operation and connect "
+	      "timeouts");
+	if (!ret) {
+		/* The child was made before the node fell: it holds the
+		 * dead rank, and its next operation must say so. */
+		int32_t v = 1;
+
+		coll_comm_set_timeout(child, timeout_ms);
+		t0 = now_s();
+		ret = coll_allreduce(&v, &v, 1, COLL_DTYPE_INT32,
+				     COLL_REDOP_SUM, child);
+		dt = now_s() - t0;
+		printf("# rank %d: allreduce on the child: %d (%s) after "
+		       "%.1f s\n", rank, ret, coll_strerror(ret), dt);
+		check(ret && dt < bound, "the child's allreduce failed, "
+		      "bounded");
+		coll_comm_abort(child);
+	}
+	return shrink_survivors(comm, victim, COLL_SHRINK_ABORT);
+}
+
 int main(int argc, char **argv)
 {
 	const char *status = NULL;
-	int victim = -1, o, nranks, ret;
+	int victim = -1, o, ret;
 	unsigned int timeout_ms = 10000;
+	bool in_split = false;
 	size_t big = 16u << 20;		/* 64 MiB of int32 */
-	coll_comm *comm, *comm2;
+	coll_comm *comm;
 	coll_request *req;
 	coll_report rep;
 	double t0, dt;
 	int32_t *a;
 
-	while ((o = getopt(argc, argv, "v:T:s:")) != -1) {
+	while ((o = getopt(argc, argv, "v:T:s:S")) != -1) {
 		switch (o) {
+		case 'S': in_split = true; break;
 		case 'v': victim = atoi(optarg); break;
 		case 'T': timeout_ms = strtoul(optarg, NULL, 0); break;
 		case 's': status = optarg; break;
 		default:
-			fprintf(stderr, "usage: kcoll-nodedie -v VICTIM [-T MS] [-s STATUS]\n");
+			fprintf(stderr, "usage: kcoll-nodedie -v VICTIM [-T MS] [-s STATUS] [-S]\n");
 			return 2;
 		}
 	}
@@ -85,8 +191,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	rank = coll_comm_rank(comm);
-	nranks = coll_comm_size(comm);
 	check(allreduce_ok(comm, 100001), "allreduce before the death");
+	if (in_split)
+		return split_death(comm, victim, status, timeout_ms);
 	coll_comm_set_timeout(comm, timeout_ms);
 
 	a = calloc(big, sizeof(*a));
@@ -122,21 +229,5 @@ int main(int argc, char **argv)
 	free(a);
 
 	/* The survivors carry on without the victim, from what they have. */
-	t0 = now_s();
-	ret = coll_comm_shrink(comm, &victim, 1, 0, &comm2);
-	dt = now_s() - t0;
-	printf("# rank %d: shrink: %d after %.1f s%s%s\n", rank, ret, dt,
-	       ret ? ": " : "", ret ? coll_last_error() : "");
-	check(!ret && comm2 && coll_comm_size(comm2) == nranks - 1 &&
-	      coll_comm_rank(comm2) == (rank < victim ? rank : rank - 1),
-	      "shrunk to the survivors, renumbered");
-	check(dt < 30, "the shrink took less than the connect timeout");
-	coll_comm_abort(comm);
-	if (!ret) {
-		check(allreduce_ok(comm2, 100001),
-		      "allreduce on the shrunk communicator");
-		coll_comm_destroy(comm2);
-	}
-	printf("# kcoll-nodedie: rank %d: %d failure(s)\n", rank, fails);
-	return fails ? 1 : 0;
+	return shrink_survivors(comm, victim, 0);
 }
