@@ -403,12 +403,15 @@ public:
 
 		check_tensor(input, name);
 		check_tensor(output, name);
-		TORCH_CHECK(output.scalar_type() == input.scalar_type() &&
-				    output.numel() == input.numel(),
-			    "kcoll: ", name, ": output and input must have the same dtype and size");
-		TORCH_CHECK(input.dim() >= 1, "kcoll: ", name, ": a scalar cannot be split");
-		even_splits(outSplits, input.size(0), name);
-		even_splits(inSplits, input.size(0), name);
+		TORCH_CHECK(output.scalar_type() == input.scalar_type(),
+			    "kcoll: ", name, ": output and input must have the same dtype");
+		TORCH_CHECK(input.dim() >= 1 && output.dim() >= 1, "kcoll: ", name,
+			    ": a scalar cannot be split");
+		if (!outSplits.empty() || !inSplits.empty())
+			return alltoallv_base(output, input, outSplits, inSplits,
+					      opts);
+		TORCH_CHECK(output.numel() == input.numel(), "kcoll: ", name,
+			    ": output and input must have the same size");
 		TORCH_CHECK(input.size(0) % size_ == 0, "kcoll: ", name,
 			    ": the first dimension must divide by world_size");
 		auto work = make_work(OpType::ALLTOALL_BASE, name, { output });
@@ -419,6 +422,36 @@ public:
 			return coll_ialltoall(src.data_ptr(), dst.data_ptr(),
 					      src.numel() / size_, dtype(src, name),
 					      comm_, r);
+		});
+	}
+
+	/*
+	 * all_to_all_single with split sizes (rows of the first dimension per
+	 * rank; empty: even): what mixture-of-experts layers route tokens
+	 * with. Through coll_ialltoallv, which copies the count arrays.
+	 */
+	WorkPtr alltoallv_base(at::Tensor &output, at::Tensor &input,
+			       const std::vector<int64_t> &outSplits,
+			       const std::vector<int64_t> &inSplits,
+			       const c10d::AllToAllOptions &opts)
+	{
+		const char *name = "alltoall_base";
+		/* Elements per row: the dimensions after the first. */
+		int64_t row = c10::multiply_integers(input.sizes().slice(1));
+		std::vector<size_t> sc, sd, rc, rd;
+
+		TORCH_CHECK(input.sizes().slice(1) == output.sizes().slice(1),
+			    "kcoll: ", name, ": input and output rows must have the same shape");
+		splits_to_counts(inSplits, input.size(0), row, sc, sd, name);
+		splits_to_counts(outSplits, output.size(0), row, rc, rd, name);
+		auto work = make_work(OpType::ALLTOALL_BASE, name, { output });
+		auto src = input.contiguous();
+		work->keep_.push_back(src);
+		auto dst = dense(work, output);
+		return issue(work, opts.timeout, [&](coll_request **r) {
+			return coll_ialltoallv(src.data_ptr(), sc.data(), sd.data(),
+					       dst.data_ptr(), rc.data(), rd.data(),
+					       dtype(src, name), comm_, r);
 		});
 	}
 
@@ -436,19 +469,42 @@ public:
 			TORCH_CHECK(inputs[i].scalar_type() == inputs[0].scalar_type() &&
 					    outputs[i].scalar_type() == inputs[0].scalar_type(),
 				    "kcoll: ", name, ": the tensors must share one dtype");
-			TORCH_CHECK(inputs[i].numel() == inputs[0].numel() &&
-					    outputs[i].numel() == inputs[0].numel(),
-				    "kcoll: ", name, ": tensors of different sizes need alltoallv, which kcoll does not have yet");
 		}
 		auto work = make_work(OpType::ALLTOALL, name, outputs);
 		auto src = torch::cat(flatten_all(inputs));
-		auto flat = torch::empty_like(src);
+		int64_t total = 0;
+		bool even = true;
+
+		for (int i = 0; i < size_; i++) {
+			total += outputs[i].numel();
+			even = even && inputs[i].numel() == inputs[0].numel() &&
+			       outputs[i].numel() == inputs[0].numel();
+		}
+		auto flat = torch::empty({ total }, src.options());
 		work->keep_ = { src, flat };
 		work->after_ = unflatten(flat, outputs);
+		if (even)
+			return issue(work, opts.timeout, [&](coll_request **r) {
+				return coll_ialltoall(src.data_ptr(), flat.data_ptr(),
+						      inputs[0].numel(),
+						      dtype(src, name), comm_, r);
+			});
+		/* Tensors of different sizes: alltoallv, blocks packed. */
+		std::vector<size_t> sc(size_), sd(size_), rc(size_), rd(size_);
+		size_t s_at = 0, r_at = 0;
+
+		for (int i = 0; i < size_; i++) {
+			sc[i] = (size_t)inputs[i].numel();
+			sd[i] = s_at;
+			s_at += sc[i];
+			rc[i] = (size_t)outputs[i].numel();
+			rd[i] = r_at;
+			r_at += rc[i];
+		}
 		return issue(work, opts.timeout, [&](coll_request **r) {
-			return coll_ialltoall(src.data_ptr(), flat.data_ptr(),
-					      inputs[0].numel(), dtype(src, name),
-					      comm_, r);
+			return coll_ialltoallv(src.data_ptr(), sc.data(), sd.data(),
+					       flat.data_ptr(), rc.data(), rd.data(),
+					       dtype(src, name), comm_, r);
 		});
 	}
 
@@ -678,28 +734,48 @@ private:
 			    " is not another rank of this group");
 	}
 
-	void even_splits(const std::vector<int64_t> &splits, int64_t rows,
-			 const char *name)
+	/* Split sizes (rows per rank; empty: even) as element counts and
+	 * packed displacements, checked against the @rows there are. */
+	void splits_to_counts(const std::vector<int64_t> &splits, int64_t rows,
+			      int64_t row, std::vector<size_t> &cnt,
+			      std::vector<size_t> &displ, const char *name)
 	{
-		if (splits.empty())
-			return;
-		TORCH_CHECK((int)splits.size() == size_, "kcoll: ", name,
-			    ": world_size split sizes");
-		for (auto s : splits)
-			TORCH_CHECK(rows % size_ == 0 && s == rows / size_, "kcoll: ", name,
-				    ": uneven split sizes need alltoallv, which kcoll does not have yet");
+		int64_t sum = 0;
+
+		cnt.assign(size_, 0);
+		displ.assign(size_, 0);
+		if (splits.empty()) {
+			TORCH_CHECK(rows % size_ == 0, "kcoll: ", name,
+				    ": the first dimension must divide by world_size without split sizes");
+		} else {
+			TORCH_CHECK((int)splits.size() == size_, "kcoll: ", name,
+				    ": world_size split sizes");
+		}
+		for (int i = 0; i < size_; i++) {
+			int64_t s = splits.empty() ? rows / size_ : splits[i];
+
+			TORCH_CHECK(s >= 0, "kcoll: ", name, ": a negative split size");
+			cnt[i] = (size_t)(s * row);
+			displ[i] = (size_t)(sum * row);
+			sum += s;
+		}
+		TORCH_CHECK(sum == rows, "kcoll: ", name, ": split sizes add up to ",
+			    sum, ", the tensor has ", rows, " rows");
 	}
 
-	/* What copies block i of @flat into @outs[i] (equal sizes). */
+	/* What copies block i of @flat into @outs[i], one after another. */
 	static std::function<void()> unflatten(at::Tensor flat,
 					       std::vector<at::Tensor> outs)
 	{
 		return [flat, outs]() mutable {
-			auto n = outs[0].numel();
+			int64_t at = 0;
 
-			for (size_t i = 0; i < outs.size(); i++)
-				outs[i].copy_(flat.narrow(0, (int64_t)i * n, n)
-						      .view_as(outs[i]));
+			for (size_t i = 0; i < outs.size(); i++) {
+				auto n = outs[i].numel();
+
+				outs[i].copy_(flat.narrow(0, at, n).view_as(outs[i]));
+				at += n;
+			}
 		};
 	}
 

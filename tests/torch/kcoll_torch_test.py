@@ -230,6 +230,30 @@ def part_collectives(gloo):
         same(out, g, "gloo")
     check("all_to_all: single tensor and list", alltoall)
 
+    def alltoallv():
+        # Rank s sends rank d rows(s, d) rows of 4 (some none), each
+        # saying where it came from: MoE's token routing.
+        def rows(s, d):
+            return (s * 3 + d * 5) % 4
+        ins_n = [rows(RANK, d) for d in range(WORLD)]
+        outs_n = [rows(s, RANK) for s in range(WORLD)]
+        for dt in (torch.uint8, torch.int32, torch.float32, torch.bfloat16):
+            ins = torch.cat([torch.full((ins_n[d], 4), (RANK * 100 + d) % 250,
+                                        dtype=dt) for d in range(WORLD)])
+            want = torch.cat([torch.full((outs_n[s], 4), (s * 100 + RANK) % 250,
+                                         dtype=dt) for s in range(WORLD)])
+            out = torch.zeros(sum(outs_n), 4, dtype=dt)
+            dist.all_to_all_single(out, ins, outs_n, ins_n)
+            same(out, want, f"{dt} single, split sizes {ins_n}")
+            outs = [torch.zeros(outs_n[s], 4, dtype=dt) for s in range(WORLD)]
+            dist.all_to_all(outs, list(ins.split(ins_n)))
+            same(torch.cat(outs), want, f"{dt} list of different sizes")
+            if dt == torch.float32:     # gloo has no bf16 alltoall
+                g = torch.zeros_like(out)
+                dist.all_to_all_single(g, ins, outs_n, ins_n, group=gloo)
+                same(out, g, "gloo")
+    check("all_to_all with split sizes (alltoallv)", alltoallv)
+
     def gather_scatter():
         root = WORLD - 1
         for dt in (torch.int8, torch.float32, torch.float64):
@@ -283,9 +307,9 @@ def part_collectives(gloo):
             ("dtype", lambda: dist.all_reduce(torch.zeros(4, dtype=torch.bool))),
             ("ReduceOp", lambda: dist.all_reduce(torch.zeros(4, dtype=torch.int32),
                                                  op=dist.ReduceOp.BAND)),
-            ("alltoallv", lambda: dist.all_to_all_single(
+            ("split sizes", lambda: dist.all_to_all_single(
                 torch.zeros(WORLD + 1), torch.zeros(WORLD + 1),
-                [2] + [1] * (WORLD - 1), [2] + [1] * (WORLD - 1))),
+                [3] + [1] * (WORLD - 1), [3] + [1] * (WORLD - 1))),
         ]
         if "avg" in OPS:    # torch's AVG is defined on floats only
             cases.append(("avg", lambda: dist.all_reduce(
