@@ -10,7 +10,9 @@
  * MPI_Comm_dup, _dup_with_info, _split, _split_type or _create: a kcoll
  * communicator of the same ranks, bootstrapped through MPI itself (rank 0's
  * unique id goes out with PMPI_Bcast), or for _split the parent mirror's
- * coll_comm_split(), which needs no bootstrap. A call on a mirrored communicator
+ * coll_comm_split(), which needs no bootstrap. The v-variants
+ * (MPI_Allgatherv, MPI_Reduce_scatter, MPI_Alltoallv and their I-forms)
+ * go to kcoll where every rank's module has them. A call on a mirrored communicator
  * with a contiguous predefined datatype kcoll has and a predefined
  * reduction (SUM, PROD, MIN, MAX) runs through kcoll; everything else
  * (other datatypes and ops, MPI_Allgather with different send and receive
@@ -47,22 +49,27 @@ struct km_mirror {
 	MPI_Comm comm;
 	coll_comm *kc;
 	int rank, size;
-	bool gs;		/* every rank's module has gather/scatter */
+	int caps;		/* what every rank's module has: 1 the first
+				 * collectives, 2 gather and scatter too,
+				 * 3 the v-variants too */
 };
 
 enum km_fn {
 	KM_ALLREDUCE, KM_REDUCE, KM_BCAST, KM_ALLGATHER, KM_REDSCAT,
-	KM_ALLTOALL, KM_BARRIER, KM_GATHER, KM_SCATTER, KM_NFN
+	KM_ALLTOALL, KM_BARRIER, KM_GATHER, KM_SCATTER, KM_ALLGATHERV,
+	KM_REDSCATV, KM_ALLTOALLV, KM_NFN
 };
 
 /* The counters of a non-blocking form follow at + KM_NFN. */
 static const char *const km_fn_name[2 * KM_NFN] = {
 	"MPI_Allreduce", "MPI_Reduce", "MPI_Bcast", "MPI_Allgather",
 	"MPI_Reduce_scatter_block", "MPI_Alltoall", "MPI_Barrier",
-	"MPI_Gather", "MPI_Scatter",
+	"MPI_Gather", "MPI_Scatter", "MPI_Allgatherv", "MPI_Reduce_scatter",
+	"MPI_Alltoallv",
 	"MPI_Iallreduce", "MPI_Ireduce", "MPI_Ibcast", "MPI_Iallgather",
 	"MPI_Ireduce_scatter_block", "MPI_Ialltoall", "MPI_Ibarrier",
-	"MPI_Igather", "MPI_Iscatter",
+	"MPI_Igather", "MPI_Iscatter", "MPI_Iallgatherv",
+	"MPI_Ireduce_scatter", "MPI_Ialltoallv",
 };
 
 struct km_req;
@@ -116,17 +123,23 @@ static struct km_mirror *km_find(MPI_Comm comm)
 	return r;
 }
 
-/* Does the loaded module have gather and scatter (an older one not)? */
-static bool km_local_gs(void)
+/* What the loaded module has (struct km_mirror's caps): an older one
+ * lacks gather and scatter, or the v-variants. */
+static int km_local_caps(void)
 {
-	static int gs = -1;
+	static int caps = -1;
 	struct kcoll_query q;
+	uint64_t gs = 1ULL << KCOLL_OP_GATHER | 1ULL << KCOLL_OP_SCATTER;
+	uint64_t v = 1ULL << KCOLL_OP_ALLGATHERV |
+		     1ULL << KCOLL_OP_REDUCE_SCATTERV |
+		     1ULL << KCOLL_OP_ALLTOALLV;
 
-	if (gs < 0)
-		gs = !coll_ring_query(-1, &q) &&
-		     (q.ops_supported >> KCOLL_OP_GATHER & 1) &&
-		     (q.ops_supported >> KCOLL_OP_SCATTER & 1);
-	return gs;
+	if (caps < 0) {
+		caps = 1;
+		if (!coll_ring_query(-1, &q) && (q.ops_supported & gs) == gs)
+			caps = (q.ops_supported & v) == v ? 3 : 2;
+	}
+	return caps;
 }
 
 /* Can this process use kcoll at all? (The module is loaded.) */
@@ -149,10 +162,10 @@ static int km_local_ok(void)
  */
 /* Keep @kc as @comm's mirror (every rank of @comm agreed). */
 static void km_keep(MPI_Comm comm, coll_comm *kc, int rank, int size,
-		    bool gs, bool by_split)
+		    int caps, bool by_split)
 {
 	pthread_mutex_lock(&km.lock);
-	km.m[km.n++] = (struct km_mirror){ comm, kc, rank, size, gs };
+	km.m[km.n++] = (struct km_mirror){ comm, kc, rank, size, caps };
 	km.mirrored++;
 	km.split += by_split;
 	pthread_mutex_unlock(&km.lock);
@@ -194,8 +207,9 @@ static void km_mirror(MPI_Comm comm)
 	}
 	PMPI_Bcast(&id, (int)sizeof(id), MPI_BYTE, 0, comm);
 	err = coll_comm_init_rank(&kc, size, &id, rank);
-	/* 2: this rank has gather and scatter too; all ranks must. */
-	ok = err ? 0 : km_local_gs() ? 2 : 1;
+	/* What this rank's module has (km_local_caps()); the least of all
+	 * ranks' is the mirror's. */
+	ok = err ? 0 : km_local_caps();
 	if (err && km.verbose)
 		fprintf(stderr, "kcoll-mpi: rank %d: coll_comm_init_rank: %s (%s)\n",
 			rank, coll_strerror(err), coll_last_error());
@@ -206,7 +220,7 @@ static void km_mirror(MPI_Comm comm)
 		km.refused++;
 		return;
 	}
-	km_keep(comm, kc, rank, size, all == 2, false);
+	km_keep(comm, kc, rank, size, all, false);
 }
 
 /*
@@ -218,7 +232,7 @@ static void km_mirror(MPI_Comm comm)
  * @newcomm has its child at the rank MPI gave it, with room to keep it;
  * else every one drops its child and km_mirror() bootstraps one.
  */
-static void km_mirror_split(coll_comm *pkc, bool gs, int color, int key,
+static void km_mirror_split(coll_comm *pkc, int caps, int color, int key,
 			    MPI_Comm newcomm)
 {
 	coll_comm *kc = NULL;
@@ -245,7 +259,7 @@ static void km_mirror_split(coll_comm *pkc, bool gs, int color, int key,
 		km_mirror(newcomm);
 		return;
 	}
-	km_keep(newcomm, kc, rank, size, gs, true);
+	km_keep(newcomm, kc, rank, size, caps, true);
 }
 
 /* Append to @line (@size bytes, @o used); what does not fit is cut. */
@@ -373,20 +387,20 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 	int rc = PMPI_Comm_split(comm, color, key, newcomm);
 	struct km_mirror *parent;
 	coll_comm *pkc = NULL;
-	bool gs = false;
+	int caps = 1;
 
 	pthread_mutex_lock(&km.lock);
 	parent = km_find_locked(comm);
 	if (parent) {
 		pkc = parent->kc;
-		gs = parent->gs;
+		caps = parent->caps;
 	}
 	pthread_mutex_unlock(&km.lock);
 	/* Every rank of the parent takes part, MPI_UNDEFINED too, and so
 	 * does one whose own split failed (MPI_ERRORS_RETURN): the others'
 	 * allgather on the parent needs it. */
 	if (pkc)
-		km_mirror_split(pkc, gs, rc == MPI_SUCCESS ? color : MPI_UNDEFINED,
+		km_mirror_split(pkc, caps, rc == MPI_SUCCESS ? color : MPI_UNDEFINED,
 				key, rc == MPI_SUCCESS ? *newcomm : MPI_COMM_NULL);
 	return rc;
 }
@@ -757,6 +771,163 @@ static int km_issue_alltoall(const void *sbuf, int scount, MPI_Datatype sdt,
 }
 
 /*
+ * The v-variants: per-rank int counts and displacements, in elements of
+ * one contiguous kcoll type both ways (its extent is its size), as
+ * libcoll's size_t arrays, which it copies before returning. Only where
+ * every rank's module has them (caps 3): every rank then decides alike
+ * from the types, which a correct program passes alike.
+ */
+static struct km_mirror *km_vmove(int fn, MPI_Comm comm, bool in_place,
+				  MPI_Datatype sdt, MPI_Datatype rdt, int *kdt)
+{
+	struct km_mirror *m = km_find(comm);
+
+	if (!m) {
+		km_count_mpi(fn, KM_W_COMM);
+		return NULL;
+	}
+	if (m->caps < 3) {
+		km_count_mpi(fn, KM_W_OLD);
+		return NULL;
+	}
+	*kdt = km_dtype(rdt, false);
+	if (*kdt < 0 || (!in_place && sdt != rdt)) {
+		km_count_mpi(fn, KM_W_DTYPE);
+		return NULL;
+	}
+	return m;
+}
+
+/* @n ints as size_t (negative: 0, which MPI calls erroneous anyway). */
+static size_t *km_sizes(const int *a, int n)
+{
+	size_t *v = malloc((size_t)(n ? n : 1) * sizeof(*v));
+	int i;
+
+	for (i = 0; v && i < n; i++)
+		v[i] = a[i] > 0 ? (size_t)a[i] : 0;
+	return v;
+}
+
+/* Elements a buffer of blocks @c at @d (elements) spans. */
+static size_t km_extent(const size_t *c, const size_t *d, int n)
+{
+	size_t e = 0;
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (c[i] && d[i] + c[i] > e)
+			e = d[i] + c[i];
+	return e;
+}
+
+static int km_issue_allgatherv(const void *sbuf, void *rbuf,
+			       const int *rcounts, const int *displs,
+			       MPI_Datatype sdt, MPI_Datatype rdt,
+			       MPI_Comm comm, bool nb, struct km_req *r)
+{
+	int fn = KM_ALLGATHERV + (nb ? KM_NFN : 0), kdt, ret;
+	bool in_place = sbuf == MPI_IN_PLACE;
+	struct km_mirror *m = km_vmove(fn, comm, in_place, sdt, rdt, &kdt);
+	size_t *c, *d;
+
+	if (!m)
+		return KM_PASS;
+	km_req_init(r, m, KM_ALLGATHERV, nb);
+	c = km_sizes(rcounts, m->size);
+	d = km_sizes(displs, m->size);
+	if (!c || !d) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	/* In place: this rank's block sits at its displacement in rbuf,
+	 * which is kcoll's in-place form too. */
+	if (in_place)
+		sbuf = (char *)rbuf + d[m->rank] * coll_dtype_size(kdt);
+	ret = coll_iallgatherv(sbuf, rbuf, c, d, kdt, m->kc, &r->creq);
+out:
+	free(c);
+	free(d);
+	return ret;
+}
+
+static int km_issue_redscatv(const void *sbuf, void *rbuf, const int *rcounts,
+			     MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+			     bool nb, struct km_req *r)
+{
+	int fn = KM_REDSCATV + (nb ? KM_NFN : 0), kdt, kop, ret, i;
+	struct km_mirror *m = km_red(fn, comm, 0, dt, op, &kdt, &kop);
+	size_t *c, total = 0;
+
+	if (!m)
+		return KM_PASS;
+	if (m->caps < 3) {
+		km_count_mpi(fn, KM_W_OLD);
+		return KM_PASS;
+	}
+	km_req_init(r, m, KM_REDSCATV, nb);
+	c = km_sizes(rcounts, m->size);
+	if (!c)
+		return -ENOMEM;
+	/* MPI_IN_PLACE: the input is rbuf, the result its first block;
+	 * kcoll reads the input from a copy. */
+	if (sbuf == MPI_IN_PLACE) {
+		for (i = 0; i < m->size; i++)
+			total += c[i];
+		r->tmp_s = malloc(total * coll_dtype_size(kdt) + 1);
+		if (!r->tmp_s) {
+			free(c);
+			return -ENOMEM;
+		}
+		memcpy(r->tmp_s, rbuf, total * coll_dtype_size(kdt));
+		sbuf = r->tmp_s;
+	}
+	ret = coll_ireduce_scatterv(sbuf, rbuf, c, kdt, kop, m->kc, &r->creq);
+	free(c);
+	return ret;
+}
+
+static int km_issue_alltoallv(const void *sbuf, const int *scounts,
+			      const int *sdispls, MPI_Datatype sdt, void *rbuf,
+			      const int *rcounts, const int *rdispls,
+			      MPI_Datatype rdt, MPI_Comm comm, bool nb,
+			      struct km_req *r)
+{
+	int fn = KM_ALLTOALLV + (nb ? KM_NFN : 0), kdt, ret = -ENOMEM;
+	bool in_place = sbuf == MPI_IN_PLACE;
+	struct km_mirror *m = km_vmove(fn, comm, in_place, sdt, rdt, &kdt);
+	size_t *sc = NULL, *sd = NULL, *rc = NULL, *rd = NULL, bytes;
+
+	if (!m)
+		return KM_PASS;
+	km_req_init(r, m, KM_ALLTOALLV, nb);
+	rc = km_sizes(rcounts, m->size);
+	rd = km_sizes(rdispls, m->size);
+	/* MPI_IN_PLACE: each block goes out from where the reply lands,
+	 * so the data leaves from a copy of rbuf. */
+	sc = km_sizes(in_place ? rcounts : scounts, m->size);
+	sd = km_sizes(in_place ? rdispls : sdispls, m->size);
+	if (!rc || !rd || !sc || !sd)
+		goto out;
+	if (in_place) {
+		bytes = km_extent(rc, rd, m->size) * coll_dtype_size(kdt);
+		r->tmp_s = malloc(bytes + 1);
+		if (!r->tmp_s)
+			goto out;
+		memcpy(r->tmp_s, rbuf, bytes);
+		sbuf = r->tmp_s;
+	}
+	ret = coll_ialltoallv(sbuf, sc, sd, rbuf, rc, rd, kdt, m->kc,
+			      &r->creq);
+out:
+	free(sc);
+	free(sd);
+	free(rc);
+	free(rd);
+	return ret;
+}
+
+/*
  * Gather and scatter move bytes (kcoll's UINT8), so that whether a call
  * goes to kcoll depends on nothing any one rank alone sees: the root's
  * receive (gather) or send (scatter) arguments, which only it has, or
@@ -777,7 +948,7 @@ static struct km_mirror *km_rooted(int fn, MPI_Comm comm, int root,
 		km_count_mpi(fn, KM_W_COMM);
 		return NULL;
 	}
-	if (!m->gs) {
+	if (m->caps < 2) {
 		km_count_mpi(fn, KM_W_OLD);
 		return NULL;
 	}
@@ -1004,6 +1175,46 @@ int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype sdt, void *rbuf,
 	return km_block(&r, ret);
 }
 
+int MPI_Allgatherv(const void *sbuf, int scount, MPI_Datatype sdt, void *rbuf,
+		   const int rcounts[], const int displs[], MPI_Datatype rdt,
+		   MPI_Comm comm)
+{
+	struct km_req r = { 0 };
+	int ret = km_issue_allgatherv(sbuf, rbuf, rcounts, displs, sdt, rdt,
+				      comm, false, &r);
+
+	if (ret == KM_PASS)
+		return PMPI_Allgatherv(sbuf, scount, sdt, rbuf, rcounts, displs,
+				       rdt, comm);
+	return km_block(&r, ret);
+}
+
+int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[],
+		       MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
+{
+	struct km_req r = { 0 };
+	int ret = km_issue_redscatv(sbuf, rbuf, rcounts, dt, op, comm, false,
+				    &r);
+
+	if (ret == KM_PASS)
+		return PMPI_Reduce_scatter(sbuf, rbuf, rcounts, dt, op, comm);
+	return km_block(&r, ret);
+}
+
+int MPI_Alltoallv(const void *sbuf, const int scounts[], const int sdispls[],
+		  MPI_Datatype sdt, void *rbuf, const int rcounts[],
+		  const int rdispls[], MPI_Datatype rdt, MPI_Comm comm)
+{
+	struct km_req r = { 0 };
+	int ret = km_issue_alltoallv(sbuf, scounts, sdispls, sdt, rbuf,
+				     rcounts, rdispls, rdt, comm, false, &r);
+
+	if (ret == KM_PASS)
+		return PMPI_Alltoallv(sbuf, scounts, sdispls, sdt, rbuf,
+				      rcounts, rdispls, rdt, comm);
+	return km_block(&r, ret);
+}
+
 int MPI_Gather(const void *sbuf, int scount, MPI_Datatype sdt, void *rbuf,
 	       int rcount, MPI_Datatype rdt, int root, MPI_Comm comm)
 {
@@ -1223,6 +1434,35 @@ int MPI_Ialltoall(const void *sbuf, int scount, MPI_Datatype sdt, void *rbuf,
 				true, r),
 	      PMPI_Ialltoall(sbuf, scount, sdt, rbuf, rcount, rdt, comm,
 			     request));
+}
+
+int MPI_Iallgatherv(const void *sbuf, int scount, MPI_Datatype sdt,
+		    void *rbuf, const int rcounts[], const int displs[],
+		    MPI_Datatype rdt, MPI_Comm comm, MPI_Request *request)
+{
+	KM_NB(km_issue_allgatherv(sbuf, rbuf, rcounts, displs, sdt, rdt, comm,
+				  true, r),
+	      PMPI_Iallgatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt,
+			       comm, request));
+}
+
+int MPI_Ireduce_scatter(const void *sbuf, void *rbuf, const int rcounts[],
+			MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+			MPI_Request *request)
+{
+	KM_NB(km_issue_redscatv(sbuf, rbuf, rcounts, dt, op, comm, true, r),
+	      PMPI_Ireduce_scatter(sbuf, rbuf, rcounts, dt, op, comm, request));
+}
+
+int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[],
+		   MPI_Datatype sdt, void *rbuf, const int rcounts[],
+		   const int rdispls[], MPI_Datatype rdt, MPI_Comm comm,
+		   MPI_Request *request)
+{
+	KM_NB(km_issue_alltoallv(sbuf, scounts, sdispls, sdt, rbuf, rcounts,
+				 rdispls, rdt, comm, true, r),
+	      PMPI_Ialltoallv(sbuf, scounts, sdispls, sdt, rbuf, rcounts,
+			      rdispls, rdt, comm, request));
 }
 
 int MPI_Igather(const void *sbuf, int scount, MPI_Datatype sdt, void *rbuf,

@@ -98,6 +98,41 @@ def run(comm, name):
             so = np.zeros(n, dtype=dt)
             comm.Scatter(None, so, root=root)
             take(f"{name} scatter in place {dt.__name__}", so)
+    # The v-variants: counts per rank (some 0), displacements that put
+    # the blocks in reverse order with a gap after each.
+    for dt in (np.int32, np.float64):
+        cnt = [(q * 3 + 1) % 4 * 50 for q in range(s)]
+        disp, at = [0] * s, 0
+        for q in reversed(range(s)):
+            disp[q], at = at, at + cnt[q] + 7
+        agv = np.zeros(at, dtype=dt)
+        comm.Allgatherv(data(r, dt, 30, cnt[r]), [agv, (cnt, disp)])
+        take(f"{name} allgatherv {dt.__name__}", agv)
+        agvi = np.zeros(at, dtype=dt)
+        agvi[disp[r]:disp[r] + cnt[r]] = data(r, dt, 31, cnt[r])
+        comm.Allgatherv(MPI.IN_PLACE, [agvi, (cnt, disp)])
+        take(f"{name} allgatherv in place {dt.__name__}", agvi)
+        rsv = np.zeros(cnt[r], dtype=dt)
+        comm.Reduce_scatter(data(r, dt, 32, sum(cnt)), rsv, recvcounts=cnt,
+                            op=MPI.SUM)
+        take(f"{name} reduce_scatter {dt.__name__}", rsv)
+        rsvi = data(r, dt, 33, sum(cnt))
+        comm.Reduce_scatter(MPI.IN_PLACE, rsvi, recvcounts=cnt, op=MPI.SUM)
+        take(f"{name} reduce_scatter in place {dt.__name__}", rsvi[:cnt[r]])
+        sc = [(r * 3 + q * 5) % 4 * 37 for q in range(s)]
+        rc = [(q * 3 + r * 5) % 4 * 37 for q in range(s)]
+        sd = list(np.cumsum([0] + sc[:-1]))
+        rd = list(np.cumsum([0] + rc[:-1]))
+        a2av = np.zeros(sum(rc), dtype=dt)
+        comm.Alltoallv([data(r, dt, 34, sum(sc)), (sc, sd)], [a2av, (rc, rd)])
+        take(f"{name} alltoallv {dt.__name__}", a2av)
+        ia = np.zeros(sum(rc), dtype=dt)
+        ib = np.zeros(at, dtype=dt)
+        isnd = [data(r, dt, 35, sum(sc)), data(r, dt, 36, cnt[r])]
+        MPI.Request.Waitall([comm.Ialltoallv([isnd[0], (sc, sd)], [ia, (rc, rd)]),
+                             comm.Iallgatherv(isnd[1], [ib, (cnt, disp)])])
+        take(f"{name} ialltoallv {dt.__name__}", ia)
+        take(f"{name} iallgatherv {dt.__name__}", ib)
     comm.Barrier()
     # Non-blocking forms, completed by Wait, Waitall, Test, Waitany over
     # a mix with a request MPI keeps (an Iallgather of mixed types). Every buffer stays

@@ -29,6 +29,8 @@
 #   big     only kcoll-perf, allreduce at 16 MiB; big=C: collective C from
 #           2 to 16 MiB; small=C: C from 8 B to 8 KiB, 20 iterations;
 #           reg (after those): buffers registered first (kcoll-perf -R 1)
+#           vskew=S (after those): the v-variants' blocks skewed S times
+#           (kcoll-perf -V S)
 #   chunk=N sysfs chunk_bytes for this run; mtu=N eth0's MTU
 #   qps=N   sysfs qps_per_peer for this run: N RC QPs to each peer, the
 #           chunks spread over them; qpsweep=N/M/..: kcoll-perf (with
@@ -132,6 +134,7 @@ for a in "$@"; do
 	big=*) perf=1 neg=0 check=0 perf_args=(-M -c "${a#big=}" -b 2M -e 16M -f 2 -n 3 -w 1) ;;
 	small=*) perf=1 neg=0 check=0 perf_args=(-M -c "${a#small=}" -b 8 -e 8K -f 32 -n 20 -w 3) ;;
 	reg) perf_args+=(-R 1) ;;
+	vskew=*) perf_args+=(-V "${a#vskew=}") ;;
 	demo) perf=1 neg=0 check=0 perf_args=(-M -c all -b 8 -e 1M -f 32 -n 3 -w 1) ;;
 	benchsmall) perf=1 neg=0 check=0 perf_args=(-M -u -c all -b 8 -e 512K -f 4 -n 20 -w 2) ;;
 	*) fail "unknown scenario argument '$a'" ;;

@@ -105,7 +105,8 @@ if [ "$kcoll_vm" = 0 ]; then
 	for f in MPI_Allreduce MPI_Reduce MPI_Bcast MPI_Allgather MPI_Reduce_scatter_block \
 		MPI_Alltoall MPI_Barrier MPI_Gather MPI_Scatter MPI_Iallreduce MPI_Ireduce \
 		MPI_Ibcast MPI_Iallgather MPI_Ireduce_scatter_block MPI_Ialltoall MPI_Ibarrier \
-		MPI_Igather MPI_Iscatter; do
+		MPI_Igather MPI_Iscatter MPI_Allgatherv MPI_Reduce_scatter MPI_Alltoallv \
+		MPI_Iallgatherv MPI_Ialltoallv; do
 		n=$(grep -c " $f [1-9][0-9]* kcoll," "$KCOLL_OUT/stats.txt")
 		[ "$n" = "$np" ] || fail "$f took the kcoll path on $n of $np ranks"
 	done
