@@ -27,7 +27,7 @@
 #   demo    only kcoll-perf, small sizes (what make demo shows)
 #   benchsmall  only kcoll-perf, make bench's small sizes (8 B to 512 KiB)
 #   big     only kcoll-perf, allreduce at 16 MiB; big=C: collective C from
-#           2 to 16 MiB; small=C: C from 8 B to 8 KiB, 20 iterations;
+#           2 to 16 MiB (C+D+...: several); small=C: C from 8 B to 8 KiB, 20 iterations;
 #           reg (after those): buffers registered first (kcoll-perf -R 1)
 #           vskew=S (after those): the v-variants' blocks skewed S times
 #           (kcoll-perf -V S)
@@ -131,7 +131,7 @@ for a in "$@"; do
 	gpuc=*) gpu_only=${a#gpuc=} ;;
 	dmabufab=*) dmabufab=${a#dmabufab=} check=0 neg=0 dmabuf=${dmabufab%%:*} ;;
 	big) perf=1 neg=0 check=0 perf_args=(-M -c allreduce -b 16M -e 16M -n 3 -w 1) ;;
-	big=*) perf=1 neg=0 check=0 perf_args=(-M -c "${a#big=}" -b 2M -e 16M -f 2 -n 3 -w 1) ;;
+	big=*) perf=1 neg=0 check=0 perf_args=(-M -c "$(echo "${a#big=}" | tr + ,)" -b 2M -e 16M -f 2 -n 3 -w 1) ;;
 	small=*) perf=1 neg=0 check=0 perf_args=(-M -c "${a#small=}" -b 8 -e 8K -f 32 -n 20 -w 3) ;;
 	reg) perf_args+=(-R 1) ;;
 	vskew=*) perf_args+=(-V "${a#vskew=}") ;;
