@@ -147,18 +147,21 @@ static int kcoll_op_nocpu(struct kcoll_task *op)
 /*
  * A v-variant's count table (uapi struct kcoll_vec): copied in once, at
  * submission, charged to the user's kernel memory (n <= KCOLL_MAX_RANKS:
- * at most 128 KiB), and checked (-ERANGE, -EINVAL); the schedules read
+ * at most 128 KiB, with REDUCE_SCATTERV's block offsets), and checked (-ERANGE, -EINVAL); the schedules read
  * only this copy, so the user's later writes to the table change nothing.
  */
 static int kcoll_op_vec(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 {
 	struct kcoll_comm *comm = op->comm;
 	size_t words = (size_t)kcoll_shape(sqe->opcode)->vec * comm->nranks;
+	/* REDUCE_SCATTERV: room for its block offsets after the table. */
+	size_t pre = sqe->opcode == KCOLL_OP_REDUCE_SCATTERV ?
+		     comm->nranks : 0;
 	int err;
 
 	if (op->gpu)
 		return -EOPNOTSUPP;	/* stream-ordered: not yet */
-	op->vec_bytes = words * sizeof(u64);
+	op->vec_bytes = (words + pre) * sizeof(u64);
 	err = kcoll_quota_charge_bytes(comm->quota, op->vec_bytes);
 	if (err)
 		return err;
@@ -169,9 +172,10 @@ static int kcoll_op_vec(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	}
 	op->vec_quota = comm->quota;
 	if (copy_from_user(op->vec, u64_to_user_ptr(sqe->vec_addr),
-			   op->vec_bytes))
+			   words * sizeof(u64)))
 		return -EFAULT;
 	op->args.vec = op->vec;
+	op->args.vec_pre = pre ? op->vec + words : NULL;
 	return kcoll_sched_vec_check(&op->args);
 }
 

@@ -141,6 +141,11 @@ struct kcoll_sched_args {
 	u8 algo;
 	const u64 *vec;
 	u64 vec_sig;		/* set by kcoll_sched_vec_check() */
+	u64 vec_max;		/* likewise: the largest count of array 0 */
+	u64 *vec_pre;		/* optional, nranks words: REDUCE_SCATTERV's
+				 * block offsets, filled by
+				 * kcoll_sched_vec_check() (without them a
+				 * phase sums the counts before its block) */
 };
 
 /*
@@ -161,13 +166,16 @@ static inline const u64 *kcoll_vec_arr(const struct kcoll_sched_args *a,
  * kcoll_sched_check() checks only that a v-variant has a table (it runs
  * for every phase built, this scan of n words once): whoever makes a
  * table runs this on it before anything else of this file. It also
- * keeps the hash that ALLGATHERV's and REDUCE_SCATTERV's signatures carry
- * in @a->vec_sig (once, not per message).
+ * keeps, once and not per message or phase, the hash that ALLGATHERV's
+ * and REDUCE_SCATTERV's signatures carry in @a->vec_sig, the largest
+ * count in @a->vec_max and, given @a->vec_pre, REDUCE_SCATTERV's block
+ * offsets there.
  */
 int kcoll_sched_vec_check(struct kcoll_sched_args *a);
 
 /* Does ALLGATHERV run in place with these addresses (send == recv +
- * displs[rank] elements of @esize bytes)? @a passed kcoll_sched_check. */
+ * displs[rank] elements of @esize bytes)? @a's table passed
+ * kcoll_sched_vec_check(). */
 bool kcoll_sched_vec_in_place(const struct kcoll_sched_args *a, u64 esize,
 			      u64 send_addr, u64 recv_addr);
 

@@ -18,11 +18,13 @@
  * tables agree (what the signatures check), so a transfer of a zero block
  * is left out on both. With one rank, at most the own block's copy.
  * REDUCE_SCATTERV's block j starts at the sum of counts[0..j) of the send
- * buffer: an O(n) sum per phase, as the phases are built one at a time.
+ * buffer: from the offsets kcoll_sched_vec_check() kept where the caller
+ * gave room for them (the engine does), else summed per phase built.
  */
 #include "kcoll_sched_int.h"
 
 static u64 kcoll_vec_sig_all(const struct kcoll_sched_args *a);
+static u64 kcoll_vec_max(const u64 *c, u32 n);
 
 int kcoll_sched_vec_check(struct kcoll_sched_args *a)
 {
@@ -41,6 +43,16 @@ int kcoll_sched_vec_check(struct kcoll_sched_args *a)
 	    kcoll_vec_arr(a, 0)[a->rank] != kcoll_vec_arr(a, 2)[a->rank])
 		return -EINVAL;
 	a->vec_sig = kcoll_vec_sig_all(a);
+	a->vec_max = kcoll_vec_max(kcoll_vec_arr(a, 0), a->nranks);
+	if (a->vec_pre && a->opcode == KCOLL_OP_REDUCE_SCATTERV) {
+		u64 at = 0;
+		u32 j;
+
+		for (j = 0; j < a->nranks; j++) {
+			a->vec_pre[j] = at;
+			at += a->vec[j];
+		}
+	}
 	return 0;
 }
 
@@ -49,7 +61,8 @@ bool kcoll_sched_vec_in_place(const struct kcoll_sched_args *a, u64 esize,
 {
 	if (a->opcode != KCOLL_OP_ALLGATHERV || !a->vec)
 		return false;
-	/* displs[rank] <= 2^48 and esize <= 16: no overflow. */
+	/* kcoll_sched_vec_check() passed: displs[rank] <= 2^48, and
+	 * esize <= 16: no overflow. */
 	return send_addr == recv_addr + kcoll_vec_arr(a, 1)[a->rank] * esize;
 }
 
@@ -209,9 +222,15 @@ static u64 kcoll_vec_max(const u64 *c, u32 n)
 
 u64 kcoll_sched_tmp_rsv(const struct kcoll_sched_args *a)
 {
-	u64 m = kcoll_vec_max(kcoll_vec_arr(a, 0), a->nranks);
+	u64 m = a->vec_max;
 
 	return a->nranks >= 4 ? 2 * m : a->nranks == 3 ? m : 0;
+}
+
+/* Where REDUCE_SCATTERV's block @b starts in the send buffer. */
+static u64 kcoll_vec_off(const struct kcoll_sched_args *a, u32 b)
+{
+	return a->vec_pre ? a->vec_pre[b] : kcoll_vec_sum(a->vec, b);
 }
 
 void kcoll_sched_reduce_scatterv(const struct kcoll_sched_args *a, u32 s,
@@ -229,11 +248,11 @@ void kcoll_sched_reduce_scatterv(const struct kcoll_sched_args *a, u32 s,
 	}
 	sb = kcoll_rank_sub(r, s + 1, n);
 	rb = kcoll_rank_sub(r, s + 2, n);
-	m = kcoll_vec_max(c, n);
+	m = a->vec_max;
 	if (c[sb]) {
 		if (s == 0)
 			kcoll_ph_send(p, kcoll_rank_add(r, 1, n),
-				      KCOLL_SBUF_SEND, kcoll_vec_sum(c, sb),
+				      KCOLL_SBUF_SEND, kcoll_vec_off(a, sb),
 				      c[sb], false);
 		else
 			kcoll_ph_send(p, kcoll_rank_add(r, 1, n),
@@ -250,7 +269,7 @@ void kcoll_sched_reduce_scatterv(const struct kcoll_sched_args *a, u32 s,
 	if (c[rb])
 		kcoll_ph_recv_reduce(p, kcoll_rank_sub(r, 1, n), dbuf, doff,
 				     c[rb], KCOLL_SBUF_SEND,
-				     kcoll_vec_sum(c, rb));
+				     kcoll_vec_off(a, rb));
 	if (s == n - 2)
 		kcoll_ph_avg(a, p, dbuf, doff, c[rb]);
 }

@@ -446,6 +446,10 @@ bool mop_init(struct mop *m, const struct spec *s, u32 r)
 	}
 	if (s->vtab) {
 		a->vec = vec_of(s, r, 0);
+		/* Half the runs with the block offsets the engine keeps,
+		 * half summing them per phase. */
+		if (s->salt & 1)
+			a->vec_pre = (u64 *)arena_alloc((u64)s->n * sizeof(u64));
 		/* The engine decides in place from the addresses. */
 		a->in_place = s->ip && s->op == KCOLL_OP_ALLGATHERV;
 		if (!UNIT_EQ_INT(kcoll_sched_vec_check(a), 0))
