@@ -22,11 +22,20 @@
  * rank, whose next allreduce must then fail as bounded; then the
  * survivors shrink the parent and check an allreduce on the result.
  *
- * Usage: kcoll-nodedie -v VICTIM [-T TIMEOUT_MS] [-s STATUS] [-S]
+ * With -R, rank 0 revokes the communicator 1.5 s into the allreduce, the
+ * node already dead: the revoke must return at once (the dead node is
+ * not waited for) and end rank 0's allreduce at once; the others learn
+ * of it at once too, but their allreduce completes only once its writes
+ * to the dead node are drained (the drain timeout, at least 10 s): it
+ * must end within that, not by the operation timeout. Then the survivors
+ * shrink.
+ *
+ * Usage: kcoll-nodedie -v VICTIM [-T TIMEOUT_MS] [-s STATUS] [-S | -R]
  *   -v  rank whose node dies
  *   -T  operation timeout (default 10000 ms)
  *   -s  the victim's status file (written "ok" just before it dies)
  *   -S  the node dies during a split
+ *   -R  rank 0 revokes while the node is dead
  * Prints TAP-like result lines; exit 0 when every check passed.
  */
 #include <errno.h>
@@ -162,7 +171,7 @@ int main(int argc, char **argv)
 	const char *status = NULL;
 	int victim = -1, o, ret;
 	unsigned int timeout_ms = 10000;
-	bool in_split = false;
+	bool in_split = false, revoke = false;
 	size_t big = 16u << 20;		/* 64 MiB of int32 */
 	coll_comm *comm;
 	coll_request *req;
@@ -170,14 +179,15 @@ int main(int argc, char **argv)
 	double t0, dt;
 	int32_t *a;
 
-	while ((o = getopt(argc, argv, "v:T:s:S")) != -1) {
+	while ((o = getopt(argc, argv, "v:T:s:SR")) != -1) {
 		switch (o) {
 		case 'S': in_split = true; break;
+		case 'R': revoke = true; break;
 		case 'v': victim = atoi(optarg); break;
 		case 'T': timeout_ms = strtoul(optarg, NULL, 0); break;
 		case 's': status = optarg; break;
 		default:
-			fprintf(stderr, "usage: kcoll-nodedie -v VICTIM [-T MS] [-s STATUS] [-S]\n");
+			fprintf(stderr, "usage: kcoll-nodedie -v VICTIM [-T MS] [-s STATUS] [-S | -R]\n");
 			return 2;
 		}
 	}
@@ -213,11 +223,41 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	t0 = now_s();
+	if (revoke && rank == 0) {
+		double tr;
+
+		/* The node is gone by now (0.5 s); nobody has timed out. */
+		usleep(1500 * 1000);
+		tr = now_s();
+		ret = coll_comm_revoke(comm);
+		tr = now_s() - tr;
+		printf("# rank %d: revoke: %d after %.2f s\n", rank, ret, tr);
+		check(!ret && tr < 5, "the revoke returned at once, a peer's "
+		      "node dead");
+	}
 	ret = coll_wait(req);
 	dt = now_s() - t0;
 	coll_request_free(req);
 	printf("# rank %d: big allreduce: %d (%s) after %.1f s: %s\n", rank, ret,
 	       coll_strerror(ret), dt, ret ? coll_last_error() : "");
+	free(a);
+	if (revoke) {
+		/*
+		 * Ended by the revoke: the revoker's at once (it closes
+		 * every connection); the others' as soon as their writes
+		 * to the dead node have drained (the NIC may still touch
+		 * their buffers until then: at least 10 s, sysfs
+		 * ack_timeout), so bounded by that, not by the timeout.
+		 */
+		check(ret == -ECANCELED || ret == -ECONNRESET,
+		      "the allreduce ended by the revoke");
+		if (rank == 0)
+			check(dt < 5, "the revoker's allreduce ended at once");
+		else
+			check(dt < 1.5 + 10 + 10, "the others' ended by the "
+			      "revoke and the drain of their writes");
+		return shrink_survivors(comm, victim, COLL_SHRINK_ABORT);
+	}
 	check(ret == -ECONNRESET || ret == -ETIMEDOUT || ret == -EIO,
 	      "the allreduce failed with a connection error or a timeout");
 	check(dt < timeout_ms / 1000.0 + 20, "within the timeout (+20 s)");
@@ -226,7 +266,6 @@ int main(int argc, char **argv)
 	      (rep.peer == victim ||
 	       (rep.nmissing && rep.missing[0] == (uint32_t)victim)),
 	      "the report names the dead node's rank");
-	free(a);
 
 	/* The survivors carry on without the victim, from what they have. */
 	return shrink_survivors(comm, victim, 0);

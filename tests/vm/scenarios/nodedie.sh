@@ -11,7 +11,9 @@
 #
 # With the argument "split" (vmrun.sh -a split) the node stops during a
 # coll_comm_split() instead: the survivors' split must end bounded (an
-# error, or a child whose next allreduce fails), then they shrink.
+# error, or a child whose next allreduce fails), then they shrink. With
+# "revoke", rank 0 revokes the allreduce's communicator while the node is
+# dead: the revoke returns at once and ends every survivor's allreduce.
 #
 # The victim writes its own "ok" status just before it dies (kcoll-nodedie
 # -s): it cannot report afterwards.
@@ -34,14 +36,17 @@ export KCOLL_NRANKS=$kcoll_nvms KCOLL_RANK=$kcoll_vm
 export KCOLL_ROOT=$ROOT_IP:$PORT
 export KCOLL_SECRET=6b636f6c6c2d766d2d746573742d3031
 export KCOLL_BOOTSTRAP_TIMEOUT_MS=300000
-mode= what="an allreduce"
-if [ "${KCOLL_ARG:-}" = split ]; then
-	mode=-S what="a split"
-	export KCOLL_CONNECT_TIMEOUT_MS=5000
-fi
+mode= what="an allreduce" tmo=10000
+case "${KCOLL_ARG:-}" in
+split)	mode=-S what="a split"
+	export KCOLL_CONNECT_TIMEOUT_MS=5000 ;;
+# A long operation timeout: what ends the others' allreduce must be the
+# revoke (and the drain of its writes to the dead node), not the timeout.
+revoke)	mode=-R what="an allreduce that rank 0 then revokes" tmo=60000 ;;
+esac
 if [ "$kcoll_vm" = "$victim" ]; then
 	log "rank $kcoll_vm: this node dies in the middle of $what"
-	"$TOOL" -v "$victim" -T 10000 $mode \
+	"$TOOL" -v "$victim" -T $tmo $mode \
 		-s "$KCOLL_OUT/status" >"$KCOLL_OUT/nodedie.log" 2>&1
 	# Only reached if the victim failed before it could die.
 	fail "the victim did not die: $(tail -3 "$KCOLL_OUT/nodedie.log" | tr '\n' ' ')"
@@ -49,7 +54,7 @@ if [ "$kcoll_vm" = "$victim" ]; then
 	exit 0
 fi
 t0=$SECONDS
-timeout -k 10 600 "$TOOL" -v "$victim" -T 10000 $mode \
+timeout -k 10 600 "$TOOL" -v "$victim" -T $tmo $mode \
 	>"$KCOLL_OUT/nodedie.log" 2>&1 ||
 	fail "kcoll-nodedie rank $kcoll_vm failed (see nodedie.log)"
 sed "s/^/[rank $kcoll_vm] /" "$KCOLL_OUT/nodedie.log"
