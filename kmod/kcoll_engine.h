@@ -86,7 +86,8 @@ static inline bool kcoll_sig_match(struct kcoll_task *op,
 		opcode = opcode == KCOLL_OP_SEND ? KCOLL_OP_RECV : KCOLL_OP_SEND;
 	return m->opcode == opcode && m->dtype == op->dtype &&
 	       m->redop == op->redop && m->algo == op->args.algo &&
-	       le64_to_cpu(m->count) == kcoll_sched_sig_peer(&op->args, peer) &&
+	       le64_to_cpu(m->count) ==
+	       kcoll_sched_sig_peer(&op->args, peer) &&
 	       (op->kind == KCOLL_KIND_P2P ||
 		le32_to_cpu(m->root) == op->args.root);
 }
