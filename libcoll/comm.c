@@ -675,6 +675,23 @@ static int mul_bytes(uint64_t a, uint64_t b, uint64_t c, uint64_t *out)
 	return 0;
 }
 
+/* Bytes of the send and receive buffers of @scount, @rcount elements of
+ * @es bytes: -EOVERFLOW, or -EINVAL for a NULL buffer that holds some. */
+static int comm_buf_bytes(uint64_t scount, uint64_t rcount, uint64_t es,
+			  const void *sendbuf, const void *recvbuf,
+			  uint64_t *sbytes, uint64_t *rbytes)
+{
+	int ret = mul_bytes(scount, es, 1, sbytes);
+
+	if (!ret)
+		ret = mul_bytes(rcount, es, 1, rbytes);
+	if (ret)
+		return ret;
+	if ((*sbytes && !sendbuf) || (*rbytes && !recvbuf))
+		return coll_err(-EINVAL, "NULL buffer with a non-zero count");
+	return 0;
+}
+
 /*
  * Build the SQE of one operation; @root is the root of REDUCE/BROADCAST
  * and the peer of SEND/RECV. Blocking when @reqp is NULL.
@@ -767,13 +784,10 @@ static int comm_op(coll_comm *c, uint8_t opcode, const void *sendbuf,
 					root, c->nranks - 1);
 		t.peer = (uint32_t)root;
 	}
-	ret = mul_bytes(scount, es, 1, &sbytes);
-	if (!ret)
-		ret = mul_bytes(rcount, es, 1, &rbytes);
+	ret = comm_buf_bytes(scount, rcount, es, sendbuf, recvbuf, &sbytes,
+			     &rbytes);
 	if (ret)
 		return ret;
-	if ((sbytes && !sendbuf) || (rbytes && !recvbuf))
-		return coll_err(-EINVAL, "NULL buffer with a non-zero count");
 	/* Buffers an operation ignores on this rank stay zero. */
 	if (kcoll_shape_used(d->send, rank, proot))
 		t.send_addr = (uintptr_t)sendbuf;
@@ -910,22 +924,11 @@ int coll_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,
 
 /*
  * The v-variants: the table the kernel reads (uapi struct kcoll_vec) is
- * built here from the caller's arrays, checked as the kernel will check
- * it, and kept with the request. @arrs are the caller's arrays in the
- * table's order (NULL where the table has none).
+ * built here from the caller's arrays and kept with the request; the
+ * schedules' own code (kcoll_sched_vec.c, as the kernel runs it) checks it
+ * and says which buffers it spans. @arrs are the caller's arrays in the
+ * table's order.
  */
-static int vec_extent(const size_t *c, const size_t *d, int n, uint64_t *out)
-{
-	uint64_t e = 0;
-	int j;
-
-	for (j = 0; j < n; j++)
-		if (c[j] && (uint64_t)d[j] + c[j] > e)
-			e = (uint64_t)d[j] + c[j];
-	*out = e;
-	return 0;
-}
-
 static bool ranges_overlap(uint64_t a, uint64_t alen, uint64_t b,
 			   uint64_t blen)
 {
@@ -938,13 +941,12 @@ static int comm_vop(coll_comm *c, uint8_t opcode, const void *sendbuf,
 		    coll_request **reqp)
 {
 	const struct kcoll_shape *d = kcoll_shape(opcode);
-	uint64_t es, scount = 0, rcount = 0, sbytes = 0, rbytes = 0;
-	uint64_t gbase, gsize;
+	uint64_t es, sbytes = 0, rbytes = 0, gbase, gsize;
+	struct kcoll_sched_args a = { .opcode = opcode };
 	uint64_t *vec;
 	struct kcoll_sqe t;
 	unsigned int k, w = d->vec;
-	int n, r, j, ret;
-	bool ip = false;
+	int n, j, ret;
 
 	if (!c || (!blocking && !reqp))
 		return coll_err(-EINVAL, "NULL communicator or request");
@@ -954,7 +956,6 @@ static int comm_vop(coll_comm *c, uint8_t opcode, const void *sendbuf,
 	if (ret)
 		return ret;
 	n = c->nranks;
-	r = c->rank;
 	for (k = 0; k < w; k++)
 		if (!arrs[k])
 			return coll_err(-EINVAL, "%s: NULL count or "
@@ -965,69 +966,55 @@ static int comm_vop(coll_comm *c, uint8_t opcode, const void *sendbuf,
 	if (d->reduces && !coll_redop_valid(dtype, redop))
 		return coll_err(-EINVAL, "reduction %s is not valid for %s",
 				coll_redop_name(redop), coll_dtype_name(dtype));
-	for (k = 0; k < w; k++)
-		for (j = 0; j < n; j++)
-			if ((uint64_t)arrs[k][j] > KCOLL_VEC_ELEMS_MAX)
-				return coll_err(-ERANGE, "%s: entry %d of "
-						"array %u above 2^48 elements",
-						d->name, j, k);
-	switch (opcode) {
-	case KCOLL_OP_ALLGATHERV:
-		scount = arrs[0][r];
-		vec_extent(arrs[0], arrs[1], n, &rcount);
-		ip = (uintptr_t)sendbuf ==
-		     (uintptr_t)recvbuf + arrs[1][r] * es;
-		if (ip)
-			scount = 0;
-		break;
-	case KCOLL_OP_REDUCE_SCATTERV:
-		for (j = 0; j < n; j++)
-			scount += arrs[0][j];
-		rcount = arrs[0][r];
-		break;
-	default:
-		if (arrs[0][r] != arrs[2][r])
-			return coll_err(-EINVAL, "alltoallv: rank %d sends "
-					"itself %zu elements but receives "
-					"%zu", r, arrs[0][r], arrs[2][r]);
-		vec_extent(arrs[0], arrs[1], n, &scount);
-		vec_extent(arrs[2], arrs[3], n, &rcount);
-		break;
-	}
-	ret = mul_bytes(scount, es, 1, &sbytes);
-	if (!ret)
-		ret = mul_bytes(rcount, es, 1, &rbytes);
-	if (ret)
-		return ret;
-	if ((sbytes && !sendbuf) || (rbytes && !recvbuf))
-		return coll_err(-EINVAL, "NULL buffer with a non-zero count");
-	/* In place means only ALLGATHERV's own block (MPI_IN_PLACE's
-	 * layout); anything else overlapping would read what it writes. */
-	if (!ip && ranges_overlap((uintptr_t)sendbuf, sbytes,
-				  (uintptr_t)recvbuf, rbytes))
-		return coll_err(-EINVAL, "%s: send and receive buffers "
-				"overlap", d->name);
-	if (d->reduces &&
-	    (coll_cuda_range((void *)sendbuf, &gbase, &gsize) > 0 ||
-	     coll_cuda_range(recvbuf, &gbase, &gsize) > 0))
-		return coll_err(-EOPNOTSUPP, "%s of GPU memory: not yet",
-				d->name);
 	vec = malloc((size_t)w * n * sizeof(*vec));
 	if (!vec)
 		return coll_err(-ENOMEM, "out of memory");
 	for (k = 0; k < w; k++)
 		for (j = 0; j < n; j++)
 			vec[(size_t)k * n + j] = arrs[k][j];
+	a.redop = d->reduces ? (uint32_t)redop : KCOLL_REDOP_NONE;
+	a.rank = (uint32_t)c->rank;
+	a.nranks = (uint32_t)n;
+	a.vec = vec;
+	ret = kcoll_sched_vec_check(&a);
+	if (ret) {
+		free(vec);
+		return ret == -ERANGE ?
+		       coll_err(ret, "%s: a count or displacement above 2^48 "
+				"elements", d->name) :
+		       coll_err(ret, "%s: rank %d sends itself %zu elements "
+				"but receives %zu", d->name, c->rank,
+				arrs[0][c->rank], arrs[2][c->rank]);
+	}
+	a.in_place = kcoll_sched_vec_in_place(&a, es, (uintptr_t)sendbuf,
+					      (uintptr_t)recvbuf);
+	ret = comm_buf_bytes(kcoll_sched_send_count(&a),
+			     kcoll_sched_recv_count(&a), es, sendbuf, recvbuf,
+			     &sbytes, &rbytes);
+	/* In place means only ALLGATHERV's own block (MPI_IN_PLACE's
+	 * layout); anything else overlapping would read what it writes. */
+	if (!ret && !a.in_place &&
+	    ranges_overlap((uintptr_t)sendbuf, sbytes, (uintptr_t)recvbuf,
+			   rbytes))
+		ret = coll_err(-EINVAL, "%s: send and receive buffers overlap",
+			       d->name);
+	if (!ret && d->reduces &&
+	    (coll_cuda_range((void *)sendbuf, &gbase, &gsize) > 0 ||
+	     coll_cuda_range(recvbuf, &gbase, &gsize) > 0))
+		ret = coll_err(-EOPNOTSUPP, "%s of GPU memory: not yet",
+			       d->name);
+	if (ret) {
+		free(vec);
+		return ret;
+	}
 	memset(&t, 0, sizeof(t));
 	t.opcode = opcode;
 	t.dtype = (uint8_t)dtype;
-	t.redop = d->reduces ? (uint8_t)redop : 0;
+	t.redop = (uint8_t)a.redop;
 	t.vec_addr = (uintptr_t)vec;
-	if (sbytes || ip)
+	if (sbytes || a.in_place)
 		t.send_addr = (uintptr_t)sendbuf;
 	t.recv_addr = (uintptr_t)recvbuf;
-	if (ip)		/* the kernel sees it from the addresses */
-		sbytes = 0;
 	return comm_post(c, &t, sbytes, rbytes, blocking, reqp, false, vec);
 }
 
