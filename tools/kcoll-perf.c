@@ -250,8 +250,12 @@ static double run_stream(const struct chk_case *c, void *send, void *recv,
 	return iters ? (now() - t0) / iters : 0;
 }
 
-/* @iters operations back to back, then wait for all; seconds per op. */
-static double run(const struct chk_case *c, void *send, void *recv, int iters)
+/*
+ * @iters operations back to back, then wait for all; seconds per op.
+ * @issue_one issues one (into up to two requests) from @ctx.
+ */
+static double run_iters(int (*issue_one)(const void *ctx, coll_request **req),
+			const void *ctx, const char *name, int iters)
 {
 	coll_request **req = calloc((size_t)iters * 2 + 2, sizeof(*req));
 	double t0;
@@ -261,7 +265,7 @@ static double run(const struct chk_case *c, void *send, void *recv, int iters)
 		die("calloc", -ENOMEM);
 	t0 = now();
 	for (i = 0; i < iters; i++) {
-		ret = issue(c, send, recv, &req[2 * i]);
+		ret = issue_one(ctx, &req[2 * i]);
 		if (ret)
 			die("issuing", ret);
 	}
@@ -275,8 +279,27 @@ static double run(const struct chk_case *c, void *send, void *recv, int iters)
 	}
 	free(req);
 	if (first)
-		die(chk_coll_names[c->coll], first);
+		die(name, first);
 	return iters ? (now() - t0) / iters : 0;
+}
+
+struct run_ctx {
+	const struct chk_case *c;
+	void *send, *recv;
+};
+
+static int run_issue(const void *ctx, coll_request **req)
+{
+	const struct run_ctx *x = ctx;
+
+	return issue(x->c, x->send, x->recv, req);
+}
+
+static double run(const struct chk_case *c, void *send, void *recv, int iters)
+{
+	struct run_ctx x = { c, send, recv };
+
+	return run_iters(run_issue, &x, chk_coll_names[c->coll], iters);
 }
 
 /* @v reduced over the ranks with @op (the time: max; CPU time: sum). */
@@ -552,48 +575,26 @@ static size_t vec_count(size_t mean, int k)
 	return (size_t)(mean * w / ((1 + o.skew) / 2) + 0.5);
 }
 
-static int vec_issue(enum vchk_op op, const void *send, void *recv,
-		     size_t *const *a, coll_request **req)
+struct vec_ctx {
+	enum vchk_op op;
+	const void *send;
+	void *recv;
+	size_t *const *a;
+};
+
+static int vec_issue(const void *ctx, coll_request **req)
 {
-	switch (op) {
-	case VCHK_ALLGATHERV:
-		return coll_iallgatherv(send, recv, a[0], a[1],
-					COLL_DTYPE_INT32, comm, req);
-	case VCHK_REDUCE_SCATTERV:
-		return coll_ireduce_scatterv(send, recv, a[0],
-					     COLL_DTYPE_INT32, COLL_REDOP_SUM,
-					     comm, req);
-	default:
-		return coll_ialltoallv(send, a[0], a[1], recv, a[2], a[3],
-				       COLL_DTYPE_INT32, comm, req);
-	}
+	const struct vec_ctx *x = ctx;
+
+	return vchk_issue_nb(x->op, comm, x->send, x->recv, x->a, req);
 }
 
 static double vec_run(enum vchk_op op, const void *send, void *recv,
 		      size_t *const *a, int iters)
 {
-	coll_request **req = calloc((size_t)iters + 1, sizeof(*req));
-	double t0;
-	int i, ret, first = 0;
+	struct vec_ctx x = { op, send, recv, a };
 
-	if (!req)
-		die("calloc", -ENOMEM);
-	t0 = now();
-	for (i = 0; i < iters; i++) {
-		ret = vec_issue(op, send, recv, a, &req[i]);
-		if (ret)
-			die("issuing", ret);
-	}
-	for (i = 0; i < iters; i++) {
-		ret = coll_wait(req[i]);
-		coll_request_free(req[i]);
-		if (ret && !first)
-			first = ret;
-	}
-	free(req);
-	if (first)
-		die(vchk_names[op], first);
-	return iters ? (now() - t0) / iters : 0;
+	return run_iters(vec_issue, &x, vchk_names[op], iters);
 }
 
 static void bench_vec(enum vchk_op op)

@@ -117,12 +117,32 @@ struct vchk {
 	double bytes;		/* received by this rank */
 };
 
-static inline int vchk_fail(struct vchk *v, int ret, const char *fmt,
-			    size_t a, size_t b)
+/* A wrong result: -EPROTO, with what was wrong in v->msg. */
+static inline int vchk_fail(struct vchk *v, const char *fmt, size_t a,
+			    size_t b)
 {
 	if (!v->msg[0])
 		snprintf(v->msg, sizeof(v->msg), fmt, a, b);
-	return ret ? ret : -EPROTO;
+	return -EPROTO;
+}
+
+/* The non-blocking form of @op on int32 (reduce_scatterv: SUM), with the
+ * arrays in kcoll_vec's order. */
+static inline int vchk_issue_nb(enum vchk_op op, coll_comm *comm,
+				const void *send, void *recv,
+				size_t *const *a, coll_request **req)
+{
+	switch (op) {
+	case VCHK_ALLGATHERV:
+		return coll_iallgatherv(send, recv, a[0], a[1],
+					COLL_DTYPE_INT32, comm, req);
+	case VCHK_REDUCE_SCATTERV:
+		return coll_ireduce_scatterv(send, recv, a[0], COLL_DTYPE_INT32,
+					     COLL_REDOP_SUM, comm, req);
+	default:
+		return coll_ialltoallv(send, a[0], a[1], recv, a[2], a[3],
+				       COLL_DTYPE_INT32, comm, req);
+	}
 }
 
 /*
@@ -133,34 +153,23 @@ static inline int vchk_issue(struct vchk *v, coll_comm *comm,
 			     const void *send, void *recv, size_t *a0,
 			     size_t *a1, size_t *a2, size_t *a3)
 {
+	size_t *const a[4] = { a0, a1, a2, a3 };
 	coll_request *req = NULL;
 	int ret, ret2;
 
 	if (v->style == VCHK_GROUP)
 		coll_group_start();
-	switch (v->op) {
-	case VCHK_ALLGATHERV:
-		ret = v->style == VCHK_NONBLOCKING ?
-		      coll_iallgatherv(send, recv, a0, a1, COLL_DTYPE_INT32,
-				       comm, &req) :
-		      coll_allgatherv(send, recv, a0, a1, COLL_DTYPE_INT32,
+	if (v->style == VCHK_NONBLOCKING)
+		ret = vchk_issue_nb(v->op, comm, send, recv, a, &req);
+	else if (v->op == VCHK_ALLGATHERV)
+		ret = coll_allgatherv(send, recv, a0, a1, COLL_DTYPE_INT32,
 				      comm);
-		break;
-	case VCHK_REDUCE_SCATTERV:
-		ret = v->style == VCHK_NONBLOCKING ?
-		      coll_ireduce_scatterv(send, recv, a0, COLL_DTYPE_INT32,
-					    COLL_REDOP_SUM, comm, &req) :
-		      coll_reduce_scatterv(send, recv, a0, COLL_DTYPE_INT32,
+	else if (v->op == VCHK_REDUCE_SCATTERV)
+		ret = coll_reduce_scatterv(send, recv, a0, COLL_DTYPE_INT32,
 					   COLL_REDOP_SUM, comm);
-		break;
-	default:
-		ret = v->style == VCHK_NONBLOCKING ?
-		      coll_ialltoallv(send, a0, a1, recv, a2, a3,
-				      COLL_DTYPE_INT32, comm, &req) :
-		      coll_alltoallv(send, a0, a1, recv, a2, a3,
+	else
+		ret = coll_alltoallv(send, a0, a1, recv, a2, a3,
 				     COLL_DTYPE_INT32, comm);
-		break;
-	}
 	/* The arrays are the caller's only until the call returns. */
 	memset(a0, 0xee, (size_t)v->nranks * sizeof(*a0));
 	if (v->style == VCHK_GROUP) {
@@ -257,7 +266,7 @@ static inline int vchk_run(struct vchk *v, coll_comm *comm)
 		for (j = 0; j < n; j++)
 			for (i = 0; i < a[0][j]; i++)
 				if (recv[a[1][j] + i] != vchk_val(j, 0, i)) {
-					ret = vchk_fail(v, 0, "block of rank "
+					ret = vchk_fail(v, "block of rank "
 							"%zu, element %zu",
 							(size_t)j, i);
 					goto out;
@@ -272,7 +281,7 @@ static inline int vchk_run(struct vchk *v, coll_comm *comm)
 			for (j = 0; j < n; j++)
 				want += vchk_rin(j, e + i);
 			if (recv[i] != want) {
-				ret = vchk_fail(v, 0, "element %zu of %zu",
+				ret = vchk_fail(v, "element %zu of %zu",
 						i, a[0][r]);
 				goto out;
 			}
@@ -282,7 +291,7 @@ static inline int vchk_run(struct vchk *v, coll_comm *comm)
 		for (j = 0; j < n; j++)
 			for (i = 0; i < a[2][j]; i++)
 				if (recv[a[3][j] + i] != vchk_val(j, r, i)) {
-					ret = vchk_fail(v, 0, "block from rank "
+					ret = vchk_fail(v, "block from rank "
 							"%zu, element %zu",
 							(size_t)j, i);
 					goto out;
@@ -302,7 +311,7 @@ static inline int vchk_run(struct vchk *v, coll_comm *comm)
 				     i < a[k + 1][j] + a[k][j];
 		}
 		if (!in && recv[i] != VCHK_POISON) {
-			ret = vchk_fail(v, 0, "element %zu of %zu, outside "
+			ret = vchk_fail(v, "element %zu of %zu, outside "
 					"every block, was written", i, recv_n);
 			goto out;
 		}
@@ -310,7 +319,7 @@ static inline int vchk_run(struct vchk *v, coll_comm *comm)
 	/* The send buffer is read only. */
 	if (!(v->op == VCHK_ALLGATHERV && v->in_place) &&
 	    send[send_n] != VCHK_POISON) {
-		ret = vchk_fail(v, 0, "send[%zu] of %zu written", send_n,
+		ret = vchk_fail(v, "send[%zu] of %zu written", send_n,
 				send_n);
 		goto out;
 	}
