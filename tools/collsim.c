@@ -425,13 +425,12 @@ static void on_land(u32 s, u64 t)
  * weight grows linearly from 1 to the skew (-V) over the ranks (for
  * alltoallv, block i -> j's by (i + j) mod n, so every rank sends and
  * receives the same total), contiguous displacements. One table for
- * every rank of allgatherv and reduce_scatterv; *@total the elements a
- * rank's buffer holds, as nccl-tests counts an alltoall's or allgather's.
+ * every rank of allgatherv and reduce_scatterv, built for rank 0.
  */
-static const u64 *vec_table(u32 op, u32 r, u64 count, double *total)
+static const u64 *vec_table(u32 op, u32 r, u64 count)
 {
 	u32 n = S.n, j, w = op == KCOLL_OP_ALLTOALLV ? 4 : 2;
-	double mean = (1 + S.skew) / 2, sum = 0;
+	double mean = (1 + S.skew) / 2;
 	u64 *t, at;
 
 	if (!S.vtab) {
@@ -443,6 +442,8 @@ static const u64 *vec_table(u32 op, u32 r, u64 count, double *total)
 		}
 	}
 	t = S.vtab + (op == KCOLL_OP_ALLTOALLV ? (size_t)r * w * n : 0);
+	if (op != KCOLL_OP_ALLTOALLV && r)	/* rank 0's, shared */
+		return t;
 	for (j = 0, at = 0; j < n; j++) {
 		u32 k = op == KCOLL_OP_ALLTOALLV ? (r + j) % n : j;
 		double wt = n > 1 ? 1 + (S.skew - 1) * k / (n - 1) : 1;
@@ -450,7 +451,6 @@ static const u64 *vec_table(u32 op, u32 r, u64 count, double *total)
 		t[j] = (u64)llround(count * wt / mean);
 		t[n + j] = at;
 		at += t[j];
-		sum += (double)t[j];
 	}
 	if (op == KCOLL_OP_ALLTOALLV)	/* receive side: the column */
 		for (j = 0, at = 0; j < n; j++) {
@@ -461,7 +461,6 @@ static const u64 *vec_table(u32 op, u32 r, u64 count, double *total)
 			t[3 * n + j] = at;
 			at += t[2 * n + j];
 		}
-	*total = sum;
 	return t;
 }
 
@@ -469,7 +468,6 @@ static u64 simulate(u32 op, u8 algo, u64 count)
 {
 	u32 n = S.n, r, i;
 	struct ev e;
-	double total;
 
 	S.seq = S.nheap = S.end = 0;
 	for (i = 0; i < S.nlinks; i++)
@@ -486,7 +484,7 @@ static u64 simulate(u32 op, u8 algo, u64 count)
 		};
 		if (kcoll_shape(op)->vec) {
 			S.args[r].count = 0;
-			S.args[r].vec = vec_table(op, r, count, &total);
+			S.args[r].vec = vec_table(op, r, count);
 			if (kcoll_sched_vec_check(&S.args[r])) {
 				fprintf(stderr, "collsim: a table out of "
 					"range\n");
