@@ -161,11 +161,13 @@ for kver in "$@"; do
 		# Death of a process, 12 times in a row (then no leak, and
 		# rmmod), and of a whole node (3 VMs, one stops dead; the
 		# survivors shrink to themselves), of a node during a split
-		# (the survivors' split ends bounded; they shrink) and while
-		# a survivor revokes (it ends everyone's operation).
+		# and during a grow (the survivors' call ends bounded, and
+		# the grow's new rank's; they shrink) and while a survivor
+		# revokes (it ends everyone's operation).
 		scenario "$kver" coll 2 1500 "2 die=12"
 		scenario "$kver" nodedie 3 900
 		scenario "$kver" nodedie 3 900 split
+		scenario "$kver" nodedie 3 900 grow
 		scenario "$kver" nodedie 3 900 revoke
 		# The clients users live in: torch.distributed's "kcoll"
 		# backend (DDP beside Gloo, 2 x 2 ranks, a 3-rank subgroup, a

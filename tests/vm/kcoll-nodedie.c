@@ -22,6 +22,19 @@
  * rank, whose next allreduce must then fail as bounded; then the
  * survivors shrink the parent and check an allreduce on the result.
  *
+ * With -G the node dies during a grow instead (coll_comm_grow(): a fresh
+ * bootstrap with a new rank, then the grown communicator's connections):
+ * rank 0 writes the new id to the file given with -f, where a newcomer
+ * process on its node (kcoll-nodedie -g -f IDFILE, started by the
+ * scenario) reads it and joins as the last rank; the victim stops its node
+ * 0-80 ms into its own grow (in the bootstrap or while the grown
+ * communicator connects: under TCG the whole grow takes about 100 ms;
+ * KCOLL_NODEDIE_DELAY_MS fixes the delay). Every survivor's grow, and the newcomer's join,
+ * must end within the bootstrap timeout plus the connect timeout (plus
+ * slack): with an error, or with a grown communicator whose next
+ * allreduce must then fail as bounded; then the survivors shrink the
+ * parent and check an allreduce on the result.
+ *
  * With -R, rank 0 revokes the communicator 1.5 s into the allreduce, the
  * node already dead: the revoke must return at once (the dead node is
  * not waited for) and end rank 0's allreduce at once; the others learn
@@ -30,11 +43,14 @@
  * must end within that, not by the operation timeout. Then the survivors
  * shrink.
  *
- * Usage: kcoll-nodedie -v VICTIM [-T TIMEOUT_MS] [-s STATUS] [-S | -R]
+ * Usage: kcoll-nodedie -v VICTIM [-T TIMEOUT_MS] [-s STATUS] [-S | -R |
+ *                      -G -f IDFILE]
+ *        kcoll-nodedie -g -f IDFILE -T TIMEOUT_MS   (the grow's newcomer)
  *   -v  rank whose node dies
  *   -T  operation timeout (default 10000 ms)
  *   -s  the victim's status file (written "ok" just before it dies)
  *   -S  the node dies during a split
+ *   -G  the node dies during a grow (the new id goes to IDFILE)
  *   -R  rank 0 revokes while the node is dead
  * Prints TAP-like result lines; exit 0 when every check passed.
  */
@@ -166,12 +182,140 @@ static int split_death(coll_comm *comm, int victim, const char *status,
 	return shrink_survivors(comm, victim, COLL_SHRINK_ABORT);
 }
 
+/* The grow's bootstrap: long enough for every live rank, short enough to
+ * be the bound when one never arrives. */
+#define GROW_BOOTSTRAP_MS	"15000"
+#define GROW_BOUND_S(tmo)	(atof(GROW_BOOTSTRAP_MS) / 1000 + (tmo) / 1000.0 + 20)
+
+/* A grown communicator made before the node fell holds the dead rank: its
+ * next operation must say so, bounded. @g is freed (aborted). */
+static void grown_fails(coll_comm *g, unsigned int timeout_ms, double bound)
+{
+	int32_t v = 1;
+	double t0;
+	int ret;
+
+	coll_comm_set_timeout(g, timeout_ms);
+	t0 = now_s();
+	ret = coll_allreduce(&v, &v, 1, COLL_DTYPE_INT32, COLL_REDOP_SUM, g);
+	t0 = now_s() - t0;
+	printf("# rank %d: allreduce on the grown communicator: %d (%s) "
+	       "after %.1f s\n", rank, ret, coll_strerror(ret), t0);
+	check(ret && t0 < bound, "the grown communicator's allreduce failed, "
+	      "bounded");
+	coll_comm_abort(g);
+}
+
+/* The grow's new rank: joins with the id rank 0 wrote, while a member's
+ * node dies; its join must end bounded too. */
+static int grow_newcomer(const char *idfile, int nranks,
+			 unsigned int timeout_ms)
+{
+	char s[COLL_UNIQUE_ID_STRLEN + 2];
+	double t0 = now_s(), dt, bound = GROW_BOUND_S(timeout_ms);
+	coll_comm *g = NULL;
+	coll_unique_id id;
+	int ret = -ENOENT;
+	FILE *f;
+
+	rank = nranks - 1;
+	while (ret && now_s() - t0 < 600) {
+		f = fopen(idfile, "r");
+		if (f) {
+			if (fgets(s, sizeof(s), f)) {
+				s[strcspn(s, "\n")] = '\0';
+				ret = coll_unique_id_from_string(&id, s);
+			}
+			fclose(f);
+		}
+		if (ret)
+			usleep(100 * 1000);
+	}
+	check(!ret, "the newcomer read the grown communicator's id");
+	if (ret)
+		return 1;
+	t0 = now_s();
+	ret = coll_comm_init_rank(&g, nranks, &id, nranks - 1);
+	dt = now_s() - t0;
+	printf("# newcomer: join: %d (%s) after %.1f s%s%s\n", ret,
+	       coll_strerror(ret), dt, ret ? ": " : "",
+	       ret ? coll_last_error() : "");
+	check(dt < bound, "the newcomer's join ended within the bootstrap "
+	      "and connect timeouts");
+	if (!ret)
+		grown_fails(g, timeout_ms, bound);
+	printf("# kcoll-nodedie: newcomer: %d failure(s)\n", fails);
+	return fails ? 1 : 0;
+}
+
+/* The node dies during a grow; the survivors end it bounded and shrink. */
+static int grow_death(coll_comm *comm, int victim, const char *status,
+		      const char *idfile, unsigned int timeout_ms)
+{
+	int n = coll_comm_size(comm) + 1, ret;
+	double t0, dt, bound = GROW_BOUND_S(timeout_ms);
+	struct death d = { status, 0 };
+	char s[COLL_UNIQUE_ID_STRLEN];
+	coll_comm *g = NULL;
+	coll_unique_id id;
+	pthread_t th;
+
+	memset(&id, 0, sizeof(id));
+	if (rank == 0) {
+		char tmp[512];
+		FILE *f;
+
+		snprintf(tmp, sizeof(tmp), "%s.tmp", idfile);
+		ret = coll_get_unique_id(&id);
+		if (!ret)
+			ret = coll_unique_id_to_string(&id, s, sizeof(s));
+		f = ret ? NULL : fopen(tmp, "w");
+		/* Whole or not at all for the newcomer. */
+		check(f && fprintf(f, "%s\n", s) > 0 && !fclose(f) &&
+		      !rename(tmp, idfile), "the grown communicator's id written");
+	}
+	ret = coll_broadcast(&id, &id, sizeof(id), COLL_DTYPE_UINT8, 0, comm);
+	check(!ret, "the id broadcast on the parent");
+	if (ret)
+		return 1;
+	setenv(COLL_ENV_BOOTSTRAP_TIMEOUT, GROW_BOOTSTRAP_MS, 1);
+	if (rank == victim) {
+		/* Somewhere in the bootstrap or the connections. */
+		const char *e = getenv("KCOLL_NODEDIE_DELAY_MS");
+
+		d.delay_us = e ? (unsigned int)atoi(e) * 1000 :
+			     (unsigned int)(now_s() * 1e6) % 80000;
+		if (fails) {
+			printf("Bail out! the victim failed before dying\n");
+			return 1;
+		}
+		printf("# rank %d: this node stops %u ms into its grow\n",
+		       rank, d.delay_us / 1000);
+		fflush(stdout);
+		pthread_create(&th, NULL, die_later, &d);
+		coll_comm_grow(comm, n, &id, &g);
+		pause();
+		return 1;
+	}
+	t0 = now_s();
+	ret = coll_comm_grow(comm, n, &id, &g);
+	dt = now_s() - t0;
+	printf("# rank %d: grow: %d (%s) after %.1f s%s%s\n", rank, ret,
+	       coll_strerror(ret), dt, ret ? ": " : "",
+	       ret ? coll_last_error() : "");
+	check(dt < bound, "the grow ended within the bootstrap and connect "
+	      "timeouts");
+	if (!ret)
+		grown_fails(g, timeout_ms, bound);
+	return shrink_survivors(comm, victim, 0);
+}
+
 int main(int argc, char **argv)
 {
-	const char *status = NULL;
-	int victim = -1, o, ret;
+	const char *status = NULL, *idfile = NULL;
+	int victim = -1, o, ret, newcomer = 0;
 	unsigned int timeout_ms = 10000;
-	bool in_split = false, revoke = false;
+	bool in_split = false, revoke = false, in_grow = false;
 	size_t big = 16u << 20;		/* 64 MiB of int32 */
 	coll_comm *comm;
 	coll_request *req;
@@ -179,17 +323,29 @@ int main(int argc, char **argv)
 	double t0, dt;
 	int32_t *a;
 
-	while ((o = getopt(argc, argv, "v:T:s:SR")) != -1) {
+	while ((o = getopt(argc, argv, "v:T:s:SRGg:f:")) != -1) {
 		switch (o) {
 		case 'S': in_split = true; break;
+		case 'G': in_grow = true; break;
+		case 'g': newcomer = atoi(optarg); break;
+		case 'f': idfile = optarg; break;
 		case 'R': revoke = true; break;
 		case 'v': victim = atoi(optarg); break;
 		case 'T': timeout_ms = strtoul(optarg, NULL, 0); break;
 		case 's': status = optarg; break;
 		default:
-			fprintf(stderr, "usage: kcoll-nodedie -v VICTIM [-T MS] [-s STATUS] [-S | -R]\n");
+			fprintf(stderr, "usage: kcoll-nodedie -v VICTIM [-T MS] [-s STATUS] [-S | -R | -G -f IDFILE]\n"
+				"       kcoll-nodedie -g NRANKS -f IDFILE [-T MS]\n");
 			return 2;
 		}
+	}
+	if ((in_grow || newcomer) && !idfile) {
+		fprintf(stderr, "kcoll-nodedie: -G and -g need -f IDFILE\n");
+		return 2;
+	}
+	if (newcomer) {
+		setenv(COLL_ENV_BOOTSTRAP_TIMEOUT, GROW_BOOTSTRAP_MS, 1);
+		return grow_newcomer(idfile, newcomer, timeout_ms);
 	}
 	if (victim < 0) {
 		fprintf(stderr, "kcoll-nodedie: -v is required\n");
@@ -204,6 +360,8 @@ int main(int argc, char **argv)
 	check(allreduce_ok(comm, 100001), "allreduce before the death");
 	if (in_split)
 		return split_death(comm, victim, status, timeout_ms);
+	if (in_grow)
+		return grow_death(comm, victim, status, idfile, timeout_ms);
 	coll_comm_set_timeout(comm, timeout_ms);
 
 	a = calloc(big, sizeof(*a));

@@ -14,6 +14,11 @@
 # error, or a child whose next allreduce fails), then they shrink. With
 # "revoke", rank 0 revokes the allreduce's communicator while the node is
 # dead: the revoke returns at once and ends every survivor's allreduce.
+# With "grow", the node stops during a coll_comm_grow() that admits a new
+# process on VM 0 (kcoll-nodedie -g): every survivor's grow and the
+# newcomer's join must end bounded (an error, or a grown communicator
+# whose next allreduce fails), then the survivors shrink. "grow=MS": the
+# node stops MS ms into its grow (default: 0-80 ms at random).
 #
 # The victim writes its own "ok" status just before it dies (kcoll-nodedie
 # -s): it cannot report afterwards.
@@ -36,12 +41,23 @@ export KCOLL_NRANKS=$kcoll_nvms KCOLL_RANK=$kcoll_vm
 export KCOLL_ROOT=$ROOT_IP:$PORT
 export KCOLL_SECRET=6b636f6c6c2d766d2d746573742d3031
 export KCOLL_BOOTSTRAP_TIMEOUT_MS=300000
-mode= what="an allreduce" tmo=10000
+mode= what="an allreduce" tmo=10000 newcomer=
 case "${KCOLL_ARG:-}" in
 split)	mode=-S what="a split"
 	export KCOLL_CONNECT_TIMEOUT_MS=5000 ;;
 # A long operation timeout: what ends the others' allreduce must be the
 # revoke (and the drain of its writes to the dead node), not the timeout.
+grow|grow=*)
+	mode="-G -f $KCOLL_OUT/grow-id" what="a grow"
+	[ "$KCOLL_ARG" = grow ] || export KCOLL_NODEDIE_DELAY_MS=${KCOLL_ARG#grow=}
+	export KCOLL_CONNECT_TIMEOUT_MS=5000
+	if [ "$kcoll_vm" = 0 ]; then
+		rm -f "$KCOLL_OUT"/grow-id*
+		timeout -k 10 600 "$TOOL" -g $((kcoll_nvms + 1)) \
+			-f "$KCOLL_OUT/grow-id" -T $tmo \
+			>"$KCOLL_OUT/newcomer.log" 2>&1 &
+		newcomer=$!
+	fi ;;
 revoke)	mode=-R what="an allreduce that rank 0 then revokes" tmo=60000 ;;
 esac
 if [ "$kcoll_vm" = "$victim" ]; then
@@ -58,6 +74,10 @@ timeout -k 10 600 "$TOOL" -v "$victim" -T $tmo $mode \
 	>"$KCOLL_OUT/nodedie.log" 2>&1 ||
 	fail "kcoll-nodedie rank $kcoll_vm failed (see nodedie.log)"
 sed "s/^/[rank $kcoll_vm] /" "$KCOLL_OUT/nodedie.log"
+if [ -n "${newcomer:-}" ]; then
+	wait "$newcomer" || fail "the grow's newcomer failed (see newcomer.log)"
+	sed "s/^/[newcomer] /" "$KCOLL_OUT/newcomer.log"
+fi
 log "survived the node's death in $((SECONDS - t0)) s"
 kcoll_res_check
 kcoll_mod_unload
