@@ -253,7 +253,7 @@ struct tstate {
 	uint64_t calls[C_NR];
 	uint64_t errs[NERR];
 	uint64_t faults, sqes, cqes, intr, checked, pair_sessions, pair_ops,
-		 pair_ok;
+		 pair_ok, pair_vok;
 	_Atomic int64_t call_t0;	/* 0: not in a call */
 	_Atomic int call_allow_ms;
 	_Atomic int call_kind;
@@ -3078,6 +3078,118 @@ static int32_t *i32(char *base, uint64_t off)
 	return (int32_t *)(base + off);
 }
 
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+/* Two blocks of @cnt elements laid out in random order with a random gap
+ * (or none) between them: their displacements in @disp; the extent. */
+static uint64_t vpair_lay(struct tstate *t, const uint64_t *cnt,
+			  uint64_t *disp)
+{
+	uint64_t gap = rn(&t->r, 3) ? 0 : rn(&t->r, 64) + 1;
+	int first = rn(&t->r, 2);
+
+	disp[first] = 0;
+	disp[!first] = cnt[first] + gap;
+	return disp[!first] + cnt[!first];
+}
+
+/*
+ * The two ranks' count tables (struct kcoll_vec) of a v-variant, agreed,
+ * blocks of at most @c elements (some empty), each rank with its own
+ * layout. *@snd, *@rcv: the most bytes either rank's table spans (a
+ * mismatch adds one element to rank 1's first count: room for it too).
+ */
+static void vpair_tables(struct tstate *t, uint8_t op, uint64_t c,
+			 uint64_t vt[2][8], uint64_t *snd, uint64_t *rcv)
+{
+	uint64_t m[2][2], e;
+	int k, j;
+
+	for (k = 0; k < 2; k++)
+		for (j = 0; j < 2; j++)
+			m[k][j] = one_in(&t->r, 5) ? 0 : rn(&t->r, c) + 1;
+	memset(vt, 0, 2 * sizeof(vt[0]));
+	*snd = *rcv = 0;
+	for (k = 0; k < 2; k++) {
+		switch (op) {
+		case KCOLL_OP_ALLGATHERV:	/* counts, displs */
+			vt[k][0] = m[0][0];
+			vt[k][1] = m[1][1];
+			e = vpair_lay(t, vt[k], vt[k] + 2);
+			*snd = max_u64(*snd, (m[k][k] + 1) * 4);
+			*rcv = max_u64(*rcv, (e + 1) * 4);
+			break;
+		case KCOLL_OP_REDUCE_SCATTERV:	/* counts */
+			vt[k][0] = m[0][0];
+			vt[k][1] = m[1][1];
+			*snd = (m[0][0] + m[1][1] + 1) * 4;
+			/* Room to see that nothing lands past the block. */
+			*rcv = max_u64(*rcv, (max_u64(m[0][0], m[1][1]) + 17) * 4);
+			break;
+		default:			/* ALLTOALLV */
+			for (j = 0; j < 2; j++) {
+				vt[k][j] = m[k][j];	/* sendcounts */
+				vt[k][4 + j] = m[j][k];	/* recvcounts */
+			}
+			e = vpair_lay(t, vt[k], vt[k] + 2);
+			*snd = max_u64(*snd, (e + 1) * 4);
+			e = vpair_lay(t, vt[k] + 4, vt[k] + 6);
+			*rcv = max_u64(*rcv, (e + 1) * 4);
+			break;
+		}
+	}
+}
+
+/*
+ * Rank @k's result of a two-rank v-variant (element x of rank j's input:
+ * IN(j, x)), every element of its receive region: a block's element where
+ * its table puts one, untouched (0x5a) everywhere else. The first wrong
+ * element's index, or -1.
+ */
+static int64_t vpair_check(uint8_t op, uint64_t vt[2][8], const int32_t *o,
+			   uint64_t rcv, int k)
+{
+	const int32_t untouched = 0x5a5a5a5a;
+	uint64_t x, j;
+
+#define IN(r, x) ((int32_t)(((r) + 1) * 1000003 + (x) * 7))
+	for (x = 0; x < rcv / 4; x++) {
+		int32_t want = untouched;
+
+		for (j = 0; j < 2; j++) {
+			uint64_t cnt, d, src;
+
+			switch (op) {
+			case KCOLL_OP_ALLGATHERV:
+				cnt = vt[k][j], d = vt[k][2 + j], src = 0;
+				break;
+			case KCOLL_OP_REDUCE_SCATTERV:
+				cnt = j ? 0 : vt[k][k], d = 0;
+				src = k ? vt[k][0] : 0;
+				break;
+			default:
+				cnt = vt[k][4 + j], d = vt[k][6 + j];
+				src = vt[j][2 + k];	/* rank j's sdispls[k] */
+				break;
+			}
+			if (x < d || x >= d + cnt)
+				continue;
+			if (op == KCOLL_OP_REDUCE_SCATTERV)
+				want = (int32_t)((uint32_t)IN(0, src + x) +
+						 (uint32_t)IN(1, src + x));
+			else
+				want = IN(j, src + x - d);
+		}
+		if (o[x] != want)
+			return (int64_t)x;
+	}
+#undef IN
+	return -1;
+}
+
 /*
  * One matched collective (int32) on both ranks, checked. Rank 0 is the
  * partner (data in its private zone), rank 1 is @t.
@@ -3089,7 +3201,8 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 		KCOLL_OP_ALLREDUCE, KCOLL_OP_BROADCAST, KCOLL_OP_ALLGATHER,
 		KCOLL_OP_REDUCE_SCATTER, KCOLL_OP_ALLTOALL, KCOLL_OP_REDUCE,
 		KCOLL_OP_BARRIER, KCOLL_OP_SEND, KCOLL_OP_GATHER,
-		KCOLL_OP_SCATTER,
+		KCOLL_OP_SCATTER, KCOLL_OP_ALLGATHERV,
+		KCOLL_OP_REDUCE_SCATTERV, KCOLL_OP_ALLTOALLV,
 	};
 	struct tstate *p = pair.t;
 	struct kcoll_sqe q0, q1;
@@ -3109,8 +3222,14 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 	char *b[2] = { p->data, t->data };
 	long r0 = 1, r1;
 	int k;
+	/* The v-variants: each rank's count table (read at submission). */
+	bool vop = kcoll_shape(op) && kcoll_shape(op)->vec;
+	uint64_t vt[2][8];
 
-	coll_sizes(op, 2, c, 4, &snd, &rcv);
+	if (vop)
+		vpair_tables(t, op, c, vt, &snd, &rcv);
+	else
+		coll_sizes(op, 2, c, 4, &snd, &rcv);
 	memset(&q0, 0, sizeof(q0));
 	q0.opcode = op;
 	q0.dtype = KCOLL_DTYPE_INT32;
@@ -3148,9 +3267,16 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 			q->recv_addr = (uint64_t)(uintptr_t)(b[k] + half);
 		}
 		q->user_data = 0x9a1200000000ULL + t->seq++;
+		if (vop)
+			q->vec_addr = (uint64_t)(uintptr_t)vt[k];
 	}
-	if (mismatch)
-		q1.count = c + 1;	/* both must fail, nothing to check */
+	/* Both must fail, nothing to check: a count, or for a v-variant
+	 * rank 1's count of its block to rank 0 (alltoallv) or of rank 0's
+	 * block (the others). */
+	if (mismatch && vop)
+		vt[1][0]++;
+	else if (mismatch)
+		q1.count = c + 1;
 
 	/* Buffers registered once (REG_MEM on the device) on both ranks. */
 	if (reg) {
@@ -3315,9 +3441,24 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 		return false;
 	}
 	t->pair_ok++;
+	t->pair_vok += vop;
+	for (k = 0; k < 2 && vop && ok; k++) {
+		int64_t x = vpair_check(op, vt, i32(b[k], half), rcv, k);
+
+		if (x >= 0) {
+			unexpected(t, "two-rank %s (table %llu %llu %llu %llu %llu %llu %llu %llu): rank %d's result is wrong at element %lld",
+				   kcoll_op_name(op),
+				   (unsigned long long)vt[k][0], (unsigned long long)vt[k][1],
+				   (unsigned long long)vt[k][2], (unsigned long long)vt[k][3],
+				   (unsigned long long)vt[k][4], (unsigned long long)vt[k][5],
+				   (unsigned long long)vt[k][6], (unsigned long long)vt[k][7],
+				   k, (long long)x);
+			ok = false;
+		}
+	}
 	/* Check the results (element i of rank k's input: (k+1)*1000003 + 7i). */
 #define IN(k, j) ((int32_t)(((k) + 1) * 1000003 + (j) * 7))
-	for (k = 0; k < 2 && ok; k++) {
+	for (k = 0; k < 2 && ok && !vop; k++) {
 		const int32_t *o = i32(b[k], half);
 
 		for (i = 0; i < c && ok; i++) {
@@ -4470,7 +4611,7 @@ static void summary(int nthreads)
 {
 	uint64_t calls[C_NR] = { 0 }, errs[NERR] = { 0 }, total = 0, etotal = 0;
 	uint64_t faults = 0, sqes = 0, cqes = 0, intr = 0, checked = 0;
-	uint64_t ps = 0, pops = 0, pok = 0, races = 0, nops = 0, nok = 0, nstale = 0;
+	uint64_t ps = 0, pops = 0, pok = 0, pvok = 0, races = 0, nops = 0, nok = 0, nstale = 0;
 	char line[4096];
 	size_t o = 0;
 	unsigned long unexp = atomic_load(&g_unexpected), sigs = 0;
@@ -4491,6 +4632,7 @@ static void summary(int nthreads)
 		ps += t->pair_sessions;
 		pops += t->pair_ops;
 		pok += t->pair_ok;
+		pvok += t->pair_vok;
 		races += t->race_rounds;
 		nops += t->nic_ops;
 		nok += t->nic_ok;
@@ -4515,9 +4657,9 @@ static void summary(int nthreads)
 	       (unsigned long long)cqes, (unsigned long long)checked,
 	       (unsigned long long)faults, (unsigned long long)intr);
 	if (opt.pairs || ps)
-		printf("kcoll-fuzz: two-rank sessions %llu, collectives %llu (%llu succeeded and checked)\n",
+		printf("kcoll-fuzz: two-rank sessions %llu, collectives %llu (%llu succeeded and checked, %llu of them v-variants)\n",
 		       (unsigned long long)ps, (unsigned long long)pops,
-		       (unsigned long long)pok);
+		       (unsigned long long)pok, (unsigned long long)pvok);
 	printf("kcoll-fuzz: teardown races against registered submissions %llu; two-rank NIC allreduces %llu (%llu succeeded and checked); rxe0 deleted %u times, %llu registrations or allreduces on a comm it went away under\n",
 	       (unsigned long long)races, (unsigned long long)nops,
 	       (unsigned long long)nok, g_dev ? atomic_load(&g_dev->removals) : 0,
