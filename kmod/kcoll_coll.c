@@ -147,8 +147,11 @@ static int kcoll_op_nocpu(struct kcoll_task *op)
 /*
  * A v-variant's count table (uapi struct kcoll_vec): copied in once, at
  * submission, charged to the user's kernel memory (n <= KCOLL_MAX_RANKS:
- * at most 128 KiB, with REDUCE_SCATTERV's block offsets), and checked (-ERANGE, -EINVAL); the schedules read
- * only this copy, so the user's later writes to the table change nothing.
+ * at most 128 KiB, with REDUCE_SCATTERV's block offsets), and checked
+ * (-ERANGE, -EINVAL); the schedules read only this copy, so the user's
+ * later writes to the table change nothing. Stream-ordered ones
+ * (KCOLL_FEAT_GPU_VEC) take the same path: the GPU's steps come from the
+ * same schedule, which libcoll runs on its own copy.
  */
 static int kcoll_op_vec(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 {
@@ -159,8 +162,6 @@ static int kcoll_op_vec(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 		     comm->nranks : 0;
 	int err;
 
-	if (op->gpu)
-		return -EOPNOTSUPP;	/* stream-ordered: not yet */
 	op->vec_bytes = (words + pre) * sizeof(u64);
 	err = kcoll_quota_charge_bytes(comm->quota, op->vec_bytes);
 	if (err)

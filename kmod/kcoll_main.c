@@ -32,7 +32,7 @@
 #include "kcoll_reduce.h"
 #include "kcoll_cost.h"
 
-#define KCOLL_VERSION "0.5.0"
+#define KCOLL_VERSION "0.6.0"
 
 static int kcoll_open(struct inode *inode, struct file *file)
 {

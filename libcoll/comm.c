@@ -698,10 +698,12 @@ static int comm_buf_bytes(uint64_t scount, uint64_t rcount, uint64_t es,
  */
 static int comm_op_stream(coll_comm *c, struct kcoll_sqe *t,
 			  uint64_t sbytes, uint64_t rbytes, void *stream,
-			  coll_request **reqp);
+			  coll_request **reqp,
+			  const struct kcoll_sched_args *va, uint64_t *vec);
 static int comm_op_device(coll_comm *c, struct kcoll_sqe *t,
 			  uint64_t sbytes, uint64_t rbytes, bool blocking,
-			  coll_request **reqp);
+			  coll_request **reqp,
+			  const struct kcoll_sched_args *va, uint64_t *vec);
 
 /*
  * Operations newer than the first kernel with communicators (gather and
@@ -794,13 +796,15 @@ static int comm_op(coll_comm *c, uint8_t opcode, const void *sendbuf,
 	if (kcoll_shape_used(d->recv, rank, proot))
 		t.recv_addr = (uintptr_t)recvbuf;
 	if (on_stream)
-		return comm_op_stream(c, &t, sbytes, rbytes, stream, NULL);
+		return comm_op_stream(c, &t, sbytes, rbytes, stream, NULL,
+				      NULL, NULL);
 	/* A reduction of GPU memory: the GPU reduces, on libcoll's stream. */
 	if (d->reduces && (coll_cuda_range((void *)(uintptr_t)t.send_addr,
 					   &gbase, &gsize) > 0 ||
 			   coll_cuda_range((void *)(uintptr_t)t.recv_addr,
 					   &gbase, &gsize) > 0))
-		return comm_op_device(c, &t, sbytes, rbytes, blocking, reqp);
+		return comm_op_device(c, &t, sbytes, rbytes, blocking, reqp,
+				      NULL, NULL);
 	return comm_post(c, &t, sbytes, rbytes, blocking, reqp, false, NULL);
 }
 
@@ -938,7 +942,7 @@ static bool ranges_overlap(uint64_t a, uint64_t alen, uint64_t b,
 static int comm_vop(coll_comm *c, uint8_t opcode, const void *sendbuf,
 		    void *recvbuf, const size_t *const *arrs,
 		    coll_dtype dtype, coll_redop redop, bool blocking,
-		    coll_request **reqp)
+		    coll_request **reqp, bool on_stream, void *stream)
 {
 	const struct kcoll_shape *d = kcoll_shape(opcode);
 	uint64_t es, sbytes = 0, rbytes = 0, gbase, gsize;
@@ -946,9 +950,11 @@ static int comm_vop(coll_comm *c, uint8_t opcode, const void *sendbuf,
 	uint64_t *vec;
 	struct kcoll_sqe t;
 	unsigned int k, w = d->vec;
+	size_t words, pre;
 	int n, j, ret;
+	bool dev;
 
-	if (!c || (!blocking && !reqp))
+	if (!c || (!blocking && !reqp && !on_stream))
 		return coll_err(-EINVAL, "NULL communicator or request");
 	if (reqp)
 		*reqp = NULL;
@@ -966,7 +972,11 @@ static int comm_vop(coll_comm *c, uint8_t opcode, const void *sendbuf,
 	if (d->reduces && !coll_redop_valid(dtype, redop))
 		return coll_err(-EINVAL, "reduction %s is not valid for %s",
 				coll_redop_name(redop), coll_dtype_name(dtype));
-	vec = malloc((size_t)w * n * sizeof(*vec));
+	/* REDUCE_SCATTERV: room for its block offsets, which the GPU
+	 * steps' schedule reads (the kernel keeps its own). */
+	words = (size_t)w * n;
+	pre = opcode == KCOLL_OP_REDUCE_SCATTERV ? (size_t)n : 0;
+	vec = malloc((words + pre) * sizeof(*vec));
 	if (!vec)
 		return coll_err(-ENOMEM, "out of memory");
 	for (k = 0; k < w; k++)
@@ -976,6 +986,7 @@ static int comm_vop(coll_comm *c, uint8_t opcode, const void *sendbuf,
 	a.rank = (uint32_t)c->rank;
 	a.nranks = (uint32_t)n;
 	a.vec = vec;
+	a.vec_pre = pre ? vec + words : NULL;
 	ret = kcoll_sched_vec_check(&a);
 	if (ret) {
 		free(vec);
@@ -998,11 +1009,6 @@ static int comm_vop(coll_comm *c, uint8_t opcode, const void *sendbuf,
 			   rbytes))
 		ret = coll_err(-EINVAL, "%s: send and receive buffers overlap",
 			       d->name);
-	if (!ret && d->reduces &&
-	    (coll_cuda_range((void *)sendbuf, &gbase, &gsize) > 0 ||
-	     coll_cuda_range(recvbuf, &gbase, &gsize) > 0))
-		ret = coll_err(-EOPNOTSUPP, "%s of GPU memory: not yet",
-			       d->name);
 	if (ret) {
 		free(vec);
 		return ret;
@@ -1015,6 +1021,22 @@ static int comm_vop(coll_comm *c, uint8_t opcode, const void *sendbuf,
 	if (sbytes || a.in_place)
 		t.send_addr = (uintptr_t)sendbuf;
 	t.recv_addr = (uintptr_t)recvbuf;
+	/* A reduction of GPU memory: the GPU reduces, on libcoll's stream. */
+	dev = d->reduces && !on_stream &&
+	      (coll_cuda_range((void *)sendbuf, &gbase, &gsize) > 0 ||
+	       coll_cuda_range(recvbuf, &gbase, &gsize) > 0);
+	if ((on_stream || dev) && !(c->ring.features & KCOLL_FEAT_GPU_VEC)) {
+		free(vec);
+		return coll_err(-EOPNOTSUPP, "%s on a CUDA stream: the loaded "
+				"kcoll module is older than this libcoll and "
+				"lacks it", d->name);
+	}
+	if (on_stream)
+		return comm_op_stream(c, &t, sbytes, rbytes, stream, NULL, &a,
+				      vec);
+	if (dev)
+		return comm_op_device(c, &t, sbytes, rbytes, blocking, reqp,
+				      &a, vec);
 	return comm_post(c, &t, sbytes, rbytes, blocking, reqp, false, vec);
 }
 
@@ -1025,7 +1047,7 @@ int coll_allgatherv(const void *sendbuf, void *recvbuf,
 	const size_t *a[] = { recvcounts, displs };
 
 	return comm_vop(comm, KCOLL_OP_ALLGATHERV, sendbuf, recvbuf, a, dtype,
-			0, true, NULL);
+			0, true, NULL, false, NULL);
 }
 
 int coll_iallgatherv(const void *sendbuf, void *recvbuf,
@@ -1035,7 +1057,7 @@ int coll_iallgatherv(const void *sendbuf, void *recvbuf,
 	const size_t *a[] = { recvcounts, displs };
 
 	return comm_vop(comm, KCOLL_OP_ALLGATHERV, sendbuf, recvbuf, a, dtype,
-			0, false, req);
+			0, false, req, false, NULL);
 }
 
 int coll_reduce_scatterv(const void *sendbuf, void *recvbuf,
@@ -1045,7 +1067,7 @@ int coll_reduce_scatterv(const void *sendbuf, void *recvbuf,
 	const size_t *a[] = { recvcounts };
 
 	return comm_vop(comm, KCOLL_OP_REDUCE_SCATTERV, sendbuf, recvbuf, a,
-			dtype, op, true, NULL);
+			dtype, op, true, NULL, false, NULL);
 }
 
 int coll_ireduce_scatterv(const void *sendbuf, void *recvbuf,
@@ -1055,7 +1077,7 @@ int coll_ireduce_scatterv(const void *sendbuf, void *recvbuf,
 	const size_t *a[] = { recvcounts };
 
 	return comm_vop(comm, KCOLL_OP_REDUCE_SCATTERV, sendbuf, recvbuf, a,
-			dtype, op, false, req);
+			dtype, op, false, req, false, NULL);
 }
 
 int coll_alltoallv(const void *sendbuf, const size_t *sendcounts,
@@ -1066,7 +1088,7 @@ int coll_alltoallv(const void *sendbuf, const size_t *sendcounts,
 	const size_t *a[] = { sendcounts, sdispls, recvcounts, rdispls };
 
 	return comm_vop(comm, KCOLL_OP_ALLTOALLV, sendbuf, recvbuf, a, dtype,
-			0, true, NULL);
+			0, true, NULL, false, NULL);
 }
 
 int coll_ialltoallv(const void *sendbuf, const size_t *sendcounts,
@@ -1077,7 +1099,7 @@ int coll_ialltoallv(const void *sendbuf, const size_t *sendcounts,
 	const size_t *a[] = { sendcounts, sdispls, recvcounts, rdispls };
 
 	return comm_vop(comm, KCOLL_OP_ALLTOALLV, sendbuf, recvbuf, a, dtype,
-			0, false, req);
+			0, false, req, false, NULL);
 }
 
 int coll_send(const void *sendbuf, size_t count, coll_dtype dtype, int peer,
@@ -1308,9 +1330,15 @@ static int comm_gpu_enqueue(coll_comm *c, const struct kcoll_sqe *t,
 	return ret;
 }
 
+/*
+ * Enqueue @t on @stream and submit it. A v-variant comes with its
+ * schedule's arguments @va (its table checked) and the table @vec, which
+ * is the request's from here on, freed with it or on an error.
+ */
 static int comm_op_stream(coll_comm *c, struct kcoll_sqe *t,
 			  uint64_t sbytes, uint64_t rbytes, void *stream,
-			  coll_request **reqp)
+			  coll_request **reqp,
+			  const struct kcoll_sched_args *va, uint64_t *vec)
 {
 	const struct kcoll_shape *d = kcoll_shape(t->opcode);
 	struct kcoll_sched_args a;
@@ -1318,30 +1346,42 @@ static int comm_op_stream(coll_comm *c, struct kcoll_sqe *t,
 	uint64_t es, T;
 	int ret;
 
-	if (coll_grp.depth > 0)
-		return coll_err(-ENOTSUP, "stream-ordered collectives cannot be "
-				"grouped");
+	if (coll_grp.depth > 0) {
+		ret = coll_err(-ENOTSUP, "stream-ordered collectives cannot "
+			       "be grouped");
+		goto out_free;
+	}
 	ret = coll_cuda_stream_ready();
 	if (ret)
-		return ret;
+		goto out_free;
 	es = t->opcode == KCOLL_OP_BARRIER ? 1 : coll_dtype_size(t->dtype);
-	if ((t->send_addr | t->recv_addr) % es)
-		return coll_err(-EINVAL, "device buffers must be aligned to "
-				"their element size (%llu bytes)",
-				(unsigned long long)es);
-	memset(&a, 0, sizeof(a));
-	a.opcode = t->opcode;
-	a.redop = t->redop;
-	a.rank = (uint32_t)c->rank;
-	a.nranks = (uint32_t)c->nranks;
-	a.count = t->count;
-	a.root = (d->uses & KCOLL_USES_PEER) ? t->peer : 0;
-	a.in_place = kcoll_shape_in_place(d, a.rank, a.root, t->count, es,
-					  t->send_addr, t->recv_addr);
+	if ((t->send_addr | t->recv_addr) % es) {
+		ret = coll_err(-EINVAL, "device buffers must be aligned to "
+			       "their element size (%llu bytes)",
+			       (unsigned long long)es);
+		goto out_free;
+	}
+	if (va) {
+		a = *va;
+	} else {
+		memset(&a, 0, sizeof(a));
+		a.opcode = t->opcode;
+		a.redop = t->redop;
+		a.rank = (uint32_t)c->rank;
+		a.nranks = (uint32_t)c->nranks;
+		a.count = t->count;
+		a.root = (d->uses & KCOLL_USES_PEER) ? t->peer : 0;
+		a.in_place = kcoll_shape_in_place(d, a.rank, a.root, t->count,
+						  es, t->send_addr,
+						  t->recv_addr);
+	}
 	ret = kcoll_sched_gpu_layout(&a, (uint32_t)es, &l);
-	if (ret)
-		return coll_err(ret, "%s of %llu elements: no GPU schedule",
-				d->name, (unsigned long long)t->count);
+	if (ret) {
+		ret = va ? coll_err(ret, "%s: no GPU schedule", d->name) :
+		      coll_err(ret, "%s of %llu elements: no GPU schedule",
+			       d->name, (unsigned long long)t->count);
+		goto out_free;
+	}
 
 	pthread_mutex_lock(&c->gpu_lock);
 	ret = comm_gpu_setup(c, l.scratch_bytes);
@@ -1372,11 +1412,15 @@ static int comm_op_stream(coll_comm *c, struct kcoll_sqe *t,
 	}
 	t->flags = KCOLL_SQE_F_GPU;
 	t->resv = c->gpu_ticket;
-	ret = comm_post(c, t, sbytes, rbytes, false, reqp, true, NULL);
+	/* The table is the request's now, freed with it on any path. */
+	ret = comm_post(c, t, sbytes, rbytes, false, reqp, true, vec);
+	vec = NULL;
 	if (ret)
 		comm_gpu_release(c, T);
 out_unlock:
 	pthread_mutex_unlock(&c->gpu_lock);
+out_free:
+	free(vec);
 	return ret;
 }
 
@@ -1386,22 +1430,28 @@ out_unlock:
  */
 static int comm_op_device(coll_comm *c, struct kcoll_sqe *t,
 			  uint64_t sbytes, uint64_t rbytes, bool blocking,
-			  coll_request **reqp)
+			  coll_request **reqp,
+			  const struct kcoll_sched_args *va, uint64_t *vec)
 {
 	coll_request *req = NULL;
 	int ret;
 
 	ret = coll_cuda_stream_ready();
-	if (ret)
+	if (ret) {
+		free(vec);
 		return coll_err(ret, "a reduction of GPU memory runs on the GPU: %s",
 				coll_last_error());
+	}
 	pthread_mutex_lock(&c->gpu_lock);
 	if (!c->int_stream)
 		ret = coll_cuda_stream_create(&c->int_stream);
 	pthread_mutex_unlock(&c->gpu_lock);
-	if (ret)
+	if (ret) {
+		free(vec);
 		return ret;
-	ret = comm_op_stream(c, t, sbytes, rbytes, c->int_stream, &req);
+	}
+	ret = comm_op_stream(c, t, sbytes, rbytes, c->int_stream, &req, va,
+			     vec);
 	if (ret || !blocking) {
 		if (!ret)
 			*reqp = req;
@@ -1483,6 +1533,37 @@ int coll_barrier_stream(coll_comm *comm, void *stream)
 {
 	return comm_op(comm, KCOLL_OP_BARRIER, NULL, NULL, 0, 0, 0, 0, false,
 		       NULL, true, stream);
+}
+
+int coll_allgatherv_stream(const void *sendbuf, void *recvbuf,
+			   const size_t *recvcounts, const size_t *displs,
+			   coll_dtype dtype, coll_comm *comm, void *stream)
+{
+	const size_t *a[] = { recvcounts, displs };
+
+	return comm_vop(comm, KCOLL_OP_ALLGATHERV, sendbuf, recvbuf, a, dtype,
+			0, false, NULL, true, stream);
+}
+
+int coll_reduce_scatterv_stream(const void *sendbuf, void *recvbuf,
+				const size_t *recvcounts, coll_dtype dtype,
+				coll_redop op, coll_comm *comm, void *stream)
+{
+	const size_t *a[] = { recvcounts };
+
+	return comm_vop(comm, KCOLL_OP_REDUCE_SCATTERV, sendbuf, recvbuf, a,
+			dtype, op, false, NULL, true, stream);
+}
+
+int coll_alltoallv_stream(const void *sendbuf, const size_t *sendcounts,
+			  const size_t *sdispls, void *recvbuf,
+			  const size_t *recvcounts, const size_t *rdispls,
+			  coll_dtype dtype, coll_comm *comm, void *stream)
+{
+	const size_t *a[] = { sendcounts, sdispls, recvcounts, rdispls };
+
+	return comm_vop(comm, KCOLL_OP_ALLTOALLV, sendbuf, recvbuf, a, dtype,
+			0, false, NULL, true, stream);
 }
 
 int coll_comm_async_error(coll_comm *comm)

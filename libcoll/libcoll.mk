@@ -13,7 +13,7 @@
 #   LIBCOLL_LIBS      what a program linking LIBCOLL_A needs besides it
 #   targets: libcoll, libcoll-install, libcoll-clean (phony)
 
-LIBCOLL_VERSION	:= 0.5.0
+LIBCOLL_VERSION	:= 0.6.0
 LIBCOLL_SONAME	:= libcoll.so.0
 LIBCOLL_SRCDIR	:= $(TOP)/libcoll
 LIBCOLL_BUILD	?= $(TOP)/build/libcoll

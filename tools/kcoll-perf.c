@@ -36,7 +36,8 @@
  *   -M      bandwidths in MB/s instead of GB/s (slow, emulated links)
  *   -V s    the v-variants (-c allgatherv, reduce_scatterv, alltoallv):
  *           their largest block s times their smallest (default 1: equal
- *           blocks; collsim's -V); int32, host memory
+ *           blocks; collsim's -V); int32; host memory, or GPU memory
+ *           and streams with -G
  *   -u      also CPU time per GB of bus traffic of the timed iterations
  *           (out of place): "cpu" of the ranks' processes, "node" of
  *           their nodes' CPUs (tools/bench-util.h); and per collective,
@@ -566,7 +567,8 @@ static void bench(enum chk_coll coll)
  * equal-block collective's count at that size; contiguous displacements.
  * Sizes, columns and bus factor as allgather, reduce_scatter and
  * alltoall: the whole buffer, (n-1)/n. int32 data (reduce_scatterv: SUM),
- * checked once per size as -C says.
+ * checked once per size as -C says. -G: device memory and the
+ * stream-ordered forms.
  */
 static size_t vec_count(size_t mean, int k)
 {
@@ -589,12 +591,26 @@ static int vec_issue(const void *ctx, coll_request **req)
 	return vchk_issue_nb(x->op, comm, x->send, x->recv, x->a, req);
 }
 
+/* -G: @send and @recv are device memory; the stream-ordered forms. */
 static double vec_run(enum vchk_op op, const void *send, void *recv,
 		      size_t *const *a, int iters)
 {
 	struct vec_ctx x = { op, send, recv, a };
+	double t0 = now();
+	int i, ret;
 
-	return run_iters(vec_issue, &x, vchk_names[op], iters);
+	if (!o.gpu)
+		return run_iters(vec_issue, &x, vchk_names[op], iters);
+	for (i = 0; i < iters; i++) {
+		ret = vchk_issue_stream(op, comm, send, recv, a, stream);
+		if (ret)
+			die("enqueueing", ret);
+	}
+	cm_die("cuStreamSynchronize", cm.stream_sync(stream));
+	ret = coll_comm_async_error(comm);
+	if (ret)
+		die(vchk_names[op], ret);
+	return iters ? (now() - t0) / iters : 0;
 }
 
 static void bench_vec(enum vchk_op op)
@@ -602,6 +618,8 @@ static void bench_vec(enum vchk_op op)
 	size_t n = (size_t)nranks, size, mean, prev = (size_t)-1, i, j;
 	size_t *a[4], send_n, recv_n, off, tot;
 	int32_t *send, *recv;
+	void *ds = NULL, *dr = NULL;	/* -G: the device copies */
+	cm_ptr p;
 	int k;
 
 	for (k = 0; k < 4; k++) {
@@ -663,15 +681,34 @@ static void bench_vec(enum vchk_op op)
 				for (i = 0; i < a[0][j]; i++)
 					send[a[1][j] + i] =
 						vchk_val(rank, (int)j, i);
+		if (o.gpu) {
+			cm_die("cuMemAlloc", cm.alloc(&p, (send_n + 1) * 4));
+			ds = (void *)(uintptr_t)p;
+			cm_die("cuMemAlloc", cm.alloc(&p, (recv_n + 1) * 4));
+			dr = (void *)(uintptr_t)p;
+			cm_die("cuMemcpyHtoD", cm.htod((uintptr_t)ds, send,
+						       (send_n + 1) * 4));
+		}
 		if (o.warmup)
-			vec_run(op, send, recv, a, o.warmup);
+			vec_run(op, o.gpu ? ds : send, o.gpu ? dr : recv, a,
+				o.warmup);
 		if (coll_barrier(comm))
 			die("barrier", -EIO);
-		t = over_ranks(vec_run(op, send, recv, a, o.iters),
-			       COLL_REDOP_MAX);
+		t = over_ranks(vec_run(op, o.gpu ? ds : send, o.gpu ? dr : recv,
+				       a, o.iters), COLL_REDOP_MAX);
 		if (o.check) {
 			memset(recv, 0xa5, (recv_n + 1) * sizeof(*recv));
-			vec_run(op, send, recv, a, 1);
+			if (o.gpu) {
+				cm_die("cuMemcpyHtoD",
+				       cm.htod((uintptr_t)dr, recv,
+					       (recv_n + 1) * 4));
+				vec_run(op, ds, dr, a, 1);
+				cm_die("cuMemcpyDtoH",
+				       cm.dtoh(recv, (uintptr_t)dr,
+					       (recv_n + 1) * 4));
+			} else {
+				vec_run(op, send, recv, a, 1);
+			}
 			if (op == VCHK_REDUCE_SCATTERV) {
 				for (off = 0, j = 0; j < (size_t)rank; j++)
 					off += a[0][j];
@@ -695,6 +732,10 @@ static void bench_vec(enum vchk_op op)
 			}
 			wrong = sum_over_ranks(bad);
 			wrong_total += wrong;
+		}
+		if (o.gpu) {
+			cm.free((uintptr_t)ds);
+			cm.free((uintptr_t)dr);
 		}
 		free(send);
 		free(recv);
@@ -826,9 +867,9 @@ int main(int argc, char **argv)
 	if (optind != argc || o.iters < 1 || o.warmup < 0 ||
 	    o.minbytes > o.maxbytes || o.skew < 1)
 		usage();
-	if (o.vcolls && (o.gpu || o.dmabuf)) {
-		fprintf(stderr, "kcoll-perf: the v-variants on host memory "
-			"only\n");
+	if (o.vcolls && o.dmabuf) {
+		fprintf(stderr, "kcoll-perf: the v-variants on host or GPU "
+			"memory (-G) only\n");
 		return 2;
 	}
 	if (!coll_redop_valid(o.dt, o.op) &&

@@ -1234,6 +1234,26 @@ COLL_API int coll_scatter_stream(const void *sendbuf, void *recvbuf,
 				 size_t recvcount, coll_dtype dtype, int root,
 				 coll_comm *comm, void *stream);
 COLL_API int coll_barrier_stream(coll_comm *comm, void *stream);
+/*
+ * The v-variants on @stream: the arrays are read before the call returns,
+ * as in the forms above; the blocking and non-blocking forms also take
+ * device pointers (coll_reduce_scatterv() then reduces on the GPU).
+ * Needs a module with KCOLL_FEAT_GPU_VEC (-EOPNOTSUPP otherwise).
+ */
+COLL_API int coll_allgatherv_stream(const void *sendbuf, void *recvbuf,
+				    const size_t *recvcounts,
+				    const size_t *displs, coll_dtype dtype,
+				    coll_comm *comm, void *stream);
+COLL_API int coll_reduce_scatterv_stream(const void *sendbuf, void *recvbuf,
+					 const size_t *recvcounts,
+					 coll_dtype dtype, coll_redop op,
+					 coll_comm *comm, void *stream);
+COLL_API int coll_alltoallv_stream(const void *sendbuf,
+				   const size_t *sendcounts,
+				   const size_t *sdispls, void *recvbuf,
+				   const size_t *recvcounts,
+				   const size_t *rdispls, coll_dtype dtype,
+				   coll_comm *comm, void *stream);
 /* 0, or the first error of a stream-ordered operation of @comm. */
 COLL_API int coll_comm_async_error(coll_comm *comm);
 

@@ -32,7 +32,24 @@ static const char *const vchk_names[VCHK_NR] = {
 	"allgatherv", "reduce_scatterv", "alltoallv",
 };
 
-enum vchk_style { VCHK_BLOCKING, VCHK_NONBLOCKING, VCHK_GROUP, VCHK_STYLES };
+enum vchk_style {
+	VCHK_BLOCKING, VCHK_NONBLOCKING, VCHK_GROUP, VCHK_STYLES,
+	VCHK_STREAM = VCHK_STYLES,	/* with a vchk_dev only */
+};
+
+/*
+ * Device memory (kcoll-colltest -S): the buffers are @alloc's, filled and
+ * read back through @put and @get; VCHK_STREAM issues the stream-ordered
+ * forms on @stream, then @sync waits for it.
+ */
+struct vchk_dev {
+	void *(*alloc)(size_t bytes);
+	void (*free)(void *p);
+	void (*put)(void *dev, const void *host, size_t bytes);
+	void (*get)(void *host, const void *dev, size_t bytes);
+	int (*sync)(void *stream);
+	void *stream;
+};
 
 #define VCHK_POISON	((int32_t)0xa5a5a5a5)
 
@@ -112,6 +129,7 @@ struct vchk {
 	int rank, nranks;
 	enum vchk_style style;
 	bool in_place;		/* allgatherv only */
+	const struct vchk_dev *dev;	/* NULL: host memory */
 	/* Set by the run: */
 	char msg[256];
 	double bytes;		/* received by this rank */
@@ -145,6 +163,27 @@ static inline int vchk_issue_nb(enum vchk_op op, coll_comm *comm,
 	}
 }
 
+/* The stream-ordered form of @op on @stream (kcoll-perf -G too). */
+static inline int vchk_issue_stream(enum vchk_op op, coll_comm *comm,
+				    const void *send, void *recv,
+				    size_t *const *a, void *stream)
+{
+	switch (op) {
+	case VCHK_ALLGATHERV:
+		return coll_allgatherv_stream(send, recv, a[0], a[1],
+					      COLL_DTYPE_INT32, comm, stream);
+	case VCHK_REDUCE_SCATTERV:
+		return coll_reduce_scatterv_stream(send, recv, a[0],
+						   COLL_DTYPE_INT32,
+						   COLL_REDOP_SUM, comm,
+						   stream);
+	default:
+		return coll_alltoallv_stream(send, a[0], a[1], recv, a[2],
+					     a[3], COLL_DTYPE_INT32, comm,
+					     stream);
+	}
+}
+
 /*
  * Issue @v's operation on @comm in its style, with the arrays given.
  * Returns the operation's result.
@@ -157,6 +196,15 @@ static inline int vchk_issue(struct vchk *v, coll_comm *comm,
 	coll_request *req = NULL;
 	int ret, ret2;
 
+	if (v->style == VCHK_STREAM) {
+		ret = vchk_issue_stream(v->op, comm, send, recv, a,
+					v->dev->stream);
+		memset(a0, 0xee, (size_t)v->nranks * sizeof(*a0));
+		if (ret)
+			return ret;
+		ret = v->dev->sync(v->dev->stream);
+		return ret ? ret : coll_comm_async_error(comm);
+	}
 	if (v->style == VCHK_GROUP)
 		coll_group_start();
 	if (v->style == VCHK_NONBLOCKING)
@@ -190,7 +238,7 @@ static inline int vchk_run(struct vchk *v, coll_comm *comm)
 {
 	int n = v->nranks, r = v->rank, j, ret = -ENOMEM;
 	size_t *a[4] = { NULL }, *keep = NULL, send_n = 0, recv_n = 0, i, e;
-	int32_t *send = NULL, *recv = NULL, *in_place_send;
+	int32_t *send = NULL, *recv = NULL, *in_place_send, *ds = NULL, *dr = NULL;
 
 	v->msg[0] = 0;
 	v->bytes = 0;
@@ -257,7 +305,24 @@ static inline int vchk_run(struct vchk *v, coll_comm *comm)
 	memcpy(keep, a[0], (size_t)n * sizeof(size_t));
 	if (v->op == VCHK_ALLTOALLV)
 		memcpy(keep + n, a[2], (size_t)n * sizeof(size_t));
-	ret = vchk_issue(v, comm, in_place_send, recv, a[0], a[1], a[2], a[3]);
+	if (v->dev) {
+		/* The same contents on the device; read back after. */
+		ds = v->dev->alloc((send_n + 1) * sizeof(*send));
+		dr = v->dev->alloc(recv_n * sizeof(*recv));
+		if (!ds || !dr) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		v->dev->put(ds, send, (send_n + 1) * sizeof(*send));
+		v->dev->put(dr, recv, recv_n * sizeof(*recv));
+		ret = vchk_issue(v, comm, in_place_send == send ? ds :
+				 dr + a[1][r], dr, a[0], a[1], a[2], a[3]);
+		v->dev->get(send, ds, (send_n + 1) * sizeof(*send));
+		v->dev->get(recv, dr, recv_n * sizeof(*recv));
+	} else {
+		ret = vchk_issue(v, comm, in_place_send, recv, a[0], a[1],
+				 a[2], a[3]);
+	}
 	memcpy(a[0], keep, (size_t)n * sizeof(size_t));
 	if (ret)
 		goto out;
@@ -327,6 +392,10 @@ static inline int vchk_run(struct vchk *v, coll_comm *comm)
 out:
 	for (j = 0; j < 4; j++)
 		free(a[j]);
+	if (ds)
+		v->dev->free(ds);
+	if (dr)
+		v->dev->free(dr);
 	free(keep);
 	free(send);
 	free(recv);

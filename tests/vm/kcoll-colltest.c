@@ -61,8 +61,10 @@
  *       then cuStreamSynchronize and coll_comm_async_error()), the
  *       blocking and the non-blocking forms on device pointers; int32,
  *       bf16, fp32 and fp64; no send/recv; then many operations queued on
- *       one stream, two streams interleaved, and two communicators each
- *       with its own stream. Needs KCOLL_DEVMEM=1. With -m the odd
+ *       one stream, two streams interleaved, two communicators each
+ *       with its own stream, and the v-variants (coll_*v_stream, the
+ *       blocking and non-blocking forms on device pointers; the tables
+ *       and checks of -V). Needs KCOLL_DEVMEM=1. With -m the odd
  *       ranks keep host memory and the plain forms (their CPUs reduce):
  *       one communicator of GPU and CPU ranks must give one answer.
  *       With -T: every rank but the last enqueues an allreduce with a 2 s
@@ -750,16 +752,61 @@ static void group_case(void)
 	report(bad, "group of 6 blocking allreduces", t0);
 }
 
+/* -S: the v-variants' buffers in device memory (kcoll-vcheck.h). */
+static void *vdev_alloc(size_t n)
+{
+	cm_ptr p = 0;
+
+	cm_check(cm.alloc(&p, n ? n : 1), "cuMemAlloc");
+	return (void *)(uintptr_t)p;
+}
+
+static void vdev_free(void *p)
+{
+	cm.free((cm_ptr)(uintptr_t)p);
+}
+
+static void vdev_put(void *d, const void *h, size_t n)
+{
+	if (n)
+		cm_check(cm.htod((cm_ptr)(uintptr_t)d, h, n), "cuMemcpyHtoD");
+}
+
+static void vdev_get(void *h, const void *d, size_t n)
+{
+	if (n)
+		cm_check(cm.dtoh(h, (cm_ptr)(uintptr_t)d, n), "cuMemcpyDtoH");
+}
+
+static int vdev_sync(void *st)
+{
+	cm_check(cm.stream_sync(st), "cuStreamSynchronize");
+	return 0;
+}
+
 /*
  * The v-variants (tests/oracle/kcoll-vcheck.h): each in every API form
  * with random tables, small blocks (eager, unregistered), blocks around
  * the 8 KiB line, allgatherv in place, and one case of about 16 MiB per
- * rank through registered buffers.
+ * rank through registered buffers. -S: on device memory, stream-ordered,
+ * blocking and non-blocking (a host rank of -m: blocking and
+ * non-blocking on host memory), reduce_scatterv reducing on the GPU.
  */
 static void vec_cases(int level)
 {
 	static const size_t maxcs[] = { 3, 40, 3000 };
-	struct vchk v = { .rank = rank, .nranks = nranks };
+	static const enum vchk_style gpu_vstyles[VCHK_STYLES] = {
+		VCHK_STREAM, VCHK_BLOCKING, VCHK_NONBLOCKING,
+	}, host_vstyles[VCHK_STYLES] = {
+		VCHK_BLOCKING, VCHK_NONBLOCKING, VCHK_BLOCKING,
+	};
+	struct vchk_dev vd = {
+		.alloc = vdev_alloc, .free = vdev_free, .put = vdev_put,
+		.get = vdev_get, .sync = vdev_sync, .stream = stream,
+	};
+	struct vchk v = {
+		.rank = rank, .nranks = nranks, .dev = devbufs ? &vd : NULL,
+	};
 	int op, st, k, ret;
 
 	for (op = 0; op < VCHK_NR; op++) {
@@ -770,7 +817,9 @@ static void vec_cases(int level)
 		for (st = 0; st < VCHK_STYLES; st++) {
 			for (k = 0; k < 3; k++) {
 				v.op = (enum vchk_op)op;
-				v.style = (enum vchk_style)st;
+				v.style = devbufs ? gpu_vstyles[st] :
+					  gpu ? host_vstyles[st] :
+					  (enum vchk_style)st;
 				v.seed = (uint64_t)(nranks * 1000 + op * 100 +
 						    st * 10 + k);
 				v.maxc = maxcs[k];
@@ -800,7 +849,12 @@ static void vec_cases(int level)
 			     coll_strerror(ret), v.msg);
 			bad++;
 		}
-		report(bad, vchk_names[op], t0);
+		report(bad, gpu ? (op == VCHK_ALLGATHERV ?
+				   "allgatherv (GPU memory, streams)" :
+				   op == VCHK_REDUCE_SCATTERV ?
+				   "reduce_scatterv (GPU memory, streams)" :
+				   "alltoallv (GPU memory, streams)") :
+		       vchk_names[op], t0);
 		if (rank == 0 && verbose)
 			printf("# %s: %u cases, the large one %.1f MB received "
 			       "on rank 0\n", vchk_names[op], cases,
@@ -1735,6 +1789,8 @@ int main(int argc, char **argv)
 		stream_flood_case();
 		stream_two_comms_case();
 	}
+	if (only < 0 && gpu)
+		vec_cases(0);
 	if (only < 0 && !dmabuf && !gpu) {
 		vec_cases(level);
 		group_case();

@@ -294,6 +294,7 @@ struct kcoll_cq_offsets {
 #define KCOLL_FEAT_ABORT	(1U << 6)	/* KCOLL_IOC_COMM_ABORT */
 #define KCOLL_FEAT_GPU		(1U << 7)	/* KCOLL_IOC_GPU_SETUP */
 #define KCOLL_FEAT_PARENT	(1U << 8)	/* kcoll_comm_create.parent_uid */
+#define KCOLL_FEAT_GPU_VEC	(1U << 9)	/* v-variants on a stream */
 
 /**
  * struct kcoll_query - KCOLL_IOC_QUERY: what this kernel offers.

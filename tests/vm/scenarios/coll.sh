@@ -55,6 +55,10 @@
 #           device memory dma-bufs of exporter E): interleaved in one
 #           boot; the module's average time per GPU step (handoff to the
 #           stream, kernel, handoff back) from its stats
+#   gpuvec=E  only kcoll-perf's v-variants (allgatherv, reduce_scatterv,
+#           alltoallv; blocks skewed 4x, 64 B to 4 MiB, checked), first on
+#           ordinary memory, then on stand-in GPU memory with streams (-G),
+#           and how many GPU steps the module handed over meanwhile
 #   dmabufab=E[:N]  only kcoll-perf at 16 MiB (allreduce, allgather,
 #           broadcast), N rounds (default 3), each first on ordinary memory
 #           registered once (-R 1), then on dma-bufs of exporter E imported
@@ -94,7 +98,7 @@ kcoll_res_baseline
 set -- $KCOLL_ARG
 nranks=${1:-$((2 * kcoll_nvms))}
 [ $# -gt 0 ] && shift
-dmabuf="" gpu="" gpu_only="" gpuab="" dmabufab="" level="" perf=0 neg=1 check=1 dieloop=0 qpsweep="" sweep_knob="" prio=0 prio_args=(-s 64K -b 256M -n 30) skew=0 family=0
+dmabuf="" gpu="" gpu_only="" gpuab="" gpuvec="" dmabufab="" level="" perf=0 neg=1 check=1 dieloop=0 qpsweep="" sweep_knob="" prio=0 prio_args=(-s 64K -b 256M -n 30) skew=0 family=0
 perf_args=(-M -c all -b 8 -e 4M -f 4 -n 5 -w 2 -i 1)
 for a in "$@"; do
 	case $a in
@@ -127,6 +131,7 @@ for a in "$@"; do
 	gpu=*) gpu=${a#gpu=} ;;
 	gpuonly=*) gpu=${a#gpuonly=} check=0 neg=0 ;;
 	gpuab=*) gpuab=${a#gpuab=} check=0 neg=0 ;;
+	gpuvec=*) gpuvec=${a#gpuvec=} check=0 neg=0 ;;
 	gputrace) export FAKECUDA_TRACE=1 ;;
 	gpuc=*) gpu_only=${a#gpuc=} ;;
 	dmabufab=*) dmabufab=${a#dmabufab=} check=0 neg=0 dmabuf=${dmabufab%%:*} ;;
@@ -140,7 +145,7 @@ for a in "$@"; do
 	*) fail "unknown scenario argument '$a'" ;;
 	esac
 done
-[ -n "$dmabuf$gpu$gpuab" ] && kcoll_exporters_up
+[ -n "$dmabuf$gpu$gpuab$gpuvec" ] && kcoll_exporters_up
 if [ $skew = 1 ]; then
 	case $kcoll_vm in
 	0) echo 9999 >/sys/class/misc/kcoll/algo/beta_ps || fail "skew: beta_ps" ;;
@@ -251,6 +256,19 @@ if [ -n "$gpuab" ]; then
 					sed "s|^|[gab round $i $size $mem] |"
 			done
 		done
+	done
+elif [ -n "$gpuvec" ]; then
+	args=(-c allgatherv,reduce_scatterv,alltoallv -V 4 -b 64 -e 4M -f 4 -n 3 -w 1)
+	KCOLL_DEVMEM=1 RUN_SNAP_S=300 run "gvec-host" 900 "$PERF" "${args[@]}"
+	s0=$(cat /sys/class/misc/kcoll/stats/gpu_steps)
+	LD_LIBRARY_PATH=$KCOLL_TOP/build/unit/fakecuda FAKECUDA_DMABUF=$gpuvec \
+		KCOLL_DEVMEM=1 RUN_SNAP_S=300 run "gvec-gpu" 900 "$PERF" "${args[@]}" -G
+	s1=$(cat /sys/class/misc/kcoll/stats/gpu_steps)
+	log "[gvec gpu] GPU steps on this VM: $((s1 - s0))"
+	for mem in host gpu; do
+		[ -f "$KCOLL_OUT/gvec-$mem-rank0.log" ] &&
+			grep -E '^ +[0-9]|^# (all|red)|Out of bounds' "$KCOLL_OUT/gvec-$mem-rank0.log" |
+			sed "s|^|[gvec $mem] |"
 	done
 elif [ -n "$dmabufab" ]; then
 	rounds=${dmabufab#*:}
@@ -396,7 +414,7 @@ log "registration cache: $(cd /sys/class/misc/kcoll/stats && for f in reg_cache_
 kill "$bgsnap" 2>/dev/null
 wait "$bgsnap" 2>/dev/null
 kcoll_res_check
-[ -n "$dmabuf$gpu$gpuab" ] && kcoll_exporters_down
+[ -n "$dmabuf$gpu$gpuab$gpuvec" ] && kcoll_exporters_down
 kcoll_mod_unload
 # skew: the model of every communicator the snapshots saw, "uid a/b/g".
 # The model is agreed once every peer has been heard: a snapshot taken
