@@ -213,3 +213,9 @@ char *kc_hist_label(unsigned int i, char *buf, size_t len)
 		snprintf(buf, len, "%s%s-%s%s", lo, ulo, hi, uhi);
 	return buf;
 }
+
+/* KCOLL_A_STAT_PROFILE's names, in enum kcoll_nl_prof order. */
+const char *const kc_prof_names[KCOLL_NL_PROF_NR] = {
+	"ops", "phases", "total_ns", "queued_ns", "wait_ns", "move_ns",
+	"land_ns", "sigs_ns", "settle_ns",
+};

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <linux/kcoll_netlink.h>
+
 /* Longest output of each helper, with the NUL. */
 #define KC_ADDR_STRLEN	48	/* INET6_ADDRSTRLEN and some */
 #define KC_GUID_STRLEN	20	/* "xxxx:xxxx:xxxx:xxxx" */
@@ -46,5 +48,8 @@ uint64_t kc_hist_lower_us(unsigned int i);
 uint64_t kc_hist_upper_us(unsigned int i);
 /* "0-2us", "64-128us", "512us-1.02ms", "1.05-2.1s", ">=2147s". */
 char *kc_hist_label(unsigned int i, char *buf, size_t len);
+
+/* KCOLL_A_STAT_PROFILE's entries by name ("ops", ..., "settle_ns"). */
+extern const char *const kc_prof_names[KCOLL_NL_PROF_NR];
 
 #endif /* KC_FMT_H */

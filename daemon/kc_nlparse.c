@@ -57,6 +57,7 @@ static struct nla_policy kc_policy[KCOLL_A_MAX + 1] = {
 	[KCOLL_A_STAT_INFLIGHT]		= { .type = NLA_U64 },
 	[KCOLL_A_STAT_CONTEXTS]		= { .type = NLA_U64 },
 	[KCOLL_A_STAT_COMMS]		= { .type = NLA_U64 },
+	[KCOLL_A_STAT_PROFILE]		= { .type = NLA_UNSPEC },
 	[KCOLL_A_TUNABLE]		= { .type = NLA_NESTED },
 	[KCOLL_A_TUNABLE_NAME]		= { .type = NLA_STRING },
 	[KCOLL_A_TUNABLE_VALUE]		= { .type = NLA_STRING },
@@ -156,6 +157,16 @@ int kc_parse_stats(struct nlattr *nest, struct kc_stats *st)
 		if ((size_t)len > sizeof(st->lat))
 			len = sizeof(st->lat);
 		memcpy(st->lat, nla_data(tb[KCOLL_A_STAT_LAT_HIST]), len);
+	}
+	if (tb[KCOLL_A_STAT_PROFILE]) {
+		len = nla_len(tb[KCOLL_A_STAT_PROFILE]);
+		if (len % sizeof(uint64_t))
+			return -EINVAL;
+		/* A newer kernel's appended entries are left out; an
+		 * older one's missing ones stay 0. */
+		if ((size_t)len > sizeof(st->prof))
+			len = sizeof(st->prof);
+		memcpy(st->prof, nla_data(tb[KCOLL_A_STAT_PROFILE]), len);
 	}
 	return 0;
 }

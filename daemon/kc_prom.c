@@ -122,6 +122,43 @@ static void kc_prom_hist(FILE *f, const struct kc_stats *st)
 	fprintf(f, "%s_count %" PRIu64 "\n", name, cum);
 }
 
+/*
+ * The module's profile of the node's collectives: how many, their phases,
+ * and seconds per part, as counters (rate() of a part over rate() of
+ * kcoll_collectives_timed_total is the part of one collective).
+ */
+static void kc_prom_profile(FILE *f, const struct kc_stats *st)
+{
+	const char *name = "kcoll_collective_seconds_total";
+	unsigned int i;
+
+	if (!KC_HAS(st, KCOLL_A_STAT_PROFILE))
+		return;
+	kc_prom_head(f, "kcoll_collectives_timed_total", "counter",
+		     "Collectives that completed without error, whose time "
+		     "kcoll_collective_seconds_total splits.");
+	fprintf(f, "kcoll_collectives_timed_total %" PRIu64 "\n",
+		st->prof[KCOLL_NL_PROF_OPS]);
+	kc_prom_head(f, "kcoll_collective_phases_total", "counter",
+		     "Phases of those collectives.");
+	fprintf(f, "kcoll_collective_phases_total %" PRIu64 "\n",
+		st->prof[KCOLL_NL_PROF_PHASES]);
+	kc_prom_head(f, name, "counter",
+		     "Time of those collectives: part=\"total\" from "
+		     "submission to completion; its parts queued, wait (a "
+		     "phase to its first byte moving), move (the rest of the "
+		     "phase), sigs and settle add up to at most it; land (CPU "
+		     "copying and reducing received data) lies within wait "
+		     "and move.");
+	for (i = KCOLL_NL_PROF_TOTAL_NS; i < KCOLL_NL_PROF_NR; i++) {
+		const char *part = kc_prof_names[i];
+		size_t len = strlen(part) - 3;	/* without "_ns" */
+
+		fprintf(f, "%s{part=\"%.*s\"} %.9g\n", name, (int)len, part,
+			st->prof[i] / 1e9);
+	}
+}
+
 int kc_prom_render(FILE *f, const struct kc_node_stats *ns)
 {
 	const struct kc_stats *st;
@@ -157,5 +194,6 @@ int kc_prom_render(FILE *f, const struct kc_node_stats *ns)
 	kc_prom_gauge(f, st, "kcoll_comms", "Communicators on this node.",
 		      KCOLL_A_STAT_COMMS, st->comms);
 	kc_prom_hist(f, st);
+	kc_prom_profile(f, st);
 	return ferror(f) ? -EIO : 0;
 }

@@ -107,6 +107,18 @@ static void kc_text_cost(FILE *f, const struct kc_cost *c)
 		c->beta_ps, c->gamma_ps);
 }
 
+static struct json_object *kc_json_profile(const uint64_t *prof)
+{
+	struct json_object *o = json_object_new_object();
+	size_t i;
+
+	if (!o)
+		return NULL;
+	for (i = 0; i < KCOLL_NL_PROF_NR; i++)
+		kc_jadd_u64(o, kc_prof_names[i], prof[i]);
+	return o;
+}
+
 struct json_object *kc_json_stats(const struct kc_stats *st)
 {
 	static const struct {
@@ -140,6 +152,8 @@ struct json_object *kc_json_stats(const struct kc_stats *st)
 							fields[i].off));
 	if (KC_HAS(st, KCOLL_A_STAT_LAT_HIST))
 		kc_jadd(o, "latency", kc_json_hist(st->lat));
+	if (KC_HAS(st, KCOLL_A_STAT_PROFILE))
+		kc_jadd(o, "profile", kc_json_profile(st->prof));
 	return o;
 }
 
@@ -565,6 +579,36 @@ void kc_text_comm(FILE *f, const struct kc_comm *c, bool details)
 		kc_text_lasterr(f, &c->last_error);
 }
 
+/*
+ * "    profile 120 collectives, 2.5 phases, per collective (us): total 900
+ * = queued 10 + wait 300 + move 500 (land 40) + sigs 20 + settle 5 +
+ * other 65"
+ */
+static void kc_text_profile(FILE *f, const uint64_t *p)
+{
+	double n = (double)p[KCOLL_NL_PROF_OPS], parts;
+
+	if (!p[KCOLL_NL_PROF_OPS]) {
+		fputs("    profile: no collective completed yet\n", f);
+		return;
+	}
+	parts = (double)p[KCOLL_NL_PROF_QUEUED_NS] + p[KCOLL_NL_PROF_WAIT_NS] +
+		p[KCOLL_NL_PROF_MOVE_NS] + p[KCOLL_NL_PROF_SIGS_NS] +
+		p[KCOLL_NL_PROF_SETTLE_NS];
+	fprintf(f, "    profile %" PRIu64 " collectives, %.1f phases, per "
+		"collective (us): total %.0f = queued %.0f + wait %.0f + "
+		"move %.0f (land %.0f) + sigs %.0f + settle %.0f + other %.0f\n",
+		p[KCOLL_NL_PROF_OPS], p[KCOLL_NL_PROF_PHASES] / n,
+		p[KCOLL_NL_PROF_TOTAL_NS] / n / 1e3,
+		p[KCOLL_NL_PROF_QUEUED_NS] / n / 1e3,
+		p[KCOLL_NL_PROF_WAIT_NS] / n / 1e3,
+		p[KCOLL_NL_PROF_MOVE_NS] / n / 1e3,
+		p[KCOLL_NL_PROF_LAND_NS] / n / 1e3,
+		p[KCOLL_NL_PROF_SIGS_NS] / n / 1e3,
+		p[KCOLL_NL_PROF_SETTLE_NS] / n / 1e3,
+		(p[KCOLL_NL_PROF_TOTAL_NS] - parts) / n / 1e3);
+}
+
 static void kc_text_stats_block(FILE *f, const char *name,
 				const struct kc_stats *st)
 {
@@ -576,6 +620,8 @@ static void kc_text_stats_block(FILE *f, const char *name,
 		kc_text_hist(f, st->lat);
 		fputc('\n', f);
 	}
+	if (KC_HAS(st, KCOLL_A_STAT_PROFILE))
+		kc_text_profile(f, st->prof);
 }
 
 void kc_text_node_stats(FILE *f, const struct kc_node_stats *ns)

@@ -86,6 +86,28 @@ static int kcoll_nl_put_u64(struct sk_buff *skb, int type, u64 v)
 	return nla_put_u64_64bit(skb, type, v, KCOLL_A_PAD);
 }
 
+/* KCOLL_A_STAT_PROFILE: sysfs stats/time_*, in enum kcoll_nl_prof order. */
+static int kcoll_nl_put_profile(struct sk_buff *skb)
+{
+	static const enum kcoll_stat src[KCOLL_NL_PROF_NR] = {
+		[KCOLL_NL_PROF_OPS] = KCOLL_STAT_TIME_OPS,
+		[KCOLL_NL_PROF_PHASES] = KCOLL_STAT_TIME_PHASES,
+		[KCOLL_NL_PROF_TOTAL_NS] = KCOLL_STAT_TIME_TOTAL_NS,
+		[KCOLL_NL_PROF_QUEUED_NS] = KCOLL_STAT_TIME_QUEUED_NS,
+		[KCOLL_NL_PROF_WAIT_NS] = KCOLL_STAT_TIME_WAIT_NS,
+		[KCOLL_NL_PROF_MOVE_NS] = KCOLL_STAT_TIME_MOVE_NS,
+		[KCOLL_NL_PROF_LAND_NS] = KCOLL_STAT_TIME_LAND_NS,
+		[KCOLL_NL_PROF_SIGS_NS] = KCOLL_STAT_TIME_SIGS_NS,
+		[KCOLL_NL_PROF_SETTLE_NS] = KCOLL_STAT_TIME_SETTLE_NS,
+	};
+	u64 v[KCOLL_NL_PROF_NR];
+	int i;
+
+	for (i = 0; i < KCOLL_NL_PROF_NR; i++)
+		v[i] = kcoll_stat_sum(src[i]);
+	return nla_put(skb, KCOLL_A_STAT_PROFILE, sizeof(v), v);
+}
+
 static int kcoll_nl_put_stats(struct sk_buff *skb, struct kcoll_opstats *st,
 			      bool node, u32 ncomms)
 {
@@ -111,7 +133,8 @@ static int kcoll_nl_put_stats(struct sk_buff *skb, struct kcoll_opstats *st,
 				      atomic_read(&kcoll_nr_inflight)) ||
 		     kcoll_nl_put_u64(skb, KCOLL_A_STAT_CONTEXTS,
 				      atomic_read(&kcoll_nr_contexts)) ||
-		     kcoll_nl_put_u64(skb, KCOLL_A_STAT_COMMS, ncomms)))
+		     kcoll_nl_put_u64(skb, KCOLL_A_STAT_COMMS, ncomms) ||
+		     kcoll_nl_put_profile(skb)))
 		goto out_cancel;
 	nla_nest_end(skb, nest);
 	return 0;

@@ -129,6 +129,7 @@ void kcoll_op_land(struct kcoll_task *op, const u8 *in, size_t off,
 {
 	const struct kcoll_srecv *rv = &op->ph.recv;
 	u8 *dst = kcoll_region(op, &rv->dst) + off;
+	u64 t = ktime_get_ns();
 
 	if (rv->reduce) {
 		const u8 *opnd = kcoll_region(op, &rv->operand) + off;
@@ -139,6 +140,7 @@ void kcoll_op_land(struct kcoll_task *op, const u8 *in, size_t off,
 	} else {
 		op->exec->copy(op, dst, in, len);
 	}
+	op->ns_land += ktime_get_ns() - t;
 }
 
 /*
@@ -215,6 +217,8 @@ static void kcoll_phase_open(struct kcoll_task *op)
 
 	kcoll_sched_phase(&op->args, op->phase, ph);
 	op->phase_open = true;
+	op->t_phase = ktime_get_ns();
+	op->t_first = 0;
 	op->send_total = ph->has_send ? ph->send.cnt * op->esize : 0;
 	op->recv_total = ph->has_recv ? ph->recv.cnt * op->esize : 0;
 	op->send_posted = op->send_done = 0;
@@ -272,6 +276,39 @@ static bool kcoll_token_from_finished(struct kcoll_task *op)
 	       kcoll_peer_finished(conn, op);
 }
 
+/*
+ * The phase of @op that just ended: its wait for the first byte to move
+ * (a grant, a credit, forwarded data, the peer's data) and the rest.
+ */
+static void kcoll_op_time_phase(struct kcoll_task *op)
+{
+	u64 now = ktime_get_ns(), first = op->t_first ?: now;
+
+	op->ns_wait += first - op->t_phase;
+	op->ns_move += now - first;
+}
+
+/* Where a collective that succeeded spent its time, for sysfs stats. */
+static void kcoll_op_time_done(struct kcoll_task *op)
+{
+	u64 now;
+
+	if (op->kind != KCOLL_KIND_COLL || !op->finished || op->error ||
+	    !op->t_start)
+		return;
+	now = ktime_get_ns();
+	kcoll_stat_add(KCOLL_STAT_TIME_OPS, 1);
+	kcoll_stat_add(KCOLL_STAT_TIME_TOTAL_NS, now - op->t_submit);
+	kcoll_stat_add(KCOLL_STAT_TIME_PHASES, op->nphases);
+	kcoll_stat_add(KCOLL_STAT_TIME_QUEUED_NS, op->t_start - op->t_submit);
+	kcoll_stat_add(KCOLL_STAT_TIME_WAIT_NS, op->ns_wait);
+	kcoll_stat_add(KCOLL_STAT_TIME_MOVE_NS, op->ns_move);
+	kcoll_stat_add(KCOLL_STAT_TIME_LAND_NS, op->ns_land);
+	kcoll_stat_add(KCOLL_STAT_TIME_SIGS_NS,
+		       op->t_finished - op->t_phases_end);
+	kcoll_stat_add(KCOLL_STAT_TIME_SETTLE_NS, now - op->t_finished);
+}
+
 /* Run @op as far as it can go now. */
 static void kcoll_op_progress(struct kcoll_task *op)
 {
@@ -285,6 +322,7 @@ static void kcoll_op_progress(struct kcoll_task *op)
 			kcoll_op_fail(op, -ENODEV);
 	if (!op->started) {
 		op->started = true;
+		op->t_start = ktime_get_ns();
 		op->nphases = kcoll_sched_nphases(&op->args);
 		if (!op->error && comm->error)	/* nothing sent yet */
 			op->error = kcoll_comm_op_usable_locked(comm, op);
@@ -357,6 +395,9 @@ static void kcoll_op_progress(struct kcoll_task *op)
 			kcoll_op_grant(op);
 		if (op->ph.has_send)
 			kcoll_op_send(op);
+		if (!op->t_first && (op->send_posted_any ||
+				     op->recv_landed_any))
+			op->t_first = ktime_get_ns();
 		/* Landed whole: the GPU reduces it (stream-ordered op). */
 		if (op->gpu && !kcoll_gpu_phase(op))
 			return;
@@ -369,14 +410,18 @@ static void kcoll_op_progress(struct kcoll_task *op)
 			op->exec->avg(op, kcoll_region(op, &op->ph.avg),
 				      op->ph.avg_cnt);
 		}
+		kcoll_op_time_phase(op);
 		op->phase_open = false;
 		op->phase++;
 	}
 	if (op->error)
 		return;
+	if (!op->t_phases_end)
+		op->t_phases_end = ktime_get_ns();
 	if (op->kind == KCOLL_KIND_COLL && !kcoll_op_sigs_in(op))
 		return;
 	op->finished = true;
+	op->t_finished = ktime_get_ns();
 }
 
 static void kcoll_op_release(struct kcoll_task *op)
@@ -417,6 +462,7 @@ void kcoll_op_complete(struct kcoll_task *op)
 		kcoll_report_set(op, ns);
 		cflags = KCOLL_CQE_F_REPORT;
 	}
+	kcoll_op_time_done(op);
 	kcoll_opstats_add(&comm->stats, op->bytes, res, ns);
 	if (comm->dstats)
 		kcoll_opstats_add(comm->dstats, op->bytes, res, ns);

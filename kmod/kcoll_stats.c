@@ -25,7 +25,7 @@ void kcoll_stat_add(enum kcoll_stat s, u64 v)
 	this_cpu_add(kcoll_pcpu_stats.v[s], v);
 }
 
-static u64 kcoll_stat_sum(enum kcoll_stat s)
+u64 kcoll_stat_sum(enum kcoll_stat s)
 {
 	u64 sum = 0;
 	int cpu;
@@ -65,6 +65,15 @@ KCOLL_STAT_ATTR(gpu_step_ns, KCOLL_STAT_GPU_STEP_NS);
 KCOLL_STAT_ATTR(reg_cache_hits, KCOLL_STAT_REGCACHE_HITS);
 KCOLL_STAT_ATTR(reg_cache_misses, KCOLL_STAT_REGCACHE_MISSES);
 KCOLL_STAT_ATTR(reg_cache_invalidations, KCOLL_STAT_REGCACHE_INVAL);
+KCOLL_STAT_ATTR(time_ops, KCOLL_STAT_TIME_OPS);
+KCOLL_STAT_ATTR(time_phases, KCOLL_STAT_TIME_PHASES);
+KCOLL_STAT_ATTR(time_total_ns, KCOLL_STAT_TIME_TOTAL_NS);
+KCOLL_STAT_ATTR(time_queued_ns, KCOLL_STAT_TIME_QUEUED_NS);
+KCOLL_STAT_ATTR(time_wait_ns, KCOLL_STAT_TIME_WAIT_NS);
+KCOLL_STAT_ATTR(time_move_ns, KCOLL_STAT_TIME_MOVE_NS);
+KCOLL_STAT_ATTR(time_land_ns, KCOLL_STAT_TIME_LAND_NS);
+KCOLL_STAT_ATTR(time_sigs_ns, KCOLL_STAT_TIME_SIGS_NS);
+KCOLL_STAT_ATTR(time_settle_ns, KCOLL_STAT_TIME_SETTLE_NS);
 
 struct kcoll_opstats kcoll_node_stats;
 
@@ -127,6 +136,15 @@ static struct attribute *kcoll_stats_attrs[] = {
 	&dev_attr_reg_cache_hits.attr,
 	&dev_attr_reg_cache_misses.attr,
 	&dev_attr_reg_cache_invalidations.attr,
+	&dev_attr_time_ops.attr,
+	&dev_attr_time_phases.attr,
+	&dev_attr_time_total_ns.attr,
+	&dev_attr_time_queued_ns.attr,
+	&dev_attr_time_wait_ns.attr,
+	&dev_attr_time_move_ns.attr,
+	&dev_attr_time_land_ns.attr,
+	&dev_attr_time_sigs_ns.attr,
+	&dev_attr_time_settle_ns.attr,
 	&dev_attr_timeouts.attr,
 	&dev_attr_contexts.attr,
 	&dev_attr_inflight.attr,

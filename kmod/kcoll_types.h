@@ -469,6 +469,14 @@ struct kcoll_task {
 	u32 *missing;			/* timed out: ranks still waited for */
 	u32 nmissing;
 	u64 t_submit;			/* ktime_get_ns() at submission */
+	/*
+	 * Where a collective's time goes (sysfs stats time_*, added when
+	 * it completes without error): ktime_get_ns() when it started,
+	 * its phase opened, the phase's first byte moved (posted or
+	 * landed), its last phase ended and it finished; and the sums.
+	 */
+	u64 t_start, t_phase, t_first, t_phases_end, t_finished;
+	u64 ns_wait, ns_move, ns_land;
 	unsigned long deadline;		/* jiffies; 0: no timeout */
 	unsigned long drain_by;		/* failed: quiet by then, or its
 					 * connections are closed (0: n/a) */

@@ -42,6 +42,11 @@
  *           (out of place): "cpu" of the ranks' processes, "node" of
  *           their nodes' CPUs (tools/bench-util.h); and per collective,
  *           the same over the sizes >= 1 MiB
+ *   -P      the module's profile of the timed iterations (out of place),
+ *           a line under each row: its node's sysfs stats/time_* read
+ *           by rank 0 before and after, per collective in microseconds:
+ *           queued, per phase waiting for the first byte to move and
+ *           moving (the CPU landing it, within), signatures, settling
  *
  * Columns as nccl-tests: size in bytes (for allgather, reduce_scatter,
  * alltoall, gather and scatter the whole n*count buffer), count per rank,
@@ -83,6 +88,7 @@ static struct {
 	unsigned int colls;	/* bit per enum chk_coll */
 	unsigned int vcolls;	/* bit per enum vchk_op */
 	double skew;		/* -V */
+	int prof;		/* -P */
 	int root;
 	int iters, warmup;
 	int in_place;
@@ -342,11 +348,72 @@ static double bus_factor(enum chk_coll c)
 	}
 }
 
+/*
+ * -P: the module's own profile of the timed iterations (sysfs
+ * stats/time_*, this node's counters: every rank on the node runs the
+ * same iterations at once), read by rank 0 before and after them.
+ */
+static const char *const prof_names[] = {
+	"ops", "phases", "queued_ns", "wait_ns", "move_ns", "land_ns",
+	"sigs_ns", "settle_ns", "total_ns",
+};
+#define PROF_N	(sizeof(prof_names) / sizeof(prof_names[0]))
+static char prof_line[256];
+
+static bool prof_read(double *v)
+{
+	char path[96];
+	unsigned long long x;
+	size_t i;
+	FILE *f;
+
+	for (i = 0; i < PROF_N; i++) {
+		snprintf(path, sizeof(path), "/sys/class/misc/kcoll/stats/time_%s",
+			 prof_names[i]);
+		f = fopen(path, "r");
+		if (!f)
+			return false;
+		if (fscanf(f, "%llu", &x) != 1) {
+			fclose(f);
+			return false;
+		}
+		fclose(f);
+		v[i] = (double)x;
+	}
+	return true;
+}
+
+static void prof_report(const double *a, const double *b)
+{
+	double d[PROF_N], ops;
+	size_t i;
+
+	for (i = 0; i < PROF_N; i++)
+		d[i] = b[i] - a[i];
+	ops = d[0];
+	if (ops <= 0) {
+		snprintf(prof_line, sizeof(prof_line),
+			 "#   profile: no collective completed");
+		return;
+	}
+	/* Per collective on this node, microseconds. */
+	snprintf(prof_line, sizeof(prof_line),
+		 "#   profile (us per op, %.0f ops, %.1f phases each): total "
+		 "%.0f = queued %.0f + wait %.0f + move %.0f (land %.0f) + "
+		 "sigs %.0f + settle %.0f + other %.0f",
+		 ops, d[1] / ops, d[8] / ops / 1e3, d[2] / ops / 1e3,
+		 d[3] / ops / 1e3, d[4] / ops / 1e3, d[5] / ops / 1e3,
+		 d[6] / ops / 1e3, d[7] / ops / 1e3,
+		 (d[8] - d[2] - d[3] - d[4] - d[6] - d[7]) / ops / 1e3);
+}
+
 /* Time and check one placement; prints its columns on rank 0. */
 static void measure(struct chk_case *c, void *sbuf, void *rbuf, size_t size)
 {
 	void *send = sbuf, *recv = rbuf;
 	double t, algbw, busbw, c0 = 0, n0 = 0, cpu = 0, node = 0, bus;
+	double p0[PROF_N], p1[PROF_N];
+	bool prof;
 	long long wrong = -1;
 	char ts[16];
 	int ret;
@@ -368,7 +435,17 @@ static void measure(struct chk_case *c, void *sbuf, void *rbuf, size_t size)
 		c0 = bench_proc_cpu();
 		n0 = bench_node_busy();
 	}
+	if (!c->in_place)
+		prof_line[0] = '\0';
+	prof = o.prof && rank == 0 && !c->in_place;
+	if (prof && !prof_read(p0)) {
+		snprintf(prof_line, sizeof(prof_line),
+			 "#   profile: no stats/time_* (a module before 0.6?)");
+		prof = false;
+	}
 	t = (o.gpu ? run_stream : run)(c, send, recv, o.iters);
+	if (prof && prof_read(p1))
+		prof_report(p0, p1);
 	if (o.cpu && !c->in_place) {
 		double n1 = bench_node_busy();
 
@@ -528,7 +605,8 @@ static void bench(enum chk_coll coll)
 				measure(&c, sbuf, rbuf, bytes);
 			}
 			if (rank == 0)
-				printf("\n");
+				printf("\n%s%s", prof_line,
+				       prof_line[0] ? "\n" : "");
 			fflush(stdout);
 		}
 		if (o.factor <= 1 || size == o.maxbytes)
@@ -828,7 +906,7 @@ static void usage(void)
 	fprintf(stderr, "usage: kcoll-perf [-b minbytes] [-e maxbytes] "
 		"[-f stepfactor] [-d dtype] [-o redop] [-c collective[,...]|all]\n"
 		"                  [-r root] [-n iters] [-w warmup] [-i 0|1] "
-		"[-C 0|1] [-R 0|1] [-D exporter | -G] [-M] [-u] [-V skew]\n");
+		"[-C 0|1] [-R 0|1] [-D exporter | -G] [-M] [-u] [-P] [-V skew]\n");
 	exit(2);
 }
 
@@ -837,7 +915,7 @@ int main(int argc, char **argv)
 	int opt, i, ret;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "b:e:f:d:o:c:r:n:w:i:C:R:D:GMuV:h")) != -1) {
+	while ((opt = getopt(argc, argv, "b:e:f:d:o:c:r:n:w:i:C:R:D:GMuPV:h")) != -1) {
 		switch (opt) {
 		case 'b': o.minbytes = parse_size(optarg); break;
 		case 'e': o.maxbytes = parse_size(optarg); break;
@@ -861,6 +939,7 @@ int main(int argc, char **argv)
 		case 'G': o.gpu = 1; break;
 		case 'M': bw_div = 1e6; bw_unit = "(MB/s)"; break;
 		case 'u': o.cpu = 1; break;
+		case 'P': o.prof = 1; break;
 		default: usage();
 		}
 	}

@@ -729,13 +729,68 @@ FIXTURE_TEARDOWN(rxe)
 	kt_rxe_knobs_default();
 }
 
+/* sysfs stats/time_*, in this order. */
+static const char *const kt_time_stats[] = {
+	"ops", "phases", "total_ns", "queued_ns", "wait_ns", "move_ns",
+	"land_ns", "sigs_ns", "settle_ns",
+};
+#define KT_TIME_N (sizeof(kt_time_stats) / sizeof(kt_time_stats[0]))
+
+static int kt_time_read(long long *v)
+{
+	char name[64];
+	size_t i;
+
+	for (i = 0; i < KT_TIME_N; i++) {
+		snprintf(name, sizeof(name), "stats/time_%s", kt_time_stats[i]);
+		v[i] = kt_sysfs_read(name);
+		if (v[i] < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static long long kt_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/*
+ * Two and three ranks on this VM over rxe. The first run is also the
+ * module's profile (stats/time_*): every collective of both ranks is
+ * counted (at least the KT_FLOOD allreduces of each), each with its
+ * phases, and its parts add up to at most its total, which no
+ * collective's can exceed the run's wall time.
+ */
 TEST_F_TIMEOUT(rxe, local_ranks_over_rxe, 300)
 {
+	long long a[KT_TIME_N], b[KT_TIME_N], d[KT_TIME_N], wall, parts;
 	int codes[NPROC_MAX];
+	size_t i;
 
 	if (!getenv("KCOLL_IP"))
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	ASSERT_EQ(0, kt_time_read(a));
+	wall = kt_mono_ns();
 	EXPECT_EQ(0, kt_spawn(2, 0x1001, -1, 0, codes, 0));
+	wall = kt_mono_ns() - wall;
+	ASSERT_EQ(0, kt_time_read(b));
+	for (i = 0; i < KT_TIME_N; i++)
+		d[i] = b[i] - a[i];
+	parts = d[3] + d[4] + d[5] + d[7] + d[8];
+	TH_LOG("profile: %lld collectives, %lld phases, total %lld us = queued %lld + wait %lld + move %lld (land %lld) + sigs %lld + settle %lld + other %lld",
+	       d[0], d[1], d[2] / 1000, d[3] / 1000, d[4] / 1000,
+	       d[5] / 1000, d[6] / 1000, d[7] / 1000, d[8] / 1000,
+	       (d[2] - parts) / 1000);
+	EXPECT_LE(2 * KT_FLOOD, d[0]);
+	EXPECT_LE(d[0], d[1]);
+	EXPECT_LE(parts, d[2]);
+	EXPECT_LE(d[6], d[4] + d[5]);
+	EXPECT_LE(d[2], d[0] * wall);
+	EXPECT_LT(0, d[4] + d[5]);
 	EXPECT_EQ(0, kt_spawn(3, 0x1002, -1, 0, codes, 0));
 	for (int k = 0; k < 3; k++) {
 		EXPECT_EQ(0, codes[k]) {

@@ -362,9 +362,21 @@ static void fake_put_stats(struct nl_msg *m, bool node, bool traffic)
 	nla_put_u64(m, KCOLL_A_STAT_TIMEOUTS, traffic ? 1 : 0);
 	nla_put(m, KCOLL_A_STAT_LAT_HIST, sizeof(hist), hist);
 	if (node) {
+		/* One entry more than this build knows: a newer module's. */
+		uint64_t prof[KCOLL_NL_PROF_NR + 1] = { 0 };
+
+		if (traffic) {
+			prof[KCOLL_NL_PROF_OPS] = 10;
+			prof[KCOLL_NL_PROF_PHASES] = 20;
+			prof[KCOLL_NL_PROF_TOTAL_NS] = 5000000;
+			prof[KCOLL_NL_PROF_WAIT_NS] = 2000000;
+			prof[KCOLL_NL_PROF_MOVE_NS] = 2500000;
+			prof[KCOLL_NL_PROF_NR] = 77;
+		}
 		nla_put_u64(m, KCOLL_A_STAT_INFLIGHT, 2);
 		nla_put_u64(m, KCOLL_A_STAT_CONTEXTS, 3);
 		nla_put_u64(m, KCOLL_A_STAT_COMMS, 2);
+		nla_put(m, KCOLL_A_STAT_PROFILE, sizeof(prof), prof);
 	}
 	nla_put_u32(m, FAKE_A_FUTURE, 0xdead);
 	nla_nest_end(m, st);

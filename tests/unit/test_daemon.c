@@ -326,7 +326,8 @@ static void test_hist_labels(void)
 		   KC_BIT(KCOLL_A_STAT_TIMEOUTS) | \
 		   KC_BIT(KCOLL_A_STAT_LAT_HIST))
 #define NODE_STATS (ALL_STATS | KC_BIT(KCOLL_A_STAT_INFLIGHT) | \
-		    KC_BIT(KCOLL_A_STAT_CONTEXTS) | KC_BIT(KCOLL_A_STAT_COMMS))
+		    KC_BIT(KCOLL_A_STAT_CONTEXTS) | KC_BIT(KCOLL_A_STAT_COMMS) | \
+		    KC_BIT(KCOLL_A_STAT_PROFILE))
 
 static void sample_stats(struct kc_stats *st, bool node)
 {
@@ -341,9 +342,18 @@ static void sample_stats(struct kc_stats *st, bool node)
 	st->lat[10] = 1;
 	st->lat[31] = 2;
 	if (node) {
+		/* 4 collectives of 1000 us: 100 queued, 300 waiting, 500
+		 * moving (75 of it landing), 50 sigs, 25 settling, 25
+		 * other. */
+		static const uint64_t prof[KCOLL_NL_PROF_NR] = {
+			4, 10, 4000000, 400000, 1200000, 2000000, 300000,
+			200000, 100000,
+		};
+
 		st->inflight = 2;
 		st->contexts = 3;
 		st->comms = 4;
+		memcpy(st->prof, prof, sizeof(prof));
 	}
 }
 
@@ -580,6 +590,11 @@ static void test_json_node_stats(void)
 	UNIT_EQ_INT(jint(o, "node.inflight"), 2);
 	UNIT_EQ_INT(jint(o, "node.contexts"), 3);
 	UNIT_EQ_INT(jint(o, "node.comms"), 4);
+	UNIT_EQ_INT(jint(o, "node.profile.ops"), 4);
+	UNIT_EQ_INT(jint(o, "node.profile.phases"), 10);
+	UNIT_EQ_INT(jint(o, "node.profile.wait_ns"), 1200000);
+	UNIT_EQ_INT(jint(o, "node.profile.settle_ns"), 100000);
+	UNIT_CHECK(!jget(o, "devices.0.stats.profile"));
 	UNIT_EQ_INT(json_object_array_length(jget(o, "devices")), 2);
 	UNIT_EQ_STR(jstr(o, "devices.1.name"), "mlx5_0");
 	UNIT_EQ_INT(jint(o, "devices.1.stats.timeouts"), 1);
@@ -677,6 +692,9 @@ static void test_text(void)
 		    "timeouts 1 inflight 2 contexts 3 comms 4\n"
 		    "    latency 64-128us: 7, 128-256us: 3, 1.02-2.05ms: 1, "
 		    ">=2147s: 2\n"
+		    "    profile 4 collectives, 2.5 phases, per collective "
+		    "(us): total 1000 = queued 100 + wait 300 + move 500 "
+		    "(land 75) + sigs 50 + settle 25 + other 25\n"
 		    "rxe0: ops 11 bytes 9223372036854775813 errors 1 "
 		    "timeouts 1\n"
 		    "    latency 64-128us: 7, 128-256us: 3, 1.02-2.05ms: 1\n");
@@ -837,7 +855,8 @@ static void test_prom(void)
 	devs[1].have &= ~KC_BIT(KCOLL_A_DEV_COMMS);
 	CAPTURE(s, UNIT_EQ_INT(kc_prom_render(OUT, &ns), 0));
 	copy = strdup(s);
-	UNIT_EQ_INT(prom_check_lines(copy), 1 + 4 * 2 + 1 + 3 + 31 + 1 + 2);
+	UNIT_EQ_INT(prom_check_lines(copy),
+		    1 + 4 * 2 + 1 + 3 + 31 + 1 + 2 + 1 + 1 + 7);
 	free(copy);
 
 	UNIT_CHECK(strstr(s, "\nkcoll_up 1\n"));
@@ -852,6 +871,11 @@ static void test_prom(void)
 	UNIT_CHECK(strstr(s, "\nkcoll_inflight 2\n"));
 	UNIT_CHECK(strstr(s, "\nkcoll_contexts 3\n"));
 	UNIT_CHECK(strstr(s, "\nkcoll_comms 4\n"));
+	UNIT_CHECK(strstr(s, "\nkcoll_collectives_timed_total 4\n"));
+	UNIT_CHECK(strstr(s, "\nkcoll_collective_phases_total 10\n"));
+	UNIT_CHECK(strstr(s, "\nkcoll_collective_seconds_total{part=\"total\"} 0.004\n"));
+	UNIT_CHECK(strstr(s, "\nkcoll_collective_seconds_total{part=\"wait\"} 0.0012\n"));
+	UNIT_CHECK(strstr(s, "\nkcoll_collective_seconds_total{part=\"settle\"} 0.0001\n"));
 	UNIT_CHECK(strstr(s, "\n# TYPE kcoll_op_latency_seconds histogram\n"));
 	/* Bucket 6 is [64, 128) us: everything through it is <= 128 us. */
 	UNIT_CHECK(strstr(s, "\nkcoll_op_latency_seconds_bucket"

@@ -91,6 +91,8 @@ check "stats node line" 0 \
 check "stats histogram" 0 "    latency 64-128us: 7, 128-256us: 3, 1.02-2.05ms: 1" \
 	"$ctl" stats
 check "stats empty histogram" 0 "    latency no samples" "$ctl" stats
+check "stats profile" 0 "    profile 10 collectives, 2.0 phases, per collective (us): total 500 = queued 0 + wait 200 + move 250 (land 0) + sigs 0 + settle 0 + other 50" \
+	"$ctl" stats
 check "get all" 0 "algo/allreduce = auto" "$ctl" get
 check "get KNOB prints the value only" 0 "" \
 	bash -c "[ \"\$('$ctl' get chunk_bytes)\" = 65536 ]"
@@ -129,7 +131,7 @@ result "monitor stops with status 0 on SIGINT" $? "$tmp/mon"
 
 json_check "-j dev" 'd[0]["name"] == "rxe0" and d[0]["node_guid"] == "5054:00ff:fe12:3456" and d[1]["port_state"] == "DOWN" and d[0]["enabled"] is True and d[1]["enabled"] is False' \
 	"$ctl" -j dev
-json_check "-j stats" 'd["node"]["inflight"] == 2 and d["node"]["latency"][0] == {"from_us": 64, "to_us": 128, "count": 7} and d["devices"][1]["stats"]["ops"] == 0' \
+json_check "-j stats" 'd["node"]["inflight"] == 2 and d["node"]["latency"][0] == {"from_us": 64, "to_us": 128, "count": 7} and d["devices"][1]["stats"]["ops"] == 0 and d["node"]["profile"]["wait_ns"] == 2000000' \
 	"$ctl" -j stats
 json_check "-j -d comm" 'd[0]["members"][2]["addr"] == "fe80::1" and d[0]["members"][2]["connected"] is False and d[0]["ops"][0]["missing"] == [2, 3] and d[0]["last_error"]["error"] == "Connection timed out" and "members" in d[1]' \
 	"$ctl" -j -d comm

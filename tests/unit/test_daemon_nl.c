@@ -447,7 +447,14 @@ static void test_nl_stats(void)
 		UNIT_EQ_UINT(ns.node.contexts, 3);
 		UNIT_EQ_UINT(ns.node.comms, 2);
 		UNIT_EQ_UINT(ns.node.lat[7], 3);
+		/* The profile, its unknown last entry left out. */
+		UNIT_CHECK(KC_HAS(&ns.node, KCOLL_A_STAT_PROFILE));
+		UNIT_EQ_UINT(ns.node.prof[KCOLL_NL_PROF_OPS], 10);
+		UNIT_EQ_UINT(ns.node.prof[KCOLL_NL_PROF_MOVE_NS], 2500000);
+		UNIT_EQ_UINT(ns.node.prof[KCOLL_NL_PROF_SETTLE_NS], 0);
 		if (UNIT_EQ_UINT(ns.n_devs, 2)) {
+			UNIT_CHECK(!KC_HAS(&ns.devs[0].stats,
+					   KCOLL_A_STAT_PROFILE));
 			UNIT_EQ_STR(ns.devs[0].name, "rxe0");
 			UNIT_EQ_UINT(ns.devs[0].stats.errors, 1);
 			UNIT_EQ_STR(ns.devs[1].name, "mlx5_0");

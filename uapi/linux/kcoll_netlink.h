@@ -130,6 +130,10 @@ enum kcoll_comm_state {
  * @KCOLL_A_STAT_INFLIGHT: u64, operations in flight (node-wide STATS only)
  * @KCOLL_A_STAT_CONTEXTS: u64, open /dev/kcoll files (node-wide only)
  * @KCOLL_A_STAT_COMMS:	u64, communicators (node-wide only)
+ * @KCOLL_A_STAT_PROFILE: binary, __u64[] indexed by enum kcoll_nl_prof:
+ *			where the node's collectives' time went, summed over
+ *			those that completed without error (node-wide only;
+ *			a newer module may append entries)
  * @KCOLL_A_TUNABLE:	nest: TUNABLE_NAME, TUNABLE_VALUE (dump replies)
  * @KCOLL_A_TUNABLE_NAME: string, as in /sys/class/misc/kcoll/ ("chunk_bytes";
  *			algorithm knobs as "algo/allreduce")
@@ -202,8 +206,31 @@ enum kcoll_nl_attr {
 	KCOLL_A_COST_GAMMA_PS,
 	KCOLL_A_DEV_ENABLED,
 	KCOLL_A_COMM_PARENT_UID,
+	KCOLL_A_STAT_PROFILE,
 	__KCOLL_A_MAX,
 	KCOLL_A_MAX = __KCOLL_A_MAX - 1
+};
+
+/**
+ * enum kcoll_nl_prof - the entries of KCOLL_A_STAT_PROFILE, as sysfs
+ * stats/time_*: collectives timed, their phases, nanoseconds from
+ * submission to completion, and its parts: queued (submitted to
+ * started), per phase waiting (to its first byte moved) and moving (the
+ * rest), landing (the CPU copying and reducing received data, within the
+ * phases), signatures (last phase to the peers' SIGs), settling
+ * (finished to completed). The parts add up to at most the total.
+ */
+enum kcoll_nl_prof {
+	KCOLL_NL_PROF_OPS,
+	KCOLL_NL_PROF_PHASES,
+	KCOLL_NL_PROF_TOTAL_NS,
+	KCOLL_NL_PROF_QUEUED_NS,
+	KCOLL_NL_PROF_WAIT_NS,
+	KCOLL_NL_PROF_MOVE_NS,
+	KCOLL_NL_PROF_LAND_NS,
+	KCOLL_NL_PROF_SIGS_NS,
+	KCOLL_NL_PROF_SETTLE_NS,
+	KCOLL_NL_PROF_NR
 };
 
 /* Longest tunable name and value (with the NUL) the kernel accepts. */

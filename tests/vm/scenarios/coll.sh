@@ -31,6 +31,10 @@
 #           reg (after those): buffers registered first (kcoll-perf -R 1)
 #           vskew=S (after those): the v-variants' blocks skewed S times
 #           (kcoll-perf -V S)
+#   profile only kcoll-perf -P: the five main collectives at 16 B and at
+#           16 MiB, 10 iterations each, with the module's own profile of
+#           each row (sysfs stats/time_*: queued, waiting, moving,
+#           landing, signatures, settling per collective)
 #   chunk=N sysfs chunk_bytes for this run; mtu=N eth0's MTU
 #   qps=N   sysfs qps_per_peer for this run: N RC QPs to each peer, the
 #           chunks spread over them; qpsweep=N/M/..: kcoll-perf (with
@@ -141,6 +145,7 @@ for a in "$@"; do
 	reg) perf_args+=(-R 1) ;;
 	vskew=*) perf_args+=(-V "${a#vskew=}") ;;
 	demo) perf=1 neg=0 check=0 perf_args=(-M -c all -b 8 -e 1M -f 32 -n 3 -w 1) ;;
+	profile) perf=1 neg=0 check=0 perf_args=(-M -P -C 0 -c allreduce,allgather,reduce_scatter,broadcast,alltoall -b 16 -e 16M -f 1048576 -n 10 -w 2) ;;
 	benchsmall) perf=1 neg=0 check=0 perf_args=(-M -u -c all -b 8 -e 512K -f 4 -n 20 -w 2) ;;
 	*) fail "unknown scenario argument '$a'" ;;
 	esac

@@ -240,6 +240,20 @@ metrics >"$KCOLL_OUT/metrics-2.txt" 2>&1
 ops=$(sed -n 's/^kcoll_ops_total{device="rxe0"} //p' "$KCOLL_OUT/metrics-2.txt")
 [ "${ops:-0}" -gt 0 ] || fail "kcolld /metrics: rxe0 ops '$ops' after the allreduces"
 log "rxe0 ops after the run: $ops"
+# The module's profile of those collectives, through netlink: kcollctl
+# and kcolld's metrics; its parts add up to at most its total.
+python3 - "$KCOLL_OUT/ctl-stats-after.txt" <<'PY' || fail "kcollctl -j stats: no sound profile"
+import json, sys
+p = json.load(open(sys.argv[1]))["node"]["profile"]
+parts = sum(p[k] for k in ("queued_ns", "wait_ns", "move_ns", "sigs_ns", "settle_ns"))
+assert p["ops"] > 0 and p["phases"] >= p["ops"], p
+assert 0 < parts <= p["total_ns"] and p["land_ns"] <= p["wait_ns"] + p["move_ns"], p
+PY
+ctl stats-profile 0 stats
+grep -qE '^    profile [0-9]+ collectives, [0-9.]+ phases, per collective \(us\): total [0-9]+ = queued' \
+	"$KCOLL_OUT/ctl-stats-profile.txt" || fail "kcollctl stats: no profile line"
+grep -q '^kcoll_collective_seconds_total{part="wait"} ' "$KCOLL_OUT/metrics-2.txt" ||
+	fail "kcolld /metrics: no kcoll_collective_seconds_total"
 
 # ------------------------------------------------------------ fault events
 "$CTL" monitor >"$KCOLL_OUT/monitor-faults.log" 2>&1 &
