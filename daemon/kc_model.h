@@ -44,7 +44,7 @@ struct kc_stats {
 	uint64_t contexts;		/* node-wide only */
 	uint64_t comms;			/* node-wide only */
 	uint64_t lat[KCOLL_NL_LAT_BUCKETS];
-	uint64_t prof[KCOLL_NL_PROF_NR];	/* node-wide only */
+	uint64_t prof[KCOLL_NL_PROF_NR];	/* KCOLL_A_STAT_PROFILE */
 };
 
 /* KCOLL_A_COST_*: the cost model's inputs (see kcoll_netlink.h). */

@@ -533,6 +533,36 @@ static void kc_text_lasterr(FILE *f, const struct kc_lasterr *le)
 	fputc('\n', f);
 }
 
+/*
+ * "    profile 120 collectives, 2.5 phases, per collective (us): total 900
+ * = queued 10 + wait 300 + move 500 (land 40) + sigs 20 + settle 5 +
+ * other 65"
+ */
+static void kc_text_profile(FILE *f, const uint64_t *p)
+{
+	double n = (double)p[KCOLL_NL_PROF_OPS], parts;
+
+	if (!p[KCOLL_NL_PROF_OPS]) {
+		fputs("    profile: no collective completed yet\n", f);
+		return;
+	}
+	parts = (double)p[KCOLL_NL_PROF_QUEUED_NS] + p[KCOLL_NL_PROF_WAIT_NS] +
+		p[KCOLL_NL_PROF_MOVE_NS] + p[KCOLL_NL_PROF_SIGS_NS] +
+		p[KCOLL_NL_PROF_SETTLE_NS];
+	fprintf(f, "    profile %" PRIu64 " collectives, %.1f phases, per "
+		"collective (us): total %.0f = queued %.0f + wait %.0f + "
+		"move %.0f (land %.0f) + sigs %.0f + settle %.0f + other %.0f\n",
+		p[KCOLL_NL_PROF_OPS], p[KCOLL_NL_PROF_PHASES] / n,
+		p[KCOLL_NL_PROF_TOTAL_NS] / n / 1e3,
+		p[KCOLL_NL_PROF_QUEUED_NS] / n / 1e3,
+		p[KCOLL_NL_PROF_WAIT_NS] / n / 1e3,
+		p[KCOLL_NL_PROF_MOVE_NS] / n / 1e3,
+		p[KCOLL_NL_PROF_LAND_NS] / n / 1e3,
+		p[KCOLL_NL_PROF_SIGS_NS] / n / 1e3,
+		p[KCOLL_NL_PROF_SETTLE_NS] / n / 1e3,
+		(p[KCOLL_NL_PROF_TOTAL_NS] - parts) / n / 1e3);
+}
+
 void kc_text_comm(FILE *f, const struct kc_comm *c, bool details)
 {
 	char buf[16];
@@ -570,6 +600,8 @@ void kc_text_comm(FILE *f, const struct kc_comm *c, bool details)
 		fputs("    stats ", f);
 		kc_text_counters(f, &c->stats);
 		fputc('\n', f);
+		if (KC_HAS(&c->stats, KCOLL_A_STAT_PROFILE))
+			kc_text_profile(f, c->stats.prof);
 	}
 	for (i = 0; i < c->n_members; i++)
 		kc_text_member(f, &c->members[i]);
@@ -577,36 +609,6 @@ void kc_text_comm(FILE *f, const struct kc_comm *c, bool details)
 		kc_text_op(f, &c->ops[i]);
 	if (KC_HAS(c, KCOLL_A_COMM_LAST_ERROR))
 		kc_text_lasterr(f, &c->last_error);
-}
-
-/*
- * "    profile 120 collectives, 2.5 phases, per collective (us): total 900
- * = queued 10 + wait 300 + move 500 (land 40) + sigs 20 + settle 5 +
- * other 65"
- */
-static void kc_text_profile(FILE *f, const uint64_t *p)
-{
-	double n = (double)p[KCOLL_NL_PROF_OPS], parts;
-
-	if (!p[KCOLL_NL_PROF_OPS]) {
-		fputs("    profile: no collective completed yet\n", f);
-		return;
-	}
-	parts = (double)p[KCOLL_NL_PROF_QUEUED_NS] + p[KCOLL_NL_PROF_WAIT_NS] +
-		p[KCOLL_NL_PROF_MOVE_NS] + p[KCOLL_NL_PROF_SIGS_NS] +
-		p[KCOLL_NL_PROF_SETTLE_NS];
-	fprintf(f, "    profile %" PRIu64 " collectives, %.1f phases, per "
-		"collective (us): total %.0f = queued %.0f + wait %.0f + "
-		"move %.0f (land %.0f) + sigs %.0f + settle %.0f + other %.0f\n",
-		p[KCOLL_NL_PROF_OPS], p[KCOLL_NL_PROF_PHASES] / n,
-		p[KCOLL_NL_PROF_TOTAL_NS] / n / 1e3,
-		p[KCOLL_NL_PROF_QUEUED_NS] / n / 1e3,
-		p[KCOLL_NL_PROF_WAIT_NS] / n / 1e3,
-		p[KCOLL_NL_PROF_MOVE_NS] / n / 1e3,
-		p[KCOLL_NL_PROF_LAND_NS] / n / 1e3,
-		p[KCOLL_NL_PROF_SIGS_NS] / n / 1e3,
-		p[KCOLL_NL_PROF_SETTLE_NS] / n / 1e3,
-		(p[KCOLL_NL_PROF_TOTAL_NS] - parts) / n / 1e3);
 }
 
 static void kc_text_stats_block(FILE *f, const char *name,

@@ -86,32 +86,10 @@ static int kcoll_nl_put_u64(struct sk_buff *skb, int type, u64 v)
 	return nla_put_u64_64bit(skb, type, v, KCOLL_A_PAD);
 }
 
-/* KCOLL_A_STAT_PROFILE: sysfs stats/time_*, in enum kcoll_nl_prof order. */
-static int kcoll_nl_put_profile(struct sk_buff *skb)
-{
-	static const enum kcoll_stat src[KCOLL_NL_PROF_NR] = {
-		[KCOLL_NL_PROF_OPS] = KCOLL_STAT_TIME_OPS,
-		[KCOLL_NL_PROF_PHASES] = KCOLL_STAT_TIME_PHASES,
-		[KCOLL_NL_PROF_TOTAL_NS] = KCOLL_STAT_TIME_TOTAL_NS,
-		[KCOLL_NL_PROF_QUEUED_NS] = KCOLL_STAT_TIME_QUEUED_NS,
-		[KCOLL_NL_PROF_WAIT_NS] = KCOLL_STAT_TIME_WAIT_NS,
-		[KCOLL_NL_PROF_MOVE_NS] = KCOLL_STAT_TIME_MOVE_NS,
-		[KCOLL_NL_PROF_LAND_NS] = KCOLL_STAT_TIME_LAND_NS,
-		[KCOLL_NL_PROF_SIGS_NS] = KCOLL_STAT_TIME_SIGS_NS,
-		[KCOLL_NL_PROF_SETTLE_NS] = KCOLL_STAT_TIME_SETTLE_NS,
-	};
-	u64 v[KCOLL_NL_PROF_NR];
-	int i;
-
-	for (i = 0; i < KCOLL_NL_PROF_NR; i++)
-		v[i] = kcoll_stat_sum(src[i]);
-	return nla_put(skb, KCOLL_A_STAT_PROFILE, sizeof(v), v);
-}
-
 static int kcoll_nl_put_stats(struct sk_buff *skb, struct kcoll_opstats *st,
 			      bool node, u32 ncomms)
 {
-	u64 hist[KCOLL_NL_LAT_BUCKETS];
+	u64 hist[KCOLL_NL_LAT_BUCKETS], prof[KCOLL_NL_PROF_NR];
 	struct nlattr *nest;
 	int i;
 
@@ -129,12 +107,15 @@ static int kcoll_nl_put_stats(struct sk_buff *skb, struct kcoll_opstats *st,
 			     atomic64_read(&st->timeouts)) ||
 	    nla_put(skb, KCOLL_A_STAT_LAT_HIST, sizeof(hist), hist))
 		goto out_cancel;
+	for (i = 0; i < KCOLL_NL_PROF_NR; i++)
+		prof[i] = atomic64_read(&st->prof[i]);
+	if (nla_put(skb, KCOLL_A_STAT_PROFILE, sizeof(prof), prof))
+		goto out_cancel;
 	if (node && (kcoll_nl_put_u64(skb, KCOLL_A_STAT_INFLIGHT,
 				      atomic_read(&kcoll_nr_inflight)) ||
 		     kcoll_nl_put_u64(skb, KCOLL_A_STAT_CONTEXTS,
 				      atomic_read(&kcoll_nr_contexts)) ||
-		     kcoll_nl_put_u64(skb, KCOLL_A_STAT_COMMS, ncomms) ||
-		     kcoll_nl_put_profile(skb)))
+		     kcoll_nl_put_u64(skb, KCOLL_A_STAT_COMMS, ncomms)))
 		goto out_cancel;
 	nla_nest_end(skb, nest);
 	return 0;
@@ -476,9 +457,10 @@ static int kcoll_nl_comm_get(struct sk_buff *skb, struct genl_info *info)
 				    "no such communicator");
 		return -ENOENT;
 	}
-	/* Every member, every op with its missing ranks, the histogram. */
+	/* Members, ops with their missing ranks, histogram, profile. */
 	size = NLMSG_DEFAULT_SIZE + (size_t)f.comm->nranks * 48 +
-	       KCOLL_NL_MAX_OPS * (128 + KCOLL_NL_MAX_MISSING * 4);
+	       KCOLL_NL_MAX_OPS * (128 + KCOLL_NL_MAX_MISSING * 4) +
+	       nla_total_size(KCOLL_NL_PROF_NR * sizeof(u64));
 	msg = genlmsg_new(size, GFP_KERNEL);
 	if (!msg) {
 		err = -ENOMEM;

@@ -288,25 +288,33 @@ static void kcoll_op_time_phase(struct kcoll_task *op)
 	op->ns_move += now - first;
 }
 
-/* Where a collective that succeeded spent its time, for sysfs stats. */
+/*
+ * Where a collective that succeeded spent its time: added to its
+ * communicator's, its device's and the node's profile (netlink STATS,
+ * sysfs stats/time_*).
+ */
 static void kcoll_op_time_done(struct kcoll_task *op)
 {
-	u64 now;
+	struct kcoll_comm *comm = op->comm;
+	u64 now, v[KCOLL_NL_PROF_NR];
 
 	if (op->kind != KCOLL_KIND_COLL || !op->finished || op->error ||
 	    !op->t_start)
 		return;
 	now = ktime_get_ns();
-	kcoll_stat_add(KCOLL_STAT_TIME_OPS, 1);
-	kcoll_stat_add(KCOLL_STAT_TIME_TOTAL_NS, now - op->t_submit);
-	kcoll_stat_add(KCOLL_STAT_TIME_PHASES, op->nphases);
-	kcoll_stat_add(KCOLL_STAT_TIME_QUEUED_NS, op->t_start - op->t_submit);
-	kcoll_stat_add(KCOLL_STAT_TIME_WAIT_NS, op->ns_wait);
-	kcoll_stat_add(KCOLL_STAT_TIME_MOVE_NS, op->ns_move);
-	kcoll_stat_add(KCOLL_STAT_TIME_LAND_NS, op->ns_land);
-	kcoll_stat_add(KCOLL_STAT_TIME_SIGS_NS,
-		       op->t_finished - op->t_phases_end);
-	kcoll_stat_add(KCOLL_STAT_TIME_SETTLE_NS, now - op->t_finished);
+	v[KCOLL_NL_PROF_OPS] = 1;
+	v[KCOLL_NL_PROF_PHASES] = op->nphases;
+	v[KCOLL_NL_PROF_TOTAL_NS] = now - op->t_submit;
+	v[KCOLL_NL_PROF_QUEUED_NS] = op->t_start - op->t_submit;
+	v[KCOLL_NL_PROF_WAIT_NS] = op->ns_wait;
+	v[KCOLL_NL_PROF_MOVE_NS] = op->ns_move;
+	v[KCOLL_NL_PROF_LAND_NS] = op->ns_land;
+	v[KCOLL_NL_PROF_SIGS_NS] = op->t_finished - op->t_phases_end;
+	v[KCOLL_NL_PROF_SETTLE_NS] = now - op->t_finished;
+	kcoll_opstats_prof(&comm->stats, v);
+	if (comm->dstats)
+		kcoll_opstats_prof(comm->dstats, v);
+	kcoll_opstats_prof(&kcoll_node_stats, v);
 }
 
 /* Run @op as far as it can go now. */

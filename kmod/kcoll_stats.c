@@ -25,7 +25,7 @@ void kcoll_stat_add(enum kcoll_stat s, u64 v)
 	this_cpu_add(kcoll_pcpu_stats.v[s], v);
 }
 
-u64 kcoll_stat_sum(enum kcoll_stat s)
+static u64 kcoll_stat_sum(enum kcoll_stat s)
 {
 	u64 sum = 0;
 	int cpu;
@@ -65,15 +65,26 @@ KCOLL_STAT_ATTR(gpu_step_ns, KCOLL_STAT_GPU_STEP_NS);
 KCOLL_STAT_ATTR(reg_cache_hits, KCOLL_STAT_REGCACHE_HITS);
 KCOLL_STAT_ATTR(reg_cache_misses, KCOLL_STAT_REGCACHE_MISSES);
 KCOLL_STAT_ATTR(reg_cache_invalidations, KCOLL_STAT_REGCACHE_INVAL);
-KCOLL_STAT_ATTR(time_ops, KCOLL_STAT_TIME_OPS);
-KCOLL_STAT_ATTR(time_phases, KCOLL_STAT_TIME_PHASES);
-KCOLL_STAT_ATTR(time_total_ns, KCOLL_STAT_TIME_TOTAL_NS);
-KCOLL_STAT_ATTR(time_queued_ns, KCOLL_STAT_TIME_QUEUED_NS);
-KCOLL_STAT_ATTR(time_wait_ns, KCOLL_STAT_TIME_WAIT_NS);
-KCOLL_STAT_ATTR(time_move_ns, KCOLL_STAT_TIME_MOVE_NS);
-KCOLL_STAT_ATTR(time_land_ns, KCOLL_STAT_TIME_LAND_NS);
-KCOLL_STAT_ATTR(time_sigs_ns, KCOLL_STAT_TIME_SIGS_NS);
-KCOLL_STAT_ATTR(time_settle_ns, KCOLL_STAT_TIME_SETTLE_NS);
+/* The node's profile of collectives (struct kcoll_opstats.prof). */
+#define KCOLL_PROF_ATTR(_name, _idx)					\
+	static ssize_t _name##_show(struct device *dev,			\
+				    struct device_attribute *attr,	\
+				    char *buf)				\
+	{								\
+		return sysfs_emit(buf, "%llu\n", (unsigned long long)	\
+				  atomic64_read(&kcoll_node_stats.prof[_idx])); \
+	}								\
+	static DEVICE_ATTR_RO(_name)
+
+KCOLL_PROF_ATTR(time_ops, KCOLL_NL_PROF_OPS);
+KCOLL_PROF_ATTR(time_phases, KCOLL_NL_PROF_PHASES);
+KCOLL_PROF_ATTR(time_total_ns, KCOLL_NL_PROF_TOTAL_NS);
+KCOLL_PROF_ATTR(time_queued_ns, KCOLL_NL_PROF_QUEUED_NS);
+KCOLL_PROF_ATTR(time_wait_ns, KCOLL_NL_PROF_WAIT_NS);
+KCOLL_PROF_ATTR(time_move_ns, KCOLL_NL_PROF_MOVE_NS);
+KCOLL_PROF_ATTR(time_land_ns, KCOLL_NL_PROF_LAND_NS);
+KCOLL_PROF_ATTR(time_sigs_ns, KCOLL_NL_PROF_SIGS_NS);
+KCOLL_PROF_ATTR(time_settle_ns, KCOLL_NL_PROF_SETTLE_NS);
 
 struct kcoll_opstats kcoll_node_stats;
 
@@ -91,6 +102,16 @@ void kcoll_opstats_add(struct kcoll_opstats *st, u64 bytes, int res, u64 ns)
 	if (res == -ETIMEDOUT)
 		atomic64_inc(&st->timeouts);
 	atomic64_inc(&st->lat[b]);
+}
+
+/* Add one collective's profile @v to @st. */
+void kcoll_opstats_prof(struct kcoll_opstats *st,
+			const u64 v[KCOLL_NL_PROF_NR])
+{
+	int i;
+
+	for (i = 0; i < KCOLL_NL_PROF_NR; i++)
+		atomic64_add(v[i], &st->prof[i]);
 }
 
 static ssize_t timeouts_show(struct device *dev,

@@ -31,27 +31,9 @@ enum kcoll_stat {
 	KCOLL_STAT_REGCACHE_HITS,	/* plain buffers found registered */
 	KCOLL_STAT_REGCACHE_MISSES,	/* ... pinned and registered anew */
 	KCOLL_STAT_REGCACHE_INVAL,	/* cached ones whose mapping changed */
-	/*
-	 * Where the time of collectives that succeeded went, summed over
-	 * them (kcoll_op_complete()); docs/DESIGN.md, "Tunables and
-	 * statistics".
-	 */
-	KCOLL_STAT_TIME_OPS,		/* collectives timed */
-	KCOLL_STAT_TIME_PHASES,		/* their phases */
-	KCOLL_STAT_TIME_TOTAL_NS,	/* submitted -> completed; the parts
-					 * below add up to at most this */
-	KCOLL_STAT_TIME_QUEUED_NS,	/* submitted -> started */
-	KCOLL_STAT_TIME_WAIT_NS,	/* phase open -> its first byte moved */
-	KCOLL_STAT_TIME_MOVE_NS,	/* first byte -> phase done */
-	KCOLL_STAT_TIME_LAND_NS,	/* copying and reducing what landed
-					 * (CPU; within the phases) */
-	KCOLL_STAT_TIME_SIGS_NS,	/* last phase done -> signatures in */
-	KCOLL_STAT_TIME_SETTLE_NS,	/* finished -> completed (writes
-					 * drained, MRs invalidated) */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);
-u64 kcoll_stat_sum(enum kcoll_stat s);	/* over every CPU */
 extern atomic_t kcoll_nr_contexts;	/* open files */
 extern atomic_t kcoll_nr_inflight;	/* accepted requests not completed */
 extern atomic_t kcoll_nr_live_reqs;	/* allocated requests (leak check) */
@@ -66,9 +48,16 @@ struct kcoll_opstats {
 	atomic64_t errors;
 	atomic64_t timeouts;
 	atomic64_t lat[KCOLL_NL_LAT_BUCKETS];	/* log2 microseconds */
+	/*
+	 * Where the time of its collectives that succeeded went, summed
+	 * over them (uapi enum kcoll_nl_prof; kcoll_op_time_done()).
+	 */
+	atomic64_t prof[KCOLL_NL_PROF_NR];
 };
 void kcoll_opstats_add(struct kcoll_opstats *st, u64 bytes, int res,
 		       u64 ns);
+void kcoll_opstats_prof(struct kcoll_opstats *st,
+			const u64 v[KCOLL_NL_PROF_NR]);
 extern struct kcoll_opstats kcoll_node_stats;
 extern const struct attribute_group kcoll_stats_group;
 

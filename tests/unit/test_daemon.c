@@ -678,6 +678,24 @@ static void test_text(void)
 		    "(-110), missing ranks 2\n");
 	free(s);
 
+	/* A communicator's own profile, under its counters; one that
+	 * completed nothing yet says so. */
+	sample_stats(&c.stats, true);
+	c.stats.have = KC_BIT(KCOLL_A_STAT_OPS) | KC_BIT(KCOLL_A_STAT_PROFILE);
+	c.n_members = c.n_ops = 0;
+	c.have = (c.have & ~KC_BIT(KCOLL_A_COMM_LAST_ERROR)) |
+		 KC_BIT(KCOLL_A_STATS);
+	CAPTURE(s, kc_text_comm(OUT, &c, true));
+	UNIT_CHECK(strstr(s, "\n    stats ops 11\n    profile 4 collectives, "
+			  "2.5 phases, per collective (us): total 1000 = "
+			  "queued 100 + wait 300 + move 500 (land 75) + sigs "
+			  "50 + settle 25 + other 25\n"));
+	free(s);
+	memset(c.stats.prof, 0, sizeof(c.stats.prof));
+	CAPTURE(s, kc_text_comm(OUT, &c, true));
+	UNIT_CHECK(strstr(s, "\n    profile: no collective completed yet\n"));
+	free(s);
+
 	sample_dev(&devs[0], "rxe0");
 	CAPTURE(s, kc_text_dev(OUT, &devs[0]));
 	UNIT_EQ_STR(s, "3: rxe0: node_guid 5054:00ff:fe12:3456 port ACTIVE "

@@ -131,9 +131,10 @@ enum kcoll_comm_state {
  * @KCOLL_A_STAT_CONTEXTS: u64, open /dev/kcoll files (node-wide only)
  * @KCOLL_A_STAT_COMMS:	u64, communicators (node-wide only)
  * @KCOLL_A_STAT_PROFILE: binary, __u64[] indexed by enum kcoll_nl_prof:
- *			where the node's collectives' time went, summed over
- *			those that completed without error (node-wide only;
- *			a newer module may append entries)
+ *			where the time of the collectives (of the node, the
+ *			device or the communicator) went, summed over those
+ *			that completed without error (a newer module may
+ *			append entries)
  * @KCOLL_A_TUNABLE:	nest: TUNABLE_NAME, TUNABLE_VALUE (dump replies)
  * @KCOLL_A_TUNABLE_NAME: string, as in /sys/class/misc/kcoll/ ("chunk_bytes";
  *			algorithm knobs as "algo/allreduce")

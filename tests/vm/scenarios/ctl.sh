@@ -244,7 +244,10 @@ log "rxe0 ops after the run: $ops"
 # and kcolld's metrics; its parts add up to at most its total.
 python3 - "$KCOLL_OUT/ctl-stats-after.txt" <<'PY' || fail "kcollctl -j stats: no sound profile"
 import json, sys
-p = json.load(open(sys.argv[1]))["node"]["profile"]
+d = json.load(open(sys.argv[1]))
+p = d["node"]["profile"]
+# rxe0 ran every one of them: its own profile is the node's.
+assert d["devices"][0]["stats"]["profile"]["ops"] == p["ops"], d["devices"]
 parts = sum(p[k] for k in ("queued_ns", "wait_ns", "move_ns", "sigs_ns", "settle_ns"))
 assert p["ops"] > 0 and p["phases"] >= p["ops"], p
 assert 0 < parts <= p["total_ns"] and p["land_ns"] <= p["wait_ns"] + p["move_ns"], p
