@@ -110,28 +110,14 @@ static void check_kcollctl(const char *ctl)
 
 static int newcomer(void)
 {
-	char s[COLL_UNIQUE_ID_STRLEN + 2];
 	coll_comm *c = NULL;
 	coll_unique_id id;
-	double t0 = now_s();
-	int ret = -ENOENT;
-	FILE *f;
+	int ret;
 
 	rank = 2;
 	/* Rank 0 writes the id (whole: renamed into place) once the first
 	 * three steps are over. */
-	while (ret && now_s() - t0 < 300) {
-		f = fopen(idfile, "r");
-		if (f) {
-			if (fgets(s, sizeof(s), f)) {
-				s[strcspn(s, "\n")] = '\0';
-				ret = coll_unique_id_from_string(&id, s);
-			}
-			fclose(f);
-		}
-		if (ret)
-			usleep(200 * 1000);
-	}
+	ret = id_file_read(idfile, &id, 300);
 	check(!ret, "the new rank read the grown communicator's id");
 	if (ret)
 		return 1;
@@ -286,22 +272,11 @@ int main(int argc, char **argv)
 	/* 4. grow {0, 1} to 3 with a new process. */
 	{
 		coll_unique_id id;
-		char s[COLL_UNIQUE_ID_STRLEN];
-		FILE *f;
 
-		if (rank == 0) {
-			char tmp[512];
-
-			snprintf(tmp, sizeof(tmp), "%s.tmp", idfile);
-			ret = coll_get_unique_id(&id);
-			if (!ret)
-				ret = coll_unique_id_to_string(&id, s, sizeof(s));
-			f = ret ? NULL : fopen(tmp, "w");
-			/* Whole or not at all for the reader on the other VM. */
-			check(f && fprintf(f, "%s\n", s) > 0 && !fclose(f) &&
-			      !rename(tmp, idfile),
+		/* Whole or not at all for the reader on the other VM. */
+		if (rank == 0)
+			check(id_file_write(idfile, &id),
 			      "the grown communicator's id written");
-		}
 		/* Rank 1 gets it over the shrunk communicator. */
 		ret = coll_broadcast(&id, &id, sizeof(id), COLL_DTYPE_UINT8, 0,
 				     s2);

@@ -28,8 +28,8 @@
  * process on its node (kcoll-nodedie -g -f IDFILE, started by the
  * scenario) reads it and joins as the last rank; the victim stops its node
  * 0-80 ms into its own grow (in the bootstrap or while the grown
- * communicator connects: under TCG the whole grow takes about 100 ms;
- * KCOLL_NODEDIE_DELAY_MS fixes the delay). Every survivor's grow, and the newcomer's join,
+ * communicator connects: under TCG the whole grow takes about 100 ms).
+ * KCOLL_NODEDIE_DELAY_MS fixes the delay of -S and -G. Every survivor's grow, and the newcomer's join,
  * must end within the bootstrap timeout plus the connect timeout (plus
  * slack): with an error, or with a grown communicator whose next
  * allreduce must then fail as bounded; then the survivors shrink the
@@ -103,6 +103,31 @@ static void *die_later(void *arg)
 	return NULL;
 }
 
+/*
+ * The victim: its node stops a while (below @max_us, or
+ * KCOLL_NODEDIE_DELAY_MS) after this returns, by then inside its @what.
+ * False if it must not die: a check failed before.
+ */
+static bool die_in(const char *status, unsigned int max_us, const char *what)
+{
+	static struct death d;
+	const char *e = getenv("KCOLL_NODEDIE_DELAY_MS");
+	pthread_t th;
+
+	if (fails) {
+		printf("Bail out! the victim failed before dying\n");
+		return false;
+	}
+	d.status = status;
+	d.delay_us = e ? (unsigned int)atoi(e) * 1000 :
+		     (unsigned int)(now_s() * 1e6) % max_us;
+	printf("# rank %d: this node stops %u ms into its %s\n", rank,
+	       d.delay_us / 1000, what);
+	fflush(stdout);
+	pthread_create(&th, NULL, die_later, &d);
+	return true;
+}
+
 /* The survivors carry on without the victim, from what they have: shrink
  * (no bootstrap, ranks renumbered), an allreduce on the result. */
 static int shrink_survivors(coll_comm *comm, int victim, unsigned int flags)
@@ -129,28 +154,55 @@ static int shrink_survivors(coll_comm *comm, int victim, unsigned int flags)
 	return fails ? 1 : 0;
 }
 
+/* A call (@what) that returned @ret after @dt s: said, and checked to
+ * have ended within @bound s. */
+static void ended(const char *what, int ret, double dt, double bound,
+		  const char *line)
+{
+	printf("# rank %d: %s: %d (%s) after %.1f s%s%s\n", rank, what, ret,
+	       coll_strerror(ret), dt, ret ? ": " : "",
+	       ret ? coll_last_error() : "");
+	check(dt < bound, line);
+}
+
+/*
+ * A communicator (@what: "child", "grown communicator") made before the
+ * node fell holds the dead rank: its next operation must say so, within
+ * @bound s. @c is freed (aborted).
+ */
+static void made_fails(coll_comm *c, const char *what,
+		       unsigned int timeout_ms, double bound)
+{
+	char line[128];
+	int32_t v = 1;
+	double t0;
+	int ret;
+
+	coll_comm_set_timeout(c, timeout_ms);
+	t0 = now_s();
+	ret = coll_allreduce(&v, &v, 1, COLL_DTYPE_INT32, COLL_REDOP_SUM, c);
+	t0 = now_s() - t0;
+	printf("# rank %d: allreduce on the %s: %d (%s) after %.1f s\n", rank,
+	       what, ret, coll_strerror(ret), t0);
+	snprintf(line, sizeof(line), "the %s's allreduce failed, bounded",
+		 what);
+	check(ret && t0 < bound, line);
+	coll_comm_abort(c);
+}
+
 /* The node dies during a split; the survivors end it bounded and shrink. */
 static int split_death(coll_comm *comm, int victim, const char *status,
 		       unsigned int timeout_ms)
 {
 	coll_comm *child = NULL;
 	double t0, dt, bound = timeout_ms / 1000.0 + 5 + 20;
-	struct death d = { status, 0 };
-	pthread_t th;
 	int ret;
 
 	coll_comm_set_timeout(comm, timeout_ms);
 	if (rank == victim) {
 		/* Somewhere in the allgather or the child's connections. */
-		d.delay_us = (unsigned int)(now_s() * 1e6) % 150000;
-		if (fails) {
-			printf("Bail out! the victim failed before dying\n");
+		if (!die_in(status, 150000, "split"))
 			return 1;
-		}
-		printf("# rank %d: this node stops %u ms into its split\n",
-		       rank, d.delay_us / 1000);
-		fflush(stdout);
-		pthread_create(&th, NULL, die_later, &d);
 		coll_comm_split(comm, 0, rank, &child);
 		pause();
 		return 1;
@@ -158,27 +210,10 @@ static int split_death(coll_comm *comm, int victim, const char *status,
 	t0 = now_s();
 	ret = coll_comm_split(comm, 0, rank, &child);
 	dt = now_s() - t0;
-	printf("# rank %d: split: %d (%s) after %.1f s%s%s\n", rank, ret,
-	       coll_strerror(ret), dt, ret ? ": " : "",
-	       ret ? coll_last_error() : "");
-	check(dt < bound, "the split ended within the operation and connect "
-	      "timeouts");
-	if (!ret) {
-		/* The child was made before the node fell: it holds the
-		 * dead rank, and its next operation must say so. */
-		int32_t v = 1;
-
-		coll_comm_set_timeout(child, timeout_ms);
-		t0 = now_s();
-		ret = coll_allreduce(&v, &v, 1, COLL_DTYPE_INT32,
-				     COLL_REDOP_SUM, child);
-		dt = now_s() - t0;
-		printf("# rank %d: allreduce on the child: %d (%s) after "
-		       "%.1f s\n", rank, ret, coll_strerror(ret), dt);
-		check(ret && dt < bound, "the child's allreduce failed, "
-		      "bounded");
-		coll_comm_abort(child);
-	}
+	ended("split", ret, dt, bound, "the split ended within the operation "
+	      "and connect timeouts");
+	if (!ret)
+		made_fails(child, "child", timeout_ms, bound);
 	return shrink_survivors(comm, victim, COLL_SHRINK_ABORT);
 }
 
@@ -187,63 +222,28 @@ static int split_death(coll_comm *comm, int victim, const char *status,
 #define GROW_BOOTSTRAP_MS	"15000"
 #define GROW_BOUND_S(tmo)	(atof(GROW_BOOTSTRAP_MS) / 1000 + (tmo) / 1000.0 + 20)
 
-/* A grown communicator made before the node fell holds the dead rank: its
- * next operation must say so, bounded. @g is freed (aborted). */
-static void grown_fails(coll_comm *g, unsigned int timeout_ms, double bound)
-{
-	int32_t v = 1;
-	double t0;
-	int ret;
-
-	coll_comm_set_timeout(g, timeout_ms);
-	t0 = now_s();
-	ret = coll_allreduce(&v, &v, 1, COLL_DTYPE_INT32, COLL_REDOP_SUM, g);
-	t0 = now_s() - t0;
-	printf("# rank %d: allreduce on the grown communicator: %d (%s) "
-	       "after %.1f s\n", rank, ret, coll_strerror(ret), t0);
-	check(ret && t0 < bound, "the grown communicator's allreduce failed, "
-	      "bounded");
-	coll_comm_abort(g);
-}
-
 /* The grow's new rank: joins with the id rank 0 wrote, while a member's
  * node dies; its join must end bounded too. */
 static int grow_newcomer(const char *idfile, int nranks,
 			 unsigned int timeout_ms)
 {
-	char s[COLL_UNIQUE_ID_STRLEN + 2];
-	double t0 = now_s(), dt, bound = GROW_BOUND_S(timeout_ms);
+	double t0, dt, bound = GROW_BOUND_S(timeout_ms);
 	coll_comm *g = NULL;
 	coll_unique_id id;
-	int ret = -ENOENT;
-	FILE *f;
+	int ret;
 
 	rank = nranks - 1;
-	while (ret && now_s() - t0 < 600) {
-		f = fopen(idfile, "r");
-		if (f) {
-			if (fgets(s, sizeof(s), f)) {
-				s[strcspn(s, "\n")] = '\0';
-				ret = coll_unique_id_from_string(&id, s);
-			}
-			fclose(f);
-		}
-		if (ret)
-			usleep(100 * 1000);
-	}
+	ret = id_file_read(idfile, &id, 600);
 	check(!ret, "the newcomer read the grown communicator's id");
 	if (ret)
 		return 1;
 	t0 = now_s();
 	ret = coll_comm_init_rank(&g, nranks, &id, nranks - 1);
 	dt = now_s() - t0;
-	printf("# newcomer: join: %d (%s) after %.1f s%s%s\n", ret,
-	       coll_strerror(ret), dt, ret ? ": " : "",
-	       ret ? coll_last_error() : "");
-	check(dt < bound, "the newcomer's join ended within the bootstrap "
-	      "and connect timeouts");
+	ended("join", ret, dt, bound, "the newcomer's join ended within the "
+	      "bootstrap and connect timeouts");
 	if (!ret)
-		grown_fails(g, timeout_ms, bound);
+		made_fails(g, "grown communicator", timeout_ms, bound);
 	printf("# kcoll-nodedie: newcomer: %d failure(s)\n", fails);
 	return fails ? 1 : 0;
 }
@@ -254,26 +254,14 @@ static int grow_death(coll_comm *comm, int victim, const char *status,
 {
 	int n = coll_comm_size(comm) + 1, ret;
 	double t0, dt, bound = GROW_BOUND_S(timeout_ms);
-	struct death d = { status, 0 };
-	char s[COLL_UNIQUE_ID_STRLEN];
 	coll_comm *g = NULL;
 	coll_unique_id id;
-	pthread_t th;
 
 	memset(&id, 0, sizeof(id));
-	if (rank == 0) {
-		char tmp[512];
-		FILE *f;
-
-		snprintf(tmp, sizeof(tmp), "%s.tmp", idfile);
-		ret = coll_get_unique_id(&id);
-		if (!ret)
-			ret = coll_unique_id_to_string(&id, s, sizeof(s));
-		f = ret ? NULL : fopen(tmp, "w");
-		/* Whole or not at all for the newcomer. */
-		check(f && fprintf(f, "%s\n", s) > 0 && !fclose(f) &&
-		      !rename(tmp, idfile), "the grown communicator's id written");
-	}
+	/* Whole or not at all for the newcomer. */
+	if (rank == 0)
+		check(id_file_write(idfile, &id),
+		      "the grown communicator's id written");
 	ret = coll_broadcast(&id, &id, sizeof(id), COLL_DTYPE_UINT8, 0, comm);
 	check(!ret, "the id broadcast on the parent");
 	if (ret)
@@ -281,18 +269,8 @@ static int grow_death(coll_comm *comm, int victim, const char *status,
 	setenv(COLL_ENV_BOOTSTRAP_TIMEOUT, GROW_BOOTSTRAP_MS, 1);
 	if (rank == victim) {
 		/* Somewhere in the bootstrap or the connections. */
-		const char *e = getenv("KCOLL_NODEDIE_DELAY_MS");
-
-		d.delay_us = e ? (unsigned int)atoi(e) * 1000 :
-			     (unsigned int)(now_s() * 1e6) % 80000;
-		if (fails) {
-			printf("Bail out! the victim failed before dying\n");
+		if (!die_in(status, 80000, "grow"))
 			return 1;
-		}
-		printf("# rank %d: this node stops %u ms into its grow\n",
-		       rank, d.delay_us / 1000);
-		fflush(stdout);
-		pthread_create(&th, NULL, die_later, &d);
 		coll_comm_grow(comm, n, &id, &g);
 		pause();
 		return 1;
@@ -300,13 +278,10 @@ static int grow_death(coll_comm *comm, int victim, const char *status,
 	t0 = now_s();
 	ret = coll_comm_grow(comm, n, &id, &g);
 	dt = now_s() - t0;
-	printf("# rank %d: grow: %d (%s) after %.1f s%s%s\n", rank, ret,
-	       coll_strerror(ret), dt, ret ? ": " : "",
-	       ret ? coll_last_error() : "");
-	check(dt < bound, "the grow ended within the bootstrap and connect "
-	      "timeouts");
+	ended("grow", ret, dt, bound, "the grow ended within the bootstrap "
+	      "and connect timeouts");
 	if (!ret)
-		grown_fails(g, timeout_ms, bound);
+		made_fails(g, "grown communicator", timeout_ms, bound);
 	return shrink_survivors(comm, victim, 0);
 }
 

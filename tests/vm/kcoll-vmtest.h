@@ -1,17 +1,21 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * What the multi-rank VM test programs share (kcoll-nodedie,
- * kcoll-family): a clock, TAP-like check lines, and a checked allreduce.
+ * kcoll-family): a clock, TAP-like check lines, a checked allreduce, and
+ * a new communicator's id passed through a file to a process outside it.
  * Each program includes it once; its statics are the program's.
  */
 #ifndef KCOLL_VMTEST_H
 #define KCOLL_VMTEST_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "coll.h"
 
@@ -54,6 +58,47 @@ static bool allreduce_ok(coll_comm *comm, size_t count)
 		ok = a[i] == (int32_t)(n * i + n * (n - 1) / 2);
 	free(a);
 	return ok;
+}
+
+/* A fresh id in *@id, written to @path whole or not at all (through a
+ * temporary file renamed into place): true if it was. */
+static bool id_file_write(const char *path, coll_unique_id *id)
+{
+	char s[COLL_UNIQUE_ID_STRLEN], tmp[512];
+	int ret;
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	ret = coll_get_unique_id(id);
+	if (!ret)
+		ret = coll_unique_id_to_string(id, s, sizeof(s));
+	f = ret ? NULL : fopen(tmp, "w");
+	return f && fprintf(f, "%s\n", s) > 0 && !fclose(f) &&
+	       !rename(tmp, path);
+}
+
+/* The id in @path once it is there, waiting up to @limit_s: 0 or an
+ * error. */
+static int id_file_read(const char *path, coll_unique_id *id, double limit_s)
+{
+	char s[COLL_UNIQUE_ID_STRLEN + 2];
+	double t0 = now_s();
+	int ret = -ENOENT;
+	FILE *f;
+
+	while (ret && now_s() - t0 < limit_s) {
+		f = fopen(path, "r");
+		if (f) {
+			if (fgets(s, sizeof(s), f)) {
+				s[strcspn(s, "\n")] = '\0';
+				ret = coll_unique_id_from_string(id, s);
+			}
+			fclose(f);
+		}
+		if (ret)
+			usleep(100 * 1000);
+	}
+	return ret;
 }
 
 #endif /* KCOLL_VMTEST_H */
