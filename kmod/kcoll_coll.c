@@ -337,8 +337,9 @@ void kcoll_coll_issue(struct kcoll_req *req)
 	 * check under the lock below decides, and a registration on a
 	 * device gone meanwhile fails in kcoll_buf_register().
 	 */
-	if ((READ_ONCE(comm->error) && (op->kind != KCOLL_KIND_COLL ||
-					READ_ONCE(comm->error) != -ECONNRESET)) ||
+	if ((READ_ONCE(comm->error) &&
+	     (sqe->opcode == KCOLL_OP_SEND ||
+	      READ_ONCE(comm->error) != -ECONNRESET)) ||
 	    READ_ONCE(comm->shutting_down) || READ_ONCE(comm->aborted)) {
 		err = READ_ONCE(comm->aborted) ? -ECANCELED :
 		      READ_ONCE(comm->error) ?: -ECANCELED;
@@ -354,6 +355,8 @@ void kcoll_coll_issue(struct kcoll_req *req)
 	 * it do not keep it from running). */
 	if (op->kind == KCOLL_KIND_COLL)
 		op->seq = comm->coll_seq;
+	else if (sqe->opcode == KCOLL_OP_RECV && comm->conns[op->args.root])
+		op->seq = comm->conns[op->args.root]->k[KCOLL_KIND_P2P].p2p_recv_seq;
 	err = kcoll_comm_op_usable_locked(comm, op);
 	if (err) {
 		mutex_unlock(&comm->lock);

@@ -27,6 +27,7 @@
 #include "kcoll_coll.h"
 #include "kcoll_conn.h"
 #include "kcoll_sysfs.h"
+#include "kcoll_engine.h"
 #include "kcoll_nl.h"
 #include "kcoll_tune.h"
 #include "kcoll_ib.h"
@@ -739,10 +740,40 @@ static bool kcoll_comm_left_after(struct kcoll_comm *comm, u32 seq)
 }
 
 /*
+ * May point-to-point receive @op (@op->seq set) still run on @comm
+ * although a peer is gone? Only if every connection lost ended with the
+ * peer's BYE and @op's message has landed in our slot already: an eager
+ * send completes once posted, and its sender may have left before we
+ * posted the receive (docs/DESIGN.md, "Eager point-to-point"). Must hold
+ * comm->lock.
+ */
+static bool kcoll_comm_left_p2p(struct kcoll_comm *comm,
+				const struct kcoll_task *op)
+{
+	struct kcoll_conn *conn = comm->conns[op->args.root];
+	u32 i;
+
+	lockdep_assert_held(&comm->lock);
+	if (op->args.opcode != KCOLL_OP_RECV || !conn || op->gpu ||
+	    comm->error != -ECONNRESET || comm->aborted ||
+	    comm->shutting_down)
+		return false;
+	for (i = 0; i < comm->nranks; i++) {
+		struct kcoll_conn *c = comm->conns[i];
+
+		if (c && c->state != KCOLL_CONN_UP && !c->bye)
+			return false;
+	}
+	return kcoll_eager_p2p_here(conn, op->seq);
+}
+
+/*
  * May @op, queued or about to be, start on @comm? 0, or the error it fails
  * with: kcoll_comm_usable_locked()'s, except for a host-memory collective
  * that every peer lost completed before leaving (kcoll_comm_left_after();
- * a stream-ordered one is not started after a loss). Must hold comm->lock.
+ * a stream-ordered one is not started after a loss) and a receive whose
+ * message came before its sender left (kcoll_comm_left_p2p()). Must hold
+ * comm->lock.
  */
 int kcoll_comm_op_usable_locked(struct kcoll_comm *comm,
 				const struct kcoll_task *op)
@@ -751,6 +782,8 @@ int kcoll_comm_op_usable_locked(struct kcoll_comm *comm,
 
 	if (err && op->kind == KCOLL_KIND_COLL && !op->gpu &&
 	    kcoll_comm_left_after(comm, op->seq))
+		return 0;
+	if (err && op->kind == KCOLL_KIND_P2P && kcoll_comm_left_p2p(comm, op))
 		return 0;
 	return err;
 }

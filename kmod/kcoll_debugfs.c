@@ -89,16 +89,25 @@ static int kcoll_comm_show(struct kcoll_comm *comm, void *arg)
 			if (c->eager) {
 				int e;
 
-				/* Our slots: full ones by seq.phase; the
-				 * peer's we may write; credits owed. */
+				/* Our slots: full ones by seq.phase (p seq:
+				 * point-to-point); the peer's we may write
+				 * and those our point-to-point holds;
+				 * credits owed. */
 				seq_puts(m, " eager rx:");
 				for (e = 0; e < KCOLL_EAGER_SLOTS; e++)
-					if (c->erx[e].full)
+					if (c->erx[e].full &&
+					    c->erx[e].kind == KCOLL_KIND_P2P)
+						seq_printf(m, " p%u",
+							   c->erx[e].seq);
+					else if (c->erx[e].full)
 						seq_printf(m, " %u.%u",
 							   c->erx[e].seq,
 							   c->erx[e].phase);
-				seq_printf(m, " tx free %lx due %lx",
-					   c->etx_free, c->erx_due);
+				seq_printf(m, " tx free %lx p2p %lx due %lx",
+					   c->etx_free, c->etx_p2p,
+					   c->erx_due);
+				seq_printf(m, " p2p %d/%d",
+					   c->p2p_offer, c->peer_p2p);
 				/* Lazy signatures: ours offered, the
 				 * peer's; confirmed below @sig_next. */
 				seq_printf(m, " lazy %d/%d sig_next %u",

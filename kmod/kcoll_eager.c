@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * kcoll collective engine, eager transfers: small collective steps written
- * without a grant into slots the receiver offered with CREDIT and CREDITS
- * messages (docs/DESIGN.md, "Eager transfers").
+ * kcoll collective engine, eager transfers: small collective steps (and,
+ * where both ends agree, small point-to-point messages) written without a
+ * grant into slots the receiver offered with CREDIT and CREDITS messages
+ * (docs/DESIGN.md, "Eager transfers", "Eager point-to-point").
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -20,8 +21,22 @@
 bool kcoll_op_eager(const struct kcoll_task *op,
 		    const struct kcoll_conn *conn, u64 bytes)
 {
-	return conn->eager && op->kind == KCOLL_KIND_COLL &&
-	       bytes <= KCOLL_EAGER_MAX;
+	if (!conn->eager || bytes > KCOLL_EAGER_MAX)
+		return false;
+	return op->kind == KCOLL_KIND_COLL || kcoll_conn_p2p(conn);
+}
+
+/*
+ * Whether a point-to-point transfer of @bytes on @conn cannot be decided
+ * yet: eager point-to-point is agreed by the peer's first CREDIT, which
+ * both ends must have seen before either decides, or a sender and its
+ * receiver could decide differently.
+ */
+bool kcoll_op_eager_undecided(const struct kcoll_task *op,
+			      const struct kcoll_conn *conn, u64 bytes)
+{
+	return op->kind == KCOLL_KIND_P2P && conn->eager && conn->p2p_offer &&
+	       !conn->etx_known && bytes <= KCOLL_EAGER_MAX;
 }
 
 /* Our receive slot @slot (the bounces of our sends follow the slots). */
@@ -45,11 +60,14 @@ void kcoll_engine_eager_credit(struct kcoll_conn *conn)
 {
 	unsigned long again = conn->erx_due & conn->erx_offered;
 	unsigned long fresh = conn->erx_due & ~conn->erx_offered;
+	/* Half of the slots no point-to-point transfer holds: those are
+	 * the ones the argument above is about. */
+	unsigned int half = max(1U, (KCOLL_EAGER_SLOTS - conn->erx_p2p) / 2);
 	unsigned int slot;
 	int err;
 
 	lockdep_assert_held(&conn->comm->lock);
-	if (hweight_long(again) >= KCOLL_EAGER_SLOTS / 2) {
+	if (hweight_long(again) >= half) {
 		struct kcoll_wire_msg m = {
 			.type = KCOLL_MSG_CREDITS,
 			.kind = KCOLL_KIND_COLL,
@@ -84,8 +102,10 @@ void kcoll_engine_eager_credit(struct kcoll_conn *conn)
 			.kind = KCOLL_KIND_COLL,
 			.len = cpu_to_le32(KCOLL_EAGER_SLOT_BYTES),
 			.serial = cpu_to_le32(slot),
-			.status = cpu_to_le32(conn->lazy_offer ?
-					      KCOLL_CREDIT_LAZY : 0),
+			.status = cpu_to_le32((conn->lazy_offer ?
+					       KCOLL_CREDIT_LAZY : 0) |
+					      (conn->p2p_offer ?
+					       KCOLL_CREDIT_P2P : 0)),
 		};
 
 		conn->xp->eager_credit(conn, slot, &m);
@@ -106,6 +126,7 @@ void kcoll_engine_eager_up(struct kcoll_conn *conn)
 	int err;
 
 	conn->lazy_offer = kcoll_lazy_sigs();
+	conn->p2p_offer = kcoll_eager_p2p();
 	conn->erx_due = GENMASK(KCOLL_EAGER_SLOTS - 1, 0);
 	err = conn->xp->eager_up(conn);
 	if (err) {
@@ -118,6 +139,8 @@ void kcoll_engine_eager_up(struct kcoll_conn *conn)
 /* Slot @slot's data is consumed (or stale): offer it again. */
 static void kcoll_eager_release(struct kcoll_conn *conn, u32 slot)
 {
+	if (conn->erx[slot].kind == KCOLL_KIND_P2P)
+		conn->erx_p2p--;
 	conn->erx[slot].full = false;
 	__set_bit(slot, &conn->erx_due);
 	kcoll_engine_eager_credit(conn);
@@ -146,10 +169,80 @@ static bool kcoll_eager_check(struct kcoll_task *op, struct kcoll_conn *conn,
 
 	if (!conn->erx[slot].signed_ || op->error)
 		return !op->error;
-	if (kcoll_op_check_sig(op, conn, &m))
+	if (op->kind == KCOLL_KIND_P2P) {
+		/* A point-to-point pair has no SIGs: only this. */
+		if (kcoll_sig_match(op, &m, conn->peer))
+			return true;
+		pr_warn_ratelimited("comm %llx rank %u: receive %u from rank %u does not match its send (%s/%u count %llu)\n",
+				    op->comm->uid, op->comm->rank, op->seq,
+				    conn->peer, kcoll_op_name(m.opcode),
+				    m.dtype, le64_to_cpu(m.count));
+		kcoll_op_fail_from(op, -EBADMSG, conn->peer);
+	} else if (kcoll_op_check_sig(op, conn, &m)) {
 		return true;
+	}
 	kcoll_eager_release(conn, slot);
 	return false;
+}
+
+/*
+ * A point-to-point transfer landed in slot @slot: our receive of it, in
+ * order per direction, takes it when it reaches the head (only the head
+ * runs). One for a receive that failed here is dropped; one for the
+ * running receive, which is granted (larger than eager), fails it: the
+ * sizes disagree, and nothing else would ever tell it.
+ */
+static void kcoll_eager_p2p_landed(struct kcoll_conn *conn, u32 slot)
+{
+	struct kcoll_task *op;
+
+	op = list_first_entry_or_null(&conn->k[KCOLL_KIND_P2P].p2p_recvs,
+				      struct kcoll_task, node);
+	if (!op || !op->started)
+		return;
+	if (kcoll_seq_before(conn->erx[slot].seq, op->seq)) {
+		kcoll_eager_release(conn, slot);
+	} else if (conn->erx[slot].seq == op->seq &&
+		   !kcoll_op_eager(op, conn, op->recv_total)) {
+		kcoll_eager_release(conn, slot);
+		kcoll_op_fail_from(op, -EBADMSG, conn->peer);
+		/* Its send is over: no ABORT will come to say that nothing
+		 * more does, and none of our grants for it is ever filled. */
+		kcoll_op_forget_grants(op, conn);
+	}
+}
+
+/*
+ * Has point-to-point message @seq from @conn's peer landed in one of our
+ * slots, waiting for its receive? Its sender may have completed and left
+ * (an eager send completes once posted): the receive still gets it. Must
+ * hold comm->lock.
+ */
+bool kcoll_eager_p2p_here(const struct kcoll_conn *conn, u32 seq)
+{
+	u32 slot;
+
+	for (slot = 0; slot < KCOLL_EAGER_SLOTS; slot++)
+		if (conn->erx[slot].full &&
+		    conn->erx[slot].kind == KCOLL_KIND_P2P &&
+		    conn->erx[slot].seq == seq)
+			return true;
+	return false;
+}
+
+/*
+ * Point-to-point receive @op, granted (larger than eager), reached the
+ * head: what landed eagerly before it is either stale or its own sender's
+ * smaller send, which fails it (see above).
+ */
+void kcoll_eager_p2p_granted(struct kcoll_task *op, struct kcoll_conn *conn)
+{
+	u32 slot;
+
+	for (slot = 0; slot < KCOLL_EAGER_SLOTS && !op->error; slot++)
+		if (conn->erx[slot].full &&
+		    conn->erx[slot].kind == KCOLL_KIND_P2P)
+			kcoll_eager_p2p_landed(conn, slot);
 }
 
 /*
@@ -162,12 +255,17 @@ void kcoll_engine_eager(struct kcoll_conn *conn, u32 imm,
 			u32 byte_len)
 {
 	u32 slot = imm & KCOLL_IMM_EAGER_SERIAL, hlen;
+	u32 kind = imm >> KCOLL_IMM_KIND_SHIFT;
+	bool p2p = kind == KCOLL_KIND_P2P;
 	struct kcoll_wire_eager h;
 	struct kcoll_task *op;
 	const u8 *in;
 	bool sig;
 
-	if ((imm >> KCOLL_IMM_KIND_SHIFT) != KCOLL_KIND_COLL ||
+	/* Point-to-point only where we offered it, and into at most half
+	 * of our slots (a sender keeps to that: conn->etx_p2p). */
+	if ((kind != KCOLL_KIND_COLL && !(p2p && conn->p2p_offer)) ||
+	    (p2p && conn->erx_p2p >= KCOLL_EAGER_SLOTS / 2) ||
 	    slot >= KCOLL_EAGER_SLOTS || conn->erx[slot].full ||
 	    test_bit(slot, &conn->erx_due) || byte_len < sizeof(h))
 		goto bad;
@@ -184,12 +282,14 @@ void kcoll_engine_eager(struct kcoll_conn *conn, u32 imm,
 	 * so); a peer that offered them too always signs. */
 	sig = h.flags & KCOLL_EAGER_SIGNED;
 	hlen = sizeof(h) + (sig ? sizeof(struct kcoll_wire_eager_sig) : 0);
-	if (h.kind != KCOLL_KIND_COLL || le32_to_cpu(h.len) > KCOLL_EAGER_MAX ||
-	    (h.flags & ~KCOLL_EAGER_SIGNED) || (sig && !conn->lazy_offer) ||
-	    (!sig && kcoll_conn_lazy(conn)) ||
+	if (h.kind != kind || le32_to_cpu(h.len) > KCOLL_EAGER_MAX ||
+	    (h.flags & ~KCOLL_EAGER_SIGNED) ||
+	    (p2p ? !sig : ((sig && !conn->lazy_offer) ||
+			   (!sig && kcoll_conn_lazy(conn)))) ||
 	    byte_len < hlen || le32_to_cpu(h.len) != byte_len - hlen)
 		goto bad;
 	conn->erx[slot].full = true;
+	conn->erx[slot].kind = kind;
 	conn->erx[slot].signed_ = sig;
 	conn->erx[slot].hlen = hlen;
 	conn->erx[slot].seq = le32_to_cpu(h.seq);
@@ -198,6 +298,11 @@ void kcoll_engine_eager(struct kcoll_conn *conn, u32 imm,
 	if (sig)
 		memcpy(&conn->erx[slot].sig, in + sizeof(h),
 		       sizeof(conn->erx[slot].sig));
+	if (p2p) {
+		conn->erx_p2p++;
+		kcoll_eager_p2p_landed(conn, slot);
+		return;
+	}
 	op = kcoll_coll_head(conn->comm);
 	if (op && op->started && kcoll_seq_before(conn->erx[slot].seq, op->seq))
 		kcoll_eager_release(conn, slot);  /* for an op that failed */
@@ -221,7 +326,8 @@ void kcoll_eager_start(struct kcoll_task *op, struct kcoll_conn *conn)
 	u32 slot;
 
 	for (slot = 0; slot < KCOLL_EAGER_SLOTS; slot++) {
-		if (!conn->erx[slot].full)
+		if (!conn->erx[slot].full ||
+		    conn->erx[slot].kind != KCOLL_KIND_COLL)
 			continue;
 		if (kcoll_seq_before(conn->erx[slot].seq, op->seq))
 			kcoll_eager_release(conn, slot);
@@ -243,7 +349,8 @@ void kcoll_engine_eager_in(struct kcoll_conn *conn,
 	u32 slot = le32_to_cpu(m->serial);
 
 	lockdep_assert_held(&conn->comm->lock);
-	if (!conn->eager || slot >= KCOLL_EAGER_SLOTS ||
+	if (!conn->eager || m->kind >= KCOLL_KIND_NR ||
+	    slot >= KCOLL_EAGER_SLOTS ||
 	    conn->erx[slot].full || test_bit(slot, &conn->erx_due) ||
 	    plen > KCOLL_EAGER_SLOT_BYTES || plen != le32_to_cpu(m->len)) {
 		pr_warn_ratelimited("comm %llx rank %u: bad eager message from rank %u (slot %u, %u bytes)\n",
@@ -258,6 +365,66 @@ void kcoll_engine_eager_in(struct kcoll_conn *conn,
 }
 
 /*
+ * Eager point-to-point, the receiver: tell the sender, once per receive,
+ * that this one goes eagerly, with our signature. It is a GRANT of no
+ * bytes that nothing answers (it is not outstanding), and it is off the
+ * data's path: an eager send does not wait for it. A sender whose send
+ * differs fails at once on it (a large one, which would wait for a grant
+ * for ever, included: sizes that differ across the eager line always
+ * differ in the signature), and its ABORT fails us. The next attempt
+ * after a full send queue is the next event's; a receive whose data came
+ * first needs none. Must hold comm->lock.
+ */
+static void kcoll_p2p_note(struct kcoll_task *op, struct kcoll_conn *conn)
+{
+	struct kcoll_wire_msg m;
+	int err;
+
+	/* A sender that has left sent what it had (kcoll_comm_left_p2p()). */
+	if (op->recv_granted_any || op->recv_landed_any ||
+	    conn->state != KCOLL_CONN_UP)
+		return;
+	kcoll_msg_init(op, &m, KCOLL_MSG_GRANT, conn->peer);
+	m.serial = cpu_to_le32(conn->k[op->kind].serial_out);
+	err = conn->xp->send_msg(conn, &m);
+	if (err) {
+		if (err != -ENOBUFS && err != -ENOTCONN)
+			kcoll_op_fail(op, err);
+		return;
+	}
+	conn->k[op->kind].serial_out++;
+	op->recv_granted_any = true;
+}
+
+/*
+ * Eager point-to-point, the sender: the receiver's notes (or, where it
+ * decided otherwise, its grants) that came for this send or for sends
+ * before it. Stale ones go; ours must match (else @op fails with
+ * -EBADMSG: the receive differs, a larger one included) and goes too, as
+ * nothing answers a note. Returns whether @op may send. Must hold
+ * comm->lock.
+ */
+static bool kcoll_p2p_notes(struct kcoll_task *op, struct kcoll_conn *conn)
+{
+	struct kcoll_grant *g, *tmp;
+
+	list_for_each_entry_safe(g, tmp, &conn->k[op->kind].in, node) {
+		if (g->seq != op->seq && !kcoll_seq_before(g->seq, op->seq))
+			break;
+		if (g->seq == op->seq && g->sig_unchecked &&
+		    !kcoll_sig_match(op, &g->sig, conn->peer)) {
+			pr_warn_ratelimited("comm %llx rank %u: send %u to rank %u does not match its receive\n",
+					    op->comm->uid, op->comm->rank,
+					    op->seq, conn->peer);
+			kcoll_op_fail_from(op, -EBADMSG, conn->peer);
+		}
+		list_del(&g->node);
+		kfree(g);
+	}
+	return !op->error;
+}
+
+/*
  * The current phase receives eagerly from @conn's peer: consume its data if
  * it has landed.
  */
@@ -267,10 +434,23 @@ void kcoll_op_eager_recv(struct kcoll_task *op, struct kcoll_conn *conn)
 
 	if (op->recv_landed_any)
 		return;
+	if (op->kind == KCOLL_KIND_P2P) {
+		kcoll_p2p_note(op, conn);
+		if (op->error)
+			return;
+	}
 	for (slot = 0; slot < KCOLL_EAGER_SLOTS; slot++) {
 		typeof(conn->erx[0]) *e = &conn->erx[slot];
 
-		if (!e->full || e->seq != op->seq || e->phase != (u16)op->phase)
+		if (!e->full || e->kind != op->kind)
+			continue;
+		/* Point-to-point: for a receive that failed before us. */
+		if (op->kind == KCOLL_KIND_P2P &&
+		    kcoll_seq_before(e->seq, op->seq)) {
+			kcoll_eager_release(conn, slot);
+			continue;
+		}
+		if (e->seq != op->seq || e->phase != (u16)op->phase)
 			continue;
 		/*
 		 * Nothing is used unchecked: a signed transfer is checked
@@ -324,24 +504,32 @@ void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 		return;		/* not received (and reduced) yet */
 	if (len && kcoll_op_held(op))
 		return;		/* a higher priority runs */
+	if (op->kind == KCOLL_KIND_P2P) {
+		if (!kcoll_p2p_notes(op, conn))
+			return;
+		/* At most half of the peer's slots hold ours. */
+		if (hweight_long(conn->etx_p2p) >= KCOLL_EAGER_SLOTS / 2)
+			return;
+	}
 	slot = find_first_bit(&conn->etx_free, KCOLL_EAGER_SLOTS);
 	if (slot >= KCOLL_EAGER_SLOTS)
 		return;		/* the peer's next CREDIT runs us again */
 	/* A peer that offered lazy signatures gets ours with every
-	 * transfer. */
+	 * transfer; point-to-point transfers are always signed. */
 	memset(&h, 0, sizeof(h));
 	h.h.seq = cpu_to_le32(op->seq);
 	h.h.phase = cpu_to_le16(op->phase);
-	h.h.kind = KCOLL_KIND_COLL;
+	h.h.kind = op->kind;
 	h.h.len = cpu_to_le32(len);
 	hlen = sizeof(h.h);
-	if (conn->peer_lazy) {
+	if (conn->peer_lazy || op->kind == KCOLL_KIND_P2P) {
 		h.h.flags = KCOLL_EAGER_SIGNED;
 		h.s.opcode = op->args.opcode;
 		h.s.dtype = op->dtype;
 		h.s.redop = op->redop;
 		h.s.algo = op->args.algo;
-		h.s.root = cpu_to_le32(op->args.root);
+		h.s.root = cpu_to_le32(op->kind == KCOLL_KIND_P2P ? 0 :
+				       op->args.root);
 		h.s.count = cpu_to_le64(kcoll_sched_sig(&op->args, conn->peer));
 		hlen += sizeof(h.s);
 	}
@@ -352,6 +540,8 @@ void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 	if (kcoll_op_post_stopped(op, conn, err))
 		return;
 	__clear_bit(slot, &conn->etx_free);
+	if (op->kind == KCOLL_KIND_P2P)
+		__set_bit(slot, &conn->etx_p2p);
 	kcoll_stat_add(KCOLL_STAT_EAGER_SENDS, 1);
 	op->send_posted = op->send_done = len;
 	op->send_posted_any = op->send_done_any = true;

@@ -97,6 +97,13 @@ static inline bool kcoll_conn_lazy(const struct kcoll_conn *conn)
 	return conn->lazy_offer && conn->peer_lazy;
 }
 
+/* Eager point-to-point agreed on @conn: both ends' CREDITs said
+ * KCOLL_CREDIT_P2P (docs/DESIGN.md, "Eager point-to-point"). */
+static inline bool kcoll_conn_p2p(const struct kcoll_conn *conn)
+{
+	return conn->eager && conn->p2p_offer && conn->peer_p2p;
+}
+
 /* Has @conn's peer confirmed its signature for collective @op? */
 static inline bool kcoll_sig_confirmed(struct kcoll_task *op,
 				       const struct kcoll_conn *conn)
@@ -169,7 +176,11 @@ void kcoll_engine_eager(struct kcoll_conn *conn, u32 imm,
 			u32 byte_len);
 bool kcoll_op_eager(const struct kcoll_task *op,
 		    const struct kcoll_conn *conn, u64 bytes);
+bool kcoll_op_eager_undecided(const struct kcoll_task *op,
+			      const struct kcoll_conn *conn, u64 bytes);
 void kcoll_op_eager_recv(struct kcoll_task *op, struct kcoll_conn *conn);
+void kcoll_eager_p2p_granted(struct kcoll_task *op, struct kcoll_conn *conn);
+bool kcoll_eager_p2p_here(const struct kcoll_conn *conn, u32 seq);
 void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 			 const u8 *src);
 

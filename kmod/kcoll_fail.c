@@ -541,8 +541,19 @@ static bool kcoll_op_needs_peer(struct kcoll_task *op, struct kcoll_conn *conn)
 
 	if (op->finished || kcoll_peer_finished(conn, op))
 		return false;
-	if (op->kind == KCOLL_KIND_P2P)
-		return op->args.root == peer;
+	if (op->kind == KCOLL_KIND_P2P) {
+		/* Done with the peer: the message moved (all of it landed
+		 * here, or it was sent), or it waits in our slot. */
+		if (op->args.root != peer)
+			return false;
+		if (op->args.opcode == KCOLL_OP_RECV)
+			return !(op->started && op->phase_open &&
+				 op->recv_landed_any &&
+				 op->recv_done == op->recv_total) &&
+			       !kcoll_eager_p2p_here(conn, op->seq);
+		return !(op->started && op->phase_open &&
+			 op->send_done_any && op->send_done == op->send_total);
+	}
 	if (!op->started)
 		return true;
 	if (!kcoll_seq_before(op->seq, conn->sig_next) &&

@@ -59,9 +59,17 @@ void kcoll_op_grant(struct kcoll_task *op)
 		dst = &op->bufs[KCOLL_SBUF_LAND];
 		base = 0;
 	}
+	if (kcoll_op_eager_undecided(op, conn, op->recv_total))
+		return;		/* the peer's first CREDIT runs us again */
 	if (kcoll_op_eager(op, conn, op->recv_total)) {
 		kcoll_op_eager_recv(op, conn);
 		return;
+	}
+	if (op->kind == KCOLL_KIND_P2P && !op->recv_granted_any &&
+	    conn->erx_p2p) {
+		kcoll_eager_p2p_granted(op, conn);
+		if (op->error)
+			return;
 	}
 	while (op->recv_granted < op->recv_total || !op->recv_granted_any) {
 		struct kcoll_wire_msg m;
@@ -273,6 +281,8 @@ void kcoll_op_send(struct kcoll_task *op)
 
 	if (!conn)
 		return;
+	if (kcoll_op_eager_undecided(op, conn, op->send_total))
+		return;		/* the peer's first CREDIT runs us again */
 	if (kcoll_op_eager(op, conn, op->send_total)) {
 		kcoll_op_send_eager(op, conn, src->vaddr + base);
 		return;

@@ -357,7 +357,7 @@ static int kcoll_lanes_eager_put(struct kcoll_conn *conn, u32 slot,
 				 u32 hlen, const u8 *src, u32 len)
 {
 	size_t boff = (size_t)(KCOLL_EAGER_SLOTS + slot) * KCOLL_EAGER_SLOT_BYTES;
-	u32 imm = kcoll_imm_make(KCOLL_KIND_COLL, KCOLL_IMM_EAGER | slot);
+	u32 imm = kcoll_imm_make(m->kind, KCOLL_IMM_EAGER | slot);
 	u8 *bounce = conn->ebuf.vaddr + boff;
 	u32 n = hlen + len;
 	struct ib_sge sge;

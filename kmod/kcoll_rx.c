@@ -126,6 +126,9 @@ static int kcoll_rx_credit(struct kcoll_conn *conn,
 	 * slots then take our signed headers. */
 	if (le32_to_cpu(m->status) & KCOLL_CREDIT_LAZY)
 		conn->peer_lazy = true;
+	/* Likewise eager point-to-point (kcoll_conn_p2p()). */
+	if (le32_to_cpu(m->status) & KCOLL_CREDIT_P2P)
+		conn->peer_p2p = true;
 	conn->etx_addr[slot] = le64_to_cpu(m->addr);
 	conn->etx_rkey[slot] = le32_to_cpu(m->rkey);
 	__set_bit(slot, &conn->etx_free);
@@ -142,6 +145,7 @@ static int kcoll_rx_credits(struct kcoll_conn *conn,
 	if ((slots & ~(u64)conn->etx_known) || (slots & (u64)conn->etx_free))
 		return -EPROTO;
 	conn->etx_free |= slots;
+	conn->etx_p2p &= ~(unsigned long)slots;
 	/* The transport may name them anew (through the NIC: new keys). */
 	conn->xp->eager_reoffered(conn, slots, m);
 	return 0;
@@ -166,6 +170,16 @@ static int kcoll_rx_grant(struct kcoll_conn *conn,
 					    conn->peer);
 			kcoll_op_fail(op, -EBADMSG);
 		}
+		/*
+		 * For a send that is over (eager point-to-point: the
+		 * receiver's note), or that went eagerly: nothing will use
+		 * it. A send not issued yet finds it (kcoll_op_send()).
+		 */
+		if (op ? op->send_posted_any &&
+			 kcoll_op_eager(op, conn, op->send_total) :
+			 kcoll_seq_before(seq,
+					  conn->k[m->kind].p2p_send_seq))
+			return 0;
 	}
 	if (kcoll_list_longer(&conn->k[m->kind].in,
 			      KCOLL_GRANTS_QUEUED_MAX(conn))) {

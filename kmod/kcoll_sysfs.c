@@ -38,7 +38,7 @@ enum {
 	KCOLL_KNOB_CONNECT_TIMEOUT, KCOLL_KNOB_ACK_TIMEOUT,
 	KCOLL_KNOB_PRIO_SCHED, KCOLL_KNOB_PRIO_AGING, KCOLL_KNOB_OP_TIMEOUT,
 	KCOLL_KNOB_QPS_PER_PEER, KCOLL_KNOB_INTRA_NODE, KCOLL_KNOB_EAGER,
-	KCOLL_KNOB_LAZY_SIGS, KCOLL_KNOB_PRIO_MAX_UNPRIV,
+	KCOLL_KNOB_LAZY_SIGS, KCOLL_KNOB_EAGER_P2P, KCOLL_KNOB_PRIO_MAX_UNPRIV,
 	KCOLL_KNOB_USER_CONTEXTS, KCOLL_KNOB_USER_COMMS, KCOLL_KNOB_USER_REGS,
 	KCOLL_KNOB_USER_QPS, KCOLL_KNOB_USER_KERNEL_MB,
 	KCOLL_KNOB_USER_DMABUF_MB, KCOLL_KNOB_GPU_POLL_US,
@@ -73,6 +73,9 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	/* 1: collectives whose every result depends on every rank carry
 	 * their signature with the data instead of a SIG to each peer. */
 	[KCOLL_KNOB_LAZY_SIGS] = { "lazy_sigs", 1, 0, 1, false },
+	/* 1: small point-to-point sends on eager connections need no
+	 * grant either. */
+	[KCOLL_KNOB_EAGER_P2P] = { "eager_p2p", 1, 0, 1, false },
 	/* The highest SQE priority a task without CAP_SYS_NICE may use:
 	 * below the top, which stays for what the administrator trusts. */
 	[KCOLL_KNOB_PRIO_MAX_UNPRIV] = { "prio_max_unpriv", 5, 0,
@@ -157,6 +160,11 @@ u32 kcoll_prio_max_unpriv(void)
 bool kcoll_lazy_sigs(void)
 {
 	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_LAZY_SIGS].val);
+}
+
+bool kcoll_eager_p2p(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_EAGER_P2P].val);
 }
 
 bool kcoll_eager(void)
@@ -291,6 +299,10 @@ module_param_cb(lazy_sigs, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_LAZY_SIGS], 0644);
 MODULE_PARM_DESC(lazy_sigs,
 		 "1: new eager connections check signatures on the data, and allreduce, allgather, reduce-scatter, alltoall and barrier send no per-peer SIG where both ends agree; 0: a SIG to every peer per collective (default 1)");
+module_param_cb(eager_p2p, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_EAGER_P2P], 0644);
+MODULE_PARM_DESC(eager_p2p,
+		 "1: new eager connections also send point-to-point messages of up to 8 KiB without waiting for a grant (both ends must agree); 0: granted (default 1)");
 module_param_cb(prio_max_unpriv, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_PRIO_MAX_UNPRIV], 0644);
 MODULE_PARM_DESC(prio_max_unpriv,
@@ -378,6 +390,7 @@ KCOLL_KNOB_ATTR(qps_per_peer, KCOLL_KNOB_QPS_PER_PEER);
 KCOLL_KNOB_ATTR(intra_node, KCOLL_KNOB_INTRA_NODE);
 KCOLL_KNOB_ATTR(eager, KCOLL_KNOB_EAGER);
 KCOLL_KNOB_ATTR(lazy_sigs, KCOLL_KNOB_LAZY_SIGS);
+KCOLL_KNOB_ATTR(eager_p2p, KCOLL_KNOB_EAGER_P2P);
 KCOLL_KNOB_ATTR(prio_max_unpriv, KCOLL_KNOB_PRIO_MAX_UNPRIV);
 KCOLL_KNOB_ATTR(user_max_contexts, KCOLL_KNOB_USER_CONTEXTS);
 KCOLL_KNOB_ATTR(user_max_comms, KCOLL_KNOB_USER_COMMS);
@@ -461,6 +474,7 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_intra_node.attr.attr,
 	&kcoll_attr_eager.attr.attr,
 	&kcoll_attr_lazy_sigs.attr.attr,
+	&kcoll_attr_eager_p2p.attr.attr,
 	&kcoll_attr_prio_max_unpriv.attr.attr,
 	&kcoll_attr_user_max_contexts.attr.attr,
 	&kcoll_attr_user_max_comms.attr.attr,

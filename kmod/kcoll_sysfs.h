@@ -17,6 +17,7 @@ u32 kcoll_qps_per_peer(void);		/* new communicators */
 bool kcoll_intra_node(void);		/* new connections */
 bool kcoll_lazy_sigs(void);
 bool kcoll_eager(void);			/* new connections */
+bool kcoll_eager_p2p(void);		/* new eager connections */
 bool kcoll_prio_sched(void);		/* priorities (else FIFO) */
 u32 kcoll_prio_aging_ms(void);
 u32 kcoll_prio_max_unpriv(void);

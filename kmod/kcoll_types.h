@@ -342,6 +342,7 @@ struct kcoll_conn {
 	struct {
 		bool full;		/* landed, not yet consumed */
 		bool signed_;		/* @sig came with it */
+		u8 kind;		/* KCOLL_KIND_COLL or _P2P */
 		u16 phase;
 		u32 seq;
 		u32 len;
@@ -351,6 +352,19 @@ struct kcoll_conn {
 	unsigned long erx_due;		/* consumed; CREDIT not yet sent */
 	unsigned long erx_offered;	/* first CREDIT sent (then CREDITS,
 					 * each re-offer under the next key) */
+	/*
+	 * Eager point-to-point (docs/DESIGN.md, "Eager point-to-point"):
+	 * agreed once both CREDITs said KCOLL_CREDIT_P2P (kcoll_conn_p2p()).
+	 * A small send landing before its receive is posted holds its slot
+	 * for as long as the application likes: at most half of a peer's
+	 * slots ever hold ours (etx_p2p), so collectives always have the
+	 * rest, and a receiver refuses more (erx_p2p).
+	 */
+	bool p2p_offer;			/* our CREDITs said so */
+	bool peer_p2p;			/* the peer's did */
+	unsigned long etx_p2p;		/* the peer's slots our point-to-point
+					 * writes hold until offered again */
+	unsigned int erx_p2p;		/* our slots holding theirs */
 	unsigned long etx_free;		/* the peer's slots we may write */
 	unsigned long etx_known;	/* offered once: address known */
 	u64 etx_addr[KCOLL_EAGER_SLOTS];

@@ -68,9 +68,9 @@ int kcoll_wire_msg_check(const struct kcoll_wire_msg *m, unsigned int wconn)
 
 		if (le32_to_cpu(m->serial) >= KCOLL_EAGER_SLOTS)
 			return KCOLL_WIRE_BAD_SLOT;
-		/* Lazy signatures: its slots then take our signed headers,
-		 * which must fit. */
-		if (status & KCOLL_CREDIT_LAZY)
+		/* Lazy signatures, eager point-to-point: its slots then
+		 * take our signed headers, which must fit. */
+		if (status & (KCOLL_CREDIT_LAZY | KCOLL_CREDIT_P2P))
 			need += sizeof(struct kcoll_wire_eager_sig);
 		if (le32_to_cpu(m->len) < need)
 			return KCOLL_WIRE_SHORT_SLOT;

@@ -229,7 +229,8 @@ KCOLL_STATIC_ASSERT(sizeof(struct kcoll_wire_accept) == 48, "accept size");
 struct kcoll_wire_eager {
 	__le32	seq;		/* the collective */
 	__le16	phase;		/* the sender's schedule phase */
-	u8	kind;		/* KCOLL_KIND_COLL */
+	u8	kind;		/* KCOLL_KIND_COLL, or KCOLL_KIND_P2P
+				 * (then always signed) */
 	u8	flags;		/* KCOLL_EAGER_SIGNED (older senders: 0) */
 	__le32	len;		/* data bytes that follow (after the
 				 * signature, if any) */
@@ -269,6 +270,14 @@ KCOLL_STATIC_ASSERT(sizeof(struct kcoll_wire_eager) +
  * (docs/DESIGN.md, "Lazy signatures"). Older senders leave it zero.
  */
 #define KCOLL_CREDIT_LAZY	0x01
+/*
+ * CREDIT @status: point-to-point transfers of at most KCOLL_EAGER_MAX bytes
+ * may come eagerly too, always signed (the slot then has room for the
+ * signature). Where both ends said so, each side's small sends and
+ * receives with the other go without a grant (docs/DESIGN.md, "Eager
+ * point-to-point"); older peers ignore the bit and never set it.
+ */
+#define KCOLL_CREDIT_P2P	0x02
 
 /*
  * SIG @status. ASK: a lazy SIG (the collective has run long enough to

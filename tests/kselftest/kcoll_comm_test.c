@@ -510,6 +510,203 @@ static int kt_rank_mismatches(struct tring *r, __u32 id, int rank, int n,
 	return 0;
 }
 
+/*
+ * Submit what was prepared (@nsub SQEs) and wait for @n CQEs whose
+ * user_data is 0..@n-1: their results into @res. 0 or a failure code.
+ */
+static int kt_wait_all(struct tring *r, int nsub, int n, int *res)
+{
+	for (int k = 0; k < n; k++)
+		res[k] = 1;
+	if (kt_enter(r, nsub, 0, 0, 0) != nsub)
+		return 80;
+	for (int k = 0; k < n; k++) {
+		struct kcoll_cqe c;
+
+		while (kt_pop(r, &c))
+			if (kt_enter(r, 0, 1, KCOLL_ENTER_GETEVENTS, 0) < 0)
+				return 81;
+		if (c.user_data >= (__u64)n || res[c.user_data] != 1)
+			return 82;
+		res[c.user_data] = c.res;
+	}
+	return 0;
+}
+
+/* A send to @to of @scnt elements and a receive from @from of @rcnt
+ * (dtypes @sdt, @rdt), user_data 0 and 1, timing out after 30 s. */
+static void kt_prep_pair(struct tring *r, __u32 id, int to, int from,
+			 __u8 sdt, size_t scnt, const void *src,
+			 __u8 rdt, size_t rcnt, void *dst)
+{
+	struct kcoll_sqe s;
+
+	s = kt_coll(KCOLL_OP_SEND, id, sdt, 0, to, scnt, src, NULL);
+	s.user_data = 0;
+	s.timeout_ms = 30000;
+	*kt_get_sqe(r) = s;
+	s = kt_coll(KCOLL_OP_RECV, id, rdt, 0, from, rcnt, NULL, dst);
+	s.user_data = 1;
+	s.timeout_ms = 30000;
+	*kt_get_sqe(r) = s;
+}
+
+/*
+ * Point-to-point around the ring (send to rank + 1, receive from rank -
+ * 1). Six small sends submitted before any receive (more than the half of
+ * a peer's eager slots they may hold), then an allreduce of small
+ * transfers, which must not starve for slots, then the receives; data
+ * checked. Then sends and receives that differ: across the 8 KiB eager
+ * line both ways, and in dtype at equal bytes. Each receive must fail
+ * with -EBADMSG (never time out); a send that went eagerly may have
+ * completed (as an MPI eager send does), a larger one must fail. Then a
+ * matching pair still works. Every pair has a 30 s timeout: a hang
+ * fails as -ETIMEDOUT.
+ */
+static const size_t kt_p2p_cnt[6] = { 0, 1, 100, 2048, 7, 2048 };
+
+static int kt_rank_p2p(struct tring *r, __u32 id, int rank, int n,
+		       float *a, float *b)
+{
+	int to = (rank + 1) % n, from = (rank + n - 1) % n, res[8];
+	size_t off[6], i, tot = 0;
+	struct kcoll_sqe s;
+	int k, err, left;
+
+	for (k = 0; k < 6; k++) {
+		off[k] = tot;
+		tot += kt_p2p_cnt[k];
+	}
+	for (i = 0; i < tot; i++)
+		a[i] = (float)(rank * 100000 + (int)i);
+	for (k = 0; k < 6; k++) {
+		s = kt_coll(KCOLL_OP_SEND, id, KCOLL_DTYPE_FP32, 0, to,
+			    kt_p2p_cnt[k], a + off[k], NULL);
+		s.user_data = k;
+		s.timeout_ms = 30000;
+		*kt_get_sqe(r) = s;
+	}
+	for (i = 0; i < 16; i++)
+		((int32_t *)b)[i] = (int32_t)(rank + i);
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_INT32,
+		    KCOLL_REDOP_SUM, 0, 16, b, b);
+	s.user_data = 6;
+	s.timeout_ms = 30000;
+	*kt_get_sqe(r) = s;
+	if (kt_enter(r, 7, 0, 0, 0) != 7)
+		return 83;
+	left = 6;	/* sends not completed yet */
+	/* The allreduce completes while our sends wait for receives. */
+	for (;;) {
+		struct kcoll_cqe c;
+
+		while (kt_pop(r, &c))
+			if (kt_enter(r, 0, 1, KCOLL_ENTER_GETEVENTS, 0) < 0)
+				return 84;
+		if (c.user_data == 6) {
+			if (c.res)
+				return kt_fail(rank, 85, c.res);
+			break;
+		}
+		if (c.user_data > 5 || c.res)
+			return kt_fail(rank, 86, c.res);
+		left--;
+	}
+	for (i = 0; i < 16; i++)
+		if (((int32_t *)b)[i] != (int32_t)(n * i + n * (n - 1) / 2))
+			return 87;
+	/* Now the receives: every send and receive completes. */
+	for (i = 0; i < tot; i++)
+		b[i] = -1.0f;
+	for (k = 0; k < 6; k++) {
+		s = kt_coll(KCOLL_OP_RECV, id, KCOLL_DTYPE_FP32, 0, from,
+			    kt_p2p_cnt[k], NULL, b + off[k]);
+		s.user_data = 10 + k;
+		s.timeout_ms = 30000;
+		*kt_get_sqe(r) = s;
+	}
+	if (kt_enter(r, 6, 0, 0, 0) != 6)
+		return 88;
+	for (left += 6; left; left--) {
+		struct kcoll_cqe c;
+
+		while (kt_pop(r, &c))
+			if (kt_enter(r, 0, 1, KCOLL_ENTER_GETEVENTS, 0) < 0)
+				return 89;
+		if (c.res)
+			return kt_fail(rank, 90, c.res);
+	}
+	for (i = 0; i < tot; i++)
+		if (b[i] != (float)(from * 100000 + (int)i))
+			return 91;
+
+	/* 2048 floats (8 KiB, eager) against 2049 (granted), both ways,
+	 * then fp32 against int32 of the same bytes. */
+	for (k = 0; k < 3; k++) {
+		size_t sc = k == 1 ? 2049 : 2048, rc = k == 0 ? 2049 : 2048;
+
+		kt_prep_pair(r, id, to, from, KCOLL_DTYPE_FP32, sc, a,
+			     k == 2 ? KCOLL_DTYPE_INT32 : KCOLL_DTYPE_FP32,
+			     rc, b);
+		err = kt_wait_all(r, 2, 2, res);
+		if (err)
+			return err;
+		if (res[1] != -EBADMSG)
+			return kt_fail(rank, 92 + k, res[1]);
+		if (res[0] != -EBADMSG && (k == 1 || res[0]))
+			return kt_fail(rank, 95 + k, res[0]);
+	}
+	/* The connections go on. */
+	for (i = 0; i < 512; i++)
+		a[i] = (float)(rank + (int)i);
+	kt_prep_pair(r, id, to, from, KCOLL_DTYPE_FP32, 512, a,
+		     KCOLL_DTYPE_FP32, 512, b);
+	err = kt_wait_all(r, 2, 2, res);
+	if (err)
+		return err;
+	if (res[0] || res[1])
+		return kt_fail(rank, 98, res[0] ? res[0] : res[1]);
+	for (i = 0; i < 512; i++)
+		if (b[i] != (float)(from + (int)i))
+			return 99;
+	/*
+	 * A sender that leaves at once (its process exits): a receive posted
+	 * after it has gone still gets the message, which came eagerly before
+	 * its BYE (with grants its send waited for the receive). The others
+	 * stay until then: a rank leaving ends the communicator for anything
+	 * else.
+	 */
+	if (rank == 0) {
+		s = kt_coll(KCOLL_OP_SEND, id, KCOLL_DTYPE_FP32, 0, 1, 100, a,
+			    NULL);
+		s.user_data = 0;
+		s.timeout_ms = 30000;
+		*kt_get_sqe(r) = s;
+		err = kt_wait_all(r, 1, 1, res);
+		if (err || res[0])
+			return err ? err : kt_fail(rank, 100, res[0]);
+		return 0;
+	}
+	if (rank != 1) {
+		usleep(1500000);
+		return 0;
+	}
+	usleep(500000);
+	for (i = 0; i < 100; i++)
+		b[i] = -1.0f;
+	s = kt_coll(KCOLL_OP_RECV, id, KCOLL_DTYPE_FP32, 0, 0, 100, NULL, b);
+	s.user_data = 0;
+	s.timeout_ms = 30000;
+	*kt_get_sqe(r) = s;
+	err = kt_wait_all(r, 1, 1, res);
+	if (err || res[0])
+		return err ? err : kt_fail(rank, 101, res[0]);
+	for (i = 0; i < 100; i++)
+		if (b[i] != (float)i)
+			return 102;
+	return 0;
+}
+
 /* Rank @rank of @n: run the collectives, return 0 or a failure code. */
 static int kt_rank_main(const char *ip, int rank, int n, __u64 uid,
 			const char *key, int mismatch)
@@ -537,6 +734,8 @@ static int kt_rank_main(const char *ip, int rank, int n, __u64 uid,
 		return 11;
 	if (mismatch == 2)
 		return kt_rank_mismatches(&r, id, rank, n, a, b, cnt);
+	if (mismatch == 3)
+		return kt_rank_p2p(&r, id, rank, n, a, b);
 	if (mismatch) {
 		s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32,
 			    KCOLL_REDOP_SUM, 0, rank ? 1000 : 1001, a, b);
@@ -715,6 +914,7 @@ static void kt_rxe_knobs_default(void)
 	kt_sysfs_write("intra_node", "1");
 	kt_sysfs_write("eager", "1");
 	kt_sysfs_write("lazy_sigs", "1");
+	kt_sysfs_write("eager_p2p", "1");
 	kt_sysfs_write("qps_per_peer", "1");
 	kt_sysfs_write("reg_cache_mb", "256");
 }
@@ -1195,6 +1395,55 @@ TEST_F_TIMEOUT(rxe, eager_small_transfers_need_no_grant, 300)
 	EXPECT_EQ(0, kt_sysfs_write("eager", "1"));
 	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
 	EXPECT_EQ(e1, e2);
+}
+
+/*
+ * sysfs eager_p2p: small point-to-point messages go eagerly too
+ * (kt_rank_p2p(): sends ahead of their receives, collectives meanwhile,
+ * mismatches across the eager line and in dtype failing on both ends
+ * instead of hanging), through the NIC and on one node; with 0 the same
+ * runs with grants and gives the same results. The first run also has
+ * every rank send and receive around the ring (kt_rank_main()) with it on.
+ */
+TEST_F_TIMEOUT(rxe, eager_point_to_point, 300)
+{
+	long long e0, e1, on[2], off[2];
+	int codes[NPROC_MAX], intra;
+
+	if (!getenv("KCOLL_IP"))
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "writing sysfs eager_p2p needs root");
+	ASSERT_EQ(1, kt_sysfs_read("eager_p2p"));
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("eager_p2p", "2"));
+	for (intra = 0; intra < 2; intra++) {
+		ASSERT_EQ(0, kt_sysfs_write("intra_node", intra ? "1" : "0"));
+		for (int p2p = 1; p2p >= 0; p2p--) {
+			ASSERT_EQ(0, kt_sysfs_write("eager_p2p",
+						    p2p ? "1" : "0"));
+			e0 = kt_sysfs_read("stats/eager_sends");
+			EXPECT_EQ(0, kt_spawn(3, 0x1051 + 2 * intra + p2p, -1,
+					      3, codes, 0));
+			for (int k = 0; k < 3; k++) {
+				EXPECT_EQ(0, codes[k]) {
+					TH_LOG("intra_node %d eager_p2p %d: rank %d failed with code %d",
+					       intra, p2p, k, codes[k]);
+				}
+			}
+			e1 = kt_sysfs_read("stats/eager_sends");
+			(p2p ? on : off)[intra] = e1 - e0;
+		}
+		ASSERT_EQ(0, kt_sysfs_write("eager_p2p", "1"));
+		TH_LOG("intra_node %d: %lld eager sends with eager_p2p 1, %lld with 0",
+		       intra, on[intra], off[intra]);
+		/* 7 small sends that succeed per rank, at least. */
+		EXPECT_LE(off[intra] + 3 * 7, on[intra]);
+	}
+	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
+	/* The full run, its send/recv pair eager. */
+	EXPECT_EQ(0, kt_spawn(3, 0x1059, -1, 0, codes, 0));
+	for (int k = 0; k < 3; k++)
+		EXPECT_EQ(0, codes[k]);
 }
 
 /*

@@ -51,7 +51,8 @@ static inline bool ref_ok(const struct kcoll_wire_msg *m, unsigned int wconn)
 		    le32toh(m->serial) >= KCOLL_EAGER_SLOTS)
 			return false;
 		return len >= 16u + KCOLL_EAGER_MAX +
-			      ((status & KCOLL_CREDIT_LAZY) ? 16u : 0u);
+			      ((status & (KCOLL_CREDIT_LAZY |
+					  KCOLL_CREDIT_P2P)) ? 16u : 0u);
 	case KCOLL_MSG_CREDITS:
 		return m->kind == KCOLL_KIND_COLL &&
 		       (wconn & KCOLL_WCONN_EAGER) && count &&

@@ -69,6 +69,14 @@ static void test_credit_fields(void)
 		    KCOLL_WIRE_SHORT_SLOT);
 	m.len = htole32(need + sizeof(struct kcoll_wire_eager_sig));
 	UNIT_EQ_INT(kcoll_wire_msg_check(&m, KCOLL_WCONN_EAGER), KCOLL_WIRE_OK);
+	/* So must the slots of a peer taking eager point-to-point (always
+	 * signed), lazy or not. */
+	m.status = htole32(KCOLL_CREDIT_P2P);
+	UNIT_EQ_INT(kcoll_wire_msg_check(&m, KCOLL_WCONN_EAGER), KCOLL_WIRE_OK);
+	m.len = htole32(need);
+	UNIT_EQ_INT(kcoll_wire_msg_check(&m, KCOLL_WCONN_EAGER),
+		    KCOLL_WIRE_SHORT_SLOT);
+	m.len = htole32(need + sizeof(struct kcoll_wire_eager_sig));
 	m.kind = KCOLL_KIND_P2P;
 	UNIT_EQ_INT(kcoll_wire_msg_check(&m, KCOLL_WCONN_EAGER),
 		    KCOLL_WIRE_BAD_KIND);
