@@ -42,7 +42,7 @@ KVER ?= $(patsubst linux-headers-%,%,$(if $(filter build,$(notdir $(KDIR))),$(no
 
 .PHONY: gpu-check gpucheck-standin kernels-check
 .PHONY: all module modules-all libcoll tools tests-bin unit-test check \
-	vm-test demo bench deps dkms-check deb deb-test install clean help mpibench gloobench collsim overlap \
+	vm-test demo bench p2p-bench deps dkms-check deb deb-test install clean help mpibench gloobench collsim overlap \
 	daemon fuzz fuzz-host kasan check-kasan testbuf
 
 # The Open MPI baseline builds only where mpicc exists (make deps installs it).
@@ -277,6 +277,13 @@ overlap: modules-all tools torch mpi-preload
 
 bench: modules-all tools mpibench gloobench collsim
 	tools/bench.sh
+
+# Small point-to-point messages, kcoll (eager and granted) against Open
+# MPI in one boot (issue 21; about 10 minutes):
+# build/vmtest-p2p/vm0/p2p-summary.txt.
+p2p-bench: modules-all tools mpibench
+	tests/vm/vmrun.sh -k $(firstword $(KVERS)) -n 2 -o $(BUILD)/vmtest-p2p \
+		-t 1800 tests/vm/scenarios/p2p-bench.sh
 
 # ---------------------------------------------------------------- DKMS
 dkms-check:

@@ -16,7 +16,9 @@
  *             untimed runs are timed and the iteration count lowered so
  *             that the timed loop takes about this long (at least 1)
  *   -c        allreduce, allgather, reduce_scatter, bcast, alltoall, gather,
- *             scatter or all
+ *             scatter, all (those seven) or sendrecv (each rank sends to
+ *             the next and receives from the previous: MPI_Sendrecv, as
+ *             kcoll-perf's sendrecv posts both at once)
  *   -C        check the results (default 1): one untimed run on fresh
  *             buffers before the others, every element compared,
  *             mismatches in #wrong
@@ -24,7 +26,8 @@
  * Columns, per nccl-tests (doc/PERFORMANCE.md): size is the total buffer
  * in bytes (n*count*4 for allgather, reduce_scatter, alltoall, gather and
  * scatter); algbw = size/time; busbw = algbw * factor with the factor
- * 2(n-1)/n for allreduce, (n-1)/n for the others but bcast, 1 for bcast; count is size/4, as nccl-tests prints it. time is the slowest
+ * 2(n-1)/n for allreduce, (n-1)/n for the others but bcast and sendrecv,
+ * 1 for those; count is size/4, as nccl-tests prints it. time is the slowest
  * rank's mean time per operation.
  * The type is always float (fp32), the redop sum, the root (bcast,
  * gather, scatter) 0.
@@ -53,8 +56,10 @@
 
 enum coll {
 	C_ALLREDUCE, C_ALLGATHER, C_REDUCE_SCATTER, C_BCAST, C_ALLTOALL,
-	C_GATHER, C_SCATTER, C_LAST
+	C_GATHER, C_SCATTER, C_SENDRECV, C_LAST
 };
+/* What -c all runs: the collectives. */
+#define C_ALL	C_SENDRECV
 
 static const char *const coll_name[C_LAST] = {
 	[C_ALLREDUCE] = "allreduce",
@@ -64,6 +69,7 @@ static const char *const coll_name[C_LAST] = {
 	[C_ALLTOALL] = "alltoall",
 	[C_GATHER] = "gather",
 	[C_SCATTER] = "scatter",
+	[C_SENDRECV] = "sendrecv",
 };
 
 static int rank, nranks;
@@ -126,6 +132,7 @@ static void sizes_for(enum coll c, size_t count, size_t *send_n, size_t *recv_n)
 	/* The root's n blocks; the others' buffers are as large, unused. */
 	case C_GATHER: *send_n = count; *recv_n = n * count; break;
 	case C_SCATTER: *send_n = n * count; *recv_n = count; break;
+	case C_SENDRECV: *send_n = count; *recv_n = count; break;
 	default: *send_n = *recv_n = 0;
 	}
 }
@@ -143,6 +150,7 @@ static void fill(enum coll c, struct bufs *b, size_t count)
 		break;
 	case C_ALLGATHER:
 	case C_GATHER:
+	case C_SENDRECV:
 		for (i = 0; i < count; i++)
 			b->send[i] = val(rank, i) + 100.0f * rank;
 		break;
@@ -205,6 +213,11 @@ static long long check(enum coll c, const struct bufs *b, size_t count)
 		for (i = 0; i < count; i++)
 			wrong += b->recv[i] != a2a_val(0, rank, i);
 		break;
+	case C_SENDRECV:
+		j = (rank + nranks - 1) % nranks;
+		for (i = 0; i < count; i++)
+			wrong += b->recv[i] != val(j, i) + 100.0f * j;
+		break;
 	default:
 		break;
 	}
@@ -242,6 +255,12 @@ static void run_once(enum coll c, struct bufs *b, size_t count)
 		rc = MPI_Scatter(b->send, count, MPI_FLOAT, b->recv, count, MPI_FLOAT, 0,
 				 MPI_COMM_WORLD);
 		break;
+	case C_SENDRECV:
+		rc = MPI_Sendrecv(b->send, count, MPI_FLOAT, (rank + 1) % nranks, 0,
+				  b->recv, count, MPI_FLOAT,
+				  (rank + nranks - 1) % nranks, 0, MPI_COMM_WORLD,
+				  MPI_STATUS_IGNORE);
+		break;
 	default:
 		break;
 	}
@@ -256,6 +275,7 @@ static double bus_factor(enum coll c)
 	switch (c) {
 	case C_ALLREDUCE: return 2 * (n - 1) / n;
 	case C_BCAST: return 1;
+	case C_SENDRECV: return 1;
 	default: return (n - 1) / n;
 	}
 }
@@ -282,7 +302,8 @@ static size_t next_size(size_t size, const struct opts *o)
 static long long bench(enum coll c, const struct opts *o)
 {
 	double big_cpu = 0, big_node = 0, big_bus = 0;	/* sizes >= 1 MiB */
-	size_t blk = (c == C_ALLREDUCE || c == C_BCAST) ? 1 : nranks;
+	size_t blk = (c == C_ALLREDUCE || c == C_BCAST || c == C_SENDRECV) ?
+		     1 : nranks;
 	size_t last_count = 0, size;
 	long long wrong_total = 0;
 	struct bufs b = { 0 };
@@ -407,7 +428,7 @@ int main(int argc, char **argv)
 		default:
 			if (rank == 0)
 				fprintf(stderr, "usage: kcoll-mpibench [-b min] [-e max] [-f factor] "
-					"[-n iters] [-w warmup] [-T secs] [-c coll,...|all] [-C 0|1]\n");
+					"[-n iters] [-w warmup] [-T secs] [-c coll,...|all|sendrecv] [-C 0|1]\n");
 			MPI_Finalize();
 			return opt == 'h' ? 0 : 2;
 		}
@@ -419,7 +440,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (!list || !strcmp(list, "all")) {
-		for (c = 0; c < C_LAST; c++)
+		for (c = 0; c < C_ALL; c++)
 			want[c] = 1;
 	} else {
 		for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {

@@ -4,7 +4,9 @@
 # for ssh (the guests have none), mpirun's common arguments (mpi_common,
 # with ppn ranks per VM), the transports' arguments (transport_args) and
 # mpi_cleanup, which ends the processes named in $mpi_procs (and orted) on
-# both VMs. Expects peer, rexec_port, ppn and np set by the caller.
+# both VMs, and mpi_run, one run of $bench (tools/kcoll-mpibench) with its
+# output in a file. Expects peer, rexec_port, ppn, np and bench set by the
+# caller.
 #
 # Launch: VM 1 serves a tiny remote-exec service (busybox nc -ll -e, one
 # command line per connection, exit status sent back); mpirun on VM 0 uses
@@ -110,3 +112,28 @@ mpi_cleanup() {
 	[ -n "$here" ] && kill -9 $here
 }
 
+# rxe0's non-zero counters (packets, retransmissions, duplicates).
+rxe_pkts() {
+	(cd /sys/class/infiniband/rxe0/ports/1/hw_counters 2>/dev/null &&
+		grep -H . ./* | sed 's|^\./||' | grep -v ':0$' | tr '\n' ' ')
+}
+
+# mpi_run NAME TIMEOUT TRANSPORT BENCH-ARGS...: output in $KCOLL_OUT/mpi-NAME.txt
+mpi_run() {
+	local name=$1 tmo=$2 tr=$3 t0=$SECONDS rc before
+	shift 3
+	before=$(rxe_pkts)
+	# shellcheck disable=SC2046
+	timeout -k 15 "$tmo" mpirun "${mpi_common[@]}" $(transport_args "$tr") \
+		"$bench" "$@" >"$KCOLL_OUT/mpi-$name.txt" 2>&1
+	rc=$?
+	{
+		echo "# transport $tr: mpirun $(transport_args "$tr") kcoll-mpibench $*"
+		echo "# exit $rc after $((SECONDS - t0)) s"
+		echo "# vm0 rxe0 counters before: $before"
+		echo "# vm0 rxe0 counters after:  $(rxe_pkts)"
+	} >>"$KCOLL_OUT/mpi-$name.txt"
+	log "mpi $name ($tr): exit $rc in $((SECONDS - t0)) s"
+	mpi_cleanup
+	return $rc
+}

@@ -45,37 +45,11 @@ transports=${transports:-tcp ucx}
 np=$((2 * ppn))
 t_start=$SECONDS
 
-# rxe0's non-zero counters (packets, retransmissions, duplicates).
-rxe_pkts() {
-	(cd /sys/class/infiniband/rxe0/ports/1/hw_counters 2>/dev/null &&
-		grep -H . ./* | sed 's|^\./||' | grep -v ':0$' | tr '\n' ' ')
-}
-
 kcoll_net_up
 kcoll_rxe_up
 [ -x "$bench" ] || fail "no $bench (make mpibench)"
 
 . "$kcoll_top/tests/vm/mpi-lib.sh"
-
-# mpi_run NAME TIMEOUT TRANSPORT BENCH-ARGS...: output in $KCOLL_OUT/mpi-NAME.txt
-mpi_run() {
-	local name=$1 tmo=$2 tr=$3 t0=$SECONDS rc before
-	shift 3
-	before=$(rxe_pkts)
-	# shellcheck disable=SC2046
-	timeout -k 15 "$tmo" mpirun "${mpi_common[@]}" $(transport_args "$tr") \
-		"$bench" "$@" >"$KCOLL_OUT/mpi-$name.txt" 2>&1
-	rc=$?
-	{
-		echo "# transport $tr: mpirun $(transport_args "$tr") kcoll-mpibench $*"
-		echo "# exit $rc after $((SECONDS - t0)) s"
-		echo "# vm0 rxe0 counters before: $before"
-		echo "# vm0 rxe0 counters after:  $(rxe_pkts)"
-	} >>"$KCOLL_OUT/mpi-$name.txt"
-	log "mpi $name ($tr): exit $rc in $((SECONDS - t0)) s"
-	mpi_cleanup
-	return $rc
-}
 
 # The allreduce probe: run per transport before kcoll loads (it also finds
 # the transports that start at all: the RDMA paths may fail or hang) and
