@@ -365,15 +365,17 @@ void kcoll_engine_eager_in(struct kcoll_conn *conn,
 }
 
 /*
- * Eager point-to-point, the receiver: tell the sender, once per receive,
- * that this one goes eagerly, with our signature. It is a GRANT of no
- * bytes that nothing answers (it is not outstanding), and it is off the
- * data's path: an eager send does not wait for it. A sender whose send
- * differs fails at once on it (a large one, which would wait for a grant
- * for ever, included: sizes that differ across the eager line always
- * differ in the signature), and its ABORT fails us. The next attempt
- * after a full send queue is the next event's; a receive whose data came
- * first needs none. Must hold comm->lock.
+ * Eager point-to-point, the receiver: tell the sender, once per receive
+ * that has waited KCOLL_SIG_LAZY_MS for its data (as a lazy collective
+ * asks for SIGs only then), that this one goes eagerly, with our
+ * signature. It is a GRANT of no bytes that nothing answers (it is not
+ * outstanding), and it is off the data's path: an eager send does not
+ * wait for it, and a receive whose data comes in time sends none. A
+ * sender whose send differs fails on it (a large one, which would wait
+ * for a grant for ever, included: sizes that differ across the eager line
+ * always differ in the signature), and its ABORT fails us. The next
+ * attempt after a full send queue is the next event's. Must hold
+ * comm->lock.
  */
 static void kcoll_p2p_note(struct kcoll_task *op, struct kcoll_conn *conn)
 {
@@ -383,6 +385,14 @@ static void kcoll_p2p_note(struct kcoll_task *op, struct kcoll_conn *conn)
 	/* A sender that has left sent what it had (kcoll_comm_left_p2p()). */
 	if (op->recv_granted_any || op->recv_landed_any ||
 	    conn->state != KCOLL_CONN_UP)
+		return;
+	if (!op->note_at) {
+		/* kcoll_engine_timeout_work() sets note_due then. */
+		op->note_at = (jiffies +
+			       msecs_to_jiffies(KCOLL_SIG_LAZY_MS)) ?: 1;
+		kcoll_timeout_arm(op->comm, op->note_at);
+	}
+	if (!op->note_due)
 		return;
 	kcoll_msg_init(op, &m, KCOLL_MSG_GRANT, conn->peer);
 	m.serial = cpu_to_le32(conn->k[op->kind].serial_out);

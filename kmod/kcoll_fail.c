@@ -436,6 +436,17 @@ void kcoll_engine_timeout_work(struct work_struct *work)
 				next = op->lazy_at;
 			}
 		}
+		/* An eager point-to-point receive still waiting: its
+		 * note (kcoll_p2p_note()). */
+		if (op->note_at && !op->note_due && !op->error &&
+		    !op->finished && !op->recv_landed_any) {
+			if (time_after_eq(now, op->note_at)) {
+				op->note_due = true;
+				any = true;
+			} else if (!next || time_before(op->note_at, next)) {
+				next = op->note_at;
+			}
+		}
 		if (op->drain_by && !kcoll_op_quiet(op)) {
 			if (time_after_eq(now, op->drain_by)) {
 				kcoll_op_unstick(op);

@@ -474,6 +474,9 @@ struct kcoll_task {
 	bool lazy;			/* all-dependent: no SIG to, and none
 					 * needed from, kcoll_conn_lazy() peers */
 	bool lazy_due;			/* stalled past lazy_at: ask them too */
+	bool note_due;			/* eager point-to-point receive that
+					 * waited past note_at: send the note */
+	unsigned long note_at;		/* jiffies; 0: not armed */
 	bool lazy_sent;			/* the asks are out */
 	unsigned long lazy_at;		/* jiffies */
 	u64 lazy_mark;			/* kcoll_op_mark() at lazy_at */
