@@ -669,6 +669,12 @@ static int kt_rank_p2p(struct tring *r, __u32 id, int rank, int n,
 	for (i = 0; i < 512; i++)
 		if (b[i] != (float)(from + (int)i))
 			return 99;
+	/* Everyone is done with the pairs before rank 0 leaves. */
+	s = kt_coll(KCOLL_OP_BARRIER, id, 0, 0, 0, 0, NULL, NULL);
+	s.timeout_ms = 30000;
+	err = kt_run(r, &s);
+	if (err)
+		return kt_fail(rank, 103, err);
 	/*
 	 * A sender that leaves at once (its process exits): a receive posted
 	 * after it has gone still gets the message, which came eagerly before
