@@ -203,6 +203,7 @@ static void kcoll_eager_p2p_landed(struct kcoll_conn *conn, u32 slot)
 	if (kcoll_seq_before(conn->erx[slot].seq, op->seq)) {
 		kcoll_eager_release(conn, slot);
 	} else if (conn->erx[slot].seq == op->seq &&
+		   !kcoll_op_eager_undecided(op, conn, op->recv_total) &&
 		   !kcoll_op_eager(op, conn, op->recv_total)) {
 		kcoll_eager_release(conn, slot);
 		kcoll_op_fail_from(op, -EBADMSG, conn->peer);
@@ -365,73 +366,66 @@ void kcoll_engine_eager_in(struct kcoll_conn *conn,
 }
 
 /*
- * Eager point-to-point, the receiver: tell the sender, once per receive
- * that has waited KCOLL_SIG_LAZY_MS for its data (as a lazy collective
- * asks for SIGs only then), that this one goes eagerly, with our
- * signature. It is a GRANT of no bytes that nothing answers (it is not
- * outstanding), and it is off the data's path: an eager send does not
- * wait for it, and a receive whose data comes in time sends none. A
- * sender whose send differs fails on it (a large one, which would wait
- * for a grant for ever, included: sizes that differ across the eager line
- * always differ in the signature), and its ABORT fails us. The next
- * attempt after a full send queue is the next event's. Must hold
- * comm->lock.
+ * Eager point-to-point, the receiver: whether receive @op has waited
+ * KCOLL_SIG_LAZY_MS for its data (as a lazy collective asks for SIGs only
+ * then; kcoll_engine_timeout_work() sets note_due). Such a receive grants
+ * its buffer as well, as a larger one does (kcoll_op_grant()): a sender
+ * that found no slot free writes through the grant (the peer's slots may
+ * hold collective data we consume only after this receive, or its own
+ * four unreceived sends), and a larger sender, which waits for a grant,
+ * fails on its signature instead of both waiting for their timeouts. A
+ * receive whose data comes in time costs no message but the data. Must
+ * hold comm->lock.
  */
-static void kcoll_p2p_note(struct kcoll_task *op, struct kcoll_conn *conn)
+bool kcoll_p2p_waited(struct kcoll_task *op)
 {
-	struct kcoll_wire_msg m;
-	int err;
-
-	/* A sender that has left sent what it had (kcoll_comm_left_p2p()). */
-	if (op->recv_granted_any || op->recv_landed_any ||
-	    conn->state != KCOLL_CONN_UP)
-		return;
+	if (op->recv_landed_any || op->error)
+		return false;
 	if (!op->note_at) {
-		/* kcoll_engine_timeout_work() sets note_due then. */
 		op->note_at = (jiffies +
 			       msecs_to_jiffies(KCOLL_SIG_LAZY_MS)) ?: 1;
 		kcoll_timeout_arm(op->comm, op->note_at);
 	}
-	if (!op->note_due)
-		return;
-	kcoll_msg_init(op, &m, KCOLL_MSG_GRANT, conn->peer);
-	m.serial = cpu_to_le32(conn->k[op->kind].serial_out);
-	err = conn->xp->send_msg(conn, &m);
-	if (err) {
-		if (err != -ENOBUFS && err != -ENOTCONN)
-			kcoll_op_fail(op, err);
-		return;
-	}
-	conn->k[op->kind].serial_out++;
-	op->recv_granted_any = true;
+	return op->note_due;
 }
 
 /*
- * Eager point-to-point, the sender: the receiver's notes (or, where it
- * decided otherwise, its grants) that came for this send or for sends
- * before it. Stale ones go; ours must match (else @op fails with
- * -EBADMSG: the receive differs, a larger one included) and goes too, as
- * nothing answers a note. Returns whether @op may send. Must hold
- * comm->lock.
+ * Eager point-to-point, the sender: the receiver's grants that came for
+ * this send or for sends before it. Stale ones go. One for this send must
+ * match it (else @op fails with -EBADMSG: the receive differs, a larger
+ * one included); then the receiver has waited (kcoll_p2p_waited()) and the
+ * send goes through it, as a larger one would. Returns 1 if it does, 0 if
+ * it may go eagerly, or -EBADMSG (@op failed). Must hold comm->lock.
  */
-static bool kcoll_p2p_notes(struct kcoll_task *op, struct kcoll_conn *conn)
+int kcoll_p2p_grants(struct kcoll_task *op, struct kcoll_conn *conn)
 {
 	struct kcoll_grant *g, *tmp;
+	bool bad;
 
 	list_for_each_entry_safe(g, tmp, &conn->k[op->kind].in, node) {
-		if (g->seq != op->seq && !kcoll_seq_before(g->seq, op->seq))
-			break;
-		if (g->seq == op->seq && g->sig_unchecked &&
-		    !kcoll_sig_match(op, &g->sig, conn->peer)) {
-			pr_warn_ratelimited("comm %llx rank %u: send %u to rank %u does not match its receive\n",
-					    op->comm->uid, op->comm->rank,
-					    op->seq, conn->peer);
-			kcoll_op_fail_from(op, -EBADMSG, conn->peer);
+		if (kcoll_seq_before(g->seq, op->seq)) {
+			list_del(&g->node);
+			kfree(g);
+			continue;
 		}
+		if (g->seq != op->seq)
+			return 0;	/* for a later send */
+		bad = g->sig_unchecked &&
+		      !kcoll_sig_match(op, &g->sig, conn->peer);
+		if (!bad)
+			return 1;
+		/* Gone from the list before failing @op: its ABORT may
+		 * find the send queue full, and the connection's end frees
+		 * the list. */
 		list_del(&g->node);
 		kfree(g);
+		pr_warn_ratelimited("comm %llx rank %u: send %u to rank %u does not match its receive\n",
+				    op->comm->uid, op->comm->rank, op->seq,
+				    conn->peer);
+		kcoll_op_fail_from(op, -EBADMSG, conn->peer);
+		return -EBADMSG;
 	}
-	return !op->error;
+	return 0;
 }
 
 /*
@@ -444,11 +438,6 @@ void kcoll_op_eager_recv(struct kcoll_task *op, struct kcoll_conn *conn)
 
 	if (op->recv_landed_any)
 		return;
-	if (op->kind == KCOLL_KIND_P2P) {
-		kcoll_p2p_note(op, conn);
-		if (op->error)
-			return;
-	}
 	for (slot = 0; slot < KCOLL_EAGER_SLOTS; slot++) {
 		typeof(conn->erx[0]) *e = &conn->erx[slot];
 
@@ -484,6 +473,10 @@ void kcoll_op_eager_recv(struct kcoll_task *op, struct kcoll_conn *conn)
 		kcoll_eager_release(conn, slot);
 		op->recv_done = op->recv_total;
 		op->recv_landed_any = true;
+		/* Granted too after waiting (kcoll_p2p_waited()): the
+		 * sender, having written eagerly, drops that grant. */
+		if (op->grants_out)
+			kcoll_op_forget_grants(op, conn);
 		return;
 	}
 }
@@ -514,13 +507,10 @@ void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 		return;		/* not received (and reduced) yet */
 	if (len && kcoll_op_held(op))
 		return;		/* a higher priority runs */
-	if (op->kind == KCOLL_KIND_P2P) {
-		if (!kcoll_p2p_notes(op, conn))
-			return;
-		/* At most half of the peer's slots hold ours. */
-		if (hweight_long(conn->etx_p2p) >= KCOLL_EAGER_SLOTS / 2)
-			return;
-	}
+	/* At most half of the peer's slots hold our point-to-point data. */
+	if (op->kind == KCOLL_KIND_P2P &&
+	    hweight_long(conn->etx_p2p) >= KCOLL_EAGER_SLOTS / 2)
+		return;
 	slot = find_first_bit(&conn->etx_free, KCOLL_EAGER_SLOTS);
 	if (slot >= KCOLL_EAGER_SLOTS)
 		return;		/* the peer's next CREDIT runs us again */
@@ -552,6 +542,7 @@ void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 	__clear_bit(slot, &conn->etx_free);
 	if (op->kind == KCOLL_KIND_P2P)
 		__set_bit(slot, &conn->etx_p2p);
+	op->eager_sent = true;
 	kcoll_stat_add(KCOLL_STAT_EAGER_SENDS, 1);
 	op->send_posted = op->send_done = len;
 	op->send_posted_any = op->send_done_any = true;

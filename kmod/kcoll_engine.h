@@ -181,6 +181,8 @@ bool kcoll_op_eager_undecided(const struct kcoll_task *op,
 void kcoll_op_eager_recv(struct kcoll_task *op, struct kcoll_conn *conn);
 void kcoll_eager_p2p_granted(struct kcoll_task *op, struct kcoll_conn *conn);
 bool kcoll_eager_p2p_here(const struct kcoll_conn *conn, u32 seq);
+bool kcoll_p2p_waited(struct kcoll_task *op);
+int kcoll_p2p_grants(struct kcoll_task *op, struct kcoll_conn *conn);
 void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 			 const u8 *src);
 

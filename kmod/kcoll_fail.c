@@ -436,8 +436,8 @@ void kcoll_engine_timeout_work(struct work_struct *work)
 				next = op->lazy_at;
 			}
 		}
-		/* An eager point-to-point receive still waiting: its
-		 * note (kcoll_p2p_note()). */
+		/* An eager point-to-point receive still waiting: it
+		 * grants too (kcoll_p2p_waited()). */
 		if (op->note_at && !op->note_due && !op->error &&
 		    !op->finished && !op->recv_landed_any) {
 			if (time_after_eq(now, op->note_at)) {

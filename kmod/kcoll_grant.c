@@ -63,10 +63,11 @@ void kcoll_op_grant(struct kcoll_task *op)
 		return;		/* the peer's first CREDIT runs us again */
 	if (kcoll_op_eager(op, conn, op->recv_total)) {
 		kcoll_op_eager_recv(op, conn);
-		return;
-	}
-	if (op->kind == KCOLL_KIND_P2P && !op->recv_granted_any &&
-	    conn->erx_p2p) {
+		/* Point-to-point, waited for: granted as well (below). */
+		if (op->kind != KCOLL_KIND_P2P || !kcoll_p2p_waited(op))
+			return;
+	} else if (op->kind == KCOLL_KIND_P2P && !op->recv_granted_any &&
+		   conn->erx_p2p) {
 		kcoll_eager_p2p_granted(op, conn);
 		if (op->error)
 			return;
@@ -284,8 +285,17 @@ void kcoll_op_send(struct kcoll_task *op)
 	if (kcoll_op_eager_undecided(op, conn, op->send_total))
 		return;		/* the peer's first CREDIT runs us again */
 	if (kcoll_op_eager(op, conn, op->send_total)) {
-		kcoll_op_send_eager(op, conn, src->vaddr + base);
-		return;
+		/* Point-to-point: granted meanwhile (its receiver waited),
+		 * it goes through the grant below. */
+		int granted = op->kind == KCOLL_KIND_P2P && !op->eager_sent ?
+			      kcoll_p2p_grants(op, conn) : 0;
+
+		if (granted < 0)
+			return;
+		if (!granted) {
+			kcoll_op_send_eager(op, conn, src->vaddr + base);
+			return;
+		}
 	}
 	list_for_each_entry_safe(g, tmp, &conn->k[op->kind].in, node) {
 		struct kcoll_wire_msg m;

@@ -119,16 +119,23 @@ static int kcoll_rx_credit(struct kcoll_conn *conn,
 			   const struct kcoll_wire_msg *m)
 {
 	u32 slot = le32_to_cpu(m->serial);
+	u32 status = le32_to_cpu(m->status);
 
 	if (test_bit(slot, &conn->etx_known))
 		return -EPROTO;
-	/* Lazy signatures: every CREDIT of the peer says the same; its
-	 * slots then take our signed headers. */
-	if (le32_to_cpu(m->status) & KCOLL_CREDIT_LAZY)
-		conn->peer_lazy = true;
-	/* Likewise eager point-to-point (kcoll_conn_p2p()). */
-	if (le32_to_cpu(m->status) & KCOLL_CREDIT_P2P)
-		conn->peer_p2p = true;
+	/*
+	 * Lazy signatures, eager point-to-point (kcoll_conn_p2p()): decided
+	 * by the peer's first CREDIT, its slots then take our signed
+	 * headers. Every later one must say the same: a change would turn
+	 * operations already decided (a receive granted) the other way.
+	 */
+	if (!conn->etx_known) {
+		conn->peer_lazy = status & KCOLL_CREDIT_LAZY;
+		conn->peer_p2p = status & KCOLL_CREDIT_P2P;
+	} else if (!(status & KCOLL_CREDIT_LAZY) != !conn->peer_lazy ||
+		   !(status & KCOLL_CREDIT_P2P) != !conn->peer_p2p) {
+		return -EPROTO;
+	}
 	conn->etx_addr[slot] = le64_to_cpu(m->addr);
 	conn->etx_rkey[slot] = le32_to_cpu(m->rkey);
 	__set_bit(slot, &conn->etx_free);
@@ -169,14 +176,21 @@ static int kcoll_rx_grant(struct kcoll_conn *conn,
 					    comm->uid, comm->rank, seq,
 					    conn->peer);
 			kcoll_op_fail(op, -EBADMSG);
+			/* Not started, it sent no ABORT: the receive
+			 * would wait for its timeout. */
+			if (!op->started)
+				kcoll_op_abort_peers(op, false);
+			/* Its ABORT met a full send queue: the
+			 * connection, and its lists, are gone. */
+			if (conn->state != KCOLL_CONN_UP)
+				return 0;
 		}
 		/*
-		 * For a send that is over (eager point-to-point: the
-		 * receiver's note), or that went eagerly: nothing will use
-		 * it. A send not issued yet finds it (kcoll_op_send()).
+		 * For a send that is over (an eager one's receiver waited and
+		 * granted it too), or that went eagerly: nothing will use it.
+		 * A send not issued yet finds it (kcoll_op_send()).
 		 */
-		if (op ? op->send_posted_any &&
-			 kcoll_op_eager(op, conn, op->send_total) :
+		if (op ? op->eager_sent :
 			 kcoll_seq_before(seq,
 					  conn->k[m->kind].p2p_send_seq))
 			return 0;

@@ -475,7 +475,8 @@ struct kcoll_task {
 					 * needed from, kcoll_conn_lazy() peers */
 	bool lazy_due;			/* stalled past lazy_at: ask them too */
 	bool note_due;			/* eager point-to-point receive that
-					 * waited past note_at: send the note */
+					 * waited past note_at: grant it too */
+	bool eager_sent;		/* written eagerly (kcoll_op_send_eager) */
 	unsigned long note_at;		/* jiffies; 0: not armed */
 	bool lazy_sent;			/* the asks are out */
 	unsigned long lazy_at;		/* jiffies */

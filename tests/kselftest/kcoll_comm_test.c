@@ -560,10 +560,13 @@ static void kt_prep_pair(struct tring *r, __u32 id, int to, int from,
  * line both ways, and in dtype at equal bytes. Each receive must fail
  * with -EBADMSG (never time out); a send that went eagerly may have
  * completed (as an MPI eager send does), a larger one must fail. Then a
- * matching pair still works. Every pair has a 30 s timeout: a hang
- * fails as -ETIMEDOUT.
+ * matching pair still works; a small send finds every slot full of
+ * gathers its receiver runs only after that receive; and a sender leaves
+ * before its receive is posted. Every operation has a 30 s timeout: a
+ * hang fails as -ETIMEDOUT.
  */
 static const size_t kt_p2p_cnt[6] = { 0, 1, 100, 2048, 7, 2048 };
+#define KT_P2P_GATHERS	10	/* more than a peer's 8 eager slots */
 
 static int kt_rank_p2p(struct tring *r, __u32 id, int rank, int n,
 		       float *a, float *b)
@@ -669,6 +672,72 @@ static int kt_rank_p2p(struct tring *r, __u32 id, int rank, int n,
 	for (i = 0; i < 512; i++)
 		if (b[i] != (float)(from + (int)i))
 			return 99;
+	/*
+	 * Slots full of collective data the receiver takes only later: ten
+	 * gathers to rank 0 from ranks 1 and 2, submitted at once (direct,
+	 * forced by the test: a non-root's part is one eager write, and it
+	 * completes once posted), more than the eight slots rank 0 offers
+	 * each; then a small send from rank 1 to rank 0, which posts that
+	 * receive before its own gathers. The send finds no slot free; the
+	 * receive, having waited, grants it, and it goes through the grant.
+	 * Then rank 0's gathers take the slots and the rest follow.
+	 */
+	if (rank == 1 || rank == 2) {
+		int rs[KT_P2P_GATHERS + 1], ns = KT_P2P_GATHERS;
+
+		for (k = 0; k < KT_P2P_GATHERS; k++) {
+			for (i = 0; i < 4; i++)
+				a[k * 4 + i] = (float)(rank * 100 + k * 4 + (int)i);
+			s = kt_coll(KCOLL_OP_GATHER, id, KCOLL_DTYPE_FP32, 0, 0,
+				    4, a + k * 4, NULL);
+			s.timeout_ms = 30000;
+			s.user_data = k;
+			*kt_get_sqe(r) = s;
+		}
+		if (rank == 1) {
+			for (i = 0; i < 100; i++)
+				b[i] = (float)(7000 + (int)i);
+			s = kt_coll(KCOLL_OP_SEND, id, KCOLL_DTYPE_FP32, 0, 0,
+				    100, b, NULL);
+			s.timeout_ms = 30000;
+			s.user_data = ns++;
+			*kt_get_sqe(r) = s;
+		}
+		err = kt_wait_all(r, ns, ns, rs);
+		if (err)
+			return err;
+		for (k = 0; k < ns; k++)
+			if (rs[k])
+				return kt_fail(rank, 104, rs[k]);
+	}
+	if (rank == 0) {
+		for (i = 0; i < 100; i++)
+			b[i] = -1.0f;
+		s = kt_coll(KCOLL_OP_RECV, id, KCOLL_DTYPE_FP32, 0, 1, 100,
+			    NULL, b);
+		s.timeout_ms = 30000;
+		err = kt_run(r, &s);
+		if (err)
+			return kt_fail(rank, 106, err);
+		for (i = 0; i < 100; i++)
+			if (b[i] != (float)(7000 + (int)i))
+				return 107;
+		for (k = 0; k < KT_P2P_GATHERS; k++) {
+			for (i = 0; i < 4; i++)
+				a[i] = (float)(k * 4 + (int)i);
+			s = kt_coll(KCOLL_OP_GATHER, id, KCOLL_DTYPE_FP32, 0, 0,
+				    4, a, b);
+			s.timeout_ms = 30000;
+			err = kt_run(r, &s);
+			if (err)
+				return kt_fail(rank, 108, err);
+			for (int q = 0; q < n; q++)
+				for (i = 0; i < 4; i++)
+					if (b[q * 4 + i] !=
+					    (float)(q * 100 + k * 4 + (int)i))
+						return 109;
+		}
+	}
 	/* Everyone is done with the pairs before rank 0 leaves. */
 	s = kt_coll(KCOLL_OP_BARRIER, id, 0, 0, 0, 0, NULL, NULL);
 	s.timeout_ms = 30000;
@@ -683,6 +752,8 @@ static int kt_rank_p2p(struct tring *r, __u32 id, int rank, int n,
 	 * else.
 	 */
 	if (rank == 0) {
+		for (i = 0; i < 100; i++)
+			a[i] = (float)i;
 		s = kt_coll(KCOLL_OP_SEND, id, KCOLL_DTYPE_FP32, 0, 1, 100, a,
 			    NULL);
 		s.user_data = 0;
@@ -921,6 +992,7 @@ static void kt_rxe_knobs_default(void)
 	kt_sysfs_write("eager", "1");
 	kt_sysfs_write("lazy_sigs", "1");
 	kt_sysfs_write("eager_p2p", "1");
+	kt_sysfs_write("algo/gather", "auto");
 	kt_sysfs_write("qps_per_peer", "1");
 	kt_sysfs_write("reg_cache_mb", "256");
 }
@@ -1422,6 +1494,8 @@ TEST_F_TIMEOUT(rxe, eager_point_to_point, 300)
 		SKIP(return, "writing sysfs eager_p2p needs root");
 	ASSERT_EQ(1, kt_sysfs_read("eager_p2p"));
 	EXPECT_EQ(-EINVAL, kt_sysfs_write("eager_p2p", "2"));
+	/* kt_rank_p2p()'s gathers: a non-root's part is one eager write. */
+	ASSERT_EQ(0, kt_sysfs_write("algo/gather", "direct"));
 	for (intra = 0; intra < 2; intra++) {
 		ASSERT_EQ(0, kt_sysfs_write("intra_node", intra ? "1" : "0"));
 		for (int p2p = 1; p2p >= 0; p2p--) {
@@ -1445,6 +1519,7 @@ TEST_F_TIMEOUT(rxe, eager_point_to_point, 300)
 		/* 7 small sends that succeed per rank, at least. */
 		EXPECT_LE(off[intra] + 3 * 7, on[intra]);
 	}
+	EXPECT_EQ(0, kt_sysfs_write("algo/gather", "auto"));
 	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
 	/* The full run, its send/recv pair eager. */
 	EXPECT_EQ(0, kt_spawn(3, 0x1059, -1, 0, codes, 0));
