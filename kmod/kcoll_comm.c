@@ -712,15 +712,11 @@ int kcoll_comm_usable_locked(struct kcoll_comm *comm)
 }
 
 /*
- * May collective @seq still run on @comm although a peer is gone? Only if
- * every connection lost ended with the peer's BYE after it had completed
- * @seq: a broadcast's or reduce's non-root may complete before another
- * rank has even submitted it (lazy signatures: docs/DESIGN.md) and leave;
- * the others' collective @seq needs nothing more from it than its
- * completion. Any other error (a peer lost without BYE, the device gone,
- * an abort) ends the comm. Must hold comm->lock.
+ * Did every peer @comm lost leave with its BYE, and (@coll) after it had
+ * completed collective @seq? Any other error (a peer lost without BYE,
+ * the device gone, an abort) ends the comm. Must hold comm->lock.
  */
-static bool kcoll_comm_left_after(struct kcoll_comm *comm, u32 seq)
+static bool kcoll_comm_left(struct kcoll_comm *comm, bool coll, u32 seq)
 {
 	u32 i;
 
@@ -733,57 +729,43 @@ static bool kcoll_comm_left_after(struct kcoll_comm *comm, u32 seq)
 
 		if (!conn || conn->state == KCOLL_CONN_UP)
 			continue;
-		if (!conn->bye || (s32)(seq - conn->bye_done) >= 0)
+		if (!conn->bye ||
+		    (coll && (s32)(seq - conn->bye_done) >= 0))
 			return false;
 	}
 	return true;
 }
 
 /*
- * May point-to-point receive @op (@op->seq set) still run on @comm
- * although a peer is gone? Only if every connection lost ended with the
- * peer's BYE and @op's message has landed in our slot already: an eager
- * send completes once posted, and its sender may have left before we
- * posted the receive (docs/DESIGN.md, "Eager point-to-point"). Must hold
- * comm->lock.
- */
-static bool kcoll_comm_left_p2p(struct kcoll_comm *comm,
-				const struct kcoll_task *op)
-{
-	struct kcoll_conn *conn = comm->conns[op->args.root];
-	u32 i;
-
-	lockdep_assert_held(&comm->lock);
-	if (op->args.opcode != KCOLL_OP_RECV || !conn || op->gpu ||
-	    comm->error != -ECONNRESET || comm->aborted ||
-	    comm->shutting_down)
-		return false;
-	for (i = 0; i < comm->nranks; i++) {
-		struct kcoll_conn *c = comm->conns[i];
-
-		if (c && c->state != KCOLL_CONN_UP && !c->bye)
-			return false;
-	}
-	return kcoll_eager_p2p_here(conn, op->seq);
-}
-
-/*
  * May @op, queued or about to be, start on @comm? 0, or the error it fails
  * with: kcoll_comm_usable_locked()'s, except for a host-memory collective
- * that every peer lost completed before leaving (kcoll_comm_left_after();
- * a stream-ordered one is not started after a loss) and a receive whose
- * message came before its sender left (kcoll_comm_left_p2p()). Must hold
- * comm->lock.
+ * that every peer lost completed before leaving (a stream-ordered one is
+ * not started after a loss) and a receive whose message came before its
+ * sender left (kcoll_comm_left()). Must hold comm->lock.
  */
 int kcoll_comm_op_usable_locked(struct kcoll_comm *comm,
 				const struct kcoll_task *op)
 {
 	int err = kcoll_comm_usable_locked(comm);
 
-	if (err && op->kind == KCOLL_KIND_COLL && !op->gpu &&
-	    kcoll_comm_left_after(comm, op->seq))
+	if (!err || op->gpu)
+		return err;
+	/*
+	 * A collective every peer lost completed before leaving: a
+	 * broadcast's or reduce's non-root may complete before another rank
+	 * has even submitted it (lazy signatures) and leave; the others'
+	 * needs nothing more from it than its completion.
+	 */
+	if (op->kind == KCOLL_KIND_COLL && kcoll_comm_left(comm, true, op->seq))
 		return 0;
-	if (err && op->kind == KCOLL_KIND_P2P && kcoll_comm_left_p2p(comm, op))
+	/*
+	 * A receive whose message landed in our slot before its sender
+	 * left: an eager send completes once posted (docs/DESIGN.md,
+	 * "Eager point-to-point"). @op->seq is set.
+	 */
+	if (op->kind == KCOLL_KIND_P2P && op->args.opcode == KCOLL_OP_RECV &&
+	    comm->conns[op->args.root] && kcoll_comm_left(comm, false, 0) &&
+	    kcoll_eager_p2p_here(comm->conns[op->args.root], op->seq))
 		return 0;
 	return err;
 }
