@@ -92,10 +92,8 @@
 #include "kcoll_shape.h"	/* what each opcode reads and writes */
 #include "kcoll-sqe-ref.h"	/* independent SQE reference */
 #include "../kmod/kcoll_testbuf.h"	/* the test dma-buf exporter */
-
-/* The largest transfer the module sends eagerly (its KCOLL_EAGER_MAX): a
- * send of at most this many bytes completes once posted. */
-#define FZ_EAGER_MAX	8192
+#include "kcoll_wire.h"		/* KCOLL_EAGER_MAX: an eager send completes
+				 * once posted */
 
 #define KCOLL_DEV	"/dev/kcoll"
 #define MAX_THREADS	64
@@ -3353,7 +3351,7 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 			 !(r1 == 0 && (op == KCOLL_OP_REDUCE ||
 					op == KCOLL_OP_GATHER) && q1.peer == 0) &&
 			 !(r1 == 0 && op == KCOLL_OP_SEND &&
-			   q1.count * 4 <= FZ_EAGER_MAX) &&
+			   q1.count * 4 <= KCOLL_EAGER_MAX) &&
 			 !(disturbed() && dev_err(r1)))
 			unexpected(t, "two-rank %s with timeout_ms %u and no peer completed with %ld, not -ETIMEDOUT",
 				   kcoll_op_name(op), q1.timeout_ms, r1);
