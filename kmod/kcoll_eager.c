@@ -169,18 +169,8 @@ static bool kcoll_eager_check(struct kcoll_task *op, struct kcoll_conn *conn,
 
 	if (!conn->erx[slot].signed_ || op->error)
 		return !op->error;
-	if (op->kind == KCOLL_KIND_P2P) {
-		/* A point-to-point pair has no SIGs: only this. */
-		if (kcoll_sig_match(op, &m, conn->peer))
-			return true;
-		pr_warn_ratelimited("comm %llx rank %u: receive %u from rank %u does not match its send (%s/%u count %llu)\n",
-				    op->comm->uid, op->comm->rank, op->seq,
-				    conn->peer, kcoll_op_name(m.opcode),
-				    m.dtype, le64_to_cpu(m.count));
-		kcoll_op_fail_from(op, -EBADMSG, conn->peer);
-	} else if (kcoll_op_check_sig(op, conn, &m)) {
+	if (kcoll_op_check_sig(op, conn, &m))
 		return true;
-	}
 	kcoll_eager_release(conn, slot);
 	return false;
 }
@@ -368,8 +358,8 @@ void kcoll_engine_eager_in(struct kcoll_conn *conn,
 /*
  * Eager point-to-point, the receiver: whether receive @op has waited
  * KCOLL_SIG_LAZY_MS for its data (as a lazy collective asks for SIGs only
- * then; kcoll_engine_timeout_work() sets note_due). Such a receive grants
- * its buffer as well, as a larger one does (kcoll_op_grant()): a sender
+ * then; kcoll_engine_timeout_work() sets p2p_grant_due). Such a receive
+ * grants its buffer as well, as a larger one does (kcoll_op_grant()): a sender
  * that found no slot free writes through the grant (the peer's slots may
  * hold collective data we consume only after this receive, or its own
  * four unreceived sends), and a larger sender, which waits for a grant,
@@ -381,12 +371,12 @@ bool kcoll_p2p_waited(struct kcoll_task *op)
 {
 	if (op->recv_landed_any || op->error)
 		return false;
-	if (!op->note_at) {
-		op->note_at = (jiffies +
+	if (!op->p2p_grant_at) {
+		op->p2p_grant_at = (jiffies +
 			       msecs_to_jiffies(KCOLL_SIG_LAZY_MS)) ?: 1;
-		kcoll_timeout_arm(op->comm, op->note_at);
+		kcoll_timeout_arm(op->comm, op->p2p_grant_at);
 	}
-	return op->note_due;
+	return op->p2p_grant_due;
 }
 
 /*
@@ -399,8 +389,8 @@ bool kcoll_p2p_waited(struct kcoll_task *op)
  */
 int kcoll_p2p_grants(struct kcoll_task *op, struct kcoll_conn *conn)
 {
+	struct kcoll_wire_msg sig;
 	struct kcoll_grant *g, *tmp;
-	bool bad;
 
 	list_for_each_entry_safe(g, tmp, &conn->k[op->kind].in, node) {
 		if (kcoll_seq_before(g->seq, op->seq)) {
@@ -410,19 +400,18 @@ int kcoll_p2p_grants(struct kcoll_task *op, struct kcoll_conn *conn)
 		}
 		if (g->seq != op->seq)
 			return 0;	/* for a later send */
-		bad = g->sig_unchecked &&
-		      !kcoll_sig_match(op, &g->sig, conn->peer);
-		if (!bad)
+		if (!g->sig_unchecked ||
+		    kcoll_sig_match(op, &g->sig, conn->peer)) {
+			g->sig_unchecked = false;	/* checked here */
 			return 1;
+		}
 		/* Gone from the list before failing @op: its ABORT may
 		 * find the send queue full, and the connection's end frees
 		 * the list. */
+		sig = g->sig;
 		list_del(&g->node);
 		kfree(g);
-		pr_warn_ratelimited("comm %llx rank %u: send %u to rank %u does not match its receive\n",
-				    op->comm->uid, op->comm->rank, op->seq,
-				    conn->peer);
-		kcoll_op_fail_from(op, -EBADMSG, conn->peer);
+		kcoll_op_check_sig(op, conn, &sig);	/* fails @op */
 		return -EBADMSG;
 	}
 	return 0;

@@ -438,13 +438,14 @@ void kcoll_engine_timeout_work(struct work_struct *work)
 		}
 		/* An eager point-to-point receive still waiting: it
 		 * grants too (kcoll_p2p_waited()). */
-		if (op->note_at && !op->note_due && !op->error &&
+		if (op->p2p_grant_at && !op->p2p_grant_due && !op->error &&
 		    !op->finished && !op->recv_landed_any) {
-			if (time_after_eq(now, op->note_at)) {
-				op->note_due = true;
+			if (time_after_eq(now, op->p2p_grant_at)) {
+				op->p2p_grant_due = true;
 				any = true;
-			} else if (!next || time_before(op->note_at, next)) {
-				next = op->note_at;
+			} else if (!next ||
+				   time_before(op->p2p_grant_at, next)) {
+				next = op->p2p_grant_at;
 			}
 		}
 		if (op->drain_by && !kcoll_op_quiet(op)) {

@@ -310,20 +310,13 @@ void kcoll_op_send(struct kcoll_task *op)
 		}
 		if (g->seq != op->seq || g->phase > (u16)op->phase)
 			return;		/* the peer is ahead of us */
-		if (g->sig_unchecked && op->kind == KCOLL_KIND_COLL) {
+		/* Collectives: the receiver's signature stands for its
+		 * SIG; point-to-point: granted before this send was
+		 * issued. */
+		if (g->sig_unchecked) {
 			g->sig_unchecked = false;
 			if (!kcoll_op_check_sig(op, conn, &g->sig))
 				return;
-		} else if (g->sig_unchecked) {
-			/* Granted before this send was issued. */
-			g->sig_unchecked = false;
-			if (!kcoll_sig_match(op, &g->sig, conn->peer)) {
-				pr_warn_ratelimited("comm %llx rank %u: send %u to rank %u does not match its receive\n",
-						    op->comm->uid, op->comm->rank,
-						    op->seq, conn->peer);
-				kcoll_op_fail(op, -EBADMSG);
-				return;
-			}
 		}
 		if (g->phase != (u16)op->phase ||
 		    (op->send_posted >= op->send_total && op->send_posted_any)) {

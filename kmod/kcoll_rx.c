@@ -171,11 +171,7 @@ static int kcoll_rx_grant(struct kcoll_conn *conn,
 	conn->k[m->kind].serial_in++;
 	if (m->kind == KCOLL_KIND_P2P) {
 		op = kcoll_p2p_find(&conn->k[m->kind].p2p_sends, seq);
-		if (op && !kcoll_sig_match(op, m, conn->peer)) {
-			pr_warn_ratelimited("comm %llx rank %u: send %u to rank %u does not match its receive\n",
-					    comm->uid, comm->rank, seq,
-					    conn->peer);
-			kcoll_op_fail(op, -EBADMSG);
+		if (op && !kcoll_op_check_sig(op, conn, m)) {
 			/* Not started, it sent no ABORT: the receive
 			 * would wait for its timeout. */
 			if (!op->started)

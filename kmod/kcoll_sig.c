@@ -23,10 +23,10 @@ static void kcoll_sig_confirm(struct kcoll_task *op, struct kcoll_conn *conn)
 }
 
 /*
- * Check @m, a signature from @conn's peer for collective @op (a SIG, a
- * grant, or an eager header's, see kcoll_eager_check()): confirm it, or
- * fail @op, blaming the peer. Returns whether it matched. Must hold
- * comm->lock.
+ * Check @m, a signature from @conn's peer for @op (a SIG, a grant, or an
+ * eager header's, see kcoll_eager_check()): confirm it (a collective's;
+ * point-to-point has nothing to confirm), or fail @op, blaming the peer.
+ * Returns whether it matched. Must hold comm->lock.
  */
 bool kcoll_op_check_sig(struct kcoll_task *op, struct kcoll_conn *conn,
 			const struct kcoll_wire_msg *m)
@@ -38,13 +38,22 @@ bool kcoll_op_check_sig(struct kcoll_task *op, struct kcoll_conn *conn,
 		return true;
 	}
 	if (kcoll_sig_match(op, m, conn->peer)) {
-		kcoll_sig_confirm(op, conn);
+		if (op->kind == KCOLL_KIND_COLL)
+			kcoll_sig_confirm(op, conn);
 		return true;
 	}
-	pr_warn_ratelimited("comm %llx rank %u: operation %u does not match rank %u's (%s/%u/%u count %llu root %u)\n",
-			    op->comm->uid, op->comm->rank, op->seq, conn->peer,
-			    kcoll_op_name(m->opcode), m->dtype, m->redop,
-			    le64_to_cpu(m->count), le32_to_cpu(m->root));
+	if (op->kind == KCOLL_KIND_P2P)
+		pr_warn_ratelimited("comm %llx rank %u: %s %u with rank %u does not match the peer's (%s/%u count %llu)\n",
+				    op->comm->uid, op->comm->rank,
+				    kcoll_op_name(op->args.opcode), op->seq,
+				    conn->peer, kcoll_op_name(m->opcode),
+				    m->dtype, le64_to_cpu(m->count));
+	else
+		pr_warn_ratelimited("comm %llx rank %u: operation %u does not match rank %u's (%s/%u/%u count %llu root %u)\n",
+				    op->comm->uid, op->comm->rank, op->seq,
+				    conn->peer, kcoll_op_name(m->opcode),
+				    m->dtype, m->redop, le64_to_cpu(m->count),
+				    le32_to_cpu(m->root));
 	kcoll_op_fail_from(op, -EBADMSG, conn->peer);
 	return false;
 }

@@ -474,10 +474,11 @@ struct kcoll_task {
 	bool lazy;			/* all-dependent: no SIG to, and none
 					 * needed from, kcoll_conn_lazy() peers */
 	bool lazy_due;			/* stalled past lazy_at: ask them too */
-	bool note_due;			/* eager point-to-point receive that
-					 * waited past note_at: grant it too */
+	bool p2p_grant_due;		/* eager point-to-point receive that
+					 * waited past p2p_grant_at: grant it
+					 * too (kcoll_p2p_waited()) */
 	bool eager_sent;		/* written eagerly (kcoll_op_send_eager) */
-	unsigned long note_at;		/* jiffies; 0: not armed */
+	unsigned long p2p_grant_at;		/* jiffies; 0: not armed */
 	bool lazy_sent;			/* the asks are out */
 	unsigned long lazy_at;		/* jiffies */
 	u64 lazy_mark;			/* kcoll_op_mark() at lazy_at */
