@@ -1480,7 +1480,8 @@ TEST_F_TIMEOUT(rxe, eager_small_transfers_need_no_grant, 300)
  * (kt_rank_p2p(): sends ahead of their receives, collectives meanwhile,
  * mismatches across the eager line and in dtype failing on both ends
  * instead of hanging), through the NIC and on one node; with 0 the same
- * runs with grants and gives the same results. The first run also has
+ * runs with grants and gives the same results. The eager runs' ranks are
+ * unprivileged (uid nobody). The first run also has
  * every rank send and receive around the ring (kt_rank_main()) with it on.
  */
 TEST_F_TIMEOUT(rxe, eager_point_to_point, 300)
@@ -1502,8 +1503,10 @@ TEST_F_TIMEOUT(rxe, eager_point_to_point, 300)
 			ASSERT_EQ(0, kt_sysfs_write("eager_p2p",
 						    p2p ? "1" : "0"));
 			e0 = kt_sysfs_read("stats/eager_sends");
+			/* Eager, the ranks are unprivileged (nobody): what
+			 * a local user reaches of this path. */
 			EXPECT_EQ(0, kt_spawn(3, 0x1051 + 2 * intra + p2p, -1,
-					      3, codes, 0));
+					      3, codes, p2p));
 			for (int k = 0; k < 3; k++) {
 				EXPECT_EQ(0, codes[k]) {
 					TH_LOG("intra_node %d eager_p2p %d: rank %d failed with code %d",
