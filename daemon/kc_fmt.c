@@ -36,6 +36,7 @@ static const char *const kc_comm_state_names[] = {
 	[KCOLL_COMM_READY]	= "ready",
 	[KCOLL_COMM_FAILED]	= "failed",
 	[KCOLL_COMM_ABORTED]	= "aborted",
+	[KCOLL_COMM_REVOKED]	= "revoked",
 };
 
 /* enum ib_port_state (rdma/ib_verbs.h; ibv_port_state has the same). */

@@ -22,7 +22,8 @@
 const char *kc_opcode_name(unsigned int op);
 /* The name, or "op<N>" for an unknown opcode. */
 char *kc_opcode_str(unsigned int op, char *buf, size_t len);
-/* enum kcoll_comm_state: "connecting", "ready", "failed", "aborted". */
+/* enum kcoll_comm_state: "connecting", "ready", "failed", "aborted",
+ * "revoked". */
 char *kc_comm_state_str(unsigned int state, char *buf, size_t len);
 /* enum ib_port_state of port 1: "DOWN", "ACTIVE", ... */
 char *kc_port_state_str(unsigned int state, char *buf, size_t len);

@@ -740,7 +740,11 @@ int kc_event_line(const struct kc_event *ev, char *buf, size_t len)
 		break;
 	case KCOLL_CMD_EV_COMM_ABORTED:
 		kc_event_comm(&sb, ev);
-		kc_sb_printf(&sb, "aborted");
+		/* A revoke names the rank that revoked (maybe this one). */
+		if (KC_HAS(ev, KCOLL_A_PEER_RANK))
+			kc_sb_printf(&sb, "revoked by rank %u", ev->peer_rank);
+		else
+			kc_sb_printf(&sb, "aborted");
 		if (KC_HAS(ev, KCOLL_A_COMM_INFLIGHT))
 			kc_sb_printf(&sb, ", %u operation%s cancelled",
 				     ev->inflight, ev->inflight == 1 ? "" : "s");

@@ -298,6 +298,73 @@ static void kcoll_comm_shutdown(struct kcoll_comm *comm, int err)
 }
 
 /*
+ * A peer's revoke, from a worker: the shutdown our own abort runs. Its
+ * BYEs pass the revoke on; the connections close without waiting for
+ * writes to ranks that are gone (their QPs are flushed).
+ */
+static void kcoll_comm_revoke_work(struct work_struct *w)
+{
+	struct kcoll_comm *comm = container_of(w, struct kcoll_comm,
+					       revoke_work);
+	u32 inflight = comm->revoke_nops;	/* set before we were queued */
+
+	kcoll_comm_unlist(comm);
+	kcoll_comm_shutdown(comm, -ECANCELED);
+	pr_info("comm %llx rank %u/%u revoked by rank %u, %u operation(s) cancelled\n",
+		comm->uid, comm->rank, comm->nranks, comm->revoker, inflight);
+	kcoll_nl_comm_event(comm, KCOLL_CMD_EV_COMM_ABORTED, inflight);
+	kcoll_comm_put(comm);
+}
+
+/*
+ * Rank @revoker revoked @comm (a peer's BYE says so, first-hand or passed
+ * on): every operation fails now with -ECANCELED naming it, the peers
+ * hear of it before any ABORT (so they fail alike), and the rest of our
+ * own abort runs from a worker. Nothing after the first revoke or once
+ * shutting down. Must hold comm->lock.
+ */
+void kcoll_comm_peer_revoked(struct kcoll_comm *comm, u32 revoker)
+{
+	struct kcoll_task *op;
+	u32 i;
+
+	lockdep_assert_held(&comm->lock);
+	if (comm->revoked || comm->shutting_down)
+		return;
+	comm->revoked = true;
+	comm->revoker = revoker;
+	comm->revoke_nops = comm->nr_ops;
+	for (i = 0; i < comm->nranks; i++)
+		if (comm->conns[i])
+			kcoll_conn_send_bye(comm->conns[i]);
+	if (!comm->error || comm->error == -ECONNRESET) {
+		/* A peer that left with its BYE leaves the comm usable
+		 * for what it completed: not once revoked. */
+		comm->error = -ECANCELED;
+		comm->lost_rank = revoker + 1;
+	}
+	/* An earlier failure's report stays: it says more (who died). */
+	if (!comm->report.error) {
+		comm->report.error = -ECANCELED;
+		comm->report.reason = KCOLL_REPORT_ABORTED;
+		comm->report.peer = revoker;
+		comm->report.seq = comm->coll_seq;
+	}
+	list_for_each_entry(op, &comm->ops, all)
+		kcoll_op_fail_from(op, -ECANCELED, revoker);
+	kref_get(&comm->ref);
+	kcoll_queue_work(&comm->revoke_work);
+}
+
+/* No revoke work runs or will for @comm: it was shut down (none is
+ * queued afterwards). */
+static void kcoll_comm_revoke_flush(struct kcoll_comm *comm)
+{
+	if (cancel_work_sync(&comm->revoke_work))
+		kcoll_comm_put(comm);
+}
+
+/*
  * Wait until nobody registers memory on @comm's device any more: those
  * that did saw comm->error (set before this is called) or finished
  * queueing their op. Must not hold comm->lock.
@@ -320,6 +387,7 @@ static void kcoll_comm_destroy(struct kcoll_ctx *ctx, struct kcoll_comm *comm)
 	lockdep_assert_held(&ctx->comm_lock);
 	kcoll_comm_unlist(comm);
 	kcoll_comm_shutdown(comm, -ECANCELED);
+	kcoll_comm_revoke_flush(comm);
 	/*
 	 * Queued ops are all completed now, but a submission may still be
 	 * between its checks and its queueing, holding a registration (it
@@ -509,6 +577,7 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	spin_unlock(&kcoll_comms_all_lock);
 	INIT_DELAYED_WORK(&comm->kick, kcoll_engine_kick_work);
 	INIT_DELAYED_WORK(&comm->timeout_work, kcoll_engine_timeout_work);
+	INIT_WORK(&comm->revoke_work, kcoll_comm_revoke_work);
 	comm->gid = atomic_inc_return(&kcoll_comm_gids) ?:
 		    atomic_inc_return(&kcoll_comm_gids);
 	comm->pid = task_tgid_nr(current);
@@ -668,6 +737,7 @@ out_shutdown:
 	}
 	kcoll_comm_unlist(comm);
 	kcoll_comm_shutdown(comm, err);
+	kcoll_comm_revoke_flush(comm);
 out_put:
 	kcoll_comm_put(comm);
 	return err;
@@ -808,7 +878,7 @@ int kcoll_comm_abort_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 
 	if (copy_from_user(&p, uarg, sizeof(p)))
 		return -EFAULT;
-	if (p.resv)
+	if (p.flags & ~KCOLL_ABORT_FLAGS)
 		return -EINVAL;
 	comm = kcoll_ctx_comm_get(ctx, p.comm_id);
 	if (!comm)
@@ -816,13 +886,22 @@ int kcoll_comm_abort_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	mutex_lock(&comm->lock);
 	first = !comm->aborted;
 	comm->aborted = true;
+	/* Our shutdown's BYEs say so; a peer's revoke that came first is
+	 * passed on already. */
+	if ((p.flags & KCOLL_ABORT_REVOKE) && !comm->revoked &&
+	    !comm->shutting_down) {
+		comm->revoked = true;
+		comm->revoker = comm->rank;
+	}
 	inflight = comm->nr_ops;
 	mutex_unlock(&comm->lock);
 	kcoll_comm_unlist(comm);
 	kcoll_comm_shutdown(comm, -ECANCELED);
 	if (first) {
-		pr_info("comm %llx rank %u/%u aborted, %u operation(s) cancelled\n",
-			comm->uid, comm->rank, comm->nranks, inflight);
+		pr_info("comm %llx rank %u/%u %s, %u operation(s) cancelled\n",
+			comm->uid, comm->rank, comm->nranks,
+			p.flags & KCOLL_ABORT_REVOKE ? "revoked" : "aborted",
+			inflight);
 		kcoll_nl_comm_event(comm, KCOLL_CMD_EV_COMM_ABORTED, inflight);
 	}
 	kcoll_comm_put(comm);

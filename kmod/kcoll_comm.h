@@ -26,7 +26,8 @@ void kcoll_ctx_comms_release(struct kcoll_ctx *ctx);
 struct kcoll_comm *kcoll_comm_find_hello(const struct kcoll_wire_hello *h,
 					 bool *other);
 void kcoll_comm_put(struct kcoll_comm *comm);
-void kcoll_comm_fail(struct kcoll_comm *comm, int err);
+/* A peer's BYE said @revoker revoked @comm. Must hold comm->lock. */
+void kcoll_comm_peer_revoked(struct kcoll_comm *comm, u32 revoker);
 void kcoll_comms_device_removed(struct ib_device *ibdev);
 int kcoll_comm_init(void);
 void kcoll_comm_exit(void);

@@ -349,24 +349,37 @@ static void kcoll_tx_done(struct ib_cq *cq, struct ib_wc *wc)
 	mutex_unlock(&comm->lock);
 }
 
+/* Our BYE: collectives completed, and whether (and by whom) revoked. */
+static void kcoll_conn_bye_msg(struct kcoll_comm *comm,
+			       struct kcoll_wire_msg *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->type = KCOLL_MSG_BYE;
+	m->kind = KCOLL_KIND_COLL;
+	m->seq = cpu_to_le32(comm->coll_done_seq);
+	if (comm->revoked) {
+		m->status = cpu_to_le32(KCOLL_BYE_REVOKE);
+		m->root = cpu_to_le32(comm->revoker + 1);
+	}
+}
+
 /*
  * Tell the peer we are leaving and how many collectives we completed. A
  * peer whose last WRITE to us was acknowledged by our NIC but not yet
  * towards it (a lost ACK) would otherwise fail that collective when our
- * QP goes away, though we have its data and it has ours. Must hold
- * comm->lock.
+ * QP goes away, though we have its data and it has ours. Once per
+ * connection, and not to a peer that said its own. Must hold comm->lock.
  */
 void kcoll_conn_send_bye(struct kcoll_conn *conn)
 {
-	struct kcoll_wire_msg m = {
-		.type = KCOLL_MSG_BYE,
-		.kind = KCOLL_KIND_COLL,
-		.seq = cpu_to_le32(conn->comm->coll_done_seq),
-	};
+	struct kcoll_wire_msg m;
 
 	lockdep_assert_held(&conn->comm->lock);
-	if (conn->state == KCOLL_CONN_UP)
-		kcoll_conn_send_msg(conn, &m);
+	if (conn->state != KCOLL_CONN_UP || conn->bye_sent || conn->bye)
+		return;
+	kcoll_conn_bye_msg(conn->comm, &m);
+	conn->bye_sent = true;
+	kcoll_conn_send_msg(conn, &m);
 }
 
 /* ------------------------------------------------------------------ */
@@ -393,13 +406,12 @@ void kcoll_conn_kill(struct kcoll_conn *conn, int err)
 	 * its side as a dead QP's retries would. Say BYE for us, unless
 	 * this is its BYE (it has gone) or our shutdown (which sent one).
 	 */
-	if (conn->lchan && !conn->bye && !comm->shutting_down) {
-		struct kcoll_wire_msg m = {
-			.type = KCOLL_MSG_BYE,
-			.kind = KCOLL_KIND_COLL,
-			.seq = cpu_to_le32(comm->coll_done_seq),
-		};
+	if (conn->lchan && !conn->bye && !conn->bye_sent &&
+	    !comm->shutting_down) {
+		struct kcoll_wire_msg m;
 
+		kcoll_conn_bye_msg(comm, &m);
+		conn->bye_sent = true;
 		kcoll_lchan_send(conn, &m);
 	}
 	comm->nr_up--;

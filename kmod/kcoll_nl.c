@@ -216,6 +216,8 @@ static int kcoll_nl_dev_dump(struct sk_buff *skb, struct netlink_callback *cb)
 
 static u8 kcoll_nl_comm_state(struct kcoll_comm *comm)
 {
+	if (comm->revoked)
+		return KCOLL_COMM_REVOKED;
 	if (comm->aborted)
 		return KCOLL_COMM_ABORTED;
 	if (comm->error)
@@ -823,6 +825,9 @@ void kcoll_nl_comm_event(struct kcoll_comm *comm, u8 cmd, u32 inflight)
 				     dev_name(&comm->ibdev->dev));
 	if (!err && cmd == KCOLL_CMD_EV_COMM_ABORTED)
 		err = nla_put_u32(skb, KCOLL_A_COMM_INFLIGHT, inflight);
+	if (!err && cmd == KCOLL_CMD_EV_COMM_ABORTED && READ_ONCE(comm->revoked))
+		err = nla_put_u32(skb, KCOLL_A_PEER_RANK,
+				  READ_ONCE(comm->revoker));
 	kcoll_nl_event_send(skb, hdr, err);
 }
 

@@ -11,6 +11,7 @@
 #include "kcoll_types.h"
 #include "kcoll_coll.h"
 #include "kcoll_conn.h"
+#include "kcoll_comm.h"
 #include "kcoll_xport.h"
 #include "kcoll_engine.h"
 
@@ -51,12 +52,21 @@ static unsigned int kcoll_rx_wconn(const struct kcoll_conn *conn)
  * and our writes to a QP that is gone would wait for RC retries, which rxe
  * was seen never to end. What it sent before the BYE has been processed
  * (one QP, in order); collectives it completed complete here too
- * (kcoll_peer_finished()).
+ * (kcoll_peer_finished()), unless it says the communicator was revoked.
  */
 static int kcoll_rx_bye(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 {
+	bool revoke = le32_to_cpu(m->status) & KCOLL_BYE_REVOKE;
+	u32 by = le32_to_cpu(m->root);
+
+	if (revoke && (!by || by > conn->comm->nranks))
+		return -EPROTO;
 	conn->bye = true;
 	conn->bye_done = le32_to_cpu(m->seq);
+	/* Revoked (by the rank @root names, maybe the sender): ours too,
+	 * before the connection's loss fails anything otherwise. */
+	if (revoke && conn->state == KCOLL_CONN_UP)
+		kcoll_comm_peer_revoked(conn->comm, by - 1);
 	kcoll_conn_kill(conn, -ECONNRESET);
 	return 0;
 }

@@ -398,6 +398,7 @@ struct kcoll_conn {
 	bool bye;			/* the peer said BYE: */
 	u32 bye_done;			/* it completed every collective
 					 * below this seq */
+	bool bye_sent;			/* we said ours */
 };
 
 /* ------------------------------------------------------------------ */
@@ -574,6 +575,11 @@ struct kcoll_comm {
 	bool shutting_down;
 	bool shut;			/* kcoll_comm_shutdown() is over */
 	bool aborted;			/* KCOLL_IOC_COMM_ABORT */
+	bool revoked;			/* KCOLL_ABORT_REVOKE, here or by a
+					 * peer: our BYEs pass it on */
+	u32 revoker;			/* the rank that revoked */
+	u32 revoke_nops;		/* a peer's revoke: ops it cancelled */
+	struct work_struct revoke_work;	/* a peer's revoke: our shutdown */
 	struct ib_device *ibdev;	/* of every connection; NULL once
 					 * removed (under dev_sem, write) */
 	struct ib_pd *pd;

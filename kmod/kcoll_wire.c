@@ -83,6 +83,10 @@ int kcoll_wire_msg_check(const struct kcoll_wire_msg *m, unsigned int wconn)
 			return KCOLL_WIRE_BAD_SLOT;
 		break;
 	}
+	case KCOLL_MSG_BYE:
+		if (status & ~(u32)KCOLL_BYE_REVOKE)
+			return KCOLL_WIRE_BAD_STATUS;
+		break;
 	case KCOLL_MSG_SIG:
 		/* Only between ranks that both offered lazy signatures
 		 * (older peers send none). */

@@ -143,7 +143,9 @@ enum kcoll_msg_type {
 	KCOLL_MSG_NOP,		/* nothing; accepted and ignored (wire
 				 * version 1 senders used it as a kick) */
 	KCOLL_MSG_BYE,		/* the sender's comm is going away; seq:
-				 * collectives it completed (all below) */
+				 * collectives it completed (all below);
+				 * status KCOLL_BYE_REVOKE: revoked by rank
+				 * @root - 1 */
 	KCOLL_MSG_DATA,		/* intra-node connections only: the data of
 				 * grant @serial (@len bytes) has been copied
 				 * in; stands for a WRITE WITH IMM */
@@ -169,6 +171,12 @@ enum kcoll_msg_type {
 	KCOLL_MSG_AUTH,		/* struct kcoll_wire_auth: the connecting
 				 * side's first message on each QP */
 };
+
+/*
+ * BYE status: the communicator was revoked (by rank root - 1): end ours
+ * too, at once, and pass it on. Older peers ignore it (a plain BYE).
+ */
+#define KCOLL_BYE_REVOKE	(1U << 0)
 
 /* Message kinds: collectives and point-to-point match independently. */
 enum kcoll_kind {

@@ -161,6 +161,8 @@ COLL_HIDDEN void coll_table_local_index(struct kcoll_rank_addr *t,
  * answer alike everywhere), before anything that may fail on one rank
  * only. */
 COLL_HIDDEN uint32_t coll_comm_derive_next(coll_comm *c);
+/* KCOLL_IOC_COMM_ABORT with KCOLL_ABORT_REVOKE where the module has it. */
+COLL_HIDDEN int coll_comm_revoke_kernel(coll_comm *comm);
 /* Operations of @c submitted and not completed. */
 COLL_HIDDEN unsigned int coll_comm_busy(coll_comm *c);
 /* SipHash-2-4 of @len bytes at @msg under the 16-byte @key (family.c). */

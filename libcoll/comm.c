@@ -2046,7 +2046,7 @@ int64_t coll_comm_get_timeout(const coll_comm *comm)
 /* Deliberately lock-free towards @comm: it must work while another thread
  * holds comm->lock waiting in the kernel. comm_id and the fd are constant
  * while the communicator exists. */
-int coll_comm_cancel(coll_comm *comm)
+static int comm_abort_ioctl(coll_comm *comm, uint32_t flags)
 {
 	struct kcoll_comm_abort a;
 	int ret;
@@ -2055,11 +2055,26 @@ int coll_comm_cancel(coll_comm *comm)
 		return -EINVAL;
 	memset(&a, 0, sizeof(a));
 	a.comm_id = comm->comm_id;
+	a.flags = flags;
 	ret = kcoll_ioctl(comm->ring.ring_fd, KCOLL_IOC_COMM_ABORT, &a);
 	if (ret)
 		return coll_err(ret, "KCOLL_IOC_COMM_ABORT: %s",
 				coll_strerror(ret));
 	return 0;
+}
+
+int coll_comm_cancel(coll_comm *comm)
+{
+	return comm_abort_ioctl(comm, 0);
+}
+
+/* A revoke the peers pass on; a module without it cancels (its peers
+ * then fail only what needs this rank). */
+int coll_comm_revoke_kernel(coll_comm *comm)
+{
+	if (comm && !(comm->ring.features & KCOLL_FEAT_REVOKE))
+		return comm_abort_ioctl(comm, 0);
+	return comm_abort_ioctl(comm, KCOLL_ABORT_REVOKE);
 }
 
 static const char *report_reason_name(int reason)

@@ -161,7 +161,7 @@ static int child_create(coll_comm *parent, const int *ranks, int n,
 
 int coll_comm_revoke(coll_comm *comm)
 {
-	return coll_comm_cancel(comm);
+	return coll_comm_revoke_kernel(comm);
 }
 
 struct split_entry {

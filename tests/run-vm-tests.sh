@@ -163,12 +163,14 @@ for kver in "$@"; do
 		# survivors shrink to themselves), of a node during a split
 		# and during a grow (the survivors' call ends bounded, and
 		# the grow's new rank's; they shrink) and while a survivor
-		# revokes (it ends everyone's operation).
+		# revokes (it ends everyone's operation), and a revoke that
+		# reaches a rank only through another (passed on).
 		scenario "$kver" coll 2 1500 "2 die=12"
 		scenario "$kver" nodedie 3 900
 		scenario "$kver" nodedie 3 900 split
 		scenario "$kver" nodedie 3 900 grow
 		scenario "$kver" nodedie 3 900 revoke
+		scenario "$kver" nodedie 3 900 revoke-cut
 		# The clients users live in: torch.distributed's "kcoll"
 		# backend (DDP beside Gloo, 2 x 2 ranks, a 3-rank subgroup, a
 		# rank that dies) and unmodified MPI programs through

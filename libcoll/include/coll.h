@@ -786,7 +786,9 @@ COLL_API int coll_comm_abort(coll_comm *comm);
  * Every operation in flight completes with -ECANCELED within bounded time
  * (the kernel tears the connections down; nothing waits for the peers),
  * and later operations on @comm fail with -ECANCELED at once. The peers'
- * operations fail with -ECONNRESET, naming this rank in their reports.
+ * operations that need this rank fail with -ECONNRESET, naming it in
+ * their reports (what it had completed still completes there; to end
+ * everything everywhere, coll_comm_revoke()).
  * Unlike every other call, this one may run while other threads use @comm,
  * for instance wait in coll_wait(): it is how a watchdog thread unblocks
  * them. @comm stays allocated; free it with coll_comm_destroy() or
@@ -801,15 +803,19 @@ COLL_API int coll_comm_cancel(coll_comm *comm);
  * every later one, fails on every rank that can still be reached, so that
  * no rank is left waiting (ncclCommRevoke, MPIX_Comm_revoke).
  *
- * Here operations fail with -ECANCELED; the kernel tears down this rank's
- * connections, and every peer's operations of @comm, in flight or later,
- * fail with -ECONNRESET naming this rank in its report (a collective the
- * peer can finish without this rank, because this one completed it
- * before revoking, still completes). It returns once the local part is
- * done, in bounded time, whatever the peers do. It is coll_comm_cancel()
- * under the name fault-tolerant programs look for; thread-safe like it.
- * @comm stays allocated for coll_comm_get_report(), coll_comm_shrink()
- * and coll_comm_destroy(). Returns 0 or -errno.
+ * Here operations fail with -ECANCELED and the kernel tears down this
+ * rank's connections, as coll_comm_cancel() does. Every peer reached takes
+ * the revoke as its own: its operations of @comm, in flight or later, fail
+ * with -ECANCELED, its report naming this rank (reason
+ * COLL_REPORT_ABORTED), its connections close at once (nothing waits for
+ * writes to ranks that are gone), and it passes the revoke on, so a rank
+ * this one cannot reach hears of it from one that can. It returns once
+ * the local part is done, in bounded time, whatever the peers do;
+ * thread-safe like coll_comm_cancel(). (With a kernel module older than
+ * KCOLL_FEAT_REVOKE it is coll_comm_cancel(): peers fail -ECONNRESET,
+ * and only what needs this rank.) @comm stays allocated for
+ * coll_comm_get_report(), coll_comm_shrink() and coll_comm_destroy().
+ * Returns 0 or -errno.
  */
 COLL_API int coll_comm_revoke(coll_comm *comm);
 

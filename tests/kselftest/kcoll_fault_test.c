@@ -67,12 +67,15 @@ TEST(abort_and_report_arguments)
 	EXPECT_TRUE(q.features & KCOLL_FEAT_TIMEOUT);
 	EXPECT_TRUE(q.features & KCOLL_FEAT_ABORT);
 	EXPECT_TRUE(q.features & KCOLL_FEAT_PARENT);
+	EXPECT_TRUE(q.features & KCOLL_FEAT_REVOKE);
 
 	kt_addr_v4(&ra, "127.0.0.1");
 	ASSERT_EQ(0, kt_comm_create(r.fd, 0x3000, "key", 0, 1, &ra, 0, &id));
 
 	/* Bad arguments. */
-	ab = (struct kcoll_comm_abort){ .comm_id = id, .resv = 1 };
+	ab = (struct kcoll_comm_abort){ .comm_id = id, .flags = 2 };
+	EXPECT_EQ(-EINVAL, kt_ioctl(r.fd, KCOLL_IOC_COMM_ABORT, &ab));
+	ab.flags = KCOLL_ABORT_REVOKE | (1U << 31);
 	EXPECT_EQ(-EINVAL, kt_ioctl(r.fd, KCOLL_IOC_COMM_ABORT, &ab));
 	EXPECT_EQ(-ENOENT, kt_abort(r.fd, id + 100));
 	EXPECT_EQ(-EFAULT, kt_ioctl(r.fd, KCOLL_IOC_COMM_ABORT, (void *)8));

@@ -32,10 +32,11 @@ static inline bool ref_ok(const struct kcoll_wire_msg *m, unsigned int wconn)
 	case KCOLL_MSG_GRANT:
 	case KCOLL_MSG_ABORT:
 	case KCOLL_MSG_NOP:
-	case KCOLL_MSG_BYE:
 	case KCOLL_MSG_PING:
 	case KCOLL_MSG_PONG:
 		return true;
+	case KCOLL_MSG_BYE:	/* a revoke (bit 0) or a plain leave */
+		return status <= 1;
 	case KCOLL_MSG_DATA:
 		return wconn & KCOLL_WCONN_LOCAL;
 	case KCOLL_MSG_SIG:

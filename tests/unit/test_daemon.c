@@ -229,6 +229,8 @@ static void test_fmt_names(void)
 		    "ready");
 	UNIT_EQ_STR(kc_comm_state_str(KCOLL_COMM_ABORTED, buf, sizeof(buf)),
 		    "aborted");
+	UNIT_EQ_STR(kc_comm_state_str(KCOLL_COMM_REVOKED, buf, sizeof(buf)),
+		    "revoked");
 	UNIT_EQ_STR(kc_comm_state_str(9, buf, sizeof(buf)), "state9");
 	UNIT_EQ_STR(kc_port_state_str(4, buf, sizeof(buf)), "ACTIVE");
 	UNIT_EQ_STR(kc_port_state_str(1, buf, sizeof(buf)), "DOWN");
@@ -787,6 +789,11 @@ static void test_event_lines(void)
 	kc_event_line(&ev, buf, sizeof(buf));
 	UNIT_EQ_STR(buf, "comm ?: aborted, 1 operation cancelled");
 	UNIT_EQ_INT(kc_event_level(&ev), LOG_NOTICE);
+	ev.have |= KC_BIT(KCOLL_A_PEER_RANK);
+	ev.peer_rank = 3;
+	ev.inflight = 2;
+	kc_event_line(&ev, buf, sizeof(buf));
+	UNIT_EQ_STR(buf, "comm ?: revoked by rank 3, 2 operations cancelled");
 
 	ev.cmd = KCOLL_CMD_EV_DEV_REMOVED;
 	ev.have = KC_BIT(KCOLL_A_DEV_NAME) | KC_BIT(KCOLL_A_DEV_INDEX);

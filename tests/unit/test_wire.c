@@ -107,6 +107,13 @@ static void test_credits_and_sig_status(void)
 		    KCOLL_WIRE_BAD_STATUS);
 	m = msg(KCOLL_MSG_SIG, KCOLL_KIND_P2P);
 	UNIT_EQ_INT(kcoll_wire_msg_check(&m, ALL_WCONN), KCOLL_WIRE_BAD_KIND);
+	/* A BYE says "revoked" and nothing else in its status. */
+	m = msg(KCOLL_MSG_BYE, KCOLL_KIND_COLL);
+	m.status = htole32(KCOLL_BYE_REVOKE);
+	UNIT_EQ_INT(kcoll_wire_msg_check(&m, 0), KCOLL_WIRE_OK);
+	m.status = htole32(KCOLL_BYE_REVOKE | 2);
+	UNIT_EQ_INT(kcoll_wire_msg_check(&m, ALL_WCONN),
+		    KCOLL_WIRE_BAD_STATUS);
 	m = msg(KCOLL_MSG_ABORT, KCOLL_KIND_P2P);
 	UNIT_EQ_INT(kcoll_wire_msg_check(&m, 0), KCOLL_WIRE_OK);
 	m = msg(KCOLL_MSG_DATA, KCOLL_KIND_COLL);

@@ -11,10 +11,11 @@
  *  2. revoke: ranks 0-2 start an allreduce that rank 3 never joins; rank 3
  *     revokes the communicator instead, and stays alive until the three
  *     have seen it (so that its revoke, not its exit, is what they see).
- *     The three fail with -ECONNRESET within seconds (the operation
- *     timeout is a minute), their next operation fails at once, and so
- *     does rank 3's (-ECANCELED); then rank 3 exits at once, the worst
- *     moment for a shrink that excludes it;
+ *     The three fail with -ECANCELED within seconds (the operation
+ *     timeout is a minute), their reports naming rank 3 as the one that
+ *     aborted, their next operation fails at once, and so does rank 3's
+ *     (-ECANCELED); then rank 3 exits at once, the worst moment for a
+ *     shrink that excludes it;
  *  3. shrink: ranks 0-2 shrink the revoked communicator to {0, 1, 2};
  *     rank 2 kills itself (SIGKILL) as it would enter the shrink, so the
  *     shrink of 0 and 1 must fail within the connect timeout (-C); they
@@ -218,10 +219,18 @@ int main(int argc, char **argv)
 	dt = now_s() - t0;
 	printf("# revoked allreduce: %d (%s) after %.1f s\n", ret,
 	       coll_strerror(ret), dt);
-	check(ret == -ECONNRESET, "the revoked allreduce fails -ECONNRESET");
+	check(ret == -ECANCELED, "the revoked allreduce fails -ECANCELED");
 	check(dt < 20, "within 20 s of its start (the timeout is 60 s)");
+	{
+		coll_report rep;
+
+		check(!coll_comm_get_report(comm, &rep) &&
+		      rep.error == -ECANCELED &&
+		      rep.reason == COLL_REPORT_ABORTED && rep.peer == 3,
+		      "the report says rank 3 aborted (revoked) it");
+	}
 	t0 = now_s();
-	check(sum_over(comm, 1, &err) == INT32_MIN && err == -ECONNRESET &&
+	check(sum_over(comm, 1, &err) == INT32_MIN && err == -ECANCELED &&
 	      now_s() - t0 < 2, "the next operation fails at once");
 	{
 		char what[16];

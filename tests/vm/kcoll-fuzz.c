@@ -2269,8 +2269,11 @@ static void act_abort_report(struct tstate *t, struct slot *s)
 		struct kcoll_comm_abort a = { 0 };
 
 		a.comm_id = one_in(&t->r, 4) ? rval32(&t->r) : pick_comm(t, s, &n);
+		/* Unknown flags, or (valid) a revoke the peers pass on. */
 		if (resv)
-			a.resv = rval32(&t->r) | 1;
+			a.flags = (rval32(&t->r) & ~KCOLL_ABORT_FLAGS) | 2;
+		else if (one_in(&t->r, 2))
+			a.flags = KCOLL_ABORT_REVOKE;
 		ret = x_ioctl(t, fd, KCOLL_IOC_COMM_ABORT,
 			      one_in(&t->r, 30) ? bad_ptr(t, sizeof(a)) : &a, 5000);
 		if (ret == -ENOTTY)
@@ -2278,7 +2281,8 @@ static void act_abort_report(struct tstate *t, struct slot *s)
 		else if (ret == 0)
 			atomic_fetch_add(&g_abort_ok, 1);
 		if (!s->shared && fd >= 0 && resv && ret == 0)
-			unexpected(t, "COMM_ABORT with resv %u succeeded", a.resv);
+			unexpected(t, "COMM_ABORT with flags %#x succeeded",
+				   a.flags);
 	} else {
 		struct kcoll_comm_report p = { 0 };
 		char *end = t->data + PRIV_DATA;	/* a hole follows */

@@ -295,6 +295,7 @@ struct kcoll_cq_offsets {
 #define KCOLL_FEAT_GPU		(1U << 7)	/* KCOLL_IOC_GPU_SETUP */
 #define KCOLL_FEAT_PARENT	(1U << 8)	/* kcoll_comm_create.parent_uid */
 #define KCOLL_FEAT_GPU_VEC	(1U << 9)	/* v-variants on a stream */
+#define KCOLL_FEAT_REVOKE	(1U << 10)	/* KCOLL_ABORT_REVOKE */
 
 /**
  * struct kcoll_query - KCOLL_IOC_QUERY: what this kernel offers.
@@ -512,15 +513,30 @@ struct kcoll_dereg_mem {
 /**
  * KCOLL_IOC_COMM_ABORT: end every operation in flight on @comm_id with
  * -ECANCELED, at once (memory the NIC may still write is released only when
- * the connections are down), tell the peers (they fail with -ECONNRESET
- * naming this rank) and refuse new operations with -ECANCELED. The handle
- * stays valid for KCOLL_IOC_COMM_REPORT and KCOLL_IOC_COMM_DESTROY. May be
- * called from any thread, also while another one waits in KCOLL_IOC_ENTER.
+ * the connections are down), tell the peers and refuse new operations with
+ * -ECANCELED. The peers' operations that still need this rank fail with
+ * -ECONNRESET naming it; a collective this rank had completed still
+ * completes there.
+ *
+ * With KCOLL_ABORT_REVOKE (KCOLL_FEAT_REVOKE) the communicator is revoked
+ * instead: every peer reached treats it as its own abort at once (every
+ * operation of its communicator, in flight or later, fails with
+ * -ECANCELED, its report naming this rank as the one that revoked, and
+ * its connections close without waiting for writes to ranks that are
+ * gone) and passes the revoke on to every rank it still reaches.
+ *
+ * The handle stays valid for KCOLL_IOC_COMM_REPORT and
+ * KCOLL_IOC_COMM_DESTROY. May be called from any thread, also while
+ * another one waits in KCOLL_IOC_ENTER. @flags: KCOLL_ABORT_*, others
+ * -EINVAL.
  */
 struct kcoll_comm_abort {
 	__u32	comm_id;
-	__u32	resv;
+	__u32	flags;
 };
+
+#define KCOLL_ABORT_REVOKE	(1U << 0)
+#define KCOLL_ABORT_FLAGS	KCOLL_ABORT_REVOKE
 
 /* Reasons in struct kcoll_comm_report. */
 enum kcoll_report_reason {
@@ -528,7 +544,9 @@ enum kcoll_report_reason {
 	KCOLL_REPORT_TIMEOUT	= 1,	/* @missing: ranks never heard from */
 	KCOLL_REPORT_PEER_LOST	= 2,	/* @peer: the lost rank */
 	KCOLL_REPORT_MISMATCH	= 3,	/* @peer: a rank whose signature differs */
-	KCOLL_REPORT_ABORTED	= 4,	/* KCOLL_IOC_COMM_ABORT, or @peer aborted */
+	KCOLL_REPORT_ABORTED	= 4,	/* KCOLL_IOC_COMM_ABORT, or @peer aborted
+					 * (-ECANCELED: @peer revoked the
+					 * communicator) */
 	KCOLL_REPORT_OTHER	= 5,	/* see @error */
 	KCOLL_REPORT_GPU_STREAM	= 6,	/* the GPU stream never reached the
 					 * operation (its start value), or

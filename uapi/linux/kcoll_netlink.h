@@ -49,8 +49,10 @@
  *	MISSING_RANKS: the ranks this one was still waiting for
  * @KCOLL_CMD_EV_PEER_LOST: the connection to a peer failed. COMM_ID,
  *	COMM_UID, RANK, NRANKS, PEER_RANK, ERRNO
- * @KCOLL_CMD_EV_COMM_ABORTED: KCOLL_IOC_COMM_ABORT. COMM_ID, COMM_UID,
- *	RANK, NRANKS, COMM_INFLIGHT (operations cancelled)
+ * @KCOLL_CMD_EV_COMM_ABORTED: KCOLL_IOC_COMM_ABORT, or a peer's revoke.
+ *	COMM_ID, COMM_UID, RANK, NRANKS, COMM_INFLIGHT (operations
+ *	cancelled); revoked: PEER_RANK, the rank that revoked (this one or
+ *	a peer)
  * @KCOLL_CMD_EV_DEV_ADDED: DEV_NAME, DEV_INDEX
  * @KCOLL_CMD_EV_DEV_REMOVED: DEV_NAME, DEV_INDEX
  */
@@ -78,6 +80,8 @@ enum kcoll_comm_state {
 	KCOLL_COMM_READY	= 1,
 	KCOLL_COMM_FAILED	= 2,	/* a peer was lost; destroy it */
 	KCOLL_COMM_ABORTED	= 3,	/* KCOLL_IOC_COMM_ABORT; destroy it */
+	KCOLL_COMM_REVOKED	= 4,	/* revoked, here or by a peer (and
+					 * passed on); destroy it */
 };
 
 /**

@@ -14,6 +14,10 @@
 # error, or a child whose next allreduce fails), then they shrink. With
 # "revoke", rank 0 revokes the allreduce's communicator while the node is
 # dead: the revoke returns at once and ends every survivor's allreduce.
+# With "revoke-cut", nobody dies: rank 0 sends its frames for the last
+# VM nowhere (its neighbour entry set to a MAC nobody has) just before it
+# revokes, so that VM's rank hears of the revoke only from rank 1, which
+# passes it on; every allreduce must still end at once.
 # With "grow", the node stops during a coll_comm_grow() that admits a new
 # process on VM 0 (kcoll-nodedie -g): every survivor's grow and the
 # newcomer's join must end bounded (an error, or a grown communicator
@@ -59,8 +63,11 @@ grow|grow=*)
 		newcomer=$!
 	fi ;;
 revoke)	mode=-R what="an allreduce that rank 0 then revokes" tmo=60000 ;;
+revoke-cut)
+	mode="-R -X" what="an allreduce that rank 0 revokes, cut off" tmo=60000
+	export KCOLL_NODEDIE_CUT="10.9.0.$((victim + 1)) 52:54:00:00:00:ee eth0" ;;
 esac
-if [ "$kcoll_vm" = "$victim" ]; then
+if [ "$kcoll_vm" = "$victim" ] && [ "${KCOLL_ARG:-}" != revoke-cut ]; then
 	log "rank $kcoll_vm: this node dies in the middle of $what"
 	"$TOOL" -v "$victim" -T $tmo $mode \
 		-s "$KCOLL_OUT/status" >"$KCOLL_OUT/nodedie.log" 2>&1
