@@ -76,7 +76,12 @@
  *       only after 6 s (FAKECUDA_STALL_MS of the stand-in), its timeout
  *       1 s, the others' 6 s: rank 0 must fail with -ETIMEDOUT naming its
  *       own GPU stream, its buffer untouched once the stream ran; the
- *       others fail naming rank 0; every stream finishes.
+ *       others fail naming rank 0; every stream finishes. -V: as -T, but
+ *       the last rank revokes the communicator after 1 s: each waiting
+ *       stream must be released before the (10 s) timeout, with -ECANCELED
+ *       and the report naming the last rank. -P: the last rank is
+ *       killed (SIGKILL) after 1 s instead: -ECONNRESET naming it,
+ *       before the timeout.
  * In -M, -K, -X and -T every rank prints its own result line and exits 0 only
  * if it passed.
  */
@@ -1551,8 +1556,8 @@ static int test_timeout(void)
 }
 
 /*
- * -S -T / -A / -W: stream-ordered operations that fail must not leave a
- * stream waiting. Each rank's stream must finish within @limit s.
+ * -S -T / -A / -W / -V / -P: stream-ordered operations that fail must not
+ * leave a stream waiting. Each rank's stream must finish within @limit s.
  */
 static bool stream_done_within(double limit)
 {
@@ -1568,7 +1573,9 @@ static bool stream_done_within(double limit)
 
 static int test_stream_fault(int how)
 {
-	enum { COUNT = 4096, TMO_MS = 2000 };
+	/* -V, -P: what the peer does after 1 s, not this timeout, must end
+	 * it. */
+	enum { COUNT = 4096, TMO_MS = 2000, PEER_TMO_MS = 10000 };
 	struct gbuf g;
 	coll_report rep;
 	char line[256], why[160];
@@ -1600,6 +1607,23 @@ static int test_stream_fault(int how)
 	if (how != 'W' && rank == nranks - 1) {
 		diag("never joining the allreduce");
 		fflush(stdout);
+		if (how == 'V') {
+			/* Before the others' timeout: the revoke, passed on,
+			 * is what must release their streams. */
+			sleep(1);
+			ret = coll_comm_revoke(comm);
+			sleep(3);
+			coll_comm_destroy(comm);
+			gbuf_free(&g);
+			return result_line(!ret, "the straggler revoked");
+		}
+		if (how == 'P') {
+			/* No exit path runs: the kernel closes the file. */
+			sleep(1);
+			if (die_pipe >= 0 && write(die_pipe, "k", 1) != 1)
+				return 1;
+			kill(getpid(), SIGKILL);
+		}
 		sleep(how == 'A' ? 4 : 6);
 		coll_comm_destroy(comm);
 		gbuf_free(&g);
@@ -1607,7 +1631,8 @@ static int test_stream_fault(int how)
 	}
 	/* -W: rank 0's timer fires first, so that it is rank 0 that tells
 	 * (its own stream did not come), not a peer tired of waiting. */
-	coll_comm_set_timeout(comm, how != 'W' ? TMO_MS :
+	coll_comm_set_timeout(comm, how == 'V' || how == 'P' ? PEER_TMO_MS :
+			      how != 'W' ? TMO_MS :
 			      rank == 0 ? TMO_MS / 2 : 3 * TMO_MS);
 	t0 = now();
 	ret = coll_allreduce_stream(d, d, COUNT, COLL_DTYPE_FP32,
@@ -1654,6 +1679,12 @@ static int test_stream_fault(int how)
 	if (how == 'T')
 		ok = ret == -ETIMEDOUT && rep.reason == COLL_REPORT_TIMEOUT &&
 		     rep.peer == nranks - 1;
+	else if (how == 'V')	/* the straggler's revoke, passed on */
+		ok = ret == -ECANCELED && rep.reason == COLL_REPORT_ABORTED &&
+		     rep.peer == nranks - 1 && dt < PEER_TMO_MS / 1000.0;
+	else if (how == 'P')	/* the straggler killed */
+		ok = ret == -ECONNRESET && rep.peer == nranks - 1 &&
+		     dt < PEER_TMO_MS / 1000.0;
 	else if (rank == 0)
 		ok = ret == -ETIMEDOUT && rep.reason == COLL_REPORT_GPU_STREAM;
 	else
@@ -1671,8 +1702,47 @@ static int test_stream_fault(int how)
 	return result_line(ok && released && untouched,
 			   "%s: stream released after %.1f s, error %d, reason %d, "
 			   "peer %d, buffer %s", how == 'T' ? "peer missing" :
-			   "stream stalled", dt, ret, rep.reason, rep.peer,
+			   how == 'V' ? "peer revoked" : how == 'P' ?
+			   "peer killed" : "stream stalled", dt, ret,
+			   rep.reason, rep.peer,
 			   untouched ? "untouched" : "CHANGED");
+}
+
+/*
+ * -S -P: as -X with SIGKILL, in a child, so that the straggler's death is
+ * the child's and this process exits 0 when it died as planned; the
+ * others run test_stream_fault('P') as themselves.
+ */
+static int test_stream_fault_killed(unsigned int timeout)
+{
+	const char *r = getenv("KCOLL_RANK"), *n = getenv("KCOLL_NRANKS");
+	int p[2], st;
+	pid_t pid;
+	char c;
+
+	if (!r || !n || atoi(r) != atoi(n) - 1)
+		return test_stream_fault('P');
+	if (pipe(p))
+		return 1;
+	pid = fork();
+	if (pid < 0)
+		return 1;
+	if (!pid) {
+		close(p[0]);
+		die_pipe = p[1];
+		alarm(timeout);		/* alarms do not survive fork() */
+		_exit(test_stream_fault('P'));
+	}
+	close(p[1]);
+	if (waitpid(pid, &st, 0) != pid)
+		return 1;
+	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL &&
+	    read(p[0], &c, 1) == 1 && c == 'k') {
+		printf("ok 1 - the straggler died of SIGKILL as planned\n");
+		return 0;
+	}
+	printf("not ok 1 - the straggler's process ended: status %#x\n", st);
+	return 1;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1683,7 +1753,8 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: kcoll-colltest [-q | -F] [-c collective] "
 		"[-t seconds] [-v] [-D exporter | -S]\n"
-		"       kcoll-colltest -M | -K | -X | -T | -G\n");
+		"       kcoll-colltest -M | -K | -X | -T | -G\n"
+		"       kcoll-colltest -S -T | -A | -W | -V | -P\n");
 	exit(2);
 }
 
@@ -1694,7 +1765,7 @@ int main(int argc, char **argv)
 	double t0 = now();
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "qFc:t:vMKXTGD:SAWm")) != -1) {
+	while ((opt = getopt(argc, argv, "qFc:t:vMKXTGD:SAWVPm")) != -1) {
 		switch (opt) {
 		case 'q':
 			level = 0;
@@ -1731,6 +1802,8 @@ int main(int argc, char **argv)
 		case 'G':
 		case 'A':
 		case 'W':
+		case 'V':
+		case 'P':
 			special = opt;
 			break;
 		default:
@@ -1744,7 +1817,10 @@ int main(int argc, char **argv)
 		timeout = special == 'T' ? 200 : 120;
 	alarm(timeout);
 
-	if (gpu && (special == 'T' || special == 'A' || special == 'W'))
+	if (gpu && special == 'P')
+		return test_stream_fault_killed(timeout);
+	if (gpu && (special == 'T' || special == 'A' || special == 'W' ||
+		    special == 'V'))
 		return test_stream_fault(special);
 	if (special == 'M')
 		return test_mismatch();

@@ -3220,6 +3220,7 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 	bool mismatch = op != KCOLL_OP_BARRIER && one_in(&t->r, 12), ok = true;
 	uint32_t variant = mismatch ? 20 : rn(&t->r, 20);	/* 20: none */
 	bool abort_it = variant < 2;		/* COMM_ABORT in flight */
+	bool revoke = false;			/* ... KCOLL_ABORT_REVOKE */
 	bool lonely = variant == 2;		/* rank 0 never comes: timeout */
 	bool close_it = variant == 3;		/* rank 1 closes in flight */
 	bool reg = op != KCOLL_OP_BARRIER && one_in(&t->r, 4);
@@ -3381,6 +3382,10 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 		struct kcoll_comm_abort a = { .comm_id = id1 };
 		long ar;
 
+		/* Half of them revoke: rank 0 then takes it as its own. */
+		revoke = one_in(&t->r, 2);
+		if (revoke)
+			a.flags = KCOLL_ABORT_REVOKE;
 		r1 = pr_submit(t, mine, &q1);
 		ar = x_ioctl(t, mine->fd, KCOLL_IOC_COMM_ABORT, &a, 10000);
 		if (ar && ar != -ENOTTY && !(disturbed() && dev_err(ar)))
@@ -3420,6 +3425,12 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 		    !(disturbed() && dev_err(r1)))
 			unexpected(t, "two-rank %s aborted on rank 1 completed there with %ld, not -ECANCELED",
 				   kcoll_op_name(op), r1);
+		/* Revoked: rank 0's fails alike (its BYE came before any
+		 * ABORT), unless it had completed. */
+		if (revoke && r0 != 0 && r0 != -ECANCELED && r0 != -ENOMEM &&
+		    !(disturbed() && dev_err(r0)))
+			unexpected(t, "two-rank %s revoked by rank 1 completed on rank 0 with %ld, not -ECANCELED",
+				   kcoll_op_name(op), r0);
 		rr = x_ioctl(t, mine->fd, KCOLL_IOC_COMM_REPORT, &rep, 1000);
 		if (r1 == -ECANCELED && !disturbed() && (rr || rep.reason != KCOLL_REPORT_ABORTED ||
 					 rep.error != -ECANCELED))

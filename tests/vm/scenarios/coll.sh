@@ -309,13 +309,14 @@ if [ -n "$gpu" ]; then
 		cp "$KCOLL_OUT/colltest-gpu-rank0.log" "$KCOLL_OUT/colltest-gpu.tap"
 	# One communicator of GPU ranks (even) and CPU ranks (odd), and the
 	# failures while streams wait: a peer missing (timeout), an abort, a
-	# stream that gets there too late (each rank checks its own). With
+	# stream that gets there too late, a peer that revokes, a peer killed
+	# (each rank checks its own). With
 	# gpuc= (one collective: make check's second kernel) not again.
 	[ -z "$gpu_only" ] &&
 		run colltest-mixed 900 "$COLLTEST" -q -S -m -c reduce_scatter -t 850
 	[ -f "$KCOLL_OUT/colltest-mixed-rank0.log" ] &&
 		cp "$KCOLL_OUT/colltest-mixed-rank0.log" "$KCOLL_OUT/colltest-mixed.tap"
-	for f in T A W; do
+	for f in T A W V P; do
 		[ -z "$gpu_only" ] || break
 		run gpufault-$f 300 "$COLLTEST" -S -$f -t 120
 		grep -h '^ok\|^not ok' "$KCOLL_OUT"/gpufault-$f-rank*.log 2>/dev/null |
