@@ -334,15 +334,17 @@ void kcoll_comm_peer_revoked(struct kcoll_comm *comm, u32 revoker)
 	comm->revoked = true;
 	comm->revoker = revoker;
 	comm->revoke_nops = comm->nr_ops;
+	/* As our own abort: later work fails -ECANCELED, a later
+	 * KCOLL_IOC_COMM_ABORT reports nothing twice. */
+	comm->aborted = true;
 	for (i = 0; i < comm->nranks; i++)
 		if (comm->conns[i])
 			kcoll_conn_send_bye(comm->conns[i]);
-	if (!comm->error || comm->error == -ECONNRESET) {
-		/* A peer that left with its BYE leaves the comm usable
-		 * for what it completed: not once revoked. */
+	/* A peer that left with its BYE left the comm usable for what it
+	 * completed: not once revoked. Whom a loss named stays (lost_rank:
+	 * the reports of what it failed). */
+	if (!comm->error || comm->error == -ECONNRESET)
 		comm->error = -ECANCELED;
-		comm->lost_rank = revoker + 1;
-	}
 	/* An earlier failure's report stays: it says more (who died). */
 	if (!comm->report.error) {
 		comm->report.error = -ECANCELED;

@@ -378,8 +378,9 @@ void kcoll_conn_send_bye(struct kcoll_conn *conn)
 	if (conn->state != KCOLL_CONN_UP || conn->bye_sent || conn->bye)
 		return;
 	kcoll_conn_bye_msg(conn->comm, &m);
-	conn->bye_sent = true;
-	kcoll_conn_send_msg(conn, &m);
+	/* Not sent (a full send queue): the shutdown tries again. */
+	if (!kcoll_conn_send_msg(conn, &m))
+		conn->bye_sent = true;
 }
 
 /* ------------------------------------------------------------------ */
@@ -411,8 +412,8 @@ void kcoll_conn_kill(struct kcoll_conn *conn, int err)
 		struct kcoll_wire_msg m;
 
 		kcoll_conn_bye_msg(comm, &m);
-		conn->bye_sent = true;
-		kcoll_lchan_send(conn, &m);
+		if (!kcoll_lchan_send(conn, &m))
+			conn->bye_sent = true;
 	}
 	comm->nr_up--;
 	conn->state = KCOLL_CONN_DEAD;
@@ -423,7 +424,7 @@ void kcoll_conn_kill(struct kcoll_conn *conn, int err)
 		if (conn->lane[i].qp)
 			ib_modify_qp(conn->lane[i].qp, &attr, IB_QP_STATE);
 	}
-	if (!comm->shutting_down && comm->nr_ops)
+	if (!comm->shutting_down && !comm->revoked && comm->nr_ops)
 		pr_info_ratelimited("comm %llx rank %u: connection to rank %u lost (%d)\n",
 				    comm->uid, comm->rank, conn->peer, err);
 	kcoll_engine_conn_lost(conn);
@@ -447,6 +448,11 @@ void kcoll_conn_up(struct kcoll_conn *conn)
 	}
 	conn->state = KCOLL_CONN_UP;
 	comm->nr_up++;
+	/* Its BYE overtook our ESTABLISHED: it has left already. */
+	if (conn->bye) {
+		kcoll_conn_kill(conn, -ECONNRESET);
+		return;
+	}
 	/* Offer the peer our eager slots. */
 	if (conn->eager)
 		kcoll_engine_eager_up(conn);

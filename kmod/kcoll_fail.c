@@ -32,7 +32,8 @@ static void kcoll_op_send_abort(struct kcoll_task *op, struct kcoll_conn *conn)
 	u32 lost = op->comm->lost_rank;
 	struct kcoll_wire_msg m;
 
-	if (!conn || conn->state != KCOLL_CONN_UP)
+	/* A peer that said BYE reads nothing more. */
+	if (!conn || conn->state != KCOLL_CONN_UP || conn->bye)
 		return;
 	kcoll_msg_init(op, &m, KCOLL_MSG_ABORT, conn->peer);
 	m.status = cpu_to_le32(-op->error);
@@ -610,7 +611,8 @@ void kcoll_engine_conn_lost(struct kcoll_conn *conn)
 		comm->error = conn->error ?: -ECONNRESET;
 		comm->lost_rank = conn->peer + 1;
 	}
-	if (!comm->shutting_down)
+	/* Revoked: the revoke's event says it; its BYEs end connections. */
+	if (!comm->shutting_down && !comm->revoked)
 		kcoll_nl_peer_lost(comm, conn->peer, conn->error ?: -ECONNRESET);
 	/* With nothing in flight the loss still explains every later
 	 * refusal; a failing operation's report replaces this one. */

@@ -59,13 +59,18 @@ static int kcoll_rx_bye(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 	bool revoke = le32_to_cpu(m->status) & KCOLL_BYE_REVOKE;
 	u32 by = le32_to_cpu(m->root);
 
-	if (revoke && (!by || by > conn->comm->nranks))
+	/* Nobody passes on a revoke of ours that we did not make. */
+	if (revoke && (!by || by > conn->comm->nranks ||
+		       (by - 1 == conn->comm->rank && !conn->comm->revoked)))
 		return -EPROTO;
 	conn->bye = true;
 	conn->bye_done = le32_to_cpu(m->seq);
-	/* Revoked (by the rank @root names, maybe the sender): ours too,
-	 * before the connection's loss fails anything otherwise. */
-	if (revoke && conn->state == KCOLL_CONN_UP)
+	/*
+	 * Revoked (by the rank @root names, maybe the sender): ours too,
+	 * before the connection's loss fails anything otherwise; also if
+	 * it overtook our ESTABLISHED (kcoll_conn_up() then ends it).
+	 */
+	if (revoke)
 		kcoll_comm_peer_revoked(conn->comm, by - 1);
 	kcoll_conn_kill(conn, -ECONNRESET);
 	return 0;

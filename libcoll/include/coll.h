@@ -78,7 +78,8 @@ extern "C" {
  *		communicator key"
  *   ETIMEDOUT	"Connection timed out: a peer did not answer (or holds another
  *		communicator key: see its kernel log)"
- *   ECANCELED	"Operation canceled" (the communicator was destroyed)
+ *   ECANCELED	"Operation canceled" (the communicator was destroyed,
+ *		cancelled or revoked, here or by a peer)
  * See also coll_last_error() for the details of a communicator failure.
  */
 COLL_API const char *coll_strerror(int err);
@@ -413,7 +414,8 @@ static inline void coll_ring_prep_delay(struct kcoll_sqe *sqe, uint64_t usec,
  *   -ECONNRESET	a peer's connection was lost (the peer died, the link
  *		went down)
  *   -ETIMEDOUT	a peer stopped answering
- *   -ECANCELED	the communicator was destroyed while it was in flight
+ *   -ECANCELED	the communicator was destroyed, cancelled or revoked (here
+ *		or by the peer the report names) while it was in flight
  *   -EFAULT	a buffer is not (entirely) mapped
  *   -EINVAL	an invalid argument the library could not check itself
  */

@@ -274,8 +274,11 @@ kcoll_res_check() {
 		fail "RC QPs left after every rank exited: $(rc_qps "$KCOLL_OUT/rdma-qp.txt"), $(rc_qps "$KCOLL_OUT/rdma-qp-before.txt") before"
 		grep "type RC" "$KCOLL_OUT/rdma-qp.txt" | head -5
 	fi
+	# A device deleted and added back (coll.sh gpufault-R) has another
+	# index ("0: rxe0: pd ..."): the counts are what must match.
+	sed -Ei 's/^[0-9]+: //' "$KCOLL_OUT/rdma-res-before.txt"
 	for i in $(seq 1 30); do
-		rdma res show >"$KCOLL_OUT/rdma-res-after.txt" 2>&1
+		rdma res show 2>&1 | sed -E 's/^[0-9]+: //' >"$KCOLL_OUT/rdma-res-after.txt"
 		cmp -s "$KCOLL_OUT/rdma-res-before.txt" "$KCOLL_OUT/rdma-res-after.txt" && break
 		sleep 1
 	done

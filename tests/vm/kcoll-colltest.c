@@ -81,7 +81,11 @@
  *       stream must be released before the (10 s) timeout, with -ECANCELED
  *       and the report naming the last rank. -P: the last rank is
  *       killed (SIGKILL) after 1 s instead: -ECONNRESET naming it,
- *       before the timeout.
+ *       before the timeout. -R: as -V, but rank 0 removes its node's
+ *       rxe0 after 1 s (rdma link delete; the scenario adds it back):
+ *       that node's ranks fail before the timeout, -ENODEV (or
+ *       -ECONNRESET: the node's other rank, failed first, left), the
+ *       others fail; every stream finishes.
  * In -M, -K, -X and -T every rank prints its own result line and exits 0 only
  * if it passed.
  */
@@ -91,6 +95,7 @@
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1457,11 +1462,12 @@ static int test_die(void)
 }
 
 /*
- * -X with SIGKILL: the test runs in a child, so that the dying rank's
- * death is the child's and this process can still exit 0 when the child
- * died as planned (it says so on the pipe first).
+ * Run @fn(@arg) in a child whose death by SIGKILL is planned (it says so on
+ * the pipe, die_pipe, first), so that this process can still exit 0 when
+ * @who died as planned; the child's own exit status otherwise.
  */
-static int test_die_killed(unsigned int timeout)
+static int in_killed_child(int (*fn)(int), int arg, unsigned int timeout,
+			   const char *who)
 {
 	int p[2], st;
 	pid_t pid;
@@ -1476,7 +1482,7 @@ static int test_die_killed(unsigned int timeout)
 		close(p[0]);
 		die_pipe = p[1];
 		alarm(timeout);		/* alarms do not survive fork() */
-		_exit(test_die());
+		_exit(fn(arg));
 	}
 	close(p[1]);
 	if (waitpid(pid, &st, 0) != pid)
@@ -1485,11 +1491,23 @@ static int test_die_killed(unsigned int timeout)
 		return WEXITSTATUS(st);
 	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL &&
 	    read(p[0], &c, 1) == 1 && c == 'k') {
-		printf("ok 1 - the dying rank died of SIGKILL as planned\n");
+		printf("ok 1 - %s died of SIGKILL as planned\n", who);
 		return 0;
 	}
 	printf("not ok 1 - the test process died: status %#x\n", st);
 	return 1;
+}
+
+static int test_die_arg(int unused)
+{
+	(void)unused;
+	return test_die();
+}
+
+/* -X with SIGKILL: the dying rank's death is a child's. */
+static int test_die_killed(unsigned int timeout)
+{
+	return in_killed_child(test_die_arg, 0, timeout, "the dying rank");
 }
 
 /* Keep the communicator while $KCOLL_TEST_HOLD exists (120 s at most). */
@@ -1559,6 +1577,28 @@ static int test_timeout(void)
  * -S -T / -A / -W / -V / -P: stream-ordered operations that fail must not
  * leave a stream waiting. Each rank's stream must finish within @limit s.
  */
+/* The ranks of the node whose rxe0 -R removes: KCOLL_VM is 0 there. */
+static bool on_vm0(void)
+{
+	const char *vm = getenv("KCOLL_VM");
+
+	return vm && !strcmp(vm, "0");
+}
+
+/* Run shell command @cmd (posix_spawn: no copy of pinned memory). */
+static int run_cmd(const char *cmd)
+{
+	char *argv[] = { "sh", "-c", (char *)cmd, NULL };
+	extern char **environ;
+	pid_t pid;
+	int st;
+
+	if (posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, environ) ||
+	    waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 static bool stream_done_within(double limit)
 {
 	double t0 = now();
@@ -1606,6 +1646,13 @@ static int test_stream_fault(int how)
 	d = gbuf_dev(&g, buf);
 	if (how != 'W' && rank == nranks - 1) {
 		diag("never joining the allreduce");
+		if (how == 'R') {
+			/* Until well after the others have failed. */
+			sleep(8);
+			coll_comm_destroy(comm);
+			gbuf_free(&g);
+			return result_line(true, "the straggler stayed away");
+		}
 		fflush(stdout);
 		if (how == 'V') {
 			/* Before the others' timeout: the revoke, passed on,
@@ -1631,7 +1678,8 @@ static int test_stream_fault(int how)
 	}
 	/* -W: rank 0's timer fires first, so that it is rank 0 that tells
 	 * (its own stream did not come), not a peer tired of waiting. */
-	coll_comm_set_timeout(comm, how == 'V' || how == 'P' ? PEER_TMO_MS :
+	coll_comm_set_timeout(comm, how == 'V' || how == 'P' ||
+			      how == 'R' ? PEER_TMO_MS :
 			      how != 'W' ? TMO_MS :
 			      rank == 0 ? TMO_MS / 2 : 3 * TMO_MS);
 	t0 = now();
@@ -1640,6 +1688,13 @@ static int test_stream_fault(int how)
 	if (ret) {
 		coll_comm_destroy(comm);
 		return result_line(false, "enqueue: %s", coll_last_error());
+	}
+	if (how == 'R' && rank == 0) {
+		/* rxe0 goes away under the waiting streams of this node's
+		 * ranks (the scenario adds it back). */
+		sleep(1);
+		ret = run_cmd("rdma link delete rxe0");
+		diag("rdma link delete rxe0: %d", ret);
 	}
 	if (how == 'A') {
 		sleep(1);
@@ -1685,6 +1740,12 @@ static int test_stream_fault(int how)
 	else if (how == 'P')	/* the straggler killed */
 		ok = ret == -ECONNRESET && rep.peer == nranks - 1 &&
 		     dt < PEER_TMO_MS / 1000.0;
+	else if (how == 'R')	/* its device gone: here (or first under
+				 * the other rank of this node, which then
+				 * leaves), or at a peer */
+		ok = on_vm0() ? (ret == -ENODEV || ret == -ECONNRESET) &&
+				dt < PEER_TMO_MS / 1000.0 :
+		     ret < 0;
 	else if (rank == 0)
 		ok = ret == -ETIMEDOUT && rep.reason == COLL_REPORT_GPU_STREAM;
 	else
@@ -1697,52 +1758,33 @@ static int test_stream_fault(int how)
 	 */
 	if (!((how == 'W' && rank == 0) || (how != 'W' && nranks == 2)))
 		untouched = true;
+	if (how == 'R' && !on_vm0())	/* peers of the removed device:
+						 * what they got is theirs */
+		untouched = true;
 	gbuf_free(&g);
 	coll_comm_destroy(comm);
 	return result_line(ok && released && untouched,
 			   "%s: stream released after %.1f s, error %d, reason %d, "
 			   "peer %d, buffer %s", how == 'T' ? "peer missing" :
 			   how == 'V' ? "peer revoked" : how == 'P' ?
-			   "peer killed" : "stream stalled", dt, ret,
+			   "peer killed" : how == 'R' ? "device removed" :
+			   "stream stalled", dt, ret,
 			   rep.reason, rep.peer,
 			   untouched ? "untouched" : "CHANGED");
 }
 
 /*
- * -S -P: as -X with SIGKILL, in a child, so that the straggler's death is
- * the child's and this process exits 0 when it died as planned; the
- * others run test_stream_fault('P') as themselves.
+ * -S -P: the straggler (the last rank) is killed, in a child (as -X with
+ * SIGKILL); the others run test_stream_fault('P') as themselves.
  */
 static int test_stream_fault_killed(unsigned int timeout)
 {
 	const char *r = getenv("KCOLL_RANK"), *n = getenv("KCOLL_NRANKS");
-	int p[2], st;
-	pid_t pid;
-	char c;
 
 	if (!r || !n || atoi(r) != atoi(n) - 1)
 		return test_stream_fault('P');
-	if (pipe(p))
-		return 1;
-	pid = fork();
-	if (pid < 0)
-		return 1;
-	if (!pid) {
-		close(p[0]);
-		die_pipe = p[1];
-		alarm(timeout);		/* alarms do not survive fork() */
-		_exit(test_stream_fault('P'));
-	}
-	close(p[1]);
-	if (waitpid(pid, &st, 0) != pid)
-		return 1;
-	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL &&
-	    read(p[0], &c, 1) == 1 && c == 'k') {
-		printf("ok 1 - the straggler died of SIGKILL as planned\n");
-		return 0;
-	}
-	printf("not ok 1 - the straggler's process ended: status %#x\n", st);
-	return 1;
+	return in_killed_child(test_stream_fault, 'P', timeout,
+			       "the straggler");
 }
 
 /* ------------------------------------------------------------------ */
@@ -1754,7 +1796,7 @@ static void usage(void)
 	fprintf(stderr, "usage: kcoll-colltest [-q | -F] [-c collective] "
 		"[-t seconds] [-v] [-D exporter | -S]\n"
 		"       kcoll-colltest -M | -K | -X | -T | -G\n"
-		"       kcoll-colltest -S -T | -A | -W | -V | -P\n");
+		"       kcoll-colltest -S -T | -A | -W | -V | -P | -R\n");
 	exit(2);
 }
 
@@ -1765,7 +1807,7 @@ int main(int argc, char **argv)
 	double t0 = now();
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "qFc:t:vMKXTGD:SAWVPm")) != -1) {
+	while ((opt = getopt(argc, argv, "qFc:t:vMKXTGD:SAWVPRm")) != -1) {
 		switch (opt) {
 		case 'q':
 			level = 0;
@@ -1804,6 +1846,7 @@ int main(int argc, char **argv)
 		case 'W':
 		case 'V':
 		case 'P':
+		case 'R':
 			special = opt;
 			break;
 		default:
@@ -1820,7 +1863,7 @@ int main(int argc, char **argv)
 	if (gpu && special == 'P')
 		return test_stream_fault_killed(timeout);
 	if (gpu && (special == 'T' || special == 'A' || special == 'W' ||
-		    special == 'V'))
+		    special == 'V' || special == 'R'))
 		return test_stream_fault(special);
 	if (special == 'M')
 		return test_mismatch();

@@ -300,6 +300,12 @@ static int grow_death(coll_comm *comm, int victim, const char *status,
 	return shrink_survivors(comm, victim, 0);
 }
 
+/* The errors of a peer lost (its node dead). */
+static bool kcoll_err_lost(int err)
+{
+	return err == -ECONNRESET || err == -EIO || err == -ETIMEDOUT;
+}
+
 /*
  * Send our frames for an IPv4 address to another MAC from now on: @spec
  * is "IP MAC DEV". SIOCSARP on the neighbour entry, not a shell and ip
@@ -441,8 +447,16 @@ int main(int argc, char **argv)
 		 * node to drain (the drain timeout: at least 10 s after
 		 * the revoke, 1.5 s in).
 		 */
-		check(ret == -ECANCELED, "the allreduce ended by the revoke "
-		      "(-ECANCELED)");
+		/*
+		 * -ECANCELED, the report naming rank 0. A survivor whose
+		 * NIC gave up on the dead node first (RC retries: about
+		 * 0.5 s with the test bed's ack_timeout) failed already,
+		 * naming that node, and keeps that report: also at once.
+		 */
+		check(ret == -ECANCELED ||
+		      (!cut && rank != 0 && kcoll_err_lost(ret)),
+		      "the allreduce ended by the revoke (-ECANCELED) or "
+		      "the node's loss");
 		if (cut && rank == victim)
 			printf("# rank %d: heard of the revoke only through "
 			       "another rank\n", rank);
@@ -451,11 +465,16 @@ int main(int argc, char **argv)
 		} else {
 			check(dt < 1.5 + 6, "the others' ended at once too, "
 			      "not after the drain timeout");
+			int err = ret;
+
 			ret = coll_comm_get_report(comm, &rep);
-			check(!ret && rep.error == -ECANCELED &&
-			      rep.reason == COLL_REPORT_ABORTED &&
-			      rep.peer == 0, "the report names rank 0, which "
-			      "revoked");
+			check(!ret && (err == -ECANCELED ?
+				       rep.error == -ECANCELED &&
+				       rep.reason == COLL_REPORT_ABORTED &&
+				       rep.peer == 0 :
+				       rep.peer == victim),
+			      "the report names rank 0, which revoked (or "
+			      "the dead node's rank, lost first)");
 		}
 		if (cut) {
 			coll_comm_destroy(comm);

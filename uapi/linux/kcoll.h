@@ -523,7 +523,10 @@ struct kcoll_dereg_mem {
  * operation of its communicator, in flight or later, fails with
  * -ECANCELED, its report naming this rank as the one that revoked, and
  * its connections close without waiting for writes to ranks that are
- * gone) and passes the revoke on to every rank it still reaches.
+ * gone) and passes the revoke on to every rank it still reaches. A
+ * communicator already aborted, destroyed or failed by its device's
+ * removal has no connections left to say it: the flag then changes
+ * nothing.
  *
  * The handle stays valid for KCOLL_IOC_COMM_REPORT and
  * KCOLL_IOC_COMM_DESTROY. May be called from any thread, also while
@@ -532,7 +535,10 @@ struct kcoll_dereg_mem {
  */
 struct kcoll_comm_abort {
 	__u32	comm_id;
-	__u32	flags;
+	union {
+		__u32	flags;
+		__u32	resv;	/* its name before KCOLL_FEAT_REVOKE */
+	};
 };
 
 #define KCOLL_ABORT_REVOKE	(1U << 0)

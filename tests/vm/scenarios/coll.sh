@@ -309,18 +309,24 @@ if [ -n "$gpu" ]; then
 		cp "$KCOLL_OUT/colltest-gpu-rank0.log" "$KCOLL_OUT/colltest-gpu.tap"
 	# One communicator of GPU ranks (even) and CPU ranks (odd), and the
 	# failures while streams wait: a peer missing (timeout), an abort, a
-	# stream that gets there too late, a peer that revokes, a peer killed
-	# (each rank checks its own). With
+	# stream that gets there too late, a peer that revokes, a peer killed,
+	# the RDMA device removed under them (each rank checks its own). With
 	# gpuc= (one collective: make check's second kernel) not again.
 	[ -z "$gpu_only" ] &&
 		run colltest-mixed 900 "$COLLTEST" -q -S -m -c reduce_scatter -t 850
 	[ -f "$KCOLL_OUT/colltest-mixed-rank0.log" ] &&
 		cp "$KCOLL_OUT/colltest-mixed-rank0.log" "$KCOLL_OUT/colltest-mixed.tap"
-	for f in T A W V P; do
+	for f in T A W V P R; do
 		[ -z "$gpu_only" ] || break
-		run gpufault-$f 300 "$COLLTEST" -S -$f -t 120
+		KCOLL_VM=$kcoll_vm run gpufault-$f 300 "$COLLTEST" -S -$f -t 120
 		grep -h '^ok\|^not ok' "$KCOLL_OUT"/gpufault-$f-rank*.log 2>/dev/null |
 			sed "s/^/[gpufault-$f] /"
+		# -R: rank 0 removed this node's rxe0 under its streams.
+		if [ $f = R ] && [ "$kcoll_vm" = 0 ]; then
+			rdma link show rxe0 >/dev/null 2>&1 &&
+				fail "gpufault-R: rxe0 was not removed"
+			kcoll_rxe_up || fail "gpufault-R: rxe0 did not come back"
+		fi
 	done
 	unset LD_LIBRARY_PATH FAKECUDA_DMABUF KCOLL_DEVMEM
 	log "colltest on stand-in GPU memory ($gpu) took $((SECONDS - t1)) s; GPU ops $(cat /sys/class/misc/kcoll/stats/gpu_ops), steps $(($(cat /sys/class/misc/kcoll/stats/gpu_steps) - steps0)), polls $(cat /sys/class/misc/kcoll/stats/gpu_polls), CPU touches of GPU memory $(cat /sys/class/misc/kcoll/stats/nocpu_cpu_touches)"
