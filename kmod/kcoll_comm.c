@@ -297,6 +297,16 @@ static void kcoll_comm_shutdown(struct kcoll_comm *comm, int err)
 	wake_up_all(&comm->wait);
 }
 
+/* A peer's revoke: the log line and the event (once per comm). */
+static void kcoll_comm_revoke_report(struct kcoll_comm *comm)
+{
+	pr_info("comm %llx rank %u/%u revoked by rank %u, %u operation(s) cancelled\n",
+		comm->uid, comm->rank, comm->nranks, comm->revoker,
+		comm->revoke_nops);
+	kcoll_nl_comm_event(comm, KCOLL_CMD_EV_COMM_ABORTED,
+			    comm->revoke_nops);
+}
+
 /*
  * A peer's revoke, from a worker: the shutdown our own abort runs. Its
  * BYEs pass the revoke on; the connections close without waiting for
@@ -306,13 +316,10 @@ static void kcoll_comm_revoke_work(struct work_struct *w)
 {
 	struct kcoll_comm *comm = container_of(w, struct kcoll_comm,
 					       revoke_work);
-	u32 inflight = comm->revoke_nops;	/* set before we were queued */
 
 	kcoll_comm_unlist(comm);
 	kcoll_comm_shutdown(comm, -ECANCELED);
-	pr_info("comm %llx rank %u/%u revoked by rank %u, %u operation(s) cancelled\n",
-		comm->uid, comm->rank, comm->nranks, comm->revoker, inflight);
-	kcoll_nl_comm_event(comm, KCOLL_CMD_EV_COMM_ABORTED, inflight);
+	kcoll_comm_revoke_report(comm);
 	kcoll_comm_put(comm);
 }
 
@@ -320,8 +327,8 @@ static void kcoll_comm_revoke_work(struct work_struct *w)
  * Rank @revoker revoked @comm (a peer's BYE says so, first-hand or passed
  * on): every operation fails now with -ECANCELED naming it, the peers
  * hear of it before any ABORT (so they fail alike), and the rest of our
- * own abort runs from a worker. Nothing after the first revoke or once
- * shutting down. Must hold comm->lock.
+ * own abort runs from a worker. Nothing after the first revoke, during
+ * our own abort or once shutting down. Must hold comm->lock.
  */
 void kcoll_comm_peer_revoked(struct kcoll_comm *comm, u32 revoker)
 {
@@ -329,7 +336,8 @@ void kcoll_comm_peer_revoked(struct kcoll_comm *comm, u32 revoker)
 	u32 i;
 
 	lockdep_assert_held(&comm->lock);
-	if (comm->revoked || comm->shutting_down)
+	/* Ours came first (an abort in progress, or a revoke passed on). */
+	if (comm->revoked || comm->aborted || comm->shutting_down)
 		return;
 	comm->revoked = true;
 	comm->revoker = revoker;
@@ -359,11 +367,13 @@ void kcoll_comm_peer_revoked(struct kcoll_comm *comm, u32 revoker)
 }
 
 /* No revoke work runs or will for @comm: it was shut down (none is
- * queued afterwards). */
+ * queued afterwards). One that never ran still says what happened. */
 static void kcoll_comm_revoke_flush(struct kcoll_comm *comm)
 {
-	if (cancel_work_sync(&comm->revoke_work))
-		kcoll_comm_put(comm);
+	if (!cancel_work_sync(&comm->revoke_work))
+		return;
+	kcoll_comm_revoke_report(comm);
+	kcoll_comm_put(comm);
 }
 
 /*
@@ -875,7 +885,7 @@ int kcoll_comm_abort_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 {
 	struct kcoll_comm_abort p;
 	struct kcoll_comm *comm;
-	bool first;
+	bool first, revoking = false;
 	u32 inflight;
 
 	if (copy_from_user(&p, uarg, sizeof(p)))
@@ -894,6 +904,7 @@ int kcoll_comm_abort_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	    !comm->shutting_down) {
 		comm->revoked = true;
 		comm->revoker = comm->rank;
+		revoking = true;
 	}
 	inflight = comm->nr_ops;
 	mutex_unlock(&comm->lock);
@@ -902,7 +913,7 @@ int kcoll_comm_abort_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	if (first) {
 		pr_info("comm %llx rank %u/%u %s, %u operation(s) cancelled\n",
 			comm->uid, comm->rank, comm->nranks,
-			p.flags & KCOLL_ABORT_REVOKE ? "revoked" : "aborted",
+			revoking ? "revoked" : "aborted",
 			inflight);
 		kcoll_nl_comm_event(comm, KCOLL_CMD_EV_COMM_ABORTED, inflight);
 	}

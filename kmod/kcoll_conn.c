@@ -343,6 +343,9 @@ static void kcoll_tx_done(struct ib_cq *cq, struct ib_wc *wc)
 	lane->sent_at = jiffies;
 	if (wc->status != IB_WC_SUCCESS)
 		kcoll_conn_wc_error(conn, wc, "send");
+	/* A revoke's BYE that met a full send queue: there is room now. */
+	else if (comm->revoked && !conn->bye_sent)
+		kcoll_conn_send_bye(conn);
 	kcoll_engine_reap(comm);
 	if (comm->shutting_down && !conn->sq_posted)
 		wake_up_all(&comm->wait);	/* a BYE went out */

@@ -32,8 +32,14 @@ static void kcoll_op_send_abort(struct kcoll_task *op, struct kcoll_conn *conn)
 	u32 lost = op->comm->lost_rank;
 	struct kcoll_wire_msg m;
 
-	/* A peer that said BYE reads nothing more. */
-	if (!conn || conn->state != KCOLL_CONN_UP || conn->bye)
+	/*
+	 * A peer that said BYE reads nothing more; one that our revoke's
+	 * BYE has not reached yet (a full send queue: it goes with the next
+	 * send completion) must get that first, not an ABORT, whose own
+	 * full queue would end the connection.
+	 */
+	if (!conn || conn->state != KCOLL_CONN_UP || conn->bye ||
+	    (op->comm->revoked && !conn->bye_sent))
 		return;
 	kcoll_msg_init(op, &m, KCOLL_MSG_ABORT, conn->peer);
 	m.status = cpu_to_le32(-op->error);
