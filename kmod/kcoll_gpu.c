@@ -55,6 +55,12 @@ static u64 *kcoll_gpu_done(struct kcoll_gpu *g, u64 v)
 			      KCOLL_GPU_SLOTS];
 }
 
+/* The slot of the ticket in value @v (its *_s[] words). */
+static unsigned int kcoll_gpu_slot(u64 v)
+{
+	return (v >> KCOLL_GPU_TICKET_SHIFT) % KCOLL_GPU_SLOTS;
+}
+
 /*
  * Raise a word the module owns to at least @v: they only grow. libcoll
  * raises them too (a ticket whose SQE it could not submit), so this is an
@@ -289,11 +295,14 @@ int kcoll_gpu_queue(struct kcoll_task *op)
 		return -ECANCELED;
 	if (op->gpu_t <= kcoll_gpu_val(g->last_ticket, 0))
 		return -EINVAL;
-	/* More would share start/done slots with one in flight. */
-	if (g->inflight >= KCOLL_GPU_SLOTS)
+	/* It would share its slot's words with one in flight (a point-to-
+	 * point operation may end after later ones). */
+	if (g->inflight >= KCOLL_GPU_SLOTS ||
+	    (g->slots_busy & BIT_ULL(kcoll_gpu_slot(op->gpu_t))))
 		return -EBUSY;
 	g->last_ticket = op->gpu_t >> KCOLL_GPU_TICKET_SHIFT;
 	g->inflight++;
+	g->slots_busy |= BIT_ULL(kcoll_gpu_slot(op->gpu_t));
 	kcoll_stat_add(KCOLL_STAT_GPU_OPS, 1);
 	return 0;
 }
@@ -302,9 +311,16 @@ int kcoll_gpu_queue(struct kcoll_task *op)
 static void kcoll_gpu_release(struct kcoll_gpu *g, u64 t, bool failed)
 {
 	u64 last = kcoll_gpu_val(t, KCOLL_GPU_STEP_MASK);
+	unsigned int s = kcoll_gpu_slot(last);
 
 	if (g->dead)
 		return;
+	/* The slot's own words first: cancel before what lets it go. */
+	if (failed)
+		kcoll_gpu_raise(&g->bell->cancel_s[s], last);
+	kcoll_gpu_raise(&g->bell->ready_s[s], last);
+	kcoll_gpu_raise(&g->bell->end_s[s], last);
+	/* The single words, for streams of an older libcoll. */
 	if (failed)
 		kcoll_gpu_raise(&g->bell->cancel, last);
 	kcoll_gpu_raise(&g->bell->ready, last);
@@ -351,7 +367,14 @@ bool kcoll_gpu_started(struct kcoll_task *op)
 		return true;
 	}
 	op->gpu_waiting = true;
-	WRITE_ONCE(g->wait_start, op->gpu_t);
+	/*
+	 * The oldest ticket waiting: a collective and point-to-point
+	 * operations may wait at once, and a stream gets to a later ticket
+	 * only after an earlier one of its own. (Whoever starts clears it;
+	 * the timer then queues the engine, and the others set it again.)
+	 */
+	if (!g->wait_start || op->gpu_t < g->wait_start)
+		WRITE_ONCE(g->wait_start, op->gpu_t);
 	kcoll_gpu_arm(g);
 	return false;
 }
@@ -372,6 +395,7 @@ static bool kcoll_gpu_step(struct kcoll_task *op)
 		 * The landed data (and what the NIC copied) is complete:
 		 * the completions that said so came before.
 		 */
+		kcoll_gpu_raise(&g->bell->ready_s[kcoll_gpu_slot(v)], v);
 		kcoll_gpu_raise(&g->bell->ready, v);
 		op->gpu_posted = true;
 		op->gpu_posted_ns = ktime_get_ns();
@@ -430,6 +454,7 @@ void kcoll_gpu_op_end(struct kcoll_task *op, int res)
 	if (!g)
 		return;
 	g->inflight--;
+	g->slots_busy &= ~BIT_ULL(kcoll_gpu_slot(op->gpu_t));
 	if (op->gpu_waiting) {
 		WRITE_ONCE(g->wait_start, 0);
 		WRITE_ONCE(g->wait_done, 0);
@@ -461,12 +486,22 @@ bool kcoll_gpu_timeout(struct kcoll_task *op)
 void kcoll_gpu_shutdown(struct kcoll_comm *comm)
 {
 	struct kcoll_gpu *g;
+	unsigned int s;
 
 	mutex_lock(&comm->lock);
 	g = comm->gpu;
 	if (g && !g->dead) {
 		/* cancel first: the raises are fully ordered */
+		for (s = 0; s < KCOLL_GPU_SLOTS; s++)
+			kcoll_gpu_raise(&g->bell->cancel_s[s],
+					KCOLL_GPU_RELEASED);
 		kcoll_gpu_raise(&g->bell->cancel, KCOLL_GPU_RELEASED);
+		for (s = 0; s < KCOLL_GPU_SLOTS; s++) {
+			kcoll_gpu_raise(&g->bell->ready_s[s],
+					KCOLL_GPU_RELEASED);
+			kcoll_gpu_raise(&g->bell->end_s[s],
+					KCOLL_GPU_RELEASED);
+		}
 		kcoll_gpu_raise(&g->bell->ready, KCOLL_GPU_RELEASED);
 		kcoll_gpu_raise(&g->bell->end, KCOLL_GPU_RELEASED);
 		WRITE_ONCE(g->dead, true);

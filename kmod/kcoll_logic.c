@@ -158,8 +158,7 @@ int kcoll_sqe_check(const struct kcoll_sqe *sqe)
 		return -EINVAL;
 	/* resv is a stream-ordered collective's ticket, else zero. */
 	if (sqe->flags & KCOLL_SQE_F_GPU) {
-		if (!(uses & KCOLL_USES_COMM) || !sqe->resv ||
-		    sqe->opcode == KCOLL_OP_SEND || sqe->opcode == KCOLL_OP_RECV)
+		if (!(uses & KCOLL_USES_COMM) || !sqe->resv)
 			return -EINVAL;
 	} else if (sqe->resv) {
 		return -EINVAL;

@@ -64,6 +64,7 @@ struct coll_request {
 	bool report;			/* KCOLL_CQE_F_REPORT: ask the kernel */
 	bool orphan;			/* freed by the user while in flight */
 	bool stream;			/* stream-ordered, libcoll's own */
+	uint8_t gpu_slot;		/* ... its ticket's doorbell slot */
 	uint64_t *vec;			/* a v-variant's count table: the
 					 * kernel reads it at submission */
 };
@@ -103,6 +104,7 @@ struct coll_comm {
 	coll_mem *scratch_mem;
 	uint32_t gpu_ticket;		/* of the last one */
 	unsigned int gpu_inflight;	/* their SQEs not completed */
+	uint64_t gpu_busy;		/* ... their slots (ticket % 64) */
 	int async_err;			/* the first one that failed */
 	bool gpu_flush;			/* waits flush the NIC's writes */
 	void *int_stream;		/* for the calls that take none */
@@ -225,6 +227,7 @@ static void comm_complete(coll_comm *c, uint64_t user_data, int res,
 	req->done = true;
 	if (req->stream) {
 		c->gpu_inflight--;
+		c->gpu_busy &= ~(1ULL << req->gpu_slot);
 		if (res < 0 && !c->async_err) {
 			c->async_err = res;
 			if (req->report)
@@ -273,6 +276,7 @@ static void comm_fail(coll_comm *c, int err)
 		req->done = true;
 		if (req->stream) {
 			c->gpu_inflight--;
+			c->gpu_busy &= ~(1ULL << req->gpu_slot);
 			if (!c->async_err)
 				c->async_err = err;
 		}
@@ -307,6 +311,15 @@ static bool cond_room(coll_comm *c, void *arg)
 static bool cond_fewer_inflight(coll_comm *c, void *arg)
 {
 	return c->ninflight < *(unsigned int *)arg;
+}
+
+/* The doorbell slot of the next ticket is free (and fewer than 64 are
+ * in flight): a point-to-point operation may end after later ones. */
+static bool cond_gpu_slot_free(coll_comm *c, void *arg)
+{
+	(void)arg;
+	return c->gpu_inflight < KCOLL_GPU_SLOTS &&
+	       !(c->gpu_busy >> ((c->gpu_ticket + 1) % KCOLL_GPU_SLOTS) & 1);
 }
 
 static bool cond_idle(coll_comm *c, void *arg)
@@ -637,8 +650,11 @@ static int comm_post(coll_comm *c, struct kcoll_sqe *t, uint64_t send_bytes,
 	sqe->send_mr = comm_find_mr(c, t->send_addr, send_bytes);
 	sqe->recv_mr = comm_find_mr(c, t->recv_addr, recv_bytes);
 	c->nqueued++;
-	if (stream)
+	if (stream) {
 		c->gpu_inflight++;
+		req->gpu_slot = (uint8_t)(t->resv % KCOLL_GPU_SLOTS);
+		c->gpu_busy |= 1ULL << req->gpu_slot;
+	}
 	if (!in_group)
 		ret = comm_submit(c);
 	pthread_mutex_unlock(&c->lock);
@@ -1251,11 +1267,23 @@ static void bell_raise(__u64 *w, __u64 v)
 		;
 }
 
-/* Let the stream past ticket @T (nothing in the kernel will). */
+/*
+ * Let the stream past ticket @T (nothing in the kernel will). With the
+ * module's per-slot words only that ticket's: the single words would let
+ * earlier tickets still in flight past too, and cancel their kernels.
+ */
 static void comm_gpu_release(coll_comm *c, uint64_t T)
 {
 	uint64_t last = T | KCOLL_GPU_STEP_MASK;
+	unsigned int s = (unsigned int)(T >> KCOLL_GPU_TICKET_SHIFT) %
+			 KCOLL_GPU_SLOTS;
 
+	if (c->ring.features & KCOLL_FEAT_GPU_SLOTS) {
+		bell_raise(&c->bell->cancel_s[s], last);
+		bell_raise(&c->bell->ready_s[s], last);
+		bell_raise(&c->bell->end_s[s], last);
+		return;
+	}
 	bell_raise(&c->bell->cancel, last);
 	bell_raise(&c->bell->ready, last);
 	bell_raise(&c->bell->end, last);
@@ -1284,8 +1312,20 @@ static int comm_gpu_enqueue(coll_comm *c, const struct kcoll_sqe *t,
 {
 	unsigned int slot = (unsigned int)(T >> KCOLL_GPU_TICKET_SHIFT) %
 			    KCOLL_GPU_SLOTS;
-	uint64_t cancel = bell_word(c, offsetof(struct kcoll_gpu_bell, cancel));
-	uint64_t ready = bell_word(c, offsetof(struct kcoll_gpu_bell, ready));
+	/* The slot's own words where the module keeps them. */
+	bool slots = c->ring.features & KCOLL_FEAT_GPU_SLOTS;
+	size_t so = slots ? slot * sizeof(uint64_t) : 0;
+	uint64_t cancel = bell_word(c, (slots ? offsetof(struct kcoll_gpu_bell,
+							 cancel_s) :
+					offsetof(struct kcoll_gpu_bell, cancel)) +
+				    so);
+	uint64_t ready = bell_word(c, (slots ? offsetof(struct kcoll_gpu_bell,
+							ready_s) :
+				       offsetof(struct kcoll_gpu_bell, ready)) +
+				   so);
+	uint64_t end = bell_word(c, (slots ? offsetof(struct kcoll_gpu_bell,
+						      end_s) :
+				     offsetof(struct kcoll_gpu_bell, end)) + so);
 	uint64_t done = bell_word(c, offsetof(struct kcoll_gpu_bell, done) +
 				  slot * sizeof(uint64_t));
 	uint32_t i, n = kcoll_sched_nphases(a), j = 0;
@@ -1324,9 +1364,8 @@ static int comm_gpu_enqueue(coll_comm *c, const struct kcoll_sqe *t,
 		}
 	}
 	if (!ret)
-		ret = coll_cuda_wait64(stream, bell_word(c, offsetof(struct kcoll_gpu_bell,
-								   end)),
-				       T | KCOLL_GPU_STEP_MASK, false);
+		ret = coll_cuda_wait64(stream, end, T | KCOLL_GPU_STEP_MASK,
+				       false);
 	return ret;
 }
 
@@ -1349,6 +1388,13 @@ static int comm_op_stream(coll_comm *c, struct kcoll_sqe *t,
 	if (coll_grp.depth > 0) {
 		ret = coll_err(-ENOTSUP, "stream-ordered collectives cannot "
 			       "be grouped");
+		goto out_free;
+	}
+	/* They may end after later tickets: only the module's per-slot
+	 * words keep the others' waits where they are. */
+	if (d->p2p && !(c->ring.features & KCOLL_FEAT_GPU_SLOTS)) {
+		ret = coll_err(-EOPNOTSUPP, "stream-ordered %s needs a newer "
+			       "kcoll module (KCOLL_FEAT_GPU_SLOTS)", d->name);
 		goto out_free;
 	}
 	ret = coll_cuda_stream_ready();
@@ -1392,13 +1438,11 @@ static int comm_op_stream(coll_comm *c, struct kcoll_sqe *t,
 			       "stream tickets: create a new one");
 		goto out_unlock;
 	}
-	/* At most KCOLL_GPU_SLOTS in flight (their words on the page). */
+	/* At most KCOLL_GPU_SLOTS in flight, and the next ticket's slot
+	 * free (its words on the page). c->gpu_ticket holds still: we hold
+	 * gpu_lock. */
 	pthread_mutex_lock(&c->lock);
-	while (c->gpu_inflight >= KCOLL_GPU_SLOTS && !ret) {
-		unsigned int before = c->ninflight;
-
-		ret = comm_wait_cond(c, cond_fewer_inflight, &before, true, 0);
-	}
+	ret = comm_wait_cond(c, cond_gpu_slot_free, NULL, true, 0);
 	pthread_mutex_unlock(&c->lock);
 	if (ret)
 		goto out_unlock;
@@ -1464,6 +1508,20 @@ static int comm_op_device(coll_comm *c, struct kcoll_sqe *t,
 	if (!ret)
 		ret = coll_cuda_stream_sync(c->int_stream);
 	return ret;
+}
+
+int coll_send_stream(const void *sendbuf, size_t count, coll_dtype dtype,
+		     int peer, coll_comm *comm, void *stream)
+{
+	return comm_op(comm, KCOLL_OP_SEND, sendbuf, NULL, count, dtype, 0,
+		       peer, false, NULL, true, stream);
+}
+
+int coll_recv_stream(void *recvbuf, size_t count, coll_dtype dtype, int peer,
+		     coll_comm *comm, void *stream)
+{
+	return comm_op(comm, KCOLL_OP_RECV, NULL, recvbuf, count, dtype, 0,
+		       peer, false, NULL, true, stream);
 }
 
 int coll_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count,

@@ -1262,6 +1262,23 @@ COLL_API int coll_alltoallv_stream(const void *sendbuf,
 				   const size_t *recvcounts,
 				   const size_t *rdispls, coll_dtype dtype,
 				   coll_comm *comm, void *stream);
+/*
+ * Point-to-point on @stream (ncclSend/ncclRecv): the message's buffer is
+ * read (sent) or written (received) once the stream gets there, and work
+ * enqueued later on @stream sees it done. They are matched with the
+ * peer's receives and sends in order, as the plain forms are, and may
+ * end before stream-ordered operations enqueued earlier on other
+ * streams. Not inside a group: two ranks that each send to the other
+ * first on one stream wait for each other for ever (a send waits for its
+ * receive to be posted); order them (the lower rank sends first), or use
+ * two streams. Needs a module with KCOLL_FEAT_GPU_SLOTS (-EOPNOTSUPP
+ * otherwise).
+ */
+COLL_API int coll_send_stream(const void *sendbuf, size_t count,
+			      coll_dtype dtype, int peer, coll_comm *comm,
+			      void *stream);
+COLL_API int coll_recv_stream(void *recvbuf, size_t count, coll_dtype dtype,
+			      int peer, coll_comm *comm, void *stream);
 /* 0, or the first error of a stream-ordered operation of @comm. */
 COLL_API int coll_comm_async_error(coll_comm *comm);
 

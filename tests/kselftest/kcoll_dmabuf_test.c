@@ -492,6 +492,77 @@ static double kd_now(void)
 }
 
 /*
+ * Ticket 2 (after kd_gpu()'s ticket 1, and a refused 3): a stream-ordered
+ * send from rank 0 to rank 1 (KCOLL_FEAT_GPU_SLOTS). Rank 0's stream starts at once; rank
+ * 1's only 300 ms later, and until then nothing may land in its buffer
+ * (its receive grants nothing before its stream got there). Then both
+ * end, released through their slot's words. 0, or the check that failed.
+ */
+static int kd_gpu_p2p(struct kd_rank *k, struct tring *r, __u32 id, __u32 h,
+		      struct kd_buf *b, struct kcoll_gpu_bell *bell)
+{
+	const size_t n = 1024;
+	float *v = (float *)b->map, *dst = v + n;
+	__u64 T = 2ULL << KCOLL_GPU_TICKET_SHIFT;
+	struct kcoll_sqe s, *q;
+	struct kcoll_cqe c;
+	size_t i;
+	int ok;
+
+	kd_cpu(b, 1);
+	for (i = 0; i < n; i++) {
+		v[i] = (float)(k->rank * 100 + i % 13);
+		dst[i] = -1.0f;
+	}
+	kd_cpu(b, 0);
+	if (k->rank == 0) {
+		s = kt_coll(KCOLL_OP_SEND, id, KCOLL_DTYPE_FP32, 0, 1, n, v,
+			    NULL);
+		s.send_mr = h;
+	} else {
+		s = kt_coll(KCOLL_OP_RECV, id, KCOLL_DTYPE_FP32, 0, 0, n, NULL,
+			    dst);
+		s.recv_mr = h;
+	}
+	s.flags = KCOLL_SQE_F_GPU;
+	s.resv = 2;
+	s.timeout_ms = 20000;
+	q = kt_get_sqe(r);
+	if (!q)
+		return 91;
+	*q = s;
+	if (kt_submit(r) != 1)
+		return 92;
+	if (k->rank == 1) {
+		usleep(300000);
+		kd_cpu(b, 1);
+		for (ok = 1, i = 0; i < n; i++)
+			ok &= dst[i] == -1.0f;
+		kd_cpu(b, 0);
+		if (!ok || kt_cq_ready(r))
+			return 93;	/* landed before its stream came */
+	}
+	__atomic_store_n(&bell->start[2], T, __ATOMIC_RELEASE);
+	while (kt_pop(r, &c))
+		if (kt_enter(r, 0, 1, KCOLL_ENTER_GETEVENTS, 0) < 0)
+			return 94;
+	if (c.res)
+		return 95;
+	if (bell->end_s[2] < (T | KCOLL_GPU_STEP_MASK) ||
+	    bell->cancel_s[2] >= T)
+		return 96;
+	if (k->rank == 1) {
+		kd_cpu(b, 1);
+		for (ok = 1, i = 0; i < n; i++)
+			ok &= dst[i] == (float)(i % 13);
+		kd_cpu(b, 0);
+		if (!ok)
+			return 97;
+	}
+	return 0;
+}
+
+/*
  * Stream-ordered operations (KCOLL_SQE_F_GPU) at the ABI, with this
  * thread playing the GPU stream on the doorbell page (the module is the
  * real one): GPU_SETUP's bad input, an allreduce whose reduction step the
@@ -508,9 +579,9 @@ static int kd_gpu(struct kd_rank *k, struct tring *r, __u32 id, __u32 h,
 	struct kcoll_gpu_setup g, x;
 	struct kcoll_comm_report rep;
 	struct kcoll_cqe c;
-	struct kcoll_sqe s, *q;
+	struct kcoll_sqe s, bad, *q;
 	float *v = (float *)base, *landed = (float *)scratch;
-	__u64 T;
+	__u64 T, T3;
 	size_t i, off;
 	double t0;
 	int ok;
@@ -574,8 +645,23 @@ static int kd_gpu(struct kd_rank *k, struct tring *r, __u32 id, __u32 h,
 	usleep(200000);
 	if (kt_cq_ready(r))
 		return 66;
+	/*
+	 * A later ticket refused (a bad dtype) while ticket 1 waits: its own
+	 * slot is released at once, ticket 1's words stay (KCOLL_FEAT_GPU_SLOTS;
+	 * the single words, for older libcolls, go past both).
+	 */
+	bad = s;
+	bad.resv = 3;
+	bad.dtype = KCOLL_DTYPE_LAST;
+	if (kt_run(r, &bad) != -EINVAL)
+		return 80;
+	T3 = 3ULL << KCOLL_GPU_TICKET_SHIFT | KCOLL_GPU_STEP_MASK;
+	if (bell->ready_s[3] < T3 || bell->end_s[3] < T3 ||
+	    bell->cancel_s[3] < T3 || bell->ready_s[1] || bell->end_s[1] ||
+	    bell->cancel_s[1])
+		return 81;
 	__atomic_store_n(&bell->start[1], T, __ATOMIC_RELEASE);
-	for (t0 = kd_now(); __atomic_load_n(&bell->ready, __ATOMIC_ACQUIRE) <
+	for (t0 = kd_now(); __atomic_load_n(&bell->ready_s[1], __ATOMIC_ACQUIRE) <
 			    (T | 1); usleep(1000))
 		if (kd_now() - t0 > 20)
 			return 67;
@@ -597,25 +683,33 @@ static int kd_gpu(struct kd_rank *k, struct tring *r, __u32 id, __u32 h,
 	kd_cpu(b, 0);
 	if (!ok)
 		return 70;
-	if (bell->end < (T | KCOLL_GPU_STEP_MASK) ||
-	    bell->cancel >= T)
+	if (bell->end_s[1] < (T | KCOLL_GPU_STEP_MASK) ||
+	    bell->cancel_s[1] >= T || bell->end < (T | KCOLL_GPU_STEP_MASK))
 		return 71;
 
 	/* The same ticket again: refused, nothing waits. */
 	if (kt_run(r, &s) != -EINVAL)
 		return 72;
 
-	/* Ticket 2: rank 0's stream never comes. It fails first (the
+	/* Ticket 2: point-to-point. */
+	ok = kd_gpu_p2p(k, r, id, h, b, bell);
+	if (ok)
+		return ok;
+
+	/* Ticket 4: rank 0's stream never comes. It fails first (the
 	 * shorter timeout) saying so; rank 1 fails naming rank 0; both
 	 * streams are released, their kernels told to skip. */
-	s.resv = 2;
+	s.resv = 4;
 	s.timeout_ms = k->rank == 0 ? 1500 : 8000;
-	T = 2ULL << KCOLL_GPU_TICKET_SHIFT;
+	T = 4ULL << KCOLL_GPU_TICKET_SHIFT;
 	if (k->rank == 1)
-		__atomic_store_n(&bell->start[2], T, __ATOMIC_RELEASE);
+		__atomic_store_n(&bell->start[4], T, __ATOMIC_RELEASE);
 	if (kt_run(r, &s) >= 0)
 		return 73;
-	if (bell->ready < (T | KCOLL_GPU_STEP_MASK) ||
+	if (bell->ready_s[4] < (T | KCOLL_GPU_STEP_MASK) ||
+	    bell->end_s[4] < (T | KCOLL_GPU_STEP_MASK) ||
+	    bell->cancel_s[4] < (T | KCOLL_GPU_STEP_MASK) ||
+	    bell->ready < (T | KCOLL_GPU_STEP_MASK) ||
 	    bell->end < (T | KCOLL_GPU_STEP_MASK) ||
 	    bell->cancel < (T | KCOLL_GPU_STEP_MASK))
 		return 74;

@@ -7,9 +7,9 @@
  * the CQEs the kernel posts.
  *
  * The rules: an unknown opcode, an unknown flag, a priority above
- * KCOLL_PRIO_MAX, a non-zero resv (but a stream-ordered collective's
- * ticket: KCOLL_SQE_F_GPU on an operation of a communicator other than
- * send/recv, with resv its non-zero ticket), a field the opcode does not
+ * KCOLL_PRIO_MAX, a non-zero resv (but a stream-ordered operation's
+ * ticket: KCOLL_SQE_F_GPU on an operation of a communicator, send and
+ * receive included, with resv its non-zero ticket), a field the opcode does not
  * use that is not zero, a
  * missing dtype/redop/comm where the opcode needs one, AVG on an integer
  * type, a v-variant without a count table's address are -EINVAL; a
@@ -106,8 +106,7 @@ kcoll_ref_sqe(const struct kcoll_sqe *s)
 		return KCOLL_REF_EINVAL;
 	inval |= (s->flags & ~KCOLL_SQE_F_GPU) || s->prio > KCOLL_PRIO_MAX;
 	if (s->flags & KCOLL_SQE_F_GPU)
-		inval |= !u.comm || s->resv == 0 || s->opcode == KCOLL_OP_SEND ||
-			 s->opcode == KCOLL_OP_RECV;
+		inval |= !u.comm || s->resv == 0;
 	else
 		inval |= s->resv != 0;
 	if (u.dtype)

@@ -62,7 +62,8 @@
  *       blocking and the non-blocking forms on device pointers; int32,
  *       bf16, fp32 and fp64; no send/recv; then many operations queued on
  *       one stream, two streams interleaved, two communicators each
- *       with its own stream, and the v-variants (coll_*v_stream, the
+ *       with its own stream, send/recv on streams (coll_send_stream(),
+ *       coll_recv_stream(): around the ring, on one stream and on two), and the v-variants (coll_*v_stream, the
  *       blocking and non-blocking forms on device pointers; the tables
  *       and checks of -V). Needs KCOLL_DEVMEM=1. With -m the odd
  *       ranks keep host memory and the plain forms (their CPUs reduce):
@@ -991,6 +992,122 @@ static void stream_flood_case(void)
 	       "streams in turn", t0);
 }
 
+/* What rank @src sends in round @r of stream_p2p_case(), element @i. */
+static int32_t p2p_val(int src, int r, size_t i)
+{
+	return (int32_t)(src * 1000003 + r * 7919 + (int)i);
+}
+
+/*
+ * -S: point-to-point on streams, around the ring (send to rank + 1,
+ * receive from rank - 1). Pass 0: one stream, the even ranks sending
+ * first and the odd ones receiving first (one stream each way round would
+ * wait for ever). Pass 1: the sends on one stream, the receives on
+ * another, all enqueued at once, and an allreduce enqueued on the first
+ * stream after the sends: receives may end after it (a later ticket), and
+ * must still be waited for by their own stream alone.
+ */
+static void stream_p2p_case(void)
+{
+	enum { N = 8, COUNT = 3001 };
+	struct gbuf gs[N], gr[N], ga;
+	int32_t *sb[N], *rb[N], *ab;
+	int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+	int64_t bad = 0;
+	double t0 = now();
+	int r, pass, ret;
+	size_t i;
+
+	if (nranks < 2)
+		return;
+	for (pass = 0; pass < 2; pass++) {
+		for (r = 0; r < N; r++) {
+			sb[r] = gbuf_alloc(&gs[r], COUNT * 4);
+			rb[r] = gbuf_alloc(&gr[r], COUNT * 4);
+			for (i = 0; i < COUNT; i++) {
+				sb[r][i] = p2p_val(rank, r, i);
+				rb[r][i] = -1;
+			}
+			gbuf_sync(&gs[r], true);
+			gbuf_sync(&gr[r], true);
+		}
+		ab = gbuf_alloc(&ga, COUNT * 4);
+		for (i = 0; i < COUNT; i++)
+			ab[i] = rank + (int32_t)i;
+		gbuf_sync(&ga, true);
+		for (r = 0; r < N && !bad; r++) {
+			void *s = gbuf_dev(&gs[r], sb[r]);
+			void *d = gbuf_dev(&gr[r], rb[r]);
+
+			if (pass == 1) {
+				ret = coll_send_stream(s, COUNT, COLL_DTYPE_INT32,
+						       next, comm, stream) ?:
+				      coll_recv_stream(d, COUNT, COLL_DTYPE_INT32,
+						       prev, comm, stream2);
+			} else if (rank % 2 == 0) {
+				ret = coll_send_stream(s, COUNT, COLL_DTYPE_INT32,
+						       next, comm, stream) ?:
+				      coll_recv_stream(d, COUNT, COLL_DTYPE_INT32,
+						       prev, comm, stream);
+			} else {
+				ret = coll_recv_stream(d, COUNT, COLL_DTYPE_INT32,
+						       prev, comm, stream) ?:
+				      coll_send_stream(s, COUNT, COLL_DTYPE_INT32,
+						       next, comm, stream);
+			}
+			if (ret) {
+				diag("stream p2p: round %d: %s", r,
+				     coll_last_error());
+				bad++;
+			}
+		}
+		if (pass == 1 && !bad &&
+		    coll_allreduce_stream(gbuf_dev(&ga, ab), gbuf_dev(&ga, ab),
+					  COUNT, COLL_DTYPE_INT32,
+					  COLL_REDOP_SUM, comm, stream)) {
+			diag("stream p2p: allreduce: %s", coll_last_error());
+			bad++;
+		}
+		cm_check(cm.stream_sync(stream), "cuStreamSynchronize");
+		cm_check(cm.stream_sync(stream2), "cuStreamSynchronize");
+		ret = coll_comm_async_error(comm);
+		if (ret) {
+			diag("stream p2p: async error %s", coll_strerror(ret));
+			bad++;
+		}
+		for (r = 0; r < N; r++) {
+			size_t wrong = 0;
+
+			gbuf_sync(&gr[r], false);
+			for (i = 0; i < COUNT; i++)
+				wrong += rb[r][i] != p2p_val(prev, r, i);
+			if (wrong)
+				diag("stream p2p: pass %d round %d: %zu of %d "
+				     "elements wrong", pass, r, wrong, COUNT);
+			bad += (int64_t)(wrong + gbuf_damage(&gr[r]) +
+					 gbuf_damage(&gs[r]));
+			gbuf_free(&gs[r]);
+			gbuf_free(&gr[r]);
+		}
+		if (pass == 1) {
+			size_t wrong = 0;
+
+			gbuf_sync(&ga, false);
+			/* sum over ranks of (rank + i) */
+			for (i = 0; i < COUNT; i++)
+				wrong += ab[i] != (int32_t)(nranks * (nranks - 1) /
+							    2 + nranks * (int)i);
+			if (wrong)
+				diag("stream p2p: allreduce: %zu wrong", wrong);
+			bad += (int64_t)(wrong + gbuf_damage(&ga));
+		}
+		gbuf_free(&ga);
+	}
+	report(bad, "point-to-point on streams around the ring: one stream "
+	       "(even ranks send first), then sends and receives on two "
+	       "streams with an allreduce after them", t0);
+}
+
 /*
  * -S: two communicators of the same ranks, each with its own stream,
  * operations enqueued on both in turn: each communicator has its own
@@ -1907,6 +2024,7 @@ int main(int argc, char **argv)
 	if (only < 0 && gpu && !mixed) {
 		stream_flood_case();
 		stream_two_comms_case();
+		stream_p2p_case();
 	}
 	if (only < 0 && gpu)
 		vec_cases(0);

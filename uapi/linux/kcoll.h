@@ -296,6 +296,7 @@ struct kcoll_cq_offsets {
 #define KCOLL_FEAT_PARENT	(1U << 8)	/* kcoll_comm_create.parent_uid */
 #define KCOLL_FEAT_GPU_VEC	(1U << 9)	/* v-variants on a stream */
 #define KCOLL_FEAT_REVOKE	(1U << 10)	/* KCOLL_ABORT_REVOKE */
+#define KCOLL_FEAT_GPU_SLOTS	(1U << 11)	/* kcoll_gpu_bell.*_s[] */
 
 /**
  * struct kcoll_query - KCOLL_IOC_QUERY: what this kernel offers.
@@ -624,6 +625,14 @@ struct kcoll_comm_report {
  * in the streams' cyclic "greater or equal", which ~0 is not): no stream
  * waits for ever. The kernel only writes ready, end and cancel; it
  * only reads start[] and done[].
+ *
+ * KCOLL_FEAT_GPU_SLOTS: the kernel also keeps ready, end and cancel per
+ * slot (ready_s[s], end_s[s], cancel_s[s]: the same values, for the
+ * ticket of slot s only), and a stream should wait on those. The single
+ * words are raised past every earlier ticket when a later one is
+ * released first (an SQE refused or never submitted while others are in
+ * flight), which cancels the earlier ones' kernels and lets their
+ * streams pass; a slot's words move only for its own ticket.
  */
 #define KCOLL_GPU_TICKET_SHIFT	24
 #define KCOLL_GPU_STEP_MASK	((1ULL << KCOLL_GPU_TICKET_SHIFT) - 1)
@@ -637,6 +646,10 @@ struct kcoll_gpu_bell {
 	__u64	resv[5];
 	__u64	start[KCOLL_GPU_SLOTS];	/* stream writes */
 	__u64	done[KCOLL_GPU_SLOTS];	/* stream writes */
+	/* KCOLL_FEAT_GPU_SLOTS, kernel writes */
+	__u64	ready_s[KCOLL_GPU_SLOTS];
+	__u64	end_s[KCOLL_GPU_SLOTS];
+	__u64	cancel_s[KCOLL_GPU_SLOTS];
 };
 
 /**
