@@ -48,7 +48,9 @@ count "libcoll, tools and tests build" $rc
 
 # 2. Host unit tests and the host fuzzers' short run: every "ok N"/"not
 # ok N" line counts ("# SKIP" ones as skipped).
-make -s -k FUZZ_QUICK_SECONDS=10 unit-test reduce-test kernels-check gpucheck-standin fuzz-host-quick >"$log/unit.log" 2>&1
+# Two at a time (the machine has two cores), each target's output kept
+# together for the counts below.
+make -s -k -j2 -Otarget FUZZ_QUICK_SECONDS=10 unit-test reduce-test kernels-check gpucheck-standin fuzz-host-quick >"$log/unit.log" 2>&1
 rc=$?
 grep -E '^not ok |# SKIP' "$log/unit.log"
 # The fuzzers' executions.
