@@ -43,7 +43,7 @@ KVER ?= $(patsubst linux-headers-%,%,$(if $(filter build,$(notdir $(KDIR))),$(no
 .PHONY: gpu-check gpucheck-standin kernels-check
 .PHONY: all module modules-all libcoll tools tests-bin unit-test check \
 	vm-test demo bench p2p-bench deps dkms-check deb deb-test install clean help mpibench gloobench collsim overlap \
-	daemon fuzz fuzz-host kasan check-kasan check-faults testbuf
+	daemon fuzz fuzz-host kasan check-kasan check-faults check-clients testbuf
 
 # The Open MPI baseline builds only where mpicc exists (make deps installs it).
 MPICC ?= mpicc
@@ -258,11 +258,18 @@ vm-test: modules-all testbuf tests-bin tools daemon
 check:
 	tests/check.sh
 
-# The death scenarios on every installed kernel, with those make check
-# leaves out (a node stopped during a split and during a grow, 40 process
-# deaths in a row): about 5 minutes per kernel.
-check-faults: modules-all testbuf tests-bin tools daemon
-	tests/run-vm-tests.sh --faults $(KVERS)
+# Beside make check (CI runs them after it; each kept make check over 30
+# minutes), on the first kernel, or on those FAULTS_KVERS / CLIENTS_KVERS
+# name: the death scenarios, with those make check leaves out (a node
+# stopped during a split and during a grow, 40 process deaths in a row;
+# about 6 minutes), and the clients, PyTorch's backend and the MPI
+# interposer (about 5 minutes).
+FAULTS_KVERS ?= $(firstword $(KVERS))
+CLIENTS_KVERS ?= $(firstword $(KVERS))
+check-faults: modules-all testbuf all
+	tests/run-vm-tests.sh --faults $(FAULTS_KVERS)
+check-clients: modules-all testbuf all
+	tests/run-vm-tests.sh --clients $(CLIENTS_KVERS)
 
 # The in-VM fuzzer (tests/vm/scenarios/fuzz.sh) for FUZZ_SECONDS on every
 # installed kernel; make check runs it for 60 s on the first one.
