@@ -139,6 +139,11 @@ forced="algo=allreduce:rabenseifner algo=reduce_scatter:rechalving"
 forced+=" algo=allgather:farfirst algo=broadcast:binomial"
 forced+=" algo=reduce:binomial algo=alltoall:bruck"
 first=$1
+# The last line of every mode, and its exit status.
+summary() {
+	echo "VM: $pass passed, $fail failed, $skip skipped"
+	[ $fail = 0 ]
+}
 if [ -n "$fuzz_only" ]; then
 	# The VM's own limit: the budget, the fuzzer's join deadline, boot
 	# and the checks after it.
@@ -147,8 +152,7 @@ if [ -n "$fuzz_only" ]; then
 		KCOLL_VM_CMDLINE="${KCOLL_VM_CMDLINE:-} slub_debug=FZP,kmalloc-*" \
 			scenario "$kver" fuzz 1 $((${fuzz_only%% *} + 420)) "$fuzz_only"
 	done
-	echo "VM: $pass passed, $fail failed, $skip skipped"
-	[ $fail = 0 ]
+	summary
 	exit
 fi
 if [ $faults_only = 1 ]; then
@@ -161,8 +165,7 @@ if [ $faults_only = 1 ]; then
 			scenario "$kver" nodedie 3 900 "$m"
 		done
 	done
-	echo "VM: $pass passed, $fail failed, $skip skipped"
-	[ $fail = 0 ]
+	summary
 	exit
 fi
 if [ $clients_only = 1 ]; then
@@ -174,8 +177,7 @@ if [ $clients_only = 1 ]; then
 		scenario "$kver" torch 2 1200 "2 rounds=1" 1536
 		scenario "$kver" mpi-preload 2 1200 "quick" 1536
 	done
-	echo "VM: $pass passed, $fail failed, $skip skipped"
-	[ $fail = 0 ]
+	summary
 	exit
 fi
 # The 1-VM scenarios run two at a time (each VM has one vCPU, the
@@ -224,5 +226,4 @@ for kver in "$@"; do
 		scenario "$kver" coll 2 1500 "3 quick qps=3 $forced"
 	fi
 done
-echo "VM: $pass passed, $fail failed, $skip skipped"
-[ $fail = 0 ]
+summary
