@@ -42,23 +42,21 @@ static u64 kcoll_gpu_val(u64 ticket, u64 step)
 	return (ticket << KCOLL_GPU_TICKET_SHIFT) | step;
 }
 
+/* The slot of the ticket in value @v: its words on the page. */
+static unsigned int kcoll_gpu_slot(u64 v)
+{
+	return (v >> KCOLL_GPU_TICKET_SHIFT) % KCOLL_GPU_SLOTS;
+}
+
 /* The stream's words of the ticket in value @v. */
 static u64 *kcoll_gpu_start(struct kcoll_gpu *g, u64 v)
 {
-	return &g->bell->start[(v >> KCOLL_GPU_TICKET_SHIFT) %
-			       KCOLL_GPU_SLOTS];
+	return &g->bell->start[kcoll_gpu_slot(v)];
 }
 
 static u64 *kcoll_gpu_done(struct kcoll_gpu *g, u64 v)
 {
-	return &g->bell->done[(v >> KCOLL_GPU_TICKET_SHIFT) %
-			      KCOLL_GPU_SLOTS];
-}
-
-/* The slot of the ticket in value @v (its *_s[] words). */
-static unsigned int kcoll_gpu_slot(u64 v)
-{
-	return (v >> KCOLL_GPU_TICKET_SHIFT) % KCOLL_GPU_SLOTS;
+	return &g->bell->done[kcoll_gpu_slot(v)];
 }
 
 /*
@@ -197,7 +195,7 @@ int kcoll_gpu_setup_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 		err = -EBUSY;		/* a racing setup won */
 		goto out_unlock;
 	}
-	if (g && (g->bell_uaddr != p.bell || g->inflight)) {
+	if (g && (g->bell_uaddr != p.bell || g->slots_busy)) {
 		err = -EBUSY;
 		goto out_unlock;
 	}
@@ -296,12 +294,11 @@ int kcoll_gpu_queue(struct kcoll_task *op)
 	if (op->gpu_t <= kcoll_gpu_val(g->last_ticket, 0))
 		return -EINVAL;
 	/* It would share its slot's words with one in flight (a point-to-
-	 * point operation may end after later ones). */
-	if (g->inflight >= KCOLL_GPU_SLOTS ||
-	    (g->slots_busy & BIT_ULL(kcoll_gpu_slot(op->gpu_t))))
+	 * point operation may end after later ones; all 64 busy: as many
+	 * in flight as there are slots). */
+	if (g->slots_busy & BIT_ULL(kcoll_gpu_slot(op->gpu_t)))
 		return -EBUSY;
 	g->last_ticket = op->gpu_t >> KCOLL_GPU_TICKET_SHIFT;
-	g->inflight++;
 	g->slots_busy |= BIT_ULL(kcoll_gpu_slot(op->gpu_t));
 	kcoll_stat_add(KCOLL_STAT_GPU_OPS, 1);
 	return 0;
@@ -453,7 +450,6 @@ void kcoll_gpu_op_end(struct kcoll_task *op, int res)
 	lockdep_assert_held(&op->comm->lock);
 	if (!g)
 		return;
-	g->inflight--;
 	g->slots_busy &= ~BIT_ULL(kcoll_gpu_slot(op->gpu_t));
 	if (op->gpu_waiting) {
 		WRITE_ONCE(g->wait_start, 0);

@@ -20,9 +20,9 @@ struct kcoll_gpu {
 	u64 scratch_addr;
 	u64 scratch_len;
 	u64 last_ticket;		/* of the last GPU op queued */
-	u32 inflight;			/* GPU ops queued, not completed */
-	u64 slots_busy;			/* their slots (ticket % 64): point-
-					 * to-point ones end out of order */
+	u64 slots_busy;			/* the slots (ticket % 64) of GPU ops
+					 * queued, not completed (point-to-
+					 * point ones end out of order) */
 	/*
 	 * What the engine waits for (0: nothing): start >= wait_start,
 	 * done >= wait_done. Written under comm->lock, read by the timer.
