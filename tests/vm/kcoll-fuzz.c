@@ -255,7 +255,7 @@ struct tstate {
 	uint64_t calls[C_NR];
 	uint64_t errs[NERR];
 	uint64_t faults, sqes, cqes, intr, checked, pair_sessions, pair_ops,
-		 pair_ok, pair_vok;
+		 pair_ok, pair_vok, pair_rok;
 	_Atomic int64_t call_t0;	/* 0: not in a call */
 	_Atomic int call_allow_ms;
 	_Atomic int call_kind;
@@ -2856,8 +2856,8 @@ static int helper_finish(void)
  * descriptor; the thread that starts a session runs rank 1 on its own.
  * Jobs are handed over one at a time.
  */
-enum { PJ_NONE, PJ_OPEN, PJ_CREATE, PJ_RUN, PJ_DESTROY, PJ_CLOSE, PJ_REG,
-       PJ_DEREG, PJ_EXIT };
+enum { PJ_NONE, PJ_OPEN, PJ_CREATE, PJ_RUN, PJ_WAIT, PJ_DESTROY, PJ_CLOSE,
+       PJ_REG, PJ_DEREG, PJ_EXIT };
 
 struct pring {
 	int fd;
@@ -3003,6 +3003,9 @@ static void *partner_main(void *arg)
 			break;
 		case PJ_RUN:
 			ret = pr_run(t, &pair.ring, &pair.sqe, pair.until);
+			break;
+		case PJ_WAIT:
+			ret = pr_wait(t, &pair.ring, &pair.sqe, pair.until);
 			break;
 		case PJ_DESTROY: {
 			struct kcoll_comm_destroy d = { .comm_id = pair.cc.comm_id };
@@ -3223,6 +3226,8 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 	bool revoke = false;			/* ... KCOLL_ABORT_REVOKE */
 	bool lonely = variant == 2;		/* rank 0 never comes: timeout */
 	bool close_it = variant == 3;		/* rank 1 closes in flight */
+	bool retry = variant == 4;		/* rank 0 refused, then again */
+	long rs = 0;
 	bool reg = op != KCOLL_OP_BARRIER && one_in(&t->r, 4);
 	uint32_t h1 = 0;
 	int64_t until = now_ns() + 20000000000LL;
@@ -3372,6 +3377,28 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 		return false;
 	}
 
+	if (retry) {
+		/*
+		 * Rank 1's is in flight when rank 0's is refused at
+		 * submission (an unknown dtype): that one never happened
+		 * (docs/LIBCOLL.md), so rank 0 issuing it again, right,
+		 * must complete both with the right data.
+		 */
+		long rb = 1;
+
+		rs = pr_submit(t, mine, &q1);
+		pair.sqe = q0;
+		pair.sqe.dtype = 0xee;
+		pair.until = until;
+		pj_post(PJ_RUN);
+		if (!pj_wait(t, until + 5000000000LL, &rb)) {
+			*broken = true;
+			return false;
+		}
+		if (rb != -EINVAL)
+			unexpected(t, "two-rank %s with dtype 0xee on rank 0: %ld, not -EINVAL",
+				   kcoll_op_name(op), rb);
+	}
 	pair.sqe = q0;
 	pair.until = until;
 	pj_post(PJ_RUN);
@@ -3402,7 +3429,8 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 		r1 = 0;
 		*aborted = true;
 	} else {
-		r1 = pr_run(t, mine, &q1, until);
+		r1 = retry ? (rs ?: pr_wait(t, mine, &q1, until)) :
+			     pr_run(t, mine, &q1, until);
 	}
 	if (!pj_wait(t, until + 5000000000LL, &r0)) {
 		*broken = true;
@@ -3442,6 +3470,43 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 				   br);
 		return false;
 	}
+	if ((r0 == -ENOMEM && r1 == 1) || (r0 == 1 && r1 == -ENOMEM)) {
+		/*
+		 * Refused at submission (its buffers over RLIMIT_MEMLOCK
+		 * with what other threads hold pinned): it never entered
+		 * the sequence, and the other rank's waits for its timeout
+		 * (docs/LIBCOLL.md). Giving up is rank 1's abort, which
+		 * must end whichever is pending within 10 s.
+		 */
+		struct kcoll_comm_abort a = { .comm_id = id1 };
+		int64_t by = now_ns() + 10000000000LL;
+		long ar, rp;
+
+		vlog("kcoll-fuzz: two-rank %s refused with -ENOMEM on rank %d only\n",
+		     kcoll_op_name(op), r0 == 1);
+		ar = x_ioctl(t, mine->fd, KCOLL_IOC_COMM_ABORT, &a, 10000);
+		*aborted = true;
+		if (ar && !(disturbed() && dev_err(ar))) {
+			unexpected(t, "COMM_ABORT of a live two-rank communicator: %ld", ar);
+			return false;
+		}
+		if (r1 == 1) {
+			rp = pr_wait(t, mine, &q1, by);
+		} else {
+			pair.until = by;
+			pj_post(PJ_WAIT);
+			if (!pj_wait(t, by + 5000000000LL, &rp)) {
+				*broken = true;
+				return false;
+			}
+		}
+		/* Rank 1's own: -ECANCELED; rank 0's: rank 1 left. */
+		if (rp == 1 || (rp != (r1 == 1 ? -ECANCELED : -ECONNRESET) &&
+				rp != -ECANCELED && !(disturbed() && dev_err(rp))))
+			unexpected(t, "two-rank %s refused on rank %d: the other's ended with %ld after rank 1's abort",
+				   kcoll_op_name(op), r0 == 1, rp);
+		return false;
+	}
 	if (r0 == 1 || r1 == 1) {
 		unexpected(t, "two-rank %s count %llu%s: no completion within 20 s (rank 0: %ld, rank 1: %ld)",
 			   kcoll_op_name(op), (unsigned long long)c,
@@ -3462,6 +3527,7 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 	}
 	t->pair_ok++;
 	t->pair_vok += vop;
+	t->pair_rok += retry;
 	for (k = 0; k < 2 && vop && ok; k++) {
 		int64_t x = vpair_check(op, vt, i32(b[k], half), rcv, k);
 
@@ -4631,7 +4697,7 @@ static void summary(int nthreads)
 {
 	uint64_t calls[C_NR] = { 0 }, errs[NERR] = { 0 }, total = 0, etotal = 0;
 	uint64_t faults = 0, sqes = 0, cqes = 0, intr = 0, checked = 0;
-	uint64_t ps = 0, pops = 0, pok = 0, pvok = 0, races = 0, nops = 0, nok = 0, nstale = 0;
+	uint64_t ps = 0, pops = 0, pok = 0, pvok = 0, prok = 0, races = 0, nops = 0, nok = 0, nstale = 0;
 	char line[4096];
 	size_t o = 0;
 	unsigned long unexp = atomic_load(&g_unexpected), sigs = 0;
@@ -4653,6 +4719,7 @@ static void summary(int nthreads)
 		pops += t->pair_ops;
 		pok += t->pair_ok;
 		pvok += t->pair_vok;
+		prok += t->pair_rok;
 		races += t->race_rounds;
 		nops += t->nic_ops;
 		nok += t->nic_ok;
@@ -4677,9 +4744,10 @@ static void summary(int nthreads)
 	       (unsigned long long)cqes, (unsigned long long)checked,
 	       (unsigned long long)faults, (unsigned long long)intr);
 	if (opt.pairs || ps)
-		printf("kcoll-fuzz: two-rank sessions %llu, collectives %llu (%llu succeeded and checked, %llu of them v-variants)\n",
+		printf("kcoll-fuzz: two-rank sessions %llu, collectives %llu (%llu succeeded and checked, %llu of them v-variants, %llu issued again after a refusal)\n",
 		       (unsigned long long)ps, (unsigned long long)pops,
-		       (unsigned long long)pok, (unsigned long long)pvok);
+		       (unsigned long long)pok, (unsigned long long)pvok,
+		       (unsigned long long)prok);
 	printf("kcoll-fuzz: teardown races against registered submissions %llu; two-rank NIC allreduces %llu (%llu succeeded and checked); rxe0 deleted %u times, %llu registrations or allreduces on a comm it went away under\n",
 	       (unsigned long long)races, (unsigned long long)nops,
 	       (unsigned long long)nok, g_dev ? atomic_load(&g_dev->removals) : 0,
