@@ -410,6 +410,29 @@ static int comm_wait_cond(coll_comm *c, comm_cond_fn cond, void *arg,
 /* ------------------------------------------------------------------ */
 
 /* Hand every queued SQE to the kernel. */
+static void comm_gpu_release(coll_comm *c, uint64_t T);
+
+/*
+ * The submission failed: the stream-ordered SQEs the module did not take
+ * have streams that would wait for ever (a group's, queued since its
+ * start, included). Let them past.
+ */
+static void comm_gpu_unsubmitted(coll_comm *c)
+{
+	struct coll_ring_sq *sq = &c->ring.sq;
+	uint32_t i = __atomic_load_n(sq->khead, __ATOMIC_ACQUIRE);
+
+	if (sq->sqe_tail - i > sq->ring_entries)
+		i = sq->sqe_tail - sq->ring_entries;
+	for (; i != sq->sqe_tail; i++) {
+		const struct kcoll_sqe *q = &sq->sqes[i & sq->ring_mask];
+
+		if (q->flags & KCOLL_SQE_F_GPU)
+			comm_gpu_release(c, (uint64_t)q->resv <<
+					 KCOLL_GPU_TICKET_SHIFT);
+	}
+}
+
 static int comm_submit(coll_comm *c)
 {
 	while (c->nqueued) {
@@ -440,6 +463,7 @@ static int comm_submit(coll_comm *c)
 			ret = -EIO;
 		coll_err(ret, "submitting to /dev/kcoll: %s",
 			 coll_strerror(ret));
+		comm_gpu_unsubmitted(c);
 		comm_fail(c, ret);
 		return ret;
 	}
@@ -473,12 +497,21 @@ static int comm_reserve(coll_comm *c)
 /* Groups                                                              */
 /* ------------------------------------------------------------------ */
 
+/* A stream-ordered operation's end wait, enqueued by coll_group_end(). */
+struct coll_group_end {
+	coll_comm *comm;
+	void *stream;
+	uint64_t T;			/* its ticket */
+};
+
 struct coll_group {
 	int depth;
 	coll_comm **comms;
 	unsigned int ncomms, capcomms;
 	coll_request **waits;		/* blocking calls issued in the group */
 	unsigned int nwaits, capwaits;
+	struct coll_group_end *ends;	/* stream-ordered calls, in order */
+	unsigned int nends, capends;
 };
 
 static __thread struct coll_group coll_grp;
@@ -526,6 +559,8 @@ int coll_group_start(void)
 	return 0;
 }
 
+static int comm_gpu_end_wait(coll_comm *c, void *stream, uint64_t T);
+
 int coll_group_end(void)
 {
 	struct coll_group *g = &coll_grp;
@@ -547,6 +582,22 @@ int coll_group_end(void)
 		if (ret && !first)
 			first = ret;
 	}
+	/*
+	 * Only now may the streams wait for the grouped operations' ends:
+	 * each waits behind every start of the group on its stream, so a
+	 * send and a receive on one stream run together. An operation whose
+	 * SQE did not reach the module had its ticket released (its end
+	 * passes at once).
+	 */
+	for (i = 0; i < g->nends; i++) {
+		struct coll_group_end *e = &g->ends[i];
+
+		pthread_mutex_lock(&e->comm->gpu_lock);
+		ret = comm_gpu_end_wait(e->comm, e->stream, e->T);
+		pthread_mutex_unlock(&e->comm->gpu_lock);
+		if (ret && !first)
+			first = ret;
+	}
 	for (i = 0; i < g->nwaits; i++) {
 		ret = coll_wait(g->waits[i]);
 		if (ret && !first)
@@ -555,6 +606,7 @@ int coll_group_end(void)
 	}
 	free(g->comms);
 	free(g->waits);
+	free(g->ends);
 	memset(g, 0, sizeof(*g));
 	return first;
 }
@@ -1304,28 +1356,45 @@ static uint64_t gpu_region(coll_comm *c, const struct kcoll_sqe *t,
 	return base + r->off * es;
 }
 
-/* Enqueue @t's part on @stream (ticket @T, layout @l). */
-static int comm_gpu_enqueue(coll_comm *c, const struct kcoll_sqe *t,
-			    const struct kcoll_sched_args *a, uint64_t es,
-			    const struct kcoll_gpu_layout *l, uint64_t T,
-			    void *stream)
+/*
+ * The device address of ticket @T's word: its slot's in the array at
+ * @off_s where the module keeps one per slot, else the single one at @off.
+ */
+static uint64_t bell_slot_word(coll_comm *c, uint64_t T, size_t off_s,
+			       size_t off)
 {
 	unsigned int slot = (unsigned int)(T >> KCOLL_GPU_TICKET_SHIFT) %
 			    KCOLL_GPU_SLOTS;
-	/* The slot's own words where the module keeps them. */
-	bool slots = c->ring.features & KCOLL_FEAT_GPU_SLOTS;
-	size_t so = slots ? slot * sizeof(uint64_t) : 0;
-	uint64_t cancel = bell_word(c, (slots ? offsetof(struct kcoll_gpu_bell,
-							 cancel_s) :
-					offsetof(struct kcoll_gpu_bell, cancel)) +
-				    so);
-	uint64_t ready = bell_word(c, (slots ? offsetof(struct kcoll_gpu_bell,
-							ready_s) :
-				       offsetof(struct kcoll_gpu_bell, ready)) +
-				   so);
-	uint64_t end = bell_word(c, (slots ? offsetof(struct kcoll_gpu_bell,
-						      end_s) :
-				     offsetof(struct kcoll_gpu_bell, end)) + so);
+
+	if (!(c->ring.features & KCOLL_FEAT_GPU_SLOTS))
+		return bell_word(c, off);
+	return bell_word(c, off_s + slot * sizeof(uint64_t));
+}
+
+#define BELL_WORD(c, T, name)						\
+	bell_slot_word(c, T, offsetof(struct kcoll_gpu_bell, name##_s),	\
+		       offsetof(struct kcoll_gpu_bell, name))
+
+/* @stream waits for the end of ticket @T's operation. */
+static int comm_gpu_end_wait(coll_comm *c, void *stream, uint64_t T)
+{
+	return coll_cuda_wait64(stream, BELL_WORD(c, T, end),
+				T | KCOLL_GPU_STEP_MASK, false);
+}
+
+/*
+ * Enqueue @t's part on @stream (ticket @T, layout @l), but for its end
+ * wait with @defer_end (a group's: coll_group_end() enqueues it).
+ */
+static int comm_gpu_enqueue(coll_comm *c, const struct kcoll_sqe *t,
+			    const struct kcoll_sched_args *a, uint64_t es,
+			    const struct kcoll_gpu_layout *l, uint64_t T,
+			    void *stream, bool defer_end)
+{
+	unsigned int slot = (unsigned int)(T >> KCOLL_GPU_TICKET_SHIFT) %
+			    KCOLL_GPU_SLOTS;
+	uint64_t cancel = BELL_WORD(c, T, cancel);
+	uint64_t ready = BELL_WORD(c, T, ready);
 	uint64_t done = bell_word(c, offsetof(struct kcoll_gpu_bell, done) +
 				  slot * sizeof(uint64_t));
 	uint32_t i, n = kcoll_sched_nphases(a), j = 0;
@@ -1363,9 +1432,8 @@ static int comm_gpu_enqueue(coll_comm *c, const struct kcoll_sqe *t,
 				ret = coll_cuda_write64(stream, done, T | j);
 		}
 	}
-	if (!ret)
-		ret = coll_cuda_wait64(stream, end, T | KCOLL_GPU_STEP_MASK,
-				       false);
+	if (!ret && !defer_end)
+		ret = comm_gpu_end_wait(c, stream, T);
 	return ret;
 }
 
@@ -1380,14 +1448,17 @@ static int comm_op_stream(coll_comm *c, struct kcoll_sqe *t,
 			  const struct kcoll_sched_args *va, uint64_t *vec)
 {
 	const struct kcoll_shape *d = kcoll_shape(t->opcode);
+	struct coll_group *g = &coll_grp;
+	bool in_group = g->depth > 0;
 	struct kcoll_sched_args a;
 	struct kcoll_gpu_layout l;
 	uint64_t es, T;
 	int ret;
 
-	if (coll_grp.depth > 0) {
-		ret = coll_err(-ENOTSUP, "stream-ordered collectives cannot "
-			       "be grouped");
+	/* In a group, each stream waits for the ends at coll_group_end(). */
+	if (in_group && grow((void **)&g->ends, &g->capends, g->nends + 1,
+			     sizeof(*g->ends))) {
+		ret = coll_err(-ENOMEM, "group: out of memory");
 		goto out_free;
 	}
 	/* They may end after later tickets: only the module's per-slot
@@ -1438,16 +1509,20 @@ static int comm_op_stream(coll_comm *c, struct kcoll_sqe *t,
 			       "stream tickets: create a new one");
 		goto out_unlock;
 	}
-	/* At most KCOLL_GPU_SLOTS in flight, and the next ticket's slot
+	/*
+	 * At most KCOLL_GPU_SLOTS in flight, and the next ticket's slot
 	 * free (its words on the page). c->gpu_ticket holds still: we hold
-	 * gpu_lock. */
+	 * gpu_lock. A group's queued SQEs go to the module first, so that
+	 * they can end and free theirs (their streams do not wait for any
+	 * end before coll_group_end()).
+	 */
 	pthread_mutex_lock(&c->lock);
 	ret = comm_wait_cond(c, cond_gpu_slot_free, NULL, true, 0);
 	pthread_mutex_unlock(&c->lock);
 	if (ret)
 		goto out_unlock;
 	T = (uint64_t)(c->gpu_ticket + 1) << KCOLL_GPU_TICKET_SHIFT;
-	ret = comm_gpu_enqueue(c, t, &a, es, &l, T, stream);
+	ret = comm_gpu_enqueue(c, t, &a, es, &l, T, stream, in_group);
 	c->gpu_ticket++;
 	if (ret) {
 		/* Part of it may be on the stream already. */
@@ -1461,6 +1536,9 @@ static int comm_op_stream(coll_comm *c, struct kcoll_sqe *t,
 	vec = NULL;
 	if (ret)
 		comm_gpu_release(c, T);
+	else if (in_group)
+		g->ends[g->nends++] = (struct coll_group_end){
+			.comm = c, .stream = stream, .T = T };
 out_unlock:
 	pthread_mutex_unlock(&c->gpu_lock);
 out_free:
@@ -1480,6 +1558,14 @@ static int comm_op_device(coll_comm *c, struct kcoll_sqe *t,
 	coll_request *req = NULL;
 	int ret;
 
+	/* Its request completes before its stream is done: waited for at
+	 * once, which a group must not do. */
+	if (coll_grp.depth > 0) {
+		free(vec);
+		return coll_err(-ENOTSUP, "a reduction of GPU memory cannot be "
+				"grouped in its plain form: use its _stream "
+				"form");
+	}
 	ret = coll_cuda_stream_ready();
 	if (ret) {
 		free(vec);

@@ -44,7 +44,7 @@
 #include "../../tools/dmabuf-alloc.h"
 #include "../../kernels/kcoll_kernels_host.h"
 
-#define FAKE_MAX	64
+#define FAKE_MAX	256
 #define OK		0
 #define ERR_VALUE	1		/* CUDA_ERROR_INVALID_VALUE */
 #define ERR_MEMORY	2		/* CUDA_ERROR_OUT_OF_MEMORY */

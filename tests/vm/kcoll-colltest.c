@@ -1005,23 +1005,30 @@ static int32_t p2p_val(int src, int r, size_t i)
  * wait for ever). Pass 1: the sends on one stream, the receives on
  * another, all enqueued at once, and an allreduce enqueued on the first
  * stream after the sends: receives may end after it (a later ticket), and
- * must still be waited for by their own stream alone.
+ * must still be waited for by their own stream alone. Pass 2: every rank
+ * sending first, on one stream, in a group, with the allreduce in the
+ * middle of it: the group is what lets them run together. Pass 3: a group
+ * of more operations than a communicator has slots (the first ones must
+ * be submitted, and end, while the group is still open).
  */
 static void stream_p2p_case(void)
 {
-	enum { N = 8, COUNT = 3001 };
-	struct gbuf gs[N], gr[N], ga;
-	int32_t *sb[N], *rb[N], *ab;
+	enum { NMAX = 40, COUNT = 3001 };
+	struct gbuf gs[NMAX], gr[NMAX], ga;
+	int32_t *sb[NMAX], *rb[NMAX], *ab;
 	int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
 	int64_t bad = 0;
 	double t0 = now();
-	int r, pass, ret;
+	int r, n, pass, ret;
 	size_t i;
 
 	if (nranks < 2)
 		return;
-	for (pass = 0; pass < 2; pass++) {
-		for (r = 0; r < N; r++) {
+	for (pass = 0; pass < 4 && !bad; pass++) {
+		bool reduce = pass == 1 || pass == 2;
+
+		n = pass == 3 ? NMAX : 8;
+		for (r = 0; r < n; r++) {
 			sb[r] = gbuf_alloc(&gs[r], COUNT * 4);
 			rb[r] = gbuf_alloc(&gr[r], COUNT * 4);
 			for (i = 0; i < COUNT; i++) {
@@ -1035,7 +1042,9 @@ static void stream_p2p_case(void)
 		for (i = 0; i < COUNT; i++)
 			ab[i] = rank + (int32_t)i;
 		gbuf_sync(&ga, true);
-		for (r = 0; r < N && !bad; r++) {
+		if (pass >= 2)
+			coll_group_start();
+		for (r = 0; r < n && !bad; r++) {
 			void *s = gbuf_dev(&gs[r], sb[r]);
 			void *d = gbuf_dev(&gr[r], rb[r]);
 
@@ -1044,7 +1053,7 @@ static void stream_p2p_case(void)
 						       next, comm, stream) ?:
 				      coll_recv_stream(d, COUNT, COLL_DTYPE_INT32,
 						       prev, comm, stream2);
-			} else if (rank % 2 == 0) {
+			} else if (pass >= 2 || rank % 2 == 0) {
 				ret = coll_send_stream(s, COUNT, COLL_DTYPE_INT32,
 						       next, comm, stream) ?:
 				      coll_recv_stream(d, COUNT, COLL_DTYPE_INT32,
@@ -1056,8 +1065,25 @@ static void stream_p2p_case(void)
 						       next, comm, stream);
 			}
 			if (ret) {
-				diag("stream p2p: round %d: %s", r,
+				diag("stream p2p: pass %d round %d: %s", pass,
+				     r, coll_last_error());
+				bad++;
+			}
+			if (pass == 2 && r == n / 2 && !bad &&
+			    coll_allreduce_stream(gbuf_dev(&ga, ab),
+						  gbuf_dev(&ga, ab), COUNT,
+						  COLL_DTYPE_INT32,
+						  COLL_REDOP_SUM, comm, stream)) {
+				diag("stream p2p: allreduce in a group: %s",
 				     coll_last_error());
+				bad++;
+			}
+		}
+		if (pass >= 2) {
+			ret = coll_group_end();
+			if (ret) {
+				diag("stream p2p: pass %d: coll_group_end: %s",
+				     pass, coll_last_error());
 				bad++;
 			}
 		}
@@ -1075,7 +1101,7 @@ static void stream_p2p_case(void)
 			diag("stream p2p: async error %s", coll_strerror(ret));
 			bad++;
 		}
-		for (r = 0; r < N; r++) {
+		for (r = 0; r < n; r++) {
 			size_t wrong = 0;
 
 			gbuf_sync(&gr[r], false);
@@ -1089,7 +1115,7 @@ static void stream_p2p_case(void)
 			gbuf_free(&gs[r]);
 			gbuf_free(&gr[r]);
 		}
-		if (pass == 1) {
+		if (reduce) {
 			size_t wrong = 0;
 
 			gbuf_sync(&ga, false);
@@ -1098,14 +1124,17 @@ static void stream_p2p_case(void)
 				wrong += ab[i] != (int32_t)(nranks * (nranks - 1) /
 							    2 + nranks * (int)i);
 			if (wrong)
-				diag("stream p2p: allreduce: %zu wrong", wrong);
+				diag("stream p2p: pass %d: allreduce: %zu wrong",
+				     pass, wrong);
 			bad += (int64_t)(wrong + gbuf_damage(&ga));
 		}
 		gbuf_free(&ga);
 	}
 	report(bad, "point-to-point on streams around the ring: one stream "
-	       "(even ranks send first), then sends and receives on two "
-	       "streams with an allreduce after them", t0);
+	       "(even ranks send first), sends and receives on two streams "
+	       "with an allreduce after them, every rank sending first in a "
+	       "group with an allreduce inside, a group of 80 (more than the "
+	       "64 slots)", t0);
 }
 
 /*
