@@ -22,7 +22,13 @@
  *     shrink again without rank 2 and check an allreduce;
  *  4. grow: ranks 0 and 1 grow that communicator to 3 with a new process
  *     (kcoll-family -g, started by the scenario on VM 1) that reads the
- *     fresh id from a file (-f) rank 0 writes; an allreduce on the three.
+ *     fresh id from a file (-f) rank 0 writes; an allreduce on the three;
+ *  5. grow again, and the new process kills itself (SIGKILL) as it would
+ *     join: the grow of 0 and 1 must fail within the bootstrap and
+ *     connect timeouts, and leave their communicator working;
+ *  6. split that communicator, and rank 1 kills itself as it would enter
+ *     the split: rank 0's must fail within seconds (the operation
+ *     timeout is a minute).
  * Every step's time is bounded and checked. Prints TAP-like lines; exit
  * 0 when every check passed.
  *
@@ -113,6 +119,7 @@ static int newcomer(void)
 {
 	coll_comm *c = NULL;
 	coll_unique_id id;
+	char p[512];
 	int ret;
 
 	rank = 2;
@@ -131,7 +138,18 @@ static int newcomer(void)
 	check(coll_comm_parent_uid(c) == 0, "the new rank's view has no parent");
 	check(allreduce_ok(c, 100001), "allreduce on the grown communicator (new rank)");
 	coll_comm_destroy(c);
-	return fails ? 1 : 0;
+
+	/* 5. The second grow's id, and death instead of joining it (unless
+	 * a check failed: the exit status says so then). */
+	flag_path(p, sizeof(p), "grow2");
+	ret = id_file_read(p, &id, 300);
+	check(!ret, "the new rank read the second grow's id");
+	if (fails || ret)
+		return 1;
+	printf("# the new rank kills itself instead of joining the second grow\n");
+	fflush(stdout);
+	raise(SIGKILL);
+	return 1;
 }
 
 int main(int argc, char **argv)
@@ -302,6 +320,59 @@ int main(int argc, char **argv)
 			check(allreduce_ok(g, 100001), "allreduce on the grown communicator");
 			coll_comm_destroy(g);
 		}
+	}
+
+	/* 5. grow again: the new process dies as it would join. */
+	{
+		coll_unique_id id;
+		coll_comm *g2 = NULL;
+		char p[512];
+
+		setenv(COLL_ENV_BOOTSTRAP_TIMEOUT, "8000", 1);
+		flag_path(p, sizeof(p), "grow2");
+		if (rank == 0)
+			check(id_file_write(p, &id),
+			      "the second grow's id written");
+		ret = coll_broadcast(&id, &id, sizeof(id), COLL_DTYPE_UINT8, 0,
+				     s2);
+		check(!ret, "the second id broadcast");
+		t0 = now_s();
+		ret = coll_comm_grow(s2, 3, &id, &g2);
+		dt = now_s() - t0;
+		printf("# grow with the new rank dead: %d (%s) after %.1f s: %s\n",
+		       ret, coll_strerror(ret), dt, ret ? coll_last_error() : "");
+		check(ret && !g2, "a grow whose new rank died fails");
+		check(dt < 8 + connect_ms / 1000.0 + 10,
+		      "within the bootstrap and connect timeouts (+10 s)");
+		if (g2)
+			coll_comm_destroy(g2);
+		check(allreduce_ok(s2, 100001),
+		      "the communicator works after the failed grow");
+	}
+
+	/* 6. split: rank 1 dies as it would enter it. */
+	if (rank == 1) {
+		if (fails)
+			_exit(1);
+		printf("# rank 1 kills itself instead of splitting\n");
+		fflush(stdout);
+		raise(SIGKILL);
+	}
+	{
+		coll_comm *c = NULL;
+
+		coll_comm_set_timeout(s2, 60000);
+		t0 = now_s();
+		ret = coll_comm_split(s2, 0, rank, &c);
+		dt = now_s() - t0;
+		printf("# split with rank 1 dead: %d (%s) after %.1f s: %s\n",
+		       ret, coll_strerror(ret), dt, ret ? coll_last_error() : "");
+		check(ret && !c, "a split whose other member died fails");
+		check(dt < 20, "within 20 s (the operation timeout is 60 s)");
+		check(ret && strstr(coll_last_error(), "rank 1 lost"),
+		      "its error names rank 1 as lost");
+		if (c)
+			coll_comm_destroy(c);
 	}
 	coll_comm_destroy(s2);
 	printf("# kcoll-family: rank %d: %d failure(s)\n", rank, fails);

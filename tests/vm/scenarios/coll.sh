@@ -71,9 +71,11 @@
 #           once (-D E): the two interleaved in one boot
 #           (docs/PERFORMANCE.md)
 #   family  after the main run (4 ranks on 2 VMs), kcoll-family: split,
-#           revoke, shrink (a member killed as it starts) and grow (a new
-#           process on vm1), every step bounded in time, and kcollctl's
-#           view of parents and children; familyonly: only that
+#           revoke, shrink (a member killed as it starts), grow (a new
+#           process on vm1), grow again (the new process killed as it
+#           would join) and split again (a member killed as it starts),
+#           every step bounded in time, and kcollctl's view of parents
+#           and children; familyonly: only that
 #   skew    the VMs advertise different cost models (vm0 sysfs
 #           algo/beta_ps 9999, vm1 algo/gamma_ps 50000): every
 #           communicator must agree on the largest of each (the engine's
@@ -384,8 +386,9 @@ fi
 
 # family: kcoll-family's four ranks, and on vm1 the newcomer its grow
 # admits, which reads the new communicator's id from a file rank 0
-# writes (removed first: an earlier run's would be stale). Rank 2 kills
-# itself (SIGKILL: 137) and rank 3 leaves early on purpose.
+# writes (removed first: an earlier run's would be stale). Ranks 2 and 1
+# and the newcomer kill themselves (SIGKILL: 137), and rank 3 leaves
+# early, on purpose.
 if [ $family = 1 ] && { [ "$nranks" != 4 ] || [ "$kcoll_nvms" != 2 ] || [ ! -x "$FAMILY" ]; }; then
 	fail "family needs 4 ranks on 2 VMs and $FAMILY (make tests-bin)"
 elif [ $family = 1 ]; then
@@ -409,12 +412,12 @@ elif [ $family = 1 ]; then
 		rc=$?
 		r=${ranks[$i]}
 		want=0
-		[ "$r" = 2 ] && want=137
+		case $r in 1|2|new) want=137 ;; esac
 		[ $rc = $want ] || fail "family: rank $r exited with $rc, not $want (see family-rank$r.log)"
 		f=$KCOLL_OUT/family-rank$r.log
 		[ "$r" = new ] && f=$KCOLL_OUT/family-new.log
 		grep -c "^ok" "$f" | sed "s/^/[family rank $r] checks passed: /"
-		grep -E "^not ok|^Bail out|^# (revoked|shrink|grow)" "$f" | sed "s/^/[family rank $r] /"
+		grep -E "^not ok|^Bail out|^# (revoked|shrink|grow|split)" "$f" | sed "s/^/[family rank $r] /"
 		! grep -qE "^not ok|^Bail out" "$f" || fail "family: rank $r failed a check (see $f)"
 	done
 	vm_sync family-done 300
