@@ -206,7 +206,7 @@ static void req_free(coll_request *req)
 	free(req);
 }
 
-static void comm_describe(coll_comm *c, int ret);
+static bool comm_describe(coll_comm *c, int ret, bool own);
 
 /* Record @res in the request behind @user_data, if it is still there. */
 static void comm_complete(coll_comm *c, uint64_t user_data, int res,
@@ -231,7 +231,7 @@ static void comm_complete(coll_comm *c, uint64_t user_data, int res,
 		if (res < 0 && !c->async_err) {
 			c->async_err = res;
 			if (req->report)
-				comm_describe(c, res);
+				comm_describe(c, res, true);
 		}
 	}
 	if (req->orphan) {
@@ -1744,8 +1744,8 @@ int coll_test(coll_request *req, int *done)
 		ret = req->res;
 	else if (c->err)
 		ret = c->err;
-	if (req->done && req->report)
-		comm_describe(c, ret);
+	if (req->done && ret < 0 && !comm_describe(c, ret, req->report))
+		coll_err(ret, "the operation failed: %s", coll_strerror(ret));
 	pthread_mutex_unlock(&c->lock);
 	return ret;
 }
@@ -1762,8 +1762,14 @@ int coll_wait(coll_request *req)
 	ret = comm_wait_cond(c, cond_req_done, req, true, 0);
 	if (req->done)
 		ret = req->res;
-	if (req->done && req->report)
-		comm_describe(c, ret);
+	/*
+	 * Its report; or for one refused at submission (no report of its
+	 * own), the one that explains the refusal if the communicator keeps
+	 * it (same error); or at least the error, never an earlier call's
+	 * words.
+	 */
+	if (req->done && ret < 0 && !comm_describe(c, ret, req->report))
+		coll_err(ret, "the operation failed: %s", coll_strerror(ret));
 	pthread_mutex_unlock(&c->lock);
 	return ret;
 }
@@ -2325,15 +2331,22 @@ int coll_report_format(const coll_report *r, char *buf, size_t size)
 }
 
 /* A failed operation has a kernel report: make it coll_last_error(). */
-static void comm_describe(coll_comm *c, int ret)
+/*
+ * coll_last_error() is the communicator's report, if it has one (true):
+ * the operation's @own, or one of the same error, which explains an
+ * operation refused because of that failure.
+ */
+static bool comm_describe(coll_comm *c, int ret, bool own)
 {
 	coll_report r;
 	char msg[512];
 
-	if (coll_comm_get_report(c, &r) || !r.error)
-		return;
+	if (coll_comm_get_report(c, &r) || !r.error ||
+	    (!own && r.error != ret))
+		return false;
 	coll_report_format(&r, msg, sizeof(msg));
 	coll_err(ret, "%s", msg);
+	return true;
 }
 
 int coll_comm_fd(const coll_comm *comm)
