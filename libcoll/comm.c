@@ -258,6 +258,29 @@ static void comm_reap(coll_comm *c)
 	pthread_cond_broadcast(&c->cond);
 }
 
+static void comm_gpu_release(coll_comm *c, uint64_t T);
+
+/*
+ * The ring failed: the stream-ordered SQEs the module did not take have
+ * streams that would wait for ever (a group's, queued since its start,
+ * included). Let them past.
+ */
+static void comm_gpu_unsubmitted(coll_comm *c)
+{
+	struct coll_ring_sq *sq = &c->ring.sq;
+	uint32_t i = __atomic_load_n(sq->khead, __ATOMIC_ACQUIRE);
+
+	if (sq->sqe_tail - i > sq->ring_entries)
+		i = sq->sqe_tail - sq->ring_entries;
+	for (; i != sq->sqe_tail; i++) {
+		const struct kcoll_sqe *q = &sq->sqes[i & sq->ring_mask];
+
+		if (q->flags & KCOLL_SQE_F_GPU)
+			comm_gpu_release(c, (uint64_t)q->resv <<
+					 KCOLL_GPU_TICKET_SHIFT);
+	}
+}
+
 /* The ring broke: every outstanding operation fails with @err. */
 static void comm_fail(coll_comm *c, int err)
 {
@@ -285,6 +308,7 @@ static void comm_fail(coll_comm *c, int err)
 			req_free(req);
 		}
 	}
+	comm_gpu_unsubmitted(c);
 	c->nqueued = 0;
 	c->ninflight = 0;
 	pthread_cond_broadcast(&c->cond);
@@ -410,29 +434,6 @@ static int comm_wait_cond(coll_comm *c, comm_cond_fn cond, void *arg,
 /* ------------------------------------------------------------------ */
 
 /* Hand every queued SQE to the kernel. */
-static void comm_gpu_release(coll_comm *c, uint64_t T);
-
-/*
- * The submission failed: the stream-ordered SQEs the module did not take
- * have streams that would wait for ever (a group's, queued since its
- * start, included). Let them past.
- */
-static void comm_gpu_unsubmitted(coll_comm *c)
-{
-	struct coll_ring_sq *sq = &c->ring.sq;
-	uint32_t i = __atomic_load_n(sq->khead, __ATOMIC_ACQUIRE);
-
-	if (sq->sqe_tail - i > sq->ring_entries)
-		i = sq->sqe_tail - sq->ring_entries;
-	for (; i != sq->sqe_tail; i++) {
-		const struct kcoll_sqe *q = &sq->sqes[i & sq->ring_mask];
-
-		if (q->flags & KCOLL_SQE_F_GPU)
-			comm_gpu_release(c, (uint64_t)q->resv <<
-					 KCOLL_GPU_TICKET_SHIFT);
-	}
-}
-
 static int comm_submit(coll_comm *c)
 {
 	while (c->nqueued) {
@@ -463,7 +464,6 @@ static int comm_submit(coll_comm *c)
 			ret = -EIO;
 		coll_err(ret, "submitting to /dev/kcoll: %s",
 			 coll_strerror(ret));
-		comm_gpu_unsubmitted(c);
 		comm_fail(c, ret);
 		return ret;
 	}
@@ -642,12 +642,16 @@ static uint32_t comm_find_mr(coll_comm *c, uint64_t addr, uint64_t len)
 /*
  * Queue @t (comm_id, user_data and the registrations are filled in here)
  * and, outside a group, submit it. Blocking calls outside a group wait for
- * the result; inside one they are waited for by coll_group_end().
+ * the result; inside one they are waited for by coll_group_end(). With
+ * @written (a stream-ordered one's), whether its SQE went into the ring:
+ * from then on a failure of the ring releases its ticket if the module
+ * did not take it (comm_fail()), and only then.
  */
 static int comm_post(coll_comm *c, struct kcoll_sqe *t, uint64_t send_bytes,
 		     uint64_t recv_bytes, bool blocking, coll_request **reqp,
-		     bool stream, uint64_t *vec)
+		     bool *written, uint64_t *vec)
 {
+	bool stream = written != NULL;
 	bool in_group = coll_grp.depth > 0;
 	struct kcoll_sqe *sqe;
 	coll_request *req;
@@ -694,6 +698,8 @@ static int comm_post(coll_comm *c, struct kcoll_sqe *t, uint64_t send_bytes,
 	c->reqs.next = req;
 
 	sqe = coll_ring_get_sqe(&c->ring);	/* comm_reserve made room */
+	if (written)
+		*written = true;
 	*sqe = *t;
 	sqe->comm_id = c->comm_id;
 	sqe->prio = c->prio;
@@ -873,7 +879,7 @@ static int comm_op(coll_comm *c, uint8_t opcode, const void *sendbuf,
 					   &gbase, &gsize) > 0))
 		return comm_op_device(c, &t, sbytes, rbytes, blocking, reqp,
 				      NULL, NULL);
-	return comm_post(c, &t, sbytes, rbytes, blocking, reqp, false, NULL);
+	return comm_post(c, &t, sbytes, rbytes, blocking, reqp, NULL, NULL);
 }
 
 int coll_allreduce(const void *sendbuf, void *recvbuf, size_t count,
@@ -1105,7 +1111,7 @@ static int comm_vop(coll_comm *c, uint8_t opcode, const void *sendbuf,
 	if (dev)
 		return comm_op_device(c, &t, sbytes, rbytes, blocking, reqp,
 				      &a, vec);
-	return comm_post(c, &t, sbytes, rbytes, blocking, reqp, false, vec);
+	return comm_post(c, &t, sbytes, rbytes, blocking, reqp, NULL, vec);
 }
 
 int coll_allgatherv(const void *sendbuf, void *recvbuf,
@@ -1449,7 +1455,7 @@ static int comm_op_stream(coll_comm *c, struct kcoll_sqe *t,
 {
 	const struct kcoll_shape *d = kcoll_shape(t->opcode);
 	struct coll_group *g = &coll_grp;
-	bool in_group = g->depth > 0;
+	bool in_group = g->depth > 0, written = false;
 	struct kcoll_sched_args a;
 	struct kcoll_gpu_layout l;
 	uint64_t es, T;
@@ -1501,6 +1507,21 @@ static int comm_op_stream(coll_comm *c, struct kcoll_sqe *t,
 	}
 
 	pthread_mutex_lock(&c->gpu_lock);
+	/*
+	 * A bigger scratch waits until no operation is in flight, which in
+	 * a group may wait for operations whose peers come later in theirs.
+	 */
+	if (in_group && c->scratch && l.scratch_bytes > c->scratch_len &&
+	    c->gpu_inflight) {
+		ret = coll_err(-EBUSY, "%s needs %llu bytes of GPU scratch, more "
+			       "than this communicator has (%llu), and in a "
+			       "group it cannot wait for the operations in "
+			       "flight to grow it: issue the largest "
+			       "stream-ordered operation once outside a group",
+			       d->name, (unsigned long long)l.scratch_bytes,
+			       (unsigned long long)c->scratch_len);
+		goto out_unlock;
+	}
 	ret = comm_gpu_setup(c, l.scratch_bytes);
 	if (ret)
 		goto out_unlock;
@@ -1532,9 +1553,11 @@ static int comm_op_stream(coll_comm *c, struct kcoll_sqe *t,
 	t->flags = KCOLL_SQE_F_GPU;
 	t->resv = c->gpu_ticket;
 	/* The table is the request's now, freed with it on any path. */
-	ret = comm_post(c, t, sbytes, rbytes, false, reqp, true, vec);
+	ret = comm_post(c, t, sbytes, rbytes, false, reqp, &written, vec);
 	vec = NULL;
-	if (ret)
+	/* Not in the ring: nobody else will let its stream past. In it,
+	 * the module may have taken it, and only comm_fail() can tell. */
+	if (ret && !written)
 		comm_gpu_release(c, T);
 	else if (in_group)
 		g->ends[g->nends++] = (struct coll_group_end){
