@@ -1209,7 +1209,9 @@ COLL_API int coll_ibarrier(coll_comm *comm, coll_request **req);
  * first such error (the report is in coll_comm_get_report()). Destroying
  * the communicator while a stream has not reached its operations waits
  * for them (or for their timeout): synchronize the streams first, or
- * abort. Not inside a group.
+ * abort. Inside a group (coll_group_start()) each call enqueues its
+ * operation's start at once, and its stream waits for its end only at
+ * coll_group_end(): see there.
  *
  * The blocking and non-blocking forms above also take device pointers:
  * a reduction of GPU memory then runs like these on a stream of libcoll's
@@ -1268,11 +1270,11 @@ COLL_API int coll_alltoallv_stream(const void *sendbuf,
  * enqueued later on @stream sees it done. They are matched with the
  * peer's receives and sends in order, as the plain forms are, and may
  * end before stream-ordered operations enqueued earlier on other
- * streams. Not inside a group: two ranks that each send to the other
- * first on one stream wait for each other for ever (a send waits for its
- * receive to be posted); order them (the lower rank sends first), or use
- * two streams. Needs a module with KCOLL_FEAT_GPU_SLOTS (-EOPNOTSUPP
- * otherwise).
+ * streams. Outside a group, two ranks that each send to the other first
+ * on one stream wait for each other for ever (a send waits for its
+ * receive to be posted): group them (as with ncclGroupStart()), order
+ * them (the lower rank sends first), or use two streams. Needs a module
+ * with KCOLL_FEAT_GPU_SLOTS (-EOPNOTSUPP otherwise).
  */
 COLL_API int coll_send_stream(const void *sendbuf, size_t count,
 			      coll_dtype dtype, int peer, coll_comm *comm,
@@ -1338,6 +1340,16 @@ COLL_API void coll_request_free(coll_request *req);
  * submitted at once (and, if the CQ is full, the call waits for some
  * operation to complete), and queuing goes on: the batch is split.
  *
+ * Stream-ordered calls (coll_*_stream()) in a group enqueue their
+ * operation's start (and a reduction's steps) on their stream at once,
+ * in call order, and their end waits at coll_group_end(): the group's
+ * operations on one stream run together. The 65th stream-ordered call on
+ * a communicator waits until the operation 64 calls earlier has ended
+ * (each rank's first 64 must be able to complete among themselves); one
+ * that would have to grow the communicator's GPU scratch while others
+ * are in flight fails with -EBUSY. The plain forms given device pointers
+ * to reduce are refused in a group (-ENOTSUP): use their _stream forms.
+ *
  * Returns 0.
  */
 COLL_API int coll_group_start(void);
@@ -1346,12 +1358,14 @@ COLL_API int coll_group_start(void);
  * coll_group_end() - close a group.
  *
  * When the outermost group closes: submits everything queued, with one
- * KCOLL_IOC_ENTER per communicator used in the group, then waits for the
- * blocking calls made inside the group. Non-blocking requests of the
- * group are not waited for.
+ * KCOLL_IOC_ENTER per communicator used in the group, enqueues the end
+ * waits of the group's stream-ordered operations on their streams, then
+ * waits for the blocking calls made inside the group. Non-blocking
+ * requests of the group are not waited for.
  *
- * Returns 0, the first error among those blocking calls, or -EINVAL if no
- * group is open on this thread.
+ * Returns 0, the first error among those (a submission, an end wait the
+ * CUDA driver refused: that stream then does not wait for its operation,
+ * a blocking call), or -EINVAL if no group is open on this thread.
  */
 COLL_API int coll_group_end(void);
 
