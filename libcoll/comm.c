@@ -103,8 +103,8 @@ struct coll_comm {
 	size_t scratch_len;
 	coll_mem *scratch_mem;
 	uint32_t gpu_ticket;		/* of the last one */
-	unsigned int gpu_inflight;	/* their SQEs not completed */
-	uint64_t gpu_busy;		/* ... their slots (ticket % 64) */
+	uint64_t gpu_busy;		/* the slots (ticket % 64) of their
+					 * SQEs not completed */
 	int async_err;			/* the first one that failed */
 	bool gpu_flush;			/* waits flush the NIC's writes */
 	void *int_stream;		/* for the calls that take none */
@@ -208,6 +208,12 @@ static void req_free(coll_request *req)
 
 static bool comm_describe(coll_comm *c, int ret, bool own);
 
+/* The doorbell slot (of KCOLL_GPU_SLOTS) of stream ticket @ticket. */
+static unsigned int ticket_slot(uint64_t ticket)
+{
+	return (unsigned int)(ticket % KCOLL_GPU_SLOTS);
+}
+
 /* Record @res in the request behind @user_data, if it is still there. */
 static void comm_complete(coll_comm *c, uint64_t user_data, int res,
 			  uint32_t flags)
@@ -226,7 +232,6 @@ static void comm_complete(coll_comm *c, uint64_t user_data, int res,
 	req->report = flags & KCOLL_CQE_F_REPORT;
 	req->done = true;
 	if (req->stream) {
-		c->gpu_inflight--;
 		c->gpu_busy &= ~(1ULL << req->gpu_slot);
 		if (res < 0 && !c->async_err) {
 			c->async_err = res;
@@ -298,7 +303,6 @@ static void comm_fail(coll_comm *c, int err)
 		req->res = err;
 		req->done = true;
 		if (req->stream) {
-			c->gpu_inflight--;
 			c->gpu_busy &= ~(1ULL << req->gpu_slot);
 			if (!c->async_err)
 				c->async_err = err;
@@ -342,8 +346,7 @@ static bool cond_fewer_inflight(coll_comm *c, void *arg)
 static bool cond_gpu_slot_free(coll_comm *c, void *arg)
 {
 	(void)arg;
-	return c->gpu_inflight < KCOLL_GPU_SLOTS &&
-	       !(c->gpu_busy >> ((c->gpu_ticket + 1) % KCOLL_GPU_SLOTS) & 1);
+	return !(c->gpu_busy >> ticket_slot(c->gpu_ticket + 1ULL) & 1);
 }
 
 static bool cond_idle(coll_comm *c, void *arg)
@@ -709,8 +712,7 @@ static int comm_post(coll_comm *c, struct kcoll_sqe *t, uint64_t send_bytes,
 	sqe->recv_mr = comm_find_mr(c, t->recv_addr, recv_bytes);
 	c->nqueued++;
 	if (stream) {
-		c->gpu_inflight++;
-		req->gpu_slot = (uint8_t)(t->resv % KCOLL_GPU_SLOTS);
+		req->gpu_slot = (uint8_t)ticket_slot(t->resv);
 		c->gpu_busy |= 1ULL << req->gpu_slot;
 	}
 	if (!in_group)
@@ -1242,7 +1244,7 @@ static int kcoll_ioctl(int fd, unsigned long cmd, void *arg);
 static bool cond_gpu_idle(coll_comm *c, void *arg)
 {
 	(void)arg;
-	return !c->gpu_inflight;
+	return !c->gpu_busy;
 }
 
 /* The doorbell page and a scratch of @need bytes, given to the kernel. */
@@ -1333,8 +1335,7 @@ static void bell_raise(__u64 *w, __u64 v)
 static void comm_gpu_release(coll_comm *c, uint64_t T)
 {
 	uint64_t last = T | KCOLL_GPU_STEP_MASK;
-	unsigned int s = (unsigned int)(T >> KCOLL_GPU_TICKET_SHIFT) %
-			 KCOLL_GPU_SLOTS;
+	unsigned int s = ticket_slot(T >> KCOLL_GPU_TICKET_SHIFT);
 
 	if (c->ring.features & KCOLL_FEAT_GPU_SLOTS) {
 		bell_raise(&c->bell->cancel_s[s], last);
@@ -1369,8 +1370,7 @@ static uint64_t gpu_region(coll_comm *c, const struct kcoll_sqe *t,
 static uint64_t bell_slot_word(coll_comm *c, uint64_t T, size_t off_s,
 			       size_t off)
 {
-	unsigned int slot = (unsigned int)(T >> KCOLL_GPU_TICKET_SHIFT) %
-			    KCOLL_GPU_SLOTS;
+	unsigned int slot = ticket_slot(T >> KCOLL_GPU_TICKET_SHIFT);
 
 	if (!(c->ring.features & KCOLL_FEAT_GPU_SLOTS))
 		return bell_word(c, off);
@@ -1397,8 +1397,7 @@ static int comm_gpu_enqueue(coll_comm *c, const struct kcoll_sqe *t,
 			    const struct kcoll_gpu_layout *l, uint64_t T,
 			    void *stream, bool defer_end)
 {
-	unsigned int slot = (unsigned int)(T >> KCOLL_GPU_TICKET_SHIFT) %
-			    KCOLL_GPU_SLOTS;
+	unsigned int slot = ticket_slot(T >> KCOLL_GPU_TICKET_SHIFT);
 	uint64_t cancel = BELL_WORD(c, T, cancel);
 	uint64_t ready = BELL_WORD(c, T, ready);
 	uint64_t done = bell_word(c, offsetof(struct kcoll_gpu_bell, done) +
@@ -1512,7 +1511,7 @@ static int comm_op_stream(coll_comm *c, struct kcoll_sqe *t,
 	 * a group may wait for operations whose peers come later in theirs.
 	 */
 	if (in_group && c->scratch && l.scratch_bytes > c->scratch_len &&
-	    c->gpu_inflight) {
+	    c->gpu_busy) {
 		ret = coll_err(-EBUSY, "%s needs %llu bytes of GPU scratch, more "
 			       "than this communicator has (%llu), and in a "
 			       "group it cannot wait for the operations in "
@@ -1531,11 +1530,11 @@ static int comm_op_stream(coll_comm *c, struct kcoll_sqe *t,
 		goto out_unlock;
 	}
 	/*
-	 * At most KCOLL_GPU_SLOTS in flight, and the next ticket's slot
-	 * free (its words on the page). c->gpu_ticket holds still: we hold
-	 * gpu_lock. A group's queued SQEs go to the module first, so that
-	 * they can end and free theirs (their streams do not wait for any
-	 * end before coll_group_end()).
+	 * The next ticket's slot free (its words on the page; with all of
+	 * them busy, KCOLL_GPU_SLOTS are in flight). c->gpu_ticket holds
+	 * still: we hold gpu_lock. A group's queued SQEs go to the module
+	 * first, so that they can end and free theirs (their streams do not
+	 * wait for any end before coll_group_end()).
 	 */
 	pthread_mutex_lock(&c->lock);
 	ret = comm_wait_cond(c, cond_gpu_slot_free, NULL, true, 0);
