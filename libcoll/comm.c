@@ -208,6 +208,18 @@ static void req_free(coll_request *req)
 
 static bool comm_describe(coll_comm *c, int ret, bool own);
 
+/*
+ * coll_last_error() for done @req's result @ret, if it failed: its report;
+ * or for one refused at submission (no report of its own), the one that
+ * explains the refusal if the communicator keeps it (same error); or at
+ * least the error, never an earlier call's words. Must hold c->lock.
+ */
+static void req_explain(coll_comm *c, coll_request *req, int ret)
+{
+	if (ret < 0 && !comm_describe(c, ret, req->report))
+		coll_err(ret, "the operation failed: %s", coll_strerror(ret));
+}
+
 /* The doorbell slot (of KCOLL_GPU_SLOTS) of stream ticket @ticket. */
 static unsigned int ticket_slot(uint64_t ticket)
 {
@@ -1766,8 +1778,8 @@ int coll_test(coll_request *req, int *done)
 		ret = req->res;
 	else if (c->err)
 		ret = c->err;
-	if (req->done && ret < 0 && !comm_describe(c, ret, req->report))
-		coll_err(ret, "the operation failed: %s", coll_strerror(ret));
+	if (req->done)
+		req_explain(c, req, ret);
 	pthread_mutex_unlock(&c->lock);
 	return ret;
 }
@@ -1784,14 +1796,8 @@ int coll_wait(coll_request *req)
 	ret = comm_wait_cond(c, cond_req_done, req, true, 0);
 	if (req->done)
 		ret = req->res;
-	/*
-	 * Its report; or for one refused at submission (no report of its
-	 * own), the one that explains the refusal if the communicator keeps
-	 * it (same error); or at least the error, never an earlier call's
-	 * words.
-	 */
-	if (req->done && ret < 0 && !comm_describe(c, ret, req->report))
-		coll_err(ret, "the operation failed: %s", coll_strerror(ret));
+	if (req->done)
+		req_explain(c, req, ret);
 	pthread_mutex_unlock(&c->lock);
 	return ret;
 }
@@ -2352,7 +2358,6 @@ int coll_report_format(const coll_report *r, char *buf, size_t size)
 	return n;
 }
 
-/* A failed operation has a kernel report: make it coll_last_error(). */
 /*
  * coll_last_error() is the communicator's report, if it has one (true):
  * the operation's @own, or one of the same error, which explains an
