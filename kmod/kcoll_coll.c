@@ -324,6 +324,15 @@ void kcoll_coll_issue(struct kcoll_req *req)
 						    KCOLL_KIND_COLL;
 	INIT_LIST_HEAD(&op->node);
 	INIT_LIST_HEAD(&op->all);
+	if (op->kind == KCOLL_KIND_COLL) {
+		/* The peers whose signature matched, by rank. */
+		op->sig_seen = bitmap_zalloc(comm->nranks, GFP_KERNEL_ACCOUNT);
+		if (!op->sig_seen) {
+			kfree(op);
+			err = -ENOMEM;
+			goto out_put;
+		}
+	}
 	/*
 	 * From the checks to the queueing, nothing takes the comm's device
 	 * away (its removal and the comm's destroy wait on dev_sem): what

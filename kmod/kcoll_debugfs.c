@@ -109,13 +109,12 @@ static int kcoll_comm_show(struct kcoll_comm *comm, void *arg)
 				seq_printf(m, " p2p %d/%d",
 					   c->p2p_offer, c->peer_p2p);
 				/* Lazy signatures: ours offered, the
-				 * peer's; confirmed below @sig_next. */
-				seq_printf(m, " lazy %d/%d sig_next %u",
-					   c->lazy_offer, c->peer_lazy,
-					   c->sig_next);
-				if (c->sig_reply_due)
+				 * peer's; its asks not answered yet. */
+				seq_printf(m, " lazy %d/%d",
+					   c->lazy_offer, c->peer_lazy);
+				for (e = 0; e < c->nasks; e++)
 					seq_printf(m, " asked %u",
-						   c->sig_reply_seq);
+						   c->asks[e]);
 			}
 			for (k = 0; k < KCOLL_KIND_NR; k++) {
 				seq_printf(m, " k%d out %u (ser %u/%u) in:", k,

@@ -295,9 +295,13 @@ void kcoll_engine_eager(struct kcoll_conn *conn, u32 imm,
 		return;
 	}
 	op = kcoll_coll_head(conn->comm);
-	if (op && op->started && kcoll_seq_before(conn->erx[slot].seq, op->seq))
+	if (op && op->started &&
+	    kcoll_coll_over(conn->comm, conn->erx[slot].seq)) {
 		kcoll_eager_release(conn, slot);  /* for an op that failed */
-	else if (op && op->started && conn->erx[slot].seq == op->seq)
+		return;
+	}
+	op = kcoll_coll_running(conn->comm, conn->erx[slot].seq);
+	if (op)
 		kcoll_eager_check(op, conn, slot);
 	return;
 bad:
@@ -309,8 +313,9 @@ bad:
 
 /*
  * Collective @op starts: offer again the slots holding data of
- * collectives before it (they failed here, and nobody will consume it),
- * and check the signatures of what came early for it.
+ * collectives that are over (they failed here, and nobody will consume
+ * it; not those of older ones still running beside @op), and check the
+ * signatures of what came early for it.
  */
 void kcoll_eager_start(struct kcoll_task *op, struct kcoll_conn *conn)
 {
@@ -320,7 +325,7 @@ void kcoll_eager_start(struct kcoll_task *op, struct kcoll_conn *conn)
 		if (!conn->erx[slot].full ||
 		    conn->erx[slot].kind != KCOLL_KIND_COLL)
 			continue;
-		if (kcoll_seq_before(conn->erx[slot].seq, op->seq))
+		if (kcoll_coll_over(op->comm, conn->erx[slot].seq))
 			kcoll_eager_release(conn, slot);
 		else if (conn->erx[slot].seq == op->seq &&
 			 !kcoll_eager_check(op, conn, slot))

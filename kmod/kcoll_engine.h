@@ -108,12 +108,48 @@ static inline bool kcoll_conn_p2p(const struct kcoll_conn *conn)
 static inline bool kcoll_sig_confirmed(struct kcoll_task *op,
 				       const struct kcoll_conn *conn)
 {
-	return kcoll_seq_before(op->seq, conn->sig_next);
+	return op->sig_seen && test_bit(conn->peer, op->sig_seen);
 }
 
+/* The oldest collective not yet completed: every one before it has. */
 static inline struct kcoll_task *kcoll_coll_head(struct kcoll_comm *comm)
 {
 	return list_first_entry_or_null(&comm->colls, struct kcoll_task, node);
+}
+
+static inline bool kcoll_op_is_head(struct kcoll_task *op)
+{
+	return op->kind == KCOLL_KIND_COLL && kcoll_coll_head(op->comm) == op;
+}
+
+/*
+ * Is collective @seq over here (completed, so what comes for it is
+ * stale)? Collectives complete in seq order: those before the head.
+ */
+static inline bool kcoll_coll_over(struct kcoll_comm *comm, u32 seq)
+{
+	struct kcoll_task *head = kcoll_coll_head(comm);
+
+	return kcoll_seq_before(seq, head ? head->seq : comm->coll_seq);
+}
+
+/*
+ * The collective @seq if it runs (has started) here, else NULL. The
+ * running ones are the head and those started beside it: a prefix of
+ * comm->colls, at most KCOLL_COLLS_IN_FLIGHT_MAX long.
+ */
+static inline struct kcoll_task *kcoll_coll_running(struct kcoll_comm *comm,
+						    u32 seq)
+{
+	struct kcoll_task *op;
+
+	list_for_each_entry(op, &comm->colls, node) {
+		if (!op->started)
+			break;
+		if (op->seq == seq)
+			return op;
+	}
+	return NULL;
 }
 
 /* Nothing can land in @op's memory any more and nothing of it is posted. */
@@ -169,6 +205,9 @@ int kcoll_op_send_sig(struct kcoll_task *op, struct kcoll_conn *conn,
 		      u32 status);
 bool kcoll_op_sigs_in(struct kcoll_task *op);
 void kcoll_sig_reply(struct kcoll_conn *conn);
+void kcoll_sig_ask_add(struct kcoll_conn *conn, u32 seq);
+bool kcoll_sig_asked(const struct kcoll_conn *conn, u32 seq);
+void kcoll_sig_ask_del(struct kcoll_conn *conn, u32 seq);
 
 /* kcoll_eager.c */
 void kcoll_eager_start(struct kcoll_task *op, struct kcoll_conn *conn);
@@ -192,6 +231,9 @@ void kcoll_op_grant(struct kcoll_task *op);
 bool kcoll_op_post_stopped(struct kcoll_task *op,
 			   struct kcoll_conn *conn, int err);
 void kcoll_op_send(struct kcoll_task *op);
+
+/* kcoll_overlap.c */
+bool kcoll_op_overlap(struct kcoll_task *a, struct kcoll_task *b);
 
 /* kcoll_progress.c */
 void kcoll_op_complete(struct kcoll_task *op);

@@ -188,7 +188,7 @@ static bool kcoll_op_sig_seen(struct kcoll_task *op, struct kcoll_conn *conn)
 {
 	struct kcoll_sig *s;
 
-	if (kcoll_seq_before(op->seq, conn->sig_next))
+	if (kcoll_sig_confirmed(op, conn))
 		return true;
 	list_for_each_entry(s, &conn->sigs, node)
 		if (s->seq == op->seq)
@@ -575,7 +575,7 @@ static bool kcoll_op_needs_peer(struct kcoll_task *op, struct kcoll_conn *conn)
 	}
 	if (!op->started)
 		return true;
-	if (!kcoll_seq_before(op->seq, conn->sig_next) &&
+	if (!kcoll_sig_confirmed(op, conn) &&
 	    !(op->lazy && kcoll_conn_lazy(conn) &&
 	      !kcoll_sched_all_dependent(&op->args)))
 		return true;

@@ -19,11 +19,28 @@
 #include "kcoll_sysfs.h"
 #include "kcoll_engine.h"
 
-static int kcoll_slot_get(struct kcoll_conn *conn)
+/*
+ * A collective running beside an older one (not the head) leaves the head
+ * at least half of the connection's grant window and staging slots: the
+ * head, the oldest collective on every rank that has not completed it,
+ * always has room to progress, so each collective completes by induction
+ * whatever the younger ones hold (docs/DESIGN.md, "Several collectives in
+ * flight"). Whether @op may take one more of @n in use out of @max.
+ */
+static bool kcoll_room(struct kcoll_task *op, u32 n, u32 max)
+{
+	if (n >= max)
+		return false;
+	return op->kind != KCOLL_KIND_COLL || kcoll_op_is_head(op) ||
+	       max - n > max / 2;
+}
+
+static int kcoll_slot_get(struct kcoll_task *op, struct kcoll_conn *conn)
 {
 	int slot = find_first_zero_bit(&conn->slot_busy, conn->window);
 
-	if (slot >= conn->window)
+	if (slot >= conn->window ||
+	    !kcoll_room(op, hweight_long(conn->slot_busy), conn->window))
 		return -1;
 	__set_bit(slot, &conn->slot_busy);
 	return slot;
@@ -79,17 +96,17 @@ void kcoll_op_grant(struct kcoll_task *op)
 		size_t len;
 		int slot = -1;
 
-		if (conn->k[op->kind].nr_out >= conn->window)
+		if (!kcoll_room(op, conn->k[op->kind].nr_out, conn->window))
 			return;
 		if (left && ((rv->reduce && !land) ||
 			     (op->unreg && conn->xp->stage_unreg))) {
 			/* Reducing, or no MR to write into: staging. */
-			slot = kcoll_slot_get(conn);
+			slot = kcoll_slot_get(op, conn);
 			/* Slots may wait for the transport to be sure
 			 * that retired grants cannot be written through. */
 			if (slot < 0 && conn->xp->reclaim &&
 			    conn->xp->reclaim(conn))
-				slot = kcoll_slot_get(conn);
+				slot = kcoll_slot_get(op, conn);
 			if (slot < 0)
 				return;
 			len = min_t(u64, left, rounddown(conn->slot_bytes,
@@ -225,12 +242,16 @@ void kcoll_engine_data(struct kcoll_conn *conn, u32 imm, u32 byte_len)
 		__clear_bit(g->slot, &conn->slot_busy);
 		g->slot = -1;
 	}
+	/* Retired in order per operation: collectives running side by
+	 * side each have their own prefix. */
+	op = g->op;
 	list_for_each_entry_safe(g, tmp, &conn->k[kind].out, node) {
+		if (g->op != op)
+			continue;
 		if (!g->landed)
 			break;
 		list_del(&g->node);
 		conn->k[kind].nr_out--;
-		op = g->op;
 		op->grants_out--;
 		if (!op->error) {
 			op->recv_done += g->len;
@@ -290,7 +311,14 @@ void kcoll_op_send(struct kcoll_task *op)
 		int granted = op->kind == KCOLL_KIND_P2P && !op->eager_sent ?
 			      kcoll_p2p_grants(op, conn) : 0;
 
-		if (granted < 0)
+		/*
+		 * A collective beside an older one writes no eager slot: the
+		 * peer may consume its slots only in its own order, and the
+		 * head's transfers must always find one (the receiver still
+		 * decides by size, so this waits until @op is the head).
+		 */
+		if (granted < 0 || (op->kind == KCOLL_KIND_COLL &&
+				    !kcoll_op_is_head(op)))
 			return;
 		if (!granted) {
 			kcoll_op_send_eager(op, conn, src->vaddr + base);
@@ -302,12 +330,17 @@ void kcoll_op_send(struct kcoll_task *op)
 		size_t off;
 		int ret;
 
-		if (kcoll_seq_before(g->seq, op->seq)) {
+		if (op->kind == KCOLL_KIND_COLL ?
+		    kcoll_coll_over(op->comm, g->seq) :
+		    kcoll_seq_before(g->seq, op->seq)) {
 			/* Left over from an aborted operation. */
 			list_del(&g->node);
 			kfree(g);
 			continue;
 		}
+		/* Another collective's, running beside @op or not yet. */
+		if (g->seq != op->seq && op->kind == KCOLL_KIND_COLL)
+			continue;
 		if (g->seq != op->seq || g->phase > (u16)op->phase)
 			return;		/* the peer is ahead of us */
 		/* Collectives: the receiver's signature stands for its

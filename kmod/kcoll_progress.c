@@ -367,8 +367,8 @@ static void kcoll_op_progress(struct kcoll_task *op)
 			kcoll_eager_start(op, conn);
 		if (op->error)
 			return;
-		if (op->lazy && kcoll_conn_lazy(conn) && !(conn->sig_reply_due &&
-		    conn->sig_reply_seq == op->seq)) {
+		if (op->lazy && kcoll_conn_lazy(conn) &&
+		    !kcoll_sig_asked(conn, op->seq)) {
 			kcoll_op_check_sigs(op, conn);
 			continue;
 		}
@@ -379,8 +379,7 @@ static void kcoll_op_progress(struct kcoll_task *op)
 			kcoll_op_fail_from(op, -ECONNRESET, conn->peer);
 			return;
 		}
-		if (conn->sig_reply_seq == op->seq)
-			conn->sig_reply_due = false;
+		kcoll_sig_ask_del(conn, op->seq);
 		kcoll_op_check_sigs(op, conn);
 	}
 	if (op->error)
@@ -454,6 +453,8 @@ void kcoll_op_free(struct kcoll_task *op)
 		kvfree(op->vec);
 		kcoll_quota_uncharge_bytes(op->vec_quota, op->vec_bytes);
 	}
+	bitmap_free(op->sig_seen);
+	kvfree(op->pg);
 	kfree(op->missing);
 	kfree(op);
 }
@@ -510,8 +511,47 @@ static void kcoll_op_settle(struct kcoll_task *op)
 }
 
 /*
- * Progress every op that can move and complete the ones that are over.
- * Called after every event. Must hold comm->lock.
+ * May collective @op start beside the older ones ahead of it, all started
+ * (docs/DESIGN.md, "Several collectives in flight")? Within the window
+ * (sysfs colls_in_flight, counting the head), none of them stream-ordered
+ * (those run alone: their stream and the GPU scratch are the
+ * communicator's), none of a lower priority (a younger operation must not
+ * hold back an older one of its own communicator: kcoll_op_held()), and
+ * no page it writes touched by one of theirs, nor one it reads written by
+ * one of theirs.
+ */
+static bool kcoll_op_may_join(struct kcoll_task *op, u32 pos)
+{
+	struct kcoll_task *o;
+
+	if (pos >= kcoll_colls_in_flight() || op->gpu)
+		return false;
+	/* Overlapping one that has not completed: it still does. */
+	if (op->overlap_counted && !kcoll_coll_over(op->comm, op->overlap_seq))
+		return false;
+	list_for_each_entry(o, &op->comm->colls, node) {
+		if (o == op) {
+			kcoll_stat_add(KCOLL_STAT_COLLS_BESIDE, 1);
+			return true;
+		}
+		if (o->gpu || o->prio < op->prio)
+			return false;
+		if (kcoll_op_overlap(o, op)) {
+			if (!op->overlap_counted)
+				kcoll_stat_add(KCOLL_STAT_COLLS_OVERLAP, 1);
+			op->overlap_counted = true;
+			op->overlap_seq = o->seq;
+			return false;
+		}
+	}
+	return false;
+}
+
+/*
+ * Progress every op that can move and complete the ones that are over:
+ * collectives in seq order (completions, the BYE's watermark and the
+ * report rely on it), the head and those started beside it. Called after
+ * every event. Must hold comm->lock.
  */
 void kcoll_engine_reap(struct kcoll_comm *comm)
 {
@@ -522,15 +562,24 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 	lockdep_assert_held(&comm->lock);
 	do {
 		again = false;
-		op = kcoll_coll_head(comm);
-		if (op) {
+		i = 0;
+		list_for_each_entry_safe(op, tmp, &comm->colls, node) {
+			if (i && !op->started && !kcoll_op_may_join(op, i))
+				break;
 			if (!op->finished && !op->error)
 				kcoll_op_progress(op);
 			kcoll_op_settle(op);
-			if ((op->finished || op->error) && kcoll_op_quiet(op)) {
+			if (!i && (op->finished || op->error) &&
+			    kcoll_op_quiet(op)) {
 				kcoll_op_complete(op);
-				again = true;	/* start the next one */
+				again = true;	/* the next is the head */
+				break;
 			}
+			/* Failed before it started: it completes as the
+			 * head, and nothing behind it starts before. */
+			if (!op->started)
+				break;
+			i++;
 		}
 		for (i = 0; i < comm->nranks; i++) {
 			struct kcoll_conn *conn = comm->conns[i];
@@ -543,9 +592,9 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 			 * memory) held back. */
 			if (conn->erx_due && conn->state == KCOLL_CONN_UP)
 				kcoll_engine_eager_credit(conn);
-			/* An answer to a peer's ASK, held back the same way
+			/* Answers to a peer's ASKs, held back the same way
 			 * or until our operation is done. */
-			if (conn->sig_reply_due)
+			if (conn->nasks)
 				kcoll_sig_reply(conn);
 			lists[0] = &conn->k[KCOLL_KIND_P2P].p2p_sends;
 			lists[1] = &conn->k[KCOLL_KIND_P2P].p2p_recvs;

@@ -233,9 +233,8 @@ static int kcoll_rx_grant(struct kcoll_conn *conn,
 		g->sig_unchecked = true;
 	}
 	list_add_tail(&g->node, &conn->k[m->kind].in);
-	op = kcoll_coll_head(comm);
-	if (m->kind == KCOLL_KIND_COLL && op && op->started && !op->error &&
-	    seq == op->seq) {
+	op = m->kind == KCOLL_KIND_COLL ? kcoll_coll_running(comm, seq) : NULL;
+	if (op && !op->error) {
 		g->sig_unchecked = false;
 		kcoll_op_check_sig(op, conn, m);
 	}
@@ -280,15 +279,14 @@ static int kcoll_rx_sig(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 	}
 	if (m->type == KCOLL_MSG_SIG &&
 	    (le32_to_cpu(m->status) & KCOLL_SIG_ASK)) {
-		conn->sig_reply_due = true;
-		conn->sig_reply_seq = seq;
+		kcoll_sig_ask_add(conn, seq);
 		kcoll_sig_reply(conn);
 	}
-	op = kcoll_coll_head(comm);
-	if (op && op->started && kcoll_seq_before(seq, op->seq))
+	if (kcoll_coll_over(comm, seq))
 		return 0;			/* stale */
-	if (m->type == KCOLL_MSG_ABORT && op && op->started &&
-	    seq == op->seq) {
+	/* For the head, or one running beside it. */
+	op = kcoll_coll_running(comm, seq);
+	if (m->type == KCOLL_MSG_ABORT && op) {
 		kcoll_op_fail_from(op, kcoll_abort_status(m),
 				   kcoll_abort_culprit(conn, m));
 		kcoll_op_forget_grants(op, conn);
@@ -308,7 +306,7 @@ static int kcoll_rx_sig(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 	s->seq = seq;
 	s->msg = *m;
 	list_add_tail(&s->node, &conn->sigs);
-	if (op && op->started && seq == op->seq)
+	if (op)
 		kcoll_op_check_sigs(op, conn);
 	return 0;
 }

@@ -16,10 +16,10 @@
 
 static void kcoll_sig_confirm(struct kcoll_task *op, struct kcoll_conn *conn)
 {
-	if (kcoll_sig_confirmed(op, conn))
+	if (!op->sig_seen || kcoll_sig_confirmed(op, conn))
 		return;
 	op->sigs_ok++;
-	conn->sig_next = op->seq + 1;
+	__set_bit(conn->peer, op->sig_seen);
 }
 
 /*
@@ -74,31 +74,70 @@ int kcoll_op_send_sig(struct kcoll_task *op, struct kcoll_conn *conn,
 }
 
 /*
- * @conn's peer asked for our signature of collective conn->sig_reply_seq
- * (KCOLL_SIG_ASK): answer once we can. An operation that has not started
- * answers from kcoll_op_progress(); one that failed has sent its ABORT.
- * Must hold comm->lock.
+ * @conn's peer asked for our SIG of collective @seq (KCOLL_SIG_ASK). A peer
+ * asks once per collective that stalls, and runs at most
+ * KCOLL_COLLS_IN_FLIGHT_MAX at once: more asks than that forget the
+ * oldest (the answer only speeds up a report or a mismatch). Must hold
+ * comm->lock.
  */
-void kcoll_sig_reply(struct kcoll_conn *conn)
+void kcoll_sig_ask_add(struct kcoll_conn *conn, u32 seq)
+{
+	if (kcoll_sig_asked(conn, seq))
+		return;
+	if (conn->nasks == KCOLL_ASKS_MAX) {
+		memmove(conn->asks, conn->asks + 1,
+			(KCOLL_ASKS_MAX - 1) * sizeof(conn->asks[0]));
+		conn->nasks--;
+	}
+	conn->asks[conn->nasks++] = seq;
+}
+
+bool kcoll_sig_asked(const struct kcoll_conn *conn, u32 seq)
+{
+	u32 i;
+
+	for (i = 0; i < conn->nasks; i++)
+		if (conn->asks[i] == seq)
+			return true;
+	return false;
+}
+
+void kcoll_sig_ask_del(struct kcoll_conn *conn, u32 seq)
+{
+	u32 i;
+
+	for (i = 0; i < conn->nasks; i++) {
+		if (conn->asks[i] != seq)
+			continue;
+		memmove(conn->asks + i, conn->asks + i + 1,
+			(conn->nasks - i - 1) * sizeof(conn->asks[0]));
+		conn->nasks--;
+		return;
+	}
+}
+
+/*
+ * Answer the ask for collective @seq if we can: true once it needs no
+ * more (answered, or the op failed and sent its ABORT). An operation that
+ * has not started answers from kcoll_op_progress().
+ */
+static bool kcoll_sig_reply_one(struct kcoll_conn *conn, u32 seq)
 {
 	struct kcoll_comm *comm = conn->comm;
-	struct kcoll_task *op = kcoll_coll_head(comm);
-	u32 seq = conn->sig_reply_seq;
+	struct kcoll_task *op;
 	int err;
 
-	lockdep_assert_held(&comm->lock);
-	if (!conn->sig_reply_due || conn->state != KCOLL_CONN_UP)
-		return;
-	if (op && op->seq == seq) {
+	list_for_each_entry(op, &comm->colls, node) {
+		if (op->seq != seq)
+			continue;
 		if (!op->started)
-			return;
-		if (op->error) {
-			conn->sig_reply_due = false;
-			return;
-		}
-		err = kcoll_op_send_sig(op, conn, op->finished ?
-						  KCOLL_SIG_DONE : 0);
-	} else if (kcoll_seq_before(seq, op ? op->seq : comm->coll_seq)) {
+			return false;
+		if (op->error)
+			return true;
+		return !kcoll_op_send_sig(op, conn, op->finished ?
+						    KCOLL_SIG_DONE : 0);
+	}
+	if (kcoll_coll_over(comm, seq)) {
 		struct kcoll_wire_msg m = {
 			.type = KCOLL_MSG_SIG,
 			.kind = KCOLL_KIND_COLL,
@@ -109,11 +148,29 @@ void kcoll_sig_reply(struct kcoll_conn *conn)
 		err = kcoll_conn_send_msg(conn, &m);
 		if (!err)
 			kcoll_stat_add(KCOLL_STAT_SIG_SENDS, 1);
-	} else {
-		return;		/* not submitted here yet */
+		return !err;
 	}
-	if (!err)
-		conn->sig_reply_due = false;
+	return false;		/* not submitted here yet */
+}
+
+/*
+ * Answer what @conn's peer asked for (conn->asks) as far as we can now; a
+ * full send queue, or an operation not started or not submitted yet,
+ * leaves the rest for the next event. Must hold comm->lock.
+ */
+void kcoll_sig_reply(struct kcoll_conn *conn)
+{
+	u32 i = 0;
+
+	lockdep_assert_held(&conn->comm->lock);
+	if (conn->state != KCOLL_CONN_UP)
+		return;
+	while (i < conn->nasks) {
+		if (kcoll_sig_reply_one(conn, conn->asks[i]))
+			kcoll_sig_ask_del(conn, conn->asks[i]);
+		else
+			i++;
+	}
 }
 
 /* Check the SIGs and ABORTs @conn has queued for @op. */
@@ -122,7 +179,8 @@ void kcoll_op_check_sigs(struct kcoll_task *op, struct kcoll_conn *conn)
 	struct kcoll_sig *s, *tmp;
 
 	list_for_each_entry_safe(s, tmp, &conn->sigs, node) {
-		if (kcoll_seq_before(s->seq, op->seq)) {
+		/* Not those of older ones still running beside @op. */
+		if (kcoll_coll_over(op->comm, s->seq)) {
 			list_del(&s->node);
 			kfree(s);
 			continue;

@@ -65,6 +65,8 @@ KCOLL_STAT_ATTR(gpu_step_ns, KCOLL_STAT_GPU_STEP_NS);
 KCOLL_STAT_ATTR(reg_cache_hits, KCOLL_STAT_REGCACHE_HITS);
 KCOLL_STAT_ATTR(reg_cache_misses, KCOLL_STAT_REGCACHE_MISSES);
 KCOLL_STAT_ATTR(reg_cache_invalidations, KCOLL_STAT_REGCACHE_INVAL);
+KCOLL_STAT_ATTR(colls_beside, KCOLL_STAT_COLLS_BESIDE);
+KCOLL_STAT_ATTR(colls_overlap_waits, KCOLL_STAT_COLLS_OVERLAP);
 /* The node's profile of collectives (struct kcoll_opstats.prof). */
 #define KCOLL_PROF_ATTR(_name, _idx)					\
 	static ssize_t _name##_show(struct device *dev,			\
@@ -157,6 +159,8 @@ static struct attribute *kcoll_stats_attrs[] = {
 	&dev_attr_reg_cache_hits.attr,
 	&dev_attr_reg_cache_misses.attr,
 	&dev_attr_reg_cache_invalidations.attr,
+	&dev_attr_colls_beside.attr,
+	&dev_attr_colls_overlap_waits.attr,
 	&dev_attr_time_ops.attr,
 	&dev_attr_time_phases.attr,
 	&dev_attr_time_total_ns.attr,

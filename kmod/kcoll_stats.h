@@ -31,6 +31,10 @@ enum kcoll_stat {
 	KCOLL_STAT_REGCACHE_HITS,	/* plain buffers found registered */
 	KCOLL_STAT_REGCACHE_MISSES,	/* ... pinned and registered anew */
 	KCOLL_STAT_REGCACHE_INVAL,	/* cached ones whose mapping changed */
+	KCOLL_STAT_COLLS_BESIDE,	/* collectives started while an older
+				 * one of their communicator ran */
+	KCOLL_STAT_COLLS_OVERLAP,	/* ... that could have, but waited: their
+				 * buffers overlap an older one's */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);

@@ -42,7 +42,7 @@ enum {
 	KCOLL_KNOB_USER_CONTEXTS, KCOLL_KNOB_USER_COMMS, KCOLL_KNOB_USER_REGS,
 	KCOLL_KNOB_USER_QPS, KCOLL_KNOB_USER_KERNEL_MB,
 	KCOLL_KNOB_USER_DMABUF_MB, KCOLL_KNOB_GPU_POLL_US,
-	KCOLL_KNOB_REG_CACHE_MB, KCOLL_KNOB_NR
+	KCOLL_KNOB_REG_CACHE_MB, KCOLL_KNOB_COLLS_IN_FLIGHT, KCOLL_KNOB_NR
 };
 
 static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
@@ -105,6 +105,11 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	/* Plain buffers kept pinned and registered per communicator
 	 * (kcoll_regcache.c); 0: none, every operation pins its own. */
 	[KCOLL_KNOB_REG_CACHE_MB] = { "reg_cache_mb", 256, 0, 1 << 20, false },
+	/* Collectives of one communicator that run at once, where their
+	 * buffers do not overlap (docs/DESIGN.md, "Several collectives in
+	 * flight"); 1: one at a time. */
+	[KCOLL_KNOB_COLLS_IN_FLIGHT] = { "colls_in_flight", 4, 1,
+					 KCOLL_COLLS_IN_FLIGHT_MAX, false },
 };
 
 u32 kcoll_user_max(enum kcoll_quota_kind kind)
@@ -132,6 +137,11 @@ u32 kcoll_user_max_dmabuf_mb(void)
 u32 kcoll_gpu_poll_us(void)
 {
 	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_GPU_POLL_US].val);
+}
+
+u32 kcoll_colls_in_flight(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_COLLS_IN_FLIGHT].val);
 }
 
 u32 kcoll_reg_cache_mb(void)
@@ -339,6 +349,10 @@ module_param_cb(reg_cache_mb, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_REG_CACHE_MB], 0644);
 MODULE_PARM_DESC(reg_cache_mb,
 		 "Plain buffers kept pinned and registered for the next operation on the same pages, per communicator, in MiB (0 disables; default 256)");
+module_param_cb(colls_in_flight, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_COLLS_IN_FLIGHT], 0644);
+MODULE_PARM_DESC(colls_in_flight,
+		 "Collectives of one communicator running at once where their buffers do not overlap (1..16; 1: one at a time; default 4)");
 MODULE_PARM_DESC(connect_timeout_ms,
 		 "How long COMM_CREATE waits for every peer by default (100..3600000 ms; default 60000)");
 
@@ -400,6 +414,7 @@ KCOLL_KNOB_ATTR(user_max_kernel_mb, KCOLL_KNOB_USER_KERNEL_MB);
 KCOLL_KNOB_ATTR(user_max_dmabuf_mb, KCOLL_KNOB_USER_DMABUF_MB);
 KCOLL_KNOB_ATTR(gpu_poll_us, KCOLL_KNOB_GPU_POLL_US);
 KCOLL_KNOB_ATTR(reg_cache_mb, KCOLL_KNOB_REG_CACHE_MB);
+KCOLL_KNOB_ATTR(colls_in_flight, KCOLL_KNOB_COLLS_IN_FLIGHT);
 
 static ssize_t listen_port_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
@@ -484,6 +499,7 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_user_max_dmabuf_mb.attr.attr,
 	&kcoll_attr_gpu_poll_us.attr.attr,
 	&kcoll_attr_reg_cache_mb.attr.attr,
+	&kcoll_attr_colls_in_flight.attr.attr,
 	&dev_attr_listen_port.attr,
 	&dev_attr_devices.attr,
 	&dev_attr_abi_version.attr,

@@ -25,6 +25,9 @@ void kcoll_knobs_init(void);
 u32 kcoll_op_timeout_ms(void);		/* SQE timeout_ms 0 means this */
 u32 kcoll_gpu_poll_us(void);
 u32 kcoll_reg_cache_mb(void);
+/* Collectives a communicator runs at once (kcoll_progress.c). */
+#define KCOLL_COLLS_IN_FLIGHT_MAX	16
+u32 kcoll_colls_in_flight(void);
 extern unsigned int kcoll_listen_port;	/* module parameter; sysfs moves it */
 extern const struct attribute_group *kcoll_attr_groups[];
 

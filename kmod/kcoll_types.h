@@ -76,6 +76,8 @@
  */
 #define KCOLL_GRANTS_QUEUED_MAX(conn)	(16 * (conn)->window)
 #define KCOLL_SIGS_QUEUED_MAX		256
+/* A peer's asks for our SIG kept per connection (kcoll_sig_ask_add()). */
+#define KCOLL_ASKS_MAX			KCOLL_COLLS_IN_FLIGHT_MAX
 /* Reduce landing slots per connection: the largest window (a bitmap). */
 #define KCOLL_STAGE_SLOTS	(KCOLL_GRANT_WINDOW * KCOLL_MAX_LANES)
 /* Grant MRs per connection: every kind's window out and as many again
@@ -139,6 +141,7 @@ struct kcoll_gpu;
 struct kcoll_xport;
 struct kcoll_exec;
 struct kcoll_dmabuf;
+struct kcoll_pg;
 
 struct kcoll_buf {
 	/* What backs it, and how that is given back and DMA-mapped
@@ -389,12 +392,14 @@ struct kcoll_conn {
 					 * grants' stop at KCOLL_GMR_MAX */
 
 	struct list_head sigs;		/* received SIGs not yet checked */
-	u32 sig_next;			/* signatures confirmed up to this seq */
 	/* Lazy signatures (docs/DESIGN.md): both must offer them. */
 	bool lazy_offer;		/* our CREDITs say KCOLL_CREDIT_LAZY */
 	bool peer_lazy;			/* the peer's CREDITs said so */
-	bool sig_reply_due;		/* the peer asked for our SIG of ... */
-	u32 sig_reply_seq;		/* ... this collective */
+	/* The collectives whose SIG the peer asked for (KCOLL_SIG_ASK) and
+	 * we have not sent yet: one per collective it runs at once; past
+	 * KCOLL_ASKS_MAX the oldest ask is forgotten (best effort). */
+	u8 nasks;
+	u32 asks[KCOLL_ASKS_MAX];
 	bool bye;			/* the peer said BYE: */
 	u32 bye_done;			/* it completed every collective
 					 * below this seq */
@@ -470,6 +475,19 @@ struct kcoll_task {
 	u32 gmrs;			/* its grants' MRs not yet invalid */
 
 	u32 sigs_ok;			/* peers whose signature matched */
+	unsigned long *sig_seen;	/* collectives: those peers, by rank */
+	/*
+	 * Collectives that run beside an older one (docs/DESIGN.md,
+	 * "Several collectives in flight"): the pages of its user buffers,
+	 * sorted, each with the parts the op reads and writes (built when
+	 * first compared, kcoll_overlap.c); NULL and pg_n 0: none.
+	 */
+	struct kcoll_pg *pg;
+	u32 pg_n;
+	bool pg_built;
+	bool pg_all;			/* could not list them: overlaps all */
+	bool overlap_counted;		/* in stats/colls_overlap_waits */
+	u32 overlap_seq;		/* ... because of this older one */
 	u32 sigs_sent;			/* ranks below this have our SIG (a
 					 * full send queue defers the rest) */
 	bool lazy;			/* all-dependent: no SIG to, and none

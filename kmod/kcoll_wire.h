@@ -19,8 +19,11 @@
  * key byte a CREDITS carries (docs/DESIGN.md, "Grant MRs").
  * 4: a broadcast's schedule ends with confirmation tokens to its root, and
  * broadcast and reduce send no SIG to lazy peers (kcoll_sched_lazy()).
+ * 5: several collectives run at once: grants, SIGs and ABORTs of a younger
+ * collective may come between those of an older one (docs/DESIGN.md,
+ * "Several collectives in flight"); a version-4 engine would stop there.
  */
-#define KCOLL_WIRE_VERSION	4
+#define KCOLL_WIRE_VERSION	5
 #define KCOLL_AUTH_NONCE	12
 #define KCOLL_AUTH_MAC		16
 

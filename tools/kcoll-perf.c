@@ -34,6 +34,11 @@
  *           cuStreamSynchronize; a KCOLL_DEVMEM=1 communicator; no
  *           sendrecv
  *   -M      bandwidths in MB/s instead of GB/s (slow, emulated links)
+ *   -B k    k pairs of buffers, iteration i on pair i mod k (default 1:
+ *           every iteration on the same buffers, which therefore run one
+ *           after the other, as on one nccl-tests stream); k > 1 is what
+ *           DDP's buckets look like, and lets the module run several
+ *           collectives at once (sysfs colls_in_flight); host memory
  *   -V s    the v-variants (-c allgatherv, reduce_scatterv, alltoallv):
  *           their largest block s times their smallest (default 1: equal
  *           blocks; collsim's -V); int32; host memory, or GPU memory
@@ -97,11 +102,15 @@ static struct {
 	const char *dmabuf;
 	int cpu;
 	int gpu;
+	int bufs;		/* -B */
 } o = {
 	.minbytes = 8, .maxbytes = 8 << 20, .factor = 2,
 	.dt = COLL_DTYPE_FP32, .op = COLL_REDOP_SUM, .colls = 1u << CHK_ALLREDUCE,
-	.iters = 20, .warmup = 5, .check = 1, .skew = 1,
+	.iters = 20, .warmup = 5, .check = 1, .skew = 1, .bufs = 1,
 };
+/* -B: the distance between two pairs' buffers (the pair i's send buffer
+ * is the first's plus i * buf_stride). */
+static size_t buf_stride;
 
 static double bw_sum;
 /* Bandwidth columns: GB/s as nccl-tests, or MB/s with -M (emulated links). */
@@ -293,18 +302,27 @@ static double run_iters(int (*issue_one)(const void *ctx, coll_request **req),
 struct run_ctx {
 	const struct chk_case *c;
 	void *send, *recv;
+	int *next;		/* -B: the pair the next iteration uses */
 };
+
+/* @p moved to pair @k (-B); NULL stays NULL. */
+static void *pair_ptr(void *p, int k)
+{
+	return p ? (char *)p + (size_t)k * buf_stride : NULL;
+}
 
 static int run_issue(const void *ctx, coll_request **req)
 {
 	const struct run_ctx *x = ctx;
+	int k = (*x->next)++ % o.bufs;
 
-	return issue(x->c, x->send, x->recv, req);
+	return issue(x->c, pair_ptr(x->send, k), pair_ptr(x->recv, k), req);
 }
 
 static double run(const struct chk_case *c, void *send, void *recv, int iters)
 {
-	struct run_ctx x = { c, send, recv };
+	int next = 0;
+	struct run_ctx x = { c, send, recv, &next };
 
 	return run_iters(run_issue, &x, chk_coll_names[c->coll], iters);
 }
@@ -523,8 +541,11 @@ static void bench(enum chk_coll coll)
 		if (ret)
 			die("coll_mem_register_dmabuf", ret);
 	} else {
-		sbuf = malloc(cap);
-		rbuf = malloc(cap);
+		/* -B: o.bufs pairs, each page aligned, one allocation. */
+		buf_stride = (cap + 4095) & ~(size_t)4095;
+		sbuf = aligned_alloc(4096, buf_stride * o.bufs);
+		rbuf = aligned_alloc(4096, buf_stride * o.bufs);
+		cap = buf_stride * o.bufs;
 	}
 	if (!sbuf || !rbuf)
 		die("malloc", -ENOMEM);
@@ -906,7 +927,8 @@ static void usage(void)
 	fprintf(stderr, "usage: kcoll-perf [-b minbytes] [-e maxbytes] "
 		"[-f stepfactor] [-d dtype] [-o redop] [-c collective[,...]|all]\n"
 		"                  [-r root] [-n iters] [-w warmup] [-i 0|1] "
-		"[-C 0|1] [-R 0|1] [-D exporter | -G] [-M] [-u] [-P] [-V skew]\n");
+		"[-C 0|1] [-R 0|1] [-D exporter | -G] [-M] [-u] [-P] [-V skew]\n"
+		"                  [-B buffer pairs]\n");
 	exit(2);
 }
 
@@ -915,7 +937,7 @@ int main(int argc, char **argv)
 	int opt, i, ret;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "b:e:f:d:o:c:r:n:w:i:C:R:D:GMuPV:h")) != -1) {
+	while ((opt = getopt(argc, argv, "b:e:f:d:o:c:r:n:w:i:C:R:D:GMuPV:B:h")) != -1) {
 		switch (opt) {
 		case 'b': o.minbytes = parse_size(optarg); break;
 		case 'e': o.maxbytes = parse_size(optarg); break;
@@ -940,12 +962,18 @@ int main(int argc, char **argv)
 		case 'M': bw_div = 1e6; bw_unit = "(MB/s)"; break;
 		case 'u': o.cpu = 1; break;
 		case 'P': o.prof = 1; break;
+		case 'B': o.bufs = atoi(optarg); break;
 		default: usage();
 		}
 	}
 	if (optind != argc || o.iters < 1 || o.warmup < 0 ||
-	    o.minbytes > o.maxbytes || o.skew < 1)
+	    o.minbytes > o.maxbytes || o.skew < 1 || o.bufs < 1)
 		usage();
+	if (o.bufs > 1 && (o.dmabuf || o.gpu || o.vcolls)) {
+		fprintf(stderr, "kcoll-perf: -B on host memory and the "
+			"equal-block collectives only\n");
+		return 2;
+	}
 	if (o.vcolls && o.dmabuf) {
 		fprintf(stderr, "kcoll-perf: the v-variants on host or GPU "
 			"memory (-G) only\n");

@@ -784,6 +784,64 @@ static int kt_rank_p2p(struct tring *r, __u32 id, int rank, int n,
 	return 0;
 }
 
+/*
+ * Collectives in flight at once (sysfs colls_in_flight): KT_IF_NB in-place
+ * allreduces of 16 KiB, each on a buffer of its own (granted transfers:
+ * they may run side by side), then a chain of KT_IF_CHAIN in-place
+ * allreduces of one buffer (each overlaps the one before: they must run
+ * in order), all in one ENTER. Completions in submission order; every
+ * result checked.
+ */
+#define KT_IF_NB	64
+#define KT_IF_CNT	4096
+#define KT_IF_CHAIN	8
+static int kt_rank_inflight(struct tring *r, __u32 id, int rank, int n,
+			    float *a)
+{
+	int32_t *v = (int32_t *)a, *x = v + KT_IF_NB * KT_IF_CNT;
+	int32_t want = 1;
+	struct kcoll_sqe s;
+	size_t i;
+	int k;
+
+	for (i = 0; i < KT_IF_NB * KT_IF_CNT; i++)
+		v[i] = (int32_t)(i % 1000) + rank;
+	for (i = 0; i < KT_IF_CNT; i++)
+		x[i] = 1;
+	for (i = 0; i < KT_IF_NB + KT_IF_CHAIN; i++) {
+		int32_t *p = i < KT_IF_NB ? v + i * KT_IF_CNT : x;
+
+		s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_INT32,
+			    KCOLL_REDOP_SUM, 0, KT_IF_CNT, p, p);
+		s.user_data = i;
+		*kt_get_sqe(r) = s;
+	}
+	if (kt_enter(r, KT_IF_NB + KT_IF_CHAIN, 0, 0, 0) !=
+	    KT_IF_NB + KT_IF_CHAIN)
+		return 80;
+	for (i = 0; i < KT_IF_NB + KT_IF_CHAIN; i++) {
+		struct kcoll_cqe c;
+
+		while (kt_pop(r, &c))
+			if (kt_enter(r, 0, 1, KCOLL_ENTER_GETEVENTS, 0) < 0)
+				return 81;
+		if (c.res || c.user_data != i)
+			return kt_fail(rank, 82, c.res);
+	}
+	for (i = 0; i < KT_IF_NB * KT_IF_CNT; i++)
+		if (v[i] != (int32_t)(n * (int)(i % 1000) + n * (n - 1) / 2))
+			return 83;
+	for (k = 0; k < KT_IF_CHAIN; k++)
+		want *= n;
+	for (i = 0; i < KT_IF_CNT; i++)
+		if (x[i] != want) {
+			fprintf(stderr, "# rank %d: chain element %zu is %d, want %d\n",
+				rank, i, x[i], want);
+			return 84;
+		}
+	return 0;
+}
+
 /* Rank @rank of @n: run the collectives, return 0 or a failure code. */
 static int kt_rank_main(const char *ip, int rank, int n, __u64 uid,
 			const char *key, int mismatch)
@@ -813,6 +871,8 @@ static int kt_rank_main(const char *ip, int rank, int n, __u64 uid,
 		return kt_rank_mismatches(&r, id, rank, n, a, b, cnt);
 	if (mismatch == 3)
 		return kt_rank_p2p(&r, id, rank, n, a, b);
+	if (mismatch == 4)
+		return kt_rank_inflight(&r, id, rank, n, a);
 	if (mismatch) {
 		s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32,
 			    KCOLL_REDOP_SUM, 0, rank ? 1000 : 1001, a, b);
@@ -995,6 +1055,7 @@ static void kt_rxe_knobs_default(void)
 	kt_sysfs_write("algo/gather", "auto");
 	kt_sysfs_write("qps_per_peer", "1");
 	kt_sysfs_write("reg_cache_mb", "256");
+	kt_sysfs_write("colls_in_flight", "4");
 }
 
 FIXTURE_SETUP(rxe)
@@ -1473,6 +1534,57 @@ TEST_F_TIMEOUT(rxe, eager_small_transfers_need_no_grant, 300)
 	EXPECT_EQ(0, kt_sysfs_write("eager", "1"));
 	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
 	EXPECT_EQ(e1, e2);
+}
+
+/*
+ * sysfs colls_in_flight (docs/DESIGN.md, "Several collectives in flight"):
+ * with 4, collectives on buffers of their own start while older ones run
+ * (stats/colls_beside), and a chain on one buffer waits, each for the one
+ * before (stats/colls_overlap_waits: at least the chain's 7 followers on
+ * each of 3 ranks); with 1 neither happens. The results are right both
+ * ways (kt_rank_inflight()).
+ */
+TEST_F_TIMEOUT(rxe, collectives_run_side_by_side_unless_they_overlap, 300)
+{
+	long long b0, b1, o0, o1;
+	int codes[NPROC_MAX];
+
+	if (!getenv("KCOLL_IP"))
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "writing sysfs colls_in_flight needs root");
+	ASSERT_EQ(4, kt_sysfs_read("colls_in_flight"));
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("colls_in_flight", "0"));
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("colls_in_flight", "17"));
+	/* Through the NIC, and on one node through the channel. */
+	for (int w = 0; w < 4; w++) {
+		ASSERT_EQ(0, kt_sysfs_write("colls_in_flight",
+					    w & 1 ? "1" : "4"));
+		ASSERT_EQ(0, kt_sysfs_write("intra_node", w & 2 ? "1" : "0"));
+		b0 = kt_sysfs_read("stats/colls_beside");
+		o0 = kt_sysfs_read("stats/colls_overlap_waits");
+		ASSERT_LE(0, b0);
+		ASSERT_LE(0, o0);
+		EXPECT_EQ(0, kt_spawn(3, 0x1040 + w, -1, 4, codes, 0));
+		for (int k = 0; k < 3; k++) {
+			EXPECT_EQ(0, codes[k]) {
+				TH_LOG("colls_in_flight %s intra_node %d: rank %d failed with code %d",
+				       w & 1 ? "1" : "4", !!(w & 2), k,
+				       codes[k]);
+			}
+		}
+		b1 = kt_sysfs_read("stats/colls_beside");
+		o1 = kt_sysfs_read("stats/colls_overlap_waits");
+		TH_LOG("colls_in_flight %s intra_node %d: %lld started beside an older one, %lld waited for an overlap",
+		       w & 1 ? "1" : "4", !!(w & 2), b1 - b0, o1 - o0);
+		if (w & 1) {
+			EXPECT_EQ(b0, b1);
+			EXPECT_EQ(o0, o1);
+		} else {
+			EXPECT_LE(b0 + 3, b1);
+			EXPECT_LE(o0 + 3 * (KT_IF_CHAIN - 1), o1);
+		}
+	}
 }
 
 /*

@@ -873,6 +873,144 @@ static void vec_cases(int level)
 	}
 }
 
+/*
+ * Several collectives in flight (sysfs colls_in_flight): every collective
+ * issued non-blocking, of three sizes (eager, one chunk, many), on buffers
+ * of their own, which may run side by side; among them a chain on one
+ * buffer X: an in-place allreduce of X, then an allgather reading X, in
+ * turn. The chain's operations overlap, so each must see the one before
+ * it (the allgather gets X as the allreduces before it left it, the next
+ * allreduce X as the allgather read it). Waited for in order; every
+ * result checked.
+ */
+static void inflight_case(void)
+{
+	enum { N = 60, XCOUNT = 20000, GCOUNT = 1000 };
+	static const enum chk_coll colls[] = {
+		CHK_ALLREDUCE, CHK_ALLGATHER, CHK_REDUCE_SCATTER,
+		CHK_BROADCAST, CHK_ALLTOALL, CHK_REDUCE, CHK_GATHER,
+		CHK_SCATTER,
+	};
+	static const size_t counts[] = { 3, 1500, 70000 };
+	struct chk_case c[N];
+	struct gbuf gs[N], gr[N], gx;
+	coll_request *req[N];
+	int chain[N];		/* 0: own buffers; k > 0: k-th of the chain */
+	int64_t n = nranks, sum = n * (n + 1) / 2, bad = 0, k = 0;
+	int32_t *x, *ga[N];
+	void *sp[N], *rp[N];
+	double t0 = now();
+	int i, j, ret;
+
+	x = gbuf_alloc(&gx, XCOUNT * sizeof(int32_t));
+	for (j = 0; j < XCOUNT; j++)
+		x[j] = rank + 1;
+	memset(ga, 0, sizeof(ga));
+	for (i = 0; i < N; i++) {
+		req[i] = NULL;
+		chain[i] = 0;
+		memset(&gs[i], 0, sizeof(gs[i]));
+		memset(&gr[i], 0, sizeof(gr[i]));
+		if (i % 3 == 2) {
+			chain[i] = (int)++k;
+			if (k % 2) {
+				ret = coll_iallreduce(x, x, XCOUNT,
+						      COLL_DTYPE_INT32,
+						      COLL_REDOP_SUM, comm,
+						      &req[i]);
+			} else {
+				ga[i] = gbuf_alloc(&gr[i], (size_t)nranks *
+						   GCOUNT * sizeof(int32_t));
+				ret = coll_iallgather(x, ga[i], GCOUNT,
+						      COLL_DTYPE_INT32, comm,
+						      &req[i]);
+			}
+		} else {
+			c[i] = (struct chk_case){
+				.coll = colls[i % 8],
+				.dt = i % 2 ? COLL_DTYPE_FP32 :
+					      COLL_DTYPE_INT32,
+				.op = COLL_REDOP_SUM,
+				.count = counts[i % 3],
+				.root = i % nranks,
+				.rank = rank, .nranks = nranks,
+			};
+			sp[i] = gbuf_alloc(&gs[i], chk_send_elems(&c[i]) *
+					   coll_dtype_size(c[i].dt));
+			rp[i] = gbuf_alloc(&gr[i], chk_recv_elems(&c[i]) *
+					   coll_dtype_size(c[i].dt));
+			chk_fill(&c[i], sp[i], rp[i]);
+			ret = chk_issue(&c[i], sp[i], rp[i], comm, &req[i]);
+		}
+		if (ret) {
+			diag("in flight: operation %d not issued: %s (%s)", i,
+			     coll_strerror(ret), coll_last_error());
+			bad++;
+			req[i] = NULL;
+		}
+	}
+	for (i = 0; i < N; i++) {
+		char why[160];
+
+		if (!req[i])
+			continue;
+		ret = coll_wait(req[i]);
+		coll_request_free(req[i]);
+		if (ret) {
+			diag("in flight: operation %d: %s (%s)", i,
+			     coll_strerror(ret), coll_last_error());
+			bad++;
+			continue;
+		}
+		if (!chain[i]) {
+			size_t b = chk_verify(&c[i], sp[i], rp[i], why,
+					      sizeof(why));
+
+			if (b)
+				diag("in flight: %d (%s count %zu): %s", i,
+				     chk_coll_names[c[i].coll], c[i].count,
+				     why);
+			bad += (int64_t)b;
+		} else if (!(chain[i] % 2)) {
+			/* After chain[i] / 2 allreduces: sum * n^(k-1). */
+			int64_t want = sum;
+
+			for (j = 1; j < chain[i] / 2; j++)
+				want *= n;
+			for (j = 0; j < nranks * GCOUNT; j++)
+				if (ga[i][j] != want) {
+					diag("in flight: chain %d (allgather of X) element %d: %d, want %lld",
+					     chain[i], j, ga[i][j],
+					     (long long)want);
+					bad++;
+					break;
+				}
+		}
+	}
+	{
+		int64_t want = sum;
+
+		for (j = 1; j < (k + 1) / 2; j++)
+			want *= n;
+		for (j = 0; j < XCOUNT; j++)
+			if (x[j] != want) {
+				diag("in flight: X[%d] %d, want %lld", j, x[j],
+				     (long long)want);
+				bad++;
+				break;
+			}
+	}
+	for (i = 0; i < N; i++) {
+		bad += (int64_t)(gbuf_damage(&gs[i]) + gbuf_damage(&gr[i]));
+		gbuf_free(&gs[i]);
+		gbuf_free(&gr[i]);
+	}
+	bad += (int64_t)gbuf_damage(&gx);
+	gbuf_free(&gx);
+	report(bad, "60 collectives of every kind in flight, a chain on one buffer among them",
+	       t0);
+}
+
 /* More operations in flight than the CQ holds; then barriers. */
 static void flood_case(void)
 {
@@ -2060,6 +2198,7 @@ int main(int argc, char **argv)
 	if (only < 0 && !dmabuf && !gpu) {
 		vec_cases(level);
 		group_case();
+		inflight_case();
 		flood_case();
 	}
 	ret = coll_comm_destroy(comm);
