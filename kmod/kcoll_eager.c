@@ -312,6 +312,30 @@ bad:
 }
 
 /*
+ * A collective completed: offer again the slots that still hold data of
+ * collectives that are over (they failed, or it came after they did).
+ * Those that started beside it could not offer them when they started.
+ * Must hold comm->lock.
+ */
+void kcoll_eager_sweep(struct kcoll_comm *comm)
+{
+	u32 i, slot;
+
+	lockdep_assert_held(&comm->lock);
+	for (i = 0; i < comm->nranks; i++) {
+		struct kcoll_conn *conn = comm->conns[i];
+
+		if (!conn || !conn->eager || conn->state != KCOLL_CONN_UP)
+			continue;
+		for (slot = 0; slot < KCOLL_EAGER_SLOTS; slot++)
+			if (conn->erx[slot].full &&
+			    conn->erx[slot].kind == KCOLL_KIND_COLL &&
+			    kcoll_coll_over(comm, conn->erx[slot].seq))
+				kcoll_eager_release(conn, slot);
+	}
+}
+
+/*
  * Collective @op starts: offer again the slots holding data of
  * collectives that are over (they failed here, and nobody will consume
  * it; not those of older ones still running beside @op), and check the

@@ -193,6 +193,7 @@ int kcoll_abort_status(const struct kcoll_wire_msg *m);
 void kcoll_op_abort_peers(struct kcoll_task *op, bool deferred);
 void kcoll_op_fail(struct kcoll_task *op, int err);
 void kcoll_op_fail_from(struct kcoll_task *op, int err, u32 peer);
+void kcoll_op_drain_arm(struct kcoll_task *op);
 void kcoll_report_set(struct kcoll_task *op, u64 ns);
 void kcoll_timeout_arm(struct kcoll_comm *comm, unsigned long deadline);
 
@@ -211,6 +212,7 @@ void kcoll_sig_ask_del(struct kcoll_conn *conn, u32 seq);
 
 /* kcoll_eager.c */
 void kcoll_eager_start(struct kcoll_task *op, struct kcoll_conn *conn);
+void kcoll_eager_sweep(struct kcoll_comm *comm);
 void kcoll_engine_eager(struct kcoll_conn *conn, u32 imm,
 			u32 byte_len);
 bool kcoll_op_eager(const struct kcoll_task *op,

@@ -117,9 +117,24 @@ void kcoll_op_fail(struct kcoll_task *op, int err)
 	op->error = err;
 	if (!op->started)
 		return;		/* nothing sent or granted yet */
-	op->drain_by = (jiffies + kcoll_drain_jiffies()) ?: 1;
-	kcoll_timeout_arm(comm, op->drain_by);
+	kcoll_op_drain_arm(op);
 	kcoll_op_abort_peers(op, false);
+}
+
+/*
+ * Failed @op starts its drain clock (op->drain_by), if it is not quiet.
+ * A collective behind the head waits for the head first: a peer that has
+ * not started it (its own older ones still run) answers its grants with
+ * an ABORT only then, which is no sign of a connection that stopped.
+ * Must hold comm->lock.
+ */
+void kcoll_op_drain_arm(struct kcoll_task *op)
+{
+	if (!op->error || op->drain_by || kcoll_op_quiet(op) ||
+	    (op->kind == KCOLL_KIND_COLL && !kcoll_op_is_head(op)))
+		return;
+	op->drain_by = (jiffies + kcoll_drain_jiffies()) ?: 1;
+	kcoll_timeout_arm(op->comm, op->drain_by);
 }
 
 /* The same, @peer's doing (its ABORT, its differing signature). */
@@ -429,8 +444,10 @@ void kcoll_engine_timeout_work(struct work_struct *work)
 		    !op->finished) {
 			u64 mark = kcoll_op_mark(op);
 
+			/* Behind the head it may wait for the head (its
+			 * eager transfers do): its clock starts there. */
 			if (time_after_eq(now, op->lazy_at) &&
-			    mark != op->lazy_mark) {
+			    (mark != op->lazy_mark || !kcoll_op_is_head(op))) {
 				/* Moving: look again later. */
 				op->lazy_mark = mark;
 				op->lazy_at = now +

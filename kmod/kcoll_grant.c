@@ -103,8 +103,12 @@ void kcoll_op_grant(struct kcoll_task *op)
 			/* Reducing, or no MR to write into: staging. */
 			slot = kcoll_slot_get(op, conn);
 			/* Slots may wait for the transport to be sure
-			 * that retired grants cannot be written through. */
+			 * that retired grants cannot be written through
+			 * (only when all are taken: a younger collective
+			 * refused its share waits, and does not make the
+			 * head's invalidations synchronous). */
 			if (slot < 0 && conn->xp->reclaim &&
+			    hweight_long(conn->slot_busy) >= conn->window &&
 			    conn->xp->reclaim(conn))
 				slot = kcoll_slot_get(op, conn);
 			if (slot < 0)

@@ -49,8 +49,8 @@ static bool kcoll_buf_written(const struct kcoll_task *op, int which)
 	u8 opc = op->args.opcode;
 
 	return which == KCOLL_SBUF_RECV ||
-	       opc == KCOLL_OP_REDUCE_SCATTER ||
-	       opc == KCOLL_OP_REDUCE_SCATTERV;
+	       (op->args.in_place && (opc == KCOLL_OP_REDUCE_SCATTER ||
+				      opc == KCOLL_OP_REDUCE_SCATTERV));
 }
 
 static int kcoll_pg_cmp(const void *a, const void *b)
@@ -124,7 +124,7 @@ static void kcoll_op_pages(struct kcoll_task *op)
 		op->pg_all = true;
 		return;
 	}
-	pg = kvmalloc_array(n, sizeof(*pg), GFP_KERNEL);
+	pg = kvmalloc_array(n, sizeof(*pg), GFP_KERNEL_ACCOUNT);
 	if (!pg) {
 		op->pg_all = true;
 		return;

@@ -531,7 +531,9 @@ static bool kcoll_op_may_join(struct kcoll_task *op, u32 pos)
 		return false;
 	list_for_each_entry(o, &op->comm->colls, node) {
 		if (o == op) {
-			kcoll_stat_add(KCOLL_STAT_COLLS_BESIDE, 1);
+			/* Failed before it started: it only completes. */
+			if (!op->error)
+				kcoll_stat_add(KCOLL_STAT_COLLS_BESIDE, 1);
 			return true;
 		}
 		if (o->gpu || o->prio < op->prio)
@@ -572,9 +574,13 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 			if (!i && (op->finished || op->error) &&
 			    kcoll_op_quiet(op)) {
 				kcoll_op_complete(op);
+				kcoll_eager_sweep(comm);
 				again = true;	/* the next is the head */
 				break;
 			}
+			/* The head, failed: its drain clock runs now. */
+			if (!i && op->error && op->started)
+				kcoll_op_drain_arm(op);
 			/* Failed before it started: it completes as the
 			 * head, and nothing behind it starts before. */
 			if (!op->started)

@@ -77,8 +77,9 @@ enum kcoll_op {
 	 *                  the kernel copies at submission (struct
 	 *                  kcoll_vec documents its layout); counts may differ
 	 *                  per rank and be zero
-	 * Collectives on one communicator run in submission order; every rank
-	 * must submit the same sequence. Each operation's signature (opcode,
+	 * Collectives on one communicator start and complete in submission
+	 * order (those whose buffers do not overlap may run at once: sysfs
+	 * colls_in_flight); every rank must submit the same sequence. Each operation's signature (opcode,
 	 * dtype, redop, count, root) is checked against every other rank's: a
 	 * mismatch completes the operation with -EBADMSG on every rank.
 	 */

@@ -1,15 +1,15 @@
 #!/bin/bash
 # Issue 21, item 5: DDP issues its gradient buckets as many non-blocking
 # allreduces back to back. kcoll-perf (4 ranks on 2 VMs, 2 per VM) times
-# N non-blocking 1 MiB allreduces issued back to back, each on buffers of
+# N non-blocking allreduces of SIZE (default 1M) issued back to back, each on buffers of
 # its own (-B N: the buckets; its iterations are issued first, then waited
 # for), once per sysfs colls_in_flight value W, and, in the same boot, one
-# allreduce of N MiB; interleaved for ROUNDS rounds. Buffers are
+# allreduce of N x SIZE; interleaved for ROUNDS rounds. Buffers are
 # registered once (-R 1). Rank 0's tables go to
 # OUT/vm0/inflight-*.txt and the ratios to inflight.txt.
 # Usage: tests/vm/vmrun.sh -k KVER -n 2 -o OUT -t 2400 \
-#     -a "[N [ROUNDS [W/W/..]]]" tests/vm/scenarios/inflight.sh
-#     (default 25 3 4/1)
+#     -a "[N [ROUNDS [W/W/.. [SIZE]]]]" tests/vm/scenarios/inflight.sh
+#     (default 25 3 4/1 1M; SIZE in bytes, or with K or M)
 . "$kcoll_top/tests/vm/guest-lib.sh"
 
 # shellcheck disable=SC2086
@@ -17,6 +17,12 @@ set -- $KCOLL_ARG
 n=${1:-25}
 rounds=${2:-3}
 windows=${3:-4/1}
+size=${4:-1M}
+case $size in
+*K) bytes=$((${size%K} * 1024)) ;;
+*M) bytes=$((${size%M} * 1048576)) ;;
+*) bytes=$size ;;
+esac
 kcoll_net_up
 kcoll_rxe_up
 kcoll_mod_load
@@ -31,19 +37,19 @@ for r in $(seq 1 "$rounds"); do
 			fail "colls_in_flight $w"
 		vm_sync "r$r-w$w" 600
 		port=$((port + 1))
-		kcoll_kperf "inflight-small-$r-w$w" $port -M -c allreduce -b 1M -e 1M \
+		kcoll_kperf "inflight-small-$r-w$w" $port -M -c allreduce -b "$bytes" -e "$bytes" \
 			-n "$n" -w 2 -C 1 -R 1 -B "$n"
 	done
 	echo 4 >/sys/class/misc/kcoll/colls_in_flight
 	vm_sync "s$r" 900
 	port=$((port + 1))
-	kcoll_kperf "inflight-big-$r" $port -M -c allreduce -b "${n}M" -e "${n}M" -n 2 -w 1 -C 0 -R 1
+	kcoll_kperf "inflight-big-$r" $port -M -c allreduce -b $((n * bytes)) -e $((n * bytes)) -n 2 -w 1 -C 0 -R 1
 done
 vm_sync "end" 900
 if [ "$kcoll_vm" = 0 ]; then
-	python3 - "$KCOLL_OUT" "$n" "$rounds" "$windows" >"$KCOLL_OUT/inflight.txt" <<'PY'
+	python3 - "$KCOLL_OUT" "$n" "$rounds" "$windows" "$size" >"$KCOLL_OUT/inflight.txt" <<'PY'
 import statistics, sys
-out, n, rounds, windows = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split("/")
+out, n, rounds, windows, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split("/"), sys.argv[5]
 def t(name):
     for line in open(f"{out}/{name}-rank0.txt"):
         f = line.split()
@@ -55,16 +61,16 @@ def t(name):
 ratios = {w: [] for w in windows}
 for r in range(1, rounds + 1):
     big = t(f"inflight-big-{r}")
-    line = [f"round {r}: one {n} MiB {big / 1000:.1f} ms"]
+    line = [f"round {r}: one {n} x {size} {big / 1000:.1f} ms"]
     for w in windows:
         small = t(f"inflight-small-{r}-w{w}")
         ratios[w].append(small * n / big)
-        line.append(f"{n} x 1 MiB, colls_in_flight {w}: {small * n / 1000:.1f} ms, "
+        line.append(f"{n} x {size}, colls_in_flight {w}: {small * n / 1000:.1f} ms, "
                     f"ratio {small * n / big:.2f}")
     print("; ".join(line))
 for w in windows:
     print(f"colls_in_flight {w}: median ratio {statistics.median(ratios[w]):.2f} "
-          f"({n} non-blocking 1 MiB allreduces on their own buffers / one {n} MiB allreduce)")
+          f"({n} non-blocking {size} allreduces on their own buffers / one of {n} x {size})")
 PY
 	cat "$KCOLL_OUT/inflight.txt"
 fi
