@@ -194,6 +194,7 @@ void kcoll_op_abort_peers(struct kcoll_task *op, bool deferred);
 void kcoll_op_fail(struct kcoll_task *op, int err);
 void kcoll_op_fail_from(struct kcoll_task *op, int err, u32 peer);
 void kcoll_op_drain_arm(struct kcoll_task *op);
+u64 kcoll_op_mark(const struct kcoll_task *op);
 void kcoll_report_set(struct kcoll_task *op, u64 ns);
 void kcoll_timeout_arm(struct kcoll_comm *comm, unsigned long deadline);
 

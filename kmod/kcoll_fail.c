@@ -150,7 +150,7 @@ void kcoll_op_fail_from(struct kcoll_task *op, int err, u32 peer)
  * received (each phase is far below 2^40 bytes). Equal values 50 ms apart
  * mean it stalled. Must hold comm->lock.
  */
-static u64 kcoll_op_mark(const struct kcoll_task *op)
+u64 kcoll_op_mark(const struct kcoll_task *op)
 {
 	return ((u64)op->phase << 40) + op->send_done + op->recv_done;
 }

@@ -581,6 +581,17 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 			/* The head, failed: its drain clock runs now. */
 			if (!i && op->error && op->started)
 				kcoll_op_drain_arm(op);
+			/* Just become the head: its lazy clock starts now
+			 * (behind the head it may wait for it). */
+			if (!i && op->started && !op->was_head) {
+				op->was_head = true;
+				if (op->lazy && !op->lazy_due) {
+					op->lazy_at = jiffies + msecs_to_jiffies(
+						KCOLL_SIG_LAZY_MS);
+					op->lazy_mark = kcoll_op_mark(op);
+					kcoll_timeout_arm(comm, op->lazy_at);
+				}
+			}
 			/* Failed before it started: it completes as the
 			 * head, and nothing behind it starts before. */
 			if (!op->started)

@@ -487,6 +487,7 @@ struct kcoll_task {
 	bool pg_built;
 	bool pg_all;			/* could not list them: overlaps all */
 	bool overlap_counted;		/* in stats/colls_overlap_waits */
+	bool was_head;			/* its lazy clock restarted there */
 	u32 overlap_seq;		/* ... because of this older one */
 	u32 sigs_sent;			/* ranks below this have our SIG (a
 					 * full send queue defers the rest) */

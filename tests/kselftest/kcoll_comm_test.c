@@ -790,11 +790,14 @@ static int kt_rank_p2p(struct tring *r, __u32 id, int rank, int n,
  * they may run side by side), then a chain of KT_IF_CHAIN in-place
  * allreduces of one buffer (each overlaps the one before: they must run
  * in order), all in one ENTER. Completions in submission order; every
- * result checked.
+ * result checked. Collective KT_IF_BAD differs on the last rank (one
+ * element less): it fails with -EBADMSG on every rank while those around
+ * it run, and nothing else does.
  */
 #define KT_IF_NB	64
 #define KT_IF_CNT	4096
 #define KT_IF_CHAIN	8
+#define KT_IF_BAD	10
 static int kt_rank_inflight(struct tring *r, __u32 id, int rank, int n,
 			    float *a)
 {
@@ -812,7 +815,9 @@ static int kt_rank_inflight(struct tring *r, __u32 id, int rank, int n,
 		int32_t *p = i < KT_IF_NB ? v + i * KT_IF_CNT : x;
 
 		s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_INT32,
-			    KCOLL_REDOP_SUM, 0, KT_IF_CNT, p, p);
+			    KCOLL_REDOP_SUM, 0,
+			    KT_IF_CNT - (i == KT_IF_BAD && rank == n - 1),
+			    p, p);
 		s.user_data = i;
 		*kt_get_sqe(r) = s;
 	}
@@ -825,11 +830,13 @@ static int kt_rank_inflight(struct tring *r, __u32 id, int rank, int n,
 		while (kt_pop(r, &c))
 			if (kt_enter(r, 0, 1, KCOLL_ENTER_GETEVENTS, 0) < 0)
 				return 81;
-		if (c.res || c.user_data != i)
+		if (c.user_data != i ||
+		    c.res != (i == KT_IF_BAD ? -EBADMSG : 0))
 			return kt_fail(rank, 82, c.res);
 	}
 	for (i = 0; i < KT_IF_NB * KT_IF_CNT; i++)
-		if (v[i] != (int32_t)(n * (int)(i % 1000) + n * (n - 1) / 2))
+		if (i / KT_IF_CNT != KT_IF_BAD &&
+		    v[i] != (int32_t)(n * (int)(i % 1000) + n * (n - 1) / 2))
 			return 83;
 	for (k = 0; k < KT_IF_CHAIN; k++)
 		want *= n;
@@ -1542,7 +1549,8 @@ TEST_F_TIMEOUT(rxe, eager_small_transfers_need_no_grant, 300)
  * (stats/colls_beside), and a chain on one buffer waits, each for the one
  * before (stats/colls_overlap_waits: at least the chain's 7 followers on
  * each of 3 ranks); with 1 neither happens. The results are right both
- * ways (kt_rank_inflight()).
+ * ways, and one collective among them whose counts differ fails alone
+ * (kt_rank_inflight()).
  */
 TEST_F_TIMEOUT(rxe, collectives_run_side_by_side_unless_they_overlap, 300)
 {

@@ -10,7 +10,8 @@
  * (short) timeouts, mutated SQEs (NOP, DELAY, collectives on communicators
  * the fuzzer creates: one rank, bogus multi-rank tables that time out,
  * and, with an RDMA address, two-rank communicators over the local device
- * whose results are checked), REG_MEM/DEREG_MEM over mapped, unmapped,
+ * whose results are checked, some issued in bursts that run side by
+ * side), REG_MEM/DEREG_MEM over mapped, unmapped,
  * read-only and vanishing memory, corruption of the shared ring indices,
  * EVENTFD with random descriptors, COMM_ABORT/COMM_REPORT, poll/epoll, and
  * close()/dup2() of descriptors other threads are inside ENTER with;
@@ -256,6 +257,7 @@ struct tstate {
 	uint64_t errs[NERR];
 	uint64_t faults, sqes, cqes, intr, checked, pair_sessions, pair_ops,
 		 pair_ok, pair_vok, pair_rok;
+	uint64_t pair_bursts, pair_bover, pair_bops, pair_bok;
 	_Atomic int64_t call_t0;	/* 0: not in a call */
 	_Atomic int call_allow_ms;
 	_Atomic int call_kind;
@@ -2857,7 +2859,29 @@ static int helper_finish(void)
  * Jobs are handed over one at a time.
  */
 enum { PJ_NONE, PJ_OPEN, PJ_CREATE, PJ_RUN, PJ_WAIT, PJ_DESTROY, PJ_CLOSE,
-       PJ_REG, PJ_DEREG, PJ_EXIT };
+       PJ_REG, PJ_DEREG, PJ_BURST, PJ_BWAIT, PJ_EXIT };
+
+/*
+ * A burst (pair_burst()): the collectives one rank issues back to back
+ * before it waits for any, so that the module runs them side by side
+ * (sysfs colls_in_flight). At most BURST_MAX: each rank submits them one
+ * ENTER at a time on its session ring (8 SQEs, 16 CQEs: pr_open()), and
+ * all their CQEs fit in the CQ ring with room to spare.
+ */
+#define BURST_MAX	6
+#define BURST_UNSENT	2	/* a res: never submitted */
+
+struct pburst {
+	int n;
+	struct kcoll_sqe q[BURST_MAX];
+	long res[BURST_MAX];	/* the CQE's res or ENTER's error; 1: none
+				 * yet; BURST_UNSENT */
+	int ord[BURST_MAX];	/* its CQE came as the burst's ord-th; -1 */
+	int nord;
+	int stop;		/* the op whose refusal stopped the
+				 * submissions, BURST_MAX if none: read by
+				 * the other rank while it waits (LD/ST) */
+};
 
 struct pring {
 	int fd;
@@ -2881,6 +2905,9 @@ static struct {
 	pthread_mutex_t session;
 	uint64_t uid_seq;
 	uint32_t epoch;		/* the device's, when the session began */
+	struct pburst burst[2];	/* each rank's (rank 0's run by PJ_BURST) */
+	bool burst_early;	/* rank 0 stops waiting for what rank 1
+				 * never issued */
 } pair = {
 	.m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
 	.session = PTHREAD_MUTEX_INITIALIZER,
@@ -2976,6 +3003,94 @@ static long pr_run(struct tstate *t, struct pring *r, const struct kcoll_sqe *q,
 	return ret ? ret : pr_wait(t, r, q, until);
 }
 
+/* Take the CQEs there are, without waiting: the burst's into res[] and
+ * ord[], any other dropped (as pr_wait() does). */
+static void pb_reap(struct pring *r, struct pburst *b)
+{
+	uint32_t *cq_head = (uint32_t *)(r->map + r->p.cq_off.head);
+	uint32_t *cq_tail = (uint32_t *)(r->map + r->p.cq_off.tail);
+	struct kcoll_cqe *cqes = (void *)(r->map + r->p.cq_off.cqes);
+	uint32_t h = __atomic_load_n(cq_head, __ATOMIC_RELAXED);
+	int i;
+
+	while (h != __atomic_load_n(cq_tail, __ATOMIC_ACQUIRE)) {
+		struct kcoll_cqe c = cqes[h & (r->p.cq_entries - 1)];
+
+		__atomic_store_n(cq_head, ++h, __ATOMIC_RELEASE);
+		for (i = 0; i < b->n; i++)
+			if (b->res[i] == 1 && c.user_data == b->q[i].user_data) {
+				b->res[i] = c.res;
+				b->ord[i] = b->nord++;
+				break;
+			}
+	}
+}
+
+/* Before either rank starts (the other one reads stop meanwhile). */
+static void pb_init(struct pburst *b, int n)
+{
+	int i;
+
+	b->n = n;
+	for (i = 0; i < BURST_MAX; i++) {
+		b->res[i] = BURST_UNSENT;
+		b->ord[i] = -1;
+	}
+	b->nord = 0;
+	ST(b->stop, BURST_MAX);
+}
+
+/*
+ * Submit the burst, one ENTER per SQE, without waiting in between. One
+ * refused (ENTER's error, or its error CQE there when ENTER returns: the
+ * module refuses a collective in the submitting call, before it takes a
+ * seq) stops the rest: it took no place in the sequence, so each later
+ * one would meet the peer's previous one (docs/LIBCOLL.md). Those stay
+ * BURST_UNSENT, and stop says where for the peer.
+ */
+static void pb_submit(struct tstate *t, struct pring *r, struct pburst *b)
+{
+	int i;
+
+	for (i = 0; i < b->n; i++) {
+		long e = pr_submit(t, r, &b->q[i]);
+
+		b->res[i] = e ? e : 1;
+		if (!e)
+			pb_reap(r, b);
+		if (b->res[i] < 0) {
+			ST(b->stop, i);
+			break;
+		}
+	}
+}
+
+/*
+ * Wait (in 10 ms slices) for the burst's CQEs until @until. With @peer
+ * (the other rank's burst), stop early once every one still pending is at
+ * or past the op that stopped the peer's submissions: the peer issued no
+ * match for it, so only an abort ends it.
+ */
+static void pb_wait(struct tstate *t, struct pring *r, struct pburst *b,
+		    int64_t until, const struct pburst *peer)
+{
+	struct kcoll_enter e;
+
+	for (;;) {
+		int i, stop = peer ? LD(peer->stop) : BURST_MAX;
+		bool more = false;
+
+		pb_reap(r, b);
+		for (i = 0; i < b->n; i++)
+			more |= b->res[i] == 1 && i < stop;
+		if (!more || now_ns() >= until)
+			return;
+		e = (struct kcoll_enter){ .min_complete = 1,
+			.flags = KCOLL_ENTER_GETEVENTS, .timeout_ns = 10000000 };
+		x_ioctl(t, r->fd, KCOLL_IOC_ENTER, &e, 300);
+	}
+}
+
 static void *partner_main(void *arg)
 {
 	struct tstate *t = arg;
@@ -3026,6 +3141,14 @@ static void *partner_main(void *arg)
 			ret = x_ioctl(t, pair.ring.fd, KCOLL_IOC_DEREG_MEM, &d, 10000);
 			break;
 		}
+		case PJ_BURST:
+			pb_submit(t, &pair.ring, &pair.burst[0]);
+			pb_wait(t, &pair.ring, &pair.burst[0], pair.until,
+				pair.burst_early ? &pair.burst[1] : NULL);
+			break;
+		case PJ_BWAIT:
+			pb_wait(t, &pair.ring, &pair.burst[0], pair.until, NULL);
+			break;
 		}
 		pthread_mutex_lock(&pair.m);
 		pair.ret = ret;
@@ -3206,6 +3329,76 @@ static int64_t vpair_check(uint8_t op, uint64_t vt[2][8], const int32_t *o,
 }
 
 /*
+ * Both ranks' session buffers (PRIV_DATA each) registered once (REG_MEM on
+ * the device): true, with rank 1's handle in *@h1 and rank 0's in
+ * pair.reg.handle; false if either was refused (the other one undone) or
+ * the partner is stuck (*@broken).
+ */
+static bool pair_reg(struct tstate *t, struct pring *mine, uint32_t id0,
+		     uint32_t id1, uint32_t *h1, bool *broken)
+{
+	struct kcoll_reg_mem m = {
+		.addr = (uint64_t)(uintptr_t)t->data, .len = PRIV_DATA,
+		.comm_id = id1,
+	};
+	long rr0 = -1, rr1;
+
+	pair.reg = (struct kcoll_reg_mem){
+		.addr = (uint64_t)(uintptr_t)pair.t->data, .len = PRIV_DATA,
+		.comm_id = id0,
+	};
+	pj_post(PJ_REG);
+	rr1 = x_ioctl(t, mine->fd, KCOLL_IOC_REG_MEM, &m, 10000);
+	if (!pj_wait(t, now_ns() + 15000000000LL, &rr0)) {
+		*broken = true;
+		return false;
+	}
+	if (rr0 || rr1) {
+		/* Over RLIMIT_MEMLOCK with what other threads hold
+		 * pinned (-ENOMEM), or the device went away. */
+		if (!((!rr0 || rr0 == -ENOMEM || (disturbed() && dev_err(rr0))) &&
+		      (!rr1 || rr1 == -ENOMEM || (disturbed() && dev_err(rr1)))))
+			unexpected(t, "REG_MEM of 2 MiB on a two-rank communicator: rank 0 %ld, rank 1 %ld",
+				   rr0, rr1);
+		else
+			vlog("kcoll-fuzz: two-rank REG_MEM: %ld/%ld\n", rr0, rr1);
+		if (!rr0) {
+			pj_post(PJ_DEREG);
+			if (!pj_wait(t, now_ns() + 15000000000LL, &rr0))
+				*broken = true;
+		}
+		if (!rr1) {
+			struct kcoll_dereg_mem d = { .handle = m.handle };
+
+			x_ioctl(t, mine->fd, KCOLL_IOC_DEREG_MEM, &d, 10000);
+		}
+		return false;
+	}
+	*h1 = m.handle;
+	return true;
+}
+
+/* Both registrations of pair_reg() go after a completed @what: both
+ * DEREG_MEMs must succeed. False if the partner is stuck (*@broken). */
+static bool pair_dereg(struct tstate *t, struct pring *mine, uint32_t h1,
+		       const char *what, bool *broken)
+{
+	struct kcoll_dereg_mem d = { .handle = h1 };
+	long dr0 = -1, dr1;
+
+	pj_post(PJ_DEREG);
+	dr1 = x_ioctl(t, mine->fd, KCOLL_IOC_DEREG_MEM, &d, 10000);
+	if (!pj_wait(t, now_ns() + 15000000000LL, &dr0)) {
+		*broken = true;
+		return false;
+	}
+	if (dr0 || dr1)
+		unexpected(t, "DEREG_MEM after a completed two-rank %s: rank 0 %ld, rank 1 %ld",
+			   what, dr0, dr1);
+	return true;
+}
+
+/*
  * One matched collective (int32) on both ranks, checked. Rank 0 is the
  * partner (data in its private zone), rank 1 is @t.
  */
@@ -3298,44 +3491,8 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 
 	/* Buffers registered once (REG_MEM on the device) on both ranks. */
 	if (reg) {
-		struct kcoll_reg_mem m = {
-			.addr = (uint64_t)(uintptr_t)t->data, .len = PRIV_DATA,
-			.comm_id = id1,
-		};
-		long rr0 = -1, rr1;
-
-		pair.reg = (struct kcoll_reg_mem){
-			.addr = (uint64_t)(uintptr_t)p->data, .len = PRIV_DATA,
-			.comm_id = id0,
-		};
-		pj_post(PJ_REG);
-		rr1 = x_ioctl(t, mine->fd, KCOLL_IOC_REG_MEM, &m, 10000);
-		if (!pj_wait(t, now_ns() + 15000000000LL, &rr0)) {
-			*broken = true;
+		if (!pair_reg(t, mine, id0, id1, &h1, broken))
 			return false;
-		}
-		if (rr0 || rr1) {
-			/* Over RLIMIT_MEMLOCK with what other threads hold
-			 * pinned (-ENOMEM), or the device went away. */
-			if (!((!rr0 || rr0 == -ENOMEM || (disturbed() && dev_err(rr0))) &&
-			      (!rr1 || rr1 == -ENOMEM || (disturbed() && dev_err(rr1)))))
-				unexpected(t, "REG_MEM of 2 MiB on a two-rank communicator: rank 0 %ld, rank 1 %ld",
-					   rr0, rr1);
-			else
-				vlog("kcoll-fuzz: two-rank REG_MEM: %ld/%ld\n", rr0, rr1);
-			if (!rr0) {
-				pj_post(PJ_DEREG);
-				if (!pj_wait(t, now_ns() + 15000000000LL, &rr0))
-					*broken = true;
-			}
-			if (!rr1) {
-				struct kcoll_dereg_mem d = { .handle = m.handle };
-
-				x_ioctl(t, mine->fd, KCOLL_IOC_DEREG_MEM, &d, 10000);
-			}
-			return false;
-		}
-		h1 = m.handle;
 		q0.send_mr = q0.send_addr ? pair.reg.handle : 0;
 		q0.recv_mr = q0.recv_addr ? pair.reg.handle : 0;
 		q1.send_mr = q1.send_addr ? h1 : 0;
@@ -3610,20 +3767,558 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 				   (unsigned long long)(i - 1));
 	}
 #undef IN
-	if (reg) {
-		struct kcoll_dereg_mem d = { .handle = h1 };
-		long dr0 = -1, dr1;
+	if (reg && !pair_dereg(t, mine, h1, kcoll_op_name(op), broken))
+		return false;
+	return ok;
+}
 
-		pj_post(PJ_DEREG);
-		dr1 = x_ioctl(t, mine->fd, KCOLL_IOC_DEREG_MEM, &d, 10000);
-		if (!pj_wait(t, now_ns() + 15000000000LL, &dr0)) {
-			*broken = true;
-			return false;
-		}
-		if (dr0 || dr1)
-			unexpected(t, "DEREG_MEM after a completed two-rank %s: rank 0 %ld, rank 1 %ld",
-				   kcoll_op_name(op), dr0, dr1);
+/*
+ * Bursts: each rank issues 2 to BURST_MAX collectives back to back, then
+ * waits for them all, so that they run side by side (sysfs
+ * colls_in_flight, docs/DESIGN.md "Several collectives in flight"). Each
+ * has its own regions of the session buffers (the same on both ranks),
+ * back to back or a little apart: they share pages, never bytes, and may
+ * all run at once. In half the bursts one of them is instead an in-place
+ * allreduce over (part of) an earlier one's region: its output, which it
+ * must read after that one wrote it, or its input, which it must not
+ * write before that one read it. Either way the module must run the two
+ * in order, and the results are what applying the collectives one after
+ * the other gives (burst_apply()). Reductions are SUM, PROD, MIN or MAX:
+ * two in-place SUMs of one region commute, so a SUM after a PROD (or the
+ * reverse) also shows which ran first, not only that the second saw the
+ * first's result.
+ */
+struct bop {
+	uint8_t op;
+	uint8_t redop;		/* reducing ones */
+	uint32_t root;		/* broadcast */
+	uint64_t c;		/* count */
+	uint64_t s, r;		/* send and receive region: first int32
+				 * element in each rank's buffer */
+	uint64_t slen, rlen;	/* their elements */
+	int over;		/* the earlier op whose region it reduces in
+				 * place; -1 */
+};
+
+/* A count: eager-sized blocks (at most KCOLL_EAGER_MAX bytes) half the
+ * time, else up to 64 or 256 KiB. */
+static uint64_t burst_count(struct tstate *t)
+{
+	switch (rn(&t->r, 4)) {
+	case 0: case 1: return rn(&t->r, KCOLL_EAGER_MAX / 4) + 1;
+	case 2: return rn(&t->r, 16384) + 1;
+	default: return rn(&t->r, 65536) + 1;
 	}
+}
+
+/* A reduction of int32 (AVG is for floating point only): SUM mostly. */
+static uint8_t burst_redop(struct tstate *t)
+{
+	static const uint8_t r[] = {
+		KCOLL_REDOP_SUM, KCOLL_REDOP_SUM, KCOLL_REDOP_PROD,
+		KCOLL_REDOP_MIN, KCOLL_REDOP_MAX,
+	};
+
+	return r[rn(&t->r, sizeof(r))];
+}
+
+/* Elements between two regions: none, or a few (sharing a page). */
+static uint64_t burst_gap(struct tstate *t)
+{
+	return one_in(&t->r, 2) ? 0 : rn(&t->r, 256) + 1;
+}
+
+/* Lay out a burst in @o: its length (2..BURST_MAX); *@end: the elements
+ * of each buffer it spans. */
+static int burst_plan(struct tstate *t, struct bop *o, uint64_t *end)
+{
+	static const uint8_t ops[] = {
+		KCOLL_OP_ALLREDUCE, KCOLL_OP_ALLGATHER, KCOLL_OP_BROADCAST,
+		KCOLL_OP_REDUCE_SCATTER, KCOLL_OP_ALLTOALL,
+	};
+	const uint64_t cap = PRIV_DATA / 4;
+	int n = 2 + (int)rn(&t->r, BURST_MAX - 1), i, f = -1, j = -1;
+	uint64_t at = rn(&t->r, 64);
+
+	if (one_in(&t->r, 2)) {		/* op f reuses op j's region */
+		f = 1 + (int)rn(&t->r, (uint32_t)n - 1);
+		j = (int)rn(&t->r, (uint32_t)f);
+	}
+	for (i = 0; i < n; i++) {
+		struct bop *b = &o[i];
+		bool in_place;
+
+		memset(b, 0, sizeof(*b));
+		b->over = -1;
+		if (i == f) {
+			/* Inside op j's region, which is laid out already:
+			 * all of it (the same allreduce twice when j is an
+			 * in-place one), or part of it. */
+			const struct bop *a = &o[j];
+			bool in = a->s != a->r && one_in(&t->r, 3);
+			uint64_t base = in ? a->s : a->r;
+			uint64_t len = in ? a->slen : a->rlen, off = 0;
+
+			if (one_in(&t->r, 2)) {
+				off = rn(&t->r, (uint32_t)len);
+				len = 1 + rn(&t->r, (uint32_t)(len - off));
+			}
+			b->op = KCOLL_OP_ALLREDUCE;
+			b->redop = one_in(&t->r, 2) ? KCOLL_REDOP_SUM :
+						      KCOLL_REDOP_PROD;
+			b->c = b->slen = b->rlen = len;
+			b->s = b->r = base + off;
+			b->over = j;
+			continue;
+		}
+		if (i == j && one_in(&t->r, 2)) {
+			b->op = KCOLL_OP_ALLREDUCE;
+			in_place = true;
+		} else {
+			b->op = ops[rn(&t->r, sizeof(ops))];
+			in_place = b->op == KCOLL_OP_ALLREDUCE && one_in(&t->r, 3);
+		}
+		b->redop = is_reducing(b->op) ? burst_redop(t) : 0;
+		b->root = rn(&t->r, 2);
+		b->c = burst_count(t);
+		for (;;) {
+			uint64_t g0 = burst_gap(t), g1 = burst_gap(t);
+
+			coll_sizes(b->op, 2, b->c, 1, &b->slen, &b->rlen);
+			if (at + g0 + b->slen + (in_place ? 0 : g1 + b->rlen) <= cap) {
+				b->s = at + g0;
+				b->r = in_place ? b->s : b->s + b->slen + g1;
+				at = b->r + b->rlen;
+				break;
+			}
+			/* No room left for that count: an eager-sized one,
+			 * else the burst ends here (never before two: the
+			 * largest op, an alltoall of 256 KiB blocks, takes
+			 * 1 MiB of the 2, an eager-sized one 32 KiB). */
+			if (b->c <= KCOLL_EAGER_MAX / 4) {
+				n = i;
+				break;
+			}
+			b->c = rn(&t->r, KCOLL_EAGER_MAX / 4) + 1;
+		}
+		if (i == n)
+			break;
+	}
+	*end = at;
+	return n;
+}
+
+/* @redop of two int32: sums and products wrap, as the module's do (its
+ * int32 SUM and PROD run on u32: kcoll_reduce_body.h). */
+static int32_t red32(uint8_t redop, int32_t a, int32_t b)
+{
+	switch (redop) {
+	case KCOLL_REDOP_PROD:
+		return (int32_t)((uint32_t)a * (uint32_t)b);
+	case KCOLL_REDOP_MIN:
+		return a < b ? a : b;
+	case KCOLL_REDOP_MAX:
+		return a > b ? a : b;
+	default:
+		return (int32_t)((uint32_t)a + (uint32_t)b);
+	}
+}
+
+/*
+ * Op @b on the model @m of both ranks' buffers (int32 elements): what its
+ * receive regions hold once it completed, from what its send regions held
+ * after the ops before it (@tmp: room for both ranks' outputs, so that an
+ * in-place one reads its inputs before it writes).
+ */
+static void burst_apply(const struct bop *b, int32_t *const m[2],
+			int32_t *tmp)
+{
+	uint64_t x, c = b->c;
+	int k;
+
+	for (k = 0; k < 2; k++) {
+		int32_t *o = tmp + (uint64_t)k * b->rlen;
+
+		for (x = 0; x < b->rlen; x++) {
+			uint64_t j = x / c, y = x % c;
+
+			switch (b->op) {
+			case KCOLL_OP_ALLREDUCE:
+				o[x] = red32(b->redop, m[0][b->s + x],
+					     m[1][b->s + x]);
+				break;
+			case KCOLL_OP_ALLGATHER:	/* block j: rank j's */
+				o[x] = m[j][b->s + y];
+				break;
+			case KCOLL_OP_BROADCAST:
+				o[x] = m[b->root][b->s + x];
+				break;
+			case KCOLL_OP_REDUCE_SCATTER:	/* block k, reduced */
+				o[x] = red32(b->redop, m[0][b->s + k * c + x],
+					     m[1][b->s + k * c + x]);
+				break;
+			case KCOLL_OP_ALLTOALL:		/* rank j's block k */
+				o[x] = m[j][b->s + k * c + y];
+				break;
+			}
+		}
+	}
+	for (k = 0; k < 2; k++)
+		memcpy(m[k] + b->r, tmp + (uint64_t)k * b->rlen, b->rlen * 4);
+}
+
+/* The burst in a line, for the reports: per op, its count, send and
+ * receive regions (in elements), and what it reuses. */
+static void burst_desc(const struct bop *o, int n, char *buf, size_t len)
+{
+	size_t w = 0;
+	int i;
+
+	buf[0] = 0;
+	for (i = 0; i < n && w < len; i++) {
+		const struct bop *b = &o[i];
+		int r = snprintf(buf + w, len - w, "%s%d %s %llu @%llu>%llu",
+				 i ? "; " : "", i, kcoll_op_name(b->op),
+				 (unsigned long long)b->c,
+				 (unsigned long long)b->s,
+				 (unsigned long long)b->r);
+
+		if (r > 0)
+			w += (size_t)r;
+		if (w < len && b->redop)
+			w += (size_t)snprintf(buf + w, len - w, " %s",
+					      b->redop == KCOLL_REDOP_SUM ? "sum" :
+					      b->redop == KCOLL_REDOP_PROD ? "prod" :
+					      b->redop == KCOLL_REDOP_MIN ? "min" : "max");
+		if (w < len && b->op == KCOLL_OP_BROADCAST)
+			w += (size_t)snprintf(buf + w, len - w, " root %u", b->root);
+		if (w < len && b->over >= 0)
+			w += (size_t)snprintf(buf + w, len - w, " over %d", b->over);
+	}
+}
+
+/*
+ * Completions in submission order (docs/DESIGN.md: a younger collective
+ * that finished waits for the head): one that succeeded had the CQE of
+ * every older one of its burst before its own.
+ */
+static void burst_order(struct tstate *t, const struct bop *o,
+			const struct pburst *b, int k, const char *desc)
+{
+	int i, j;
+
+	for (j = 1; j < b->n; j++) {
+		if (b->res[j] != 0)
+			continue;
+		for (i = 0; i < j; i++)
+			if (b->ord[i] < 0 || b->ord[i] > b->ord[j]) {
+				unexpected(t, "two-rank burst [%s]: rank %d's op %d (%s) succeeded before op %d (%s) completed (%ld)",
+					   desc, k, j, kcoll_op_name(o[j].op), i,
+					   kcoll_op_name(o[i].op), b->res[i]);
+				return;
+			}
+	}
+}
+
+/*
+ * Errors no fault of the session explains: matched, valid collectives on
+ * valid private memory, the device there all along, no abort. -EBADMSG
+ * (signatures) or -EPROTO (the wire) would be the module mixing up two
+ * collectives in flight; -EINVAL or -EFAULT, refusing good ones. Anything
+ * else (-ENOMEM over RLIMIT_MEMLOCK, what a failure on the other rank
+ * ends this one with) is logged, as pair_op() does.
+ */
+static void burst_errs(struct tstate *t, const struct bop *o,
+		       const struct pburst *pb, const char *desc)
+{
+	int i, k;
+
+	for (k = 0; k < 2; k++)
+		for (i = 0; i < pb[k].n; i++) {
+			long e = pb[k].res[i];
+
+			if (e >= 0)
+				continue;
+			if (!disturbed() && (e == -EBADMSG || e == -EPROTO ||
+					     e == -EINVAL || e == -EFAULT))
+				unexpected(t, "two-rank burst [%s]: rank %d's op %d (%s) completed with %ld",
+					   desc, k, i, kcoll_op_name(o[i].op), e);
+			else
+				vlog("kcoll-fuzz: two-rank burst [%s]: rank %d's op %d (%s): %ld\n",
+				     desc, k, i, kcoll_op_name(o[i].op), e);
+		}
+}
+
+/*
+ * Rank @k's first pending op, @p, waits for a match the other rank never
+ * issued: the other one's submissions stopped at or before it, or one of
+ * its ops up to it was refused (as in pair_op()).
+ */
+static bool burst_explained(const struct pburst *pb, int k, int p)
+{
+	const struct pburst *o = &pb[!k];
+	int i;
+
+	if (LD(o->stop) <= p)
+		return true;
+	for (i = 0; i <= p && i < o->n; i++)
+		if (refused(o->res[i]))
+			return true;
+	return false;
+}
+
+/*
+ * Both ranks' buffers against the model (@m, the state before the burst)
+ * after its first @f ops, those that succeeded on both ranks; the receive
+ * regions of the later ones, where either rank submitted them, are not
+ * looked at (they may have failed half-way). Every other element of the
+ * span, gaps and send regions included, must be as the model says.
+ */
+static bool burst_check(struct tstate *t, const struct bop *o, int n, int f,
+			const struct pburst *pb, char *const b[2],
+			int32_t *const m[2], int32_t *tmp, uint64_t end,
+			const char *desc)
+{
+	uint8_t *skip = calloc(end ? end : 1, 1);
+	bool ok = true;
+	uint64_t x;
+	int i, k;
+
+	if (!skip)
+		return true;
+	for (i = 0; i < f; i++)
+		burst_apply(&o[i], m, tmp);
+	for (i = f; i < n; i++)
+		if (pb[0].res[i] != BURST_UNSENT || pb[1].res[i] != BURST_UNSENT)
+			memset(skip + o[i].r, 1, o[i].rlen);
+	for (k = 0; k < 2; k++) {
+		const int32_t *got = i32(b[k], 0);
+
+		for (x = 0; x < end; x++) {
+			char where[64] = "no op's output";
+
+			if (skip[x] || got[x] == m[k][x])
+				continue;
+			for (i = f - 1; i >= 0; i--)
+				if (x >= o[i].r && x < o[i].r + o[i].rlen) {
+					snprintf(where, sizeof(where),
+						 "op %d's output +%llu", i,
+						 (unsigned long long)(x - o[i].r));
+					break;
+				}
+			unexpected(t, "two-rank burst [%s], %d of %d checked: rank %d's element %llu (%s) is %d, want %d",
+				   desc, f, n, k, (unsigned long long)x, where,
+				   got[x], m[k][x]);
+			ok = false;
+			break;
+		}
+	}
+	free(skip);
+	return ok;
+}
+
+/*
+ * A burst on both ranks (int32), checked: rank 0 is the partner
+ * (PJ_BURST), rank 1 is @t. The outcomes that are not a plain success
+ * follow pair_op(): rank 1 aborts (or revokes) in flight now and then;
+ * one rank's collective refused at submission leaves the other's pending
+ * (and those after it, whose completions wait in order), which rank 1's
+ * abort must end. Once one op of the burst failed on either rank, the
+ * later ones may fail too; those before it are checked all the same.
+ */
+static bool pair_burst(struct tstate *t, struct pring *mine, uint32_t id0,
+		       uint32_t id1, bool *broken, bool *aborted)
+{
+	struct pburst *pb = pair.burst;
+	struct bop o[BURST_MAX];
+	char *b[2] = { pair.t->data, t->data }, desc[400];
+	int32_t *m[2] = { NULL, NULL }, *tmp = NULL;
+	uint64_t end, tmax = 1, x;
+	bool reg = one_in(&t->r, 4), abort_it = one_in(&t->r, 6);
+	bool revoke = false, ok = false, over = false;
+	uint32_t h1 = 0;
+	int64_t until;
+	long r0 = 1;
+	int n, i, k, f, pend[2];
+
+	n = burst_plan(t, o, &end);
+	for (i = 0; i < n; i++) {
+		tmax = max_u64(tmax, o[i].rlen);
+		over |= o[i].over >= 0;
+	}
+	burst_desc(o, n, desc, sizeof(desc));
+	m[0] = malloc(end * 4);
+	m[1] = malloc(end * 4);
+	tmp = malloc(2 * tmax * 4);
+	if (!m[0] || !m[1] || !tmp)
+		goto out;
+	/* Inputs as pair_op()'s (element x of rank k: (k+1)*1000003 + 7x,
+	 * x counted from the buffer's start, so that no two regions hold
+	 * the same), receive regions 0x5a (untouched). The reusing op's
+	 * region holds whatever the ops before it leave there. */
+	for (k = 0; k < 2; k++)
+		for (x = 0; x < end; x++)
+			m[k][x] = (int32_t)((k + 1) * 1000003 + x * 7);
+	for (i = 0; i < n; i++)
+		if (o[i].over < 0 && o[i].s != o[i].r)
+			for (k = 0; k < 2; k++)
+				memset(m[k] + o[i].r, 0x5a, o[i].rlen * 4);
+	for (k = 0; k < 2; k++)
+		memcpy(b[k], m[k], end * 4);
+	if (reg && !pair_reg(t, mine, id0, id1, &h1, broken))
+		goto out;
+
+	pb_init(&pb[0], n);
+	pb_init(&pb[1], n);
+	for (i = 0; i < n; i++)
+		for (k = 0; k < 2; k++) {
+			struct kcoll_sqe *q = &pb[k].q[i];
+
+			memset(q, 0, sizeof(*q));
+			q->opcode = o[i].op;
+			q->dtype = KCOLL_DTYPE_INT32;
+			q->redop = o[i].redop;
+			q->count = o[i].c;
+			q->peer = o[i].op == KCOLL_OP_BROADCAST ? o[i].root : 0;
+			q->comm_id = k ? id1 : id0;
+			q->send_addr = (uint64_t)(uintptr_t)i32(b[k], o[i].s * 4);
+			q->recv_addr = (uint64_t)(uintptr_t)i32(b[k], o[i].r * 4);
+			if (reg)
+				q->send_mr = q->recv_mr = k ? h1 : pair.reg.handle;
+			q->user_data = 0x9a1400000000ULL + t->seq++;
+		}
+	t->pair_bursts++;
+	t->pair_bover += over;
+	t->pair_bops += (uint64_t)n;
+
+	until = now_ns() + 20000000000LL;
+	pair.until = until;
+	/* After an abort every op must end by itself: no early stop. */
+	pair.burst_early = !abort_it;
+	pj_post(PJ_BURST);
+	pb_submit(t, mine, &pb[1]);
+	if (abort_it) {
+		/* COMM_ABORT while the burst is in flight (some done,
+		 * maybe): as pair_op()'s, half of them revoking. */
+		struct kcoll_comm_abort a = { .comm_id = id1 };
+		long ar;
+
+		revoke = one_in(&t->r, 2);
+		if (revoke)
+			a.flags = KCOLL_ABORT_REVOKE;
+		if (one_in(&t->r, 2))
+			usleep(rn(&t->r, 3000));
+		ar = x_ioctl(t, mine->fd, KCOLL_IOC_COMM_ABORT, &a, 10000);
+		if (ar && ar != -ENOTTY && !(disturbed() && dev_err(ar)))
+			unexpected(t, "COMM_ABORT of a live two-rank communicator: %ld", ar);
+		*aborted = ar == 0;
+	}
+	pb_wait(t, mine, &pb[1], until, abort_it ? NULL : &pb[0]);
+	if (!pj_wait(t, until + 5000000000LL, &r0)) {
+		*broken = true;
+		goto out;
+	}
+	for (k = 0; k < 2; k++) {
+		burst_order(t, o, &pb[k], k, desc);
+		for (pend[k] = 0; pend[k] < n && pb[k].res[pend[k]] != 1; pend[k]++)
+			;
+	}
+	for (f = 0; f < n && !pb[0].res[f] && !pb[1].res[f]; f++)
+		;
+	vlog("kcoll-fuzz: two-rank burst [%s]%s: %d of %d succeeded on both\n",
+	     desc, abort_it ? (revoke ? ", revoked" : ", aborted") : "", f, n);
+
+	if (*aborted) {
+		struct kcoll_sqe bq = { .opcode = KCOLL_OP_BARRIER, .comm_id = id1,
+					.user_data = 0x9a1300000000ULL + t->seq++ };
+		long br;
+
+		if (pend[0] < n || pend[1] < n) {
+			unexpected(t, "two-rank burst [%s] %s by rank 1: no completion within 20 s (rank 0's op %d, rank 1's op %d pending)",
+				   desc, revoke ? "revoked" : "aborted",
+				   pend[0], pend[1]);
+			goto out;
+		}
+		/* Rank 1's end -ECANCELED (or had completed); revoked,
+		 * rank 0's too (its BYE came before any ABORT). */
+		for (k = revoke ? 0 : 1; k < 2; k++)
+			for (i = 0; i < n; i++) {
+				long e = pb[k].res[i];
+
+				if (e != 0 && e != BURST_UNSENT && e != -ECANCELED &&
+				    e != -ENOMEM && !(disturbed() && dev_err(e)))
+					unexpected(t, "two-rank burst [%s] %s by rank 1: rank %d's op %d (%s) completed with %ld, not -ECANCELED",
+						   desc, revoke ? "revoked" : "aborted",
+						   k, i, kcoll_op_name(o[i].op), e);
+			}
+		br = pr_run(t, mine, &bq, now_ns() + 10000000000LL);
+		if (br != -ECANCELED && !(disturbed() && dev_err(br)))
+			unexpected(t, "a barrier on an aborted communicator completed with %ld, not -ECANCELED",
+				   br);
+		t->pair_bok += (uint64_t)f;
+		burst_check(t, o, n, f, pb, b, m, tmp, end, desc);
+		goto out;
+	}
+	burst_errs(t, o, pb, desc);
+	if (pend[0] < n || pend[1] < n) {
+		/*
+		 * One rank's submissions stopped at a refusal (its buffers
+		 * over RLIMIT_MEMLOCK with what other threads hold pinned,
+		 * or its device gone): the other's matching op and those
+		 * after it wait for their timeout. Rank 1's abort must end
+		 * them within 10 s, none of them a success without its
+		 * peer (pair_op()).
+		 */
+		struct kcoll_comm_abort a = { .comm_id = id1 };
+		int64_t by = now_ns() + 10000000000LL;
+		long ar;
+
+		for (k = 0; k < 2; k++)
+			if (pend[k] < n && !burst_explained(pb, k, pend[k])) {
+				unexpected(t, "two-rank burst [%s]: no completion within 20 s (rank 0's op %d, rank 1's op %d pending; stopped at %d and %d)",
+					   desc, pend[0], pend[1], LD(pb[0].stop),
+					   LD(pb[1].stop));
+				goto out;
+			}
+		ar = x_ioctl(t, mine->fd, KCOLL_IOC_COMM_ABORT, &a, 10000);
+		*aborted = true;
+		if (ar && !(disturbed() && dev_err(ar))) {
+			unexpected(t, "COMM_ABORT of a live two-rank communicator: %ld", ar);
+			goto out;
+		}
+		if (pend[1] < n)
+			pb_wait(t, mine, &pb[1], by, NULL);
+		if (pend[0] < n) {
+			pair.until = by;
+			pj_post(PJ_BWAIT);
+			if (!pj_wait(t, by + 5000000000LL, &r0)) {
+				*broken = true;
+				goto out;
+			}
+		}
+		/* Not pending any more, nor a success without its peer;
+		 * but the op where the peer's submissions stopped may have
+		 * been one the peer's rank failed after it took a seq (not
+		 * refused): this rank's may then have completed. */
+		for (k = 0; k < 2; k++)
+			for (i = pend[k]; i < n; i++)
+				if (pb[k].res[i] >= 0 && pb[k].res[i] != BURST_UNSENT &&
+				    !(pb[k].res[i] == 0 && i == LD(pb[!k].stop)))
+					unexpected(t, "two-rank burst [%s]: rank %d's op %d (%s), pending after a refusal, ended with %ld after rank 1's abort",
+						   desc, k, i, kcoll_op_name(o[i].op),
+						   pb[k].res[i]);
+		t->pair_bok += (uint64_t)f;
+		burst_check(t, o, n, f, pb, b, m, tmp, end, desc);
+		goto out;
+	}
+	t->pair_bok += (uint64_t)f;
+	ok = burst_check(t, o, n, f, pb, b, m, tmp, end, desc) && f == n;
+	if (f == n && reg && !pair_dereg(t, mine, h1, "burst", broken))
+		ok = false;
+out:
+	free(m[0]);
+	free(m[1]);
+	free(tmp);
 	return ok;
 }
 
@@ -3634,7 +4329,7 @@ static void act_pair(struct tstate *t)
 	struct kcoll_comm_create c;
 	int64_t until;
 	uint32_t id0 = 0, id1 = 0;
-	bool broken = false, wrong_key, aborted = false;
+	bool broken = false, wrong_key, aborted = false, bursts;
 	long r0 = -1, r1;
 	int i, nops;
 
@@ -3684,9 +4379,14 @@ static void act_pair(struct tstate *t)
 		id1 = c.comm_id;
 	if (!id0 || !id1)
 		goto out_destroy;
+	/* One session in three issues bursts (pair_burst()), with a
+	 * single collective between them now and then. */
+	bursts = one_in(&t->r, 3);
 	nops = rn(&t->r, 6) + 1;
 	for (i = 0; i < nops && !stopping() && !broken; i++)
-		if (!pair_op(t, &mine, id0, id1, &broken, &aborted))
+		if (!(bursts && !one_in(&t->r, 3) ?
+		      pair_burst(t, &mine, id0, id1, &broken, &aborted) :
+		      pair_op(t, &mine, id0, id1, &broken, &aborted)))
 			break;
 	/* Sometimes leave the communicators to the file's release. */
 	if (one_in(&t->r, 3))
@@ -4705,6 +5405,7 @@ static void summary(int nthreads)
 	uint64_t calls[C_NR] = { 0 }, errs[NERR] = { 0 }, total = 0, etotal = 0;
 	uint64_t faults = 0, sqes = 0, cqes = 0, intr = 0, checked = 0;
 	uint64_t ps = 0, pops = 0, pok = 0, pvok = 0, prok = 0, races = 0, nops = 0, nok = 0, nstale = 0;
+	uint64_t pb = 0, pbover = 0, pbops = 0, pbok = 0;
 	char line[4096];
 	size_t o = 0;
 	unsigned long unexp = atomic_load(&g_unexpected), sigs = 0;
@@ -4727,6 +5428,10 @@ static void summary(int nthreads)
 		pok += t->pair_ok;
 		pvok += t->pair_vok;
 		prok += t->pair_rok;
+		pb += t->pair_bursts;
+		pbover += t->pair_bover;
+		pbops += t->pair_bops;
+		pbok += t->pair_bok;
 		races += t->race_rounds;
 		nops += t->nic_ops;
 		nok += t->nic_ok;
@@ -4755,6 +5460,10 @@ static void summary(int nthreads)
 		       (unsigned long long)ps, (unsigned long long)pops,
 		       (unsigned long long)pok, (unsigned long long)pvok,
 		       (unsigned long long)prok);
+	if (opt.pairs || pb)
+		printf("kcoll-fuzz: two-rank bursts %llu (%llu with an in-place allreduce over an earlier one's region), collectives in them %llu (%llu succeeded on both ranks and checked)\n",
+		       (unsigned long long)pb, (unsigned long long)pbover,
+		       (unsigned long long)pbops, (unsigned long long)pbok);
 	printf("kcoll-fuzz: teardown races against registered submissions %llu; two-rank NIC allreduces %llu (%llu succeeded and checked); rxe0 deleted %u times, %llu registrations or allreduces on a comm it went away under\n",
 	       (unsigned long long)races, (unsigned long long)nops,
 	       (unsigned long long)nok, g_dev ? atomic_load(&g_dev->removals) : 0,
