@@ -440,14 +440,13 @@ void kcoll_engine_timeout_work(struct work_struct *work)
 	if (comm->shutting_down)
 		goto out_unlock;
 	list_for_each_entry_safe(op, tmp, &comm->ops, all) {
-		if (op->lazy && !op->lazy_due && op->started && !op->error &&
+		/* A lazy op's clock runs from when it is the head. */
+		if (op->lazy && op->was_head && !op->lazy_due && !op->error &&
 		    !op->finished) {
 			u64 mark = kcoll_op_mark(op);
 
-			/* Behind the head it may wait for the head (its
-			 * eager transfers do): its clock starts there. */
 			if (time_after_eq(now, op->lazy_at) &&
-			    (mark != op->lazy_mark || !kcoll_op_is_head(op))) {
+			    mark != op->lazy_mark) {
 				/* Moving: look again later. */
 				op->lazy_mark = mark;
 				op->lazy_at = now +

@@ -341,13 +341,11 @@ static void kcoll_op_progress(struct kcoll_task *op)
 			atomic_inc(&op->prio_dev->active[op->prio]);
 			WRITE_ONCE(op->prio_dev->last[op->prio], jiffies);
 		}
+		/* Its lazy clock starts when it is the head
+		 * (kcoll_engine_reap()). */
 		if (op->kind == KCOLL_KIND_COLL &&
-		    kcoll_sched_lazy(&op->args)) {
+		    kcoll_sched_lazy(&op->args))
 			op->lazy = true;
-			op->lazy_at = jiffies +
-				      msecs_to_jiffies(KCOLL_SIG_LAZY_MS);
-			kcoll_timeout_arm(comm, op->lazy_at);
-		}
 	}
 	/*
 	 * Our SIG to every peer (but lazy ones, see kcoll_conn_lazy()). A
@@ -581,11 +579,15 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 			/* The head, failed: its drain clock runs now. */
 			if (!i && op->error && op->started)
 				kcoll_op_drain_arm(op);
-			/* Just become the head: its lazy clock starts now
-			 * (behind the head it may wait for it). */
+			/*
+			 * Just started as the head, or become it: a lazy
+			 * op's clock starts now. Behind the head it may
+			 * wait for the head (its eager transfers do), which
+			 * is no stall of its peers'.
+			 */
 			if (!i && op->started && !op->was_head) {
 				op->was_head = true;
-				if (op->lazy && !op->lazy_due) {
+				if (op->lazy) {
 					op->lazy_at = jiffies + msecs_to_jiffies(
 						KCOLL_SIG_LAZY_MS);
 					op->lazy_mark = kcoll_op_mark(op);

@@ -73,6 +73,14 @@ int kcoll_op_send_sig(struct kcoll_task *op, struct kcoll_conn *conn,
 	return err;
 }
 
+/* Forget ask @i of conn->asks. */
+static void kcoll_sig_ask_drop(struct kcoll_conn *conn, u32 i)
+{
+	memmove(conn->asks + i, conn->asks + i + 1,
+		(conn->nasks - i - 1) * sizeof(conn->asks[0]));
+	conn->nasks--;
+}
+
 /*
  * @conn's peer asked for our SIG of collective @seq (KCOLL_SIG_ASK). A peer
  * asks once per collective that stalls, and runs at most
@@ -84,11 +92,8 @@ void kcoll_sig_ask_add(struct kcoll_conn *conn, u32 seq)
 {
 	if (kcoll_sig_asked(conn, seq))
 		return;
-	if (conn->nasks == KCOLL_ASKS_MAX) {
-		memmove(conn->asks, conn->asks + 1,
-			(KCOLL_ASKS_MAX - 1) * sizeof(conn->asks[0]));
-		conn->nasks--;
-	}
+	if (conn->nasks == KCOLL_ASKS_MAX)
+		kcoll_sig_ask_drop(conn, 0);
 	conn->asks[conn->nasks++] = seq;
 }
 
@@ -107,12 +112,10 @@ void kcoll_sig_ask_del(struct kcoll_conn *conn, u32 seq)
 	u32 i;
 
 	for (i = 0; i < conn->nasks; i++) {
-		if (conn->asks[i] != seq)
-			continue;
-		memmove(conn->asks + i, conn->asks + i + 1,
-			(conn->nasks - i - 1) * sizeof(conn->asks[0]));
-		conn->nasks--;
-		return;
+		if (conn->asks[i] == seq) {
+			kcoll_sig_ask_drop(conn, i);
+			return;
+		}
 	}
 }
 
@@ -167,7 +170,7 @@ void kcoll_sig_reply(struct kcoll_conn *conn)
 		return;
 	while (i < conn->nasks) {
 		if (kcoll_sig_reply_one(conn, conn->asks[i]))
-			kcoll_sig_ask_del(conn, conn->asks[i]);
+			kcoll_sig_ask_drop(conn, i);
 		else
 			i++;
 	}

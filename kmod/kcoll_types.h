@@ -487,8 +487,9 @@ struct kcoll_task {
 	bool pg_built;
 	bool pg_all;			/* could not list them: overlaps all */
 	bool overlap_counted;		/* in stats/colls_overlap_waits */
-	bool was_head;			/* its lazy clock restarted there */
 	u32 overlap_seq;		/* ... because of this older one */
+	bool was_head;			/* has been the head: its lazy clock
+					 * (lazy_at) runs from then */
 	u32 sigs_sent;			/* ranks below this have our SIG (a
 					 * full send queue defers the rest) */
 	bool lazy;			/* all-dependent: no SIG to, and none
