@@ -3399,6 +3399,26 @@ static bool pair_dereg(struct tstate *t, struct pring *mine, uint32_t h1,
 }
 
 /*
+ * COMM_ABORT of rank 1's communicator @id1 while work is in flight; half
+ * of them revoke (*@revoke says which: rank 0 then takes it as its own).
+ * Its result, which must be 0 unless the device is going away.
+ */
+static long pair_abort(struct tstate *t, struct pring *mine, uint32_t id1,
+		       bool *revoke)
+{
+	struct kcoll_comm_abort a = { .comm_id = id1 };
+	long ar;
+
+	*revoke = one_in(&t->r, 2);
+	if (*revoke)
+		a.flags = KCOLL_ABORT_REVOKE;
+	ar = x_ioctl(t, mine->fd, KCOLL_IOC_COMM_ABORT, &a, 10000);
+	if (ar && ar != -ENOTTY && !(disturbed() && dev_err(ar)))
+		unexpected(t, "COMM_ABORT of a live two-rank communicator: %ld", ar);
+	return ar;
+}
+
+/*
  * One matched collective (int32) on both ranks, checked. Rank 0 is the
  * partner (data in its private zone), rank 1 is @t.
  */
@@ -3569,17 +3589,10 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 		/* COMM_ABORT while the collective is in flight: it ends here
 		 * with -ECANCELED (unless it was done already), the peer's
 		 * completes too, and the communicator refuses new work. */
-		struct kcoll_comm_abort a = { .comm_id = id1 };
 		long ar;
 
-		/* Half of them revoke: rank 0 then takes it as its own. */
-		revoke = one_in(&t->r, 2);
-		if (revoke)
-			a.flags = KCOLL_ABORT_REVOKE;
 		r1 = pr_submit(t, mine, &q1);
-		ar = x_ioctl(t, mine->fd, KCOLL_IOC_COMM_ABORT, &a, 10000);
-		if (ar && ar != -ENOTTY && !(disturbed() && dev_err(ar)))
-			unexpected(t, "COMM_ABORT of a live two-rank communicator: %ld", ar);
+		ar = pair_abort(t, mine, id1, &revoke);
 		if (!r1)
 			r1 = pr_wait(t, mine, &q1, until);
 		*aborted = ar == 0;
@@ -4200,17 +4213,11 @@ static bool pair_burst(struct tstate *t, struct pring *mine, uint32_t id0,
 	if (abort_it) {
 		/* COMM_ABORT while the burst is in flight (some done,
 		 * maybe): as pair_op()'s, half of them revoking. */
-		struct kcoll_comm_abort a = { .comm_id = id1 };
 		long ar;
 
-		revoke = one_in(&t->r, 2);
-		if (revoke)
-			a.flags = KCOLL_ABORT_REVOKE;
 		if (one_in(&t->r, 2))
 			usleep(rn(&t->r, 3000));
-		ar = x_ioctl(t, mine->fd, KCOLL_IOC_COMM_ABORT, &a, 10000);
-		if (ar && ar != -ENOTTY && !(disturbed() && dev_err(ar)))
-			unexpected(t, "COMM_ABORT of a live two-rank communicator: %ld", ar);
+		ar = pair_abort(t, mine, id1, &revoke);
 		*aborted = ar == 0;
 	}
 	pb_wait(t, mine, &pb[1], until, abort_it ? NULL : &pb[0]);
