@@ -103,9 +103,9 @@ static int kcoll_comm_show(struct kcoll_comm *comm, void *arg)
 						seq_printf(m, " %u.%u",
 							   c->erx[e].seq,
 							   c->erx[e].phase);
-				seq_printf(m, " tx free %lx p2p %lx due %lx",
+				seq_printf(m, " tx free %lx p2p %lx young %lx due %lx",
 					   c->etx_free, c->etx_p2p,
-					   c->erx_due);
+					   c->etx_young, c->erx_due);
 				seq_printf(m, " p2p %d/%d",
 					   c->p2p_offer, c->peer_p2p);
 				/* Lazy signatures: ours offered, the

@@ -254,7 +254,8 @@ void kcoll_engine_eager(struct kcoll_conn *conn, u32 imm,
 	bool sig;
 
 	/* Point-to-point only where we offered it, and into at most half
-	 * of our slots (a sender keeps to that: conn->etx_p2p). */
+	 * of our slots (a sender keeps to that: conn->etx_p2p, with the
+	 * transfers of collectives behind its head). */
 	if ((kind != KCOLL_KIND_COLL && !(p2p && conn->p2p_offer)) ||
 	    (p2p && conn->erx_p2p >= KCOLL_EAGER_SLOTS / 2) ||
 	    slot >= KCOLL_EAGER_SLOTS || conn->erx[slot].full ||
@@ -517,6 +518,7 @@ void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 	} h;
 	u32 len = op->send_total, hlen, slot;
 	struct kcoll_wire_msg m;
+	bool young;
 	int err;
 
 	if (op->send_posted_any)
@@ -525,9 +527,18 @@ void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 		return;		/* not received (and reduced) yet */
 	if (len && kcoll_op_held(op))
 		return;		/* a higher priority runs */
-	/* At most half of the peer's slots hold our point-to-point data. */
-	if (op->kind == KCOLL_KIND_P2P &&
-	    hweight_long(conn->etx_p2p) >= KCOLL_EAGER_SLOTS / 2)
+	/*
+	 * At most half of the peer's slots hold our data that it may
+	 * consume only after its head: point-to-point messages, and the
+	 * transfers of collectives behind our head (the peer may not run
+	 * them before its own head completes). With fewer than half of
+	 * the rest owed a CREDITS, a head's transfer always finds a slot
+	 * (docs/DESIGN.md, "Several collectives in flight").
+	 */
+	young = op->kind == KCOLL_KIND_COLL && !kcoll_op_is_head(op);
+	if ((op->kind == KCOLL_KIND_P2P || young) &&
+	    hweight_long(conn->etx_p2p | conn->etx_young) >=
+	    KCOLL_EAGER_SLOTS / 2)
 		return;
 	slot = find_first_bit(&conn->etx_free, KCOLL_EAGER_SLOTS);
 	if (slot >= KCOLL_EAGER_SLOTS)
@@ -560,6 +571,10 @@ void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 	__clear_bit(slot, &conn->etx_free);
 	if (op->kind == KCOLL_KIND_P2P)
 		__set_bit(slot, &conn->etx_p2p);
+	if (young) {
+		__set_bit(slot, &conn->etx_young);
+		kcoll_stat_add(KCOLL_STAT_EAGER_BESIDE, 1);
+	}
 	op->eager_sent = true;
 	kcoll_stat_add(KCOLL_STAT_EAGER_SENDS, 1);
 	op->send_posted = op->send_done = len;

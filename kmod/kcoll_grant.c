@@ -315,14 +315,7 @@ void kcoll_op_send(struct kcoll_task *op)
 		int granted = op->kind == KCOLL_KIND_P2P && !op->eager_sent ?
 			      kcoll_p2p_grants(op, conn) : 0;
 
-		/*
-		 * A collective beside an older one writes no eager slot: the
-		 * peer may consume its slots only in its own order, and the
-		 * head's transfers must always find one (the receiver still
-		 * decides by size, so this waits until @op is the head).
-		 */
-		if (granted < 0 || (op->kind == KCOLL_KIND_COLL &&
-				    !kcoll_op_is_head(op)))
+		if (granted < 0)
 			return;
 		if (!granted) {
 			kcoll_op_send_eager(op, conn, src->vaddr + base);

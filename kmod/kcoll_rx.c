@@ -168,6 +168,7 @@ static int kcoll_rx_credits(struct kcoll_conn *conn,
 		return -EPROTO;
 	conn->etx_free |= slots;
 	conn->etx_p2p &= ~(unsigned long)slots;
+	conn->etx_young &= ~(unsigned long)slots;
 	/* The transport may name them anew (through the NIC: new keys). */
 	conn->xp->eager_reoffered(conn, slots, m);
 	return 0;

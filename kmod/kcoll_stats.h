@@ -35,6 +35,8 @@ enum kcoll_stat {
 				 * one of their communicator ran */
 	KCOLL_STAT_COLLS_OVERLAP,	/* ... that could have, but waited: their
 				 * buffers overlap an older one's */
+	KCOLL_STAT_EAGER_BESIDE,	/* eager transfers of collectives
+				 * behind the head (in eager_sends too) */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);

@@ -367,6 +367,8 @@ struct kcoll_conn {
 	bool peer_p2p;			/* the peer's did */
 	unsigned long etx_p2p;		/* the peer's slots our point-to-point
 					 * writes hold until offered again */
+	unsigned long etx_young;	/* ... and those of collectives
+					 * behind our head (kcoll_op_send_eager()) */
 	unsigned int erx_p2p;		/* our slots holding theirs */
 	unsigned long etx_free;		/* the peer's slots we may write */
 	unsigned long etx_known;	/* offered once: address known */

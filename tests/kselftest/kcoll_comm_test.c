@@ -1548,13 +1548,14 @@ TEST_F_TIMEOUT(rxe, eager_small_transfers_need_no_grant, 300)
  * with 4, collectives on buffers of their own start while older ones run
  * (stats/colls_beside), and a chain on one buffer waits, each for the one
  * before (stats/colls_overlap_waits: at least the chain's 7 followers on
- * each of 3 ranks); with 1 neither happens. The results are right both
+ * each of 3 ranks), and those behind the head write their small steps
+ * eagerly (stats/eager_beside); with 1 none of it happens. The results are right both
  * ways, and one collective among them whose counts differ fails alone
  * (kt_rank_inflight()).
  */
 TEST_F_TIMEOUT(rxe, collectives_run_side_by_side_unless_they_overlap, 300)
 {
-	long long b0, b1, o0, o1;
+	long long b0, b1, o0, o1, e0, e1;
 	int codes[NPROC_MAX];
 
 	if (!getenv("KCOLL_IP"))
@@ -1571,8 +1572,10 @@ TEST_F_TIMEOUT(rxe, collectives_run_side_by_side_unless_they_overlap, 300)
 		ASSERT_EQ(0, kt_sysfs_write("intra_node", w & 2 ? "1" : "0"));
 		b0 = kt_sysfs_read("stats/colls_beside");
 		o0 = kt_sysfs_read("stats/colls_overlap_waits");
+		e0 = kt_sysfs_read("stats/eager_beside");
 		ASSERT_LE(0, b0);
 		ASSERT_LE(0, o0);
+		ASSERT_LE(0, e0);
 		EXPECT_EQ(0, kt_spawn(3, 0x1040 + w, -1, 4, codes, 0));
 		for (int k = 0; k < 3; k++) {
 			EXPECT_EQ(0, codes[k]) {
@@ -1583,14 +1586,20 @@ TEST_F_TIMEOUT(rxe, collectives_run_side_by_side_unless_they_overlap, 300)
 		}
 		b1 = kt_sysfs_read("stats/colls_beside");
 		o1 = kt_sysfs_read("stats/colls_overlap_waits");
-		TH_LOG("colls_in_flight %s intra_node %d: %lld started beside an older one, %lld waited for an overlap",
-		       w & 1 ? "1" : "4", !!(w & 2), b1 - b0, o1 - o0);
+		e1 = kt_sysfs_read("stats/eager_beside");
+		TH_LOG("colls_in_flight %s intra_node %d: %lld started beside an older one, %lld waited for an overlap, %lld eager transfers behind the head",
+		       w & 1 ? "1" : "4", !!(w & 2), b1 - b0, o1 - o0,
+		       e1 - e0);
 		if (w & 1) {
 			EXPECT_EQ(b0, b1);
 			EXPECT_EQ(o0, o1);
+			EXPECT_EQ(e0, e1);
 		} else {
 			EXPECT_LE(b0 + 3, b1);
 			EXPECT_LE(o0 + 3 * (KT_IF_CHAIN - 1), o1);
+			/* Their steps (5 KiB) go eagerly, also behind the
+			 * head. */
+			EXPECT_LT(e0, e1);
 		}
 	}
 }
