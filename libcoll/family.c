@@ -80,11 +80,12 @@ uint64_t coll_siphash(const uint8_t key[16], const void *msg, size_t len)
 /* What a child's id and secret are derived from (little-endian words). */
 struct derive_in {
 	uint8_t what;		/* 'i' id, 'k' and 'K' the key's halves */
-	uint8_t kind;		/* 's' split, 'h' shrink */
+	uint8_t kind;		/* 's' split, 'h' shrink, 'g' group */
 	uint8_t pad[6];
 	uint8_t parent[8];
 	uint8_t nth[8];		/* the parent's nth child */
-	uint8_t which[8];	/* color, or the hash of the excluded set */
+	uint8_t which[8];	/* color, or the hash of the excluded set
+				 * (of the tag and the members: group) */
 };
 
 static void put64(uint8_t *p, uint64_t v)
@@ -312,6 +313,68 @@ int coll_comm_shrink(coll_comm *comm, const int *exclude, int nexclude,
 out:
 	free(ranks);
 	free(ex);
+	return ret;
+}
+
+int coll_comm_create_group(coll_comm *comm, const int *ranks, int n,
+			   uint64_t tag, coll_comm **newcomm)
+{
+	int size, me = -1, i, ret;
+	uint8_t zero[16] = { 0 }, *b;
+	uint64_t which;
+	char *seen;
+
+	if (!newcomm)
+		return coll_err(-EINVAL, "coll_comm_create_group: NULL "
+				"argument");
+	*newcomm = NULL;
+	if (!comm || !ranks)
+		return coll_err(-EINVAL, "coll_comm_create_group: NULL "
+				"argument");
+	size = coll_comm_size(comm);
+	if (n < 1 || n > size)
+		return coll_err(-EINVAL, "coll_comm_create_group: %d ranks "
+				"(1 .. %d)", n, size);
+	seen = calloc((size_t)size, 1);
+	/* The tag and the members in their order name the child. */
+	b = malloc(8 + (size_t)n * 4);
+	if (!seen || !b) {
+		ret = coll_err(-ENOMEM, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		if (ranks[i] < 0 || ranks[i] >= size || seen[ranks[i]]) {
+			ret = coll_err(-EINVAL, "coll_comm_create_group: rank "
+				       "%d %s", ranks[i],
+				       ranks[i] < 0 || ranks[i] >= size ?
+				       "out of range" : "listed twice");
+			goto out;
+		}
+		seen[ranks[i]] = 1;
+		if (ranks[i] == coll_comm_rank(comm))
+			me = i;
+		b[8 + 4 * i] = (uint8_t)ranks[i];
+		b[8 + 4 * i + 1] = (uint8_t)(ranks[i] >> 8);
+		b[8 + 4 * i + 2] = (uint8_t)(ranks[i] >> 16);
+		b[8 + 4 * i + 3] = (uint8_t)(ranks[i] >> 24);
+	}
+	if (me < 0) {
+		ret = coll_err(-EINVAL, "coll_comm_create_group: this rank "
+			       "(%d) is not among the %d listed",
+			       coll_comm_rank(comm), n);
+		goto out;
+	}
+	put64(b, tag);
+	which = coll_siphash(zero, b, 8 + (size_t)n * 4);
+	ret = child_create(comm, ranks, n, me, 'g', 0, which, newcomm);
+	if (ret == -EEXIST)
+		coll_err(ret, "coll_comm_create_group: this rank already "
+			 "has the communicator of tag %#llx and these "
+			 "members (destroy it, or use another tag)",
+			 (unsigned long long)tag);
+out:
+	free(b);
+	free(seen);
 	return ret;
 }
 

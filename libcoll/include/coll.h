@@ -879,6 +879,31 @@ COLL_API int coll_comm_shrink(coll_comm *comm, const int *exclude,
 			      coll_comm **newcomm);
 
 /**
+ * coll_comm_create_group() - a new communicator of the @n ranks of @comm
+ * listed in @ranks, collective over those ranks alone
+ * (MPI_Comm_create_group): each of them passes the same list, in the same
+ * order, and the same @tag; its rank in the new communicator is its
+ * position in the list. The others take no part. No message on @comm:
+ * the members, id and secret are derived as coll_comm_split() derives
+ * them, from @comm's table and key, the tag and the list (not from how
+ * many children @comm has made, which differs between ranks that take
+ * part in different groups). Members that disagree on the list or the
+ * tag end with -EACCES or -ETIMEDOUT, never with a communicator of the
+ * wrong ranks. A (tag, list) is one communicator: while one made with it
+ * lives, making it again on the same rank fails with -EEXIST; pick tags
+ * that differ (a framework can agree on a random one through its store,
+ * as the torch backend's new_group() does). The new communicator
+ * connects anew and names @comm as its parent. Bounded by the connect
+ * timeout.
+ *
+ * Returns 0, -EINVAL (a NULL argument, @n out of 1..size, a rank out of
+ * range or listed twice, or this rank not listed), -EEXIST, or the
+ * creation's error; *@newcomm is NULL on every error.
+ */
+COLL_API int coll_comm_create_group(coll_comm *comm, const int *ranks,
+				    int n, uint64_t tag, coll_comm **newcomm);
+
+/**
  * coll_comm_grow() - a new communicator of @nranks ranks (more than
  * @comm's): @comm's ranks keep their ranks and call this; the new ones
  * are @comm's size .. @nranks - 1 and call coll_comm_init_rank() with the

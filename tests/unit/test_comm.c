@@ -975,6 +975,70 @@ static void test_shrink(void)
 	run_ranks(4, body_shrink, false);
 }
 
+/*
+ * 4 ranks, groups from their members alone: {3, 1} and {0, 2} at once
+ * (one tag, two lists: two communicators), ranks taking the list's
+ * order; then {0, 1, 2} while rank 3 takes no part, made again on rank 0
+ * while alive (-EEXIST); bad lists are refused before anything happens.
+ */
+static void body_group(struct rank *r, coll_comm *comm)
+{
+	static const int odd[] = { 3, 1 }, even[] = { 0, 2 };
+	static const int three[] = { 0, 1, 2 };
+	int bad[3], ret, want;
+	coll_comm *c = NULL, *d = NULL;
+
+	ret = coll_comm_create_group(comm, r->rank % 2 ? odd : even, 2, 5,
+				     &c);
+	if (ret || !c) {
+		rank_fail(r, "group of 2: %d %s", ret, coll_last_error());
+		return;
+	}
+	want = r->rank == 3 || r->rank == 0 ? 0 : 1;
+	if (coll_comm_size(c) != 2 || coll_comm_rank(c) != want ||
+	    coll_comm_parent_uid(c) != coll_comm_uid(comm) ||
+	    coll_comm_uid(c) == coll_comm_uid(comm))
+		rank_fail(r, "group rank %d of %d, expected %d of 2",
+			  coll_comm_rank(c), coll_comm_size(c), want);
+	if (sum_over(c, r->rank) != (r->rank % 2 ? 4 : 2))
+		rank_fail(r, "sum over the group");
+	coll_comm_destroy(c);
+	c = NULL;
+	if (r->rank < 3) {
+		ret = coll_comm_create_group(comm, three, 3, 0xfeed, &c);
+		/* Before the sum: the others' groups are alive until it is
+		 * done. */
+		if (!ret && r->rank == 0 &&
+		    ((ret = coll_comm_create_group(comm, three, 3, 0xfeed,
+						   &d)) != -EEXIST || d))
+			rank_fail(r, "the same group made twice: %d", ret);
+		if (!c || coll_comm_rank(c) != r->rank || sum_over(c, 1) != 3)
+			rank_fail(r, "group of 3: %s", coll_last_error());
+		coll_comm_destroy(c);
+	}
+	bad[0] = r->rank;
+	bad[1] = r->rank;
+	if (coll_comm_create_group(comm, bad, 2, 1, &c) != -EINVAL || c)
+		rank_fail(r, "a rank listed twice accepted");
+	bad[1] = 4;
+	if (coll_comm_create_group(comm, bad, 2, 1, &c) != -EINVAL || c)
+		rank_fail(r, "rank 4 of 4 accepted");
+	bad[0] = (r->rank + 1) % 4;
+	if (coll_comm_create_group(comm, bad, 1, 1, &c) != -EINVAL || c)
+		rank_fail(r, "a list without this rank accepted");
+	if (coll_comm_create_group(comm, bad, 0, 1, &c) != -EINVAL ||
+	    coll_comm_create_group(comm, NULL, 1, 1, &c) != -EINVAL ||
+	    coll_comm_create_group(comm, bad, 5, 1, &c) != -EINVAL)
+		rank_fail(r, "a count of 0 or 5, or no list, accepted");
+	if (sum_over(comm, 1) != 4)
+		rank_fail(r, "sum over the parent after");
+}
+
+static void test_group(void)
+{
+	run_ranks(4, body_group, false);
+}
+
 /* Grow: ranks 0 and 1 of a communicator and a new rank 2 meet through a
  * fresh id. */
 static coll_unique_id grow_parent_id, grow_id;
@@ -1041,6 +1105,7 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_siphash);
 	UNIT_RUN(test_split);
 	UNIT_RUN(test_shrink);
+	UNIT_RUN(test_group);
 	UNIT_RUN(test_grow);
 	UNIT_RUN(test_vec_args);
 	UNIT_RUN(test_vec_mismatch);
