@@ -7,10 +7,12 @@
  * The MPI profiling interface: this library defines MPI_Allreduce & co.
  * and reaches the real MPI through PMPI_*. It mirrors MPI_COMM_WORLD (at
  * MPI_Init) and every communicator derived from a mirrored one with
- * MPI_Comm_dup, _dup_with_info, _split, _split_type or _create: a kcoll
- * communicator of the same ranks, bootstrapped through MPI itself (rank 0's
- * unique id goes out with PMPI_Bcast), or for _split the parent mirror's
- * coll_comm_split(), which needs no bootstrap. The v-variants
+ * MPI_Comm_dup, _dup_with_info, _split, _split_type, _create or
+ * _create_group: a kcoll communicator of the same ranks made from the
+ * parent's mirror with no bootstrap (for _split its coll_comm_split(), for
+ * the others its coll_comm_create_group() over the new communicator's
+ * ranks), or where that fails bootstrapped through MPI itself (rank 0's
+ * unique id goes out with PMPI_Bcast). The v-variants
  * (MPI_Allgatherv, MPI_Reduce_scatter, MPI_Alltoallv and their I-forms)
  * go to kcoll where every rank's module has them. A call on a mirrored communicator
  * with a contiguous predefined datatype kcoll has and a predefined
@@ -38,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <pthread.h>
 #include <mpi.h>
@@ -92,7 +95,7 @@ static struct {
 	unsigned long kc[2 * KM_NFN], mpi[2 * KM_NFN][KM_W_NWHY];
 	unsigned long err[2 * KM_NFN];
 	struct km_req *reqs;	/* non-blocking operations MPI holds */
-	unsigned long mirrored, refused, split;
+	unsigned long mirrored, refused, split, group;
 } km = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static void km_count_mpi(int fn, enum km_why why)
@@ -161,13 +164,16 @@ static int km_local_ok(void)
  * its own): the ranks never disagree on the path a call takes.
  */
 /* Keep @kc as @comm's mirror (every rank of @comm agreed). */
+enum km_how { KM_BOOTSTRAP, KM_SPLIT, KM_GROUP };
+
 static void km_keep(MPI_Comm comm, coll_comm *kc, int rank, int size,
-		    int caps, bool by_split)
+		    int caps, enum km_how how)
 {
 	pthread_mutex_lock(&km.lock);
 	km.m[km.n++] = (struct km_mirror){ comm, kc, rank, size, caps };
 	km.mirrored++;
-	km.split += by_split;
+	km.split += how == KM_SPLIT;
+	km.group += how == KM_GROUP;
 	pthread_mutex_unlock(&km.lock);
 }
 
@@ -220,7 +226,7 @@ static void km_mirror(MPI_Comm comm)
 		km.refused++;
 		return;
 	}
-	km_keep(comm, kc, rank, size, all, false);
+	km_keep(comm, kc, rank, size, all, KM_BOOTSTRAP);
 }
 
 /*
@@ -259,7 +265,78 @@ static void km_mirror_split(coll_comm *pkc, int caps, int color, int key,
 		km_mirror(newcomm);
 		return;
 	}
-	km_keep(newcomm, kc, rank, size, caps, true);
+	km_keep(newcomm, kc, rank, size, caps, KM_SPLIT);
+}
+
+/*
+ * @newcomm, made of some ranks of mirrored @comm (dup, split_type, create,
+ * create_group): its mirror is @comm's mirror's coll_comm_create_group()
+ * over @newcomm's ranks in @comm, no bootstrap; collective over @newcomm
+ * alone. Rank 0 of @newcomm picks the tag (random: each communicator MPI
+ * makes is a kcoll one of its own). Kept only if every rank has its
+ * child, with room to keep it; else every one drops its child and
+ * km_mirror() bootstraps one.
+ */
+static void km_mirror_group(MPI_Comm comm, MPI_Comm newcomm)
+{
+	int rank, size, i, err = -ENOMEM, ok, all, caps = 1;
+	int *idx = NULL, *ranks = NULL;
+	MPI_Group pg = MPI_GROUP_NULL, ng = MPI_GROUP_NULL;
+	struct km_mirror *parent;
+	coll_comm *pkc = NULL, *kc = NULL;
+	uint64_t tag = 0;
+
+	if (km.off || newcomm == MPI_COMM_NULL)
+		return;
+	pthread_mutex_lock(&km.lock);
+	parent = km_find_locked(comm);
+	if (parent) {
+		pkc = parent->kc;
+		caps = parent->caps;
+	}
+	pthread_mutex_unlock(&km.lock);
+	if (!pkc)
+		return;
+	PMPI_Comm_rank(newcomm, &rank);
+	PMPI_Comm_size(newcomm, &size);
+	if (!rank && getentropy(&tag, sizeof(tag)))
+		tag = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
+	PMPI_Bcast(&tag, 1, MPI_UINT64_T, 0, newcomm);
+	idx = malloc((size_t)size * sizeof(*idx));
+	ranks = malloc((size_t)size * sizeof(*ranks));
+	if (idx && ranks && PMPI_Comm_group(comm, &pg) == MPI_SUCCESS &&
+	    PMPI_Comm_group(newcomm, &ng) == MPI_SUCCESS) {
+		for (i = 0; i < size; i++)
+			idx[i] = i;
+		err = PMPI_Group_translate_ranks(ng, size, idx, pg, ranks) ==
+		      MPI_SUCCESS ? 0 : -EINVAL;
+		for (i = 0; !err && i < size; i++)
+			if (ranks[i] == MPI_UNDEFINED)
+				err = -EINVAL;
+	}
+	if (!err)
+		err = coll_comm_create_group(pkc, ranks, size, tag, &kc);
+	if (pg != MPI_GROUP_NULL)
+		PMPI_Group_free(&pg);
+	if (ng != MPI_GROUP_NULL)
+		PMPI_Group_free(&ng);
+	free(ranks);
+	free(idx);
+	pthread_mutex_lock(&km.lock);
+	ok = !err && kc && coll_comm_rank(kc) == rank &&
+	     coll_comm_size(kc) == size && km.n < KM_MAX_COMMS;
+	pthread_mutex_unlock(&km.lock);
+	if (err && km.verbose)
+		fprintf(stderr, "kcoll-mpi: rank %d: coll_comm_create_group: %s (%s)\n",
+			rank, coll_strerror(err), coll_last_error());
+	PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, newcomm);
+	if (!all) {
+		if (kc)
+			coll_comm_abort(kc);
+		km_mirror(newcomm);
+		return;
+	}
+	km_keep(newcomm, kc, rank, size, caps, KM_GROUP);
 }
 
 /* Append to @line (@size bytes, @o used); what does not fit is cut. */
@@ -334,8 +411,8 @@ int MPI_Finalize(void)
 		char line[4096];
 		size_t o = 0;
 
-		km_append(line, sizeof(line), &o, "kcoll-mpi: rank %d: %lu communicator(s) mirrored, %lu not; %lu by split;",
-			  rank, km.mirrored, km.refused, km.split);
+		km_append(line, sizeof(line), &o, "kcoll-mpi: rank %d: %lu communicator(s) mirrored, %lu not; %lu by split; %lu by group;",
+			  rank, km.mirrored, km.refused, km.split, km.group);
 		for (i = 0; i < 2 * KM_NFN; i++) {
 			unsigned long m = 0;
 
@@ -363,8 +440,8 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 {
 	int rc = PMPI_Comm_dup(comm, newcomm);
 
-	if (rc == MPI_SUCCESS && km_find(comm))
-		km_mirror(*newcomm);
+	if (rc == MPI_SUCCESS)
+		km_mirror_group(comm, *newcomm);
 	return rc;
 }
 
@@ -372,8 +449,8 @@ int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
 {
 	int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
 
-	if (rc == MPI_SUCCESS && km_find(comm))
-		km_mirror(*newcomm);
+	if (rc == MPI_SUCCESS)
+		km_mirror_group(comm, *newcomm);
 	return rc;
 }
 
@@ -410,8 +487,8 @@ int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info,
 {
 	int rc = PMPI_Comm_split_type(comm, type, key, info, newcomm);
 
-	if (rc == MPI_SUCCESS && km_find(comm) && *newcomm != MPI_COMM_NULL)
-		km_mirror(*newcomm);
+	if (rc == MPI_SUCCESS)
+		km_mirror_group(comm, *newcomm);
 	return rc;
 }
 
@@ -419,8 +496,19 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 {
 	int rc = PMPI_Comm_create(comm, group, newcomm);
 
-	if (rc == MPI_SUCCESS && km_find(comm) && *newcomm != MPI_COMM_NULL)
-		km_mirror(*newcomm);
+	if (rc == MPI_SUCCESS)
+		km_mirror_group(comm, *newcomm);
+	return rc;
+}
+
+/* Collective over @group's ranks alone: so is coll_comm_create_group(). */
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag,
+			  MPI_Comm *newcomm)
+{
+	int rc = PMPI_Comm_create_group(comm, group, tag, newcomm);
+
+	if (rc == MPI_SUCCESS)
+		km_mirror_group(comm, *newcomm);
 	return rc;
 }
 

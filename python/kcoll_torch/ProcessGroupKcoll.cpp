@@ -30,6 +30,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -161,14 +162,53 @@ public:
 		}
 		err = coll_comm_init_rank(&comm_, size, &id, rank);
 		TORCH_CHECK(!err, coll_err("coll_comm_init_rank", err));
-		timeout_ms_ = timeout_to_ms(timeout);
-		err = coll_comm_set_timeout(comm_, timeout_ms_);
-		if (err) {
-			coll_comm_destroy(comm_);
-			TORCH_CHECK(false, coll_err("coll_comm_set_timeout", err));
+		start(timeout);
+	}
+
+	/*
+	 * A group of some ranks of @parent (torch's new_group() over a kcoll
+	 * world): made by its members alone from @parent's table and key
+	 * (coll_comm_create_group()), no bootstrap. Through the group's
+	 * store each member says which rank of @parent it is, and group
+	 * rank 0 picks a random tag, so that every group torch makes is a
+	 * communicator of its own.
+	 */
+	ProcessGroupKcoll(const c10::intrusive_ptr<c10d::Store> &store,
+			  const ProcessGroupKcoll &parent, int rank, int size,
+			  std::chrono::milliseconds timeout)
+		: c10d::ProcessGroup(rank, size)
+	{
+		std::vector<int> ranks(size);
+		uint64_t tag;
+		int err;
+
+		if (rank == 0) {
+			std::random_device rd;
+
+			tag = (uint64_t)rd() << 32 | rd();
+			store->set("kcoll_group_tag", to_bytes(tag));
+		} else {
+			tag = from_bytes(store->get("kcoll_group_tag"));
 		}
-		thread_ = std::thread([this] { run(); });
-		init();
+		store->set("kcoll_member_" + std::to_string(rank),
+			   to_bytes((uint64_t)parent.getRank()));
+		for (int i = 0; i < size; i++)
+			ranks[i] = (int)from_bytes(
+				store->get("kcoll_member_" + std::to_string(i)));
+		TORCH_CHECK(ranks[rank] == parent.getRank(),
+			    "kcoll: the store lists another rank as group rank ",
+			    rank);
+		err = coll_comm_create_group(parent.comm_, ranks.data(), size,
+					     tag, &comm_);
+		TORCH_CHECK(!err, coll_err("coll_comm_create_group", err));
+		start(timeout);
+	}
+
+	/* The communicator's id and its parent's (0: none), as kcollctl
+	 * shows them. */
+	std::pair<uint64_t, uint64_t> comm_ids() const
+	{
+		return { coll_comm_uid(comm_), coll_comm_parent_uid(comm_) };
 	}
 
 	~ProcessGroupKcoll() override
@@ -622,6 +662,45 @@ public:
 	}
 
 private:
+	/* After the communicator is made: its timeout, the completion
+	 * thread. */
+	void start(std::chrono::milliseconds timeout)
+	{
+		int err;
+
+		timeout_ms_ = timeout_to_ms(timeout);
+		err = coll_comm_set_timeout(comm_, timeout_ms_);
+		if (err) {
+			coll_comm_destroy(comm_);
+			TORCH_CHECK(false, coll_err("coll_comm_set_timeout", err));
+		}
+		thread_ = std::thread([this] { run(); });
+		init();
+	}
+
+	static std::vector<uint8_t> to_bytes(uint64_t v)
+	{
+		std::string s = std::to_string(v);
+
+		return std::vector<uint8_t>(s.begin(), s.end());
+	}
+
+	static uint64_t from_bytes(const std::vector<uint8_t> &v)
+	{
+		std::string s(v.begin(), v.end());
+		size_t end = 0;
+		uint64_t x = 0;
+
+		try {
+			x = std::stoull(s, &end);
+		} catch (const std::exception &) {
+			end = 0;
+		}
+		TORCH_CHECK(end && end == s.size(),
+			    "kcoll: the store holds no number where the group's members are");
+		return x;
+	}
+
 	static uint32_t timeout_to_ms(std::chrono::milliseconds t)
 	{
 		auto ms = t.count();
@@ -891,6 +970,37 @@ create(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
 	return c10::make_intrusive<ProcessGroupKcoll>(store, rank, size, ms);
 }
 
+/* @pg as kcoll's process group, or NULL. */
+static const ProcessGroupKcoll *
+as_kcoll(const c10::intrusive_ptr<c10d::ProcessGroup> &pg)
+{
+	return dynamic_cast<const ProcessGroupKcoll *>(pg.get());
+}
+
+static c10::intrusive_ptr<c10d::ProcessGroup>
+create_group(const c10::intrusive_ptr<c10d::Store> &store,
+	     const c10::intrusive_ptr<c10d::ProcessGroup> &parent, int rank,
+	     int size, const std::chrono::duration<float> &timeout)
+{
+	auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+	const ProcessGroupKcoll *p = as_kcoll(parent);
+
+	TORCH_CHECK(p, "kcoll: the parent group is not kcoll's");
+	return c10::make_intrusive<ProcessGroupKcoll>(store, *p, rank, size,
+						      ms);
+}
+
+static pybind11::object
+comm_ids(const c10::intrusive_ptr<c10d::ProcessGroup> &pg)
+{
+	const ProcessGroupKcoll *p = as_kcoll(pg);
+
+	if (!p)
+		return pybind11::none();
+	auto ids = p->comm_ids();
+	return pybind11::make_tuple(ids.first, ids.second);
+}
+
 } // namespace kcoll_torch
 
 PYBIND11_MODULE(_C, m)
@@ -900,5 +1010,13 @@ PYBIND11_MODULE(_C, m)
 	      pybind11::arg("store"), pybind11::arg("rank"),
 	      pybind11::arg("world_size"), pybind11::arg("timeout"),
 	      pybind11::call_guard<pybind11::gil_scoped_release>());
-	m.attr("libcoll_version") = "KCOLL_0.6";
+	m.def("create_group", &kcoll_torch::create_group,
+	      pybind11::arg("store"), pybind11::arg("parent"),
+	      pybind11::arg("rank"), pybind11::arg("world_size"),
+	      pybind11::arg("timeout"),
+	      pybind11::call_guard<pybind11::gil_scoped_release>());
+	m.def("comm_ids", &kcoll_torch::comm_ids, pybind11::arg("group"),
+	      "(uid, parent uid) of a kcoll group's communicator, or None "
+	      "for another backend's");
+	m.attr("libcoll_version") = "KCOLL_0.12";
 }

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """An ordinary mpi4py program (it knows nothing of kcoll): collectives on
-MPI_COMM_WORLD, a duplicate and a split of it, over several numpy dtypes,
+MPI_COMM_WORLD, a duplicate, a split and a group of it (the even ranks,
+MPI_Comm_create_group), over several numpy dtypes,
 in place and not, and some calls kcoll's interposer leaves to MPI (a
 user-defined reduction, MPI_Gather, different send and receive types).
 Each rank prints one digest line of everything it received, so a run
@@ -230,6 +231,13 @@ dup = world.Dup()
 run(dup, "dup")
 half = world.Split(color=rank % 2, key=-rank)
 run(half, "split")
+# Collective over the even ranks alone (MPI_Comm_create_group).
+evens = world.Get_group().Incl(list(range(0, size, 2)))
+if rank % 2 == 0:
+    ev = world.Create_group(evens)
+    run(ev, "create_group")
+    ev.Free()
+evens.Free()
 half.Free()
 dup.Free()
 print(f"digest rank {rank}: {h.hexdigest()}", flush=True)

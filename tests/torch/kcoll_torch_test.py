@@ -470,6 +470,32 @@ def part_ddp(gloo, ranks, kc_group, gl_group, tag):
     check(f"DDP {tag}: {ROUNDS} rounds of {STEPS} steps with kcoll and gloo agree", ddp)
 
 
+def part_subgroup(kc, sub):
+    """new_group() over the kcoll world makes its communicator from the
+    world's (coll_comm_create_group(): no bootstrap): its parent is the
+    world's communicator, and a second group of the same ranks is a
+    communicator of its own. Every rank enters new_group(), as torch
+    requires."""
+    again = dist.new_group(sub, backend="kcoll")
+    if RANK not in sub:
+        return
+
+    def derived():
+        world, mine = kcoll_torch.comm_ids(), kcoll_torch.comm_ids(kc)
+        assert world is not None and mine is not None, "not kcoll's groups"
+        assert mine[1] == world[0], (
+            f"group {mine[0]:#x} has parent {mine[1]:#x}, not the world's {world[0]:#x}")
+        other = kcoll_torch.comm_ids(again)
+        assert other[1] == world[0] and other[0] != mine[0], (
+            f"the second group's ids {other}, the first's {mine}")
+        t = rank_data(RANK, 100, torch.float32)
+        dist.all_reduce(t, group=again)
+        same(t, expect_reduce("sum", 100, torch.float32, ranks=sub),
+             "allreduce on the second group")
+        dist.destroy_process_group(again)
+    check(f"new_group({sub}) is made from the kcoll world, not bootstrapped", derived)
+
+
 def part_init_methods():
     """The same backend through the other init methods: tcp:// (the whole
     world), and a file store, which needs a file every rank sees: the
@@ -547,6 +573,7 @@ def main():
     sub = [0, 1, 2] if WORLD > 3 else list(range(WORLD))
     kc3 = dist.new_group(sub, backend="kcoll")
     gl3 = dist.new_group(sub, backend="gloo")
+    part_subgroup(kc3, sub)
     part_ddp(gloo, sub, kc3, gl3, f"{len(sub)} ranks")
     ru = resource.getrusage(resource.RUSAGE_SELF)
     print(f"# rank {RANK}: {time.time() - T0:.0f} s so far, max rss {ru.ru_maxrss >> 10} MiB",

@@ -8,7 +8,9 @@
 # emulated link drifts within a boot, and interleaving spreads the drift
 # over both. Not part of make check (about 15 minutes). Usage:
 #   tests/vm/vmrun.sh -k KVER -n 2 -o OUT -t 3000 \
-#       -a "KO_A KO_B [ROUNDS [COLLS [MAX]]]" tests/vm/scenarios/ab-bench.sh
+#       -a "KO_A KO_B [ROUNDS [COLLS [MAX [ARGS]]]]" tests/vm/scenarios/ab-bench.sh
+# ARGS: more kcoll-perf options, colons for spaces (e.g. -n:25:-B:25:
+# 25 iterations on buffers of their own, which may run side by side).
 # then OUT/vm0/ab.txt. KO_A and KO_B are paths to kcoll.ko builds for
 # KVER that speak the same wire version.
 . "$kcoll_top/tests/vm/guest-lib.sh"
@@ -20,6 +22,8 @@ ko_b=${2:-}
 rounds=${3:-3}
 colls=${4:-allreduce/allgather/broadcast}
 max=${5:-16M}
+extra=${6:-}
+extra=${extra//:/ }
 ppn=2
 if [ ! -f "$ko_a" ] || [ ! -f "$ko_b" ]; then
 	fail "usage: -a \"KO_A KO_B [ROUNDS [COLLS [MAX]]]\" (got '$KCOLL_ARG')"
@@ -40,7 +44,8 @@ for r in $(seq 1 "$rounds"); do
 		vm_sync "load-$r-$v" 300
 		for c in ${colls//\// }; do
 			port=$((port + 1))
-			kcoll_kperf "$v-$r-$c" $port -M -c "$c" -b 8 -e "$max" -f 8 -n 5 -w 1 -i 0
+			# shellcheck disable=SC2086 # $extra: several words
+			kcoll_kperf "$v-$r-$c" $port -M -c "$c" -b 8 -e "$max" -f 8 -n 5 -w 1 -i 0 $extra
 		done
 		vm_sync "done-$r-$v" 1800
 		kcoll_mod_unload

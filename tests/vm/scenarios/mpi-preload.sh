@@ -117,6 +117,10 @@ if [ "$kcoll_vm" = 0 ]; then
 	# The split's mirror came from coll_comm_split(), not a bootstrap.
 	n=$(grep -cE " [1-9][0-9]* by split;" "$KCOLL_OUT/stats.txt")
 	[ "$n" = "$np" ] || fail "the split was mirrored by a bootstrap on $((np - n)) rank(s), not by coll_comm_split()"
+	# The duplicate's (and the even ranks' group's) by
+	# coll_comm_create_group(), not a bootstrap either.
+	n=$(grep -cE " [1-9][0-9]* by group;" "$KCOLL_OUT/stats.txt")
+	[ "$n" = "$np" ] || fail "the duplicate was mirrored by a bootstrap on $((np - n)) rank(s), not by coll_comm_create_group()"
 	# The calls left to MPI are counted as such.
 	grep -q "MPI_Allgather [0-9]* kcoll, [1-9][0-9]* mpi (datatype" "$KCOLL_OUT/stats.txt" ||
 		fail "the mixed-type allgather was not left to MPI"
