@@ -230,25 +230,17 @@ static void km_mirror(MPI_Comm comm)
 }
 
 /*
- * MPI_Comm_split of a mirrored @parent: the new communicator's mirror is
- * the parent mirror's coll_comm_split(), no bootstrap (kcoll orders a
- * color's members as MPI does: by key, then by rank in the parent).
- * Collective over the parent as MPI_Comm_split is; a rank with
- * MPI_UNDEFINED takes part with no color. Kept only if every rank of
- * @newcomm has its child at the rank MPI gave it, with room to keep it;
- * else every one drops its child and km_mirror() bootstraps one.
+ * The end of a derived mirror: @kc (NULL, @err from @how's call @what, if
+ * it failed) is kept as @newcomm's mirror only if every rank of @newcomm
+ * has its child at the rank MPI gave it, with room to keep it; else every
+ * one drops its child and km_mirror() bootstraps one. Collective over
+ * @newcomm.
  */
-static void km_mirror_split(coll_comm *pkc, int caps, int color, int key,
-			    MPI_Comm newcomm)
+static void km_derived(MPI_Comm newcomm, coll_comm *kc, int err, int caps,
+		       enum km_how how, const char *what)
 {
-	coll_comm *kc = NULL;
-	int err, rank = -1, size = 0, ok, all;
+	int rank, size, ok, all;
 
-	/* No new communicator here (MPI_UNDEFINED): no color, no child. */
-	err = coll_comm_split(pkc, color == MPI_UNDEFINED ?
-			      COLL_SPLIT_NOCOLOR : color, key, &kc);
-	if (newcomm == MPI_COMM_NULL)
-		return;
 	PMPI_Comm_rank(newcomm, &rank);
 	PMPI_Comm_size(newcomm, &size);
 	pthread_mutex_lock(&km.lock);
@@ -256,8 +248,8 @@ static void km_mirror_split(coll_comm *pkc, int caps, int color, int key,
 	     coll_comm_size(kc) == size && km.n < KM_MAX_COMMS;
 	pthread_mutex_unlock(&km.lock);
 	if (err && km.verbose)
-		fprintf(stderr, "kcoll-mpi: rank %d: coll_comm_split: %s (%s)\n",
-			rank, coll_strerror(err), coll_last_error());
+		fprintf(stderr, "kcoll-mpi: rank %d: %s: %s (%s)\n",
+			rank, what, coll_strerror(err), coll_last_error());
 	PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, newcomm);
 	if (!all) {
 		if (kc)
@@ -265,7 +257,28 @@ static void km_mirror_split(coll_comm *pkc, int caps, int color, int key,
 		km_mirror(newcomm);
 		return;
 	}
-	km_keep(newcomm, kc, rank, size, caps, KM_SPLIT);
+	km_keep(newcomm, kc, rank, size, caps, how);
+}
+
+/*
+ * MPI_Comm_split of a mirrored @parent: the new communicator's mirror is
+ * the parent mirror's coll_comm_split(), no bootstrap (kcoll orders a
+ * color's members as MPI does: by key, then by rank in the parent).
+ * Collective over the parent as MPI_Comm_split is; a rank with
+ * MPI_UNDEFINED takes part with no color. Kept as km_derived() says.
+ */
+static void km_mirror_split(coll_comm *pkc, int caps, int color, int key,
+			    MPI_Comm newcomm)
+{
+	coll_comm *kc = NULL;
+	int err;
+
+	/* No new communicator here (MPI_UNDEFINED): no color, no child. */
+	err = coll_comm_split(pkc, color == MPI_UNDEFINED ?
+			      COLL_SPLIT_NOCOLOR : color, key, &kc);
+	if (newcomm == MPI_COMM_NULL)
+		return;
+	km_derived(newcomm, kc, err, caps, KM_SPLIT, "coll_comm_split");
 }
 
 /*
@@ -273,13 +286,11 @@ static void km_mirror_split(coll_comm *pkc, int caps, int color, int key,
  * create_group): its mirror is @comm's mirror's coll_comm_create_group()
  * over @newcomm's ranks in @comm, no bootstrap; collective over @newcomm
  * alone. Rank 0 of @newcomm picks the tag (random: each communicator MPI
- * makes is a kcoll one of its own). Kept only if every rank has its
- * child, with room to keep it; else every one drops its child and
- * km_mirror() bootstraps one.
+ * makes is a kcoll one of its own). Kept as km_derived() says.
  */
 static void km_mirror_group(MPI_Comm comm, MPI_Comm newcomm)
 {
-	int rank, size, i, err = -ENOMEM, ok, all, caps = 1;
+	int rank, size, i, err = -ENOMEM, caps = 1;
 	int *idx = NULL, *ranks = NULL;
 	MPI_Group pg = MPI_GROUP_NULL, ng = MPI_GROUP_NULL;
 	struct km_mirror *parent;
@@ -322,21 +333,7 @@ static void km_mirror_group(MPI_Comm comm, MPI_Comm newcomm)
 		PMPI_Group_free(&ng);
 	free(ranks);
 	free(idx);
-	pthread_mutex_lock(&km.lock);
-	ok = !err && kc && coll_comm_rank(kc) == rank &&
-	     coll_comm_size(kc) == size && km.n < KM_MAX_COMMS;
-	pthread_mutex_unlock(&km.lock);
-	if (err && km.verbose)
-		fprintf(stderr, "kcoll-mpi: rank %d: coll_comm_create_group: %s (%s)\n",
-			rank, coll_strerror(err), coll_last_error());
-	PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, newcomm);
-	if (!all) {
-		if (kc)
-			coll_comm_abort(kc);
-		km_mirror(newcomm);
-		return;
-	}
-	km_keep(newcomm, kc, rank, size, caps, KM_GROUP);
+	km_derived(newcomm, kc, err, caps, KM_GROUP, "coll_comm_create_group");
 }
 
 /* Append to @line (@size bytes, @o used); what does not fit is cut. */
