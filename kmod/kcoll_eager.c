@@ -531,9 +531,11 @@ void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 	 * At most half of the peer's slots hold our data that it may
 	 * consume only after its head: point-to-point messages, and the
 	 * transfers of collectives behind our head (the peer may not run
-	 * them before its own head completes). With fewer than half of
-	 * the rest owed a CREDITS, a head's transfer always finds a slot
-	 * (docs/DESIGN.md, "Several collectives in flight").
+	 * them before its own head completes). The peer owes a CREDITS
+	 * for at most 3 slots (fewer than half of those no point-to-point
+	 * message holds), so a head's transfer always finds a slot free
+	 * or one coming back (docs/DESIGN.md, "Several collectives in
+	 * flight").
 	 */
 	young = op->kind == KCOLL_KIND_COLL && !kcoll_op_is_head(op);
 	if ((op->kind == KCOLL_KIND_P2P || young) &&
