@@ -96,6 +96,14 @@ static void put64(uint8_t *p, uint64_t v)
 		p[i] = (uint8_t)(v >> (8 * i));
 }
 
+static void put32(uint8_t *p, uint32_t v)
+{
+	int i;
+
+	for (i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
 static void derive(coll_comm *parent, uint8_t kind, uint32_t nth,
 		   uint64_t which, uint64_t *uid, uint8_t key[KCOLL_KEY_LEN])
 {
@@ -298,12 +306,8 @@ int coll_comm_shrink(coll_comm *comm, const int *exclude, int nexclude,
 			ret = coll_err(-ENOMEM, "out of memory");
 			goto out;
 		}
-		for (i = 0; i < nexclude; i++) {
-			b[4 * i] = (uint8_t)ex[i];
-			b[4 * i + 1] = (uint8_t)(ex[i] >> 8);
-			b[4 * i + 2] = (uint8_t)(ex[i] >> 16);
-			b[4 * i + 3] = (uint8_t)(ex[i] >> 24);
-		}
+		for (i = 0; i < nexclude; i++)
+			put32(b + 4 * i, (uint32_t)ex[i]);
 		which = coll_siphash(zero, b, (size_t)nexclude * 4);
 		free(b);
 	}
@@ -353,10 +357,7 @@ int coll_comm_create_group(coll_comm *comm, const int *ranks, int n,
 		seen[ranks[i]] = 1;
 		if (ranks[i] == coll_comm_rank(comm))
 			me = i;
-		b[8 + 4 * i] = (uint8_t)ranks[i];
-		b[8 + 4 * i + 1] = (uint8_t)(ranks[i] >> 8);
-		b[8 + 4 * i + 2] = (uint8_t)(ranks[i] >> 16);
-		b[8 + 4 * i + 3] = (uint8_t)(ranks[i] >> 24);
+		put32(b + 8 + 4 * i, (uint32_t)ranks[i]);
 	}
 	if (me < 0) {
 		ret = coll_err(-EINVAL, "coll_comm_create_group: this rank "

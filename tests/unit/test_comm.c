@@ -985,7 +985,7 @@ static void body_group(struct rank *r, coll_comm *comm)
 {
 	static const int odd[] = { 3, 1 }, even[] = { 0, 2 };
 	static const int three[] = { 0, 1, 2 };
-	int bad[3], ret, want;
+	int bad[2], ret, want;
 	coll_comm *c = NULL, *d = NULL;
 
 	ret = coll_comm_create_group(comm, r->rank % 2 ? odd : even, 2, 5,
