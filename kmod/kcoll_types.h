@@ -360,8 +360,9 @@ struct kcoll_conn {
 	 * agreed once both CREDITs said KCOLL_CREDIT_P2P (kcoll_conn_p2p()).
 	 * A small send landing before its receive is posted holds its slot
 	 * for as long as the application likes: at most half of a peer's
-	 * slots ever hold ours (etx_p2p), so collectives always have the
-	 * rest, and a receiver refuses more (erx_p2p).
+	 * slots ever hold ours (etx_p2p, together with the transfers of
+	 * collectives behind our head, etx_young), so the head always has
+	 * the rest, and a receiver refuses more (erx_p2p).
 	 */
 	bool p2p_offer;			/* our CREDITs said so */
 	bool peer_p2p;			/* the peer's did */

@@ -163,9 +163,10 @@ static int km_local_ok(void)
  * then created its communicator is the mirror kept (else every rank drops
  * its own): the ranks never disagree on the path a call takes.
  */
-/* Keep @kc as @comm's mirror (every rank of @comm agreed). */
+/* How a mirror was made (the statistics count the derived ones). */
 enum km_how { KM_BOOTSTRAP, KM_SPLIT, KM_GROUP };
 
+/* Keep @kc as @comm's mirror (every rank of @comm agreed). */
 static void km_keep(MPI_Comm comm, coll_comm *kc, int rank, int size,
 		    int caps, enum km_how how)
 {

@@ -697,7 +697,7 @@ private:
 			end = 0;
 		}
 		TORCH_CHECK(end && end == s.size(),
-			    "kcoll: the store holds no number where the group's members are");
+			    "kcoll: the group's store holds no number where a member's rank or the tag should be");
 		return x;
 	}
 

@@ -1549,9 +1549,9 @@ TEST_F_TIMEOUT(rxe, eager_small_transfers_need_no_grant, 300)
  * (stats/colls_beside), and a chain on one buffer waits, each for the one
  * before (stats/colls_overlap_waits: at least the chain's 7 followers on
  * each of 3 ranks), and those behind the head write their small steps
- * eagerly (stats/eager_beside); with 1 none of it happens. The results are right both
- * ways, and one collective among them whose counts differ fails alone
- * (kt_rank_inflight()).
+ * eagerly (stats/eager_beside); with 1 none of it happens. The results
+ * are right both ways, and one collective among them whose counts differ
+ * fails alone (kt_rank_inflight()).
  */
 TEST_F_TIMEOUT(rxe, collectives_run_side_by_side_unless_they_overlap, 300)
 {
