@@ -582,8 +582,9 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 			/*
 			 * Just started as the head, or become it: a lazy
 			 * op's clock starts now. Behind the head it may
-			 * wait for the head (its eager transfers do), which
-			 * is no stall of its peers'.
+			 * wait for the head (its peers may hold its data
+			 * until their own head is done), which is no stall
+			 * of its peers'.
 			 */
 			if (!i && op->started && !op->was_head) {
 				op->was_head = true;

@@ -786,10 +786,11 @@ static int kt_rank_p2p(struct tring *r, __u32 id, int rank, int n,
 
 /*
  * Collectives in flight at once (sysfs colls_in_flight): KT_IF_NB in-place
- * allreduces of 16 KiB, each on a buffer of its own (granted transfers:
- * they may run side by side), then a chain of KT_IF_CHAIN in-place
- * allreduces of one buffer (each overlaps the one before: they must run
- * in order), all in one ENTER. Completions in submission order; every
+ * allreduces of 16 KiB, each on a buffer of its own (they may run side by
+ * side; their steps of a few KiB go eagerly, behind the head too: the
+ * granted sizes beside the head are kcoll-colltest's in-flight case's),
+ * then a chain of KT_IF_CHAIN in-place allreduces of one buffer (each
+ * overlaps the one before: they must run in order), all in one ENTER. Completions in submission order; every
  * result checked. Collective KT_IF_BAD differs on the last rank (one
  * element less): it fails with -EBADMSG on every rank while those around
  * it run, and nothing else does.
