@@ -493,8 +493,10 @@ void kcoll_op_eager_recv(struct kcoll_task *op, struct kcoll_conn *conn)
 		op->recv_done = op->recv_total;
 		op->recv_landed_any = true;
 		/* Granted too after waiting (kcoll_p2p_waited()): the
-		 * sender, having written eagerly, drops that grant. */
-		if (op->grants_out)
+		 * sender, having written eagerly, drops that grant. (A
+		 * collective's grants out on this connection are for its
+		 * next phase: kcoll_op_grant_ahead().) */
+		if (op->kind == KCOLL_KIND_P2P && op->grants_out)
 			kcoll_op_forget_grants(op, conn);
 		return;
 	}

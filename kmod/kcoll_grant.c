@@ -17,6 +17,7 @@
 #include "kcoll_conn.h"
 #include "kcoll_xport.h"
 #include "kcoll_sysfs.h"
+#include "kcoll_stats.h"
 #include "kcoll_engine.h"
 
 /*
@@ -60,39 +61,37 @@ bool kcoll_op_post_stopped(struct kcoll_task *op,
 	return err;
 }
 
-/* Issue the grants the window allows for the current phase's receive. */
-void kcoll_op_grant(struct kcoll_task *op)
+/*
+ * What kcoll_grant_issue() grants: phase @phase's receive @rv, @total
+ * bytes, of which *@granted are (*@any: one grant at least, an empty
+ * one for an empty receive).
+ */
+struct kcoll_grant_to {
+	const struct kcoll_srecv *rv;
+	u32 phase;
+	u64 total;
+	u64 *granted;
+	bool *any;
+};
+
+/* Issue the grants the window allows for receive @to on @conn. */
+static void kcoll_grant_issue(struct kcoll_task *op, struct kcoll_conn *conn,
+			      const struct kcoll_grant_to *to)
 {
-	const struct kcoll_srecv *rv = &op->ph.recv;
-	struct kcoll_conn *conn = kcoll_conn_of(op->comm, rv->peer);
+	const struct kcoll_srecv *rv = to->rv;
 	struct kcoll_buf *dst = &op->bufs[rv->dst.buf];
 	size_t base = rv->dst.off * op->esize;
 	/* Stream-ordered: what the GPU reduces lands in the scratch. */
 	bool land = op->gpu && rv->reduce;
 
-	if (!conn)
-		return;
 	if (land) {
 		dst = &op->bufs[KCOLL_SBUF_LAND];
 		base = 0;
 	}
-	if (kcoll_op_eager_undecided(op, conn, op->recv_total))
-		return;		/* the peer's first CREDIT runs us again */
-	if (kcoll_op_eager(op, conn, op->recv_total)) {
-		kcoll_op_eager_recv(op, conn);
-		/* Point-to-point, waited for: granted as well (below). */
-		if (op->kind != KCOLL_KIND_P2P || !kcoll_p2p_waited(op))
-			return;
-	} else if (op->kind == KCOLL_KIND_P2P && !op->recv_granted_any &&
-		   conn->erx_p2p) {
-		kcoll_eager_p2p_granted(op, conn);
-		if (op->error)
-			return;
-	}
-	while (op->recv_granted < op->recv_total || !op->recv_granted_any) {
+	while (*to->granted < to->total || !*to->any) {
 		struct kcoll_wire_msg m;
 		struct kcoll_grant *g;
-		u64 left = op->recv_total - op->recv_granted;
+		u64 left = to->total - *to->granted;
 		size_t len;
 		int slot = -1;
 
@@ -121,7 +120,7 @@ void kcoll_op_grant(struct kcoll_task *op)
 			 * what a grant MR holds */
 			if (dst->segs)
 				len = min(len, kcoll_buf_seg_room(dst, base +
-							op->recv_granted));
+							*to->granted));
 		} else {
 			len = 0;
 		}
@@ -135,7 +134,7 @@ void kcoll_op_grant(struct kcoll_task *op)
 		kcoll_msg_init(op, &m, KCOLL_MSG_GRANT, conn->peer);
 		m.len = cpu_to_le32(len);
 		m.serial = cpu_to_le32(conn->k[op->kind].serial_out);
-		m.phase = cpu_to_le16(op->phase);
+		m.phase = cpu_to_le16(to->phase);
 		g->len = len;
 		g->slot = slot;
 		if (len) {
@@ -145,7 +144,7 @@ void kcoll_op_grant(struct kcoll_task *op)
 				  conn->xp->expose(conn, op, g, &conn->stage,
 						   slot * conn->slot_bytes, &m) :
 				  conn->xp->expose(conn, op, g, dst,
-						   base + op->recv_granted, &m);
+						   base + *to->granted, &m);
 
 			if (err) {
 				kfree(g);
@@ -170,15 +169,112 @@ void kcoll_op_grant(struct kcoll_task *op)
 			}
 		}
 		g->seq = op->seq;
+		g->phase = to->phase;
 		g->serial = conn->k[op->kind].serial_out++;
 		g->op = op;
-		g->dst_off = op->recv_granted;
+		g->dst_off = *to->granted;
 		list_add_tail(&g->node, &conn->k[op->kind].out);
 		conn->k[op->kind].nr_out++;
 		op->grants_out++;
-		op->recv_granted += len;
-		op->recv_granted_any = true;
+		*to->granted += len;
+		*to->any = true;
+		if (to->phase != op->phase)
+			kcoll_stat_add(KCOLL_STAT_GRANTS_AHEAD, 1);
 	}
+}
+
+/* Issue the grants the window allows for the current phase's receive. */
+void kcoll_op_grant(struct kcoll_task *op)
+{
+	struct kcoll_conn *conn = kcoll_conn_of(op->comm, op->ph.recv.peer);
+	struct kcoll_grant_to to = {
+		.rv = &op->ph.recv, .phase = op->phase,
+		.total = op->recv_total, .granted = &op->recv_granted,
+		.any = &op->recv_granted_any,
+	};
+
+	if (!conn)
+		return;
+	if (kcoll_op_eager_undecided(op, conn, op->recv_total))
+		return;		/* the peer's first CREDIT runs us again */
+	if (kcoll_op_eager(op, conn, op->recv_total)) {
+		kcoll_op_eager_recv(op, conn);
+		/* Point-to-point, waited for: granted as well (below). */
+		if (op->kind != KCOLL_KIND_P2P || !kcoll_p2p_waited(op))
+			return;
+	} else if (op->kind == KCOLL_KIND_P2P && !op->recv_granted_any &&
+		   conn->erx_p2p) {
+		kcoll_eager_p2p_granted(op, conn);
+		if (op->error)
+			return;
+	}
+	kcoll_grant_issue(op, conn, &to);
+}
+
+/*
+ * May @op grant phase @nx's receive (from @conn's peer) while its current
+ * phase runs? The schedule's part is plain C (kcoll_sched_recv_ahead(),
+ * which the host model executes); here what the connection adds: not
+ * eager, and no staging (unregistered memory on a transport that stages
+ * it).
+ */
+static bool kcoll_op_may_grant_ahead(struct kcoll_task *op,
+				     const struct kcoll_phase *nx,
+				     struct kcoll_conn *conn)
+{
+	return conn && kcoll_sched_recv_ahead(&op->args, &op->ph, nx) &&
+	       !kcoll_op_eager(op, conn, nx->recv.cnt * op->esize) &&
+	       !(op->unreg && conn->xp->stage_unreg);
+}
+
+/*
+ * Grant the next phase's receive while this phase runs, once this one's
+ * receive needs no more grants: its sender finds them waiting when it
+ * gets there, instead of a round trip later (an alltoall's pairwise
+ * phases each wait for a new peer's first grant otherwise). Grants of a
+ * later phase queue at the sender until it reaches that phase
+ * (kcoll_op_send()), and take window like any other (kcoll_room()).
+ * Collectives only, not stream-ordered ones. Must hold comm->lock.
+ */
+void kcoll_op_grant_ahead(struct kcoll_task *op)
+{
+	struct kcoll_grant_to to;
+	struct kcoll_conn *conn;
+
+	lockdep_assert_held(&op->comm->lock);
+	if (op->ahead == 2 || op->kind != KCOLL_KIND_COLL || op->gpu ||
+	    op->phase + 1 >= op->nphases)
+		return;
+	if (op->ph.has_recv && op->ph.recv.cnt) {
+		conn = kcoll_conn_of(op->comm, op->ph.recv.peer);
+		if (conn && !kcoll_op_eager(op, conn, op->recv_total) &&
+		    (op->recv_granted < op->recv_total ||
+		     !op->recv_granted_any))
+			return;		/* this phase's own first */
+	}
+	if (!op->ahead) {
+		struct kcoll_phase nx;
+
+		kcoll_sched_phase(&op->args, op->phase + 1, &nx);
+		conn = nx.has_recv ? kcoll_conn_of(op->comm, nx.recv.peer) :
+				     NULL;
+		if (!kcoll_op_may_grant_ahead(op, &nx, conn)) {
+			op->ahead = 2;
+			return;
+		}
+		op->ahead = 1;
+		op->ahead_rv = nx.recv;
+		op->ahead_total = nx.recv.cnt * op->esize;
+	}
+	conn = kcoll_conn_of(op->comm, op->ahead_rv.peer);
+	if (!conn)
+		return;
+	to = (struct kcoll_grant_to){
+		.rv = &op->ahead_rv, .phase = op->phase + 1,
+		.total = op->ahead_total, .granted = &op->ahead_granted,
+		.any = &op->ahead_granted_any,
+	};
+	kcoll_grant_issue(op, conn, &to);
 }
 
 /* Data of a grant landed: out of staging slot @slot, if it came there. */
@@ -257,9 +353,15 @@ void kcoll_engine_data(struct kcoll_conn *conn, u32 imm, u32 byte_len)
 		list_del(&g->node);
 		conn->k[kind].nr_out--;
 		op->grants_out--;
-		if (!op->error) {
+		if (op->error) {
+			/* nothing counts any more */
+		} else if (g->phase == op->phase) {
 			op->recv_done += g->len;
 			op->recv_landed_any = true;
+		} else {
+			/* Granted ahead: the next phase's. */
+			op->ahead_done += g->len;
+			op->ahead_landed_any = true;
 		}
 		kfree(g);
 	}

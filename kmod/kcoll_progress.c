@@ -226,6 +226,17 @@ static void kcoll_phase_open(struct kcoll_task *op)
 	op->send_posted_any = op->send_done_any = false;
 	op->recv_granted_any = op->recv_landed_any = false;
 	op->gpu_reduced = false;
+	if (op->ahead == 1) {
+		/* Granted while the phase before ran: its grants (g->phase)
+		 * are this phase's now. */
+		op->recv_granted = op->ahead_granted;
+		op->recv_done = op->ahead_done;
+		op->recv_granted_any = op->ahead_granted_any;
+		op->recv_landed_any = op->ahead_landed_any;
+	}
+	op->ahead = 0;
+	op->ahead_granted = op->ahead_done = 0;
+	op->ahead_granted_any = op->ahead_landed_any = false;
 	if (ph->copy.cnt && op->nocpu) {
 		/* Memory the CPU must not touch: the NIC copies it. */
 		const struct kcoll_sregion *d = &ph->copy.dst, *s = &ph->copy.src;
@@ -400,6 +411,7 @@ static void kcoll_op_progress(struct kcoll_task *op)
 			kcoll_op_grant(op);
 		if (op->ph.has_send)
 			kcoll_op_send(op);
+		kcoll_op_grant_ahead(op);
 		if (!op->t_first && (op->send_posted_any ||
 				     op->recv_landed_any))
 			op->t_first = ktime_get_ns();

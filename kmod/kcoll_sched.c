@@ -727,6 +727,52 @@ bool kcoll_sched_all_dependent(const struct kcoll_sched_args *a)
 	return a->count > 0 || kcoll_colls[a->opcode].no_data;
 }
 
+/*
+ * Whether regions @x (@xc elements) and @y (@yc) of an operation's buffers
+ * may share bytes. In place, the send buffer lies inside the receive
+ * buffer (uapi: at the offset of the rank's block, or at its start): any
+ * two regions of those two meet. Empty regions meet nothing.
+ */
+static bool kcoll_sregions_meet(const struct kcoll_sched_args *a,
+				const struct kcoll_sregion *x, u64 xc,
+				const struct kcoll_sregion *y, u64 yc)
+{
+	if (!xc || !yc)
+		return false;
+	if (x->buf != y->buf)
+		return a->in_place && x->buf != KCOLL_SBUF_TMP &&
+		       y->buf != KCOLL_SBUF_TMP;
+	return x->off < y->off + yc && y->off < x->off + xc;
+}
+
+bool kcoll_sched_recv_ahead(const struct kcoll_sched_args *a,
+			    const struct kcoll_phase *ph,
+			    const struct kcoll_phase *nx)
+{
+	const struct kcoll_sregion *r = &nx->recv.dst;
+	u64 n = nx->recv.cnt;
+
+	if (!nx->has_recv || !n || nx->recv.reduce)
+		return false;
+	if (ph->has_send &&
+	    kcoll_sregions_meet(a, r, n, &ph->send.src, ph->send.cnt))
+		return false;
+	if (ph->has_recv &&
+	    (kcoll_sregions_meet(a, r, n, &ph->recv.dst, ph->recv.cnt) ||
+	     (ph->recv.reduce &&
+	      kcoll_sregions_meet(a, r, n, &ph->recv.operand,
+				  ph->recv.cnt))))
+		return false;
+	if (kcoll_sregions_meet(a, r, n, &ph->copy.src, ph->copy.cnt) ||
+	    kcoll_sregions_meet(a, r, n, &ph->copy.dst, ph->copy.cnt) ||
+	    kcoll_sregions_meet(a, r, n, &ph->avg, ph->avg_cnt) ||
+	    kcoll_sregions_meet(a, r, n, &nx->copy.src, nx->copy.cnt) ||
+	    kcoll_sregions_meet(a, r, n, &nx->copy.dst, nx->copy.cnt))
+		return false;
+	return !nx->has_send || nx->send.fwd ||
+	       !kcoll_sregions_meet(a, r, n, &nx->send.src, nx->send.cnt);
+}
+
 bool kcoll_sched_lazy(const struct kcoll_sched_args *a)
 {
 	if (kcoll_sched_all_dependent(a))

@@ -255,6 +255,18 @@ bool kcoll_sched_all_dependent(const struct kcoll_sched_args *a);
  */
 bool kcoll_sched_lazy(const struct kcoll_sched_args *a);
 
+/*
+ * May phase @nx's receive land while phase @ph (the one before it) runs
+ * and before @nx opens (the engine grants it ahead)? Only a plain receive
+ * (not empty, not reducing) into memory that neither @ph uses (its send,
+ * receive, operand, copy, average) nor @nx's copy (done as it opens) or
+ * send (unless that forwards what it receives). The host model lands such
+ * receives early to prove it.
+ */
+bool kcoll_sched_recv_ahead(const struct kcoll_sched_args *a,
+			    const struct kcoll_phase *ph,
+			    const struct kcoll_phase *nx);
+
 /* Phase @idx (< nphases) of @a; the result is fully initialised. */
 void kcoll_sched_phase(const struct kcoll_sched_args *a, u32 idx,
 		       struct kcoll_phase *p);

@@ -37,6 +37,8 @@ enum kcoll_stat {
 				 * buffers overlap an older one's */
 	KCOLL_STAT_EAGER_BESIDE,	/* eager transfers of collectives
 				 * behind the head (in eager_sends too) */
+	KCOLL_STAT_GRANTS_AHEAD,	/* grants issued for a collective's
+				 * next phase while one ran */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);

@@ -249,7 +249,8 @@ struct kcoll_grant {
 	struct ib_cqe cqe;	/* received grants: the WRITE's completion */
 	struct kcoll_conn *conn;
 	u32 seq;
-	u32 phase;
+	u32 phase;		/* issued: the phase it is for (op->phase,
+				 * or the next one: kcoll_op_grant_ahead()) */
 	u32 serial;
 	u64 addr;		/* received grants: where to write */
 	u32 rkey;
@@ -472,6 +473,16 @@ struct kcoll_task {
 	u64 recv_total, recv_granted, recv_done;
 	bool send_posted_any, send_done_any;	/* empty transfers count */
 	bool recv_granted_any, recv_landed_any;
+	/*
+	 * The next phase's receive, granted while this phase runs
+	 * (kcoll_op_grant_ahead()): decided once per phase (@ahead: 0 not
+	 * yet, 1 granting, 2 not possible), its bytes granted and landed
+	 * so far, which become the phase's own when it opens.
+	 */
+	u8 ahead;
+	struct kcoll_srecv ahead_rv;
+	u64 ahead_total, ahead_granted, ahead_done;
+	bool ahead_granted_any, ahead_landed_any;
 	u32 writes_inflight;
 	bool abort_deferred;		/* ABORTs wait for writes_inflight */
 	u32 grants_out;			/* issued by this op, data not in */

@@ -77,6 +77,10 @@ struct mrank {
 	bool done;
 	struct kcoll_phase p;
 	bool send_done, recv_done;
+	/* The next phase's receive may land now, as the engine's grants
+	 * ahead let it (kcoll_sched_recv_ahead()); and it has. */
+	struct kcoll_phase nx;
+	bool ahead_ok, ahead_done;
 };
 
 struct world {
@@ -96,6 +100,8 @@ static const u32 all_redops[] = {
 /* Totals over the whole program, reported at the end. */
 struct sched_model_stats {
 	u64 runs, phases, transfers;
+	u64 ahead;		/* phases whose next receive may land ahead */
+	u64 landed_ahead;	/* ... and transfers that did */
 };
 extern struct sched_model_stats stats;
 /* Varies the inputs from one run to the next. */
