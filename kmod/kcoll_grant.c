@@ -214,15 +214,21 @@ void kcoll_op_grant(struct kcoll_task *op)
 /*
  * May @op grant phase @nx's receive (from @conn's peer) while its current
  * phase runs? The schedule's part is plain C (kcoll_sched_recv_ahead(),
- * which the host model executes); here what the connection adds: not
- * eager, and no staging (unregistered memory on a transport that stages
- * it).
+ * which the host model executes); here what the connection adds. Only a
+ * new peer's, through the NIC: where the round trip to a peer is worth
+ * saving (xp->timed; on the intra-node channel a grant is a local
+ * message, and granting ahead there made farfirst allgathers slower in
+ * the A/B runs), and not the peer of the phase running now, whose grants
+ * already flow. Not eager, and no staging (unregistered memory on a
+ * transport that stages it).
  */
 static bool kcoll_op_may_grant_ahead(struct kcoll_task *op,
 				     const struct kcoll_phase *nx,
 				     struct kcoll_conn *conn)
 {
-	return conn && kcoll_sched_recv_ahead(&op->args, &op->ph, nx) &&
+	return conn && conn->xp->timed &&
+	       kcoll_sched_recv_ahead(&op->args, &op->ph, nx) &&
+	       !(op->ph.has_recv && op->ph.recv.peer == nx->recv.peer) &&
 	       !kcoll_op_eager(op, conn, nx->recv.cnt * op->esize) &&
 	       !(op->unreg && conn->xp->stage_unreg);
 }
