@@ -240,7 +240,11 @@ static bool kcoll_op_may_grant_ahead(struct kcoll_task *op,
  * phases each wait for a new peer's first grant otherwise). Grants of a
  * later phase queue at the sender until it reaches that phase
  * (kcoll_op_send()), and take window like any other (kcoll_room()).
- * Collectives only, not stream-ordered ones. Must hold comm->lock.
+ * Alltoall and alltoallv only for now: theirs is the wait the module's
+ * profile showed, and the A/B runs measured them faster; allgathers
+ * measured slower in the same runs, for reasons not understood yet
+ * (docs/PERFORMANCE.md, "Grants ahead"). Not stream-ordered ones. Must
+ * hold comm->lock.
  */
 void kcoll_op_grant_ahead(struct kcoll_task *op)
 {
@@ -249,7 +253,9 @@ void kcoll_op_grant_ahead(struct kcoll_task *op)
 
 	lockdep_assert_held(&op->comm->lock);
 	if (op->ahead == 2 || op->kind != KCOLL_KIND_COLL || op->gpu ||
-	    op->phase + 1 >= op->nphases)
+	    op->phase + 1 >= op->nphases ||
+	    (op->args.opcode != KCOLL_OP_ALLTOALL &&
+	     op->args.opcode != KCOLL_OP_ALLTOALLV))
 		return;
 	if (op->ph.has_recv && op->ph.recv.cnt) {
 		conn = kcoll_conn_of(op->comm, op->ph.recv.peer);
