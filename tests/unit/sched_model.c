@@ -875,6 +875,19 @@ static bool finish_phase(struct world *w, u32 r)
 	return enter_phase(w, r);
 }
 
+/*
+ * Move @from's send to @to if it can now (@ahead: into @to's next phase,
+ * which has not opened); *@did if it moved. False on an error.
+ */
+static bool try_move(struct world *w, u32 from, u32 to, bool ahead,
+		     bool *did)
+{
+	if (!(ahead ? can_move_ahead(w, from, to) : can_move(w, from, to)))
+		return true;
+	*did = true;
+	return ahead ? move_ahead(w, from, to) : move(w, from, to);
+}
+
 /* Run every rank to completion; false on an error or a deadlock. */
 static bool execute(struct world *w)
 {
@@ -892,32 +905,21 @@ static bool execute(struct world *w)
 			while (!rk->done) {
 				bool did = false;
 
-				/* Early whenever it can: the order that
-				 * finds a rule that is too loose. */
-				if (rk->ahead_ok && !rk->ahead_done &&
-				    can_move_ahead(w, rk->nx.recv.peer, r)) {
-					if (!move_ahead(w, rk->nx.recv.peer, r))
-						return false;
-					did = true;
-				}
-				if (!rk->send_done &&
-				    can_move_ahead(w, r, rk->p.send.peer)) {
-					if (!move_ahead(w, r, rk->p.send.peer))
-						return false;
-					did = true;
-				}
-				if (!rk->recv_done &&
-				    can_move(w, rk->p.recv.peer, r)) {
-					if (!move(w, rk->p.recv.peer, r))
-						return false;
-					did = true;
-				}
-				if (!rk->send_done &&
-				    can_move(w, r, rk->p.send.peer)) {
-					if (!move(w, r, rk->p.send.peer))
-						return false;
-					did = true;
-				}
+				/* Ahead first, whenever it can: the order
+				 * that finds a rule that is too loose. */
+				if ((rk->ahead_ok && !rk->ahead_done &&
+				     !try_move(w, rk->nx.recv.peer, r, true,
+					       &did)) ||
+				    (!rk->send_done &&
+				     !try_move(w, r, rk->p.send.peer, true,
+					       &did)) ||
+				    (!rk->recv_done &&
+				     !try_move(w, rk->p.recv.peer, r, false,
+					       &did)) ||
+				    (!rk->send_done &&
+				     !try_move(w, r, rk->p.send.peer, false,
+					       &did)))
+					return false;
 				if (rk->send_done && rk->recv_done) {
 					if (!finish_phase(w, r))
 						return false;
