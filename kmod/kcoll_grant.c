@@ -252,8 +252,9 @@ void kcoll_op_grant_ahead(struct kcoll_task *op)
 	struct kcoll_conn *conn;
 
 	lockdep_assert_held(&op->comm->lock);
-	if (op->ahead == 2 || op->kind != KCOLL_KIND_COLL || op->gpu ||
-	    op->phase + 1 >= op->nphases ||
+	/* Failed (its send, just now): nothing new may expose its memory. */
+	if (op->error || op->ahead == 2 || op->kind != KCOLL_KIND_COLL ||
+	    op->gpu || op->phase + 1 >= op->nphases ||
 	    (op->args.opcode != KCOLL_OP_ALLTOALL &&
 	     op->args.opcode != KCOLL_OP_ALLTOALLV))
 		return;
