@@ -253,7 +253,7 @@ void kcoll_op_grant_ahead(struct kcoll_task *op)
 
 	lockdep_assert_held(&op->comm->lock);
 	/* Failed (its send, just now): nothing new may expose its memory. */
-	if (op->error || op->ahead == 2 || op->kind != KCOLL_KIND_COLL ||
+	if (op->error || op->ahead == KCOLL_AHEAD_OFF || op->kind != KCOLL_KIND_COLL ||
 	    op->gpu || op->phase + 1 >= op->nphases ||
 	    (op->args.opcode != KCOLL_OP_ALLTOALL &&
 	     op->args.opcode != KCOLL_OP_ALLTOALLV))
@@ -265,26 +265,26 @@ void kcoll_op_grant_ahead(struct kcoll_task *op)
 		     !op->recv_granted_any))
 			return;		/* this phase's own first */
 	}
-	if (!op->ahead) {
+	if (op->ahead == KCOLL_AHEAD_UNDECIDED) {
 		struct kcoll_phase nx;
 
 		kcoll_sched_phase(&op->args, op->phase + 1, &nx);
 		conn = nx.has_recv ? kcoll_conn_of(op->comm, nx.recv.peer) :
 				     NULL;
 		if (!kcoll_op_may_grant_ahead(op, &nx, conn)) {
-			op->ahead = 2;
+			op->ahead = KCOLL_AHEAD_OFF;
 			return;
 		}
-		op->ahead = 1;
+		op->ahead = KCOLL_AHEAD_ON;
 		op->ahead_rv = nx.recv;
-		op->ahead_total = nx.recv.cnt * op->esize;
 	}
 	conn = kcoll_conn_of(op->comm, op->ahead_rv.peer);
 	if (!conn)
 		return;
 	to = (struct kcoll_grant_to){
 		.rv = &op->ahead_rv, .phase = op->phase + 1,
-		.total = op->ahead_total, .granted = &op->ahead_granted,
+		.total = op->ahead_rv.cnt * op->esize,
+		.granted = &op->ahead_granted,
 		.any = &op->ahead_granted_any,
 	};
 	kcoll_grant_issue(op, conn, &to);

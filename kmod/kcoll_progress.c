@@ -226,7 +226,7 @@ static void kcoll_phase_open(struct kcoll_task *op)
 	op->send_posted_any = op->send_done_any = false;
 	op->recv_granted_any = op->recv_landed_any = false;
 	op->gpu_reduced = false;
-	if (op->ahead == 1) {
+	if (op->ahead == KCOLL_AHEAD_ON) {
 		/* Granted while the phase before ran: its grants (g->phase)
 		 * are this phase's now. */
 		op->recv_granted = op->ahead_granted;
@@ -234,7 +234,7 @@ static void kcoll_phase_open(struct kcoll_task *op)
 		op->recv_granted_any = op->ahead_granted_any;
 		op->recv_landed_any = op->ahead_landed_any;
 	}
-	op->ahead = 0;
+	op->ahead = KCOLL_AHEAD_UNDECIDED;
 	op->ahead_granted = op->ahead_done = 0;
 	op->ahead_granted_any = op->ahead_landed_any = false;
 	if (ph->copy.cnt && op->nocpu) {

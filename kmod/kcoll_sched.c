@@ -729,9 +729,10 @@ bool kcoll_sched_all_dependent(const struct kcoll_sched_args *a)
 
 /*
  * Whether regions @x (@xc elements) and @y (@yc) of an operation's buffers
- * may share bytes. In place, the send buffer lies inside the receive
- * buffer (uapi: at the offset of the rank's block, or at its start): any
- * two regions of those two meet. Empty regions meet nothing.
+ * may share bytes. In place (as the schedules take it:
+ * kcoll_sched_in_place()), the send buffer lies inside the receive buffer
+ * (uapi: at the offset of the rank's block, or at its start): any two
+ * regions of those two meet. Empty regions meet nothing.
  */
 static bool kcoll_sregions_meet(const struct kcoll_sched_args *a,
 				const struct kcoll_sregion *x, u64 xc,
@@ -740,7 +741,7 @@ static bool kcoll_sregions_meet(const struct kcoll_sched_args *a,
 	if (!xc || !yc)
 		return false;
 	if (x->buf != y->buf)
-		return a->in_place && x->buf != KCOLL_SBUF_TMP &&
+		return kcoll_sched_in_place(a) && x->buf != KCOLL_SBUF_TMP &&
 		       y->buf != KCOLL_SBUF_TMP;
 	return x->off < y->off + yc && y->off < x->off + xc;
 }

@@ -420,6 +420,13 @@ struct kcoll_sig {
 	struct kcoll_wire_msg msg;
 };
 
+/* Whether a collective grants its next phase ahead (kcoll_op_grant_ahead()). */
+enum kcoll_ahead {
+	KCOLL_AHEAD_UNDECIDED,		/* not looked at in this phase yet */
+	KCOLL_AHEAD_ON,			/* ahead_rv: granting it */
+	KCOLL_AHEAD_OFF,		/* not possible in this phase */
+};
+
 struct kcoll_task {
 	struct kcoll_req *req;
 	struct kcoll_comm *comm;
@@ -475,13 +482,13 @@ struct kcoll_task {
 	bool recv_granted_any, recv_landed_any;
 	/*
 	 * The next phase's receive, granted while this phase runs
-	 * (kcoll_op_grant_ahead()): decided once per phase (@ahead: 0 not
-	 * yet, 1 granting, 2 not possible), its bytes granted and landed
-	 * so far, which become the phase's own when it opens.
+	 * (kcoll_op_grant_ahead()): decided once per phase, its bytes
+	 * granted and landed so far, which become the phase's own when it
+	 * opens.
 	 */
-	u8 ahead;
+	enum kcoll_ahead ahead;
 	struct kcoll_srecv ahead_rv;
-	u64 ahead_total, ahead_granted, ahead_done;
+	u64 ahead_granted, ahead_done;
 	bool ahead_granted_any, ahead_landed_any;
 	u32 writes_inflight;
 	bool abort_deferred;		/* ABORTs wait for writes_inflight */
