@@ -790,10 +790,11 @@ static int kt_rank_p2p(struct tring *r, __u32 id, int rank, int n,
  * side; their steps of a few KiB go eagerly, behind the head too: the
  * granted sizes beside the head are kcoll-colltest's in-flight case's),
  * then a chain of KT_IF_CHAIN in-place allreduces of one buffer (each
- * overlaps the one before: they must run in order), all in one ENTER. Completions in submission order; every
- * result checked. Collective KT_IF_BAD differs on the last rank (one
- * element less): it fails with -EBADMSG on every rank while those around
- * it run, and nothing else does.
+ * overlaps the one before: they must run in order), all in one ENTER.
+ * Completions in submission order; every result checked. Collective
+ * KT_IF_BAD differs on the last rank (one element less): it fails with
+ * -EBADMSG on every rank while those around it run, and nothing else
+ * does.
  */
 #define KT_IF_NB	64
 #define KT_IF_CNT	4096
