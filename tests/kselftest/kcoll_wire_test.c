@@ -381,6 +381,7 @@ struct wcomm {
 	long created;		/* COMM_CREATE's result */
 	__u32 id;
 	volatile bool stop, done;
+	int connect_ms;		/* COMM_CREATE's timeout */
 	/* Rank 0's point-to-point send for rank 1 to grant: seq + 1 (0:
 	 * none), and its count. */
 	unsigned int send_hint, sends;
@@ -396,15 +397,17 @@ static void *wc_create(void *arg)
 	struct wcomm *c = arg;
 
 	c->created = kt_comm_create(c->r.fd, c->uid, c->key, 0, 2, c->ranks,
-				    15000, &c->id);
+				    c->connect_ms, &c->id);
 	return NULL;
 }
 
-/* Start rank 0's COMM_CREATE (it waits for rank 1's hello). */
-static int wc_start(struct wcomm *c, const char *ip, uint64_t uid,
-		    const char *key)
+/* Start rank 0's COMM_CREATE (it waits for rank 1's hello up to
+ * @connect_ms). */
+static int wc_start_ms(struct wcomm *c, const char *ip, uint64_t uid,
+		       const char *key, int connect_ms)
 {
 	memset(c, 0, sizeof(*c));
+	c->connect_ms = connect_ms;
 	if (kt_ring_init(&c->r, 64, 0, 0))
 		return -1;
 	kt_addr_v4(&c->ranks[0], ip);
@@ -414,6 +417,12 @@ static int wc_start(struct wcomm *c, const char *ip, uint64_t uid,
 	snprintf(c->key, sizeof(c->key), "%s", key);
 	c->created = 1;
 	return pthread_create(&c->creator, NULL, wc_create, c);
+}
+
+static int wc_start(struct wcomm *c, const char *ip, uint64_t uid,
+		    const char *key)
+{
+	return wc_start_ms(c, ip, uid, key, 15000);
 }
 
 /*
@@ -1214,9 +1223,22 @@ static void wp_spoil(struct kcoll_wire_hello *h, int what, const char *key)
 /*
  * Every hello kcoll must refuse, each with its reason, while rank 0 of the
  * communicator waits for rank 1; then the right one, which completes rank
- * 0's COMM_CREATE, and a second one for the rank now connected.
+ * 0's COMM_CREATE, and a second one for the rank now connected. Twelve
+ * connections, each up to seconds under KASAN (where 15 s of waiting and
+ * the harness's default 30 s were once too short): rank 0 waits a minute.
  */
-TEST(bad_hellos_are_refused_with_their_reason)
+FIXTURE(hello) {
+};
+
+FIXTURE_SETUP(hello)
+{
+}
+
+FIXTURE_TEARDOWN(hello)
+{
+}
+
+TEST_F_TIMEOUT(hello, bad_hellos_are_refused_with_their_reason, 120)
 {
 	const char *ip = wp_ip();
 	struct kcoll_wire_hello h;
@@ -1227,7 +1249,7 @@ TEST(bad_hellos_are_refused_with_their_reason)
 	if (!ip)
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
 	port = wp_port();
-	ASSERT_EQ(0, wc_start(&c, ip, 0x7e11, "wire-secret"));
+	ASSERT_EQ(0, wc_start_ms(&c, ip, 0x7e11, "wire-secret", 60000));
 	for (i = 0; i < HB_NR; i++) {
 		wp_hello(&h, c.uid, c.key, 0);
 		wp_spoil(&h, i, c.key);
