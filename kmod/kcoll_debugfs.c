@@ -36,7 +36,7 @@ static int kcoll_comm_show(struct kcoll_comm *comm, void *arg)
 			   comm->model.alpha_ns,
 			   comm->model.beta_ps, comm->model.gamma_ps);
 		list_for_each_entry(op, &comm->ops, all)
-			seq_printf(m, "  op %s algo %s prio %u%s seq %u kind %u started %d phase %u/%u err %d fin %d sigs %u%s send %llu/%llu/%llu recv %llu/%llu/%llu writes %u grants %u gmrs %u\n",
+			seq_printf(m, "  op %s algo %s prio %u%s seq %u kind %u started %d phase %u/%u err %d fin %d sigs %u%s send %llu/%llu/%llu recv %llu/%llu/%llu ahead send %llu/%llu recv %llu/%llu writes %u grants %u gmrs %u\n",
 				   kcoll_op_name(op->args.opcode),
 				   kcoll_algo_name(kcoll_sched_algo(&op->args)),
 				   op->prio, op->held ? " (held)" : "",
@@ -49,6 +49,8 @@ static int kcoll_comm_show(struct kcoll_comm *comm, void *arg)
 				   op->send_posted, op->send_done,
 				   op->send_total, op->recv_granted,
 				   op->recv_done, op->recv_total,
+				   op->ahead_posted, op->ahead_sent,
+				   op->ahead_granted, op->ahead_done,
 				   op->writes_inflight, op->grants_out, op->gmrs);
 		list_for_each_entry(op, &comm->ops, all) {
 			static const char * const names[KCOLL_SBUF_NR] = {

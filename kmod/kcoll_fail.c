@@ -147,12 +147,14 @@ void kcoll_op_fail_from(struct kcoll_task *op, int err, u32 peer)
 
 /*
  * How far @op has come: its phase, then the bytes of that phase sent and
- * received (each phase is far below 2^40 bytes). Equal values 50 ms apart
- * mean it stalled. Must hold comm->lock.
+ * received, and of the next one's sent and received ahead (each phase is
+ * far below 2^38 bytes). Equal values 50 ms apart mean it stalled. Must
+ * hold comm->lock.
  */
 u64 kcoll_op_mark(const struct kcoll_task *op)
 {
-	return ((u64)op->phase << 40) + op->send_done + op->recv_done;
+	return ((u64)op->phase << 40) + op->send_done + op->recv_done +
+	       op->ahead_done + op->ahead_sent;
 }
 
 /* The error an ABORT carries, as this rank reports it. */

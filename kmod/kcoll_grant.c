@@ -389,18 +389,22 @@ bool kcoll_peer_finished(struct kcoll_conn *conn, struct kcoll_task *op)
 }
 
 /*
- * A put of @len bytes for @op that was in flight completed: the peer has
- * the data, or (@err) it failed. The transport has let go of its grant.
- * Must hold comm->lock.
+ * A put of @len bytes for phase @phase of @op that was in flight
+ * completed: the peer has the data, or (@err) it failed. The transport has
+ * let go of its grant. Must hold comm->lock.
  */
 void kcoll_engine_put_done(struct kcoll_conn *conn, struct kcoll_task *op,
-			   u32 len, int err)
+			   u32 phase, u32 len, int err)
 {
 	lockdep_assert_held(&conn->comm->lock);
 	op->writes_inflight--;
-	if (!err) {
+	if (!err && (u16)phase == (u16)op->phase) {	/* g->phase: wire u16 */
 		op->send_done += len;
 		op->send_done_any = true;
+	} else if (!err) {
+		/* Sent ahead (kcoll_op_send_ahead()): the next phase's. */
+		op->ahead_sent += len;
+		op->ahead_sent_any = true;
 	} else {
 		kcoll_op_fail(op, err);
 	}
@@ -411,32 +415,28 @@ void kcoll_engine_put_done(struct kcoll_conn *conn, struct kcoll_task *op,
 	kcoll_engine_reap(conn->comm);
 }
 
-/* Answer the grants that have arrived for the current phase's send. */
-void kcoll_op_send(struct kcoll_task *op)
+/*
+ * What kcoll_send_issue() sends: phase @phase's send @sd, @total bytes, of
+ * which *@posted are posted and *@done written (*@posted_any, *@done_any:
+ * one at least, an empty one for an empty send).
+ */
+struct kcoll_send_to {
+	const struct kcoll_ssend *sd;
+	u32 phase;
+	u64 total;
+	u64 *posted, *done;
+	bool *posted_any, *done_any;
+};
+
+/* Answer the grants that have arrived on @conn for send @to. */
+static void kcoll_send_issue(struct kcoll_task *op, struct kcoll_conn *conn,
+			     const struct kcoll_send_to *to)
 {
-	const struct kcoll_ssend *sd = &op->ph.send;
-	struct kcoll_conn *conn = kcoll_conn_of(op->comm, sd->peer);
+	const struct kcoll_ssend *sd = to->sd;
 	struct kcoll_buf *src = &op->bufs[sd->src.buf];
 	size_t base = sd->src.off * op->esize;
 	struct kcoll_grant *g, *tmp;
 
-	if (!conn)
-		return;
-	if (kcoll_op_eager_undecided(op, conn, op->send_total))
-		return;		/* the peer's first CREDIT runs us again */
-	if (kcoll_op_eager(op, conn, op->send_total)) {
-		/* Point-to-point: granted meanwhile (its receiver waited),
-		 * it goes through the grant below. */
-		int granted = op->kind == KCOLL_KIND_P2P && !op->eager_sent ?
-			      kcoll_p2p_grants(op, conn) : 0;
-
-		if (granted < 0)
-			return;
-		if (!granted) {
-			kcoll_op_send_eager(op, conn, src->vaddr + base);
-			return;
-		}
-	}
 	list_for_each_entry_safe(g, tmp, &conn->k[op->kind].in, node) {
 		struct kcoll_wire_msg m;
 		size_t off;
@@ -453,7 +453,7 @@ void kcoll_op_send(struct kcoll_task *op)
 		/* Another collective's, running beside @op or not yet. */
 		if (g->seq != op->seq && op->kind == KCOLL_KIND_COLL)
 			continue;
-		if (g->seq != op->seq || g->phase > (u16)op->phase)
+		if (g->seq != op->seq || g->phase > (u16)to->phase)
 			return;		/* the peer is ahead of us */
 		/* Collectives: the receiver's signature stands for its
 		 * SIG; point-to-point: granted before this send was
@@ -463,23 +463,23 @@ void kcoll_op_send(struct kcoll_task *op)
 			if (!kcoll_op_check_sig(op, conn, &g->sig))
 				return;
 		}
-		if (g->phase != (u16)op->phase ||
-		    (op->send_posted >= op->send_total && op->send_posted_any)) {
+		if (g->phase != (u16)to->phase ||
+		    (*to->posted >= to->total && *to->posted_any)) {
 			kcoll_op_fail(op, -EBADMSG);	/* schedules disagree */
 			return;
 		}
-		if (g->len > op->send_total - op->send_posted ||
-		    (!g->len && op->send_total)) {
+		if (g->len > to->total - *to->posted ||
+		    (!g->len && to->total)) {
 			kcoll_op_fail(op, -EBADMSG);	/* sizes disagree */
 			return;
 		}
-		if (sd->fwd && (op->recv_done < op->send_posted + g->len ||
+		if (sd->fwd && (op->recv_done < *to->posted + g->len ||
 				(op->gpu && op->ph.recv.reduce &&
 				 !op->gpu_reduced)))
 			return;		/* not received (and reduced) yet */
 		if (g->len && kcoll_op_held(op))
 			return;		/* a higher priority runs */
-		off = base + op->send_posted;
+		off = base + *to->posted;
 		kcoll_msg_init(op, &m, KCOLL_MSG_DATA, conn->peer);
 		m.serial = cpu_to_le32(g->serial);
 		m.len = cpu_to_le32(g->len);
@@ -499,16 +499,118 @@ void kcoll_op_send(struct kcoll_task *op)
 		if (kcoll_op_post_stopped(op, conn, min(ret, 0)))
 			return;
 		list_del(&g->node);
-		op->send_posted += g->len;
-		op->send_posted_any = true;
+		*to->posted += g->len;
+		*to->posted_any = true;
+		if (to->phase != op->phase)
+			kcoll_stat_add(KCOLL_STAT_SENDS_AHEAD, 1);
 		if (ret == KCOLL_PUT_POSTED) {
 			op->writes_inflight++;	/* kcoll_engine_put_done() */
 			continue;
 		}
-		op->send_done += g->len;
-		op->send_done_any = true;
+		*to->done += g->len;
+		*to->done_any = true;
 		kfree(g);
 	}
+}
+
+/* Answer the grants that have arrived for the current phase's send. */
+void kcoll_op_send(struct kcoll_task *op)
+{
+	const struct kcoll_ssend *sd = &op->ph.send;
+	struct kcoll_conn *conn = kcoll_conn_of(op->comm, sd->peer);
+	struct kcoll_send_to to = {
+		.sd = sd, .phase = op->phase, .total = op->send_total,
+		.posted = &op->send_posted, .done = &op->send_done,
+		.posted_any = &op->send_posted_any,
+		.done_any = &op->send_done_any,
+	};
+
+	if (!conn)
+		return;
+	if (kcoll_op_eager_undecided(op, conn, op->send_total))
+		return;		/* the peer's first CREDIT runs us again */
+	if (kcoll_op_eager(op, conn, op->send_total)) {
+		/* Point-to-point: granted meanwhile (its receiver waited),
+		 * it goes through the grant below. */
+		int granted = op->kind == KCOLL_KIND_P2P && !op->eager_sent ?
+			      kcoll_p2p_grants(op, conn) : 0;
+
+		if (granted < 0)
+			return;
+		if (!granted) {
+			kcoll_op_send_eager(op, conn, op->bufs[sd->src.buf].vaddr +
+						      sd->src.off * op->esize);
+			return;
+		}
+	}
+	kcoll_send_issue(op, conn, &to);
+}
+
+/*
+ * May @op send phase @nx's data (to @conn's peer) while its current phase
+ * runs? The schedule's part is plain C (kcoll_sched_send_ahead(), which
+ * the host model executes); here what the connection adds, as for grants
+ * ahead (kcoll_op_may_grant_ahead()): through the NIC, to a new peer, not
+ * eager, and not from memory without MRs.
+ */
+static bool kcoll_op_may_send_ahead(struct kcoll_task *op,
+				    const struct kcoll_phase *nx,
+				    struct kcoll_conn *conn)
+{
+	return conn && conn->xp->timed && !op->unreg &&
+	       kcoll_sched_send_ahead(&op->args, &op->ph, nx) &&
+	       !(op->ph.has_send && op->ph.send.peer == nx->send.peer) &&
+	       !kcoll_op_eager(op, conn, nx->send.cnt * op->esize);
+}
+
+/*
+ * Send the next phase's data while this phase runs, once this one's send
+ * is posted whole: into the grants its receiver issued for that phase,
+ * ahead (kcoll_op_grant_ahead()) or in it. The sender then no longer
+ * waits for its own receive (a slow peer's data) before it feeds the next
+ * peer, which absorbs one phase of skew between the ranks. Alltoall and
+ * alltoallv only, as grants ahead (their phases are independent), and not
+ * stream-ordered ones. Must hold comm->lock.
+ */
+void kcoll_op_send_ahead(struct kcoll_task *op)
+{
+	struct kcoll_send_to to;
+	struct kcoll_conn *conn;
+
+	lockdep_assert_held(&op->comm->lock);
+	if (op->error || op->sahead == KCOLL_AHEAD_OFF ||
+	    op->kind != KCOLL_KIND_COLL || op->gpu ||
+	    op->phase + 1 >= op->nphases ||
+	    (op->args.opcode != KCOLL_OP_ALLTOALL &&
+	     op->args.opcode != KCOLL_OP_ALLTOALLV))
+		return;
+	if (op->ph.has_send && (op->send_posted < op->send_total ||
+				!op->send_posted_any))
+		return;		/* this phase's own first */
+	if (op->sahead == KCOLL_AHEAD_UNDECIDED) {
+		struct kcoll_phase nx;
+
+		kcoll_sched_phase(&op->args, op->phase + 1, &nx);
+		conn = nx.has_send ? kcoll_conn_of(op->comm, nx.send.peer) :
+				     NULL;
+		if (!kcoll_op_may_send_ahead(op, &nx, conn)) {
+			op->sahead = KCOLL_AHEAD_OFF;
+			return;
+		}
+		op->sahead = KCOLL_AHEAD_ON;
+		op->ahead_sd = nx.send;
+	}
+	conn = kcoll_conn_of(op->comm, op->ahead_sd.peer);
+	if (!conn)
+		return;
+	to = (struct kcoll_send_to){
+		.sd = &op->ahead_sd, .phase = op->phase + 1,
+		.total = op->ahead_sd.cnt * op->esize,
+		.posted = &op->ahead_posted, .done = &op->ahead_sent,
+		.posted_any = &op->ahead_posted_any,
+		.done_any = &op->ahead_sent_any,
+	};
+	kcoll_send_issue(op, conn, &to);
 }
 
 /*

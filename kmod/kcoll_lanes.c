@@ -227,7 +227,7 @@ static void kcoll_lanes_put_done(struct ib_cq *cq, struct ib_wc *wc)
 		kcoll_conn_kill(conn, -EIO);
 		err = -EIO;
 	}
-	kcoll_engine_put_done(conn, op, g->len, err);
+	kcoll_engine_put_done(conn, op, g->phase, g->len, err);
 	kfree(g);
 	if (comm->shutting_down && !conn->sq_posted)
 		wake_up_all(&comm->wait);	/* the BYE wait */

@@ -237,6 +237,17 @@ static void kcoll_phase_open(struct kcoll_task *op)
 	op->ahead = KCOLL_AHEAD_UNDECIDED;
 	op->ahead_granted = op->ahead_done = 0;
 	op->ahead_granted_any = op->ahead_landed_any = false;
+	if (op->sahead == KCOLL_AHEAD_ON) {
+		/* Sent while the phase before ran: its writes still in
+		 * flight (g->phase) complete as this phase's now. */
+		op->send_posted = op->ahead_posted;
+		op->send_done = op->ahead_sent;
+		op->send_posted_any = op->ahead_posted_any;
+		op->send_done_any = op->ahead_sent_any;
+	}
+	op->sahead = KCOLL_AHEAD_UNDECIDED;
+	op->ahead_posted = op->ahead_sent = 0;
+	op->ahead_posted_any = op->ahead_sent_any = false;
 	if (ph->copy.cnt && op->nocpu) {
 		/* Memory the CPU must not touch: the NIC copies it. */
 		const struct kcoll_sregion *d = &ph->copy.dst, *s = &ph->copy.src;
@@ -412,6 +423,7 @@ static void kcoll_op_progress(struct kcoll_task *op)
 		if (op->ph.has_send)
 			kcoll_op_send(op);
 		kcoll_op_grant_ahead(op);
+		kcoll_op_send_ahead(op);
 		if (!op->t_first && (op->send_posted_any ||
 				     op->recv_landed_any))
 			op->t_first = ktime_get_ns();

@@ -774,6 +774,26 @@ bool kcoll_sched_recv_ahead(const struct kcoll_sched_args *a,
 	       !kcoll_sregions_meet(a, r, n, &nx->send.src, nx->send.cnt);
 }
 
+bool kcoll_sched_send_ahead(const struct kcoll_sched_args *a,
+			    const struct kcoll_phase *ph,
+			    const struct kcoll_phase *nx)
+{
+	const struct kcoll_sregion *s = &nx->send.src;
+	u64 n = nx->send.cnt;
+
+	if (!nx->has_send || !n || nx->send.fwd)
+		return false;
+	if (ph->has_recv &&
+	    kcoll_sregions_meet(a, s, n, &ph->recv.dst, ph->recv.cnt))
+		return false;
+	if (nx->has_recv &&
+	    kcoll_sregions_meet(a, s, n, &nx->recv.dst, nx->recv.cnt))
+		return false;
+	return !kcoll_sregions_meet(a, s, n, &ph->copy.dst, ph->copy.cnt) &&
+	       !kcoll_sregions_meet(a, s, n, &ph->avg, ph->avg_cnt) &&
+	       !kcoll_sregions_meet(a, s, n, &nx->copy.dst, nx->copy.cnt);
+}
+
 bool kcoll_sched_lazy(const struct kcoll_sched_args *a)
 {
 	if (kcoll_sched_all_dependent(a))

@@ -39,6 +39,8 @@ enum kcoll_stat {
 				 * behind the head (in eager_sends too) */
 	KCOLL_STAT_GRANTS_AHEAD,	/* grants issued for a collective's
 				 * next phase while one ran */
+	KCOLL_STAT_SENDS_AHEAD,		/* writes posted for a collective's
+					 * next phase while one ran */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);

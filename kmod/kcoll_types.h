@@ -420,10 +420,11 @@ struct kcoll_sig {
 	struct kcoll_wire_msg msg;
 };
 
-/* Whether a collective grants its next phase ahead (kcoll_op_grant_ahead()). */
+/* Whether a collective grants (or sends) its next phase ahead
+ * (kcoll_op_grant_ahead(), kcoll_op_send_ahead()). */
 enum kcoll_ahead {
 	KCOLL_AHEAD_UNDECIDED,		/* not looked at in this phase yet */
-	KCOLL_AHEAD_ON,			/* ahead_rv: granting it */
+	KCOLL_AHEAD_ON,			/* ahead_rv (ahead_sd): doing it */
 	KCOLL_AHEAD_OFF,		/* not possible in this phase */
 };
 
@@ -490,6 +491,16 @@ struct kcoll_task {
 	struct kcoll_srecv ahead_rv;
 	u64 ahead_granted, ahead_done;
 	bool ahead_granted_any, ahead_landed_any;
+	/*
+	 * The next phase's send, into the grants its receiver issued for it,
+	 * once this phase's send is posted (kcoll_op_send_ahead()): decided
+	 * once per phase, its bytes posted and written so far, which become
+	 * the phase's own when it opens.
+	 */
+	enum kcoll_ahead sahead;
+	struct kcoll_ssend ahead_sd;
+	u64 ahead_posted, ahead_sent;
+	bool ahead_posted_any, ahead_sent_any;
 	u32 writes_inflight;
 	bool abort_deferred;		/* ABORTs wait for writes_inflight */
 	u32 grants_out;			/* issued by this op, data not in */

@@ -143,6 +143,6 @@ void kcoll_engine_eager_in(struct kcoll_conn *conn,
 			   const struct kcoll_wire_msg *m,
 			   const void *payload, u32 plen);
 void kcoll_engine_put_done(struct kcoll_conn *conn, struct kcoll_task *op,
-			   u32 len, int err);
+			   u32 phase, u32 len, int err);
 
 #endif /* KCOLL_XPORT_H */

@@ -1165,12 +1165,14 @@ TEST_F_TIMEOUT(rxe, local_ranks_over_rxe, 300)
  * QPs to each peer and spread their chunks over them (out of order on the
  * receiving side); results, a signature mismatch and its ABORTs (which
  * wait for writes on the other QPs) behave as with one. Through the NIC,
- * the 3-rank alltoall grants its second phase ahead (stats/grants_ahead).
+ * the 3-rank alltoall grants its second phase ahead (stats/grants_ahead)
+ * and sends into those grants before its first phase has received
+ * (stats/sends_ahead).
  */
 TEST_F_TIMEOUT(rxe, several_qps_per_peer, 300)
 {
 	int codes[NPROC_MAX];
-	long long old, ahead;
+	long long old, ahead, sent;
 	char buf[16];
 	long left;
 
@@ -1195,6 +1197,8 @@ TEST_F_TIMEOUT(rxe, several_qps_per_peer, 300)
 	EXPECT_EQ(0, codes[1]);
 	ahead = kt_sysfs_read("stats/grants_ahead");
 	ASSERT_LE(0, ahead);
+	sent = kt_sysfs_read("stats/sends_ahead");
+	ASSERT_LE(0, sent);
 	EXPECT_EQ(0, kt_spawn(3, 0x1012, -1, 0, codes, 0));
 	for (int k = 0; k < 3; k++) {
 		EXPECT_EQ(0, codes[k]) {
@@ -1204,8 +1208,13 @@ TEST_F_TIMEOUT(rxe, several_qps_per_peer, 300)
 	/* Through the NIC, the 1.2 MB alltoall's second phase has a new
 	 * peer, whose grants went out while the first phase ran. */
 	ahead = kt_sysfs_read("stats/grants_ahead") - ahead;
-	TH_LOG("%lld grants issued ahead of their phase", ahead);
+	sent = kt_sysfs_read("stats/sends_ahead") - sent;
+	TH_LOG("%lld grants issued ahead of their phase, %lld writes posted ahead of it",
+	       ahead, sent);
 	EXPECT_LT(0, ahead);
+	/* And its first phase's senders fed their second peer before
+	 * their own receive was in. */
+	EXPECT_LT(0, sent);
 	kt_qps = 0;
 	EXPECT_EQ(0, kt_spawn(3, 0x1013, -1, 1, codes, 0));
 	snprintf(buf, sizeof(buf), "%lld", old);

@@ -762,89 +762,73 @@ static bool enter_phase(struct world *w, u32 r)
 	kcoll_sched_phase(&m->a, rk->ph, p);
 	if (!phase_valid(m, rk->ph, p))
 		return false;
-	/* Landed ahead (before this copy, which must not touch it). */
+	/* Landed or sent ahead (before this copy, which must not touch
+	 * either). */
 	rk->recv_done = !p->has_recv || (rk->ph && rk->ahead_done);
 	if (p->copy.cnt && !same(p->copy.src, p->copy.dst))
 		memcpy(reg(m, p->copy.dst), reg(m, p->copy.src),
 		       p->copy.cnt * sizeof(union elem));
-	rk->send_done = !p->has_send;
-	rk->ahead_ok = false;
-	rk->ahead_done = false;
+	rk->send_done = !p->has_send || (rk->ph && rk->sahead_done);
+	rk->ahead_ok = rk->sahead_ok = false;
+	rk->ahead_done = rk->sahead_done = false;
 	if (rk->ph + 1 < m->nph) {
 		kcoll_sched_phase(&m->a, rk->ph + 1, &rk->nx);
 		rk->ahead_ok = kcoll_sched_recv_ahead(&m->a, p, &rk->nx);
 		if (rk->ahead_ok)
 			stats.ahead++;
+		rk->sahead_ok = kcoll_sched_send_ahead(&m->a, p, &rk->nx);
+		if (rk->sahead_ok)
+			stats.sahead++;
 	}
 	stats.phases++;
 	return true;
 }
 
 /*
- * May @from, in its phase k + 1, move its send to @to, still in phase k,
- * whose next receive may land ahead (the engine granted it)?
+ * May @from's send (@snext: its next phase's, sent ahead once its current
+ * one has gone) move to @to's receive (@rnext: its next phase's, granted
+ * ahead) now? Ahead, both ends must be at the same phase of the same
+ * operation; in step, a mismatch is the schedule's error (xfer()).
  */
-static bool can_move_ahead(struct world *w, u32 from, u32 to)
+static bool can_xfer(struct world *w, u32 from, u32 to, bool snext,
+		     bool rnext)
 {
 	struct mrank *a = &w->rk[from], *b = &w->rk[to];
+	const struct kcoll_ssend *sd = snext ? &a->nx.send : &a->p.send;
+	const struct kcoll_srecv *rv = rnext ? &b->nx.recv : &b->p.recv;
 
-	return !a->done && !a->send_done && a->p.send.peer == to &&
-	       (!a->p.send.fwd || a->recv_done) && !b->done &&
-	       b->ahead_ok && !b->ahead_done && b->nx.recv.peer == from &&
-	       a->op == b->op && a->ph == b->ph + 1;
-}
-
-/* Land @from's send in @to's next phase's receive, ahead of it. */
-static bool move_ahead(struct world *w, u32 from, u32 to)
-{
-	struct mrank *a = &w->rk[from], *b = &w->rk[to];
-	struct mop *ma = &a->ops[a->op], *mb = &b->ops[b->op];
-	union elem *src = reg(ma, a->p.send.src), *dst = reg(mb, b->nx.recv.dst);
-
-	if (a->p.send.cnt != b->nx.recv.cnt) {
-		MFAIL(mb, "phase %u receives %" PRIu64 " ahead from %u, which "
-		      "sends %" PRIu64, b->ph + 1, b->nx.recv.cnt, from,
-		      a->p.send.cnt);
+	if (a->done || b->done || sd->peer != to || rv->peer != from)
 		return false;
-	}
-	memcpy(dst, src, b->nx.recv.cnt * sizeof(union elem));
-	a->send_done = true;
-	b->ahead_done = true;
-	stats.transfers++;
-	stats.landed_ahead++;
-	return true;
+	if (snext ? !a->send_done || !a->sahead_ok || a->sahead_done :
+		    a->send_done || (sd->fwd && !a->recv_done))
+		return false;
+	if (rnext ? !b->ahead_ok || b->ahead_done : b->recv_done)
+		return false;
+	return (!snext && !rnext) ||
+	       (a->op == b->op && a->ph + snext == b->ph + rnext);
 }
 
-static bool can_move(struct world *w, u32 from, u32 to)
-{
-	struct mrank *a = &w->rk[from], *b = &w->rk[to];
-
-	return !a->done && !a->send_done && a->p.send.peer == to &&
-	       (!a->p.send.fwd || a->recv_done) &&
-	       !b->done && !b->recv_done && b->p.recv.peer == from;
-}
-
-/* Move the pending message from -> to; false on a count mismatch. */
-static bool move(struct world *w, u32 from, u32 to)
+/* Move that message; false on a phase or count mismatch. */
+static bool xfer(struct world *w, u32 from, u32 to, bool snext, bool rnext)
 {
 	struct mrank *a = &w->rk[from], *b = &w->rk[to];
 	struct mop *ma = &a->ops[a->op], *mb = &b->ops[b->op];
-	const struct kcoll_ssend *snd = &a->p.send;
-	const struct kcoll_srecv *rcv = &b->p.recv;
+	const struct kcoll_ssend *snd = snext ? &a->nx.send : &a->p.send;
+	const struct kcoll_srecv *rcv = rnext ? &b->nx.recv : &b->p.recv;
+	u32 sph = a->ph + snext, rph = b->ph + rnext;
 	union elem *src, *dst, *opd;
 	u64 i;
 
 	/* The engine matches the receiver's grants by phase index. */
-	if (a->ph != b->ph) {
+	if (sph != rph) {
 		MFAIL(mb, "phase %u receives from %u, which sends in its "
-		      "phase %u", b->ph, from, a->ph);
+		      "phase %u", rph, from, sph);
 		return false;
 	}
 	if (snd->cnt != rcv->cnt) {
 		MFAIL(mb, "phase %u receives %" PRIu64 " from %u, which "
-		      "sends %" PRIu64 " in its phase %u (%s)", b->ph,
-		      rcv->cnt, from, snd->cnt, a->ph,
-		      op_name(ma->a.opcode));
+		      "sends %" PRIu64 " in its phase %u (%s)", rph,
+		      rcv->cnt, from, snd->cnt, sph, op_name(ma->a.opcode));
 		return false;
 	}
 	src = reg(ma, snd->src);
@@ -852,8 +836,18 @@ static bool move(struct world *w, u32 from, u32 to)
 	opd = rcv->reduce ? reg(mb, rcv->operand) : NULL;
 	for (i = 0; i < rcv->cnt; i++)
 		dst[i] = opd ? reduce1(mb->a.redop, opd[i], src[i]) : src[i];
-	a->send_done = true;
-	b->recv_done = true;
+	if (snext) {
+		a->sahead_done = true;
+		stats.sent_ahead++;
+	} else {
+		a->send_done = true;
+	}
+	if (rnext) {
+		b->ahead_done = true;
+		stats.landed_ahead++;
+	} else {
+		b->recv_done = true;
+	}
 	stats.transfers++;
 	return true;
 }
@@ -876,16 +870,17 @@ static bool finish_phase(struct world *w, u32 r)
 }
 
 /*
- * Move @from's send to @to if it can now (@ahead: into @to's next phase,
- * which has not opened); *@did if it moved. False on an error.
+ * Move @from's send (@snext: its next phase's) to @to's receive (@rnext:
+ * its next phase's, which has not opened) if it can now; *@did if it
+ * moved. False on an error.
  */
-static bool try_move(struct world *w, u32 from, u32 to, bool ahead,
-		     bool *did)
+static bool try_move(struct world *w, u32 from, u32 to, bool snext,
+		     bool rnext, bool *did)
 {
-	if (!(ahead ? can_move_ahead(w, from, to) : can_move(w, from, to)))
+	if (!can_xfer(w, from, to, snext, rnext))
 		return true;
 	*did = true;
-	return ahead ? move_ahead(w, from, to) : move(w, from, to);
+	return xfer(w, from, to, snext, rnext);
 }
 
 /* Run every rank to completion; false on an error or a deadlock. */
@@ -907,18 +902,23 @@ static bool execute(struct world *w)
 
 				/* Ahead first, whenever it can: the order
 				 * that finds a rule that is too loose. */
-				if ((rk->ahead_ok && !rk->ahead_done &&
-				     !try_move(w, rk->nx.recv.peer, r, true,
-					       &did)) ||
-				    (!rk->send_done &&
-				     !try_move(w, r, rk->p.send.peer, true,
-					       &did)) ||
-				    (!rk->recv_done &&
-				     !try_move(w, rk->p.recv.peer, r, false,
-					       &did)) ||
+				if ((rk->sahead_ok && !rk->sahead_done &&
+				     (!try_move(w, r, rk->nx.send.peer, true,
+						true, &did) ||
+				      !try_move(w, r, rk->nx.send.peer, true,
+						false, &did))) ||
+				    (rk->ahead_ok && !rk->ahead_done &&
+				     !try_move(w, rk->nx.recv.peer, r, false,
+					       true, &did)) ||
 				    (!rk->send_done &&
 				     !try_move(w, r, rk->p.send.peer, false,
-					       &did)))
+					       true, &did)) ||
+				    (!rk->recv_done &&
+				     !try_move(w, rk->p.recv.peer, r, false,
+					       false, &did)) ||
+				    (!rk->send_done &&
+				     !try_move(w, r, rk->p.send.peer, false,
+					       false, &did)))
 					return false;
 				if (rk->send_done && rk->recv_done) {
 					if (!finish_phase(w, r))

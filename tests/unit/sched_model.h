@@ -81,6 +81,10 @@ struct mrank {
 	 * ahead let it (kcoll_sched_recv_ahead()); and it has. */
 	struct kcoll_phase nx;
 	bool ahead_ok, ahead_done;
+	/* The next phase's send may go now, once this phase's has, as the
+	 * engine's sends ahead let it (kcoll_sched_send_ahead()); and it
+	 * has. */
+	bool sahead_ok, sahead_done;
 };
 
 struct world {
@@ -102,6 +106,8 @@ struct sched_model_stats {
 	u64 runs, phases, transfers;
 	u64 ahead;		/* phases whose next receive may land ahead */
 	u64 landed_ahead;	/* ... and transfers that did */
+	u64 sahead;		/* phases whose next send may go ahead */
+	u64 sent_ahead;		/* ... and transfers that did */
 };
 extern struct sched_model_stats stats;
 /* Varies the inputs from one run to the next. */

@@ -1607,6 +1607,82 @@ static void test_recv_ahead(void)
 #undef RA_RESET
 }
 
+/*
+ * kcoll_sched_send_ahead(), guard by guard, on hand-made phases: the
+ * executed schedules (test_random() and the rest, whose model sends early
+ * wherever the rule allows) may never meet some of them.
+ */
+static void test_send_ahead(void)
+{
+	struct kcoll_sched_args a = {
+		.opcode = KCOLL_OP_ALLTOALL, .nranks = 4, .count = 10,
+	};
+	struct kcoll_phase ph, nx;
+	const struct kcoll_sregion s = { KCOLL_SBUF_SEND, 20 };
+	const struct kcoll_sregion meet = { KCOLL_SBUF_SEND, 25 };
+	const struct kcoll_sregion apart = { KCOLL_SBUF_SEND, 30 };
+	const struct kcoll_sregion tmp = { KCOLL_SBUF_TMP, 20 };
+	const struct kcoll_sregion rcv = { KCOLL_SBUF_RECV, 0 };
+
+#define SA_RESET() do {							\
+		memset(&ph, 0, sizeof(ph));				\
+		memset(&nx, 0, sizeof(nx));				\
+		nx.has_send = true;					\
+		nx.send = (struct kcoll_ssend){ .peer = 1, .src = s,	\
+						.cnt = 10 };		\
+	} while (0)
+
+	SA_RESET();
+	UNIT_CHECK(kcoll_sched_send_ahead(&a, &ph, &nx));
+	nx.send.cnt = 0;			/* a token */
+	UNIT_CHECK(!kcoll_sched_send_ahead(&a, &ph, &nx));
+	SA_RESET();
+	nx.send.fwd = true;			/* what it receives */
+	UNIT_CHECK(!kcoll_sched_send_ahead(&a, &ph, &nx));
+	SA_RESET();
+	nx.has_send = false;
+	UNIT_CHECK(!kcoll_sched_send_ahead(&a, &ph, &nx));
+	/* The current phase's receive, copy, average; its send reads. */
+	SA_RESET();
+	ph.has_send = true;
+	ph.send = (struct kcoll_ssend){ .peer = 2, .src = meet, .cnt = 10 };
+	UNIT_CHECK(kcoll_sched_send_ahead(&a, &ph, &nx));
+	ph.has_recv = true;
+	ph.recv = (struct kcoll_srecv){ .peer = 3, .dst = meet, .cnt = 5 };
+	UNIT_CHECK(!kcoll_sched_send_ahead(&a, &ph, &nx));
+	ph.recv.dst = apart;
+	UNIT_CHECK(kcoll_sched_send_ahead(&a, &ph, &nx));
+	ph.recv.dst = tmp;			/* another buffer */
+	UNIT_CHECK(kcoll_sched_send_ahead(&a, &ph, &nx));
+	SA_RESET();
+	ph.copy = (struct kcoll_scopy){ .src = tmp, .dst = meet, .cnt = 10 };
+	UNIT_CHECK(!kcoll_sched_send_ahead(&a, &ph, &nx));
+	ph.copy = (struct kcoll_scopy){ .src = meet, .dst = tmp, .cnt = 10 };
+	UNIT_CHECK(kcoll_sched_send_ahead(&a, &ph, &nx));
+	SA_RESET();
+	ph.avg = meet;
+	ph.avg_cnt = 1;
+	UNIT_CHECK(!kcoll_sched_send_ahead(&a, &ph, &nx));
+	/* The next phase's copy (done as it opens) and receive. */
+	SA_RESET();
+	nx.copy = (struct kcoll_scopy){ .src = tmp, .dst = meet, .cnt = 1 };
+	UNIT_CHECK(!kcoll_sched_send_ahead(&a, &ph, &nx));
+	nx.copy = (struct kcoll_scopy){ .src = meet, .dst = tmp, .cnt = 1 };
+	UNIT_CHECK(kcoll_sched_send_ahead(&a, &ph, &nx));
+	SA_RESET();
+	nx.has_recv = true;
+	nx.recv = (struct kcoll_srecv){ .peer = 2, .dst = meet, .cnt = 10 };
+	UNIT_CHECK(!kcoll_sched_send_ahead(&a, &ph, &nx));
+	nx.recv.dst = rcv;
+	UNIT_CHECK(kcoll_sched_send_ahead(&a, &ph, &nx));
+	/* In place, the send buffer lies in the receive buffer. */
+	a.in_place = true;
+	UNIT_CHECK(!kcoll_sched_send_ahead(&a, &ph, &nx));
+	nx.recv.dst = tmp;
+	UNIT_CHECK(kcoll_sched_send_ahead(&a, &ph, &nx));
+#undef SA_RESET
+}
+
 int main(int argc, char **argv)
 {
 	unit_init(argc, argv);
@@ -1641,14 +1717,18 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_vec_sig);
 	UNIT_RUN(test_vec);
 	UNIT_RUN(test_recv_ahead);
+	UNIT_RUN(test_send_ahead);
 	arena_free();
 	unit_diag("%" PRIu64 " runs executed: %" PRIu64 " phases, %"
 		  PRIu64 " transfers, %" PRIu64 " of them landed ahead of "
-		  "their phase (%" PRIu64 " phases allowed it)", stats.runs,
-		  stats.phases, stats.transfers, stats.landed_ahead,
-		  stats.ahead);
-	/* The early landings above ran: every result was checked with
-	 * them (kcoll_sched_recv_ahead()). */
+		  "their phase (%" PRIu64 " phases allowed it), %" PRIu64
+		  " sent ahead of it (%" PRIu64 " phases allowed it)",
+		  stats.runs, stats.phases, stats.transfers,
+		  stats.landed_ahead, stats.ahead, stats.sent_ahead,
+		  stats.sahead);
+	/* The early landings and sends above ran: every result was checked
+	 * with them (kcoll_sched_recv_ahead(), kcoll_sched_send_ahead()). */
 	UNIT_CHECK(stats.landed_ahead > 0);
+	UNIT_CHECK(stats.sent_ahead > 0);
 	return unit_done();
 }
