@@ -789,8 +789,8 @@ bool kcoll_sched_send_ahead(const struct kcoll_sched_args *a,
 	if (nx->has_recv &&
 	    kcoll_sregions_meet(a, s, n, &nx->recv.dst, nx->recv.cnt))
 		return false;
-	return !kcoll_sregions_meet(a, s, n, &ph->copy.dst, ph->copy.cnt) &&
-	       !kcoll_sregions_meet(a, s, n, &ph->avg, ph->avg_cnt) &&
+	/* @ph's copy is done: it ran as @ph opened, before any of this. */
+	return !kcoll_sregions_meet(a, s, n, &ph->avg, ph->avg_cnt) &&
 	       !kcoll_sregions_meet(a, s, n, &nx->copy.dst, nx->copy.cnt);
 }
 

@@ -272,9 +272,9 @@ bool kcoll_sched_recv_ahead(const struct kcoll_sched_args *a,
  * before @nx opens (the engine sends it ahead, into grants its receiver
  * issued for @nx)? Only a plain send (not empty, not forwarding what @ph
  * or @nx receives) from memory that nothing writes before @nx would have
- * read it: not @ph's receive, copy or average, nor @nx's copy (done as it
- * opens) or receive (which may land ahead). The host model sends such
- * transfers early to prove it.
+ * read it: not @ph's receive or average (@ph's copy is done: it ran as @ph
+ * opened), nor @nx's copy (done as it opens) or receive (which may land
+ * ahead). The host model sends such transfers early to prove it.
  */
 bool kcoll_sched_send_ahead(const struct kcoll_sched_args *a,
 			    const struct kcoll_phase *ph,
