@@ -217,9 +217,8 @@ void kcoll_op_grant(struct kcoll_task *op)
  * which the host model executes); here what the connection adds. Only a
  * new peer's, through the NIC: where the round trip to a peer is worth
  * saving (xp->timed; on the intra-node channel a grant is a local
- * message, and granting ahead there made farfirst allgathers slower in
- * the A/B runs), and not the peer of the phase running now, whose grants
- * already flow. Not eager, and no staging (unregistered memory on a
+ * message, nothing to save), and not the peer of the phase running now,
+ * whose grants already flow. Not eager, and no staging (unregistered memory on a
  * transport that stages it).
  */
 static bool kcoll_op_may_grant_ahead(struct kcoll_task *op,
@@ -240,11 +239,10 @@ static bool kcoll_op_may_grant_ahead(struct kcoll_task *op,
  * phases each wait for a new peer's first grant otherwise). Grants of a
  * later phase queue at the sender until it reaches that phase
  * (kcoll_op_send()), and take window like any other (kcoll_room()).
- * Alltoall and alltoallv only for now: theirs is the wait the module's
- * profile showed, and the A/B runs measured them faster; allgathers
- * measured slower in the same runs, for reasons not understood yet
- * (docs/PERFORMANCE.md, "Grants ahead"). Not stream-ordered ones. Must
- * hold comm->lock.
+ * Alltoall and alltoallv only: theirs is the wait the module's profile
+ * showed, and the A/B runs measured them faster; allgathers measured no
+ * different (docs/PERFORMANCE.md, "One module against itself"). Not
+ * stream-ordered ones. Must hold comm->lock.
  */
 void kcoll_op_grant_ahead(struct kcoll_task *op)
 {

@@ -1,12 +1,14 @@
 #!/bin/bash
-# Two builds of the module side by side in one boot of two VMs: A, B, A,
-# B, ... (ROUNDS of each, default 3), each turn loaded on both VMs at once
-# and measured with kcoll-perf (COLLS, separated by "/", default allreduce,
-# allgather and broadcast; 8 B to MAX, default 16M; 2 ranks per VM), then
-# the medians per (collective, size) and
-# B's time over A's. For what a change costs (docs/PERFORMANCE.md): the
-# emulated link drifts within a boot, and interleaving spreads the drift
-# over both. Not part of make check (about 15 minutes). Usage:
+# Two builds of the module side by side in one boot of two VMs: A B, B A,
+# A B, ... (ROUNDS pairs, default 4), each turn loaded on both VMs at once
+# and measured with kcoll-perf (COLLS, separated by "/", default
+# allreduce, allgather and broadcast; 8 B to MAX, default 16M; 2 ranks per
+# VM), then the medians per (collective, size) and B's time over A's. For
+# what a change costs (docs/PERFORMANCE.md): the emulated link drifts
+# within a boot, and the second turn of a pair was slower (an A/A run of
+# one module, always A first, had B/A up to 1.4), so the order alternates
+# and an even ROUNDS gives each build the first turn as often. Not part
+# of make check (about 15 minutes). Usage:
 #   tests/vm/vmrun.sh -k KVER -n 2 -o OUT -t 3000 \
 #       -a "KO_A KO_B [ROUNDS [COLLS [MAX [ARGS]]]]" tests/vm/scenarios/ab-bench.sh
 # ARGS: more kcoll-perf options, colons for spaces (e.g. -n:25:-B:25:
@@ -19,7 +21,7 @@
 set -- $KCOLL_ARG
 ko_a=${1:-}
 ko_b=${2:-}
-rounds=${3:-3}
+rounds=${3:-4}
 colls=${4:-allreduce/allgather/broadcast}
 max=${5:-16M}
 extra=${6:-}
@@ -38,7 +40,8 @@ export KCOLL_NRANKS=$((2 * ppn)) KCOLL_BOOTSTRAP_TIMEOUT_MS=120000
 export KCOLL_SECRET=6b636f6c6c2d61622d62656e63682121
 port=29950
 for r in $(seq 1 "$rounds"); do
-	for v in a b; do
+	if [ $((r % 2)) = 1 ]; then order="a b"; else order="b a"; fi
+	for v in $order; do
 		if [ $v = a ]; then KCOLL_KO=$ko_a; else KCOLL_KO=$ko_b; fi
 		kcoll_mod_load || break 2
 		vm_sync "load-$r-$v" 300
