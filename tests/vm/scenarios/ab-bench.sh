@@ -13,8 +13,9 @@
 #       -a "KO_A KO_B [ROUNDS [COLLS [MAX [ARGS]]]]" tests/vm/scenarios/ab-bench.sh
 # ARGS: more kcoll-perf options, colons for spaces (e.g. -n:25:-B:25:
 # 25 iterations on buffers of their own, which may run side by side).
-# then OUT/vm0/ab.txt. KO_A and KO_B are paths to kcoll.ko builds for
-# KVER that speak the same wire version.
+# then OUT/vm0/ab.txt (with each turn's stats/ counters of vm0). KO_A
+# and KO_B are paths to kcoll.ko builds for KVER that speak the same
+# wire version.
 . "$kcoll_top/tests/vm/guest-lib.sh"
 
 # shellcheck disable=SC2086
@@ -39,6 +40,7 @@ kcoll_peers_up
 export KCOLL_NRANKS=$((2 * ppn)) KCOLL_BOOTSTRAP_TIMEOUT_MS=120000
 export KCOLL_SECRET=6b636f6c6c2d61622d62656e63682121
 port=29950
+AB_STATS="eager_sends grants_ahead sends_ahead colls_beside"
 for r in $(seq 1 "$rounds"); do
 	if [ $((r % 2)) = 1 ]; then order="a b"; else order="b a"; fi
 	for v in $order; do
@@ -50,6 +52,11 @@ for r in $(seq 1 "$rounds"); do
 			# shellcheck disable=SC2086 # $extra: several words
 			kcoll_kperf "$v-$r-$c" $port -M -c "$c" -b 8 -e "$max" -f 8 -n 5 -w 1 -i 0 $extra
 		done
+		# What the mechanisms a change is about did in this turn, on
+		# this VM (the module's counters go with it).
+		for st in $AB_STATS; do
+			echo "$st $(cat /sys/class/misc/kcoll/stats/$st 2>/dev/null || echo -)"
+		done >"$KCOLL_OUT/$v-$r-stats.txt"
 		vm_sync "done-$r-$v" 1800
 		kcoll_mod_unload
 		vm_sync "unloaded-$r-$v" 300
@@ -84,6 +91,14 @@ for c, n, v in sorted(k for k in t if k[2] == "a"):
     bb = statistics.median(x[1] for x in b)
     print("  %-10s %10d %10.1f %10.1f %8.2f %8.2f %7.2f" % (
         c, n, ta, tb, ba, bb, tb / ta if ta else 0))
+# Each turn's counters on this VM ("-": the build has no such counter).
+for v in "ab":
+    for r in range(1, rounds + 1):
+        try:
+            st = " ".join(l.strip() for l in open(f"{out}/{v}-{r}-stats.txt"))
+        except OSError:
+            continue
+        print("# stats %s-%d (vm0): %s" % (v.upper(), r, st))
 EOF
 	[ "${PIPESTATUS[0]}" = 0 ] || fail "summary failed"
 	cat "$KCOLL_OUT/ab.txt"
