@@ -253,6 +253,7 @@ void kcoll_op_grant_ahead(struct kcoll_task *op)
 	/* Failed (its send, just now): nothing new may expose its memory. */
 	if (op->error || op->ahead == KCOLL_AHEAD_OFF || op->kind != KCOLL_KIND_COLL ||
 	    op->gpu || op->phase + 1 >= op->nphases ||
+	    (op->ahead == KCOLL_AHEAD_UNDECIDED && kcoll_phases_ahead() < 1) ||
 	    (op->args.opcode != KCOLL_OP_ALLTOALL &&
 	     op->args.opcode != KCOLL_OP_ALLTOALLV))
 		return;
@@ -579,6 +580,7 @@ void kcoll_op_send_ahead(struct kcoll_task *op)
 	if (op->error || op->sahead == KCOLL_AHEAD_OFF ||
 	    op->kind != KCOLL_KIND_COLL || op->gpu ||
 	    op->phase + 1 >= op->nphases ||
+	    (op->sahead == KCOLL_AHEAD_UNDECIDED && kcoll_phases_ahead() < 2) ||
 	    (op->args.opcode != KCOLL_OP_ALLTOALL &&
 	     op->args.opcode != KCOLL_OP_ALLTOALLV))
 		return;

@@ -42,7 +42,8 @@ enum {
 	KCOLL_KNOB_USER_CONTEXTS, KCOLL_KNOB_USER_COMMS, KCOLL_KNOB_USER_REGS,
 	KCOLL_KNOB_USER_QPS, KCOLL_KNOB_USER_KERNEL_MB,
 	KCOLL_KNOB_USER_DMABUF_MB, KCOLL_KNOB_GPU_POLL_US,
-	KCOLL_KNOB_REG_CACHE_MB, KCOLL_KNOB_COLLS_IN_FLIGHT, KCOLL_KNOB_NR
+	KCOLL_KNOB_REG_CACHE_MB, KCOLL_KNOB_COLLS_IN_FLIGHT,
+	KCOLL_KNOB_PHASES_AHEAD, KCOLL_KNOB_NR
 };
 
 static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
@@ -110,6 +111,10 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	 * flight"); 1: one at a time. */
 	[KCOLL_KNOB_COLLS_IN_FLIGHT] = { "colls_in_flight", 4, 1,
 					 KCOLL_COLLS_IN_FLIGHT_MAX, false },
+	/* An alltoall's next phase while one runs: 0 nothing, 1 its
+	 * receive granted, 2 its sends into those grants too (measured
+	 * no faster here: docs/PERFORMANCE.md, "Sends ahead"). */
+	[KCOLL_KNOB_PHASES_AHEAD] = { "phases_ahead", 1, 0, 2, false },
 };
 
 u32 kcoll_user_max(enum kcoll_quota_kind kind)
@@ -142,6 +147,11 @@ u32 kcoll_gpu_poll_us(void)
 u32 kcoll_colls_in_flight(void)
 {
 	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_COLLS_IN_FLIGHT].val);
+}
+
+u32 kcoll_phases_ahead(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_PHASES_AHEAD].val);
 }
 
 u32 kcoll_reg_cache_mb(void)
@@ -353,6 +363,10 @@ module_param_cb(colls_in_flight, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_COLLS_IN_FLIGHT], 0644);
 MODULE_PARM_DESC(colls_in_flight,
 		 "Collectives of one communicator running at once where their buffers do not overlap (1..16; 1: one at a time; default 4)");
+module_param_cb(phases_ahead, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_PHASES_AHEAD], 0644);
+MODULE_PARM_DESC(phases_ahead,
+		 "An alltoall's next phase while one runs, through the NIC: 0 waits for it to open; 1 grants its receive; 2 also sends into the grants of its peer (default 1)");
 MODULE_PARM_DESC(connect_timeout_ms,
 		 "How long COMM_CREATE waits for every peer by default (100..3600000 ms; default 60000)");
 
@@ -415,6 +429,7 @@ KCOLL_KNOB_ATTR(user_max_dmabuf_mb, KCOLL_KNOB_USER_DMABUF_MB);
 KCOLL_KNOB_ATTR(gpu_poll_us, KCOLL_KNOB_GPU_POLL_US);
 KCOLL_KNOB_ATTR(reg_cache_mb, KCOLL_KNOB_REG_CACHE_MB);
 KCOLL_KNOB_ATTR(colls_in_flight, KCOLL_KNOB_COLLS_IN_FLIGHT);
+KCOLL_KNOB_ATTR(phases_ahead, KCOLL_KNOB_PHASES_AHEAD);
 
 static ssize_t listen_port_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
@@ -500,6 +515,7 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_gpu_poll_us.attr.attr,
 	&kcoll_attr_reg_cache_mb.attr.attr,
 	&kcoll_attr_colls_in_flight.attr.attr,
+	&kcoll_attr_phases_ahead.attr.attr,
 	&dev_attr_listen_port.attr,
 	&dev_attr_devices.attr,
 	&dev_attr_abi_version.attr,

@@ -1078,6 +1078,7 @@ static void kt_rxe_knobs_default(void)
 	kt_sysfs_write("qps_per_peer", "1");
 	kt_sysfs_write("reg_cache_mb", "256");
 	kt_sysfs_write("colls_in_flight", "4");
+	kt_sysfs_write("phases_ahead", "1");
 }
 
 FIXTURE_SETUP(rxe)
@@ -1166,8 +1167,9 @@ TEST_F_TIMEOUT(rxe, local_ranks_over_rxe, 300)
  * receiving side); results, a signature mismatch and its ABORTs (which
  * wait for writes on the other QPs) behave as with one. Through the NIC,
  * the 3-rank alltoall grants its second phase ahead (stats/grants_ahead)
- * and sends into those grants before its first phase has received
- * (stats/sends_ahead).
+ * and, with sysfs phases_ahead 2 (not the default), sends into those
+ * grants before its first phase has received (stats/sends_ahead); with 0
+ * it does neither.
  */
 TEST_F_TIMEOUT(rxe, several_qps_per_peer, 300)
 {
@@ -1184,6 +1186,9 @@ TEST_F_TIMEOUT(rxe, several_qps_per_peer, 300)
 	ASSERT_EQ(1, old);
 	EXPECT_EQ(-EINVAL, kt_sysfs_write("qps_per_peer", "0"));
 	EXPECT_EQ(-EINVAL, kt_sysfs_write("qps_per_peer", "5"));
+	/* Sends ahead too (not the default). */
+	ASSERT_EQ(1, kt_sysfs_read("phases_ahead"));
+	ASSERT_EQ(0, kt_sysfs_write("phases_ahead", "2"));
 	kt_qp_base = kt_rc_qps();
 	ASSERT_LE(0, kt_qp_base) {
 		TH_LOG("cannot count QPs with 'rdma res show qp'");
@@ -1215,6 +1220,22 @@ TEST_F_TIMEOUT(rxe, several_qps_per_peer, 300)
 	/* And its first phase's senders fed their second peer before
 	 * their own receive was in. */
 	EXPECT_LT(0, sent);
+	/* With phases_ahead 0 neither happens, and the results are the
+	 * same. */
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("phases_ahead", "3"));
+	ASSERT_EQ(0, kt_sysfs_write("phases_ahead", "0"));
+	ahead = kt_sysfs_read("stats/grants_ahead");
+	sent = kt_sysfs_read("stats/sends_ahead");
+	EXPECT_EQ(0, kt_spawn(3, 0x1016, -1, 0, codes, 0));
+	for (int k = 0; k < 3; k++) {
+		EXPECT_EQ(0, codes[k]) {
+			TH_LOG("phases_ahead 0: rank %d failed with code %d",
+			       k, codes[k]);
+		}
+	}
+	EXPECT_EQ(ahead, kt_sysfs_read("stats/grants_ahead"));
+	EXPECT_EQ(sent, kt_sysfs_read("stats/sends_ahead"));
+	EXPECT_EQ(0, kt_sysfs_write("phases_ahead", "2"));
 	kt_qps = 0;
 	EXPECT_EQ(0, kt_spawn(3, 0x1013, -1, 1, codes, 0));
 	snprintf(buf, sizeof(buf), "%lld", old);
