@@ -242,7 +242,8 @@ static bool kcoll_op_may_grant_ahead(struct kcoll_task *op,
  * Alltoall and alltoallv only: theirs is the wait the module's profile
  * showed, and the A/B runs measured them faster; allgathers measured no
  * different (docs/PERFORMANCE.md, "One module against itself"). Not
- * stream-ordered ones. Must hold comm->lock.
+ * stream-ordered ones; not with sysfs phases_ahead 0. Must hold
+ * comm->lock.
  */
 void kcoll_op_grant_ahead(struct kcoll_task *op)
 {
@@ -569,7 +570,9 @@ static bool kcoll_op_may_send_ahead(struct kcoll_task *op,
  * waits for its own receive (a slow peer's data) before it feeds the next
  * peer, which absorbs one phase of skew between the ranks. Alltoall and
  * alltoallv only, as grants ahead (their phases are independent), and not
- * stream-ordered ones. Must hold comm->lock.
+ * stream-ordered ones; only with sysfs phases_ahead 2, which is not the
+ * default (no gain on the test bed: docs/PERFORMANCE.md, "Sends ahead").
+ * Must hold comm->lock.
  */
 void kcoll_op_send_ahead(struct kcoll_task *op)
 {
