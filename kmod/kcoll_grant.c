@@ -218,8 +218,8 @@ void kcoll_op_grant(struct kcoll_task *op)
  * new peer's, through the NIC: where the round trip to a peer is worth
  * saving (xp->timed; on the intra-node channel a grant is a local
  * message, nothing to save), and not the peer of the phase running now,
- * whose grants already flow. Not eager, and no staging (unregistered memory on a
- * transport that stages it).
+ * whose grants already flow. Not eager, and no staging (unregistered
+ * memory on a transport that stages it).
  */
 static bool kcoll_op_may_grant_ahead(struct kcoll_task *op,
 				     const struct kcoll_phase *nx,
