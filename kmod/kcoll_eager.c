@@ -503,55 +503,52 @@ void kcoll_op_eager_recv(struct kcoll_task *op, struct kcoll_conn *conn)
 }
 
 /*
- * The current phase sends eagerly to @conn's peer: header and data into a
- * free slot of the peer's, by the transport (through the NIC, one WRITE
- * WITH IMM from a bounce of ours; to a peer on this node, one channel
- * message that carries both). It counts as sent once posted: the slot is
- * ours until the peer offers it again, which it does only after the data
- * has landed; a failed completion kills the connection like a control
- * message's.
+ * Write phase @phase's @len bytes at @src eagerly to @conn's peer: header
+ * and data into a free slot of the peer's, by the transport (through the
+ * NIC, one WRITE WITH IMM from a bounce of ours; to a peer on this node,
+ * one channel message that carries both). @young: the peer may consume it
+ * only after its head collective, or only in a later phase than the one
+ * it runs (kcoll_op_send_early()). True once posted: it counts as sent
+ * then, since the slot is ours until the peer offers it again, which it
+ * does only after the data has landed; a failed completion kills the
+ * connection like a control message's. False: not now (no slot, a full
+ * send queue, a higher priority running), or @op failed.
  */
-void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
-			 const u8 *src)
+static bool kcoll_eager_post(struct kcoll_task *op, struct kcoll_conn *conn,
+			     u32 phase, const u8 *src, u32 len, bool young)
 {
 	struct {
 		struct kcoll_wire_eager h;
 		struct kcoll_wire_eager_sig s;
 	} h;
-	u32 len = op->send_total, hlen, slot;
 	struct kcoll_wire_msg m;
-	bool young;
+	u32 hlen, slot;
 	int err;
 
-	if (op->send_posted_any)
-		return;
-	if (op->ph.send.fwd && op->recv_done < op->send_total)
-		return;		/* not received (and reduced) yet */
 	if (len && kcoll_op_held(op))
-		return;		/* a higher priority runs */
+		return false;	/* a higher priority runs */
 	/*
 	 * At most half of the peer's slots hold our data that it may
-	 * consume only after its head: point-to-point messages, and the
-	 * transfers of collectives behind our head (the peer may not run
-	 * them before its own head completes). The peer owes a CREDITS
-	 * for at most 3 slots (fewer than half of those no point-to-point
-	 * message holds), so a head's transfer always finds a slot free
-	 * or one coming back (docs/DESIGN.md, "Several collectives in
-	 * flight").
+	 * consume only later: point-to-point messages, the transfers of
+	 * collectives behind our head (the peer may not run them before
+	 * its own head completes) and those of later phases. The peer owes
+	 * a CREDITS for at most 3 slots (fewer than half of those no
+	 * point-to-point message holds), so a head's transfer for the
+	 * phase it runs always finds a slot free or one coming back
+	 * (docs/DESIGN.md, "Several collectives in flight").
 	 */
-	young = op->kind == KCOLL_KIND_COLL && !kcoll_op_is_head(op);
 	if ((op->kind == KCOLL_KIND_P2P || young) &&
 	    hweight_long(conn->etx_p2p | conn->etx_young) >=
 	    KCOLL_EAGER_SLOTS / 2)
-		return;
+		return false;
 	slot = find_first_bit(&conn->etx_free, KCOLL_EAGER_SLOTS);
 	if (slot >= KCOLL_EAGER_SLOTS)
-		return;		/* the peer's next CREDIT runs us again */
+		return false;	/* the peer's next CREDIT runs us again */
 	/* A peer that offered lazy signatures gets ours with every
 	 * transfer; point-to-point transfers are always signed. */
 	memset(&h, 0, sizeof(h));
 	h.h.seq = cpu_to_le32(op->seq);
-	h.h.phase = cpu_to_le16(op->phase);
+	h.h.phase = cpu_to_le16(phase);
 	h.h.kind = op->kind;
 	h.h.len = cpu_to_le32(len);
 	hlen = sizeof(h.h);
@@ -571,16 +568,84 @@ void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 	m.len = cpu_to_le32(hlen + len);
 	err = conn->xp->eager_put(conn, slot, &m, &h, hlen, src, len);
 	if (kcoll_op_post_stopped(op, conn, err))
-		return;
+		return false;
 	__clear_bit(slot, &conn->etx_free);
 	if (op->kind == KCOLL_KIND_P2P)
 		__set_bit(slot, &conn->etx_p2p);
-	if (young) {
+	if (young)
 		__set_bit(slot, &conn->etx_young);
-		kcoll_stat_add(KCOLL_STAT_EAGER_BESIDE, 1);
-	}
-	op->eager_sent = true;
 	kcoll_stat_add(KCOLL_STAT_EAGER_SENDS, 1);
-	op->send_posted = op->send_done = len;
+	return true;
+}
+
+/* The current phase sends eagerly to @conn's peer (kcoll_eager_post()). */
+void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
+			 const u8 *src)
+{
+	bool young;
+
+	if (op->send_posted_any)
+		return;
+	if (op->ph.send.fwd && op->recv_done < op->send_total)
+		return;		/* not received (and reduced) yet */
+	young = op->kind == KCOLL_KIND_COLL && !kcoll_op_is_head(op);
+	if (!kcoll_eager_post(op, conn, op->phase, src, op->send_total, young))
+		return;
+	if (young)
+		kcoll_stat_add(KCOLL_STAT_EAGER_BESIDE, 1);
+	op->eager_sent = true;
+	op->send_posted = op->send_done = op->send_total;
 	op->send_posted_any = op->send_done_any = true;
+}
+
+/*
+ * Send the eager transfers of the phases after this one, once this
+ * phase's send is posted, as far as kcoll_sched_send_early() lets them go
+ * (sysfs eager_ahead phases at most): each carries a copy of its bytes
+ * and waits in the peer's slot until the peer reaches its phase, so a
+ * small collective whose phases each send to another peer (a pairwise
+ * alltoall, a direct scatter's root) has all of them on the wire within
+ * one link latency instead of one latency each. They are "young"
+ * (kcoll_eager_post()), within half of each peer's slots. A phase whose
+ * send cannot go now stops the rest until the next phase opens and asks
+ * again. Not stream-ordered ones (their GPU memory is not the CPU's to
+ * copy). Must hold comm->lock.
+ */
+void kcoll_op_send_early(struct kcoll_task *op)
+{
+	u32 lim = op->phase + 1 + kcoll_eager_ahead();
+
+	lockdep_assert_held(&op->comm->lock);
+	if (op->error || op->early_stop || op->kind != KCOLL_KIND_COLL ||
+	    op->gpu || (op->ph.has_send && !op->send_posted_any))
+		return;
+	if (lim > op->nphases)
+		lim = op->nphases;
+	if (op->early_next <= op->phase)
+		op->early_next = op->phase + 1;
+	while (op->early_next < lim) {
+		struct kcoll_conn *conn;
+		struct kcoll_phase nx;
+		u64 len;
+
+		kcoll_sched_phase(&op->args, op->early_next, &nx);
+		if (!nx.has_send) {
+			op->early_next++;
+			continue;
+		}
+		len = nx.send.cnt * op->esize;
+		conn = kcoll_conn_of(op->comm, nx.send.peer);
+		if (!conn || !kcoll_op_eager(op, conn, len) ||
+		    !kcoll_sched_send_early(&op->args, op->phase,
+					    op->early_next, &nx)) {
+			op->early_stop = true;
+			return;
+		}
+		if (!kcoll_eager_post(op, conn, op->early_next,
+				      op->bufs[nx.send.src.buf].vaddr +
+				      nx.send.src.off * op->esize, len, true))
+			return;		/* the next completion or CREDIT */
+		kcoll_stat_add(KCOLL_STAT_EAGER_AHEAD, 1);
+		op->early_next++;
+	}
 }

@@ -233,6 +233,7 @@ void kcoll_op_forget_grants(struct kcoll_task *op, struct kcoll_conn *conn);
 void kcoll_op_grant(struct kcoll_task *op);
 void kcoll_op_grant_ahead(struct kcoll_task *op);
 void kcoll_op_send_ahead(struct kcoll_task *op);
+void kcoll_op_send_early(struct kcoll_task *op);
 bool kcoll_op_post_stopped(struct kcoll_task *op,
 			   struct kcoll_conn *conn, int err);
 void kcoll_op_send(struct kcoll_task *op);

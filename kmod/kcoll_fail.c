@@ -154,7 +154,7 @@ void kcoll_op_fail_from(struct kcoll_task *op, int err, u32 peer)
 u64 kcoll_op_mark(const struct kcoll_task *op)
 {
 	return ((u64)op->phase << 40) + op->send_done + op->recv_done +
-	       op->ahead_done + op->ahead_sent;
+	       op->ahead_done + op->ahead_sent + op->early_next;
 }
 
 /* The error an ABORT carries, as this rank reports it. */

@@ -248,6 +248,13 @@ static void kcoll_phase_open(struct kcoll_task *op)
 	op->sahead = KCOLL_AHEAD_UNDECIDED;
 	op->ahead_posted = op->ahead_sent = 0;
 	op->ahead_posted_any = op->ahead_sent_any = false;
+	op->early_stop = false;
+	if (ph->has_send && op->phase < op->early_next) {
+		/* Its eager transfer went while a phase before ran. */
+		op->eager_sent = true;
+		op->send_posted = op->send_done = op->send_total;
+		op->send_posted_any = op->send_done_any = true;
+	}
 	if (ph->copy.cnt && op->nocpu) {
 		/* Memory the CPU must not touch: the NIC copies it. */
 		const struct kcoll_sregion *d = &ph->copy.dst, *s = &ph->copy.src;
@@ -424,6 +431,7 @@ static void kcoll_op_progress(struct kcoll_task *op)
 			kcoll_op_send(op);
 		kcoll_op_grant_ahead(op);
 		kcoll_op_send_ahead(op);
+		kcoll_op_send_early(op);
 		if (!op->t_first && (op->send_posted_any ||
 				     op->recv_landed_any))
 			op->t_first = ktime_get_ns();

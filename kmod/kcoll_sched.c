@@ -794,6 +794,45 @@ bool kcoll_sched_send_ahead(const struct kcoll_sched_args *a,
 	       !kcoll_sregions_meet(a, s, n, &nx->copy.dst, nx->copy.cnt);
 }
 
+bool kcoll_sched_early_past(const struct kcoll_sched_args *a,
+			    const struct kcoll_phase *pk, bool running,
+			    const struct kcoll_phase *pj)
+{
+	const struct kcoll_sregion *s = &pj->send.src;
+	u64 n = pj->send.cnt;
+
+	/* @pk's copy ran as it opened if it is the running phase. */
+	if (!running && kcoll_sregions_meet(a, s, n, &pk->copy.dst,
+					    pk->copy.cnt))
+		return false;
+	if (pk->has_recv &&
+	    kcoll_sregions_meet(a, s, n, &pk->recv.dst, pk->recv.cnt))
+		return false;
+	return !kcoll_sregions_meet(a, s, n, &pk->avg, pk->avg_cnt);
+}
+
+bool kcoll_sched_send_early(const struct kcoll_sched_args *a, u32 cur,
+			    u32 j, const struct kcoll_phase *pj)
+{
+	const struct kcoll_sregion *s = &pj->send.src;
+	u64 n = pj->send.cnt;
+	struct kcoll_phase pk;
+	u32 k;
+
+	if (j <= cur || !pj->has_send || pj->send.fwd)
+		return false;
+	if (kcoll_sregions_meet(a, s, n, &pj->copy.dst, pj->copy.cnt) ||
+	    (pj->has_recv &&
+	     kcoll_sregions_meet(a, s, n, &pj->recv.dst, pj->recv.cnt)))
+		return false;
+	for (k = cur; k < j; k++) {
+		kcoll_sched_phase(a, k, &pk);
+		if (!kcoll_sched_early_past(a, &pk, k == cur, pj))
+			return false;
+	}
+	return true;
+}
+
 bool kcoll_sched_lazy(const struct kcoll_sched_args *a)
 {
 	if (kcoll_sched_all_dependent(a))

@@ -280,6 +280,31 @@ bool kcoll_sched_send_ahead(const struct kcoll_sched_args *a,
 			    const struct kcoll_phase *ph,
 			    const struct kcoll_phase *nx);
 
+/*
+ * May phase @j's send go while phase @cur (< @j) runs, before the phases
+ * between have run? The engine does this for eager transfers, which carry
+ * a copy of their bytes (docs/DESIGN.md, "Eager transfers ahead"): the
+ * receiver keeps it until it reaches phase @j. Only a send that forwards
+ * nothing received, from memory that nothing writes before phase @j would
+ * have read it: not the receive or average of any phase from @cur on, nor
+ * the copy of one after @cur (@cur's ran as it opened), nor @j's own copy
+ * or receive. An empty send reads nothing and may always go. @pj is phase
+ * @j; the phases between are computed. The host model sends such
+ * transfers as early as this allows, with a copy of their bytes, to prove
+ * it.
+ */
+/* The most phases ahead of the running one an eager send may go
+ * (sysfs eager_ahead's limit; the host model's reach), and the default,
+ * which the cost model assumes (it must not depend on a node's sysfs). */
+#define KCOLL_SCHED_EARLY_MAX	64
+#define KCOLL_SCHED_EARLY_DEFAULT	16
+bool kcoll_sched_send_early(const struct kcoll_sched_args *a, u32 cur,
+			    u32 j, const struct kcoll_phase *pj);
+/* Its test for one phase @pk before @pj (@running: the running one). */
+bool kcoll_sched_early_past(const struct kcoll_sched_args *a,
+			    const struct kcoll_phase *pk, bool running,
+			    const struct kcoll_phase *pj);
+
 /* Phase @idx (< nphases) of @a; the result is fully initialised. */
 void kcoll_sched_phase(const struct kcoll_sched_args *a, u32 idx,
 		       struct kcoll_phase *p);

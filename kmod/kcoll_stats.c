@@ -70,6 +70,7 @@ KCOLL_STAT_ATTR(colls_overlap_waits, KCOLL_STAT_COLLS_OVERLAP);
 KCOLL_STAT_ATTR(eager_beside, KCOLL_STAT_EAGER_BESIDE);
 KCOLL_STAT_ATTR(grants_ahead, KCOLL_STAT_GRANTS_AHEAD);
 KCOLL_STAT_ATTR(sends_ahead, KCOLL_STAT_SENDS_AHEAD);
+KCOLL_STAT_ATTR(eager_ahead, KCOLL_STAT_EAGER_AHEAD);
 /* The node's profile of collectives (struct kcoll_opstats.prof). */
 #define KCOLL_PROF_ATTR(_name, _idx)					\
 	static ssize_t _name##_show(struct device *dev,			\
@@ -167,6 +168,7 @@ static struct attribute *kcoll_stats_attrs[] = {
 	&dev_attr_eager_beside.attr,
 	&dev_attr_grants_ahead.attr,
 	&dev_attr_sends_ahead.attr,
+	&dev_attr_eager_ahead.attr,
 	&dev_attr_time_ops.attr,
 	&dev_attr_time_phases.attr,
 	&dev_attr_time_total_ns.attr,

@@ -41,6 +41,9 @@ enum kcoll_stat {
 				 * next phase while one ran */
 	KCOLL_STAT_SENDS_AHEAD,		/* writes posted for a collective's
 					 * next phase while one ran */
+	KCOLL_STAT_EAGER_AHEAD,		/* eager transfers of a collective's
+					 * later phase, sent while one ran
+					 * (in eager_sends too) */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);

@@ -43,7 +43,7 @@ enum {
 	KCOLL_KNOB_USER_QPS, KCOLL_KNOB_USER_KERNEL_MB,
 	KCOLL_KNOB_USER_DMABUF_MB, KCOLL_KNOB_GPU_POLL_US,
 	KCOLL_KNOB_REG_CACHE_MB, KCOLL_KNOB_COLLS_IN_FLIGHT,
-	KCOLL_KNOB_PHASES_AHEAD, KCOLL_KNOB_NR
+	KCOLL_KNOB_PHASES_AHEAD, KCOLL_KNOB_EAGER_AHEAD, KCOLL_KNOB_NR
 };
 
 static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
@@ -115,6 +115,12 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	 * receive granted, 2 its sends into those grants too (measured
 	 * no faster here: docs/PERFORMANCE.md, "Sends ahead"). */
 	[KCOLL_KNOB_PHASES_AHEAD] = { "phases_ahead", 1, 0, 2, false },
+	/* How many phases ahead of the running one a collective's small
+	 * (eager) transfers may go, where nothing before reads or writes
+	 * their bytes (docs/DESIGN.md, "Eager transfers ahead"); 0: none. */
+	[KCOLL_KNOB_EAGER_AHEAD] = { "eager_ahead",
+				     KCOLL_SCHED_EARLY_DEFAULT, 0,
+				     KCOLL_SCHED_EARLY_MAX, false },
 };
 
 u32 kcoll_user_max(enum kcoll_quota_kind kind)
@@ -152,6 +158,11 @@ u32 kcoll_colls_in_flight(void)
 u32 kcoll_phases_ahead(void)
 {
 	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_PHASES_AHEAD].val);
+}
+
+u32 kcoll_eager_ahead(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_EAGER_AHEAD].val);
 }
 
 u32 kcoll_reg_cache_mb(void)
@@ -367,6 +378,10 @@ module_param_cb(phases_ahead, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_PHASES_AHEAD], 0644);
 MODULE_PARM_DESC(phases_ahead,
 		 "An alltoall's next phase while one runs, through the NIC: 0 waits for it to open; 1 grants its receive; 2 also sends into the grants of its peer (default 1)");
+module_param_cb(eager_ahead, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_EAGER_AHEAD], 0644);
+MODULE_PARM_DESC(eager_ahead,
+		 "How many phases ahead of the running one a collective's small (eager) transfers may be sent, where nothing before them touches their bytes (0..64; 0: none; default 16)");
 MODULE_PARM_DESC(connect_timeout_ms,
 		 "How long COMM_CREATE waits for every peer by default (100..3600000 ms; default 60000)");
 
@@ -430,6 +445,7 @@ KCOLL_KNOB_ATTR(gpu_poll_us, KCOLL_KNOB_GPU_POLL_US);
 KCOLL_KNOB_ATTR(reg_cache_mb, KCOLL_KNOB_REG_CACHE_MB);
 KCOLL_KNOB_ATTR(colls_in_flight, KCOLL_KNOB_COLLS_IN_FLIGHT);
 KCOLL_KNOB_ATTR(phases_ahead, KCOLL_KNOB_PHASES_AHEAD);
+KCOLL_KNOB_ATTR(eager_ahead, KCOLL_KNOB_EAGER_AHEAD);
 
 static ssize_t listen_port_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
@@ -516,6 +532,7 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_reg_cache_mb.attr.attr,
 	&kcoll_attr_colls_in_flight.attr.attr,
 	&kcoll_attr_phases_ahead.attr.attr,
+	&kcoll_attr_eager_ahead.attr.attr,
 	&dev_attr_listen_port.attr,
 	&dev_attr_devices.attr,
 	&dev_attr_abi_version.attr,

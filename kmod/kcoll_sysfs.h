@@ -29,6 +29,7 @@ u32 kcoll_reg_cache_mb(void);
 #define KCOLL_COLLS_IN_FLIGHT_MAX	16
 u32 kcoll_colls_in_flight(void);
 u32 kcoll_phases_ahead(void);	/* 0, 1 grants, 2 grants and sends */
+u32 kcoll_eager_ahead(void);	/* phases; 0: none */
 extern unsigned int kcoll_listen_port;	/* module parameter; sysfs moves it */
 extern const struct attribute_group *kcoll_attr_groups[];
 

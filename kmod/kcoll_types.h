@@ -501,6 +501,14 @@ struct kcoll_task {
 	struct kcoll_ssend ahead_sd;
 	u64 ahead_posted, ahead_sent;
 	bool ahead_posted_any, ahead_sent_any;
+	/*
+	 * Eager transfers of later phases, sent once this phase's send is
+	 * posted (kcoll_op_send_early()): every phase below early_next
+	 * that sends has sent; early_stop: the next one may not while this
+	 * phase runs.
+	 */
+	u32 early_next;
+	bool early_stop;
 	u32 writes_inflight;
 	bool abort_deferred;		/* ABORTs wait for writes_inflight */
 	u32 grants_out;			/* issued by this op, data not in */

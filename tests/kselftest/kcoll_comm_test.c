@@ -852,6 +852,31 @@ static int kt_rank_inflight(struct tring *r, __u32 id, int rank, int n,
 }
 
 /* Rank @rank of @n: run the collectives, return 0 or a failure code. */
+/*
+ * An alltoall of 100 floats a block: through the NIC and the channel its
+ * blocks go eagerly, every later phase's sent while the first runs
+ * (stats/eager_ahead, sysfs eager_ahead). 0 or an exit code.
+ */
+static int kt_small_alltoall(struct tring *r, __u32 id, int rank, int n,
+			     float *a, float *b)
+{
+	struct kcoll_sqe s;
+	size_t i;
+	int res;
+
+	for (i = 0; i < 100 * (size_t)n; i++)
+		a[i] = (float)(rank * 10000 + (int)(i / 100) * 100 +
+			       (int)(i % 100));
+	s = kt_coll(KCOLL_OP_ALLTOALL, id, KCOLL_DTYPE_FP32, 0, 0, 100, a, b);
+	if ((res = kt_run(r, &s)))
+		return kt_fail(rank, 58, res);
+	for (i = 0; i < 100 * (size_t)n; i++)
+		if (b[i] != (float)((int)(i / 100) * 10000 + rank * 100 +
+				    (int)(i % 100)))
+			return 59;
+	return 0;
+}
+
 static int kt_rank_main(const char *ip, int rank, int n, __u64 uid,
 			const char *key, int mismatch)
 {
@@ -897,7 +922,7 @@ static int kt_rank_main(const char *ip, int rank, int n, __u64 uid,
 		for (i = 0; i < 1000; i++)
 			if (b[i] != (float)n)
 				return 32;
-		return 0;
+		return kt_small_alltoall(&r, id, rank, n, a, b);
 	}
 
 	/* allreduce, out of place, fp32 sum */
@@ -961,6 +986,8 @@ static int kt_rank_main(const char *ip, int rank, int n, __u64 uid,
 		if (b[i] != (float)((int)(i / cnt) * 10000 + rank * 100 +
 				    (int)(i % cnt % 97)))
 			return 57;
+	if ((res = kt_small_alltoall(&r, id, rank, n, a, b)))
+		return res;
 	/* broadcast from the last rank */
 	for (i = 0; i < cnt; i++)
 		a[i] = rank == n - 1 ? (float)(i % 777) : -1.0f;
@@ -1539,12 +1566,14 @@ TEST_F_TIMEOUT(rxe, intra_node_copies_instead_of_the_nic, 300)
  * than the 8 slots a peer offers, so senders wait for credits too. A
  * signature mismatch of small collectives is still caught and the
  * communicator goes on. Ranks on one node (intra_node) send theirs through
- * the in-kernel channel. With 0 nothing goes eagerly, and the results are
- * the same.
+ * the in-kernel channel. The small alltoall of kt_rank_main() sends its
+ * second phase's block while the first runs, both ways
+ * (stats/eager_ahead), and not with sysfs eager_ahead 0. With eager 0
+ * nothing goes eagerly, and the results are the same.
  */
 TEST_F_TIMEOUT(rxe, eager_small_transfers_need_no_grant, 300)
 {
-	long long e0, e1, e2, rdma0;
+	long long e0, e1, e2, rdma0, ah0, ah1;
 	int codes[NPROC_MAX];
 
 	if (!getenv("KCOLL_IP"))
@@ -1555,8 +1584,12 @@ TEST_F_TIMEOUT(rxe, eager_small_transfers_need_no_grant, 300)
 	EXPECT_EQ(-EINVAL, kt_sysfs_write("eager", "2"));
 	/* Ranks on one node would copy: through the NIC instead. */
 	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
+	ASSERT_EQ(16, kt_sysfs_read("eager_ahead"));
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("eager_ahead", "65"));
 	e0 = kt_sysfs_read("stats/eager_sends");
 	ASSERT_LE(0, e0);
+	ah0 = kt_sysfs_read("stats/eager_ahead");
+	ASSERT_LE(0, ah0);
 	EXPECT_EQ(0, kt_spawn(3, 0x1031, -1, 0, codes, 0));
 	for (int k = 0; k < 3; k++) {
 		EXPECT_EQ(0, codes[k]) {
@@ -1567,7 +1600,17 @@ TEST_F_TIMEOUT(rxe, eager_small_transfers_need_no_grant, 300)
 	EXPECT_LE(e0 + 3 * KT_FLOOD, e1) {
 		TH_LOG("%lld eager sends, want >= %d", e1 - e0, 3 * KT_FLOOD);
 	}
-	/* 1000 against 1001 floats over 3 ranks: transfers of ~1.3 KiB. */
+	/* Each rank's second alltoall phase, at least, went early. */
+	ah1 = kt_sysfs_read("stats/eager_ahead");
+	EXPECT_LE(ah0 + 3, ah1) {
+		TH_LOG("%lld eager transfers ahead of their phase, want >= 3",
+		       ah1 - ah0);
+	}
+	/* 1000 against 1001 floats over 3 ranks: transfers of ~1.3 KiB.
+	 * With eager_ahead 0, nothing goes ahead (the small alltoall after
+	 * it, results checked). */
+	ASSERT_EQ(0, kt_sysfs_write("eager_ahead", "0"));
+	ah0 = kt_sysfs_read("stats/eager_ahead");
 	EXPECT_EQ(0, kt_spawn(3, 0x1032, -1, 1, codes, 0));
 	for (int k = 0; k < 3; k++) {
 		EXPECT_EQ(0, codes[k]) {
@@ -1575,6 +1618,8 @@ TEST_F_TIMEOUT(rxe, eager_small_transfers_need_no_grant, 300)
 			       codes[k]);
 		}
 	}
+	EXPECT_EQ(ah0, kt_sysfs_read("stats/eager_ahead"));
+	ASSERT_EQ(0, kt_sysfs_write("eager_ahead", "16"));
 	/* On one node the channel carries them: nothing through the NIC. */
 	ASSERT_EQ(0, kt_sysfs_write("intra_node", "1"));
 	e1 = kt_sysfs_read("stats/eager_sends");
@@ -1586,6 +1631,7 @@ TEST_F_TIMEOUT(rxe, eager_small_transfers_need_no_grant, 300)
 		TH_LOG("%lld eager sends on one node, want >= %d", e2 - e1,
 		       3 * KT_FLOOD);
 	}
+	EXPECT_LE(ah0 + 3, kt_sysfs_read("stats/eager_ahead"));
 	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
 	ASSERT_EQ(0, kt_sysfs_write("eager", "0"));
 	e1 = kt_sysfs_read("stats/eager_sends");

@@ -753,7 +753,9 @@ static bool enter_phase(struct world *w, u32 r)
 	while (rk->op < rk->nops && rk->ph >= rk->ops[rk->op].nph) {
 		rk->op++;
 		rk->ph = 0;
+		rk->early_next = 0;
 	}
+	rk->early_stop = false;
 	if (rk->op == rk->nops) {
 		rk->done = true;
 		return true;
@@ -768,7 +770,8 @@ static bool enter_phase(struct world *w, u32 r)
 	if (p->copy.cnt && !same(p->copy.src, p->copy.dst))
 		memcpy(reg(m, p->copy.dst), reg(m, p->copy.src),
 		       p->copy.cnt * sizeof(union elem));
-	rk->send_done = !p->has_send || (rk->ph && rk->sahead_done);
+	rk->send_done = !p->has_send || (rk->ph && rk->sahead_done) ||
+			rk->ph < rk->early_next;
 	rk->ahead_ok = rk->sahead_ok = false;
 	rk->ahead_done = rk->sahead_done = false;
 	if (rk->ph + 1 < m->nph) {
@@ -776,12 +779,34 @@ static bool enter_phase(struct world *w, u32 r)
 		rk->ahead_ok = kcoll_sched_recv_ahead(&m->a, p, &rk->nx);
 		if (rk->ahead_ok)
 			stats.ahead++;
-		rk->sahead_ok = kcoll_sched_send_ahead(&m->a, p, &rk->nx);
+		rk->sahead_ok = kcoll_sched_send_ahead(&m->a, p, &rk->nx) &&
+				rk->ph + 1 >= rk->early_next;
 		if (rk->sahead_ok)
 			stats.sahead++;
 	}
 	stats.phases++;
 	return true;
+}
+
+/* A send that went early: a copy of its bytes, until its phase. */
+struct early_msg {
+	struct early_msg *next;
+	const struct spec *s;
+	u32 from, phase;
+	u64 cnt;
+	union elem data[];
+};
+
+/* @b's current receive, from @from, is waiting in its mail. */
+static bool mail_waiting(const struct mrank *b, u32 from)
+{
+	const struct early_msg *e;
+
+	for (e = b->mail; e; e = e->next)
+		if (e->s == b->ops[b->op].s && e->from == from &&
+		    e->phase == b->ph)
+			return true;
+	return false;
 }
 
 /*
@@ -802,7 +827,8 @@ static bool can_xfer(struct world *w, u32 from, u32 to, bool snext,
 	if (snext ? !a->send_done || !a->sahead_ok || a->sahead_done :
 		    a->send_done || (sd->fwd && !a->recv_done))
 		return false;
-	if (rnext ? !b->ahead_ok || b->ahead_done : b->recv_done)
+	if (rnext ? !b->ahead_ok || b->ahead_done :
+		    b->recv_done || mail_waiting(b, from))
 		return false;
 	return (!snext && !rnext) ||
 	       (a->op == b->op && a->ph + snext == b->ph + rnext);
@@ -883,6 +909,94 @@ static bool try_move(struct world *w, u32 from, u32 to, bool snext,
 	return xfer(w, from, to, snext, rnext);
 }
 
+/*
+ * Rank @r's current phase has sent: send the later phases' sends that the
+ * rule lets go now, each a copy of its bytes into its receiver's mail (as
+ * the engine's eager transfers ahead), as far as it lets them.
+ */
+static void send_early(struct world *w, u32 r, bool *did)
+{
+	struct mrank *rk = &w->rk[r];
+	struct mop *m = &rk->ops[rk->op];
+	u32 j = rk->early_next > rk->ph + 1 ? rk->early_next : rk->ph + 1;
+	u32 lim = rk->ph + 1 + KCOLL_SCHED_EARLY_MAX;
+
+	if (lim > m->nph)
+		lim = m->nph;
+	for (; j < lim; j++) {
+		struct kcoll_phase pj;
+		struct early_msg *e;
+		struct mrank *to;
+
+		kcoll_sched_phase(&m->a, j, &pj);
+		if (!pj.has_send)
+			continue;
+		/* Sent ahead already (kcoll_sched_send_ahead()), or not
+		 * allowed: not while this phase runs. */
+		if ((j == rk->ph + 1 && rk->sahead_done) ||
+		    !kcoll_sched_send_early(&m->a, rk->ph, j, &pj)) {
+			rk->early_stop = true;
+			break;
+		}
+		e = malloc(sizeof(*e) + pj.send.cnt * sizeof(union elem));
+		if (!e)
+			exit(2);
+		e->s = m->s;
+		e->from = r;
+		e->phase = j;
+		e->cnt = pj.send.cnt;
+		memcpy(e->data, reg(m, pj.send.src),
+		       pj.send.cnt * sizeof(union elem));
+		to = &w->rk[pj.send.peer < w->n ? pj.send.peer : r];
+		e->next = to->mail;
+		to->mail = e;
+		if (j == rk->ph + 1)
+			rk->sahead_ok = false;
+		if (j - rk->ph > stats.early_reach)
+			stats.early_reach = j - rk->ph;
+		stats.sent_early++;
+		*did = true;
+	}
+	rk->early_next = j;
+}
+
+/*
+ * Rank @r's current receive from the mail, if its copy is there; false on
+ * a count mismatch.
+ */
+static bool take_mail(struct world *w, u32 r, bool *did)
+{
+	struct mrank *rk = &w->rk[r];
+	struct mop *m = &rk->ops[rk->op];
+	const struct kcoll_srecv *rcv = &rk->p.recv;
+	struct early_msg **pe, *e;
+	union elem *dst, *opd;
+	u64 i;
+
+	for (pe = &rk->mail; (e = *pe); pe = &e->next)
+		if (e->s == m->s && e->from == rcv->peer &&
+		    e->phase == rk->ph)
+			break;
+	if (!e)
+		return true;
+	if (e->cnt != rcv->cnt) {
+		MFAIL(m, "phase %u receives %" PRIu64 " from %u, which sent "
+		      "%" PRIu64 " early", rk->ph, rcv->cnt, e->from, e->cnt);
+		return false;
+	}
+	dst = reg(m, rcv->dst);
+	opd = rcv->reduce ? reg(m, rcv->operand) : NULL;
+	for (i = 0; i < rcv->cnt; i++)
+		dst[i] = opd ? reduce1(m->a.redop, opd[i], e->data[i]) :
+			       e->data[i];
+	*pe = e->next;
+	free(e);
+	rk->recv_done = true;
+	stats.transfers++;
+	*did = true;
+	return true;
+}
+
 /* Run every rank to completion; false on an error or a deadlock. */
 static bool execute(struct world *w)
 {
@@ -902,7 +1016,11 @@ static bool execute(struct world *w)
 
 				/* Ahead first, whenever it can: the order
 				 * that finds a rule that is too loose. */
-				if ((rk->sahead_ok && !rk->sahead_done &&
+				if (w->early && rk->send_done &&
+				    !rk->early_stop)
+					send_early(w, r, &did);
+				if ((!rk->recv_done && !take_mail(w, r, &did)) ||
+				    (rk->sahead_ok && !rk->sahead_done &&
 				     (!try_move(w, r, rk->nx.send.peer, true,
 						true, &did) ||
 				      !try_move(w, r, rk->nx.send.peer, true,
@@ -934,6 +1052,12 @@ static bool execute(struct world *w)
 	for (r = 0; r < w->n; r++) {
 		struct mrank *rk = &w->rk[r];
 
+		if (rk->mail) {
+			UNIT_FAIL("rank %u: phase %u's early transfer from "
+				  "%u never received", r, rk->mail->phase,
+				  rk->mail->from);
+			return false;
+		}
 		if (!rk->done) {
 			MFAIL(&rk->ops[rk->op], "deadlock in phase %u "
 			      "(send %d to %u done %d, recv %d from %u done %d)",
@@ -1156,6 +1280,9 @@ bool run_world(const struct spec *specs, u32 nspecs, u32 n)
 	u32 r, k;
 
 	stats.runs++;
+	/* Every other run sends early (the rest leave the phases that
+	 * allow it to the sends ahead, which early sends would take). */
+	w.early = stats.runs & 1;
 	w.rk = calloc(n, sizeof(*w.rk));
 	w.ref = calloc(nspecs, sizeof(*w.ref));
 	if (!w.rk || !w.ref)
@@ -1190,6 +1317,12 @@ bool run_world(const struct spec *specs, u32 nspecs, u32 n)
 				check_result(m, w.ref[m->s - specs]);
 		}
 		free(w.rk[r].ops);
+		while (w.rk[r].mail) {
+			struct early_msg *e = w.rk[r].mail;
+
+			w.rk[r].mail = e->next;
+			free(e);
+		}
 	}
 	arena_reset();
 	free(w.ref);

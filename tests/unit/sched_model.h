@@ -70,6 +70,8 @@ struct mop {
 	u64 in_len;
 };
 
+struct early_msg;
+
 struct mrank {
 	struct mop *ops;
 	u32 nops;
@@ -85,6 +87,15 @@ struct mrank {
 	 * engine's sends ahead let it (kcoll_sched_send_ahead()); and it
 	 * has. */
 	bool sahead_ok, sahead_done;
+	/* Later phases' sends that went early, with a copy of their bytes,
+	 * as the engine's eager transfers ahead do
+	 * (kcoll_sched_send_early()): phases below early_next have, and
+	 * early_stop: the rule refused the next one while this phase runs.
+	 * The copies addressed to this rank wait in @mail until it reaches
+	 * their phase. */
+	u32 early_next;
+	bool early_stop;
+	struct early_msg *mail;
 };
 
 struct world {
@@ -93,6 +104,7 @@ struct world {
 	const struct spec *specs;
 	u32 nspecs;
 	union elem **ref;	/* per spec: reduced reference, or NULL */
+	bool early;		/* sends go early (send_early()) */
 };
 
 /* Every reduction the model checks (elements: int64, double for AVG). */
@@ -108,6 +120,8 @@ struct sched_model_stats {
 	u64 landed_ahead;	/* ... and transfers that did */
 	u64 sahead;		/* phases whose next send may go ahead */
 	u64 sent_ahead;		/* ... and transfers that did */
+	u64 sent_early;		/* transfers that went early, copied */
+	u64 early_reach;	/* the most phases ahead one went */
 };
 extern struct sched_model_stats stats;
 /* Varies the inputs from one run to the next. */

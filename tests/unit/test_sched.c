@@ -1262,7 +1262,9 @@ static void test_cost_node_ranks(void)
  * free and won 2-8 MiB alltoalls, which measured 1.7x slower than
  * pairwise in the same boot (docs/PERFORMANCE.md); priced at gamma,
  * pairwise wins from 1 MiB, and Bruck still wins where the copies are
- * small. Where gamma is below the copy default nothing changes.
+ * small but the blocks too large to go eagerly; eager blocks all go at
+ * once (kcoll_op_send_early()), and pairwise then costs one latency.
+ * Where gamma is below the copy default nothing changes.
  */
 static void test_copy_at_least_gamma(void)
 {
@@ -1277,8 +1279,12 @@ static void test_copy_at_least_gamma(void)
 		     KCOLL_ALGO_PAIRWISE);
 	UNIT_EQ_UINT(kcoll_sched_choose(&t, KCOLL_OP_ALLTOALL, 4, 1 << 20),
 		     KCOLL_ALGO_PAIRWISE);
-	UNIT_EQ_UINT(kcoll_sched_choose(&t, KCOLL_OP_ALLTOALL, 4, 4096),
+	UNIT_EQ_UINT(kcoll_sched_choose(&t, KCOLL_OP_ALLTOALL, 4, 16384),
 		     KCOLL_ALGO_BRUCK);
+	UNIT_EQ_UINT(kcoll_sched_choose(&t, KCOLL_OP_ALLTOALL, 4, 4096),
+		     KCOLL_ALGO_PAIRWISE);
+	UNIT_EQ_UINT(kcoll_sched_choose(&t, KCOLL_OP_ALLTOALL, 4, 8),
+		     KCOLL_ALGO_PAIRWISE);
 	/* The reduction as fast as the copy default: the old choice, Bruck
 	 * at 1 MiB (its copies then cost less than the step it saves). */
 	t.cost.gamma_ps = KCOLL_COST_COPY_PS;
@@ -1682,6 +1688,88 @@ static void test_send_ahead(void)
 #undef SA_RESET
 }
 
+/*
+ * Eager sends ahead (kcoll_sched_send_early()): each guard on hand-made
+ * phases. The model above executes the rule on every schedule; these show
+ * each part of it refusing what it must, which the schedules alone may
+ * never reach (an average, say).
+ */
+static void test_send_early(void)
+{
+	/* Out of place, 4 ranks: the real phases write only RECV. */
+	struct kcoll_sched_args a = {
+		.opcode = KCOLL_OP_ALLTOALL, .nranks = 4, .count = 10,
+	};
+	const struct kcoll_sregion s = { KCOLL_SBUF_SEND, 20 };
+	const struct kcoll_sregion meet = { KCOLL_SBUF_SEND, 25 };
+	const struct kcoll_sregion apart = { KCOLL_SBUF_SEND, 30 };
+	const struct kcoll_sregion tmp = { KCOLL_SBUF_TMP, 20 };
+	struct kcoll_phase pk, pj;
+
+#define SE_RESET() do {							\
+		memset(&pk, 0, sizeof(pk));				\
+		memset(&pj, 0, sizeof(pj));				\
+		pj.has_send = true;					\
+		pj.send = (struct kcoll_ssend){ .peer = 1, .src = s,	\
+						.cnt = 10 };		\
+	} while (0)
+
+	SE_RESET();
+	UNIT_CHECK(kcoll_sched_send_early(&a, 0, 2, &pj));
+	UNIT_CHECK(kcoll_sched_send_early(&a, 1, 3, &pj));
+	UNIT_CHECK(!kcoll_sched_send_early(&a, 2, 2, &pj));	/* not later */
+	pj.send.cnt = 0;			/* reads nothing */
+	UNIT_CHECK(kcoll_sched_send_early(&a, 0, 2, &pj));
+	SE_RESET();
+	pj.send.fwd = true;			/* what it receives */
+	UNIT_CHECK(!kcoll_sched_send_early(&a, 0, 2, &pj));
+	SE_RESET();
+	pj.has_send = false;
+	UNIT_CHECK(!kcoll_sched_send_early(&a, 0, 2, &pj));
+	/* Its own copy (done as it opens) and receive. */
+	SE_RESET();
+	pj.copy = (struct kcoll_scopy){ .src = tmp, .dst = meet, .cnt = 1 };
+	UNIT_CHECK(!kcoll_sched_send_early(&a, 0, 2, &pj));
+	pj.copy = (struct kcoll_scopy){ .src = meet, .dst = tmp, .cnt = 1 };
+	UNIT_CHECK(kcoll_sched_send_early(&a, 0, 2, &pj));
+	SE_RESET();
+	pj.has_recv = true;
+	pj.recv = (struct kcoll_srecv){ .peer = 2, .dst = meet, .cnt = 10 };
+	UNIT_CHECK(!kcoll_sched_send_early(&a, 0, 2, &pj));
+	pj.recv.dst = tmp;
+	UNIT_CHECK(kcoll_sched_send_early(&a, 0, 2, &pj));
+	/* A phase between: its receive, copy and average write; its send
+	 * reads. The running phase's copy has run. */
+	SE_RESET();
+	pk.has_send = true;
+	pk.send = (struct kcoll_ssend){ .peer = 2, .src = meet, .cnt = 10 };
+	UNIT_CHECK(kcoll_sched_early_past(&a, &pk, false, &pj));
+	pk.has_recv = true;
+	pk.recv = (struct kcoll_srecv){ .peer = 3, .dst = meet, .cnt = 5 };
+	UNIT_CHECK(!kcoll_sched_early_past(&a, &pk, false, &pj));
+	UNIT_CHECK(!kcoll_sched_early_past(&a, &pk, true, &pj));
+	pk.recv.dst = apart;
+	UNIT_CHECK(kcoll_sched_early_past(&a, &pk, false, &pj));
+	SE_RESET();
+	pk.copy = (struct kcoll_scopy){ .src = tmp, .dst = meet, .cnt = 10 };
+	UNIT_CHECK(!kcoll_sched_early_past(&a, &pk, false, &pj));
+	UNIT_CHECK(kcoll_sched_early_past(&a, &pk, true, &pj));
+	SE_RESET();
+	pk.avg = meet;
+	pk.avg_cnt = 1;
+	UNIT_CHECK(!kcoll_sched_early_past(&a, &pk, true, &pj));
+	pk.avg = apart;
+	UNIT_CHECK(kcoll_sched_early_past(&a, &pk, true, &pj));
+	/* In place, the send buffer lies in the receive buffer, which every
+	 * real phase writes. */
+	SE_RESET();
+	a.in_place = true;
+	UNIT_CHECK(!kcoll_sched_send_early(&a, 0, 2, &pj));
+	pj.send.src = tmp;
+	UNIT_CHECK(kcoll_sched_send_early(&a, 0, 2, &pj));
+#undef SE_RESET
+}
+
 int main(int argc, char **argv)
 {
 	unit_init(argc, argv);
@@ -1717,6 +1805,7 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_vec);
 	UNIT_RUN(test_recv_ahead);
 	UNIT_RUN(test_send_ahead);
+	UNIT_RUN(test_send_early);
 	arena_free();
 	unit_diag("%" PRIu64 " runs executed: %" PRIu64 " phases, %"
 		  PRIu64 " transfers, %" PRIu64 " of them landed ahead of "
@@ -1725,9 +1814,13 @@ int main(int argc, char **argv)
 		  stats.runs, stats.phases, stats.transfers,
 		  stats.landed_ahead, stats.ahead, stats.sent_ahead,
 		  stats.sahead);
+	unit_diag("%" PRIu64 " transfers went early, with a copy of their "
+		  "bytes, up to %" PRIu64 " phases ahead",
+		  stats.sent_early, stats.early_reach);
 	/* The early landings and sends above ran: every result was checked
 	 * with them (kcoll_sched_recv_ahead(), kcoll_sched_send_ahead()). */
 	UNIT_CHECK(stats.landed_ahead > 0);
 	UNIT_CHECK(stats.sent_ahead > 0);
+	UNIT_CHECK(stats.sent_early > 0 && stats.early_reach > 1);
 	return unit_done();
 }
