@@ -6,7 +6,6 @@
  * fold = the fold-in and fold-out phases when p < n.
  */
 #include "kcoll_cost.h"
-#include "kcoll_wire.h"
 
 #define KCOLL_COST_INF	((u64)-1)
 
@@ -246,37 +245,19 @@ u64 kcoll_cost_ns(const struct kcoll_cost *c, u32 opcode, u8 algo,
 					     kcoll_phase_ns(c, bytes, false));
 		return kcoll_sat_add(fold, kcoll_log_steps_ns(c, L, nb, true,
 							      false));
-	case KCOLL_OP_ALLTOALL: {
-		u64 t;
-
+	case KCOLL_OP_ALLTOALL:
 		if (algo == KCOLL_ALGO_BRUCK)
 			return kcoll_bruck_ns(c, n, bytes);
 		/* Pairwise: the phases with a partner on another node have
 		 * every rank of the node on its NIC. */
 		if (c->node_ranks > 1 && c->node_ranks < n)
-			t = kcoll_sat_add(
+			return kcoll_sat_add(
 				kcoll_sat_mul(n - c->node_ranks,
 					kcoll_phase_sh_ns(c, bytes, false,
 							  c->node_ranks)),
 				kcoll_sat_mul(c->node_ranks - 1,
 					kcoll_local_phase_ns(c, bytes, false)));
-		else
-			t = kcoll_steps_ns(c, n - 1, bytes, false);
-		/*
-		 * Blocks that go eagerly are sent up to
-		 * KCOLL_SCHED_EARLY_DEFAULT phases ahead of the one running
-		 * (kcoll_op_send_early()): where that is all of them, only
-		 * the first phase waits out a latency; the others' have
-		 * passed meanwhile. Not counted beyond one window: alpha
-		 * holds each message's software too, which does not overlap,
-		 * and a thousand ranks' messages would cost more of it than
-		 * Bruck's few steps.
-		 */
-		if (bytes > KCOLL_EAGER_MAX || t == KCOLL_COST_INF ||
-		    n - 1 > KCOLL_SCHED_EARLY_DEFAULT)
-			return t;
-		return t - (u64)(n - 2) * c->alpha_ns;
-	}
+		return kcoll_steps_ns(c, n - 1, bytes, false);
 	case KCOLL_OP_BARRIER:
 		return kcoll_steps_ns(c, lc, 0, false);
 	case KCOLL_OP_GATHER:

@@ -294,8 +294,7 @@ bool kcoll_sched_send_ahead(const struct kcoll_sched_args *a,
  * it.
  */
 /* The most phases ahead of the running one an eager send may go
- * (sysfs eager_ahead's limit; the host model's reach), and the default,
- * which the cost model assumes (it must not depend on a node's sysfs). */
+ * (sysfs eager_ahead's limit; the host model's reach), and its default. */
 #define KCOLL_SCHED_EARLY_MAX	64
 #define KCOLL_SCHED_EARLY_DEFAULT	16
 bool kcoll_sched_send_early(const struct kcoll_sched_args *a, u32 cur,
