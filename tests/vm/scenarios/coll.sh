@@ -35,7 +35,8 @@
 #           16 MiB, 10 iterations each, with the module's own profile of
 #           each row (sysfs stats/time_*: queued, waiting, moving,
 #           landing, signatures, settling per collective); profile=C:
-#           collective C alone at 8 bytes, 30 iterations (with
+#           collective C alone at 8 bytes (profile=C@BYTES: at BYTES),
+#           30 iterations (with
 #           sweep=algo/C:A/B/..: once per forced algorithm, one boot)
 #   chunk=N sysfs chunk_bytes for this run; mtu=N eth0's MTU
 #   qps=N   sysfs qps_per_peer for this run: N RC QPs to each peer, the
@@ -150,6 +151,7 @@ for a in "$@"; do
 	vskew=*) perf_args+=(-V "${a#vskew=}") ;;
 	demo) perf=1 neg=0 check=0 perf_args=(-M -c all -b 8 -e 1M -f 32 -n 3 -w 1) ;;
 	profile) perf=1 neg=0 check=0 perf_args=(-M -P -C 0 -c allreduce,allgather,reduce_scatter,broadcast,alltoall -b 16 -e 16M -f 1048576 -n 10 -w 2) ;;
+	profile=*@*) a=${a#profile=}; perf=1 neg=0 check=0 perf_args=(-M -P -C 0 -c "${a%@*}" -b "${a#*@}" -e "${a#*@}" -n 30 -w 3) ;;
 	profile=*) perf=1 neg=0 check=0 perf_args=(-M -P -C 0 -c "${a#profile=}" -b 8 -e 8 -n 30 -w 3) ;;
 	benchsmall) perf=1 neg=0 check=0 perf_args=(-M -u -c all -b 8 -e 512K -f 4 -n 20 -w 2) ;;
 	*) fail "unknown scenario argument '$a'" ;;
