@@ -50,8 +50,11 @@ static u8 *kcoll_eager_slot(struct kcoll_conn *conn, u32 slot)
  * CREDIT naming its address; after that, once half of the slots are due,
  * all of them with one CREDITS (a message less per small transfer, which
  * is most of a small collective's cost). Holding back up to half never
- * deadlocks: a sender that has run out of slots has only transfers the
- * receiver will consume, in order, before it needs the one waiting. A
+ * deadlocks: of a sender's transfers that fill our slots, at most half are
+ * ones we consume only later (point-to-point, a collective behind our
+ * head, a later phase's: kcoll_eager_post()); the rest we consume, in
+ * order, before we need the one waiting, and once they are consumed half
+ * of the slots are due and go back with a CREDITS. A
  * full send queue (or a channel message without memory) leaves them due:
  * kcoll_engine_reap() retries after every completion. Must hold
  * comm->lock.

@@ -361,6 +361,7 @@ static void kcoll_op_progress(struct kcoll_task *op)
 		op->started = true;
 		op->t_start = ktime_get_ns();
 		op->nphases = kcoll_sched_nphases(&op->args);
+		op->data_phases = kcoll_sched_data_phases(&op->args);
 		if (!op->error && comm->error)	/* nothing sent yet */
 			op->error = kcoll_comm_op_usable_locked(comm, op);
 		if (op->error)
@@ -541,6 +542,16 @@ static void kcoll_op_settle(struct kcoll_task *op)
 }
 
 /*
+ * Has @o, started, run every phase that touches its memory, without
+ * failing? What is left of it moves no byte: a collective on the same
+ * buffers may start beside it.
+ */
+static bool kcoll_op_data_done(const struct kcoll_task *o)
+{
+	return o->started && !o->error && o->phase >= o->data_phases;
+}
+
+/*
  * May collective @op start beside the older ones ahead of it, all started
  * (docs/DESIGN.md, "Several collectives in flight")? Within the window
  * (sysfs colls_in_flight, counting the head), none of them stream-ordered
@@ -548,7 +559,8 @@ static void kcoll_op_settle(struct kcoll_task *op)
  * communicator's), none of a lower priority (a younger operation must not
  * hold back an older one of its own communicator: kcoll_op_held()), and
  * no page it writes touched by one of theirs, nor one it reads written by
- * one of theirs.
+ * one of theirs, unless that one is past its last phase that touches
+ * memory (kcoll_op_data_done()).
  */
 static bool kcoll_op_may_join(struct kcoll_task *op, u32 pos)
 {
@@ -556,9 +568,13 @@ static bool kcoll_op_may_join(struct kcoll_task *op, u32 pos)
 
 	if (pos >= kcoll_colls_in_flight() || op->gpu)
 		return false;
-	/* Overlapping one that has not completed: it still does. */
-	if (op->overlap_counted && !kcoll_coll_over(op->comm, op->overlap_seq))
-		return false;
+	/* Overlapping one that has not completed: it still does, unless it
+	 * is past its last phase that touches memory. */
+	if (op->overlap_counted && !kcoll_coll_over(op->comm, op->overlap_seq)) {
+		o = kcoll_coll_running(op->comm, op->overlap_seq);
+		if (!o || !kcoll_op_data_done(o))
+			return false;
+	}
 	list_for_each_entry(o, &op->comm->colls, node) {
 		if (o == op) {
 			/* Failed before it started: it only completes. */
@@ -568,6 +584,10 @@ static bool kcoll_op_may_join(struct kcoll_task *op, u32 pos)
 		}
 		if (o->gpu || o->prio < op->prio)
 			return false;
+		/* Only empty transfers left (a broadcast's confirmation
+		 * tokens): its buffers are no longer its. */
+		if (kcoll_op_data_done(o))
+			continue;
 		if (kcoll_op_overlap(o, op)) {
 			if (!op->overlap_counted)
 				kcoll_stat_add(KCOLL_STAT_COLLS_OVERLAP, 1);

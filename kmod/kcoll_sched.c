@@ -819,7 +819,8 @@ bool kcoll_sched_send_early(const struct kcoll_sched_args *a, u32 cur,
 	struct kcoll_phase pk;
 	u32 k;
 
-	if (j <= cur || !pj->has_send || pj->send.fwd)
+	/* Empty: a token, whose going is what it says. */
+	if (j <= cur || !pj->has_send || !n || pj->send.fwd)
 		return false;
 	if (kcoll_sregions_meet(a, s, n, &pj->copy.dst, pj->copy.cnt) ||
 	    (pj->has_recv &&
@@ -831,6 +832,27 @@ bool kcoll_sched_send_early(const struct kcoll_sched_args *a, u32 cur,
 			return false;
 	}
 	return true;
+}
+
+/* Does phase @p touch memory: copy, move or average any byte? */
+static bool kcoll_phase_moves(const struct kcoll_phase *p)
+{
+	return p->copy.cnt || p->avg_cnt ||
+	       (p->has_send && p->send.cnt) || (p->has_recv && p->recv.cnt);
+}
+
+u32 kcoll_sched_data_phases(const struct kcoll_sched_args *a)
+{
+	u32 n = kcoll_sched_nphases(a);
+	struct kcoll_phase p;
+
+	while (n) {
+		kcoll_sched_phase(a, n - 1, &p);
+		if (kcoll_phase_moves(&p))
+			break;
+		n--;
+	}
+	return n;
 }
 
 bool kcoll_sched_lazy(const struct kcoll_sched_args *a)

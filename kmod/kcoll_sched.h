@@ -280,6 +280,11 @@ bool kcoll_sched_send_ahead(const struct kcoll_sched_args *a,
 			    const struct kcoll_phase *ph,
 			    const struct kcoll_phase *nx);
 
+/* The most phases ahead of the running one an eager send may go
+ * (sysfs eager_ahead's limit; the host model's reach), and its default. */
+#define KCOLL_SCHED_EARLY_MAX	64
+#define KCOLL_SCHED_EARLY_DEFAULT	16
+
 /*
  * May phase @j's send go while phase @cur (< @j) runs, before the phases
  * between have run? The engine does this for eager transfers, which carry
@@ -288,21 +293,28 @@ bool kcoll_sched_send_ahead(const struct kcoll_sched_args *a,
  * nothing received, from memory that nothing writes before phase @j would
  * have read it: not the receive or average of any phase from @cur on, nor
  * the copy of one after @cur (@cur's ran as it opened), nor @j's own copy
- * or receive. An empty send reads nothing and may always go. @pj is phase
- * @j; the phases between are computed. The host model sends such
- * transfers as early as this allows, with a copy of their bytes, to prove
- * it.
+ * or receive. Not an empty send: it reads nothing, but it says that its
+ * sender got to phase @j (a barrier's tokens, a broadcast's confirmation
+ * that the data came and was checked), which going early would make a
+ * lie. @pj is phase @j; the phases between are computed. The host model
+ * sends such transfers as early as this allows, with a copy of their
+ * bytes, to prove it.
  */
-/* The most phases ahead of the running one an eager send may go
- * (sysfs eager_ahead's limit; the host model's reach), and its default. */
-#define KCOLL_SCHED_EARLY_MAX	64
-#define KCOLL_SCHED_EARLY_DEFAULT	16
 bool kcoll_sched_send_early(const struct kcoll_sched_args *a, u32 cur,
 			    u32 j, const struct kcoll_phase *pj);
 /* Its test for one phase @pk before @pj (@running: the running one). */
 bool kcoll_sched_early_past(const struct kcoll_sched_args *a,
 			    const struct kcoll_phase *pk, bool running,
 			    const struct kcoll_phase *pj);
+
+/*
+ * The phases of @a up to its last that touches memory (copies, moves or
+ * averages a byte): after them only empty transfers remain (a broadcast's
+ * confirmation tokens back up its tree, a barrier's messages), and the
+ * engine lets a younger collective on the same buffers start (docs/
+ * DESIGN.md, "Several collectives in flight"). 0 for a barrier.
+ */
+u32 kcoll_sched_data_phases(const struct kcoll_sched_args *a);
 
 /* Phase @idx (< nphases) of @a; the result is fully initialised. */
 void kcoll_sched_phase(const struct kcoll_sched_args *a, u32 idx,

@@ -473,6 +473,8 @@ struct kcoll_task {
 	u64 gpu_posted_ns;		/* when step gpu_step was handed over */
 	bool started;
 	u32 nphases;
+	u32 data_phases;		/* those that touch memory: the rest
+					 * are empty (kcoll_sched_data_phases) */
 	u32 phase;			/* current */
 	bool phase_open;
 	struct kcoll_phase ph;

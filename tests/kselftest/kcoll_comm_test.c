@@ -851,7 +851,90 @@ static int kt_rank_inflight(struct tring *r, __u32 id, int rank, int n,
 	return 0;
 }
 
-/* Rank @rank of @n: run the collectives, return 0 or a failure code. */
+/*
+ * KT_BC_CHAIN broadcasts of one buffer, in place, submitted at once, the
+ * root of the i-th rank i % n: each root sends what the broadcast before
+ * left in the buffer, so every rank must end with rank 0's first values.
+ * A broadcast that read its buffer before the one ahead of it had landed
+ * there would send the root's own values instead. Each starts once the
+ * one ahead has run its phases that touch memory, beside its confirmation
+ * tokens (stats/colls_beside). 0 or an exit code.
+ */
+#define KT_BC_CHAIN	16
+#define KT_BC_CNT	64
+
+static int kt_rank_bcast_chain(struct tring *r, __u32 id, int rank, int n,
+			       float *a)
+{
+	int32_t *v = (int32_t *)a;
+	struct kcoll_sqe s;
+	size_t i;
+
+	for (i = 0; i < KT_BC_CNT; i++)
+		v[i] = rank * 100000 + (int32_t)i;
+	for (i = 0; i < KT_BC_CHAIN; i++) {
+		s = kt_coll(KCOLL_OP_BROADCAST, id, KCOLL_DTYPE_INT32, 0,
+			    (__u32)(i % (size_t)n), KT_BC_CNT, v, v);
+		s.user_data = i;
+		*kt_get_sqe(r) = s;
+	}
+	if (kt_enter(r, KT_BC_CHAIN, 0, 0, 0) != KT_BC_CHAIN)
+		return 90;
+	for (i = 0; i < KT_BC_CHAIN; i++) {
+		struct kcoll_cqe c;
+
+		while (kt_pop(r, &c))
+			if (kt_enter(r, 0, 1, KCOLL_ENTER_GETEVENTS, 0) < 0)
+				return 91;
+		if (c.user_data != i || c.res)
+			return kt_fail(rank, 92, c.res);
+	}
+	for (i = 0; i < KT_BC_CNT; i++)
+		if (v[i] != (int32_t)i) {
+			fprintf(stderr, "# rank %d: element %zu is %d, want %zu\n",
+				rank, i, v[i], i);
+			return 93;
+		}
+	return 0;
+}
+
+/*
+ * A barrier waits for every rank: after one that lines the ranks up, rank
+ * 1 sleeps KT_BAR_SLEEP_MS before the next, which every other rank must
+ * then spend at least most of that in. Its dissemination tokens are empty
+ * eager transfers: none may go before its rank has got to its phase
+ * (kcoll_sched_send_early()), or rank 0 would leave on ranks 2 and 3's
+ * word alone. 0 or an exit code.
+ */
+#define KT_BAR_SLEEP_MS	600
+
+static int kt_rank_barrier_waits(struct tring *r, __u32 id, int rank)
+{
+	struct kcoll_sqe s = kt_coll(KCOLL_OP_BARRIER, id, 0, 0, 0, 0, NULL,
+				     NULL);
+	struct timespec t0, t1;
+	long ms;
+	int res;
+
+	if ((res = kt_run(r, &s)))
+		return kt_fail(rank, 100, res);
+	if (rank == 1)
+		usleep(KT_BAR_SLEEP_MS * 1000);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	s = kt_coll(KCOLL_OP_BARRIER, id, 0, 0, 0, 0, NULL, NULL);
+	if ((res = kt_run(r, &s)))
+		return kt_fail(rank, 101, res);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ms = (t1.tv_sec - t0.tv_sec) * 1000 +
+	     (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	if (rank != 1 && ms < KT_BAR_SLEEP_MS / 2) {
+		fprintf(stderr, "# rank %d left the barrier after %ld ms, rank 1 came after %d\n",
+			rank, ms, KT_BAR_SLEEP_MS);
+		return 102;
+	}
+	return 0;
+}
+
 /*
  * An alltoall of 100 floats a block: through the NIC and the channel its
  * blocks go eagerly, every later phase's sent while the first runs
@@ -877,6 +960,7 @@ static int kt_small_alltoall(struct tring *r, __u32 id, int rank, int n,
 	return 0;
 }
 
+/* Rank @rank of @n: run the collectives, return 0 or a failure code. */
 static int kt_rank_main(const char *ip, int rank, int n, __u64 uid,
 			const char *key, int mismatch)
 {
@@ -907,6 +991,10 @@ static int kt_rank_main(const char *ip, int rank, int n, __u64 uid,
 		return kt_rank_p2p(&r, id, rank, n, a, b);
 	if (mismatch == 4)
 		return kt_rank_inflight(&r, id, rank, n, a);
+	if (mismatch == 5)
+		return kt_rank_bcast_chain(&r, id, rank, n, a);
+	if (mismatch == 6)
+		return kt_rank_barrier_waits(&r, id, rank);
 	if (mismatch) {
 		s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32,
 			    KCOLL_REDOP_SUM, 0, rank ? 1000 : 1001, a, b);
@@ -1706,6 +1794,76 @@ TEST_F_TIMEOUT(rxe, collectives_run_side_by_side_unless_they_overlap, 300)
 		}
 	}
 	EXPECT_EQ(0, kt_sysfs_write("algo/allreduce", "auto"));
+}
+
+/*
+ * A barrier of 4 ranks waits for its last one (kt_rank_barrier_waits()),
+ * through the NIC and on one node, its tokens eager both ways.
+ */
+TEST_F_TIMEOUT(rxe, barrier_waits_for_every_rank, 300)
+{
+	int codes[NPROC_MAX];
+
+	if (!getenv("KCOLL_IP"))
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "writing sysfs intra_node needs root");
+	ASSERT_EQ(16, kt_sysfs_read("eager_ahead"));
+	for (int w = 0; w < 2; w++) {
+		ASSERT_EQ(0, kt_sysfs_write("intra_node", w ? "1" : "0"));
+		EXPECT_EQ(0, kt_spawn(4, 0x1060 + w, -1, 6, codes, 0));
+		for (int k = 0; k < 4; k++) {
+			EXPECT_EQ(0, codes[k]) {
+				TH_LOG("intra_node %d: rank %d failed with code %d",
+				       w, k, codes[k]);
+			}
+		}
+	}
+}
+
+/*
+ * A chain of small broadcasts on one buffer (kt_rank_bcast_chain()):
+ * each waits for the one ahead of it to have landed and forwarded its
+ * data, not for its confirmation tokens back up the tree, so with sysfs
+ * colls_in_flight 4 some start beside an older one (stats/colls_beside),
+ * through the NIC and on one node; with 1 none does. The values passed
+ * down the chain come out right every way.
+ */
+TEST_F_TIMEOUT(rxe, broadcasts_on_one_buffer_overlap_their_tokens, 300)
+{
+	long long b0, b1;
+	int codes[NPROC_MAX];
+
+	if (!getenv("KCOLL_IP"))
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "writing sysfs colls_in_flight needs root");
+	ASSERT_EQ(4, kt_sysfs_read("colls_in_flight"));
+	for (int w = 0; w < 4; w++) {
+		ASSERT_EQ(0, kt_sysfs_write("colls_in_flight",
+					    w & 1 ? "1" : "4"));
+		ASSERT_EQ(0, kt_sysfs_write("intra_node", w & 2 ? "1" : "0"));
+		b0 = kt_sysfs_read("stats/colls_beside");
+		ASSERT_LE(0, b0);
+		EXPECT_EQ(0, kt_spawn(3, 0x1050 + w, -1, 5, codes, 0));
+		for (int k = 0; k < 3; k++) {
+			EXPECT_EQ(0, codes[k]) {
+				TH_LOG("colls_in_flight %s intra_node %d: rank %d failed with code %d",
+				       w & 1 ? "1" : "4", !!(w & 2), k,
+				       codes[k]);
+			}
+		}
+		b1 = kt_sysfs_read("stats/colls_beside");
+		TH_LOG("colls_in_flight %s intra_node %d: %lld of the 3 ranks' %d broadcasts each started beside an older one",
+		       w & 1 ? "1" : "4", !!(w & 2), b1 - b0, KT_BC_CHAIN);
+		if (w & 1) {
+			EXPECT_EQ(b0, b1);
+		} else {
+			EXPECT_LT(b0, b1);
+		}
+	}
+	EXPECT_EQ(0, kt_sysfs_write("colls_in_flight", "4"));
+	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
 }
 
 /*

@@ -459,6 +459,12 @@ bool mop_init(struct mop *m, const struct spec *s, u32 r)
 	if (!UNIT_EQ_INT(kcoll_sched_check(a), 0))
 		return false;
 	m->nph = kcoll_sched_nphases(a);
+	m->data_phases = kcoll_sched_data_phases(a);
+	if (m->data_phases > m->nph) {
+		MFAIL(m, "%u phases touch memory of %u", m->data_phases,
+		      m->nph);
+		return false;
+	}
 	if (m->nph != expected_nphases(a)) {
 		MFAIL(m, "nphases %u, expected %u", m->nph,
 		      expected_nphases(a));
@@ -743,6 +749,13 @@ static union elem *reg(struct mop *m, struct kcoll_sregion r)
 	return m->buf[r.buf] + r.off;
 }
 
+/* Does @p copy, move or average any byte? */
+static bool phase_moves(const struct kcoll_phase *p)
+{
+	return p->copy.cnt || p->avg_cnt || (p->has_send && p->send.cnt) ||
+	       (p->has_recv && p->recv.cnt);
+}
+
 /* Enter rank @r's next phase (copy first); false on an invalid phase. */
 static bool enter_phase(struct world *w, u32 r)
 {
@@ -764,6 +777,17 @@ static bool enter_phase(struct world *w, u32 r)
 	kcoll_sched_phase(&m->a, rk->ph, p);
 	if (!phase_valid(m, rk->ph, p))
 		return false;
+	/* Only empty transfers after the phases that touch memory, and
+	 * the last of those does (kcoll_sched_data_phases()). */
+	if ((rk->ph >= m->data_phases) == phase_moves(p) &&
+	    (rk->ph >= m->data_phases || rk->ph + 1 == m->data_phases)) {
+		MFAIL(m, "phase %u %s memory, %u of %u phases said to", rk->ph,
+		      phase_moves(p) ? "touches" : "touches no", m->data_phases,
+		      m->nph);
+		return false;
+	}
+	if (rk->ph >= m->data_phases)
+		stats.empty_tail++;
 	/* Landed or sent ahead (before this copy, which must not touch
 	 * either). */
 	rk->recv_done = !p->has_recv || (rk->ph && rk->ahead_done);

@@ -64,6 +64,7 @@ struct mop {
 	const struct spec *s;
 	struct kcoll_sched_args a;
 	u32 nph;
+	u32 data_phases;	/* kcoll_sched_data_phases() */
 	union elem *buf[KCOLL_SBUF_NR];
 	u64 len[KCOLL_SBUF_NR];
 	union elem *in;		/* copy of the rank's input, for checks */
@@ -122,6 +123,7 @@ struct sched_model_stats {
 	u64 sent_ahead;		/* ... and transfers that did */
 	u64 sent_early;		/* transfers that went early, copied */
 	u64 early_reach;	/* the most phases ahead one went */
+	u64 empty_tail;		/* phases after the last touching memory */
 };
 extern struct sched_model_stats stats;
 /* Varies the inputs from one run to the next. */

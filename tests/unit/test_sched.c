@@ -1712,8 +1712,8 @@ static void test_send_early(void)
 	UNIT_CHECK(kcoll_sched_send_early(&a, 0, 2, &pj));
 	UNIT_CHECK(kcoll_sched_send_early(&a, 1, 3, &pj));
 	UNIT_CHECK(!kcoll_sched_send_early(&a, 2, 2, &pj));	/* not later */
-	pj.send.cnt = 0;			/* reads nothing */
-	UNIT_CHECK(kcoll_sched_send_early(&a, 0, 2, &pj));
+	pj.send.cnt = 0;			/* a token */
+	UNIT_CHECK(!kcoll_sched_send_early(&a, 0, 2, &pj));
 	SE_RESET();
 	pj.send.fwd = true;			/* what it receives */
 	UNIT_CHECK(!kcoll_sched_send_early(&a, 0, 2, &pj));
@@ -1764,6 +1764,40 @@ static void test_send_early(void)
 #undef SE_RESET
 }
 
+/*
+ * kcoll_sched_data_phases(): a broadcast's confirmation tokens and a
+ * barrier's messages touch no memory, so a younger collective on the same
+ * buffers may start once the phases before them are done; every other
+ * schedule here touches memory to its last phase. (The model checks the
+ * count on every schedule it executes.)
+ */
+static void test_data_phases(void)
+{
+	struct kcoll_sched_args a = { .opcode = KCOLL_OP_BROADCAST,
+				      .nranks = 8, .count = 5 };
+	u32 r;
+
+	for (r = 0; r < 8; r++) {
+		a.rank = r;
+		a.algo = KCOLL_ALGO_BINOMIAL;
+		UNIT_EQ_UINT(kcoll_sched_nphases(&a), 6);
+		UNIT_EQ_UINT(kcoll_sched_data_phases(&a), 3);
+		a.algo = KCOLL_ALGO_CHAIN;
+		UNIT_EQ_UINT(kcoll_sched_nphases(&a), 2);
+		UNIT_EQ_UINT(kcoll_sched_data_phases(&a), 1);
+	}
+	a.opcode = KCOLL_OP_BARRIER;
+	a.algo = KCOLL_ALGO_DEFAULT;
+	a.count = 0;
+	UNIT_EQ_UINT(kcoll_sched_data_phases(&a), 0);
+	a.opcode = KCOLL_OP_ALLREDUCE;
+	a.redop = KCOLL_REDOP_SUM;
+	a.count = 100;
+	UNIT_EQ_UINT(kcoll_sched_data_phases(&a), kcoll_sched_nphases(&a));
+	a.count = 0;			/* nothing at all */
+	UNIT_EQ_UINT(kcoll_sched_data_phases(&a), 0);
+}
+
 int main(int argc, char **argv)
 {
 	unit_init(argc, argv);
@@ -1800,6 +1834,7 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_recv_ahead);
 	UNIT_RUN(test_send_ahead);
 	UNIT_RUN(test_send_early);
+	UNIT_RUN(test_data_phases);
 	arena_free();
 	unit_diag("%" PRIu64 " runs executed: %" PRIu64 " phases, %"
 		  PRIu64 " transfers, %" PRIu64 " of them landed ahead of "
@@ -1809,12 +1844,14 @@ int main(int argc, char **argv)
 		  stats.landed_ahead, stats.ahead, stats.sent_ahead,
 		  stats.sahead);
 	unit_diag("%" PRIu64 " transfers went early, with a copy of their "
-		  "bytes, up to %" PRIu64 " phases ahead",
-		  stats.sent_early, stats.early_reach);
+		  "bytes, up to %" PRIu64 " phases ahead; %" PRIu64 " phases "
+		  "executed after their operation's last touching memory",
+		  stats.sent_early, stats.early_reach, stats.empty_tail);
 	/* The early landings and sends above ran: every result was checked
 	 * with them (kcoll_sched_recv_ahead(), kcoll_sched_send_ahead()). */
 	UNIT_CHECK(stats.landed_ahead > 0);
 	UNIT_CHECK(stats.sent_ahead > 0);
 	UNIT_CHECK(stats.sent_early > 0 && stats.early_reach > 1);
+	UNIT_CHECK(stats.empty_tail > 0);
 	return unit_done();
 }
