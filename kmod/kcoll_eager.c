@@ -624,8 +624,10 @@ void kcoll_op_send_early(struct kcoll_task *op)
 		return;
 	if (lim > op->nphases)
 		lim = op->nphases;
-	if (op->early_next <= op->phase)
+	if (op->early_next <= op->phase) {
 		op->early_next = op->phase + 1;
+		op->early_ok = false;
+	}
 	while (op->early_next < lim) {
 		struct kcoll_conn *conn;
 		struct kcoll_phase nx;
@@ -639,16 +641,20 @@ void kcoll_op_send_early(struct kcoll_task *op)
 		len = nx.send.cnt * op->esize;
 		conn = kcoll_conn_of(op->comm, nx.send.peer);
 		if (!conn || !kcoll_op_eager(op, conn, len) ||
-		    !kcoll_sched_send_early(&op->args, op->phase,
-					    op->early_next, &nx)) {
+		    (!op->early_ok &&
+		     !kcoll_sched_send_early(&op->args, op->phase,
+					     op->early_next, &nx))) {
 			op->early_stop = true;
 			return;
 		}
+		/* Still true once later phases run: fewer are between. */
+		op->early_ok = true;
 		if (!kcoll_eager_post(op, conn, op->early_next,
 				      op->bufs[nx.send.src.buf].vaddr +
 				      nx.send.src.off * op->esize, len, true))
 			return;		/* the next completion or CREDIT */
 		kcoll_stat_add(KCOLL_STAT_EAGER_AHEAD, 1);
+		op->early_ok = false;
 		op->early_next++;
 	}
 }

@@ -511,6 +511,8 @@ struct kcoll_task {
 	 */
 	u32 early_next;
 	bool early_stop;
+	bool early_ok;			/* the rule let early_next go: it
+					 * waits for a slot */
 	u32 writes_inflight;
 	bool abort_deferred;		/* ABORTs wait for writes_inflight */
 	u32 grants_out;			/* issued by this op, data not in */
