@@ -1731,6 +1731,31 @@ TEST_F_TIMEOUT(rxe, eager_small_transfers_need_no_grant, 300)
 }
 
 /*
+ * Setting @w of the in-flight tests: bit 0, sysfs colls_in_flight 1 (else
+ * 4); bit 1, intra_node 1 (else through the NIC). 0 or the write's error.
+ */
+static int kt_window_set(int w)
+{
+	int err = kt_sysfs_write("colls_in_flight", w & 1 ? "1" : "4");
+
+	return err ?: kt_sysfs_write("intra_node", w & 2 ? "1" : "0");
+}
+
+/* 3 ranks of program @mode (kt_spawn()) under setting @w: 0, or the
+ * first failing rank's code, each failure named. */
+static int kt_window_spawn(int w, __u64 uid, int mode)
+{
+	int codes[NPROC_MAX];
+	int first = kt_spawn(3, uid, -1, mode, codes, 0);
+
+	for (int k = 0; k < 3; k++)
+		if (codes[k])
+			fprintf(stderr, "# colls_in_flight %s intra_node %d: rank %d failed with code %d\n",
+				w & 1 ? "1" : "4", !!(w & 2), k, codes[k]);
+	return first;
+}
+
+/*
  * sysfs colls_in_flight (docs/DESIGN.md, "Several collectives in flight"):
  * with 4, collectives on buffers of their own start while older ones run
  * (stats/colls_beside), and a chain on one buffer waits, each for the one
@@ -1746,7 +1771,6 @@ TEST_F_TIMEOUT(rxe, eager_small_transfers_need_no_grant, 300)
 TEST_F_TIMEOUT(rxe, collectives_run_side_by_side_unless_they_overlap, 300)
 {
 	long long b0, b1, o0, o1, e0, e1;
-	int codes[NPROC_MAX];
 
 	if (!getenv("KCOLL_IP"))
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
@@ -1758,23 +1782,14 @@ TEST_F_TIMEOUT(rxe, collectives_run_side_by_side_unless_they_overlap, 300)
 	ASSERT_EQ(0, kt_sysfs_write("algo/allreduce", "ring"));
 	/* Through the NIC, and on one node through the channel. */
 	for (int w = 0; w < 4; w++) {
-		ASSERT_EQ(0, kt_sysfs_write("colls_in_flight",
-					    w & 1 ? "1" : "4"));
-		ASSERT_EQ(0, kt_sysfs_write("intra_node", w & 2 ? "1" : "0"));
+		ASSERT_EQ(0, kt_window_set(w));
 		b0 = kt_sysfs_read("stats/colls_beside");
 		o0 = kt_sysfs_read("stats/colls_overlap_waits");
 		e0 = kt_sysfs_read("stats/eager_beside");
 		ASSERT_LE(0, b0);
 		ASSERT_LE(0, o0);
 		ASSERT_LE(0, e0);
-		EXPECT_EQ(0, kt_spawn(3, 0x1040 + w, -1, 4, codes, 0));
-		for (int k = 0; k < 3; k++) {
-			EXPECT_EQ(0, codes[k]) {
-				TH_LOG("colls_in_flight %s intra_node %d: rank %d failed with code %d",
-				       w & 1 ? "1" : "4", !!(w & 2), k,
-				       codes[k]);
-			}
-		}
+		EXPECT_EQ(0, kt_window_spawn(w, 0x1040 + w, 4));
 		b1 = kt_sysfs_read("stats/colls_beside");
 		o1 = kt_sysfs_read("stats/colls_overlap_waits");
 		e1 = kt_sysfs_read("stats/eager_beside");
@@ -1832,7 +1847,6 @@ TEST_F_TIMEOUT(rxe, barrier_waits_for_every_rank, 300)
 TEST_F_TIMEOUT(rxe, broadcasts_on_one_buffer_overlap_their_tokens, 300)
 {
 	long long b0, b1;
-	int codes[NPROC_MAX];
 
 	if (!getenv("KCOLL_IP"))
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
@@ -1840,19 +1854,10 @@ TEST_F_TIMEOUT(rxe, broadcasts_on_one_buffer_overlap_their_tokens, 300)
 		SKIP(return, "writing sysfs colls_in_flight needs root");
 	ASSERT_EQ(4, kt_sysfs_read("colls_in_flight"));
 	for (int w = 0; w < 4; w++) {
-		ASSERT_EQ(0, kt_sysfs_write("colls_in_flight",
-					    w & 1 ? "1" : "4"));
-		ASSERT_EQ(0, kt_sysfs_write("intra_node", w & 2 ? "1" : "0"));
+		ASSERT_EQ(0, kt_window_set(w));
 		b0 = kt_sysfs_read("stats/colls_beside");
 		ASSERT_LE(0, b0);
-		EXPECT_EQ(0, kt_spawn(3, 0x1050 + w, -1, 5, codes, 0));
-		for (int k = 0; k < 3; k++) {
-			EXPECT_EQ(0, codes[k]) {
-				TH_LOG("colls_in_flight %s intra_node %d: rank %d failed with code %d",
-				       w & 1 ? "1" : "4", !!(w & 2), k,
-				       codes[k]);
-			}
-		}
+		EXPECT_EQ(0, kt_window_spawn(w, 0x1050 + w, 5));
 		b1 = kt_sysfs_read("stats/colls_beside");
 		TH_LOG("colls_in_flight %s intra_node %d: %lld of the 3 ranks' %d broadcasts each started beside an older one",
 		       w & 1 ? "1" : "4", !!(w & 2), b1 - b0, KT_BC_CHAIN);
