@@ -312,6 +312,7 @@ void kcoll_coll_issue(struct kcoll_req *req)
 		goto out_put;
 	}
 	op->req = req;
+	op->user_data = sqe->user_data;
 	op->comm = comm;
 	op->t_submit = ktime_get_ns();
 	op->report_peer = ~0U;

@@ -212,6 +212,26 @@ static bool kcoll_comm_is_shut(struct kcoll_comm *comm, void *unused)
 /* How long a leaving comm waits for its BYEs to be acknowledged. */
 #define KCOLL_BYE_WAIT_MS	500
 
+/*
+ * How long a destroy waits for the confirmation tokens of broadcasts that
+ * returned before them (kcoll_comm_confirmed()).
+ */
+#define KCOLL_LINGER_MS		5000
+
+/*
+ * Nothing has returned to the caller unconfirmed (docs/DESIGN.md,
+ * "Confirmations behind"), or it never will be: the comm failed.
+ */
+static bool kcoll_comm_confirmed(struct kcoll_comm *comm, void *unused)
+{
+	bool done;
+
+	mutex_lock(&comm->lock);
+	done = !comm->nr_returned || comm->error || comm->shutting_down;
+	mutex_unlock(&comm->lock);
+	return done;
+}
+
 /* Every send posted on a live connection has completed. */
 static bool kcoll_comm_sends_done(struct kcoll_comm *comm, void *unused)
 {
@@ -397,6 +417,14 @@ static void kcoll_comm_destroy(struct kcoll_ctx *ctx, struct kcoll_comm *comm)
 	struct kcoll_mem *mem, *tmp;
 
 	lockdep_assert_held(&ctx->comm_lock);
+	/*
+	 * A broadcast that returned before its confirmation tokens were in
+	 * still owes its peers its own token: leaving first would fail
+	 * theirs (our BYE says we did not complete it). Bounded: its peers'
+	 * loss or its deadline ends it sooner.
+	 */
+	kcoll_comm_wait(comm, kcoll_comm_confirmed, NULL,
+			msecs_to_jiffies(KCOLL_LINGER_MS), false);
 	kcoll_comm_unlist(comm);
 	kcoll_comm_shutdown(comm, -ECANCELED);
 	kcoll_comm_revoke_flush(comm);

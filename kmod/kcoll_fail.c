@@ -549,7 +549,7 @@ void kcoll_report_set(struct kcoll_task *op, u64 ns)
 
 	kcoll_op_reason(op);
 	kfree(r->missing);
-	r->user_data = op->req->sqe.user_data;
+	r->user_data = op->user_data;
 	r->seq = op->seq;
 	r->error = op->error;
 	r->reason = op->reason;

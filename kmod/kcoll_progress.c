@@ -498,15 +498,38 @@ void kcoll_op_complete(struct kcoll_task *op)
 	int res = op->error;
 	u32 cflags = 0;
 
-	if (res < 0) {
+	if (op->returned) {
+		/*
+		 * Its caller has its CQE already: a failure now (a peer's
+		 * signature differed, one was lost before confirming) goes
+		 * with the next collective to complete, and is the report.
+		 */
+		comm->nr_returned--;
+		if (!comm->nr_returned)
+			wake_up_all(&comm->wait);	/* a destroy lingers */
+		if (res < 0) {
+			kcoll_report_set(op, ns);
+			if (!comm->late_err)
+				comm->late_err = res;
+			kcoll_stat_add(KCOLL_STAT_LATE_ERRORS, 1);
+		}
+	} else if (res < 0) {
 		kcoll_report_set(op, ns);
+		cflags = KCOLL_CQE_F_REPORT;
+	} else if (comm->late_err && op->kind == KCOLL_KIND_COLL) {
+		/* An earlier broadcast failed after it returned: its report
+		 * stands (kcoll_report_set() above, then). */
+		res = comm->late_err;
+		comm->late_err = 0;
 		cflags = KCOLL_CQE_F_REPORT;
 	}
 	kcoll_op_time_done(op);
-	kcoll_opstats_add(&comm->stats, op->bytes, res, ns);
-	if (comm->dstats)
-		kcoll_opstats_add(comm->dstats, op->bytes, res, ns);
-	kcoll_opstats_add(&kcoll_node_stats, op->bytes, res, ns);
+	if (!op->returned) {
+		kcoll_opstats_add(&comm->stats, op->bytes, res, ns);
+		if (comm->dstats)
+			kcoll_opstats_add(comm->dstats, op->bytes, res, ns);
+		kcoll_opstats_add(&kcoll_node_stats, op->bytes, res, ns);
+	}
 	list_del(&op->node);
 	list_del(&op->all);
 	comm->nr_ops--;
@@ -519,7 +542,64 @@ void kcoll_op_complete(struct kcoll_task *op)
 	if (op->gpu)
 		kcoll_gpu_op_end(op, res);
 	kcoll_op_free(op);
-	kcoll_req_complete_flags(req, res, cflags);
+	if (req)
+		kcoll_req_complete_flags(req, res, cflags);
+}
+
+/*
+ * May @op, whose older collectives have all returned, return to its
+ * caller now, before it is over (docs/DESIGN.md, "Confirmations
+ * behind")? Only a broadcast whose data phases are done and whose every
+ * grant has died: what is left of it is its confirmation tokens, empty
+ * transfers that touch no memory, or only the completions of its writes
+ * (those of its data read bounces of ours, or have completed: a granted
+ * write's bytes count as sent once it has). Not while an earlier one's late error
+ * waits for a CQE to go with (this one's then), nor past sysfs
+ * confirm_behind of them per communicator. Must hold comm->lock.
+ */
+static bool kcoll_op_may_return(struct kcoll_task *op)
+{
+	struct kcoll_comm *comm = op->comm;
+
+	return op->kind == KCOLL_KIND_COLL && !op->returned &&
+	       op->args.opcode == KCOLL_OP_BROADCAST && !op->gpu &&
+	       op->started && !op->error && op->data_phases &&
+	       (op->finished || op->phase >= op->data_phases) &&
+	       !op->grants_out && !op->gmrs && !comm->late_err &&
+	       comm->nr_returned < kcoll_confirm_behind();
+}
+
+/*
+ * @op's CQE goes now; the op runs on without its request, and without
+ * its buffers (none of its phases left touches them): a registration it
+ * used may be deregistered at once, as after any collective.
+ */
+static void kcoll_op_return(struct kcoll_task *op)
+{
+	struct kcoll_comm *comm = op->comm;
+	u64 ns = ktime_get_ns() - op->t_submit;
+
+	lockdep_assert_held(&comm->lock);
+	kcoll_op_release(op);
+	kcoll_opstats_add(&comm->stats, op->bytes, 0, ns);
+	if (comm->dstats)
+		kcoll_opstats_add(comm->dstats, op->bytes, 0, ns);
+	kcoll_opstats_add(&kcoll_node_stats, op->bytes, 0, ns);
+	op->returned = true;
+	comm->nr_returned++;
+	kcoll_stat_add(KCOLL_STAT_RETURNED_EARLY, 1);
+	kcoll_req_complete_flags(op->req, 0, 0);
+	op->req = NULL;
+}
+
+/*
+ * Has @o, started, run every phase that touches its memory, without
+ * failing? What is left of it moves no byte: a collective on the same
+ * buffers may start beside it.
+ */
+static bool kcoll_op_data_done(const struct kcoll_task *o)
+{
+	return o->started && !o->error && o->phase >= o->data_phases;
 }
 
 /*
@@ -534,21 +614,12 @@ static void kcoll_op_settle(struct kcoll_task *op)
 	struct kcoll_comm *comm = op->comm;
 	u32 i;
 
-	if (!op->gmrs || !(op->finished || op->error))
+	if (!op->gmrs || !(op->finished || op->error ||
+			   kcoll_op_data_done(op)))
 		return;
 	for (i = 0; i < comm->nranks; i++)
 		if (comm->conns[i] && comm->conns[i]->xp->reclaim)
 			comm->conns[i]->xp->reclaim(comm->conns[i]);
-}
-
-/*
- * Has @o, started, run every phase that touches its memory, without
- * failing? What is left of it moves no byte: a collective on the same
- * buffers may start beside it.
- */
-static bool kcoll_op_data_done(const struct kcoll_task *o)
-{
-	return o->started && !o->error && o->phase >= o->data_phases;
 }
 
 /*
@@ -560,7 +631,9 @@ static bool kcoll_op_data_done(const struct kcoll_task *o)
  * hold back an older one of its own communicator: kcoll_op_held()), and
  * no page it writes touched by one of theirs, nor one it reads written by
  * one of theirs, unless that one is past its last phase that touches
- * memory (kcoll_op_data_done()).
+ * memory (kcoll_op_data_done()). @pos counts the older ones that have
+ * not returned (kcoll_op_return(): those are past their data and bounded
+ * by sysfs confirm_behind instead).
  */
 static bool kcoll_op_may_join(struct kcoll_task *op, u32 pos)
 {
@@ -582,6 +655,8 @@ static bool kcoll_op_may_join(struct kcoll_task *op, u32 pos)
 				kcoll_stat_add(KCOLL_STAT_COLLS_BESIDE, 1);
 			return true;
 		}
+		if (o->returned)
+			continue;
 		if (o->gpu || o->prio < op->prio)
 			return false;
 		/* Only empty transfers left (a broadcast's confirmation
@@ -609,14 +684,15 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 {
 	struct kcoll_task *op, *tmp;
 	bool again;
-	u32 i;
+	u32 i, pos;
 
 	lockdep_assert_held(&comm->lock);
 	do {
 		again = false;
 		i = 0;
+		pos = 0;	/* older ones not returned */
 		list_for_each_entry_safe(op, tmp, &comm->colls, node) {
-			if (i && !op->started && !kcoll_op_may_join(op, i))
+			if (i && !op->started && !kcoll_op_may_join(op, pos))
 				break;
 			if (!op->finished && !op->error)
 				kcoll_op_progress(op);
@@ -628,6 +704,10 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 				again = true;	/* the next is the head */
 				break;
 			}
+			/* Every older one has returned: its CQE may go
+			 * before its tokens are in, in seq order. */
+			if (!pos && kcoll_op_may_return(op))
+				kcoll_op_return(op);
 			/* The head, failed: its drain clock runs now. */
 			if (!i && op->error && op->started)
 				kcoll_op_drain_arm(op);
@@ -652,6 +732,8 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 			if (!op->started)
 				break;
 			i++;
+			if (!op->returned)
+				pos++;
 		}
 		for (i = 0; i < comm->nranks; i++) {
 			struct kcoll_conn *conn = comm->conns[i];

@@ -71,6 +71,8 @@ KCOLL_STAT_ATTR(eager_beside, KCOLL_STAT_EAGER_BESIDE);
 KCOLL_STAT_ATTR(grants_ahead, KCOLL_STAT_GRANTS_AHEAD);
 KCOLL_STAT_ATTR(sends_ahead, KCOLL_STAT_SENDS_AHEAD);
 KCOLL_STAT_ATTR(eager_ahead, KCOLL_STAT_EAGER_AHEAD);
+KCOLL_STAT_ATTR(returned_early, KCOLL_STAT_RETURNED_EARLY);
+KCOLL_STAT_ATTR(late_errors, KCOLL_STAT_LATE_ERRORS);
 /* The node's profile of collectives (struct kcoll_opstats.prof). */
 #define KCOLL_PROF_ATTR(_name, _idx)					\
 	static ssize_t _name##_show(struct device *dev,			\
@@ -169,6 +171,8 @@ static struct attribute *kcoll_stats_attrs[] = {
 	&dev_attr_grants_ahead.attr,
 	&dev_attr_sends_ahead.attr,
 	&dev_attr_eager_ahead.attr,
+	&dev_attr_returned_early.attr,
+	&dev_attr_late_errors.attr,
 	&dev_attr_time_ops.attr,
 	&dev_attr_time_phases.attr,
 	&dev_attr_time_total_ns.attr,

@@ -44,6 +44,11 @@ enum kcoll_stat {
 	KCOLL_STAT_EAGER_AHEAD,		/* eager transfers of a collective's
 					 * later phase, sent while one ran
 					 * (in eager_sends too) */
+	KCOLL_STAT_RETURNED_EARLY,	/* broadcasts returned to their caller
+					 * before their confirmation tokens
+					 * were in (sysfs confirm_behind) */
+	KCOLL_STAT_LATE_ERRORS,		/* ... that failed after that: their
+					 * error went with a later collective */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);

@@ -43,7 +43,8 @@ enum {
 	KCOLL_KNOB_USER_QPS, KCOLL_KNOB_USER_KERNEL_MB,
 	KCOLL_KNOB_USER_DMABUF_MB, KCOLL_KNOB_GPU_POLL_US,
 	KCOLL_KNOB_REG_CACHE_MB, KCOLL_KNOB_COLLS_IN_FLIGHT,
-	KCOLL_KNOB_PHASES_AHEAD, KCOLL_KNOB_EAGER_AHEAD, KCOLL_KNOB_NR
+	KCOLL_KNOB_PHASES_AHEAD, KCOLL_KNOB_EAGER_AHEAD,
+	KCOLL_KNOB_CONFIRM_BEHIND, KCOLL_KNOB_NR
 };
 
 static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
@@ -121,6 +122,12 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	[KCOLL_KNOB_EAGER_AHEAD] = { "eager_ahead",
 				     KCOLL_SCHED_EARLY_DEFAULT, 0,
 				     KCOLL_SCHED_EARLY_MAX, false },
+	/* Broadcasts of one communicator that may have returned to their
+	 * callers while their confirmation tokens are still on the way
+	 * (docs/DESIGN.md, "Confirmations behind"); 0: a broadcast
+	 * returns only once confirmed. */
+	[KCOLL_KNOB_CONFIRM_BEHIND] = { "confirm_behind", 16, 0,
+					KCOLL_CONFIRM_BEHIND_MAX, false },
 };
 
 u32 kcoll_user_max(enum kcoll_quota_kind kind)
@@ -163,6 +170,11 @@ u32 kcoll_phases_ahead(void)
 u32 kcoll_eager_ahead(void)
 {
 	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_EAGER_AHEAD].val);
+}
+
+u32 kcoll_confirm_behind(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_CONFIRM_BEHIND].val);
 }
 
 u32 kcoll_reg_cache_mb(void)
@@ -382,6 +394,10 @@ module_param_cb(eager_ahead, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_EAGER_AHEAD], 0644);
 MODULE_PARM_DESC(eager_ahead,
 		 "How many phases ahead of the running one a collective's small (eager) transfers may be sent, where nothing before them touches their bytes (0..64; 0: none; default 16)");
+module_param_cb(confirm_behind, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_CONFIRM_BEHIND], 0644);
+MODULE_PARM_DESC(confirm_behind,
+		 "Broadcasts per communicator that may have returned while their confirmation tokens are still on the way (0..64; 0: a broadcast returns once confirmed; default 16)");
 MODULE_PARM_DESC(connect_timeout_ms,
 		 "How long COMM_CREATE waits for every peer by default (100..3600000 ms; default 60000)");
 
@@ -446,6 +462,7 @@ KCOLL_KNOB_ATTR(reg_cache_mb, KCOLL_KNOB_REG_CACHE_MB);
 KCOLL_KNOB_ATTR(colls_in_flight, KCOLL_KNOB_COLLS_IN_FLIGHT);
 KCOLL_KNOB_ATTR(phases_ahead, KCOLL_KNOB_PHASES_AHEAD);
 KCOLL_KNOB_ATTR(eager_ahead, KCOLL_KNOB_EAGER_AHEAD);
+KCOLL_KNOB_ATTR(confirm_behind, KCOLL_KNOB_CONFIRM_BEHIND);
 
 static ssize_t listen_port_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
@@ -533,6 +550,7 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_colls_in_flight.attr.attr,
 	&kcoll_attr_phases_ahead.attr.attr,
 	&kcoll_attr_eager_ahead.attr.attr,
+	&kcoll_attr_confirm_behind.attr.attr,
 	&dev_attr_listen_port.attr,
 	&dev_attr_devices.attr,
 	&dev_attr_abi_version.attr,

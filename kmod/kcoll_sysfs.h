@@ -30,6 +30,9 @@ u32 kcoll_reg_cache_mb(void);
 u32 kcoll_colls_in_flight(void);
 u32 kcoll_phases_ahead(void);	/* 0, 1 grants, 2 grants and sends */
 u32 kcoll_eager_ahead(void);	/* phases; 0: none */
+/* Broadcasts returned before their confirmations, per communicator. */
+#define KCOLL_CONFIRM_BEHIND_MAX	64
+u32 kcoll_confirm_behind(void);
 extern unsigned int kcoll_listen_port;	/* module parameter; sysfs moves it */
 extern const struct attribute_group *kcoll_attr_groups[];
 

@@ -553,6 +553,10 @@ struct kcoll_task {
 	u32 *missing;			/* timed out: ranks still waited for */
 	u32 nmissing;
 	u64 t_submit;			/* ktime_get_ns() at submission */
+	u64 user_data;			/* its SQE's, for the report */
+	bool returned;			/* its CQE went before its confirmation
+					 * tokens were in; @req is NULL since
+					 * (kcoll_op_return()) */
 	/*
 	 * Where a collective's time goes (sysfs stats time_*, added when
 	 * it completes without error): ktime_get_ns() when it started,
@@ -667,6 +671,10 @@ struct kcoll_comm {
 
 	u32 coll_seq;			/* next collective seq to assign */
 	u32 coll_done_seq;		/* collectives finished */
+	u32 nr_returned;		/* in @colls, returned to the caller
+					 * before confirmed (op->returned) */
+	int late_err;			/* one of those failed since: the next
+					 * collective to complete reports it */
 	struct list_head colls;		/* queued collectives, head active */
 	struct list_head ops;		/* every op in flight */
 	u32 nr_ops;

@@ -52,6 +52,10 @@
  *           by rank 0 before and after, per collective in microseconds:
  *           queued, per phase waiting for the first byte to move and
  *           moving (the CPU landing it, within), signatures, settling
+ *   -1      one at a time: each iteration waits for its own completion
+ *           before the next is issued, as a loop of blocking calls (an
+ *           MPI benchmark's); a line under each row gives every rank's
+ *           own time per operation (the table's is the slowest rank's)
  *
  * Columns as nccl-tests: size in bytes (for allgather, reduce_scatter,
  * alltoall, gather and scatter the whole n*count buffer), count per rank,
@@ -103,6 +107,7 @@ static struct {
 	int cpu;
 	int gpu;
 	int bufs;		/* -B */
+	int blocking;		/* -1: each waited for before the next */
 } o = {
 	.minbytes = 8, .maxbytes = 8 << 20, .factor = 2,
 	.dt = COLL_DTYPE_FP32, .op = COLL_REDOP_SUM, .colls = 1u << CHK_ALLREDUCE,
@@ -267,8 +272,9 @@ static double run_stream(const struct chk_case *c, void *send, void *recv,
 }
 
 /*
- * @iters operations back to back, then wait for all; seconds per op.
- * @issue_one issues one (into up to two requests) from @ctx.
+ * @iters operations back to back, then wait for all (-1: each waited
+ * for before the next is issued, as a loop of blocking calls); seconds
+ * per op. @issue_one issues one (into up to two requests) from @ctx.
  */
 static double run_iters(int (*issue_one)(const void *ctx, coll_request **req),
 			const void *ctx, const char *name, int iters)
@@ -284,6 +290,15 @@ static double run_iters(int (*issue_one)(const void *ctx, coll_request **req),
 		ret = issue_one(ctx, &req[2 * i]);
 		if (ret)
 			die("issuing", ret);
+		for (int k = 2 * i; o.blocking && k < 2 * i + 2; k++) {
+			if (!req[k])
+				continue;
+			ret = coll_wait(req[k]);
+			coll_request_free(req[k]);
+			req[k] = NULL;
+			if (ret && !first)
+				first = ret;
+		}
 	}
 	for (i = 0; i < 2 * iters; i++) {
 		if (!req[i])
@@ -377,6 +392,8 @@ static const char *const prof_names[] = {
 };
 #define PROF_N	(sizeof(prof_names) / sizeof(prof_names[0]))
 static char prof_line[256];
+/* -1: each rank's own time per operation, for rank 0 to print. */
+static char rank_line[512];
 
 static bool prof_read(double *v)
 {
@@ -425,6 +442,30 @@ static void prof_report(const double *a, const double *b)
 		 (d[8] - d[2] - d[3] - d[4] - d[6] - d[7]) / ops / 1e3);
 }
 
+/*
+ * -1: every rank's own time per operation into rank_line (a rooted
+ * collective's root returns once its part is done; the table's time is
+ * the slowest rank's).
+ */
+static void rank_times(double t)
+{
+	double *all = calloc((size_t)nranks, sizeof(double));
+	size_t w;
+	int ret, i;
+
+	if (!all)
+		die("calloc", -ENOMEM);
+	ret = coll_allgather(&t, all, 1, COLL_DTYPE_FP64, comm);
+	if (ret)
+		die("allgather of the ranks' times", ret);
+	w = (size_t)snprintf(rank_line, sizeof(rank_line),
+			     "#   each rank's own time (us per op):");
+	for (i = 0; i < nranks && w < sizeof(rank_line); i++)
+		w += (size_t)snprintf(rank_line + w, sizeof(rank_line) - w,
+				      " %d: %.0f", i, all[i] * 1e6);
+	free(all);
+}
+
 /* Time and check one placement; prints its columns on rank 0. */
 static void measure(struct chk_case *c, void *sbuf, void *rbuf, size_t size)
 {
@@ -464,6 +505,8 @@ static void measure(struct chk_case *c, void *sbuf, void *rbuf, size_t size)
 	t = (o.gpu ? run_stream : run)(c, send, recv, o.iters);
 	if (prof && prof_read(p1))
 		prof_report(p0, p1);
+	if (o.blocking && !c->in_place)
+		rank_times(t);
 	if (o.cpu && !c->in_place) {
 		double n1 = bench_node_busy();
 
@@ -626,8 +669,9 @@ static void bench(enum chk_coll coll)
 				measure(&c, sbuf, rbuf, bytes);
 			}
 			if (rank == 0)
-				printf("\n%s%s", prof_line,
-				       prof_line[0] ? "\n" : "");
+				printf("\n%s%s%s%s", prof_line,
+				       prof_line[0] ? "\n" : "", rank_line,
+				       rank_line[0] ? "\n" : "");
 			fflush(stdout);
 		}
 		if (o.factor <= 1 || size == o.maxbytes)
@@ -928,7 +972,7 @@ static void usage(void)
 		"[-f stepfactor] [-d dtype] [-o redop] [-c collective[,...]|all]\n"
 		"                  [-r root] [-n iters] [-w warmup] [-i 0|1] "
 		"[-C 0|1] [-R 0|1] [-D exporter | -G] [-M] [-u] [-P] [-V skew]\n"
-		"                  [-B buffer pairs]\n");
+		"                  [-B buffer pairs] [-1]\n");
 	exit(2);
 }
 
@@ -937,7 +981,7 @@ int main(int argc, char **argv)
 	int opt, i, ret;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "b:e:f:d:o:c:r:n:w:i:C:R:D:GMuPV:B:h")) != -1) {
+	while ((opt = getopt(argc, argv, "b:e:f:d:o:c:r:n:w:i:C:R:D:GMuPV:B:1h")) != -1) {
 		switch (opt) {
 		case 'b': o.minbytes = parse_size(optarg); break;
 		case 'e': o.maxbytes = parse_size(optarg); break;
@@ -963,6 +1007,7 @@ int main(int argc, char **argv)
 		case 'u': o.cpu = 1; break;
 		case 'P': o.prof = 1; break;
 		case 'B': o.bufs = atoi(optarg); break;
+		case '1': o.blocking = 1; break;
 		default: usage();
 		}
 	}

@@ -936,6 +936,74 @@ static int kt_rank_barrier_waits(struct tring *r, __u32 id, int rank)
 }
 
 /*
+ * A broadcast from rank 0 whose last rank uses another count, then a
+ * barrier, then a matching allreduce. The differing rank fails the
+ * broadcast with -EBADMSG. Rank 0's returns once its data is out
+ * (docs/DESIGN.md, "Confirmations behind"), before anyone could tell it
+ * differs: the failure then goes with its next collective, the barrier
+ * (which never returns early), and the communicator's report names the
+ * broadcast. With sysfs confirm_behind 0 (@strict) rank 0's broadcast
+ * itself fails and its barrier does not. Ranks between return the
+ * broadcast with the root's data or fail it, and then likewise. The
+ * allreduce works everywhere. 0 or an exit code.
+ */
+#define KT_LATE_CNT	8
+
+static int kt_rank_late_error(struct tring *r, __u32 id, int rank, int n,
+			      bool strict)
+{
+	struct kcoll_comm_report rep = { .comm_id = id };
+	int32_t v[KT_LATE_CNT + 1], sum[1] = { 1 };
+	size_t i, cnt = rank == n - 1 ? KT_LATE_CNT + 1 : KT_LATE_CNT;
+	struct kcoll_sqe s;
+	int bc, bar, res;
+
+	/* Lines the ranks up and settles their eager connections. */
+	s = kt_coll(KCOLL_OP_BARRIER, id, 0, 0, 0, 0, NULL, NULL);
+	if ((res = kt_run(r, &s)))
+		return kt_fail(rank, 110, res);
+	for (i = 0; i <= KT_LATE_CNT; i++)
+		v[i] = rank ? -1 : (int32_t)i * 3;
+	s = kt_coll(KCOLL_OP_BROADCAST, id, KCOLL_DTYPE_INT32, 0, 0, cnt, v, v);
+	s.user_data = 0xb0;
+	bc = kt_run(r, &s);
+	s = kt_coll(KCOLL_OP_BARRIER, id, 0, 0, 0, 0, NULL, NULL);
+	bar = kt_run(r, &s);
+	fprintf(stderr, "# rank %d: broadcast %d, barrier after it %d\n",
+		rank, bc, bar);
+	if (rank == n - 1 && (bc != -EBADMSG || bar))
+		return kt_fail(rank, 111, bc ?: bar);
+	if (rank == 0 && strict && (bc != -EBADMSG || bar))
+		return kt_fail(rank, 112, bc ?: bar);
+	if (rank == 0 && !strict && (bc || bar != -EBADMSG))
+		return kt_fail(rank, 113, bc ?: bar);
+	if (rank && rank < n - 1 &&
+	    !((bc == 0 && (bar == 0 || bar == -EBADMSG)) ||
+	      (bc == -EBADMSG && bar == 0)))
+		return kt_fail(rank, 114, bc ?: bar);
+	for (i = 0; !bc && i < KT_LATE_CNT; i++)
+		if (v[i] != (int32_t)i * 3)
+			return 115;
+	/* Whichever CQE carried it, the report is the broadcast's. */
+	if (bc || bar) {
+		if (kt_ioctl(r->fd, KCOLL_IOC_COMM_REPORT, &rep))
+			return 116;
+		if (rep.error != -EBADMSG || rep.opcode != KCOLL_OP_BROADCAST ||
+		    rep.user_data != 0xb0) {
+			fprintf(stderr, "# rank %d: report error %d opcode %u user_data %#llx\n",
+				rank, rep.error, rep.opcode,
+				(unsigned long long)rep.user_data);
+			return 117;
+		}
+	}
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_INT32, KCOLL_REDOP_SUM,
+		    0, 1, sum, sum);
+	if ((res = kt_run(r, &s)))
+		return kt_fail(rank, 118, res);
+	return sum[0] == n ? 0 : 119;
+}
+
+/*
  * An alltoall of 100 floats a block: through the NIC and the channel its
  * blocks go eagerly, every later phase's sent while the first runs
  * (stats/eager_ahead, sysfs eager_ahead). 0 or an exit code.
@@ -995,6 +1063,8 @@ static int kt_rank_main(const char *ip, int rank, int n, __u64 uid,
 		return kt_rank_bcast_chain(&r, id, rank, n, a);
 	if (mismatch == 6)
 		return kt_rank_barrier_waits(&r, id, rank);
+	if (mismatch == 7 || mismatch == 8)
+		return kt_rank_late_error(&r, id, rank, n, mismatch == 8);
 	if (mismatch) {
 		s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32,
 			    KCOLL_REDOP_SUM, 0, rank ? 1000 : 1001, a, b);
@@ -1193,6 +1263,7 @@ static void kt_rxe_knobs_default(void)
 	kt_sysfs_write("qps_per_peer", "1");
 	kt_sysfs_write("reg_cache_mb", "256");
 	kt_sysfs_write("colls_in_flight", "4");
+	kt_sysfs_write("confirm_behind", "16");
 	kt_sysfs_write("phases_ahead", "1");
 }
 
@@ -1731,13 +1802,15 @@ TEST_F_TIMEOUT(rxe, eager_small_transfers_need_no_grant, 300)
 }
 
 /*
- * Setting @w of the in-flight tests: bit 0, sysfs colls_in_flight 1 (else
- * 4); bit 1, intra_node 1 (else through the NIC). 0 or the write's error.
+ * Setting @w of the in-flight tests: bit 0, one collective at a time:
+ * sysfs colls_in_flight 1 and confirm_behind 0 (else 4 and 16); bit 1,
+ * intra_node 1 (else through the NIC). 0 or the write's error.
  */
 static int kt_window_set(int w)
 {
 	int err = kt_sysfs_write("colls_in_flight", w & 1 ? "1" : "4");
 
+	err = err ?: kt_sysfs_write("confirm_behind", w & 1 ? "0" : "16");
 	return err ?: kt_sysfs_write("intra_node", w & 2 ? "1" : "0");
 }
 
@@ -1750,8 +1823,9 @@ static int kt_window_spawn(int w, __u64 uid, int mode)
 
 	for (int k = 0; k < 3; k++)
 		if (codes[k])
-			fprintf(stderr, "# colls_in_flight %s intra_node %d: rank %d failed with code %d\n",
-				w & 1 ? "1" : "4", !!(w & 2), k, codes[k]);
+			fprintf(stderr, "# %s, intra_node %d: rank %d failed with code %d\n",
+				w & 1 ? "one at a time" : "side by side",
+				!!(w & 2), k, codes[k]);
 	return first;
 }
 
@@ -1841,33 +1915,82 @@ TEST_F_TIMEOUT(rxe, barrier_waits_for_every_rank, 300)
  * each waits for the one ahead of it to have landed and forwarded its
  * data, not for its confirmation tokens back up the tree, so with sysfs
  * colls_in_flight 4 some start beside an older one (stats/colls_beside),
- * through the NIC and on one node; with 1 none does. The values passed
- * down the chain come out right every way.
+ * through the NIC and on one node; and each returns to its caller once
+ * its data is done, its tokens still on the way (stats/returned_early,
+ * sysfs confirm_behind 16). One at a time (colls_in_flight 1,
+ * confirm_behind 0) neither happens. The values passed down the chain
+ * come out right every way.
  */
 TEST_F_TIMEOUT(rxe, broadcasts_on_one_buffer_overlap_their_tokens, 300)
 {
-	long long b0, b1;
+	long long b0, b1, r0, r1;
 
 	if (!getenv("KCOLL_IP"))
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
 	if (geteuid())
 		SKIP(return, "writing sysfs colls_in_flight needs root");
 	ASSERT_EQ(4, kt_sysfs_read("colls_in_flight"));
+	ASSERT_EQ(16, kt_sysfs_read("confirm_behind"));
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("confirm_behind", "65"));
 	for (int w = 0; w < 4; w++) {
 		ASSERT_EQ(0, kt_window_set(w));
 		b0 = kt_sysfs_read("stats/colls_beside");
+		r0 = kt_sysfs_read("stats/returned_early");
 		ASSERT_LE(0, b0);
+		ASSERT_LE(0, r0);
 		EXPECT_EQ(0, kt_window_spawn(w, 0x1050 + w, 5));
 		b1 = kt_sysfs_read("stats/colls_beside");
-		TH_LOG("colls_in_flight %s intra_node %d: %lld of the 3 ranks' %d broadcasts each started beside an older one",
-		       w & 1 ? "1" : "4", !!(w & 2), b1 - b0, KT_BC_CHAIN);
+		r1 = kt_sysfs_read("stats/returned_early");
+		TH_LOG("%s, intra_node %d: of the 3 ranks' %d broadcasts each, %lld started beside an older one, %lld returned before their tokens were in",
+		       w & 1 ? "one at a time" : "side by side", !!(w & 2),
+		       KT_BC_CHAIN, b1 - b0, r1 - r0);
 		if (w & 1) {
 			EXPECT_EQ(b0, b1);
+			EXPECT_EQ(r0, r1);
 		} else {
 			EXPECT_LT(b0, b1);
+			/* Every root's at least: it waits for tokens. */
+			EXPECT_LE(r0 + KT_BC_CHAIN, r1);
 		}
 	}
-	EXPECT_EQ(0, kt_sysfs_write("colls_in_flight", "4"));
+	EXPECT_EQ(0, kt_window_set(0));
+	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
+}
+
+/*
+ * A broadcast that fails after it returned (kt_rank_late_error(): its
+ * last rank's count differs) reports its failure with the root's next
+ * collective, and in the communicator's report (stats/late_errors);
+ * with sysfs confirm_behind 0 the broadcast itself fails at the root.
+ * Through the NIC and on one node, 3 ranks.
+ */
+TEST_F_TIMEOUT(rxe, broadcast_failing_after_it_returned_is_reported, 300)
+{
+	long long l0, l1;
+
+	if (!getenv("KCOLL_IP"))
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "writing sysfs confirm_behind needs root");
+	for (int w = 0; w < 4; w++) {
+		bool strict = w & 1;
+
+		ASSERT_EQ(0, kt_sysfs_write("confirm_behind",
+					    strict ? "0" : "16"));
+		ASSERT_EQ(0, kt_sysfs_write("intra_node", w & 2 ? "1" : "0"));
+		l0 = kt_sysfs_read("stats/late_errors");
+		ASSERT_LE(0, l0);
+		EXPECT_EQ(0, kt_window_spawn(w, 0x1070 + w, strict ? 8 : 7));
+		l1 = kt_sysfs_read("stats/late_errors");
+		TH_LOG("confirm_behind %s, intra_node %d: %lld broadcasts failed after they returned",
+		       strict ? "0" : "16", !!(w & 2), l1 - l0);
+		if (strict) {
+			EXPECT_EQ(l0, l1);
+		} else {
+			EXPECT_LT(l0, l1);
+		}
+	}
+	EXPECT_EQ(0, kt_sysfs_write("confirm_behind", "16"));
 	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
 }
 

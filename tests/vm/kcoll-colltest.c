@@ -1391,7 +1391,11 @@ static int result_line(bool ok, const char *fmt, ...)
  * likewise or completes with the root's data (broadcast) or without
  * touching its receive buffer (reduce and gather, non-root). A scatter
  * exchanges SIGs: the root and the differing rank must fail, the others
- * fail or hold their block of the root's data. Then one matching
+ * fail or hold their block of the root's data. A broadcast may return
+ * before its confirmation tokens are in ("Confirmations behind"): a rank
+ * whose broadcast returned and then failed gets -EBADMSG from the
+ * barrier that follows instead, and the root gets it from one or the
+ * other. Any other barrier after the mismatch succeeds. Then one matching
  * broadcast must work everywhere.
  */
 enum rooted_kind { RM_BCAST, RM_REDUCE, RM_GATHER, RM_SCATTER };
@@ -1409,7 +1413,7 @@ static bool rooted_mismatch(int32_t *buf, size_t count, enum rooted_kind kind)
 	bool leaf = kind == RM_REDUCE || kind == RM_GATHER;
 	bool ok = true;
 	double t0;
-	int ret;
+	int ret, bar;
 
 	if (!in || !all) {
 		free(in);
@@ -1442,10 +1446,28 @@ static bool rooted_mismatch(int32_t *buf, size_t count, enum rooted_kind kind)
 	if (ret)
 		diag("%s mismatch after %.3f s: %s", what, now() - t0,
 		     coll_last_error());
-	/* The root must fail; so must the differing rank, but as a reduce
-	 * or gather leaf whose transfer went eager, which may complete
-	 * before the root's ABORT comes (it used nobody's data). */
-	if (rank == 0 || (rank == nranks - 1 && !leaf)) {
+	bar = coll_barrier(comm);
+	if (bar)
+		diag("the barrier after the %s mismatch: %s", what,
+		     coll_last_error());
+	/* Only a broadcast that returned, and only with its own failure. */
+	if (bar && (kind != RM_BCAST || ret || bar != -EBADMSG ||
+		    rank == nranks - 1)) {
+		diag("%s mismatch: rank %d's barrier after it got %d (%s)",
+		     what, rank, bar, coll_strerror(bar));
+		ok = false;
+	}
+	/* The root must fail (a broadcast's maybe only in the barrier);
+	 * so must the differing rank, but as a reduce or gather leaf whose
+	 * transfer went eager, which may complete before the root's ABORT
+	 * comes (it used nobody's data). */
+	if (rank == 0 && kind == RM_BCAST && !ret) {
+		if (bar != -EBADMSG) {
+			diag("%s mismatch: rank 0 returned it and its barrier got %d (%s), not -EBADMSG",
+			     what, bar, coll_strerror(bar));
+			ok = false;
+		}
+	} else if (rank == 0 || (rank == nranks - 1 && !leaf)) {
 		if (ret != -EBADMSG) {
 			diag("%s mismatch: rank %d got %d (%s), not -EBADMSG",
 			     what, rank, ret, coll_strerror(ret));

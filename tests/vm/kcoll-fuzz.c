@@ -3539,10 +3539,15 @@ static bool pair_op(struct tstate *t, struct pring *mine, uint32_t id0,
 		 * other threads hold pinned. A reduce's non-root (the root
 		 * is rank 0) that sent its data eagerly is done: with lazy
 		 * signatures it waits for nobody (docs/DESIGN.md). So is an
-		 * eager send (at most 8 KiB: "Eager point-to-point"). */
+		 * eager send (at most 8 KiB: "Eager point-to-point"), and a
+		 * broadcast's root whose data went eager: it returns before
+		 * its confirmations ("Confirmations behind"), and their
+		 * timeout goes with its next collective. */
 		else if (r1 != -ETIMEDOUT && r1 != -ENOMEM &&
 			 !(r1 == 0 && (op == KCOLL_OP_REDUCE ||
 					op == KCOLL_OP_GATHER) && q1.peer == 0) &&
+			 !(r1 == 0 && op == KCOLL_OP_BROADCAST &&
+			   q1.peer == 1) &&
 			 !(r1 == 0 && op == KCOLL_OP_SEND &&
 			   q1.count * 4 <= KCOLL_EAGER_MAX) &&
 			 !(disturbed() && dev_err(r1)))

@@ -40,7 +40,7 @@ kcoll_peers_up
 export KCOLL_NRANKS=$((2 * ppn)) KCOLL_BOOTSTRAP_TIMEOUT_MS=120000
 export KCOLL_SECRET=6b636f6c6c2d61622d62656e63682121
 port=29950
-AB_STATS="eager_sends eager_ahead grants_ahead sends_ahead colls_beside"
+AB_STATS="eager_sends eager_ahead grants_ahead sends_ahead colls_beside returned_early"
 for r in $(seq 1 "$rounds"); do
 	if [ $((r % 2)) = 1 ]; then order="a b"; else order="b a"; fi
 	for v in $order; do
@@ -67,15 +67,21 @@ if [ "$kcoll_vm" = 0 ]; then
 	python3 - "$KCOLL_OUT" "$rounds" "$colls" >"$KCOLL_OUT/ab.txt" <<'EOF'
 import statistics, sys
 out, rounds, colls = sys.argv[1], int(sys.argv[2]), sys.argv[3].split("/")
-t = {}
+t, own = {}, {}
 for v in "ab":
     for r in range(1, rounds + 1):
         for c in colls:
+            last = None
             for line in open(f"{out}/{v}-{r}-{c}-rank0.txt"):
                 f = line.split()
+                # kcoll-perf -1: rank 0's own time, under its row
+                if line.startswith("#   each rank's own time") and last:
+                    own.setdefault(last, []).append(float(f[f.index("0:") + 1]))
+                    continue
                 if not f or f[0].startswith("#") or not f[0].isdigit():
                     continue
-                t.setdefault((c, int(f[0]), v), []).append(
+                last = (c, int(f[0]), v)
+                t.setdefault(last, []).append(
                     (float(f[5]), float(f[7])))
 print("# median of %d interleaved rounds; time in us, busbw in MB/s" % rounds)
 print("# %-10s %10s %10s %10s %8s %8s %7s" % (
@@ -91,6 +97,12 @@ for c, n, v in sorted(k for k in t if k[2] == "a"):
     bb = statistics.median(x[1] for x in b)
     print("  %-10s %10d %10.1f %10.1f %8.2f %8.2f %7.2f" % (
         c, n, ta, tb, ba, bb, tb / ta if ta else 0))
+for c, n, v in sorted(k for k in own if k[2] == "a"):
+    a, b = own[(c, n, "a")], own.get((c, n, "b"))
+    if b:
+        ta, tb = statistics.median(a), statistics.median(b)
+        print("# rank 0's own: %-10s %10d %10.1f %10.1f %7.2f" % (
+            c, n, ta, tb, tb / ta if ta else 0))
 # Each turn's counters on this VM ("-": the build has no such counter).
 for v in "ab":
     for r in range(1, rounds + 1):

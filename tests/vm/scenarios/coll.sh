@@ -384,6 +384,8 @@ if [ $perf = 1 ]; then
 	else
 		fail "no $PERF (make tools)"
 	fi
+	# What the engine's shortcuts did for this VM's ranks.
+	log "engine: $(cd /sys/class/misc/kcoll/stats && for f in eager_sends eager_beside eager_ahead colls_beside colls_overlap_waits returned_early late_errors; do [ -f "$f" ] && printf '%s=%s ' "$f" "$(cat "$f")"; done)"
 fi
 
 # family: kcoll-family's four ranks, and on vm1 the newcomer its grow
