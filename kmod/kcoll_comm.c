@@ -226,10 +226,27 @@ static bool kcoll_comm_confirmed(struct kcoll_comm *comm, void *unused)
 {
 	bool done;
 
+	/* Not comm->error: a peer that completed and said BYE sets it, and
+	 * what needs a lost peer fails (and completes) by itself. */
 	mutex_lock(&comm->lock);
-	done = !comm->nr_returned || comm->error || comm->shutting_down;
+	done = !comm->nr_returned || comm->shutting_down;
 	mutex_unlock(&comm->lock);
 	return done;
+}
+
+/*
+ * A broadcast that returned before its confirmation tokens were in still
+ * owes its peers its own token: leaving first would fail theirs (our BYE
+ * would say we did not complete it). So a destroy waits for that, until
+ * @deadline (jiffies) at most: its peers' loss or its own deadline ends
+ * such a broadcast sooner.
+ */
+static void kcoll_comm_linger(struct kcoll_comm *comm, unsigned long deadline)
+{
+	long left = (long)(deadline - jiffies);
+
+	if (left > 0)
+		kcoll_comm_wait(comm, kcoll_comm_confirmed, NULL, left, false);
 }
 
 /* Every send posted on a live connection has completed. */
@@ -417,14 +434,6 @@ static void kcoll_comm_destroy(struct kcoll_ctx *ctx, struct kcoll_comm *comm)
 	struct kcoll_mem *mem, *tmp;
 
 	lockdep_assert_held(&ctx->comm_lock);
-	/*
-	 * A broadcast that returned before its confirmation tokens were in
-	 * still owes its peers its own token: leaving first would fail
-	 * theirs (our BYE says we did not complete it). Bounded: its peers'
-	 * loss or its deadline ends it sooner.
-	 */
-	kcoll_comm_wait(comm, kcoll_comm_confirmed, NULL,
-			msecs_to_jiffies(KCOLL_LINGER_MS), false);
 	kcoll_comm_unlist(comm);
 	kcoll_comm_shutdown(comm, -ECANCELED);
 	kcoll_comm_revoke_flush(comm);
@@ -799,6 +808,13 @@ int kcoll_comm_destroy_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	 */
 	if (!p.comm_id)
 		return -ENOENT;
+	/* Before the lock: the file's other communicators go on meanwhile. */
+	comm = kcoll_ctx_comm_get(ctx, p.comm_id);
+	if (comm) {
+		kcoll_comm_linger(comm, jiffies +
+				  msecs_to_jiffies(KCOLL_LINGER_MS));
+		kcoll_comm_put(comm);
+	}
 	mutex_lock(&ctx->comm_lock);
 	comm = xa_erase(&ctx->comms, p.comm_id);
 	if (comm)
@@ -999,10 +1015,14 @@ int kcoll_comm_report_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 /* The file is going away: destroy its communicators (cancels their ops). */
 void kcoll_ctx_comms_release(struct kcoll_ctx *ctx)
 {
+	unsigned long id, deadline = jiffies + msecs_to_jiffies(KCOLL_LINGER_MS);
 	struct kcoll_comm *comm;
-	unsigned long id;
 
 	mutex_lock(&ctx->comm_lock);
+	/* Nothing else uses the file now: all linger at once (at most
+	 * KCOLL_LINGER_MS in all), then go. */
+	xa_for_each(&ctx->comms, id, comm)
+		kcoll_comm_linger(comm, deadline);
 	xa_for_each(&ctx->comms, id, comm) {
 		xa_erase(&ctx->comms, id);
 		kcoll_comm_destroy(ctx, comm);

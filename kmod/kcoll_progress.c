@@ -507,7 +507,7 @@ void kcoll_op_complete(struct kcoll_task *op)
 		comm->nr_returned--;
 		if (!comm->nr_returned)
 			wake_up_all(&comm->wait);	/* a destroy lingers */
-		if (res < 0) {
+		if (res < 0 && res != -ECANCELED) {	/* not abort, destroy */
 			kcoll_report_set(op, ns);
 			if (!comm->late_err)
 				comm->late_err = res;
@@ -516,6 +516,11 @@ void kcoll_op_complete(struct kcoll_task *op)
 	} else if (res < 0) {
 		kcoll_report_set(op, ns);
 		cflags = KCOLL_CQE_F_REPORT;
+		/* Its own failure goes, and is the report now: the caller
+		 * learns that something failed, and an older one's stays
+		 * with no later success. */
+		if (op->kind == KCOLL_KIND_COLL)
+			comm->late_err = 0;
 	} else if (comm->late_err && op->kind == KCOLL_KIND_COLL) {
 		/* An earlier broadcast failed after it returned: its report
 		 * stands (kcoll_report_set() above, then). */
@@ -549,8 +554,9 @@ void kcoll_op_complete(struct kcoll_task *op)
 /*
  * May @op, whose older collectives have all returned, return to its
  * caller now, before it is over (docs/DESIGN.md, "Confirmations
- * behind")? Only a broadcast whose data phases are done and whose every
- * grant has died: what is left of it is its confirmation tokens, empty
+ * behind")? Only a broadcast whose data phases are done, whose every
+ * grant has died and whose SIGs from peers that are not lazy are in (those
+ * are checked before its CQE, as without this): what is left of it is its confirmation tokens, empty
  * transfers that touch no memory, or only the completions of its writes
  * (those of its data read bounces of ours, or have completed: a granted
  * write's bytes count as sent once it has). Not while an earlier one's late error
@@ -566,7 +572,8 @@ static bool kcoll_op_may_return(struct kcoll_task *op)
 	       op->started && !op->error && op->data_phases &&
 	       (op->finished || op->phase >= op->data_phases) &&
 	       !op->grants_out && !op->gmrs && !comm->late_err &&
-	       comm->nr_returned < kcoll_confirm_behind();
+	       comm->nr_returned < kcoll_confirm_behind() &&
+	       kcoll_op_sigs_in(op);
 }
 
 /*
@@ -603,11 +610,13 @@ static bool kcoll_op_data_done(const struct kcoll_task *o)
 }
 
 /*
- * @op is done (or failed): what the transports still hold of its retired
- * grants (through the NIC, MRs waiting for invalidation) is let go now, so
- * that it may complete. While it runs the invalidations ride along with
- * its next grant's registration instead (kcoll_gmr_grant()): one trip to
- * the registration QP per chunk, not two.
+ * @op is done (or failed), or only its empty phases are left (a
+ * broadcast's tokens, which it may return before: kcoll_op_may_return()):
+ * what the transports still hold of its retired grants (through the NIC,
+ * MRs waiting for invalidation) is let go now, so that it may complete.
+ * While it runs the invalidations ride along with its next grant's
+ * registration instead (kcoll_gmr_grant()): one trip to the registration
+ * QP per chunk, not two.
  */
 static void kcoll_op_settle(struct kcoll_task *op)
 {
@@ -615,7 +624,8 @@ static void kcoll_op_settle(struct kcoll_task *op)
 	u32 i;
 
 	if (!op->gmrs || !(op->finished || op->error ||
-			   kcoll_op_data_done(op)))
+			   (op->data_phases < op->nphases &&
+			    kcoll_op_data_done(op))))
 		return;
 	for (i = 0; i < comm->nranks; i++)
 		if (comm->conns[i] && comm->conns[i]->xp->reclaim)
@@ -684,11 +694,13 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 {
 	struct kcoll_task *op, *tmp;
 	bool again;
+	bool failed;
 	u32 i, pos;
 
 	lockdep_assert_held(&comm->lock);
 	do {
 		again = false;
+		failed = false;	/* an older one failed, not completed */
 		i = 0;
 		pos = 0;	/* older ones not returned */
 		list_for_each_entry_safe(op, tmp, &comm->colls, node) {
@@ -706,8 +718,9 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 			}
 			/* Every older one has returned: its CQE may go
 			 * before its tokens are in, in seq order. */
-			if (!pos && kcoll_op_may_return(op))
+			if (!pos && !failed && kcoll_op_may_return(op))
 				kcoll_op_return(op);
+			failed |= !!op->error;
 			/* The head, failed: its drain clock runs now. */
 			if (!i && op->error && op->started)
 				kcoll_op_drain_arm(op);
