@@ -467,6 +467,7 @@ void kcoll_engine_timeout_work(struct work_struct *work)
 		    !op->finished && !op->recv_landed_any) {
 			if (time_after_eq(now, op->p2p_grant_at)) {
 				op->p2p_grant_due = true;
+				kcoll_stat_add(KCOLL_STAT_P2P_WAITS, 1);
 				any = true;
 			} else if (!next ||
 				   time_before(op->p2p_grant_at, next)) {

@@ -49,6 +49,9 @@ enum kcoll_stat {
 					 * were in (sysfs confirm_behind) */
 	KCOLL_STAT_LATE_ERRORS,		/* ... that failed after that: their
 					 * error went with a later collective */
+	KCOLL_STAT_P2P_WAITS,		/* eager point-to-point receives that
+					 * waited 50 ms for their data and
+					 * granted their buffer too */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);
