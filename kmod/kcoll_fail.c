@@ -661,6 +661,8 @@ void kcoll_engine_conn_lost(struct kcoll_conn *conn)
 		list_for_each_entry_safe(g, tmp, &conn->k[k].out, node) {
 			list_del(&g->node);
 			g->op->grants_out--;
+			if (g->len)
+				g->op->grants_mem--;
 			conn->xp->unexpose(conn, g);
 			kfree(g);
 		}
@@ -702,6 +704,7 @@ void kcoll_engine_force_reap(struct kcoll_comm *comm)
 		if (!op->error)
 			op->error = comm->error ?: -ECANCELED;
 		op->grants_out = 0;
+		op->grants_mem = 0;
 		op->writes_inflight = 0;
 		op->gmrs = 0;
 		kcoll_op_complete(op);

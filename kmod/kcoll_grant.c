@@ -176,6 +176,8 @@ static void kcoll_grant_issue(struct kcoll_task *op, struct kcoll_conn *conn,
 		list_add_tail(&g->node, &conn->k[op->kind].out);
 		conn->k[op->kind].nr_out++;
 		op->grants_out++;
+		if (len)
+			op->grants_mem++;
 		*to->granted += len;
 		*to->any = true;
 		if (to->phase != op->phase)
@@ -366,6 +368,8 @@ void kcoll_engine_data(struct kcoll_conn *conn, u32 imm, u32 byte_len)
 		list_del(&g->node);
 		conn->k[kind].nr_out--;
 		op->grants_out--;
+		if (g->len)
+			op->grants_mem--;
 		if (op->error) {
 			/* nothing counts any more */
 		} else if (g->phase == op->phase) {
@@ -647,6 +651,8 @@ void kcoll_op_forget_grants(struct kcoll_task *op, struct kcoll_conn *conn)
 		list_del(&g->node);
 		conn->k[op->kind].nr_out--;
 		op->grants_out--;
+		if (g->len)
+			op->grants_mem--;
 		conn->xp->unexpose(conn, g);
 		if (g->slot >= 0)
 			__clear_bit(g->slot, &conn->slot_busy);

@@ -555,7 +555,7 @@ void kcoll_op_complete(struct kcoll_task *op)
  * May @op, whose older collectives have all returned, return to its
  * caller now, before it is over (docs/DESIGN.md, "Confirmations
  * behind")? Only a broadcast whose data phases are done, whose every
- * grant has died and whose SIGs from peers that are not lazy are in (those
+ * grant over memory has died (an empty one, for a token, exposes none) and whose SIGs from peers that are not lazy are in (those
  * are checked before its CQE, as without this): what is left of it is its confirmation tokens, empty
  * transfers that touch no memory, or only the completions of its writes
  * (those of its data read bounces of ours, or have completed: a granted
@@ -571,7 +571,7 @@ static bool kcoll_op_may_return(struct kcoll_task *op)
 	       op->args.opcode == KCOLL_OP_BROADCAST && !op->gpu &&
 	       op->started && !op->error && op->data_phases &&
 	       (op->finished || op->phase >= op->data_phases) &&
-	       !op->grants_out && !op->gmrs && !comm->late_err &&
+	       !op->grants_mem && !op->gmrs && !comm->late_err &&
 	       comm->nr_returned < kcoll_confirm_behind() &&
 	       kcoll_op_sigs_in(op);
 }

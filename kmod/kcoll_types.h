@@ -516,6 +516,9 @@ struct kcoll_task {
 	u32 writes_inflight;
 	bool abort_deferred;		/* ABORTs wait for writes_inflight */
 	u32 grants_out;			/* issued by this op, data not in */
+	u32 grants_mem;			/* ... of those, over memory (len > 0:
+					 * an empty one, a token's, exposes
+					 * none) */
 	u32 gmrs;			/* its grants' MRs not yet invalid */
 
 	u32 sigs_ok;			/* peers whose signature matched */
