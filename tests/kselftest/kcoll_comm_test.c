@@ -2038,7 +2038,8 @@ TEST_F_TIMEOUT(rxe, broadcasts_on_one_buffer_overlap_their_tokens, 300)
 	EXPECT_EQ(0, kt_window_spawn(0, 0x1058, 5));
 	r1 = kt_sysfs_read("stats/returned_early");
 	TH_LOG("eager 0: %lld returned before their tokens were in", r1 - r0);
-	EXPECT_LT(r0, r1);
+	/* 15-16 here; 2 when empty grants held roots back (only leaves). */
+	EXPECT_LE(r0 + KT_BC_CHAIN / 4, r1);
 	EXPECT_EQ(0, kt_sysfs_write("eager", "1"));
 	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
 }
