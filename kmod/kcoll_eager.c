@@ -538,16 +538,16 @@ static bool kcoll_eager_post(struct kcoll_task *op, struct kcoll_conn *conn,
 	 * a CREDITS for at most 3 slots (fewer than half of those no
 	 * point-to-point message holds), so a head's transfer for the
 	 * phase it runs always finds a slot free or one coming back
-	 * (docs/DESIGN.md, "Several collectives in flight"). Collectives
-	 * leave the last of that half to point-to-point messages: a
-	 * receiver that finds no data waits 50 ms before it grants
-	 * (kcoll_p2p_waited()), which a send must not owe to collectives
-	 * that went ahead of their peer (behind a broadcast that returned,
-	 * or phases ahead).
+	 * (docs/DESIGN.md, "Several collectives in flight"). A
+	 * point-to-point send that finds the half full waits, and its
+	 * receiver grants after 50 ms (kcoll_p2p_waited(),
+	 * stats/p2p_waits); keeping a slot for it measured slower for
+	 * small collectives (docs/PERFORMANCE.md, "A slot kept for
+	 * point-to-point").
 	 */
 	if ((op->kind == KCOLL_KIND_P2P || young) &&
 	    hweight_long(conn->etx_p2p | conn->etx_young) >=
-	    KCOLL_EAGER_SLOTS / 2 - (op->kind == KCOLL_KIND_P2P ? 0 : 1))
+	    KCOLL_EAGER_SLOTS / 2)
 		return false;
 	slot = find_first_bit(&conn->etx_free, KCOLL_EAGER_SLOTS);
 	if (slot >= KCOLL_EAGER_SLOTS)
