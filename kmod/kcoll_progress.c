@@ -490,6 +490,17 @@ void kcoll_op_free(struct kcoll_task *op)
 	kfree(op);
 }
 
+/* @op's result and latency as its caller saw them, at every level. */
+static void kcoll_op_count(struct kcoll_task *op, int res, u64 ns)
+{
+	struct kcoll_comm *comm = op->comm;
+
+	kcoll_opstats_add(&comm->stats, op->bytes, res, ns);
+	if (comm->dstats)
+		kcoll_opstats_add(comm->dstats, op->bytes, res, ns);
+	kcoll_opstats_add(&kcoll_node_stats, op->bytes, res, ns);
+}
+
 void kcoll_op_complete(struct kcoll_task *op)
 {
 	struct kcoll_comm *comm = op->comm;
@@ -529,12 +540,8 @@ void kcoll_op_complete(struct kcoll_task *op)
 		cflags = KCOLL_CQE_F_REPORT;
 	}
 	kcoll_op_time_done(op);
-	if (!op->returned) {
-		kcoll_opstats_add(&comm->stats, op->bytes, res, ns);
-		if (comm->dstats)
-			kcoll_opstats_add(comm->dstats, op->bytes, res, ns);
-		kcoll_opstats_add(&kcoll_node_stats, op->bytes, res, ns);
-	}
+	if (!op->returned)	/* else counted when it returned */
+		kcoll_op_count(op, res, ns);
 	list_del(&op->node);
 	list_del(&op->all);
 	comm->nr_ops--;
@@ -555,13 +562,16 @@ void kcoll_op_complete(struct kcoll_task *op)
  * May @op, whose older collectives have all returned, return to its
  * caller now, before it is over (docs/DESIGN.md, "Confirmations
  * behind")? Only a broadcast whose data phases are done, whose every
- * grant over memory has died (an empty one, for a token, exposes none) and whose SIGs from peers that are not lazy are in (those
- * are checked before its CQE, as without this): what is left of it is its confirmation tokens, empty
- * transfers that touch no memory, or only the completions of its writes
- * (those of its data read bounces of ours, or have completed: a granted
- * write's bytes count as sent once it has). Not while an earlier one's late error
- * waits for a CQE to go with (this one's then), nor past sysfs
- * confirm_behind of them per communicator. Must hold comm->lock.
+ * grant over memory has died (an empty one, for a token, exposes none)
+ * and whose SIGs from peers that are not lazy are in (those are checked
+ * before its CQE, as without this): what is left of it is its
+ * confirmation tokens, empty transfers that touch no memory, or only the
+ * completions of its writes (those of its data read bounces of ours, or
+ * have completed: a granted write's bytes count as sent once it has).
+ * Not while an earlier one's late error waits for a CQE to go with (this
+ * one's then), nor while an older one has failed and still drains (the
+ * caller checks), nor past sysfs confirm_behind of them per communicator.
+ * Must hold comm->lock.
  */
 static bool kcoll_op_may_return(struct kcoll_task *op)
 {
@@ -588,10 +598,7 @@ static void kcoll_op_return(struct kcoll_task *op)
 
 	lockdep_assert_held(&comm->lock);
 	kcoll_op_release(op);
-	kcoll_opstats_add(&comm->stats, op->bytes, 0, ns);
-	if (comm->dstats)
-		kcoll_opstats_add(comm->dstats, op->bytes, 0, ns);
-	kcoll_opstats_add(&kcoll_node_stats, op->bytes, 0, ns);
+	kcoll_op_count(op, 0, ns);
 	op->returned = true;
 	comm->nr_returned++;
 	kcoll_stat_add(KCOLL_STAT_RETURNED_EARLY, 1);
