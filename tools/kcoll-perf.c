@@ -276,6 +276,23 @@ static double run_stream(const struct chk_case *c, void *send, void *recv,
  * for before the next is issued, as a loop of blocking calls); seconds
  * per op. @issue_one issues one (into up to two requests) from @ctx.
  */
+/* Wait for and free requests @req[0..n-1] (NULL ones skipped, each set
+ * to NULL); the first error into *@first. */
+static void wait_reqs(coll_request **req, int n, int *first)
+{
+	for (int k = 0; k < n; k++) {
+		int ret;
+
+		if (!req[k])
+			continue;
+		ret = coll_wait(req[k]);
+		coll_request_free(req[k]);
+		req[k] = NULL;
+		if (ret && !*first)
+			*first = ret;
+	}
+}
+
 static double run_iters(int (*issue_one)(const void *ctx, coll_request **req),
 			const void *ctx, const char *name, int iters)
 {
@@ -290,24 +307,10 @@ static double run_iters(int (*issue_one)(const void *ctx, coll_request **req),
 		ret = issue_one(ctx, &req[2 * i]);
 		if (ret)
 			die("issuing", ret);
-		for (int k = 2 * i; o.blocking && k < 2 * i + 2; k++) {
-			if (!req[k])
-				continue;
-			ret = coll_wait(req[k]);
-			coll_request_free(req[k]);
-			req[k] = NULL;
-			if (ret && !first)
-				first = ret;
-		}
+		if (o.blocking)
+			wait_reqs(&req[2 * i], 2, &first);
 	}
-	for (i = 0; i < 2 * iters; i++) {
-		if (!req[i])
-			continue;
-		ret = coll_wait(req[i]);
-		coll_request_free(req[i]);
-		if (ret && !first)
-			first = ret;
-	}
+	wait_reqs(req, 2 * iters, &first);
 	free(req);
 	if (first)
 		die(name, first);
