@@ -39,6 +39,7 @@
 #include <sys/ioctl.h>
 
 #include "coll_internal.h"
+#include "dmabuf_span.h"
 /* The shape of every operation: one table with the module. */
 #include "kcoll_shape.h"
 /* Which dtypes are floating point (AVG): the module's rule. */
@@ -2449,15 +2450,14 @@ static int mem_register_cuda(coll_comm *comm, void *addr, size_t len,
 			     uint64_t base, uint64_t size, coll_mem **out)
 {
 	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)addr;
-	uint64_t start = a & ~(page - 1), end = (a + len + page - 1) & ~(page - 1);
+	uint64_t start, end;
 	struct kcoll_reg_mem r;
 	int fd = -1, ret;
 
 	if (a < base || a + len > base + size)
 		return coll_err(-EINVAL, "%zu bytes at GPU pointer %p go past its allocation",
 				len, addr);
-	if (start < base)
-		start = base;
+	coll_dmabuf_span(a, len, base, page, &start, &end);
 	ret = coll_cuda_dmabuf(addr, start, end - start, &fd);
 	if (ret)
 		return ret;

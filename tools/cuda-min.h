@@ -47,6 +47,8 @@ static struct {
 	cm_result (*wait64)(void *, cm_ptr, uint64_t, unsigned int);
 	cm_result (*write64)(void *, cm_ptr, uint64_t, unsigned int);
 	cm_result (*dtod)(cm_ptr, cm_ptr, size_t);
+	cm_result (*addr_range)(cm_ptr *, size_t *, cm_ptr);
+	cm_result (*dmabuf)(void *, cm_ptr, size_t, int, unsigned long long);
 } cm;
 
 /* 0 with a current context on device 0, or -1 with @why filled in. */
@@ -92,6 +94,8 @@ static inline int cm_open(char *why, size_t len)
 	*(void **)&cm.wait64 = dlsym(cm.lib, "cuStreamWaitValue64_v2");
 	*(void **)&cm.write64 = dlsym(cm.lib, "cuStreamWriteValue64_v2");
 	*(void **)&cm.dtod = dlsym(cm.lib, "cuMemcpyDtoD_v2");
+	*(void **)&cm.addr_range = dlsym(cm.lib, "cuMemGetAddressRange_v2");
+	*(void **)&cm.dmabuf = dlsym(cm.lib, "cuMemGetHandleForAddressRange");
 	*(void **)&standin = dlsym(cm.lib, "fakecuda_is_standin");
 	cm.standin = standin && standin();
 	if (cm.init(0) || cm.device_get(&dev, 0) || cm.ctx_retain(&ctx, dev) ||

@@ -21,7 +21,14 @@
  *     step WaitValue64(ready) + kernel + WriteValue64(done), its end wait;
  *     results checked, the handoff latency per step measured (the thread
  *     writes ready, then sees done), and a cancelled operation whose
- *     kernels must leave memory alone.
+ *     kernels must leave memory alone;
+ *  5. GPU memory exported as a dma-buf the way libcoll asks for it
+ *     (libcoll/dmabuf_span.h), for allocations of many sizes and for
+ *     the whole, the middle and the last byte of each: every export must
+ *     succeed with a dma-buf at least as long as the range asked for.
+ *     For each allocation, what the driver says of its bounds and of
+ *     other ranges (the exact bytes, the allocation, the pages around it,
+ *     the pages around a middle slice alone) is printed, for information.
  *
  * With the STAND-IN driver (tests/unit/fake_libcuda.c, make check runs it
  * so, with small sizes) every line says so and the figures are not a GPU's.
@@ -29,6 +36,7 @@
 #define _GNU_SOURCE
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -43,6 +51,7 @@
 #include "../uapi/linux/kcoll.h"
 #include "cuda-min.h"
 #include "../kernels/kcoll_kernels_host.h"
+#include "../libcoll/dmabuf_span.h"
 
 #define BLOCK	256
 
@@ -161,17 +170,17 @@ static void check_kernels(void *stream, int sms, size_t n)
 {
 	size_t bytes = n * 8 + 64;
 	uint8_t *a = malloc(bytes), *b = malloc(bytes), *ref = malloc(bytes);
-	uint8_t *out = malloc(bytes);
+	uint8_t *out = malloc(bytes), *guard = malloc(bytes);
 	cm_ptr da, db, dd;
 	unsigned int nk = 0;
-	size_t bad_total = 0;
+	size_t bad_total = 0, outside_total = 0;
 
 	need(cm.alloc(&da, bytes), "cuMemAlloc");
 	need(cm.alloc(&db, bytes), "cuMemAlloc");
 	need(cm.alloc(&dd, bytes), "cuMemAlloc");
 	for (const struct kcoll_host_kernel *k = kcoll_host_kernels; k->name;
 	     k++) {
-		size_t es = esize(k->dtype), bad = 0;
+		size_t es = esize(k->dtype), bad = 0, outside = 0;
 		void *fn = kernel(k->name);
 		int v;
 
@@ -184,7 +193,14 @@ static void check_kernels(void *stream, int sms, size_t n)
 			fill(b, n + 8, k->dtype);
 			need(cm.htod(da, a, bytes), "cuMemcpyHtoD");
 			need(cm.htod(db, b, bytes), "cuMemcpyHtoD");
-			memcpy(ref, a, bytes);
+			/* what the output buffer holds before the launch:
+			 * the bytes around the range must keep it */
+			if (v && k->reduce)
+				memset(guard, 0xa5, bytes);
+			else
+				memcpy(guard, a, bytes);
+			need(cm.htod(dd, guard, bytes), "cuMemcpyHtoD");
+			memcpy(ref, guard, bytes);
 			if (k->reduce) {
 				k->reduce(ref + off, a + off, b + off, m, 1);
 				if (v)
@@ -196,22 +212,29 @@ static void check_kernels(void *stream, int sms, size_t n)
 						      stream, sms, es);
 			} else {
 				k->scale(ref + off, m, 7, 1);
-				need(cm.htod(dd, a, bytes), "cuMemcpyHtoD");
 				launch_scale(fn, (v ? dd : da) + off, m, 7, stream,
 					     sms, es);
 			}
 			need(cm.stream_sync(stream), "cuStreamSynchronize");
 			need(cm.dtoh(out, v ? dd : da, bytes), "cuMemcpyDtoH");
 			bad += count_diff(out + off, ref + off, m, k->dtype);
+			outside += !!memcmp(out, ref, off) +
+				   !!memcmp(out + off + m * es, ref + off + m * es,
+					    bytes - off - m * es);
 		}
-		if (bad)
-			printf("# %s: %zu elements differ from the host build\n",
-			       k->name, bad);
+		if (bad || outside)
+			printf("# %s: %zu elements differ from the host build, "
+			       "%zu writes outside the range\n", k->name, bad,
+			       outside);
 		bad_total += bad;
+		outside_total += outside;
 	}
 	tap(!bad_total && nk == 54, "kernels: %u kernels, %zu elements each, "
 	    "bit-exact with the host build (NaN payloads aside): %zu differ",
 	    nk, n, bad_total);
+	tap(!outside_total, "kernels: no byte outside the range written "
+	    "(misaligned head and tail, in and out of place): %zu launches did",
+	    outside_total);
 	cm.free(da);
 	cm.free(db);
 	cm.free(dd);
@@ -219,6 +242,7 @@ static void check_kernels(void *stream, int sms, size_t n)
 	free(b);
 	free(ref);
 	free(out);
+	free(guard);
 }
 
 /* 3: kernel bandwidth against a device-to-device copy. */
@@ -403,6 +427,128 @@ static void check_protocol(void *stream, int sms)
 	cm.free(done);
 }
 
+/* 5: one export; true with a dma-buf of at least @len bytes. */
+static bool dmabuf_try(cm_ptr start, uint64_t len, char *what, size_t wlen)
+{
+	char path[64], link[96] = "?", line[160], exp[64] = "?";
+	cm_result r;
+	int fd = -1;
+	off_t sz;
+	ssize_t k;
+	FILE *f;
+
+	r = cm.dmabuf(&fd, start, len, 1 /* DMA_BUF_FD */, 0);
+	if (r != 0 || fd < 0) {
+		snprintf(what, wlen, "refused, CUresult %d", r);
+		return false;
+	}
+	sz = lseek(fd, 0, SEEK_END);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	k = readlink(path, link, sizeof(link) - 1);
+	link[k > 0 ? k : 0] = 0;
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "exp_name: %63s", exp) == 1)
+			break;
+	if (f)
+		fclose(f);
+	close(fd);
+	snprintf(what, wlen, "fd of %lld bytes (%s, exporter %s)",
+		 (long long)sz, link, exp);
+	return sz >= (off_t)len;
+}
+
+static void check_dmabuf(int supported)
+{
+	static const size_t sizes[] = {
+		1, 256, 4096, 4097, 65536 + 100, 2u << 20, (2u << 20) + 4097,
+		64u << 20,
+	};
+	enum { NS = sizeof(sizes) / sizeof(sizes[0]) };
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	unsigned int tried = 0, failed = 0, i, j, w;
+	cm_ptr p[NS][2];
+	char what[160];
+
+	if (!cm.dmabuf || !cm.addr_range || !supported) {
+		tap(true, "dma-buf export of libcoll's ranges # SKIP %s",
+		    supported ? "libcuda.so.1 has no cuMemGetHandleForAddressRange" :
+		    "the GPU does not export dma-bufs");
+		return;
+	}
+	/* two of each size in turn, to see whether small ones share pages */
+	for (i = 0; i < NS; i++)
+		for (j = 0; j < 2; j++)
+			need(cm.alloc(&p[i][j], sizes[i]), "cuMemAlloc");
+	for (i = 0; i < NS; i++) {
+		for (j = 0; j < 2; j++) {
+			size_t size = 0, S = sizes[i];
+			cm_ptr base = 0;
+			bool ok;
+
+			need(cm.addr_range(&base, &size, p[i][j]),
+			     "cuMemGetAddressRange");
+			printf("# cuMemAlloc(%zu) = %#llx: allocation %#llx + %zu, "
+			     "base mod 4 KiB %llu, mod 64 KiB %llu, mod 2 MiB %llu\n",
+			     S, p[i][j], base, size, base % 4096, base % 65536,
+			     base % (2u << 20));
+			for (w = 0; w < 3; w++) {
+				static const char *const wn[] = {
+					"whole", "middle 8 bytes", "last byte",
+				};
+				uint64_t a = p[i][j], len = S, st, en;
+
+				if (w == 1) {
+					if (S < 16)
+						continue;
+					a += (S / 2) & ~7ull;
+					len = 8;
+				} else if (w == 2) {
+					a += S - 1;
+					len = 1;
+				}
+				coll_dmabuf_span(a, len, base, page, &st, &en);
+				ok = dmabuf_try(st, en - st, what, sizeof(what));
+				tried++;
+				failed += !ok;
+				printf("#   %s: libcoll asks [+%llu, +%llu): %s%s\n",
+				       wn[w], (unsigned long long)(st - base),
+				       (unsigned long long)(en - base), what,
+				       ok ? "" : "  <-- FAILS");
+				if (w == 1 && S >= 3 * page) {
+					st = a & ~(page - 1);
+					dmabuf_try(st, page, what, sizeof(what));
+					printf("#     its page alone [+%llu, +%llu): "
+					       "%s\n", (unsigned long long)(st - base),
+					       (unsigned long long)(st - base + page),
+					       what);
+				}
+				if (w)
+					continue;
+				dmabuf_try(a, len, what, sizeof(what));
+				printf("#     exact bytes [+0, +%zu): %s\n", S, what);
+				dmabuf_try(base, size, what, sizeof(what));
+				printf("#     allocation [+0, +%zu): %s\n", size,
+				       what);
+				st = base & ~(page - 1);
+				en = (base + size + page - 1) & ~(page - 1);
+				dmabuf_try(st, en - st, what, sizeof(what));
+				printf("#     pages around it [-%llu, +%llu): %s\n",
+				       (unsigned long long)(base - st),
+				       (unsigned long long)(en - base), what);
+			}
+		}
+	}
+	for (i = 0; i < NS; i++)
+		for (j = 0; j < 2; j++)
+			cm.free(p[i][j]);
+	tap(!failed, "dma-buf: %u exports of libcoll's ranges in %u "
+	    "allocations, each a dma-buf covering its range: %u failed%s",
+	    tried, NS * 2, failed, cm.standin ? " # the stand-in's rules, "
+	    "not a driver's" : "");
+}
+
 static void *load_file(const char *path)
 {
 	FILE *f = fopen(path, "rb");
@@ -480,6 +626,7 @@ int main(int argc, char **argv)
 	check_kernels(stream, sms, n);
 	check_bandwidth(stream, sms, bytes, cm.standin ? 2 : 20);
 	check_protocol(stream, sms);
+	check_dmabuf(dmabuf);
 	printf("1..%u\n# kcoll-gpucheck: %u passed, %u failed\n", tap_n,
 	       tap_n - tap_fail, tap_fail);
 	return tap_fail ? 1 : 0;

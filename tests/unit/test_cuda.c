@@ -65,15 +65,19 @@ static void test_register_gpu_pointer(void)
 	UNIT_EQ_UINT(kcoll_model_last_dmabuf.flags,
 		     KCOLL_REG_DMABUF | KCOLL_REG_NO_CPU);
 	UNIT_EQ_UINT(kcoll_model_last_dmabuf.ino, ino_of(fakecuda_memfd(dev)));
-	/* The pages around the range, byte 100 of the first named by
-	 * its address. */
+	/* From the allocation's start to the end of the range's last
+	 * page (libcoll/dmabuf_span.h), byte 100 named by its address. */
 	UNIT_EQ_UINT(kcoll_model_last_dmabuf.off, 100);
 	UNIT_EQ_UINT(kcoll_model_last_dmabuf.len, 5000);
 	UNIT_EQ_UINT(kcoll_model_last_dmabuf.addr, (uintptr_t)(dev + 100));
 	UNIT_EQ_INT(coll_mem_deregister(c, m), 0);
-	/* In the middle of the allocation: offset within its page. */
+	/* In the middle of the allocation: the dma-buf still starts at
+	 * the allocation, so the offset counts from there (an offset
+	 * within the range's own page, as before, pointed the module at
+	 * the allocation's first page under the stand-in). */
 	UNIT_EQ_INT(coll_mem_register(c, dev + 3 * page + 8, 100, &m), 0);
-	UNIT_EQ_UINT(kcoll_model_last_dmabuf.off, 8);
+	UNIT_EQ_UINT(kcoll_model_last_dmabuf.off, 3 * page + 8);
+	UNIT_EQ_UINT(kcoll_model_last_dmabuf.ino, ino_of(fakecuda_memfd(dev)));
 	UNIT_EQ_INT(coll_mem_deregister(c, m), 0);
 	/* Past the allocation's end. */
 	UNIT_EQ_INT(coll_mem_register(c, dev + size - 10, 100, &m), -EINVAL);
