@@ -108,7 +108,8 @@ void kcoll_engine_eager_credit(struct kcoll_conn *conn)
 			.status = cpu_to_le32((conn->lazy_offer ?
 					       KCOLL_CREDIT_LAZY : 0) |
 					      (conn->p2p_offer ?
-					       KCOLL_CREDIT_P2P : 0)),
+					       KCOLL_CREDIT_P2P |
+					       KCOLL_CREDIT_P2P_ASK : 0)),
 		};
 
 		conn->xp->eager_credit(conn, slot, &m);
@@ -389,27 +390,66 @@ void kcoll_engine_eager_in(struct kcoll_conn *conn,
 }
 
 /*
- * Eager point-to-point, the receiver: whether receive @op has waited
- * KCOLL_SIG_LAZY_MS for its data (as a lazy collective asks for SIGs only
- * then; kcoll_engine_timeout_work() sets p2p_grant_due). Such a receive
- * grants its buffer as well, as a larger one does (kcoll_op_grant()): a sender
- * that found no slot free writes through the grant (the peer's slots may
- * hold collective data we consume only after this receive, or its own
- * four unreceived sends), and a larger sender, which waits for a grant,
- * fails on its signature instead of both waiting for their timeouts. A
- * receive whose data comes in time costs no message but the data. Must
- * hold comm->lock.
+ * Eager point-to-point, the receiver: whether receive @op (from @conn's
+ * peer) should grant its buffer as well, as a larger one does
+ * (kcoll_op_grant()): once its sender asked (kcoll_p2p_asked()), or once
+ * it has waited KCOLL_SIG_LAZY_MS for its data (as a lazy collective asks
+ * for SIGs only then; kcoll_engine_timeout_work() sets p2p_grant_due). A
+ * sender that found no slot free writes through the grant (the peer's
+ * slots may hold collective data we consume only after this receive, or
+ * its own four unreceived sends), and a larger sender, which waits for a
+ * grant, fails on its signature instead of both waiting for their
+ * timeouts. A receive whose data comes in time costs no message but the
+ * data. Must hold comm->lock.
  */
-bool kcoll_p2p_waited(struct kcoll_task *op)
+bool kcoll_p2p_waited(struct kcoll_task *op, struct kcoll_conn *conn)
 {
 	if (op->recv_landed_any || op->error)
 		return false;
+	if (conn->p2p_asked && !kcoll_seq_before(conn->p2p_ask_seq, op->seq))
+		return true;
 	if (!op->p2p_grant_at) {
 		op->p2p_grant_at = (jiffies +
 			       msecs_to_jiffies(KCOLL_SIG_LAZY_MS)) ?: 1;
 		kcoll_timeout_arm(op->comm, op->p2p_grant_at);
 	}
 	return op->p2p_grant_due;
+}
+
+/*
+ * Eager point-to-point, the sender: send @op found none of the peer's
+ * slots free for it (collectives ahead of their peer may hold the half
+ * that point-to-point shares: kcoll_eager_post()). Where the peer takes
+ * asks (kcoll_conn_p2p_ask()), tell it at once, once per send, so that
+ * its receive grants without waiting KCOLL_SIG_LAZY_MS; the send then goes
+ * through that grant, or eagerly if a slot comes back first, as after the
+ * wait. A full send queue leaves the ask for the next try. Must hold
+ * comm->lock.
+ */
+void kcoll_p2p_ask(struct kcoll_task *op, struct kcoll_conn *conn)
+{
+	if (op->p2p_asked || op->eager_sent || op->error ||
+	    !kcoll_conn_p2p_ask(conn) || kcoll_op_held(op))
+		return;
+	if (kcoll_op_send_sig(op, conn, KCOLL_SIG_ASK))
+		return;
+	op->p2p_asked = true;
+	kcoll_stat_add(KCOLL_STAT_P2P_ASKS, 1);
+}
+
+/*
+ * Eager point-to-point, the receiver: @conn's peer asked for a grant of
+ * its send @seq (kcoll_p2p_ask()). Our receives up to @seq grant as soon
+ * as they run (kcoll_p2p_waited()), whether posted yet or not. All a peer
+ * gains by asking falsely is the grant of a receive buffer it would get
+ * after KCOLL_SIG_LAZY_MS anyway; nothing is allocated. Must hold
+ * comm->lock.
+ */
+void kcoll_p2p_asked(struct kcoll_conn *conn, u32 seq)
+{
+	if (!conn->p2p_asked || kcoll_seq_before(conn->p2p_ask_seq, seq))
+		conn->p2p_ask_seq = seq;
+	conn->p2p_asked = true;
 }
 
 /*

@@ -104,6 +104,13 @@ static inline bool kcoll_conn_p2p(const struct kcoll_conn *conn)
 	return conn->eager && conn->p2p_offer && conn->peer_p2p;
 }
 
+/* ... and a send that finds no slot may ask its receiver for a grant
+ * (KCOLL_CREDIT_P2P_ASK). */
+static inline bool kcoll_conn_p2p_ask(const struct kcoll_conn *conn)
+{
+	return kcoll_conn_p2p(conn) && conn->peer_p2p_ask;
+}
+
 /* Has @conn's peer confirmed its signature for collective @op? */
 static inline bool kcoll_sig_confirmed(struct kcoll_task *op,
 				       const struct kcoll_conn *conn)
@@ -223,7 +230,9 @@ bool kcoll_op_eager_undecided(const struct kcoll_task *op,
 void kcoll_op_eager_recv(struct kcoll_task *op, struct kcoll_conn *conn);
 void kcoll_eager_p2p_granted(struct kcoll_task *op, struct kcoll_conn *conn);
 bool kcoll_eager_p2p_here(const struct kcoll_conn *conn, u32 seq);
-bool kcoll_p2p_waited(struct kcoll_task *op);
+bool kcoll_p2p_waited(struct kcoll_task *op, struct kcoll_conn *conn);
+void kcoll_p2p_ask(struct kcoll_task *op, struct kcoll_conn *conn);
+void kcoll_p2p_asked(struct kcoll_conn *conn, u32 seq);
 int kcoll_p2p_grants(struct kcoll_task *op, struct kcoll_conn *conn);
 void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 			 const u8 *src);

@@ -202,7 +202,7 @@ void kcoll_op_grant(struct kcoll_task *op)
 	if (kcoll_op_eager(op, conn, op->recv_total)) {
 		kcoll_op_eager_recv(op, conn);
 		/* Point-to-point, waited for: granted as well (below). */
-		if (op->kind != KCOLL_KIND_P2P || !kcoll_p2p_waited(op))
+		if (op->kind != KCOLL_KIND_P2P || !kcoll_p2p_waited(op, conn))
 			return;
 	} else if (op->kind == KCOLL_KIND_P2P && !op->recv_granted_any &&
 		   conn->erx_p2p) {
@@ -544,6 +544,9 @@ void kcoll_op_send(struct kcoll_task *op)
 		if (!granted) {
 			kcoll_op_send_eager(op, conn, op->bufs[sd->src.buf].vaddr +
 						      sd->src.off * op->esize);
+			/* No slot for it: the receiver may grant at once. */
+			if (op->kind == KCOLL_KIND_P2P && !op->eager_sent)
+				kcoll_p2p_ask(op, conn);
 			return;
 		}
 	}

@@ -43,7 +43,8 @@ static unsigned int kcoll_rx_wconn(const struct kcoll_conn *conn)
 	return conn->xp->wconn |
 	       (conn->eager ? KCOLL_WCONN_EAGER : 0) |
 	       (conn->eager_offer ? KCOLL_WCONN_EAGER_OFFERED : 0) |
-	       (kcoll_conn_lazy(conn) ? KCOLL_WCONN_LAZY : 0);
+	       (kcoll_conn_lazy(conn) ? KCOLL_WCONN_LAZY : 0) |
+	       (kcoll_conn_p2p_ask(conn) ? KCOLL_WCONN_P2P_ASK : 0);
 }
 
 /*
@@ -147,8 +148,10 @@ static int kcoll_rx_credit(struct kcoll_conn *conn,
 	if (!conn->etx_known) {
 		conn->peer_lazy = status & KCOLL_CREDIT_LAZY;
 		conn->peer_p2p = status & KCOLL_CREDIT_P2P;
+		conn->peer_p2p_ask = status & KCOLL_CREDIT_P2P_ASK;
 	} else if (!(status & KCOLL_CREDIT_LAZY) != !conn->peer_lazy ||
-		   !(status & KCOLL_CREDIT_P2P) != !conn->peer_p2p) {
+		   !(status & KCOLL_CREDIT_P2P) != !conn->peer_p2p ||
+		   !(status & KCOLL_CREDIT_P2P_ASK) != !conn->peer_p2p_ask) {
 		return -EPROTO;
 	}
 	conn->etx_addr[slot] = le64_to_cpu(m->addr);
@@ -274,8 +277,12 @@ static int kcoll_rx_sig(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 
 	if (m->type == KCOLL_MSG_ABORT)
 		kcoll_abort_lost(comm, m);
-	if (m->kind == KCOLL_KIND_P2P) {	/* only ABORTs get here */
-		kcoll_rx_p2p_abort(conn, m);
+	if (m->kind == KCOLL_KIND_P2P) {
+		/* a SIG only as a send's ask (kcoll_wire_msg_check()) */
+		if (m->type == KCOLL_MSG_SIG)
+			kcoll_p2p_asked(conn, seq);
+		else
+			kcoll_rx_p2p_abort(conn, m);
 		return 0;
 	}
 	if (m->type == KCOLL_MSG_SIG &&

@@ -52,6 +52,9 @@ enum kcoll_stat {
 	KCOLL_STAT_P2P_WAITS,		/* eager point-to-point receives that
 					 * waited 50 ms for their data and
 					 * granted their buffer too */
+	KCOLL_STAT_P2P_ASKS,		/* eager point-to-point sends that found
+					 * no slot and asked their receiver
+					 * for a grant at once */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);

@@ -367,6 +367,11 @@ struct kcoll_conn {
 	 */
 	bool p2p_offer;			/* our CREDITs said so */
 	bool peer_p2p;			/* the peer's did */
+	bool peer_p2p_ask;		/* ... and KCOLL_CREDIT_P2P_ASK (ours
+					 * always say it with KCOLL_CREDIT_P2P) */
+	bool p2p_asked;			/* the peer asked for a grant ... */
+	u32 p2p_ask_seq;		/* ... of receive seq, and older ones
+					 * (kcoll_p2p_waited()) */
 	unsigned long etx_p2p;		/* the peer's slots our point-to-point
 					 * writes hold until offered again */
 	unsigned long etx_young;	/* ... and those of collectives
@@ -546,6 +551,9 @@ struct kcoll_task {
 					 * waited past p2p_grant_at: grant it
 					 * too (kcoll_p2p_waited()) */
 	bool eager_sent;		/* written eagerly (kcoll_op_send_eager) */
+	bool p2p_asked;			/* a point-to-point send that found no
+					 * slot asked its receiver to grant
+					 * (kcoll_p2p_ask()) */
 	unsigned long p2p_grant_at;		/* jiffies; 0: not armed */
 	bool lazy_sent;			/* the asks are out */
 	unsigned long lazy_at;		/* jiffies */

@@ -25,7 +25,7 @@ struct kcoll_msg_rule {
  * which only the intra-node channel delivers) is a protocol error there.
  */
 static const struct kcoll_msg_rule kcoll_msg_rules[KCOLL_MSG_AUTH + 1] = {
-	[KCOLL_MSG_SIG] = { .kinds = KCOLL_KINDS_COLL },
+	[KCOLL_MSG_SIG] = { .kinds = KCOLL_KINDS_ANY },
 	[KCOLL_MSG_GRANT] = { .kinds = KCOLL_KINDS_ANY },
 	[KCOLL_MSG_ABORT] = { .kinds = KCOLL_KINDS_ANY },
 	[KCOLL_MSG_NOP] = { .kinds = KCOLL_KINDS_ANY },
@@ -88,6 +88,15 @@ int kcoll_wire_msg_check(const struct kcoll_wire_msg *m, unsigned int wconn)
 			return KCOLL_WIRE_BAD_STATUS;
 		break;
 	case KCOLL_MSG_SIG:
+		/* Point-to-point: only a send's ask for a grant, and only
+		 * where both offered them. */
+		if (m->kind == KCOLL_KIND_P2P) {
+			if (!(wconn & KCOLL_WCONN_P2P_ASK))
+				return KCOLL_WIRE_NOT_HERE;
+			if (status != KCOLL_SIG_ASK)
+				return KCOLL_WIRE_BAD_STATUS;
+			break;
+		}
 		/* Only between ranks that both offered lazy signatures
 		 * (older peers send none). */
 		if (status && (!(wconn & KCOLL_WCONN_LAZY) ||

@@ -289,6 +289,16 @@ KCOLL_STATIC_ASSERT(sizeof(struct kcoll_wire_eager) +
  * point-to-point"); older peers ignore the bit and never set it.
  */
 #define KCOLL_CREDIT_P2P	0x02
+/*
+ * CREDIT @status, with KCOLL_CREDIT_P2P: a point-to-point send of ours that
+ * finds none of the peer's slots free for it may say so at once, with a
+ * point-to-point SIG whose @status is KCOLL_SIG_ASK and @seq its own; the
+ * peer then grants that receive (and any older one still waiting) when it
+ * is posted, instead of after KCOLL_SIG_LAZY_MS (docs/DESIGN.md, "Eager
+ * point-to-point"). Older peers ignore the bit and never set it, and are
+ * never sent such a SIG.
+ */
+#define KCOLL_CREDIT_P2P_ASK	0x04
 
 /*
  * SIG @status. ASK: a lazy SIG (the collective has run long enough to
@@ -325,6 +335,8 @@ static inline u32 kcoll_grant_imm(u32 kind, u32 serial, bool eager)
 #define KCOLL_WCONN_EAGER		0x02	/* eager transfers agreed */
 #define KCOLL_WCONN_EAGER_OFFERED	0x04	/* ... or offered by us */
 #define KCOLL_WCONN_LAZY		0x08	/* both offered lazy SIGs */
+#define KCOLL_WCONN_P2P_ASK		0x10	/* both offered point-to-point
+						 * asks (KCOLL_CREDIT_P2P_ASK) */
 
 enum kcoll_wire_verdict {
 	KCOLL_WIRE_OK = 0,

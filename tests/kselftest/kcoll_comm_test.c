@@ -1004,6 +1004,79 @@ static int kt_rank_late_error(struct tring *r, __u32 id, int rank, int n,
 }
 
 /*
+ * A point-to-point message behind small broadcasts that went ahead of
+ * their peer: rank 0 issues KT_BEHIND_BC broadcasts as root (each returns
+ * once its data is out, "Confirmations behind": the first stays the
+ * head, the rest write their data into rank 1's slots as "young"
+ * transfers) and then a send of 16 floats to rank 1, all in one ENTER;
+ * rank 1 posts the receive 500 ms later, before those broadcasts. The
+ * send finds the young half of rank 1's slots taken by the broadcasts and
+ * asks rank 1 for a grant at once (kcoll_p2p_ask(), stats/p2p_asks), so
+ * the receive grants as soon as it is posted instead of waiting 50 ms for
+ * data that cannot come (stats/p2p_waits; both read by the caller). Then
+ * rank 1 runs the broadcasts. 0 or an exit code.
+ */
+#define KT_BEHIND_BC	6
+
+static int kt_rank_p2p_behind(struct tring *r, __u32 id, int rank,
+			      float *a, float *b)
+{
+	struct kcoll_sqe s;
+	int32_t *v = (int32_t *)b;
+	size_t i;
+	int k, res;
+
+	s = kt_coll(KCOLL_OP_BARRIER, id, 0, 0, 0, 0, NULL, NULL);
+	if ((res = kt_run(r, &s)))
+		return kt_fail(rank, 120, res);
+	for (i = 0; i < 16; i++)
+		a[i] = (float)(1000 + i);
+	for (k = 0; k < KT_BEHIND_BC; k++)
+		v[k] = rank ? -1 : 7 * k;
+	if (rank == 0) {
+		for (k = 0; k < KT_BEHIND_BC; k++) {
+			s = kt_coll(KCOLL_OP_BROADCAST, id, KCOLL_DTYPE_INT32,
+				    0, 0, 1, v + k, v + k);
+			s.user_data = k;
+			*kt_get_sqe(r) = s;
+		}
+		s = kt_coll(KCOLL_OP_SEND, id, KCOLL_DTYPE_FP32, 0, 1, 16, a,
+			    NULL);
+		s.user_data = KT_BEHIND_BC;
+		*kt_get_sqe(r) = s;
+		if (kt_enter(r, KT_BEHIND_BC + 1, 0, 0, 0) != KT_BEHIND_BC + 1)
+			return 121;
+		for (k = 0; k <= KT_BEHIND_BC; k++) {
+			struct kcoll_cqe c;
+
+			while (kt_pop(r, &c))
+				if (kt_enter(r, 0, 1, KCOLL_ENTER_GETEVENTS,
+					     0) < 0)
+					return 122;
+			if (c.res)
+				return kt_fail(rank, 123, c.res);
+		}
+		return 0;
+	}
+	usleep(500 * 1000);
+	s = kt_coll(KCOLL_OP_RECV, id, KCOLL_DTYPE_FP32, 0, 0, 16, NULL, b + 64);
+	if ((res = kt_run(r, &s)))
+		return kt_fail(rank, 124, res);
+	for (i = 0; i < 16; i++)
+		if (b[64 + i] != (float)(1000 + i))
+			return 125;
+	for (k = 0; k < KT_BEHIND_BC; k++) {
+		s = kt_coll(KCOLL_OP_BROADCAST, id, KCOLL_DTYPE_INT32, 0, 0, 1,
+			    v + k, v + k);
+		if ((res = kt_run(r, &s)))
+			return kt_fail(rank, 126, res);
+		if (v[k] != 7 * k)
+			return 127;
+	}
+	return 0;
+}
+
+/*
  * An alltoall of 100 floats a block: through the NIC and the channel its
  * blocks go eagerly, every later phase's sent while the first runs
  * (stats/eager_ahead, sysfs eager_ahead). 0 or an exit code.
@@ -1065,6 +1138,8 @@ static int kt_rank_main(const char *ip, int rank, int n, __u64 uid,
 		return kt_rank_barrier_waits(&r, id, rank);
 	if (mismatch == 7 || mismatch == 8)
 		return kt_rank_late_error(&r, id, rank, n, mismatch == 8);
+	if (mismatch == 9)
+		return kt_rank_p2p_behind(&r, id, rank, a, b);
 	if (mismatch) {
 		s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32,
 			    KCOLL_REDOP_SUM, 0, rank ? 1000 : 1001, a, b);
@@ -2016,6 +2091,46 @@ TEST_F_TIMEOUT(rxe, broadcast_failing_after_it_returned_is_reported, 300)
 	}
 	EXPECT_EQ(0, kt_sysfs_write("confirm_behind", "16"));
 	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
+}
+
+/*
+ * A point-to-point message behind broadcasts that went ahead of their
+ * peer (kt_rank_p2p_behind()) finds no slot and asks for a grant: its
+ * receive, posted after it, grants at once instead of waiting 50 ms
+ * (stats/p2p_waits stays, stats/p2p_asks moves), through the NIC and on
+ * one node, 2 ranks. A module without the ask fails this (one wait per
+ * path).
+ */
+TEST_F_TIMEOUT(rxe, point_to_point_not_held_by_collectives_ahead, 300)
+{
+	int codes[NPROC_MAX];
+	long long w0, w1, a0, a1;
+
+	if (!getenv("KCOLL_IP"))
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "writing sysfs intra_node needs root");
+	ASSERT_EQ(16, kt_sysfs_read("confirm_behind"));
+	for (int intra = 0; intra < 2; intra++) {
+		ASSERT_EQ(0, kt_sysfs_write("intra_node", intra ? "1" : "0"));
+		w0 = kt_sysfs_read("stats/p2p_waits");
+		a0 = kt_sysfs_read("stats/p2p_asks");
+		ASSERT_LE(0, w0);
+		ASSERT_LE(0, a0);
+		EXPECT_EQ(0, kt_spawn(2, 0x1080 + intra, -1, 9, codes, 1));
+		for (int k = 0; k < 2; k++) {
+			EXPECT_EQ(0, codes[k]) {
+				TH_LOG("intra_node %d: rank %d failed with code %d",
+				       intra, k, codes[k]);
+			}
+		}
+		w1 = kt_sysfs_read("stats/p2p_waits");
+		a1 = kt_sysfs_read("stats/p2p_asks");
+		TH_LOG("intra_node %d: %lld sends asked for a grant, %lld receives waited for their data",
+		       intra, a1 - a0, w1 - w0);
+		EXPECT_LT(a0, a1);
+		EXPECT_EQ(w0, w1);
+	}
 }
 
 /*

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * kcoll-wire-ref.h: the control-message rules of docs/DESIGN.md ("Wire
- * protocol", "Eager transfers", "Lazy signatures") restated without the
+ * protocol", "Eager transfers", "Lazy signatures", "Eager point-to-point")
+ * restated without the
  * module's table, as the oracle of kmod/kcoll_wire.c's
  * kcoll_wire_msg_check() for tests/unit/test_wire.c and
  * tests/fuzz/fuzz_wire.c. Include after kmod/kcoll_wire.h.
@@ -13,7 +14,8 @@
 #include <stdbool.h>
 
 #define ALL_WCONN	(KCOLL_WCONN_LOCAL | KCOLL_WCONN_EAGER | \
-			 KCOLL_WCONN_EAGER_OFFERED | KCOLL_WCONN_LAZY)
+			 KCOLL_WCONN_EAGER_OFFERED | KCOLL_WCONN_LAZY | \
+			 KCOLL_WCONN_P2P_ASK)
 
 /*
  * The rules of docs/DESIGN.md ("Wire protocol", "Eager transfers", "Lazy
@@ -40,8 +42,10 @@ static inline bool ref_ok(const struct kcoll_wire_msg *m, unsigned int wconn)
 	case KCOLL_MSG_DATA:
 		return wconn & KCOLL_WCONN_LOCAL;
 	case KCOLL_MSG_SIG:
-		if (m->kind != KCOLL_KIND_COLL)
-			return false;
+		/* point-to-point: a send's ask for a grant, where agreed */
+		if (m->kind == KCOLL_KIND_P2P)
+			return (wconn & KCOLL_WCONN_P2P_ASK) &&
+			       status == KCOLL_SIG_ASK;
 		if (!status)
 			return true;
 		return (wconn & KCOLL_WCONN_LAZY) &&
