@@ -83,10 +83,11 @@ static void kcoll_sig_ask_drop(struct kcoll_conn *conn, u32 i)
 
 /*
  * @conn's peer asked for our SIG of collective @seq (KCOLL_SIG_ASK). A peer
- * asks once per collective that stalls, and runs at most
- * KCOLL_COLLS_IN_FLIGHT_MAX at once: more asks than that forget the
- * oldest (the answer only speeds up a report or a mismatch). Must hold
- * comm->lock.
+ * asks once per collective that stalls, and has at most KCOLL_ASKS_MAX
+ * unfinished at once (running, or returned before their confirmations):
+ * more asks than that, which only a peer breaking the protocol sends,
+ * forget the oldest (the answer only speeds up a report or a mismatch).
+ * Must hold comm->lock.
  */
 void kcoll_sig_ask_add(struct kcoll_conn *conn, u32 seq)
 {

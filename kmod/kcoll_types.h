@@ -76,8 +76,11 @@
  */
 #define KCOLL_GRANTS_QUEUED_MAX(conn)	(16 * (conn)->window)
 #define KCOLL_SIGS_QUEUED_MAX		256
-/* A peer's asks for our SIG kept per connection (kcoll_sig_ask_add()). */
-#define KCOLL_ASKS_MAX			KCOLL_COLLS_IN_FLIGHT_MAX
+/* A peer's asks for our SIG kept per connection (kcoll_sig_ask_add()):
+ * one per collective it can have unfinished, those running and those that
+ * returned before their confirmations ("Confirmations behind"). */
+#define KCOLL_ASKS_MAX	(KCOLL_COLLS_IN_FLIGHT_MAX + KCOLL_CONFIRM_BEHIND_MAX)
+KCOLL_STATIC_ASSERT(KCOLL_ASKS_MAX <= 255, "conn->nasks is a u8");
 /* Reduce landing slots per connection: the largest window (a bitmap). */
 #define KCOLL_STAGE_SLOTS	(KCOLL_GRANT_WINDOW * KCOLL_MAX_LANES)
 /* Grant MRs per connection: every kind's window out and as many again
@@ -405,9 +408,9 @@ struct kcoll_conn {
 	bool lazy_offer;		/* our CREDITs say KCOLL_CREDIT_LAZY */
 	bool peer_lazy;			/* the peer's CREDITs said so */
 	/* The collectives whose SIG the peer asked for (KCOLL_SIG_ASK) and
-	 * we have not sent yet: one per collective it runs at once; past
+	 * we have not sent yet: one per collective it has unfinished; past
 	 * KCOLL_ASKS_MAX the oldest ask is forgotten (best effort). */
-	u8 nasks;
+	u8 nasks;			/* KCOLL_ASKS_MAX fits */
 	u32 asks[KCOLL_ASKS_MAX];
 	bool bye;			/* the peer said BYE: */
 	u32 bye_done;			/* it completed every collective
