@@ -406,8 +406,15 @@ bool kcoll_p2p_waited(struct kcoll_task *op, struct kcoll_conn *conn)
 {
 	if (op->recv_landed_any || op->error)
 		return false;
-	if (conn->p2p_asked && !kcoll_seq_before(conn->p2p_ask_seq, op->seq))
-		return true;
+	if (conn->p2p_asked) {
+		if (!kcoll_seq_before(conn->p2p_ask_seq, op->seq)) {
+			/* due, but not a wait: the timer leaves it */
+			op->p2p_grant_due = true;
+			return true;
+		}
+		conn->p2p_asked = false;	/* behind the head receive:
+						 * spent */
+	}
 	if (!op->p2p_grant_at) {
 		op->p2p_grant_at = (jiffies +
 			       msecs_to_jiffies(KCOLL_SIG_LAZY_MS)) ?: 1;
@@ -423,15 +430,21 @@ bool kcoll_p2p_waited(struct kcoll_task *op, struct kcoll_conn *conn)
  * asks (kcoll_conn_p2p_ask()), tell it at once, once per send, so that
  * its receive grants without waiting KCOLL_SIG_LAZY_MS; the send then goes
  * through that grant, or eagerly if a slot comes back first, as after the
- * wait. A full send queue leaves the ask for the next try. Must hold
- * comm->lock.
+ * wait. A send already posted (through a grant that came after the
+ * receiver's wait) has nothing to ask for. A full send queue leaves the
+ * ask for the next try. Not a signature: stats/sig_sends does not count
+ * it. Must hold comm->lock.
  */
 void kcoll_p2p_ask(struct kcoll_task *op, struct kcoll_conn *conn)
 {
-	if (op->p2p_asked || op->eager_sent || op->error ||
-	    !kcoll_conn_p2p_ask(conn) || kcoll_op_held(op))
+	struct kcoll_wire_msg m;
+
+	if (op->p2p_asked || op->eager_sent || op->send_posted_any ||
+	    op->error || !kcoll_conn_p2p_ask(conn) || kcoll_op_held(op))
 		return;
-	if (kcoll_op_send_sig(op, conn, KCOLL_SIG_ASK))
+	kcoll_msg_init(op, &m, KCOLL_MSG_SIG, conn->peer);
+	m.status = cpu_to_le32(KCOLL_SIG_ASK);
+	if (kcoll_conn_send_msg(conn, &m))
 		return;
 	op->p2p_asked = true;
 	kcoll_stat_add(KCOLL_STAT_P2P_ASKS, 1);
@@ -440,13 +453,22 @@ void kcoll_p2p_ask(struct kcoll_task *op, struct kcoll_conn *conn)
 /*
  * Eager point-to-point, the receiver: @conn's peer asked for a grant of
  * its send @seq (kcoll_p2p_ask()). Our receives up to @seq grant as soon
- * as they run (kcoll_p2p_waited()), whether posted yet or not. All a peer
- * gains by asking falsely is the grant of a receive buffer it would get
- * after KCOLL_SIG_LAZY_MS anyway; nothing is allocated. Must hold
- * comm->lock.
+ * as they run (kcoll_p2p_waited()), whether posted yet or not; the first
+ * past @seq forgets it. No send runs further ahead of our receives than
+ * the few slots its unreceived predecessors may hold, so an ask beyond
+ * KCOLL_EAGER_SLOTS past our next receive is dropped rather than kept for
+ * receives to come. All a peer gains by asking falsely is the grant of a
+ * receive buffer it would get after KCOLL_SIG_LAZY_MS anyway; nothing is
+ * allocated. An ask may come before the peer's CREDIT has told us it
+ * takes asks (its CREDIT deferred by a full send queue): it is kept all
+ * the same, and only eager receives look at it. Must hold comm->lock.
  */
 void kcoll_p2p_asked(struct kcoll_conn *conn, u32 seq)
 {
+	u32 next = conn->k[KCOLL_KIND_P2P].p2p_recv_seq;
+
+	if ((s32)(seq - next) > KCOLL_EAGER_SLOTS)
+		return;
 	if (!conn->p2p_asked || kcoll_seq_before(conn->p2p_ask_seq, seq))
 		conn->p2p_ask_seq = seq;
 	conn->p2p_asked = true;

@@ -43,8 +43,7 @@ static unsigned int kcoll_rx_wconn(const struct kcoll_conn *conn)
 	return conn->xp->wconn |
 	       (conn->eager ? KCOLL_WCONN_EAGER : 0) |
 	       (conn->eager_offer ? KCOLL_WCONN_EAGER_OFFERED : 0) |
-	       (kcoll_conn_lazy(conn) ? KCOLL_WCONN_LAZY : 0) |
-	       (kcoll_conn_p2p_ask(conn) ? KCOLL_WCONN_P2P_ASK : 0);
+	       (kcoll_conn_lazy(conn) ? KCOLL_WCONN_LAZY : 0);
 }
 
 /*

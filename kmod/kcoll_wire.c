@@ -88,10 +88,12 @@ int kcoll_wire_msg_check(const struct kcoll_wire_msg *m, unsigned int wconn)
 			return KCOLL_WIRE_BAD_STATUS;
 		break;
 	case KCOLL_MSG_SIG:
-		/* Point-to-point: only a send's ask for a grant, and only
-		 * where both offered them. */
+		/* Point-to-point: only a send's ask for a grant, on an
+		 * eager connection (where the peer learnt from our CREDIT
+		 * that we take asks; its own may not have come yet). */
 		if (m->kind == KCOLL_KIND_P2P) {
-			if (!(wconn & KCOLL_WCONN_P2P_ASK))
+			if (!(wconn & (KCOLL_WCONN_EAGER |
+				       KCOLL_WCONN_EAGER_OFFERED)))
 				return KCOLL_WIRE_NOT_HERE;
 			if (status != KCOLL_SIG_ASK)
 				return KCOLL_WIRE_BAD_STATUS;

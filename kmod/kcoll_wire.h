@@ -335,8 +335,6 @@ static inline u32 kcoll_grant_imm(u32 kind, u32 serial, bool eager)
 #define KCOLL_WCONN_EAGER		0x02	/* eager transfers agreed */
 #define KCOLL_WCONN_EAGER_OFFERED	0x04	/* ... or offered by us */
 #define KCOLL_WCONN_LAZY		0x08	/* both offered lazy SIGs */
-#define KCOLL_WCONN_P2P_ASK		0x10	/* both offered point-to-point
-						 * asks (KCOLL_CREDIT_P2P_ASK) */
 
 enum kcoll_wire_verdict {
 	KCOLL_WIRE_OK = 0,

@@ -2453,6 +2453,8 @@ static int mem_register_cuda(coll_comm *comm, void *addr, size_t len,
 	uint64_t start, end;
 	struct kcoll_reg_mem r;
 	int fd = -1, ret;
+	int64_t off;
+	off_t got;
 
 	if (a < base || a + len > base + size)
 		return coll_err(-EINVAL, "%zu bytes at GPU pointer %p go past its allocation",
@@ -2461,12 +2463,25 @@ static int mem_register_cuda(coll_comm *comm, void *addr, size_t len,
 	ret = coll_cuda_dmabuf(addr, start, end - start, &fd);
 	if (ret)
 		return ret;
+	/* Exactly the range, or (some exporters) the whole allocation. */
+	got = lseek(fd, 0, SEEK_END);
+	off = got < 0 ? -1 : coll_dmabuf_offset(a, base, size, page, start, end,
+						  (uint64_t)got);
+	if (off < 0) {
+		close(fd);
+		return coll_err(-ENOTSUP, "the dma-buf exported for [%#llx, %#llx) of "
+				"GPU allocation %#llx (%llu bytes) is %lld bytes: "
+				"neither that range nor the allocation",
+				(unsigned long long)start, (unsigned long long)end,
+				(unsigned long long)base, (unsigned long long)size,
+				(long long)got);
+	}
 	memset(&r, 0, sizeof(r));
 	r.addr = a;
 	r.len = len;
 	r.flags = KCOLL_REG_DMABUF | KCOLL_REG_NO_CPU;
 	r.dmabuf_fd = fd;
-	r.dmabuf_off = a - start;
+	r.dmabuf_off = (uint64_t)off;
 	ret = mem_register(comm, &r, out);
 	close(fd);
 	if (!ret)

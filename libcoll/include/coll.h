@@ -1410,9 +1410,8 @@ COLL_API int coll_group_end(void);
  *
  * GPU memory: libcoll loads libcuda.so.1 at run time (never at link time;
  * $KCOLL_NO_CUDA=1 keeps it from trying). When the driver calls @addr
- * device memory, [@addr, @addr + @len) is registered through a dma-buf
- * (cuMemGetHandleForAddressRange) of its allocation's pages from the
- * allocation's start to the end of the range's last page, with
+ * device memory, the pages around [@addr, @addr + @len) are registered
+ * through their dma-buf (cuMemGetHandleForAddressRange) with
  * COLL_MEM_NO_CPU, as coll_mem_register_dmabuf() would. An operation on
  * GPU memory that is in no registration registers its whole allocation
  * first, once (it stays until coll_comm_destroy()).

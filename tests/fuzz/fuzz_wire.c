@@ -86,7 +86,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct kcoll_wire_msg m;
-	unsigned int wconn = size ? data[0] & 31 : 0;
+	unsigned int wconn = size ? data[0] & 15 : 0;
 	u8 pd[256] __attribute__((aligned(8)));
 	size_t off = 1, k;
 	u32 len;

@@ -14,8 +14,7 @@
 #include <stdbool.h>
 
 #define ALL_WCONN	(KCOLL_WCONN_LOCAL | KCOLL_WCONN_EAGER | \
-			 KCOLL_WCONN_EAGER_OFFERED | KCOLL_WCONN_LAZY | \
-			 KCOLL_WCONN_P2P_ASK)
+			 KCOLL_WCONN_EAGER_OFFERED | KCOLL_WCONN_LAZY)
 
 /*
  * The rules of docs/DESIGN.md ("Wire protocol", "Eager transfers", "Lazy
@@ -42,9 +41,11 @@ static inline bool ref_ok(const struct kcoll_wire_msg *m, unsigned int wconn)
 	case KCOLL_MSG_DATA:
 		return wconn & KCOLL_WCONN_LOCAL;
 	case KCOLL_MSG_SIG:
-		/* point-to-point: a send's ask for a grant, where agreed */
+		/* point-to-point: a send's ask for a grant, on an eager
+		 * connection */
 		if (m->kind == KCOLL_KIND_P2P)
-			return (wconn & KCOLL_WCONN_P2P_ASK) &&
+			return (wconn & (KCOLL_WCONN_EAGER |
+					 KCOLL_WCONN_EAGER_OFFERED)) &&
 			       status == KCOLL_SIG_ASK;
 		if (!status)
 			return true;

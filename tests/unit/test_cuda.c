@@ -22,6 +22,7 @@
 
 #include "coll.h"
 #include "coll_internal.h"
+#include "dmabuf_span.h"
 #include "kcoll_model.h"
 #include "unit.h"
 
@@ -65,16 +66,18 @@ static void test_register_gpu_pointer(void)
 	UNIT_EQ_UINT(kcoll_model_last_dmabuf.flags,
 		     KCOLL_REG_DMABUF | KCOLL_REG_NO_CPU);
 	UNIT_EQ_UINT(kcoll_model_last_dmabuf.ino, ino_of(fakecuda_memfd(dev)));
-	/* From the allocation's start to the end of the range's last
-	 * page (libcoll/dmabuf_span.h), byte 100 named by its address. */
+	/* The pages around the range (libcoll/dmabuf_span.h); the
+	 * stand-in's dma-buf is the whole allocation's, so byte 100 of it,
+	 * named by its address. */
 	UNIT_EQ_UINT(kcoll_model_last_dmabuf.off, 100);
 	UNIT_EQ_UINT(kcoll_model_last_dmabuf.len, 5000);
 	UNIT_EQ_UINT(kcoll_model_last_dmabuf.addr, (uintptr_t)(dev + 100));
 	UNIT_EQ_INT(coll_mem_deregister(c, m), 0);
-	/* In the middle of the allocation: the dma-buf still starts at
-	 * the allocation, so the offset counts from there (an offset
-	 * within the range's own page, as before, pointed the module at
-	 * the allocation's first page under the stand-in). */
+	/* In the middle of the allocation: the stand-in's dma-buf is
+	 * still the whole allocation's, so the offset counts from its
+	 * start (an offset within the range's own page, as libcoll gave
+	 * before it looked at the dma-buf's size, pointed the module at
+	 * the allocation's first page). */
 	UNIT_EQ_INT(coll_mem_register(c, dev + 3 * page + 8, 100, &m), 0);
 	UNIT_EQ_UINT(kcoll_model_last_dmabuf.off, 3 * page + 8);
 	UNIT_EQ_UINT(kcoll_model_last_dmabuf.ino, ino_of(fakecuda_memfd(dev)));
@@ -82,6 +85,39 @@ static void test_register_gpu_pointer(void)
 	/* Past the allocation's end. */
 	UNIT_EQ_INT(coll_mem_register(c, dev + size - 10, 100, &m), -EINVAL);
 	coll_comm_destroy(c);
+}
+
+/*
+ * Where a registration lies in the dma-buf it got (libcoll/dmabuf_span.h):
+ * from the range's first page when the driver cut exactly that range (as
+ * NVIDIA's does: the stand-in cannot), from the allocation's start when
+ * the exporter handed out the whole allocation, and nowhere libcoll would
+ * guess otherwise.
+ */
+static void test_dmabuf_offsets(void)
+{
+	const uint64_t page = 4096, base = 0x7f0000200000ull;
+	const uint64_t asize = 10 * page + 5, a = base + 3 * page + 8;
+	uint64_t st, en;
+
+	coll_dmabuf_span(a, 100, base, page, &st, &en);
+	UNIT_EQ_UINT(st, base + 3 * page);
+	UNIT_EQ_UINT(en, base + 4 * page);
+	UNIT_EQ_INT(coll_dmabuf_offset(a, base, asize, page, st, en, page), 8);
+	UNIT_EQ_INT(coll_dmabuf_offset(a, base, asize, page, st, en,
+				       11 * page), 3 * page + 8);
+	UNIT_EQ_INT(coll_dmabuf_offset(a, base, asize, page, st, en,
+				       2 * page), -1);
+	UNIT_EQ_INT(coll_dmabuf_offset(a, base, asize, page, st, en,
+				       10 * page), -1);
+	/* Never below the allocation, whose start may share a page. */
+	coll_dmabuf_span(base + 600 + 8, 8, base + 512, page, &st, &en);
+	UNIT_EQ_UINT(st, base + 512);
+	UNIT_EQ_UINT(en, base + page);
+	/* Across a page boundary: both pages. */
+	coll_dmabuf_span(base + page - 4, 8, base, page, &st, &en);
+	UNIT_EQ_UINT(st, base);
+	UNIT_EQ_UINT(en, base + 2 * page);
 }
 
 static void test_operation_registers_allocation_once(void)
@@ -171,6 +207,7 @@ int main(int argc, char **argv)
 	/* First: its child must not inherit a loaded driver. */
 	UNIT_RUN(test_no_cuda);
 	UNIT_RUN(test_register_gpu_pointer);
+	UNIT_RUN(test_dmabuf_offsets);
 	UNIT_RUN(test_operation_registers_allocation_once);
 	UNIT_RUN(test_gpu_without_dmabuf_export);
 	kcoll_model_stop();

@@ -105,12 +105,14 @@ static void test_credits_and_sig_status(void)
 	m.status = htole32(KCOLL_SIG_ASK | 0x100);
 	UNIT_EQ_INT(kcoll_wire_msg_check(&m, KCOLL_WCONN_LAZY),
 		    KCOLL_WIRE_BAD_STATUS);
-	/* Point-to-point: only a send's ask, only where both offered it. */
+	/* Point-to-point: only a send's ask, only on eager connections. */
 	m = msg(KCOLL_MSG_SIG, KCOLL_KIND_P2P);
 	UNIT_EQ_INT(kcoll_wire_msg_check(&m, ALL_WCONN), KCOLL_WIRE_BAD_STATUS);
 	m.status = htole32(KCOLL_SIG_ASK);
-	UNIT_EQ_INT(kcoll_wire_msg_check(&m, ALL_WCONN), KCOLL_WIRE_OK);
-	UNIT_EQ_INT(kcoll_wire_msg_check(&m, ALL_WCONN & ~KCOLL_WCONN_P2P_ASK),
+	UNIT_EQ_INT(kcoll_wire_msg_check(&m, KCOLL_WCONN_EAGER), KCOLL_WIRE_OK);
+	UNIT_EQ_INT(kcoll_wire_msg_check(&m, KCOLL_WCONN_EAGER_OFFERED),
+		    KCOLL_WIRE_OK);
+	UNIT_EQ_INT(kcoll_wire_msg_check(&m, KCOLL_WCONN_LOCAL | KCOLL_WCONN_LAZY),
 		    KCOLL_WIRE_NOT_HERE);
 	m.status = htole32(KCOLL_SIG_ASK | KCOLL_SIG_DONE);
 	UNIT_EQ_INT(kcoll_wire_msg_check(&m, ALL_WCONN), KCOLL_WIRE_BAD_STATUS);
