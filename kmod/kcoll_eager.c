@@ -601,11 +601,11 @@ static bool kcoll_eager_post(struct kcoll_task *op, struct kcoll_conn *conn,
 	 * point-to-point message holds), so a head's transfer for the
 	 * phase it runs always finds a slot free or one coming back
 	 * (docs/DESIGN.md, "Several collectives in flight"). A
-	 * point-to-point send that finds the half full waits, and its
-	 * receiver grants after 50 ms (kcoll_p2p_waited(),
-	 * stats/p2p_waits); keeping a slot for it measured slower for
-	 * small collectives (docs/PERFORMANCE.md, "A slot kept for
-	 * point-to-point").
+	 * point-to-point send that finds the half full asks its receiver
+	 * for a grant (kcoll_p2p_ask(); a peer that takes no asks grants
+	 * after 50 ms, stats/p2p_waits); keeping a slot for it measured
+	 * slower for small collectives (docs/PERFORMANCE.md, "A slot kept
+	 * for point-to-point").
 	 */
 	if ((op->kind == KCOLL_KIND_P2P || young) &&
 	    hweight_long(conn->etx_p2p | conn->etx_young) >=

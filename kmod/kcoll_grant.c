@@ -545,7 +545,7 @@ void kcoll_op_send(struct kcoll_task *op)
 			kcoll_op_send_eager(op, conn, op->bufs[sd->src.buf].vaddr +
 						      sd->src.off * op->esize);
 			/* No slot for it: the receiver may grant at once. */
-			if (op->kind == KCOLL_KIND_P2P && !op->eager_sent)
+			if (op->kind == KCOLL_KIND_P2P)
 				kcoll_p2p_ask(op, conn);
 			return;
 		}
