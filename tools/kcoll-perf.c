@@ -271,11 +271,6 @@ static double run_stream(const struct chk_case *c, void *send, void *recv,
 	return iters ? (now() - t0) / iters : 0;
 }
 
-/*
- * @iters operations back to back, then wait for all (-1: each waited
- * for before the next is issued, as a loop of blocking calls); seconds
- * per op. @issue_one issues one (into up to two requests) from @ctx.
- */
 /* Wait for and free requests @req[0..n-1] (NULL ones skipped, each set
  * to NULL); the first error into *@first. */
 static void wait_reqs(coll_request **req, int n, int *first)
@@ -293,6 +288,11 @@ static void wait_reqs(coll_request **req, int n, int *first)
 	}
 }
 
+/*
+ * @iters operations back to back, then wait for all (-1: each waited
+ * for before the next is issued, as a loop of blocking calls); seconds
+ * per op. @issue_one issues one (into up to two requests) from @ctx.
+ */
 static double run_iters(int (*issue_one)(const void *ctx, coll_request **req),
 			const void *ctx, const char *name, int iters)
 {
