@@ -80,7 +80,9 @@ struct wpeer {
 	unsigned int misdeed_odds;	/* 1 in this many loop turns */
 	unsigned int flood_left;	/* messages of a flood still to send */
 	uint8_t flood_type;		/* SIG or GRANT */
-	unsigned long msgs_in, sends, writes;
+	uint8_t flood_kind;		/* KCOLL_KIND_P2P: SIGs that ask for
+					 * grants, at seqs near and far */
+	unsigned long msgs_in, sends, writes, p2p_asks;
 	/* Scoped-grant tests: leave the module's grants to the test, and
 	 * the first send-side error (not a flush) the QP reported. */
 	bool hold_grants;
@@ -983,6 +985,10 @@ static void wp_act(struct wpeer *p)
 		 * 256 deep */
 		p->flood_type = (const uint8_t[]){ KCOLL_MSG_SIG, KCOLL_MSG_GRANT,
 						   KCOLL_MSG_PING }[wp_below(3)];
+		/* point-to-point asks for grants: the module keeps one
+		 * seq per connection, whatever comes */
+		p->flood_kind = p->flood_type == KCOLL_MSG_SIG && wp_below(2) ?
+				KCOLL_KIND_P2P : KCOLL_KIND_COLL;
 		p->flood_left = 100 + wp_below(400);
 		break;
 	case 0: /* a message the module sent us, back as if ours */
@@ -1139,6 +1145,12 @@ static void wp_flood_one(struct wpeer *p)
 
 	if (p->flood_type == KCOLL_MSG_GRANT)
 		m.serial = htole32(p->grant_serial[KCOLL_KIND_COLL]++);
+	if (p->flood_kind == KCOLL_KIND_P2P) {
+		m.kind = KCOLL_KIND_P2P;
+		m.status = htole32(KCOLL_SIG_ASK);
+		m.seq = htole32(wp_plausible(0, 16));
+		p->p2p_asks++;
+	}
 	wp_send(p, &m, sizeof(m), false, 0);
 	p->flood_left--;
 }
@@ -2127,7 +2139,7 @@ TEST_F_TIMEOUT(wire, hostile_peer_cannot_hang_or_break_the_module, 3600)
 	const char *seed_env = getenv("KCOLL_WIREFUZZ_SEED");
 	uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0) : 0;
 	unsigned long rounds = 0, died = 0, ops = 0, ok = 0, failed = 0;
-	unsigned long msgs = 0, sends = 0, writes = 0;
+	unsigned long msgs = 0, sends = 0, writes = 0, p2p_asks = 0;
 	long long old_timeout, eager_sends0;
 	int st, codes[2];
 	pid_t pids[2];
@@ -2165,6 +2177,14 @@ TEST_F_TIMEOUT(wire, hostile_peer_cannot_hang_or_break_the_module, 3600)
 		p.misdeed_odds = wp_below(4) ? 400 + wp_below(4000) : 3;
 		if (wp_below(8))
 			wp_offer_slots(&p);
+		/* Every other round opens with point-to-point asks for
+		 * grants at seqs near and wild, which the module must take
+		 * without harm (one seq kept per connection). */
+		if (rounds & 1) {
+			p.flood_type = KCOLL_MSG_SIG;
+			p.flood_kind = KCOLL_KIND_P2P;
+			p.flood_left = 64;
+		}
 		ASSERT_EQ(0, pthread_create(&c.submitter, NULL, wc_submit, &c));
 		t_round = wp_now() + 2 + wp_below(5);
 		while (!p.dead && !c.done && wp_now() < t_round) {
@@ -2189,6 +2209,7 @@ TEST_F_TIMEOUT(wire, hostile_peer_cannot_hang_or_break_the_module, 3600)
 		msgs += p.msgs_in;
 		sends += p.sends;
 		writes += p.writes;
+		p2p_asks += p.p2p_asks;
 		/* Half the rounds leave rank 1 connected and silent while
 		 * rank 0 goes on: its operations must time out. */
 		if (wp_below(2))
@@ -2222,11 +2243,12 @@ TEST_F_TIMEOUT(wire, hostile_peer_cannot_hang_or_break_the_module, 3600)
 	}
 	snprintf(buf, sizeof(buf), "%lld", old_timeout);
 	EXPECT_EQ(0, kt_sysfs_write("op_timeout_ms", buf));
-	TH_LOG("%lu rounds (%lu ended by the module), rank 0: %lu operations, %lu ok, %lu failed; rank 1: %lu messages in, %lu sends, %lu writes, module eager sends %lld",
-	       rounds, died, ops, ok, failed, msgs, sends, writes,
+	TH_LOG("%lu rounds (%lu ended by the module), rank 0: %lu operations, %lu ok, %lu failed; rank 1: %lu messages in, %lu sends (%lu point-to-point asks), %lu writes, module eager sends %lld",
+	       rounds, died, ops, ok, failed, msgs, sends, p2p_asks, writes,
 	       kt_sysfs_read("stats/eager_sends") - eager_sends0);
 	EXPECT_LT(0, rounds);
 	EXPECT_LT(0, ops);
+	EXPECT_LT(0, p2p_asks);
 	EXPECT_EQ(0, wp_kaddr_seen) {
 		TH_LOG("%lu grants or credits carried kernel addresses",
 		       wp_kaddr_seen);
