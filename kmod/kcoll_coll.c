@@ -29,19 +29,26 @@
 #include "kcoll_quota.h"
 
 /* Buffer @which of @op: a view of @mem's [@addr, @addr + @len), whose use
- * the operation now holds. */
-static void kcoll_op_view(struct kcoll_task *op, int which,
-			  struct kcoll_mem *mem, u64 addr, size_t len)
+ * the operation now holds. Its callers found the range inside @mem; a
+ * range that is not (which they must never pass) is refused here too,
+ * before any address is derived from it. */
+static int kcoll_op_view(struct kcoll_task *op, int which,
+			 struct kcoll_mem *mem, u64 addr, size_t len)
 {
 	struct kcoll_buf *b = &op->bufs[which];
 	size_t delta = addr - mem->addr;
 
+	if (addr < mem->addr || delta > mem->len || len > mem->len - delta) {
+		kcoll_mem_put(mem);
+		return -EFAULT;
+	}
 	*b = mem->buf;
 	b->off0 = mem->buf.off0 + delta;
 	/* NULL stays NULL: memory the CPU must not touch. */
 	b->vaddr = mem->buf.vaddr ? mem->buf.vaddr + delta : NULL;
 	b->len = len;
 	op->mems[which] = mem;
+	return 0;
 }
 
 /* Set up buffer @which of @op: a view of a registration (the SQE's, or
@@ -59,6 +66,11 @@ static int kcoll_op_buf(struct kcoll_task *op, int which, u64 addr, u32 handle,
 		return -EOVERFLOW;
 	if (!len)
 		return 0;
+	/* Checked before anything compares with it: a registration's
+	 * addresses are the caller's names (a dma-buf's may be a device's),
+	 * a plain buffer's are its own process's. */
+	if (addr + len < addr || (!handle && addr + len > TASK_SIZE))
+		return -EFAULT;
 	if (handle) {
 		mem = kcoll_mem_get(op->req->ctx, comm, handle, addr, len,
 				    &err);
@@ -69,14 +81,13 @@ static int kcoll_op_buf(struct kcoll_task *op, int which, u64 addr, u32 handle,
 			kcoll_mem_put(mem);
 			return -EACCES;
 		}
-		kcoll_op_view(op, which, mem, addr, len);
-		return 0;
+		return kcoll_op_view(op, which, mem, addr, len);
 	}
 	/* Registered anyway: kept for the next operation on these pages. */
 	if (!op->unreg) {
 		err = kcoll_cache_buf(comm, addr, len, writable, &mem);
 		if (!err)
-			kcoll_op_view(op, which, mem, addr, len);
+			return kcoll_op_view(op, which, mem, addr, len);
 		if (err != -EAGAIN)
 			return err;
 	}

@@ -371,6 +371,12 @@ int kcoll_buf_import_dmabuf(struct kcoll_buf *b, struct kcoll_comm *comm,
 		dma_buf_put(dmabuf);
 		return -EINVAL;
 	}
+	/* An import is written (by peers, by copies): not from an fd that
+	 * was given read access only (a PRIME export without DRM_RDWR). */
+	if (!(dmabuf->file->f_mode & FMODE_WRITE)) {
+		dma_buf_put(dmabuf);
+		return -EACCES;
+	}
 	imp = kzalloc(sizeof(*imp), GFP_KERNEL_ACCOUNT);
 	if (!imp) {
 		dma_buf_put(dmabuf);
@@ -381,10 +387,12 @@ int kcoll_buf_import_dmabuf(struct kcoll_buf *b, struct kcoll_comm *comm,
 	b->len = len;
 	b->writable = true;
 	b->nocpu = nocpu;
-	err = kcoll_quota_charge_dmabuf(q, len);
+	/* Charged what it holds: every path attaches and maps (or vmaps)
+	 * the whole dma-buf, whatever slice is registered. */
+	err = kcoll_quota_charge_dmabuf(q, dmabuf->size);
 	if (err)
 		goto out_release;
-	imp->charged = len;
+	imp->charged = dmabuf->size;
 	imp->quota = kcoll_quota_ref(q);
 
 	imp->dev = kcoll_dmabuf_dev(comm->ibdev, &imp->dry);

@@ -163,12 +163,20 @@ int kcoll_gpu_setup_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	comm = kcoll_ctx_comm_get(ctx, p.comm_id);
 	if (!comm)
 		return -ENOENT;
-	/* The scratch: a registration of this comm, covering the range. */
+	/* The scratch: a registration of this comm, covering the range,
+	 * that peers' data may land in (under dev_sem, as every use of a
+	 * registration: a last put deregisters its MRs). */
+	err = 0;
+	down_read(&comm->dev_sem);
 	mem = kcoll_mem_get(ctx, comm, p.scratch_mr, p.scratch_addr,
 			    p.scratch_len, &err);
-	if (!mem)
+	if (mem && !mem->buf.writable)
+		err = -EACCES;
+	if (mem)
+		kcoll_mem_put(mem);
+	up_read(&comm->dev_sem);
+	if (err)
 		goto out_put;
-	kcoll_mem_put(mem);
 	if (!READ_ONCE(comm->gpu)) {
 		fresh = kzalloc(sizeof(*fresh), GFP_KERNEL_ACCOUNT);
 		err = -ENOMEM;
@@ -326,10 +334,25 @@ static void kcoll_gpu_release(struct kcoll_gpu *g, u64 t, bool failed)
 
 void kcoll_gpu_refused(struct kcoll_comm *comm, const struct kcoll_sqe *sqe)
 {
+	struct kcoll_gpu *g = comm->gpu;
+	unsigned int s;
+
 	lockdep_assert_held(&comm->lock);
 	/* An older ticket's values are below what its stream passed. */
-	if (comm->gpu && sqe->resv > comm->gpu->last_ticket)
-		kcoll_gpu_release(comm->gpu, sqe->resv, true);
+	if (!g || sqe->resv <= g->last_ticket)
+		return;
+	/*
+	 * Its slot's words belong to a ticket still in flight (64 ahead):
+	 * raised to this one's values now, they would let that one's
+	 * stream go on (and skip its kernels) while its collective runs.
+	 * This one's stream is let go when that one ends.
+	 */
+	s = kcoll_gpu_slot(kcoll_gpu_val(sqe->resv, 0));
+	if (g->slots_busy & BIT_ULL(s)) {
+		g->refused[s] = max(g->refused[s], sqe->resv);
+		return;
+	}
+	kcoll_gpu_release(g, sqe->resv, true);
 }
 
 void kcoll_gpu_reject(struct kcoll_ctx *ctx, const struct kcoll_sqe *sqe)
@@ -446,16 +469,25 @@ bool kcoll_gpu_avg(struct kcoll_task *op)
 void kcoll_gpu_op_end(struct kcoll_task *op, int res)
 {
 	struct kcoll_gpu *g = op->comm->gpu;
+	unsigned int s;
 
 	lockdep_assert_held(&op->comm->lock);
 	if (!g)
 		return;
-	g->slots_busy &= ~BIT_ULL(kcoll_gpu_slot(op->gpu_t));
+	s = kcoll_gpu_slot(op->gpu_t);
+	g->slots_busy &= ~BIT_ULL(s);
 	if (op->gpu_waiting) {
 		WRITE_ONCE(g->wait_start, 0);
 		WRITE_ONCE(g->wait_done, 0);
 	}
 	kcoll_gpu_release(g, op->gpu_t >> KCOLL_GPU_TICKET_SHIFT, res < 0);
+	/* A ticket refused meanwhile on this slot (kcoll_gpu_refused()). */
+	if (g->refused[s]) {
+		u64 t = g->refused[s];
+
+		g->refused[s] = 0;
+		kcoll_gpu_release(g, t, true);
+	}
 }
 
 bool kcoll_gpu_timeout(struct kcoll_task *op)

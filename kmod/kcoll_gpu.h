@@ -23,6 +23,9 @@ struct kcoll_gpu {
 	u64 slots_busy;			/* the slots (ticket % 64) of GPU ops
 					 * queued, not completed (point-to-
 					 * point ones end out of order) */
+	/* Per busy slot, the newest ticket refused while its words were
+	 * another's (0: none): released once that one ends. */
+	u64 refused[64];
 	/*
 	 * What the engine waits for (0: nothing): start >= wait_start,
 	 * done >= wait_done. Written under comm->lock, read by the timer.

@@ -102,13 +102,18 @@ int kcoll_buf_pin_user(struct kcoll_buf *b, u64 uaddr, size_t len,
 	b->ops = &kcoll_buf_user;
 	b->writable = writable;
 
-	b->pages = kvmalloc_array(b->npages, sizeof(*b->pages),
-				  GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
-	if (!b->pages)
-		return -ENOMEM;
+	/* RLIMIT_MEMLOCK first: a request past it must not size (and
+	 * allocate, up to 2 GiB) the page array before it is refused. */
 	err = kcoll_charge_pinned(b);
 	if (err)
-		goto out_free_pages;
+		goto out_clear;
+	b->pages = kvmalloc_array(b->npages, sizeof(*b->pages),
+				  GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+	if (!b->pages) {
+		kcoll_uncharge_pinned(b);
+		err = -ENOMEM;
+		goto out_clear;
+	}
 
 	while (done < b->npages) {
 		unsigned long chunk = min_t(unsigned long, b->npages - done,
@@ -135,9 +140,9 @@ int kcoll_buf_pin_user(struct kcoll_buf *b, u64 uaddr, size_t len,
 out_unpin:
 	unpin_user_pages(b->pages, done);
 	kcoll_uncharge_pinned(b);
-out_free_pages:
 	kvfree(b->pages);
 	b->pages = NULL;
+out_clear:
 	b->npages = 0;
 	return err;
 }
@@ -264,12 +269,15 @@ int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm)
 	b->ibdev = comm->ibdev;
 	b->seg_bytes = comm->seg_pages * PAGE_SIZE;
 	b->nsegs = DIV_ROUND_UP(b->npages, comm->seg_pages);
-	b->segs = kvcalloc(b->nsegs, sizeof(*b->segs), GFP_KERNEL_ACCOUNT);
+	/* Sized by the pinned pages (more than 2^28 of them past what
+	 * kvmalloc gives: -ENOMEM, not a WARN). */
+	b->segs = kvcalloc(b->nsegs, sizeof(*b->segs),
+			   GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
 	/* Only what a peer may be granted needs its pages' DMA addresses
 	 * (kcoll_gmr_map() refuses a buffer without them). */
 	if (b->writable && !b->ops->dma_ready)
 		b->dma = kvcalloc(b->npages, sizeof(*b->dma),
-				  GFP_KERNEL_ACCOUNT);
+				  GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
 	if (!b->segs || (b->writable && !b->dma)) {
 		err = -ENOMEM;
 		goto out_unreg;

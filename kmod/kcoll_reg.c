@@ -42,8 +42,6 @@ void kcoll_mem_put(struct kcoll_mem *mem)
 	kfree(mem);
 }
 
-static int kcoll_dereg_mem(struct kcoll_ctx *ctx, u32 handle);
-
 int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 {
 	struct kcoll_reg_mem p;
@@ -130,16 +128,24 @@ int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 		xa_erase(&ctx->mems, handle);
 		goto out_release;
 	}
+	/*
+	 * The handle goes out while it is still reserved: nobody else can
+	 * name it yet, so a failed copy takes back exactly this
+	 * registration (once published, another thread could deregister
+	 * it and a new one get its number).
+	 */
+	p.handle = handle;
+	if (copy_to_user(uarg, &p, sizeof(p))) {
+		mutex_lock(&comm->lock);
+		list_del(&mem->node);
+		mutex_unlock(&comm->lock);
+		xa_erase(&ctx->mems, handle);
+		err = -EFAULT;
+		goto out_release;
+	}
 	xa_store(&ctx->mems, handle, mem, GFP_KERNEL);
 	up_read(&comm->dev_sem);
 	kcoll_comm_put(comm);
-
-	/* @mem may be gone already: another thread can DEREG_MEM it. */
-	p.handle = handle;
-	if (copy_to_user(uarg, &p, sizeof(p))) {
-		kcoll_dereg_mem(ctx, handle);	/* nobody can name it */
-		return -EFAULT;
-	}
 	return 0;
 
 out_release:
@@ -170,8 +176,8 @@ struct kcoll_mem *kcoll_mem_get(struct kcoll_ctx *ctx, struct kcoll_comm *comm,
 	if (!mem || mem->comm != comm) {
 		*err = -ENOENT;
 		mem = NULL;
-	} else if (addr < mem->addr || addr + len < addr ||
-		   addr + len > mem->addr + mem->len) {
+	} else if (addr < mem->addr || addr - mem->addr > mem->len ||
+		   len > mem->len - (addr - mem->addr)) {
 		*err = -ERANGE;
 		mem = NULL;
 	} else if ((!mem->buf.segs && comm->nranks > 1) ||

@@ -171,8 +171,11 @@ static struct kcoll_mem *kcoll_cache_find(struct kcoll_comm *comm, u64 addr,
 
 	mutex_lock(&comm->lock);
 	list_for_each_entry(mem, &comm->cache, node) {
+		/* Inside the entry, in terms that cannot wrap (@addr and
+		 * @len are the user's). */
 		if (atomic_read(&mem->stale) || mem->mni.mm != current->mm ||
-		    addr < mem->addr || addr + len > mem->addr + mem->len ||
+		    addr < mem->addr || addr - mem->addr > mem->len ||
+		    len > mem->len - (addr - mem->addr) ||
 		    (writable && !mem->buf.writable) || !mem->buf.segs)
 			continue;
 		if (!refcount_inc_not_zero(&mem->users))

@@ -96,7 +96,8 @@ static inline int kd_vgem_open(void)
 	return -ENODEV;
 }
 
-static inline int kd_vgem(size_t size)
+/* A vgem buffer's dma-buf fd; @rdwr 0: exported for reading only. */
+static inline int kd_vgem_mode(size_t size, int rdwr)
 {
 	struct kd_drm_create_dumb c = { 0 };
 	struct kd_drm_prime_handle p = { 0 };
@@ -114,7 +115,7 @@ static inline int kd_vgem(size_t size)
 		goto out;
 	}
 	p.handle = c.handle;
-	p.flags = O_CLOEXEC | O_RDWR;
+	p.flags = O_CLOEXEC | (rdwr ? O_RDWR : 0);
 	if (ioctl(card, KD_DRM_IOCTL_PRIME_HANDLE_TO_FD, &p))
 		err = -errno;
 	/* The dma-buf holds the object: the handle may go. */
@@ -123,6 +124,11 @@ static inline int kd_vgem(size_t size)
 out:
 	close(card);
 	return err ? err : p.fd;
+}
+
+static inline int kd_vgem(size_t size)
+{
+	return kd_vgem_mode(size, 1);
 }
 
 static inline int kd_udmabuf(size_t size)

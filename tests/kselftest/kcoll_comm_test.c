@@ -1574,6 +1574,23 @@ static int kt_rc_rank(const char *ip, int rank)
 	for (step = 1; step <= 3; step++)
 		if ((res = kt_rc_round(&r, id, snd, rcv, rank, step)))
 			return res;
+	/* A buffer whose end wraps past 2^64 is refused (-EFAULT), with
+	 * both cached: its start lies above theirs and its wrapped end
+	 * below their ends, which a lookup comparing the ends as sums
+	 * took for inside (a kernel address computed from it). */
+	{
+		void *wrap = (void *)(uintptr_t)0xffffffffffff0000ULL;
+		struct kcoll_sqe s;
+
+		s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32,
+			    KCOLL_REDOP_SUM, 0, KT_RC_CNT, snd, wrap);
+		if ((res = kt_run(&r, &s)) != -EFAULT)
+			return kt_fail(rank, 15, res);
+		s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32,
+			    KCOLL_REDOP_SUM, 0, KT_RC_CNT, wrap, rcv);
+		if ((res = kt_run(&r, &s)) != -EFAULT)
+			return kt_fail(rank, 16, res);
+	}
 	/* 4: the send buffer unmapped and mapped again at the same
 	 * address: new pages, which the cache must not mistake for the
 	 * old ones. */

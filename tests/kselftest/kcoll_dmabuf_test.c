@@ -150,6 +150,7 @@ static long kd_comm1(struct tring *r, __u32 *id)
 struct kd_bad {
 	int dfd;		/* a testbuf of 64 KiB */
 	void *map;
+	int ro_fd;		/* a vgem dma-buf exported read-only, or -1 */
 };
 
 #define KD_CHECK(cond, code) do { if (!(cond)) { \
@@ -211,6 +212,11 @@ static int kd_bad_child(void *arg)
 	KD_CHECK(!kd_dereg(r.fd, h2), 27);
 	KD_CHECK(kd_dereg(r.fd, h2) == -ENOENT, 28);
 	KD_CHECK(!kd_dereg(r.fd, h1), 29);
+	/* A dma-buf given for reading only: an import would be written
+	 * (by peers, by copies), so it is refused. */
+	if (b->ro_fd >= 0)
+		KD_CHECK(kd_reg(r.fd, id, b->ro_fd, 0, 4096, b->map, 0,
+				NULL) == -EACCES, 30);
 	kt_ring_exit(&r);
 	return 0;
 }
@@ -225,7 +231,13 @@ TEST_F_TIMEOUT(dmabuf, reg_bad_input, 60)
 	}
 	a.dfd = b.fd;
 	a.map = b.map;
+	a.ro_fd = kd_vgem_mode(65536, 0);
+	if (a.ro_fd < 0)
+		TH_LOG("no vgem (%s): the read-only dma-buf is not tried",
+		       strerror(-a.ro_fd));
 	EXPECT_EQ(0, kt_as_nobody(kd_bad_child, &a));
+	if (a.ro_fd >= 0)
+		close(a.ro_fd);
 	kd_free(&b);
 	EXPECT_EQ(0, tb_live());
 }
@@ -660,6 +672,17 @@ static int kd_gpu(struct kd_rank *k, struct tring *r, __u32 id, __u32 h,
 	    bell->cancel_s[3] < T3 || bell->ready_s[1] || bell->end_s[1] ||
 	    bell->cancel_s[1])
 		return 81;
+	/*
+	 * Ticket 65, refused the same way, has ticket 1's slot (65 % 64):
+	 * its words must stay ticket 1's (raised now, they would let ticket
+	 * 1's stream go on, kernels skipped, while its collective runs);
+	 * they go past 65 once ticket 1 has ended (checked below).
+	 */
+	bad.resv = 65;
+	if (kt_run(r, &bad) != -EINVAL)
+		return 82;
+	if (bell->ready_s[1] || bell->end_s[1] || bell->cancel_s[1])
+		return 83;
 	__atomic_store_n(&bell->start[1], T, __ATOMIC_RELEASE);
 	for (t0 = kd_now(); __atomic_load_n(&bell->ready_s[1], __ATOMIC_ACQUIRE) <
 			    (T | 1); usleep(1000))
@@ -683,8 +706,12 @@ static int kd_gpu(struct kd_rank *k, struct tring *r, __u32 id, __u32 h,
 	kd_cpu(b, 0);
 	if (!ok)
 		return 70;
-	if (bell->end_s[1] < (T | KCOLL_GPU_STEP_MASK) ||
-	    bell->cancel_s[1] >= T || bell->end < (T | KCOLL_GPU_STEP_MASK))
+	/* Ticket 1's words, then ticket 65's release (cancelled). */
+	if (bell->end_s[1] < (65ULL << KCOLL_GPU_TICKET_SHIFT |
+			      KCOLL_GPU_STEP_MASK) ||
+	    bell->cancel_s[1] != (65ULL << KCOLL_GPU_TICKET_SHIFT |
+				  KCOLL_GPU_STEP_MASK) ||
+	    bell->end < (T | KCOLL_GPU_STEP_MASK))
 		return 71;
 
 	/* The same ticket again: refused, nothing waits. */
@@ -1093,21 +1120,27 @@ TEST_F_TIMEOUT(dmabuf, dereg_busy_and_death, 180)
 /* The per-user limit                                                    */
 /* ------------------------------------------------------------------ */
 
+/*
+ * Under a 1 MiB limit: an import is charged the whole dma-buf, which it
+ * attaches and maps (or vmaps) whatever slice it registers, so 4 KiB of a
+ * 4 MiB buffer is refused, as is a second import of a 1 MiB one; the
+ * first import's deregistration gives its charge back.
+ */
 static int kd_quota_child(void *arg)
 {
-	struct kd_buf *b = arg;
+	struct kd_buf *b = arg, *big = &b[0], *one = &b[1];
 	struct tring r;
 	__u32 id, h;
 
 	KD_CHECK(!kd_comm1(&r, &id), 10);
-	KD_CHECK(kd_reg(r.fd, id, b->fd, 0, 2 << 20, b->map, 0, NULL) ==
+	KD_CHECK(kd_reg(r.fd, id, big->fd, 0, 4096, big->map, 0, NULL) ==
 		 -EDQUOT, 11);
-	KD_CHECK(!kd_reg(r.fd, id, b->fd, 0, 1 << 20, b->map, 0, &h), 12);
-	KD_CHECK(kd_reg(r.fd, id, b->fd, 1 << 20, 4096,
-			(char *)b->map + (1 << 20), 0, NULL) == -EDQUOT, 13);
+	KD_CHECK(!kd_reg(r.fd, id, one->fd, 0, 1 << 20, one->map, 0, &h), 12);
+	KD_CHECK(kd_reg(r.fd, id, one->fd, 4096, 4096,
+			(char *)one->map + 4096, 0, NULL) == -EDQUOT, 13);
 	KD_CHECK(!kd_dereg(r.fd, h), 14);
-	KD_CHECK(!kd_reg(r.fd, id, b->fd, 1 << 20, 1 << 20,
-			 (char *)b->map + (1 << 20), 0, &h), 15);
+	KD_CHECK(!kd_reg(r.fd, id, one->fd, 4096, 4096,
+			 (char *)one->map + 4096, 0, &h), 15);
 	kt_ring_exit(&r);
 	return 0;
 }
@@ -1116,17 +1149,19 @@ TEST_F_TIMEOUT(dmabuf, user_max_dmabuf_mb, 60)
 {
 	long long old = kt_sysfs_read("user_max_dmabuf_mb");
 	char buf[32];
-	struct kd_buf b;
+	struct kd_buf b[2];
 
 	if (getuid())
 		SKIP(return, "needs root to set the limit");
 	ASSERT_LT(0, old);
-	ASSERT_EQ(0, kd_alloc(&b, "testbuf", 4 << 20));
+	ASSERT_EQ(0, kd_alloc(&b[0], "testbuf", 4 << 20));
+	ASSERT_EQ(0, kd_alloc(&b[1], "testbuf", 1 << 20));
 	ASSERT_EQ(0, kt_sysfs_write("user_max_dmabuf_mb", "1"));
-	EXPECT_EQ(0, kt_as_nobody(kd_quota_child, &b));
+	EXPECT_EQ(0, kt_as_nobody(kd_quota_child, b));
 	snprintf(buf, sizeof(buf), "%lld", old);
 	EXPECT_EQ(0, kt_sysfs_write("user_max_dmabuf_mb", buf));
-	kd_free(&b);
+	kd_free(&b[0]);
+	kd_free(&b[1]);
 	EXPECT_EQ(0, tb_live());
 }
 
