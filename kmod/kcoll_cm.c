@@ -604,6 +604,9 @@ static bool kcoll_lane_established(struct kcoll_lane *lane,
 		if (!err) {
 			memcpy(lane->nonce_accept, acc->nonce,
 			       KCOLL_AUTH_NONCE);
+			/* The peer proved the key: what it sends counts
+			 * (kcoll_rx_done()). */
+			lane->authed = true;
 			err = kcoll_lane_send_auth(lane);
 		}
 		if (!err && !lane->idx) {

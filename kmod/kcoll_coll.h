@@ -15,6 +15,7 @@ void kcoll_engine_data(struct kcoll_conn *conn, u32 imm, u32 byte_len);
 void kcoll_engine_eager_up(struct kcoll_conn *conn);
 void kcoll_engine_eager_credit(struct kcoll_conn *conn);
 void kcoll_engine_conn_lost(struct kcoll_conn *conn);
+void kcoll_engine_conn_forget(struct kcoll_conn *conn);
 void kcoll_engine_fail_all(struct kcoll_comm *comm, int err);
 void kcoll_engine_reap(struct kcoll_comm *comm);
 void kcoll_engine_force_reap(struct kcoll_comm *comm);

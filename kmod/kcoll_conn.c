@@ -294,9 +294,23 @@ static void kcoll_rx_done(struct ib_cq *cq, struct ib_wc *wc)
 		kcoll_conn_wc_error(conn, wc, "receive");
 		goto out;
 	}
-	/* Accepting side: nothing counts before the peer's AUTH. */
-	if (!conn->active && !lane->authed &&
-	    (wc->opcode != IB_WC_RECV || wc->byte_len != sizeof(msg))) {
+	/* kcoll never sends with invalidate: a peer that does is trying
+	 * keys of this device's PD (its MRs are the kernel's). */
+	if (wc->wc_flags & IB_WC_WITH_INVALIDATE) {
+		pr_warn_ratelimited("comm %llx rank %u: rank %u sent a remote invalidate\n",
+				    comm->uid, comm->rank, conn->peer);
+		kcoll_conn_kill(conn, -EPROTO);
+		goto out;
+	}
+	/*
+	 * Accepting side: nothing counts before the peer's AUTH. Connecting
+	 * side: nothing before the accept proved the key (our AUTH goes
+	 * then, and the peer sends nothing before it has checked that), nor
+	 * after it failed to (the QP may still be up).
+	 */
+	if (!lane->authed &&
+	    (conn->active || wc->opcode != IB_WC_RECV ||
+	     wc->byte_len != sizeof(msg))) {
 		pr_warn_ratelimited("comm %llx rank %u: rank %u sent before proving it knows the key: dropped\n",
 				    comm->uid, comm->rank, conn->peer);
 		kcoll_conn_fail_setup(conn, -EACCES);
@@ -503,7 +517,8 @@ void kcoll_conn_ping(struct kcoll_conn *conn)
 					      conn->ping_min_ns);
 		return;
 	}
-	m.count = cpu_to_le64(ktime_get_ns());
+	conn->ping_at = ktime_get_ns();
+	m.count = cpu_to_le64(conn->ping_at);
 	if (!kcoll_conn_send_msg(conn, &m))
 		conn->pings++;
 }
@@ -591,6 +606,7 @@ void kcoll_conn_shutdown(struct kcoll_conn *conn)
 	 * pages go (a peer on this node copies without the NIC) ... */
 	mutex_lock(&conn->comm->lock);
 	kcoll_engine_conn_unexpose(conn);
+	kcoll_engine_conn_forget(conn);
 	mutex_unlock(&conn->comm->lock);
 	/* ... and every grant MR goes, before the PD. */
 	kcoll_gmr_conn_shutdown(conn);

@@ -278,7 +278,10 @@ void kcoll_engine_eager(struct kcoll_conn *conn, u32 imm,
 	 * so); a peer that offered them too always signs. */
 	sig = h.flags & KCOLL_EAGER_SIGNED;
 	hlen = sizeof(h) + (sig ? sizeof(struct kcoll_wire_eager_sig) : 0);
+	/* A point-to-point message has one phase, 0: one for another
+	 * would be taken as here (kcoll_eager_p2p_here()) and never used. */
 	if (h.kind != kind || le32_to_cpu(h.len) > KCOLL_EAGER_MAX ||
+	    (p2p && h.phase) ||
 	    (h.flags & ~KCOLL_EAGER_SIGNED) ||
 	    (p2p ? !sig : ((sig && !conn->lazy_offer) ||
 			   (!sig && kcoll_conn_lazy(conn)))) ||

@@ -51,10 +51,18 @@ static void kcoll_op_send_abort(struct kcoll_task *op, struct kcoll_conn *conn)
 	if (!lost && op->report_peer != ~0U && kcoll_err_is_loss(op->error))
 		lost = op->report_peer + 1;
 	m.root = cpu_to_le32(lost);
-	/* A full SQ means the peer is not draining: it will die or the
-	 * comm will be torn down; either resolves what we wait for. */
-	if (kcoll_conn_send_msg(conn, &m))
-		kcoll_conn_kill(conn, -EIO);
+	/*
+	 * A full SQ means the peer is not draining: it will die or the
+	 * comm will be torn down; either resolves what we wait for. The
+	 * kill waits for the reap that ends this event: an operation fails
+	 * inside walks of the lists a kill frees (the SIGs queued on this
+	 * connection, kcoll_op_check_sigs()), and kills would nest through
+	 * kcoll_engine_conn_lost() for every connection so stuck.
+	 */
+	if (kcoll_conn_send_msg(conn, &m) && !conn->kill_due) {
+		conn->kill_due = -EIO;
+		op->comm->kills_due++;
+	}
 }
 
 /*
@@ -618,6 +626,31 @@ static bool kcoll_op_needs_peer(struct kcoll_task *op, struct kcoll_conn *conn)
 }
 
 /*
+ * Free what the peer sent @conn that waits to be used: grants not yet
+ * filled, SIGs and ABORTs not yet checked. At its loss, and at its
+ * shutdown (what came after a loss, or on a connection never up, would
+ * stay otherwise). Must hold comm->lock.
+ */
+void kcoll_engine_conn_forget(struct kcoll_conn *conn)
+{
+	struct kcoll_grant *g, *tmp;
+	struct kcoll_sig *s, *stmp;
+	int k;
+
+	lockdep_assert_held(&conn->comm->lock);
+	for (k = 0; k < KCOLL_KIND_NR; k++) {
+		list_for_each_entry_safe(g, tmp, &conn->k[k].in, node) {
+			list_del(&g->node);
+			kfree(g);
+		}
+	}
+	list_for_each_entry_safe(s, stmp, &conn->sigs, node) {
+		list_del(&s->node);
+		kfree(s);
+	}
+}
+
+/*
  * @conn died: everything it carried is gone and the communicator cannot
  * start anything new; operations that still need the peer fail (their
  * ABORTs name the lost rank, so peers that only receive from it learn of
@@ -627,7 +660,6 @@ void kcoll_engine_conn_lost(struct kcoll_conn *conn)
 {
 	struct kcoll_comm *comm = conn->comm;
 	struct kcoll_grant *g, *tmp;
-	struct kcoll_sig *s, *stmp;
 	struct kcoll_task *op;
 	int k;
 
@@ -667,18 +699,11 @@ void kcoll_engine_conn_lost(struct kcoll_conn *conn)
 			kfree(g);
 		}
 		conn->k[k].nr_out = 0;
-		list_for_each_entry_safe(g, tmp, &conn->k[k].in, node) {
-			list_del(&g->node);
-			kfree(g);
-		}
 	}
+	kcoll_engine_conn_forget(conn);
 	if (conn->xp->lost)
 		conn->xp->lost(conn);
 	conn->slot_busy = 0;
-	list_for_each_entry_safe(s, stmp, &conn->sigs, node) {
-		list_del(&s->node);
-		kfree(s);
-	}
 }
 
 /* Fail every op of @comm. Must hold comm->lock. */

@@ -13,6 +13,7 @@
 
 #include "kcoll.h"
 #include "kcoll_types.h"
+#include "kcoll_conn.h"
 #include "kcoll_mem.h"
 #include "kcoll_reg.h"
 #include "kcoll_coll.h"
@@ -692,6 +693,30 @@ static bool kcoll_op_may_join(struct kcoll_task *op, u32 pos)
 }
 
 /*
+ * Kill the connections whose ABORT found no room (conn->kill_due), now that
+ * no list of theirs is being walked. Killing fails operations, whose
+ * ABORTs may find other connections full: until none is left.
+ */
+static void kcoll_engine_kills(struct kcoll_comm *comm)
+{
+	u32 i;
+
+	while (comm->kills_due) {
+		comm->kills_due = 0;
+		for (i = 0; i < comm->nranks; i++) {
+			struct kcoll_conn *conn = comm->conns[i];
+			int err;
+
+			if (!conn || !conn->kill_due)
+				continue;
+			err = conn->kill_due;
+			conn->kill_due = 0;
+			kcoll_conn_kill(conn, err);
+		}
+	}
+}
+
+/*
  * Progress every op that can move and complete the ones that are over:
  * collectives in seq order (completions, the BYE's watermark and the
  * report rely on it), the head and those started beside it. Called after
@@ -706,6 +731,7 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 
 	lockdep_assert_held(&comm->lock);
 	do {
+		kcoll_engine_kills(comm);
 		again = false;
 		failed = false;	/* an older one failed, not completed */
 		i = 0;
@@ -789,7 +815,7 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 				}
 			}
 		}
-	} while (again);
+	} while (again || comm->kills_due);
 
 	/* Failed ops queued behind the head never start: finish them too
 	 * once they reach the head (above). Failed P2P ops that are not at

@@ -105,9 +105,16 @@ static int kcoll_rx_pong(struct kcoll_conn *conn, const struct kcoll_wire_msg *m
 {
 	u64 rtt;
 
-	if (!conn->pings)
+	/*
+	 * Only as the answer to our PING still unanswered (one at a time),
+	 * timed by our own clock: a peer's PONGs beyond them, or a clock
+	 * it made up, would otherwise feed the device's alpha, which other
+	 * communicators' cost models use.
+	 */
+	if (conn->pongs >= conn->pings)
 		return -EPROTO;
-	rtt = ktime_get_ns() - le64_to_cpu(m->count);
+	conn->pongs++;
+	rtt = ktime_get_ns() - conn->ping_at;
 	if (!conn->ping_min_ns || rtt < conn->ping_min_ns)
 		conn->ping_min_ns = rtt;
 	kcoll_conn_ping(conn);
@@ -274,8 +281,12 @@ static int kcoll_rx_sig(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 	struct kcoll_task *op;
 	struct kcoll_sig *s;
 
-	if (m->type == KCOLL_MSG_ABORT)
+	if (m->type == KCOLL_MSG_ABORT) {
 		kcoll_abort_lost(comm, m);
+		/* It named its own sender lost: that connection is gone. */
+		if (conn->state == KCOLL_CONN_DEAD)
+			return 0;
+	}
 	if (m->kind == KCOLL_KIND_P2P) {
 		/* a SIG only as a send's ask (kcoll_wire_msg_check()) */
 		if (m->type == KCOLL_MSG_SIG)
@@ -344,6 +355,11 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 	int verdict;
 
 	lockdep_assert_held(&comm->lock);
+	/* Killed (by an earlier message of the same batch: a BYE, an
+	 * ABORT naming the sender): what it still delivers counts for
+	 * nothing, and would wait on its lists for ever. */
+	if (conn->state == KCOLL_CONN_DEAD)
+		return;
 	verdict = kcoll_wire_msg_check(m, kcoll_rx_wconn(conn));
 	if (!verdict && (m->type >= ARRAY_SIZE(kcoll_rx_handlers) ||
 			 !kcoll_rx_handlers[m->type]))
@@ -351,8 +367,12 @@ void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 	if (!verdict) {
 		u8 type = array_index_nospec(m->type,
 					     ARRAY_SIZE(kcoll_rx_handlers));
+		/* The handlers index per-kind state by it: clamped under
+		 * speculation too, as the type is. */
+		struct kcoll_wire_msg mk = *m;
 
-		if (!kcoll_rx_handlers[type](conn, m))
+		mk.kind = array_index_nospec(mk.kind, KCOLL_KIND_NR);
+		if (!kcoll_rx_handlers[type](conn, &mk))
 			return;
 		verdict = KCOLL_WIRE_BAD_STATE;
 	}

@@ -313,6 +313,8 @@ struct kcoll_conn {
 	bool peer_pongs;		/* the peer answers PING (its REP said
 					 * so, or it pinged us) */
 	u8 pings;			/* sent so far (KCOLL_PINGS at most) */
+	u8 pongs;			/* ... and answered */
+	u64 ping_at;			/* ktime_get_ns() at the last PING */
 	u64 ping_min_ns;		/* shortest round trip seen */
 	u64 pong_due;			/* passive side: a PING's clock that
 					 * came before we were up (0: none) */
@@ -416,6 +418,10 @@ struct kcoll_conn {
 	u32 bye_done;			/* it completed every collective
 					 * below this seq */
 	bool bye_sent;			/* we said ours */
+	/* An ABORT of ours found no room (the peer drains nothing): the
+	 * connection is killed with this error by kcoll_engine_reap(),
+	 * not by the sender, which may be walking lists the kill frees. */
+	int kill_due;
 };
 
 /* ------------------------------------------------------------------ */
@@ -687,6 +693,7 @@ struct kcoll_comm {
 	u32 coll_done_seq;		/* collectives finished */
 	u32 nr_returned;		/* in @colls, returned to the caller
 					 * before confirmed (op->returned) */
+	u32 kills_due;			/* connections with kill_due set */
 	int late_err;			/* one of those failed since: the next
 					 * collective to complete reports it */
 	struct list_head colls;		/* queued collectives, head active */

@@ -83,6 +83,8 @@ struct wpeer {
 	uint8_t flood_kind;		/* KCOLL_KIND_P2P: SIGs that ask for
 					 * grants, at seqs near and far */
 	unsigned long msgs_in, sends, writes, p2p_asks;
+	bool no_repost;		/* take no more messages (RNR for the
+				 * module's sends once these are used) */
 	/* Scoped-grant tests: leave the module's grants to the test, and
 	 * the first send-side error (not a flush) the QP reported. */
 	bool hold_grants;
@@ -605,7 +607,7 @@ static void wp_offer_slots(struct wpeer *p)
 
 	if (!p->eager)
 		return;
-	p->lazy = wp_below(2);
+	p->lazy = p->lazy || wp_below(2);	/* the caller may want it */
 	for (s = 0; s < KCOLL_EAGER_SLOTS; s++) {
 		m.serial = htole32(s);
 		m.addr = htole64((uintptr_t)(p->data + WP_SLOTS +
@@ -910,7 +912,7 @@ static void wp_poll(struct wpeer *p)
 				wp_play_eager(p, ntohl(wc[i].imm_data),
 					      wc[i].byte_len);
 			}
-			if (wp_post_rx(p, wc[i].wr_id))
+			if (!p->no_repost && wp_post_rx(p, wc[i].wr_id))
 				p->dead = true;
 		}
 	}
@@ -1382,6 +1384,94 @@ TEST(floods_end_the_connection)
 		wp_destroy(&p);
 		kt_ring_exit(&c.r);
 	}
+}
+
+/*
+ * An ABORT the module must send while its send queue to the peer is full
+ * ends that connection, but not under the walk of the peer's queued SIGs
+ * that failed the operation (that walk used to go on through entries the
+ * kill had freed). The peer (eager, lazy signatures) stops taking
+ * messages and pings until the module's PONGs fill its send queue, then
+ * queues an ABORT for the module's first collective and a SIG for its
+ * second; the module's rank runs the first, which must fail, and the
+ * connection must be gone for the next. The kernel log is scanned after
+ * the run as always.
+ */
+TEST(abort_into_a_full_send_queue)
+{
+	struct kcoll_comm_destroy d = { 0 };
+	struct kcoll_wire_msg m;
+	struct kcoll_sqe sqe;
+	float a[2] = { 1, 2 }, b[2];
+	struct wpeer p;
+	struct wcomm c;
+	int i, res;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	ASSERT_EQ(0, wp_pair(&p, &c, 0x7e30, "abort-full", KCOLL_HELLO_EAGER));
+	p.lazy = true;
+	wp_offer_slots(&p);
+	for (i = 0; i < 500 && !p.module_lazy; i++) {
+		usleep(10000);
+		wp_poll(&p);
+	}
+	ASSERT_TRUE(p.module_lazy);
+	usleep(200000);		/* our CREDITs in: the module is lazy too */
+	wp_poll(&p);
+	TH_LOG("eager %d, lazy both ways; %lu messages in", p.eager,
+	       p.msgs_in);
+	p.no_repost = true;
+	for (i = 0; i < WP_RX + 256 + 32 && !p.dead;) {
+		wp_poll(&p);
+		if (p.inflight >= 32) {
+			usleep(1000);
+			continue;
+		}
+		memset(&m, 0, sizeof(m));
+		m.type = KCOLL_MSG_PING;
+		m.count = htole64((uint64_t)i);
+		ASSERT_EQ(0, wp_send(&p, &m, sizeof(m), false, 0));
+		i++;
+	}
+	ASSERT_FALSE(p.dead);
+	TH_LOG("%d PINGs sent, %lu messages in", i, p.msgs_in);
+	usleep(500000);
+	memset(&m, 0, sizeof(m));
+	m.type = KCOLL_MSG_ABORT;
+	m.seq = htole32(0);
+	m.status = htole32(EIO);
+	ASSERT_EQ(0, wp_send(&p, &m, sizeof(m), false, 0));
+	memset(&m, 0, sizeof(m));
+	m.type = KCOLL_MSG_SIG;
+	m.opcode = KCOLL_OP_ALLREDUCE;
+	m.dtype = KCOLL_DTYPE_FP32;
+	m.redop = KCOLL_REDOP_SUM;
+	m.count = htole64(2);
+	m.seq = htole32(1);
+	ASSERT_EQ(0, wp_send(&p, &m, sizeof(m), false, 0));
+	for (i = 0; i < 30; i++) {
+		usleep(10000);
+		wp_poll(&p);
+	}
+	sqe = kt_coll(KCOLL_OP_ALLREDUCE, c.id, KCOLL_DTYPE_FP32,
+		      KCOLL_REDOP_SUM, 0, 2, a, b);
+	sqe.timeout_ms = 8000;	/* not the test's 30 s */
+	res = kt_run(&c.r, &sqe);
+	EXPECT_EQ(-EIO, res) {
+		/* What the module holds for the peer (debugfs). */
+		if (system("cat /sys/kernel/debug/kcoll/comms >&2"))
+			TH_LOG("no debugfs");
+	}
+	sqe = kt_coll(KCOLL_OP_ALLREDUCE, c.id, KCOLL_DTYPE_FP32,
+		      KCOLL_REDOP_SUM, 0, 2, a, b);
+	res = kt_run(&c.r, &sqe);
+	TH_LOG("the aborted allreduce, then the next: %s", strerror(-res));
+	EXPECT_GT(0, res);
+	d.comm_id = c.id;
+	EXPECT_EQ(0, kt_ioctl(c.r.fd, KCOLL_IOC_COMM_DESTROY, &d));
+	wp_destroy(&p);
+	kt_ring_exit(&c.r);
 }
 
 /* ---------------------------------------------------------------- */
