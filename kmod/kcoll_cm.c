@@ -564,6 +564,7 @@ static int kcoll_lane_send_auth(struct kcoll_lane *lane)
 	err = ib_post_send(lane->qp, &wr, NULL);
 	if (!err) {
 		conn->sq_posted++;
+		conn->tx_posted++;
 		if (!lane->sq_posted++)
 			kcoll_engine_sq_busy(lane);
 	}

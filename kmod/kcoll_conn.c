@@ -354,6 +354,7 @@ static void kcoll_tx_done(struct ib_cq *cq, struct ib_wc *wc)
 	mutex_lock(&comm->lock);
 	lane->sq_posted--;
 	conn->sq_posted--;
+	conn->tx_done++;
 	lane->sent_at = jiffies;
 	if (wc->status != IB_WC_SUCCESS)
 		kcoll_conn_wc_error(conn, wc, "send");

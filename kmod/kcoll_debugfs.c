@@ -36,7 +36,7 @@ static int kcoll_comm_show(struct kcoll_comm *comm, void *arg)
 			   comm->model.alpha_ns,
 			   comm->model.beta_ps, comm->model.gamma_ps);
 		list_for_each_entry(op, &comm->ops, all)
-			seq_printf(m, "  op %s algo %s prio %u%s seq %u kind %u started %d phase %u/%u err %d fin %d sigs %u%s send %llu/%llu/%llu recv %llu/%llu/%llu ahead send %llu/%llu recv %llu/%llu writes %u grants %u gmrs %u\n",
+			seq_printf(m, "  op %s algo %s prio %u%s seq %u kind %u started %d phase %u/%u err %d fin %d sigs %u%s send %llu/%llu/%llu recv %llu/%llu/%llu ahead send %llu/%llu recv %llu/%llu writes %u grants %u gmrs %u%s%s\n",
 				   kcoll_op_name(op->args.opcode),
 				   kcoll_algo_name(kcoll_sched_algo(&op->args)),
 				   op->prio, op->held ? " (held)" : "",
@@ -51,7 +51,9 @@ static int kcoll_comm_show(struct kcoll_comm *comm, void *arg)
 				   op->recv_done, op->recv_total,
 				   op->ahead_posted, op->ahead_sent,
 				   op->ahead_granted, op->ahead_done,
-				   op->writes_inflight, op->grants_out, op->gmrs);
+				   op->writes_inflight, op->grants_out, op->gmrs,
+				   op->returned ? " returned" : "",
+				   op->tok_want ? " token-waits" : "");
 		list_for_each_entry(op, &comm->ops, all) {
 			static const char * const names[KCOLL_SBUF_NR] = {
 				[KCOLL_SBUF_SEND] = "send",
@@ -114,6 +116,11 @@ static int kcoll_comm_show(struct kcoll_comm *comm, void *arg)
 				 * peer's; its asks not answered yet. */
 				seq_printf(m, " lazy %d/%d",
 					   c->lazy_offer, c->peer_lazy);
+				/* Tokens that cover: offered both ways,
+				 * one of ours on the wire. */
+				seq_printf(m, " cover %d/%d%s",
+					   c->cover_offer, c->peer_cover,
+					   c->tok_busy ? " tok-busy" : "");
 				for (e = 0; e < c->nasks; e++)
 					seq_printf(m, " asked %u",
 						   c->asks[e]);

@@ -107,6 +107,9 @@ void kcoll_engine_eager_credit(struct kcoll_conn *conn)
 			.serial = cpu_to_le32(slot),
 			.status = cpu_to_le32((conn->lazy_offer ?
 					       KCOLL_CREDIT_LAZY : 0) |
+					      (conn->lazy_offer &&
+					       conn->cover_offer ?
+					       KCOLL_CREDIT_COVER : 0) |
 					      (conn->p2p_offer ?
 					       KCOLL_CREDIT_P2P |
 					       KCOLL_CREDIT_P2P_ASK : 0)),
@@ -131,6 +134,7 @@ void kcoll_engine_eager_up(struct kcoll_conn *conn)
 
 	conn->lazy_offer = kcoll_lazy_sigs();
 	conn->p2p_offer = kcoll_eager_p2p();
+	conn->cover_offer = kcoll_cover_tokens();
 	conn->erx_due = GENMASK(KCOLL_EAGER_SLOTS - 1, 0);
 	err = conn->xp->eager_up(conn);
 	if (err) {
@@ -254,8 +258,9 @@ void kcoll_engine_eager(struct kcoll_conn *conn, u32 imm,
 	bool p2p = kind == KCOLL_KIND_P2P;
 	struct kcoll_wire_eager h;
 	struct kcoll_task *op;
+	__le64 cover = 0;
 	const u8 *in;
-	bool sig;
+	bool sig, cov;
 
 	/* Point-to-point only where we offered it, and into at most half
 	 * of our slots (a sender keeps to that: conn->etx_p2p, with the
@@ -277,26 +282,40 @@ void kcoll_engine_eager(struct kcoll_conn *conn, u32 imm,
 	/* Signed only where we offered lazy signatures (our CREDITs said
 	 * so); a peer that offered them too always signs. */
 	sig = h.flags & KCOLL_EAGER_SIGNED;
+	/* A token that covers older ones (kcoll_eager_cover_in()): only
+	 * where we offered it, signed, its data the bitmap alone. */
+	cov = h.flags & KCOLL_EAGER_COVER;
 	hlen = sizeof(h) + (sig ? sizeof(struct kcoll_wire_eager_sig) : 0);
 	/* A point-to-point message has one phase, 0: one for another
 	 * would be taken as here (kcoll_eager_p2p_here()) and never used. */
 	if (h.kind != kind || le32_to_cpu(h.len) > KCOLL_EAGER_MAX ||
 	    (p2p && h.phase) ||
-	    (h.flags & ~KCOLL_EAGER_SIGNED) ||
+	    (h.flags & ~(KCOLL_EAGER_SIGNED | KCOLL_EAGER_COVER)) ||
 	    (p2p ? !sig : ((sig && !conn->lazy_offer) ||
 			   (!sig && kcoll_conn_lazy(conn)))) ||
+	    (cov && (p2p || !sig || !conn->cover_offer ||
+		     le32_to_cpu(h.len) != KCOLL_COVER_BYTES)) ||
 	    byte_len < hlen || le32_to_cpu(h.len) != byte_len - hlen)
 		goto bad;
+	if (cov)
+		memcpy(&cover, in + hlen, sizeof(cover));
 	conn->erx[slot].full = true;
 	conn->erx[slot].kind = kind;
 	conn->erx[slot].signed_ = sig;
 	conn->erx[slot].hlen = hlen;
 	conn->erx[slot].seq = le32_to_cpu(h.seq);
 	conn->erx[slot].phase = le16_to_cpu(h.phase);
-	conn->erx[slot].len = le32_to_cpu(h.len);
+	/* A covering token's own collective receives no data. */
+	conn->erx[slot].len = cov ? 0 : le32_to_cpu(h.len);
 	if (sig)
 		memcpy(&conn->erx[slot].sig, in + sizeof(h),
 		       sizeof(conn->erx[slot].sig));
+	if (cov) {
+		kcoll_eager_cover_in(conn, conn->erx[slot].seq,
+				     le64_to_cpu(cover));
+		if (conn->state != KCOLL_CONN_UP)
+			return;
+	}
 	if (p2p) {
 		conn->erx_p2p++;
 		kcoll_eager_p2p_landed(conn, slot);
@@ -579,17 +598,21 @@ void kcoll_op_eager_recv(struct kcoll_task *op, struct kcoll_conn *conn)
  * it runs (kcoll_op_send_early()). True once posted: it counts as sent
  * then, since the slot is ours until the peer offers it again, which it
  * does only after the data has landed; a failed completion kills the
- * connection like a control message's. False: not now (no slot, a full
- * send queue, a higher priority running), or @op failed.
+ * connection like a control message's. @cover: an empty transfer, a
+ * token, that covers older ones (kcoll_tokens_flush()); its bitmap goes
+ * as the data. False: not now (no slot, a full send queue, a higher
+ * priority running), or @op failed.
  */
 static bool kcoll_eager_post(struct kcoll_task *op, struct kcoll_conn *conn,
-			     u32 phase, const u8 *src, u32 len, bool young)
+			     u32 phase, const u8 *src, u32 len, bool young,
+			     const u64 *cover)
 {
 	struct {
 		struct kcoll_wire_eager h;
 		struct kcoll_wire_eager_sig s;
 	} h;
 	struct kcoll_wire_msg m;
+	__le64 bits;
 	u32 hlen, slot;
 	int err;
 
@@ -636,6 +659,13 @@ static bool kcoll_eager_post(struct kcoll_task *op, struct kcoll_conn *conn,
 		h.s.count = cpu_to_le64(kcoll_sched_sig(&op->args, conn->peer));
 		hlen += sizeof(h.s);
 	}
+	if (cover) {	/* signed: kcoll_conn_cover() needs lazy peers */
+		bits = cpu_to_le64(*cover);
+		h.h.flags |= KCOLL_EAGER_COVER;
+		src = (const u8 *)&bits;
+		len = sizeof(bits);
+		h.h.len = cpu_to_le32(len);
+	}
 	kcoll_msg_init(op, &m, KCOLL_MSG_EAGER, conn->peer);
 	m.serial = cpu_to_le32(slot);
 	m.len = cpu_to_le32(hlen + len);
@@ -662,13 +692,43 @@ void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 	if (op->ph.send.fwd && op->recv_done < op->send_total)
 		return;		/* not received (and reduced) yet */
 	young = op->kind == KCOLL_KIND_COLL && !kcoll_op_is_head(op);
-	if (!kcoll_eager_post(op, conn, op->phase, src, op->send_total, young))
+	/* A broadcast's confirmation token goes with the others that
+	 * gather (kcoll_tokens_flush()). */
+	if (kcoll_op_token_held(op, conn)) {
+		op->tok_want = true;
+		return;
+	}
+	if (!kcoll_eager_post(op, conn, op->phase, src, op->send_total, young,
+			      NULL))
 		return;
 	if (young)
 		kcoll_stat_add(KCOLL_STAT_EAGER_BESIDE, 1);
 	op->eager_sent = true;
 	op->send_posted = op->send_done = op->send_total;
 	op->send_posted_any = op->send_done_any = true;
+}
+
+/*
+ * Post @op's confirmation token to @conn's peer, covering the older ones
+ * of @cover (kcoll_tokens_flush(); @cover 0: a plain token). Through the
+ * NIC the connection then holds further tokens until this write's send
+ * completion (kcoll_token_busy()). True once posted.
+ */
+bool kcoll_eager_post_token(struct kcoll_task *op, struct kcoll_conn *conn,
+			    u64 cover)
+{
+	bool young = !kcoll_op_is_head(op);
+
+	if (!kcoll_eager_post(op, conn, op->phase, (const u8 *)&cover, 0, young,
+			      cover ? &cover : NULL))
+		return false;
+	if (young)
+		kcoll_stat_add(KCOLL_STAT_EAGER_BESIDE, 1);
+	if (conn->xp->timed) {
+		conn->tok_busy = true;
+		conn->tok_mark = conn->tx_posted;
+	}
+	return true;
 }
 
 /*
@@ -721,7 +781,8 @@ void kcoll_op_send_early(struct kcoll_task *op)
 		op->early_ok = true;
 		if (!kcoll_eager_post(op, conn, op->early_next,
 				      op->bufs[nx.send.src.buf].vaddr +
-				      nx.send.src.off * op->esize, len, true))
+				      nx.send.src.off * op->esize, len, true,
+				      NULL))
 			return;		/* the next completion or CREDIT */
 		kcoll_stat_add(KCOLL_STAT_EAGER_AHEAD, 1);
 		op->early_ok = false;

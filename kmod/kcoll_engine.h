@@ -111,6 +111,15 @@ static inline bool kcoll_conn_p2p_ask(const struct kcoll_conn *conn)
 	return kcoll_conn_p2p(conn) && conn->peer_p2p_ask;
 }
 
+/* Tokens that cover agreed on @conn: both ends' CREDITs said
+ * KCOLL_CREDIT_COVER, with lazy signatures (docs/DESIGN.md, "Tokens that
+ * cover"). */
+static inline bool kcoll_conn_cover(const struct kcoll_conn *conn)
+{
+	return conn->eager && kcoll_conn_lazy(conn) && conn->cover_offer &&
+	       conn->peer_cover;
+}
+
 /* Has @conn's peer confirmed its signature for collective @op? */
 static inline bool kcoll_sig_confirmed(struct kcoll_task *op,
 				       const struct kcoll_conn *conn)
@@ -236,6 +245,15 @@ void kcoll_p2p_asked(struct kcoll_conn *conn, u32 seq);
 int kcoll_p2p_grants(struct kcoll_task *op, struct kcoll_conn *conn);
 void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 			 const u8 *src);
+bool kcoll_eager_post_token(struct kcoll_task *op, struct kcoll_conn *conn,
+			    u64 cover);
+
+/* kcoll_token.c */
+bool kcoll_op_token_held(const struct kcoll_task *op,
+			 const struct kcoll_conn *conn);
+bool kcoll_tokens_flush(struct kcoll_comm *comm);
+void kcoll_eager_cover_in(struct kcoll_conn *conn, u32 base, u64 bits);
+bool kcoll_op_token_covered(const struct kcoll_task *op);
 
 /* kcoll_grant.c */
 void kcoll_op_forget_grants(struct kcoll_task *op, struct kcoll_conn *conn);

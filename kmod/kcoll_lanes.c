@@ -56,6 +56,7 @@ static int kcoll_conn_post(struct kcoll_conn *conn, unsigned int idx,
 	err = ib_post_send(lane->qp, wr, NULL);
 	if (!err) {
 		conn->sq_posted++;
+		conn->tx_posted++;
 		if (!lane->sq_posted++)
 			kcoll_engine_sq_busy(lane);
 	}
@@ -211,6 +212,7 @@ static void kcoll_lanes_put_done(struct ib_cq *cq, struct ib_wc *wc)
 	/* Under the lock: after the poster's kcoll_ib_tx_start(). */
 	kcoll_ib_tx_done(comm->ibdev, wc->status == IB_WC_SUCCESS ? g->len : 0);
 	conn->sq_posted--;
+	conn->tx_done++;
 	conn->lane[g->lane].sq_posted--;
 	conn->lane[g->lane].sent_at = jiffies;
 	if (wc->status == IB_WC_SUCCESS ||

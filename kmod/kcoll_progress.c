@@ -425,7 +425,8 @@ static void kcoll_op_progress(struct kcoll_task *op)
 		if (!op->phase_open)
 			kcoll_phase_open(op);
 		if (op->ph.has_recv && !op->ph.recv.cnt &&
-		    kcoll_token_from_finished(op))
+		    (kcoll_token_from_finished(op) ||
+		     kcoll_op_token_covered(op)))
 			op->recv_landed_any = true;
 		else if (op->ph.has_recv)
 			kcoll_op_grant(op);
@@ -781,6 +782,9 @@ void kcoll_engine_reap(struct kcoll_comm *comm)
 			if (!op->returned)
 				pos++;
 		}
+		/* The tokens this pass readied, together. */
+		if (kcoll_tokens_flush(comm))
+			again = true;
 		for (i = 0; i < comm->nranks; i++) {
 			struct kcoll_conn *conn = comm->conns[i];
 			struct list_head *lists[2];

@@ -155,9 +155,11 @@ static int kcoll_rx_credit(struct kcoll_conn *conn,
 		conn->peer_lazy = status & KCOLL_CREDIT_LAZY;
 		conn->peer_p2p = status & KCOLL_CREDIT_P2P;
 		conn->peer_p2p_ask = status & KCOLL_CREDIT_P2P_ASK;
+		conn->peer_cover = status & KCOLL_CREDIT_COVER;
 	} else if (!(status & KCOLL_CREDIT_LAZY) != !conn->peer_lazy ||
 		   !(status & KCOLL_CREDIT_P2P) != !conn->peer_p2p ||
-		   !(status & KCOLL_CREDIT_P2P_ASK) != !conn->peer_p2p_ask) {
+		   !(status & KCOLL_CREDIT_P2P_ASK) != !conn->peer_p2p_ask ||
+		   !(status & KCOLL_CREDIT_COVER) != !conn->peer_cover) {
 		return -EPROTO;
 	}
 	conn->etx_addr[slot] = le64_to_cpu(m->addr);

@@ -75,6 +75,7 @@ KCOLL_STAT_ATTR(returned_early, KCOLL_STAT_RETURNED_EARLY);
 KCOLL_STAT_ATTR(late_errors, KCOLL_STAT_LATE_ERRORS);
 KCOLL_STAT_ATTR(p2p_waits, KCOLL_STAT_P2P_WAITS);
 KCOLL_STAT_ATTR(p2p_asks, KCOLL_STAT_P2P_ASKS);
+KCOLL_STAT_ATTR(tokens_covered, KCOLL_STAT_TOKENS_COVERED);
 /* The node's profile of collectives (struct kcoll_opstats.prof). */
 #define KCOLL_PROF_ATTR(_name, _idx)					\
 	static ssize_t _name##_show(struct device *dev,			\
@@ -177,6 +178,7 @@ static struct attribute *kcoll_stats_attrs[] = {
 	&dev_attr_late_errors.attr,
 	&dev_attr_p2p_waits.attr,
 	&dev_attr_p2p_asks.attr,
+	&dev_attr_tokens_covered.attr,
 	&dev_attr_time_ops.attr,
 	&dev_attr_time_phases.attr,
 	&dev_attr_time_total_ns.attr,

@@ -55,6 +55,8 @@ enum kcoll_stat {
 	KCOLL_STAT_P2P_ASKS,		/* eager point-to-point sends that found
 					 * no slot and asked their receiver
 					 * for a grant at once */
+	KCOLL_STAT_TOKENS_COVERED,	/* broadcast confirmation tokens that
+					 * went inside a younger one's */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);

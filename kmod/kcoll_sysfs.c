@@ -44,7 +44,7 @@ enum {
 	KCOLL_KNOB_USER_DMABUF_MB, KCOLL_KNOB_GPU_POLL_US,
 	KCOLL_KNOB_REG_CACHE_MB, KCOLL_KNOB_COLLS_IN_FLIGHT,
 	KCOLL_KNOB_PHASES_AHEAD, KCOLL_KNOB_EAGER_AHEAD,
-	KCOLL_KNOB_CONFIRM_BEHIND, KCOLL_KNOB_NR
+	KCOLL_KNOB_CONFIRM_BEHIND, KCOLL_KNOB_COVER_TOKENS, KCOLL_KNOB_NR
 };
 
 static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
@@ -128,6 +128,11 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	 * returns only once confirmed. */
 	[KCOLL_KNOB_CONFIRM_BEHIND] = { "confirm_behind", 16, 0,
 					KCOLL_CONFIRM_BEHIND_MAX, false },
+	/* 1: a broadcast's confirmation token that would follow another
+	 * still on the wire to the same peer waits for it, and the tokens
+	 * that gathered go as one (docs/DESIGN.md, "Tokens that cover");
+	 * new connections take it from here. */
+	[KCOLL_KNOB_COVER_TOKENS] = { "cover_tokens", 1, 0, 1, false },
 };
 
 u32 kcoll_user_max(enum kcoll_quota_kind kind)
@@ -175,6 +180,11 @@ u32 kcoll_eager_ahead(void)
 u32 kcoll_confirm_behind(void)
 {
 	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_CONFIRM_BEHIND].val);
+}
+
+bool kcoll_cover_tokens(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_COVER_TOKENS].val);
 }
 
 u32 kcoll_reg_cache_mb(void)
@@ -398,6 +408,10 @@ module_param_cb(confirm_behind, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_CONFIRM_BEHIND], 0644);
 MODULE_PARM_DESC(confirm_behind,
 		 "Broadcasts per communicator that may have returned while their confirmation tokens are still on the way (0..64; 0: a broadcast returns once confirmed; default 16)");
+module_param_cb(cover_tokens, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_COVER_TOKENS], 0644);
+MODULE_PARM_DESC(cover_tokens,
+		 "Send a broadcast's confirmation tokens that gather behind one still on the wire to the same peer as one (0..1; taken by new connections; default 1)");
 MODULE_PARM_DESC(connect_timeout_ms,
 		 "How long COMM_CREATE waits for every peer by default (100..3600000 ms; default 60000)");
 
@@ -463,6 +477,7 @@ KCOLL_KNOB_ATTR(colls_in_flight, KCOLL_KNOB_COLLS_IN_FLIGHT);
 KCOLL_KNOB_ATTR(phases_ahead, KCOLL_KNOB_PHASES_AHEAD);
 KCOLL_KNOB_ATTR(eager_ahead, KCOLL_KNOB_EAGER_AHEAD);
 KCOLL_KNOB_ATTR(confirm_behind, KCOLL_KNOB_CONFIRM_BEHIND);
+KCOLL_KNOB_ATTR(cover_tokens, KCOLL_KNOB_COVER_TOKENS);
 
 static ssize_t listen_port_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
@@ -551,6 +566,7 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_phases_ahead.attr.attr,
 	&kcoll_attr_eager_ahead.attr.attr,
 	&kcoll_attr_confirm_behind.attr.attr,
+	&kcoll_attr_cover_tokens.attr.attr,
 	&dev_attr_listen_port.attr,
 	&dev_attr_devices.attr,
 	&dev_attr_abi_version.attr,

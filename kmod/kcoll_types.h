@@ -409,6 +409,15 @@ struct kcoll_conn {
 	/* Lazy signatures (docs/DESIGN.md): both must offer them. */
 	bool lazy_offer;		/* our CREDITs say KCOLL_CREDIT_LAZY */
 	bool peer_lazy;			/* the peer's CREDITs said so */
+	/* Tokens that cover: both must offer them (KCOLL_CREDIT_COVER). One
+	 * token write at a time through the NIC: tok_busy until the send
+	 * completion numbered tok_mark (tx_done reaching it). */
+	bool cover_offer;
+	bool peer_cover;
+	bool tok_busy;
+	u32 tok_mark;
+	u32 tx_posted;			/* send WRs posted, all lanes ... */
+	u32 tx_done;			/* ... and completed, ever (wrap) */
 	/* The collectives whose SIG the peer asked for (KCOLL_SIG_ASK) and
 	 * we have not sent yet: one per collective it has unfinished; past
 	 * KCOLL_ASKS_MAX the oldest ask is forgotten (best effort). */
@@ -577,6 +586,14 @@ struct kcoll_task {
 	bool returned;			/* its CQE went before its confirmation
 					 * tokens were in; @req is NULL since
 					 * (kcoll_op_return()) */
+	/*
+	 * Tokens that cover (docs/DESIGN.md): tok_want, its phase's token
+	 * waits for kcoll_tokens_flush(), which sends it, alone or with
+	 * younger ones; tok_cover, bit j: phase j's token came inside a
+	 * younger collective's (kcoll_eager_cover_in()).
+	 */
+	bool tok_want;
+	u64 tok_cover;
 	/*
 	 * Where a collective's time goes (sysfs stats time_*, added when
 	 * it completes without error): ktime_get_ns() when it started,

@@ -242,7 +242,8 @@ struct kcoll_wire_eager {
 	__le16	phase;		/* the sender's schedule phase */
 	u8	kind;		/* KCOLL_KIND_COLL, or KCOLL_KIND_P2P
 				 * (then always signed) */
-	u8	flags;		/* KCOLL_EAGER_SIGNED (older senders: 0) */
+	u8	flags;		/* KCOLL_EAGER_SIGNED, _COVER (older
+				 * senders: 0) */
 	__le32	len;		/* data bytes that follow (after the
 				 * signature, if any) */
 	__le32	resv2;
@@ -255,6 +256,35 @@ struct kcoll_wire_eager {
  * uses the data.
  */
 #define KCOLL_EAGER_SIGNED	0x01
+/*
+ * A broadcast's confirmation token that confirms older ones too
+ * (docs/DESIGN.md, "Tokens that cover"): sent only to a peer whose CREDITs
+ * carried KCOLL_CREDIT_COVER, always with KCOLL_EAGER_SIGNED. Its data is
+ * 8 bytes, a little-endian bitmap: bit i set says that the sender's token
+ * for its collective seq - 1 - i (same peer, a broadcast's) goes with this
+ * one. The collective @seq itself, whose token this is, receives no data.
+ */
+#define KCOLL_EAGER_COVER	0x02
+#define KCOLL_COVER_SPAN	64
+#define KCOLL_COVER_BYTES	8
+
+/* Does a covering token of @base, with @bits, confirm collective @seq? */
+static inline bool kcoll_cover_has(u32 base, u64 bits, u32 seq)
+{
+	u32 d = base - seq;
+
+	return d >= 1 && d <= KCOLL_COVER_SPAN && ((bits >> (d - 1)) & 1);
+}
+
+/* @bits with @seq's bit set, if a covering token of @base can carry it. */
+static inline u64 kcoll_cover_add(u64 bits, u32 base, u32 seq)
+{
+	u32 d = base - seq;
+
+	if (d < 1 || d > KCOLL_COVER_SPAN)
+		return bits;
+	return bits | (u64)1 << (d - 1);
+}
 
 struct kcoll_wire_eager_sig {
 	u8	opcode;
@@ -299,6 +329,14 @@ KCOLL_STATIC_ASSERT(sizeof(struct kcoll_wire_eager) +
  * never sent such a SIG.
  */
 #define KCOLL_CREDIT_P2P_ASK	0x04
+/*
+ * CREDIT @status, with KCOLL_CREDIT_LAZY: we take a broadcast's confirmation
+ * token that covers older ones (KCOLL_EAGER_COVER). A sender that saw it
+ * may hold a token while its last one is on the wire and send the tokens
+ * that came meanwhile as one. Older peers ignore the bit and never set it,
+ * and are sent one token per broadcast, as before.
+ */
+#define KCOLL_CREDIT_COVER	0x08
 
 /*
  * SIG @status. ASK: a lazy SIG (the collective has run long enough to

@@ -1077,6 +1077,63 @@ static int kt_rank_p2p_behind(struct tring *r, __u32 id, int rank,
 }
 
 /*
+ * Broadcasts whose tokens gather (docs/DESIGN.md, "Tokens that cover"):
+ * rank 0 issues KT_CV_N broadcasts of 16 ints from buffers of their own,
+ * which return before their tokens are in; the other ranks start theirs
+ * 300 ms apart, later the further down, so that data of several has
+ * landed when they do and their tokens are ready together. Every value
+ * must come out right, and a barrier after them must too. 0 or an exit
+ * code.
+ */
+#define KT_CV_N		24
+#define KT_CV_CNT	16
+
+static int kt_rank_bcast_cover(struct tring *r, __u32 id, int rank, float *a)
+{
+	int32_t *v = (int32_t *)a;
+	struct kcoll_sqe s;
+	int k, i, res;
+
+	s = kt_coll(KCOLL_OP_BARRIER, id, 0, 0, 0, 0, NULL, NULL);
+	if ((res = kt_run(r, &s)))
+		return kt_fail(rank, 130, res);
+	for (k = 0; k < KT_CV_N; k++)
+		for (i = 0; i < KT_CV_CNT; i++)
+			v[k * KT_CV_CNT + i] = rank ? -1 : k * 1000 + i;
+	if (rank)
+		usleep((useconds_t)rank * 300 * 1000);
+	for (k = 0; k < KT_CV_N; k++) {
+		s = kt_coll(KCOLL_OP_BROADCAST, id, KCOLL_DTYPE_INT32, 0, 0,
+			    KT_CV_CNT, v + k * KT_CV_CNT, v + k * KT_CV_CNT);
+		s.user_data = (__u64)k;
+		*kt_get_sqe(r) = s;
+	}
+	if (kt_enter(r, KT_CV_N, 0, 0, 0) != KT_CV_N)
+		return 131;
+	for (k = 0; k < KT_CV_N; k++) {
+		struct kcoll_cqe c;
+
+		while (kt_pop(r, &c))
+			if (kt_enter(r, 0, 1, KCOLL_ENTER_GETEVENTS, 0) < 0)
+				return 132;
+		if (c.user_data != (__u64)k || c.res)
+			return kt_fail(rank, 133, c.res);
+	}
+	for (k = 0; k < KT_CV_N; k++)
+		for (i = 0; i < KT_CV_CNT; i++)
+			if (v[k * KT_CV_CNT + i] != k * 1000 + i) {
+				fprintf(stderr, "# rank %d: broadcast %d element %d is %d\n",
+					rank, k, i, v[k * KT_CV_CNT + i]);
+				return 134;
+			}
+	/* Completes only once every broadcast before it has. */
+	s = kt_coll(KCOLL_OP_BARRIER, id, 0, 0, 0, 0, NULL, NULL);
+	if ((res = kt_run(r, &s)))
+		return kt_fail(rank, 135, res);
+	return 0;
+}
+
+/*
  * An alltoall of 100 floats a block: through the NIC and the channel its
  * blocks go eagerly, every later phase's sent while the first runs
  * (stats/eager_ahead, sysfs eager_ahead). 0 or an exit code.
@@ -1140,6 +1197,8 @@ static int kt_rank_main(const char *ip, int rank, int n, __u64 uid,
 		return kt_rank_late_error(&r, id, rank, n, mismatch == 8);
 	if (mismatch == 9)
 		return kt_rank_p2p_behind(&r, id, rank, a, b);
+	if (mismatch == 10)
+		return kt_rank_bcast_cover(&r, id, rank, a);
 	if (mismatch) {
 		s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32,
 			    KCOLL_REDOP_SUM, 0, rank ? 1000 : 1001, a, b);
@@ -2148,6 +2207,59 @@ TEST_F_TIMEOUT(rxe, point_to_point_not_held_by_collectives_ahead, 300)
 		EXPECT_LT(a0, a1);
 		EXPECT_EQ(w0, w1);
 	}
+}
+
+/*
+ * Tokens that cover (sysfs cover_tokens, stats/tokens_covered), the
+ * sender's side: the broadcasts of kt_rank_bcast_cover(), 3 unprivileged
+ * ranks. Through the NIC a rank's token waits while its last one to the
+ * same peer is on the wire; on one node the tokens one pass readies go
+ * together. How many gather in one run depends on how rxe's loopback
+ * completions fall against the submissions (0 in some runs, 7-13 in
+ * others): over the three runs with covering on some must have. With it
+ * off none is. The results are right every way. (The receiver's side is
+ * kcoll_wire_test's one_token_confirms_the_broadcasts_it_names.)
+ */
+TEST_F_TIMEOUT(rxe, broadcast_tokens_cover_older_ones, 300)
+{
+	static const struct { int on, intra; } runs[] = {
+		{ 1, 0 }, { 1, 0 }, { 0, 0 }, { 1, 1 }, { 0, 1 },
+	};
+	int codes[NPROC_MAX];
+	long long t0, t1, covered = 0;
+
+	if (!getenv("KCOLL_IP"))
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "writing sysfs cover_tokens needs root");
+	ASSERT_EQ(1, kt_sysfs_read("cover_tokens"));
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("cover_tokens", "2"));
+	for (int w = 0; w < (int)(sizeof(runs) / sizeof(runs[0])); w++) {
+		ASSERT_EQ(0, kt_sysfs_write("cover_tokens",
+					    runs[w].on ? "1" : "0"));
+		ASSERT_EQ(0, kt_sysfs_write("intra_node",
+					    runs[w].intra ? "1" : "0"));
+		t0 = kt_sysfs_read("stats/tokens_covered");
+		ASSERT_LE(0, t0);
+		EXPECT_EQ(0, kt_spawn(3, 0x1090 + w, -1, 10, codes, 1));
+		for (int k = 0; k < 3; k++) {
+			EXPECT_EQ(0, codes[k]) {
+				TH_LOG("cover_tokens %d, intra_node %d: rank %d failed with code %d",
+				       runs[w].on, runs[w].intra, k, codes[k]);
+			}
+		}
+		t1 = kt_sysfs_read("stats/tokens_covered");
+		TH_LOG("cover_tokens %d, intra_node %d: %lld tokens of the %d broadcasts went inside a younger one's",
+		       runs[w].on, runs[w].intra, t1 - t0, KT_CV_N);
+		if (!runs[w].on) {
+			EXPECT_EQ(t0, t1);
+		} else {
+			covered += t1 - t0;
+		}
+	}
+	EXPECT_LT(0, covered);
+	EXPECT_EQ(0, kt_sysfs_write("cover_tokens", "1"));
+	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
 }
 
 /*

@@ -85,6 +85,15 @@ struct wpeer {
 	unsigned long msgs_in, sends, writes, p2p_asks;
 	bool no_repost;		/* take no more messages (RNR for the
 				 * module's sends once these are used) */
+	unsigned int covers_left;	/* covering tokens still to write */
+	unsigned long covers;
+	/* Well-behaved covering: hold the tokens of the module's
+	 * broadcasts until cover_hold have come, then send one token
+	 * whose bitmap names the others (the module offered it). */
+	bool module_cover;
+	unsigned int cover_hold, nheld;
+	uint32_t held[KCOLL_COVER_SPAN];
+	unsigned long cover_tokens;
 	/* Scoped-grant tests: leave the module's grants to the test, and
 	 * the first send-side error (not a flush) the QP reported. */
 	bool hold_grants;
@@ -620,9 +629,11 @@ static void wp_offer_slots(struct wpeer *p)
 }
 
 /* An eager transfer of @len bytes for (@seq, @phase), signed if both
- * offered lazy signatures, into a free slot of the module's. */
+ * offered lazy signatures, into a free slot of the module's. @cover: a
+ * token that covers older ones (KCOLL_EAGER_COVER), its bitmap the data
+ * (signed only: the caller checks that both offered lazy signatures). */
 static void wp_eager_to(struct wpeer *p, const struct kcoll_wire_msg *sig,
-			uint16_t phase, uint32_t len)
+			uint16_t phase, uint32_t len, const uint64_t *cover)
 {
 	struct kcoll_wire_eager eh = {
 		.seq = sig->seq, .phase = htole16(phase),
@@ -644,6 +655,14 @@ static void wp_eager_to(struct wpeer *p, const struct kcoll_wire_msg *sig,
 		eh.flags = KCOLL_EAGER_SIGNED;
 		memcpy(at + hlen, &sg, sizeof(sg));
 		hlen += sizeof(sg);
+	}
+	if (cover) {
+		uint64_t bits = htole64(*cover);
+
+		eh.flags |= KCOLL_EAGER_COVER;
+		len = sizeof(bits);
+		eh.len = htole32(len);
+		memcpy(at + hlen, &bits, sizeof(bits));
 	}
 	memcpy(at, &eh, sizeof(eh));
 	p->slots_free &= ~(1u << s);
@@ -679,13 +698,13 @@ static void wp_play_rooted(struct wpeer *p, const struct kcoll_wire_msg *sig)
 		return;
 	if (!module_sends) {
 		if (small)
-			wp_eager_to(p, sig, 0, (uint32_t)bytes);
+			wp_eager_to(p, sig, 0, (uint32_t)bytes, NULL);
 		return;
 	}
 	/* (Signed data brings its own token: wp_play_eager().) */
 	if (sig->opcode == KCOLL_OP_BROADCAST && p->eager &&
 	    !(p->lazy && p->module_lazy))
-		wp_eager_to(p, sig, 1, 0);
+		wp_eager_to(p, sig, 1, 0, NULL);
 	if (small)
 		return;
 	g.type = KCOLL_MSG_GRANT;
@@ -804,7 +823,20 @@ static void wp_play_eager(struct wpeer *p, uint32_t imm, uint32_t byte_len)
 			.count = sg.count,
 		};
 
-		wp_eager_to(p, &t, 1, 0);
+		if (!p->cover_hold || !p->module_cover) {
+			wp_eager_to(p, &t, 1, 0, NULL);
+		} else if (p->nheld + 1 < p->cover_hold) {
+			p->held[p->nheld++] = le32toh(eh.seq);
+		} else {
+			uint64_t bits = 0;
+
+			for (s = 0; s < p->nheld; s++)
+				bits |= 1ULL << (le32toh(eh.seq) - 1 -
+						 p->held[s]);
+			wp_eager_to(p, &t, 1, 0, &bits);
+			p->nheld = 0;
+			p->cover_tokens++;
+		}
 	}
 	for (s = 0; s < KCOLL_EAGER_SLOTS; s++)
 		if (p->slots_free & (1u << s))
@@ -894,6 +926,8 @@ static void wp_poll(struct wpeer *p)
 					p->slots_free |= 1u << s;
 					if (le32toh(m.status) & KCOLL_CREDIT_LAZY)
 						p->module_lazy = true;
+					if (le32toh(m.status) & KCOLL_CREDIT_COVER)
+						p->module_cover = true;
 				}
 				if (m.type == KCOLL_MSG_CREDITS) {
 					uint32_t c = (uint32_t)le64toh(m.count) &
@@ -1155,6 +1189,28 @@ static void wp_flood_one(struct wpeer *p)
 	}
 	wp_send(p, &m, sizeof(m), false, 0);
 	p->flood_left--;
+}
+
+/*
+ * A broadcast's token that covers older ones (KCOLL_EAGER_COVER), well
+ * formed, at seqs near the module's and wild, with any bitmap: the module
+ * offered to take them, so it must confirm only broadcasts of its own that
+ * expect a token from us, fail any other collective the bitmap names, and
+ * keep working.
+ */
+static void wp_cover_one(struct wpeer *p)
+{
+	struct kcoll_wire_msg sig = {
+		.opcode = KCOLL_OP_BROADCAST, .dtype = KCOLL_DTYPE_FP32,
+		.count = htole64(wp_below(2) ? 2 : wp_below(64)),
+		.seq = htole32(wp_plausible(p->max_seq, 3)),
+	};
+	uint64_t bits = wp_below(3) ? wp_rand() : ~0ULL;
+	uint32_t before = p->slots_free;
+
+	wp_eager_to(p, &sig, 1, 0, &bits);
+	p->covers += p->slots_free != before;
+	p->covers_left--;
 }
 
 static const char *wp_ip(void)
@@ -1468,6 +1524,73 @@ TEST(abort_into_a_full_send_queue)
 	res = kt_run(&c.r, &sqe);
 	TH_LOG("the aborted allreduce, then the next: %s", strerror(-res));
 	EXPECT_GT(0, res);
+	d.comm_id = c.id;
+	EXPECT_EQ(0, kt_ioctl(c.r.fd, KCOLL_IOC_COMM_DESTROY, &d));
+	wp_destroy(&p);
+	kt_ring_exit(&c.r);
+}
+
+/*
+ * Tokens that cover, received (docs/DESIGN.md): the peer confirms six
+ * broadcasts of the module's (root 0, signed eager data) with one token,
+ * for the last, whose bitmap names the five before it. The broadcasts
+ * return before their tokens; the barrier after them completes only once
+ * all six have, so it completes only if the bitmap confirmed the five.
+ */
+TEST(one_token_confirms_the_broadcasts_it_names)
+{
+	struct kcoll_comm_destroy d = { 0 };
+	float v[6][2] = { { 0 } };
+	struct kcoll_sqe sqe;
+	struct kcoll_cqe cq;
+	struct wpeer p;
+	struct wcomm c;
+	int i, got = 0, ok = 0;
+	double t_end;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	ASSERT_EQ(0, wp_pair(&p, &c, 0x7e38, "cover-in", KCOLL_HELLO_EAGER));
+	p.lazy = true;
+	p.cover_hold = 6;
+	wp_offer_slots(&p);
+	for (i = 0; i < 500 && !p.module_lazy; i++) {
+		usleep(10000);
+		wp_poll(&p);
+	}
+	ASSERT_TRUE(p.module_lazy);
+	ASSERT_TRUE(p.module_cover);
+	usleep(200000);
+	wp_poll(&p);
+	for (i = 0; i < 6; i++) {
+		v[i][0] = (float)i;
+		sqe = kt_coll(KCOLL_OP_BROADCAST, c.id, KCOLL_DTYPE_FP32,
+			      KCOLL_REDOP_NONE, 0, 2, v[i], v[i]);
+		sqe.timeout_ms = 10000;
+		sqe.user_data = i;
+		*kt_get_sqe(&c.r) = sqe;
+	}
+	sqe = kt_coll(KCOLL_OP_BARRIER, c.id, 0, 0, 0, 0, NULL, NULL);
+	sqe.timeout_ms = 10000;
+	sqe.user_data = 6;
+	*kt_get_sqe(&c.r) = sqe;
+	ASSERT_EQ(7, kt_enter(&c.r, 7, 0, 0, 0));
+	for (t_end = wp_now() + 15; got < 7 && wp_now() < t_end;) {
+		wp_poll(&p);
+		while (got < 7 && !kt_pop(&c.r, &cq)) {
+			got++;
+			ok += !cq.res;
+			if (cq.res)
+				TH_LOG("operation %llu: %s",
+				       (unsigned long long)cq.user_data,
+				       strerror(-cq.res));
+		}
+		usleep(1000);
+	}
+	TH_LOG("%d of 7 completed, %d without error; %lu covering tokens sent",
+	       got, ok, p.cover_tokens);
+	EXPECT_EQ(7, ok);
+	EXPECT_EQ(1, p.cover_tokens);
 	d.comm_id = c.id;
 	EXPECT_EQ(0, kt_ioctl(c.r.fd, KCOLL_IOC_COMM_DESTROY, &d));
 	wp_destroy(&p);
@@ -2230,6 +2353,7 @@ TEST_F_TIMEOUT(wire, hostile_peer_cannot_hang_or_break_the_module, 3600)
 	uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0) : 0;
 	unsigned long rounds = 0, died = 0, ops = 0, ok = 0, failed = 0;
 	unsigned long msgs = 0, sends = 0, writes = 0, p2p_asks = 0;
+	unsigned long covers = 0;
 	long long old_timeout, eager_sends0;
 	int st, codes[2];
 	pid_t pids[2];
@@ -2259,14 +2383,20 @@ TEST_F_TIMEOUT(wire, hostile_peer_cannot_hang_or_break_the_module, 3600)
 		double t_round, t0, t_start = wp_now(), t_join = 0, t_destroy;
 		double t_conn;
 
+		/* The first round eager, with lazy signatures: its covering
+		 * tokens (below) are always written. */
 		ASSERT_EQ(0, wp_pair(&p, &c, 0x7e100 + rounds, "wire-fuzz",
-				     wp_below(4) ? KCOLL_HELLO_EAGER : 0));
+				     !rounds || wp_below(4) ?
+				     KCOLL_HELLO_EAGER : 0));
 		t_conn = wp_now() - t_start;
 		rounds++;
 		/* Some rounds misbehave at once, most after a while. */
 		p.misdeed_odds = wp_below(4) ? 400 + wp_below(4000) : 3;
-		if (wp_below(8))
+		p.lazy = rounds == 1;
+		if (rounds == 1 || wp_below(8))
 			wp_offer_slots(&p);
+		/* Then covering tokens, where signed ones may go. */
+		p.covers_left = 16;
 		/* Every other round opens with point-to-point asks for
 		 * grants at seqs near and wild, which the module must take
 		 * without harm (one seq kept per connection). */
@@ -2284,7 +2414,10 @@ TEST_F_TIMEOUT(wire, hostile_peer_cannot_hang_or_break_the_module, 3600)
 			wp_poll(&p);
 			if (hint)
 				wp_grant_send(&p, hint - 1, c.send_hint_count);
-			if (p.flood_left && p.inflight < 96)
+			if (p.covers_left && p.lazy && p.module_lazy &&
+			    p.slots_free && p.inflight < 64)
+				wp_cover_one(&p);
+			else if (p.flood_left && p.inflight < 96)
 				wp_flood_one(&p);
 			else if (p.inflight < 64 && wp_below(p.misdeed_odds) == 0)
 				wp_act(&p);
@@ -2300,6 +2433,7 @@ TEST_F_TIMEOUT(wire, hostile_peer_cannot_hang_or_break_the_module, 3600)
 		sends += p.sends;
 		writes += p.writes;
 		p2p_asks += p.p2p_asks;
+		covers += p.covers;
 		/* Half the rounds leave rank 1 connected and silent while
 		 * rank 0 goes on: its operations must time out. */
 		if (wp_below(2))
@@ -2333,12 +2467,13 @@ TEST_F_TIMEOUT(wire, hostile_peer_cannot_hang_or_break_the_module, 3600)
 	}
 	snprintf(buf, sizeof(buf), "%lld", old_timeout);
 	EXPECT_EQ(0, kt_sysfs_write("op_timeout_ms", buf));
-	TH_LOG("%lu rounds (%lu ended by the module), rank 0: %lu operations, %lu ok, %lu failed; rank 1: %lu messages in, %lu sends (%lu point-to-point asks), %lu writes, module eager sends %lld",
+	TH_LOG("%lu rounds (%lu ended by the module), rank 0: %lu operations, %lu ok, %lu failed; rank 1: %lu messages in, %lu sends (%lu point-to-point asks), %lu writes (%lu covering tokens), module eager sends %lld",
 	       rounds, died, ops, ok, failed, msgs, sends, p2p_asks, writes,
-	       kt_sysfs_read("stats/eager_sends") - eager_sends0);
+	       covers, kt_sysfs_read("stats/eager_sends") - eager_sends0);
 	EXPECT_LT(0, rounds);
 	EXPECT_LT(0, ops);
 	EXPECT_LT(0, p2p_asks);
+	EXPECT_LT(0, covers);
 	EXPECT_EQ(0, wp_kaddr_seen) {
 		TH_LOG("%lu grants or credits carried kernel addresses",
 		       wp_kaddr_seen);

@@ -266,6 +266,51 @@ static void test_grant_imm(void)
 		}
 }
 
+/*
+ * Tokens that cover: a bitmap built by kcoll_cover_add() names exactly the
+ * seqs added that lie within KCOLL_COVER_SPAN below the base, across the
+ * u32 wrap, and never the base itself or anything younger.
+ */
+static void test_cover_bits(void)
+{
+	static const u32 bases[] = { 0, 1, 63, 64, 65, 1000, 0x7fffffff,
+				     0x80000000, 0xffffffc0, 0xffffffff };
+	unsigned int b, round;
+	u32 rng = 12345;
+
+	for (b = 0; b < sizeof(bases) / sizeof(bases[0]); b++)
+		for (round = 0; round < 200; round++) {
+			u32 base = bases[b], picked[8], i, d;
+			u64 bits = 0;
+
+			for (i = 0; i < 8; i++) {
+				rng = rng * 1103515245u + 12345u;
+				/* Around the span's edges and beyond. */
+				picked[i] = base - (rng >> 8) % 70 + 2;
+				bits = kcoll_cover_add(bits, base, picked[i]);
+			}
+			for (d = 0; d < 200; d++) {
+				u32 seq = base - d + 3;
+				u32 back = base - seq;
+				bool want = false;
+
+				for (i = 0; i < 8; i++)
+					if (picked[i] == seq)
+						want = back >= 1 &&
+						       back <= KCOLL_COVER_SPAN;
+				UNIT_EQ_INT(kcoll_cover_has(base, bits, seq),
+					    want);
+			}
+			UNIT_CHECK(!kcoll_cover_has(base, ~0ULL, base));
+			UNIT_CHECK(!kcoll_cover_has(base, ~0ULL, base + 1));
+			UNIT_CHECK(kcoll_cover_has(base, ~0ULL, base - 1));
+			UNIT_CHECK(kcoll_cover_has(base, ~0ULL,
+						   base - KCOLL_COVER_SPAN));
+			UNIT_CHECK(!kcoll_cover_has(base, ~0ULL,
+						    base - KCOLL_COVER_SPAN - 1));
+		}
+}
+
 int main(int argc, char **argv)
 {
 	unit_init(argc, argv);
@@ -275,5 +320,6 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_random_messages);
 	UNIT_RUN(test_hellos);
 	UNIT_RUN(test_grant_imm);
+	UNIT_RUN(test_cover_bits);
 	return unit_done();
 }
