@@ -310,12 +310,9 @@ void kcoll_engine_eager(struct kcoll_conn *conn, u32 imm,
 	if (sig)
 		memcpy(&conn->erx[slot].sig, in + sizeof(h),
 		       sizeof(conn->erx[slot].sig));
-	if (cov) {
+	if (cov)
 		kcoll_eager_cover_in(conn, conn->erx[slot].seq,
 				     le64_to_cpu(cover));
-		if (conn->state != KCOLL_CONN_UP)
-			return;
-	}
 	if (p2p) {
 		conn->erx_p2p++;
 		kcoll_eager_p2p_landed(conn, slot);
@@ -696,6 +693,7 @@ void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 	 * gather (kcoll_tokens_flush()). */
 	if (kcoll_op_token_held(op, conn)) {
 		op->tok_want = true;
+		op->comm->tok_waiting = true;
 		return;
 	}
 	if (!kcoll_eager_post(op, conn, op->phase, src, op->send_total, young,
@@ -703,6 +701,14 @@ void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 		return;
 	if (young)
 		kcoll_stat_add(KCOLL_STAT_EAGER_BESIDE, 1);
+	kcoll_op_eager_sent(op);
+}
+
+/* @op's current send has gone eagerly (or inside a younger token's):
+ * posted and done, the slot is the peer's now. */
+void kcoll_op_eager_sent(struct kcoll_task *op)
+{
+	op->tok_want = false;
 	op->eager_sent = true;
 	op->send_posted = op->send_done = op->send_total;
 	op->send_posted_any = op->send_done_any = true;
@@ -710,9 +716,9 @@ void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 
 /*
  * Post @op's confirmation token to @conn's peer, covering the older ones
- * of @cover (kcoll_tokens_flush(); @cover 0: a plain token). Through the
- * NIC the connection then holds further tokens until this write's send
- * completion (kcoll_token_busy()). True once posted.
+ * of @cover (kcoll_tokens_flush(); @cover 0: a plain token), and count it
+ * sent. Through the NIC the connection then holds further tokens until
+ * this write's send completion (kcoll_token_busy()). True once posted.
  */
 bool kcoll_eager_post_token(struct kcoll_task *op, struct kcoll_conn *conn,
 			    u64 cover)
@@ -724,6 +730,7 @@ bool kcoll_eager_post_token(struct kcoll_task *op, struct kcoll_conn *conn,
 		return false;
 	if (young)
 		kcoll_stat_add(KCOLL_STAT_EAGER_BESIDE, 1);
+	kcoll_op_eager_sent(op);
 	if (conn->xp->timed) {
 		conn->tok_busy = true;
 		conn->tok_mark = conn->tx_posted;

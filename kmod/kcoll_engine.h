@@ -245,6 +245,7 @@ void kcoll_p2p_asked(struct kcoll_conn *conn, u32 seq);
 int kcoll_p2p_grants(struct kcoll_task *op, struct kcoll_conn *conn);
 void kcoll_op_send_eager(struct kcoll_task *op, struct kcoll_conn *conn,
 			 const u8 *src);
+void kcoll_op_eager_sent(struct kcoll_task *op);
 bool kcoll_eager_post_token(struct kcoll_task *op, struct kcoll_conn *conn,
 			    u64 cover);
 
@@ -253,7 +254,14 @@ bool kcoll_op_token_held(const struct kcoll_task *op,
 			 const struct kcoll_conn *conn);
 bool kcoll_tokens_flush(struct kcoll_comm *comm);
 void kcoll_eager_cover_in(struct kcoll_conn *conn, u32 base, u64 bits);
-bool kcoll_op_token_covered(const struct kcoll_task *op);
+
+/* Has the token @op receives in phase @j come inside a later one's
+ * (kcoll_eager_cover_in(); op->tok_cover has a bit per phase)? */
+static inline bool kcoll_op_tok_covered(const struct kcoll_task *op, u32 j)
+{
+	return j < BITS_PER_TYPE(op->tok_cover) &&
+	       (op->tok_cover & BIT_ULL(j));
+}
 
 /* kcoll_grant.c */
 void kcoll_op_forget_grants(struct kcoll_task *op, struct kcoll_conn *conn);

@@ -619,7 +619,7 @@ static bool kcoll_op_needs_peer(struct kcoll_task *op, struct kcoll_conn *conn)
 		}
 		kcoll_sched_phase(&op->args, i, &ph);
 		/* Its token already came, inside a later one's. */
-		if (i < 64 && (op->tok_cover & BIT_ULL(i)))
+		if (kcoll_op_tok_covered(op, i))
 			ph.has_recv = false;
 		if ((ph.has_send && ph.send.peer == peer) ||
 		    (ph.has_recv && ph.recv.peer == peer))

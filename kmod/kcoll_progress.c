@@ -426,7 +426,7 @@ static void kcoll_op_progress(struct kcoll_task *op)
 			kcoll_phase_open(op);
 		if (op->ph.has_recv && !op->ph.recv.cnt &&
 		    (kcoll_token_from_finished(op) ||
-		     kcoll_op_token_covered(op)))
+		     kcoll_op_tok_covered(op, op->phase)))
 			op->recv_landed_any = true;
 		else if (op->ph.has_recv)
 			kcoll_op_grant(op);

@@ -203,10 +203,6 @@ static int kcoll_rx_grant(struct kcoll_conn *conn,
 			 * would wait for its timeout. */
 			if (!op->started)
 				kcoll_op_abort_peers(op, false);
-			/* Its ABORT met a full send queue: the
-			 * connection, and its lists, are gone. */
-			if (conn->state != KCOLL_CONN_UP)
-				return 0;
 		}
 		/*
 		 * For a send that is over (an eager one's receiver waited and

@@ -198,9 +198,6 @@ void kcoll_op_check_sigs(struct kcoll_task *op, struct kcoll_conn *conn)
 		else if (!op->error)
 			kcoll_op_check_sig(op, conn, &s->msg);
 		kfree(s);
-		/* Killed meanwhile: its SIGs went with it. */
-		if (conn->state != KCOLL_CONN_UP)
-			return;
 	}
 }
 

@@ -43,15 +43,6 @@ static bool kcoll_token_busy(struct kcoll_conn *conn)
 	return conn->tok_busy;
 }
 
-/* @op's token has gone (itself, or inside a younger one's). */
-static void kcoll_op_token_sent(struct kcoll_task *op)
-{
-	op->tok_want = false;
-	op->eager_sent = true;
-	op->send_posted = op->send_done = op->send_total;
-	op->send_posted_any = op->send_done_any = true;
-}
-
 /*
  * Send the tokens that wait (tok_want), per peer the youngest one's write
  * carrying the older ones within KCOLL_COVER_SPAN seqs of it. Called by
@@ -65,6 +56,10 @@ bool kcoll_tokens_flush(struct kcoll_comm *comm)
 	bool sent = false;
 
 	lockdep_assert_held(&comm->lock);
+	/* Every event ends in a reap: most have no token waiting. */
+	if (!comm->tok_waiting)
+		return false;
+	comm->tok_waiting = false;
 	list_for_each_entry_reverse(op, &comm->colls, node) {
 		struct kcoll_conn *conn;
 		u32 peer, covered = 0;
@@ -74,24 +69,28 @@ bool kcoll_tokens_flush(struct kcoll_comm *comm)
 			continue;
 		peer = op->ph.send.peer;
 		conn = kcoll_conn_of(comm, peer);
-		if (!conn || kcoll_token_busy(conn))
+		if (!conn || kcoll_token_busy(conn)) {
+			comm->tok_waiting = true;	/* still */
 			continue;
+		}
 		list_for_each_entry(o, &comm->colls, node) {
 			if (o == op)
 				break;
 			if (o->tok_want && !o->error && o->ph.send.peer == peer)
 				bits = kcoll_cover_add(bits, op->seq, o->seq);
 		}
-		if (!kcoll_eager_post_token(op, conn, bits))
-			continue;	/* no slot: its CREDITS runs us again */
-		kcoll_op_token_sent(op);
+		if (!kcoll_eager_post_token(op, conn, bits)) {
+			/* No slot: its CREDITS runs us again. */
+			comm->tok_waiting = true;
+			continue;
+		}
 		list_for_each_entry(o, &comm->colls, node) {
 			if (o == op)
 				break;
 			if (o->tok_want && !o->error &&
 			    o->ph.send.peer == peer &&
 			    kcoll_cover_has(op->seq, bits, o->seq)) {
-				kcoll_op_token_sent(o);
+				kcoll_op_eager_sent(o);
 				covered++;
 			}
 		}
@@ -106,7 +105,7 @@ bool kcoll_tokens_flush(struct kcoll_comm *comm)
  * the collectives of @bits (kcoll_cover_has()). Each such collective of
  * ours must be a broadcast with a token from that peer to receive: that
  * phase counts as received when the collective gets there
- * (kcoll_op_token_covered()). A peer's token says that it completed the
+ * (kcoll_op_tok_covered()). A peer's token says that it completed the
  * broadcast's data phases, every transfer it used checked against its
  * signature, as a BYE's "completed" does ("Lazy signatures"); one that
  * names a collective of ours that expects none from it disagrees on that
@@ -127,14 +126,16 @@ void kcoll_eager_cover_in(struct kcoll_conn *conn, u32 base, u64 bits)
 		if (!op->started || op->error ||
 		    !kcoll_cover_has(base, bits, op->seq))
 			continue;
-		for (j = op->data_phases; j < op->nphases && j < 64; j++) {
-			kcoll_sched_phase(&op->args, j, &ph);
-			if (ph.has_recv && !ph.recv.cnt &&
-			    ph.recv.peer == conn->peer)
-				break;
-		}
-		if (op->args.opcode != KCOLL_OP_BROADCAST ||
-		    j >= op->nphases || j >= 64) {
+		j = op->nphases;
+		if (op->args.opcode == KCOLL_OP_BROADCAST)
+			for (j = op->data_phases; j < op->nphases; j++) {
+				kcoll_sched_phase(&op->args, j, &ph);
+				if (ph.has_recv && !ph.recv.cnt &&
+				    ph.recv.peer == conn->peer)
+					break;
+			}
+		if (j >= op->nphases ||
+		    j >= BITS_PER_TYPE(op->tok_cover)) {
 			kcoll_op_fail_from(op, -EBADMSG, conn->peer);
 			continue;
 		}
@@ -142,8 +143,3 @@ void kcoll_eager_cover_in(struct kcoll_conn *conn, u32 base, u64 bits)
 	}
 }
 
-/* Has the token @op's current phase receives come inside another's? */
-bool kcoll_op_token_covered(const struct kcoll_task *op)
-{
-	return op->phase < 64 && (op->tok_cover & BIT_ULL(op->phase));
-}

@@ -711,6 +711,8 @@ struct kcoll_comm {
 	u32 nr_returned;		/* in @colls, returned to the caller
 					 * before confirmed (op->returned) */
 	u32 kills_due;			/* connections with kill_due set */
+	bool tok_waiting;		/* some collective's tok_want may be
+					 * set (kcoll_tokens_flush()) */
 	int late_err;			/* one of those failed since: the next
 					 * collective to complete reports it */
 	struct list_head colls;		/* queued collectives, head active */
