@@ -1091,8 +1091,8 @@ static int kt_rank_p2p_behind(struct tring *r, __u32 id, int rank,
 static int kt_rank_bcast_cover(struct tring *r, __u32 id, int rank, float *a)
 {
 	int32_t *v = (int32_t *)a;
+	int k, i, res, done[KT_CV_N];
 	struct kcoll_sqe s;
-	int k, i, res;
 
 	s = kt_coll(KCOLL_OP_BARRIER, id, 0, 0, 0, 0, NULL, NULL);
 	if ((res = kt_run(r, &s)))
@@ -1108,17 +1108,12 @@ static int kt_rank_bcast_cover(struct tring *r, __u32 id, int rank, float *a)
 		s.user_data = (__u64)k;
 		*kt_get_sqe(r) = s;
 	}
-	if (kt_enter(r, KT_CV_N, 0, 0, 0) != KT_CV_N)
-		return 131;
-	for (k = 0; k < KT_CV_N; k++) {
-		struct kcoll_cqe c;
-
-		while (kt_pop(r, &c))
-			if (kt_enter(r, 0, 1, KCOLL_ENTER_GETEVENTS, 0) < 0)
-				return 132;
-		if (c.user_data != (__u64)k || c.res)
-			return kt_fail(rank, 133, c.res);
-	}
+	res = kt_wait_all(r, KT_CV_N, KT_CV_N, done);
+	if (res)
+		return res;
+	for (k = 0; k < KT_CV_N; k++)
+		if (done[k])
+			return kt_fail(rank, 133, done[k]);
 	for (k = 0; k < KT_CV_N; k++)
 		for (i = 0; i < KT_CV_CNT; i++)
 			if (v[k * KT_CV_CNT + i] != k * 1000 + i) {
