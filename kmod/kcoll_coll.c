@@ -7,6 +7,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/pagemap.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
 
@@ -51,6 +52,20 @@ static int kcoll_op_view(struct kcoll_task *op, int which,
 	return 0;
 }
 
+/* @op's preparation needs [@addr, @addr + @len) faulted in (for writing:
+ * @write; as a pin does: @pin) before it can go on; the first such range
+ * is the one it gets. */
+static void kcoll_op_fault(struct kcoll_task *op, u64 addr, u64 len,
+			   bool write, bool pin)
+{
+	if (op->fault_len)
+		return;
+	op->fault_addr = addr;
+	op->fault_len = len;
+	op->fault_write = write;
+	op->fault_pin = pin;
+}
+
 /* Set up buffer @which of @op: a view of a registration (the SQE's, or
  * the cache's), or pinned now. */
 static int kcoll_op_buf(struct kcoll_task *op, int which, u64 addr, u32 handle,
@@ -89,12 +104,20 @@ static int kcoll_op_buf(struct kcoll_task *op, int which, u64 addr, u32 handle,
 		if (!err)
 			return kcoll_op_view(op, which, mem, addr, len);
 		if (err != -EAGAIN)
-			return err;
+			goto out_fault;
 	}
-	err = kcoll_buf_pin_user(b, addr, len, writable);
-	if (err || op->unreg)
-		return err;
+	/* Under dev_sem: no fault here (kcoll_op_fault()). */
+	err = kcoll_buf_pin_user(b, addr, len, writable, true);
+	if (err)
+		goto out_fault;
+	if (op->unreg)
+		return 0;
 	return kcoll_buf_register(b, comm);
+
+out_fault:
+	if (err == -EFAULT)
+		kcoll_op_fault(op, addr, len, writable, true);
+	return err;
 }
 
 /* Does a step of @ph run on the CPU over a buffer it must not touch? (Its
@@ -183,9 +206,13 @@ static int kcoll_op_vec(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 		return -ENOMEM;
 	}
 	op->vec_quota = comm->quota;
-	if (copy_from_user(op->vec, u64_to_user_ptr(sqe->vec_addr),
-			   words * sizeof(u64)))
+	/* Under dev_sem: no fault here (kcoll_op_fault()). */
+	if (copy_from_user_nofault(op->vec, u64_to_user_ptr(sqe->vec_addr),
+				   words * sizeof(u64))) {
+		kcoll_op_fault(op, sqe->vec_addr, words * sizeof(u64), false,
+			       false);
 		return -EFAULT;
+	}
 	op->args.vec = op->vec;
 	op->args.vec_pre = pre ? op->vec + words : NULL;
 	return kcoll_sched_vec_check(&op->args);
@@ -303,25 +330,16 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	return err;
 }
 
-/* The .issue of every collective opcode: runs in the submitting task. */
-void kcoll_coll_issue(struct kcoll_req *req)
+/* A new operation of @req on @comm, not yet prepared; NULL: -ENOMEM. */
+static struct kcoll_task *kcoll_op_new(struct kcoll_req *req,
+				       struct kcoll_comm *comm)
 {
 	const struct kcoll_sqe *sqe = &req->sqe;
-	struct kcoll_comm *comm;
-	struct kcoll_conn *conn;
 	struct kcoll_task *op;
-	int err;
 
-	comm = kcoll_ctx_comm_get(req->ctx, sqe->comm_id);
-	if (!comm) {
-		kcoll_req_complete(req, -ENOENT);
-		return;
-	}
 	op = kzalloc(sizeof(*op), GFP_KERNEL_ACCOUNT);
-	if (!op) {
-		err = -ENOMEM;
-		goto out_put;
-	}
+	if (!op)
+		return NULL;
 	op->req = req;
 	op->user_data = sqe->user_data;
 	op->comm = comm;
@@ -341,15 +359,50 @@ void kcoll_coll_issue(struct kcoll_req *req)
 		op->sig_seen = bitmap_zalloc(comm->nranks, GFP_KERNEL_ACCOUNT);
 		if (!op->sig_seen) {
 			kfree(op);
-			err = -ENOMEM;
-			goto out_put;
+			return NULL;
 		}
+	}
+	return op;
+}
+
+/* The .issue of every collective opcode: runs in the submitting task. */
+void kcoll_coll_issue(struct kcoll_req *req)
+{
+	const struct kcoll_sqe *sqe = &req->sqe;
+	unsigned int tries = 0;
+	struct kcoll_comm *comm;
+	struct kcoll_conn *conn;
+	struct kcoll_task *op;
+	u64 fault_addr, fault_len, t_submit = 0;
+	unsigned long deadline = 0;
+	bool fault_write, fault_pin;
+	int err;
+
+	comm = kcoll_ctx_comm_get(req->ctx, sqe->comm_id);
+	if (!comm) {
+		kcoll_req_complete(req, -ENOENT);
+		return;
+	}
+again:
+	op = kcoll_op_new(req, comm);
+	if (!op) {
+		err = -ENOMEM;
+		goto out_refused;
+	}
+	/* Its time runs from the first try. */
+	if (tries) {
+		op->t_submit = t_submit;
+		op->deadline = deadline;
 	}
 	/*
 	 * From the checks to the queueing, nothing takes the comm's device
 	 * away (its removal and the comm's destroy wait on dev_sem): what
 	 * prepare registers is queued with the op, where they find it, or
-	 * released here.
+	 * released here. Nothing under it waits on user memory: the pins
+	 * and the v-variant table's copy take no fault, a range that would
+	 * need one is faulted in below, with dev_sem released, and the
+	 * operation prepared anew. A page that waits on its owner for ever
+	 * (userfaultfd, FUSE) then holds back only its owner's submission.
 	 */
 	down_read(&comm->dev_sem);
 	/*
@@ -367,6 +420,25 @@ void kcoll_coll_issue(struct kcoll_req *req)
 		goto out_unlock_dev;
 	}
 	err = kcoll_op_prepare(op, sqe);
+	if (err == -EFAULT && op->fault_len && ++tries < KCOLL_FAULT_TRIES) {
+		fault_addr = op->fault_addr;
+		fault_len = op->fault_len;
+		fault_pin = op->fault_pin;
+		fault_write = op->fault_write;
+		t_submit = op->t_submit;
+		deadline = op->deadline;
+		kcoll_op_free(op);
+		up_read(&comm->dev_sem);
+		if (fault_pin)
+			err = kcoll_fault_in(fault_addr, fault_len,
+					     fault_write);
+		else
+			err = fault_in_readable(u64_to_user_ptr(fault_addr),
+						fault_len) ? -EFAULT : 0;
+		if (err)
+			goto out_refused;
+		goto again;
+	}
 	if (err)
 		goto out_unlock_dev;
 
@@ -417,16 +489,16 @@ void kcoll_coll_issue(struct kcoll_req *req)
 	return;
 
 out_unlock_dev:
+	/* Its MRs die while the device is certainly there. */
+	kcoll_op_free(op);
+	up_read(&comm->dev_sem);
+out_refused:
 	if (sqe->flags & KCOLL_SQE_F_GPU) {
 		/* Its stream must not wait for it. */
 		mutex_lock(&comm->lock);
 		kcoll_gpu_refused(comm, sqe);
 		mutex_unlock(&comm->lock);
 	}
-	/* Its MRs die while the device is certainly there. */
-	kcoll_op_free(op);
-	up_read(&comm->dev_sem);
-out_put:
 	kcoll_comm_put(comm);
 	kcoll_req_complete(req, err);
 }

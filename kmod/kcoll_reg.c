@@ -9,6 +9,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/pagemap.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -42,32 +43,21 @@ void kcoll_mem_put(struct kcoll_mem *mem)
 	kfree(mem);
 }
 
-int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
+/*
+ * REG_MEM of @p (checked) for @ctx: pin or import, register, publish, and
+ * copy the handle out to @uarg. Pinning runs before dev_sem, and the copy
+ * out under it takes no fault: *@copy_faulted says that it needed one
+ * (everything is undone then; the caller faults @uarg in and tries again).
+ */
+static int kcoll_reg_mem(struct kcoll_ctx *ctx, void __user *uarg,
+			 const struct kcoll_reg_mem *in, bool dmabuf,
+			 bool *copy_faulted)
 {
-	struct kcoll_reg_mem p;
+	struct kcoll_reg_mem p = *in;
 	struct kcoll_comm *comm;
 	struct kcoll_mem *mem;
-	bool dmabuf;
 	u32 handle;
 	int err;
-
-	if (copy_from_user(&p, uarg, sizeof(p)))
-		return -EFAULT;
-	if ((p.flags & ~KCOLL_REG_FLAGS) || p.handle || p.resv)
-		return -EINVAL;
-	dmabuf = p.flags & KCOLL_REG_DMABUF;
-	/* The CPU rule is for imported memory: the user's own pages are
-	 * the CPU's anyway. */
-	if (!dmabuf && (p.dmabuf_fd || p.dmabuf_off ||
-			(p.flags & KCOLL_REG_NO_CPU)))
-		return -EINVAL;
-	/* An import is mapped for the device both ways. */
-	if (dmabuf && (p.flags & KCOLL_REG_READONLY))
-		return -EINVAL;
-	if (!p.len)
-		return -EINVAL;
-	if (p.addr + p.len < p.addr)
-		return dmabuf ? -EINVAL : -EFAULT;
 
 	comm = kcoll_ctx_comm_get(ctx, p.comm_id);
 	if (!comm)
@@ -89,25 +79,37 @@ int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	mem->quota = kcoll_quota_ref(ctx->quota);
 
 	/*
-	 * Pinning and registering may take long: not under ctx->comm_lock
-	 * (every other comm of the file would wait), but under dev_sem, so
-	 * that neither the device's removal nor the comm's destroy runs
-	 * until the registration is on comm->mems, where they find it.
+	 * Pinning may wait on the buffer's owner for ever (a userfaultfd
+	 * region, a FUSE file): before dev_sem, so that what waits is this
+	 * registration alone, not the device's removal or the comm's
+	 * destroy.
+	 */
+	if (!dmabuf) {
+		err = kcoll_buf_pin_user(&mem->buf, p.addr, p.len,
+					 !(p.flags & KCOLL_REG_READONLY),
+					 false);
+		if (err)
+			goto out_uncharge;
+	}
+	/*
+	 * Importing and registering may take long: not under
+	 * ctx->comm_lock (every other comm of the file would wait), but
+	 * under dev_sem, so that neither the device's removal nor the
+	 * comm's destroy runs until the registration is on comm->mems,
+	 * where they find it.
 	 */
 	down_read(&comm->dev_sem);
 	err = kcoll_comm_usable(comm);
 	if (err)
-		goto out_unlock_dev;
-	if (dmabuf)
+		goto out_release;
+	if (dmabuf) {
 		err = kcoll_buf_import_dmabuf(&mem->buf, comm, p.dmabuf_fd,
 					      p.dmabuf_off, p.len,
 					      p.flags & KCOLL_REG_NO_CPU,
 					      ctx->quota);
-	else
-		err = kcoll_buf_pin_user(&mem->buf, p.addr, p.len,
-					 !(p.flags & KCOLL_REG_READONLY));
-	if (err)
-		goto out_unlock_dev;
+		if (err)
+			goto out_unlock_dev;
+	}
 	if (!kcoll_buf_dry(&mem->buf)) {
 		err = kcoll_buf_register(&mem->buf, comm);
 		if (err)
@@ -135,11 +137,12 @@ int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	 * it and a new one get its number).
 	 */
 	p.handle = handle;
-	if (copy_to_user(uarg, &p, sizeof(p))) {
+	if (copy_to_user_nofault(uarg, &p, sizeof(p))) {
 		mutex_lock(&comm->lock);
 		list_del(&mem->node);
 		mutex_unlock(&comm->lock);
 		xa_erase(&ctx->mems, handle);
+		*copy_faulted = true;
 		err = -EFAULT;
 		goto out_release;
 	}
@@ -152,11 +155,47 @@ out_release:
 	kcoll_buf_release(&mem->buf);
 out_unlock_dev:
 	up_read(&comm->dev_sem);
+out_uncharge:
 	kcoll_quota_uncharge(mem->quota, KCOLL_Q_REGS, 1);
 	kcoll_quota_put(mem->quota);
 	kfree(mem);
 out_put_comm:
 	kcoll_comm_put(comm);
+	return err;
+}
+
+int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
+{
+	unsigned int tries = 0;
+	struct kcoll_reg_mem p;
+	bool dmabuf, faulted;
+	int err;
+
+	if (copy_from_user(&p, uarg, sizeof(p)))
+		return -EFAULT;
+	if ((p.flags & ~KCOLL_REG_FLAGS) || p.handle || p.resv)
+		return -EINVAL;
+	dmabuf = p.flags & KCOLL_REG_DMABUF;
+	/* The CPU rule is for imported memory: the user's own pages are
+	 * the CPU's anyway. */
+	if (!dmabuf && (p.dmabuf_fd || p.dmabuf_off ||
+			(p.flags & KCOLL_REG_NO_CPU)))
+		return -EINVAL;
+	/* An import is mapped for the device both ways. */
+	if (dmabuf && (p.flags & KCOLL_REG_READONLY))
+		return -EINVAL;
+	if (!p.len)
+		return -EINVAL;
+	if (p.addr + p.len < p.addr)
+		return dmabuf ? -EINVAL : -EFAULT;
+
+	do {
+		faulted = false;
+		err = kcoll_reg_mem(ctx, uarg, &p, dmabuf, &faulted);
+		if (!faulted || ++tries >= KCOLL_FAULT_TRIES)
+			break;
+		err = fault_in_safe_writeable(uarg, sizeof(p)) ? -EFAULT : 0;
+	} while (!err);
 	return err;
 }
 

@@ -247,11 +247,11 @@ int kcoll_cache_buf(struct kcoll_comm *comm, u64 addr, size_t len,
 	mem->comm_ref = true;
 	seq = mmu_interval_read_begin(&mem->mni);
 
-	err = kcoll_buf_pin_user(&mem->buf, addr, len, writable);
+	err = kcoll_buf_pin_user(&mem->buf, addr, len, writable, true);
 	if (err == -ENOMEM && comm->cache_n) {
 		/* Our own cached pages may be what RLIMIT_MEMLOCK counts. */
 		kcoll_cache_flush(comm);
-		err = kcoll_buf_pin_user(&mem->buf, addr, len, writable);
+		err = kcoll_buf_pin_user(&mem->buf, addr, len, writable, true);
 	}
 	if (!err)
 		err = kcoll_buf_register(&mem->buf, comm);

@@ -22,7 +22,8 @@
  *  ctx->comm_lock (mutex)     a file's comms: create, destroy, DEREG_MEM
  *  comm->dev_sem (rwsem)      registrations on the comm's device, and
  *                             their release until the MRs are gone (read),
- *                             against device removal and destroy (write)
+ *                             against device removal and destroy (write);
+ *                             never held across a user page fault
  *  kcoll_comms_lock (mutex)   the global comm list
  *  comm->lock (mutex)         everything mutable in a comm, its conns and its
  *                             ops; taken by ioctls, rdma_cm handlers and the
@@ -463,6 +464,13 @@ struct kcoll_task {
 					 * in (args.vec), charged to vec_quota */
 	size_t vec_bytes;
 	struct kcoll_quota *vec_quota;
+	/* A user range its preparation found needing a fault (under
+	 * dev_sem, where none is taken): kcoll_coll_issue() faults it in
+	 * with no lock held and prepares anew. */
+	u64 fault_addr;
+	u64 fault_len;
+	bool fault_write;
+	bool fault_pin;			/* for a pin, not a copy */
 	u8 dtype;
 	u8 redop;
 	u8 prio;			/* SQE priority */

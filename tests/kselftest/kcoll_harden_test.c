@@ -11,8 +11,12 @@
 #include <grp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include "kselftest_harness.h"
@@ -1258,6 +1262,222 @@ TEST(unprivileged_vector_tables)
 	EXPECT_EQ(0, rc) {
 		TH_LOG("unprivileged v-variants failed check %d", rc);
 	}
+}
+
+/* ---------------------------------------------------------------- */
+/* Buffers whose pages never fault in                                */
+/* ---------------------------------------------------------------- */
+
+/*
+ * A user's buffer may sit on pages that fault for as long as its owner
+ * likes (a userfaultfd region nobody serves, a FUSE file). A REG_MEM on
+ * one, an allreduce into one (through the NIC: the registration cache's
+ * pin) and an allgatherv whose count table lies on one wait in that fault,
+ * and while they do, root deletes rxe0: the removal must finish (it waits
+ * for whatever holds a communicator's device), and once the pages come,
+ * each waiting call fails with the communicator's error. Until 2026-12-05
+ * each of them held the device across its fault, and the removal waited
+ * on the region's owner. 6.1 does not let a long-term pin wait on a
+ * userfaultfd region (the pin fails with -EFAULT at once); the table's
+ * copy waits there too.
+ */
+#define KH_UF_BYTES	(256u << 10)
+
+struct kh_uf_rank {
+	const char *ip;
+	int rank;
+	struct tring r;
+	__u32 id;
+	long res;
+};
+
+static void *kh_uf_create(void *arg)
+{
+	struct kh_uf_rank *k = arg;
+	struct kcoll_rank_addr ranks[2];
+
+	kt_addr_v4(&ranks[0], k->ip);
+	kt_addr_v4(&ranks[1], k->ip);
+	ranks[1].local_index = 1;
+	k->res = kt_ring_init(&k->r, 8, 0, 0);
+	if (!k->res)
+		k->res = kt_comm_create(k->r.fd, 0x16f3, "uffd", k->rank, 2,
+					ranks, 20000, &k->id);
+	return NULL;
+}
+
+struct kh_uf_call {
+	struct kh_uf_rank *k;
+	int what;		/* 0 REG_MEM, 1 allreduce, 2 allgatherv */
+	void *area;		/* in the region */
+	void *src, *dst;	/* plain memory */
+	volatile int done;
+	long res;
+};
+
+static void *kh_uf_caller(void *arg)
+{
+	struct kh_uf_call *c = arg;
+	struct kcoll_sqe s;
+
+	if (c->what == 0) {
+		struct kcoll_reg_mem m = {
+			.comm_id = c->k->id, .addr = (uintptr_t)c->area,
+			.len = KH_UF_BYTES,
+		};
+
+		c->res = kt_ioctl(c->k->r.fd, KCOLL_IOC_REG_MEM, &m);
+	} else if (c->what == 1) {
+		s = kt_coll(KCOLL_OP_ALLREDUCE, c->k->id, KCOLL_DTYPE_FP32,
+			    KCOLL_REDOP_SUM, 0, KH_UF_BYTES / 4, c->src,
+			    c->area);
+		s.timeout_ms = 20000;
+		c->res = kt_run(&c->k->r, &s);
+	} else {
+		s = kt_coll(KCOLL_OP_ALLGATHERV, c->k->id, KCOLL_DTYPE_INT32,
+			    0, 0, 0, c->src, c->dst);
+		s.vec_addr = (uintptr_t)c->area;
+		s.timeout_ms = 20000;
+		c->res = kt_run(&c->k->r, &s);
+	}
+	c->done = 1;
+	return NULL;
+}
+
+struct kh_rm {
+	volatile int done;
+	int rc;
+};
+
+static void *kh_rm_thread(void *arg)
+{
+	struct kh_rm *rm = arg;
+
+	rm->rc = system("rdma link delete rxe0");
+	rm->done = 1;
+	return NULL;
+}
+
+TEST_F_TIMEOUT(harden, pages_that_never_fault_in_hold_back_no_removal, 300)
+{
+	const char *ip = getenv("KCOLL_IP");
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = {};
+	struct uffdio_zeropage zp = {};
+	struct kh_uf_rank k[2] = {};
+	struct kh_uf_call c[3] = {};
+	pthread_t t[3], tr;
+	struct kh_rm rm = {};
+	size_t len = 3 * KH_UF_BYTES;
+	char *region, *src, *dst;
+	unsigned int faults = 0;
+	bool waited[3];
+	double t_end;
+	int uffd, i;
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "deleting rxe0 and faults of kernel accesses in a userfaultfd region need root");
+	uffd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (uffd < 0)
+		SKIP(return, "no userfaultfd in this kernel: %s", strerror(errno));
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_API, &api));
+	region = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, region);
+	reg.range.start = (uintptr_t)region;
+	reg.range.len = len;
+	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_REGISTER, &reg));
+	src = aligned_alloc(4096, KH_UF_BYTES);
+	dst = aligned_alloc(4096, KH_UF_BYTES);
+	ASSERT_TRUE(src && dst);
+	memset(src, 1, KH_UF_BYTES);
+
+	/* Through the NIC: the cache pins a buffer of a peer there. */
+	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
+	for (i = 0; i < 2; i++) {
+		k[i] = (struct kh_uf_rank){ .ip = ip, .rank = i };
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, kh_uf_create, &k[i]));
+	}
+	for (i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	ASSERT_EQ(0, k[0].res);
+	ASSERT_EQ(0, k[1].res);
+
+	/* Each on its own part of the region; rank 1's ring for the table. */
+	for (i = 0; i < 3; i++) {
+		c[i] = (struct kh_uf_call){
+			.k = &k[i == 2], .what = i,
+			.area = region + i * KH_UF_BYTES,
+			.src = src, .dst = dst,
+		};
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, kh_uf_caller, &c[i]));
+	}
+	/*
+	 * Each waits in a fault of the region (its first page), or was
+	 * refused at once (6.1's long-term pins); the table's copy waits.
+	 */
+	t_end = kh_now() + 60;
+	for (;;) {
+		struct pollfd pfd = { .fd = uffd, .events = POLLIN };
+		unsigned int done = 0;
+		struct uffd_msg msg;
+
+		for (i = 0; i < 3; i++)
+			done += c[i].done;
+		if (faults + done >= 3 || kh_now() > t_end)
+			break;
+		if (poll(&pfd, 1, 100) <= 0)
+			continue;
+		if (read(uffd, &msg, sizeof(msg)) == sizeof(msg) &&
+		    msg.event == UFFD_EVENT_PAGEFAULT)
+			faults++;
+	}
+	for (i = 0; i < 3; i++) {
+		waited[i] = !c[i].done;
+		if (waited[i])
+			continue;
+		TH_LOG("call %d did not wait: %ld", i, c[i].res);
+		EXPECT_EQ(-EFAULT, c[i].res);
+		EXPECT_NE(2, i);
+	}
+	EXPECT_EQ(3, faults + !waited[0] + !waited[1] + !waited[2]);
+
+	/* The removal ends while they still wait. */
+	ASSERT_EQ(0, pthread_create(&tr, NULL, kh_rm_thread, &rm));
+	t_end = kh_now() + 60;
+	while (!rm.done && kh_now() < t_end)
+		usleep(100 * 1000);
+	EXPECT_EQ(1, rm.done) {
+		TH_LOG("rdma link delete rxe0 still waits after 60 s");
+	}
+	for (i = 0; i < 3; i++)
+		EXPECT_FALSE(waited[i] && c[i].done);
+
+	/* The pages come: each that waited fails with the comm's error. */
+	zp.range.start = (uintptr_t)region;
+	zp.range.len = len;
+	EXPECT_EQ(0, ioctl(uffd, UFFDIO_ZEROPAGE, &zp));
+	for (i = 0; i < 3; i++) {
+		pthread_join(t[i], NULL);
+		if (!waited[i])
+			continue;
+		EXPECT_TRUE(c[i].res == -ENODEV || c[i].res == -ECONNRESET) {
+			TH_LOG("call %d after the removal: %ld", i, c[i].res);
+		}
+	}
+	pthread_join(tr, NULL);
+	EXPECT_EQ(0, rm.rc);
+	for (i = 0; i < 2; i++)
+		kt_ring_exit(&k[i].r);
+	EXPECT_EQ(0, kh_rxe_add());
+	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
+	munmap(region, len);
+	close(uffd);
+	free(src);
+	free(dst);
 }
 
 TEST_HARNESS_MAIN
