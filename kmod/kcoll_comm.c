@@ -10,10 +10,12 @@
 #include <linux/in.h>
 #include <linux/log2.h>
 #include <linux/moduleparam.h>
+#include <linux/nsproxy.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
+#include <net/net_namespace.h>
 
 #include "kcoll.h"
 #include "kcoll_gpu.h"
@@ -614,6 +616,17 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	/* A key of zeros is no secret (a forgotten initialisation). */
 	if (kcoll_all_zero(p.key, sizeof(p.key)))
 		return -EINVAL;
+	/*
+	 * Peers are reached through the initial network namespace (the
+	 * listener's and every rdma_cm id's): a task in another one would
+	 * reach past its own namespace's addresses, routes and filters.
+	 */
+	if (p.nranks > 1 && current->nsproxy->net_ns != &init_net &&
+	    !kcoll_other_netns()) {
+		pr_info_ratelimited("pid %d: communicator with peers refused: not in the initial network namespace (sysfs other_netns)\n",
+				    task_tgid_nr(current));
+		return -EPERM;
+	}
 
 	comm = kzalloc(sizeof(*comm), GFP_KERNEL_ACCOUNT);
 	if (!comm)

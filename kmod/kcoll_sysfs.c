@@ -44,7 +44,8 @@ enum {
 	KCOLL_KNOB_USER_DMABUF_MB, KCOLL_KNOB_GPU_POLL_US,
 	KCOLL_KNOB_REG_CACHE_MB, KCOLL_KNOB_COLLS_IN_FLIGHT,
 	KCOLL_KNOB_PHASES_AHEAD, KCOLL_KNOB_EAGER_AHEAD,
-	KCOLL_KNOB_CONFIRM_BEHIND, KCOLL_KNOB_COVER_TOKENS, KCOLL_KNOB_NR
+	KCOLL_KNOB_CONFIRM_BEHIND, KCOLL_KNOB_COVER_TOKENS, KCOLL_KNOB_OTHER_NETNS,
+	KCOLL_KNOB_NR
 };
 
 static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
@@ -133,6 +134,11 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	 * that gathered go as one (docs/DESIGN.md, "Tokens that cover");
 	 * new connections take it from here. */
 	[KCOLL_KNOB_COVER_TOKENS] = { "cover_tokens", 1, 0, 1, false },
+	/* 1: a task outside the initial network namespace may create
+	 * communicators with peers, which reach them through the initial
+	 * namespace's addresses and routes (docs/DESIGN.md, "Threat
+	 * model"); 0: refused with -EPERM. */
+	[KCOLL_KNOB_OTHER_NETNS] = { "other_netns", 0, 0, 1, false },
 };
 
 u32 kcoll_user_max(enum kcoll_quota_kind kind)
@@ -185,6 +191,11 @@ u32 kcoll_confirm_behind(void)
 bool kcoll_cover_tokens(void)
 {
 	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_COVER_TOKENS].val);
+}
+
+bool kcoll_other_netns(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_OTHER_NETNS].val);
 }
 
 u32 kcoll_reg_cache_mb(void)
@@ -412,6 +423,10 @@ module_param_cb(cover_tokens, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_COVER_TOKENS], 0644);
 MODULE_PARM_DESC(cover_tokens,
 		 "Send a broadcast's confirmation tokens that gather behind one still on the wire to the same peer as one (0..1; taken by new connections; default 1)");
+module_param_cb(other_netns, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_OTHER_NETNS], 0644);
+MODULE_PARM_DESC(other_netns,
+		 "Let tasks outside the initial network namespace create communicators with peers, reached through the initial namespace (0..1; default 0: refused with -EPERM)");
 MODULE_PARM_DESC(connect_timeout_ms,
 		 "How long COMM_CREATE waits for every peer by default (100..3600000 ms; default 60000)");
 
@@ -478,6 +493,7 @@ KCOLL_KNOB_ATTR(phases_ahead, KCOLL_KNOB_PHASES_AHEAD);
 KCOLL_KNOB_ATTR(eager_ahead, KCOLL_KNOB_EAGER_AHEAD);
 KCOLL_KNOB_ATTR(confirm_behind, KCOLL_KNOB_CONFIRM_BEHIND);
 KCOLL_KNOB_ATTR(cover_tokens, KCOLL_KNOB_COVER_TOKENS);
+KCOLL_KNOB_ATTR(other_netns, KCOLL_KNOB_OTHER_NETNS);
 
 static ssize_t listen_port_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
@@ -567,6 +583,7 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_eager_ahead.attr.attr,
 	&kcoll_attr_confirm_behind.attr.attr,
 	&kcoll_attr_cover_tokens.attr.attr,
+	&kcoll_attr_other_netns.attr.attr,
 	&dev_attr_listen_port.attr,
 	&dev_attr_devices.attr,
 	&dev_attr_abi_version.attr,

@@ -34,6 +34,7 @@ u32 kcoll_eager_ahead(void);	/* phases; 0: none */
 #define KCOLL_CONFIRM_BEHIND_MAX	64
 u32 kcoll_confirm_behind(void);
 bool kcoll_cover_tokens(void);	/* docs/DESIGN.md, "Tokens that cover" */
+bool kcoll_other_netns(void);	/* docs/DESIGN.md, "Threat model" */
 extern unsigned int kcoll_listen_port;	/* module parameter; sysfs moves it */
 extern const struct attribute_group *kcoll_attr_groups[];
 

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <grp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <linux/userfaultfd.h>
 #include <poll.h>
@@ -1478,6 +1479,98 @@ TEST_F_TIMEOUT(harden, pages_that_never_fault_in_hold_back_no_removal, 300)
 	close(uffd);
 	free(src);
 	free(dst);
+}
+
+/* ---------------------------------------------------------------- */
+/* Network namespaces                                                */
+/* ---------------------------------------------------------------- */
+
+/*
+ * Communicators reach their peers through the initial network namespace.
+ * A task in another one (root's unshare, and nobody's own user and
+ * network namespaces where the kernel allows them) is refused one with
+ * peers (-EPERM) while sysfs other_netns is 0, may still create one of a
+ * single rank, and with other_netns 1 gets as far as the network (rank 0
+ * of 2 waits 500 ms for a peer that never comes: -ETIMEDOUT).
+ */
+struct kh_ns {
+	const char *ip;
+	int nobody;		/* as uid 65534, in its own user namespace */
+	long want;		/* from the 2-rank create */
+};
+
+static int kh_ns_child(void *arg)
+{
+	struct kh_ns *n = arg;
+	struct kcoll_rank_addr ranks[2];
+	int fd = kt_open();
+	__u32 id;
+	long e;
+
+	if (fd < 0)
+		return 40;
+	if (n->nobody) {
+		if (kt_become_nobody())
+			return 41;
+		if (unshare(CLONE_NEWUSER | CLONE_NEWNET))
+			return errno == EPERM || errno == EINVAL ||
+			       errno == ENOSPC ? 99 : 42;
+	} else if (unshare(CLONE_NEWNET)) {
+		return 43;
+	}
+	kt_addr_v4(&ranks[0], n->ip);
+	kt_addr_v4(&ranks[1], n->ip);
+	ranks[1].local_index = 1;
+	if (kt_comm_create(fd, 0x4e5, "netns", 0, 1, ranks, 0, &id))
+		return 44;
+	e = kt_comm_create(fd, 0x4e6, "netns", 0, 2, ranks, 500, &id);
+	if (e != n->want) {
+		fprintf(stderr, "# 2-rank create in a new netns (nobody %d): %ld, want %ld\n",
+			n->nobody, e, n->want);
+		return 45;
+	}
+	close(fd);
+	return 0;
+}
+
+static int kh_ns_run(struct kh_ns *n)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid < 0)
+		return 100;
+	if (!pid)
+		_exit(kh_ns_child(n));
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return 101;
+	return WEXITSTATUS(st);
+}
+
+TEST(another_network_namespace_is_refused)
+{
+	const char *ip = getenv("KCOLL_IP");
+	struct kh_ns n = { .ip = ip, .want = -EPERM };
+	int rc;
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "unshare(CLONE_NEWNET) and sysfs other_netns need root");
+	ASSERT_EQ(0, kt_sysfs_read("other_netns"));
+	EXPECT_EQ(0, kh_ns_run(&n));
+	n.nobody = 1;
+	rc = kh_ns_run(&n);
+	if (rc == 99)
+		TH_LOG("nobody cannot make a user namespace here: that case not tried");
+	else
+		EXPECT_EQ(0, rc);
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("other_netns", "2"));
+	ASSERT_EQ(0, kt_sysfs_write("other_netns", "1"));
+	n.nobody = 0;
+	n.want = -ETIMEDOUT;
+	EXPECT_EQ(0, kh_ns_run(&n));
+	EXPECT_EQ(0, kt_sysfs_write("other_netns", "0"));
 }
 
 TEST_HARNESS_MAIN
