@@ -307,6 +307,41 @@ static bool kcoll_token_from_finished(struct kcoll_task *op)
 }
 
 /*
+ * Does the current phase of @op wait on data that a peer which said BYE
+ * after completing this collective owes it (its receive not all landed,
+ * or a send still waiting for the peer's grants)? A rank that completed
+ * it had sent us all its data and taken all of ours first, and nothing
+ * lands from its connection any more: the BYE's watermark was a lie (or
+ * its data's completions were dropped behind it, from another QP). The
+ * operation would wait for its own timeout; it fails now, naming the
+ * peer.
+ */
+static bool kcoll_op_stranded(struct kcoll_task *op, u32 *peer)
+{
+	const struct kcoll_phase *ph = &op->ph;
+	struct kcoll_conn *conn;
+
+	if (op->kind != KCOLL_KIND_COLL)
+		return false;
+	if (ph->has_recv && ph->recv.cnt &&
+	    !(op->recv_landed_any && op->recv_done == op->recv_total)) {
+		conn = kcoll_conn_of(op->comm, ph->recv.peer);
+		if (conn && kcoll_peer_finished(conn, op)) {
+			*peer = ph->recv.peer;
+			return true;
+		}
+	}
+	if (ph->has_send && ph->send.cnt && op->send_posted < op->send_total) {
+		conn = kcoll_conn_of(op->comm, ph->send.peer);
+		if (conn && kcoll_peer_finished(conn, op)) {
+			*peer = ph->send.peer;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
  * The phase of @op that just ended: its wait for the first byte to move
  * (a grant, a credit, forwarded data, the peer's data) and the rest.
  */
@@ -351,7 +386,7 @@ static void kcoll_op_time_done(struct kcoll_task *op)
 static void kcoll_op_progress(struct kcoll_task *op)
 {
 	struct kcoll_comm *comm = op->comm;
-	u32 i;
+	u32 i, peer;
 
 	lockdep_assert_held(&comm->lock);
 	/* A dma-buf its exporter took back (move_notify): no further step. */
@@ -432,6 +467,10 @@ static void kcoll_op_progress(struct kcoll_task *op)
 			kcoll_op_grant(op);
 		if (op->ph.has_send)
 			kcoll_op_send(op);
+		if (!op->error && kcoll_op_stranded(op, &peer)) {
+			kcoll_op_fail_from(op, -ECONNRESET, peer);
+			return;
+		}
 		kcoll_op_grant_ahead(op);
 		kcoll_op_send_ahead(op);
 		kcoll_op_send_early(op);

@@ -1531,6 +1531,56 @@ TEST(abort_into_a_full_send_queue)
 }
 
 /*
+ * A BYE claims the collectives its sender completed; an operation that
+ * still needs that peer's data (or grants) cannot get it any more. The
+ * peer here says BYE claiming five collectives done while the module's
+ * first allreduce has not had a byte of it: the allreduce fails at once
+ * with -ECONNRESET, not at its timeout (until 2026-12-05 it waited for
+ * its 20 s).
+ */
+TEST(a_lying_bye_fails_what_it_owes_at_once)
+{
+	struct kcoll_comm_destroy d = { 0 };
+	struct kcoll_wire_msg m;
+	struct kcoll_sqe *sqe;
+	float a[2] = { 1, 2 }, b[2];
+	struct kcoll_cqe cqe;
+	struct wpeer p;
+	struct wcomm c;
+	double t0;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	ASSERT_EQ(0, wp_pair(&p, &c, 0x7e31, "lying-bye", 0));
+	sqe = kt_get_sqe(&c.r);
+	ASSERT_NE(NULL, sqe);
+	*sqe = kt_coll(KCOLL_OP_ALLREDUCE, c.id, KCOLL_DTYPE_FP32,
+		       KCOLL_REDOP_SUM, 0, 2, a, b);
+	sqe->timeout_ms = 20000;
+	ASSERT_EQ(1, kt_enter(&c.r, 1, 0, 0, 0));
+	/* Not polled: the peer plays no part (wp_play() would). */
+	usleep(200000);
+	ASSERT_NE(0, kt_pop(&c.r, &cqe));
+	memset(&m, 0, sizeof(m));
+	m.type = KCOLL_MSG_BYE;
+	m.seq = htole32(5);
+	t0 = wp_now();
+	ASSERT_EQ(0, wp_send(&p, &m, sizeof(m), false, 0));
+	while (kt_pop(&c.r, &cqe)) {
+		ASSERT_LE(0, kt_enter(&c.r, 0, 1, KCOLL_ENTER_GETEVENTS,
+				      30000000000ULL));
+	}
+	TH_LOG("the allreduce ended %.2f s after the BYE: %s",
+	       wp_now() - t0, strerror(-cqe.res));
+	EXPECT_EQ(-ECONNRESET, cqe.res);
+	EXPECT_GT(10.0, wp_now() - t0);
+	d.comm_id = c.id;
+	EXPECT_EQ(0, kt_ioctl(c.r.fd, KCOLL_IOC_COMM_DESTROY, &d));
+	wp_destroy(&p);
+	kt_ring_exit(&c.r);
+}
+
+/*
  * Tokens that cover, received (docs/DESIGN.md): the peer confirms six
  * broadcasts of the module's (root 0, signed eager data) with one token,
  * for the last, whose bitmap names the five before it. The broadcasts
