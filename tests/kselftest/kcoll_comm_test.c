@@ -1614,9 +1614,7 @@ static int kt_rc_rank(const char *ip, int rank)
 	pid_t pid;
 	__u32 id;
 
-	kt_addr_v4(&ranks[0], ip);
-	kt_addr_v4(&ranks[1], ip);
-	ranks[1].local_index = 1;
+	kt_addr_pair(ranks, ip);
 	if (kt_ring_init(&r, 16, 0, 0) ||
 	    kt_comm_create(r.fd, 0x7e40, "cache", rank, 2, ranks, 15000, &id))
 		return 1;

@@ -771,9 +771,7 @@ static void *kd_rank_main(void *arg)
 	int other = 1 - k->rank, si;
 
 	k->code = 1;
-	kt_addr_v4(&ranks[0], ip ? ip : "127.0.0.1");
-	kt_addr_v4(&ranks[1], ip ? ip : "127.0.0.1");
-	ranks[1].local_index = 1;
+	kt_addr_pair(ranks, ip ? ip : "127.0.0.1");
 	if (kt_ring_init(&r, 16, 0, 0))
 		return NULL;
 	memset(&c, 0, sizeof(c));
@@ -1028,9 +1026,7 @@ static void *kd_busy_rank(void *arg)
 	__u32 id, h;
 
 	k->code = 1;
-	kt_addr_v4(&ranks[0], ip ? ip : "127.0.0.1");
-	kt_addr_v4(&ranks[1], ip ? ip : "127.0.0.1");
-	ranks[1].local_index = 1;
+	kt_addr_pair(ranks, ip ? ip : "127.0.0.1");
 	if (kt_ring_init(&r, 8, 0, 0))
 		return NULL;
 	KR_CHECK(!kt_comm_create(r.fd, 0xd0b5 + k->a->die, "dmabuf-busy",

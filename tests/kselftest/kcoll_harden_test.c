@@ -215,9 +215,7 @@ static int kh_rank_loop(struct kh_rank *k)
 	if (!reg || !dst)
 		return 20;
 	memset(reg, 0, KH_DEV_BYTES);
-	kt_addr_v4(&ranks[0], k->ip);
-	kt_addr_v4(&ranks[1], k->ip);
-	ranks[1].local_index = 1;
+	kt_addr_pair(ranks, k->ip);
 	if (kt_ring_init(&r, 8, 0, 0))
 		return 21;
 	if (kt_comm_create(r.fd, 0x16f2, "devrace", k->rank, 2, ranks, 20000,
@@ -535,9 +533,7 @@ static void kh_td_round(struct kh_td *t, unsigned long round)
 	__u32 id;
 	int i, res;
 
-	kt_addr_v4(&ranks[0], t->ip);
-	kt_addr_v4(&ranks[1], t->ip);
-	ranks[1].local_index = 1;
+	kt_addr_pair(ranks, t->ip);
 	if (kt_ring_init(&r, 8, 0, 0))
 		return;
 	if (kt_comm_create(r.fd, 0x7d00000000ULL + round, "teardown", t->rank,
@@ -752,9 +748,7 @@ static void *kh_prio_rank(void *arg)
 	__u32 id;
 
 	k->res = -1000;
-	kt_addr_v4(&ranks[0], k->ip);
-	kt_addr_v4(&ranks[1], k->ip);
-	ranks[1].local_index = 1;
+	kt_addr_pair(ranks, k->ip);
 	if (kt_ring_init(&r, 8, 0, 0) ||
 	    kt_comm_create(r.fd, k->uid, "prio", k->rank, 2, ranks, 20000, &id))
 		return NULL;
@@ -877,9 +871,7 @@ static void *kh_quota_rank(void *arg)
 	struct tring r;
 	__u32 id;
 
-	kt_addr_v4(&ranks[0], k->ip);
-	kt_addr_v4(&ranks[1], k->ip);
-	ranks[1].local_index = 1;
+	kt_addr_pair(ranks, k->ip);
 	k->res = kt_ring_init(&r, 8, 0, 0);
 	if (!k->res)
 		k->res = kt_comm_create(r.fd, 0x16f7, "quota", k->rank, 2,
@@ -1081,9 +1073,7 @@ static void *kh_pair_rank(void *arg)
 	long err;
 	int i, it;
 
-	kt_addr_v4(&ranks[0], k->ip);
-	kt_addr_v4(&ranks[1], k->ip);
-	ranks[1].local_index = 1;
+	kt_addr_pair(ranks, k->ip);
 	k->code = 110;
 	if (kt_ring_init(&r, 8, 0, 0))
 		return NULL;
@@ -1297,9 +1287,7 @@ static void *kh_uf_create(void *arg)
 	struct kh_uf_rank *k = arg;
 	struct kcoll_rank_addr ranks[2];
 
-	kt_addr_v4(&ranks[0], k->ip);
-	kt_addr_v4(&ranks[1], k->ip);
-	ranks[1].local_index = 1;
+	kt_addr_pair(ranks, k->ip);
 	k->res = kt_ring_init(&k->r, 8, 0, 0);
 	if (!k->res)
 		k->res = kt_comm_create(k->r.fd, 0x16f3, "uffd", k->rank, 2,
@@ -1518,9 +1506,7 @@ static int kh_ns_child(void *arg)
 	} else if (unshare(CLONE_NEWNET)) {
 		return 43;
 	}
-	kt_addr_v4(&ranks[0], n->ip);
-	kt_addr_v4(&ranks[1], n->ip);
-	ranks[1].local_index = 1;
+	kt_addr_pair(ranks, n->ip);
 	if (kt_comm_create(fd, 0x4e5, "netns", 0, 1, ranks, 0, &id))
 		return 44;
 	e = kt_comm_create(fd, 0x4e6, "netns", 0, 2, ranks, 500, &id);

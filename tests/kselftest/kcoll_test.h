@@ -213,6 +213,15 @@ static inline void kt_addr_v4(struct kcoll_rank_addr *ra, const char *ip)
 	}
 }
 
+/* Two ranks on one node at @ip: the second by local index 1. */
+static inline void kt_addr_pair(struct kcoll_rank_addr ranks[2],
+				const char *ip)
+{
+	kt_addr_v4(&ranks[0], ip);
+	kt_addr_v4(&ranks[1], ip);
+	ranks[1].local_index = 1;
+}
+
 static inline long kt_comm_create(int fd, __u64 uid, const char *key, __u32 rank,
 			   __u32 nranks, struct kcoll_rank_addr *ranks,
 			   __u32 timeout_ms, __u32 *id)

@@ -423,9 +423,7 @@ static int wc_start_ms(struct wcomm *c, const char *ip, uint64_t uid,
 	c->connect_ms = connect_ms;
 	if (kt_ring_init(&c->r, 64, 0, 0))
 		return -1;
-	kt_addr_v4(&c->ranks[0], ip);
-	kt_addr_v4(&c->ranks[1], ip);
-	c->ranks[1].local_index = 1;
+	kt_addr_pair(c->ranks, ip);
 	c->uid = uid;
 	snprintf(c->key, sizeof(c->key), "%s", key);
 	c->created = 1;
@@ -1741,9 +1739,7 @@ static int wp_ro_rank0(const char *path, const char *ip)
 	dst = calloc(1, WP_RO_BYTES);
 	if (src == MAP_FAILED || !dst)
 		return 43;
-	kt_addr_v4(&ranks[0], ip);
-	kt_addr_v4(&ranks[1], ip);
-	ranks[1].local_index = 1;
+	kt_addr_pair(ranks, ip);
 	if (kt_ring_init(&r, 8, 0, 0) ||
 	    kt_comm_create(r.fd, WP_RO_UID, "readonly", 0, 2, ranks, 15000,
 			   &id))
@@ -2150,10 +2146,8 @@ TEST(a_listener_without_the_key_learns_nothing)
 	/* The module is rank 1; rank 0's entry points at our listener. */
 	memset(&c, 0, sizeof(c));
 	ASSERT_EQ(0, kt_ring_init(&c.r, 8, 0, 0));
-	kt_addr_v4(&c.ranks[0], wp_ip());
-	kt_addr_v4(&c.ranks[1], wp_ip());
+	kt_addr_pair(c.ranks, wp_ip());
 	c.ranks[0].port = port;
-	c.ranks[1].local_index = 1;
 	t0 = wp_now();
 	{
 		struct kcoll_comm_create cc = {
@@ -2308,10 +2302,8 @@ TEST(a_remote_peer_cannot_claim_to_be_local)
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
 	ASSERT_EQ(1, kt_sysfs_read("intra_node"));
 	/* The real rank 1, listed, dialling a dead port for rank 0. */
-	kt_addr_v4(&ranks[0], wp_ip());
-	kt_addr_v4(&ranks[1], wp_ip());
+	kt_addr_pair(ranks, wp_ip());
 	ranks[0].port = 18999;
-	ranks[1].local_index = 1;
 	ASSERT_EQ(0, kt_ring_init(&r1, 8, 0, 0));
 	pid = fork();
 	ASSERT_LE(0, pid);
@@ -2349,9 +2341,7 @@ static int wp_healthy_rank(const char *ip, int rank)
 
 	if (kt_ring_init(&r, 8, 0, 0))
 		return 10;
-	kt_addr_v4(&ranks[0], ip);
-	kt_addr_v4(&ranks[1], ip);
-	ranks[1].local_index = 1;
+	kt_addr_pair(ranks, ip);
 	if (kt_comm_create(r.fd, 0x7e77, "healthy", rank, 2, ranks, 20000, &id))
 		return 11;
 	for (i = 0; i < 1024; i++)
