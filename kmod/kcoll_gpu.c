@@ -64,13 +64,19 @@ static u64 *kcoll_gpu_done(struct kcoll_gpu *g, u64 v)
  * raises them too (a ticket whose SQE it could not submit), so this is an
  * atomic maximum, never a store that could lower what it raised.
  * cmpxchg is fully ordered: what the stream may touch once it sees @v
- * is ready.
+ * is ready. The page is the user's: a thread of theirs that keeps writing
+ * other values can make every exchange fail, so after
+ * KCOLL_GPU_RAISE_TRIES the word is left as they made it (their streams'
+ * business; this runs under comm->lock and must end).
  */
+#define KCOLL_GPU_RAISE_TRIES	64
+
 static void kcoll_gpu_raise(u64 *word, u64 v)
 {
 	u64 old = READ_ONCE(*word), prev;
+	unsigned int i;
 
-	while (old < v) {
+	for (i = 0; old < v && i < KCOLL_GPU_RAISE_TRIES; i++) {
 		prev = cmpxchg64(word, old, v);
 		if (prev == old)
 			break;

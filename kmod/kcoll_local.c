@@ -18,7 +18,13 @@
  * copy can outlive the memory: the receiver's pages are unpinned and its
  * staging freed only after the grants are gone. The copier holds a
  * reference only for the memcpy, under its own comm->lock, never the
- * receiver's, so the wait cannot deadlock.
+ * receiver's, so the wait cannot deadlock. An exposure belongs to its
+ * channel (a generation number no other channel ever has): only a sender
+ * on that channel, the same communicator's key and ranks, may copy into
+ * it, whatever id a GRANT names (until 2026-12-05 any connection with the
+ * communicator's uid and ranks could, and another user could make one
+ * with a key of its own and a fake local peer of its own that sent
+ * GRANTs over the QP).
  *
  * Control messages between the two take a channel (struct kcoll_lchan)
  * instead of the QP: a queue per direction, drained by the receiving
@@ -27,11 +33,15 @@
  * remote one (a round trip costs milliseconds under TCG), and a hardware
  * HCA through PCIe. The rdma_cm connection stays for setup, key check and
  * disconnects; its QP carries nothing once the connection is up.
- * Channel lifetime: found by (uid, ranks) in kcoll_lchans; each end
+ * Channel lifetime: found by (uid, key, ranks) in kcoll_lchans; each end
  * attaches when its connection comes up and detaches in its teardown,
  * after its BYE has been queued. What is queued for an end that has not
  * attached yet waits for it; what is sent to an end that detached is
  * dropped, as a SEND to a QP that is gone. The last end to detach frees it.
+ * A queue holds at most KCOLL_LCHAN_QUEUED messages (the protocol's
+ * windows keep a real peer far below): past that the sender's operation
+ * fails with -EPROTO, so a peer end that never attaches, or never reads,
+ * cannot make the sender's queue grow without bound.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -54,6 +64,7 @@ struct kcoll_xpose {
 	struct completion idle;		/* the last copy is over */
 	u8 *vaddr;
 	u32 len;
+	u64 gen;			/* its channel's (kcoll_lchan.gen) */
 	u64 uid;			/* the communicator */
 	u32 owner;			/* the receiving rank */
 	u32 writer;			/* the only rank that may copy in */
@@ -75,6 +86,8 @@ static int kcoll_xpose_add(struct kcoll_conn *conn, u8 *vaddr, u32 len,
 	int err;
 
 	lockdep_assert_held(&conn->comm->lock);
+	if (!conn->lchan)
+		return -ENOTCONN;
 	x = kmalloc(sizeof(*x), GFP_KERNEL);
 	if (!x)
 		return -ENOMEM;
@@ -82,6 +95,7 @@ static int kcoll_xpose_add(struct kcoll_conn *conn, u8 *vaddr, u32 len,
 	init_completion(&x->idle);
 	x->vaddr = vaddr;
 	x->len = len;
+	x->gen = conn->lchan_gen;
 	x->uid = conn->comm->uid;
 	x->owner = conn->comm->rank;
 	x->writer = conn->peer;
@@ -132,8 +146,9 @@ static int kcoll_xpose_copy(struct kcoll_conn *conn, u32 id, const u8 *src,
 	rcu_read_unlock();
 	if (!x)
 		return -ENOENT;
-	if (x->uid != comm->uid || x->writer != comm->rank ||
-	    x->owner != conn->peer || len > x->len) {
+	if (x->gen != conn->lchan_gen || x->uid != comm->uid ||
+	    x->writer != comm->rank || x->owner != conn->peer ||
+	    len > x->len) {
 		pr_warn_ratelimited("comm %llx rank %u: rank %u granted memory that is not ours to fill (%u of %u bytes)\n",
 				    comm->uid, comm->rank, conn->peer, len,
 				    x->len);
@@ -164,16 +179,21 @@ struct kcoll_lchan {
 	u8 key[KCOLL_KEY_LEN];		/* comms of one uid with other keys
 					 * are other comms */
 	u32 rank[2];			/* [0] the lower, [1] the higher */
+	u64 gen;			/* never another channel's */
 	unsigned int users;		/* ends that attached and did not
 					 * detach yet; kcoll_lchans_lock */
 	spinlock_t lock;		/* the rest */
 	struct kcoll_conn *end[2];	/* attached connections */
 	bool gone[2];			/* detached for good */
 	struct list_head inbox[2];	/* messages for end i */
+	unsigned int queued[2];		/* on inbox[i] */
 };
+
+#define KCOLL_LCHAN_QUEUED	4096
 
 static LIST_HEAD(kcoll_lchans);
 static DEFINE_SPINLOCK(kcoll_lchans_lock);
+static atomic64_t kcoll_lchan_gens = ATOMIC64_INIT(0);
 
 /* Which end of its channel @conn is. */
 static unsigned int kcoll_lchan_end(const struct kcoll_conn *conn)
@@ -211,6 +231,7 @@ int kcoll_lchan_attach(struct kcoll_conn *conn)
 	memcpy(ch->key, comm->key, KCOLL_KEY_LEN);
 	ch->rank[0] = lo;
 	ch->rank[1] = hi;
+	ch->gen = atomic64_inc_return(&kcoll_lchan_gens);
 	spin_lock_init(&ch->lock);
 	INIT_LIST_HEAD(&ch->inbox[0]);
 	INIT_LIST_HEAD(&ch->inbox[1]);
@@ -225,6 +246,7 @@ found:
 	spin_unlock(&kcoll_lchans_lock);
 	kfree(fresh);
 	conn->lchan = ch;
+	conn->lchan_gen = ch->gen;
 	return 0;
 }
 
@@ -235,18 +257,29 @@ found:
  */
 void kcoll_lchan_detach(struct kcoll_conn *conn)
 {
-	struct kcoll_lchan *ch = conn->lchan;
 	unsigned int me = kcoll_lchan_end(conn);
 	struct kcoll_lmsg *lm, *tmp;
+	struct kcoll_lchan *ch;
 	LIST_HEAD(drop);
 	bool last;
 
+	/*
+	 * Senders (under comm->lock: another connection's completion may
+	 * still reap and send on this one) and the delivery work find no
+	 * channel from now on; the channel may be freed below. Until
+	 * 2026-12-05 it was freed first and forgotten after.
+	 */
+	mutex_lock(&conn->comm->lock);
+	ch = conn->lchan;
+	conn->lchan = NULL;
+	mutex_unlock(&conn->comm->lock);
 	if (!ch)
 		return;
 	spin_lock(&ch->lock);
 	ch->end[me] = NULL;
 	ch->gone[me] = true;
 	list_splice_init(&ch->inbox[me], &drop);
+	ch->queued[me] = 0;
 	spin_unlock(&ch->lock);
 	cancel_work_sync(&conn->lrx);
 	list_for_each_entry_safe(lm, tmp, &drop, node)
@@ -264,7 +297,6 @@ void kcoll_lchan_detach(struct kcoll_conn *conn)
 			kfree(lm);
 		kfree(ch);
 	}
-	conn->lchan = NULL;
 }
 
 /*
@@ -285,7 +317,9 @@ static int kcoll_lchan_send_data(struct kcoll_conn *conn,
 	struct kcoll_lmsg *lm;
 
 	lockdep_assert_held(&conn->comm->lock);
-	lm = kmalloc(struct_size(lm, payload, plen), GFP_KERNEL);
+	if (!ch)
+		return -ENOTCONN;
+	lm = kmalloc(struct_size(lm, payload, plen), GFP_KERNEL_ACCOUNT);
 	if (!lm)
 		return -ENOMEM;
 	lm->msg = *m;
@@ -300,6 +334,15 @@ static int kcoll_lchan_send_data(struct kcoll_conn *conn,
 		kfree(lm);
 		return 0;
 	}
+	if (ch->queued[peer] >= KCOLL_LCHAN_QUEUED) {
+		spin_unlock(&ch->lock);
+		kfree(lm);
+		pr_warn_ratelimited("comm %llx rank %u: rank %u on this node leaves %u messages unread: refused\n",
+				    conn->comm->uid, conn->comm->rank,
+				    conn->peer, KCOLL_LCHAN_QUEUED);
+		return -EPROTO;
+	}
+	ch->queued[peer]++;
 	list_add_tail(&lm->node, &ch->inbox[peer]);
 	if (ch->end[peer])
 		kcoll_queue_work(&ch->end[peer]->lrx);
@@ -332,6 +375,7 @@ void kcoll_lchan_deliver(struct kcoll_conn *conn)
 		return;
 	spin_lock(&ch->lock);
 	list_splice_init(&ch->inbox[me], &batch);
+	ch->queued[me] = 0;
 	spin_unlock(&ch->lock);
 	list_for_each_entry_safe(lm, tmp, &batch, node) {
 		/* A dead connection drops what comes, as a QP in the error

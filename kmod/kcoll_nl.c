@@ -40,10 +40,15 @@
 #include "kcoll_cost.h"
 
 /* Largest member list and missing-rank list in a dump message (a do request
- * for one communicator sizes its reply to carry everything). */
+ * for one communicator sizes its reply to carry everything). A dump
+ * message must fit a dump's buffer whatever the communicator's owner does
+ * (one that did not stopped the dump, and every communicator after it went
+ * unseen): ops and their missing ranks are capped there too. */
 #define KCOLL_NL_DUMP_MEMBERS	32
 #define KCOLL_NL_MAX_MISSING	256
 #define KCOLL_NL_MAX_OPS	64
+#define KCOLL_NL_DUMP_MISSING	16
+#define KCOLL_NL_DUMP_OPS	16
 
 static const struct nla_policy kcoll_nl_policy[KCOLL_A_MAX + 1] = {
 	[KCOLL_A_COMM_ID] = { .type = NLA_U32 },
@@ -285,9 +290,10 @@ out_cancel:
 	return -EMSGSIZE;
 }
 
-/* Must hold comm->lock. */
+/* At most @max_ops ops, each with at most @max_miss missing ranks. Must
+ * hold comm->lock. */
 static int kcoll_nl_put_ops(struct sk_buff *skb, struct kcoll_comm *comm,
-			    u32 *missing)
+			    u32 *missing, u32 max_ops, u32 max_miss)
 {
 	u64 now = ktime_get_ns();
 	struct kcoll_task *op;
@@ -299,10 +305,9 @@ static int kcoll_nl_put_ops(struct sk_buff *skb, struct kcoll_comm *comm,
 	if (!nest)
 		return -EMSGSIZE;
 	list_for_each_entry(op, &comm->ops, all) {
-		if (n++ >= KCOLL_NL_MAX_OPS)
+		if (n++ >= max_ops)
 			break;
-		nmiss = missing ? kcoll_op_missing(op, missing,
-						   KCOLL_NL_MAX_MISSING) : 0;
+		nmiss = missing ? kcoll_op_missing(op, missing, max_miss) : 0;
 		o = nla_nest_start(skb, KCOLL_A_OP);
 		if (!o ||
 		    kcoll_nl_put_u64(skb, KCOLL_A_OP_SEQ, op->seq) ||
@@ -316,8 +321,7 @@ static int kcoll_nl_put_ops(struct sk_buff *skb, struct kcoll_comm *comm,
 					     NSEC_PER_MSEC)) ||
 		    nla_put_u32(skb, KCOLL_A_OP_TIMEOUT_MS, op->timeout_ms) ||
 		    kcoll_nl_put_missing(skb, missing,
-					 min_t(u32, nmiss,
-					       KCOLL_NL_MAX_MISSING)))
+					 min_t(u32, nmiss, max_miss)))
 			goto out_cancel;
 		nla_nest_end(skb, o);
 	}
@@ -378,7 +382,10 @@ static int kcoll_nl_fill_comm(struct sk_buff *skb, struct kcoll_comm *comm,
 	    kcoll_nl_put_model(skb, &comm->model) ||
 	    ((full || comm->nranks <= KCOLL_NL_DUMP_MEMBERS) &&
 	     kcoll_nl_put_members(skb, comm)) ||
-	    kcoll_nl_put_ops(skb, comm, missing) ||
+	    kcoll_nl_put_ops(skb, comm, missing,
+			     full ? KCOLL_NL_MAX_OPS : KCOLL_NL_DUMP_OPS,
+			     full ? KCOLL_NL_MAX_MISSING :
+				    KCOLL_NL_DUMP_MISSING) ||
 	    kcoll_nl_put_stats(skb, &comm->stats, false, 0) ||
 	    kcoll_nl_put_last_error(skb, comm))
 		goto out_unlock;

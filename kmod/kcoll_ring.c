@@ -467,7 +467,13 @@ long kcoll_ctx_enter(struct kcoll_ctx *ctx, const struct kcoll_enter *e)
 		return err;
 
 	if (e->to_submit) {
-		mutex_lock(&ctx->submit_lock);
+		/*
+		 * Killable: a submission faults its buffers in under it
+		 * (kcoll_coll_issue()), and a page may make it wait for as
+		 * long as its owner likes (a FUSE file nobody answers).
+		 */
+		if (mutex_lock_killable(&ctx->submit_lock))
+			return -EINTR;
 		submitted = kcoll_submit(ctx, e->to_submit);
 		mutex_unlock(&ctx->submit_lock);
 		if (submitted < 0)

@@ -325,6 +325,9 @@ struct kcoll_conn {
 					 * is up */
 	struct kcoll_lchan *lchan;	/* local and up: control messages
 					 * go through it, not the QP */
+	u64 lchan_gen;			/* its generation, kept after it
+					 * goes: what this connection's
+					 * copies may fill (kcoll_local.c) */
 	struct work_struct lrx;		/* delivers the channel's messages */
 	enum kcoll_conn_state state;
 	int error;			/* why it died */
