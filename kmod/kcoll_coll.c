@@ -7,7 +7,6 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
-#include <linux/pagemap.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
 
@@ -52,30 +51,18 @@ static int kcoll_op_view(struct kcoll_task *op, int which,
 	return 0;
 }
 
-/* @op's preparation needs [@addr, @addr + @len) faulted in (for writing:
- * @write; as a pin does: @pin) before it can go on; the first such range
- * is the one it gets. */
-static void kcoll_op_fault(struct kcoll_task *op, u64 addr, u64 len,
-			   bool write, bool pin)
+/*
+ * Buffer @which (SEND or RECV) of @op, before dev_sem: the range is
+ * checked, and a plain one pinned (the cache's entry, or the operation's
+ * own pages), which may fault. kcoll_op_bind_buf() does the rest.
+ */
+static int kcoll_op_pin(struct kcoll_task *op, int which, u64 addr,
+			u32 handle, u64 elems, bool writable)
 {
-	if (op->fault_len)
-		return;
-	op->fault_addr = addr;
-	op->fault_len = len;
-	op->fault_write = write;
-	op->fault_pin = pin;
-}
-
-/* Set up buffer @which of @op: a view of a registration (the SQE's, or
- * the cache's), or pinned now. */
-static int kcoll_op_buf(struct kcoll_task *op, int which, u64 addr, u32 handle,
-			u64 elems, bool writable)
-{
-	struct kcoll_comm *comm = op->comm;
-	struct kcoll_buf *b = &op->bufs[which];
+	struct kcoll_op_want *w = &op->want[which];
 	struct kcoll_mem *mem;
 	size_t len;
-	int err = 0;
+	int err;
 
 	if (check_mul_overflow((size_t)elems, op->esize, &len))
 		return -EOVERFLOW;
@@ -86,38 +73,64 @@ static int kcoll_op_buf(struct kcoll_task *op, int which, u64 addr, u32 handle,
 	 * a plain buffer's are its own process's. */
 	if (addr + len < addr || (!handle && addr + len > TASK_SIZE))
 		return -EFAULT;
-	if (handle) {
-		mem = kcoll_mem_get(op->req->ctx, comm, handle, addr, len,
-				    &err);
+	*w = (struct kcoll_op_want){ .addr = addr, .len = len,
+				     .handle = handle, .writable = writable };
+	if (handle)
+		return 0;
+	/* Registered anyway: kept for the next operation on these pages. */
+	if (!op->unreg) {
+		err = kcoll_cache_get(op->comm, addr, len, writable, &mem);
+		if (!err) {
+			op->mems[which] = mem;	/* a use, no view yet */
+			return 0;
+		}
+		if (err != -EAGAIN)
+			return err;
+	}
+	return kcoll_buf_pin_user(&op->bufs[which], addr, len, writable);
+}
+
+/*
+ * Buffer @which of @op, under dev_sem: a view of a registration (the
+ * SQE's, or the cache's, registered now if it is new), or the pages
+ * kcoll_op_pin() pinned, registered unless the operation goes
+ * unregistered.
+ */
+static int kcoll_op_bind_buf(struct kcoll_task *op, int which)
+{
+	const struct kcoll_op_want *w = &op->want[which];
+	struct kcoll_comm *comm = op->comm;
+	struct kcoll_mem *mem;
+	int err = 0;
+
+	lockdep_assert_held(&comm->dev_sem);
+	if (!w->len)
+		return 0;
+	if (w->handle) {
+		mem = kcoll_mem_get(op->req->ctx, comm, w->handle, w->addr,
+				    w->len, &err);
 		if (!mem)
 			return err;
 		/* KCOLL_REG_READONLY: pinned for reading only. */
-		if (writable && !mem->buf.writable) {
+		if (w->writable && !mem->buf.writable) {
 			kcoll_mem_put(mem);
 			return -EACCES;
 		}
-		return kcoll_op_view(op, which, mem, addr, len);
+		return kcoll_op_view(op, which, mem, w->addr, w->len);
 	}
-	/* Registered anyway: kept for the next operation on these pages. */
-	if (!op->unreg) {
-		err = kcoll_cache_buf(comm, addr, len, writable, &mem);
-		if (!err)
-			return kcoll_op_view(op, which, mem, addr, len);
-		if (err != -EAGAIN)
-			goto out_fault;
+	mem = op->mems[which];
+	if (mem) {
+		op->mems[which] = NULL;	/* the view takes the use */
+		err = kcoll_cache_commit(comm, mem);
+		if (err) {
+			kcoll_mem_put(mem);
+			return err;
+		}
+		return kcoll_op_view(op, which, mem, w->addr, w->len);
 	}
-	/* Under dev_sem: no fault here (kcoll_op_fault()). */
-	err = kcoll_buf_pin_user(b, addr, len, writable, true);
-	if (err)
-		goto out_fault;
 	if (op->unreg)
 		return 0;
-	return kcoll_buf_register(b, comm);
-
-out_fault:
-	if (err == -EFAULT)
-		kcoll_op_fault(op, addr, len, writable, true);
-	return err;
+	return kcoll_buf_register(&op->bufs[which], comm);
 }
 
 /* Does a step of @ph run on the CPU over a buffer it must not touch? (Its
@@ -206,25 +219,27 @@ static int kcoll_op_vec(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 		return -ENOMEM;
 	}
 	op->vec_quota = comm->quota;
-	/* Under dev_sem: no fault here (kcoll_op_fault()). */
-	if (copy_from_user_nofault(op->vec, u64_to_user_ptr(sqe->vec_addr),
-				   words * sizeof(u64))) {
-		kcoll_op_fault(op, sqe->vec_addr, words * sizeof(u64), false,
-			       false);
+	if (copy_from_user(op->vec, u64_to_user_ptr(sqe->vec_addr),
+			   words * sizeof(u64)))
 		return -EFAULT;
-	}
 	op->args.vec = op->vec;
 	op->args.vec_pre = pre ? op->vec + words : NULL;
 	return kcoll_sched_vec_check(&op->args);
 }
 
+/*
+ * The first part of @op's preparation, without dev_sem: the SQE checked
+ * against the communicator, the v-variant table copied in, the schedule
+ * chosen, plain buffers pinned. Copies and pins may fault, and a fault may
+ * wait on the buffer's owner for as long as it likes: nothing here holds
+ * what another user's work (a device removal, a destroy) waits for.
+ */
 static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 {
 	struct kcoll_comm *comm = op->comm;
 	struct kcoll_sched_args *a = &op->args;
 	u64 scount, rcount, tcount, n = comm->nranks;
 	bool p2p = op->kind == KCOLL_KIND_P2P;
-	size_t tlen;
 	int err;
 
 	op->dtype = sqe->dtype;
@@ -299,13 +314,33 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	op->unreg = !comm->remote_peers ||
 		    (u64)max3(scount, rcount, tcount) * op->esize <=
 		    KCOLL_SMALL_BYTES;
-	err = kcoll_op_buf(op, KCOLL_SBUF_SEND, sqe->send_addr, sqe->send_mr,
+	op->tcount = tcount;
+	err = kcoll_op_pin(op, KCOLL_SBUF_SEND, sqe->send_addr, sqe->send_mr,
 			   scount,
 			   a->in_place && sqe->opcode == KCOLL_OP_REDUCE_SCATTER);
 	if (err)
 		return err;
-	err = kcoll_op_buf(op, KCOLL_SBUF_RECV, sqe->recv_addr, sqe->recv_mr,
-			   rcount, true);
+	return kcoll_op_pin(op, KCOLL_SBUF_RECV, sqe->recv_addr, sqe->recv_mr,
+			    rcount, true);
+}
+
+/*
+ * The rest of @op's preparation, under comm->dev_sem (read), which keeps
+ * the device: views of registrations, registrations of what was pinned,
+ * the stream-ordered and device-memory parts, scratch. Nothing here
+ * touches user memory.
+ */
+static int kcoll_op_bind(struct kcoll_task *op, const struct kcoll_sqe *sqe)
+{
+	struct kcoll_comm *comm = op->comm;
+	size_t tlen;
+	int err;
+
+	lockdep_assert_held(&comm->dev_sem);
+	err = kcoll_op_bind_buf(op, KCOLL_SBUF_SEND);
+	if (err)
+		return err;
+	err = kcoll_op_bind_buf(op, KCOLL_SBUF_RECV);
 	if (err)
 		return err;
 	/* A stream-ordered op: its data is the GPU's whatever it is. */
@@ -318,8 +353,8 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	}
 	if (op->gpu)
 		return kcoll_gpu_prepare(op, sqe);
-	if (tcount) {
-		if (check_mul_overflow((size_t)tcount, op->esize, &tlen))
+	if (op->tcount) {
+		if (check_mul_overflow((size_t)op->tcount, op->esize, &tlen))
 			return -EOVERFLOW;
 		err = kcoll_buf_alloc(&op->bufs[KCOLL_SBUF_TMP], tlen,
 				      comm->quota);
@@ -366,16 +401,29 @@ static struct kcoll_task *kcoll_op_new(struct kcoll_req *req,
 }
 
 /* The .issue of every collective opcode: runs in the submitting task. */
+/* Has @comm failed for @sqe? Its error, or 0. A hint, without
+ * comm->lock: the check under the lock at queueing decides. */
+static int kcoll_comm_dead_hint(struct kcoll_comm *comm,
+				const struct kcoll_sqe *sqe)
+{
+	int err = READ_ONCE(comm->error);
+
+	if (READ_ONCE(comm->aborted))
+		return -ECANCELED;
+	/* Peers that left (-ECONNRESET) may have completed what a
+	 * collective needs of them: only a shutdown ends those. */
+	if ((err && (sqe->opcode == KCOLL_OP_SEND || err != -ECONNRESET)) ||
+	    READ_ONCE(comm->shutting_down))
+		return err ?: -ECANCELED;
+	return 0;
+}
+
 void kcoll_coll_issue(struct kcoll_req *req)
 {
 	const struct kcoll_sqe *sqe = &req->sqe;
-	unsigned int tries = 0;
 	struct kcoll_comm *comm;
 	struct kcoll_conn *conn;
 	struct kcoll_task *op;
-	u64 fault_addr, fault_len, t_submit = 0;
-	unsigned long deadline = 0;
-	bool fault_write, fault_pin;
 	int err;
 
 	comm = kcoll_ctx_comm_get(req->ctx, sqe->comm_id);
@@ -383,62 +431,38 @@ void kcoll_coll_issue(struct kcoll_req *req)
 		kcoll_req_complete(req, -ENOENT);
 		return;
 	}
-again:
 	op = kcoll_op_new(req, comm);
 	if (!op) {
 		err = -ENOMEM;
 		goto out_refused;
 	}
-	/* Its time runs from the first try. */
-	if (tries) {
-		op->t_submit = t_submit;
-		op->deadline = deadline;
-	}
 	/*
-	 * From the checks to the queueing, nothing takes the comm's device
-	 * away (its removal and the comm's destroy wait on dev_sem): what
-	 * prepare registers is queued with the op, where they find it, or
-	 * released here. Nothing under it waits on user memory: the pins
-	 * and the v-variant table's copy take no fault, a range that would
-	 * need one is faulted in below, with dev_sem released, and the
-	 * operation prepared anew. A page that waits on its owner for ever
-	 * (userfaultfd, FUSE) then holds back only its owner's submission.
+	 * A dead comm fails before anything is pinned (one mutex round trip
+	 * less per submission: the check under comm->lock below decides).
+	 * Then what may fault (pins, the v-variant table) runs before
+	 * dev_sem: a page may wait on its owner for as long as it likes (a
+	 * userfaultfd region, a FUSE file), and what waits is this
+	 * submission alone, not the device's removal or the comm's destroy
+	 * (until 2026-12-05 they waited with it).
+	 */
+	err = kcoll_comm_dead_hint(comm, sqe);
+	if (!err)
+		err = kcoll_op_prepare(op, sqe);
+	/*
+	 * From here to the queueing, nothing takes the comm's device away
+	 * (its removal and the comm's destroy wait on dev_sem): what bind
+	 * registers is queued with the op, where they find it, or released
+	 * here, and a cached registration the op holds is checked to still
+	 * have its MRs. The op is freed under it too: its MRs, and those of
+	 * a cache entry whose last use it holds, die while the device is
+	 * certainly there.
 	 */
 	down_read(&comm->dev_sem);
-	/*
-	 * A dead comm fails before anything is pinned. A hint, without
-	 * comm->lock (one mutex round trip less per submission): the
-	 * check under the lock below decides, and a registration on a
-	 * device gone meanwhile fails in kcoll_buf_register().
-	 */
-	if ((READ_ONCE(comm->error) &&
-	     (sqe->opcode == KCOLL_OP_SEND ||
-	      READ_ONCE(comm->error) != -ECONNRESET)) ||
-	    READ_ONCE(comm->shutting_down) || READ_ONCE(comm->aborted)) {
-		err = READ_ONCE(comm->aborted) ? -ECANCELED :
-		      READ_ONCE(comm->error) ?: -ECANCELED;
+	if (err)
 		goto out_unlock_dev;
-	}
-	err = kcoll_op_prepare(op, sqe);
-	if (err == -EFAULT && op->fault_len && ++tries < KCOLL_FAULT_TRIES) {
-		fault_addr = op->fault_addr;
-		fault_len = op->fault_len;
-		fault_pin = op->fault_pin;
-		fault_write = op->fault_write;
-		t_submit = op->t_submit;
-		deadline = op->deadline;
-		kcoll_op_free(op);
-		up_read(&comm->dev_sem);
-		if (fault_pin)
-			err = kcoll_fault_in(fault_addr, fault_len,
-					     fault_write);
-		else
-			err = fault_in_readable(u64_to_user_ptr(fault_addr),
-						fault_len) ? -EFAULT : 0;
-		if (err)
-			goto out_refused;
-		goto again;
-	}
+	err = kcoll_comm_dead_hint(comm, sqe);
+	if (!err)
+		err = kcoll_op_bind(op, sqe);
 	if (err)
 		goto out_unlock_dev;
 

@@ -69,19 +69,16 @@ static int kcoll_buf_vmap(struct kcoll_buf *b)
 
 /*
  * kcoll_buf_pin_user - pin @len bytes at user address @uaddr of current.
- * Must be called from the owner's process context. @len may be 0 (an empty
- * buffer: nothing pinned). With @nofault, a page that would need a fault
- * (not present, not yet writable, shared with a fork) is not faulted in:
- * -EFAULT, and the caller faults the range in with no lock held
- * (kcoll_fault_in()) and tries again; a fault may wait on its owner for
- * ever (userfaultfd, FUSE). Returns 0, -EFAULT, -ENOMEM, -EINTR or
- * -EOVERFLOW.
+ * Must be called from the owner's process context, without dev_sem or any
+ * lock another user's work needs: a fault may wait on the buffer's owner
+ * for as long as it likes (a userfaultfd region, a FUSE file). @len may
+ * be 0 (an empty buffer: nothing pinned). Returns 0, -EFAULT, -ENOMEM,
+ * -EINTR or -EOVERFLOW.
  */
 int kcoll_buf_pin_user(struct kcoll_buf *b, u64 uaddr, size_t len,
-		       bool writable, bool nofault)
+		       bool writable)
 {
-	unsigned int gup = FOLL_LONGTERM | (writable ? FOLL_WRITE : 0) |
-			   (nofault ? FOLL_NOFAULT : 0);
+	unsigned int gup = FOLL_LONGTERM | (writable ? FOLL_WRITE : 0);
 	unsigned long start, end, done = 0;
 	int err, n;
 
@@ -338,53 +335,6 @@ int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm)
 
 out_unreg:
 	kcoll_buf_unregister(b);
-	return err;
-}
-
-/*
- * kcoll_fault_in - make [@uaddr, @uaddr + @len) of current pinnable without
- * a fault: fault it in as pinning would (written to if @writable, unshared
- * from a fork, migrated out of movable memory) by pinning it a chunk at a
- * time and letting go at once. Called with no lock held, before a
- * FOLL_NOFAULT pin (kcoll_buf_pin_user()) is tried again: this is where a
- * fault that waits on the buffer's owner waits. Returns 0, -EFAULT, -ENOMEM
- * or -EINTR (a fatal signal).
- */
-int kcoll_fault_in(u64 uaddr, size_t len, bool writable)
-{
-	unsigned int gup = FOLL_LONGTERM | (writable ? FOLL_WRITE : 0);
-	unsigned long start, end;
-	struct page **pages;
-	int err = 0, n;
-
-	if (!len)
-		return 0;
-	if (uaddr + len < uaddr || uaddr + len > TASK_SIZE)
-		return -EFAULT;
-	pages = (struct page **)__get_free_page(GFP_KERNEL);
-	if (!pages)
-		return -ENOMEM;
-	start = uaddr & PAGE_MASK;
-	end = PAGE_ALIGN(uaddr + len);
-	while (start < end) {
-		n = pin_user_pages_fast(start,
-					min_t(unsigned long,
-					      (end - start) >> PAGE_SHIFT,
-					      PAGE_SIZE / sizeof(*pages)),
-					gup, pages);
-		if (n <= 0) {
-			err = n ? n : -EFAULT;
-			break;
-		}
-		unpin_user_pages(pages, n);
-		start += (unsigned long)n << PAGE_SHIFT;
-		if (fatal_signal_pending(current)) {
-			err = -EINTR;
-			break;
-		}
-		cond_resched();
-	}
-	free_page((unsigned long)pages);
 	return err;
 }
 

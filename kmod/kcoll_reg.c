@@ -86,8 +86,7 @@ static int kcoll_reg_mem(struct kcoll_ctx *ctx, void __user *uarg,
 	 */
 	if (!dmabuf) {
 		err = kcoll_buf_pin_user(&mem->buf, p.addr, p.len,
-					 !(p.flags & KCOLL_REG_READONLY),
-					 false);
+					 !(p.flags & KCOLL_REG_READONLY));
 		if (err)
 			goto out_uncharge;
 	}
@@ -189,6 +188,11 @@ int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	if (p.addr + p.len < p.addr)
 		return dmabuf ? -EINVAL : -EFAULT;
 
+	/* Writable before the handle goes out under dev_sem, where it may
+	 * not fault (one COW-shared since a fork would make every try
+	 * redo the pin and the registration). */
+	if (fault_in_safe_writeable(uarg, sizeof(p)))
+		return -EFAULT;
 	do {
 		faulted = false;
 		err = kcoll_reg_mem(ctx, uarg, &p, dmabuf, &faulted);

@@ -189,20 +189,22 @@ static struct kcoll_mem *kcoll_cache_find(struct kcoll_comm *comm, u64 addr,
 }
 
 /*
- * kcoll_cache_buf - the registration for an operation's plain buffer
- * [@addr, @addr + @len): a cached one, or a new one (then cached). On
- * success *@out holds a use for the operation. Returns 0, -EAGAIN if the
- * cache is off (the caller pins for this operation alone), or the error
- * of pinning or registering. Process context of the buffer's owner, under
- * comm->dev_sem (read).
+ * kcoll_cache_get - the cache's entry for an operation's plain buffer
+ * [@addr, @addr + @len): a cached one, or a new one, pinned but neither
+ * registered nor cached yet (kcoll_cache_commit() does both under
+ * dev_sem). On success *@out holds a use for the operation. Returns 0,
+ * -EAGAIN if the cache is off or full for this user (the caller pins for
+ * this operation alone), or the error of pinning. Process context of the
+ * buffer's owner, without dev_sem: pinning may fault, and a fault may wait
+ * on the buffer's owner for as long as it likes (a FUSE file, a
+ * userfaultfd region), so it must hold back nobody else.
  */
-int kcoll_cache_buf(struct kcoll_comm *comm, u64 addr, size_t len,
+int kcoll_cache_get(struct kcoll_comm *comm, u64 addr, size_t len,
 		    bool writable, struct kcoll_mem **out)
 {
 	u64 limit = kcoll_cache_limit();
-	unsigned long start, seq;
+	unsigned long start;
 	struct kcoll_mem *mem;
-	bool keep;
 	int err;
 
 	if (!limit || !current->mm || len > limit)
@@ -245,35 +247,61 @@ int kcoll_cache_buf(struct kcoll_comm *comm, u64 addr, size_t len,
 	mem->mni_on = true;
 	kref_get(&comm->ref);
 	mem->comm_ref = true;
-	seq = mmu_interval_read_begin(&mem->mni);
+	mem->seq = mmu_interval_read_begin(&mem->mni);
 
-	err = kcoll_buf_pin_user(&mem->buf, addr, len, writable, true);
-	if (err == -ENOMEM && comm->cache_n) {
-		/* Our own cached pages may be what RLIMIT_MEMLOCK counts. */
+	err = kcoll_buf_pin_user(&mem->buf, addr, len, writable);
+	if (err == -ENOMEM && READ_ONCE(comm->cache_n)) {
+		/* Our own cached pages may be what RLIMIT_MEMLOCK counts
+		 * (the trim's puts deregister: under dev_sem). */
+		down_read(&comm->dev_sem);
 		kcoll_cache_flush(comm);
-		err = kcoll_buf_pin_user(&mem->buf, addr, len, writable, true);
+		up_read(&comm->dev_sem);
+		err = kcoll_buf_pin_user(&mem->buf, addr, len, writable);
 	}
-	if (!err)
-		err = kcoll_buf_register(&mem->buf, comm);
 	if (err) {
+		/* Nothing registered: no device to wait for. */
 		kcoll_mem_put(mem);
 		return err;
 	}
+	mem->fresh = true;
+	*out = mem;
+	return 0;
+}
+
+/*
+ * kcoll_cache_commit - make @mem (from kcoll_cache_get(), the operation's
+ * use) usable by the operation: a fresh entry is registered, and cached
+ * unless its mapping changed meanwhile or the communicator is failing; a
+ * cached one must still have its MRs (a device removal in between takes
+ * them: -ENODEV). On error the caller drops its use. Under comm->dev_sem
+ * (read).
+ */
+int kcoll_cache_commit(struct kcoll_comm *comm, struct kcoll_mem *mem)
+{
+	bool keep;
+	int err;
+
+	lockdep_assert_held(&comm->dev_sem);
+	if (!mem->fresh)
+		return mem->buf.segs ? 0 : -ENODEV;
+	mem->fresh = false;
+	err = kcoll_buf_register(&mem->buf, comm);
+	if (err)
+		return err;
 
 	mutex_lock(&comm->lock);
-	keep = !mmu_interval_read_retry(&mem->mni, seq) &&
+	keep = !mmu_interval_read_retry(&mem->mni, mem->seq) &&
 	       !atomic_read(&mem->stale) && !comm->shutting_down &&
 	       !comm->error;
 	if (keep) {
 		refcount_inc(&mem->users);	/* the cache's */
 		list_add(&mem->node, &comm->cache);
 		mem->cached = true;
-		comm->cache_bytes += len;
+		comm->cache_bytes += mem->len;
 		comm->cache_n++;
 	}
 	mutex_unlock(&comm->lock);
 	if (keep)
-		kcoll_cache_trim(comm, limit, KCOLL_CACHE_MAX);
-	*out = mem;
+		kcoll_cache_trim(comm, kcoll_cache_limit(), KCOLL_CACHE_MAX);
 	return 0;
 }

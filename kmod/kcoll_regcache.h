@@ -6,8 +6,9 @@
 struct kcoll_comm;
 struct kcoll_mem;
 
-int kcoll_cache_buf(struct kcoll_comm *comm, u64 addr, size_t len,
+int kcoll_cache_get(struct kcoll_comm *comm, u64 addr, size_t len,
 		    bool writable, struct kcoll_mem **out);
+int kcoll_cache_commit(struct kcoll_comm *comm, struct kcoll_mem *mem);
 void kcoll_cache_flush(struct kcoll_comm *comm);
 void kcoll_cache_mem_free(struct kcoll_mem *mem);
 void kcoll_cache_mem_done(struct kcoll_mem *mem);

@@ -192,6 +192,10 @@ struct kcoll_mem {
 	bool is_cache;
 	bool cached;
 	bool mni_on;			/* @mni inserted */
+	bool fresh;			/* pinned for an operation, not yet
+					 * registered nor cached
+					 * (kcoll_cache_commit()) */
+	unsigned long seq;		/* @mni's, before the pin */
 	bool comm_ref;			/* holds a reference of @comm */
 	atomic_t stale;			/* the mapping changed: never reused */
 	struct mmu_interval_notifier mni;
@@ -467,13 +471,16 @@ struct kcoll_task {
 					 * in (args.vec), charged to vec_quota */
 	size_t vec_bytes;
 	struct kcoll_quota *vec_quota;
-	/* A user range its preparation found needing a fault (under
-	 * dev_sem, where none is taken): kcoll_coll_issue() faults it in
-	 * with no lock held and prepares anew. */
-	u64 fault_addr;
-	u64 fault_len;
-	bool fault_write;
-	bool fault_pin;			/* for a pin, not a copy */
+	/* The SEND and RECV buffers as the SQE names them, from
+	 * kcoll_op_prepare() (which pins plain ones, no dev_sem) to
+	 * kcoll_op_bind() (which registers and takes views, under it). */
+	struct kcoll_op_want {
+		u64 addr;
+		size_t len;
+		u32 handle;
+		bool writable;
+	} want[2];
+	u64 tcount;			/* TMP elements its schedule needs */
 	u8 dtype;
 	u8 redop;
 	u8 prio;			/* SQE priority */

@@ -1977,8 +1977,8 @@ static int kt_window_spawn(int w, __u64 uid, int mode)
  * sysfs colls_in_flight (docs/DESIGN.md, "Several collectives in flight"):
  * with 4, collectives on buffers of their own start while older ones run
  * (stats/colls_beside), and a chain on one buffer waits, each for the one
- * before (stats/colls_overlap_waits: at least the chain's 7 followers on
- * each of 3 ranks), and those behind the head write their small steps
+ * before (stats/colls_overlap_waits: at least the chain's 7 followers of one
+ * rank; on each rank, nearly always), and those behind the head write their small steps
  * eagerly (stats/eager_beside); with 1 none of it happens. The results
  * are right both ways, and one collective among them whose counts differ
  * fails alone (kt_rank_inflight()). The allreduces run the ring: its steps
@@ -2020,7 +2020,11 @@ TEST_F_TIMEOUT(rxe, collectives_run_side_by_side_unless_they_overlap, 300)
 			EXPECT_EQ(e0, e1);
 		} else {
 			EXPECT_LE(b0 + 3, b1);
-			EXPECT_LE(o0 + 3 * (KT_IF_CHAIN - 1), o1);
+			/* A follower that first looks once the one before
+			 * has moved all its data waits for nothing (20 of
+			 * 21 seen on 2026-12-05): at least one rank's
+			 * chain. Their order is the chain's result. */
+			EXPECT_LE(o0 + KT_IF_CHAIN - 1, o1);
 			/* Their steps (5 KiB) go eagerly, also behind the
 			 * head. */
 			EXPECT_LT(e0, e1);
