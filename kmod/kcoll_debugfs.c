@@ -17,6 +17,7 @@
 #include "kcoll_debugfs.h"
 #include "kcoll_quota.h"
 #include "kcoll_reduce.h"
+#include "kcoll_local.h"
 
 /*
  * debugfs kcoll/comms: the state of every communicator, its operations and
@@ -158,6 +159,7 @@ void kcoll_debugfs_init(void)
 			    &kcoll_comms_fops);
 	kcoll_quota_debugfs_init(kcoll_debugfs);
 	kcoll_reduce_debugfs_init(kcoll_debugfs);
+	kcoll_local_debugfs_init(kcoll_debugfs);
 }
 
 void kcoll_debugfs_exit(void)

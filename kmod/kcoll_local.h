@@ -9,6 +9,8 @@
 #include "kcoll_types.h"
 
 void kcoll_local_exit(void);
+struct dentry;
+void kcoll_local_debugfs_init(struct dentry *dir);
 int kcoll_lchan_attach(struct kcoll_conn *conn);
 void kcoll_lchan_detach(struct kcoll_conn *conn);
 int kcoll_lchan_send(struct kcoll_conn *conn, const struct kcoll_wire_msg *m);

@@ -2245,6 +2245,243 @@ TEST(a_listener_without_the_key_learns_nothing)
 }
 
 /*
+ * Another user's fake local peer (2026-12-05 review, F1). Victim V: a
+ * real 2-rank communicator on this node (uid U, key K1), its rank 0
+ * waiting in a 64 KiB receive from rank 1, which exposes V's buffer to
+ * intra-node copies under an id (debugfs kcoll/exposures names it; an
+ * attacker would walk the sequential ids). Attacker M: a communicator of
+ * the same uid, as rank 1, with a key of its own, whose rank 0 is our
+ * rdma_cm listener: it proves M's key and answers LOCAL, so M's
+ * connection goes intra-node; M sends 64 KiB to rank 0, and our listener
+ * grants that send, over the QP, V's exposure id. M's send must fail
+ * (-EPROTO: the exposure is another channel's) and V's buffer must stay
+ * untouched; then V's own send lands there as usual.
+ */
+struct wx_rank {
+	struct tring r;
+	__u32 id;
+	int rank;
+	uint64_t uid;
+	const char *key;
+	struct kcoll_rank_addr ranks[2];
+	long res;
+};
+
+static void *wx_create(void *arg)
+{
+	struct wx_rank *k = arg;
+
+	k->res = kt_comm_create(k->r.fd, k->uid, k->key, k->rank, 2,
+				k->ranks, 20000, &k->id);
+	return NULL;
+}
+
+/* V's exposure for (uid, owner 0, writer 1) in debugfs, or 0. */
+static uint64_t wx_find_xid(uint64_t uid)
+{
+	FILE *f = fopen("/sys/kernel/debug/kcoll/exposures", "r");
+	unsigned long long id, u;
+	unsigned int owner, writer, len;
+	uint64_t found = 0;
+
+	if (!f)
+		return 0;
+	while (fscanf(f, "%llu %llx %u %u %u", &id, &u, &owner, &writer,
+		      &len) == 5)
+		if (u == uid && owner == 0 && writer == 1)
+			found = id;
+	fclose(f);
+	return found;
+}
+
+TEST(a_fake_local_peer_cannot_fill_another_channel)
+{
+	enum { WX_BYTES = 64 << 10 };
+	const uint64_t uid = 0x7e50;
+	const char *mkey = "attacker-key";
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct rdma_event_channel *ec;
+	struct rdma_cm_id *lid, *cid = NULL;
+	struct rdma_cm_event *ev;
+	struct ibv_pd *pd = NULL;
+	struct ibv_cq *cq = NULL;
+	struct ibv_mr *mr = NULL;
+	struct ibv_qp_init_attr qa = {};
+	struct kcoll_wire_accept acc = { .magic = htole32(KCOLL_WIRE_MAGIC) };
+	struct rdma_conn_param param = {
+		.private_data = &acc, .private_data_len = sizeof(acc),
+		.responder_resources = 1, .initiator_depth = 1,
+		.rnr_retry_count = 7,
+	};
+	struct kcoll_wire_hello h;
+	struct wx_rank v[2], m;
+	uint8_t *vbuf, *vsrc, *msrc, *qbuf;
+	struct kcoll_sqe *sqe, tmpl;
+	struct kcoll_cqe cqe;
+	struct pollfd pfd;
+	uint64_t xid;
+	pthread_t t[3];
+	int port = 18900 + getpid() % 90, i, res;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "reading debugfs kcoll/exposures needs root");
+	if (kt_sysfs_read("intra_node") != 1)
+		SKIP(return, "sysfs intra_node is off");
+	vbuf = aligned_alloc(4096, WX_BYTES);
+	vsrc = aligned_alloc(4096, WX_BYTES);
+	msrc = aligned_alloc(4096, WX_BYTES);
+	qbuf = aligned_alloc(4096, 4096);
+	ASSERT_TRUE(vbuf && vsrc && msrc && qbuf);
+	memset(vbuf, 0, WX_BYTES);
+	memset(vsrc, 0x11, WX_BYTES);
+	memset(msrc, 0xee, WX_BYTES);
+
+	/* V: two real ranks, intra-node. */
+	for (i = 0; i < 2; i++) {
+		v[i] = (struct wx_rank){ .rank = i, .uid = uid, .key = "victim-key" };
+		kt_addr_pair(v[i].ranks, wp_ip());
+		ASSERT_EQ(0, kt_ring_init(&v[i].r, 8, 0, 0));
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, wx_create, &v[i]));
+	}
+	for (i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	ASSERT_EQ(0, v[0].res);
+	ASSERT_EQ(0, v[1].res);
+	sqe = kt_get_sqe(&v[0].r);
+	ASSERT_NE(NULL, sqe);
+	*sqe = kt_coll(KCOLL_OP_RECV, v[0].id, KCOLL_DTYPE_FP32, 0, 1,
+		       WX_BYTES / 4, NULL, vbuf);
+	ASSERT_EQ(1, kt_enter(&v[0].r, 1, 0, 0, 0));
+	for (i = 0; i < 100 && !(xid = wx_find_xid(uid)); i++)
+		usleep(20000);
+	ASSERT_NE(0, xid) {
+		TH_LOG("V's receive exposes nothing (debugfs kcoll/exposures)");
+	}
+
+	/* M's rank 0: our listener. */
+	ec = rdma_create_event_channel();
+	ASSERT_NE(NULL, ec);
+	ASSERT_EQ(0, rdma_create_id(ec, &lid, NULL, RDMA_PS_TCP));
+	inet_pton(AF_INET, wp_ip(), &sa.sin_addr);
+	sa.sin_port = htons(port);
+	ASSERT_EQ(0, rdma_bind_addr(lid, (struct sockaddr *)&sa));
+	ASSERT_EQ(0, rdma_listen(lid, 4));
+	m = (struct wx_rank){ .rank = 1, .uid = uid, .key = mkey };
+	kt_addr_pair(m.ranks, wp_ip());
+	m.ranks[0].port = port;
+	ASSERT_EQ(0, kt_ring_init(&m.r, 8, 0, 0));
+	ASSERT_EQ(0, pthread_create(&t[2], NULL, wx_create, &m));
+	pfd = (struct pollfd){ .fd = ec->fd, .events = POLLIN };
+	ASSERT_LT(0, poll(&pfd, 1, 10000));
+	ASSERT_EQ(0, rdma_get_cm_event(ec, &ev));
+	ASSERT_EQ(RDMA_CM_EVENT_CONNECT_REQUEST, ev->event);
+	ASSERT_LE(sizeof(h), ev->param.conn.private_data_len);
+	memcpy(&h, ev->param.conn.private_data, sizeof(h));
+	cid = ev->id;
+	rdma_ack_cm_event(ev);
+	EXPECT_TRUE(h.flags & KCOLL_HELLO_LOCAL);
+	pd = ibv_alloc_pd(cid->verbs);
+	cq = pd ? ibv_create_cq(cid->verbs, 64, NULL, NULL, 0) : NULL;
+	mr = cq ? ibv_reg_mr(pd, qbuf, 4096, IBV_ACCESS_LOCAL_WRITE) : NULL;
+	ASSERT_NE(NULL, mr);
+	qa.send_cq = qa.recv_cq = cq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 16;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	ASSERT_EQ(0, rdma_create_qp(cid, pd, &qa));
+	for (i = 0; i < 16; i++) {
+		struct ibv_sge sge = { (uintptr_t)qbuf + 256 * i, 256,
+				       mr->lkey };
+		struct ibv_recv_wr wr = { .sg_list = &sge, .num_sge = 1 },
+				   *bad;
+
+		ASSERT_EQ(0, ibv_post_recv(cid->qp, &wr, &bad));
+	}
+	for (i = 0; i < (int)sizeof(acc.nonce); i++)
+		acc.nonce[i] = (uint8_t)wp_rand();
+	acc.flags = KCOLL_ACCEPT_LOCAL;
+	{
+		const void *p[] = { (uint8_t *)&h + KCOLL_HELLO_MAC_OFF, &acc };
+		size_t l[] = { sizeof(h) - KCOLL_HELLO_MAC_OFF,
+			       offsetof(struct kcoll_wire_accept, mac) };
+
+		wp_mac(mkey, "kcoll accept v2", p, l, 2, acc.mac);
+	}
+	ASSERT_EQ(0, rdma_accept(cid, &param));
+	pthread_join(t[2], NULL);
+	ASSERT_EQ(0, m.res) {
+		TH_LOG("M's COMM_CREATE with a fake local rank 0: %ld", m.res);
+	}
+
+	/* M sends; our rank 0 grants it V's exposure, over the QP. */
+	sqe = kt_get_sqe(&m.r);
+	ASSERT_NE(NULL, sqe);
+	*sqe = kt_coll(KCOLL_OP_SEND, m.id, KCOLL_DTYPE_FP32, 0, 0,
+		       WX_BYTES / 4, msrc, NULL);
+	sqe->timeout_ms = 10000;
+	ASSERT_EQ(1, kt_enter(&m.r, 1, 0, 0, 0));
+	usleep(200000);
+	{
+		struct kcoll_wire_msg *g = (void *)(qbuf + 4096 - 64);
+		struct ibv_sge sge = { (uintptr_t)g, sizeof(*g), mr->lkey };
+		struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+					  .opcode = IBV_WR_SEND,
+					  .send_flags = IBV_SEND_SIGNALED },
+				   *bad;
+
+		memset(g, 0, sizeof(*g));
+		g->type = KCOLL_MSG_GRANT;
+		g->kind = KCOLL_KIND_P2P;
+		g->opcode = KCOLL_OP_RECV;
+		g->dtype = KCOLL_DTYPE_FP32;
+		g->count = htole64(WX_BYTES / 4);
+		g->addr = htole64(xid);
+		g->len = htole32(WX_BYTES);
+		ASSERT_EQ(0, ibv_post_send(cid->qp, &wr, &bad));
+	}
+	while (kt_pop(&m.r, &cqe))
+		ASSERT_LE(0, kt_enter(&m.r, 0, 1, KCOLL_ENTER_GETEVENTS,
+				      20000000000ULL));
+	TH_LOG("M's send granted V's exposure %llu: %s",
+	       (unsigned long long)xid, strerror(-cqe.res));
+	EXPECT_EQ(-EPROTO, cqe.res);
+	for (i = 0; i < WX_BYTES && !vbuf[i]; i++)
+		;
+	EXPECT_EQ(WX_BYTES, i) {
+		TH_LOG("V's receive buffer was written at byte %d: %#x", i,
+		       vbuf[i]);
+	}
+
+	/* V's own send lands as usual. */
+	tmpl = kt_coll(KCOLL_OP_SEND, v[1].id, KCOLL_DTYPE_FP32, 0, 0,
+		       WX_BYTES / 4, vsrc, NULL);
+	res = kt_run(&v[1].r, &tmpl);
+	EXPECT_EQ(0, res);
+	while (kt_pop(&v[0].r, &cqe))
+		ASSERT_LE(0, kt_enter(&v[0].r, 0, 1, KCOLL_ENTER_GETEVENTS,
+				      20000000000ULL));
+	EXPECT_EQ(0, cqe.res);
+	EXPECT_EQ(0, memcmp(vbuf, vsrc, WX_BYTES));
+
+	for (i = 0; i < 2; i++)
+		kt_ring_exit(&v[i].r);
+	kt_ring_exit(&m.r);
+	rdma_destroy_qp(cid);
+	rdma_destroy_id(cid);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	ibv_dealloc_pd(pd);
+	rdma_destroy_id(lid);
+	rdma_destroy_event_channel(ec);
+	free(vbuf);
+	free(vsrc);
+	free(msrc);
+	free(qbuf);
+}
+
+/*
  * A hello whose MAC is right (a replayed one: here we sign it ourselves,
  * as a replayer would have captured it) but whose sender cannot answer
  * the accept's fresh nonce: it sends a wrong AUTH, or anything else
