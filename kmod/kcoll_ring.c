@@ -441,7 +441,9 @@ static int kcoll_wait(struct kcoll_ctx *ctx, u32 want, u64 timeout_ns)
 {
 	long ret;
 
-	if (!timeout_ns)
+	/* Past KTIME_MAX (292 years) ktime_t turns negative, which would
+	 * not wait at all: as long as it can. */
+	if (!timeout_ns || timeout_ns > KTIME_MAX)
 		ret = wait_event_interruptible(ctx->cq_wait,
 					       kcoll_cq_has(ctx, want));
 	else

@@ -174,6 +174,15 @@ TEST_F(ring, wait_timeout)
 	ASSERT_EQ(0, kt_enter(&self->r, 0, 1, KCOLL_ENTER_GETEVENTS, 10ULL * 1000000000));
 	ASSERT_EQ(0, kt_pop(&self->r, &c));
 	EXPECT_EQ(5, c.user_data);
+	/* A timeout past what ktime_t holds waits as long as it can (it
+	 * turned negative and returned -ETIME at once until 2026-12-05). */
+	s = kt_prep(&self->r, KCOLL_OP_DELAY, 6);
+	ASSERT_NE(NULL, s);
+	s->count = 100000;	/* 100 ms */
+	ASSERT_EQ(1, kt_submit(&self->r));
+	EXPECT_EQ(0, kt_enter(&self->r, 0, 1, KCOLL_ENTER_GETEVENTS, ~0ULL));
+	ASSERT_EQ(0, kt_pop(&self->r, &c));
+	EXPECT_EQ(6, c.user_data);
 }
 
 static void on_alarm(int sig)
