@@ -2100,6 +2100,115 @@ TEST_F_TIMEOUT(scope, grants_expose_exactly_their_bytes_while_they_live, 450)
 /* ---------------------------------------------------------------- */
 
 /*
+ * Our own rdma_cm listener at rank 0's address (the tests of a listener
+ * that answers the module's rank 1): it takes one hello, makes a QP with
+ * receives posted into @buf, and accepts with whatever accept it is given.
+ */
+struct wlisten {
+	struct rdma_event_channel *ec;
+	struct rdma_cm_id *lid, *cid;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	uint8_t buf[4096];
+};
+
+static int wl_listen(struct wlisten *l, int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons(port) };
+
+	memset(l, 0, sizeof(*l));
+	l->ec = rdma_create_event_channel();
+	if (!l->ec || rdma_create_id(l->ec, &l->lid, NULL, RDMA_PS_TCP))
+		return -1;
+	inet_pton(AF_INET, wp_ip(), &sa.sin_addr);
+	if (rdma_bind_addr(l->lid, (struct sockaddr *)&sa) ||
+	    rdma_listen(l->lid, 4))
+		return -1;
+	return 0;
+}
+
+/* The module's hello into @h, and a QP for its connection: 0 or -1. */
+static int wl_take_hello(struct wlisten *l, struct kcoll_wire_hello *h)
+{
+	struct pollfd pfd = { .fd = l->ec->fd, .events = POLLIN };
+	struct ibv_qp_init_attr qa = {};
+	struct rdma_cm_event *ev;
+	int i, bad;
+
+	if (poll(&pfd, 1, 10000) <= 0 || rdma_get_cm_event(l->ec, &ev))
+		return -1;
+	bad = ev->event != RDMA_CM_EVENT_CONNECT_REQUEST ||
+	      ev->param.conn.private_data_len < sizeof(*h);
+	if (!bad) {
+		memcpy(h, ev->param.conn.private_data, sizeof(*h));
+		l->cid = ev->id;
+	}
+	rdma_ack_cm_event(ev);
+	if (bad)
+		return -1;
+	l->pd = ibv_alloc_pd(l->cid->verbs);
+	l->cq = l->pd ? ibv_create_cq(l->cid->verbs, 64, NULL, NULL, 0) : NULL;
+	l->mr = l->cq ? ibv_reg_mr(l->pd, l->buf, sizeof(l->buf),
+				   IBV_ACCESS_LOCAL_WRITE) : NULL;
+	if (!l->mr)
+		return -1;
+	qa.send_cq = qa.recv_cq = l->cq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 8;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	if (rdma_create_qp(l->cid, l->pd, &qa))
+		return -1;
+	for (i = 0; i < 8; i++) {
+		struct ibv_sge sge = { (uintptr_t)l->buf + 256 * i, 256,
+				       l->mr->lkey };
+		struct ibv_recv_wr wr = { .sg_list = &sge, .num_sge = 1 },
+				   *bad_wr;
+
+		if (ibv_post_recv(l->cid->qp, &wr, &bad_wr))
+			return -1;
+	}
+	return 0;
+}
+
+static int wl_accept(struct wlisten *l, struct kcoll_wire_accept *acc)
+{
+	struct rdma_conn_param param = {
+		.private_data = acc, .private_data_len = sizeof(*acc),
+		.responder_resources = 1, .initiator_depth = 1,
+		.rnr_retry_count = 7,
+	};
+
+	return rdma_accept(l->cid, &param);
+}
+
+static void wl_close(struct wlisten *l)
+{
+	struct pollfd pfd = { .fd = l->ec ? l->ec->fd : -1, .events = POLLIN };
+	struct rdma_cm_event *ev;
+
+	while (l->ec && poll(&pfd, 1, 200) > 0 &&
+	       !rdma_get_cm_event(l->ec, &ev))
+		rdma_ack_cm_event(ev);
+	if (l->cid) {
+		if (l->cid->qp)
+			rdma_destroy_qp(l->cid);
+		rdma_destroy_id(l->cid);
+	}
+	if (l->mr)
+		ibv_dereg_mr(l->mr);
+	if (l->cq)
+		ibv_destroy_cq(l->cq);
+	if (l->pd)
+		ibv_dealloc_pd(l->pd);
+	if (l->lid)
+		rdma_destroy_id(l->lid);
+	if (l->ec)
+		rdma_destroy_event_channel(l->ec);
+}
+
+/*
  * Someone answers at rank 0's address (an rdma_cm listener of its own on
  * the port rank 0's table entry names) when the module's rank 1
  * connects: it sees the hello, which must not carry the key, and accepts
@@ -2109,24 +2218,10 @@ TEST_F_TIMEOUT(scope, grants_expose_exactly_their_bytes_while_they_live, 450)
 TEST(a_listener_without_the_key_learns_nothing)
 {
 	const char *key = "never-on-wire";
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	struct rdma_event_channel *ec;
-	struct rdma_cm_id *lid;
-	struct rdma_cm_event *ev;
-	struct ibv_pd *pd = NULL;
-	struct ibv_cq *cq = NULL;
-	struct ibv_mr *mr = NULL;
-	struct ibv_qp_init_attr qa = {};
 	struct kcoll_wire_accept acc = { .magic = htole32(KCOLL_WIRE_MAGIC) };
-	struct rdma_conn_param param = {
-		.private_data = &acc, .private_data_len = sizeof(acc),
-		.responder_resources = 1, .initiator_depth = 1,
-		.rnr_retry_count = 7,
-	};
 	struct kcoll_wire_hello h, mine;
-	struct rdma_cm_id *cid = NULL;
-	uint8_t k[KCOLL_KEY_LEN], buf[256];
-	struct pollfd pfd;
+	uint8_t k[KCOLL_KEY_LEN];
+	struct wlisten *l = calloc(1, sizeof(*l));
 	struct wcomm c;
 	struct ibv_wc wc;
 	int port = 18600 + getpid() % 300, got = 0;
@@ -2134,14 +2229,9 @@ TEST(a_listener_without_the_key_learns_nothing)
 
 	if (!wp_ip())
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	ASSERT_NE(NULL, l);
 	ASSERT_EQ(0, kcoll_hmac_selftest());
-	ec = rdma_create_event_channel();
-	ASSERT_NE(NULL, ec);
-	ASSERT_EQ(0, rdma_create_id(ec, &lid, NULL, RDMA_PS_TCP));
-	inet_pton(AF_INET, wp_ip(), &sa.sin_addr);
-	sa.sin_port = htons(port);
-	ASSERT_EQ(0, rdma_bind_addr(lid, (struct sockaddr *)&sa));
-	ASSERT_EQ(0, rdma_listen(lid, 4));
+	ASSERT_EQ(0, wl_listen(l, port));
 
 	/* The module is rank 1; rank 0's entry points at our listener. */
 	memset(&c, 0, sizeof(c));
@@ -2168,14 +2258,7 @@ TEST(a_listener_without_the_key_learns_nothing)
 			_exit(r == -EACCES ? 0 : 1);
 		}
 		/* The module's hello. */
-		pfd = (struct pollfd){ .fd = ec->fd, .events = POLLIN };
-		ASSERT_LT(0, poll(&pfd, 1, 10000));
-		ASSERT_EQ(0, rdma_get_cm_event(ec, &ev));
-		ASSERT_EQ(RDMA_CM_EVENT_CONNECT_REQUEST, ev->event);
-		ASSERT_LE(sizeof(h), ev->param.conn.private_data_len);
-		memcpy(&h, ev->param.conn.private_data, sizeof(h));
-		cid = ev->id;
-		rdma_ack_cm_event(ev);
+		ASSERT_EQ(0, wl_take_hello(l, &h));
 		wp_key(key, k);
 		EXPECT_EQ(NULL, memmem(&h, sizeof(h), k, sizeof(k)));
 		EXPECT_EQ(NULL, memmem(&h, sizeof(h), key, 6)) {
@@ -2187,32 +2270,15 @@ TEST(a_listener_without_the_key_learns_nothing)
 		wp_hello_sign(&mine, key);
 		EXPECT_EQ(0, memcmp(mine.mac, h.mac, sizeof(h.mac)));
 		/* Accept with a proof we cannot make. */
-		pd = ibv_alloc_pd(cid->verbs);
-		cq = pd ? ibv_create_cq(cid->verbs, 16, NULL, NULL, 0) : NULL;
-		mr = cq ? ibv_reg_mr(pd, buf, sizeof(buf),
-				     IBV_ACCESS_LOCAL_WRITE) : NULL;
-		ASSERT_NE(NULL, mr);
-		qa.send_cq = qa.recv_cq = cq;
-		qa.qp_type = IBV_QPT_RC;
-		qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
-		qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-		ASSERT_EQ(0, rdma_create_qp(cid, pd, &qa));
-		for (int i = 0; i < 4; i++) {
-			struct ibv_sge sge = { (uintptr_t)buf, 64, mr->lkey };
-			struct ibv_recv_wr wr = { .sg_list = &sge, .num_sge = 1 },
-					   *bad;
-
-			ASSERT_EQ(0, ibv_post_recv(cid->qp, &wr, &bad));
-		}
 		for (unsigned int i = 0; i < sizeof(acc.nonce); i++)
 			acc.nonce[i] = (uint8_t)wp_rand();
 		for (unsigned int i = 0; i < sizeof(acc.mac); i++)
 			acc.mac[i] = (uint8_t)wp_rand();
 		acc.flags = KCOLL_ACCEPT_PING;
-		EXPECT_EQ(0, rdma_accept(cid, &param));
+		EXPECT_EQ(0, wl_accept(l, &acc));
 		/* Nothing may come over the QP: no AUTH, no PING. */
 		for (double t = wp_now(); wp_now() - t < 2;) {
-			int n = ibv_poll_cq(cq, 1, &wc);
+			int n = ibv_poll_cq(l->cq, 1, &wc);
 
 			if (n > 0 && wc.status == IBV_WC_SUCCESS)
 				got++;
@@ -2227,20 +2293,8 @@ TEST(a_listener_without_the_key_learns_nothing)
 		}
 		EXPECT_GT(15, wp_now() - t0);
 	}
-	while (poll(&pfd, 1, 200) > 0 && !rdma_get_cm_event(ec, &ev))
-		rdma_ack_cm_event(ev);
-	if (cid) {
-		rdma_destroy_qp(cid);
-		rdma_destroy_id(cid);
-	}
-	if (mr)
-		ibv_dereg_mr(mr);
-	if (cq)
-		ibv_destroy_cq(cq);
-	if (pd)
-		ibv_dealloc_pd(pd);
-	rdma_destroy_id(lid);
-	rdma_destroy_event_channel(ec);
+	wl_close(l);
+	free(l);
 	kt_ring_exit(&c.r);
 }
 
@@ -2299,26 +2353,13 @@ TEST(a_fake_local_peer_cannot_fill_another_channel)
 	enum { WX_BYTES = 64 << 10 };
 	const uint64_t uid = 0x7e50;
 	const char *mkey = "attacker-key";
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	struct rdma_event_channel *ec;
-	struct rdma_cm_id *lid, *cid = NULL;
-	struct rdma_cm_event *ev;
-	struct ibv_pd *pd = NULL;
-	struct ibv_cq *cq = NULL;
-	struct ibv_mr *mr = NULL;
-	struct ibv_qp_init_attr qa = {};
 	struct kcoll_wire_accept acc = { .magic = htole32(KCOLL_WIRE_MAGIC) };
-	struct rdma_conn_param param = {
-		.private_data = &acc, .private_data_len = sizeof(acc),
-		.responder_resources = 1, .initiator_depth = 1,
-		.rnr_retry_count = 7,
-	};
+	struct wlisten *l = calloc(1, sizeof(*l));
 	struct kcoll_wire_hello h;
 	struct wx_rank v[2], m;
-	uint8_t *vbuf, *vsrc, *msrc, *qbuf;
+	uint8_t *vbuf, *vsrc, *msrc;
 	struct kcoll_sqe *sqe, tmpl;
 	struct kcoll_cqe cqe;
-	struct pollfd pfd;
 	uint64_t xid;
 	pthread_t t[3];
 	int port = 18900 + getpid() % 90, i, res;
@@ -2332,8 +2373,7 @@ TEST(a_fake_local_peer_cannot_fill_another_channel)
 	vbuf = aligned_alloc(4096, WX_BYTES);
 	vsrc = aligned_alloc(4096, WX_BYTES);
 	msrc = aligned_alloc(4096, WX_BYTES);
-	qbuf = aligned_alloc(4096, 4096);
-	ASSERT_TRUE(vbuf && vsrc && msrc && qbuf);
+	ASSERT_TRUE(vbuf && vsrc && msrc && l);
 	memset(vbuf, 0, WX_BYTES);
 	memset(vsrc, 0x11, WX_BYTES);
 	memset(msrc, 0xee, WX_BYTES);
@@ -2361,44 +2401,14 @@ TEST(a_fake_local_peer_cannot_fill_another_channel)
 	}
 
 	/* M's rank 0: our listener. */
-	ec = rdma_create_event_channel();
-	ASSERT_NE(NULL, ec);
-	ASSERT_EQ(0, rdma_create_id(ec, &lid, NULL, RDMA_PS_TCP));
-	inet_pton(AF_INET, wp_ip(), &sa.sin_addr);
-	sa.sin_port = htons(port);
-	ASSERT_EQ(0, rdma_bind_addr(lid, (struct sockaddr *)&sa));
-	ASSERT_EQ(0, rdma_listen(lid, 4));
+	ASSERT_EQ(0, wl_listen(l, port));
 	m = (struct wx_rank){ .rank = 1, .uid = uid, .key = mkey };
 	kt_addr_pair(m.ranks, wp_ip());
 	m.ranks[0].port = port;
 	ASSERT_EQ(0, kt_ring_init(&m.r, 8, 0, 0));
 	ASSERT_EQ(0, pthread_create(&t[2], NULL, wx_create, &m));
-	pfd = (struct pollfd){ .fd = ec->fd, .events = POLLIN };
-	ASSERT_LT(0, poll(&pfd, 1, 10000));
-	ASSERT_EQ(0, rdma_get_cm_event(ec, &ev));
-	ASSERT_EQ(RDMA_CM_EVENT_CONNECT_REQUEST, ev->event);
-	ASSERT_LE(sizeof(h), ev->param.conn.private_data_len);
-	memcpy(&h, ev->param.conn.private_data, sizeof(h));
-	cid = ev->id;
-	rdma_ack_cm_event(ev);
+	ASSERT_EQ(0, wl_take_hello(l, &h));
 	EXPECT_TRUE(h.flags & KCOLL_HELLO_LOCAL);
-	pd = ibv_alloc_pd(cid->verbs);
-	cq = pd ? ibv_create_cq(cid->verbs, 64, NULL, NULL, 0) : NULL;
-	mr = cq ? ibv_reg_mr(pd, qbuf, 4096, IBV_ACCESS_LOCAL_WRITE) : NULL;
-	ASSERT_NE(NULL, mr);
-	qa.send_cq = qa.recv_cq = cq;
-	qa.qp_type = IBV_QPT_RC;
-	qa.cap.max_send_wr = qa.cap.max_recv_wr = 16;
-	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-	ASSERT_EQ(0, rdma_create_qp(cid, pd, &qa));
-	for (i = 0; i < 16; i++) {
-		struct ibv_sge sge = { (uintptr_t)qbuf + 256 * i, 256,
-				       mr->lkey };
-		struct ibv_recv_wr wr = { .sg_list = &sge, .num_sge = 1 },
-				   *bad;
-
-		ASSERT_EQ(0, ibv_post_recv(cid->qp, &wr, &bad));
-	}
 	for (i = 0; i < (int)sizeof(acc.nonce); i++)
 		acc.nonce[i] = (uint8_t)wp_rand();
 	acc.flags = KCOLL_ACCEPT_LOCAL;
@@ -2409,7 +2419,7 @@ TEST(a_fake_local_peer_cannot_fill_another_channel)
 
 		wp_mac(mkey, "kcoll accept v2", p, l, 2, acc.mac);
 	}
-	ASSERT_EQ(0, rdma_accept(cid, &param));
+	ASSERT_EQ(0, wl_accept(l, &acc));
 	pthread_join(t[2], NULL);
 	ASSERT_EQ(0, m.res) {
 		TH_LOG("M's COMM_CREATE with a fake local rank 0: %ld", m.res);
@@ -2424,8 +2434,8 @@ TEST(a_fake_local_peer_cannot_fill_another_channel)
 	ASSERT_EQ(1, kt_enter(&m.r, 1, 0, 0, 0));
 	usleep(200000);
 	{
-		struct kcoll_wire_msg *g = (void *)(qbuf + 4096 - 64);
-		struct ibv_sge sge = { (uintptr_t)g, sizeof(*g), mr->lkey };
+		struct kcoll_wire_msg *g = (void *)(l->buf + 4096 - 64);
+		struct ibv_sge sge = { (uintptr_t)g, sizeof(*g), l->mr->lkey };
 		struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
 					  .opcode = IBV_WR_SEND,
 					  .send_flags = IBV_SEND_SIGNALED },
@@ -2439,7 +2449,7 @@ TEST(a_fake_local_peer_cannot_fill_another_channel)
 		g->count = htole64(WX_BYTES / 4);
 		g->addr = htole64(xid);
 		g->len = htole32(WX_BYTES);
-		ASSERT_EQ(0, ibv_post_send(cid->qp, &wr, &bad));
+		ASSERT_EQ(0, ibv_post_send(l->cid->qp, &wr, &bad));
 	}
 	while (kt_pop(&m.r, &cqe))
 		ASSERT_LE(0, kt_enter(&m.r, 0, 1, KCOLL_ENTER_GETEVENTS,
@@ -2468,17 +2478,11 @@ TEST(a_fake_local_peer_cannot_fill_another_channel)
 	for (i = 0; i < 2; i++)
 		kt_ring_exit(&v[i].r);
 	kt_ring_exit(&m.r);
-	rdma_destroy_qp(cid);
-	rdma_destroy_id(cid);
-	ibv_dereg_mr(mr);
-	ibv_destroy_cq(cq);
-	ibv_dealloc_pd(pd);
-	rdma_destroy_id(lid);
-	rdma_destroy_event_channel(ec);
+	wl_close(l);
+	free(l);
 	free(vbuf);
 	free(vsrc);
 	free(msrc);
-	free(qbuf);
 }
 
 /*
