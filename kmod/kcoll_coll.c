@@ -314,7 +314,6 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	op->unreg = !comm->remote_peers ||
 		    (u64)max3(scount, rcount, tcount) * op->esize <=
 		    KCOLL_SMALL_BYTES;
-	op->tcount = tcount;
 	err = kcoll_op_pin(op, KCOLL_SBUF_SEND, sqe->send_addr, sqe->send_mr,
 			   scount,
 			   a->in_place && sqe->opcode == KCOLL_OP_REDUCE_SCATTER);
@@ -333,6 +332,7 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 static int kcoll_op_bind(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 {
 	struct kcoll_comm *comm = op->comm;
+	u64 tcount = kcoll_sched_tmp_count(&op->args);
 	size_t tlen;
 	int err;
 
@@ -353,8 +353,8 @@ static int kcoll_op_bind(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	}
 	if (op->gpu)
 		return kcoll_gpu_prepare(op, sqe);
-	if (op->tcount) {
-		if (check_mul_overflow((size_t)op->tcount, op->esize, &tlen))
+	if (tcount) {
+		if (check_mul_overflow((size_t)tcount, op->esize, &tlen))
 			return -EOVERFLOW;
 		err = kcoll_buf_alloc(&op->bufs[KCOLL_SBUF_TMP], tlen,
 				      comm->quota);
@@ -400,7 +400,6 @@ static struct kcoll_task *kcoll_op_new(struct kcoll_req *req,
 	return op;
 }
 
-/* The .issue of every collective opcode: runs in the submitting task. */
 /* Has @comm failed for @sqe? Its error, or 0. A hint, without
  * comm->lock: the check under the lock at queueing decides. */
 static int kcoll_comm_dead_hint(struct kcoll_comm *comm,
@@ -418,6 +417,7 @@ static int kcoll_comm_dead_hint(struct kcoll_comm *comm,
 	return 0;
 }
 
+/* The .issue of every collective opcode: runs in the submitting task. */
 void kcoll_coll_issue(struct kcoll_req *req)
 {
 	const struct kcoll_sqe *sqe = &req->sqe;

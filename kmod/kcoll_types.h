@@ -480,7 +480,6 @@ struct kcoll_task {
 		u32 handle;
 		bool writable;
 	} want[2];
-	u64 tcount;			/* TMP elements its schedule needs */
 	u8 dtype;
 	u8 redop;
 	u8 prio;			/* SQE priority */
