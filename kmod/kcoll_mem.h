@@ -11,9 +11,6 @@
 
 int kcoll_buf_pin_user(struct kcoll_buf *b, u64 uaddr, size_t len,
 		       bool writable);
-/* How many times REG_MEM faults its argument in and tries anew before it
- * gives up with -EFAULT (kcoll_reg.c). */
-#define KCOLL_FAULT_TRIES	16
 int kcoll_buf_alloc(struct kcoll_buf *b, size_t len, struct kcoll_quota *q);
 int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm);
 void kcoll_buf_release(struct kcoll_buf *b);

@@ -163,11 +163,14 @@ out_put_comm:
 	return err;
 }
 
+/* How many times REG_MEM tries before it gives up with -EFAULT. */
+#define KCOLL_REG_TRIES	16
+
 int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 {
-	unsigned int tries = 0;
 	struct kcoll_reg_mem p;
 	bool dmabuf, faulted;
+	unsigned int tries;
 	int err;
 
 	if (copy_from_user(&p, uarg, sizeof(p)))
@@ -188,19 +191,20 @@ int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	if (p.addr + p.len < p.addr)
 		return dmabuf ? -EINVAL : -EFAULT;
 
-	/* Writable before the handle goes out under dev_sem, where it may
-	 * not fault (one COW-shared since a fork would make every try
-	 * redo the pin and the registration). */
-	if (fault_in_safe_writeable(uarg, sizeof(p)))
-		return -EFAULT;
-	do {
+	/*
+	 * The argument made writable before each try: the handle goes out
+	 * under dev_sem, where it may not fault (one COW-shared since a
+	 * fork would otherwise fail it). A try whose copy still faulted
+	 * (another thread took the page away again) was undone whole.
+	 */
+	for (tries = 1;; tries++) {
+		if (fault_in_safe_writeable(uarg, sizeof(p)))
+			return -EFAULT;
 		faulted = false;
 		err = kcoll_reg_mem(ctx, uarg, &p, dmabuf, &faulted);
-		if (!faulted || ++tries >= KCOLL_FAULT_TRIES)
-			break;
-		err = fault_in_safe_writeable(uarg, sizeof(p)) ? -EFAULT : 0;
-	} while (!err);
-	return err;
+		if (!faulted || tries == KCOLL_REG_TRIES)
+			return err;
+	}
 }
 
 /*
