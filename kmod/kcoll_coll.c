@@ -52,17 +52,44 @@ static int kcoll_op_view(struct kcoll_task *op, int which,
 }
 
 /*
+ * Plain buffer @which of @op (its want[] filled in), before dev_sem: the
+ * registration cache's part (a cached entry seen, taken only under
+ * dev_sem, or a new one pinned), or the operation's own pages pinned.
+ * With !@may_hit no cached entry is looked for.
+ */
+static int kcoll_op_pin_plain(struct kcoll_task *op, int which, bool may_hit)
+{
+	struct kcoll_op_want *w = &op->want[which];
+	struct kcoll_mem *mem;
+	int err;
+
+	/* Registered anyway: kept for the next operation on these pages. */
+	if (!op->unreg) {
+		err = kcoll_cache_pin(op->comm, w->addr, w->len, w->writable,
+				      may_hit, &mem);
+		if (!err) {
+			/* A new entry: a use, no view yet. */
+			op->mems[which] = mem;
+			w->cached = !mem;
+			return 0;
+		}
+		if (err != -EAGAIN)
+			return err;
+	}
+	return kcoll_buf_pin_user(&op->bufs[which], w->addr, w->len,
+				  w->writable);
+}
+
+/*
  * Buffer @which (SEND or RECV) of @op, before dev_sem: the range is
- * checked, and a plain one pinned (the cache's entry, or the operation's
- * own pages), which may fault. kcoll_op_bind_buf() does the rest.
+ * checked, and a plain one pinned, which may fault (kcoll_op_pin_plain()).
+ * kcoll_op_bind_buf() does the rest.
  */
 static int kcoll_op_pin(struct kcoll_task *op, int which, u64 addr,
 			u32 handle, u64 elems, bool writable)
 {
 	struct kcoll_op_want *w = &op->want[which];
-	struct kcoll_mem *mem;
 	size_t len;
-	int err;
 
 	if (check_mul_overflow((size_t)elems, op->esize, &len))
 		return -EOVERFLOW;
@@ -77,17 +104,70 @@ static int kcoll_op_pin(struct kcoll_task *op, int which, u64 addr,
 				     .handle = handle, .writable = writable };
 	if (handle)
 		return 0;
-	/* Registered anyway: kept for the next operation on these pages. */
-	if (!op->unreg) {
-		err = kcoll_cache_get(op->comm, addr, len, writable, &mem);
-		if (!err) {
-			op->mems[which] = mem;	/* a use, no view yet */
-			return 0;
+	return kcoll_op_pin_plain(op, which, true);
+}
+
+/* kcoll_op_bind()'s answer when a cached entry went: kcoll_op_repin(). */
+#define KCOLL_OP_REPIN	1
+
+/*
+ * The first thing under dev_sem: a use of each cached entry
+ * kcoll_op_pin_plain() saw (a use taken before dev_sem would keep the
+ * entry's MRs alive through the other buffer's pin, however long that
+ * waits, where a device removal cannot take them once an invalidation
+ * has taken the entry off the cache). 0, or KCOLL_OP_REPIN if one went
+ * since: the uses taken are dropped again and kcoll_op_repin() pins that
+ * buffer anew, outside dev_sem.
+ */
+static int kcoll_op_take_cached(struct kcoll_task *op)
+{
+	struct kcoll_op_want *w;
+	bool gone = false;
+	int i;
+
+	lockdep_assert_held(&op->comm->dev_sem);
+	for (i = KCOLL_SBUF_SEND; i <= KCOLL_SBUF_RECV; i++) {
+		w = &op->want[i];
+		if (!w->cached)
+			continue;
+		op->mems[i] = kcoll_cache_take(op->comm, w->addr, w->len,
+					       w->writable);
+		if (!op->mems[i]) {
+			w->cached = false;
+			w->repin = true;
+			gone = true;
 		}
-		if (err != -EAGAIN)
+	}
+	if (!gone)
+		return 0;
+	for (i = KCOLL_SBUF_SEND; i <= KCOLL_SBUF_RECV; i++) {
+		if (op->want[i].cached && op->mems[i]) {
+			kcoll_mem_put(op->mems[i]);
+			op->mems[i] = NULL;
+		}
+	}
+	return KCOLL_OP_REPIN;
+}
+
+/*
+ * Outside dev_sem again: the buffers whose cached entry went before
+ * kcoll_op_take_cached() got to it, pinned without the cache's old
+ * entries. Each buffer comes here at most once, so a submission binds at
+ * most three times.
+ */
+static int kcoll_op_repin(struct kcoll_task *op)
+{
+	int i, err;
+
+	for (i = KCOLL_SBUF_SEND; i <= KCOLL_SBUF_RECV; i++) {
+		if (!op->want[i].repin)
+			continue;
+		op->want[i].repin = false;
+		err = kcoll_op_pin_plain(op, i, false);
+		if (err)
 			return err;
 	}
-	return kcoll_buf_pin_user(&op->bufs[which], addr, len, writable);
+	return 0;
 }
 
 /*
@@ -121,7 +201,7 @@ static int kcoll_op_bind_buf(struct kcoll_task *op, int which)
 	mem = op->mems[which];
 	if (mem) {
 		op->mems[which] = NULL;	/* the view takes the use */
-		err = kcoll_cache_commit(comm, mem);
+		err = w->cached ? 0 : kcoll_cache_commit(comm, mem);
 		if (err) {
 			kcoll_mem_put(mem);
 			return err;
@@ -337,6 +417,9 @@ static int kcoll_op_bind(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	int err;
 
 	lockdep_assert_held(&comm->dev_sem);
+	err = kcoll_op_take_cached(op);
+	if (err)
+		return err;
 	err = kcoll_op_bind_buf(op, KCOLL_SBUF_SEND);
 	if (err)
 		return err;
@@ -448,14 +531,16 @@ void kcoll_coll_issue(struct kcoll_req *req)
 	err = kcoll_comm_dead_hint(comm, sqe);
 	if (!err)
 		err = kcoll_op_prepare(op, sqe);
+bind:
 	/*
 	 * From here to the queueing, nothing takes the comm's device away
 	 * (its removal and the comm's destroy wait on dev_sem): what bind
 	 * registers is queued with the op, where they find it, or released
-	 * here, and a cached registration the op holds is checked to still
-	 * have its MRs. The op is freed under it too: its MRs, and those of
-	 * a cache entry whose last use it holds, die while the device is
-	 * certainly there.
+	 * here, and a cached registration is taken only here, with its MRs
+	 * (kcoll_op_take_cached(); one that went meanwhile sends us back
+	 * once to pin, kcoll_op_repin()). The op is freed under it too: its
+	 * MRs, and those of a cache entry whose last use it holds, die while
+	 * the device is certainly there.
 	 */
 	down_read(&comm->dev_sem);
 	if (err)
@@ -463,6 +548,11 @@ void kcoll_coll_issue(struct kcoll_req *req)
 	err = kcoll_comm_dead_hint(comm, sqe);
 	if (!err)
 		err = kcoll_op_bind(op, sqe);
+	if (err == KCOLL_OP_REPIN) {
+		up_read(&comm->dev_sem);
+		err = kcoll_op_repin(op);
+		goto bind;
+	}
 	if (err)
 		goto out_unlock_dev;
 

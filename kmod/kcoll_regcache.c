@@ -163,9 +163,9 @@ static u64 kcoll_cache_limit(void)
 }
 
 /* A usable entry of @comm over [@addr, @addr + @len) of current's mm;
- * with a use taken. */
+ * with a use taken (and made the most recent) if @take. */
 static struct kcoll_mem *kcoll_cache_find(struct kcoll_comm *comm, u64 addr,
-					  size_t len, bool writable)
+					  size_t len, bool writable, bool take)
 {
 	struct kcoll_mem *mem, *found = NULL;
 
@@ -178,9 +178,11 @@ static struct kcoll_mem *kcoll_cache_find(struct kcoll_comm *comm, u64 addr,
 		    len > mem->len - (addr - mem->addr) ||
 		    (writable && !mem->buf.writable) || !mem->buf.segs)
 			continue;
-		if (!refcount_inc_not_zero(&mem->users))
-			continue;
-		list_move(&mem->node, &comm->cache);
+		if (take) {
+			if (!refcount_inc_not_zero(&mem->users))
+				continue;
+			list_move(&mem->node, &comm->cache);
+		}
 		found = mem;
 		break;
 	}
@@ -189,32 +191,37 @@ static struct kcoll_mem *kcoll_cache_find(struct kcoll_comm *comm, u64 addr,
 }
 
 /*
- * kcoll_cache_get - the cache's entry for an operation's plain buffer
- * [@addr, @addr + @len): a cached one, or a new one, pinned but neither
- * registered nor cached yet (kcoll_cache_commit() does both under
- * dev_sem). On success *@out holds a use for the operation. Returns 0,
- * -EAGAIN if the cache is off or full for this user (the caller pins for
- * this operation alone), or the error of pinning. Process context of the
- * buffer's owner, without dev_sem: pinning may fault, and a fault may wait
- * on the buffer's owner for as long as it likes (a FUSE file, a
- * userfaultfd region), so it must hold back nobody else.
+ * kcoll_cache_pin - the cache's part in an operation's plain buffer
+ * [@addr, @addr + @len), before dev_sem. Returns 0 with *@out NULL when a
+ * cached entry covers it (nothing taken: kcoll_cache_take() takes it under
+ * dev_sem), or 0 with *@out a new entry, pinned but neither registered
+ * nor cached (kcoll_cache_commit() does both under dev_sem), holding a use
+ * for the operation; -EAGAIN if the cache is off or full for this user
+ * (the caller pins for this operation alone), or the error of pinning.
+ * With !@may_hit no cached entry is looked for.
+ *
+ * Process context of the buffer's owner, without dev_sem: pinning may
+ * fault, and a fault may wait on the buffer's owner for as long as it
+ * likes (a FUSE file, a userfaultfd region), so it must hold back nobody
+ * else. That is also why a cached entry is only looked at here: a use
+ * taken now would keep its MRs alive while the operation's other buffer
+ * pins, and an invalidation in between takes the entry off the cache,
+ * where a device removal no longer finds them, so the removal would wait
+ * on that fault.
  */
-int kcoll_cache_get(struct kcoll_comm *comm, u64 addr, size_t len,
-		    bool writable, struct kcoll_mem **out)
+int kcoll_cache_pin(struct kcoll_comm *comm, u64 addr, size_t len,
+		    bool writable, bool may_hit, struct kcoll_mem **out)
 {
 	u64 limit = kcoll_cache_limit();
 	unsigned long start;
 	struct kcoll_mem *mem;
 	int err;
 
+	*out = NULL;
 	if (!limit || !current->mm || len > limit)
 		return -EAGAIN;
-	mem = kcoll_cache_find(comm, addr, len, writable);
-	if (mem) {
-		kcoll_stat_add(KCOLL_STAT_REGCACHE_HITS, 1);
-		*out = mem;
+	if (may_hit && kcoll_cache_find(comm, addr, len, writable, false))
 		return 0;
-	}
 	kcoll_stat_add(KCOLL_STAT_REGCACHE_MISSES, 1);
 
 	/* A registration like REG_MEM's, under the same per-user limit
@@ -263,18 +270,36 @@ int kcoll_cache_get(struct kcoll_comm *comm, u64 addr, size_t len,
 		kcoll_mem_put(mem);
 		return err;
 	}
-	mem->fresh = true;
 	*out = mem;
 	return 0;
 }
 
 /*
- * kcoll_cache_commit - make @mem (from kcoll_cache_get(), the operation's
- * use) usable by the operation: a fresh entry is registered, and cached
- * unless its mapping changed meanwhile or the communicator is failing; a
- * cached one must still have its MRs (a device removal in between takes
- * them: -ENODEV). On error the caller drops its use. Under comm->dev_sem
- * (read).
+ * kcoll_cache_take - the cached entry kcoll_cache_pin() saw over [@addr,
+ * @addr + @len), with a use for the operation; NULL if an invalidation (or
+ * the cache's bounds) took it away since: the caller pins anew, outside
+ * dev_sem. Under comm->dev_sem (read): the entry's MRs, which a device
+ * removal takes only from entries on the cache, stay until dev_sem goes,
+ * and the operation's use then keeps them where the removal finds them
+ * (queued with the operation).
+ */
+struct kcoll_mem *kcoll_cache_take(struct kcoll_comm *comm, u64 addr,
+				   size_t len, bool writable)
+{
+	struct kcoll_mem *mem;
+
+	lockdep_assert_held(&comm->dev_sem);
+	mem = kcoll_cache_find(comm, addr, len, writable, true);
+	if (mem)
+		kcoll_stat_add(KCOLL_STAT_REGCACHE_HITS, 1);
+	return mem;
+}
+
+/*
+ * kcoll_cache_commit - make @mem (from kcoll_cache_pin(), the operation's
+ * use) usable by the operation: registered, and cached unless its mapping
+ * changed meanwhile or the communicator is failing. On error the caller
+ * drops its use. Under comm->dev_sem (read).
  */
 int kcoll_cache_commit(struct kcoll_comm *comm, struct kcoll_mem *mem)
 {
@@ -282,9 +307,6 @@ int kcoll_cache_commit(struct kcoll_comm *comm, struct kcoll_mem *mem)
 	int err;
 
 	lockdep_assert_held(&comm->dev_sem);
-	if (!mem->fresh)
-		return mem->buf.segs ? 0 : -ENODEV;
-	mem->fresh = false;
 	err = kcoll_buf_register(&mem->buf, comm);
 	if (err)
 		return err;

@@ -6,8 +6,10 @@
 struct kcoll_comm;
 struct kcoll_mem;
 
-int kcoll_cache_get(struct kcoll_comm *comm, u64 addr, size_t len,
-		    bool writable, struct kcoll_mem **out);
+int kcoll_cache_pin(struct kcoll_comm *comm, u64 addr, size_t len,
+		    bool writable, bool may_hit, struct kcoll_mem **out);
+struct kcoll_mem *kcoll_cache_take(struct kcoll_comm *comm, u64 addr,
+				   size_t len, bool writable);
 int kcoll_cache_commit(struct kcoll_comm *comm, struct kcoll_mem *mem);
 void kcoll_cache_flush(struct kcoll_comm *comm);
 void kcoll_cache_mem_free(struct kcoll_mem *mem);

@@ -192,9 +192,6 @@ struct kcoll_mem {
 	bool is_cache;
 	bool cached;
 	bool mni_on;			/* @mni inserted */
-	bool fresh;			/* pinned for an operation, not yet
-					 * registered nor cached
-					 * (kcoll_cache_commit()) */
 	unsigned long seq;		/* @mni's, before the pin */
 	bool comm_ref;			/* holds a reference of @comm */
 	atomic_t stale;			/* the mapping changed: never reused */
@@ -479,6 +476,8 @@ struct kcoll_task {
 		size_t len;
 		u32 handle;
 		bool writable;
+		bool cached;	/* a cache entry covers it: taken in bind */
+		bool repin;	/* that entry went before bind took it */
 	} want[2];
 	u8 dtype;
 	u8 redop;

@@ -1271,6 +1271,12 @@ TEST(unprivileged_vector_tables)
  * on the region's owner. 6.1 does not let a long-term pin wait on a
  * userfaultfd region (the pin fails with -EFAULT at once); the table's
  * copy waits there too.
+ *
+ * The allreduce's send buffer is the cache's already (a warm-up
+ * allreduce), and it is invalidated while the allreduce waits on its
+ * receive buffer: until 2026-12-06 the allreduce held that entry's MRs
+ * through the wait, off the cache where the removal takes them, and the
+ * removal waited again.
  */
 #define KH_UF_BYTES	(256u << 10)
 
@@ -1355,6 +1361,7 @@ TEST_F_TIMEOUT(harden, pages_that_never_fault_in_hold_back_no_removal, 300)
 	struct uffdio_zeropage zp = {};
 	struct kh_uf_rank k[2] = {};
 	struct kh_uf_call c[3] = {};
+	long long inval0;
 	pthread_t t[3], tr;
 	struct kh_rm rm = {};
 	size_t len = 3 * KH_UF_BYTES;
@@ -1395,6 +1402,18 @@ TEST_F_TIMEOUT(harden, pages_that_never_fault_in_hold_back_no_removal, 300)
 	ASSERT_EQ(0, k[0].res);
 	ASSERT_EQ(0, k[1].res);
 
+	/* The warm-up: src cached by both ranks, as a send buffer. */
+	for (i = 0; i < 2; i++) {
+		c[i] = (struct kh_uf_call){
+			.k = &k[i], .what = 1, .area = dst, .src = src,
+		};
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, kh_uf_caller, &c[i]));
+	}
+	for (i = 0; i < 2; i++) {
+		pthread_join(t[i], NULL);
+		ASSERT_EQ(0, c[i].res);
+	}
+
 	/* Each on its own part of the region; rank 1's ring for the table. */
 	for (i = 0; i < 3; i++) {
 		c[i] = (struct kh_uf_call){
@@ -1433,6 +1452,16 @@ TEST_F_TIMEOUT(harden, pages_that_never_fault_in_hold_back_no_removal, 300)
 		EXPECT_NE(2, i);
 	}
 	EXPECT_EQ(3, faults + !waited[0] + !waited[1] + !waited[2]);
+
+	/* The cache's entry of src goes (its drop work runs at once). */
+	inval0 = kt_sysfs_read("stats/reg_cache_invalidations");
+	EXPECT_EQ(0, madvise(src, KH_UF_BYTES, MADV_DONTNEED));
+	t_end = kh_now() + 10;
+	while (kt_sysfs_read("stats/reg_cache_invalidations") <= inval0 &&
+	       kh_now() < t_end)
+		usleep(10 * 1000);
+	EXPECT_LT(inval0, kt_sysfs_read("stats/reg_cache_invalidations"));
+	usleep(500 * 1000);
 
 	/* The removal ends while they still wait. */
 	ASSERT_EQ(0, pthread_create(&tr, NULL, kh_rm_thread, &rm));
