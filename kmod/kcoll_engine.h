@@ -222,6 +222,7 @@ void kcoll_op_lazy_ask(struct kcoll_task *op);
 int kcoll_op_send_sig(struct kcoll_task *op, struct kcoll_conn *conn,
 		      u32 status);
 bool kcoll_op_sigs_in(struct kcoll_task *op);
+bool kcoll_op_sig_stranded(struct kcoll_task *op, u32 *peer);
 void kcoll_sig_reply(struct kcoll_conn *conn);
 void kcoll_sig_ask_add(struct kcoll_conn *conn, u32 seq);
 bool kcoll_sig_asked(const struct kcoll_conn *conn, u32 seq);

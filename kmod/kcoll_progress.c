@@ -497,8 +497,11 @@ static void kcoll_op_progress(struct kcoll_task *op)
 		return;
 	if (!op->t_phases_end)
 		op->t_phases_end = ktime_get_ns();
-	if (op->kind == KCOLL_KIND_COLL && !kcoll_op_sigs_in(op))
+	if (op->kind == KCOLL_KIND_COLL && !kcoll_op_sigs_in(op)) {
+		if (kcoll_op_sig_stranded(op, &peer))
+			kcoll_op_fail_from(op, -ECONNRESET, peer);
 		return;
+	}
 	op->finished = true;
 	op->t_finished = ktime_get_ns();
 }

@@ -11,6 +11,7 @@
 
 #include "kcoll_types.h"
 #include "kcoll_conn.h"
+#include "kcoll_coll.h"
 #include "kcoll_stats.h"
 #include "kcoll_engine.h"
 
@@ -222,6 +223,35 @@ void kcoll_op_lazy_ask(struct kcoll_task *op)
 		    !kcoll_sig_confirmed(op, conn))
 			kcoll_op_send_sig(op, conn, KCOLL_SIG_ASK);
 	}
+}
+
+/*
+ * Does @op wait for the signature of a peer that said BYE after completing
+ * this collective (kcoll_peer_finished()), where kcoll_op_sigs_in() needs
+ * it? Its connection is gone, so nothing of it comes any more: a rank that
+ * completed the collective had sent its SIG first, on the same QP, so the
+ * BYE's watermark was a lie (or the SIG was queued for an operation not
+ * yet started here, and went with the connection). The operation would
+ * wait for its own timeout, or for ever without one; its caller fails it
+ * now, naming *@peer. Must hold comm->lock.
+ */
+bool kcoll_op_sig_stranded(struct kcoll_task *op, u32 *peer)
+{
+	struct kcoll_comm *comm = op->comm;
+	u32 i;
+
+	lockdep_assert_held(&comm->lock);
+	for (i = 0; i < comm->nranks; i++) {
+		struct kcoll_conn *conn = comm->conns[i];
+
+		if (!conn || kcoll_sig_confirmed(op, conn) ||
+		    !kcoll_peer_finished(conn, op) ||
+		    (op->lazy && kcoll_conn_lazy(conn)))
+			continue;
+		*peer = i;
+		return true;
+	}
+	return false;
 }
 
 /*

@@ -98,6 +98,7 @@ struct wpeer {
 	 * the first send-side error (not a flush) the QP reported. */
 	bool hold_grants;
 	int first_err;
+	bool no_sig;		/* answer no SIG (the data still moves) */
 };
 
 #define WP_SLOTS	(3u << 20)	/* offset of our eager slots in data */
@@ -744,7 +745,8 @@ static void wp_play(struct wpeer *p, const struct kcoll_wire_msg *in)
 		if (le32toh(in->status) & KCOLL_SIG_DONE)
 			return;
 		m.status = 0;
-		wp_send(p, &m, sizeof(m), false, 0);
+		if (!p->no_sig)
+			wp_send(p, &m, sizeof(m), false, 0);
 		wp_play_rooted(p, in);
 		return;
 	case KCOLL_MSG_GRANT:
@@ -1570,6 +1572,66 @@ TEST(a_lying_bye_fails_what_it_owes_at_once)
 	}
 	TH_LOG("the allreduce ended %.2f s after the BYE: %s",
 	       wp_now() - t0, strerror(-cqe.res));
+	EXPECT_EQ(-ECONNRESET, cqe.res);
+	EXPECT_GT(10.0, wp_now() - t0);
+	d.comm_id = c.id;
+	EXPECT_EQ(0, kt_ioctl(c.r.fd, KCOLL_IOC_COMM_DESTROY, &d));
+	wp_destroy(&p);
+	kt_ring_exit(&c.r);
+}
+
+/*
+ * The same lie about a signature: the peer writes its part of a reduce to
+ * the module's root (rank 0) but never sends its SIG, then says BYE
+ * claiming five collectives done. A rank that completed the reduce had
+ * sent its SIG first, on the same connection, so nothing more can come:
+ * the reduce fails at once with -ECONNRESET (until 2026-12-06 it waited
+ * for its timeout, or for ever without one).
+ */
+TEST(a_bye_without_its_signature_fails_at_once)
+{
+	struct kcoll_comm_destroy d = { 0 };
+	float a[2] = { 1, 2 }, b[2] = { 0 };
+	struct kcoll_wire_msg m;
+	struct kcoll_sqe *sqe;
+	struct kcoll_cqe cqe;
+	struct wpeer p;
+	struct wcomm c;
+	double t0;
+	int i;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	ASSERT_EQ(0, wp_pair(&p, &c, 0x7e3b, "bye-no-sig", 0));
+	p.no_sig = true;
+	sqe = kt_get_sqe(&c.r);
+	ASSERT_NE(NULL, sqe);
+	*sqe = kt_coll(KCOLL_OP_REDUCE, c.id, KCOLL_DTYPE_FP32,
+		       KCOLL_REDOP_SUM, 0, 2, a, b);
+	sqe->timeout_ms = 20000;
+	ASSERT_EQ(1, kt_enter(&c.r, 1, 0, 0, 0));
+	/* The module's grant filled: its data is in, its SIG is not. */
+	for (i = 0; i < 100 && !p.writes; i++) {
+		usleep(10000);
+		wp_poll(&p);
+	}
+	ASSERT_LT(0, p.writes);
+	for (i = 0; i < 30; i++) {
+		usleep(10000);
+		wp_poll(&p);
+	}
+	ASSERT_NE(0, kt_pop(&c.r, &cqe));
+	memset(&m, 0, sizeof(m));
+	m.type = KCOLL_MSG_BYE;
+	m.seq = htole32(5);
+	t0 = wp_now();
+	ASSERT_EQ(0, wp_send(&p, &m, sizeof(m), false, 0));
+	while (kt_pop(&c.r, &cqe)) {
+		ASSERT_LE(0, kt_enter(&c.r, 0, 1, KCOLL_ENTER_GETEVENTS,
+				      30000000000ULL));
+	}
+	TH_LOG("the reduce ended %.2f s after the BYE: %s (result %.0f)",
+	       wp_now() - t0, strerror(-cqe.res), b[0]);
 	EXPECT_EQ(-ECONNRESET, cqe.res);
 	EXPECT_GT(10.0, wp_now() - t0);
 	d.comm_id = c.id;
