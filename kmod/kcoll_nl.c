@@ -253,6 +253,18 @@ static int kcoll_nl_put_missing(struct sk_buff *skb, const u32 *r, u32 n)
 		       min_t(u32, n, KCOLL_NL_MAX_MISSING) * sizeof(u32), r);
 }
 
+/*
+ * Has @nest, the last attribute opened in @skb, outgrown the 16 bits of
+ * its nla_len? (nla_nest_end() would truncate it, and a reader would take
+ * what follows the short length for top-level attributes.) Its last
+ * element is then taken back: a reply lists what fits (KCOLL_A_NRANKS
+ * says how many ranks there are).
+ */
+static bool kcoll_nl_nest_full(struct sk_buff *skb, struct nlattr *nest)
+{
+	return skb_tail_pointer(skb) - (unsigned char *)nest > U16_MAX;
+}
+
 /* Must hold comm->lock. */
 static int kcoll_nl_put_members(struct sk_buff *skb, struct kcoll_comm *comm)
 {
@@ -280,6 +292,10 @@ static int kcoll_nl_put_members(struct sk_buff *skb, struct kcoll_comm *comm)
 				ra->local_index) ||
 		    nla_put_u8(skb, KCOLL_A_MEMBER_CONNECTED, up))
 			goto out_cancel;
+		if (kcoll_nl_nest_full(skb, nest)) {
+			nla_nest_cancel(skb, m);
+			break;
+		}
 		nla_nest_end(skb, m);
 	}
 	nla_nest_end(skb, nest);
@@ -323,6 +339,10 @@ static int kcoll_nl_put_ops(struct sk_buff *skb, struct kcoll_comm *comm,
 		    kcoll_nl_put_missing(skb, missing,
 					 min_t(u32, nmiss, max_miss)))
 			goto out_cancel;
+		if (kcoll_nl_nest_full(skb, nest)) {
+			nla_nest_cancel(skb, o);
+			break;
+		}
 		nla_nest_end(skb, o);
 	}
 	nla_nest_end(skb, nest);
@@ -467,7 +487,7 @@ static int kcoll_nl_comm_get(struct sk_buff *skb, struct genl_info *info)
 		return -ENOENT;
 	}
 	/* Members, ops with their missing ranks, histogram, profile. */
-	size = NLMSG_DEFAULT_SIZE + (size_t)f.comm->nranks * 48 +
+	size = NLMSG_DEFAULT_SIZE + (size_t)f.comm->nranks * 56 +
 	       KCOLL_NL_MAX_OPS * (128 + KCOLL_NL_MAX_MISSING * 4) +
 	       nla_total_size(KCOLL_NL_PROF_NR * sizeof(u64));
 	msg = genlmsg_new(size, GFP_KERNEL);
