@@ -250,6 +250,12 @@ static int kcoll_gpu_view(struct kcoll_task *op, int which, u32 handle,
 			    elems * op->esize, &err);
 	if (!mem)
 		return err;
+	/* The scratch is written: GPU_SETUP checked its registration, but
+	 * the handle may name another one since (deregistered, reused). */
+	if (!mem->buf.writable) {
+		kcoll_mem_put(mem);
+		return -EACCES;
+	}
 	*b = mem->buf;
 	b->off0 = mem->buf.off0 + (addr - mem->addr);
 	b->vaddr = mem->buf.vaddr ? mem->buf.vaddr + (addr - mem->addr) : NULL;
