@@ -28,6 +28,7 @@
 
 #include "kcoll.h"
 #include "kcoll_types.h"
+#include "kcoll_mem.h"
 #include "kcoll_comm.h"
 #include "kcoll_reg.h"
 #include "kcoll_logic.h"
@@ -148,6 +149,11 @@ static int kcoll_gpu_pin(struct kcoll_gpu *g, u64 uaddr)
 				&g->page);
 	if (n != 1)
 		return n < 0 ? n : -EFAULT;
+	/* Written by the CPU and the GPU: as any buffer kcoll writes. */
+	if (!kcoll_pin_writable_ok(g->page)) {
+		unpin_user_page(g->page);
+		return -EFAULT;
+	}
 	g->bell = page_address(g->page);
 	g->bell_uaddr = uaddr;
 	return 0;

@@ -13,7 +13,9 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/backing-dev.h>
 #include <linux/mm.h>
+#include <linux/pagemap.h>
 #include <linux/scatterlist.h>
 #include <linux/random.h>
 #include <linux/sched/mm.h>
@@ -68,12 +70,38 @@ static int kcoll_buf_vmap(struct kcoll_buf *b)
 }
 
 /*
+ * May @page, pinned for writing, stay pinned? Not a page of a file that
+ * its file system writes back (a shared mapping of ext4, NFS, FUSE ...):
+ * writes through a long-term pin bypass the file system's dirty tracking
+ * (the page may be written back, or truncated, under the NIC), and the
+ * unpin must dirty it under its page lock, which such a file system may
+ * hold for as long as its server likes (a FUSE write waits on the file's
+ * daemon with a page locked that is not up to date), and on a page whose
+ * up-to-date flag a failed write took, dirtying WARNs. Kernels since 6.5
+ * refuse these pins themselves (writable_file_mapping_allowed()); on
+ * older ones kcoll does. Anonymous memory, shmem (tmpfs, memfd, POSIX
+ * shared memory) and hugetlbfs write nothing back: allowed, as are pages
+ * without a mapping. Checked on the pinned pages, not the VMAs, so that
+ * no remap between the two can slip one through.
+ */
+bool kcoll_pin_writable_ok(struct page *page)
+{
+	struct address_space *mapping;
+
+	if (PageAnon(page))
+		return true;
+	mapping = folio_mapping(page_folio(page));
+	return !mapping || !mapping_can_writeback(mapping);
+}
+
+/*
  * kcoll_buf_pin_user - pin @len bytes at user address @uaddr of current.
  * Must be called from the owner's process context, without dev_sem or any
  * lock another user's work needs: a fault may wait on the buffer's owner
  * for as long as it likes (a userfaultfd region, a FUSE file). @len may
- * be 0 (an empty buffer: nothing pinned). Returns 0, -EFAULT, -ENOMEM,
- * -EINTR or -EOVERFLOW.
+ * be 0 (an empty buffer: nothing pinned). Returns 0, -EFAULT (also for a
+ * @writable one on a file system's shared mapping), -ENOMEM, -EINTR or
+ * -EOVERFLOW.
  */
 int kcoll_buf_pin_user(struct kcoll_buf *b, u64 uaddr, size_t len,
 		       bool writable)
@@ -134,6 +162,15 @@ int kcoll_buf_pin_user(struct kcoll_buf *b, u64 uaddr, size_t len,
 			goto out_unpin;
 		}
 		cond_resched();
+	}
+	for (n = 0; writable && n < b->npages; n++) {
+		if (!kcoll_pin_writable_ok(b->pages[n])) {
+			pr_info_ratelimited("%s[%d]: a buffer to be written lies on a file system's shared mapping (only anonymous memory, shmem and hugetlbfs): -EFAULT\n",
+					    current->comm,
+					    task_pid_nr(current));
+			err = -EFAULT;
+			goto out_unpin;
+		}
 	}
 	err = kcoll_buf_vmap(b);
 	if (err)

@@ -14,6 +14,7 @@ int kcoll_buf_pin_user(struct kcoll_buf *b, u64 uaddr, size_t len,
 int kcoll_buf_alloc(struct kcoll_buf *b, size_t len, struct kcoll_quota *q);
 int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm);
 void kcoll_buf_release(struct kcoll_buf *b);
+bool kcoll_pin_writable_ok(struct page *page);
 /* Where the NIC sees bytes [off, off + len) (must not cross a segment). */
 void kcoll_buf_sge(const struct kcoll_buf *b, size_t off, size_t len,
 		   struct ib_sge *sge);

@@ -12,12 +12,15 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <linux/fuse.h>
 #include <linux/userfaultfd.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include "kselftest_harness.h"
@@ -1496,6 +1499,258 @@ TEST_F_TIMEOUT(harden, pages_that_never_fault_in_hold_back_no_removal, 300)
 	close(uffd);
 	free(src);
 	free(dst);
+}
+
+/*
+ * A buffer kcoll may write must not lie on a file system's shared mapping
+ * (ext4, NFS, FUSE ...): writes through a long-term pin bypass the file
+ * system's dirty tracking, and the unpin dirties each page under its page
+ * lock, which such a file system may hold for as long as its server likes
+ * (a FUSE write(2) waits on the file's daemon with a page locked that a
+ * failed write left not up to date; dirtying that page WARNs). Until
+ * 2026-12-06 6.1 let REG_MEM pin a FUSE mapping for writing, and a
+ * DEREG_MEM then waited on the daemon under dev_sem. Kernels since 6.5
+ * refuse these pins themselves; kcoll now does everywhere (-EFAULT), for
+ * registrations and for an operation's own buffers, and keeps allowing
+ * reading them, and writing shmem (a memfd: what shared-memory tensors
+ * use). The file system here is the test's own: a thread speaking the
+ * FUSE protocol on /dev/fuse.
+ */
+#define KH_FUSE_SIZE	(4 * 4096)
+
+
+struct kh_fuse {
+	int fd;
+	volatile int stop;
+};
+
+static int kh_fuse_reply(int fd, uint64_t unique, int err, const void *p,
+			 size_t n)
+{
+	struct fuse_out_header h = {
+		.len = sizeof(h) + (err ? 0 : n), .error = err,
+		.unique = unique,
+	};
+	struct iovec iov[2] = {
+		{ &h, sizeof(h) }, { (void *)p, err ? 0 : n },
+	};
+
+	return writev(fd, iov, 2) == (ssize_t)h.len ? 0 : -errno;
+}
+
+static void kh_fuse_attr(struct fuse_attr *a, uint64_t ino)
+{
+	memset(a, 0, sizeof(*a));
+	a->ino = ino;
+	a->nlink = ino == 1 ? 2 : 1;
+	a->blksize = 4096;
+	a->mode = ino == 1 ? S_IFDIR | 0755 : S_IFREG | 0666;
+	a->size = ino == 1 ? 0 : KH_FUSE_SIZE;
+	a->blocks = a->size / 512;
+}
+
+static void *kh_fuse_serve(void *arg)
+{
+	static char zero[KH_FUSE_SIZE];
+	struct kh_fuse *f = arg;
+	size_t bufsz = 1 << 20;
+	char *buf = malloc(bufsz);
+
+	while (buf) {
+		struct fuse_in_header *h = (void *)buf;
+		void *in = h + 1;
+		union {
+			struct fuse_init_out init;
+			struct fuse_entry_out entry;
+			struct fuse_attr_out attr;
+			struct fuse_open_out open;
+			struct fuse_write_out write;
+		} o;
+		struct pollfd pfd = { .fd = f->fd, .events = POLLIN };
+		size_t len = 0;
+		int err = 0;
+		ssize_t n;
+
+		if (f->stop)
+			break;
+		if (poll(&pfd, 1, 100) <= 0)
+			continue;
+		n = read(f->fd, buf, bufsz);
+		if (n < 0 && (errno == EINTR || errno == ENOENT))
+			continue;
+		if (n < (ssize_t)sizeof(*h))
+			break;		/* unmounted */
+		memset(&o, 0, sizeof(o));
+		switch (h->opcode) {
+		case FUSE_INIT: {
+			const struct fuse_init_in *i = in;
+
+			o.init.major = FUSE_KERNEL_VERSION;
+			o.init.minor = i->minor < FUSE_KERNEL_MINOR_VERSION ?
+				       i->minor : FUSE_KERNEL_MINOR_VERSION;
+			o.init.max_readahead = i->max_readahead;
+			o.init.max_background = 16;
+			o.init.congestion_threshold = 12;
+			o.init.max_write = 65536;
+			o.init.time_gran = 1;
+			len = sizeof(o.init);
+			break;
+		}
+		case FUSE_LOOKUP:
+			if (h->nodeid != 1 || strcmp(in, "f")) {
+				err = -ENOENT;
+				break;
+			}
+			o.entry.nodeid = 2;
+			o.entry.generation = 1;
+			o.entry.entry_valid = 3600;
+			o.entry.attr_valid = 3600;
+			kh_fuse_attr(&o.entry.attr, 2);
+			len = sizeof(o.entry);
+			break;
+		case FUSE_GETATTR:
+		case FUSE_SETATTR:
+			o.attr.attr_valid = 3600;
+			kh_fuse_attr(&o.attr.attr, h->nodeid);
+			len = sizeof(o.attr);
+			break;
+		case FUSE_OPEN:
+		case FUSE_OPENDIR:
+			o.open.fh = 1;
+			len = sizeof(o.open);
+			break;
+		case FUSE_READ: {
+			const struct fuse_read_in *r = in;
+
+			len = r->offset >= KH_FUSE_SIZE ? 0 :
+			      KH_FUSE_SIZE - r->offset;
+			if (len > r->size)
+				len = r->size;
+			kh_fuse_reply(f->fd, h->unique, 0, zero, len);
+			continue;
+		}
+		case FUSE_WRITE: {
+			const struct fuse_write_in *w = in;
+
+			o.write.size = w->size;
+			len = sizeof(o.write);
+			break;
+		}
+		case FUSE_FORGET:
+		case FUSE_BATCH_FORGET:
+		case FUSE_INTERRUPT:
+			continue;	/* no answer */
+		case FUSE_FLUSH:
+		case FUSE_RELEASE:
+		case FUSE_RELEASEDIR:
+		case FUSE_FSYNC:
+		case FUSE_DESTROY:
+			break;
+		default:
+			err = -ENOSYS;
+		}
+		kh_fuse_reply(f->fd, h->unique, err, &o, len);
+	}
+	free(buf);
+	return NULL;
+}
+
+/* REG_MEM of [@addr, +@len) on @k's comm with @flags: its result (a
+ * registration made is undone). */
+static long kh_reg_try(struct kh_uf_rank *k, void *addr, size_t len,
+		       __u32 flags)
+{
+	struct kcoll_reg_mem m = { .comm_id = k->id, .addr = (uintptr_t)addr,
+				   .len = len, .flags = flags };
+	struct kcoll_dereg_mem d = {};
+	long rc = kt_ioctl(k->r.fd, KCOLL_IOC_REG_MEM, &m);
+
+	if (!rc) {
+		d.handle = m.handle;
+		if (kt_ioctl(k->r.fd, KCOLL_IOC_DEREG_MEM, &d))
+			return -1000;
+	}
+	return rc;
+}
+
+TEST_F_TIMEOUT(harden, writable_pins_of_file_pages_are_refused, 180)
+{
+	const char *ip = getenv("KCOLL_IP");
+	char dir[] = "/tmp/kcoll-fuse-XXXXXX", path[64], opts[128];
+	struct kh_uf_rank k[2] = {};
+	struct kh_fuse f = {};
+	struct kcoll_sqe s;
+	pthread_t srv, t[2];
+	char *map, *shm;
+	int file, mfd, i;
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "mounting a FUSE file system needs root");
+	if (system("modprobe fuse 2>/dev/null"))
+		TH_LOG("modprobe fuse failed (built in?)");
+	f.fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+	if (f.fd < 0)
+		SKIP(return, "no /dev/fuse: %s", strerror(errno));
+	ASSERT_NE(NULL, mkdtemp(dir));
+	snprintf(opts, sizeof(opts),
+		 "fd=%d,rootmode=40000,user_id=0,group_id=0", f.fd);
+	ASSERT_EQ(0, mount("kcoll-test", dir, "fuse", MS_NOSUID | MS_NODEV,
+			   opts)) {
+		TH_LOG("mount fuse: %s", strerror(errno));
+	}
+	ASSERT_EQ(0, pthread_create(&srv, NULL, kh_fuse_serve, &f));
+	snprintf(path, sizeof(path), "%s/f", dir);
+	file = open(path, O_RDWR);
+	ASSERT_LE(0, file) {
+		TH_LOG("open %s: %s", path, strerror(errno));
+	}
+	map = mmap(NULL, KH_FUSE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+		   file, 0);
+	ASSERT_NE(MAP_FAILED, map);
+	for (i = 0; i < KH_FUSE_SIZE; i += 4096)
+		(void)((volatile char *)map)[i];
+	mfd = memfd_create("kcoll-shm", MFD_CLOEXEC);
+	ASSERT_LE(0, mfd);
+	ASSERT_EQ(0, ftruncate(mfd, KH_FUSE_SIZE));
+	shm = mmap(NULL, KH_FUSE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+		   mfd, 0);
+	ASSERT_NE(MAP_FAILED, shm);
+
+	for (i = 0; i < 2; i++) {
+		k[i] = (struct kh_uf_rank){ .ip = ip, .rank = i };
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, kh_uf_create, &k[i]));
+	}
+	for (i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	ASSERT_EQ(0, k[0].res);
+	ASSERT_EQ(0, k[1].res);
+
+	/* Registrations: written, refused; read only, and shmem, fine. */
+	EXPECT_EQ(-EFAULT, kh_reg_try(&k[0], map, KH_FUSE_SIZE, 0));
+	EXPECT_EQ(0, kh_reg_try(&k[0], map, KH_FUSE_SIZE, KCOLL_REG_READONLY));
+	EXPECT_EQ(0, kh_reg_try(&k[0], shm, KH_FUSE_SIZE, 0));
+	/* An operation's own buffers: received into, refused at once, both
+	 * registered (the cache's, 16 KiB) and not (4 KiB). */
+	s = kt_coll(KCOLL_OP_ALLREDUCE, k[0].id, KCOLL_DTYPE_FP32,
+		    KCOLL_REDOP_SUM, 0, KH_FUSE_SIZE / 4, shm, map);
+	s.timeout_ms = 5000;
+	EXPECT_EQ(-EFAULT, kt_run(&k[0].r, &s));
+	s.count = 1024;
+	EXPECT_EQ(-EFAULT, kt_run(&k[0].r, &s));
+
+	for (i = 0; i < 2; i++)
+		kt_ring_exit(&k[i].r);
+	munmap(shm, KH_FUSE_SIZE);
+	close(mfd);
+	munmap(map, KH_FUSE_SIZE);
+	close(file);
+	EXPECT_EQ(0, umount2(dir, MNT_DETACH));
+	f.stop = 1;
+	pthread_join(srv, NULL);
+	close(f.fd);
+	rmdir(dir);
 }
 
 /* ---------------------------------------------------------------- */
