@@ -1304,6 +1304,23 @@ static void *kh_uf_create(void *arg)
 	return NULL;
 }
 
+/* Both ranks of a communicator through @ip, created side by side: 0, or
+ * the first failure. */
+static long kh_uf_pair(struct kh_uf_rank k[2], const char *ip)
+{
+	pthread_t t[2];
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		k[i] = (struct kh_uf_rank){ .ip = ip, .rank = i };
+		if (pthread_create(&t[i], NULL, kh_uf_create, &k[i]))
+			return -errno;
+	}
+	for (i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	return k[0].res ?: k[1].res;
+}
+
 struct kh_uf_call {
 	struct kh_uf_rank *k;
 	int what;		/* 0 REG_MEM, 1 allreduce, 2 allgatherv */
@@ -1396,14 +1413,7 @@ TEST_F_TIMEOUT(harden, pages_that_never_fault_in_hold_back_no_removal, 300)
 
 	/* Through the NIC: the cache pins a buffer of a peer there. */
 	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
-	for (i = 0; i < 2; i++) {
-		k[i] = (struct kh_uf_rank){ .ip = ip, .rank = i };
-		ASSERT_EQ(0, pthread_create(&t[i], NULL, kh_uf_create, &k[i]));
-	}
-	for (i = 0; i < 2; i++)
-		pthread_join(t[i], NULL);
-	ASSERT_EQ(0, k[0].res);
-	ASSERT_EQ(0, k[1].res);
+	ASSERT_EQ(0, kh_uf_pair(k, ip));
 
 	/* The warm-up: src cached by both ranks, as a send buffer. */
 	for (i = 0; i < 2; i++) {
@@ -1680,7 +1690,7 @@ TEST_F_TIMEOUT(harden, writable_pins_of_file_pages_are_refused, 180)
 	struct kh_uf_rank k[2] = {};
 	struct kh_fuse f = {};
 	struct kcoll_sqe s;
-	pthread_t srv, t[2];
+	pthread_t srv;
 	char *map, *shm;
 	int file, mfd, i;
 
@@ -1718,14 +1728,7 @@ TEST_F_TIMEOUT(harden, writable_pins_of_file_pages_are_refused, 180)
 		   mfd, 0);
 	ASSERT_NE(MAP_FAILED, shm);
 
-	for (i = 0; i < 2; i++) {
-		k[i] = (struct kh_uf_rank){ .ip = ip, .rank = i };
-		ASSERT_EQ(0, pthread_create(&t[i], NULL, kh_uf_create, &k[i]));
-	}
-	for (i = 0; i < 2; i++)
-		pthread_join(t[i], NULL);
-	ASSERT_EQ(0, k[0].res);
-	ASSERT_EQ(0, k[1].res);
+	ASSERT_EQ(0, kh_uf_pair(k, ip));
 
 	/* Registrations: written, refused; read only, and shmem, fine. */
 	EXPECT_EQ(-EFAULT, kh_reg_try(&k[0], map, KH_FUSE_SIZE, 0));

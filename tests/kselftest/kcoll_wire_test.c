@@ -1530,6 +1530,22 @@ TEST(abort_into_a_full_send_queue)
 	kt_ring_exit(&c.r);
 }
 
+/* The peer says BYE claiming five collectives done; then the module's
+ * one operation in flight ends, into @cqe. 0, or what failed. */
+static int wp_bye_wait(struct wpeer *p, struct wcomm *c, struct kcoll_cqe *cqe)
+{
+	struct kcoll_wire_msg m = { .type = KCOLL_MSG_BYE, .seq = htole32(5) };
+
+	if (wp_send(p, &m, sizeof(m), false, 0))
+		return -1;
+	while (kt_pop(&c->r, cqe)) {
+		if (kt_enter(&c->r, 0, 1, KCOLL_ENTER_GETEVENTS,
+			     30000000000ULL) < 0)
+			return -2;
+	}
+	return 0;
+}
+
 /*
  * A BYE claims the collectives its sender completed; an operation that
  * still needs that peer's data (or grants) cannot get it any more. The
@@ -1541,7 +1557,6 @@ TEST(abort_into_a_full_send_queue)
 TEST(a_lying_bye_fails_what_it_owes_at_once)
 {
 	struct kcoll_comm_destroy d = { 0 };
-	struct kcoll_wire_msg m;
 	struct kcoll_sqe *sqe;
 	float a[2] = { 1, 2 }, b[2];
 	struct kcoll_cqe cqe;
@@ -1561,15 +1576,8 @@ TEST(a_lying_bye_fails_what_it_owes_at_once)
 	/* Not polled: the peer plays no part (wp_play() would). */
 	usleep(200000);
 	ASSERT_NE(0, kt_pop(&c.r, &cqe));
-	memset(&m, 0, sizeof(m));
-	m.type = KCOLL_MSG_BYE;
-	m.seq = htole32(5);
 	t0 = wp_now();
-	ASSERT_EQ(0, wp_send(&p, &m, sizeof(m), false, 0));
-	while (kt_pop(&c.r, &cqe)) {
-		ASSERT_LE(0, kt_enter(&c.r, 0, 1, KCOLL_ENTER_GETEVENTS,
-				      30000000000ULL));
-	}
+	ASSERT_EQ(0, wp_bye_wait(&p, &c, &cqe));
 	TH_LOG("the allreduce ended %.2f s after the BYE: %s",
 	       wp_now() - t0, strerror(-cqe.res));
 	EXPECT_EQ(-ECONNRESET, cqe.res);
@@ -1592,7 +1600,6 @@ TEST(a_bye_without_its_signature_fails_at_once)
 {
 	struct kcoll_comm_destroy d = { 0 };
 	float a[2] = { 1, 2 }, b[2] = { 0 };
-	struct kcoll_wire_msg m;
 	struct kcoll_sqe *sqe;
 	struct kcoll_cqe cqe;
 	struct wpeer p;
@@ -1621,15 +1628,8 @@ TEST(a_bye_without_its_signature_fails_at_once)
 		wp_poll(&p);
 	}
 	ASSERT_NE(0, kt_pop(&c.r, &cqe));
-	memset(&m, 0, sizeof(m));
-	m.type = KCOLL_MSG_BYE;
-	m.seq = htole32(5);
 	t0 = wp_now();
-	ASSERT_EQ(0, wp_send(&p, &m, sizeof(m), false, 0));
-	while (kt_pop(&c.r, &cqe)) {
-		ASSERT_LE(0, kt_enter(&c.r, 0, 1, KCOLL_ENTER_GETEVENTS,
-				      30000000000ULL));
-	}
+	ASSERT_EQ(0, wp_bye_wait(&p, &c, &cqe));
 	TH_LOG("the reduce ended %.2f s after the BYE: %s (result %.0f)",
 	       wp_now() - t0, strerror(-cqe.res), b[0]);
 	EXPECT_EQ(-ECONNRESET, cqe.res);
