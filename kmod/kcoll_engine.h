@@ -203,7 +203,7 @@ extern const struct kcoll_exec kcoll_exec_nocpu;
 /* kcoll_fail.c */
 u32 kcoll_abort_culprit(struct kcoll_conn *conn,
 			const struct kcoll_wire_msg *m);
-void kcoll_abort_lost(struct kcoll_comm *comm,
+void kcoll_abort_lost(struct kcoll_conn *conn,
 		      const struct kcoll_wire_msg *m);
 int kcoll_abort_status(const struct kcoll_wire_msg *m);
 void kcoll_op_abort_peers(struct kcoll_task *op, bool deferred);

@@ -178,22 +178,30 @@ int kcoll_abort_status(const struct kcoll_wire_msg *m)
 }
 
 /*
- * An ABORT naming a lost rank: that rank is gone for us too, even if its
- * disconnect never reached us (RC notices a dead peer only when sending
- * to it; a rank that only receives from it would wait forever).
+ * An ABORT from @conn's peer naming a lost rank: that rank is gone for us
+ * too, even if its disconnect never reached us (RC notices a dead peer
+ * only when sending to it; a rank that only receives from it would wait
+ * forever). A peer with the key may name any rank, and no check here can
+ * tell a hung rank from a healthy one, so the log says who named it.
  */
-void kcoll_abort_lost(struct kcoll_comm *comm,
+void kcoll_abort_lost(struct kcoll_conn *conn,
 		      const struct kcoll_wire_msg *m)
 {
+	struct kcoll_comm *comm = conn->comm;
 	u32 lost = le32_to_cpu(m->root);
 
 	if (!lost || lost > comm->nranks || lost - 1 == comm->rank)
 		return;
 	/* A peer that timed out waiting for that rank says so. */
-	if (comm->conns[lost - 1])
+	if (comm->conns[lost - 1] &&
+	    comm->conns[lost - 1]->state == KCOLL_CONN_UP) {
+		pr_info_ratelimited("comm %llx rank %u: rank %u reports rank %u lost\n",
+				    comm->uid, comm->rank, conn->peer,
+				    lost - 1);
 		kcoll_conn_kill(comm->conns[lost - 1],
 				kcoll_abort_status(m) == -ETIMEDOUT ?
 				-ETIMEDOUT : -ECONNRESET);
+	}
 }
 
 /* Whom an ABORT from @conn's peer blames: the rank it names as lost, or

@@ -280,7 +280,7 @@ static int kcoll_rx_sig(struct kcoll_conn *conn, const struct kcoll_wire_msg *m)
 	struct kcoll_sig *s;
 
 	if (m->type == KCOLL_MSG_ABORT) {
-		kcoll_abort_lost(comm, m);
+		kcoll_abort_lost(conn, m);
 		/* It named its own sender lost: that connection is gone. */
 		if (conn->state == KCOLL_CONN_DEAD)
 			return 0;
