@@ -52,27 +52,19 @@ static int kcoll_op_view(struct kcoll_task *op, int which,
 }
 
 /*
- * Plain buffer @which of @op (its want[] filled in), before dev_sem: the
- * registration cache's part (a cached entry seen, taken only under
- * dev_sem, or a new one pinned), or the operation's own pages pinned.
- * With !@may_hit no cached entry is looked for.
+ * Plain buffer @which of @op (its want[] filled in), outside dev_sem:
+ * pinned for the registration cache (a new entry: a use, no view yet),
+ * or as the operation's own pages.
  */
-static int kcoll_op_pin_plain(struct kcoll_task *op, int which, bool may_hit)
+static int kcoll_op_pin_plain(struct kcoll_task *op, int which)
 {
 	struct kcoll_op_want *w = &op->want[which];
-	struct kcoll_mem *mem;
 	int err;
 
 	/* Registered anyway: kept for the next operation on these pages. */
 	if (!op->unreg) {
 		err = kcoll_cache_pin(op->comm, w->addr, w->len, w->writable,
-				      may_hit, &mem);
-		if (!err) {
-			/* A new entry: a use, no view yet. */
-			op->mems[which] = mem;
-			w->cached = !mem;
-			return 0;
-		}
+				      &op->mems[which]);
 		if (err != -EAGAIN)
 			return err;
 	}
@@ -82,8 +74,10 @@ static int kcoll_op_pin_plain(struct kcoll_task *op, int which, bool may_hit)
 
 /*
  * Buffer @which (SEND or RECV) of @op, before dev_sem: the range is
- * checked, and a plain one pinned, which may fault (kcoll_op_pin_plain()).
- * kcoll_op_bind_buf() does the rest.
+ * checked, and a plain one pinned, which may fault (kcoll_op_pin_plain()),
+ * unless the registration cache may hold it: kcoll_op_take_cached() looks
+ * under dev_sem, and pins only what it did not find. kcoll_op_bind_buf()
+ * does the rest.
  */
 static int kcoll_op_pin(struct kcoll_task *op, int which, u64 addr,
 			u32 handle, u64 elems, bool writable)
@@ -104,25 +98,30 @@ static int kcoll_op_pin(struct kcoll_task *op, int which, u64 addr,
 				     .handle = handle, .writable = writable };
 	if (handle)
 		return 0;
-	return kcoll_op_pin_plain(op, which, true);
+	if (!op->unreg && kcoll_cache_on(len)) {
+		w->cached = true;
+		return 0;
+	}
+	return kcoll_op_pin_plain(op, which);
 }
 
-/* kcoll_op_bind()'s answer when a cached entry went: kcoll_op_repin(). */
-#define KCOLL_OP_REPIN	1
+/* kcoll_op_bind()'s answer when the cache lacked a buffer:
+ * kcoll_op_pin_missed(). */
+#define KCOLL_OP_MISSED	1
 
 /*
- * The first thing under dev_sem: a use of each cached entry
- * kcoll_op_pin_plain() saw (a use taken before dev_sem would keep the
- * entry's MRs alive through the other buffer's pin, however long that
- * waits, where a device removal cannot take them once an invalidation
- * has taken the entry off the cache). 0, or KCOLL_OP_REPIN if one went
- * since: the uses taken are dropped again and kcoll_op_repin() pins that
- * buffer anew, outside dev_sem.
+ * The first thing under dev_sem: a use of the cached entry of each buffer
+ * the cache may hold (taken here, not before: a use taken before dev_sem
+ * would keep the entry's MRs alive through the other buffer's pin,
+ * however long that waits, where a device removal cannot take them once
+ * an invalidation has taken the entry off the cache). 0, or
+ * KCOLL_OP_MISSED if one has none: the uses taken are dropped again and
+ * kcoll_op_pin_missed() pins that buffer, outside dev_sem.
  */
 static int kcoll_op_take_cached(struct kcoll_task *op)
 {
 	struct kcoll_op_want *w;
-	bool gone = false;
+	bool missed = false;
 	int i;
 
 	lockdep_assert_held(&op->comm->dev_sem);
@@ -134,11 +133,11 @@ static int kcoll_op_take_cached(struct kcoll_task *op)
 					       w->writable);
 		if (!op->mems[i]) {
 			w->cached = false;
-			w->repin = true;
-			gone = true;
+			w->missed = true;
+			missed = true;
 		}
 	}
-	if (!gone)
+	if (!missed)
 		return 0;
 	for (i = KCOLL_SBUF_SEND; i <= KCOLL_SBUF_RECV; i++) {
 		if (op->want[i].cached && op->mems[i]) {
@@ -146,24 +145,24 @@ static int kcoll_op_take_cached(struct kcoll_task *op)
 			op->mems[i] = NULL;
 		}
 	}
-	return KCOLL_OP_REPIN;
+	return KCOLL_OP_MISSED;
 }
 
 /*
- * Outside dev_sem again: the buffers whose cached entry went before
- * kcoll_op_take_cached() got to it, pinned without the cache's old
- * entries. Each buffer comes here at most once, so a submission binds at
- * most three times.
+ * Outside dev_sem again: the buffers kcoll_op_take_cached() found no
+ * cached entry for, pinned (a new entry, or the operation's own pages).
+ * Each buffer comes here at most once, so a submission binds at most
+ * three times.
  */
-static int kcoll_op_repin(struct kcoll_task *op)
+static int kcoll_op_pin_missed(struct kcoll_task *op)
 {
 	int i, err;
 
 	for (i = KCOLL_SBUF_SEND; i <= KCOLL_SBUF_RECV; i++) {
-		if (!op->want[i].repin)
+		if (!op->want[i].missed)
 			continue;
-		op->want[i].repin = false;
-		err = kcoll_op_pin_plain(op, i, false);
+		op->want[i].missed = false;
+		err = kcoll_op_pin_plain(op, i);
 		if (err)
 			return err;
 	}
@@ -537,8 +536,8 @@ bind:
 	 * (its removal and the comm's destroy wait on dev_sem): what bind
 	 * registers is queued with the op, where they find it, or released
 	 * here, and a cached registration is taken only here, with its MRs
-	 * (kcoll_op_take_cached(); one that went meanwhile sends us back
-	 * once to pin, kcoll_op_repin()). The op is freed under it too: its
+	 * (kcoll_op_take_cached(); a buffer it lacks sends us back once to
+	 * pin, kcoll_op_pin_missed()). The op is freed under it too: its
 	 * MRs, and those of a cache entry whose last use it holds, die while
 	 * the device is certainly there.
 	 */
@@ -548,9 +547,9 @@ bind:
 	err = kcoll_comm_dead_hint(comm, sqe);
 	if (!err)
 		err = kcoll_op_bind(op, sqe);
-	if (err == KCOLL_OP_REPIN) {
+	if (err == KCOLL_OP_MISSED) {
 		up_read(&comm->dev_sem);
-		err = kcoll_op_repin(op);
+		err = kcoll_op_pin_missed(op);
 		goto bind;
 	}
 	if (err)

@@ -163,9 +163,9 @@ static u64 kcoll_cache_limit(void)
 }
 
 /* A usable entry of @comm over [@addr, @addr + @len) of current's mm;
- * with a use taken (and made the most recent) if @take. */
+ * with a use taken. */
 static struct kcoll_mem *kcoll_cache_find(struct kcoll_comm *comm, u64 addr,
-					  size_t len, bool writable, bool take)
+					  size_t len, bool writable)
 {
 	struct kcoll_mem *mem, *found = NULL;
 
@@ -178,11 +178,9 @@ static struct kcoll_mem *kcoll_cache_find(struct kcoll_comm *comm, u64 addr,
 		    len > mem->len - (addr - mem->addr) ||
 		    (writable && !mem->buf.writable) || !mem->buf.segs)
 			continue;
-		if (take) {
-			if (!refcount_inc_not_zero(&mem->users))
-				continue;
-			list_move(&mem->node, &comm->cache);
-		}
+		if (!refcount_inc_not_zero(&mem->users))
+			continue;
+		list_move(&mem->node, &comm->cache);
 		found = mem;
 		break;
 	}
@@ -190,38 +188,40 @@ static struct kcoll_mem *kcoll_cache_find(struct kcoll_comm *comm, u64 addr,
 	return found;
 }
 
+/* Does the cache take a plain buffer of @len bytes of current's? */
+bool kcoll_cache_on(size_t len)
+{
+	u64 limit = kcoll_cache_limit();
+
+	return limit && current->mm && len <= limit;
+}
+
 /*
- * kcoll_cache_pin - the cache's part in an operation's plain buffer
- * [@addr, @addr + @len), before dev_sem. Returns 0 with *@out NULL when a
- * cached entry covers it (nothing taken: kcoll_cache_take() takes it under
- * dev_sem), or 0 with *@out a new entry, pinned but neither registered
- * nor cached (kcoll_cache_commit() does both under dev_sem), holding a use
- * for the operation; -EAGAIN if the cache is off or full for this user
- * (the caller pins for this operation alone), or the error of pinning.
- * With !@may_hit no cached entry is looked for.
+ * kcoll_cache_pin - a new entry for an operation's plain buffer [@addr,
+ * @addr + @len) that kcoll_cache_take() did not find: notified and
+ * pinned, but neither registered nor cached (kcoll_cache_commit() does
+ * both under dev_sem). On success *@out holds a use for the operation.
+ * Returns 0, -EAGAIN if the cache is off or full for this user (the caller
+ * pins for this operation alone), or the error of pinning.
  *
  * Process context of the buffer's owner, without dev_sem: pinning may
  * fault, and a fault may wait on the buffer's owner for as long as it
  * likes (a FUSE file, a userfaultfd region), so it must hold back nobody
- * else. That is also why a cached entry is only looked at here: a use
- * taken now would keep its MRs alive while the operation's other buffer
- * pins, and an invalidation in between takes the entry off the cache,
- * where a device removal no longer finds them, so the removal would wait
- * on that fault.
+ * else. That is also why an operation takes cached entries only under
+ * dev_sem, after its pins: a use taken before would keep the entry's MRs
+ * alive through the other buffer's pin, and an invalidation in between
+ * takes the entry off the cache, where a device removal no longer finds
+ * them, so the removal would wait on that fault.
  */
 int kcoll_cache_pin(struct kcoll_comm *comm, u64 addr, size_t len,
-		    bool writable, bool may_hit, struct kcoll_mem **out)
+		    bool writable, struct kcoll_mem **out)
 {
-	u64 limit = kcoll_cache_limit();
 	unsigned long start;
 	struct kcoll_mem *mem;
 	int err;
 
-	*out = NULL;
-	if (!limit || !current->mm || len > limit)
+	if (!kcoll_cache_on(len))
 		return -EAGAIN;
-	if (may_hit && kcoll_cache_find(comm, addr, len, writable, false))
-		return 0;
 	kcoll_stat_add(KCOLL_STAT_REGCACHE_MISSES, 1);
 
 	/* A registration like REG_MEM's, under the same per-user limit
@@ -275,13 +275,13 @@ int kcoll_cache_pin(struct kcoll_comm *comm, u64 addr, size_t len,
 }
 
 /*
- * kcoll_cache_take - the cached entry kcoll_cache_pin() saw over [@addr,
- * @addr + @len), with a use for the operation; NULL if an invalidation (or
- * the cache's bounds) took it away since: the caller pins anew, outside
- * dev_sem. Under comm->dev_sem (read): the entry's MRs, which a device
- * removal takes only from entries on the cache, stay until dev_sem goes,
- * and the operation's use then keeps them where the removal finds them
- * (queued with the operation).
+ * kcoll_cache_take - a cached entry over an operation's plain buffer
+ * [@addr, @addr + @len), with a use for the operation; NULL if there is
+ * none (never was, or an invalidation or the cache's bounds took it): the
+ * caller pins, outside dev_sem (kcoll_cache_pin()). Under comm->dev_sem
+ * (read): the entry's MRs, which a device removal takes only from entries
+ * on the cache, stay until dev_sem goes, and the operation's use then
+ * keeps them where the removal finds them (queued with the operation).
  */
 struct kcoll_mem *kcoll_cache_take(struct kcoll_comm *comm, u64 addr,
 				   size_t len, bool writable)
@@ -289,7 +289,7 @@ struct kcoll_mem *kcoll_cache_take(struct kcoll_comm *comm, u64 addr,
 	struct kcoll_mem *mem;
 
 	lockdep_assert_held(&comm->dev_sem);
-	mem = kcoll_cache_find(comm, addr, len, writable, true);
+	mem = kcoll_cache_find(comm, addr, len, writable);
 	if (mem)
 		kcoll_stat_add(KCOLL_STAT_REGCACHE_HITS, 1);
 	return mem;

@@ -6,8 +6,9 @@
 struct kcoll_comm;
 struct kcoll_mem;
 
+bool kcoll_cache_on(size_t len);
 int kcoll_cache_pin(struct kcoll_comm *comm, u64 addr, size_t len,
-		    bool writable, bool may_hit, struct kcoll_mem **out);
+		    bool writable, struct kcoll_mem **out);
 struct kcoll_mem *kcoll_cache_take(struct kcoll_comm *comm, u64 addr,
 				   size_t len, bool writable);
 int kcoll_cache_commit(struct kcoll_comm *comm, struct kcoll_mem *mem);

@@ -476,8 +476,8 @@ struct kcoll_task {
 		size_t len;
 		u32 handle;
 		bool writable;
-		bool cached;	/* a cache entry covers it: taken in bind */
-		bool repin;	/* that entry went before bind took it */
+		bool cached;	/* the cache may hold it: taken in bind */
+		bool missed;	/* it did not: pinned outside dev_sem */
 	} want[2];
 	u8 dtype;
 	u8 redop;

@@ -1528,7 +1528,6 @@ TEST_F_TIMEOUT(harden, pages_that_never_fault_in_hold_back_no_removal, 300)
  */
 #define KH_FUSE_SIZE	(4 * 4096)
 
-
 struct kh_fuse {
 	int fd;
 	volatile int stop;
