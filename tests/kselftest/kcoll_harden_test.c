@@ -1524,7 +1524,7 @@ TEST_F_TIMEOUT(harden, pages_that_never_fault_in_hold_back_no_removal, 300)
  * registrations and for an operation's own buffers, and keeps allowing
  * reading them, and writing shmem (a memfd: what shared-memory tensors
  * use). The file system here is the test's own: a thread speaking the
- * FUSE protocol on /dev/fuse.
+ * FUSE protocol on /dev/fuse; root mounts it, and nobody is refused too.
  */
 #define KH_FUSE_SIZE	(4 * 4096)
 
@@ -1682,16 +1682,58 @@ static long kh_reg_try(struct kh_uf_rank *k, void *addr, size_t len,
 	return rc;
 }
 
+/* As nobody: the same refusal of @path's shared mapping, registered and
+ * received into; reading it still registers. Exit code 0, or the check
+ * that failed. */
+struct kh_fuse_nobody {
+	const char *ip, *path;
+};
+
+static int kh_fuse_nobody(void *arg)
+{
+	const struct kh_fuse_nobody *a = arg;
+	struct kh_uf_rank k[2] = {};
+	struct kcoll_sqe s;
+	float src[1024];
+	char *map;
+	int file, rc = 0;
+
+	file = open(a->path, O_RDWR);
+	if (file < 0)
+		return 80;
+	map = mmap(NULL, KH_FUSE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+		   file, 0);
+	if (map == MAP_FAILED)
+		return 81;
+	if (kh_uf_pair(k, a->ip))
+		return 82;
+	if (kh_reg_try(&k[0], map, KH_FUSE_SIZE, 0) != -EFAULT)
+		rc = 83;
+	else if (kh_reg_try(&k[0], map, KH_FUSE_SIZE, KCOLL_REG_READONLY))
+		rc = 84;
+	s = kt_coll(KCOLL_OP_ALLREDUCE, k[0].id, KCOLL_DTYPE_FP32,
+		    KCOLL_REDOP_SUM, 0, 1024, src, map);
+	s.timeout_ms = 5000;
+	if (!rc && kt_run(&k[0].r, &s) != -EFAULT)
+		rc = 85;
+	kt_ring_exit(&k[0].r);
+	kt_ring_exit(&k[1].r);
+	munmap(map, KH_FUSE_SIZE);
+	close(file);
+	return rc;
+}
+
 TEST_F_TIMEOUT(harden, writable_pins_of_file_pages_are_refused, 180)
 {
 	const char *ip = getenv("KCOLL_IP");
 	char dir[] = "/tmp/kcoll-fuse-XXXXXX", path[64], opts[128];
 	struct kh_uf_rank k[2] = {};
+	struct kh_fuse_nobody nb;
 	struct kh_fuse f = {};
 	struct kcoll_sqe s;
 	pthread_t srv;
 	char *map, *shm;
-	int file, mfd, i;
+	int file, mfd, i, rc;
 
 	if (!ip)
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
@@ -1704,7 +1746,8 @@ TEST_F_TIMEOUT(harden, writable_pins_of_file_pages_are_refused, 180)
 		SKIP(return, "no /dev/fuse: %s", strerror(errno));
 	ASSERT_NE(NULL, mkdtemp(dir));
 	snprintf(opts, sizeof(opts),
-		 "fd=%d,rootmode=40000,user_id=0,group_id=0", f.fd);
+		 "fd=%d,rootmode=40000,user_id=0,group_id=0,allow_other",
+		 f.fd);
 	ASSERT_EQ(0, mount("kcoll-test", dir, "fuse", MS_NOSUID | MS_NODEV,
 			   opts)) {
 		TH_LOG("mount fuse: %s", strerror(errno));
@@ -1744,6 +1787,12 @@ TEST_F_TIMEOUT(harden, writable_pins_of_file_pages_are_refused, 180)
 
 	for (i = 0; i < 2; i++)
 		kt_ring_exit(&k[i].r);
+	/* And as nobody (the mount lets other users in). */
+	nb = (struct kh_fuse_nobody){ .ip = ip, .path = path };
+	rc = kt_as_nobody(kh_fuse_nobody, &nb);
+	EXPECT_EQ(0, rc) {
+		TH_LOG("as nobody, check %d failed", rc);
+	}
 	munmap(shm, KH_FUSE_SIZE);
 	close(mfd);
 	munmap(map, KH_FUSE_SIZE);
