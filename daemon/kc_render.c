@@ -261,6 +261,9 @@ static void kc_json_comm_details(struct json_object *o,
 			json_object_array_add(a,
 					      kc_json_member(&c->members[i]));
 		kc_jadd(o, "members", a);
+		if (KC_HAS(c, KCOLL_A_NRANKS) && c->n_members < c->nranks)
+			kc_jadd_int(o, "members_not_listed",
+				    c->nranks - c->n_members);
 	}
 	if (KC_HAS(c, KCOLL_A_COMM_OPS)) {
 		a = json_object_new_array();
@@ -605,6 +608,11 @@ void kc_text_comm(FILE *f, const struct kc_comm *c, bool details)
 	}
 	for (i = 0; i < c->n_members; i++)
 		kc_text_member(f, &c->members[i]);
+	/* One netlink attribute holds about 1170 members. */
+	if (KC_HAS(c, KCOLL_A_COMM_MEMBERS) && KC_HAS(c, KCOLL_A_NRANKS) &&
+	    c->n_members < c->nranks)
+		fprintf(f, "    ... %zu more members not listed\n",
+			c->nranks - c->n_members);
 	for (i = 0; i < c->n_ops; i++)
 		kc_text_op(f, &c->ops[i]);
 	if (KC_HAS(c, KCOLL_A_COMM_LAST_ERROR))

@@ -446,7 +446,7 @@ struct kt_nl {
 	__u16 family;
 	__u32 mcgrp;
 	__u32 seq;
-	char buf[65536];
+	char buf[262144];	/* a COMM_GET of 4096 ranks: about 230 KiB */
 };
 
 static void kt_nla_put(struct nlmsghdr *n, __u16 type, const void *data,
@@ -1100,6 +1100,138 @@ TEST(netlink_shows_users_only_their_own)
 	ASSERT_EQ(owner, waitpid(owner, &st, 0));
 	EXPECT_EQ(0, WEXITSTATUS(st));
 	kt_ring_exit(&r);
+}
+
+/* What a COMM_GET of a communicator of @want_nranks says. */
+struct kt_big {
+	__u32 nranks;		/* its KCOLL_A_NRANKS */
+	int members;		/* KCOLL_A_MEMBER entries in the members nest */
+	int in_order;		/* each of them with KCOLL_A_RANK = its index */
+	int stray;		/* a KCOLL_A_MEMBER at the top level */
+	int after;		/* KCOLL_A_STATS found after the members nest */
+	int bad;		/* an attribute running past what holds it */
+};
+
+/* Does every attribute in [@p, @p + @len) end inside it? */
+static int kt_nla_walk_ok(void *p, int len)
+{
+	struct nlattr *a = p;
+
+	while (len >= NLA_HDRLEN) {
+		if (a->nla_len < NLA_HDRLEN || a->nla_len > len)
+			return 0;
+		len -= NLA_ALIGN(a->nla_len);
+		a = (struct nlattr *)((char *)a + NLA_ALIGN(a->nla_len));
+	}
+	return len <= 0 || len < NLA_HDRLEN;
+}
+
+static void kt_big_cb(void *attrs, int len, void *arg)
+{
+	struct kt_big *b = arg;
+	struct nlattr *a, *m, *nr;
+	int seen_members = 0;
+
+	nr = kt_nla_find(attrs, len, KCOLL_A_NRANKS);
+	if (nr)
+		b->nranks = *(__u32 *)kt_nla_data(nr);
+	if (!kt_nla_walk_ok(attrs, len))
+		b->bad++;
+	for (a = attrs; len >= NLA_HDRLEN && a->nla_len >= NLA_HDRLEN &&
+		    a->nla_len <= len;
+	     len -= NLA_ALIGN(a->nla_len),
+	     a = (struct nlattr *)((char *)a + NLA_ALIGN(a->nla_len))) {
+		int t = a->nla_type & NLA_TYPE_MASK, mlen;
+
+		if (t == KCOLL_A_MEMBER)
+			b->stray++;
+		if (t == KCOLL_A_STATS && seen_members)
+			b->after++;
+		if (t != KCOLL_A_COMM_MEMBERS)
+			continue;
+		seen_members = 1;
+		if (!kt_nla_walk_ok(kt_nla_data(a), kt_nla_len(a)))
+			b->bad++;
+		mlen = kt_nla_len(a);
+		for (m = kt_nla_data(a); mlen >= NLA_HDRLEN &&
+			    m->nla_len >= NLA_HDRLEN && m->nla_len <= mlen;
+		     mlen -= NLA_ALIGN(m->nla_len),
+		     m = (struct nlattr *)((char *)m + NLA_ALIGN(m->nla_len))) {
+			struct nlattr *r = kt_nla_find(kt_nla_data(m),
+						       kt_nla_len(m),
+						       KCOLL_A_RANK);
+
+			if ((m->nla_type & NLA_TYPE_MASK) != KCOLL_A_MEMBER)
+				continue;
+			if (r && *(__u32 *)kt_nla_data(r) == (__u32)b->members)
+				b->in_order++;
+			b->members++;
+		}
+	}
+}
+
+/*
+ * A communicator too large for one netlink nest (a member takes 56 bytes,
+ * a nest at most 65535: 1170 members) is listed in part, every attribute
+ * inside what holds it: until 2026-12-05 the members nest's 16-bit length
+ * wrapped and a reader took members for top-level attributes. Rank 0
+ * connects to nobody (the higher ranks would connect to it), so its
+ * COMM_CREATE just waits, listed, until it is killed.
+ */
+TEST(netlink_lists_a_communicator_too_large_for_a_nest)
+{
+	const char *ip = getenv("KCOLL_IP");
+	const __u32 n = 1400;
+	struct kt_uids u = { .want = { 0x4001, 0 } };
+	struct kcoll_rank_addr *ra;
+	struct kt_big big = {};
+	struct nlmsghdr *hdr;
+	struct kt_nl *nl;
+	char m[4096];
+	pid_t pid;
+	int st;
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	ra = calloc(n, sizeof(*ra));
+	nl = calloc(1, sizeof(*nl));
+	ASSERT_TRUE(ra && nl);
+	for (__u32 i = 0; i < n; i++) {
+		kt_addr_v4(&ra[i], ip);
+		ra[i].local_index = i;
+	}
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		struct tring r;
+
+		if (kt_ring_init(&r, 8, 0, 0))
+			_exit(1);
+		/* Returns only when killed, or after a minute. */
+		kt_comm_create(r.fd, 0x4001, "big", 0, n, ra, 60000, NULL);
+		_exit(2);
+	}
+	for (int t = 0; t < 250 && (kt_nl_uids(&u), !u.seen[0]); t++)
+		usleep(20000);
+	ASSERT_EQ(1, u.seen[0]);
+	ASSERT_EQ(0, kt_nl_open(nl));
+	hdr = kt_nl_msg(nl, m, nl->family, 0, KCOLL_CMD_COMM_GET);
+	kt_nla_put(hdr, KCOLL_A_COMM_ID, &u.gid[0], sizeof(u.gid[0]));
+	EXPECT_EQ(0, kt_nl_talk(nl, hdr, kt_big_cb, &big));
+	close(nl->fd);
+	kill(pid, SIGKILL);
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_EQ(n, big.nranks);
+	EXPECT_EQ(0, big.bad);
+	EXPECT_EQ(0, big.stray);
+	EXPECT_EQ(1, big.after);
+	/* As many as one nest holds, in order, never more than there are. */
+	EXPECT_LE(1000, big.members);
+	EXPECT_GT((int)n, big.members);
+	EXPECT_EQ(big.members, big.in_order);
+	TH_LOG("%u ranks: %d members listed", n, big.members);
+	free(ra);
+	free(nl);
 }
 
 TEST(devices_tunable)
