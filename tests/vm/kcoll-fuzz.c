@@ -351,6 +351,7 @@ static __thread sigjmp_buf t_jb;
 static __thread volatile sig_atomic_t t_guard;
 
 static char *g_nicsrc[2];
+static char *g_nicsrc_ref[2];	/* what g_nicsrc must hold */
 #define NIC_BYTES	(256UL << 10)
 
 /* Which of our regions @p lies in (for a fault's report). */
@@ -368,6 +369,13 @@ static void fault_where(const char *p, char *out, size_t len)
 		if (g_nicsrc[i] && p >= g_nicsrc[i] && p < g_nicsrc[i] + NIC_BYTES) {
 			snprintf(out, len, "the NIC pairs' source %d +%#lx", i,
 				 (unsigned long)(p - g_nicsrc[i]));
+			return;
+		}
+	for (i = 0; i < 2; i++)
+		if (g_nicsrc_ref[i] && p >= g_nicsrc_ref[i] &&
+		    p < g_nicsrc_ref[i] + NIC_BYTES) {
+			snprintf(out, len, "the NIC pairs' reference copy %d +%#lx",
+				 i, (unsigned long)(p - g_nicsrc_ref[i]));
 			return;
 		}
 	for (i = 0; i < NSHARED; i++)
@@ -4837,8 +4845,8 @@ static struct nicpair {
 /* What ranks 0 and 1 send (g_nicsrc, declared with the fault handler):
  * written once, only ever read. */
 
-/* A copy of what g_nicsrc must hold, to catch the moment it changes. */
-static char *g_nicsrc_ref[2];
+/* g_nicsrc_ref: a copy of what g_nicsrc must hold, to catch the moment
+ * it changes. */
 static atomic_bool g_nicsrc_changed;
 
 /* Every run of changed bytes in g_nicsrc[@i] (at most 16), with the
@@ -4915,12 +4923,21 @@ static void nic_init(void)
 		}
 		for (j = 0; j < NIC_BYTES / 4; j++)
 			((int32_t *)g_nicsrc[i])[j] = (int32_t)((i + 1) * 1000003 + j * 7);
-		g_nicsrc_ref[i] = malloc(NIC_BYTES);
-		if (!g_nicsrc_ref[i]) {
+		/* Its own mapping, read-only once written: a stray store of
+		 * ours into it faults and says where, and the kernel cannot
+		 * pin it for writing, so a change of the copy too is a write
+		 * to a page the kernel does not hold. */
+		g_nicsrc_ref[i] = mmap(NULL, NIC_BYTES, PROT_READ | PROT_WRITE,
+				       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (g_nicsrc_ref[i] == MAP_FAILED) {
 			perror("kcoll-fuzz");
 			exit(2);
 		}
 		memcpy(g_nicsrc_ref[i], g_nicsrc[i], NIC_BYTES);
+		if (mprotect(g_nicsrc_ref[i], NIC_BYTES, PROT_READ)) {
+			perror("kcoll-fuzz: mprotect");
+			exit(2);
+		}
 		/* Read-only from now on (registered KCOLL_REG_READONLY): a
 		 * stray write of ours faults and is reported where it
 		 * happened; a change without a fault is the kernel's. */

@@ -3,6 +3,9 @@
 # loaded, then unload it and scan the kernel log. TAP output per binary goes
 # to <name>.tap; the host's check runner counts the results. The argument
 # (vmrun.sh -a), if any, names the binaries to run (e.g. kcoll_harden_test).
+# kcoll_bindir=DIR on the kernel command line (KCOLL_VM_CMDLINE) runs the
+# binaries of another directory (a build made while other VMs use
+# build/tests/bin).
 . "$kcoll_top/tests/vm/guest-lib.sh"
 kcoll_net_up
 kcoll_rxe_up
@@ -26,7 +29,7 @@ kcoll_mark_tests() {
 		esac
 	done
 }
-for t in "$KCOLL_TOP"/build/tests/bin/*_test; do
+for t in "${kcoll_bindir:-$KCOLL_TOP/build/tests/bin}"/*_test; do
 	name=$(basename "$t")
 	if [ -n "$KCOLL_ARG" ] && ! [[ " $KCOLL_ARG " == *" $name "* ]]; then
 		continue
