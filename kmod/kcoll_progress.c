@@ -309,7 +309,8 @@ static bool kcoll_token_from_finished(struct kcoll_task *op)
 /*
  * Does the current phase of @op wait on data that a peer which said BYE
  * after completing this collective owes it (its receive not all landed,
- * or a send still waiting for the peer's grants)? A rank that completed
+ * or a send, empty ones included, still waiting for the peer's grants or
+ * an eager slot)? A rank that completed
  * it had sent us all its data and taken all of ours first, and nothing
  * lands from its connection any more: the BYE's watermark was a lie (or
  * its data's completions were dropped behind it, from another QP). The
@@ -331,7 +332,11 @@ static bool kcoll_op_stranded(struct kcoll_task *op, u32 *peer)
 			return true;
 		}
 	}
-	if (ph->has_send && ph->send.cnt && op->send_posted < op->send_total) {
+	/* An empty send too (a barrier's or a confirmation's token): the
+	 * peer had it before it completed (until 2026-12-05 only sends
+	 * with data counted, and one owed a token waited). */
+	if (ph->has_send &&
+	    !(op->send_posted_any && op->send_posted >= op->send_total)) {
 		conn = kcoll_conn_of(op->comm, ph->send.peer);
 		if (conn && kcoll_peer_finished(conn, op)) {
 			*peer = ph->send.peer;
@@ -661,22 +666,34 @@ static bool kcoll_op_data_done(const struct kcoll_task *o)
 }
 
 /*
- * @op is done (or failed), or only its empty phases are left (a
- * broadcast's tokens, which it may return before: kcoll_op_may_return()):
- * what the transports still hold of its retired grants (through the NIC,
- * MRs waiting for invalidation) is let go now, so that it may complete.
- * While it runs the invalidations ride along with its next grant's
- * registration instead (kcoll_gmr_grant()): one trip to the registration
- * QP per chunk, not two.
+ * ... and is none of its grants' MRs valid any more (kcoll_op_settle()
+ * invalidates them once it is past its data)? Only then are its buffers
+ * no longer its: a peer could still write through a live grant.
+ */
+static bool kcoll_op_mem_free(const struct kcoll_task *o)
+{
+	return kcoll_op_data_done(o) && !o->gmrs;
+}
+
+/*
+ * @op is done (or failed), or past its last phase that touches memory
+ * (only a broadcast's tokens left, or its peers' SIGs): what the
+ * transports still hold of its retired grants (through the NIC, MRs
+ * waiting for invalidation) is let go now, so that it may complete, and
+ * so that no peer writes through them into memory a younger collective
+ * may already use (kcoll_op_mem_free(); until 2026-12-05 an operation
+ * waiting for a SIG kept its grants' MRs while one on the same buffer
+ * ran). While it moves data the invalidations ride along with its next
+ * grant's registration instead (kcoll_gmr_grant()): one trip to the
+ * registration QP per chunk, not two.
  */
 static void kcoll_op_settle(struct kcoll_task *op)
 {
 	struct kcoll_comm *comm = op->comm;
 	u32 i;
 
-	if (!op->gmrs || !(op->finished || op->error ||
-			   (op->data_phases < op->nphases &&
-			    kcoll_op_data_done(op))))
+	if (!op->gmrs ||
+	    !(op->finished || op->error || kcoll_op_data_done(op)))
 		return;
 	for (i = 0; i < comm->nranks; i++)
 		if (comm->conns[i] && comm->conns[i]->xp->reclaim)
@@ -692,7 +709,8 @@ static void kcoll_op_settle(struct kcoll_task *op)
  * hold back an older one of its own communicator: kcoll_op_held()), and
  * no page it writes touched by one of theirs, nor one it reads written by
  * one of theirs, unless that one is past its last phase that touches
- * memory (kcoll_op_data_done()). @pos counts the older ones that have
+ * memory and no peer can write through its grants any more
+ * (kcoll_op_mem_free()). @pos counts the older ones that have
  * not returned (kcoll_op_return(): those are past their data and bounded
  * by sysfs confirm_behind instead).
  */
@@ -706,7 +724,7 @@ static bool kcoll_op_may_join(struct kcoll_task *op, u32 pos)
 	 * is past its last phase that touches memory. */
 	if (op->overlap_counted && !kcoll_coll_over(op->comm, op->overlap_seq)) {
 		o = kcoll_coll_running(op->comm, op->overlap_seq);
-		if (!o || !kcoll_op_data_done(o))
+		if (!o || !kcoll_op_mem_free(o))
 			return false;
 	}
 	list_for_each_entry(o, &op->comm->colls, node) {
@@ -720,9 +738,10 @@ static bool kcoll_op_may_join(struct kcoll_task *op, u32 pos)
 			continue;
 		if (o->gpu || o->prio < op->prio)
 			return false;
-		/* Only empty transfers left (a broadcast's confirmation
-		 * tokens): its buffers are no longer its. */
-		if (kcoll_op_data_done(o))
+		/* Only empty transfers or SIGs left (a broadcast's
+		 * confirmation tokens), its grants invalid: its buffers
+		 * are no longer its. */
+		if (kcoll_op_mem_free(o))
 			continue;
 		if (kcoll_op_overlap(o, op)) {
 			if (!op->overlap_counted)

@@ -1550,11 +1550,14 @@ static int wp_bye_wait(struct wpeer *p, struct wcomm *c, struct kcoll_cqe *cqe)
  * A BYE claims the collectives its sender completed; an operation that
  * still needs that peer's data (or grants) cannot get it any more. The
  * peer here says BYE claiming five collectives done while the module's
- * first allreduce has not had a byte of it: the allreduce fails at once
- * with -ECONNRESET, not at its timeout (until 2026-12-05 it waited for
- * its 20 s).
+ * first collective has not had a byte of it: it fails at once with
+ * -ECONNRESET, not at its timeout. An allreduce (until 2026-12-05 it
+ * waited for its 20 s), and a barrier, whose token to the peer waits for
+ * the peer's grant of nothing (until 2026-12-05 only sends with data
+ * counted, and it waited too).
  */
-TEST(a_lying_bye_fails_what_it_owes_at_once)
+static void wp_lying_bye_case(struct __test_metadata *_metadata, __u8 opcode,
+			      uint64_t uid)
 {
 	struct kcoll_comm_destroy d = { 0 };
 	struct kcoll_sqe *sqe;
@@ -1564,21 +1567,25 @@ TEST(a_lying_bye_fails_what_it_owes_at_once)
 	struct wcomm c;
 	double t0;
 
-	if (!wp_ip())
-		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
-	ASSERT_EQ(0, wp_pair(&p, &c, 0x7e31, "lying-bye", 0));
+	ASSERT_EQ(0, wp_pair(&p, &c, uid, "lying-bye", 0));
 	sqe = kt_get_sqe(&c.r);
 	ASSERT_NE(NULL, sqe);
-	*sqe = kt_coll(KCOLL_OP_ALLREDUCE, c.id, KCOLL_DTYPE_FP32,
-		       KCOLL_REDOP_SUM, 0, 2, a, b);
+	if (opcode == KCOLL_OP_BARRIER)
+		*sqe = kt_coll(opcode, c.id, 0, 0, 0, 0, NULL, NULL);
+	else
+		*sqe = kt_coll(opcode, c.id, KCOLL_DTYPE_FP32,
+			       KCOLL_REDOP_SUM, 0, 2, a, b);
 	sqe->timeout_ms = 20000;
 	ASSERT_EQ(1, kt_enter(&c.r, 1, 0, 0, 0));
 	/* Not polled: the peer plays no part (wp_play() would). */
 	usleep(200000);
-	ASSERT_NE(0, kt_pop(&c.r, &cqe));
+	ASSERT_NE(0, kt_pop(&c.r, &cqe)) {
+		TH_LOG("it ended before the BYE: %d", cqe.res);
+	}
 	t0 = wp_now();
 	ASSERT_EQ(0, wp_bye_wait(&p, &c, &cqe));
-	TH_LOG("the allreduce ended %.2f s after the BYE: %s",
+	TH_LOG("the %s ended %.2f s after the BYE: %s",
+	       opcode == KCOLL_OP_BARRIER ? "barrier" : "allreduce",
 	       wp_now() - t0, strerror(-cqe.res));
 	EXPECT_EQ(-ECONNRESET, cqe.res);
 	EXPECT_GT(10.0, wp_now() - t0);
@@ -1586,6 +1593,14 @@ TEST(a_lying_bye_fails_what_it_owes_at_once)
 	EXPECT_EQ(0, kt_ioctl(c.r.fd, KCOLL_IOC_COMM_DESTROY, &d));
 	wp_destroy(&p);
 	kt_ring_exit(&c.r);
+}
+
+TEST(a_lying_bye_fails_what_it_owes_at_once)
+{
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	wp_lying_bye_case(_metadata, KCOLL_OP_ALLREDUCE, 0x7e31);
+	wp_lying_bye_case(_metadata, KCOLL_OP_BARRIER, 0x7e3c);
 }
 
 /*
@@ -1893,6 +1908,7 @@ enum {
 	WS_PAST_END,		/* one byte after the grant's last */
 	WS_BEFORE,		/* one byte before its first */
 	WS_OLD_RKEY,		/* a landed grant's rkey, op still running */
+	WS_SIG_WAIT,		/* the last grant's rkey, data done, no SIG */
 	WS_AFTER_OP,		/* the last grant's rkey, op completed */
 	WS_REG_MEM,		/* a REG_MEM registration's own MR, op done */
 	WS_NR
@@ -1902,6 +1918,7 @@ static const char *const wp_scope_what[WS_NR] = {
 	[WS_PAST_END] = "one byte past the grant's end",
 	[WS_BEFORE] = "one byte before the grant's start",
 	[WS_OLD_RKEY] = "a landed grant's rkey while the operation runs",
+	[WS_SIG_WAIT] = "the last grant's rkey once the data is in, our SIG not",
 	[WS_AFTER_OP] = "the last grant's rkey after the operation completed",
 	[WS_REG_MEM] = "a registration's own MR after the operation completed",
 };
@@ -1955,6 +1972,16 @@ static void wp_fill_grant(struct wpeer *p, const struct kcoll_wire_msg *g)
  * remote access error. Afterwards rank 0's memory holds our 0x77 only
  * where a grant we filled put it. Returns the number of failed checks,
  * logging each.
+ *
+ * WS_SIG_WAIT gathers instead, directly (sysfs algo/gather: the binomial
+ * one lands in scratch and copies out after), root 0, WS_BYTES in all,
+ * rank 0's own half of 0x5a from a buffer of its own: we fill our half's
+ * grants and send no SIG, so rank 0's gather has all its data but waits
+ * for ours (a collective in which rank 0 sends us anything would take
+ * our grant's signature for the SIG). Its grants must be invalid already:
+ * a collective on the same buffer may run beside it from then on (until
+ * 2026-12-05 they stayed valid until the gather ended, and a peer could
+ * write through them into the buffer of the one beside it).
  */
 static int wp_scope_case(int what)
 {
@@ -1964,8 +1991,9 @@ static int wp_scope_case(int what)
 	struct kcoll_reg_mem reg = {};
 	pthread_t th;
 	uint8_t *buf = aligned_alloc(4096, WS_BYTES + 2 * WS_GUARD + 4096);
-	uint8_t *dst;
+	uint8_t *dst, *own = NULL;
 	size_t filled = 0, i, total = WS_BYTES + 2 * WS_GUARD + 4096;
+	size_t land = 0;	/* where in rank 0's receive ours go */
 	unsigned int used = 0;
 	struct kcoll_wire_msg g0, last;
 	uint64_t addr;
@@ -2005,6 +2033,22 @@ static int wp_scope_case(int what)
 	w.r = &c.r;
 	w.sqe = kt_coll(KCOLL_OP_BROADCAST, c.id, KCOLL_DTYPE_FP32, 0, 1,
 			WS_BYTES / 4, dst, dst);
+	if (what == WS_SIG_WAIT) {
+		own = malloc(WS_BYTES / 2);
+		WS_CHECK(own, "no memory");
+		if (!own) {
+			wp_destroy(&p);
+			free(buf);
+			return fails;
+		}
+		memset(own, 0x5a, WS_BYTES / 2);
+		w.sqe = kt_coll(KCOLL_OP_GATHER, c.id, KCOLL_DTYPE_FP32, 0, 0,
+				WS_BYTES / 8, own, dst);
+		WS_CHECK(!kt_sysfs_write("algo/gather", "direct"),
+			 "sysfs algo/gather");
+		land = WS_BYTES / 2;
+		p.no_sig = true;
+	}
 	w.sqe.recv_mr = reg.handle;
 	w.sqe.send_mr = reg.handle;
 	w.sqe.timeout_ms = 10000;
@@ -2038,6 +2082,30 @@ static int wp_scope_case(int what)
 			 ibv_wc_status_str(p.first_err));
 		memset(p.data, 0xee, 4096);
 		wp_write(&p, addr, rkey, 0, 1, false, 0);
+		break;
+	case WS_SIG_WAIT:
+		/* Our half, grant by grant as the window lets them come. */
+		while (filled < WS_BYTES / 2 && !p.dead && !w.done &&
+		       WP_POLL_UNTIL(&p, used < p.ngrants || p.dead || w.done,
+				     20)) {
+			while (used < p.ngrants && !p.dead) {
+				last = p.grants[used++ % WP_GRANTS];
+				wp_fill_grant(&p, &last);
+				filled += le32toh(last.len);
+			}
+		}
+		WS_CHECK(filled == WS_BYTES / 2,
+			 "%zu of our %u bytes granted", filled, WS_BYTES / 2);
+		/* Landed; then time for rank 0 to see it. */
+		WP_POLL_UNTIL(&p, !p.inflight || p.dead, 20);
+		WP_POLL_UNTIL(&p, p.dead, 0.5);
+		WS_CHECK(!p.first_err, "filling the grants failed: %s",
+			 ibv_wc_status_str(p.first_err));
+		WS_CHECK(!w.done, "the gather ended (%d) without our SIG",
+			 w.res);
+		memset(p.data, 0xee, 4096);
+		wp_write(&p, le64toh(last.addr), le32toh(last.rkey), 0, 1,
+			 false, 0);
 		break;
 	case WS_AFTER_OP:
 	case WS_REG_MEM:
@@ -2092,13 +2160,16 @@ static int wp_scope_case(int what)
 			       "nothing (or success)");
 	wp_destroy(&p);
 	pthread_join(th, NULL);
+	if (what == WS_SIG_WAIT)
+		kt_sysfs_write("algo/gather", "auto");
 	if (what < WS_AFTER_OP)
 		WS_CHECK(w.res < 0, "rank 0's broadcast completed with %d",
 			 w.res);
 	/* Byte for byte: our data where we filled grants, 0x5a elsewhere. */
 	for (i = 0; i < total; i++) {
 		size_t at = (size_t)(buf + i - dst);
-		uint8_t want = buf + i >= dst && at < filled ? 0x77 : 0x5a;
+		uint8_t want = buf + i >= dst + land && at < land + filled ?
+			       0x77 : 0x5a;
 
 		if (buf[i] != want) {
 			WS_CHECK(0, "rank 0's byte %zd (from its receive buffer) is %#x, not %#x",
@@ -2114,6 +2185,7 @@ static int wp_scope_case(int what)
 	}
 	kt_ring_exit(&c.r);
 	free(buf);
+	free(own);
 	return fails;
 #undef WS_CHECK
 }
@@ -2137,9 +2209,9 @@ FIXTURE_TEARDOWN(scope)
 {
 }
 
-/* Five communicators, each up to a minute where the module is wrong,
+/* Six communicators, each up to a minute where the module is wrong,
  * more under KASAN. */
-TEST_F_TIMEOUT(scope, grants_expose_exactly_their_bytes_while_they_live, 450)
+TEST_F_TIMEOUT(scope, grants_expose_exactly_their_bytes_while_they_live, 540)
 {
 	int what;
 
