@@ -3,7 +3,10 @@
  * kcoll per-user limits. Everything a user can make the module allocate is
  * charged to that user (the real uid of the task that opened the file):
  * open files (contexts), communicators, registrations, RC QPs (charged for
- * a communicator's whole mesh when it is created) and the kernel memory
+ * a communicator's whole mesh when it is created), requests in flight
+ * (each holds a request and an operation, about 2 KiB of slab, until its
+ * CQE; the CQ sizes alone bounded them by 1024 files x 8192) and the
+ * kernel memory
  * behind staging slots, eager slots and operations' scratch, and the bytes
  * of dma-bufs imported (GPU memory their exporter keeps pinned). Each has a
  * sysfs limit (user_max_*, also module parameters and netlink tunables);
@@ -42,6 +45,7 @@ static const char * const kcoll_quota_names[KCOLL_Q_NR] = {
 	[KCOLL_Q_COMMS] = "comms",
 	[KCOLL_Q_REGS] = "regs",
 	[KCOLL_Q_QPS] = "qps",
+	[KCOLL_Q_OPS] = "ops",
 };
 
 static struct kcoll_quota *kcoll_quota_find(kuid_t uid)

@@ -10,6 +10,7 @@ enum kcoll_quota_kind {
 	KCOLL_Q_COMMS,		/* communicators */
 	KCOLL_Q_REGS,		/* REG_MEM registrations */
 	KCOLL_Q_QPS,		/* RC QPs, a communicator's whole mesh */
+	KCOLL_Q_OPS,		/* requests in flight (submitted, no CQE) */
 	KCOLL_Q_NR
 };
 

@@ -199,6 +199,7 @@ static void __kcoll_req_finish(struct kcoll_req *req, int res, u32 cflags)
 	atomic_dec(&kcoll_nr_inflight);
 	kcoll_cq_notify(ctx, 1);
 	kmem_cache_free(kcoll_req_cache, req);
+	kcoll_quota_uncharge(ctx->quota, KCOLL_Q_OPS, 1);
 	atomic_dec(&kcoll_nr_live_reqs);
 }
 
@@ -386,8 +387,14 @@ static int kcoll_submit(struct kcoll_ctx *ctx, u32 to_submit)
 			goto complete_now;
 		}
 
+		/* The user's requests in flight (sysfs user_max_ops):
+		 * each holds kernel memory until its CQE. */
+		res = kcoll_quota_charge(ctx->quota, KCOLL_Q_OPS, 1);
+		if (res)
+			goto complete_now;
 		req = kmem_cache_alloc(kcoll_req_cache, GFP_KERNEL_ACCOUNT);
 		if (!req) {
+			kcoll_quota_uncharge(ctx->quota, KCOLL_Q_OPS, 1);
 			res = -ENOMEM;
 			goto complete_now;
 		}

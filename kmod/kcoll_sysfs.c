@@ -40,7 +40,7 @@ enum {
 	KCOLL_KNOB_QPS_PER_PEER, KCOLL_KNOB_INTRA_NODE, KCOLL_KNOB_EAGER,
 	KCOLL_KNOB_LAZY_SIGS, KCOLL_KNOB_EAGER_P2P, KCOLL_KNOB_PRIO_MAX_UNPRIV,
 	KCOLL_KNOB_USER_CONTEXTS, KCOLL_KNOB_USER_COMMS, KCOLL_KNOB_USER_REGS,
-	KCOLL_KNOB_USER_QPS, KCOLL_KNOB_USER_KERNEL_MB,
+	KCOLL_KNOB_USER_QPS, KCOLL_KNOB_USER_OPS, KCOLL_KNOB_USER_KERNEL_MB,
 	KCOLL_KNOB_USER_DMABUF_MB, KCOLL_KNOB_GPU_POLL_US,
 	KCOLL_KNOB_REG_CACHE_MB, KCOLL_KNOB_COLLS_IN_FLIGHT,
 	KCOLL_KNOB_PHASES_AHEAD, KCOLL_KNOB_EAGER_AHEAD,
@@ -92,6 +92,8 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	[KCOLL_KNOB_USER_REGS] = { "user_max_regs", 65536, 1, 1 << 24,
 				   false },
 	[KCOLL_KNOB_USER_QPS] = { "user_max_qps", 65536, 1, 1 << 24, false },
+	/* Requests in flight, every file of the user's together. */
+	[KCOLL_KNOB_USER_OPS] = { "user_max_ops", 65536, 1, 1 << 24, false },
 	/* Staging, eager slots, scratch; 0 until load: a quarter of RAM. */
 	[KCOLL_KNOB_USER_KERNEL_MB] = { "user_max_kernel_mb", 0, 1, 1 << 24,
 					false },
@@ -148,6 +150,7 @@ u32 kcoll_user_max(enum kcoll_quota_kind kind)
 		[KCOLL_Q_COMMS] = KCOLL_KNOB_USER_COMMS,
 		[KCOLL_Q_REGS] = KCOLL_KNOB_USER_REGS,
 		[KCOLL_Q_QPS] = KCOLL_KNOB_USER_QPS,
+		[KCOLL_Q_OPS] = KCOLL_KNOB_USER_OPS,
 	};
 
 	return READ_ONCE(kcoll_knobs[knob[kind]].val);
@@ -387,6 +390,10 @@ module_param_cb(user_max_qps, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_USER_QPS], 0644);
 MODULE_PARM_DESC(user_max_qps,
 		 "RC QPs per user (a communicator of n ranks charges (n - 1) x qps_per_peer); past it COMM_CREATE fails with -EDQUOT (default 65536)");
+module_param_cb(user_max_ops, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_USER_OPS], 0644);
+MODULE_PARM_DESC(user_max_ops,
+		 "Requests in flight per user (submitted, CQE not yet posted); past it the SQE completes with -EDQUOT (default 65536)");
 module_param_cb(user_max_kernel_mb, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_USER_KERNEL_MB], 0644);
 MODULE_PARM_DESC(user_max_kernel_mb,
@@ -484,6 +491,7 @@ KCOLL_KNOB_ATTR(user_max_contexts, KCOLL_KNOB_USER_CONTEXTS);
 KCOLL_KNOB_ATTR(user_max_comms, KCOLL_KNOB_USER_COMMS);
 KCOLL_KNOB_ATTR(user_max_regs, KCOLL_KNOB_USER_REGS);
 KCOLL_KNOB_ATTR(user_max_qps, KCOLL_KNOB_USER_QPS);
+KCOLL_KNOB_ATTR(user_max_ops, KCOLL_KNOB_USER_OPS);
 KCOLL_KNOB_ATTR(user_max_kernel_mb, KCOLL_KNOB_USER_KERNEL_MB);
 KCOLL_KNOB_ATTR(user_max_dmabuf_mb, KCOLL_KNOB_USER_DMABUF_MB);
 KCOLL_KNOB_ATTR(gpu_poll_us, KCOLL_KNOB_GPU_POLL_US);
@@ -574,6 +582,7 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_user_max_comms.attr.attr,
 	&kcoll_attr_user_max_regs.attr.attr,
 	&kcoll_attr_user_max_qps.attr.attr,
+	&kcoll_attr_user_max_ops.attr.attr,
 	&kcoll_attr_user_max_kernel_mb.attr.attr,
 	&kcoll_attr_user_max_dmabuf_mb.attr.attr,
 	&kcoll_attr_gpu_poll_us.attr.attr,

@@ -853,8 +853,9 @@ static int kh_quota_of_nobody(long long *v, int nv)
 	if (!f)
 		return -2;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "uid 65534 contexts %lld comms %lld regs %lld qps %lld kernel_bytes %lld",
-			   &v[0], &v[1], &v[2], &v[3], &v[4]) == 5 && nv == 5)
+		if (sscanf(line, "uid 65534 contexts %lld comms %lld regs %lld qps %lld ops %lld kernel_bytes %lld",
+			   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) == 6 &&
+		    nv == 6)
 			found = 0;
 	fclose(f);
 	return found;
@@ -915,6 +916,43 @@ static int kh_limits_child(void *arg)
 		return 74;
 	for (i = 0; i < 3; i++)
 		close(fds[i]);
+
+	/* user_max_ops 4: of six delays in one ENTER, the last two complete
+	 * at once with -EDQUOT, the four others after their 300 ms; then
+	 * there is room again. */
+	if (kt_ring_init(&r, 8, 0, 0))
+		return 65;
+	{
+		struct kcoll_cqe cqe;
+		int ok = 0, quota = 0;
+
+		for (i = 0; i < 6; i++) {
+			struct kcoll_sqe *sqe = kt_get_sqe(&r);
+
+			if (!sqe)
+				return 66;
+			memset(sqe, 0, sizeof(*sqe));
+			sqe->opcode = KCOLL_OP_DELAY;
+			sqe->count = 300000;
+			sqe->user_data = i;
+		}
+		if (kt_enter(&r, 6, 2, KCOLL_ENTER_GETEVENTS, 0) != 6)
+			return 67;
+		for (i = 0; i < 2; i++)
+			if (kt_pop(&r, &cqe) || cqe.res != -EDQUOT ||
+			    cqe.user_data < 4)
+				return 68;
+		if (kt_enter(&r, 0, 4, KCOLL_ENTER_GETEVENTS, 0) < 0)
+			return 69;
+		while (!kt_pop(&r, &cqe))
+			ok += !cqe.res, quota += cqe.res == -EDQUOT;
+		if (ok != 4 || quota)
+			return 60;
+		if (kt_run(&r, &(struct kcoll_sqe){ .opcode = KCOLL_OP_DELAY,
+						  .count = 1000 }))
+			return 61;
+	}
+	kt_ring_exit(&r);
 
 	/* user_max_comms 2, user_max_regs 2, user_max_qps 1. */
 	for (i = 0; i < 3; i++)
@@ -996,13 +1034,14 @@ static int kh_unlimited_child(void *arg)
 static const char *const kh_limits[][2] = {
 	{ "user_max_contexts", "3" }, { "user_max_comms", "2" },
 	{ "user_max_regs", "2" }, { "user_max_qps", "1" },
-	{ "user_max_kernel_mb", "1" },
+	{ "user_max_kernel_mb", "1" }, { "user_max_ops", "4" },
 };
+#define KH_NLIMITS	(int)(sizeof(kh_limits) / sizeof(kh_limits[0]))
 
 TEST_F_TIMEOUT(harden, per_user_limits_refuse_with_edquot, 120)
 {
 	const char *ip = getenv("KCOLL_IP");
-	long long saved[5], v[5];
+	long long saved[KH_NLIMITS], v[6];
 	char val[32];
 	int i, rc;
 
@@ -1010,13 +1049,13 @@ TEST_F_TIMEOUT(harden, per_user_limits_refuse_with_edquot, 120)
 		SKIP(return, "setting the sysfs limits needs root");
 	if (!ip)
 		TH_LOG("KCOLL_IP not set: the kernel memory limit is not tested");
-	for (i = 0; i < 5; i++) {
+	for (i = 0; i < KH_NLIMITS; i++) {
 		saved[i] = kt_sysfs_read(kh_limits[i][0]);
 		ASSERT_LT(0, saved[i]);
 		EXPECT_EQ(-EINVAL, kt_sysfs_write(kh_limits[i][0], "0"));
 	}
 	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
-	for (i = 0; i < 5; i++)
+	for (i = 0; i < KH_NLIMITS; i++)
 		ASSERT_EQ(0, kt_sysfs_write(kh_limits[i][0], kh_limits[i][1]));
 	rc = kt_as_nobody(kh_limits_child, (void *)ip);
 	EXPECT_EQ(0, rc) {
@@ -1033,7 +1072,7 @@ TEST_F_TIMEOUT(harden, per_user_limits_refuse_with_edquot, 120)
 					    NULL));
 		kt_ring_exit(&r);
 	}
-	for (i = 0; i < 5; i++) {
+	for (i = 0; i < KH_NLIMITS; i++) {
 		snprintf(val, sizeof(val), "%lld", saved[i]);
 		EXPECT_EQ(0, kt_sysfs_write(kh_limits[i][0], val));
 	}
@@ -1043,12 +1082,12 @@ TEST_F_TIMEOUT(harden, per_user_limits_refuse_with_edquot, 120)
 	}
 	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
 	/* Every charge went back with what it paid for. */
-	rc = kh_quota_of_nobody(v, 5);
+	rc = kh_quota_of_nobody(v, 6);
 	EXPECT_NE(-2, rc);
 	if (!rc)
-		EXPECT_EQ(0, v[0] + v[1] + v[2] + v[3] + v[4]) {
-			TH_LOG("uid 65534 still holds %lld contexts, %lld comms, %lld regs, %lld QPs, %lld bytes",
-			       v[0], v[1], v[2], v[3], v[4]);
+		EXPECT_EQ(0, v[0] + v[1] + v[2] + v[3] + v[4] + v[5]) {
+			TH_LOG("uid 65534 still holds %lld contexts, %lld comms, %lld regs, %lld QPs, %lld requests, %lld bytes",
+			       v[0], v[1], v[2], v[3], v[4], v[5]);
 		}
 }
 
