@@ -13,7 +13,8 @@
  * lookup returns it, and a work item takes it off the cache and drops the
  * cache's use. An operation that already holds a use goes on with the
  * pages it pinned, as one that pinned its own buffer would; the last put
- * removes the notifier, then unpins.
+ * deregisters and unpins, and a work item then removes the notifier
+ * (kcoll_cache_free_work()).
  *
  * Lookups happen under comm->lock and take a use there; the notifier
  * callback never sleeps and never frees (it may run under the mm's locks):
@@ -62,7 +63,7 @@ static bool kcoll_cache_invalidate(struct mmu_interval_notifier *mni,
 		return true;
 	kcoll_stat_add(KCOLL_STAT_REGCACHE_INVAL, 1);
 	/* The work's own use; none left means the entry is being freed
-	 * (its last put waits for us in mmu_interval_notifier_remove()). */
+	 * (its free work waits for us in mmu_interval_notifier_remove()). */
 	if (refcount_inc_not_zero(&mem->users))
 		kcoll_queue_work(&mem->drop);
 	return true;
@@ -143,18 +144,30 @@ void kcoll_cache_flush(struct kcoll_comm *comm)
 	kcoll_cache_trim(comm, 0, 0);
 }
 
-/* The last put of a cache entry (kcoll_mem_put()): notifier, comm. */
-void kcoll_cache_mem_free(struct kcoll_mem *mem)
+/*
+ * The rest of an entry after its last put (kcoll_mem_put(): its MRs and
+ * pages are gone): the notifier, then the communicator's reference and
+ * the entry. In a work item holding no lock of kcoll's:
+ * mmu_interval_notifier_remove() waits until no invalidation of the mm
+ * is running at all, which its owner can keep up for as long as it likes
+ * (threads that madvise() in turn), and the last put runs under dev_sem
+ * or comm->lock (until 2026-12-05 a device removal waited with it). An
+ * invalidation meanwhile finds no use to take and queues nothing.
+ */
+static void kcoll_cache_free_work(struct work_struct *w)
 {
+	struct kcoll_mem *mem = container_of(w, struct kcoll_mem, free);
+
 	if (mem->mni_on)
 		mmu_interval_notifier_remove(&mem->mni);
-	mem->mni_on = false;
-}
-
-void kcoll_cache_mem_done(struct kcoll_mem *mem)
-{
 	if (mem->comm_ref)
 		kcoll_comm_put(mem->comm);
+	kfree(mem);
+}
+
+void kcoll_cache_mem_free(struct kcoll_mem *mem)
+{
+	kcoll_queue_work(&mem->free);
 }
 
 static u64 kcoll_cache_limit(void)
@@ -240,6 +253,7 @@ int kcoll_cache_pin(struct kcoll_comm *comm, u64 addr, size_t len,
 	mem->comm = comm;
 	mem->is_cache = true;
 	INIT_WORK(&mem->drop, kcoll_cache_drop_work);
+	INIT_WORK(&mem->free, kcoll_cache_free_work);
 	refcount_set(&mem->users, 1);		/* the operation's */
 	/* Before the pages are pinned: a change in between is seen. */
 	err = mmu_interval_notifier_insert(&mem->mni, current->mm, start,

@@ -14,6 +14,5 @@ struct kcoll_mem *kcoll_cache_take(struct kcoll_comm *comm, u64 addr,
 int kcoll_cache_commit(struct kcoll_comm *comm, struct kcoll_mem *mem);
 void kcoll_cache_flush(struct kcoll_comm *comm);
 void kcoll_cache_mem_free(struct kcoll_mem *mem);
-void kcoll_cache_mem_done(struct kcoll_mem *mem);
 
 #endif
