@@ -716,8 +716,14 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	comm->lanes = kcoll_qps_per_peer();
 	comm->mine.node_ranks = kcoll_node_ranks(comm->ranks, comm->nranks);
 	comm->model = comm->mine;
-	comm->connect_deadline = jiffies + msecs_to_jiffies(p.timeout_ms ?:
-					kcoll_connect_timeout_ms());
+	/*
+	 * At most an hour: a communicator whose peers never come retries
+	 * every connection until then (with u32 milliseconds, 49 days of a
+	 * rdma_cm id, a QP and its receives every 200 ms per peer).
+	 */
+	comm->connect_deadline = jiffies + msecs_to_jiffies(
+		min(p.timeout_ms ?: kcoll_connect_timeout_ms(),
+		    KCOLL_CONNECT_TIMEOUT_MAX_MS));
 
 	mutex_lock(&kcoll_comms_lock);
 	{

@@ -56,7 +56,7 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	[KCOLL_KNOB_CHUNK] = { "chunk_bytes", 64 << 10, 4096, 4 << 20,
 			       false },
 	[KCOLL_KNOB_CONNECT_TIMEOUT] = { "connect_timeout_ms", 60000, 100,
-					 3600 * 1000, false },
+					 KCOLL_CONNECT_TIMEOUT_MAX_MS, false },
 	/* IB encoding: 4.096 us * 2^v; 18 (about 1 s) is rdma_cm's own. */
 	[KCOLL_KNOB_ACK_TIMEOUT] = { "ack_timeout", 18, 8, 31, false },
 	/* 1: the SQE priority orders chunks on a device; 0: FIFO. */

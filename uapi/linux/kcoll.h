@@ -406,6 +406,8 @@ struct kcoll_rank_addr {
 
 #define KCOLL_KEY_LEN		16
 #define KCOLL_MAX_RANKS		4096
+/* COMM_CREATE's timeout_ms is at most this (sysfs connect_timeout_ms too). */
+#define KCOLL_CONNECT_TIMEOUT_MAX_MS	(3600U * 1000)
 
 /**
  * struct kcoll_comm_create - KCOLL_IOC_COMM_CREATE argument. Blocks until
@@ -417,7 +419,9 @@ struct kcoll_rank_addr {
  * @rank:	this rank, < @nranks
  * @nranks:	1 .. KCOLL_MAX_RANKS
  * @flags:	KCOLL_COMM_*
- * @timeout_ms:	connection setup limit; 0: sysfs connect_timeout_ms
+ * @timeout_ms:	connection setup limit; 0: sysfs connect_timeout_ms;
+ *		at most an hour (KCOLL_CONNECT_TIMEOUT_MAX_MS): more is
+ *		taken for that
  * @comm_id:	out: handle for SQEs and the other ioctls, local to the file
  * @parent_uid:	the uid of the communicator this one was made from (split,
  *		shrink or grow in libcoll), shown by kcollctl; 0: none. Not
