@@ -41,7 +41,11 @@ static size_t kcoll_fpu_elems(const struct kcoll_task *op)
 	return KCOLL_FPU_BYTES / op->esize;
 }
 
-/* dst[i] = dst[i] (op) src[i] for @n elements, FPU section by section. */
+/*
+ * dst[i] = dst[i] (op) src[i] for @n elements, FPU section by section,
+ * with a chance to reschedule between them: a step may be as large as
+ * RLIMIT_MEMLOCK lets a user pin, and it runs under comm->lock.
+ */
 static void kcoll_cpu_reduce(struct kcoll_task *op, u8 *dst, const u8 *src,
 			     size_t n)
 {
@@ -55,6 +59,7 @@ static void kcoll_cpu_reduce(struct kcoll_task *op, u8 *dst, const u8 *src,
 		dst += k * op->esize;
 		src += k * op->esize;
 		n -= k;
+		cond_resched();
 	}
 }
 
@@ -74,10 +79,38 @@ static void kcoll_cpu_avg(struct kcoll_task *op, u8 *p, size_t n)
 	}
 }
 
+/*
+ * memmove() of @bytes, a MiB at a time with a chance to reschedule in
+ * between (as kcoll_cpu_reduce()); regions may overlap, so the pieces go
+ * in the order memmove() would copy them: from the end when @dst lies
+ * inside the source.
+ */
+#define KCOLL_COPY_STEP		(1u << 20)
+
 static void kcoll_cpu_copy(struct kcoll_task *op, u8 *dst, const u8 *src,
 			   size_t bytes)
 {
-	memmove(dst, src, bytes);
+	size_t k;
+
+	if (dst <= src || dst >= src + bytes) {
+		while (bytes) {
+			k = min_t(size_t, bytes, KCOLL_COPY_STEP);
+			memmove(dst, src, k);
+			dst += k;
+			src += k;
+			bytes -= k;
+			if (bytes)
+				cond_resched();
+		}
+		return;
+	}
+	while (bytes) {
+		k = min_t(size_t, bytes, KCOLL_COPY_STEP);
+		bytes -= k;
+		memmove(dst + bytes, src + bytes, k);
+		if (bytes)
+			cond_resched();
+	}
 }
 
 const struct kcoll_exec kcoll_exec_cpu = {
