@@ -277,21 +277,20 @@ static bool kcoll_comm_cm_idle(struct kcoll_comm *comm, void *unused)
 }
 
 /*
- * Stop everything: fail the operations (peers are told), tear down every
- * connection (drained: no completion will follow) and complete the
- * operations with @err. Idempotent. Must not hold comm->lock.
+ * The first half of a shutdown: every peer still connected is told, every
+ * operation fails with @err, and nothing new starts. It does not wait:
+ * kcoll_comm_shutdown_finish() does, until KCOLL_BYE_WAIT_MS after this at
+ * most, so that a file closing many communicators begins them all and
+ * waits once (kcoll_ctx_comms_release()). Idempotent. Must not hold
+ * comm->lock.
  */
-static void kcoll_comm_shutdown(struct kcoll_comm *comm, int err)
+static void kcoll_comm_shutdown_begin(struct kcoll_comm *comm, int err)
 {
 	u32 i;
 
 	mutex_lock(&comm->lock);
 	if (comm->shutting_down) {
 		mutex_unlock(&comm->lock);
-		/* Another caller (abort, device removal) is at it: the
-		 * caller may free what the ops used once it is over. */
-		kcoll_comm_wait(comm, kcoll_comm_is_shut, NULL,
-				MAX_SCHEDULE_TIMEOUT, false);
 		return;
 	}
 	/*
@@ -309,9 +308,41 @@ static void kcoll_comm_shutdown(struct kcoll_comm *comm, int err)
 	kcoll_engine_fail_all(comm, err);
 	/* Handlers check this first and then do nothing. */
 	comm->shutting_down = true;
+	comm->shut_owed = true;
+	comm->shut_err = err;
+	comm->bye_deadline = jiffies + msecs_to_jiffies(KCOLL_BYE_WAIT_MS);
 	mutex_unlock(&comm->lock);
-	kcoll_comm_wait(comm, kcoll_comm_sends_done, NULL,
-			msecs_to_jiffies(KCOLL_BYE_WAIT_MS), false);
+}
+
+/*
+ * The second half: once the BYEs are acknowledged (or their deadline
+ * passed), tear down every connection (drained: no completion will
+ * follow) and complete the operations. The first caller after
+ * kcoll_comm_shutdown_begin() does it; any other waits until it is over,
+ * as every caller may free what the ops used once this returns. Must not
+ * hold comm->lock.
+ */
+static void kcoll_comm_shutdown_finish(struct kcoll_comm *comm)
+{
+	long left;
+	int err;
+	u32 i;
+
+	mutex_lock(&comm->lock);
+	if (!comm->shut_owed) {
+		mutex_unlock(&comm->lock);
+		/* Another caller (abort, device removal) is at it. */
+		kcoll_comm_wait(comm, kcoll_comm_is_shut, NULL,
+				MAX_SCHEDULE_TIMEOUT, false);
+		return;
+	}
+	comm->shut_owed = false;
+	err = comm->shut_err;
+	left = (long)(comm->bye_deadline - jiffies);
+	mutex_unlock(&comm->lock);
+	if (left > 0)
+		kcoll_comm_wait(comm, kcoll_comm_sends_done, NULL, left,
+				false);
 	kcoll_comm_wait(comm, kcoll_comm_cm_idle, NULL, MAX_SCHEDULE_TIMEOUT,
 			false);
 
@@ -334,6 +365,18 @@ static void kcoll_comm_shutdown(struct kcoll_comm *comm, int err)
 	comm->shut = true;
 	mutex_unlock(&comm->lock);
 	wake_up_all(&comm->wait);
+}
+
+/*
+ * Stop everything: fail the operations (peers are told), tear down every
+ * connection and complete the operations with @err (the first shutdown's
+ * error, if one began already). Idempotent; when it returns the
+ * shutdown is over, whoever ran it. Must not hold comm->lock.
+ */
+static void kcoll_comm_shutdown(struct kcoll_comm *comm, int err)
+{
+	kcoll_comm_shutdown_begin(comm, err);
+	kcoll_comm_shutdown_finish(comm);
 }
 
 /* A peer's revoke: the log line and the event (once per comm). */
@@ -1039,9 +1082,14 @@ void kcoll_ctx_comms_release(struct kcoll_ctx *ctx)
 
 	mutex_lock(&ctx->comm_lock);
 	/* Nothing else uses the file now: all linger at once (at most
-	 * KCOLL_LINGER_MS in all), then go. */
+	 * KCOLL_LINGER_MS in all), then all say BYE at once (and wait for
+	 * it KCOLL_BYE_WAIT_MS in all, not each in turn), then go. */
 	xa_for_each(&ctx->comms, id, comm)
 		kcoll_comm_linger(comm, deadline);
+	xa_for_each(&ctx->comms, id, comm) {
+		kcoll_comm_unlist(comm);
+		kcoll_comm_shutdown_begin(comm, -ECANCELED);
+	}
 	xa_for_each(&ctx->comms, id, comm) {
 		xa_erase(&ctx->comms, id);
 		kcoll_comm_destroy(ctx, comm);

@@ -695,6 +695,9 @@ struct kcoll_comm {
 	int error;			/* sticky: the comm is unusable */
 	u32 lost_rank;			/* + 1, the peer whose loss set it */
 	bool shutting_down;
+	bool shut_owed;			/* begun, its finish not claimed */
+	int shut_err;			/* what the shutdown fails ops with */
+	unsigned long bye_deadline;	/* jiffies: BYEs acknowledged by */
 	bool shut;			/* kcoll_comm_shutdown() is over */
 	bool aborted;			/* KCOLL_IOC_COMM_ABORT */
 	bool revoked;			/* KCOLL_ABORT_REVOKE, here or by a

@@ -416,19 +416,28 @@ static void *wc_create(void *arg)
 }
 
 /* Start rank 0's COMM_CREATE (it waits for rank 1's hello up to
- * @connect_ms). */
-static int wc_start_ms(struct wcomm *c, const char *ip, uint64_t uid,
-		       const char *key, int connect_ms)
+ * @connect_ms) on the file of @shared, or on a ring of its own if NULL. */
+static int wc_start_on(struct wcomm *c, const struct tring *shared,
+		       const char *ip, uint64_t uid, const char *key,
+		       int connect_ms)
 {
 	memset(c, 0, sizeof(*c));
 	c->connect_ms = connect_ms;
-	if (kt_ring_init(&c->r, 64, 0, 0))
+	if (shared)
+		c->r = *shared;
+	else if (kt_ring_init(&c->r, 64, 0, 0))
 		return -1;
 	kt_addr_pair(c->ranks, ip);
 	c->uid = uid;
 	snprintf(c->key, sizeof(c->key), "%s", key);
 	c->created = 1;
 	return pthread_create(&c->creator, NULL, wc_create, c);
+}
+
+static int wc_start_ms(struct wcomm *c, const char *ip, uint64_t uid,
+		       const char *key, int connect_ms)
+{
+	return wc_start_on(c, NULL, ip, uid, key, connect_ms);
 }
 
 static int wc_start(struct wcomm *c, const char *ip, uint64_t uid,
@@ -1440,6 +1449,56 @@ TEST(floods_end_the_connection)
 		wp_destroy(&p);
 		kt_ring_exit(&c.r);
 	}
+}
+
+/*
+ * A file closed with many communicators on it says BYE on all of them at
+ * once and waits for the acknowledgements once (at most KCOLL_BYE_WAIT_MS,
+ * 500 ms, in all), not once per communicator in turn: a process with a
+ * few dozen process groups whose peers are gone would otherwise take tens
+ * of seconds to exit (until 2026-12-05 it did, 500 ms each). Our QPs stop
+ * taking anything (error state: rxe drops what comes), so none of the
+ * module's BYEs is acknowledged and each communicator's wait runs out.
+ */
+TEST(a_closing_file_waits_for_its_byes_once)
+{
+	enum { N = 6 };
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	struct kcoll_wire_hello h;
+	struct wpeer p[N];
+	struct wcomm c[N];
+	struct tring r;
+	double t0, took;
+	int i;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	ASSERT_EQ(0, kt_ring_init(&r, 64, 0, 0));
+	for (i = 0; i < N; i++) {
+		ASSERT_EQ(0, wc_start_on(&c[i], &r, wp_ip(), 0x7e50 + i,
+					 "close-once", 15000));
+		wp_hello(&h, c[i].uid, c[i].key, 0);
+		ASSERT_EQ(0, wp_connect_listed(&p[i], &h, c[i].key, 50));
+		pthread_join(c[i].creator, NULL);
+		ASSERT_EQ(0, c[i].created);
+	}
+	/* Whatever the module sent while connecting was acknowledged. */
+	usleep(200000);
+	for (i = 0; i < N; i++) {
+		wp_poll(&p[i]);
+		ASSERT_EQ(0, ibv_modify_qp(p[i].id->qp, &a, IBV_QP_STATE));
+	}
+	t0 = wp_now();
+	kt_ring_exit(&r);
+	took = wp_now() - t0;
+	TH_LOG("closing a file with %d communicators whose peer takes nothing: %.2f s",
+	       N, took);
+	/* The wait ran (our QPs really took nothing) ... */
+	EXPECT_LE(0.4, took);
+	/* ... once: not N times 500 ms (3 s). */
+	EXPECT_GT(1.5, took);
+	for (i = 0; i < N; i++)
+		wp_destroy(&p[i]);
 }
 
 /*
