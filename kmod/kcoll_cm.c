@@ -14,6 +14,7 @@
 #include <linux/in.h>
 #include <linux/in6.h>
 #include <linux/inet.h>
+#include <linux/random.h>
 #include <linux/ratelimit.h>
 #include <linux/slab.h>
 #include <crypto/algapi.h>
@@ -143,12 +144,33 @@ void kcoll_conn_retry_work(struct work_struct *work)
 	}
 }
 
-/* Try again shortly (the peer's communicator may not exist yet). */
+/* The longest wait between two attempts to reach a peer. */
+#define KCOLL_RETRY_MAX_MS	5000U
+
+/*
+ * Try again later (the peer's communicator may not exist yet): after 20
+ * ms, doubling to 200 ms, and once the communicator has waited longer
+ * than 1.6 s, after an eighth of the time it has waited (at most
+ * KCOLL_RETRY_MAX_MS), an eighth more or less at random so that the ranks
+ * waiting for one late peer do not knock in step. A peer that comes t
+ * seconds late is reached about t/8 later; one that never comes costs an
+ * rdma_cm id, a QP and its receives every 5 s per connection instead of
+ * every 200 ms. Never past the connect deadline (which then fails it).
+ */
 static void kcoll_conn_retry_later(struct kcoll_conn *conn)
 {
-	unsigned long delay = msecs_to_jiffies(min(20U << min(conn->attempts, 4U),
-						    200U));
+	struct kcoll_comm *comm = conn->comm;
+	unsigned int waited = jiffies_to_msecs(jiffies - comm->connect_start);
+	unsigned int ms = max(min(20U << min(conn->attempts, 4U), 200U),
+			      min(waited / 8, KCOLL_RETRY_MAX_MS));
+	unsigned long delay;
+	long left;
 
+	ms = ms - ms / 8 + get_random_u32() % (ms / 4 + 1);
+	delay = msecs_to_jiffies(ms);
+	left = (long)(comm->connect_deadline - jiffies);
+	if (left >= 0 && delay > (unsigned long)left + 1)
+		delay = left + 1;
 	kcoll_queue_delayed(&conn->retry, delay);
 }
 

@@ -764,6 +764,7 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	 * every connection until then (with u32 milliseconds, 49 days of a
 	 * rdma_cm id, a QP and its receives every 200 ms per peer).
 	 */
+	comm->connect_start = jiffies;
 	comm->connect_deadline = jiffies + msecs_to_jiffies(
 		min(p.timeout_ms ?: kcoll_connect_timeout_ms(),
 		    KCOLL_CONNECT_TIMEOUT_MAX_MS));

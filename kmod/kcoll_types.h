@@ -722,6 +722,7 @@ struct kcoll_comm {
 	struct kcoll_opstats stats;
 	struct kcoll_opstats *dstats;	/* the device's, NULL without one */
 	size_t seg_pages;		/* fast-reg page list length */
+	unsigned long connect_start;	/* jiffies: COMM_CREATE began */
 	unsigned long connect_deadline;	/* jiffies */
 
 	struct kcoll_gpu *gpu;		/* KCOLL_IOC_GPU_SETUP, under @lock */

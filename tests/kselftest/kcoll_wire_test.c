@@ -2492,6 +2492,81 @@ TEST(a_listener_without_the_key_learns_nothing)
 }
 
 /*
+ * A peer that never comes (2026-12-05 review): the module's rank 1 keeps
+ * connecting to rank 0's address, where our listener refuses every
+ * request as a node without that communicator would. It used to try every
+ * 200 ms until its connect timeout (an rdma_cm id, a QP and its receives
+ * each time, for as long as an hour); now the gaps grow with the time it
+ * has waited (an eighth of it, up to 5 s). Over a 12 s connect timeout:
+ * no more than 40 attempts (the old module: about 60), and every gap
+ * after the first 4 s at least 0.3 s (the old: 0.2 s). Only the lower
+ * bounds are timed: a loaded machine makes the gaps longer, never shorter.
+ */
+TEST(a_peer_that_never_comes_is_tried_ever_less_often)
+{
+	struct wlisten *l = calloc(1, sizeof(*l));
+	int port = 18900 + getpid() % 300, n = 0, st;
+	struct kcoll_rank_addr ranks[2];
+	double t[256], t0, min_gap = 1e9;
+	struct tring r;
+	pid_t pid;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	ASSERT_NE(NULL, l);
+	ASSERT_EQ(0, wl_listen(l, port));
+	ASSERT_EQ(0, kt_ring_init(&r, 8, 0, 0));
+	kt_addr_pair(ranks, wp_ip());
+	ranks[0].port = port;
+	t0 = wp_now();
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		long e = kt_comm_create(r.fd, 0x7e58, "never-comes", 1, 2,
+					ranks, 12000, NULL);
+
+		fprintf(stderr, "# rank 1: COMM_CREATE: %ld after %.1f s\n",
+			e, wp_now() - t0);
+		_exit(e == -ETIMEDOUT ? 0 : 1);
+	}
+	while (wp_now() - t0 < 14) {
+		struct pollfd pfd = { .fd = l->ec->fd, .events = POLLIN };
+		struct rdma_cm_event *ev;
+		struct rdma_cm_id *id;
+
+		if (poll(&pfd, 1, 200) <= 0 || rdma_get_cm_event(l->ec, &ev))
+			continue;
+		if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
+			rdma_ack_cm_event(ev);
+			continue;
+		}
+		if (n < (int)(sizeof(t) / sizeof(t[0])))
+			t[n++] = wp_now() - t0;
+		id = ev->id;
+		rdma_reject(id, NULL, 0);
+		rdma_ack_cm_event(ev);
+		rdma_destroy_id(id);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) {
+		TH_LOG("rank 1's COMM_CREATE did not fail with -ETIMEDOUT");
+	}
+	for (int i = 0; i + 1 < n; i++)
+		if (t[i] >= 4 && t[i + 1] - t[i] < min_gap)
+			min_gap = t[i + 1] - t[i];
+	TH_LOG("%d attempts in 12 s; the last at %.2f s, %.2f s after the one before; the shortest gap after 4 s: %.2f s",
+	       n, n ? t[n - 1] : 0, n > 1 ? t[n - 1] - t[n - 2] : 0, min_gap);
+	/* It did keep trying, until about its timeout. */
+	EXPECT_LE(10, n);
+	EXPECT_LE(9, n ? t[n - 1] : 0);
+	EXPECT_GE(40, n);
+	EXPECT_LE(0.3, min_gap);
+	wl_close(l);
+	free(l);
+	kt_ring_exit(&r);
+}
+
+/*
  * Another user's fake local peer (2026-12-05 review, F1). Victim V: a
  * real 2-rank communicator on this node (uid U, key K1), its rank 0
  * waiting in a 64 KiB receive from rank 1, which exposes V's buffer to
