@@ -307,7 +307,7 @@ static void kcoll_comm_shutdown_begin(struct kcoll_comm *comm, int err)
 		comm->error = err;
 	kcoll_engine_fail_all(comm, err);
 	/* Handlers check this first and then do nothing. */
-	comm->shutting_down = true;
+	WRITE_ONCE(comm->shutting_down, true);
 	comm->shut_owed = true;
 	comm->shut_err = err;
 	comm->bye_deadline = jiffies + msecs_to_jiffies(KCOLL_BYE_WAIT_MS);
@@ -1119,6 +1119,29 @@ void kcoll_comms_device_removed(struct ib_device *ibdev)
 	spin_lock(&kcoll_comms_all_lock);
 	kcoll_ib_set_gone(ibdev);
 	spin_unlock(&kcoll_comms_all_lock);
+	/*
+	 * Every comm on it begins its shutdown first, so that their waits
+	 * for the BYEs' acknowledgements overlap (KCOLL_BYE_WAIT_MS in all,
+	 * not per comm, while the device's removal waits for us). Each turn
+	 * begins one (or finds one begun meanwhile): it ends.
+	 */
+	for (;;) {
+		victim = NULL;
+		spin_lock(&kcoll_comms_all_lock);
+		list_for_each_entry(comm, &kcoll_comms_all, all_node) {
+			if (READ_ONCE(comm->ibdev) == ibdev &&
+			    !READ_ONCE(comm->shutting_down) &&
+			    kref_get_unless_zero(&comm->ref)) {
+				victim = comm;
+				break;
+			}
+		}
+		spin_unlock(&kcoll_comms_all_lock);
+		if (!victim)
+			break;
+		kcoll_comm_shutdown_begin(victim, -ENODEV);
+		kcoll_comm_put(victim);
+	}
 	/*
 	 * Every comm on it, listed or not: a destroyed or aborted comm is
 	 * off the listener's list but may still hold registrations (or a
