@@ -7,6 +7,7 @@
 #define KCOLL_COMPAT_H
 
 #include <linux/eventfd.h>
+#include <linux/mm.h>
 #include "kcoll_config.h"
 
 static inline void kcoll_eventfd_signal(struct eventfd_ctx *ctx)
@@ -15,6 +16,16 @@ static inline void kcoll_eventfd_signal(struct eventfd_ctx *ctx)
 	eventfd_signal(ctx);
 #else
 	eventfd_signal(ctx, 1);
+#endif
+}
+
+static inline void kcoll_vm_flags_set(struct vm_area_struct *vma,
+				      unsigned long flags)
+{
+#ifdef HAVE_VM_FLAGS_SET
+	vm_flags_set(vma, flags);
+#else
+	vma->vm_flags |= flags;
 #endif
 }
 

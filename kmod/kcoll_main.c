@@ -18,6 +18,7 @@
 #include <linux/workqueue.h>
 
 #include "kcoll.h"
+#include "kcoll_compat.h"
 #include "kcoll_gpu.h"
 #include "kcoll_types.h"
 #include "kcoll_comm.h"
@@ -130,6 +131,27 @@ static long kcoll_ioctl(struct file *file, unsigned int cmd,
 	}
 }
 
+/*
+ * Map @len bytes of the vmalloc'ed @region (not VM_USERMAP:
+ * remap_vmalloc_range() refuses it) into @vma, as remap_vmalloc_range()
+ * would: page by page, never to grow.
+ */
+static int kcoll_map_region(struct vm_area_struct *vma, void *region,
+			    unsigned long len)
+{
+	unsigned long off;
+	int err;
+
+	kcoll_vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+	for (off = 0; off < len; off += PAGE_SIZE) {
+		err = vm_insert_page(vma, vma->vm_start + off,
+				     vmalloc_to_page(region + off));
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
 static int kcoll_mmap(struct file *file, struct vm_area_struct *vma)
 {
 	struct kcoll_ctx *ctx = file->private_data;
@@ -146,7 +168,7 @@ static int kcoll_mmap(struct file *file, struct vm_area_struct *vma)
 	 * application from the kernel's view of the rings. */
 	if (!(vma->vm_flags & VM_MAYSHARE))
 		return -EINVAL;
-	return remap_vmalloc_range(vma, ctx->region, 0);
+	return kcoll_map_region(vma, ctx->region, len);
 }
 
 static __poll_t kcoll_poll(struct file *file, poll_table *wait)

@@ -275,8 +275,14 @@ long kcoll_ctx_setup(struct kcoll_ctx *ctx, struct kcoll_setup *p)
 		err = -EBUSY;
 		goto out_unlock;
 	}
-	/* Zeroed, page-aligned, and flagged for remap_vmalloc_range(). */
-	region = vmalloc_user(l.size);
+	/*
+	 * Zeroed and page-aligned (kcoll_mmap() maps it page by page), and
+	 * charged to the caller's memory cgroup, which vmalloc_user() is
+	 * not: past the cgroup's limit SETUP fails with -ENOMEM instead of
+	 * calling its OOM killer (__GFP_RETRY_MAYFAIL).
+	 */
+	region = __vmalloc(l.size, GFP_KERNEL_ACCOUNT | __GFP_ZERO |
+			   __GFP_RETRY_MAYFAIL | __GFP_NOWARN);
 	if (!region) {
 		err = -ENOMEM;
 		goto out_unlock;

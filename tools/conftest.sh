@@ -50,5 +50,9 @@ probe HAVE_MODULE_IMPORT_NS_STRING '#include <linux/dma-buf.h>
 MODULE_IMPORT_NS("DMA_BUF");
 struct dma_buf *t(int fd) { return dma_buf_get(fd); }'
 
+# 6.3 made vma->vm_flags read-only, to be changed through vm_flags_set().
+probe HAVE_VM_FLAGS_SET '#include <linux/mm.h>
+void t(struct vm_area_struct *v) { vm_flags_set(v, VM_DONTEXPAND); }'
+
 echo "#endif" >>"$tmp"
 mv "$tmp" "$out"

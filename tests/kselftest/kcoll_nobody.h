@@ -28,9 +28,10 @@ static inline int kt_become_nobody(void)
 	return geteuid() == 65534 ? 0 : -EPERM;
 }
 
-/* Run @fn as nobody in a child (it inherits the caller's descriptors);
- * its exit code (0: passed; 200 + N: killed by signal N). */
-static inline int kt_as_nobody(int (*fn)(void *), void *arg)
+/* Run @fn in a child (it inherits the caller's descriptors), as nobody
+ * if @nobody (else @fn drops what it must itself); its exit code (0:
+ * passed; 200 + N: killed by signal N). */
+static inline int kt_in_child(int (*fn)(void *), void *arg, int nobody)
 {
 	pid_t pid = fork();
 	int st;
@@ -38,7 +39,7 @@ static inline int kt_as_nobody(int (*fn)(void *), void *arg)
 	if (pid < 0)
 		return 100;
 	if (!pid) {
-		if (kt_become_nobody())
+		if (nobody && kt_become_nobody())
 			_exit(101);
 		_exit(fn(arg));
 	}
@@ -47,6 +48,12 @@ static inline int kt_as_nobody(int (*fn)(void *), void *arg)
 	if (WIFSIGNALED(st))
 		return 200 + WTERMSIG(st);
 	return WEXITSTATUS(st);
+}
+
+/* Run @fn as nobody in a child: kt_in_child(). */
+static inline int kt_as_nobody(int (*fn)(void *), void *arg)
+{
+	return kt_in_child(fn, arg, 1);
 }
 
 #endif /* KCOLL_NOBODY_H */
