@@ -150,25 +150,33 @@ void kcoll_conn_retry_work(struct work_struct *work)
 /*
  * Try again later (the peer's communicator may not exist yet): after 20
  * ms, doubling to 200 ms, and once the communicator has waited longer
- * than 1.6 s, after an eighth of the time it has waited (at most
- * KCOLL_RETRY_MAX_MS), an eighth more or less at random so that the ranks
- * waiting for one late peer do not knock in step. A peer that comes t
- * seconds late is reached about t/8 later; one that never comes costs an
- * rdma_cm id, a QP and its receives every 5 s per connection instead of
- * every 200 ms. Never past the connect deadline (which then fails it).
+ * than 1.6 s, after an eighth of the time it has waited, an eighth more
+ * or less at random so that the ranks waiting for one late peer do not
+ * knock in step. A peer that comes t seconds late is reached about t/8
+ * later; one that never comes costs an rdma_cm id, a QP and its receives
+ * every few seconds per connection instead of every 200 ms. The gap is
+ * at most a sixteenth of the connect timeout (within 200 ms and
+ * KCOLL_RETRY_MAX_MS) and a quarter of what is left of it (200 ms at
+ * least), so that a peer coming just before the deadline is still tried
+ * (a 2026-12-05 review of the first version, which went quiet for the
+ * last gap); never past the deadline, which then fails it.
  */
 static void kcoll_conn_retry_later(struct kcoll_conn *conn)
 {
 	struct kcoll_comm *comm = conn->comm;
-	unsigned int waited = jiffies_to_msecs(jiffies - comm->connect_start);
-	unsigned int ms = max(min(20U << min(conn->attempts, 4U), 200U),
-			      min(waited / 8, KCOLL_RETRY_MAX_MS));
-	unsigned long delay;
-	long left;
+	unsigned long now = jiffies, delay;
+	unsigned int waited = jiffies_to_msecs(now - comm->connect_start);
+	unsigned int span = jiffies_to_msecs(comm->connect_deadline -
+					     comm->connect_start);
+	long left = (long)(comm->connect_deadline - now);
+	unsigned int ms, cap;
 
+	ms = max(min(20U << min(conn->attempts, 4U), 200U), waited / 8);
 	ms = ms - ms / 8 + get_random_u32() % (ms / 4 + 1);
-	delay = msecs_to_jiffies(ms);
-	left = (long)(comm->connect_deadline - jiffies);
+	cap = clamp(span / 16, 200U, KCOLL_RETRY_MAX_MS);
+	if (left > 0)
+		cap = min(cap, max(jiffies_to_msecs(left) / 4, 200U));
+	delay = msecs_to_jiffies(min(ms, cap));
 	if (left >= 0 && delay > (unsigned long)left + 1)
 		delay = left + 1;
 	kcoll_queue_delayed(&conn->retry, delay);

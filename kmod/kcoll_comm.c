@@ -312,6 +312,8 @@ static void kcoll_comm_shutdown_begin(struct kcoll_comm *comm, int err)
 	comm->shut_err = err;
 	comm->bye_deadline = jiffies + msecs_to_jiffies(KCOLL_BYE_WAIT_MS);
 	mutex_unlock(&comm->lock);
+	/* A COMM_CREATE waiting for connections sees the error now. */
+	wake_up_all(&comm->wait);
 }
 
 /*
