@@ -57,6 +57,7 @@
 #include "kcoll_dmaseg.h"
 #include "kcoll_quota.h"
 #include "kcoll_stats.h"
+#include "kcoll_sysfs.h"
 
 #ifdef HAVE_MODULE_IMPORT_NS_STRING
 MODULE_IMPORT_NS("DMA_BUF");
@@ -161,8 +162,14 @@ static void kcoll_dmabuf_detach(struct kcoll_dmabuf *imp)
 	imp->dev = NULL;
 }
 
-/* Real-NIC path: attach to imp->dev, pin, map; the exporter's moves that
- * are still running are waited for. */
+/*
+ * Real-NIC path: attach to imp->dev, pin, map; the exporter's moves that
+ * are still running (its kernel fences) are waited for, for sysfs
+ * dmabuf_wait_ms at most (-ETIMEDOUT: a hung GPU never signals them, and
+ * this holds the buffer's reservation lock and the comm's dev_sem, which
+ * a device removal waits for) and interruptibly (-EINTR, or the call is
+ * restarted).
+ */
 static int kcoll_dmabuf_attach(struct kcoll_dmabuf *imp)
 {
 	struct dma_resv *resv = imp->dmabuf->resv;
@@ -190,9 +197,14 @@ static int kcoll_dmabuf_attach(struct kcoll_dmabuf *imp)
 		goto out_unlock;
 	}
 	imp->sgt = sgt;
-	left = dma_resv_wait_timeout(resv, DMA_RESV_USAGE_KERNEL, false,
-				     MAX_SCHEDULE_TIMEOUT);
-	err = left < 0 ? left : 0;
+	left = dma_resv_wait_timeout(resv, DMA_RESV_USAGE_KERNEL, true,
+				     msecs_to_jiffies(kcoll_dmabuf_wait_ms()));
+	err = left < 0 ? left : left ? 0 : -ETIMEDOUT;
+	if (err == -ETIMEDOUT)
+		pr_warn_ratelimited("pid %d: dma-buf %lu B: its exporter's memory moves still run after %u ms (sysfs dmabuf_wait_ms): not registered\n",
+				    task_pid_nr(current),
+				    (unsigned long)imp->dmabuf->size,
+				    kcoll_dmabuf_wait_ms());
 out_unlock:
 	dma_resv_unlock(resv);
 	return err;

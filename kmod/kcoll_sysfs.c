@@ -45,6 +45,7 @@ enum {
 	KCOLL_KNOB_REG_CACHE_MB, KCOLL_KNOB_COLLS_IN_FLIGHT,
 	KCOLL_KNOB_PHASES_AHEAD, KCOLL_KNOB_EAGER_AHEAD,
 	KCOLL_KNOB_CONFIRM_BEHIND, KCOLL_KNOB_COVER_TOKENS, KCOLL_KNOB_OTHER_NETNS,
+	KCOLL_KNOB_DMABUF_WAIT,
 	KCOLL_KNOB_NR
 };
 
@@ -141,6 +142,11 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	 * namespace's addresses and routes (docs/DESIGN.md, "Threat
 	 * model"); 0: refused with -EPERM. */
 	[KCOLL_KNOB_OTHER_NETNS] = { "other_netns", 0, 0, 1, false },
+	/* How long REG_MEM of a dma-buf on the real-NIC path waits for the
+	 * exporter's memory moves still running (its kernel fences) before
+	 * it fails with -ETIMEDOUT: a GPU that hung never signals them. */
+	[KCOLL_KNOB_DMABUF_WAIT] = { "dmabuf_wait_ms", 10000, 1, 600000,
+				     false },
 };
 
 u32 kcoll_user_max(enum kcoll_quota_kind kind)
@@ -164,6 +170,11 @@ u32 kcoll_user_max_kernel_mb(void)
 u32 kcoll_user_max_dmabuf_mb(void)
 {
 	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_USER_DMABUF_MB].val);
+}
+
+u32 kcoll_dmabuf_wait_ms(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_DMABUF_WAIT].val);
 }
 
 u32 kcoll_gpu_poll_us(void)
@@ -406,6 +417,10 @@ module_param_cb(gpu_poll_us, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_GPU_POLL_US], 0644);
 MODULE_PARM_DESC(gpu_poll_us,
 		 "While a stream-ordered GPU collective waits for its CUDA stream, look at the doorbell page every this many microseconds (1..100000; default 20)");
+module_param_cb(dmabuf_wait_ms, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_DMABUF_WAIT], 0644);
+MODULE_PARM_DESC(dmabuf_wait_ms,
+		 "How long registering a dma-buf for a real NIC waits for its exporter's memory moves; past it -ETIMEDOUT (1..600000; default 10000)");
 module_param_cb(reg_cache_mb, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_REG_CACHE_MB], 0644);
 MODULE_PARM_DESC(reg_cache_mb,
@@ -495,6 +510,7 @@ KCOLL_KNOB_ATTR(user_max_ops, KCOLL_KNOB_USER_OPS);
 KCOLL_KNOB_ATTR(user_max_kernel_mb, KCOLL_KNOB_USER_KERNEL_MB);
 KCOLL_KNOB_ATTR(user_max_dmabuf_mb, KCOLL_KNOB_USER_DMABUF_MB);
 KCOLL_KNOB_ATTR(gpu_poll_us, KCOLL_KNOB_GPU_POLL_US);
+KCOLL_KNOB_ATTR(dmabuf_wait_ms, KCOLL_KNOB_DMABUF_WAIT);
 KCOLL_KNOB_ATTR(reg_cache_mb, KCOLL_KNOB_REG_CACHE_MB);
 KCOLL_KNOB_ATTR(colls_in_flight, KCOLL_KNOB_COLLS_IN_FLIGHT);
 KCOLL_KNOB_ATTR(phases_ahead, KCOLL_KNOB_PHASES_AHEAD);
@@ -586,6 +602,7 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_user_max_kernel_mb.attr.attr,
 	&kcoll_attr_user_max_dmabuf_mb.attr.attr,
 	&kcoll_attr_gpu_poll_us.attr.attr,
+	&kcoll_attr_dmabuf_wait_ms.attr.attr,
 	&kcoll_attr_reg_cache_mb.attr.attr,
 	&kcoll_attr_colls_in_flight.attr.attr,
 	&kcoll_attr_phases_ahead.attr.attr,

@@ -19,6 +19,7 @@
 #include <linux/atomic.h>
 #include <linux/debugfs.h>
 #include <linux/dma-buf.h>
+#include <linux/dma-fence.h>
 #include <linux/dma-mapping.h>
 #include <linux/dma-resv.h>
 #include <linux/file.h>
@@ -56,6 +57,15 @@ struct kcoll_testbuf_buf {
 	struct mutex vmap_lock;	/* vmap_count, vaddr */
 	unsigned int vmap_count;
 	void *vaddr;
+	struct mutex fence_mutex;	/* fence */
+	struct dma_fence *fence;	/* KCOLL_TESTBUF_FENCE_ADD's, pending */
+};
+
+/* A fence with its lock: it may outlive the buffer (the reservation object
+ * lets go of it last). dma_fence_free() frees it as one (base first). */
+struct kcoll_testbuf_fence_obj {
+	struct dma_fence base;
+	spinlock_t lock;
 };
 
 /* See kcoll_testbuf.h for what each one counts. */
@@ -67,6 +77,7 @@ static struct {
 	atomic_long_t mappings;
 	atomic_long_t vmaps;
 	atomic_long_t mmaps;
+	atomic_long_t fences;
 	/* totals */
 	atomic_long_t attach_calls;
 	atomic_long_t map_calls;
@@ -75,6 +86,7 @@ static struct {
 	atomic_long_t injected_failures;
 	atomic_long_t dynamic_attachments;
 	atomic_long_t peer2peer_attachments;
+	atomic_long_t fences_added;
 } kcoll_testbuf_stats;
 
 #define KCOLL_TESTBUF_COUNTER(name) { #name, &kcoll_testbuf_stats.name }
@@ -89,6 +101,7 @@ static const struct {
 	KCOLL_TESTBUF_COUNTER(mappings),
 	KCOLL_TESTBUF_COUNTER(vmaps),
 	KCOLL_TESTBUF_COUNTER(mmaps),
+	KCOLL_TESTBUF_COUNTER(fences),
 	KCOLL_TESTBUF_COUNTER(attach_calls),
 	KCOLL_TESTBUF_COUNTER(map_calls),
 	KCOLL_TESTBUF_COUNTER(vmap_calls),
@@ -96,6 +109,7 @@ static const struct {
 	KCOLL_TESTBUF_COUNTER(injected_failures),
 	KCOLL_TESTBUF_COUNTER(dynamic_attachments),
 	KCOLL_TESTBUF_COUNTER(peer2peer_attachments),
+	KCOLL_TESTBUF_COUNTER(fences_added),
 };
 
 static void kcoll_testbuf_count(atomic_long_t *counter)
@@ -126,6 +140,7 @@ static void kcoll_testbuf_free(struct kcoll_testbuf_buf *buf)
 	}
 	kvfree(buf->chunks);
 	mutex_destroy(&buf->vmap_lock);
+	mutex_destroy(&buf->fence_mutex);
 	kfree(buf);
 }
 
@@ -183,6 +198,7 @@ static struct kcoll_testbuf_buf *kcoll_testbuf_alloc(u64 size, u32 flags)
 	if (!buf)
 		return ERR_PTR(-ENOMEM);
 	mutex_init(&buf->vmap_lock);
+	mutex_init(&buf->fence_mutex);
 	buf->flags = flags;
 	buf->npages = size >> PAGE_SHIFT;
 
@@ -362,12 +378,23 @@ static void kcoll_testbuf_unmap(struct dma_buf_attachment *attach,
 	kcoll_testbuf_uncount(&kcoll_testbuf_stats.mappings);
 }
 
+/* Signal and drop the buffer's pending fence, if any. */
+static void kcoll_testbuf_fence_end(struct kcoll_testbuf_buf *buf)
+{
+	dma_fence_signal(buf->fence);
+	dma_fence_put(buf->fence);
+	buf->fence = NULL;
+	kcoll_testbuf_uncount(&kcoll_testbuf_stats.fences);
+}
+
 /* After the last reference: no attachment, vmap or user mapping is left. */
 static void kcoll_testbuf_release(struct dma_buf *dmabuf)
 {
 	struct kcoll_testbuf_buf *buf = dmabuf->priv;
 
 	WARN_ON(buf->vmap_count);
+	if (buf->fence)
+		kcoll_testbuf_fence_end(buf);
 	kcoll_testbuf_free(buf);
 	kcoll_testbuf_uncount(&kcoll_testbuf_stats.buffers);
 }
@@ -625,6 +652,89 @@ put_dmabuf:
 	return ret;
 }
 
+static const char *kcoll_testbuf_fence_name(struct dma_fence *f)
+{
+	return "kcoll_testbuf";
+}
+
+static const struct dma_fence_ops kcoll_testbuf_fence_ops = {
+	.get_driver_name = kcoll_testbuf_fence_name,
+	.get_timeline_name = kcoll_testbuf_fence_name,
+};
+
+/* Add a kernel-usage fence under the reservation lock: buf->fence_mutex
+ * held. */
+static int kcoll_testbuf_fence_add(struct dma_buf *dmabuf,
+				   struct kcoll_testbuf_buf *buf)
+{
+	struct kcoll_testbuf_fence_obj *o;
+	struct dma_fence *f;
+	int ret;
+
+	BUILD_BUG_ON(offsetof(struct kcoll_testbuf_fence_obj, base));
+	if (buf->fence)
+		return -EBUSY;
+	o = kzalloc(sizeof(*o), GFP_KERNEL);
+	if (!o)
+		return -ENOMEM;
+	spin_lock_init(&o->lock);
+	f = &o->base;
+	dma_fence_init(f, &kcoll_testbuf_fence_ops, &o->lock,
+		       dma_fence_context_alloc(1), 1);
+	ret = dma_resv_lock_interruptible(dmabuf->resv, NULL);
+	if (ret)
+		goto put_fence;
+	ret = dma_resv_reserve_fences(dmabuf->resv, 1);
+	if (!ret)
+		dma_resv_add_fence(dmabuf->resv, f, DMA_RESV_USAGE_KERNEL);
+	dma_resv_unlock(dmabuf->resv);
+	if (ret)
+		goto put_fence;
+	buf->fence = f;		/* our reference; the object holds its own */
+	kcoll_testbuf_count(&kcoll_testbuf_stats.fences);
+	kcoll_testbuf_count(&kcoll_testbuf_stats.fences_added);
+	return 0;
+
+put_fence:
+	dma_fence_put(f);
+	return ret;
+}
+
+static int kcoll_testbuf_fence(struct kcoll_testbuf_fence __user *uarg)
+{
+	struct kcoll_testbuf_fence arg;
+	struct kcoll_testbuf_buf *buf;
+	struct dma_buf *dmabuf;
+	int ret = 0;
+
+	if (copy_from_user(&arg, uarg, sizeof(arg)))
+		return -EFAULT;
+	if (arg.op != KCOLL_TESTBUF_FENCE_ADD &&
+	    arg.op != KCOLL_TESTBUF_FENCE_SIGNAL)
+		return -EINVAL;
+	dmabuf = dma_buf_get(arg.fd);
+	if (IS_ERR(dmabuf))
+		return PTR_ERR(dmabuf);
+	if (dmabuf->ops != &kcoll_testbuf_ops &&
+	    dmabuf->ops != &kcoll_testbuf_vram_ops) {
+		ret = -EINVAL;
+		goto put_dmabuf;
+	}
+	buf = dmabuf->priv;
+	mutex_lock(&buf->fence_mutex);
+	if (arg.op == KCOLL_TESTBUF_FENCE_ADD)
+		ret = kcoll_testbuf_fence_add(dmabuf, buf);
+	else if (!buf->fence)
+		ret = -ENOENT;
+	else
+		kcoll_testbuf_fence_end(buf);
+	mutex_unlock(&buf->fence_mutex);
+
+put_dmabuf:
+	dma_buf_put(dmabuf);
+	return ret;
+}
+
 static long kcoll_testbuf_ioctl(struct file *file, unsigned int cmd,
 				unsigned long arg)
 {
@@ -635,6 +745,8 @@ static long kcoll_testbuf_ioctl(struct file *file, unsigned int cmd,
 		return kcoll_testbuf_create(uarg);
 	case KCOLL_TESTBUF_IOC_REVOKE:
 		return kcoll_testbuf_revoke(uarg);
+	case KCOLL_TESTBUF_IOC_FENCE:
+		return kcoll_testbuf_fence(uarg);
 	default:
 		return -ENOTTY;
 	}

@@ -16,6 +16,8 @@
  *     mappings             map_dma_buf results not yet unmapped
  *     vmaps                vmap results not yet vunmapped
  *     mmaps                user mappings (VMAs) of buffers not yet unmapped
+ *     fences               fences added by KCOLL_TESTBUF_IOC_FENCE, not yet
+ *                          signalled
  *   totals since load (never decrease)
  *     attach_calls         calls of attach, failed ones included
  *     map_calls            calls of map_dma_buf, failed ones included
@@ -26,6 +28,7 @@
  *                          that passed importer_ops, so has move_notify)
  *     peer2peer_attachments successful attaches with attach->peer2peer set
  *                          (importer_ops->allow_peer2peer)
+ *     fences_added         successful KCOLL_TESTBUF_FENCE_ADD
  *
  * The exporter is dynamic (it implements pin and unpin), so the kernel calls
  * map_dma_buf and unmap_dma_buf with the buffer's reservation lock held. On
@@ -124,10 +127,32 @@ struct kcoll_testbuf_revoke {
 	__u32 resv;
 };
 
+/*
+ * KCOLL_TESTBUF_IOC_FENCE: op KCOLL_TESTBUF_FENCE_ADD puts a fence that
+ * nothing signals into the buffer's reservation object with
+ * DMA_RESV_USAGE_KERNEL, as an exporter's memory move that is still
+ * running (or a GPU that hung in one) would; op KCOLL_TESTBUF_FENCE_SIGNAL
+ * signals it. At most one such fence per buffer at a time; a buffer
+ * released with its fence unsignalled signals it then.
+ * In:  fd (a dma-buf from KCOLL_TESTBUF_IOC_CREATE), op.
+ * Errors: EINVAL (unknown op, or fd is a dma-buf of another exporter or
+ *      not a dma-buf), EBADF (fd not open), EBUSY (ADD: one is pending),
+ *      ENOENT (SIGNAL: none is), ENOMEM, EINTR (a signal arrived while
+ *      waiting for the reservation lock).
+ */
+#define KCOLL_TESTBUF_FENCE_ADD		1
+#define KCOLL_TESTBUF_FENCE_SIGNAL	2
+struct kcoll_testbuf_fence {
+	__s32 fd;
+	__u32 op;
+};
+
 #define KCOLL_TESTBUF_IOC_MAGIC		'T'
 #define KCOLL_TESTBUF_IOC_CREATE	_IOWR(KCOLL_TESTBUF_IOC_MAGIC, 0x01, \
 					      struct kcoll_testbuf_create)
 #define KCOLL_TESTBUF_IOC_REVOKE	_IOW(KCOLL_TESTBUF_IOC_MAGIC, 0x02, \
 					     struct kcoll_testbuf_revoke)
+#define KCOLL_TESTBUF_IOC_FENCE		_IOW(KCOLL_TESTBUF_IOC_MAGIC, 0x03, \
+					     struct kcoll_testbuf_fence)
 
 #endif /* KCOLL_TESTBUF_H */

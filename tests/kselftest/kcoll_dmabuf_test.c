@@ -19,6 +19,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <dirent.h>
@@ -73,13 +74,14 @@ static long long tb_live(void)
 {
 	static const char *const live[] = {
 		"buffers", "attachments", "pins", "mappings", "vmaps", "mmaps",
+		"fences",
 	};
 	long long sum = 0;
 	int i, tries;
 
 	for (tries = 0; tries < 100; tries++) {
 		sum = 0;
-		for (i = 0; i < 6; i++)
+		for (i = 0; i < (int)(sizeof(live) / sizeof(live[0])); i++)
 			sum += tb_counter(live[i]);
 		if (!sum)
 			return 0;
@@ -376,6 +378,90 @@ static int kd_pci_dev(char *name, size_t len)
 	return found;
 }
 
+static double kd_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The test exporter's fence on dma-buf @dfd: KCOLL_TESTBUF_FENCE_*. */
+static int kd_fence(int dfd, __u32 op)
+{
+	struct kcoll_testbuf_fence f = { .fd = dfd, .op = op };
+	int fd = open(KCOLL_TESTBUF_DEVICE, O_RDWR | O_CLOEXEC), r;
+
+	if (fd < 0)
+		return -errno;
+	r = ioctl(fd, KCOLL_TESTBUF_IOC_FENCE, &f) ? -errno : 0;
+	close(fd);
+	return r;
+}
+
+static void kd_alarm(int sig)
+{
+	(void)sig;
+}
+
+/*
+ * The exporter's memory moves still running when a real NIC's REG_MEM
+ * attaches: a kernel fence nothing signals (a GPU that hung in one). The
+ * wait for it is bounded by sysfs dmabuf_wait_ms (-ETIMEDOUT) and ends at
+ * a signal (-EINTR: the handler does not restart), where it used to wait
+ * uninterruptibly for ever, holding the buffer's reservation lock and the
+ * communicator's dev_sem (2026-12-05). Once signalled, it registers.
+ */
+static void kd_fence_case(struct __test_metadata *_metadata, int rfd, __u32 id)
+{
+	struct sigaction sa = { .sa_handler = kd_alarm }, old_sa;
+	struct itimerval it = { .it_value = { 0, 300000 } };
+	long long wait0 = kt_sysfs_read("dmabuf_wait_ms");
+	double t0, took;
+	char v[24];
+	__u32 h;
+	int fd;
+
+	ASSERT_LT(0, wait0);
+	fd = kd_testbuf(1 << 20, 0);
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(0, kd_fence(fd, KCOLL_TESTBUF_FENCE_ADD));
+	EXPECT_EQ(-EBUSY, kd_fence(fd, KCOLL_TESTBUF_FENCE_ADD));
+	EXPECT_EQ(1, tb_counter("fences"));
+	ASSERT_EQ(0, kt_sysfs_write("dmabuf_wait_ms", "300"));
+	t0 = kd_now();
+	EXPECT_EQ(-ETIMEDOUT, kd_reg(rfd, id, fd, 0, 1 << 20,
+				     (void *)0x7f0000000000ULL, 0, NULL));
+	took = kd_now() - t0;
+	TH_LOG("REG_MEM behind a fence nothing signals, dmabuf_wait_ms 300: %.2f s", took);
+	EXPECT_LE(0.25, took);
+	EXPECT_GT(5.0, took);
+	/* Nothing of the failed import is left with the exporter. */
+	EXPECT_EQ(0, tb_counter("attachments"));
+	EXPECT_EQ(0, tb_counter("pins"));
+	EXPECT_EQ(0, tb_counter("mappings"));
+
+	ASSERT_EQ(0, kt_sysfs_write("dmabuf_wait_ms", "60000"));
+	ASSERT_EQ(0, sigaction(SIGALRM, &sa, &old_sa));
+	ASSERT_EQ(0, setitimer(ITIMER_REAL, &it, NULL));
+	t0 = kd_now();
+	EXPECT_EQ(-EINTR, kd_reg(rfd, id, fd, 0, 1 << 20,
+				 (void *)0x7f0000000000ULL, 0, NULL));
+	took = kd_now() - t0;
+	TH_LOG("the same with a signal after 0.3 s: %.2f s", took);
+	EXPECT_GT(10.0, took);
+	sigaction(SIGALRM, &old_sa, NULL);
+
+	EXPECT_EQ(0, kd_fence(fd, KCOLL_TESTBUF_FENCE_SIGNAL));
+	EXPECT_EQ(-ENOENT, kd_fence(fd, KCOLL_TESTBUF_FENCE_SIGNAL));
+	EXPECT_EQ(0, kd_reg(rfd, id, fd, 0, 1 << 20,
+			    (void *)0x7f0000000000ULL, 0, &h));
+	EXPECT_EQ(0, kd_dereg(rfd, h));
+	snprintf(v, sizeof(v), "%lld", wait0);
+	EXPECT_EQ(0, kt_sysfs_write("dmabuf_wait_ms", v));
+	close(fd);
+}
+
 TEST_F_TIMEOUT(dmabuf, real_nic_path_dry, 60)
 {
 	struct kcoll_testbuf_revoke rv = { 0 };
@@ -444,6 +530,7 @@ TEST_F_TIMEOUT(dmabuf, real_nic_path_dry, 60)
 	EXPECT_EQ(-ENOMEM, kd_reg(r.fd, id, fd, 0, 1 << 20,
 				  (void *)0x7f0000000000ULL, 0, NULL));
 	close(fd);
+	kd_fence_case(_metadata, r.fd, id);
 	/* A static exporter (vgem maps at attach) on the same path. */
 	if (!kd_alloc(&g, "vgem", 1 << 20)) {
 		EXPECT_EQ(0, kd_reg(r.fd, id, g.fd, 0, 1 << 20, g.map, 0, &h));
@@ -493,14 +580,6 @@ static int kd_same(struct kd_buf *b, size_t off, size_t len, int seed)
 			break;
 	kd_cpu(b, 0);
 	return i == len;
-}
-
-static double kd_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /*
