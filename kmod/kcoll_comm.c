@@ -1108,13 +1108,35 @@ void kcoll_ctx_comms_release(struct kcoll_ctx *ctx)
 /* ------------------------------------------------------------------ */
 
 /*
+ * A referenced comm on @ibdev (whose shutdown has not begun, if
+ * @unbegun), or NULL: found on kcoll_comms_all, creation to free.
+ */
+static struct kcoll_comm *kcoll_comm_on_device(struct ib_device *ibdev,
+					       bool unbegun)
+{
+	struct kcoll_comm *comm, *found = NULL;
+
+	spin_lock(&kcoll_comms_all_lock);
+	list_for_each_entry(comm, &kcoll_comms_all, all_node) {
+		if (READ_ONCE(comm->ibdev) == ibdev &&
+		    !(unbegun && READ_ONCE(comm->shutting_down)) &&
+		    kref_get_unless_zero(&comm->ref)) {
+			found = comm;
+			break;
+		}
+	}
+	spin_unlock(&kcoll_comms_all_lock);
+	return found;
+}
+
+/*
  * @ibdev is being removed (ib_client .remove, before its PD goes): every
  * comm on it fails with -ENODEV, its connections and MRs are released now.
  * The comms stay until their owners destroy them.
  */
 void kcoll_comms_device_removed(struct ib_device *ibdev)
 {
-	struct kcoll_comm *comm, *victim;
+	struct kcoll_comm *victim;
 	struct kcoll_mem *mem;
 
 	/* No communicator binds to it from now on (kcoll_comm_bind_device()). */
@@ -1127,20 +1149,7 @@ void kcoll_comms_device_removed(struct ib_device *ibdev)
 	 * not per comm, while the device's removal waits for us). Each turn
 	 * begins one (or finds one begun meanwhile): it ends.
 	 */
-	for (;;) {
-		victim = NULL;
-		spin_lock(&kcoll_comms_all_lock);
-		list_for_each_entry(comm, &kcoll_comms_all, all_node) {
-			if (READ_ONCE(comm->ibdev) == ibdev &&
-			    !READ_ONCE(comm->shutting_down) &&
-			    kref_get_unless_zero(&comm->ref)) {
-				victim = comm;
-				break;
-			}
-		}
-		spin_unlock(&kcoll_comms_all_lock);
-		if (!victim)
-			break;
+	while ((victim = kcoll_comm_on_device(ibdev, true))) {
 		kcoll_comm_shutdown_begin(victim, -ENODEV);
 		kcoll_comm_put(victim);
 	}
@@ -1149,19 +1158,7 @@ void kcoll_comms_device_removed(struct ib_device *ibdev)
 	 * off the listener's list but may still hold registrations (or a
 	 * submission registering) until its last reference goes.
 	 */
-	for (;;) {
-		victim = NULL;
-		spin_lock(&kcoll_comms_all_lock);
-		list_for_each_entry(comm, &kcoll_comms_all, all_node) {
-			if (READ_ONCE(comm->ibdev) == ibdev &&
-			    kref_get_unless_zero(&comm->ref)) {
-				victim = comm;
-				break;
-			}
-		}
-		spin_unlock(&kcoll_comms_all_lock);
-		if (!victim)
-			return;
+	while ((victim = kcoll_comm_on_device(ibdev, false))) {
 		kcoll_comm_unlist(victim);
 		pr_warn("%s removed: communicator %llx rank %u fails\n",
 			dev_name(&ibdev->dev), victim->uid, victim->rank);

@@ -621,6 +621,22 @@ put_fd:
 	return ret;
 }
 
+/* A referenced dma-buf of this exporter from @fd, or an ERR_PTR (EINVAL:
+ * another exporter's, or not a dma-buf). */
+static struct dma_buf *kcoll_testbuf_get(int fd)
+{
+	struct dma_buf *dmabuf = dma_buf_get(fd);
+
+	if (IS_ERR(dmabuf))
+		return dmabuf;
+	if (dmabuf->ops != &kcoll_testbuf_ops &&
+	    dmabuf->ops != &kcoll_testbuf_vram_ops) {
+		dma_buf_put(dmabuf);
+		return ERR_PTR(-EINVAL);
+	}
+	return dmabuf;
+}
+
 static int kcoll_testbuf_revoke(struct kcoll_testbuf_revoke __user *uarg)
 {
 	struct kcoll_testbuf_revoke arg;
@@ -632,14 +648,9 @@ static int kcoll_testbuf_revoke(struct kcoll_testbuf_revoke __user *uarg)
 	if (arg.resv)
 		return -EINVAL;
 
-	dmabuf = dma_buf_get(arg.fd);
+	dmabuf = kcoll_testbuf_get(arg.fd);
 	if (IS_ERR(dmabuf))
 		return PTR_ERR(dmabuf);
-	if (dmabuf->ops != &kcoll_testbuf_ops &&
-	    dmabuf->ops != &kcoll_testbuf_vram_ops) {
-		ret = -EINVAL;
-		goto put_dmabuf;
-	}
 	ret = dma_resv_lock_interruptible(dmabuf->resv, NULL);
 	if (ret)
 		goto put_dmabuf;
@@ -712,14 +723,9 @@ static int kcoll_testbuf_fence(struct kcoll_testbuf_fence __user *uarg)
 	if (arg.op != KCOLL_TESTBUF_FENCE_ADD &&
 	    arg.op != KCOLL_TESTBUF_FENCE_SIGNAL)
 		return -EINVAL;
-	dmabuf = dma_buf_get(arg.fd);
+	dmabuf = kcoll_testbuf_get(arg.fd);
 	if (IS_ERR(dmabuf))
 		return PTR_ERR(dmabuf);
-	if (dmabuf->ops != &kcoll_testbuf_ops &&
-	    dmabuf->ops != &kcoll_testbuf_vram_ops) {
-		ret = -EINVAL;
-		goto put_dmabuf;
-	}
 	buf = dmabuf->priv;
 	mutex_lock(&buf->fence_mutex);
 	if (arg.op == KCOLL_TESTBUF_FENCE_ADD)
@@ -729,8 +735,6 @@ static int kcoll_testbuf_fence(struct kcoll_testbuf_fence __user *uarg)
 	else
 		kcoll_testbuf_fence_end(buf);
 	mutex_unlock(&buf->fence_mutex);
-
-put_dmabuf:
 	dma_buf_put(dmabuf);
 	return ret;
 }
