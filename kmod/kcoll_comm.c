@@ -757,7 +757,14 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 		if (err)
 			goto out_put;
 	}
-	kcoll_tune_model(comm->ibdev, &comm->mine);
+	/*
+	 * Under dev_sem: a removal of the device takes it for writing before
+	 * it clears comm->ibdev and long before it frees its state, which
+	 * the model reads (its measured alpha and beta).
+	 */
+	down_read(&comm->dev_sem);
+	kcoll_tune_model(READ_ONCE(comm->ibdev), &comm->mine);
+	up_read(&comm->dev_sem);
 	comm->lanes = kcoll_qps_per_peer();
 	comm->mine.node_ranks = kcoll_node_ranks(comm->ranks, comm->nranks);
 	comm->model = comm->mine;

@@ -23,6 +23,7 @@
 #include <linux/delay.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
+#include <linux/rcupdate.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/sysfs.h>
@@ -460,6 +461,15 @@ static void kcoll_ib_remove(struct ib_device *ibdev, void *client_data)
 	ib_dealloc_pd(dev->pd);
 	pr_info("%s: removed\n", dev_name(&ibdev->dev));
 	kcoll_nl_dev_event(ibdev, KCOLL_CMD_EV_DEV_REMOVED);
+	/*
+	 * The core erases our client data only after this returns: until
+	 * then a lookup by device (a COMM_CREATE binding to it, which
+	 * kcoll_ib_pd() then refuses) would find @dev freed. Clear it, and
+	 * let every lookup that found it (under RCU: kcoll_ib_pd(), the
+	 * last MR's wake-up in kcoll_ib_dereg_mr()) finish before it goes.
+	 */
+	ib_set_client_data(ibdev, &kcoll_ib_client, NULL);
+	synchronize_rcu();
 	kfree(dev);
 }
 
@@ -491,13 +501,17 @@ struct ib_mr *kcoll_ib_alloc_mr(struct ib_pd *pd, u32 pages)
 /* Deregister @mr, from kcoll_ib_alloc_mr(). Sleeps. */
 void kcoll_ib_dereg_mr(struct ib_mr *mr)
 {
-	/* Still there: its removal waits for this MR. */
-	struct kcoll_ibdev *dev = ib_get_client_data(mr->device,
-						     &kcoll_ib_client);
+	struct ib_device *ibdev = mr->device;
+	struct kcoll_ibdev *dev;
 
 	ib_dereg_mr(mr);
+	/* Still there: its removal waits for this MR, and then (RCU) for
+	 * this wake-up to be over before it frees @dev. */
+	rcu_read_lock();
+	dev = ib_get_client_data(ibdev, &kcoll_ib_client);
 	if (dev && atomic_dec_and_test(&dev->mrs))
 		wake_up_all(&dev->mrs_wait);
+	rcu_read_unlock();
 }
 
 /*
@@ -509,9 +523,15 @@ void kcoll_ib_dereg_mr(struct ib_mr *mr)
  */
 struct ib_pd *kcoll_ib_pd(struct ib_device *ibdev)
 {
-	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
+	struct kcoll_ibdev *dev;
+	struct ib_pd *pd;
 
-	return dev && !READ_ONCE(dev->gone) ? dev->pd : NULL;
+	/* Against kcoll_ib_remove()'s free of a device already gone. */
+	rcu_read_lock();
+	dev = ib_get_client_data(ibdev, &kcoll_ib_client);
+	pd = dev && !READ_ONCE(dev->gone) ? dev->pd : NULL;
+	rcu_read_unlock();
+	return pd;
 }
 
 /* @ibdev is being removed: kcoll_ib_pd() says NULL from now on. */
