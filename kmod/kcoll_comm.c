@@ -770,8 +770,9 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	comm->model = comm->mine;
 	/*
 	 * At most an hour: a communicator whose peers never come retries
-	 * every connection until then (with u32 milliseconds, 49 days of a
-	 * rdma_cm id, a QP and its receives every 200 ms per peer).
+	 * every connection until then (kcoll_conn_retry_later(): an rdma_cm
+	 * id, a QP and its receives every few seconds per peer; u32
+	 * milliseconds would allow 49 days of it).
 	 */
 	comm->connect_start = jiffies;
 	comm->connect_deadline = jiffies + msecs_to_jiffies(
