@@ -87,7 +87,7 @@ static long long tb_live(void)
 			return 0;
 		usleep(50000);
 	}
-	for (i = 0; i < 6; i++)
+	for (i = 0; i < (int)(sizeof(live) / sizeof(live[0])); i++)
 		fprintf(stderr, "# testbuf %s %lld\n", live[i],
 			tb_counter(live[i]));
 	return sum;
@@ -96,16 +96,9 @@ static long long tb_live(void)
 static int kd_param_write(const char *name, const char *val)
 {
 	char path[128];
-	int fd, err = 0;
 
 	snprintf(path, sizeof(path), KCOLL_PARAM "%s", name);
-	fd = open(path, O_WRONLY);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, val, strlen(val)) < 0)
-		err = -errno;
-	close(fd);
-	return err;
+	return kt_write_file(path, val);
 }
 
 static long kd_reg(int fd, __u32 comm, int dfd, __u64 off, __u64 len,
@@ -404,6 +397,18 @@ static void kd_alarm(int sig)
 	(void)sig;
 }
 
+/* REG_MEM of all of the 1 MiB dma-buf @fd: its result, and its time in
+ * *@took (seconds). */
+static long kd_reg_timed(int rfd, __u32 id, int fd, double *took)
+{
+	double t0 = kd_now();
+	long r = kd_reg(rfd, id, fd, 0, 1 << 20, (void *)0x7f0000000000ULL, 0,
+			NULL);
+
+	*took = kd_now() - t0;
+	return r;
+}
+
 /*
  * The exporter's memory moves still running when a real NIC's REG_MEM
  * attaches: a kernel fence nothing signals (a GPU that hung in one). The
@@ -417,7 +422,7 @@ static void kd_fence_case(struct __test_metadata *_metadata, int rfd, __u32 id)
 	struct sigaction sa = { .sa_handler = kd_alarm }, old_sa;
 	struct itimerval it = { .it_value = { 0, 300000 } };
 	long long wait0 = kt_sysfs_read("dmabuf_wait_ms");
-	double t0, took;
+	double took;
 	char v[24];
 	__u32 h;
 	int fd;
@@ -429,10 +434,7 @@ static void kd_fence_case(struct __test_metadata *_metadata, int rfd, __u32 id)
 	EXPECT_EQ(-EBUSY, kd_fence(fd, KCOLL_TESTBUF_FENCE_ADD));
 	EXPECT_EQ(1, tb_counter("fences"));
 	ASSERT_EQ(0, kt_sysfs_write("dmabuf_wait_ms", "300"));
-	t0 = kd_now();
-	EXPECT_EQ(-ETIMEDOUT, kd_reg(rfd, id, fd, 0, 1 << 20,
-				     (void *)0x7f0000000000ULL, 0, NULL));
-	took = kd_now() - t0;
+	EXPECT_EQ(-ETIMEDOUT, kd_reg_timed(rfd, id, fd, &took));
 	TH_LOG("REG_MEM behind a fence nothing signals, dmabuf_wait_ms 300: %.2f s", took);
 	EXPECT_LE(0.25, took);
 	EXPECT_GT(5.0, took);
@@ -444,10 +446,7 @@ static void kd_fence_case(struct __test_metadata *_metadata, int rfd, __u32 id)
 	ASSERT_EQ(0, kt_sysfs_write("dmabuf_wait_ms", "60000"));
 	ASSERT_EQ(0, sigaction(SIGALRM, &sa, &old_sa));
 	ASSERT_EQ(0, setitimer(ITIMER_REAL, &it, NULL));
-	t0 = kd_now();
-	EXPECT_EQ(-EINTR, kd_reg(rfd, id, fd, 0, 1 << 20,
-				 (void *)0x7f0000000000ULL, 0, NULL));
-	took = kd_now() - t0;
+	EXPECT_EQ(-EINTR, kd_reg_timed(rfd, id, fd, &took));
 	TH_LOG("the same with a signal after 0.3 s: %.2f s", took);
 	EXPECT_GT(10.0, took);
 	sigaction(SIGALRM, &old_sa, NULL);

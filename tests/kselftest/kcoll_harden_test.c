@@ -1952,18 +1952,6 @@ struct kh_cg_result {
 	unsigned long size;	/* bytes of one ring */
 };
 
-static int kh_write_file(const char *path, const char *val)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	ssize_t w;
-
-	if (fd < 0)
-		return -errno;
-	w = write(fd, val, strlen(val));
-	close(fd);
-	return w == (ssize_t)strlen(val) ? 0 : -errno;
-}
-
 /* In the test cgroup (joined as root), then as nobody: set up the
  * largest rings until one fails, each on a file of its own. */
 static int kh_cg_child(void *arg)
@@ -1973,7 +1961,7 @@ static int kh_cg_child(void *arg)
 	char path[300];
 
 	snprintf(path, sizeof(path), "%s/cgroup.procs", c->dir);
-	if (kh_write_file(path, "0"))
+	if (kt_write_file(path, "0"))
 		return 60;
 	if (kt_become_nobody())
 		return 61;
@@ -2055,13 +2043,13 @@ TEST(ring_memory_is_charged_to_the_memory_cgroup)
 		SKIP(return, "this kernel's cgroup2 has no memory controller");
 	}
 	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", root);
-	ASSERT_EQ(0, kh_write_file(path, "+memory"));
+	ASSERT_EQ(0, kt_write_file(path, "+memory"));
 	snprintf(c.dir, sizeof(c.dir), "%s/kcoll-ring-test", root);
 	rmdir(c.dir);
 	ASSERT_EQ(0, mkdir(c.dir, 0755));
 	snprintf(path, sizeof(path), "%s/memory.max", c.dir);
 	snprintf(line, sizeof(line), "%u", KH_CG_MAX);
-	ASSERT_EQ(0, kh_write_file(path, line));
+	ASSERT_EQ(0, kt_write_file(path, line));
 	ASSERT_EQ(0, pipe(c.pipe));
 	c.sq = kt_sysfs_read("max_sq_entries");
 	c.cq = kt_sysfs_read("max_cq_entries");

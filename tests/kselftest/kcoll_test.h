@@ -179,21 +179,31 @@ static inline long long kt_sysfs_read(const char *name)
 }
 
 /* Write a sysfs value; returns 0 or -errno. */
-static inline int kt_sysfs_write(const char *name, const char *val)
+/* Write @val to the file at @path (sysfs, procfs, cgroupfs): 0, or -errno
+ * (-EIO for a short write). */
+static inline int kt_write_file(const char *path, const char *val)
 {
-	char path[256];
 	ssize_t n;
 	int fd, err = 0;
 
-	snprintf(path, sizeof(path), KCOLL_SYSFS "%s", name);
-	fd = open(path, O_WRONLY);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	n = write(fd, val, strlen(val));
 	if (n < 0)
 		err = -errno;
+	else if ((size_t)n != strlen(val))
+		err = -EIO;
 	close(fd);
 	return err;
+}
+
+static inline int kt_sysfs_write(const char *name, const char *val)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), KCOLL_SYSFS "%s", name);
+	return kt_write_file(path, val);
 }
 
 /* Communicators (kcoll_comm_test.c, kcoll_fault_test.c) ---------------- */
