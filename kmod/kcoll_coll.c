@@ -471,6 +471,7 @@ static struct kcoll_task *kcoll_op_new(struct kcoll_req *req,
 						    KCOLL_KIND_COLL;
 	INIT_LIST_HEAD(&op->node);
 	INIT_LIST_HEAD(&op->all);
+	INIT_LIST_HEAD(&op->gmr_due);
 	if (op->kind == KCOLL_KIND_COLL) {
 		/* The peers whose signature matched, by rank. */
 		op->sig_seen = bitmap_zalloc(comm->nranks, GFP_KERNEL_ACCOUNT);

@@ -743,6 +743,10 @@ void kcoll_engine_force_reap(struct kcoll_comm *comm)
 		op->grants_mem = 0;
 		op->writes_inflight = 0;
 		op->gmrs = 0;
+		/* Its MRs went with the connections (detached: none is
+		 * left on the list); none may point at it once it is gone. */
+		while (!list_empty(&op->gmr_due))
+			list_del_init(op->gmr_due.next);
 		kcoll_op_complete(op);
 	}
 }

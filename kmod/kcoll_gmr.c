@@ -99,6 +99,7 @@ static struct kcoll_gmr *kcoll_gmr_alloc(struct kcoll_conn *conn)
 	g->state = KCOLL_GMR_FREE;
 	INIT_LIST_HEAD(&g->node);
 	INIT_LIST_HEAD(&g->due);
+	INIT_LIST_HEAD(&g->op_due);
 	conn->gmr_nr++;
 	return g;
 
@@ -255,12 +256,14 @@ static void kcoll_gmr_detach(struct kcoll_gmr *g)
 		__clear_bit(g->slot, &conn->slot_busy);
 	g->slot = -1;
 	list_del_init(&g->due);
+	list_del_init(&g->op_due);
 	g->state = KCOLL_GMR_FREE;
 }
 
 /*
  * Run @n MR operations of @conn's (@gs[i]: invalidate where @inv has bit i,
- * else register @gs[i] for a grant). On success the invalidated ones are
+ * else register @gs[i] for a grant; invalidations may be of any of the
+ * communicator's connections). On success the invalidated ones are
  * detached and back in the pool (eager slots' stay with their slot) and
  * the registered ones live. On failure every one of them may be valid:
  * each is detached and deregistered (which invalidates it for good), and
@@ -298,7 +301,7 @@ static int kcoll_gmr_ops(struct kcoll_conn *conn, struct kcoll_gmr **gs,
 				continue;
 			kcoll_gmr_detach(g);
 			if (g->eslot >= 0)
-				conn->egmr[g->eslot] = NULL;
+				g->conn->egmr[g->eslot] = NULL;
 			list_del_init(&g->node);
 			kcoll_gmr_destroy(g);
 		} else if (inv & BIT_ULL(i)) {
@@ -412,8 +415,51 @@ int kcoll_gmr_grant(struct kcoll_gmr *g, int slot, struct kcoll_task *op,
 void kcoll_gmr_retire(struct kcoll_gmr *g)
 {
 	lockdep_assert_held(&g->conn->comm->lock);
-	if (g->state == KCOLL_GMR_LIVE && list_empty(&g->due))
-		list_add_tail(&g->due, &g->conn->gmr_inv_due);
+	if (g->state != KCOLL_GMR_LIVE || !list_empty(&g->due))
+		return;
+	list_add_tail(&g->due, &g->conn->gmr_inv_due);
+	if (g->op)
+		list_add_tail(&g->op_due, &g->op->gmr_due);
+}
+
+/*
+ * @op's phase is done: what its peers wrote is about to be used (its
+ * average taken, copied, granted to another peer: a Bruck alltoall's
+ * scratch takes a new peer's data in every step). Every grant of @op's
+ * that was retired, on any connection, is made invalid first, so that a
+ * peer writes only while its grant lives; until now only the same
+ * connection's next grant or the operation's settling did, and a peer
+ * could keep writing, with a plain WRITE and its old key, into memory
+ * granted to another meanwhile. One trip to the registration QP per
+ * KCOLL_REG_BATCH MRs; nothing when none is due. 0, or the error of the
+ * registration QP (the MRs are then deregistered: just as dead). Must
+ * hold comm->lock.
+ */
+int kcoll_gmr_flush_op(struct kcoll_task *op)
+{
+	struct kcoll_gmr *gs[KCOLL_REG_BATCH];
+	u32 keys[KCOLL_REG_BATCH];
+	int err = 0;
+
+	lockdep_assert_held(&op->comm->lock);
+	while (!list_empty(&op->gmr_due)) {
+		struct kcoll_gmr *g;
+		unsigned int n = 0;
+		int e;
+
+		list_for_each_entry(g, &op->gmr_due, op_due) {
+			if (n == KCOLL_REG_BATCH)
+				break;
+			gs[n] = g;
+			keys[n++] = g->mr->rkey;
+		}
+		/* Each leaves both lists (kcoll_gmr_detach()). */
+		e = kcoll_gmr_ops(gs[0]->conn, gs, keys, GENMASK_ULL(n - 1, 0),
+				  n);
+		kcoll_stat_add(KCOLL_STAT_GRANTS_CLOSED, n);
+		err = err ?: e;
+	}
+	return err;
 }
 
 void kcoll_gmr_conn_init(struct kcoll_conn *conn)

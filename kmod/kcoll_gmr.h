@@ -15,6 +15,7 @@ int kcoll_gmr_grant(struct kcoll_gmr *g, int slot, struct kcoll_task *op,
 		    struct kcoll_wire_msg *m);
 void kcoll_gmr_retire(struct kcoll_gmr *g);
 int kcoll_gmr_flush(struct kcoll_conn *conn);
+int kcoll_gmr_flush_op(struct kcoll_task *op);
 void kcoll_gmr_conn_init(struct kcoll_conn *conn);
 void kcoll_gmr_conn_lost(struct kcoll_conn *conn);
 void kcoll_gmr_conn_shutdown(struct kcoll_conn *conn);

@@ -520,6 +520,9 @@ static void kcoll_op_progress(struct kcoll_task *op)
 			return;
 		if (op->error || !kcoll_phase_done(op))
 			return;
+		/* Its landed grants end before their bytes are used. */
+		if (!list_empty(&op->gmr_due))
+			kcoll_gmr_flush_op(op);
 		if (op->ph.avg_cnt && op->gpu) {
 			if (!kcoll_gpu_avg(op))
 				return;

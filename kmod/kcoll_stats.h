@@ -57,6 +57,8 @@ enum kcoll_stat {
 					 * for a grant at once */
 	KCOLL_STAT_TOKENS_COVERED,	/* broadcast confirmation tokens that
 					 * went inside a younger one's */
+	KCOLL_STAT_GRANTS_CLOSED,	/* retired grant MRs invalidated as
+					 * their phase ended (kcoll_gmr_flush_op()) */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);

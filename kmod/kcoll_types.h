@@ -238,6 +238,7 @@ struct kcoll_task;
 struct kcoll_gmr {
 	struct list_head node;		/* conn->gmr_free / gmr_busy */
 	struct list_head due;		/* conn->gmr_inv_due: retired */
+	struct list_head op_due;	/* op->gmr_due: retired, of an op */
 	struct kcoll_conn *conn;
 	struct ib_mr *mr;
 	enum kcoll_gmr_state state;
@@ -560,6 +561,8 @@ struct kcoll_task {
 					 * an empty one, a token's, exposes
 					 * none) */
 	u32 gmrs;			/* its grants' MRs not yet invalid */
+	struct list_head gmr_due;	/* ... of those, retired: every
+					 * connection's (kcoll_gmr_flush_op()) */
 
 	u32 sigs_ok;			/* peers whose signature matched */
 	unsigned long *sig_seen;	/* collectives: those peers, by rank */

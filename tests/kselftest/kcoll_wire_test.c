@@ -389,7 +389,8 @@ static void wp_hello(struct kcoll_wire_hello *h, uint64_t uid, const char *key,
 struct wcomm {
 	pthread_t creator, submitter;
 	struct tring r;
-	struct kcoll_rank_addr ranks[2];
+	struct kcoll_rank_addr ranks[3];
+	unsigned int nranks;	/* 2, or 3: two peers of ours */
 	uint64_t uid;
 	char key[KCOLL_KEY_LEN + 1];
 	long created;		/* COMM_CREATE's result */
@@ -410,28 +411,38 @@ static void *wc_create(void *arg)
 {
 	struct wcomm *c = arg;
 
-	c->created = kt_comm_create(c->r.fd, c->uid, c->key, 0, 2, c->ranks,
-				    c->connect_ms, &c->id);
+	c->created = kt_comm_create(c->r.fd, c->uid, c->key, 0, c->nranks,
+				    c->ranks, c->connect_ms, &c->id);
 	return NULL;
 }
 
-/* Start rank 0's COMM_CREATE (it waits for rank 1's hello up to
+/* Start rank 0's COMM_CREATE of @nranks (it waits for our hellos up to
  * @connect_ms) on the file of @shared, or on a ring of its own if NULL. */
-static int wc_start_on(struct wcomm *c, const struct tring *shared,
-		       const char *ip, uint64_t uid, const char *key,
-		       int connect_ms)
+static int wc_start_n(struct wcomm *c, const struct tring *shared,
+		      const char *ip, uint64_t uid, const char *key,
+		      int connect_ms, unsigned int nranks)
 {
 	memset(c, 0, sizeof(*c));
+	c->nranks = nranks;
 	c->connect_ms = connect_ms;
 	if (shared)
 		c->r = *shared;
 	else if (kt_ring_init(&c->r, 64, 0, 0))
 		return -1;
 	kt_addr_pair(c->ranks, ip);
+	kt_addr_v4(&c->ranks[2], ip);
+	c->ranks[2].local_index = 2;
 	c->uid = uid;
 	snprintf(c->key, sizeof(c->key), "%s", key);
 	c->created = 1;
 	return pthread_create(&c->creator, NULL, wc_create, c);
+}
+
+static int wc_start_on(struct wcomm *c, const struct tring *shared,
+		       const char *ip, uint64_t uid, const char *key,
+		       int connect_ms)
+{
+	return wc_start_n(c, shared, ip, uid, key, connect_ms, 2);
 }
 
 static int wc_start_ms(struct wcomm *c, const char *ip, uint64_t uid,
@@ -2286,6 +2297,126 @@ TEST_F_TIMEOUT(scope, grants_expose_exactly_their_bytes_while_they_live, 540)
 			       fails);
 		}
 	}
+}
+
+/* Poll both peers until @cond or @secs pass; false on timeout. */
+#define WP_POLL2_UNTIL(a, b, cond, secs) ({				\
+	double __end = wp_now() + (secs);				\
+	bool __ok;							\
+	while (!(__ok = (cond)) && wp_now() < __end) {			\
+		wp_poll(a);						\
+		wp_poll(b);						\
+		usleep(1000);						\
+	}								\
+	__ok;								\
+})
+
+/*
+ * A grant ends with the phase its data landed in, even while its
+ * operation goes on with other peers: rank 0 (the module) gathers
+ * directly (sysfs algo/gather) from ranks 1 and 2, both us. Rank 1 fills
+ * its grant; once rank 0 has moved on to rank 2's phase (its grant came),
+ * rank 1 writes again through its old key, as a plain WRITE that rank 0
+ * would never see complete. The NIC must refuse it (remote access error),
+ * and rank 1's block must still hold what its grant brought. Until
+ * 2026-12-05 the key lived until the operation settled or the same
+ * connection granted again, and the write went through: in a Bruck
+ * alltoall the same scratch takes a new peer's data in every step.
+ */
+TEST(a_grant_ends_with_its_phase)
+{
+	const uint32_t count = 16384;	/* 64 KiB a block: one grant */
+	const size_t blk = count * 4;
+	struct kcoll_wire_hello h;
+	struct kcoll_wire_msg g1, g2;
+	struct wp_runner w = {};
+	struct wpeer p1, p2;
+	struct wcomm c;
+	uint8_t *src, *dst;
+	pthread_t th;
+	size_t i, bad = blk;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	src = aligned_alloc(4096, blk);
+	dst = aligned_alloc(4096, 3 * blk);
+	ASSERT_TRUE(src && dst);
+	memset(src, 0x11, blk);
+	memset(dst, 0x5a, 3 * blk);
+	ASSERT_EQ(0, kt_sysfs_write("algo/gather", "direct"));
+	ASSERT_EQ(0, wc_start_n(&c, NULL, wp_ip(), 0x7e60, "phase-end", 15000,
+				3));
+	wp_hello(&h, c.uid, c.key, 0);
+	h.nranks = htole32(3);
+	wp_hello_sign(&h, c.key);
+	ASSERT_EQ(0, wp_connect_listed(&p1, &h, c.key, 50));
+	wp_hello(&h, c.uid, c.key, 0);
+	h.src_rank = htole32(2);
+	h.nranks = htole32(3);
+	wp_hello_sign(&h, c.key);
+	ASSERT_EQ(0, wp_connect(&p2, wp_ip(), wp_port(), &h, c.key));
+	pthread_join(c.creator, NULL);
+	ASSERT_EQ(0, c.created);
+	p1.hold_grants = p2.hold_grants = true;
+
+	w.r = &c.r;
+	w.sqe = kt_coll(KCOLL_OP_GATHER, c.id, KCOLL_DTYPE_FP32, 0, 0, count,
+			src, dst);
+	w.sqe.timeout_ms = 20000;
+	pthread_create(&th, NULL, wp_runner_main, &w);
+
+	/* Phase 0: rank 1's block, through one grant. */
+	ASSERT_TRUE(WP_POLL2_UNTIL(&p1, &p2, p1.ngrants || p1.dead, 20) &&
+		    !p1.dead);
+	g1 = p1.grants[0];
+	EXPECT_EQ(blk, le32toh(g1.len));
+	wp_fill_grant(&p1, &g1);
+	/* Phase 1 opened: rank 2's grant came. */
+	EXPECT_TRUE(WP_POLL2_UNTIL(&p1, &p2, p2.ngrants || p2.dead, 20) &&
+		    !p2.dead);
+	EXPECT_TRUE(WP_POLL2_UNTIL(&p1, &p2, !p1.inflight || p1.dead, 20));
+	EXPECT_EQ(0, p1.first_err) {
+		TH_LOG("filling rank 1's grant failed: %s",
+		       ibv_wc_status_str(p1.first_err));
+	}
+	/* Again through the old key, with other bytes. */
+	memset(p1.data, 0x99, blk);
+	wp_write(&p1, le64toh(g1.addr), le32toh(g1.rkey), 0, (uint32_t)blk,
+		 false, 0);
+	WP_POLL2_UNTIL(&p1, &p2, p1.first_err || !p1.inflight, 20);
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, p1.first_err) {
+		TH_LOG("the WRITE through rank 1's old key completed with %s",
+		       p1.first_err ? ibv_wc_status_str(p1.first_err) :
+				      "success");
+	}
+	for (i = 0; i < blk; i++)
+		if (dst[blk + i] != 0x77) {
+			bad = i;
+			break;
+		}
+	EXPECT_EQ(blk, bad) {
+		TH_LOG("rank 1's block in rank 0's buffer has %#x at byte %zu, not its grant's 0x77",
+		       dst[blk + bad], bad);
+	}
+	/* Rank 2 ends the gather, or rank 0 has given up on rank 1. */
+	if (p2.ngrants && !p2.dead) {
+		g2 = p2.grants[0];
+		wp_fill_grant(&p2, &g2);
+	}
+	EXPECT_TRUE(WP_POLL2_UNTIL(&p1, &p2, w.done, 30));
+	wp_destroy(&p1);
+	wp_destroy(&p2);
+	pthread_join(th, NULL);
+	TH_LOG("rank 0's gather ended with %d", w.res);
+	{
+		struct kcoll_comm_destroy d = { .comm_id = c.id };
+
+		EXPECT_EQ(0, kt_ioctl(c.r.fd, KCOLL_IOC_COMM_DESTROY, &d));
+	}
+	kt_ring_exit(&c.r);
+	kt_sysfs_write("algo/gather", "auto");
+	free(src);
+	free(dst);
 }
 
 /* ---------------------------------------------------------------- */
