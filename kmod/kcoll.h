@@ -116,6 +116,7 @@ int kcoll_ops_init(void);
 struct device *kcoll_misc_device(void);
 void kcoll_queue_delayed(struct delayed_work *dw, unsigned long delay);
 void kcoll_queue_work(struct work_struct *w);
+bool kcoll_queue_slow(struct work_struct *w);
 void kcoll_mod_delayed(struct delayed_work *dw, unsigned long delay);
 
 #endif /* KCOLL_H */

@@ -210,6 +210,8 @@ struct device *kcoll_misc_device(void)
 /* ------------------------------------------------------------------ */
 
 static struct workqueue_struct *kcoll_wq;
+/* Work that may wait for as long as a user likes (kcoll_quota_defer()). */
+static struct workqueue_struct *kcoll_slow_wq;
 
 /* Deferred work of the module: drained (destroy_workqueue) at exit. */
 void kcoll_queue_delayed(struct delayed_work *dw, unsigned long delay)
@@ -220,6 +222,13 @@ void kcoll_queue_delayed(struct delayed_work *dw, unsigned long delay)
 void kcoll_queue_work(struct work_struct *w)
 {
 	queue_work(kcoll_wq, w);
+}
+
+/* Queue @w on the workqueue of work that may wait for as long as a user
+ * likes; false if it was queued already. */
+bool kcoll_queue_slow(struct work_struct *w)
+{
+	return queue_work(kcoll_slow_wq, w);
 }
 
 /* Queue @dw to run in @delay jiffies, moving it if it is already queued. */
@@ -248,10 +257,15 @@ static int __init kcoll_init(void)
 		err = -ENOMEM;
 		goto out_ring_exit;
 	}
+	kcoll_slow_wq = alloc_workqueue("kcoll_slow", WQ_UNBOUND, 0);
+	if (!kcoll_slow_wq) {
+		err = -ENOMEM;
+		goto out_destroy_wq;
+	}
 	/* Before the devices: adding them sends events. */
 	err = kcoll_nl_init();
 	if (err)
-		goto out_destroy_wq;
+		goto out_destroy_slow_wq;
 	err = kcoll_ib_init();
 	if (err)
 		goto out_nl_exit;
@@ -271,6 +285,8 @@ out_ib_exit:
 	kcoll_ib_exit();
 out_nl_exit:
 	kcoll_nl_exit();
+out_destroy_slow_wq:
+	destroy_workqueue(kcoll_slow_wq);
 out_destroy_wq:
 	destroy_workqueue(kcoll_wq);
 out_ring_exit:
@@ -288,8 +304,9 @@ static void __exit kcoll_exit(void)
 	kcoll_ib_exit();
 	kcoll_nl_exit();
 	/* All files are closed by now; wait for any completion still
-	 * unwinding. */
+	 * unwinding, then for what that deferred (kcoll_quota_defer()). */
 	destroy_workqueue(kcoll_wq);
+	destroy_workqueue(kcoll_slow_wq);
 	live = atomic_read(&kcoll_nr_live_reqs);
 	if (live || atomic_read(&kcoll_nr_contexts))
 		pr_err("leak: %d request(s), %d context(s) still allocated\n",

@@ -25,6 +25,9 @@
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/uidgid.h>
+#include <linux/workqueue.h>
+
+#include "kcoll.h"
 
 #include "kcoll_quota.h"
 
@@ -35,7 +38,13 @@ struct kcoll_quota {
 	atomic_t n[KCOLL_Q_NR];
 	atomic64_t bytes;
 	atomic64_t dmabuf;		/* dma-buf bytes imported */
+	/* kcoll_quota_defer(): queued, and the work that runs them. */
+	spinlock_t slow_lock;
+	struct list_head slow;
+	struct work_struct slow_work;
 };
+
+static void kcoll_quota_slow_work(struct work_struct *w);
 
 static DEFINE_HASHTABLE(kcoll_quotas, 6);
 static DEFINE_SPINLOCK(kcoll_quota_lock);
@@ -75,6 +84,9 @@ struct kcoll_quota *kcoll_quota_get_current(void)
 		return NULL;
 	q->uid = uid;
 	refcount_set(&q->ref, 1);
+	spin_lock_init(&q->slow_lock);
+	INIT_LIST_HEAD(&q->slow);
+	INIT_WORK(&q->slow_work, kcoll_quota_slow_work);
 	spin_lock(&kcoll_quota_lock);
 	found = kcoll_quota_find(uid);
 	if (!found)
@@ -100,6 +112,44 @@ void kcoll_quota_put(struct kcoll_quota *q)
 	hash_del(&q->node);
 	spin_unlock(&kcoll_quota_lock);
 	kfree(q);
+}
+
+/* @q's deferred work, oldest first; the reference its queueing took goes
+ * last (it may free @q, and this work with it: nothing touches either
+ * after). */
+static void kcoll_quota_slow_work(struct work_struct *w)
+{
+	struct kcoll_quota *q = container_of(w, struct kcoll_quota, slow_work);
+	struct kcoll_deferred *d;
+
+	for (;;) {
+		spin_lock(&q->slow_lock);
+		d = list_first_entry_or_null(&q->slow, struct kcoll_deferred,
+					     node);
+		if (d)
+			list_del(&d->node);
+		spin_unlock(&q->slow_lock);
+		if (!d)
+			break;
+		d->fn(d);
+	}
+	kcoll_quota_put(q);
+}
+
+/*
+ * Run @d->fn(@d) later, in process context, after @q's work deferred
+ * before it and never beside any of it. The caller holds a reference to
+ * @q (@d's, which @d->fn gives back at the latest).
+ */
+void kcoll_quota_defer(struct kcoll_quota *q, struct kcoll_deferred *d)
+{
+	spin_lock(&q->slow_lock);
+	list_add_tail(&d->node, &q->slow);
+	spin_unlock(&q->slow_lock);
+	/* One reference per time queued: the work gives it back. */
+	kcoll_quota_ref(q);
+	if (!kcoll_queue_slow(&q->slow_work))
+		kcoll_quota_put(q);
 }
 
 static void kcoll_quota_refused(const struct kcoll_quota *q, const char *what,

@@ -3,6 +3,7 @@
 #ifndef KCOLL_QUOTA_H
 #define KCOLL_QUOTA_H
 
+#include <linux/list.h>
 #include <linux/types.h>
 
 enum kcoll_quota_kind {
@@ -17,6 +18,19 @@ enum kcoll_quota_kind {
 struct kcoll_quota;
 struct dentry;
 
+/*
+ * Work of a user's that may wait for as long as that user likes (a
+ * registration cache entry's notifier removal waits until no
+ * invalidation of its mm runs: kcoll_regcache.c). kcoll_quota_defer()
+ * runs them one at a time per user, on a workqueue of their own
+ * (kcoll_queue_slow()), so that a user who keeps them waiting holds one
+ * worker, and none of the module's other work.
+ */
+struct kcoll_deferred {
+	struct list_head node;
+	void (*fn)(struct kcoll_deferred *d);
+};
+
 struct kcoll_quota *kcoll_quota_get_current(void);
 struct kcoll_quota *kcoll_quota_ref(struct kcoll_quota *q);
 void kcoll_quota_put(struct kcoll_quota *q);
@@ -28,6 +42,7 @@ int kcoll_quota_charge_bytes(struct kcoll_quota *q, u64 bytes);
 void kcoll_quota_uncharge_bytes(struct kcoll_quota *q, u64 bytes);
 int kcoll_quota_charge_dmabuf(struct kcoll_quota *q, u64 bytes);
 void kcoll_quota_uncharge_dmabuf(struct kcoll_quota *q, u64 bytes);
+void kcoll_quota_defer(struct kcoll_quota *q, struct kcoll_deferred *d);
 void kcoll_quota_debugfs_init(struct dentry *dir);
 
 /* kcoll_sysfs.c: the limits */

@@ -27,19 +27,20 @@
  * Drop a use of @mem; the last one releases it (its MRs die before its
  * pages are unpinned). Process context: an op's release, DEREG_MEM or
  * the comm's destroy. A cache entry's notifier goes after, in a work
- * item (kcoll_cache_mem_free()).
+ * item (kcoll_cache_mem_free()), and its registration counts against
+ * user_max_regs until then.
  */
 void kcoll_mem_put(struct kcoll_mem *mem)
 {
 	if (!refcount_dec_and_test(&mem->users))
 		return;
 	kcoll_buf_release(&mem->buf);
-	kcoll_quota_uncharge(mem->quota, KCOLL_Q_REGS, 1);
-	kcoll_quota_put(mem->quota);
 	if (mem->is_cache) {
 		kcoll_cache_mem_free(mem);
 		return;
 	}
+	kcoll_quota_uncharge(mem->quota, KCOLL_Q_REGS, 1);
+	kcoll_quota_put(mem->quota);
 	kfree(mem);
 }
 

@@ -13,8 +13,10 @@
  * lookup returns it, and a work item takes it off the cache and drops the
  * cache's use. An operation that already holds a use goes on with the
  * pages it pinned, as one that pinned its own buffer would; the last put
- * deregisters and unpins, and a work item then removes the notifier
- * (kcoll_cache_free_work()).
+ * deregisters and unpins, and deferred work then removes the notifier
+ * (kcoll_cache_free()), one entry at a time per user, on a workqueue of
+ * its own: the removal waits until no invalidation of the mm runs, which
+ * the owner can keep up for as long as it likes.
  *
  * Lookups happen under comm->lock and take a use there; the notifier
  * callback never sleeps and never frees (it may run under the mm's locks):
@@ -146,28 +148,36 @@ void kcoll_cache_flush(struct kcoll_comm *comm)
 
 /*
  * The rest of an entry after its last put (kcoll_mem_put(): its MRs and
- * pages are gone): the notifier, then the communicator's reference and
- * the entry. In a work item holding no lock of kcoll's:
- * mmu_interval_notifier_remove() waits until no invalidation of the mm
- * is running at all, which its owner can keep up for as long as it likes
- * (threads that madvise() in turn), and the last put runs under dev_sem
- * or comm->lock (until 2026-12-05 a device removal waited with it). An
+ * pages are gone): the notifier, then the communicator's reference, the
+ * registration it counts as, and the entry. Deferred, holding no lock of
+ * kcoll's: mmu_interval_notifier_remove() waits until no invalidation of
+ * the mm is running at all, which its owner can keep up for as long as it
+ * likes (threads that madvise() in turn), and the last put runs under
+ * dev_sem or comm->lock (until 2026-12-05 a device removal waited with
+ * it). Deferred per user (kcoll_quota_defer()), not on the module's
+ * workqueue: an owner that keeps its removals waiting holds one worker
+ * of a queue of their own, not the timeouts, the intra-node messages and
+ * the restarts of every other user's communicators (until 2026-12-05
+ * each removal took one of kcoll_wq's 256). Its entries count against
+ * its user_max_regs until they are gone, which bounds them. An
  * invalidation meanwhile finds no use to take and queues nothing.
  */
-static void kcoll_cache_free_work(struct work_struct *w)
+static void kcoll_cache_free(struct kcoll_deferred *d)
 {
-	struct kcoll_mem *mem = container_of(w, struct kcoll_mem, free);
+	struct kcoll_mem *mem = container_of(d, struct kcoll_mem, free);
 
 	if (mem->mni_on)
 		mmu_interval_notifier_remove(&mem->mni);
 	if (mem->comm_ref)
 		kcoll_comm_put(mem->comm);
+	kcoll_quota_uncharge(mem->quota, KCOLL_Q_REGS, 1);
+	kcoll_quota_put(mem->quota);
 	kfree(mem);
 }
 
 void kcoll_cache_mem_free(struct kcoll_mem *mem)
 {
-	kcoll_queue_work(&mem->free);
+	kcoll_quota_defer(mem->quota, &mem->free);
 }
 
 static u64 kcoll_cache_limit(void)
@@ -253,7 +263,7 @@ int kcoll_cache_pin(struct kcoll_comm *comm, u64 addr, size_t len,
 	mem->comm = comm;
 	mem->is_cache = true;
 	INIT_WORK(&mem->drop, kcoll_cache_drop_work);
-	INIT_WORK(&mem->free, kcoll_cache_free_work);
+	mem->free.fn = kcoll_cache_free;
 	refcount_set(&mem->users, 1);		/* the operation's */
 	/* Before the pages are pinned: a change in between is seen. */
 	err = mmu_interval_notifier_insert(&mem->mni, current->mm, start,

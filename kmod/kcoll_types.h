@@ -197,7 +197,9 @@ struct kcoll_mem {
 	atomic_t stale;			/* the mapping changed: never reused */
 	struct mmu_interval_notifier mni;
 	struct work_struct drop;	/* off the cache after a change */
-	struct work_struct free;	/* after the last put: notifier, comm */
+	struct kcoll_deferred free;	/* after the last put: notifier, comm,
+					 * registration quota (one at a time
+					 * per user: kcoll_quota_defer()) */
 };
 
 
