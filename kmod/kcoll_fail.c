@@ -174,6 +174,10 @@ int kcoll_abort_status(const struct kcoll_wire_msg *m)
 	 * went away): for us the peer is lost. */
 	if (err == -ECANCELED || err >= 0 || err < -MAX_ERRNO)
 		return -ECONNRESET;
+	/* The kernel's own codes (-ERESTARTSYS and up) never reach user
+	 * space, and no peer of ours sends one: a peer that does lies. */
+	if (err <= -ERESTARTSYS)
+		return -EPROTO;
 	return err;
 }
 

@@ -193,10 +193,14 @@ void kcoll_op_check_sigs(struct kcoll_task *op, struct kcoll_conn *conn)
 		if (s->seq != op->seq)
 			continue;
 		list_del(&s->node);
-		if (s->msg.type == KCOLL_MSG_ABORT)
+		if (s->msg.type == KCOLL_MSG_ABORT) {
 			kcoll_op_fail_from(op, kcoll_abort_status(&s->msg),
 					   kcoll_abort_culprit(conn, &s->msg));
-		else if (!op->error)
+			/* As for one that comes while @op runs: the peer
+			 * fills none of them (a full send queue may have
+			 * let @op's phases grant before this check). */
+			kcoll_op_forget_grants(op, conn);
+		} else if (!op->error)
 			kcoll_op_check_sig(op, conn, &s->msg);
 		kfree(s);
 	}

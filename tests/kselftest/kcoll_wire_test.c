@@ -1600,6 +1600,64 @@ TEST(abort_into_a_full_send_queue)
 	kt_ring_exit(&c.r);
 }
 
+/*
+ * An ABORT's status is the error its sender's operation failed with, and
+ * the module reports it as this rank's: a peer may say what it likes, but
+ * the kernel's own codes (-ERESTARTSYS and up, which never reach user
+ * space) come out as -EPROTO, and nonsense as -ECONNRESET. The ABORT
+ * comes before the module's first allreduce is submitted (queued with the
+ * SIGs), which then fails at once.
+ */
+TEST(an_abort_carries_only_a_users_error)
+{
+	static const struct {
+		uint32_t status;
+		int want;
+	} cases[] = {
+		{ EIO, -EIO },
+		{ 512, -EPROTO },		/* ERESTARTSYS */
+		{ 529, -EPROTO },		/* EIOCBQUEUED */
+		{ 0x7fffffff, -ECONNRESET },	/* no errno at all */
+	};
+	float a[2] = { 1, 2 }, b[2];
+	unsigned int i;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct kcoll_comm_destroy d = { 0 };
+		struct kcoll_wire_msg m = { .type = KCOLL_MSG_ABORT };
+		struct kcoll_sqe sqe;
+		struct wpeer p;
+		struct wcomm c;
+		double t0;
+		int res;
+
+		ASSERT_EQ(0, wp_pair(&p, &c, 0x7e70 + i, "abort-status", 0));
+		m.seq = htole32(0);
+		m.status = htole32(cases[i].status);
+		ASSERT_EQ(0, wp_send(&p, &m, sizeof(m), false, 0));
+		for (int t = 0; t < 30; t++) {	/* in before the SIGs */
+			usleep(10000);
+			wp_poll(&p);
+		}
+		sqe = kt_coll(KCOLL_OP_ALLREDUCE, c.id, KCOLL_DTYPE_FP32,
+			      KCOLL_REDOP_SUM, 0, 2, a, b);
+		sqe.timeout_ms = 8000;
+		t0 = wp_now();
+		res = kt_run(&c.r, &sqe);
+		EXPECT_EQ(cases[i].want, res) {
+			TH_LOG("an ABORT with status %u: %d (%s)",
+			       cases[i].status, res, strerror(-res));
+		}
+		EXPECT_GT(4.0, wp_now() - t0);
+		d.comm_id = c.id;
+		EXPECT_EQ(0, kt_ioctl(c.r.fd, KCOLL_IOC_COMM_DESTROY, &d));
+		wp_destroy(&p);
+		kt_ring_exit(&c.r);
+	}
+}
+
 /* The peer says BYE claiming five collectives done; then the module's
  * one operation in flight ends, into @cqe. 0, or what failed. */
 static int wp_bye_wait(struct wpeer *p, struct wcomm *c, struct kcoll_cqe *cqe)
