@@ -187,10 +187,12 @@ if [ -n "$fuzz_only" ]; then
 fi
 if [ $faults_only = 1 ]; then
 	# Processes killed (40 in a row), a node stopped dead alone and
-	# during each of split, grow and revoke, and a revoke that reaches
-	# a rank only through another.
+	# during each of split, grow and revoke, a revoke that reaches a
+	# rank only through another, and a network that loses, duplicates
+	# and reorders packets (the quick matrix through netem).
 	for kver in "$@"; do
 		scenario "$kver" coll 2 1500 "2 die=40"
+		scenario "$kver" coll 2 1500 "4 quick noneg netem=lossy"
 		for m in "" split grow revoke revoke-cut; do
 			scenario "$kver" nodedie 3 900 "$m"
 		done

@@ -233,6 +233,53 @@ kcoll_peers_up() {
 	done
 }
 
+# A lossy network (coll.sh netem=): eth0, which carries rxe0's packets
+# and the bootstrap's, sends through netem with the qdisc arguments $1
+# ("loss 1% duplicate 1% delay 2ms 1ms reorder 10%"). rxe recovers as a
+# RoCE NIC does: resends after the ACK timeout, or at once on a NAK for a
+# packet out of sequence; kcoll must see every collective complete, with
+# the right result, or fail it with an error, never corrupt it.
+kcoll_netem_on() {
+	modprobe sch_netem || { fail "modprobe sch_netem"; return 1; }
+	# shellcheck disable=SC2086
+	tc qdisc add dev eth0 root netem $1 || { fail "tc netem $1"; return 1; }
+	kcoll_rxe_counters >"$KCOLL_OUT/rxe-counters-before.txt"
+	log "netem on eth0: $(tc qdisc show dev eth0 | head -1)"
+}
+
+# rxe0's port counters, one "name value" per line.
+kcoll_rxe_counters() {
+	local f
+	for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do
+		[ -f "$f" ] && echo "${f##*/} $(cat "$f")"
+	done
+}
+
+# The netem qdisc's drops and what rxe did about them; with SPEC $1
+# asking for loss, none dropped or none resent fails (the run did not
+# test what it says). Then eth0 is plain again.
+kcoll_netem_off() {
+	local st dropped resent=0 n v
+	st=$(tc -s qdisc show dev eth0)
+	dropped=$(echo "$st" | awk '/dropped/ { sub(",", "", $7); print $7; exit }')
+	kcoll_rxe_counters >"$KCOLL_OUT/rxe-counters-after.txt"
+	while read -r n v; do
+		case $n in
+		completer_retry_err | rcvd_seq_err | out_of_seq_request | duplicate_request)
+			v=$((v - $(awk -v n="$n" '$1 == n { print $2 }' "$KCOLL_OUT/rxe-counters-before.txt")))
+			resent=$((resent + v))
+			log "netem: rxe0 $n +$v" ;;
+		esac
+	done <"$KCOLL_OUT/rxe-counters-after.txt"
+	log "netem: $(echo "$st" | tr '\n' ' ')"
+	case $1 in
+	*loss*)
+		[ "${dropped:-0}" -gt 0 ] || fail "netem dropped nothing"
+		[ "$resent" -gt 0 ] || fail "netem: rxe0 saw no resend or duplicate" ;;
+	esac
+	tc qdisc del dev eth0 root || fail "tc qdisc del"
+}
+
 # kcoll_kperf NAME PORT ARGS...: this VM's ranks (${ppn:-2} per VM, ranks
 # numbered VM by VM, bootstrapping through vm0 at PORT) of one kcoll-perf
 # run with ARGS, each rank's output in NAME-rankR.txt, each given

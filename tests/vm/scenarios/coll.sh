@@ -77,6 +77,14 @@
 #           would join) and split again (a member killed as it starts),
 #           every step bounded in time, and kcollctl's view of parents
 #           and children; familyonly: only that
+#   netem=SPEC  a lossy network: once every VM is up, eth0 (rxe0's netdev
+#           and the bootstrap's) sends through tc's netem with SPEC, its
+#           words joined by ':' (netem=loss:1%:duplicate:1%:delay:2ms:
+#           1ms:reorder:10%), or netem=lossy: loss 0.5%, duplicate
+#           0.5%, delay 1ms, reorder 1% (make check-faults); at the
+#           end the qdisc's drops and rxe's retransmissions are logged,
+#           and a run whose SPEC drops packets fails if none were
+#           dropped or none resent
 #   skew    the VMs advertise different cost models (vm0 sysfs
 #           algo/beta_ps 9999, vm1 algo/gamma_ps 50000): every
 #           communicator must agree on the largest of each (the engine's
@@ -107,7 +115,7 @@ kcoll_res_baseline
 set -- $KCOLL_ARG
 nranks=${1:-$((2 * kcoll_nvms))}
 [ $# -gt 0 ] && shift
-dmabuf="" gpu="" gpu_only="" gpuab="" gpuvec="" dmabufab="" level="" perf=0 neg=1 check=1 dieloop=0 qpsweep="" sweep_knob="" prio=0 prio_args=(-s 64K -b 256M -n 30) skew=0 family=0
+dmabuf="" gpu="" gpu_only="" gpuab="" gpuvec="" dmabufab="" level="" perf=0 neg=1 check=1 dieloop=0 qpsweep="" sweep_knob="" prio=0 prio_args=(-s 64K -b 256M -n 30) skew=0 family=0 netem=""
 perf_args=(-M -c all -b 8 -e 4M -f 4 -n 5 -w 2 -i 1)
 for a in "$@"; do
 	case $a in
@@ -134,6 +142,8 @@ for a in "$@"; do
 	qps=*) echo "${a#qps=}" >/sys/class/misc/kcoll/qps_per_peer ||
 			fail "qps_per_peer ${a#qps=}" ;;
 	skew) skew=1 ;;
+	netem=lossy) netem="loss:0.5%:duplicate:0.5%:delay:1ms:reorder:1%" ;;
+	netem=*) netem=${a#netem=} ;;
 	family) family=1 ;;
 	familyonly) family=1 check=0 neg=0 ;;
 	dmabuf=*) dmabuf=${a#dmabuf=} ;;
@@ -180,6 +190,7 @@ fi
 
 # Every VM must reach vm0 (the root) before the first run.
 kcoll_peers_up
+[ -n "$netem" ] && kcoll_netem_on "${netem//:/ }"
 
 export KCOLL_NRANKS=$nranks
 export KCOLL_SECRET=6b636f6c6c2d766d2d746573742d3031	# "kcoll-vm-test-01"
@@ -436,6 +447,7 @@ log "registration cache: $(cd /sys/class/misc/kcoll/stats && for f in reg_cache_
 kill "$bgsnap" 2>/dev/null
 wait "$bgsnap" 2>/dev/null
 kcoll_res_check
+[ -n "$netem" ] && kcoll_netem_off "$netem"
 [ -n "$dmabuf$gpu$gpuab$gpuvec" ] && kcoll_exporters_down
 kcoll_mod_unload
 # skew: the model of every communicator the snapshots saw, "uid a/b/g".
