@@ -14,7 +14,9 @@
  * user pages are not charged here: RLIMIT_MEMLOCK bounds them.
  *
  * One struct kcoll_quota per user with a charge outstanding, in a small
- * hash table; it goes with its last reference.
+ * hash table; it goes with its last reference. A task in a user namespace
+ * counts as the user who made it (and that one's, up to the initial
+ * namespace): a user's subordinate uids are not more users here.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -25,6 +27,7 @@
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/uidgid.h>
+#include <linux/user_namespace.h>
 #include <linux/workqueue.h>
 
 #include "kcoll.h"
@@ -68,10 +71,29 @@ static struct kcoll_quota *kcoll_quota_find(kuid_t uid)
 	return NULL;
 }
 
-/* The quota of current's real uid, referenced; NULL without memory. */
+/*
+ * Whom current's charges go to: its real uid, or in a user namespace the
+ * uid that made the outermost one below the initial namespace. Until
+ * 2026-12-05 it was the uid alone, and a user with a range of
+ * subordinate uids (newuidmap) had a fresh set of limits for each.
+ */
+static kuid_t kcoll_quota_uid(void)
+{
+	const struct user_namespace *ns = current_user_ns();
+	kuid_t uid = current_uid();
+
+	while (ns != &init_user_ns) {
+		uid = ns->owner;
+		ns = ns->parent;
+	}
+	return uid;
+}
+
+/* The quota of current's user (kcoll_quota_uid()), referenced; NULL
+ * without memory. */
 struct kcoll_quota *kcoll_quota_get_current(void)
 {
-	kuid_t uid = current_uid();
+	kuid_t uid = kcoll_quota_uid();
 	struct kcoll_quota *q, *found;
 
 	spin_lock(&kcoll_quota_lock);

@@ -1091,6 +1091,106 @@ TEST_F_TIMEOUT(harden, per_user_limits_refuse_with_edquot, 120)
 		}
 }
 
+/*
+ * A user namespace counts as the user who made it: nobody makes one, root
+ * maps uids 300000..300009 into it, and inside it (as its uid 0, then its
+ * uid 1: two uids of the initial namespace, neither nobody) the child
+ * opens /dev/kcoll with user_max_contexts at 3. The fourth open fails
+ * with EDQUOT whatever uid makes it. Until 2026-12-05 each of the
+ * namespace's uids had limits of its own, and every subordinate uid a
+ * user holds (newuidmap) was another full set.
+ */
+struct kh_userns {
+	int go[2], ready[2];
+};
+
+/* The child: exit code 0, or which check failed (77: no user namespace). */
+static int kh_userns_child(void *arg)
+{
+	struct kh_userns *u = arg;
+	int fds[4], i, n = 0;
+	char c = 0;
+
+	if (kt_become_nobody())
+		return 60;
+	if (unshare(CLONE_NEWUSER)) {
+		c = 'x';
+		if (write(u->ready[1], &c, 1) != 1)
+			return 61;
+		return 77;
+	}
+	c = 'u';
+	if (write(u->ready[1], &c, 1) != 1 || read(u->go[0], &c, 1) != 1 ||
+	    c != 'g')
+		return 62;
+	if (setresgid(0, 0, 0) || setresuid(0, 0, 0))
+		return 63;
+	for (i = 0; i < 2; i++)
+		if ((fds[n++] = kt_open()) < 0)
+			return 70 + i;
+	/* Another uid of the namespace, another uid of the machine. */
+	if (setresuid(1, 1, 1))
+		return 64;
+	if ((fds[n++] = kt_open()) < 0)
+		return 72;
+	if (kt_open() >= 0)
+		return 73;
+	if (errno != EDQUOT)
+		return 74;
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+	return 0;
+}
+
+static int kh_write_id_map(pid_t pid, const char *which, const char *map)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", pid, which);
+	return kt_write_file(path, map);
+}
+
+TEST_F_TIMEOUT(harden, a_user_namespace_counts_as_its_creator, 60)
+{
+	long long saved = kt_sysfs_read("user_max_contexts");
+	struct kh_userns u;
+	char c = 0, val[32];
+	pid_t pid;
+	int st, rc;
+
+	if (geteuid())
+		SKIP(return, "setting the sysfs limit and the namespace's uid map needs root");
+	ASSERT_LT(0, saved);
+	ASSERT_EQ(0, pipe(u.go));
+	ASSERT_EQ(0, pipe(u.ready));
+	ASSERT_EQ(0, kt_sysfs_write("user_max_contexts", "3"));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(kh_userns_child(&u));
+	ASSERT_EQ(1, read(u.ready[0], &c, 1));
+	if (c == 'u') {
+		EXPECT_EQ(0, kh_write_id_map(pid, "uid_map", "0 300000 10\n"));
+		EXPECT_EQ(0, kh_write_id_map(pid, "gid_map", "0 300000 10\n"));
+		c = 'g';
+		EXPECT_EQ(1, write(u.go[1], &c, 1));
+	}
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	rc = WIFEXITED(st) ? WEXITSTATUS(st) : 200 + WTERMSIG(st);
+	snprintf(val, sizeof(val), "%lld", saved);
+	EXPECT_EQ(0, kt_sysfs_write("user_max_contexts", val));
+	close(u.go[0]);
+	close(u.go[1]);
+	close(u.ready[0]);
+	close(u.ready[1]);
+	if (rc == 77)
+		SKIP(return, "nobody may not make a user namespace here (kernel.unprivileged_userns_clone or CONFIG_USER_NS)");
+	EXPECT_EQ(0, rc) {
+		TH_LOG("the namespace's child failed check %d%s", rc,
+		       rc == 73 ? " (a fourth file opened: uid 1 of the namespace had limits of its own)" : "");
+	}
+}
+
 /* ---------------------------------------------------------------- */
 /* F9: another user cannot squat a communicator's uid and rank       */
 /* ---------------------------------------------------------------- */
