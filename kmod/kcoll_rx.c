@@ -107,11 +107,14 @@ static int kcoll_rx_pong(struct kcoll_conn *conn, const struct kcoll_wire_msg *m
 
 	/*
 	 * Only as the answer to our PING still unanswered (one at a time),
-	 * timed by our own clock: a peer's PONGs beyond them, or a clock
-	 * it made up, would otherwise feed the device's alpha, which other
+	 * echoing its clock, and timed by our own: a peer's PONGs beyond
+	 * them, or one sent ahead for the PING that answering this one
+	 * sends (until 2026-12-05 it passed, and timed a microsecond),
+	 * would otherwise feed the device's alpha, which other
 	 * communicators' cost models use.
 	 */
-	if (conn->pongs >= conn->pings)
+	if (conn->pongs >= conn->pings ||
+	    le64_to_cpu(m->count) != conn->ping_at)
 		return -EPROTO;
 	conn->pongs++;
 	rtt = ktime_get_ns() - conn->ping_at;

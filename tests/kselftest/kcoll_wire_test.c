@@ -99,6 +99,11 @@ struct wpeer {
 	bool hold_grants;
 	int first_err;
 	bool no_sig;		/* answer no SIG (the data still moves) */
+	/* Answer the next PING twice: its PONG, then one sent ahead for
+	 * the PING that answering it makes the module send. */
+	bool pong_twice;
+	bool pong_done;		/* ... then answer no PING any more */
+	unsigned long pings_in;
 };
 
 #define WP_SLOTS	(3u << 20)	/* offset of our eager slots in data */
@@ -790,8 +795,17 @@ static void wp_play(struct wpeer *p, const struct kcoll_wire_msg *in)
 		wp_send(p, &m, sizeof(m), false, 0);
 		return;
 	case KCOLL_MSG_PING:
+		p->pings_in++;
+		if (p->pong_done)
+			return;
 		m.type = KCOLL_MSG_PONG;
 		wp_send(p, &m, sizeof(m), false, 0);
+		if (p->pong_twice) {
+			p->pong_twice = false;
+			p->pong_done = true;
+			m.count = htole64(le64toh(m.count) + 1000);
+			wp_send(p, &m, sizeof(m), false, 0);
+		}
 		return;
 	}
 }
@@ -2368,6 +2382,56 @@ TEST_F_TIMEOUT(scope, grants_expose_exactly_their_bytes_while_they_live, 540)
 	}								\
 	__ok;								\
 })
+
+/*
+ * A PONG must echo the clock of the PING it answers: the module times
+ * its PINGs to sample the device's alpha, which other communicators'
+ * cost models use (it pings a peer that pinged it). We answer its first
+ * PING and at once send a second PONG, ahead of the PING that our first
+ * answer makes it send, and then answer nothing more: that PONG must end
+ * the connection as a protocol error (until 2026-12-05 it passed, timing
+ * a round trip of a microsecond or so, and the barrier after it waited
+ * for us until its timeout).
+ */
+TEST(a_pong_answers_only_its_ping)
+{
+	struct kcoll_comm_destroy d = { 0 };
+	struct kcoll_sqe sqe;
+	struct wpeer p;
+	struct wcomm c;
+	int res;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	ASSERT_EQ(0, wp_pair(&p, &c, 0x7e78, "pong", 0));
+	p.pong_twice = true;
+	/* Rank 0 times its own round trips once we have pinged it. */
+	{
+		struct kcoll_wire_msg m = { .type = KCOLL_MSG_PING,
+					    .kind = KCOLL_KIND_COLL,
+					    .count = htole64(1) };
+
+		WP_POLL_UNTIL(&p, p.dead, 0.2);
+		ASSERT_EQ(0, wp_send(&p, &m, sizeof(m), false, 0));
+	}
+	ASSERT_TRUE(WP_POLL_UNTIL(&p, p.pings_in || p.dead, 10)) {
+		TH_LOG("no PING from rank 0");
+	}
+	/* Both PONGs in; rank 0's next operation finds the connection
+	 * gone (we play no part in it). */
+	WP_POLL_UNTIL(&p, p.dead, 0.5);
+	sqe = kt_coll(KCOLL_OP_BARRIER, c.id, 0, 0, 0, 0, NULL, NULL);
+	sqe.timeout_ms = 3000;
+	res = kt_run(&c.r, &sqe);
+	EXPECT_EQ(-EPROTO, res) {
+		TH_LOG("after a PONG sent ahead (%lu PINGs in) a barrier ended with %d (%s)",
+		       p.pings_in, res, strerror(-res));
+	}
+	d.comm_id = c.id;
+	EXPECT_EQ(0, kt_ioctl(c.r.fd, KCOLL_IOC_COMM_DESTROY, &d));
+	wp_destroy(&p);
+	kt_ring_exit(&c.r);
+}
 
 /*
  * A grant ends with the phase its data landed in, even while its
