@@ -427,10 +427,10 @@ void kcoll_gmr_retire(struct kcoll_gmr *g)
  * average taken, copied, granted to another peer: a Bruck alltoall's
  * scratch takes a new peer's data in every step). Every grant of @op's
  * that was retired, on any connection, is made invalid first, so that a
- * peer writes only while its grant lives; until now only the same
+ * peer writes only while its grant lives (until 2026-12-05 only the same
  * connection's next grant or the operation's settling did, and a peer
  * could keep writing, with a plain WRITE and its old key, into memory
- * granted to another meanwhile. One trip to the registration QP per
+ * granted to another meanwhile). One trip to the registration QP per
  * KCOLL_REG_BATCH MRs; nothing when none is due. 0, or the error of the
  * registration QP (the MRs are then deregistered: just as dead). Must
  * hold comm->lock.
