@@ -15,8 +15,10 @@
  *
  * One struct kcoll_quota per user with a charge outstanding, in a small
  * hash table; it goes with its last reference. A task in a user namespace
- * counts as the user who made it (and that one's, up to the initial
- * namespace): a user's subordinate uids are not more users here.
+ * that a user other than root made counts as that user (and so on up):
+ * a user's subordinate uids are not more users here. The uids of one that
+ * root made (a container runtime's) are users of their own, as root
+ * assigned them.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -72,8 +74,9 @@ static struct kcoll_quota *kcoll_quota_find(kuid_t uid)
 }
 
 /*
- * Whom current's charges go to: its real uid, or in a user namespace the
- * uid that made the outermost one below the initial namespace. Until
+ * Whom current's charges go to: its real uid, or in a user namespace that
+ * a user other than root made, that user (the outermost such one below
+ * the first that root made, or below the initial namespace). Until
  * 2026-12-05 it was the uid alone, and a user with a range of
  * subordinate uids (newuidmap) had a fresh set of limits for each.
  */
@@ -82,7 +85,7 @@ static kuid_t kcoll_quota_uid(void)
 	const struct user_namespace *ns = current_user_ns();
 	kuid_t uid = current_uid();
 
-	while (ns != &init_user_ns) {
+	while (ns != &init_user_ns && !uid_eq(ns->owner, GLOBAL_ROOT_UID)) {
 		uid = ns->owner;
 		ns = ns->parent;
 	}
