@@ -164,15 +164,17 @@ static void kcoll_quota_slow_work(struct work_struct *w)
 /*
  * Run @d->fn(@d) later, in process context, after @q's work deferred
  * before it and never beside any of it. The caller holds a reference to
- * @q (@d's, which @d->fn gives back at the latest).
+ * @q (@d's, which @d->fn may give back).
  */
 void kcoll_quota_defer(struct kcoll_quota *q, struct kcoll_deferred *d)
 {
+	/* One reference per time queued, the work gives it back; taken
+	 * first: a worker already running may take @d, run it (which may
+	 * put @d's reference) and finish before we queue. */
+	kcoll_quota_ref(q);
 	spin_lock(&q->slow_lock);
 	list_add_tail(&d->node, &q->slow);
 	spin_unlock(&q->slow_lock);
-	/* One reference per time queued: the work gives it back. */
-	kcoll_quota_ref(q);
 	if (!kcoll_queue_slow(&q->slow_work))
 		kcoll_quota_put(q);
 }
