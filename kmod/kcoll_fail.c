@@ -746,11 +746,9 @@ void kcoll_engine_force_reap(struct kcoll_comm *comm)
 		op->grants_out = 0;
 		op->grants_mem = 0;
 		op->writes_inflight = 0;
+		/* Its grant MRs went with the connections, each detached,
+		 * so none is left on op->gmr_due (kcoll_conn_shutdown()). */
 		op->gmrs = 0;
-		/* Its MRs went with the connections (detached: none is
-		 * left on the list); none may point at it once it is gone. */
-		while (!list_empty(&op->gmr_due))
-			list_del_init(op->gmr_due.next);
 		kcoll_op_complete(op);
 	}
 }

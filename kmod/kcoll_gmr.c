@@ -323,17 +323,23 @@ static int kcoll_gmr_ops(struct kcoll_conn *conn, struct kcoll_gmr **gs,
 }
 
 /*
- * Take up to @max of @conn's grant MRs due for invalidation into @gs,
- * @keys (their keys); returns how many.
+ * Take up to @max of the grant MRs due for invalidation on @head (a
+ * connection's gmr_inv_due, linked by their @due, or with @of_op an
+ * operation's gmr_due, by their @op_due) into @gs, @keys (their keys);
+ * returns how many.
  */
-static unsigned int kcoll_gmr_take_due(struct kcoll_conn *conn,
+static unsigned int kcoll_gmr_take_due(struct list_head *head, bool of_op,
 				       struct kcoll_gmr **gs, u32 *keys,
 				       unsigned int max)
 {
-	struct kcoll_gmr *g;
+	struct list_head *pos;
 	unsigned int n = 0;
 
-	list_for_each_entry(g, &conn->gmr_inv_due, due) {
+	list_for_each(pos, head) {
+		struct kcoll_gmr *g = of_op ?
+			list_entry(pos, struct kcoll_gmr, op_due) :
+			list_entry(pos, struct kcoll_gmr, due);
+
 		if (n == max)
 			break;
 		gs[n] = g;
@@ -343,25 +349,36 @@ static unsigned int kcoll_gmr_take_due(struct kcoll_conn *conn,
 }
 
 /*
- * Invalidate every grant MR of @conn that was retired. 0, or the error of
+ * Invalidate every grant MR on @head (kcoll_gmr_take_due()), in batches
+ * of KCOLL_REG_BATCH, each one trip to the registration QP; each MR
+ * leaves both lists it is on (kcoll_gmr_detach()). 0, or the error of
  * the registration QP (the MRs are then deregistered: just as dead).
- * Must hold comm->lock.
  */
-int kcoll_gmr_flush(struct kcoll_conn *conn)
+static int kcoll_gmr_inv_all(struct list_head *head, bool of_op)
 {
 	struct kcoll_gmr *gs[KCOLL_REG_BATCH];
 	u32 keys[KCOLL_REG_BATCH];
 	int err = 0;
 
-	lockdep_assert_held(&conn->comm->lock);
-	while (!list_empty(&conn->gmr_inv_due)) {
-		unsigned int n = kcoll_gmr_take_due(conn, gs, keys,
+	while (!list_empty(head)) {
+		unsigned int n = kcoll_gmr_take_due(head, of_op, gs, keys,
 						    KCOLL_REG_BATCH);
-		int e = kcoll_gmr_ops(conn, gs, keys, GENMASK_ULL(n - 1, 0), n);
+		int e = kcoll_gmr_ops(gs[0]->conn, gs, keys,
+				      GENMASK_ULL(n - 1, 0), n);
 
+		if (of_op)
+			kcoll_stat_add(KCOLL_STAT_GRANTS_CLOSED, n);
 		err = err ?: e;
 	}
 	return err;
+}
+
+/* Invalidate every grant MR of @conn that was retired: kcoll_gmr_inv_all().
+ * Must hold comm->lock. */
+int kcoll_gmr_flush(struct kcoll_conn *conn)
+{
+	lockdep_assert_held(&conn->comm->lock);
+	return kcoll_gmr_inv_all(&conn->gmr_inv_due, false);
 }
 
 /*
@@ -390,7 +407,8 @@ int kcoll_gmr_grant(struct kcoll_gmr *g, int slot, struct kcoll_task *op,
 			__clear_bit(slot, &conn->slot_busy);
 		return conn->state == KCOLL_CONN_UP ? -ENOBUFS : -ENOTCONN;
 	}
-	n = kcoll_gmr_take_due(conn, gs, keys, KCOLL_REG_BATCH - 1);
+	n = kcoll_gmr_take_due(&conn->gmr_inv_due, false, gs, keys,
+			       KCOLL_REG_BATCH - 1);
 	gs[n] = g;
 	keys[n] = g->mr->rkey;
 	g->op = op;
@@ -430,36 +448,13 @@ void kcoll_gmr_retire(struct kcoll_gmr *g)
  * peer writes only while its grant lives (until 2026-12-05 only the same
  * connection's next grant or the operation's settling did, and a peer
  * could keep writing, with a plain WRITE and its old key, into memory
- * granted to another meanwhile). One trip to the registration QP per
- * KCOLL_REG_BATCH MRs; nothing when none is due. 0, or the error of the
- * registration QP (the MRs are then deregistered: just as dead). Must
- * hold comm->lock.
+ * granted to another meanwhile). kcoll_gmr_inv_all(), over every
+ * connection at once; nothing when none is due. Must hold comm->lock.
  */
 int kcoll_gmr_flush_op(struct kcoll_task *op)
 {
-	struct kcoll_gmr *gs[KCOLL_REG_BATCH];
-	u32 keys[KCOLL_REG_BATCH];
-	int err = 0;
-
 	lockdep_assert_held(&op->comm->lock);
-	while (!list_empty(&op->gmr_due)) {
-		struct kcoll_gmr *g;
-		unsigned int n = 0;
-		int e;
-
-		list_for_each_entry(g, &op->gmr_due, op_due) {
-			if (n == KCOLL_REG_BATCH)
-				break;
-			gs[n] = g;
-			keys[n++] = g->mr->rkey;
-		}
-		/* Each leaves both lists (kcoll_gmr_detach()). */
-		e = kcoll_gmr_ops(gs[0]->conn, gs, keys, GENMASK_ULL(n - 1, 0),
-				  n);
-		kcoll_stat_add(KCOLL_STAT_GRANTS_CLOSED, n);
-		err = err ?: e;
-	}
-	return err;
+	return kcoll_gmr_inv_all(&op->gmr_due, true);
 }
 
 void kcoll_gmr_conn_init(struct kcoll_conn *conn)
