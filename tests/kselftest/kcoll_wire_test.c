@@ -2085,16 +2085,22 @@ static void *wp_runner_main(void *arg)
 	return NULL;
 }
 
-/* Poll @p until @cond or @secs pass; false on timeout. */
-#define WP_POLL_UNTIL(p, cond, secs) ({					\
+/* Poll peers @a and @b (may be the same) until @cond or @secs pass;
+ * false on timeout. */
+#define WP_POLL2_UNTIL(a, b, cond, secs) ({				\
 	double __end = wp_now() + (secs);				\
 	bool __ok;							\
 	while (!(__ok = (cond)) && wp_now() < __end) {			\
-		wp_poll(p);						\
+		wp_poll(a);						\
+		if ((b) != (a))						\
+			wp_poll(b);					\
 		usleep(1000);						\
 	}								\
 	__ok;								\
 })
+
+/* Poll @p until @cond or @secs pass; false on timeout. */
+#define WP_POLL_UNTIL(p, cond, secs) WP_POLL2_UNTIL(p, p, cond, secs)
 
 /* Fill module grant @g with 0x77 bytes, WRITE WITH IMM naming it. */
 static void wp_fill_grant(struct wpeer *p, const struct kcoll_wire_msg *g)
@@ -2370,18 +2376,6 @@ TEST_F_TIMEOUT(scope, grants_expose_exactly_their_bytes_while_they_live, 540)
 		}
 	}
 }
-
-/* Poll both peers until @cond or @secs pass; false on timeout. */
-#define WP_POLL2_UNTIL(a, b, cond, secs) ({				\
-	double __end = wp_now() + (secs);				\
-	bool __ok;							\
-	while (!(__ok = (cond)) && wp_now() < __end) {			\
-		wp_poll(a);						\
-		wp_poll(b);						\
-		usleep(1000);						\
-	}								\
-	__ok;								\
-})
 
 /*
  * A PONG must echo the clock of the PING it answers: the module times
