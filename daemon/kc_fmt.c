@@ -165,6 +165,9 @@ char *kc_fmt_ranks(const uint32_t *v, uint32_t n, char *buf, size_t len)
 
 const char *kc_errno_str(int err)
 {
+	/* Whatever a message carried: no errno is beyond 4095. */
+	if (err < -4095 || err > 4095)
+		return "error code out of range";
 	return strerror(err < 0 ? -err : err);
 }
 

@@ -163,7 +163,7 @@ static int kc_req_error(struct sockaddr_nl *nla, struct nlmsgerr *e,
 
 	(void)nla;
 	if (!rq->err)
-		rq->err = e->error;
+		rq->err = kc_errno_sane(e->error);
 	rq->done = true;
 	return NL_STOP;
 }

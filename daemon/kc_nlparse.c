@@ -525,12 +525,13 @@ int kc_parse_ack(const struct nlmsghdr *nlh, int *error, char *msg,
 			memcpy(error, NLMSG_DATA(nlh), sizeof(int));
 		if (*error > 0)
 			*error = 0;
+		*error = kc_errno_sane(*error);
 		kc_parse_ack_tlvs(nlh, sizeof(int), msg, len);
 		return 0;
 	}
 	if (nlh->nlmsg_type != NLMSG_ERROR || total < sizeof(*e))
 		return -EINVAL;
-	*error = e->error;
+	*error = kc_errno_sane(e->error);
 	/* The request is echoed after the error unless the ack is capped. */
 	off = sizeof(e->error) + ((nlh->nlmsg_flags & NLM_F_CAPPED) ?
 				  sizeof(e->msg) : e->msg.nlmsg_len);

@@ -9,6 +9,7 @@
 #ifndef KC_NLPARSE_H
 #define KC_NLPARSE_H
 
+#include <errno.h>
 #include <linux/netlink.h>
 
 #include "kc_model.h"
@@ -39,6 +40,16 @@ int kc_parse_event_msg(struct nlmsghdr *nlh, struct kc_event *ev);
  */
 int kc_parse_ctrl_msg(struct nlmsghdr *nlh, uint8_t *cmd, char *name,
 		      size_t len, uint16_t *id);
+
+/*
+ * A negative errno as the kernel may send it, kept within what an errno
+ * can be: 0 stays 0, anything positive or below -4095 (no errno; negating
+ * INT_MIN is undefined) becomes -EPROTO.
+ */
+static inline int kc_errno_sane(int e)
+{
+	return (e > 0 || e < -4095) ? -EPROTO : e;
+}
 
 /*
  * An NLMSG_ERROR message: *@error gets its error (0 or a negative errno),

@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <regex.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -786,6 +787,13 @@ static void test_event_lines(void)
 	ev.err = -ECONNRESET;
 	kc_event_line(&ev, buf, sizeof(buf));
 	UNIT_EQ_STR(buf, "comm 3: lost peer rank 2: Connection reset by peer");
+
+	/* Whatever number the message carried (negating INT_MIN is
+	 * undefined: this binary aborts on it). */
+	ev.err = INT_MIN;
+	kc_event_line(&ev, buf, sizeof(buf));
+	UNIT_EQ_STR(buf, "comm 3: lost peer rank 2: error code out of range");
+	UNIT_EQ_STR(kc_errno_str(4096), "error code out of range");
 
 	ev.cmd = KCOLL_CMD_EV_COMM_ABORTED;
 	ev.have = KC_BIT(KCOLL_A_COMM_INFLIGHT);

@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 
 #include <linux/genetlink.h>
@@ -292,6 +293,16 @@ static void test_parse_ack(void)
 	build_ack(buf, -EINVAL, true, 0, "a rather long explanation");
 	UNIT_EQ_INT(kc_parse_ack((struct nlmsghdr *)buf, &err, msg, 8), 0);
 	UNIT_EQ_STR(msg, "a rathe");
+
+	/* No errno is below -4095 (nor positive): -EPROTO, whatever came. */
+	build_ack(buf, INT_MIN, false, 20, NULL);
+	UNIT_EQ_INT(kc_parse_ack((struct nlmsghdr *)buf, &err, msg,
+				 sizeof(msg)), 0);
+	UNIT_EQ_INT(err, -EPROTO);
+	build_ack(buf, 5, false, 20, NULL);
+	UNIT_EQ_INT(kc_parse_ack((struct nlmsghdr *)buf, &err, msg,
+				 sizeof(msg)), 0);
+	UNIT_EQ_INT(err, -EPROTO);
 
 	/* Too short for an nlmsgerr. */
 	((struct nlmsghdr *)buf)->nlmsg_len = NLMSG_HDRLEN + 2;
