@@ -97,3 +97,18 @@ char *kc_http_response(int status, const char *ctype, const char *body,
 	*outlen = len;
 	return out;
 }
+
+int kc_http_pick_slot(const struct kc_http_slot *s, size_t n)
+{
+	int oldest = -1;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (!s[i].used)
+			return (int)i;
+		if (!s[i].answering &&
+		    (oldest < 0 || s[i].since_ms < s[oldest].since_ms))
+			oldest = (int)i;
+	}
+	return oldest;
+}

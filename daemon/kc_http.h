@@ -35,4 +35,19 @@ enum kc_http_route kc_http_route(const char *method, const char *path);
 char *kc_http_response(int status, const char *ctype, const char *body,
 		       size_t blen, bool head_only, size_t *outlen);
 
+/* A client connection as the slot choice sees it. */
+struct kc_http_slot {
+	bool used;
+	bool answering;		/* its request is read, its answer going */
+	long long since_ms;	/* accepted at */
+};
+
+/*
+ * The slot of @n for a new connection: a free one; else the one that has
+ * been reading its request longest, which the new one replaces (a client
+ * that connects and sends nothing must not keep a scraper out for as long
+ * as it holds its slots); else -1: every one is being answered.
+ */
+int kc_http_pick_slot(const struct kc_http_slot *s, size_t n);
+
 #endif /* KC_HTTP_H */

@@ -45,6 +45,7 @@
 #define KD_DEFAULT_ADDR		"127.0.0.1"
 #define KD_MAX_CLIENTS		16
 #define KD_CLIENT_TIMEOUT_MS	10000
+#define KD_REQUEST_TIMEOUT_MS	3000	/* to send the request head */
 #define KD_RETRY_MS		1000
 #define KD_EXIT_USAGE		2
 
@@ -464,19 +465,27 @@ static void kd_client_close(struct kd_client *c)
 
 static void kd_accept(struct kd *d)
 {
-	struct kd_client *c = NULL;
+	struct kc_http_slot slots[KD_MAX_CLIENTS];
+	struct kd_client *c;
 	int fd, i;
 
 	fd = accept4(d->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0)
 		return;
-	for (i = 0; i < KD_MAX_CLIENTS && !c; i++)
-		if (d->clients[i].fd < 0)
-			c = &d->clients[i];
-	if (!c) {		/* busy: the scraper retries */
+	for (i = 0; i < KD_MAX_CLIENTS; i++)
+		slots[i] = (struct kc_http_slot){
+			.used = d->clients[i].fd >= 0,
+			.answering = d->clients[i].out != NULL,
+			.since_ms = d->clients[i].start_ms,
+		};
+	i = kc_http_pick_slot(slots, KD_MAX_CLIENTS);
+	if (i < 0) {		/* all answering: the scraper retries */
 		close(fd);
 		return;
 	}
+	c = &d->clients[i];
+	if (c->fd >= 0)		/* the longest silent one gives way */
+		kd_client_close(c);
 	c->fd = fd;
 	c->in_len = 0;
 	c->out = NULL;
@@ -600,15 +609,19 @@ static int kd_setup_signals(sigset_t *orig)
 	return 0;
 }
 
-/* Drops clients that took too long. */
+/* Drops clients that took too long: to send their request, or in all. */
 static void kd_expire_clients(struct kd *d, int64_t now)
 {
 	int i;
 
-	for (i = 0; i < KD_MAX_CLIENTS; i++)
-		if (d->clients[i].fd >= 0 &&
-		    now - d->clients[i].start_ms > KD_CLIENT_TIMEOUT_MS)
-			kd_client_close(&d->clients[i]);
+	for (i = 0; i < KD_MAX_CLIENTS; i++) {
+		struct kd_client *c = &d->clients[i];
+
+		if (c->fd >= 0 &&
+		    now - c->start_ms > (c->out ? KD_CLIENT_TIMEOUT_MS :
+						  KD_REQUEST_TIMEOUT_MS))
+			kd_client_close(c);
+	}
 }
 
 static int kd_loop(struct kd *d, const sigset_t *orig)

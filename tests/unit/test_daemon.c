@@ -1015,6 +1015,24 @@ static void test_http(void)
 	free(resp);
 }
 
+/* A new connection's slot: a free one, else the longest silent one's. */
+static void test_http_slots(void)
+{
+	struct kc_http_slot s[4] = {
+		{ true, false, 500 }, { true, true, 100 },
+		{ false, false, 0 }, { true, false, 300 },
+	};
+
+	UNIT_EQ_INT(kc_http_pick_slot(s, 4), 2);
+	s[2] = (struct kc_http_slot){ true, false, 700 };
+	/* Slot 1 is older but answering: not taken from its scraper. */
+	UNIT_EQ_INT(kc_http_pick_slot(s, 4), 3);
+	for (int i = 0; i < 4; i++)
+		s[i].answering = true;
+	UNIT_EQ_INT(kc_http_pick_slot(s, 4), -1);
+	UNIT_EQ_INT(kc_http_pick_slot(s, 0), -1);
+}
+
 int main(int argc, char **argv)
 {
 	unit_init(argc, argv);
@@ -1035,5 +1053,6 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_event_lines);
 	UNIT_RUN(test_prom);
 	UNIT_RUN(test_http);
+	UNIT_RUN(test_http_slots);
 	return unit_done();
 }

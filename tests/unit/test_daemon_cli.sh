@@ -221,6 +221,18 @@ else
 	http_get "$port" /metrics HEAD >"$tmp/http" 2>&1
 	grep -q $'^HTTP/1.1 200 OK\r$' "$tmp/http" && ! grep -q '^kcoll_up' "$tmp/http"
 	result "kcolld HEAD has no body" $? "$tmp/http"
+	# Connections that send nothing do not keep a scraper out: the
+	# longest silent one gives way to a new one (until 2026-12-05 each
+	# held its slot for 10 s, and 16 of them refused every scrape).
+	idle=()
+	for _ in $(seq 1 16); do
+		exec {fd}<>"/dev/tcp/127.0.0.1/$port" && idle+=("$fd")
+	done
+	sleep 0.3
+	http_get "$port" /metrics >"$tmp/http" 2>&1
+	for fd in "${idle[@]}"; do exec {fd}<&-; done
+	grep -q $'^HTTP/1.1 200 OK\r$' "$tmp/http"
+	result "kcolld answers beside 16 silent connections" $? "$tmp/http"
 	cp "$tmp/bad-syntax.conf" "$tmp/good.conf"
 	kill -HUP "$kd_pid"
 	for _ in $(seq 1 50); do
