@@ -66,6 +66,7 @@ static struct nla_policy kc_policy[KCOLL_A_MAX + 1] = {
 	[KCOLL_A_COST_GAMMA_PS]		= { .type = NLA_U32 },
 	[KCOLL_A_DEV_ENABLED]		= { .type = NLA_U8 },
 	[KCOLL_A_COMM_PARENT_UID]	= { .type = NLA_U64 },
+	[KCOLL_A_COMM_PARTIAL]		= { .type = NLA_U8 },
 };
 
 

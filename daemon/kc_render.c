@@ -298,6 +298,8 @@ struct json_object *kc_json_comm(const struct kc_comm *c, bool details)
 	if (KC_HAS(c, KCOLL_A_COMM_STATE))
 		kc_jadd_str(o, "state",
 			    kc_comm_state_str(c->state, buf, sizeof(buf)));
+	if (KC_HAS(c, KCOLL_A_COMM_PARTIAL))
+		kc_jadd(o, "partial", json_object_new_boolean(1));
 	if (KC_HAS(c, KCOLL_A_DEV_NAME))
 		kc_jadd_str(o, "dev", c->dev);
 	if (KC_HAS(c, KCOLL_A_COMM_INFLIGHT))
@@ -593,6 +595,11 @@ void kc_text_comm(FILE *f, const struct kc_comm *c, bool details)
 	if (KC_HAS(c, KCOLL_A_COST_BETA_PS))
 		kc_text_cost(f, &c->cost);
 	fputc('\n', f);
+	/* A dump's message had no room for them: a request for it alone
+	 * has. */
+	if (KC_HAS(c, KCOLL_A_COMM_PARTIAL) && details)
+		fprintf(f, "    members and operations left out of the listing: "
+			"kcollctl -d comm show %u\n", c->id);
 	if (!details) {
 		/* Who it waited for is the first thing an operator needs. */
 		if (KC_HAS(c, KCOLL_A_COMM_LAST_ERROR))

@@ -40,10 +40,12 @@
 #include "kcoll_cost.h"
 
 /* Largest member list and missing-rank list in a dump message (a do request
- * for one communicator sizes its reply to carry everything). A dump
- * message must fit a dump's buffer whatever the communicator's owner does
- * (one that did not stopped the dump, and every communicator after it went
- * unseen): ops and their missing ranks are capped there too. */
+ * for one communicator sizes its reply to carry everything). In a dump,
+ * ops and their missing ranks are capped too; a communicator whose record
+ * still does not fit an empty dump message (a reader's buffer may be as
+ * small as NLMSG_GOODSIZE) goes in its brief form, without members and
+ * ops (KCOLL_A_COMM_PARTIAL), so that no owner can stop a dump and hide
+ * the communicators after its own. */
 #define KCOLL_NL_DUMP_MEMBERS	32
 #define KCOLL_NL_MAX_MISSING	256
 #define KCOLL_NL_MAX_OPS	64
@@ -245,12 +247,14 @@ static int kcoll_nl_put_comm_id(struct sk_buff *skb, struct kcoll_comm *comm)
 	return 0;
 }
 
-static int kcoll_nl_put_missing(struct sk_buff *skb, const u32 *r, u32 n)
+static int kcoll_nl_put_missing(struct sk_buff *skb, const u32 *r, u32 n,
+				u32 max)
 {
 	if (!n)
 		return 0;
 	return nla_put(skb, KCOLL_A_MISSING_RANKS,
-		       min_t(u32, n, KCOLL_NL_MAX_MISSING) * sizeof(u32), r);
+		       min3(n, max, (u32)KCOLL_NL_MAX_MISSING) * sizeof(u32),
+		       r);
 }
 
 /*
@@ -336,8 +340,7 @@ static int kcoll_nl_put_ops(struct sk_buff *skb, struct kcoll_comm *comm,
 				     div_u64(now - op->t_submit,
 					     NSEC_PER_MSEC)) ||
 		    nla_put_u32(skb, KCOLL_A_OP_TIMEOUT_MS, op->timeout_ms) ||
-		    kcoll_nl_put_missing(skb, missing,
-					 min_t(u32, nmiss, max_miss)))
+		    kcoll_nl_put_missing(skb, missing, nmiss, max_miss))
 			goto out_cancel;
 		if (kcoll_nl_nest_full(skb, nest)) {
 			nla_nest_cancel(skb, o);
@@ -353,9 +356,9 @@ out_cancel:
 	return -EMSGSIZE;
 }
 
-/* Must hold comm->lock. */
+/* At most @max_miss of its missing ranks. Must hold comm->lock. */
 static int kcoll_nl_put_last_error(struct sk_buff *skb,
-				   struct kcoll_comm *comm)
+				   struct kcoll_comm *comm, u32 max_miss)
 {
 	const struct kcoll_report *r = &comm->report;
 	struct nlattr *nest;
@@ -368,7 +371,7 @@ static int kcoll_nl_put_last_error(struct sk_buff *skb,
 	    nla_put_u8(skb, KCOLL_A_OP_OPCODE, r->opcode) ||
 	    nla_put_s32(skb, KCOLL_A_ERRNO, r->error) ||
 	    (r->peer != ~0U && nla_put_u32(skb, KCOLL_A_PEER_RANK, r->peer)) ||
-	    kcoll_nl_put_missing(skb, r->missing, r->nmissing))
+	    kcoll_nl_put_missing(skb, r->missing, r->nmissing, max_miss))
 		goto out_cancel;
 	nla_nest_end(skb, nest);
 	return 0;
@@ -379,14 +382,26 @@ out_cancel:
 	return -EMSGSIZE;
 }
 
+/* How much of a communicator a COMM_GET message carries. */
+enum kcoll_nl_form {
+	KCOLL_NL_FULL,		/* a do request's reply: everything */
+	KCOLL_NL_DUMP,		/* a dump's: members, ops and ranks capped */
+	KCOLL_NL_BRIEF,		/* a dump's that the above did not fit */
+};
+
 static int kcoll_nl_fill_comm(struct sk_buff *skb, struct kcoll_comm *comm,
-			      u32 portid, u32 seq, int flags, bool full)
+			      u32 portid, u32 seq, int flags,
+			      enum kcoll_nl_form form)
 {
-	u32 *missing;
+	bool full = form == KCOLL_NL_FULL, brief = form == KCOLL_NL_BRIEF;
+	u32 max_miss = full ? KCOLL_NL_MAX_MISSING : KCOLL_NL_DUMP_MISSING;
+	u32 *missing = NULL;
 	void *hdr;
 	int err = -EMSGSIZE;
 
-	missing = kmalloc_array(KCOLL_NL_MAX_MISSING, sizeof(u32), GFP_KERNEL);
+	if (!brief)
+		missing = kmalloc_array(KCOLL_NL_MAX_MISSING, sizeof(u32),
+					GFP_KERNEL);
 	hdr = genlmsg_put(skb, portid, seq, &kcoll_nl_family, flags,
 			  KCOLL_CMD_COMM_GET);
 	if (!hdr) {
@@ -400,14 +415,15 @@ static int kcoll_nl_fill_comm(struct sk_buff *skb, struct kcoll_comm *comm,
 					   dev_name(&comm->ibdev->dev))) ||
 	    nla_put_u32(skb, KCOLL_A_COMM_INFLIGHT, comm->nr_ops) ||
 	    kcoll_nl_put_model(skb, &comm->model) ||
-	    ((full || comm->nranks <= KCOLL_NL_DUMP_MEMBERS) &&
+	    (brief && nla_put_u8(skb, KCOLL_A_COMM_PARTIAL, 1)) ||
+	    (!brief && (full || comm->nranks <= KCOLL_NL_DUMP_MEMBERS) &&
 	     kcoll_nl_put_members(skb, comm)) ||
-	    kcoll_nl_put_ops(skb, comm, missing,
-			     full ? KCOLL_NL_MAX_OPS : KCOLL_NL_DUMP_OPS,
-			     full ? KCOLL_NL_MAX_MISSING :
-				    KCOLL_NL_DUMP_MISSING) ||
+	    (!brief &&
+	     kcoll_nl_put_ops(skb, comm, missing,
+			      full ? KCOLL_NL_MAX_OPS : KCOLL_NL_DUMP_OPS,
+			      max_miss)) ||
 	    kcoll_nl_put_stats(skb, &comm->stats, false, 0) ||
-	    kcoll_nl_put_last_error(skb, comm))
+	    kcoll_nl_put_last_error(skb, comm, max_miss))
 		goto out_unlock;
 	err = 0;
 out_unlock:
@@ -431,7 +447,15 @@ static int kcoll_nl_comm_one(struct kcoll_comm *comm, void *arg)
 		return 0;
 	}
 	err = kcoll_nl_fill_comm(d->skb, comm, NETLINK_CB(d->cb->skb).portid,
-				 d->cb->nlh->nlmsg_seq, NLM_F_MULTI, false);
+				 d->cb->nlh->nlmsg_seq, NLM_F_MULTI,
+				 KCOLL_NL_DUMP);
+	/* Alone in the message and still too large: what always fits. A
+	 * message with others in it goes first; the next one has room. */
+	if (err == -EMSGSIZE && !d->skb->len)
+		err = kcoll_nl_fill_comm(d->skb, comm,
+					 NETLINK_CB(d->cb->skb).portid,
+					 d->cb->nlh->nlmsg_seq, NLM_F_MULTI,
+					 KCOLL_NL_BRIEF);
 	if (!err)
 		d->done++;
 	return err;
@@ -444,7 +468,9 @@ static int kcoll_nl_comm_dump(struct sk_buff *skb, struct netlink_callback *cb)
 
 	err = kcoll_comms_for_each(kcoll_nl_comm_one, &d, cb->args[0]);
 	cb->args[0] += d.done;
-	if (err && !d.done)
+	/* Only a message with nothing in it ends the dump (d.done also
+	 * counts the communicators the reader may not see). */
+	if (err && !skb->len)
 		return err;
 	return skb->len;
 }
@@ -496,7 +522,7 @@ static int kcoll_nl_comm_get(struct sk_buff *skb, struct genl_info *info)
 		goto out_put;
 	}
 	err = kcoll_nl_fill_comm(msg, f.comm, info->snd_portid, info->snd_seq,
-				 0, true);
+				 0, KCOLL_NL_FULL);
 	if (err) {
 		nlmsg_free(msg);
 		goto out_put;
@@ -534,32 +560,52 @@ static int kcoll_nl_stats_dev(struct ib_device *ibdev, struct kcoll_opstats *st,
 	return 0;
 }
 
+static int kcoll_nl_count_dev(struct ib_device *ibdev,
+			      struct kcoll_opstats *st, void *arg)
+{
+	(*(u32 *)arg)++;
+	return 0;
+}
+
+/* Room for one device's nest in a STATS_GET reply (its name, counters,
+ * latency histogram and profile come to about 500 bytes). */
+#define KCOLL_NL_DEV_STATS_SIZE	1024
+
 static int kcoll_nl_stats_get(struct sk_buff *skb, struct genl_info *info)
 {
 	struct sk_buff *msg;
-	u32 ncomms = 0;
+	u32 ncomms = 0, ndevs = 0;
+	size_t size;
 	void *hdr;
-	int err = -EMSGSIZE;
+	int err, tries;
 
-	msg = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
-	if (!msg)
-		return -ENOMEM;
-	hdr = genlmsg_put_reply(msg, info, &kcoll_nl_family, 0,
-				KCOLL_CMD_STATS_GET);
-	if (!hdr)
-		goto out_free;
 	kcoll_comms_for_each(kcoll_nl_count_comm, &ncomms, 0);
-	if (kcoll_nl_put_stats(msg, &kcoll_node_stats, true, ncomms))
-		goto out_free;
-	err = kcoll_ib_for_each(kcoll_nl_stats_dev, msg, 0);
-	if (err)
-		goto out_free;
-	genlmsg_end(msg, hdr);
-	return genlmsg_reply(msg, info);
-
-out_free:
-	nlmsg_free(msg);
-	return err;
+	/*
+	 * A nest per device, and a node may have many (SR-IOV functions,
+	 * any number of rxe devices): sized for the devices there are now,
+	 * and larger again if some came meanwhile.
+	 */
+	kcoll_ib_for_each(kcoll_nl_count_dev, &ndevs, 0);
+	size = NLMSG_GOODSIZE + (size_t)ndevs * KCOLL_NL_DEV_STATS_SIZE;
+	for (tries = 0; ; tries++) {
+		msg = genlmsg_new(size, GFP_KERNEL);
+		if (!msg)
+			return -ENOMEM;
+		err = -EMSGSIZE;
+		hdr = genlmsg_put_reply(msg, info, &kcoll_nl_family, 0,
+					KCOLL_CMD_STATS_GET);
+		if (hdr &&
+		    !kcoll_nl_put_stats(msg, &kcoll_node_stats, true, ncomms))
+			err = kcoll_ib_for_each(kcoll_nl_stats_dev, msg, 0);
+		if (!err) {
+			genlmsg_end(msg, hdr);
+			return genlmsg_reply(msg, info);
+		}
+		nlmsg_free(msg);
+		if (err != -EMSGSIZE || tries == 2)
+			return err;
+		size *= 2;
+	}
 }
 
 /* ---------------------------------------------------------------- */

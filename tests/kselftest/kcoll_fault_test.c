@@ -1234,6 +1234,252 @@ TEST(netlink_lists_a_communicator_too_large_for_a_nest)
 	free(nl);
 }
 
+/*
+ * A dump read through a small buffer lists every communicator (2026-12-05):
+ * a communicator whose dump message is larger than the smallest one a
+ * dump writes (NLMSG_GOODSIZE, a reader with a 4 KiB buffer) ended the
+ * dump with -EMSGSIZE, and every communicator after it went unseen, whoever
+ * owned it. It now goes in its brief form (KCOLL_A_COMM_PARTIAL). The large
+ * one here: rank 0 of KT_WIDE ranks on this node (every member listed),
+ * with 16 scatters in flight that no other rank joins (each listing the
+ * 16 ranks it waits for). Each rank's communicator is listed.
+ */
+#define KT_WIDE 24
+
+struct kt_dump {
+	__u64 want[2];
+	int seen[2], partial[2];
+	int msgs, done, done_err;
+	int rank0_len;		/* the message of want[0]'s rank 0 */
+};
+
+static int kt_dump_small(__u16 family, struct kt_dump *d)
+{
+	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
+	struct timeval tv = { .tv_sec = 10 };
+	char m[4096], buf[4096];
+	struct nlmsghdr *n, *h;
+	struct kt_nl tmp = {};
+	ssize_t got;
+	int fd;
+
+	/* A socket that has read nothing yet: its first dump message is
+	 * the smallest (the family was looked up on another one). */
+	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
+	if (fd < 0 || bind(fd, (void *)&sa, sizeof(sa)))
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	n = kt_nl_msg(&tmp, m, family, NLM_F_DUMP, KCOLL_CMD_COMM_GET);
+	if (send(fd, n, n->nlmsg_len, 0) < 0) {
+		close(fd);
+		return -errno;
+	}
+	while (!d->done) {
+		got = recv(fd, buf, sizeof(buf), 0);
+		if (got <= 0)
+			break;
+		for (h = (void *)buf; NLMSG_OK(h, got); h = NLMSG_NEXT(h, got)) {
+			void *attrs = (char *)NLMSG_DATA(h) + GENL_HDRLEN;
+			int len = h->nlmsg_len - NLMSG_LENGTH(GENL_HDRLEN);
+			struct nlattr *uid, *rank;
+
+			if (h->nlmsg_type == NLMSG_DONE ||
+			    h->nlmsg_type == NLMSG_ERROR) {
+				d->done = 1;
+				d->done_err = h->nlmsg_type == NLMSG_DONE ?
+					*(int *)NLMSG_DATA(h) :
+					((struct nlmsgerr *)NLMSG_DATA(h))->error;
+				break;
+			}
+			d->msgs++;
+			uid = kt_nla_find(attrs, len, KCOLL_A_COMM_UID);
+			rank = kt_nla_find(attrs, len, KCOLL_A_RANK);
+			for (int i = 0; uid && i < 2; i++) {
+				if (*(__u64 *)kt_nla_data(uid) != d->want[i])
+					continue;
+				d->seen[i]++;
+				if (kt_nla_find(attrs, len,
+						KCOLL_A_COMM_PARTIAL))
+					d->partial[i]++;
+				if (!i && rank && !*(__u32 *)kt_nla_data(rank))
+					d->rank0_len = h->nlmsg_len;
+			}
+		}
+	}
+	close(fd);
+	return d->done ? 0 : -ETIMEDOUT;
+}
+
+/* Rank @rank of the wide communicator: tells @fd once it is up (rank 0:
+ * with its scatters in flight), then waits to be killed. */
+static int kt_wide_rank(__u32 rank, struct kcoll_rank_addr *ra, int fd)
+{
+	static float send[KT_WIDE * 4], recv[4];
+	struct kcoll_sqe *sqe;
+	struct tring r;
+	__u32 id;
+	char c = 'r';
+	long e;
+
+	if (kt_ring_init(&r, 32, 0, 0))
+		return 1;
+	e = kt_comm_create(r.fd, 0x4201, "wide", rank, KT_WIDE, ra, 120000,
+			   &id);
+	if (e)
+		return 100 + (int)(-e % 100);
+	for (int i = 0; !rank && i < 16; i++) {
+		sqe = kt_get_sqe(&r);
+		if (!sqe)
+			return 2;
+		*sqe = kt_coll(KCOLL_OP_SCATTER, id, KCOLL_DTYPE_FP32, 0, 0, 4,
+			       send, recv);
+		sqe->timeout_ms = KCOLL_TIMEOUT_NONE;
+	}
+	if (!rank && kt_submit(&r) != 16)
+		return 3;
+	if (write(fd, &c, 1) != 1)
+		return 4;
+	pause();
+	return 0;
+}
+
+/* The slow netlink tests: a harness fixture only for their timeouts. */
+FIXTURE(slow) {};
+FIXTURE_SETUP(slow) {}
+FIXTURE_TEARDOWN(slow) {}
+
+TEST_F_TIMEOUT(slow, netlink_dump_lists_past_a_large_communicator, 600)
+{
+	const char *ip = getenv("KCOLL_IP");
+	struct kt_dump d = { .want = { 0x4201, 0x4202 } };
+	struct kcoll_rank_addr ra[KT_WIDE], one;
+	pid_t pids[KT_WIDE];
+	struct kt_nl *nl;
+	struct tring r;
+	int p[2], got = 0, st;
+	struct pollfd pfd;
+	char c;
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "a dump of every user's communicators needs root");
+	for (int i = 0; i < KT_WIDE; i++) {
+		kt_addr_v4(&ra[i], ip);
+		ra[i].local_index = i;
+	}
+	ASSERT_EQ(0, pipe(p));
+	for (int i = 0; i < KT_WIDE; i++) {
+		pids[i] = fork();
+		ASSERT_LE(0, pids[i]);
+		if (!pids[i])
+			_exit(kt_wide_rank(i, ra, p[1]));
+	}
+	close(p[1]);
+	pfd = (struct pollfd){ .fd = p[0], .events = POLLIN };
+	while (got < KT_WIDE && poll(&pfd, 1, 300000) == 1 &&
+	       read(p[0], &c, 1) == 1)
+		got++;
+	if (got < KT_WIDE) {
+		for (int i = 0; i < KT_WIDE; i++) {
+			kill(pids[i], SIGKILL);
+			waitpid(pids[i], &st, 0);
+			if (WIFEXITED(st))
+				TH_LOG("rank %d: exit %d", i, WEXITSTATUS(st));
+		}
+		ASSERT_EQ(KT_WIDE, got);
+	}
+	/* Listed after the wide one. */
+	kt_addr_v4(&one, "127.0.0.1");
+	ASSERT_EQ(0, kt_ring_init(&r, 8, 0, 0));
+	ASSERT_EQ(0, kt_comm_create(r.fd, 0x4202, "after", 0, 1, &one, 0,
+				    NULL));
+	nl = calloc(1, sizeof(*nl));
+	ASSERT_NE(NULL, nl);
+	ASSERT_EQ(0, kt_nl_open(nl));
+	close(nl->fd);
+	EXPECT_EQ(0, kt_dump_small(nl->family, &d));
+	TH_LOG("dump: %d messages, done %d; the wide one's ranks %d (brief %d, rank 0's message %d bytes), the one after %d",
+	       d.msgs, d.done_err, d.seen[0], d.partial[0], d.rank0_len,
+	       d.seen[1]);
+	EXPECT_EQ(0, d.done_err);
+	/* Each rank's communicator, rank 0's included, and the one after. */
+	EXPECT_EQ(KT_WIDE, d.seen[0]);
+	EXPECT_NE(0, d.rank0_len);
+	EXPECT_EQ(1, d.seen[1]);
+	for (int i = 0; i < KT_WIDE; i++) {
+		kill(pids[i], SIGKILL);
+		waitpid(pids[i], &st, 0);
+	}
+	kt_ring_exit(&r);
+	free(nl);
+}
+
+/* KCOLL_A_DEV nests in a STATS_GET reply. */
+static void kt_devs_cb(void *attrs, int len, void *arg)
+{
+	struct nlattr *a;
+
+	for (a = attrs; len >= NLA_HDRLEN && a->nla_len >= NLA_HDRLEN &&
+		    a->nla_len <= len;
+	     len -= NLA_ALIGN(a->nla_len),
+	     a = (struct nlattr *)((char *)a + NLA_ALIGN(a->nla_len)))
+		if ((a->nla_type & NLA_TYPE_MASK) == KCOLL_A_DEV)
+			(*(int *)arg)++;
+}
+
+/*
+ * STATS_GET on a node with many RDMA devices (SR-IOV functions, rxe
+ * devices): until 2026-12-05 its reply had room for about 15 device nests
+ * and failed with -EMSGSIZE beyond, for every caller, kcollctl stats and
+ * kcolld's metrics included. 24 rxe devices on dummy interfaces.
+ */
+#define KT_MANY_DEVS 24
+
+TEST_F_TIMEOUT(slow, netlink_stats_with_many_devices, 600)
+{
+	struct kt_nl *nl = calloc(1, sizeof(*nl));
+	char cmd[160], m[4096];
+	struct nlmsghdr *n;
+	int made = 0, devs = 0, err;
+
+	ASSERT_NE(NULL, nl);
+	if (geteuid())
+		SKIP(return, "adding RDMA devices needs root");
+	for (; made < KT_MANY_DEVS; made++) {
+		snprintf(cmd, sizeof(cmd),
+			 "ip link add kctd%d type dummy && ip link set kctd%d up && "
+			 "rdma link add kctr%d type rxe netdev kctd%d",
+			 made, made, made, made);
+		if (system(cmd))
+			break;
+	}
+	if (made < KT_MANY_DEVS) {
+		TH_LOG("made %d rxe devices on dummy interfaces", made);
+		for (int i = 0; i <= made; i++) {
+			snprintf(cmd, sizeof(cmd),
+				 "rdma link delete kctr%d 2>/dev/null; ip link del kctd%d 2>/dev/null",
+				 i, i);
+			system(cmd);
+		}
+		SKIP(return, "cannot add %d rxe devices on dummy interfaces",
+		     KT_MANY_DEVS);
+	}
+	ASSERT_EQ(0, kt_nl_open(nl));
+	n = kt_nl_msg(nl, m, nl->family, 0, KCOLL_CMD_STATS_GET);
+	err = kt_nl_talk(nl, n, kt_devs_cb, &devs);
+	close(nl->fd);
+	TH_LOG("STATS_GET: %d, %d device nests", err, devs);
+	EXPECT_EQ(0, err);
+	EXPECT_LE(KT_MANY_DEVS + 1, devs);
+	for (int i = 0; i < made; i++) {
+		snprintf(cmd, sizeof(cmd),
+			 "rdma link delete kctr%d; ip link del kctd%d", i, i);
+		EXPECT_EQ(0, system(cmd));
+	}
+	free(nl);
+}
+
 TEST(devices_tunable)
 {
 	const char *ip = getenv("KCOLL_IP");

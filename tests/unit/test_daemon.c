@@ -546,7 +546,15 @@ static void test_json_comm(void)
 	UNIT_EQ_STR(jstr(o, "dev"), "rxe0");
 	UNIT_EQ_INT(jint(o, "inflight"), 1);
 	UNIT_CHECK(!jget(o, "members") && !jget(o, "last_error"));
+	UNIT_CHECK(!jget(o, "partial"));
 	json_object_put(o);
+	c.have |= KC_BIT(KCOLL_A_COMM_PARTIAL);
+	o = roundtrip(kc_json_comm(&c, false));
+	if (!UNIT_CHECK(o))
+		return;
+	UNIT_CHECK(json_object_get_boolean(jget(o, "partial")));
+	json_object_put(o);
+	c.have &= ~KC_BIT(KCOLL_A_COMM_PARTIAL);
 
 	o = roundtrip(kc_json_comm(&c, true));
 	if (!UNIT_CHECK(o))
@@ -684,6 +692,17 @@ static void test_text(void)
 		    "    last error seq 12 allgather: Connection timed out "
 		    "(-110), missing ranks 2\n");
 	free(s);
+
+	/* A dump's brief form: said where the details would be. */
+	c.have |= KC_BIT(KCOLL_A_COMM_PARTIAL);
+	CAPTURE(s, kc_text_comm(OUT, &c, true));
+	UNIT_CHECK(strstr(s, "inflight 1\n    members and operations left "
+			  "out of the listing: kcollctl -d comm show 7\n"));
+	free(s);
+	CAPTURE(s, kc_text_comm(OUT, &c, false));
+	UNIT_CHECK(!strstr(s, "left out"));
+	free(s);
+	c.have &= ~KC_BIT(KCOLL_A_COMM_PARTIAL);
 
 	/* A communicator's own profile, under its counters; one that
 	 * completed nothing yet says so. */

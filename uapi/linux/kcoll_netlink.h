@@ -158,6 +158,9 @@ enum kcoll_comm_state {
  * @KCOLL_A_COMM_PARENT_UID: u64, the uid of the communicator this one was
  *			made from (split, shrink, grow), beside COMM_UID
  *			wherever that is sent, if there is one
+ * @KCOLL_A_COMM_PARTIAL: u8, 1 in a dump's message for a communicator
+ *			whose members and operations did not fit one (they
+ *			are left out; COMM_GET of its COMM_ID has them)
  */
 enum kcoll_nl_attr {
 	KCOLL_A_UNSPEC,
@@ -212,6 +215,7 @@ enum kcoll_nl_attr {
 	KCOLL_A_DEV_ENABLED,
 	KCOLL_A_COMM_PARENT_UID,
 	KCOLL_A_STAT_PROFILE,
+	KCOLL_A_COMM_PARTIAL,
 	__KCOLL_A_MAX,
 	KCOLL_A_MAX = __KCOLL_A_MAX - 1
 };
