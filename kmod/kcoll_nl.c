@@ -893,9 +893,18 @@ void kcoll_nl_comm_event(struct kcoll_comm *comm, u8 cmd, u32 inflight)
 	if (!skb)
 		return;
 	err = kcoll_nl_put_comm_id(skb, comm);
-	if (!err && cmd == KCOLL_CMD_EV_COMM_CREATED && comm->ibdev)
-		err = nla_put_string(skb, KCOLL_A_DEV_NAME,
-				     dev_name(&comm->ibdev->dev));
+	if (!err && cmd == KCOLL_CMD_EV_COMM_CREATED) {
+		struct ib_device *ibdev;
+
+		/* Sent with no lock held; a device's removal clears
+		 * comm->ibdev with dev_sem held for writing. */
+		down_read(&comm->dev_sem);
+		ibdev = READ_ONCE(comm->ibdev);
+		if (ibdev)
+			err = nla_put_string(skb, KCOLL_A_DEV_NAME,
+					     dev_name(&ibdev->dev));
+		up_read(&comm->dev_sem);
+	}
 	if (!err && cmd == KCOLL_CMD_EV_COMM_ABORTED)
 		err = nla_put_u32(skb, KCOLL_A_COMM_INFLIGHT, inflight);
 	if (!err && cmd == KCOLL_CMD_EV_COMM_ABORTED && READ_ONCE(comm->revoked))
