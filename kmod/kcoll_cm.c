@@ -24,6 +24,7 @@
 #include "kcoll_types.h"
 #include "kcoll_comm.h"
 #include "kcoll_auth.h"
+#include "kcoll_quota.h"
 #include "kcoll_local.h"
 #include "kcoll_coll.h"
 #include "kcoll_conn.h"
@@ -440,6 +441,21 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		mutex_unlock(&comm->lock);
 		kcoll_reject(id, KCOLL_REJ_DUP);
 		goto out_put;
+	}
+	/*
+	 * More QPs than COMM_CREATE charged for this connection (the
+	 * peer's node has a larger qps_per_peer, or the peer asks for
+	 * more): charged to the user now, or refused as a setup failure.
+	 */
+	if (!idx && nlanes > conn->lanes_charged) {
+		if (kcoll_quota_charge(comm->quota, KCOLL_Q_QPS,
+				       nlanes - conn->lanes_charged)) {
+			mutex_unlock(&comm->lock);
+			kcoll_reject(id, KCOLL_REJ_NOMEM);
+			goto out_put;
+		}
+		comm->quota_qps += nlanes - conn->lanes_charged;
+		conn->lanes_charged = nlanes;
 	}
 	if (!idx) {
 		conn->state = KCOLL_CONN_CONNECTING;

@@ -644,7 +644,7 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	struct kcoll_comm_create p;
 	struct kcoll_comm *comm;
 	long left;
-	u32 i, id, qps;
+	u32 i, id, qps, lanes;
 	int err;
 
 	/* The ABI: parent_uid took resv[0]'s place, nothing moved. */
@@ -702,7 +702,8 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	 * connections come and go. Its kernel buffers charge ctx->quota as
 	 * they are allocated.
 	 */
-	qps = (p.nranks - 1) * kcoll_qps_per_peer();
+	lanes = kcoll_qps_per_peer();	/* read once: charged and used */
+	qps = (p.nranks - 1) * lanes;
 	err = kcoll_quota_charge(ctx->quota, KCOLL_Q_COMMS, 1);
 	if (err)
 		goto out_put;
@@ -765,7 +766,7 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	down_read(&comm->dev_sem);
 	kcoll_tune_model(READ_ONCE(comm->ibdev), &comm->mine);
 	up_read(&comm->dev_sem);
-	comm->lanes = kcoll_qps_per_peer();
+	comm->lanes = lanes;
 	comm->mine.node_ranks = kcoll_node_ranks(comm->ranks, comm->nranks);
 	comm->model = comm->mine;
 	/*

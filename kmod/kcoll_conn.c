@@ -568,6 +568,8 @@ int kcoll_conn_start(struct kcoll_comm *comm, u32 peer)
 				    sizeof(comm->ranks[peer].addr));
 	kcoll_conn_set_lanes(conn, conn->active && !conn->local_offer ?
 				   comm->lanes : 1);
+	/* What COMM_CREATE charged for it; a peer may ask for more. */
+	conn->lanes_charged = comm->lanes;
 	/* Eager transfers: offered on one QP. */
 	conn->eager_offer = conn->active && conn->nlanes == 1 &&
 			    kcoll_eager() && !comm->devmem &&

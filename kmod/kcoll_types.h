@@ -341,6 +341,7 @@ struct kcoll_conn {
 	unsigned int attempts;
 	u8 nlanes;			/* QPs: the active side's choice */
 	u8 lanes_up;			/* established during setup */
+	u8 lanes_charged;		/* QPs charged for it (user_max_qps) */
 	struct kcoll_lane lane[KCOLL_MAX_LANES];
 	u32 sq_posted;			/* every lane's, summed */
 	u32 window;			/* grants out per kind */
