@@ -702,8 +702,9 @@ void kcoll_engine_conn_lost(struct kcoll_conn *conn)
 			kcoll_op_fail(op, comm->error);
 	/* Nothing of the peer's lands any more: no grant of ours lets it
 	 * write, nor does anything else the transport exposed (through the
-	 * NIC the MRs are invalidated now, through the registration QP,
-	 * which does not depend on the connection). */
+	 * NIC its grant MRs are deregistered or invalidated now, through
+	 * the registration QP, which does not depend on the connection:
+	 * kcoll_gmr_conn_lost()). */
 	for (k = 0; k < KCOLL_KIND_NR; k++) {
 		list_for_each_entry_safe(g, tmp, &conn->k[k].out, node) {
 			list_del(&g->node);

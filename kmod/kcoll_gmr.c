@@ -465,17 +465,31 @@ void kcoll_gmr_conn_init(struct kcoll_conn *conn)
 }
 
 /*
- * @conn failed: no grant of it will be filled. Invalidate them all now
- * (through the registration QP, which does not depend on the
- * connection), so that their operations may finish. Must hold comm->lock.
+ * @conn failed: no grant of it will be filled, and its operations may
+ * finish and let their pages go as soon as its grant MRs are dead. So
+ * those over an operation's memory are deregistered, not invalidated:
+ * rxe's LOCAL_INV only marks an MR invalid, while a WRITE its responder
+ * has already begun goes on copying into the pages, and a deregistration
+ * waits for that (as a NIC's does for its DMA). Those over the
+ * connection's own memory (eager slots: kernel pages freed only after
+ * their deregistration at shutdown) are invalidated, through the
+ * registration QP, which does not depend on the connection. Must hold
+ * comm->lock.
  */
 void kcoll_gmr_conn_lost(struct kcoll_conn *conn)
 {
-	struct kcoll_gmr *g;
+	struct kcoll_gmr *g, *tmp;
 
 	lockdep_assert_held(&conn->comm->lock);
-	list_for_each_entry(g, &conn->gmr_busy, node)
-		kcoll_gmr_retire(g);
+	list_for_each_entry_safe(g, tmp, &conn->gmr_busy, node) {
+		if (g->eslot >= 0) {
+			kcoll_gmr_retire(g);
+			continue;
+		}
+		kcoll_gmr_detach(g);
+		list_del_init(&g->node);
+		kcoll_gmr_destroy(g);
+	}
 	kcoll_gmr_flush(conn);
 }
 

@@ -191,8 +191,7 @@ static bool kcoll_lanes_reclaim(struct kcoll_conn *conn)
 	return true;
 }
 
-/* Every MR of the connection is invalidated now, through the registration
- * QP, which does not depend on the connection. */
+/* Every grant MR of the connection is dead now (kcoll_gmr_conn_lost()). */
 static void kcoll_lanes_lost(struct kcoll_conn *conn)
 {
 	kcoll_gmr_conn_lost(conn);
