@@ -177,9 +177,9 @@ summary() {
 if [ -n "$fuzz_only" ]; then
 	# The VM's own limit: the budget, the fuzzer's join deadline, boot
 	# and the checks after it.
-	# slub_debug as for make check's fuzzer (below).
+	# slub_debug and page_poison as for make check's fuzzer (below).
 	for kver in "$@"; do
-		KCOLL_VM_CMDLINE="${KCOLL_VM_CMDLINE:-} slub_debug=FZP,kmalloc-*" \
+		KCOLL_VM_CMDLINE="${KCOLL_VM_CMDLINE:-} slub_debug=FZP,kmalloc-* page_poison=1" \
 			scenario "$kver" fuzz 1 $((${fuzz_only%% *} + 420)) "$fuzz_only"
 	done
 	summary
@@ -249,8 +249,11 @@ for kver in "$@"; do
 		# the fuzzer, briefly (make fuzz runs it longer on every
 		# kernel), with slub_debug too: its races against teardown
 		# (and rxe0 going away) find writes to freed objects only so.
+		# page_poison: a write into a freed page (a user page the
+		# module, or rxe through an MR, let go of too early) is
+		# reported when the page is next allocated.
 		scenario_bg "$kver" ctl 1 600
-		KCOLL_VM_CMDLINE="${KCOLL_VM_CMDLINE:-} slub_debug=FZP,kmalloc-*" \
+		KCOLL_VM_CMDLINE="${KCOLL_VM_CMDLINE:-} slub_debug=FZP,kmalloc-* page_poison=1" \
 			scenario_bg "$kver" fuzz 1 $((${FUZZ_CHECK_SECONDS:-40} + 420)) \
 			"${FUZZ_CHECK_SECONDS:-40}"
 		bg_wait

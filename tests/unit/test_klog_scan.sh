@@ -35,6 +35,8 @@ t slub-poison 1 "$clean
 t slub-redzone 1 "$clean
 [   10.0] INFO: 0xffff888004e3a100-0xffff888004e3a103 @offset=256. First byte 0x0 instead of 0xcc
 [   10.0] Redzone overwritten"
+t page-poison 1 "$clean
+[   10.0] pagealloc: memory corruption"
 t kmemleak 1 "$clean
 [   10.0] kmemleak: 2 new suspected memory leaks (see /sys/kernel/debug/kmemleak)"
 t lockdep-cycle 1 "$clean
