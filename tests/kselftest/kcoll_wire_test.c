@@ -1411,6 +1411,52 @@ static int wp_connect_listed(struct wpeer *p, const struct kcoll_wire_hello *h,
 }
 
 /*
+ * A peer that asks for more QPs than this rank's COMM_CREATE charged for
+ * (its qps_per_peer) is charged the difference, or refused past
+ * user_max_qps (until 2026-12-05 the accepting side opened them
+ * uncharged). A 2-rank communicator charges 1 QP; with user_max_qps 1 a
+ * hello for 2 lanes is refused as a failed setup, and the one-QP hello
+ * after it brings the communicator up.
+ */
+TEST_F_TIMEOUT(hello, more_qps_than_charged_are_refused_past_the_limit, 120)
+{
+	const char *ip = wp_ip();
+	long long was = kt_sysfs_read("user_max_qps");
+	struct kcoll_wire_hello h;
+	struct wpeer p;
+	struct wcomm c;
+	char v[32];
+	int r;
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (was < 1 || kt_sysfs_write("user_max_qps", "1"))
+		SKIP(return, "setting user_max_qps needs root");
+	snprintf(v, sizeof(v), "%lld", was);
+	if (wc_start_ms(&c, ip, 0x7e7a, "qps-charge", 60000)) {
+		kt_sysfs_write("user_max_qps", v);
+		ASSERT_TRUE(0);
+	}
+	wp_hello(&h, c.uid, c.key, kcoll_hello_lanes(0, 2));
+	r = wp_connect_listed(&p, &h, c.key, 50);
+	wp_destroy(&p);
+	EXPECT_EQ(0, kt_sysfs_write("user_max_qps", v));
+	EXPECT_EQ(KCOLL_REJ_NOMEM, r);
+	wp_hello(&h, c.uid, c.key, 0);
+	r = wp_connect_listed(&p, &h, c.key, 50);
+	EXPECT_EQ(0, r);
+	pthread_join(c.creator, NULL);
+	EXPECT_EQ(0, c.created);
+	if (!c.created) {
+		struct kcoll_comm_destroy d = { .comm_id = c.id };
+
+		EXPECT_EQ(0, kt_ioctl(c.r.fd, KCOLL_IOC_COMM_DESTROY, &d));
+	}
+	wp_destroy(&p);
+	kt_ring_exit(&c.r);
+}
+
+/*
  * A communicator @uid of rank 0 (the module, @c) and rank 1 (us, @p): rank
  * 0 starts, we connect with @flags in the hello (retrying while rank 0's
  * communicator is not listed yet). 0, or what went wrong.
