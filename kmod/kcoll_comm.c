@@ -782,13 +782,29 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 
 	mutex_lock(&kcoll_comms_lock);
 	{
+		u32 same = 0, max_same = kcoll_user_max_same_rank();
 		struct kcoll_comm *c;
 
+		/*
+		 * Communicators of one uid and rank coexist if their keys
+		 * differ (another user's cannot squat ours), and the
+		 * listener tries each one's key on a hello for them
+		 * (kcoll_comm_find_hello(), under this lock): so few of
+		 * them per user (user_max_same_rank).
+		 */
 		list_for_each_entry(c, &kcoll_comms, node) {
-			if (c->uid == comm->uid && c->rank == comm->rank &&
-			    !crypto_memneq(c->key, comm->key, KCOLL_KEY_LEN)) {
-				mutex_unlock(&kcoll_comms_lock);
+			if (c->uid != comm->uid || c->rank != comm->rank)
+				continue;
+			if (!crypto_memneq(c->key, comm->key, KCOLL_KEY_LEN))
 				err = -EEXIST;
+			else if (c->quota == comm->quota && ++same >= max_same)
+				err = -EDQUOT;
+			if (err) {
+				mutex_unlock(&kcoll_comms_lock);
+				if (err == -EDQUOT)
+					kcoll_quota_refused(comm->quota,
+							    "same_rank",
+							    max_same);
 				goto out_put;
 			}
 		}

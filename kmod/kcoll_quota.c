@@ -179,8 +179,8 @@ void kcoll_quota_defer(struct kcoll_quota *q, struct kcoll_deferred *d)
 		kcoll_quota_put(q);
 }
 
-static void kcoll_quota_refused(const struct kcoll_quota *q, const char *what,
-				u64 limit)
+void kcoll_quota_refused(const struct kcoll_quota *q, const char *what,
+			 u64 limit)
 {
 	pr_info_ratelimited("uid %u: at its limit of %llu %s (sysfs user_max_%s): refused with -EDQUOT\n",
 			    from_kuid(&init_user_ns, q->uid), limit, what,

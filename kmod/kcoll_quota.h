@@ -47,6 +47,10 @@ void kcoll_quota_debugfs_init(struct dentry *dir);
 
 /* kcoll_sysfs.c: the limits */
 u32 kcoll_user_max(enum kcoll_quota_kind kind);
+u32 kcoll_user_max_same_rank(void);
+/* Log that @q's user met its limit @limit of @what (sysfs user_max_@what). */
+void kcoll_quota_refused(const struct kcoll_quota *q, const char *what,
+			 u64 limit);
 u32 kcoll_user_max_kernel_mb(void);
 u32 kcoll_user_max_dmabuf_mb(void);
 

@@ -45,7 +45,7 @@ enum {
 	KCOLL_KNOB_REG_CACHE_MB, KCOLL_KNOB_COLLS_IN_FLIGHT,
 	KCOLL_KNOB_PHASES_AHEAD, KCOLL_KNOB_EAGER_AHEAD,
 	KCOLL_KNOB_CONFIRM_BEHIND, KCOLL_KNOB_COVER_TOKENS, KCOLL_KNOB_OTHER_NETNS,
-	KCOLL_KNOB_DMABUF_WAIT,
+	KCOLL_KNOB_DMABUF_WAIT, KCOLL_KNOB_USER_SAME_RANK,
 	KCOLL_KNOB_NR
 };
 
@@ -93,6 +93,10 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	[KCOLL_KNOB_USER_REGS] = { "user_max_regs", 65536, 1, 1 << 24,
 				   false },
 	[KCOLL_KNOB_USER_QPS] = { "user_max_qps", 65536, 1, 1 << 24, false },
+	/* Communicators of one user with the same uid and rank (their keys
+	 * differ): the listener tries each one's key on a hello for them. */
+	[KCOLL_KNOB_USER_SAME_RANK] = { "user_max_same_rank", 4, 1, 1024,
+					false },
 	/* Requests in flight, every file of the user's together. */
 	[KCOLL_KNOB_USER_OPS] = { "user_max_ops", 65536, 1, 1 << 24, false },
 	/* Staging, eager slots, scratch; 0 until load: a quarter of RAM. */
@@ -160,6 +164,11 @@ u32 kcoll_user_max(enum kcoll_quota_kind kind)
 	};
 
 	return READ_ONCE(kcoll_knobs[knob[kind]].val);
+}
+
+u32 kcoll_user_max_same_rank(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_USER_SAME_RANK].val);
 }
 
 u32 kcoll_user_max_kernel_mb(void)
@@ -393,6 +402,10 @@ module_param_cb(user_max_comms, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_USER_COMMS], 0644);
 MODULE_PARM_DESC(user_max_comms,
 		 "Communicators per user; past it COMM_CREATE fails with -EDQUOT (default 1024)");
+module_param_cb(user_max_same_rank, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_USER_SAME_RANK], 0644);
+MODULE_PARM_DESC(user_max_same_rank,
+		 "Communicators per user with the same uid and rank (different keys); past it COMM_CREATE fails with -EDQUOT (1..1024; default 4)");
 module_param_cb(user_max_regs, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_USER_REGS], 0644);
 MODULE_PARM_DESC(user_max_regs,
@@ -504,6 +517,7 @@ KCOLL_KNOB_ATTR(eager_p2p, KCOLL_KNOB_EAGER_P2P);
 KCOLL_KNOB_ATTR(prio_max_unpriv, KCOLL_KNOB_PRIO_MAX_UNPRIV);
 KCOLL_KNOB_ATTR(user_max_contexts, KCOLL_KNOB_USER_CONTEXTS);
 KCOLL_KNOB_ATTR(user_max_comms, KCOLL_KNOB_USER_COMMS);
+KCOLL_KNOB_ATTR(user_max_same_rank, KCOLL_KNOB_USER_SAME_RANK);
 KCOLL_KNOB_ATTR(user_max_regs, KCOLL_KNOB_USER_REGS);
 KCOLL_KNOB_ATTR(user_max_qps, KCOLL_KNOB_USER_QPS);
 KCOLL_KNOB_ATTR(user_max_ops, KCOLL_KNOB_USER_OPS);
@@ -596,6 +610,7 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_prio_max_unpriv.attr.attr,
 	&kcoll_attr_user_max_contexts.attr.attr,
 	&kcoll_attr_user_max_comms.attr.attr,
+	&kcoll_attr_user_max_same_rank.attr.attr,
 	&kcoll_attr_user_max_regs.attr.attr,
 	&kcoll_attr_user_max_qps.attr.attr,
 	&kcoll_attr_user_max_ops.attr.attr,

@@ -1092,6 +1092,78 @@ TEST_F_TIMEOUT(harden, per_user_limits_refuse_with_edquot, 120)
 }
 
 /*
+ * Communicators of one user with the same uid and rank (different keys)
+ * are few (user_max_same_rank, 4): the listener tries each one's key on
+ * every hello for that uid and rank, under the node's communicator lock,
+ * and until 2026-12-05 a user could list 1024 of them and make every
+ * hello (anyone's, from anywhere) cost 1024 MACs there. Nobody makes 4
+ * single-rank communicators of one uid and rank, then a fifth (EDQUOT),
+ * the same key again (EEXIST), another uid (fine), and the fifth again
+ * once one of the four is gone, while root holds four of its own.
+ */
+static int kh_same_rank_child(void *arg)
+{
+	struct kcoll_rank_addr ra;
+	struct kcoll_comm_destroy d = {};
+	char key[16];
+	struct tring r;
+	__u32 ids[4], other;
+	long e;
+
+	(void)arg;
+	kt_addr_v4(&ra, "127.0.0.1");
+	if (kt_ring_init(&r, 8, 0, 0))
+		return 1;
+	for (int i = 0; i < 4; i++) {
+		snprintf(key, sizeof(key), "same-%d", i);
+		if (kt_comm_create(r.fd, 0x16fd, key, 0, 1, &ra, 0, &ids[i]))
+			return 10 + i;
+	}
+	e = kt_comm_create(r.fd, 0x16fd, "same-4", 0, 1, &ra, 0, NULL);
+	if (e != -EDQUOT)
+		return e ? 20 : 21;
+	if (kt_comm_create(r.fd, 0x16fd, "same-0", 0, 1, &ra, 0, NULL) !=
+	    -EEXIST)
+		return 22;
+	if (kt_comm_create(r.fd, 0x16fe, "same-4", 0, 1, &ra, 0, &other))
+		return 23;
+	d.comm_id = ids[0];
+	if (kt_ioctl(r.fd, KCOLL_IOC_COMM_DESTROY, &d))
+		return 24;
+	if (kt_comm_create(r.fd, 0x16fd, "same-4", 0, 1, &ra, 0, NULL))
+		return 25;
+	kt_ring_exit(&r);
+	return 0;
+}
+
+TEST_F_TIMEOUT(harden, few_communicators_per_uid_and_rank, 60)
+{
+	struct kcoll_rank_addr ra;
+	struct tring r;
+	char key[16];
+	int rc;
+
+	if (geteuid())
+		SKIP(return, "playing two users needs root");
+	EXPECT_EQ(4, kt_sysfs_read("user_max_same_rank"));
+	/* Root's four first: a limit per user, nobody's are its own. */
+	kt_addr_v4(&ra, "127.0.0.1");
+	ASSERT_EQ(0, kt_ring_init(&r, 8, 0, 0));
+	for (int i = 0; i < 4; i++) {
+		snprintf(key, sizeof(key), "root-%d", i);
+		EXPECT_EQ(0, kt_comm_create(r.fd, 0x16fd, key, 0, 1, &ra, 0,
+					    NULL));
+	}
+	EXPECT_EQ(-EDQUOT, kt_comm_create(r.fd, 0x16fd, "root-4", 0, 1, &ra,
+					  0, NULL));
+	rc = kt_as_nobody(kh_same_rank_child, NULL);
+	EXPECT_EQ(0, rc) {
+		TH_LOG("unprivileged child failed check %d", rc);
+	}
+	kt_ring_exit(&r);
+}
+
+/*
  * A user namespace counts as the user who made it: nobody makes one, root
  * maps uids 300000..300009 into it, and inside it (as its uid 0, then its
  * uid 1: two uids of the initial namespace, neither nobody) the child
