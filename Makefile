@@ -237,7 +237,7 @@ $(BUILD)/tests/bin/%: tests/kselftest/%.c tests/kselftest/kcoll_test.h tests/kse
 
 # The hostile-peer selftest speaks the wire protocol itself through
 # userspace verbs (rdma-core).
-$(BUILD)/tests/bin/kcoll_wire_test: tests/kselftest/kcoll_wire_test.c tests/kselftest/kcoll_test.h kmod/kcoll_wire.h kmod/kcoll_plain.h uapi/linux/kcoll.h $(KSFT_DIR)/kselftest_harness.h
+$(BUILD)/tests/bin/kcoll_wire_test: tests/kselftest/kcoll_wire_test.c tests/kselftest/kcoll_test.h libcoll/kcoll_hmac.h kmod/kcoll_wire.h kmod/kcoll_plain.h uapi/linux/kcoll.h $(KSFT_DIR)/kselftest_harness.h
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -Wall -Werror -I$(TOP)/uapi -I$(KSFT_DIR) \
 		-o $@ $< -lrdmacm -libverbs -lpthread

@@ -4,15 +4,25 @@
  * the node's RDMA address, and the launcher environment. See coll.h,
  * section 3, for the API and docs/LIBCOLL.md for the protocol.
  *
- * Protocol (all integers big-endian, fixed-size messages):
- *   rank -> root  HELLO   magic "KCBH", version, secret[16], uid, rank,
- *                         nranks, addr[16], port
+ * Protocol version 2 (all integers big-endian, fixed-size messages):
+ *   root -> rank  CHALLENGE magic "KCBC", version, nonce_r[16] (random),
+ *                         as soon as the connection is accepted
+ *   rank -> root  HELLO   magic "KCBH", version, nonce_c[16] (random),
+ *                         uid, rank, nranks, addr[16], port, 6 zero bytes,
+ *                         mac[32] = HMAC-SHA256(secret, "kcoll bootstrap
+ *                         hello" NUL, nonce_r, the 64 bytes before mac)
  *   root -> rank  REPLY   magic "KCBR", status (0 or -errno), uid, nranks,
  *                         message[72]; with status 0 it is followed by
  *                         nranks ENTRY records: addr[16], port,
- *                         local_index, 4 zero bytes
- * The root refuses a HELLO at once (REPLY with an error, then close) and
- * answers the accepted ones all together once every rank has joined.
+ *                         local_index, 4 zero bytes; then mac[32] =
+ *                         HMAC-SHA256(secret, "kcoll bootstrap reply" NUL,
+ *                         nonce_c, SHA-256(REPLY and the ENTRYs))
+ * The secret never goes on the wire: each side proves it over the other's
+ * nonce, so neither a stranger listening at the root's address nor one
+ * reading the traffic learns it, and a rank uses nothing of a reply it
+ * cannot verify. The root refuses a HELLO at once (REPLY with an error,
+ * then close) and answers the accepted ones all together once every rank
+ * has joined. Version 1 sent the secret itself.
  */
 #define _GNU_SOURCE
 
@@ -38,6 +48,7 @@
 #include <sys/socket.h>
 
 #include "coll_internal.h"
+#include "kcoll_hmac.h"
 
 /* ------------------------------------------------------------------ */
 /* Errors and small helpers                                            */
@@ -415,17 +426,58 @@ int coll_get_unique_id(coll_unique_id *id)
 /* Socket I/O with a deadline                                          */
 /* ------------------------------------------------------------------ */
 
+#define CHAL_MAGIC	0x4b434243U	/* "KCBC" */
 #define HELLO_MAGIC	0x4b434248U	/* "KCBH" */
 #define REPLY_MAGIC	0x4b434252U	/* "KCBR" */
-#define PROTO_VERSION	1
+#define PROTO_VERSION	2
 
 enum {
-	HELLO_LEN	= 64,
+	NONCE_LEN	= 16,
+	MAC_LEN		= 32,
+	CHAL_LEN	= 8 + NONCE_LEN,
+	HELLO_MAC_OFF	= 64,
+	HELLO_LEN	= HELLO_MAC_OFF + MAC_LEN,
 	REPLY_LEN	= 96,
 	REPLY_MSG_OFF	= 24,
 	REPLY_MSG_LEN	= REPLY_LEN - REPLY_MSG_OFF,
 	ENTRY_LEN	= 24,
 };
+
+static const char hello_tag[] = "kcoll bootstrap hello";
+static const char reply_tag[] = "kcoll bootstrap reply";
+
+/* A HELLO's mac, over the root's nonce and the HELLO up to the mac. */
+static void hello_mac(const uint8_t *secret, const uint8_t *nonce_r,
+		      const uint8_t *hello, uint8_t out[MAC_LEN])
+{
+	const void *parts[] = { hello_tag, nonce_r, hello };
+	const size_t lens[] = { sizeof(hello_tag), NONCE_LEN, HELLO_MAC_OFF };
+
+	kh_hmac_sha256(secret, KCOLL_KEY_LEN, parts, lens, 3, out);
+}
+
+/* A REPLY's mac, over the rank's nonce and the digest of the REPLY and
+ * its entries (@digest: SHA-256 of them, computed once for every rank). */
+static void reply_mac(const uint8_t *secret, const uint8_t *nonce_c,
+		      const uint8_t digest[32], uint8_t out[MAC_LEN])
+{
+	const void *parts[] = { reply_tag, nonce_c, digest };
+	const size_t lens[] = { sizeof(reply_tag), NONCE_LEN, 32 };
+
+	kh_hmac_sha256(secret, KCOLL_KEY_LEN, parts, lens, 3, out);
+}
+
+static void reply_digest(const uint8_t *reply, const uint8_t *entries,
+			 size_t elen, uint8_t out[32])
+{
+	struct kh_sha256 h;
+
+	kh_sha256_init(&h);
+	kh_sha256_update(&h, reply, REPLY_LEN);
+	if (elen)
+		kh_sha256_update(&h, entries, elen);
+	kh_sha256_final(&h, out);
+}
 
 /* Wait for @events on @fd until @deadline (ms, CLOCK_MONOTONIC). */
 static int io_wait(int fd, short events, uint64_t deadline)
@@ -519,6 +571,7 @@ struct root_pending {
 	int fd;
 	uint64_t deadline;
 	size_t got;
+	uint8_t nonce[NONCE_LEN];	/* the CHALLENGE's */
 	uint8_t buf[HELLO_LEN];
 	char peer[32];
 };
@@ -532,7 +585,9 @@ struct coll_root {
 	uint64_t deadline;		/* give up then */
 	uint32_t nranks;		/* 0 until the first rank joined */
 	uint32_t joined;
+	uint32_t most_joined;		/* the deadline moves only past it */
 	int *fds;			/* per rank, -1 until it joined */
+	uint8_t (*nonces)[NONCE_LEN];	/* per rank: its HELLO's nonce_c */
 	struct kcoll_rank_addr *table;
 	struct root_pending pend[ROOT_MAX_PENDING];
 	unsigned int npend;
@@ -551,6 +606,7 @@ static void root_free(struct coll_root *r)
 		close(r->lfd);
 	free(r->fds);
 	free(r->table);
+	free(r->nonces);
 	free(r);
 }
 
@@ -566,14 +622,32 @@ static void reply_header(uint8_t *b, int status, uint64_t uid, uint32_t nranks,
 		snprintf((char *)b + REPLY_MSG_OFF, REPLY_MSG_LEN, "%s", msg);
 }
 
-/* Send an error REPLY (best effort) and close. */
-static void root_refuse(struct coll_root *r, int fd, const char *peer,
-			int status, const char *msg)
+/* Send a REPLY of @len bytes (the header and any entries), its mac for
+ * @nonce_c after it. */
+static int root_send_reply(struct coll_root *r, int fd, const uint8_t *b,
+			   size_t len, const uint8_t *nonce_c,
+			   const uint8_t digest[32], uint64_t deadline)
 {
-	uint8_t b[REPLY_LEN];
+	uint8_t mac[MAC_LEN];
+	int ret;
+
+	reply_mac(r->secret, nonce_c, digest, mac);
+	ret = io_send_all(fd, b, len, deadline);
+	return ret ?: io_send_all(fd, mac, sizeof(mac), deadline);
+}
+
+/* Send an error REPLY (best effort) and close. Signed like any reply: a
+ * rank with the secret can trust the reason, one without learns nothing
+ * it could check. */
+static void root_refuse(struct coll_root *r, int fd, const char *peer,
+			const uint8_t *nonce_c, int status, const char *msg)
+{
+	uint8_t b[REPLY_LEN], digest[32];
 
 	reply_header(b, status, 0, r->nranks, msg);
-	io_send_all(fd, b, sizeof(b), coll_now_ms() + ROOT_SEND_MS);
+	reply_digest(b, NULL, 0, digest);
+	root_send_reply(r, fd, b, sizeof(b), nonce_c, digest,
+			coll_now_ms() + ROOT_SEND_MS);
 	fprintf(stderr, "kcoll: bootstrap root :%u refused %s: %s\n",
 		r->port, peer, msg);
 	close(fd);
@@ -587,12 +661,12 @@ static void root_drop_pending(struct coll_root *r, unsigned int i, bool do_close
 }
 
 /* Constant time: the comparison does not tell how much was right. */
-static bool secret_equal(const uint8_t *a, const uint8_t *b)
+static bool mac_equal(const uint8_t *a, const uint8_t *b)
 {
 	uint8_t d = 0;
 	int i;
 
-	for (i = 0; i < KCOLL_KEY_LEN; i++)
+	for (i = 0; i < MAC_LEN; i++)
 		d |= a[i] ^ b[i];
 	return !d;
 }
@@ -601,7 +675,7 @@ static bool secret_equal(const uint8_t *a, const uint8_t *b)
 static void root_hello(struct coll_root *r, unsigned int i)
 {
 	struct root_pending *p = &r->pend[i];
-	uint8_t h[HELLO_LEN];
+	uint8_t h[HELLO_LEN], nonce_r[NONCE_LEN], mac[MAC_LEN];
 	uint32_t rank, nranks;
 	uint64_t uid;
 	int fd = p->fd;
@@ -610,6 +684,7 @@ static void root_hello(struct coll_root *r, unsigned int i)
 
 	/* Copy out first: dropping the entry moves another one into it. */
 	memcpy(h, p->buf, sizeof(h));
+	memcpy(nonce_r, p->nonce, sizeof(nonce_r));
 	rank = get32(h + 32);
 	nranks = get32(h + 36);
 	uid = get64(h + 24);
@@ -622,7 +697,8 @@ static void root_hello(struct coll_root *r, unsigned int i)
 	if (get32(h) != HELLO_MAGIC || get32(h + 4) != PROTO_VERSION) {
 		status = -EPROTO;
 		snprintf(msg, sizeof(msg), "malformed hello (not a kcoll rank)");
-	} else if (!secret_equal(h + 8, r->secret)) {
+	} else if (hello_mac(r->secret, nonce_r, h, mac),
+		   !mac_equal(mac, h + HELLO_MAC_OFF)) {
 		status = -EACCES;
 		snprintf(msg, sizeof(msg), "wrong secret");
 	} else if (uid && uid != r->uid) {
@@ -650,11 +726,14 @@ static void root_hello(struct coll_root *r, unsigned int i)
 
 		r->fds = malloc(nranks * sizeof(*r->fds));
 		r->table = calloc(nranks, sizeof(*r->table));
-		if (!r->fds || !r->table) {
+		r->nonces = calloc(nranks, sizeof(*r->nonces));
+		if (!r->fds || !r->table || !r->nonces) {
 			free(r->fds);
 			free(r->table);
+			free(r->nonces);
 			r->fds = NULL;
 			r->table = NULL;
+			r->nonces = NULL;
 			status = -ENOMEM;
 			snprintf(msg, sizeof(msg), "root out of memory");
 		} else {
@@ -664,15 +743,21 @@ static void root_hello(struct coll_root *r, unsigned int i)
 		}
 	}
 	if (status) {
-		root_refuse(r, fd, who, status, msg);
+		root_refuse(r, fd, who, h + 8, status, msg);
 		return;
 	}
 	r->fds[rank] = fd;
+	memcpy(r->nonces[rank], h + 8, NONCE_LEN);
 	memset(&r->table[rank], 0, sizeof(r->table[rank]));
 	memcpy(r->table[rank].addr, h + 40, 16);
 	r->table[rank].port = get16(h + 56);
 	r->joined++;
-	r->deadline = coll_now_ms() + r->timeout_ms;
+	/* Progress buys time; a rank leaving and joining again does not
+	 * (a peer with the key could keep the root alive for ever). */
+	if (r->joined > r->most_joined) {
+		r->most_joined = r->joined;
+		r->deadline = coll_now_ms() + r->timeout_ms;
+	}
 }
 
 /* Rank @rank's connection closed (or sent junk) before the table went out:
@@ -697,16 +782,41 @@ static void root_accept(struct coll_root *r)
 		if (fd < 0)
 			return;		/* EAGAIN, or a transient error */
 		if (r->npend == ROOT_MAX_PENDING) {
-			/* Flooded: the oldest silent connection goes. */
-			root_drop_pending(r, 0, true);
+			/* Flooded: the oldest silent connection goes (the
+			 * one that came first: drops reorder the array). */
+			unsigned int o = 0, j;
+
+			for (j = 1; j < r->npend; j++)
+				if (r->pend[j].deadline < r->pend[o].deadline)
+					o = j;
+			root_drop_pending(r, o, true);
 		}
-		p = &r->pend[r->npend++];
+		p = &r->pend[r->npend];
 		p->fd = fd;
 		p->got = 0;
 		p->deadline = coll_now_ms() +
 			      (r->timeout_ms < ROOT_HELLO_MS ? r->timeout_ms :
 			       ROOT_HELLO_MS);
 		fmt_sockaddr(&sa, p->peer, sizeof(p->peer));
+		/* 24 bytes into a fresh socket's buffer: at once, or the
+		 * connection is no good. */
+		{
+			uint8_t c[CHAL_LEN];
+
+			put32(c, CHAL_MAGIC);
+			put32(c + 4, PROTO_VERSION);
+			if (coll_random(p->nonce, NONCE_LEN)) {
+				close(fd);
+				continue;
+			}
+			memcpy(c + 8, p->nonce, NONCE_LEN);
+			if (send(fd, c, sizeof(c), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+			    (ssize_t)sizeof(c)) {
+				close(fd);
+				continue;
+			}
+		}
+		r->npend++;
 	}
 }
 
@@ -732,7 +842,7 @@ static void root_finish(struct coll_root *r)
 {
 	size_t len = REPLY_LEN + (size_t)r->nranks * ENTRY_LEN;
 	uint64_t deadline = coll_now_ms() + r->timeout_ms;
-	uint8_t *b = malloc(len);
+	uint8_t *b = malloc(len), digest[32];
 	uint32_t i;
 
 	coll_table_local_index(r->table, r->nranks);
@@ -740,8 +850,10 @@ static void root_finish(struct coll_root *r)
 		uint8_t e[REPLY_LEN];
 
 		reply_header(e, -ENOMEM, r->uid, r->nranks, "root out of memory");
+		reply_digest(e, NULL, 0, digest);
 		for (i = 0; i < r->nranks; i++)
-			io_send_all(r->fds[i], e, sizeof(e), deadline);
+			root_send_reply(r, r->fds[i], e, sizeof(e),
+					r->nonces[i], digest, deadline);
 		return;
 	}
 	reply_header(b, 0, r->uid, r->nranks, "");
@@ -753,26 +865,30 @@ static void root_finish(struct coll_root *r)
 		put16(e + 16, r->table[i].port);
 		put16(e + 18, r->table[i].local_index);
 	}
+	reply_digest(b, b + REPLY_LEN, len - REPLY_LEN, digest);
 	/* A rank that died meanwhile sees nothing; the others go on and
 	 * find out when the kernel cannot reach it. */
 	for (i = 0; i < r->nranks; i++)
-		io_send_all(r->fds[i], b, len, deadline);
+		root_send_reply(r, r->fds[i], b, len, r->nonces[i], digest,
+				deadline);
 	free(b);
 }
 
 static void root_timeout(struct coll_root *r)
 {
-	uint8_t b[REPLY_LEN];
+	uint8_t b[REPLY_LEN], digest[32];
 	char msg[REPLY_MSG_LEN];
 	uint32_t i;
 
 	snprintf(msg, sizeof(msg), "only %u of %u ranks joined in %" PRIu64
 		 " ms", r->joined, r->nranks, r->timeout_ms);
 	reply_header(b, -ETIMEDOUT, r->uid, r->nranks, msg);
+	reply_digest(b, NULL, 0, digest);
 	for (i = 0; i < r->nranks; i++)
 		if (r->fds[i] >= 0)
-			io_send_all(r->fds[i], b, sizeof(b),
-				    coll_now_ms() + ROOT_SEND_MS);
+			root_send_reply(r, r->fds[i], b, sizeof(b),
+					r->nonces[i], digest,
+					coll_now_ms() + ROOT_SEND_MS);
 	if (r->joined)
 		fprintf(stderr, "kcoll: bootstrap root :%u gave up: %s\n",
 			r->port, msg);
@@ -1045,8 +1161,10 @@ int coll_bootstrap(const coll_unique_id *id, int nranks, int rank,
 		   const struct kcoll_rank_addr *self,
 		   struct kcoll_rank_addr *table, uint64_t *uid)
 {
-	uint8_t hello[HELLO_LEN], rep[REPLY_LEN], *entries = NULL;
+	uint8_t hello[HELLO_LEN], rep[REPLY_LEN], chal[CHAL_LEN], *entries = NULL;
+	uint8_t mac[MAC_LEN], want[MAC_LEN], digest[32];
 	uint64_t timeout_ms, deadline, ruid;
+	size_t elen = 0;
 	struct coll_id_fields f;
 	struct sockaddr_in sa;
 	char where[32], msg[REPLY_MSG_LEN];
@@ -1076,22 +1194,40 @@ int coll_bootstrap(const coll_unique_id *id, int nranks, int rank,
 	sa.sin_port = htons(f.port);
 	fmt_sockaddr(&sa, where, sizeof(where));
 
+again:
+	fd = connect_root(&sa, where, deadline, timeout_ms);
+	if (fd < 0)
+		return fd;
+	ret = io_recv_all(fd, chal, sizeof(chal), deadline);
+	if (!ret && (get32(chal) != CHAL_MAGIC ||
+		     get32(chal + 4) != PROTO_VERSION)) {
+		ret = coll_err(-EPROTO, "bootstrap: %s is not a kcoll root of "
+			       "protocol version %d (another libcoll?)", where,
+			       PROTO_VERSION);
+		goto out_close;
+	}
 	memset(hello, 0, sizeof(hello));
 	put32(hello, HELLO_MAGIC);
 	put32(hello + 4, PROTO_VERSION);
-	memcpy(hello + 8, f.secret, KCOLL_KEY_LEN);
+	if (!ret)
+		ret = coll_random(hello + 8, NONCE_LEN);
 	put64(hello + 24, f.uid);
 	put32(hello + 32, (uint32_t)rank);
 	put32(hello + 36, (uint32_t)nranks);
 	memcpy(hello + 40, self->addr, 16);
 	put16(hello + 56, self->port);
-
-	fd = connect_root(&sa, where, deadline, timeout_ms);
-	if (fd < 0)
-		return fd;
-	ret = io_send_all(fd, hello, sizeof(hello), deadline);
+	hello_mac(f.secret, chal + 8, hello, hello + HELLO_MAC_OFF);
+	if (!ret)
+		ret = io_send_all(fd, hello, sizeof(hello), deadline);
 	if (!ret)
 		ret = io_recv_all(fd, rep, sizeof(rep), deadline);
+	if (ret == -ECONNRESET && coll_now_ms() < deadline) {
+		/* Dropped before the root read our HELLO (a flood of other
+		 * connections makes it drop the oldest): say it again. */
+		close(fd);
+		usleep(10000);
+		goto again;
+	}
 	if (ret) {
 		if (ret == -ETIMEDOUT)
 			ret = coll_err(ret, "bootstrap: no table from root %s "
@@ -1104,35 +1240,50 @@ int coll_bootstrap(const coll_unique_id *id, int nranks, int rank,
 				       coll_strerror(ret));
 		goto out_close;
 	}
+	/* Nothing of it is used before its mac verifies; status and nranks
+	 * only say whether the table follows. */
+	status = (int32_t)get32(rep + 4);
+	elen = !status && get32(rep + 16) == (uint32_t)nranks ?
+	       (size_t)nranks * ENTRY_LEN : 0;
+	if (elen) {
+		entries = malloc(elen);
+		if (!entries) {
+			ret = coll_err(-ENOMEM, "bootstrap: out of memory");
+			goto out_close;
+		}
+		ret = io_recv_all(fd, entries, elen, deadline);
+	}
+	if (!ret)
+		ret = io_recv_all(fd, mac, sizeof(mac), deadline);
+	if (ret) {
+		ret = coll_err(ret, "bootstrap: reading the table from %s: %s",
+			       where, coll_strerror(ret));
+		goto out_free;
+	}
+	reply_digest(rep, entries, elen, digest);
+	reply_mac(f.secret, hello + 8, digest, want);
+	if (!mac_equal(mac, want)) {
+		ret = coll_err(-EACCES, "bootstrap: root %s did not prove the "
+			       "secret (a wrong secret here or there, or not "
+			       "our root)", where);
+		goto out_free;
+	}
 	memcpy(msg, rep + REPLY_MSG_OFF, sizeof(msg));
 	msg[sizeof(msg) - 1] = '\0';
-	status = (int32_t)get32(rep + 4);
 	ruid = get64(rep + 8);
 	if (get32(rep) != REPLY_MAGIC || status > 0 || status < -4095) {
 		ret = coll_err(-EPROTO, "bootstrap: %s is not a kcoll root",
 			       where);
-		goto out_close;
+		goto out_free;
 	}
 	if (status) {
 		ret = coll_err(status, "bootstrap root %s refused rank %d: %s",
 			       where, rank, msg[0] ? msg : coll_strerror(status));
-		goto out_close;
+		goto out_free;
 	}
-	if (get32(rep + 16) != (uint32_t)nranks || !ruid ||
-	    (f.uid && ruid != f.uid)) {
+	if (!elen || !ruid || (f.uid && ruid != f.uid)) {
 		ret = coll_err(-EPROTO, "bootstrap: root %s answered for "
 			       "another communicator", where);
-		goto out_close;
-	}
-	entries = malloc((size_t)nranks * ENTRY_LEN);
-	if (!entries) {
-		ret = coll_err(-ENOMEM, "bootstrap: out of memory");
-		goto out_close;
-	}
-	ret = io_recv_all(fd, entries, (size_t)nranks * ENTRY_LEN, deadline);
-	if (ret) {
-		ret = coll_err(ret, "bootstrap: reading the table from %s: %s",
-			       where, coll_strerror(ret));
 		goto out_free;
 	}
 	for (i = 0; i < nranks; i++) {

@@ -36,7 +36,7 @@
 #include "kselftest_harness.h"
 #include "kcoll_test.h"
 #include "../../kmod/kcoll_wire.h"
-#include "kcoll_hmac.h"
+#include "../../libcoll/kcoll_hmac.h"
 
 #define WP_RX		64		/* receives posted */
 #define WP_MSG		64		/* bytes per receive buffer */

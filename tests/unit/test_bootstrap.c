@@ -28,6 +28,7 @@
 
 #include "coll.h"
 #include "coll_internal.h"
+#include "kcoll_hmac.h"
 #include "unit.h"
 
 /* ------------------------------------------------------------------ */
@@ -324,9 +325,10 @@ static void test_bootstrap_wrong_secret(void)
 	rank_setup(&bad, &wrong, 5, 1, "127.0.0.1", 0);
 	rank_start(&bad);
 	rank_join(&bad);
+	/* Its refusal is signed with the root's secret, which it cannot
+	 * check: it says so instead of trusting the reason. */
 	UNIT_EQ_INT(bad.ret, -EACCES);
-	UNIT_CHECK(strstr(bad.err, "wrong secret") != NULL);
-	UNIT_CHECK(strstr(bad.err, "refused rank 1") != NULL);
+	UNIT_CHECK(strstr(bad.err, "did not prove the secret") != NULL);
 	unit_diag("refused as expected: %s", bad.err);
 
 	/*
@@ -344,7 +346,7 @@ static void test_bootstrap_wrong_secret(void)
 	rank_join(&bad2);
 	if (!UNIT_EQ_INT(bad2.ret, -EACCES))
 		unit_diag("intruder: %s", bad2.err);
-	UNIT_CHECK(strstr(bad2.err, "wrong secret") != NULL);
+	UNIT_CHECK(strstr(bad2.err, "did not prove the secret") != NULL);
 	rank_start(&a[4]);
 	for (i = 0; i < 5; i++) {
 		rank_join(&a[i]);
@@ -392,7 +394,7 @@ static void test_bootstrap_refusals(void)
 	{
 		struct coll_id_fields f;
 		struct sockaddr_in sa = { .sin_family = AF_INET };
-		uint8_t junk[64], reply[96];
+		uint8_t junk[96], reply[96 + 32], chal[24];
 		int fd;
 
 		UNIT_EQ_INT(coll_id_decode(&id, &f), 0);
@@ -400,10 +402,12 @@ static void test_bootstrap_refusals(void)
 		sa.sin_port = htons(f.port);
 		fd = socket(AF_INET, SOCK_STREAM, 0);
 		if (UNIT_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0)) {
+			UNIT_EQ_INT(recv(fd, chal, sizeof(chal), MSG_WAITALL), 24);
 			memset(junk, 'x', sizeof(junk));
-			UNIT_EQ_INT(write(fd, junk, sizeof(junk)), 64);
-			/* The refusal comes back: status -EPROTO. */
-			UNIT_EQ_INT(recv(fd, reply, sizeof(reply), MSG_WAITALL), 96);
+			UNIT_EQ_INT(write(fd, junk, sizeof(junk)), 96);
+			/* The refusal comes back: status -EPROTO, and its mac. */
+			UNIT_EQ_INT(recv(fd, reply, sizeof(reply), MSG_WAITALL),
+				    96 + 32);
 			UNIT_EQ_INT((int32_t)ntohl(*(uint32_t *)(reply + 4)), -EPROTO);
 		}
 		close(fd);
@@ -429,14 +433,24 @@ static void put_be32(uint8_t *p, uint32_t v)
 	memcpy(p, &v, 4);
 }
 
-/* A HELLO as coll_bootstrap() sends it (see the protocol in bootstrap.c). */
-static void make_hello(uint8_t *h, const struct coll_id_fields *f, int rank,
-		       int nranks)
+/*
+ * A HELLO as coll_bootstrap() sends it (see the protocol in bootstrap.c),
+ * after the root's challenge (24 bytes) on @fd: 0, or -1 if none came.
+ */
+static int make_hello(int fd, uint8_t *h, const struct coll_id_fields *f,
+		      int rank, int nranks)
 {
-	memset(h, 0, 64);
+	static const char tag[] = "kcoll bootstrap hello";
+	uint8_t chal[24];
+	const void *parts[] = { tag, chal + 8, h };
+	const size_t lens[] = { sizeof(tag), 16, 64 };
+
+	if (recv(fd, chal, sizeof(chal), MSG_WAITALL) != sizeof(chal))
+		return -1;
+	memset(h, 0, 96);
 	put_be32(h, 0x4b434248);		/* "KCBH" */
-	put_be32(h + 4, 1);
-	memcpy(h + 8, f->secret, KCOLL_KEY_LEN);
+	put_be32(h + 4, 2);
+	memset(h + 8, 0x5a, 16);		/* nonce_c */
 	put_be32(h + 24, (uint32_t)(f->uid >> 32));
 	put_be32(h + 28, (uint32_t)f->uid);
 	put_be32(h + 32, (uint32_t)rank);
@@ -444,6 +458,8 @@ static void make_hello(uint8_t *h, const struct coll_id_fields *f, int rank,
 	h[50] = h[51] = 0xff;			/* ::ffff:127.0.0.1 */
 	h[52] = 127;
 	h[55] = 1;
+	kh_hmac_sha256(f->secret, KCOLL_KEY_LEN, parts, lens, 3, h + 64);
+	return 0;
 }
 
 /*
@@ -454,7 +470,7 @@ static void make_hello(uint8_t *h, const struct coll_id_fields *f, int rank,
 static void test_bootstrap_partial_hellos(void)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET };
-	uint8_t hello[64], reply[96];
+	uint8_t hello[96], hello_p[96], reply[96];
 	struct coll_id_fields f;
 	struct rank_arg r1;
 	coll_unique_id id;
@@ -470,10 +486,12 @@ static void test_bootstrap_partial_hellos(void)
 	    !UNIT_EQ_INT(connect(p, (struct sockaddr *)&sa, sizeof(sa)), 0))
 		goto out;
 	usleep(50000);			/* both accepted: [a, p] */
-	make_hello(hello, &f, 0, 2);
-	UNIT_EQ_INT(write(p, hello, 10), 10);	/* p stays partial */
+	if (!UNIT_EQ_INT(make_hello(a, hello, &f, 0, 2), 0) ||
+	    !UNIT_EQ_INT(make_hello(p, hello_p, &f, 0, 2), 0))
+		goto out;
+	UNIT_EQ_INT(write(p, hello_p, 10), 10);	/* p stays partial */
 	usleep(50000);
-	UNIT_EQ_INT(write(a, hello, sizeof(hello)), 64);
+	UNIT_EQ_INT(write(a, hello, sizeof(hello)), 96);
 	usleep(50000);
 	/* Rank 1 completes the communicator; a (rank 0) gets the table. */
 	rank_setup(&r1, &id, 2, 1, "127.0.0.1", 0);
@@ -486,6 +504,251 @@ static void test_bootstrap_partial_hellos(void)
 out:
 	close(a);
 	close(p);
+}
+
+/* ---- the root's flood guard, its proof, its lifetime ---- */
+
+/* The bootstrap's SHA-256 and HMAC: FIPS 180-4 and RFC 4231 vectors. */
+static void test_bootstrap_hmac(void)
+{
+	UNIT_EQ_INT(kcoll_hmac_selftest(), 0);
+}
+
+/* A listening socket on 127.0.0.1 (a stand-in root): its fd, *@port. */
+static int fake_listen(uint16_t *port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    listen(fd, 8) || getsockname(fd, (struct sockaddr *)&sa, &sl)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	*port = ntohs(sa.sin_port);
+	return fd;
+}
+
+struct fake_root {
+	int lfd;
+	int drop_first;		/* close the first connection unread */
+	uint8_t key[KCOLL_KEY_LEN];	/* what it signs its reply with */
+	uint8_t ip[4];		/* the one entry of its table */
+	uint8_t hello[96];	/* what the rank sent */
+	int accepted;
+};
+
+/* A root of one rank, speaking protocol version 2. */
+static void *fake_root_main(void *arg)
+{
+	static const char tag[] = "kcoll bootstrap reply";
+	struct fake_root *fr = arg;
+	uint8_t chal[24] = { 'K', 'C', 'B', 'C', 0, 0, 0, 2 };
+	uint8_t rep[96 + 24], digest[32], mac[32];
+	const void *parts[] = { tag, fr->hello + 8, digest };
+	const size_t lens[] = { sizeof(tag), 16, 32 };
+	struct kh_sha256 h;
+	int fd;
+
+	memset(chal + 8, 0x33, 16);
+	for (;;) {
+		fd = accept(fr->lfd, NULL, NULL);
+		if (fd < 0)
+			return NULL;
+		fr->accepted++;
+		if (write(fd, chal, sizeof(chal)) != sizeof(chal) ||
+		    fr->drop_first-- > 0) {
+			close(fd);
+			continue;
+		}
+		break;
+	}
+	if (recv(fd, fr->hello, sizeof(fr->hello), MSG_WAITALL) != 96) {
+		close(fd);
+		return NULL;
+	}
+	memset(rep, 0, sizeof(rep));
+	put_be32(rep, 0x4b434252);		/* "KCBR", status 0 */
+	memcpy(rep + 8, fr->hello + 24, 8);	/* its uid */
+	put_be32(rep + 16, 1);
+	rep[96 + 10] = rep[96 + 11] = 0xff;
+	memcpy(rep + 96 + 12, fr->ip, 4);
+	kh_sha256_init(&h);
+	kh_sha256_update(&h, rep, sizeof(rep));
+	kh_sha256_final(&h, digest);
+	kh_hmac_sha256(fr->key, KCOLL_KEY_LEN, parts, lens, 3, mac);
+	if (write(fd, rep, sizeof(rep)) == sizeof(rep))
+		(void)!write(fd, mac, sizeof(mac));
+	usleep(100000);
+	close(fd);
+	return NULL;
+}
+
+/* coll_bootstrap() of rank 0 of 1 against @fr, the id's secret @secret. */
+static int fake_bootstrap(struct fake_root *fr, const uint8_t *secret,
+			  struct kcoll_rank_addr *table, char *err, size_t elen)
+{
+	struct coll_id_fields f = { .uid = 0x1234 };
+	struct kcoll_rank_addr self;
+	coll_unique_id id;
+	pthread_t th;
+	uint16_t port;
+	int ret;
+
+	fr->lfd = fake_listen(&port);
+	if (fr->lfd < 0)
+		return -999;
+	f.ip.s_addr = htonl(INADDR_LOOPBACK);
+	f.port = port;
+	memcpy(f.secret, secret, KCOLL_KEY_LEN);
+	coll_id_encode(&id, &f);
+	coll_addr_from_ipv4(&self, f.ip);
+	pthread_create(&th, NULL, fake_root_main, fr);
+	ret = coll_bootstrap(&id, 1, 0, &self, table, NULL);
+	snprintf(err, elen, "%s", coll_last_error());
+	shutdown(fr->lfd, SHUT_RDWR);
+	pthread_join(th, NULL);
+	close(fr->lfd);
+	return ret;
+}
+
+/*
+ * A root that drops a rank's connection before reading its HELLO (as the
+ * real one drops its oldest pending connection when strangers flood it)
+ * forgot the rank: the rank says it again on a new connection, until its
+ * deadline. Until 2026-12-05 it gave up with "closed the connection".
+ */
+static void test_bootstrap_dropped_pending_retries(void)
+{
+	struct fake_root fr = { .drop_first = 1, .ip = { 10, 0, 0, 7 } };
+	struct kcoll_rank_addr table[1];
+	uint8_t secret[KCOLL_KEY_LEN];
+	char err[256];
+	int ret;
+
+	memset(secret, 0x42, sizeof(secret));
+	memcpy(fr.key, secret, sizeof(secret));
+	ret = fake_bootstrap(&fr, secret, table, err, sizeof(err));
+	if (!UNIT_EQ_INT(ret, 0))
+		unit_diag("%s", err);
+	UNIT_EQ_INT(fr.accepted, 2);
+	UNIT_EQ_UINT(table[0].addr[15], 7);
+}
+
+/*
+ * Whoever answers at the root's address without the secret (a local user
+ * who took the port first, anyone on the path) learns nothing and is not
+ * believed: the HELLO carries a proof of the secret, not the secret, and a
+ * table whose proof does not verify is refused. Until 2026-12-05 the HELLO
+ * carried the secret itself, which is also the kernel communicator's key,
+ * and any well-formed table was used.
+ */
+static void test_bootstrap_root_must_prove_the_secret(void)
+{
+	struct fake_root fr = { .ip = { 6, 6, 6, 6 } };
+	struct kcoll_rank_addr table[1];
+	uint8_t secret[KCOLL_KEY_LEN];
+	char err[256];
+	int ret;
+
+	memset(secret, 0x42, sizeof(secret));
+	memset(fr.key, 0x24, sizeof(fr.key));	/* not the secret */
+	memset(table, 0, sizeof(table));
+	ret = fake_bootstrap(&fr, secret, table, err, sizeof(err));
+	UNIT_EQ_INT(ret, -EACCES);
+	UNIT_CHECK(strstr(err, "did not prove the secret") != NULL);
+	UNIT_CHECK(!memmem(fr.hello, sizeof(fr.hello), secret, sizeof(secret)));
+	UNIT_EQ_UINT(table[0].addr[12], 0);
+	unit_diag("refused as expected: %s", err);
+}
+
+/* Is @fd still open at the root's end (its challenge read, nothing more)? */
+static bool still_open(int fd)
+{
+	uint8_t b[32];
+	ssize_t n;
+
+	while ((n = recv(fd, b, sizeof(b), MSG_DONTWAIT)) > 0)
+		;
+	return n < 0 && errno == EAGAIN;
+}
+
+/*
+ * The root keeps 64 connections that have not sent their HELLO; the 65th
+ * makes the one that came first go, whichever it is. Until 2026-12-05 it
+ * dropped whatever sat in the first slot, which after one drop is the
+ * newest: a rank's connection went as soon as two more came.
+ */
+static void test_bootstrap_evicts_oldest(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct coll_id_fields f;
+	coll_unique_id id;
+	int s[67], i, n = 0;
+
+	if (!new_id(&id) || !UNIT_EQ_INT(coll_id_decode(&id, &f), 0))
+		return;
+	sa.sin_addr = f.ip;
+	sa.sin_port = htons(f.port);
+	for (i = 0; i < 67; i++) {
+		s[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (connect(s[i], (struct sockaddr *)&sa, sizeof(sa)))
+			break;
+		n++;
+		usleep(i < 64 ? 2000 : 50000);
+	}
+	if (UNIT_EQ_INT(n, 67)) {
+		usleep(100000);
+		for (i = 0; i < 3; i++)
+			UNIT_CHECK(!still_open(s[i]));
+		for (i = 3; i < 67; i++)
+			if (!UNIT_CHECK(still_open(s[i])))
+				unit_diag("connection %d was dropped", i);
+	}
+	for (i = 0; i < n; i++)
+		close(s[i]);
+	/* The root is still there for the real ranks. */
+	run_ranks(&id, 2);
+}
+
+/*
+ * Progress buys the root time, a rank that leaves and joins again does
+ * not: one with the secret rejoining rank 0 every 200 ms does not keep a
+ * root with a 300 ms timeout alive (until 2026-12-05 every join moved the
+ * deadline).
+ */
+static void test_bootstrap_root_lifetime(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct coll_id_fields f;
+	coll_unique_id id;
+	uint8_t hello[96];
+	int i, fd, joins = 0;
+
+	setenv(COLL_ENV_BOOTSTRAP_TIMEOUT, "300", 1);
+	if (!new_id(&id) || !UNIT_EQ_INT(coll_id_decode(&id, &f), 0))
+		goto out;
+	sa.sin_addr = f.ip;
+	sa.sin_port = htons(f.port);
+	for (i = 0; i < 20; i++) {
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+			close(fd);
+			break;
+		}
+		if (!make_hello(fd, hello, &f, 0, 2) &&
+		    write(fd, hello, sizeof(hello)) == sizeof(hello))
+			joins++;
+		usleep(200000);
+		close(fd);
+	}
+	unit_diag("root gone after %d joins", joins);
+	UNIT_CHECK(i < 20);
+out:
+	unsetenv(COLL_ENV_BOOTSTRAP_TIMEOUT);
 }
 
 /* A rank that gave up (timed out) may come back and join again. */
@@ -865,6 +1128,11 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_bootstrap_refusals);
 	UNIT_RUN(test_bootstrap_partial_hellos);
 	UNIT_RUN(test_bootstrap_rejoin);
+	UNIT_RUN(test_bootstrap_hmac);
+	UNIT_RUN(test_bootstrap_dropped_pending_retries);
+	UNIT_RUN(test_bootstrap_root_must_prove_the_secret);
+	UNIT_RUN(test_bootstrap_evicts_oldest);
+	UNIT_RUN(test_bootstrap_root_lifetime);
 	UNIT_RUN(test_bootstrap_timeouts);
 	UNIT_RUN(test_bootstrap_many);
 	UNIT_RUN(test_env);

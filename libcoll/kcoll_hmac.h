@@ -1,10 +1,11 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: MIT */
 /*
- * SHA-256 (FIPS 180-4) and HMAC (RFC 2104) for the selftests that speak
- * kcoll's wire protocol themselves: they sign hellos and AUTH messages and
- * check the module's accepts (kmod/kcoll_auth.c does the same with the
- * kernel crypto API). Small and slow; checked against the FIPS 180-4 and
- * RFC 4231 vectors by kcoll_hmac_selftest().
+ * SHA-256 (FIPS 180-4) and HMAC (RFC 2104) in user space: libcoll's
+ * bootstrap proves the job's secret with it instead of sending it, and the
+ * selftests that speak kcoll's wire protocol themselves sign hellos and
+ * AUTH messages and check the module's accepts with it (kmod/kcoll_auth.c
+ * does the same with the kernel crypto API). Small and slow; checked
+ * against the FIPS 180-4 and RFC 4231 vectors by kcoll_hmac_selftest().
  */
 #ifndef KCOLL_HMAC_H
 #define KCOLL_HMAC_H
