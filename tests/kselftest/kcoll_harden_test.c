@@ -2110,7 +2110,8 @@ TEST(another_network_namespace_is_refused)
 /* ---------------------------------------------------------------- */
 
 #define KH_CG_MAX	(16u << 20)	/* the test cgroup's memory.max */
-#define KH_CG_RINGS	512		/* largest rings tried, at most */
+#define KH_CG_RINGS	128		/* largest rings tried, at most (2 x 16 MiB
+					 * of 388 KiB rings: 85) */
 
 struct kh_cg {
 	char dir[256];		/* the test cgroup */
@@ -2124,14 +2125,30 @@ struct kh_cg_result {
 	unsigned long size;	/* bytes of one ring */
 };
 
-/* In the test cgroup (joined as root), then as nobody: set up the
- * largest rings until one fails, each on a file of its own. */
+/*
+ * In the test cgroup (joined as root), then as nobody: set up the largest
+ * rings until one fails, each on a file of its own. Only SETUP runs at the
+ * cgroup's limit: the files are opened before the child joins it, and
+ * they are closed (their rings uncharged) before the result goes into the
+ * pipe. Anything else that allocates there (the VFS's struct file, a pipe
+ * buffer's page) would call the cgroup's OOM killer, whose report would
+ * fail the run; until 2026-12-05 the open()s and the write did, and
+ * whether the limit was met in SETUP or in one of them depended on where
+ * the cgroup's per-CPU charge batches left it.
+ */
 static int kh_cg_child(void *arg)
 {
 	struct kh_cg *c = arg;
 	struct kh_cg_result res = { 0 };
+	static int fds[KH_CG_RINGS];
 	char path[300];
+	int i, nfd;
 
+	for (nfd = 0; nfd < KH_CG_RINGS; nfd++) {
+		fds[nfd] = kt_open();
+		if (fds[nfd] < 0)
+			return 59;
+	}
 	snprintf(path, sizeof(path), "%s/cgroup.procs", c->dir);
 	if (kt_write_file(path, "0"))
 		return 60;
@@ -2144,18 +2161,15 @@ static int kh_cg_child(void *arg)
 			.sq_entries = c->sq, .cq_entries = c->cq,
 			.flags = KCOLL_SETUP_CQSIZE,
 		};
-		int fd = kt_open();
 
-		if (fd < 0) {
-			res.err = -errno;
-			break;
-		}
-		res.err = kt_ioctl(fd, KCOLL_IOC_SETUP, &p);
+		res.err = kt_ioctl(fds[res.n], KCOLL_IOC_SETUP, &p);
 		if (res.err)
 			break;
 		res.size = p.mmap_size;
-		/* Left open: every ring stays charged until the child exits. */
+		/* Left open: every ring stays charged until it is closed. */
 	}
+	for (i = 0; i < nfd; i++)
+		close(fds[i]);
 	if (write(c->pipe[1], &res, sizeof(res)) != sizeof(res))
 		return 62;
 	return 0;
