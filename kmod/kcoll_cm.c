@@ -445,7 +445,9 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	/*
 	 * More QPs than COMM_CREATE charged for this connection (the
 	 * peer's node has a larger qps_per_peer, or the peer asks for
-	 * more): charged to the user now, or refused as a setup failure.
+	 * more): charged to the user now, or refused (KCOLL_REJ_NOMEM: the
+	 * connecting rank tries again until its connect deadline, by which
+	 * this user may have made room).
 	 */
 	if (!idx && nlanes > conn->lanes_charged) {
 		if (kcoll_quota_charge(comm->quota, KCOLL_Q_QPS,
