@@ -636,18 +636,25 @@ static int root_send_reply(struct coll_root *r, int fd, const uint8_t *b,
 	return ret ?: io_send_all(fd, mac, sizeof(mac), deadline);
 }
 
-/* Send an error REPLY (best effort) and close. Signed like any reply: a
- * rank with the secret can trust the reason, one without learns nothing
- * it could check. */
+/*
+ * Send an error REPLY (best effort) and close. Signed over the rank's
+ * nonce @nonce_c if its HELLO verified: the rank can trust the reason.
+ * Not if it did not (@nonce_c NULL: the mac is zeros): else anyone could
+ * have the root sign a refusal for a nonce of its choice, a real rank's
+ * relayed, and make that rank believe its secret wrong.
+ */
 static void root_refuse(struct coll_root *r, int fd, const char *peer,
 			const uint8_t *nonce_c, int status, const char *msg)
 {
-	uint8_t b[REPLY_LEN], digest[32];
+	uint64_t deadline = coll_now_ms() + ROOT_SEND_MS;
+	uint8_t b[REPLY_LEN], digest[32], zeros[MAC_LEN] = { 0 };
 
 	reply_header(b, status, 0, r->nranks, msg);
 	reply_digest(b, NULL, 0, digest);
-	root_send_reply(r, fd, b, sizeof(b), nonce_c, digest,
-			coll_now_ms() + ROOT_SEND_MS);
+	if (nonce_c)
+		root_send_reply(r, fd, b, sizeof(b), nonce_c, digest, deadline);
+	else if (!io_send_all(fd, b, sizeof(b), deadline))
+		io_send_all(fd, zeros, sizeof(zeros), deadline);
 	fprintf(stderr, "kcoll: bootstrap root :%u refused %s: %s\n",
 		r->port, peer, msg);
 	close(fd);
@@ -680,6 +687,7 @@ static void root_hello(struct coll_root *r, unsigned int i)
 	uint64_t uid;
 	int fd = p->fd;
 	char msg[REPLY_MSG_LEN], who[64];
+	bool verified = true;
 	int status = 0;
 
 	/* Copy out first: dropping the entry moves another one into it. */
@@ -695,10 +703,12 @@ static void root_hello(struct coll_root *r, unsigned int i)
 	root_drop_pending(r, i, false);
 
 	if (get32(h) != HELLO_MAGIC || get32(h + 4) != PROTO_VERSION) {
+		verified = false;
 		status = -EPROTO;
 		snprintf(msg, sizeof(msg), "malformed hello (not a kcoll rank)");
 	} else if (hello_mac(r->secret, nonce_r, h, mac),
 		   !mac_equal(mac, h + HELLO_MAC_OFF)) {
+		verified = false;
 		status = -EACCES;
 		snprintf(msg, sizeof(msg), "wrong secret");
 	} else if (uid && uid != r->uid) {
@@ -743,7 +753,7 @@ static void root_hello(struct coll_root *r, unsigned int i)
 		}
 	}
 	if (status) {
-		root_refuse(r, fd, who, h + 8, status, msg);
+		root_refuse(r, fd, who, verified ? h + 8 : NULL, status, msg);
 		return;
 	}
 	r->fds[rank] = fd;
@@ -1165,6 +1175,7 @@ int coll_bootstrap(const coll_unique_id *id, int nranks, int rank,
 	uint8_t mac[MAC_LEN], want[MAC_LEN], digest[32];
 	uint64_t timeout_ms, deadline, ruid;
 	size_t elen = 0;
+	bool retried = false;
 	struct coll_id_fields f;
 	struct sockaddr_in sa;
 	char where[32], msg[REPLY_MSG_LEN];
@@ -1194,8 +1205,16 @@ int coll_bootstrap(const coll_unique_id *id, int nranks, int rank,
 	sa.sin_port = htons(f.port);
 	fmt_sockaddr(&sa, where, sizeof(where));
 
+	memset(chal, 0, sizeof(chal));
 again:
-	fd = connect_root(&sa, where, deadline, timeout_ms);
+	/* Once the root has taken us and dropped us, one attempt: a root
+	 * that refuses connections now is gone, not yet to come. */
+	fd = retried ? connect_once(&sa, deadline) :
+		       connect_root(&sa, where, deadline, timeout_ms);
+	if (fd < 0 && retried)
+		return coll_err(-ECONNRESET, "bootstrap: root %s closed the "
+				"connection and takes no new one (%s)", where,
+				coll_strerror(fd));
 	if (fd < 0)
 		return fd;
 	ret = io_recv_all(fd, chal, sizeof(chal), deadline);
@@ -1226,6 +1245,7 @@ again:
 		 * connections makes it drop the oldest): say it again. */
 		close(fd);
 		usleep(10000);
+		retried = true;
 		goto again;
 	}
 	if (ret) {

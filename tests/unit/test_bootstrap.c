@@ -405,10 +405,14 @@ static void test_bootstrap_refusals(void)
 			UNIT_EQ_INT(recv(fd, chal, sizeof(chal), MSG_WAITALL), 24);
 			memset(junk, 'x', sizeof(junk));
 			UNIT_EQ_INT(write(fd, junk, sizeof(junk)), 96);
-			/* The refusal comes back: status -EPROTO, and its mac. */
+			/* The refusal comes back: status -EPROTO, unsigned
+			 * (the root signs nothing for a HELLO it could not
+			 * verify: the mac is zeros). */
 			UNIT_EQ_INT(recv(fd, reply, sizeof(reply), MSG_WAITALL),
 				    96 + 32);
 			UNIT_EQ_INT((int32_t)ntohl(*(uint32_t *)(reply + 4)), -EPROTO);
+			for (i = 96; i < 96 + 32; i++)
+				UNIT_EQ_UINT(reply[i], 0);
 		}
 		close(fd);
 		fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -535,6 +539,7 @@ static int fake_listen(uint16_t *port)
 struct fake_root {
 	int lfd;
 	int drop_first;		/* close the first connection unread */
+	int vanish;		/* then close the listening socket too */
 	uint8_t key[KCOLL_KEY_LEN];	/* what it signs its reply with */
 	uint8_t ip[4];		/* the one entry of its table */
 	uint8_t hello[96];	/* what the rank sent */
@@ -562,6 +567,10 @@ static void *fake_root_main(void *arg)
 		if (write(fd, chal, sizeof(chal)) != sizeof(chal) ||
 		    fr->drop_first-- > 0) {
 			close(fd);
+			if (fr->vanish) {
+				shutdown(fr->lfd, SHUT_RDWR);
+				return NULL;
+			}
 			continue;
 		}
 		break;
@@ -636,6 +645,24 @@ static void test_bootstrap_dropped_pending_retries(void)
 		unit_diag("%s", err);
 	UNIT_EQ_INT(fr.accepted, 2);
 	UNIT_EQ_UINT(table[0].addr[15], 7);
+}
+
+/* A root that dropped us and then went away: the rank fails at once
+ * (one reconnection refused), not after its whole deadline. */
+static void test_bootstrap_root_gone_after_drop(void)
+{
+	struct fake_root fr = { .drop_first = 1, .vanish = 1 };
+	struct kcoll_rank_addr table[1];
+	uint8_t secret[KCOLL_KEY_LEN];
+	uint64_t t0 = coll_now_ms();
+	char err[256];
+	int ret;
+
+	memset(secret, 0x42, sizeof(secret));
+	ret = fake_bootstrap(&fr, secret, table, err, sizeof(err));
+	UNIT_EQ_INT(ret, -ECONNRESET);
+	UNIT_CHECK(coll_now_ms() - t0 < 10000);
+	unit_diag("as expected: %s", err);
 }
 
 /*
@@ -1130,6 +1157,7 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_bootstrap_rejoin);
 	UNIT_RUN(test_bootstrap_hmac);
 	UNIT_RUN(test_bootstrap_dropped_pending_retries);
+	UNIT_RUN(test_bootstrap_root_gone_after_drop);
 	UNIT_RUN(test_bootstrap_root_must_prove_the_secret);
 	UNIT_RUN(test_bootstrap_evicts_oldest);
 	UNIT_RUN(test_bootstrap_root_lifetime);
