@@ -1348,15 +1348,30 @@ FIXTURE(slow) {};
 FIXTURE_SETUP(slow) {}
 FIXTURE_TEARDOWN(slow) {}
 
-TEST_F_TIMEOUT(slow, netlink_dump_lists_past_a_large_communicator, 600)
+/* Kill and reap the first @n of the wide ranks; with @log, say how each
+ * that ended by itself ended. */
+static void kt_wide_kill(struct __test_metadata *_metadata, pid_t *pids,
+			 int n, bool log)
+{
+	int st;
+
+	for (int i = 0; i < n; i++) {
+		kill(pids[i], SIGKILL);
+		waitpid(pids[i], &st, 0);
+		if (log && WIFEXITED(st))
+			TH_LOG("rank %d: exit %d", i, WEXITSTATUS(st));
+	}
+}
+
+TEST_F_TIMEOUT(slow, netlink_dump_lists_past_a_large_communicator, 240)
 {
 	const char *ip = getenv("KCOLL_IP");
 	struct kt_dump d = { .want = { 0x4201, 0x4202 } };
 	struct kcoll_rank_addr ra[KT_WIDE], one;
+	struct tring r = { .fd = -1 };
 	pid_t pids[KT_WIDE];
 	struct kt_nl *nl;
-	struct tring r;
-	int p[2], got = 0, st;
+	int p[2], got = 0, n;
 	struct pollfd pfd;
 	char c;
 
@@ -1369,34 +1384,39 @@ TEST_F_TIMEOUT(slow, netlink_dump_lists_past_a_large_communicator, 600)
 		ra[i].local_index = i;
 	}
 	ASSERT_EQ(0, pipe(p));
-	for (int i = 0; i < KT_WIDE; i++) {
-		pids[i] = fork();
-		ASSERT_LE(0, pids[i]);
-		if (!pids[i])
-			_exit(kt_wide_rank(i, ra, p[1]));
+	/* From here on every way out kills the ranks (they would hold the
+	 * harness's output open). */
+	for (n = 0; n < KT_WIDE; n++) {
+		pids[n] = fork();
+		if (pids[n] < 0)
+			break;
+		if (!pids[n])
+			_exit(kt_wide_rank(n, ra, p[1]));
 	}
 	close(p[1]);
 	pfd = (struct pollfd){ .fd = p[0], .events = POLLIN };
-	while (got < KT_WIDE && poll(&pfd, 1, 300000) == 1 &&
-	       read(p[0], &c, 1) == 1)
+	while (n == KT_WIDE && got < KT_WIDE &&
+	       poll(&pfd, 1, 150000) == 1 && read(p[0], &c, 1) == 1)
 		got++;
+	close(p[0]);
 	if (got < KT_WIDE) {
-		for (int i = 0; i < KT_WIDE; i++) {
-			kill(pids[i], SIGKILL);
-			waitpid(pids[i], &st, 0);
-			if (WIFEXITED(st))
-				TH_LOG("rank %d: exit %d", i, WEXITSTATUS(st));
-		}
+		kt_wide_kill(_metadata, pids, n, true);
 		ASSERT_EQ(KT_WIDE, got);
 	}
 	/* Listed after the wide one. */
 	kt_addr_v4(&one, "127.0.0.1");
-	ASSERT_EQ(0, kt_ring_init(&r, 8, 0, 0));
-	ASSERT_EQ(0, kt_comm_create(r.fd, 0x4202, "after", 0, 1, &one, 0,
-				    NULL));
 	nl = calloc(1, sizeof(*nl));
-	ASSERT_NE(NULL, nl);
-	ASSERT_EQ(0, kt_nl_open(nl));
+	if (!nl || kt_ring_init(&r, 8, 0, 0) ||
+	    kt_comm_create(r.fd, 0x4202, "after", 0, 1, &one, 0, NULL) ||
+	    kt_nl_open(nl)) {
+		kt_wide_kill(_metadata, pids, n, false);
+		if (r.fd >= 0)
+			kt_ring_exit(&r);
+		free(nl);
+		ASSERT_TRUE(0) {
+			TH_LOG("setting up the communicator after them or netlink failed");
+		}
+	}
 	close(nl->fd);
 	EXPECT_EQ(0, kt_dump_small(nl->family, &d));
 	TH_LOG("dump: %d messages, done %d; the wide one's ranks %d (brief %d, rank 0's message %d bytes), the one after %d",
@@ -1407,10 +1427,7 @@ TEST_F_TIMEOUT(slow, netlink_dump_lists_past_a_large_communicator, 600)
 	EXPECT_EQ(KT_WIDE, d.seen[0]);
 	EXPECT_NE(0, d.rank0_len);
 	EXPECT_EQ(1, d.seen[1]);
-	for (int i = 0; i < KT_WIDE; i++) {
-		kill(pids[i], SIGKILL);
-		waitpid(pids[i], &st, 0);
-	}
+	kt_wide_kill(_metadata, pids, n, false);
 	kt_ring_exit(&r);
 	free(nl);
 }
@@ -1436,14 +1453,27 @@ static void kt_devs_cb(void *attrs, int len, void *arg)
  */
 #define KT_MANY_DEVS 24
 
-TEST_F_TIMEOUT(slow, netlink_stats_with_many_devices, 600)
+/* Delete the first @n test rxe devices and their dummy links. */
+static int kt_many_devs_del(int n)
 {
-	struct kt_nl *nl = calloc(1, sizeof(*nl));
+	char cmd[160];
+	int bad = 0;
+
+	for (int i = 0; i < n; i++) {
+		snprintf(cmd, sizeof(cmd),
+			 "rdma link delete kctr%d; ip link del kctd%d", i, i);
+		bad += !!system(cmd);
+	}
+	return bad;
+}
+
+TEST_F_TIMEOUT(slow, netlink_stats_with_many_devices, 240)
+{
+	struct kt_nl *nl;
 	char cmd[160], m[4096];
 	struct nlmsghdr *n;
 	int made = 0, devs = 0, err;
 
-	ASSERT_NE(NULL, nl);
 	if (geteuid())
 		SKIP(return, "adding RDMA devices needs root");
 	for (; made < KT_MANY_DEVS; made++) {
@@ -1456,27 +1486,23 @@ TEST_F_TIMEOUT(slow, netlink_stats_with_many_devices, 600)
 	}
 	if (made < KT_MANY_DEVS) {
 		TH_LOG("made %d rxe devices on dummy interfaces", made);
-		for (int i = 0; i <= made; i++) {
-			snprintf(cmd, sizeof(cmd),
-				 "rdma link delete kctr%d 2>/dev/null; ip link del kctd%d 2>/dev/null",
-				 i, i);
-			system(cmd);
-		}
+		kt_many_devs_del(made);
+		snprintf(cmd, sizeof(cmd), "ip link del kctd%d 2>/dev/null", made);
+		(void)!system(cmd);
 		SKIP(return, "cannot add %d rxe devices on dummy interfaces",
 		     KT_MANY_DEVS);
 	}
-	ASSERT_EQ(0, kt_nl_open(nl));
-	n = kt_nl_msg(nl, m, nl->family, 0, KCOLL_CMD_STATS_GET);
-	err = kt_nl_talk(nl, n, kt_devs_cb, &devs);
-	close(nl->fd);
+	nl = calloc(1, sizeof(*nl));
+	err = !nl ? -ENOMEM : kt_nl_open(nl);
+	if (!err) {
+		n = kt_nl_msg(nl, m, nl->family, 0, KCOLL_CMD_STATS_GET);
+		err = kt_nl_talk(nl, n, kt_devs_cb, &devs);
+		close(nl->fd);
+	}
 	TH_LOG("STATS_GET: %d, %d device nests", err, devs);
 	EXPECT_EQ(0, err);
 	EXPECT_LE(KT_MANY_DEVS + 1, devs);
-	for (int i = 0; i < made; i++) {
-		snprintf(cmd, sizeof(cmd),
-			 "rdma link delete kctr%d; ip link del kctd%d", i, i);
-		EXPECT_EQ(0, system(cmd));
-	}
+	EXPECT_EQ(0, kt_many_devs_del(made));
 	free(nl);
 }
 
