@@ -650,10 +650,10 @@ static void root_refuse(struct coll_root *r, int fd, const char *peer,
 	uint8_t b[REPLY_LEN], digest[32], zeros[MAC_LEN] = { 0 };
 
 	reply_header(b, status, 0, r->nranks, msg);
-	reply_digest(b, NULL, 0, digest);
-	if (nonce_c)
+	if (nonce_c) {
+		reply_digest(b, NULL, 0, digest);
 		root_send_reply(r, fd, b, sizeof(b), nonce_c, digest, deadline);
-	else if (!io_send_all(fd, b, sizeof(b), deadline))
+	} else if (!io_send_all(fd, b, sizeof(b), deadline))
 		io_send_all(fd, zeros, sizeof(zeros), deadline);
 	fprintf(stderr, "kcoll: bootstrap root :%u refused %s: %s\n",
 		r->port, peer, msg);
