@@ -1253,23 +1253,22 @@ struct kt_dump {
 	int rank0_len;		/* the message of want[0]'s rank 0 */
 };
 
-static int kt_dump_small(__u16 family, struct kt_dump *d)
+static int kt_dump_small(struct kt_nl *nl, struct kt_dump *d)
 {
 	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
 	struct timeval tv = { .tv_sec = 10 };
 	char m[4096], buf[4096];
 	struct nlmsghdr *n, *h;
-	struct kt_nl tmp = {};
 	ssize_t got;
 	int fd;
 
 	/* A socket that has read nothing yet: its first dump message is
-	 * the smallest (the family was looked up on another one). */
+	 * the smallest (the family was looked up on @nl's). */
 	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
 	if (fd < 0 || bind(fd, (void *)&sa, sizeof(sa)))
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	n = kt_nl_msg(&tmp, m, family, NLM_F_DUMP, KCOLL_CMD_COMM_GET);
+	n = kt_nl_msg(nl, m, nl->family, NLM_F_DUMP, KCOLL_CMD_COMM_GET);
 	if (send(fd, n, n->nlmsg_len, 0) < 0) {
 		close(fd);
 		return -errno;
@@ -1418,7 +1417,7 @@ TEST_F_TIMEOUT(slow, netlink_dump_lists_past_a_large_communicator, 240)
 		}
 	}
 	close(nl->fd);
-	EXPECT_EQ(0, kt_dump_small(nl->family, &d));
+	EXPECT_EQ(0, kt_dump_small(nl, &d));
 	TH_LOG("dump: %d messages, done %d; the wide one's ranks %d (brief %d, rank 0's message %d bytes), the one after %d",
 	       d.msgs, d.done_err, d.seen[0], d.partial[0], d.rank0_len,
 	       d.seen[1]);
