@@ -260,6 +260,17 @@ static void kcoll_gmr_detach(struct kcoll_gmr *g)
 	g->state = KCOLL_GMR_FREE;
 }
 
+/* @g goes for good: off every list and its eager slot, deregistered
+ * (which also waits for what the device is still writing through it). */
+static void kcoll_gmr_drop(struct kcoll_gmr *g)
+{
+	kcoll_gmr_detach(g);
+	if (g->eslot >= 0)
+		g->conn->egmr[g->eslot] = NULL;
+	list_del_init(&g->node);
+	kcoll_gmr_destroy(g);
+}
+
 /*
  * Run @n MR operations of @conn's (@gs[i]: invalidate where @inv has bit i,
  * else register @gs[i] for a grant; invalidations may be of any of the
@@ -299,11 +310,7 @@ static int kcoll_gmr_ops(struct kcoll_conn *conn, struct kcoll_gmr **gs,
 				;
 			if (j < i)
 				continue;
-			kcoll_gmr_detach(g);
-			if (g->eslot >= 0)
-				g->conn->egmr[g->eslot] = NULL;
-			list_del_init(&g->node);
-			kcoll_gmr_destroy(g);
+			kcoll_gmr_drop(g);
 		} else if (inv & BIT_ULL(i)) {
 			kcoll_gmr_detach(g);
 			if (g->eslot >= 0)
@@ -482,13 +489,10 @@ void kcoll_gmr_conn_lost(struct kcoll_conn *conn)
 
 	lockdep_assert_held(&conn->comm->lock);
 	list_for_each_entry_safe(g, tmp, &conn->gmr_busy, node) {
-		if (g->eslot >= 0) {
+		if (g->eslot >= 0)
 			kcoll_gmr_retire(g);
-			continue;
-		}
-		kcoll_gmr_detach(g);
-		list_del_init(&g->node);
-		kcoll_gmr_destroy(g);
+		else
+			kcoll_gmr_drop(g);
 	}
 	kcoll_gmr_flush(conn);
 }
@@ -504,13 +508,8 @@ void kcoll_gmr_conn_shutdown(struct kcoll_conn *conn)
 	unsigned int i;
 
 	mutex_lock(&comm->lock);
-	list_for_each_entry_safe(g, tmp, &conn->gmr_busy, node) {
-		kcoll_gmr_detach(g);
-		list_del_init(&g->node);
-		if (g->eslot >= 0)
-			conn->egmr[g->eslot] = NULL;
-		kcoll_gmr_destroy(g);
-	}
+	list_for_each_entry_safe(g, tmp, &conn->gmr_busy, node)
+		kcoll_gmr_drop(g);
 	list_for_each_entry_safe(g, tmp, &conn->gmr_free, node) {
 		list_del_init(&g->node);
 		kcoll_gmr_destroy(g);

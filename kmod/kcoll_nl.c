@@ -252,9 +252,7 @@ static int kcoll_nl_put_missing(struct sk_buff *skb, const u32 *r, u32 n,
 {
 	if (!n)
 		return 0;
-	return nla_put(skb, KCOLL_A_MISSING_RANKS,
-		       min3(n, max, (u32)KCOLL_NL_MAX_MISSING) * sizeof(u32),
-		       r);
+	return nla_put(skb, KCOLL_A_MISSING_RANKS, min(n, max) * sizeof(u32), r);
 }
 
 /*
