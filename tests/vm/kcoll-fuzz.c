@@ -59,6 +59,7 @@
  *   -v  log every unexpected result (else the first 50) and progress
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <execinfo.h>
 #include <fcntl.h>
@@ -78,6 +79,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <sys/epoll.h>
@@ -405,21 +407,26 @@ static void fault_where(const char *p, char *out, size_t len)
 	}
 }
 
-static void on_fault(int sig, siginfo_t *si, void *uc)
+/* Where this binary is loaded: a fault's pc as an offset for addr2line. */
+static uintptr_t g_text_base;
+
+static void on_fault(int sig, siginfo_t *si, void *ucv)
 {
-	char msg[320], where[96];
+	const ucontext_t *uc = ucv;
+	char msg[400], where[96];
+	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 	void *bt[32];
 	int n;
 
-	(void)uc;
 	if (t_guard) {
 		t_guard = 0;
 		siglongjmp(t_jb, 1);
 	}
 	fault_where(si->si_addr, where, sizeof(where));
 	n = snprintf(msg, sizeof(msg),
-		     "kcoll-fuzz: UNEXPECTED signal %d (code %d, addr %p: %s) outside a guarded access; %s\n",
-		     sig, si->si_code, si->si_addr, where, g_seedline);
+		     "kcoll-fuzz: UNEXPECTED signal %d (code %d, addr %p: %s) outside a guarded access, at pc %#lx (kcoll-fuzz+%#lx); %s\n",
+		     sig, si->si_code, si->si_addr, where, (unsigned long)pc,
+		     (unsigned long)(pc - g_text_base), g_seedline);
 	if (n > 0 && write(2, msg, (size_t)n) < 0)
 		_exit(3);
 	/* Where it happened: binary+offset, for addr2line. */
@@ -443,8 +450,11 @@ static void signals_init(void)
 {
 	struct sigaction sa;
 	void *bt[1];
+	Dl_info di;
 	int s;
 
+	if (dladdr((void *)&signals_init, &di) && di.dli_fbase)
+		g_text_base = (uintptr_t)di.dli_fbase;
 	/* Loads what backtrace() needs now, not in the fault handler. */
 	(void)backtrace(bt, 1);
 	memset(&sa, 0, sizeof(sa));
@@ -604,6 +614,41 @@ static void reserve(struct tstate *t, void *addr, size_t len)
 			addr, len, strerror((int)-err));
 		_exit(2);
 	}
+}
+
+/*
+ * Put a new mapping over [dst, dst + len), part of a reservation, without
+ * leaving a hole there even for a moment. A MAP_FIXED mmap over it would:
+ * when the file's mmap refuses (a kcoll ring that changed, a number that
+ * now names another file), the kernel has already unmapped the range,
+ * and until it is reserved again any mmap another thread makes (a
+ * private ring, a buffer malloc() maps, a thread's stack) may be placed
+ * there. The next reserve() then replaces that mapping under its owner,
+ * and descriptors pointing into the reservation make the module write
+ * into it. So the mapping is made where the kernel chooses and moved
+ * over @dst by one mremap(), which fails before it unmaps the target
+ * except for want of memory (then the range is reserved again at once).
+ * Returns 0 or -errno; on failure @dst's old mapping may be gone.
+ */
+static long map_over(struct tstate *t, void *dst, size_t len, int prot,
+		     int flags, int fd, off_t off)
+{
+	long err;
+	void *p;
+
+	p = x_mmap(t, NULL, len, prot, flags, fd, off, &err);
+	if (err)
+		return err;
+	call_begin(t, C_VMA, 1000);
+	err = call_end(t, C_VMA,
+		       mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
+			      dst) == MAP_FAILED ? -1 : 0);
+	if (err) {
+		call_begin(t, C_MUNMAP, 1000);
+		call_end(t, C_MUNMAP, munmap(p, len));
+		reserve(t, dst, len);
+	}
+	return err;
 }
 
 /* ------------------------------------------------------------------ */
@@ -888,22 +933,18 @@ static void slot_record(struct slot *s, const struct kcoll_setup *p)
 	ST(s->ltail, 0);
 }
 
-/* Map @s's ring at its reservation. Must hold s->lock. */
+/* Map @s's ring at its reservation (map_over()). Must hold s->lock. */
 static bool slot_map_locked(struct tstate *t, struct slot *s)
 {
 	uint64_t size = LD(s->size);
-	long err;
 	int prot = PROT_READ | PROT_WRITE;
 
 	if (!size || size > RES_SIZE || LD(s->fd) < 0)
 		return false;
 	if (one_in(&t->r, 30))
 		prot = PROT_READ;	/* writes then fault */
-	x_mmap(t, s->res, size, prot, MAP_SHARED | MAP_FIXED, LD(s->fd), 0, &err);
-	if (err) {
-		/* A failed MAP_FIXED may have unmapped the range already. */
-		reserve(t, s->res, size);
-		ST(s->mapped, 0);
+	if (map_over(t, s->res, size, prot, MAP_SHARED, LD(s->fd), 0)) {
+		slot_unmap_locked(t, s);
 		return false;
 	}
 	ST(s->mapped, 1);
@@ -1798,6 +1839,15 @@ static void act_mmap(struct tstate *t, struct slot *s)
 		uint32_t junk;
 
 		gload(t, p, &junk);
+		/* Shrunk first, now and then: what mremap() leaves behind
+		 * here is free space of the kernel's, named by nothing of
+		 * ours (never so in a reservation: act_unmap()). */
+		if (len > PAGE && one_in(&t->r, 4)) {
+			call_begin(t, C_VMA, 1000);
+			if (!call_end(t, C_VMA, mremap(p, len, len - PAGE, 0) ==
+				      MAP_FAILED ? -1 : 0))
+				len -= PAGE;
+		}
 		call_begin(t, C_MUNMAP, 1000);
 		call_end(t, C_MUNMAP, munmap(p, len));
 	} else if (!must_fail && !s->shared && fd >= 0 && err != -EACCES &&
@@ -1809,12 +1859,20 @@ static void act_mmap(struct tstate *t, struct slot *s)
 		t->checked++;
 }
 
-/* Take the ring away from under the other threads, in one of many ways. */
+/*
+ * Take the ring away from under the other threads, in one of many ways.
+ * None leaves a hole in the reservation, not even for a moment: an mmap
+ * of another thread's could be placed in it (see map_over()).
+ * An munmap() of the whole ring or of one page is therefore a mapping
+ * put over it in one step (the kernel unmaps the ring's pages the same
+ * way), and a shrinking mremap() is done where nothing else lives, on a
+ * mapping of the kernel's choosing (act_mmap()).
+ */
 static void act_unmap(struct tstate *t, struct slot *s)
 {
 	uint64_t size = LD(s->size);
 	char *b = s->res;
-	long err;
+	void *p;
 
 	pthread_mutex_lock(&s->lock);
 	if (!LD(s->mapped) || !size || size > RES_SIZE) {
@@ -1822,13 +1880,12 @@ static void act_unmap(struct tstate *t, struct slot *s)
 		return;
 	}
 	switch (rn(&t->r, 8)) {
-	case 0: case 1:			/* munmap, then the hole is reserved again */
-		call_begin(t, C_MUNMAP, 1000);
-		call_end(t, C_MUNMAP, munmap(b, size));
+	case 0: case 1:			/* the whole reservation */
 		reserve(t, b, RES_SIZE);
+		t->calls[C_MUNMAP]++;
 		ST(s->mapped, 0);
 		break;
-	case 2:				/* replaced in one step */
+	case 2:				/* the ring's own length */
 		reserve(t, b, size);
 		t->calls[C_MUNMAP]++;
 		ST(s->mapped, 0);
@@ -1836,9 +1893,8 @@ static void act_unmap(struct tstate *t, struct slot *s)
 	case 3: {			/* one page out of the middle */
 		uint64_t pg = rn(&t->r, (uint32_t)(size / PAGE)) * PAGE;
 
-		call_begin(t, C_MUNMAP, 1000);
-		call_end(t, C_MUNMAP, munmap(b + pg, PAGE));
 		reserve(t, b + pg, PAGE);
+		t->calls[C_MUNMAP]++;
 		break;
 	}
 	case 4:				/* read-only: our writes fault */
@@ -1850,17 +1906,14 @@ static void act_unmap(struct tstate *t, struct slot *s)
 		call_end(t, C_VMA, madvise(b, size, one_in(&t->r, 2) ? MADV_DONTNEED :
 					   one_in(&t->r, 2) ? MADV_DONTFORK : MADV_REMOVE));
 		break;
-	case 6: {			/* shrink (grow is refused: VM_DONTEXPAND) */
-		uint64_t nsz = size > PAGE ? size - PAGE : size;
-		void *p;
-
+	case 6:				/* grown in place: refused (VM_DONTEXPAND) */
 		call_begin(t, C_VMA, 1000);
-		p = mremap(b, size, one_in(&t->r, 2) ? nsz : size + PAGE, 0);
-		err = call_end(t, C_VMA, p == MAP_FAILED ? -1 : 0);
-		if (!err && nsz < size)
-			reserve(t, b + nsz, size - nsz);
+		p = mremap(b, size, size + PAGE, 0);
+		call_end(t, C_VMA, p == MAP_FAILED ? -1 : 0);
+		if (p != MAP_FAILED)
+			unexpected(t, "a %llu-byte ring grew in place by mremap()",
+				   (unsigned long long)size);
 		break;
-	}
 	default:			/* the same ring mapped again */
 		slot_map_locked(t, s);
 		break;
@@ -2447,21 +2500,18 @@ static void act_data(struct tstate *t)
 	uint64_t off = rn(&t->r, Z_VOL_SZ / PAGE) * PAGE;
 	uint64_t len = (uint64_t)(rn(&t->r, 16) + 1) * PAGE;
 	char *p = g_zone + Z_VOL + off;
-	long err;
 
 	if (off + len > Z_VOL_SZ)
 		len = Z_VOL_SZ - off;
 	switch (rn(&t->r, 6)) {
-	case 0:
-		call_begin(t, C_MUNMAP, 1000);
-		call_end(t, C_MUNMAP, munmap(p, len));
+	case 0:			/* gone (never a hole: map_over()) */
 		reserve(t, p, len);
+		t->calls[C_MUNMAP]++;
 		break;
 	case 4:			/* shared file pages (shmem) ... */
 		if (g_memfd >= 0)
-			x_mmap(t, p, len, PROT_READ | PROT_WRITE,
-			       MAP_SHARED | MAP_FIXED, g_memfd,
-			       (off_t)(rn(&t->r, 16) * PAGE), &err);
+			map_over(t, p, len, PROT_READ | PROT_WRITE, MAP_SHARED,
+				 g_memfd, (off_t)(rn(&t->r, 16) * PAGE));
 		break;
 	case 5:			/* ... truncated under pins and mappings */
 		if (g_memfd >= 0) {
@@ -2470,8 +2520,8 @@ static void act_data(struct tstate *t)
 		}
 		break;
 	case 1:
-		x_mmap(t, p, len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0, &err);
+		map_over(t, p, len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		break;
 	case 2:
 		call_begin(t, C_VMA, 1000);
