@@ -591,6 +591,8 @@ struct coll_root {
 	struct kcoll_rank_addr *table;
 	struct root_pending pend[ROOT_MAX_PENDING];
 	unsigned int npend;
+	uint64_t quiet_until;		/* strangers' refusals: one line a second */
+	uint64_t quieted;		/* not logged since the last line */
 };
 
 static void root_free(struct coll_root *r)
@@ -641,23 +643,37 @@ static int root_send_reply(struct coll_root *r, int fd, const uint8_t *b,
  * nonce @nonce_c if its HELLO verified: the rank can trust the reason.
  * Not if it did not (@nonce_c NULL: the mac is zeros): else anyone could
  * have the root sign a refusal for a nonce of its choice, a real rank's
- * relayed, and make that rank believe its secret wrong.
+ * relayed, and make that rank believe its secret wrong. Such a refusal
+ * tells nothing of the job (its nranks is 0), and its line on stderr
+ * comes at most once a second, with a count of those it stands for:
+ * strangers knocking must not flood the job's log.
  */
 static void root_refuse(struct coll_root *r, int fd, const char *peer,
 			const uint8_t *nonce_c, int status, const char *msg)
 {
-	uint64_t deadline = coll_now_ms() + ROOT_SEND_MS;
+	uint64_t now = coll_now_ms(), deadline = now + ROOT_SEND_MS;
 	uint8_t b[REPLY_LEN], digest[32], zeros[MAC_LEN] = { 0 };
 
-	reply_header(b, status, 0, r->nranks, msg);
+	reply_header(b, status, 0, nonce_c ? r->nranks : 0, msg);
 	if (nonce_c) {
 		reply_digest(b, NULL, 0, digest);
 		root_send_reply(r, fd, b, sizeof(b), nonce_c, digest, deadline);
 	} else if (!io_send_all(fd, b, sizeof(b), deadline))
 		io_send_all(fd, zeros, sizeof(zeros), deadline);
-	fprintf(stderr, "kcoll: bootstrap root :%u refused %s: %s\n",
-		r->port, peer, msg);
 	close(fd);
+	if (!nonce_c && now < r->quiet_until) {
+		r->quieted++;
+		return;
+	}
+	if (!nonce_c)
+		r->quiet_until = now + 1000;
+	if (r->quieted)
+		fprintf(stderr, "kcoll: bootstrap root :%u refused %s: %s (and %" PRIu64 " more unverified hellos not shown)\n",
+			r->port, peer, msg, r->quieted);
+	else
+		fprintf(stderr, "kcoll: bootstrap root :%u refused %s: %s\n",
+			r->port, peer, msg);
+	r->quieted = 0;
 }
 
 static void root_drop_pending(struct coll_root *r, unsigned int i, bool do_close)

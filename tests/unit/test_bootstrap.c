@@ -467,6 +467,81 @@ static int make_hello(int fd, uint8_t *h, const struct coll_id_fields *f,
 }
 
 /*
+ * A stranger without the secret learns nothing of the job from its
+ * refusal (nranks 0, no uid), and strangers knocking make one line on
+ * the root's stderr a second, not one each. Until 2026-12-05 the refusal
+ * carried the job's nranks and each wrote its own line.
+ */
+static void test_bootstrap_stranger_learns_nothing(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct coll_id_fields f, bad;
+	uint8_t hello[96], reply[96 + 32];
+	char log[4096], path[] = "/tmp/kcoll-unit-XXXXXX";
+	struct rank_arg a[3];
+	coll_unique_id id;
+	int i, k, lines = 0, saved, tmp;
+	ssize_t n;
+
+	if (!new_id(&id) || !UNIT_EQ_INT(coll_id_decode(&id, &f), 0))
+		return;
+	bad = f;
+	bad.secret[3] ^= 0x10;
+	sa.sin_addr = f.ip;
+	sa.sin_port = htons(f.port);
+	for (i = 0; i < 3; i++)
+		rank_setup(&a[i], &id, 3, i, "127.0.0.1", 0);
+	rank_start(&a[0]);		/* the root now knows nranks 3 */
+	usleep(200000);
+	tmp = mkstemp(path);
+	if (!UNIT_CHECK(tmp >= 0))
+		goto ranks;
+	unlink(path);
+	fflush(stderr);
+	saved = dup(2);
+	dup2(tmp, 2);
+	for (k = 0; k < 10; k++) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+		if (!UNIT_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0) ||
+		    !UNIT_EQ_INT(make_hello(fd, hello, &bad, 1, 3), 0) ||
+		    !UNIT_EQ_INT(write(fd, hello, sizeof(hello)), 96)) {
+			close(fd);
+			break;
+		}
+		n = recv(fd, reply, sizeof(reply), MSG_WAITALL);
+		close(fd);
+		if (!UNIT_EQ_INT((int)n, (int)sizeof(reply)))
+			break;
+		UNIT_EQ_UINT(ntohl(*(uint32_t *)reply), 0x4b434252);	/* "KCBR" */
+		UNIT_EQ_INT((int32_t)ntohl(*(uint32_t *)(reply + 4)), -EACCES);
+		UNIT_EQ_UINT(ntohl(*(uint32_t *)(reply + 16)), 0);	/* nranks */
+		UNIT_EQ_UINT(ntohl(*(uint32_t *)(reply + 8)) |
+			     ntohl(*(uint32_t *)(reply + 12)), 0);	/* uid */
+	}
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	n = pread(tmp, log, sizeof(log) - 1, 0);
+	close(tmp);
+	log[n > 0 ? n : 0] = 0;
+	for (i = 0; log[i]; i++)
+		lines += log[i] == '\n';
+	/* Ten refusals within well under a second or two: one or two lines. */
+	if (!UNIT_CHECK(lines >= 1 && lines <= 2))
+		unit_diag("root's stderr:\n%s", log);
+	UNIT_CHECK(strstr(log, "wrong secret") != NULL);
+ranks:
+	rank_start(&a[1]);
+	rank_start(&a[2]);
+	for (i = 0; i < 3; i++) {
+		rank_join(&a[i]);
+		if (!UNIT_EQ_INT(a[i].ret, 0))
+			unit_diag("rank %d: %s", i, a[i].err);
+	}
+}
+
+/*
  * Regression: a HELLO completing while an older connection still has a
  * partial one pending behind it in the root's table (the root used to
  * parse the moved entry's bytes).
@@ -1154,6 +1229,7 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_bootstrap_wrong_secret);
 	UNIT_RUN(test_bootstrap_refusals);
 	UNIT_RUN(test_bootstrap_partial_hellos);
+	UNIT_RUN(test_bootstrap_stranger_learns_nothing);
 	UNIT_RUN(test_bootstrap_rejoin);
 	UNIT_RUN(test_bootstrap_hmac);
 	UNIT_RUN(test_bootstrap_dropped_pending_retries);
