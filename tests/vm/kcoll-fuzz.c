@@ -59,7 +59,7 @@
  *   -v  log every unexpected result (else the first 50) and progress
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <execinfo.h>
 #include <fcntl.h>
@@ -407,16 +407,28 @@ static void fault_where(const char *p, char *out, size_t len)
 	}
 }
 
-/* Where this binary is loaded: a fault's pc as an offset for addr2line. */
-static uintptr_t g_text_base;
+/* This binary's load bias and text: a fault's pc as addr2line wants it. */
+static uintptr_t g_load_bias;
+extern char __executable_start[], etext[];
 
 static void on_fault(int sig, siginfo_t *si, void *ucv)
 {
 	const ucontext_t *uc = ucv;
-	char msg[400], where[96];
-	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	char msg[400], where[96], at[64] = "";
 	void *bt[32];
 	int n;
+#ifdef __x86_64__
+	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+
+	if (pc >= (uintptr_t)__executable_start && pc < (uintptr_t)etext)
+		snprintf(at, sizeof(at), ", at kcoll-fuzz+%#lx",
+			 (unsigned long)(pc - g_load_bias));
+	else
+		snprintf(at, sizeof(at), ", at pc %#lx (not kcoll-fuzz's)",
+			 (unsigned long)pc);
+#else
+	(void)uc;
+#endif
 
 	if (t_guard) {
 		t_guard = 0;
@@ -424,9 +436,8 @@ static void on_fault(int sig, siginfo_t *si, void *ucv)
 	}
 	fault_where(si->si_addr, where, sizeof(where));
 	n = snprintf(msg, sizeof(msg),
-		     "kcoll-fuzz: UNEXPECTED signal %d (code %d, addr %p: %s) outside a guarded access, at pc %#lx (kcoll-fuzz+%#lx); %s\n",
-		     sig, si->si_code, si->si_addr, where, (unsigned long)pc,
-		     (unsigned long)(pc - g_text_base), g_seedline);
+		     "kcoll-fuzz: UNEXPECTED signal %d (code %d, addr %p: %s) outside a guarded access%s; %s\n",
+		     sig, si->si_code, si->si_addr, where, at, g_seedline);
 	if (n > 0 && write(2, msg, (size_t)n) < 0)
 		_exit(3);
 	/* Where it happened: binary+offset, for addr2line. */
@@ -446,15 +457,22 @@ static void on_other(int sig)
 		atomic_fetch_add(&g_unexpected_sig[sig], 1);
 }
 
+/* The first object dl_iterate_phdr() reports is the program itself. */
+static int main_load_bias(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	g_load_bias = (uintptr_t)info->dlpi_addr;
+	return 1;
+}
+
 static void signals_init(void)
 {
 	struct sigaction sa;
 	void *bt[1];
-	Dl_info di;
 	int s;
 
-	if (dladdr((void *)&signals_init, &di) && di.dli_fbase)
-		g_text_base = (uintptr_t)di.dli_fbase;
+	dl_iterate_phdr(main_load_bias, NULL);
 	/* Loads what backtrace() needs now, not in the fault handler. */
 	(void)backtrace(bt, 1);
 	memset(&sa, 0, sizeof(sa));
@@ -4794,11 +4812,16 @@ static void act_mr_race(struct tstate *t)
 		/* The ring goes, and the file: it is released when the
 		 * submission under way lets go of it. /dev/null takes the
 		 * number, so that the submitter never reaches a file another
-		 * thread opened meanwhile. */
+		 * thread opened meanwhile. The ring goes as a PROT_NONE
+		 * mapping put over it (the module sees the same unmap),
+		 * unmapped by pr_close() once the submitter is joined: an
+		 * munmap() now would free the address while the submitter
+		 * still writes there, and another thread's mmap (a ring of
+		 * the same size) could be placed at it. */
 		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
-		call_begin(t, C_MUNMAP, 1000);
-		call_end(t, C_MUNMAP, munmap(r[1].map, r[1].p.mmap_size));
+		reserve(t, r[1].map, r[1].p.mmap_size);
+		t->calls[C_MUNMAP]++;
 		if (null >= 0) {
 			call_begin(t, C_DUP, 5000);
 			call_end(t, C_DUP, dup2(null, r[1].fd));
@@ -4827,8 +4850,6 @@ static void act_mr_race(struct tstate *t)
 		atomic_store(&k->stop, true);
 	}
 	pthread_join(th, NULL);
-	if (closed)
-		r[1].map = NULL;	/* unmapped above; pr_close closes /dev/null */
 	t->calls[C_ENTER] += k->enters;
 	t->sqes += k->sub;
 	t->cqes += k->comp;
