@@ -1092,22 +1092,41 @@ static long do_setup(struct tstate *t, struct slot *s, int fd, bool check)
 }
 
 /*
- * Descriptors of private rings live at numbers of their own, far above the
- * shared ones: a shared number another thread closes or dup2()s after it
- * was reused can never be a private descriptor, whose state is checked.
+ * Every descriptor starts at the lowest free number. Shared slots' numbers
+ * are used by other threads long after they read them (a stale number:
+ * closed, dup2()ed over), so no shared number may ever become a private
+ * descriptor, whose state is checked, not even for the moment between
+ * its open() and its move to a number of its own. Shared descriptors
+ * therefore live from SHARED_FD_BASE up (a few dozen at most) and private
+ * ones from PRIV_FD_BASE up, each moved there at once; the low numbers
+ * are only ever a fresh open's for that moment, or a thread's own
+ * (eventfds, sockets), and no thread knows another's. Until 2026-12-05
+ * shared descriptors kept the low number they were opened at, which a
+ * private open could take the moment it was freed, and a stale dup2() or
+ * SETUP on it then reached the private file before it moved.
  */
+#define SHARED_FD_BASE	256
 #define PRIV_FD_BASE	512
 
-static int fd_private(struct tstate *t, int fd)
+/* Move fresh descriptor @fd to the lowest free number from @base (its
+ * close-on-exec kept): the new number, or -errno (@fd closed either way). */
+static int fd_move(struct tstate *t, int fd, int base)
 {
-	int hi;
+	int fl, hi;
 
 	if (fd < 0)
 		return fd;
+	fl = fcntl(fd, F_GETFD);
 	call_begin(t, C_DUP, 1000);
-	hi = (int)call_end(t, C_DUP, fcntl(fd, F_DUPFD_CLOEXEC, PRIV_FD_BASE + 4 * t->id));
+	hi = (int)call_end(t, C_DUP, fcntl(fd, fl >= 0 && !(fl & FD_CLOEXEC) ?
+					   F_DUPFD : F_DUPFD_CLOEXEC, base));
 	x_close(t, fd);
 	return hi;
+}
+
+static int fd_private(struct tstate *t, int fd)
+{
+	return fd_move(t, fd, PRIV_FD_BASE + 4 * t->id);
 }
 
 /* Open a fresh descriptor into @s, usually with a ring, usually mapped. */
@@ -1123,8 +1142,7 @@ static void slot_reopen(struct tstate *t, struct slot *s)
 	pthread_mutex_lock(&s->lock);
 	slot_close_locked(t, s);
 	fd = x_open(t, one_in(&t->r, 6) ? oflags[rn(&t->r, 5)] : O_RDWR);
-	if (priv)
-		fd = fd_private(t, fd);
+	fd = priv ? fd_private(t, fd) : fd_move(t, fd, SHARED_FD_BASE);
 	if (fd < 0) {
 		pthread_mutex_unlock(&s->lock);
 		return;
@@ -1971,7 +1989,8 @@ static void act_close_dup(struct tstate *t)
 			return;
 		call_begin(t, C_DUP, 1000);
 		nfd = (int)call_end(t, C_DUP, fcntl(fd, one_in(&t->r, 2) ?
-						     F_DUPFD_CLOEXEC : F_DUPFD, 3));
+						     F_DUPFD_CLOEXEC : F_DUPFD,
+						     SHARED_FD_BASE));
 		if (nfd < 0)
 			return;
 		if (__atomic_compare_exchange_n(&s->fd, &fd, nfd, false,
@@ -4644,11 +4663,12 @@ static void *racer_main(void *arg)
 
 	/*
 	 * What was submitted is what the kernel consumed from this ring
-	 * (its published SQ head), not what ENTER calls answered: another
-	 * thread's dup2() of a stale number can move k->fd to another
-	 * kcoll file, whose ENTER then succeeds (with nothing consumed
-	 * here), while the completions of what this ring did submit still
-	 * come here through the mapping.
+	 * (its published SQ head), not what ENTER calls answered: should
+	 * k->fd come to name another kcoll file (until 2026-12-05 another
+	 * thread's dup2() of a stale number could do it, see
+	 * SHARED_FD_BASE), its ENTER succeeds with nothing consumed here,
+	 * while the completions of what this ring did submit still come
+	 * here through the mapping.
 	 */
 	if (!gload(k->t, sq_head, &head0))
 		return NULL;
