@@ -481,6 +481,7 @@ static void test_bootstrap_stranger_learns_nothing(void)
 	struct rank_arg a[3];
 	coll_unique_id id;
 	int i, k, lines = 0, saved, tmp;
+	double t0;
 	ssize_t n;
 
 	if (!new_id(&id) || !UNIT_EQ_INT(coll_id_decode(&id, &f), 0))
@@ -500,6 +501,7 @@ static void test_bootstrap_stranger_learns_nothing(void)
 	fflush(stderr);
 	saved = dup(2);
 	dup2(tmp, 2);
+	t0 = now_s();
 	for (k = 0; k < 10; k++) {
 		int fd = socket(AF_INET, SOCK_STREAM, 0);
 
@@ -527,8 +529,10 @@ static void test_bootstrap_stranger_learns_nothing(void)
 	log[n > 0 ? n : 0] = 0;
 	for (i = 0; log[i]; i++)
 		lines += log[i] == '\n';
-	/* Ten refusals within well under a second or two: one or two lines. */
-	if (!UNIT_CHECK(lines >= 1 && lines <= 2))
+	/* One line a second at most: ten refusals in well under a second
+	 * make one or two (more only on a machine slow enough to take
+	 * seconds over them). */
+	if (!UNIT_CHECK(lines >= 1 && lines <= 2 + (int)(now_s() - t0)))
 		unit_diag("root's stderr:\n%s", log);
 	UNIT_CHECK(strstr(log, "wrong secret") != NULL);
 ranks:
