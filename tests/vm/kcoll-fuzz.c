@@ -417,23 +417,26 @@ static void on_fault(int sig, siginfo_t *si, void *ucv)
 	char msg[400], where[96], at[64] = "";
 	void *bt[32];
 	int n;
-#ifdef __x86_64__
-	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-
-	if (pc >= (uintptr_t)__executable_start && pc < (uintptr_t)etext)
-		snprintf(at, sizeof(at), ", at kcoll-fuzz+%#lx",
-			 (unsigned long)(pc - g_load_bias));
-	else
-		snprintf(at, sizeof(at), ", at pc %#lx (not kcoll-fuzz's)",
-			 (unsigned long)pc);
-#else
-	(void)uc;
-#endif
 
 	if (t_guard) {
 		t_guard = 0;
 		siglongjmp(t_jb, 1);
 	}
+#ifdef __x86_64__
+	{
+		uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+
+		if (pc >= (uintptr_t)__executable_start &&
+		    pc < (uintptr_t)etext)
+			snprintf(at, sizeof(at), ", at kcoll-fuzz+%#lx",
+				 (unsigned long)(pc - g_load_bias));
+		else
+			snprintf(at, sizeof(at), ", at pc %#lx (not kcoll-fuzz's)",
+				 (unsigned long)pc);
+	}
+#else
+	(void)uc;
+#endif
 	fault_where(si->si_addr, where, sizeof(where));
 	n = snprintf(msg, sizeof(msg),
 		     "kcoll-fuzz: UNEXPECTED signal %d (code %d, addr %p: %s) outside a guarded access%s; %s\n",
