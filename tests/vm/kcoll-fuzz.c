@@ -647,8 +647,9 @@ static void reserve(struct tstate *t, void *addr, size_t len)
  * there. The next reserve() then replaces that mapping under its owner,
  * and descriptors pointing into the reservation make the module write
  * into it. So the mapping is made where the kernel chooses and moved
- * over @dst by one mremap(), which fails before it unmaps the target
- * except for want of memory (then the range is reserved again at once).
+ * over @dst by one mremap(): it unmaps the target first, but a same-size
+ * move of a mapping nothing else knows can fail after that only for want
+ * of memory (then the range is reserved again at once).
  * Returns 0 or -errno; on failure @dst's old mapping may be gone.
  */
 static long map_over(struct tstate *t, void *dst, size_t len, int prot,
