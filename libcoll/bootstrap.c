@@ -653,6 +653,7 @@ static void root_refuse(struct coll_root *r, int fd, const char *peer,
 {
 	uint64_t now = coll_now_ms(), deadline = now + ROOT_SEND_MS;
 	uint8_t b[REPLY_LEN], digest[32], zeros[MAC_LEN] = { 0 };
+	char more[64] = "";
 
 	reply_header(b, status, 0, nonce_c ? r->nranks : 0, msg);
 	if (nonce_c) {
@@ -668,11 +669,11 @@ static void root_refuse(struct coll_root *r, int fd, const char *peer,
 	if (!nonce_c)
 		r->quiet_until = now + 1000;
 	if (r->quieted)
-		fprintf(stderr, "kcoll: bootstrap root :%u refused %s: %s (and %" PRIu64 " more unverified hellos not shown)\n",
-			r->port, peer, msg, r->quieted);
-	else
-		fprintf(stderr, "kcoll: bootstrap root :%u refused %s: %s\n",
-			r->port, peer, msg);
+		snprintf(more, sizeof(more),
+			 " (and %" PRIu64 " more unverified hellos not shown)",
+			 r->quieted);
+	fprintf(stderr, "kcoll: bootstrap root :%u refused %s: %s%s\n",
+		r->port, peer, msg, more);
 	r->quieted = 0;
 }
 
