@@ -95,8 +95,21 @@ static struct {
 	unsigned long kc[2 * KM_NFN], mpi[2 * KM_NFN][KM_W_NWHY];
 	unsigned long err[2 * KM_NFN];
 	struct km_req *reqs;	/* non-blocking operations MPI holds */
+	struct km_zombie *zombies;	/* freed by MPI, requests still held */
 	unsigned long mirrored, refused, split, group;
 } km = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/*
+ * A mirror whose MPI communicator was freed while MPI still held requests
+ * of its non-blocking operations: MPI_Comm_free() lets pending operations
+ * complete normally, and their coll_requests live in the kcoll
+ * communicator, so it is destroyed when the last of them is freed
+ * (km_nb_free()), not with the MPI handle (which MPI may hand out again).
+ */
+struct km_zombie {
+	coll_comm *kc;
+	struct km_zombie *next;
+};
 
 static void km_count_mpi(int fn, enum km_why why)
 {
@@ -353,8 +366,17 @@ void km_append(char *line, size_t size, size_t *o, const char *fmt, ...)
 		*o = *o + (size_t)k < size ? *o + (size_t)k : size - 1;
 }
 
+static bool km_kc_held_locked(const coll_comm *kc);
+static void km_kc_orphan_locked(const coll_comm *kc);
+
+/*
+ * @comm is going: its mirror goes from the table at once, and its kcoll
+ * communicator with it unless requests MPI holds still use it (a zombie
+ * then, until km_nb_free() frees the last of them).
+ */
 static void km_unmirror(MPI_Comm comm)
 {
+	struct km_zombie *z = NULL;
 	coll_comm *kc = NULL;
 	int i;
 
@@ -365,6 +387,19 @@ static void km_unmirror(MPI_Comm comm)
 			km.m[i] = km.m[--km.n];
 			break;
 		}
+	if (kc && km_kc_held_locked(kc)) {
+		km_kc_orphan_locked(kc);
+		z = malloc(sizeof(*z));
+		if (z) {
+			z->kc = kc;
+			z->next = km.zombies;
+			km.zombies = z;
+		}
+		/* Without memory for the note, the communicator lives on
+		 * (its kernel side goes when the process closes it): better
+		 * than freeing what MPI's requests still point to. */
+		kc = NULL;
+	}
 	pthread_mutex_unlock(&km.lock);
 	if (kc)
 		coll_comm_destroy(kc);
@@ -400,6 +435,8 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 	return rc;
 }
 
+static void km_nb_finalize(void);
+
 int MPI_Finalize(void)
 {
 	int i, w, rank = -1;
@@ -429,8 +466,16 @@ int MPI_Finalize(void)
 		}
 		fprintf(stderr, "%s\n", line);
 	}
+	km_nb_finalize();
 	while (km.n)
 		km_unmirror(km.m[km.n - 1].comm);
+	while (km.zombies) {
+		struct km_zombie *z = km.zombies;
+
+		km.zombies = z->next;
+		coll_comm_destroy(z->kc);
+		free(z);
+	}
 	return PMPI_Finalize();
 }
 
@@ -565,7 +610,9 @@ static int km_op(MPI_Op op)
 struct km_req {
 	MPI_Request mreq;	/* non-blocking: the generalized request */
 	coll_request *creq;
-	MPI_Comm comm;		/* for the error handler */
+	coll_comm *kc;		/* the mirror's, which @creq lives in */
+	MPI_Comm comm;		/* for the error handler; MPI_COMM_NULL
+				 * once MPI freed it (km_unmirror()) */
 	int rank;
 	int fn;			/* km_fn, + KM_NFN for the non-blocking form */
 	int err;		/* kcoll's result, once completed */
@@ -599,11 +646,16 @@ static int km_fail(const struct km_req *r, int err)
 {
 	int rc;
 
+	MPI_Comm comm = __atomic_load_n(&r->comm, __ATOMIC_RELAXED);
+
 	__atomic_fetch_add(&km.err[r->fn], 1, __ATOMIC_RELAXED);
 	fprintf(stderr, "kcoll-mpi: %s on rank %d failed: %s (%s)\n",
 		km_fn_name[r->fn], r->rank, coll_strerror(err),
 		coll_last_error());
-	rc = PMPI_Comm_call_errhandler(r->comm, MPI_ERR_OTHER);
+	/* A communicator freed with the operation in flight has no handler
+	 * left: MPI's errors without one go to MPI_COMM_WORLD's. */
+	rc = PMPI_Comm_call_errhandler(comm != MPI_COMM_NULL ? comm :
+				       MPI_COMM_WORLD, MPI_ERR_OTHER);
 	return rc != MPI_SUCCESS ? rc : MPI_ERR_OTHER;
 }
 
@@ -611,6 +663,7 @@ static void km_req_init(struct km_req *r, struct km_mirror *m, int fn,
 			bool nb)
 {
 	r->comm = m->comm;
+	r->kc = m->kc;
 	r->rank = m->rank;
 	r->fn = fn + (nb ? KM_NFN : 0);
 }
@@ -1362,9 +1415,34 @@ static int km_nb_query(void *state, MPI_Status *status)
 	return status->MPI_ERROR;
 }
 
+/* Does a request MPI holds live in @kc? Must hold km.lock. */
+static bool km_kc_held_locked(const coll_comm *kc)
+{
+	const struct km_req *r;
+
+	for (r = km.reqs; r; r = r->next)
+		if (r->kc == kc)
+			return true;
+	return false;
+}
+
+/* @kc's MPI communicator is freed: its requests' errors go to
+ * MPI_COMM_WORLD's handler (km_fail()). Must hold km.lock. */
+static void km_kc_orphan_locked(const coll_comm *kc)
+{
+	struct km_req *r;
+
+	for (r = km.reqs; r; r = r->next)
+		if (r->kc == kc)
+			__atomic_store_n(&r->comm, MPI_COMM_NULL,
+					 __ATOMIC_RELAXED);
+}
+
 static int km_nb_free(void *state)
 {
 	struct km_req *r = state, **pp;
+	struct km_zombie *z, **zp;
+	coll_comm *dead = NULL;
 
 	pthread_mutex_lock(&km.lock);
 	for (pp = &km.reqs; *pp; pp = &(*pp)->next)
@@ -1374,16 +1452,50 @@ static int km_nb_free(void *state)
 		}
 	pthread_mutex_unlock(&km.lock);
 	coll_request_free(r->creq);
+	/* The last request of a communicator MPI freed: it goes now. */
+	pthread_mutex_lock(&km.lock);
+	for (zp = &km.zombies; (z = *zp); zp = &z->next)
+		if (z->kc == r->kc) {
+			if (!km_kc_held_locked(z->kc)) {
+				*zp = z->next;
+				dead = z->kc;
+				free(z);
+			}
+			break;
+		}
+	pthread_mutex_unlock(&km.lock);
+	if (dead)
+		coll_comm_destroy(dead);
 	free(r);
 	return MPI_SUCCESS;
 }
 
-/* A collective cannot be cancelled (MPI says so too): nothing to do. */
+/*
+ * MPI_Finalize with requests of ours MPI still holds (the program never
+ * completed them, which MPI forbids): their kcoll requests go with the
+ * communicators, so none may be touched later; MPI may still call
+ * km_nb_free() for them.
+ */
+static void km_nb_finalize(void)
+{
+	struct km_req *r;
+
+	pthread_mutex_lock(&km.lock);
+	for (r = km.reqs; r; r = r->next) {
+		coll_request_free(r->creq);
+		r->creq = NULL;
+		r->kc = NULL;
+	}
+	pthread_mutex_unlock(&km.lock);
+}
+
+/* Cancelling a non-blocking collective is erroneous (MPI 3.1, section
+ * 5.12); Open MPI's own refuse with MPI_ERR_REQUEST: so do we. */
 static int km_nb_cancel(void *state, int complete)
 {
 	(void)state;
 	(void)complete;
-	return MPI_SUCCESS;
+	return MPI_ERR_REQUEST;
 }
 
 static int km_nb_start(struct km_req *r, int ret, MPI_Request *request)
@@ -1597,6 +1709,27 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
 	if (km_any_ours() && request)
 		km_nb_progress(*request, false);
 	return PMPI_Test(request, flag, status);
+}
+
+/*
+ * MPI forbids freeing a non-blocking collective's request before it
+ * completes (MPI 3.1, section 5.12), and Open MPI's own refuse with
+ * MPI_ERR_REQUEST: so do we, leaving the request to be waited for. Freed,
+ * it would never be completed (only MPI_Wait/Test on it complete ours),
+ * its result never unpacked, its memory never returned. One that has
+ * finished is completed here and freed by MPI.
+ */
+int MPI_Request_free(MPI_Request *request)
+{
+	struct km_req *r;
+
+	if (!km_any_ours() || !request || !(r = km_nb_find(*request)) ||
+	    !km_nb_progress(*request, false))
+		return PMPI_Request_free(request);
+	fprintf(stderr, "kcoll-mpi: MPI_Request_free on rank %d: its %s is still in flight; a non-blocking collective's request is completed by MPI_Wait or MPI_Test, not freed\n",
+		r->rank, km_fn_name[r->fn]);
+	PMPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_REQUEST);
+	return MPI_ERR_REQUEST;
 }
 
 /* Complete (@wait: wait for) every request of ours in @reqs. */

@@ -9,6 +9,9 @@
 #      MPI_COMM_WORLD, a duplicate and a split, blocking and non-blocking
 #      (completed by Wait, Waitall, Test and Waitany over a mix with an
 #      MPI request);
+#   1b. tests/mpi/kcoll_mpi4py_inflight.py: requests of non-blocking
+#      collectives freed or cancelled in flight (refused, without and with
+#      the library) and outliving their freed communicator (with it);
 #   2. the project's MPI benchmark (kcoll-mpibench, every collective from
 #      8 B to 16 MiB, results checked) with and without: both must check
 #      clean; the time per operation of each at 8 B and 16 MiB is printed
@@ -39,6 +42,7 @@ mpi_procs="kcoll-mpibench python3"
 PRE=$KCOLL_TOP/build/mpi/libkcoll-mpi.so
 BENCH=$KCOLL_TOP/build/tools/kcoll-mpibench
 PROG=$KCOLL_TOP/tests/mpi/kcoll_mpi4py_test.py
+INFL=$KCOLL_TOP/tests/mpi/kcoll_mpi4py_inflight.py
 
 kcoll_net_up
 kcoll_rxe_up
@@ -128,6 +132,24 @@ if [ "$kcoll_vm" = 0 ]; then
 	# derived type) still go through kcoll: the others cannot see them.
 	grep -q "MPI_Gather [0-9]* kcoll, [1-9][0-9]* mpi" "$KCOLL_OUT/stats.txt" &&
 		fail "a gather was left to MPI (a hang, had the ranks differed)"
+
+	# 1b. Requests in flight (tests/mpi/kcoll_mpi4py_inflight.py): freeing
+	# or cancelling one is refused as Open MPI's own non-blocking
+	# collectives refuse it, without and with the library; a communicator
+	# freed under a pending operation, with it only (Open MPI 4.1's own
+	# crash there).
+	run inflight-mpi 0 120 /usr/bin/python3 "$INFL" refuse ||
+		fail "requests in flight, without the library: see inflight-mpi.txt"
+	run inflight-kcoll 1 120 /usr/bin/python3 "$INFL" refuse freed-comm ||
+		fail "requests in flight, with the library: see inflight-kcoll.txt"
+	for s in mpi kcoll; do
+		n=$(grep -c '^inflight rank [0-9]*: ok' "$KCOLL_OUT/inflight-$s.txt")
+		[ "$n" = "$np" ] || fail "requests in flight ($s): $n of $np ranks ok"
+	done
+	for f in MPI_Ireduce_scatter_block MPI_Ibarrier; do
+		n=$(grep -c "^kcoll-mpi: rank.* $f [1-9][0-9]* kcoll," "$KCOLL_OUT/inflight-kcoll.txt")
+		[ "$n" = "$np" ] || fail "requests in flight: $f took the kcoll path on $n of $np ranks"
+	done
 
 	# 2. The benchmark, without and with: every collective at 8 B and
 	# 16 MiB; "quick" (make check), with the library only, at 8 B (its
