@@ -79,7 +79,12 @@ kcoll_mod_load() {
 	# the ACK timeout, so the test bed uses 67 ms (ack_timeout=14, also
 	# perftest's default) instead of rdma_cm's 1 s, as for UCX in the
 	# Open MPI baseline.
-	insmod "$KCOLL_KO" ack_timeout=14 "$@" || { fail "insmod kcoll"; return 1; }
+	# kcoll_params=P=V,P=V on the kernel command line (KCOLL_VM_CMDLINE):
+	# module parameters for every load (e.g. reg_cache_mb=0).
+	local params=${kcoll_params:-}
+	# shellcheck disable=SC2086
+	insmod "$KCOLL_KO" ack_timeout=14 ${params//,/ } "$@" ||
+		{ fail "insmod kcoll"; return 1; }
 	[ -c /dev/kcoll ] || { fail "/dev/kcoll missing after insmod"; return 1; }
 	log "kcoll loaded: $(cat /sys/class/misc/kcoll/abi_version 2>/dev/null | sed 's/^/ABI /')"
 }
