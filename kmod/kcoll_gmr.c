@@ -139,6 +139,7 @@ void kcoll_gmr_put(struct kcoll_gmr *g)
 	lockdep_assert_held(&g->conn->comm->lock);
 	g->state = KCOLL_GMR_FREE;
 	g->op = NULL;
+	g->fence = false;
 	list_move(&g->node, &g->conn->gmr_free);
 }
 
@@ -275,8 +276,9 @@ static void kcoll_gmr_drop(struct kcoll_gmr *g)
  * Run @n MR operations of @conn's (@gs[i]: invalidate where @inv has bit i,
  * else register @gs[i] for a grant; invalidations may be of any of the
  * communicator's connections). On success the invalidated ones are
- * detached and back in the pool (eager slots' stay with their slot) and
- * the registered ones live. On failure every one of them may be valid:
+ * detached and back in the pool (eager slots' stay with their slot;
+ * fenced ones, struct kcoll_gmr, are deregistered) and the registered
+ * ones live. On failure every one of them may be valid:
  * each is detached and deregistered (which invalidates it for good), and
  * the error returned. Must hold comm->lock.
  */
@@ -311,6 +313,14 @@ static int kcoll_gmr_ops(struct kcoll_conn *conn, struct kcoll_gmr **gs,
 			if (j < i)
 				continue;
 			kcoll_gmr_drop(g);
+		} else if (inv & BIT_ULL(i) && g->fence) {
+			/*
+			 * Invalid, but on rxe a packet may still be copying
+			 * through it into pages about to be unpinned: the
+			 * deregistration waits for that.
+			 */
+			kcoll_gmr_drop(g);
+			kcoll_stat_add(KCOLL_STAT_GRANTS_FENCED, 1);
 		} else if (inv & BIT_ULL(i)) {
 			kcoll_gmr_detach(g);
 			if (g->eslot >= 0)

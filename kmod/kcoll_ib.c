@@ -480,6 +480,18 @@ static struct ib_client kcoll_ib_client = {
 };
 
 /*
+ * Does an invalidation's completion on @ibdev mean that nothing accesses
+ * the MR any more? The verbs promise it, and hardware keeps it; rxe does
+ * not: its LOCAL_INV only marks the MR invalid, and a WRITE packet its
+ * responder took the MR for before goes on copying into the pages, while
+ * a deregistration waits for it (docs/DESIGN.md, "Grant MRs").
+ */
+bool kcoll_ib_inv_fences(const struct ib_device *ibdev)
+{
+	return ibdev->ops.driver_id != RDMA_DRIVER_RXE;
+}
+
+/*
  * A fast-registration MR with room for @pages pages on @pd, kcoll's PD of
  * its device (kcoll_ib_pd()), counted: the device's removal frees the PD
  * only when every such MR is gone (kcoll_ib_dereg_mr()).

@@ -21,6 +21,7 @@ struct kcoll_prio *kcoll_ib_prio(struct ib_device *ibdev);
 struct ib_mr;
 struct ib_mr *kcoll_ib_alloc_mr(struct ib_pd *pd, u32 pages);
 void kcoll_ib_dereg_mr(struct ib_mr *mr);
+bool kcoll_ib_inv_fences(const struct ib_device *ibdev);
 /* One fast-reg MR operation for kcoll_ib_mr_ops(). */
 struct kcoll_mr_op {
 	struct ib_mr *mr;

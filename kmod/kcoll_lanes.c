@@ -141,6 +141,22 @@ static int kcoll_conn_write_inline(struct kcoll_conn *conn, unsigned int lane,
 /* The transport                                                        */
 /* ------------------------------------------------------------------ */
 
+/*
+ * Are @b's pages let go when @op completes (a plain address pinned for it,
+ * or pages of its own), rather than held by a registration or a cache
+ * entry (op->mems)?
+ */
+static bool kcoll_op_lets_go(const struct kcoll_task *op,
+			     const struct kcoll_buf *b)
+{
+	int i;
+
+	for (i = 0; i < KCOLL_SBUF_NR; i++)
+		if (b == &op->bufs[i])
+			return !op->mems[i];
+	return false;
+}
+
 /* An MR over exactly the granted bytes, registered before the GRANT. */
 static int kcoll_lanes_expose(struct kcoll_conn *conn, struct kcoll_task *op,
 			      struct kcoll_grant *g, const struct kcoll_buf *b,
@@ -148,6 +164,7 @@ static int kcoll_lanes_expose(struct kcoll_conn *conn, struct kcoll_task *op,
 {
 	struct kcoll_gmr *gmr = kcoll_gmr_get(conn);
 	int err = PTR_ERR_OR_ZERO(gmr);
+	struct ib_device *ibdev;
 
 	if (!err)
 		err = kcoll_gmr_map(gmr, b, off, g->len, &g->addr, &g->rkey);
@@ -162,6 +179,14 @@ static int kcoll_lanes_expose(struct kcoll_conn *conn, struct kcoll_task *op,
 	}
 	m->addr = cpu_to_le64(g->addr);
 	m->rkey = cpu_to_le32(g->rkey);
+	/*
+	 * Where an invalidation is no fence, an MR over pages that go with
+	 * @op ends deregistered (struct kcoll_gmr), so that no packet still
+	 * copies into them once they are unpinned.
+	 */
+	ibdev = READ_ONCE(conn->comm->ibdev);
+	gmr->fence = kcoll_op_lets_go(op, b) &&
+		     (!ibdev || !kcoll_ib_inv_fences(ibdev));
 	/* It takes the MR and the slot over, whatever happens. */
 	err = kcoll_gmr_grant(gmr, g->slot, op, m);
 	if (!err)

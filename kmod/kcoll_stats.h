@@ -59,6 +59,10 @@ enum kcoll_stat {
 					 * went inside a younger one's */
 	KCOLL_STAT_GRANTS_CLOSED,	/* retired grant MRs invalidated as
 					 * their phase ended (kcoll_gmr_flush_op()) */
+	KCOLL_STAT_GRANTS_FENCED,	/* grant MRs deregistered, not
+					 * invalidated, as their grant ended:
+					 * they mapped pages an operation
+					 * unpins, on rxe (struct kcoll_gmr) */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);

@@ -248,6 +248,10 @@ struct kcoll_gmr {
 	int slot;			/* staging slot freed once invalid */
 	int eslot;			/* eager slot it serves, or -1 */
 	bool mapped;			/* eager: mapped (once, for good) */
+	bool fence;			/* maps pages its op unpins when it
+					 * completes, on a device whose
+					 * invalidation is no fence: when its
+					 * grant ends it is deregistered */
 	unsigned int max_pages;
 	struct scatterlist sg[];	/* max_pages: the grant's pages */
 };

@@ -1566,10 +1566,12 @@ TEST_F_TIMEOUT(rxe, several_qps_per_peer, 300)
 /*
  * One rank of registration_cache_follows_the_mapping: 2 ranks over rxe0,
  * the same allreduce (1 MiB of fp32 each way, registered: above the
- * small-operation bound) again and again on buffers whose mapping changes
- * between rounds. Every result must be the sum of what each rank's send
- * buffer holds at submission, whatever the cache kept. Exit codes name
- * the failed step (10 * step + 1: the allreduce failed, + 2: wrong).
+ * small-operation bound), then an allgather of the same buffers, again
+ * and again on buffers whose mapping changes between rounds. Every result
+ * must be made of what each rank's send buffer holds at submission,
+ * whatever the cache kept. Exit codes name
+ * the failed step (10 * step + 1: the allreduce failed, + 2: wrong; + 3,
+ * + 4: the allgather).
  */
 #define KT_RC_CNT	(256 * 1024)
 #define KT_RC_BYTES	(KT_RC_CNT * sizeof(float))
@@ -1594,6 +1596,19 @@ static int kt_rc_round(struct tring *r, __u32 id, float *snd, float *rcv,
 	for (size_t i = 0; i < KT_RC_CNT; i++)
 		if (rcv[i] != (float)(2 * (int)(i % 1000) + 1000 + 2 * step * 10000))
 			return 10 * step + 2;
+	/* An allgather of the same buffers: its data lands straight in
+	 * @rcv through grants, where the allreduce's may go to staging to be
+	 * reduced. */
+	memset(rcv, 0xee, KT_RC_BYTES);
+	s = kt_coll(KCOLL_OP_ALLGATHER, id, KCOLL_DTYPE_FP32, 0, 0,
+		    KT_RC_CNT / 2, snd, rcv);
+	if (kt_run(r, &s))
+		return 10 * step + 3;
+	for (size_t i = 0; i < KT_RC_CNT; i++)
+		if (rcv[i] != (float)((int)(i % (KT_RC_CNT / 2) % 1000) +
+				      (int)(i / (KT_RC_CNT / 2)) * 1000 +
+				      step * 10000))
+			return 10 * step + 4;
 	return 0;
 }
 
@@ -1704,7 +1719,11 @@ static int kt_rc_rank(const char *ip, int rank)
  * madvise(DONTNEED), fork and a write, mremap, free and malloc) drops
  * them: results stay right, the counters show hits and invalidations.
  * Then with the cache off nothing is cached, and as nobody it works the
- * same within RLIMIT_MEMLOCK.
+ * same within RLIMIT_MEMLOCK. rxe's invalidation is no fence, so grant
+ * MRs over pages an operation unpins when it completes end deregistered
+ * (stats/grants_fenced): with the cache off the allreduce's allgather
+ * half writes into such pages; with it on, into pages the cache holds,
+ * and none is.
  */
 TEST_F_TIMEOUT(rxe, registration_cache_follows_the_mapping, 300)
 {
@@ -1712,7 +1731,7 @@ TEST_F_TIMEOUT(rxe, registration_cache_follows_the_mapping, 300)
 	static const char *const what[3] = {
 		"cache on", "cache off", "cache on, as nobody",
 	};
-	long long hits0, miss0, inval0, hits, inval;
+	long long hits0, miss0, inval0, hits, inval, fenced0, fenced;
 	int codes[2], st, k;
 	pid_t pids[2];
 
@@ -1730,6 +1749,8 @@ TEST_F_TIMEOUT(rxe, registration_cache_follows_the_mapping, 300)
 	/* Rounds: root with the cache, root without, nobody (8 MiB of
 	 * RLIMIT_MEMLOCK, which the cached pages count against) with it. */
 	for (int round = 0; round < 3; round++) {
+		fenced0 = kt_sysfs_read("stats/grants_fenced");
+		ASSERT_LE(0, fenced0);
 		for (k = 0; k < 2; k++) {
 			pids[k] = fork();
 			ASSERT_LE(0, pids[k]);
@@ -1752,9 +1773,16 @@ TEST_F_TIMEOUT(rxe, registration_cache_follows_the_mapping, 300)
 		}
 		hits = kt_sysfs_read("stats/reg_cache_hits") - hits0;
 		inval = kt_sysfs_read("stats/reg_cache_invalidations") - inval0;
-		TH_LOG("%s: %lld hits, %lld misses, %lld invalidations",
+		fenced = kt_sysfs_read("stats/grants_fenced") - fenced0;
+		TH_LOG("%s: %lld hits, %lld misses, %lld invalidations, %lld grant MRs deregistered",
 		       what[round], hits,
-		       kt_sysfs_read("stats/reg_cache_misses") - miss0, inval);
+		       kt_sysfs_read("stats/reg_cache_misses") - miss0, inval,
+		       fenced);
+		if (round == 0) {
+			EXPECT_EQ(0, fenced);
+		} else if (round == 1) {
+			EXPECT_LT(0, fenced);
+		}
 		if (round == 2) {
 			EXPECT_LE(2 * 4, hits);
 		} else if (!round) {
