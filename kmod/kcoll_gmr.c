@@ -332,10 +332,17 @@ static int kcoll_gmr_ops(struct kcoll_conn *conn, struct kcoll_gmr **gs,
 			list_move_tail(&g->node, &conn->gmr_busy);
 		}
 	}
-	if (err)
+	/*
+	 * Only a registration is @conn's own: invalidations may be of
+	 * several connections' MRs (kcoll_gmr_flush_op()).
+	 */
+	if (err && inv != GENMASK_ULL(n - 1, 0))
 		pr_warn_ratelimited("comm %llx rank %u: grant memory to rank %u: %d\n",
 				    conn->comm->uid, conn->comm->rank,
 				    conn->peer, err);
+	else if (err)
+		pr_warn_ratelimited("comm %llx rank %u: invalidating %u grant MRs: %d\n",
+				    conn->comm->uid, conn->comm->rank, n, err);
 	return err;
 }
 

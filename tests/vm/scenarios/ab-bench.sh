@@ -40,7 +40,7 @@ kcoll_peers_up
 export KCOLL_NRANKS=$((2 * ppn)) KCOLL_BOOTSTRAP_TIMEOUT_MS=120000
 export KCOLL_SECRET=6b636f6c6c2d61622d62656e63682121
 port=29950
-AB_STATS="eager_sends eager_ahead grants_ahead sends_ahead colls_beside returned_early tokens_covered"
+AB_STATS="eager_sends eager_ahead grants_ahead sends_ahead colls_beside returned_early tokens_covered grants_fenced"
 for r in $(seq 1 "$rounds"); do
 	if [ $((r % 2)) = 1 ]; then order="a b"; else order="b a"; fi
 	for v in $order; do
@@ -78,7 +78,10 @@ for v in "ab":
                 if line.startswith("#   each rank's own time") and last:
                     own.setdefault(last, []).append(float(f[f.index("0:") + 1]))
                     continue
-                if not f or f[0].startswith("#") or not f[0].isdigit():
+                # A row cut short (the turn's kcoll-perf failed there)
+                # is left out; the failure is logged above.
+                if not f or f[0].startswith("#") or not f[0].isdigit() or \
+                        len(f) < 8:
                     continue
                 last = (c, int(f[0]), v)
                 t.setdefault(last, []).append(
