@@ -133,14 +133,21 @@ struct kcoll_gmr *kcoll_gmr_get(struct kcoll_conn *conn)
 	return kcoll_gmr_alloc(conn);
 }
 
-/* @g is invalid (never registered, or invalidated): back to the pool. */
+/*
+ * @g is invalid (never registered, or invalidated): back to the pool, at
+ * its end. On rxe a packet that took the MR before its invalidation may
+ * still be copying, and follows the page list the MR's next mapping
+ * writes (docs/DESIGN.md, "An invalidation is not a fence on rxe"): the
+ * pool hands out its longest-idle MR, so that the next mapping comes as
+ * late as the pool allows.
+ */
 void kcoll_gmr_put(struct kcoll_gmr *g)
 {
 	lockdep_assert_held(&g->conn->comm->lock);
 	g->state = KCOLL_GMR_FREE;
 	g->op = NULL;
 	g->fence = false;
-	list_move(&g->node, &g->conn->gmr_free);
+	list_move_tail(&g->node, &g->conn->gmr_free);
 }
 
 /*
