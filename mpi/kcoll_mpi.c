@@ -366,8 +366,7 @@ void km_append(char *line, size_t size, size_t *o, const char *fmt, ...)
 		*o = *o + (size_t)k < size ? *o + (size_t)k : size - 1;
 }
 
-static bool km_kc_held_locked(const coll_comm *kc);
-static void km_kc_orphan_locked(const coll_comm *kc);
+static bool km_kc_orphan_locked(const coll_comm *kc);
 
 /*
  * @comm is going: its mirror goes from the table at once, and its kcoll
@@ -387,8 +386,7 @@ static void km_unmirror(MPI_Comm comm)
 			km.m[i] = km.m[--km.n];
 			break;
 		}
-	if (kc && km_kc_held_locked(kc)) {
-		km_kc_orphan_locked(kc);
+	if (kc && km_kc_orphan_locked(kc)) {
 		z = malloc(sizeof(*z));
 		if (z) {
 			z->kc = kc;
@@ -644,9 +642,8 @@ struct km_req {
  */
 static int km_fail(const struct km_req *r, int err)
 {
-	int rc;
-
 	MPI_Comm comm = __atomic_load_n(&r->comm, __ATOMIC_RELAXED);
+	int rc;
 
 	__atomic_fetch_add(&km.err[r->fn], 1, __ATOMIC_RELAXED);
 	fprintf(stderr, "kcoll-mpi: %s on rank %d failed: %s (%s)\n",
@@ -1415,27 +1412,23 @@ static int km_nb_query(void *state, MPI_Status *status)
 	return status->MPI_ERROR;
 }
 
-/* Does a request MPI holds live in @kc? Must hold km.lock. */
-static bool km_kc_held_locked(const coll_comm *kc)
-{
-	const struct km_req *r;
-
-	for (r = km.reqs; r; r = r->next)
-		if (r->kc == kc)
-			return true;
-	return false;
-}
-
-/* @kc's MPI communicator is freed: its requests' errors go to
- * MPI_COMM_WORLD's handler (km_fail()). Must hold km.lock. */
-static void km_kc_orphan_locked(const coll_comm *kc)
+/*
+ * @kc's MPI communicator is freed: the errors of the requests MPI still
+ * holds in it go to MPI_COMM_WORLD's handler (km_fail()). Returns whether
+ * there are any. Must hold km.lock.
+ */
+static bool km_kc_orphan_locked(const coll_comm *kc)
 {
 	struct km_req *r;
+	bool held = false;
 
 	for (r = km.reqs; r; r = r->next)
-		if (r->kc == kc)
+		if (r->kc == kc) {
 			__atomic_store_n(&r->comm, MPI_COMM_NULL,
 					 __ATOMIC_RELAXED);
+			held = true;
+		}
+	return held;
 }
 
 static int km_nb_free(void *state)
@@ -1456,7 +1449,8 @@ static int km_nb_free(void *state)
 	pthread_mutex_lock(&km.lock);
 	for (zp = &km.zombies; (z = *zp); zp = &z->next)
 		if (z->kc == r->kc) {
-			if (!km_kc_held_locked(z->kc)) {
+			/* A zombie's requests are orphaned already. */
+			if (!km_kc_orphan_locked(z->kc)) {
 				*zp = z->next;
 				dead = z->kc;
 				free(z);
