@@ -60,6 +60,10 @@ static void kcoll_gmr_destroy(struct kcoll_gmr *g)
 	struct kcoll_conn *conn = g->conn;
 
 	conn->gmr_nr--;
+	if (g->mem) {
+		g->mem->gmr_ties--;
+		g->mem = NULL;
+	}
 	if (g->mr)
 		kcoll_ib_dereg_mr(g->mr);
 	kcoll_quota_uncharge_bytes(conn->comm->quota,
@@ -111,11 +115,42 @@ out_uncharge:
 }
 
 /*
- * An invalid grant MR of @conn's, from its pool or new: -ENOBUFS when the
- * connection has KCOLL_GMR_MAX already (a grant waits for one to come
- * back), -ENODEV once the device is gone. Must hold comm->lock.
+ * The first MR of @conn's pool that may map @mem (NULL: memory that is
+ * not a registration's or a cache entry's), on a device whose
+ * invalidation is no fence when @tie: one already tied to @mem, else an
+ * untied one. Must hold comm->lock.
  */
-struct kcoll_gmr *kcoll_gmr_get(struct kcoll_conn *conn)
+static struct kcoll_gmr *kcoll_gmr_pick(struct kcoll_conn *conn,
+					struct kcoll_mem *mem, bool tie)
+{
+	struct kcoll_gmr *g, *untied = NULL;
+
+	list_for_each_entry(g, &conn->gmr_free, node) {
+		if (!tie || g->mem == mem)
+			return g;
+		if (!g->mem && !untied)
+			untied = g;
+	}
+	return untied;
+}
+
+/*
+ * An invalid grant MR of @conn's, from its pool or new, to map bytes of
+ * @mem (or, NULL, of memory that no registration or cache entry holds):
+ * -ENOBUFS when the connection has KCOLL_GMR_MAX already (a grant waits
+ * for one to come back), -ENODEV once the device is gone.
+ *
+ * With @tie (a device whose invalidation is no fence: rxe), a packet that
+ * took an MR before its invalidation may still be copying through it, so
+ * an MR that has mapped a registration's or cache entry's pages stays
+ * tied to it (g->mem) until it is deregistered: it maps nothing else, and
+ * the entry lets its pages go only after its tied MRs are deregistered
+ * (kcoll_gmr_forget()). Where the pool has only MRs tied to other
+ * memory, its longest-idle one is deregistered and a new one allocated.
+ * Must hold comm->lock.
+ */
+struct kcoll_gmr *kcoll_gmr_get(struct kcoll_conn *conn,
+				struct kcoll_mem *mem, bool tie)
 {
 	struct kcoll_gmr *g;
 
@@ -123,14 +158,63 @@ struct kcoll_gmr *kcoll_gmr_get(struct kcoll_conn *conn)
 	if (list_empty(&conn->gmr_free) && conn->gmr_nr >= KCOLL_GMR_MAX &&
 	    !list_empty(&conn->gmr_inv_due))
 		kcoll_gmr_flush(conn);	/* retired ones come back */
-	g = list_first_entry_or_null(&conn->gmr_free, struct kcoll_gmr, node);
-	if (g) {
+	g = kcoll_gmr_pick(conn, mem, tie);
+	if (!g && conn->gmr_nr >= KCOLL_GMR_MAX) {
+		g = list_first_entry_or_null(&conn->gmr_free,
+					     struct kcoll_gmr, node);
+		if (!g)
+			return ERR_PTR(-ENOBUFS);
 		list_del_init(&g->node);
-		return g;
+		kcoll_gmr_destroy(g);	/* waits for its packets */
+		g = NULL;
 	}
-	if (conn->gmr_nr >= KCOLL_GMR_MAX)
-		return ERR_PTR(-ENOBUFS);
-	return kcoll_gmr_alloc(conn);
+	if (!g)
+		g = kcoll_gmr_alloc(conn);
+	else
+		list_del_init(&g->node);
+	if (!IS_ERR(g) && tie && mem && !g->mem) {
+		g->mem = mem;
+		mem->gmr_ties++;
+	}
+	return g;
+}
+
+/*
+ * @mem (a registration or a cache entry of @comm's) is about to let its
+ * pages go: on a device whose invalidation is no fence, the grant MRs tied
+ * to it (kcoll_gmr_get()) are deregistered first, which waits for the
+ * packets that may still be copying through them into those pages. They
+ * are all invalid by now, in their pools (no operation uses @mem, and an
+ * operation completes, or returns, only once its grants are), or retired
+ * and due: those are invalidated first. Must hold comm->lock.
+ */
+void kcoll_gmr_forget(struct kcoll_comm *comm, struct kcoll_mem *mem)
+{
+	struct kcoll_gmr *g, *tmp;
+	struct kcoll_conn *conn;
+	u32 i;
+
+	lockdep_assert_held(&comm->lock);
+	for (i = 0; mem->gmr_ties && comm->conns && i < comm->nranks; i++) {
+		conn = comm->conns[i];
+		if (!conn)
+			continue;
+		list_for_each_entry(g, &conn->gmr_busy, node) {
+			if (g->mem == mem && !list_empty(&g->due)) {
+				kcoll_gmr_flush(conn);
+				break;
+			}
+		}
+		list_for_each_entry_safe(g, tmp, &conn->gmr_free, node) {
+			if (g->mem != mem)
+				continue;
+			list_del_init(&g->node);
+			kcoll_gmr_destroy(g);
+			kcoll_stat_add(KCOLL_STAT_GRANTS_FENCED_HELD, 1);
+		}
+	}
+	/* One still live over @mem would be an operation's, using it. */
+	WARN_ON_ONCE(mem->gmr_ties);
 }
 
 /*

@@ -7,7 +7,9 @@
 
 #include "kcoll_types.h"
 
-struct kcoll_gmr *kcoll_gmr_get(struct kcoll_conn *conn);
+struct kcoll_gmr *kcoll_gmr_get(struct kcoll_conn *conn,
+				struct kcoll_mem *mem, bool tie);
+void kcoll_gmr_forget(struct kcoll_comm *comm, struct kcoll_mem *mem);
 void kcoll_gmr_put(struct kcoll_gmr *g);
 int kcoll_gmr_map(struct kcoll_gmr *g, const struct kcoll_buf *b,
 		  size_t off, size_t len, u64 *addr, u32 *rkey);

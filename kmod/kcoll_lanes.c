@@ -142,18 +142,24 @@ static int kcoll_conn_write_inline(struct kcoll_conn *conn, unsigned int lane,
 /* ------------------------------------------------------------------ */
 
 /*
- * Are @b's pages let go when @op completes (a plain address pinned for it,
- * or pages of its own), rather than held by a registration or a cache
- * entry (op->mems)?
+ * Whose are @b's pages? *@mem: the registration or cache entry of @op's
+ * that holds them (op->mems), or NULL. True if they are @op's buffer's
+ * and let go when @op completes (a plain address pinned for it, or pages
+ * of its own); false for a held buffer and for the connection's own
+ * memory (staging).
  */
 static bool kcoll_op_lets_go(const struct kcoll_task *op,
-			     const struct kcoll_buf *b)
+			     const struct kcoll_buf *b, struct kcoll_mem **mem)
 {
 	int i;
 
-	for (i = 0; i < KCOLL_SBUF_NR; i++)
-		if (b == &op->bufs[i])
+	*mem = NULL;
+	for (i = 0; i < KCOLL_SBUF_NR; i++) {
+		if (b == &op->bufs[i]) {
+			*mem = op->mems[i];
 			return !op->mems[i];
+		}
+	}
 	return false;
 }
 
@@ -162,9 +168,13 @@ static int kcoll_lanes_expose(struct kcoll_conn *conn, struct kcoll_task *op,
 			      struct kcoll_grant *g, const struct kcoll_buf *b,
 			      size_t off, struct kcoll_wire_msg *m)
 {
-	struct kcoll_gmr *gmr = kcoll_gmr_get(conn);
+	struct ib_device *ibdev = READ_ONCE(conn->comm->ibdev);
+	/* Where an invalidation is no fence (struct kcoll_gmr). */
+	bool nofence = !ibdev || !kcoll_ib_inv_fences(ibdev);
+	struct kcoll_mem *mem;
+	bool lets_go = kcoll_op_lets_go(op, b, &mem);
+	struct kcoll_gmr *gmr = kcoll_gmr_get(conn, mem, nofence);
 	int err = PTR_ERR_OR_ZERO(gmr);
-	struct ib_device *ibdev;
 
 	if (!err)
 		err = kcoll_gmr_map(gmr, b, off, g->len, &g->addr, &g->rkey);
@@ -182,11 +192,10 @@ static int kcoll_lanes_expose(struct kcoll_conn *conn, struct kcoll_task *op,
 	/*
 	 * Where an invalidation is no fence, an MR over pages that go with
 	 * @op ends deregistered (struct kcoll_gmr), so that no packet still
-	 * copies into them once they are unpinned.
+	 * copies into them once they are unpinned; one over a held buffer's
+	 * stays tied to it (kcoll_gmr_get()).
 	 */
-	ibdev = READ_ONCE(conn->comm->ibdev);
-	gmr->fence = kcoll_op_lets_go(op, b) &&
-		     (!ibdev || !kcoll_ib_inv_fences(ibdev));
+	gmr->fence = lets_go && nofence;
 	/* It takes the MR and the slot over, whatever happens. */
 	err = kcoll_gmr_grant(gmr, g->slot, op, m);
 	if (!err)

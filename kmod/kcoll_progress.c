@@ -547,13 +547,17 @@ static void kcoll_op_progress(struct kcoll_task *op)
 	op->t_finished = ktime_get_ns();
 }
 
-static void kcoll_op_release(struct kcoll_task *op)
+/* @op's buffers go; @locked: under comm->lock (kcoll_mem_put_locked()). */
+static void kcoll_op_release(struct kcoll_task *op, bool locked)
 {
 	int i;
 
 	for (i = 0; i < KCOLL_SBUF_NR; i++) {
 		if (op->mems[i]) {
-			kcoll_mem_put(op->mems[i]);
+			if (locked)
+				kcoll_mem_put_locked(op->mems[i]);
+			else
+				kcoll_mem_put(op->mems[i]);
 			op->mems[i] = NULL;
 			memset(&op->bufs[i], 0, sizeof(op->bufs[i]));
 		} else {
@@ -562,9 +566,9 @@ static void kcoll_op_release(struct kcoll_task *op)
 	}
 }
 
-void kcoll_op_free(struct kcoll_task *op)
+static void __kcoll_op_free(struct kcoll_task *op, bool locked)
 {
-	kcoll_op_release(op);
+	kcoll_op_release(op, locked);
 	if (op->vec) {
 		kvfree(op->vec);
 		kcoll_quota_uncharge_bytes(op->vec_quota, op->vec_bytes);
@@ -573,6 +577,19 @@ void kcoll_op_free(struct kcoll_task *op)
 	kvfree(op->pg);
 	kfree(op->missing);
 	kfree(op);
+}
+
+/* An op that never ran (its submission failed): not under comm->lock. */
+void kcoll_op_free(struct kcoll_task *op)
+{
+	__kcoll_op_free(op, false);
+}
+
+/* An op that completed, under comm->lock. */
+static void kcoll_op_free_locked(struct kcoll_task *op)
+{
+	lockdep_assert_held(&op->comm->lock);
+	__kcoll_op_free(op, true);
 }
 
 /* @op's result and latency as its caller saw them, at every level. */
@@ -638,7 +655,7 @@ void kcoll_op_complete(struct kcoll_task *op)
 		comm->coll_done_seq = op->seq + 1;
 	if (op->gpu)
 		kcoll_gpu_op_end(op, res);
-	kcoll_op_free(op);
+	kcoll_op_free_locked(op);
 	if (req)
 		kcoll_req_complete_flags(req, res, cflags);
 }
@@ -682,7 +699,7 @@ static void kcoll_op_return(struct kcoll_task *op)
 	u64 ns = ktime_get_ns() - op->t_submit;
 
 	lockdep_assert_held(&comm->lock);
-	kcoll_op_release(op);
+	kcoll_op_release(op, true);
 	kcoll_op_count(op, 0, ns);
 	op->returned = true;
 	comm->nr_returned++;

@@ -22,18 +22,17 @@
 #include "kcoll_dmabuf.h"
 #include "kcoll_quota.h"
 #include "kcoll_regcache.h"
+#include "kcoll_gmr.h"
 
 /*
- * Drop a use of @mem; the last one releases it (its MRs die before its
- * pages are unpinned). Process context: an op's release, DEREG_MEM or
- * the comm's destroy. A cache entry's notifier goes after, in a work
- * item (kcoll_cache_mem_free()), and its registration counts against
- * user_max_regs until then.
+ * The last use of @mem is gone: it is released (its MRs, and on rxe the
+ * grant MRs tied to it, die before its pages are unpinned). Process
+ * context: an op's release, DEREG_MEM or the comm's destroy. A cache
+ * entry's notifier goes after, in a work item (kcoll_cache_mem_free()),
+ * and its registration counts against user_max_regs until then.
  */
-void kcoll_mem_put(struct kcoll_mem *mem)
+static void kcoll_mem_release(struct kcoll_mem *mem)
 {
-	if (!refcount_dec_and_test(&mem->users))
-		return;
 	kcoll_buf_release(&mem->buf);
 	if (mem->is_cache) {
 		kcoll_cache_mem_free(mem);
@@ -42,6 +41,33 @@ void kcoll_mem_put(struct kcoll_mem *mem)
 	kcoll_quota_uncharge(mem->quota, KCOLL_Q_REGS, 1);
 	kcoll_quota_put(mem->quota);
 	kfree(mem);
+}
+
+/* Drop a use of @mem; the last one releases it. Must not hold
+ * comm->lock (the grant MRs tied to @mem need it). */
+void kcoll_mem_put(struct kcoll_mem *mem)
+{
+	struct kcoll_comm *comm = mem->comm;
+
+	if (!refcount_dec_and_test(&mem->users))
+		return;
+	/* No use is left to tie one more (kcoll_gmr_get()). */
+	if (READ_ONCE(mem->gmr_ties)) {
+		mutex_lock(&comm->lock);
+		kcoll_gmr_forget(comm, mem);
+		mutex_unlock(&comm->lock);
+	}
+	kcoll_mem_release(mem);
+}
+
+/* kcoll_mem_put(), under @mem's comm->lock (an operation's release). */
+void kcoll_mem_put_locked(struct kcoll_mem *mem)
+{
+	lockdep_assert_held(&mem->comm->lock);
+	if (!refcount_dec_and_test(&mem->users))
+		return;
+	kcoll_gmr_forget(mem->comm, mem);
+	kcoll_mem_release(mem);
 }
 
 /*

@@ -8,6 +8,7 @@
 #include "kcoll_types.h"
 
 void kcoll_mem_put(struct kcoll_mem *mem);
+void kcoll_mem_put_locked(struct kcoll_mem *mem);
 int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
 int kcoll_dereg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
 struct kcoll_mem *kcoll_mem_get(struct kcoll_ctx *ctx, struct kcoll_comm *comm,

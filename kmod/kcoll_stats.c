@@ -71,6 +71,7 @@ KCOLL_STAT_ATTR(eager_beside, KCOLL_STAT_EAGER_BESIDE);
 KCOLL_STAT_ATTR(grants_ahead, KCOLL_STAT_GRANTS_AHEAD);
 KCOLL_STAT_ATTR(grants_closed, KCOLL_STAT_GRANTS_CLOSED);
 KCOLL_STAT_ATTR(grants_fenced, KCOLL_STAT_GRANTS_FENCED);
+KCOLL_STAT_ATTR(grants_fenced_held, KCOLL_STAT_GRANTS_FENCED_HELD);
 KCOLL_STAT_ATTR(sends_ahead, KCOLL_STAT_SENDS_AHEAD);
 KCOLL_STAT_ATTR(eager_ahead, KCOLL_STAT_EAGER_AHEAD);
 KCOLL_STAT_ATTR(returned_early, KCOLL_STAT_RETURNED_EARLY);
@@ -176,6 +177,7 @@ static struct attribute *kcoll_stats_attrs[] = {
 	&dev_attr_grants_ahead.attr,
 	&dev_attr_grants_closed.attr,
 	&dev_attr_grants_fenced.attr,
+	&dev_attr_grants_fenced_held.attr,
 	&dev_attr_sends_ahead.attr,
 	&dev_attr_eager_ahead.attr,
 	&dev_attr_returned_early.attr,

@@ -63,6 +63,10 @@ enum kcoll_stat {
 					 * invalidated, as their grant ended:
 					 * they mapped pages an operation
 					 * unpins, on rxe (struct kcoll_gmr) */
+	KCOLL_STAT_GRANTS_FENCED_HELD,	/* pooled grant MRs deregistered as
+					 * the registration or cache entry
+					 * they had mapped let its pages go,
+					 * on rxe (kcoll_gmr_forget()) */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);

@@ -194,6 +194,8 @@ struct kcoll_mem {
 	bool mni_on;			/* @mni inserted */
 	unsigned long seq;		/* @mni's, before the pin */
 	bool comm_ref;			/* holds a reference of @comm */
+	/* Grant MRs tied to it (struct kcoll_gmr's @mem); comm->lock. */
+	unsigned int gmr_ties;
 	atomic_t stale;			/* the mapping changed: never reused */
 	struct mmu_interval_notifier mni;
 	struct work_struct drop;	/* off the cache after a change */
@@ -252,6 +254,13 @@ struct kcoll_gmr {
 					 * completes, on a device whose
 					 * invalidation is no fence: when its
 					 * grant ends it is deregistered */
+	/*
+	 * On such a device, the registration or cache entry whose pages it
+	 * has mapped since it was allocated (counted in its gmr_ties): it
+	 * maps nothing else until deregistered, and it is deregistered
+	 * before those pages are let go (kcoll_gmr_forget()). comm->lock.
+	 */
+	struct kcoll_mem *mem;
 	unsigned int max_pages;
 	struct scatterlist sg[];	/* max_pages: the grant's pages */
 };
