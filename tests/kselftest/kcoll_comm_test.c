@@ -1571,7 +1571,7 @@ TEST_F_TIMEOUT(rxe, several_qps_per_peer, 300)
  * must be made of what each rank's send buffer holds at submission,
  * whatever the cache kept. Exit codes name
  * the failed step (10 * step + 1: the allreduce failed, + 2: wrong; + 3,
- * + 4: the allgather).
+ * + 4: the allgather; 101-106: the registered step, kt_rc_registered()).
  */
 #define KT_RC_CNT	(256 * 1024)
 #define KT_RC_BYTES	(KT_RC_CNT * sizeof(float))
@@ -1620,7 +1620,61 @@ static void *kt_rc_map(void *at)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-static int kt_rc_rank(const char *ip, int rank)
+/*
+ * Step 10 of kt_rc_rank(): an allgather into @rcv registered. On rxe the
+ * grant MRs over it stay tied to the registration and are deregistered by
+ * its DEREG_MEM (stats/grants_fenced_held): rank 0 reads the counter
+ * around its own, and rank 1 deregisters only after an allreduce that
+ * waits for rank 0's, so that rank 0's count is its own (the allreduce's
+ * 4 bytes go unregistered: they tie nothing).
+ */
+static int kt_rc_registered(struct tring *r, __u32 id, float *snd,
+			    float *rcv, int rank)
+{
+	struct kcoll_reg_mem m = {
+		.comm_id = id, .addr = (uintptr_t)rcv, .len = KT_RC_BYTES,
+	};
+	struct kcoll_dereg_mem d = {};
+	float one = 1.0f, sum = 0.0f;
+	long long held0 = 0, held;
+	struct kcoll_sqe s;
+
+	if (kt_ioctl(r->fd, KCOLL_IOC_REG_MEM, &m))
+		return 101;
+	kt_rc_fill(snd, rank, 10);
+	memset(rcv, 0xee, KT_RC_BYTES);
+	s = kt_coll(KCOLL_OP_ALLGATHER, id, KCOLL_DTYPE_FP32, 0, 0,
+		    KT_RC_CNT / 2, snd, rcv);
+	s.recv_mr = m.handle;
+	if (kt_run(r, &s))
+		return 102;
+	for (size_t i = 0; i < KT_RC_CNT; i++)
+		if (rcv[i] != (float)((int)(i % (KT_RC_CNT / 2) % 1000) +
+				      (int)(i / (KT_RC_CNT / 2)) * 1000 +
+				      10 * 10000))
+			return 103;
+	d.handle = m.handle;
+	if (!rank) {
+		held0 = kt_sysfs_read("stats/grants_fenced_held");
+		if (held0 < 0 || kt_ioctl(r->fd, KCOLL_IOC_DEREG_MEM, &d))
+			return 104;
+		held = kt_sysfs_read("stats/grants_fenced_held");
+		if (held <= held0) {
+			fprintf(stderr, "# rank 0: DEREG_MEM deregistered %lld tied grant MRs\n",
+				held - held0);
+			return 105;
+		}
+	}
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
+		    0, 1, &one, &sum);
+	if (kt_run(r, &s) || sum != 2.0f)
+		return 106;
+	if (rank && kt_ioctl(r->fd, KCOLL_IOC_DEREG_MEM, &d))
+		return 104;
+	return 0;
+}
+
+static int kt_rc_rank(const char *ip, int rank, bool registered)
 {
 	struct kcoll_rank_addr ranks[2];
 	float *snd, *rcv, *heap;
@@ -1708,6 +1762,9 @@ static int kt_rc_rank(const char *ip, int rank)
 	if (!heap || (res = kt_rc_round(&r, id, heap, rcv, rank, 9)))
 		return heap ? res : 9;
 	free(heap);
+	/* 10: the receive buffer registered (REG_MEM). */
+	if (registered && (res = kt_rc_registered(&r, id, snd, rcv, rank)))
+		return res;
 	kt_ring_exit(&r);
 	return 0;
 }
@@ -1724,7 +1781,9 @@ static int kt_rc_rank(const char *ip, int rank)
  * end deregistered (stats/grants_fenced): with the cache off each round's
  * allgather writes into such pages; with it on, into pages the cache
  * holds, and none is; those stay tied to their entry, and are
- * deregistered as it lets its pages go (stats/grants_fenced_held).
+ * deregistered as it lets its pages go (stats/grants_fenced_held), as
+ * the ones over a registration are by its DEREG_MEM (the last step of
+ * the rounds with the cache on).
  */
 TEST_F_TIMEOUT(rxe, registration_cache_follows_the_mapping, 300)
 {
@@ -1765,7 +1824,7 @@ TEST_F_TIMEOUT(rxe, registration_cache_follows_the_mapping, 300)
 				if (round && (setrlimit(RLIMIT_MEMLOCK, &rl) ||
 					      kt_drop_to_nobody()))
 					_exit(99);
-				_exit(kt_rc_rank(ip, k));
+				_exit(kt_rc_rank(ip, k, round != 1));
 			}
 		}
 		for (k = 0; k < 2; k++) {
@@ -1780,7 +1839,7 @@ TEST_F_TIMEOUT(rxe, registration_cache_follows_the_mapping, 300)
 		inval = kt_sysfs_read("stats/reg_cache_invalidations") - inval0;
 		fenced = kt_sysfs_read("stats/grants_fenced") - fenced0;
 		held = kt_sysfs_read("stats/grants_fenced_held") - held0;
-		TH_LOG("%s: %lld hits, %lld misses, %lld invalidations, %lld grant MRs deregistered, %lld as their cache entry went",
+		TH_LOG("%s: %lld hits, %lld misses, %lld invalidations, %lld grant MRs deregistered, %lld as the buffer they were tied to went",
 		       what[round], hits,
 		       kt_sysfs_read("stats/reg_cache_misses") - miss0, inval,
 		       fenced, held);
@@ -1788,9 +1847,10 @@ TEST_F_TIMEOUT(rxe, registration_cache_follows_the_mapping, 300)
 		 * With the cache, the grant MRs over an entry stay tied to it
 		 * and go as it lets its pages go (each remap step drops the
 		 * receive buffer's or the send buffer's entry); without it,
-		 * none is tied. Round 2 is not checked: nobody's cache
-		 * entries may be refused at RLIMIT_MEMLOCK, and its plain
-		 * pins fenced.
+		 * and without the registered step (kt_rc_registered(), which
+		 * checks its own), none is tied. Round 2 is not checked:
+		 * nobody's cache entries may be refused at RLIMIT_MEMLOCK,
+		 * and its plain pins fenced.
 		 */
 		if (round == 0) {
 			EXPECT_EQ(0, fenced);
