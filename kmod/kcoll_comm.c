@@ -73,6 +73,7 @@ static void kcoll_comm_free(struct kref *ref)
 	kfree(comm->report.missing);
 	mutex_destroy(&comm->lock);
 	kcoll_auth_free(comm);
+	mem_cgroup_put(comm->memcg);
 	if (comm->quota) {
 		kcoll_quota_uncharge(comm->quota, KCOLL_Q_QPS, comm->quota_qps);
 		kcoll_quota_uncharge(comm->quota, KCOLL_Q_COMMS, 1);
@@ -714,6 +715,7 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	}
 	comm->quota = kcoll_quota_ref(ctx->quota);
 	comm->quota_qps = qps;
+	comm->memcg = get_mem_cgroup_from_mm(current->mm);
 	comm->uid = p.uid;
 	comm->parent_uid = p.parent_uid;
 	comm->rank = p.rank;

@@ -6,6 +6,9 @@
 #ifndef KCOLL_COMM_H
 #define KCOLL_COMM_H
 
+#include <linux/memcontrol.h>
+#include <linux/sched/mm.h>
+
 #include "kcoll_types.h"
 
 int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg);
@@ -32,6 +35,27 @@ void kcoll_comms_device_removed(struct ib_device *ibdev);
 int kcoll_comm_init(void);
 void kcoll_comm_exit(void);
 
+
+/*
+ * What a worker or rdma_cm's handler allocates for @comm from here to
+ * kcoll_comm_memcg_end() (with __GFP_ACCOUNT) is charged to the memory
+ * cgroup of the process that created it, as what the process allocates
+ * itself is: a connection's staging, eager and receive buffers, grant
+ * MRs. Returns what kcoll_comm_memcg_end() restores. Process context.
+ */
+/* Past that cgroup's limit they fail, rather than call its OOM killer
+ * from a worker. */
+#define KCOLL_GFP_COMM	(GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL | __GFP_NOWARN)
+
+static inline struct mem_cgroup *kcoll_comm_memcg_begin(struct kcoll_comm *comm)
+{
+	return set_active_memcg(comm->memcg);
+}
+
+static inline void kcoll_comm_memcg_end(struct mem_cgroup *old)
+{
+	set_active_memcg(old);
+}
 
 /* Is the hello @h to @comm from a rank in this module? */
 bool kcoll_comm_hello_is_ours(struct kcoll_comm *comm,

@@ -37,6 +37,7 @@
 #include "kcoll_xport.h"
 #include "kcoll_sysfs.h"
 #include "kcoll_ib.h"
+#include "kcoll_comm.h"
 
 static struct rdma_cm_id *kcoll_listen_id;
 
@@ -132,6 +133,7 @@ int kcoll_lane_create_qp(struct kcoll_lane *lane,
 	struct kcoll_conn *conn = lane->conn;
 	struct kcoll_comm *comm = conn->comm;
 	struct ib_qp_init_attr attr = {};
+	struct mem_cgroup *memcg;
 	unsigned int i;
 	int err;
 
@@ -177,9 +179,13 @@ int kcoll_lane_create_qp(struct kcoll_lane *lane,
 	/* What the provider granted (at least what we asked for). */
 	lane->max_inline = attr.cap.max_inline_data;
 
-	lane->rx = kcalloc(KCOLL_RQ_DEPTH, sizeof(*lane->rx), GFP_KERNEL);
+	/* Maybe in rdma_cm's handler: charged to the creator's memcg. */
+	memcg = kcoll_comm_memcg_begin(comm);
+	lane->rx = kcalloc(KCOLL_RQ_DEPTH, sizeof(*lane->rx),
+			   KCOLL_GFP_COMM);
 	lane->rx_msgs = kcalloc(KCOLL_RQ_DEPTH, sizeof(*lane->rx_msgs),
-				GFP_KERNEL);
+				KCOLL_GFP_COMM);
+	kcoll_comm_memcg_end(memcg);
 	if (!lane->rx || !lane->rx_msgs) {
 		err = -ENOMEM;
 		goto out_free_rx;
@@ -211,8 +217,7 @@ out_free_cq:
 	return err;
 }
 
-/* Staging slots for reducing receives: allocated once the conn is up. */
-int kcoll_conn_alloc_stage(struct kcoll_conn *conn)
+static int __kcoll_conn_alloc_stage(struct kcoll_conn *conn)
 {
 	struct kcoll_comm *comm = conn->comm;
 	int err;
@@ -243,6 +248,17 @@ out_release_ebuf:
 	kcoll_buf_release(&conn->ebuf);
 out_release_stage:
 	kcoll_buf_release(&conn->stage);
+	return err;
+}
+
+/* Staging slots for reducing receives: allocated once the conn is up, in
+ * rdma_cm's handler, charged to the comm's creator's memory cgroup. */
+int kcoll_conn_alloc_stage(struct kcoll_conn *conn)
+{
+	struct mem_cgroup *old = kcoll_comm_memcg_begin(conn->comm);
+	int err = __kcoll_conn_alloc_stage(conn);
+
+	kcoll_comm_memcg_end(old);
 	return err;
 }
 

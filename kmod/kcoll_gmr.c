@@ -44,6 +44,7 @@
 #include "kcoll_xport.h"
 #include "kcoll_ib.h"
 #include "kcoll_quota.h"
+#include "kcoll_comm.h"
 
 #define KCOLL_GMR_ACCESS	(IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE)
 
@@ -74,8 +75,8 @@ static void kcoll_gmr_destroy(struct kcoll_gmr *g)
 static struct kcoll_gmr *kcoll_gmr_alloc(struct kcoll_conn *conn)
 {
 	unsigned int pages = conn->comm->seg_pages;
+	struct mem_cgroup *memcg;
 	struct kcoll_gmr *g;
-
 	int err;
 
 	if (!conn->comm->pd)
@@ -86,7 +87,10 @@ static struct kcoll_gmr *kcoll_gmr_alloc(struct kcoll_conn *conn)
 				       kcoll_gmr_bytes(pages));
 	if (err)
 		return ERR_PTR(err);
-	g = kvzalloc(struct_size(g, sg, pages), GFP_KERNEL_ACCOUNT);
+	/* Often in a worker: charged to the comm's creator's memcg. */
+	memcg = kcoll_comm_memcg_begin(conn->comm);
+	g = kvzalloc(struct_size(g, sg, pages), KCOLL_GFP_COMM);
+	kcoll_comm_memcg_end(memcg);
 	if (!g) {
 		err = -ENOMEM;
 		goto out_uncharge;

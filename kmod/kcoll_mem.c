@@ -209,13 +209,17 @@ int kcoll_buf_alloc(struct kcoll_buf *b, size_t len, struct kcoll_quota *q)
 	b->npages = PAGE_ALIGN(len) >> PAGE_SHIFT;
 	b->len = len;
 	b->writable = true;	/* ours: landing room, scratch */
+	/* Past a memory cgroup's limit they fail (-ENOMEM), as ring memory
+	 * does, rather than call its OOM killer, maybe from a worker. */
 	b->pages = kvcalloc(b->npages, sizeof(*b->pages),
-			    GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+			    GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL |
+			    __GFP_NOWARN);
 	if (!b->pages)
 		goto out_uncharge;
 	for (i = 0; i < b->npages; i++) {
 		/* Direct-map pages: rxe turns DMA addresses back into pages. */
-		b->pages[i] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+		b->pages[i] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO |
+					 __GFP_RETRY_MAYFAIL | __GFP_NOWARN);
 		if (!b->pages[i])
 			goto out_free;
 	}

@@ -670,6 +670,10 @@ struct kcoll_comm {
 	struct kcoll_quota *quota;	/* charged the comm and its QPs (NULL
 					 * until both are) */
 	u32 quota_qps;
+	/* The creator's memory cgroup (a reference), which what workers
+	 * and rdma_cm's handler allocate for the comm is charged to
+	 * (kcoll_comm_memcg_begin()); NULL without memcg. */
+	struct mem_cgroup *memcg;
 	u32 id;				/* handle in ctx->comms */
 	u32 gid;			/* node-wide id (netlink), never 0 */
 	pid_t pid;			/* creator's thread group */

@@ -1406,6 +1406,127 @@ FIXTURE_TEARDOWN(rxe)
 	kt_rxe_knobs_default();
 }
 
+/*
+ * One rank of connection_buffers_are_charged_to_the_memory_cgroup. Rank 0
+ * joins the test cgroup at @dir and drops to nobody; both connect a
+ * 2-rank communicator over rxe0 and allreduce 4 bytes (the connection's
+ * staging is allocated in rdma_cm's handler as it is established). Rank
+ * 0's exit code: 0 when it went as @fits says (it did and the cgroup's
+ * memory.current grew by at least @fits bytes; or, @fits 0, it failed
+ * with an error), else the step that did not.
+ */
+static int kt_cgc_rank(const char *ip, int rank, const char *dir,
+		       long long fits, __u64 uid)
+{
+	struct kcoll_rank_addr ranks[2];
+	float one = 1.0f, sum = 0.0f;
+	long long cur0 = 0, cur1;
+	struct kcoll_sqe s;
+	struct tring r;
+	long err;
+	__u32 id;
+
+	kt_addr_pair(ranks, ip);
+	if (!rank) {
+		if (kt_memcg_join(dir) || kt_drop_to_nobody())
+			return 50;
+		cur0 = kt_memcg_current(dir);
+		if (cur0 < 0)
+			return 51;
+	}
+	if (kt_ring_init(&r, 8, 0, 0))
+		return 52;
+	err = kt_comm_create(r.fd, uid, "cgroup", rank, 2, ranks, 15000, &id);
+	if (!err) {
+		s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32,
+			    KCOLL_REDOP_SUM, 0, 1, &one, &sum);
+		err = kt_run(&r, &s);
+		if (!err && sum != 2.0f)
+			return 53;
+	}
+	if (rank)
+		return 0;
+	cur1 = kt_memcg_current(dir);
+	fprintf(stderr, "# rank 0 in a cgroup: %s; memory.current %lld -> %lld KiB\n",
+		err ? strerror((int)-err) : "connected and ran",
+		cur0 >> 10, cur1 >> 10);
+	if (!fits)
+		return err ? 0 : 54;
+	if (err)
+		return 55;
+	return cur1 - cur0 >= fits ? 0 : 56;
+}
+
+/*
+ * A connection's buffers are allocated in rdma_cm's handler and the
+ * engine's workers, where an allocation charges no memory cgroup of its
+ * own: they are charged to the cgroup of the process that created the
+ * communicator, and past its memory.max they fail (the communicator with
+ * them) rather than call its OOM killer (2026-12-06; a review found them
+ * outside every container's limit, bounded only by user_max_kernel_mb).
+ * With chunk_bytes at 4 MiB a connection's staging is 16 MiB on rxe (8
+ * slots of 2 MiB, a grant MR's largest). Rank 0, as nobody in a cgroup
+ * of its own: with memory.max 256 MiB the communicator runs and the
+ * cgroup's memory.current grows by 12 MiB or more; with 8 MiB it fails
+ * with an error, and rank 0 lives to say so.
+ */
+TEST_F_TIMEOUT(rxe, connection_buffers_are_charged_to_the_memory_cgroup, 180)
+{
+	static const struct {
+		unsigned long max;
+		long long fits;
+	} rounds[2] = {
+		{ 256ul << 20, 12ll << 20 },
+		{ 8ul << 20, 0 },
+	};
+	const char *ip = getenv("KCOLL_IP");
+	char dir[300], root[200], why[200];
+	long long chunk;
+	int k, st, mounted;
+	pid_t pids[2];
+	char val[32];
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "making a memory cgroup needs root");
+	chunk = kt_sysfs_read("chunk_bytes");
+	ASSERT_LT(0, chunk);
+	ASSERT_EQ(0, kt_sysfs_write("chunk_bytes", "4194304"));
+	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
+	for (int round = 0; round < 2; round++) {
+		if (kt_memcg_make("kcoll-conn-test", rounds[round].max, dir,
+				  sizeof(dir), root, sizeof(root), &mounted,
+				  why, sizeof(why))) {
+			snprintf(val, sizeof(val), "%lld", chunk);
+			kt_sysfs_write("chunk_bytes", val);
+			SKIP(return, "%s", why);
+		}
+		for (k = 0; k < 2; k++) {
+			pids[k] = fork();
+			ASSERT_LE(0, pids[k]);
+			if (!pids[k])
+				_exit(kt_cgc_rank(ip, k, dir,
+						  rounds[round].fits,
+						  0x7e50 + round));
+		}
+		for (k = 0; k < 2; k++) {
+			ASSERT_EQ(pids[k], waitpid(pids[k], &st, 0));
+			EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) {
+				TH_LOG("memory.max %lu MiB: rank %d %s %d",
+				       rounds[round].max >> 20, k,
+				       WIFEXITED(st) ? "failed step" :
+				       "was killed by signal",
+				       WIFEXITED(st) ? WEXITSTATUS(st) :
+				       WTERMSIG(st));
+			}
+		}
+		EXPECT_EQ(0, kt_memcg_remove(dir, root, mounted));
+	}
+	snprintf(val, sizeof(val), "%lld", chunk);
+	EXPECT_EQ(0, kt_sysfs_write("chunk_bytes", val));
+}
+
 /* sysfs stats/time_*, in this order. */
 static const char *const kt_time_stats[] = {
 	"ops", "phases", "total_ns", "queued_ns", "wait_ns", "move_ns",

@@ -2141,7 +2141,6 @@ static int kh_cg_child(void *arg)
 	struct kh_cg *c = arg;
 	struct kh_cg_result res = { 0 };
 	static int fds[KH_CG_RINGS];
-	char path[300];
 	int i, nfd;
 
 	for (nfd = 0; nfd < KH_CG_RINGS; nfd++) {
@@ -2149,8 +2148,7 @@ static int kh_cg_child(void *arg)
 		if (fds[nfd] < 0)
 			return 59;
 	}
-	snprintf(path, sizeof(path), "%s/cgroup.procs", c->dir);
-	if (kt_write_file(path, "0"))
+	if (kt_memcg_join(c->dir))
 		return 60;
 	if (kt_become_nobody())
 		return 61;
@@ -2189,53 +2187,14 @@ TEST(ring_memory_is_charged_to_the_memory_cgroup)
 {
 	struct kh_cg c = { .pipe = { -1, -1 } };
 	struct kh_cg_result res = { 0 };
-	char root[200] = "", path[300], line[512];
-	bool mounted = false;
-	FILE *f;
-	int rc;
+	char root[200], why[200];
+	int rc, mounted;
 
 	if (geteuid())
 		SKIP(return, "making a memory cgroup needs root");
-	f = fopen("/proc/mounts", "re");
-	ASSERT_NE(NULL, f);
-	while (fgets(line, sizeof(line), f)) {
-		char dev[64], dir[200], type[32];
-
-		if (sscanf(line, "%63s %199s %31s", dev, dir, type) == 3 &&
-		    !strcmp(type, "cgroup2")) {
-			snprintf(root, sizeof(root), "%s", dir);
-			break;
-		}
-	}
-	fclose(f);
-	if (!root[0]) {
-		snprintf(root, sizeof(root), "/tmp/kcoll-cg2");
-		mkdir(root, 0700);
-		if (mount("none", root, "cgroup2", 0, NULL))
-			SKIP(return, "no cgroup2 mounted and mounting one failed: %s",
-			     strerror(errno));
-		mounted = true;
-	}
-	snprintf(path, sizeof(path), "%s/cgroup.controllers", root);
-	f = fopen(path, "re");
-	ASSERT_NE(NULL, f);
-	line[0] = 0;
-	if (!fgets(line, sizeof(line), f))
-		line[0] = 0;
-	fclose(f);
-	if (!strstr(line, "memory")) {
-		if (mounted)
-			umount(root);
-		SKIP(return, "this kernel's cgroup2 has no memory controller");
-	}
-	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", root);
-	ASSERT_EQ(0, kt_write_file(path, "+memory"));
-	snprintf(c.dir, sizeof(c.dir), "%s/kcoll-ring-test", root);
-	rmdir(c.dir);
-	ASSERT_EQ(0, mkdir(c.dir, 0755));
-	snprintf(path, sizeof(path), "%s/memory.max", c.dir);
-	snprintf(line, sizeof(line), "%u", KH_CG_MAX);
-	ASSERT_EQ(0, kt_write_file(path, line));
+	if (kt_memcg_make("kcoll-ring-test", KH_CG_MAX, c.dir, sizeof(c.dir),
+			  root, sizeof(root), &mounted, why, sizeof(why)))
+		SKIP(return, "%s", why);
 	ASSERT_EQ(0, pipe(c.pipe));
 	c.sq = kt_sysfs_read("max_sq_entries");
 	c.cq = kt_sysfs_read("max_cq_entries");
@@ -2256,9 +2215,7 @@ TEST(ring_memory_is_charged_to_the_memory_cgroup)
 	EXPECT_GE(KH_CG_MAX, res.n * res.size);
 	close(c.pipe[0]);
 	close(c.pipe[1]);
-	EXPECT_EQ(0, rmdir(c.dir));
-	if (mounted)
-		umount(root);
+	EXPECT_EQ(0, kt_memcg_remove(c.dir, root, mounted));
 }
 
 TEST_HARNESS_MAIN

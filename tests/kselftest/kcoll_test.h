@@ -18,6 +18,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <linux/kcoll.h>
 
@@ -204,6 +206,120 @@ static inline int kt_sysfs_write(const char *name, const char *val)
 
 	snprintf(path, sizeof(path), KCOLL_SYSFS "%s", name);
 	return kt_write_file(path, val);
+}
+
+/* Memory cgroups (kcoll_harden_test.c, kcoll_comm_test.c) ------------- */
+
+/*
+ * Make @name, a cgroup of its own with memory.max @max, under the cgroup2
+ * hierarchy (mounted at /tmp/kcoll-cg2 if none is: *@mounted), its path
+ * in @dir: 0, or -1 with why it cannot in @why (the caller skips).
+ * kt_memcg_remove() undoes it. Needs root.
+ */
+static inline int kt_memcg_make(const char *name, unsigned long max,
+				char *dir, size_t n, char *root, size_t rn,
+				int *mounted, char *why, size_t wn)
+{
+	char path[512], line[512];
+	FILE *f;
+
+	*mounted = 0;
+	root[0] = 0;
+	f = fopen("/proc/mounts", "re");
+	if (!f) {
+		snprintf(why, wn, "/proc/mounts: %s", strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char dev[64], mnt[200], type[32];
+
+		if (sscanf(line, "%63s %199s %31s", dev, mnt, type) == 3 &&
+		    !strcmp(type, "cgroup2")) {
+			snprintf(root, rn, "%s", mnt);
+			break;
+		}
+	}
+	fclose(f);
+	if (!root[0]) {
+		snprintf(root, rn, "/tmp/kcoll-cg2");
+		mkdir(root, 0700);
+		if (mount("none", root, "cgroup2", 0, NULL)) {
+			snprintf(why, wn, "no cgroup2 mounted and mounting one failed: %s",
+				 strerror(errno));
+			return -1;
+		}
+		*mounted = 1;
+	}
+	snprintf(path, sizeof(path), "%s/cgroup.controllers", root);
+	f = fopen(path, "re");
+	line[0] = 0;
+	if (!f || !fgets(line, sizeof(line), f))
+		line[0] = 0;
+	if (f)
+		fclose(f);
+	if (!strstr(line, "memory")) {
+		if (*mounted)
+			umount(root);
+		snprintf(why, wn, "this kernel's cgroup2 has no memory controller");
+		return -1;
+	}
+	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", root);
+	if (kt_write_file(path, "+memory")) {
+		snprintf(why, wn, "enabling the memory controller failed");
+		return -1;
+	}
+	snprintf(dir, n, "%s/%s", root, name);
+	rmdir(dir);
+	if (mkdir(dir, 0755)) {
+		snprintf(why, wn, "mkdir of the test cgroup: %s",
+			 strerror(errno));
+		return -1;
+	}
+	snprintf(path, sizeof(path), "%s/memory.max", dir);
+	snprintf(line, sizeof(line), "%lu", max);
+	if (kt_write_file(path, line)) {
+		rmdir(dir);
+		snprintf(why, wn, "writing the test cgroup's memory.max failed");
+		return -1;
+	}
+	return 0;
+}
+
+/* Undo kt_memcg_make(): 0, or -errno of the rmdir. */
+static inline int kt_memcg_remove(const char *dir, const char *root,
+				  int mounted)
+{
+	int err = rmdir(dir) ? -errno : 0;
+
+	if (mounted)
+		umount(root);
+	return err;
+}
+
+/* The calling process joins the cgroup at @dir: 0 or -errno. */
+static inline int kt_memcg_join(const char *dir)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	return kt_write_file(path, "0");
+}
+
+/* The cgroup at @dir's memory.current, or -1. */
+static inline long long kt_memcg_current(const char *dir)
+{
+	char path[512];
+	long long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/memory.current", dir);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
 }
 
 /* Communicators (kcoll_comm_test.c, kcoll_fault_test.c) ---------------- */
