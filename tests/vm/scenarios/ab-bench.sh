@@ -40,7 +40,7 @@ kcoll_peers_up
 export KCOLL_NRANKS=$((2 * ppn)) KCOLL_BOOTSTRAP_TIMEOUT_MS=120000
 export KCOLL_SECRET=6b636f6c6c2d61622d62656e63682121
 port=29950
-AB_STATS="eager_sends eager_ahead grants_ahead sends_ahead colls_beside returned_early tokens_covered grants_fenced"
+AB_STATS="eager_sends eager_ahead grants_ahead sends_ahead colls_beside returned_early tokens_covered grants_fenced grants_fenced_held"
 for r in $(seq 1 "$rounds"); do
 	if [ $((r % 2)) = 1 ]; then order="a b"; else order="b a"; fi
 	for v in $order; do
