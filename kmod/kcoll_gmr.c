@@ -150,8 +150,9 @@ static struct kcoll_gmr *kcoll_gmr_pick(struct kcoll_conn *conn,
  * tied to it (g->mem) until it is deregistered: it maps nothing else, and
  * the entry lets its pages go only after its tied MRs are deregistered
  * (kcoll_gmr_forget()). Where the pool has only MRs tied to other
- * memory, its longest-idle one is deregistered and a new one allocated.
- * Must hold comm->lock.
+ * memory and no new one may be allocated (KCOLL_GMR_MAX, the user's
+ * quota, the cgroup's memory), its longest-idle one is deregistered and a
+ * new one allocated. Must hold comm->lock.
  */
 struct kcoll_gmr *kcoll_gmr_get(struct kcoll_conn *conn,
 				struct kcoll_mem *mem, bool tie)
@@ -163,24 +164,56 @@ struct kcoll_gmr *kcoll_gmr_get(struct kcoll_conn *conn,
 	    !list_empty(&conn->gmr_inv_due))
 		kcoll_gmr_flush(conn);	/* retired ones come back */
 	g = kcoll_gmr_pick(conn, mem, tie);
-	if (!g && conn->gmr_nr >= KCOLL_GMR_MAX) {
-		g = list_first_entry_or_null(&conn->gmr_free,
-					     struct kcoll_gmr, node);
-		if (!g)
+	if (!g && tie && conn->gmr_nr >= KCOLL_GMR_MAX &&
+	    !list_empty(&conn->gmr_inv_due)) {
+		/* Cheaper than a deregistration: maybe one of @mem's, or an
+		 * untied one, comes back. */
+		kcoll_gmr_flush(conn);
+		g = kcoll_gmr_pick(conn, mem, tie);
+	}
+	if (g) {
+		list_del_init(&g->node);
+	} else {
+		if (conn->gmr_nr < KCOLL_GMR_MAX) {
+			g = kcoll_gmr_alloc(conn);
+			/* Out of the user's quota or the cgroup's memory: an
+			 * MR tied to other memory makes room. */
+			if (!IS_ERR(g) || PTR_ERR(g) == -ENODEV ||
+			    list_empty(&conn->gmr_free))
+				goto out;
+		} else if (list_empty(&conn->gmr_free)) {
 			return ERR_PTR(-ENOBUFS);
+		}
+		g = list_first_entry(&conn->gmr_free, struct kcoll_gmr, node);
 		list_del_init(&g->node);
 		kcoll_gmr_destroy(g);	/* waits for its packets */
-		g = NULL;
-	}
-	if (!g)
 		g = kcoll_gmr_alloc(conn);
-	else
-		list_del_init(&g->node);
+	}
+out:
 	if (!IS_ERR(g) && tie && mem && !g->mem) {
 		g->mem = mem;
 		mem->gmr_ties++;
 	}
 	return g;
+}
+
+/* kcoll_gmr_forget()'s last resort: @mem's ties of live MRs go. */
+static void kcoll_gmr_untie_live(struct kcoll_comm *comm,
+				 struct kcoll_mem *mem)
+{
+	struct kcoll_gmr *g;
+	u32 i;
+
+	for (i = 0; comm->conns && i < comm->nranks; i++) {
+		if (!comm->conns[i])
+			continue;
+		list_for_each_entry(g, &comm->conns[i]->gmr_busy, node) {
+			if (g->mem == mem) {
+				g->mem = NULL;
+				mem->gmr_ties--;
+			}
+		}
+	}
 }
 
 /*
@@ -217,8 +250,12 @@ void kcoll_gmr_forget(struct kcoll_comm *comm, struct kcoll_mem *mem)
 			kcoll_stat_add(KCOLL_STAT_GRANTS_FENCED_HELD, 1);
 		}
 	}
-	/* One still live over @mem would be an operation's, using it. */
-	WARN_ON_ONCE(mem->gmr_ties);
+	/*
+	 * One still live over @mem would be an operation's, using it (a
+	 * bug): it is untied at least, so that it names no freed memory.
+	 */
+	if (WARN_ON_ONCE(mem->gmr_ties))
+		kcoll_gmr_untie_live(comm, mem);
 }
 
 /*

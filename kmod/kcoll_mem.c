@@ -316,12 +316,14 @@ int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm)
 	/* Sized by the pinned pages (more than 2^28 of them past what
 	 * kvmalloc gives: -ENOMEM, not a WARN). */
 	b->segs = kvcalloc(b->nsegs, sizeof(*b->segs),
-			   GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+			   GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL |
+			   __GFP_NOWARN);
 	/* Only what a peer may be granted needs its pages' DMA addresses
 	 * (kcoll_gmr_map() refuses a buffer without them). */
 	if (b->writable && !b->ops->dma_ready)
 		b->dma = kvcalloc(b->npages, sizeof(*b->dma),
-				  GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+				  GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL |
+				  __GFP_NOWARN);
 	if (!b->segs || (b->writable && !b->dma)) {
 		err = -ENOMEM;
 		goto out_unreg;
