@@ -139,6 +139,31 @@ static struct kcoll_gmr *kcoll_gmr_pick(struct kcoll_conn *conn,
 }
 
 /*
+ * MRs tied to a buffer that sit idle in @conn's pool hold the user's
+ * kernel memory (user_max_kernel_mb, shared by all its communicators) and
+ * the cgroup's: past two windows of them the longest-idle ones are
+ * deregistered, so that a process rotating over many buffers keeps no
+ * more than an untied pool would by much. Must hold comm->lock.
+ */
+static void kcoll_gmr_trim(struct kcoll_conn *conn)
+{
+	unsigned int keep = 2 * conn->window, n = 0;
+	struct kcoll_gmr *g, *tmp;
+
+	list_for_each_entry(g, &conn->gmr_free, node)
+		n += !!g->mem;
+	list_for_each_entry_safe(g, tmp, &conn->gmr_free, node) {
+		if (n <= keep)
+			break;
+		if (!g->mem)
+			continue;
+		list_del_init(&g->node);
+		kcoll_gmr_destroy(g);	/* waits for its packets */
+		n--;
+	}
+}
+
+/*
  * An invalid grant MR of @conn's, from its pool or new, to map bytes of
  * @mem (or, NULL, of memory that no registration or cache entry holds):
  * -ENOBUFS when the connection has KCOLL_GMR_MAX already (a grant waits
@@ -152,7 +177,8 @@ static struct kcoll_gmr *kcoll_gmr_pick(struct kcoll_conn *conn,
  * (kcoll_gmr_forget()). Where the pool has only MRs tied to other
  * memory and no new one may be allocated (KCOLL_GMR_MAX, the user's
  * quota, the cgroup's memory), its longest-idle one is deregistered and a
- * new one allocated. Must hold comm->lock.
+ * new one allocated; and it keeps at most two windows of idle tied MRs
+ * (kcoll_gmr_trim()). Must hold comm->lock.
  */
 struct kcoll_gmr *kcoll_gmr_get(struct kcoll_conn *conn,
 				struct kcoll_mem *mem, bool tie)
@@ -163,6 +189,8 @@ struct kcoll_gmr *kcoll_gmr_get(struct kcoll_conn *conn,
 	if (list_empty(&conn->gmr_free) && conn->gmr_nr >= KCOLL_GMR_MAX &&
 	    !list_empty(&conn->gmr_inv_due))
 		kcoll_gmr_flush(conn);	/* retired ones come back */
+	if (tie)
+		kcoll_gmr_trim(conn);
 	g = kcoll_gmr_pick(conn, mem, tie);
 	if (!g && tie && conn->gmr_nr >= KCOLL_GMR_MAX &&
 	    !list_empty(&conn->gmr_inv_due)) {
