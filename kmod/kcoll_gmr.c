@@ -140,16 +140,20 @@ static struct kcoll_gmr *kcoll_gmr_pick(struct kcoll_conn *conn,
 
 /*
  * MRs tied to a buffer that sit idle in @conn's pool hold the user's
- * kernel memory (user_max_kernel_mb, shared by all its communicators) and
- * the cgroup's: past two windows of them the longest-idle ones are
- * deregistered, so that a process rotating over many buffers keeps no
- * more than an untied pool would by much. Must hold comm->lock.
+ * kernel memory (user_max_kernel_mb, shared by all its communicators:
+ * another's pool may be empty and need it) and the cgroup's. Once the
+ * user has charged more than half its limit, past two windows of them
+ * the longest-idle ones are deregistered, so that a process rotating over
+ * many buffers keeps little more than an untied pool would. Must hold
+ * comm->lock.
  */
 static void kcoll_gmr_trim(struct kcoll_conn *conn)
 {
 	unsigned int keep = 2 * conn->window, n = 0;
 	struct kcoll_gmr *g, *tmp;
 
+	if (!kcoll_quota_bytes_pressed(conn->comm->quota))
+		return;
 	list_for_each_entry(g, &conn->gmr_free, node)
 		n += !!g->mem;
 	list_for_each_entry_safe(g, tmp, &conn->gmr_free, node) {
@@ -177,8 +181,9 @@ static void kcoll_gmr_trim(struct kcoll_conn *conn)
  * (kcoll_gmr_forget()). Where the pool has only MRs tied to other
  * memory and no new one may be allocated (KCOLL_GMR_MAX, the user's
  * quota, the cgroup's memory), its longest-idle one is deregistered and a
- * new one allocated; and it keeps at most two windows of idle tied MRs
- * (kcoll_gmr_trim()). Must hold comm->lock.
+ * new one allocated; and with the user's kernel memory half spent it
+ * keeps at most two windows of idle tied MRs (kcoll_gmr_trim()). Must
+ * hold comm->lock.
  */
 struct kcoll_gmr *kcoll_gmr_get(struct kcoll_conn *conn,
 				struct kcoll_mem *mem, bool tie)

@@ -229,6 +229,13 @@ void kcoll_quota_uncharge_bytes(struct kcoll_quota *q, u64 bytes)
 		atomic64_sub(bytes, &q->bytes);
 }
 
+/* Has @q's user charged more than half of user_max_kernel_mb? */
+bool kcoll_quota_bytes_pressed(struct kcoll_quota *q)
+{
+	return q && (u64)atomic64_read(&q->bytes) >
+		    ((u64)kcoll_user_max_kernel_mb() << 19);
+}
+
 /* dma-buf bytes imported: 0 or -EDQUOT (sysfs user_max_dmabuf_mb). */
 int kcoll_quota_charge_dmabuf(struct kcoll_quota *q, u64 bytes)
 {

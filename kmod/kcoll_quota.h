@@ -40,6 +40,7 @@ void kcoll_quota_uncharge(struct kcoll_quota *q, enum kcoll_quota_kind kind,
 			  u32 n);
 int kcoll_quota_charge_bytes(struct kcoll_quota *q, u64 bytes);
 void kcoll_quota_uncharge_bytes(struct kcoll_quota *q, u64 bytes);
+bool kcoll_quota_bytes_pressed(struct kcoll_quota *q);
 int kcoll_quota_charge_dmabuf(struct kcoll_quota *q, u64 bytes);
 void kcoll_quota_uncharge_dmabuf(struct kcoll_quota *q, u64 bytes);
 void kcoll_quota_defer(struct kcoll_quota *q, struct kcoll_deferred *d);
