@@ -5,7 +5,8 @@
 # (vmrun.sh -a), if any, names the binaries to run (e.g. kcoll_harden_test).
 # kcoll_bindir=DIR on the kernel command line (KCOLL_VM_CMDLINE) runs the
 # binaries of another directory (a build made while other VMs use
-# build/tests/bin).
+# build/tests/bin); kcoll_selftest_tmo=SECONDS gives each binary that long
+# (default 600; a KASAN kernel's runs are several times slower).
 . "$kcoll_top/tests/vm/guest-lib.sh"
 kcoll_net_up
 kcoll_rxe_up
@@ -35,7 +36,7 @@ for t in "${kcoll_bindir:-$KCOLL_TOP/build/tests/bin}"/*_test; do
 		continue
 	fi
 	log "running $name"
-	timeout -k 5 600 "$t" 2>&1 | kcoll_mark_tests "$name" >"$KCOLL_OUT/$name.tap"
+	timeout -k 5 "${kcoll_selftest_tmo:-600}" "$t" 2>&1 | kcoll_mark_tests "$name" >"$KCOLL_OUT/$name.tap"
 	rc=${PIPESTATUS[0]}
 	grep -E '^(not )?ok |^# (PASSED|FAILED|Totals)' "$KCOLL_OUT/$name.tap"
 	[ $rc = 0 ] || fail "$name exited with $rc"
