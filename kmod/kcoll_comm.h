@@ -37,13 +37,6 @@ void kcoll_comm_exit(void);
 
 
 /*
- * What workers and rdma_cm's handler allocate for a comm: charged (to the
- * cgroup kcoll_comm_memcg_begin() names), and past that cgroup's limit
- * they fail rather than call its OOM killer from a worker.
- */
-#define KCOLL_GFP_COMM	(GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL | __GFP_NOWARN)
-
-/*
  * What a worker or rdma_cm's handler allocates for @comm from here to
  * kcoll_comm_memcg_end() (with __GFP_ACCOUNT) is charged to the memory
  * cgroup of the process that created it, as what the process allocates

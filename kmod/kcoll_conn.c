@@ -182,9 +182,9 @@ int kcoll_lane_create_qp(struct kcoll_lane *lane,
 	/* Maybe in rdma_cm's handler: charged to the creator's memcg. */
 	memcg = kcoll_comm_memcg_begin(comm);
 	lane->rx = kcalloc(KCOLL_RQ_DEPTH, sizeof(*lane->rx),
-			   KCOLL_GFP_COMM);
+			   KCOLL_GFP_CHARGED);
 	lane->rx_msgs = kcalloc(KCOLL_RQ_DEPTH, sizeof(*lane->rx_msgs),
-				KCOLL_GFP_COMM);
+				KCOLL_GFP_CHARGED);
 	kcoll_comm_memcg_end(memcg);
 	if (!lane->rx || !lane->rx_msgs) {
 		err = -ENOMEM;

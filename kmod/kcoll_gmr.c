@@ -89,7 +89,7 @@ static struct kcoll_gmr *kcoll_gmr_alloc(struct kcoll_conn *conn)
 		return ERR_PTR(err);
 	/* Often in a worker: charged to the comm's creator's memcg. */
 	memcg = kcoll_comm_memcg_begin(conn->comm);
-	g = kvzalloc(struct_size(g, sg, pages), KCOLL_GFP_COMM);
+	g = kvzalloc(struct_size(g, sg, pages), KCOLL_GFP_CHARGED);
 	kcoll_comm_memcg_end(memcg);
 	if (!g) {
 		err = -ENOMEM;

@@ -212,14 +212,12 @@ int kcoll_buf_alloc(struct kcoll_buf *b, size_t len, struct kcoll_quota *q)
 	/* Past a memory cgroup's limit they fail (-ENOMEM), as ring memory
 	 * does, rather than call its OOM killer, maybe from a worker. */
 	b->pages = kvcalloc(b->npages, sizeof(*b->pages),
-			    GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL |
-			    __GFP_NOWARN);
+			    KCOLL_GFP_CHARGED);
 	if (!b->pages)
 		goto out_uncharge;
 	for (i = 0; i < b->npages; i++) {
 		/* Direct-map pages: rxe turns DMA addresses back into pages. */
-		b->pages[i] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO |
-					 __GFP_RETRY_MAYFAIL | __GFP_NOWARN);
+		b->pages[i] = alloc_page(KCOLL_GFP_CHARGED | __GFP_ZERO);
 		if (!b->pages[i])
 			goto out_free;
 	}
@@ -316,14 +314,12 @@ int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm)
 	/* Sized by the pinned pages (more than 2^28 of them past what
 	 * kvmalloc gives: -ENOMEM, not a WARN). */
 	b->segs = kvcalloc(b->nsegs, sizeof(*b->segs),
-			   GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL |
-			   __GFP_NOWARN);
+			   KCOLL_GFP_CHARGED);
 	/* Only what a peer may be granted needs its pages' DMA addresses
 	 * (kcoll_gmr_map() refuses a buffer without them). */
 	if (b->writable && !b->ops->dma_ready)
 		b->dma = kvcalloc(b->npages, sizeof(*b->dma),
-				  GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL |
-				  __GFP_NOWARN);
+				  KCOLL_GFP_CHARGED);
 	if (!b->segs || (b->writable && !b->dma)) {
 		err = -ENOMEM;
 		goto out_unreg;

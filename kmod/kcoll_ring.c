@@ -281,8 +281,7 @@ long kcoll_ctx_setup(struct kcoll_ctx *ctx, struct kcoll_setup *p)
 	 * not: past the cgroup's limit SETUP fails with -ENOMEM instead of
 	 * calling its OOM killer (__GFP_RETRY_MAYFAIL).
 	 */
-	region = __vmalloc(l.size, GFP_KERNEL_ACCOUNT | __GFP_ZERO |
-			   __GFP_RETRY_MAYFAIL | __GFP_NOWARN);
+	region = __vmalloc(l.size, KCOLL_GFP_CHARGED | __GFP_ZERO);
 	if (!region) {
 		err = -ENOMEM;
 		goto out_unlock;

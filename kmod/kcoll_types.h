@@ -87,6 +87,13 @@ KCOLL_STATIC_ASSERT(KCOLL_ASKS_MAX <= 255, "conn->nasks is a u8");
 /* Grant MRs per connection: every kind's window out and as many again
  * retired, not yet invalidated. */
 #define KCOLL_GMR_MAX		(2 * KCOLL_KIND_NR * KCOLL_STAGE_SLOTS)
+/*
+ * Kernel memory a user makes us allocate: charged to a memory cgroup (the
+ * caller's, or in a worker the one kcoll_comm_memcg_begin() names), and
+ * past its limit a failure (-ENOMEM), not a call of its OOM killer.
+ */
+#define KCOLL_GFP_CHARGED	(GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL | \
+				 __GFP_NOWARN)
 #define KCOLL_REG_BATCH		32	/* REG_MR WRs per registration batch */
 #define KCOLL_INLINE_WANT	256	/* inline data asked of a QP */
 #define KCOLL_PINGS		4	/* round trips timed per connection */
