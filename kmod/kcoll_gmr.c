@@ -191,16 +191,12 @@ struct kcoll_gmr *kcoll_gmr_get(struct kcoll_conn *conn,
 	struct kcoll_gmr *g;
 
 	lockdep_assert_held(&conn->comm->lock);
-	if (list_empty(&conn->gmr_free) && conn->gmr_nr >= KCOLL_GMR_MAX &&
-	    !list_empty(&conn->gmr_inv_due))
-		kcoll_gmr_flush(conn);	/* retired ones come back */
 	if (tie)
 		kcoll_gmr_trim(conn);
 	g = kcoll_gmr_pick(conn, mem, tie);
-	if (!g && tie && conn->gmr_nr >= KCOLL_GMR_MAX &&
+	if (!g && conn->gmr_nr >= KCOLL_GMR_MAX &&
 	    !list_empty(&conn->gmr_inv_due)) {
-		/* Cheaper than a deregistration: maybe one of @mem's, or an
-		 * untied one, comes back. */
+		/* Retired ones come back (cheaper than a deregistration). */
 		kcoll_gmr_flush(conn);
 		g = kcoll_gmr_pick(conn, mem, tie);
 	}
@@ -228,25 +224,6 @@ out:
 		mem->gmr_ties++;
 	}
 	return g;
-}
-
-/* kcoll_gmr_forget()'s last resort: @mem's ties of live MRs go. */
-static void kcoll_gmr_untie_live(struct kcoll_comm *comm,
-				 struct kcoll_mem *mem)
-{
-	struct kcoll_gmr *g;
-	u32 i;
-
-	for (i = 0; comm->conns && i < comm->nranks; i++) {
-		if (!comm->conns[i])
-			continue;
-		list_for_each_entry(g, &comm->conns[i]->gmr_busy, node) {
-			if (g->mem == mem) {
-				g->mem = NULL;
-				mem->gmr_ties--;
-			}
-		}
-	}
 }
 
 /*
@@ -282,13 +259,18 @@ void kcoll_gmr_forget(struct kcoll_comm *comm, struct kcoll_mem *mem)
 			kcoll_gmr_destroy(g);
 			kcoll_stat_add(KCOLL_STAT_GRANTS_FENCED_HELD, 1);
 		}
+		/*
+		 * One still live over @mem would be an operation's, using it
+		 * (a bug): it is untied at least, so that it names no freed
+		 * memory.
+		 */
+		list_for_each_entry(g, &conn->gmr_busy, node) {
+			if (WARN_ON_ONCE(g->mem == mem)) {
+				g->mem = NULL;
+				mem->gmr_ties--;
+			}
+		}
 	}
-	/*
-	 * One still live over @mem would be an operation's, using it (a
-	 * bug): it is untied at least, so that it names no freed memory.
-	 */
-	if (WARN_ON_ONCE(mem->gmr_ties))
-		kcoll_gmr_untie_live(comm, mem);
 }
 
 /*
