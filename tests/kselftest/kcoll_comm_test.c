@@ -1406,6 +1406,23 @@ FIXTURE_TEARDOWN(rxe)
 	kt_rxe_knobs_default();
 }
 
+/* Wait for two rank processes, each of which must exit 0 (@what names
+ * the round in the log; an exit code names the failed step). */
+static void kt_reap_two(struct __test_metadata *_metadata, pid_t pids[2],
+			const char *what)
+{
+	int st;
+
+	for (int k = 0; k < 2; k++) {
+		ASSERT_EQ(pids[k], waitpid(pids[k], &st, 0));
+		EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) {
+			TH_LOG("%s: rank %d %s %d", what, k,
+			       WIFEXITED(st) ? "failed step" : "was killed by signal",
+			       WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+		}
+	}
+}
+
 /*
  * One rank of connection_buffers_are_charged_to_the_memory_cgroup. Rank 0
  * joins the test cgroup at @dir and drops to nobody; both connect a
@@ -1482,7 +1499,7 @@ TEST_F_TIMEOUT(rxe, connection_buffers_are_charged_to_the_memory_cgroup, 180)
 	const char *ip = getenv("KCOLL_IP");
 	char dir[300], root[200], why[200];
 	long long chunk;
-	int k, st, mounted;
+	int k, mounted;
 	pid_t pids[2];
 	char val[32];
 
@@ -1510,17 +1527,9 @@ TEST_F_TIMEOUT(rxe, connection_buffers_are_charged_to_the_memory_cgroup, 180)
 						  rounds[round].fits,
 						  0x7e50 + round));
 		}
-		for (k = 0; k < 2; k++) {
-			ASSERT_EQ(pids[k], waitpid(pids[k], &st, 0));
-			EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) {
-				TH_LOG("memory.max %lu MiB: rank %d %s %d",
-				       rounds[round].max >> 20, k,
-				       WIFEXITED(st) ? "failed step" :
-				       "was killed by signal",
-				       WIFEXITED(st) ? WEXITSTATUS(st) :
-				       WTERMSIG(st));
-			}
-		}
+		snprintf(val, sizeof(val), "memory.max %lu MiB",
+			 rounds[round].max >> 20);
+		kt_reap_two(_metadata, pids, val);
 		EXPECT_EQ(0, kt_memcg_remove(dir, root, mounted));
 	}
 	snprintf(val, sizeof(val), "%lld", chunk);
@@ -1600,7 +1609,7 @@ TEST_F_TIMEOUT(rxe, tied_grant_mrs_make_room_within_the_quota, 180)
 {
 	const char *ip = getenv("KCOLL_IP");
 	long long kmb;
-	int k, st;
+	int k;
 	pid_t pids[2];
 	char val[32];
 
@@ -1618,14 +1627,7 @@ TEST_F_TIMEOUT(rxe, tied_grant_mrs_make_room_within_the_quota, 180)
 		if (!pids[k])
 			_exit(kt_tie_rank(ip, k));
 	}
-	for (k = 0; k < 2; k++) {
-		ASSERT_EQ(pids[k], waitpid(pids[k], &st, 0));
-		EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) {
-			TH_LOG("rank %d %s %d", k,
-			       WIFEXITED(st) ? "failed step" : "was killed by signal",
-			       WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-		}
-	}
+	kt_reap_two(_metadata, pids, "quota");
 	snprintf(val, sizeof(val), "%lld", kmb);
 	EXPECT_EQ(0, kt_sysfs_write("user_max_kernel_mb", val));
 }
