@@ -209,8 +209,9 @@ static void __kcoll_req_finish(struct kcoll_req *req, int res, u32 cflags)
  * @res: result for the CQE (0 or positive, or -errno)
  *
  * Exactly once per issued request, from process context with no spinlock
- * held, or from (soft)irq context: the last reference to the context may
- * be dropped here, and vfree() defers in interrupt context only.
+ * held (every caller is: the CQs poll from a workqueue, timers queue
+ * work): the last reference to the context may be dropped here, and its
+ * free takes kcoll_quota_lock, a spinlock never taken with interrupts off.
  */
 void kcoll_req_complete(struct kcoll_req *req, int res)
 {
