@@ -128,9 +128,11 @@ void kcoll_conn_retry_work(struct work_struct *work)
 		return;
 	}
 	if (time_after(jiffies, comm->connect_deadline)) {
-		pr_warn_ratelimited("comm %llx rank %u: rank %u unreachable after %u attempt(s)\n",
+		pr_warn_ratelimited("comm %llx rank %u: rank %u unreachable after %u attempt(s)%s\n",
 				    comm->uid, comm->rank, conn->peer,
-				    conn->attempts);
+				    conn->attempts,
+				    conn->setup_err == -ENOSPC ?
+				    " (it had no room for us)" : "");
 		kcoll_conn_fail_setup(conn, -ETIMEDOUT);
 		mutex_unlock(&comm->lock);
 		return;
@@ -289,8 +291,13 @@ static void kcoll_conn_rejected(struct kcoll_lane *lane,
 		kcoll_conn_fail_setup(conn, -EINVAL);
 		return;
 	default:
-		/* Not there yet (no comm, no listener): try again. Lanes
-		 * after the first go to a peer that has accepted one. */
+		/* Not there yet (no comm, no listener) or no room there
+		 * (REJ_NOMEM: its memory or its user's limits): try again.
+		 * Lanes after the first go to a peer that has accepted one. */
+		if (reason == KCOLL_REJ_NOMEM && !conn->setup_err)
+			pr_info_ratelimited("comm %llx rank %u: rank %u has no room for our connection (memory or its user's limits on its node); trying again\n",
+					    comm->uid, comm->rank, conn->peer);
+		conn->setup_err = reason == KCOLL_REJ_NOMEM ? -ENOSPC : 0;
 		if (lane->idx) {
 			pr_warn_ratelimited("comm %llx rank %u: rank %u refused QP %u of %u (%d)\n",
 					    comm->uid, comm->rank, conn->peer,
@@ -452,6 +459,8 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	if (!idx && nlanes > conn->lanes_charged) {
 		if (kcoll_quota_charge(comm->quota, KCOLL_Q_QPS,
 				       nlanes - conn->lanes_charged)) {
+			/* What COMM_CREATE reports if no try gets through. */
+			conn->setup_err = -EDQUOT;
 			mutex_unlock(&comm->lock);
 			kcoll_reject(id, KCOLL_REJ_NOMEM);
 			goto out_put;
@@ -483,14 +492,15 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	lane->established = false;
 	lane->authed = false;
 	mutex_unlock(&comm->lock);
+	if (!err)
+		err = kcoll_lane_create_qp(lane, id);
 	if (err) {
+		/* Our own lack of room: the peer tries again; if no try
+		 * gets through, COMM_CREATE reports it, not a timeout. */
 		kcoll_reject(id, KCOLL_REJ_NOMEM);
-		goto out_idle;
-	}
-
-	err = kcoll_lane_create_qp(lane, id);
-	if (err) {
-		kcoll_reject(id, KCOLL_REJ_NOMEM);
+		mutex_lock(&comm->lock);
+		conn->setup_err = err;
+		mutex_unlock(&comm->lock);
 		goto out_idle;
 	}
 	rdma_set_ack_timeout(id, kcoll_ack_timeout());
@@ -502,6 +512,7 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		goto out_idle;
 	}
 	mutex_lock(&comm->lock);
+	conn->setup_err = 0;	/* this try got through */
 	id->context = lane;
 	lane->cm_id = id;
 	kcoll_cm_unbusy(comm);

@@ -640,6 +640,42 @@ static bool kcoll_comm_connected(struct kcoll_comm *comm, void *arg)
 	return done;
 }
 
+/*
+ * COMM_CREATE ran out of time: name the ranks not reached, and return
+ * -ETIMEDOUT, or this node's own reason if its last refusal of a
+ * connection that never got through was for want of room here (-EDQUOT
+ * past a user limit, -ENOMEM past the memory cgroup's, or whatever else
+ * setting up its QP failed with): a user who hit a limit must read the
+ * limit, not a network fault.
+ */
+static int kcoll_comm_create_timed_out(struct kcoll_comm *comm)
+{
+	struct kcoll_conn *conn;
+	int err = -ETIMEDOUT;
+	u32 i;
+
+	mutex_lock(&comm->lock);
+	for (i = 0; i < comm->nranks; i++) {
+		conn = comm->conns[i];
+		if (!conn || conn->state == KCOLL_CONN_UP)
+			continue;
+		if (conn->setup_err && conn->setup_err != -ENOSPC) {
+			pr_warn_ratelimited("comm %llx rank %u: no connection to rank %u: setting it up failed here (%pe)\n",
+					    comm->uid, comm->rank, i,
+					    ERR_PTR(conn->setup_err));
+			if (err == -ETIMEDOUT)
+				err = conn->setup_err;
+		} else {
+			pr_warn_ratelimited("comm %llx rank %u: no connection to rank %u%s\n",
+					    comm->uid, comm->rank, i,
+					    conn->setup_err ?
+					    " (it had no room for us)" : "");
+		}
+	}
+	mutex_unlock(&comm->lock);
+	return err;
+}
+
 int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 {
 	struct kcoll_comm_create p;
@@ -867,15 +903,8 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	return 0;
 
 out_shutdown:
-	if (err == -ETIMEDOUT) {
-		mutex_lock(&comm->lock);
-		for (i = 0; i < comm->nranks; i++)
-			if (comm->conns[i] &&
-			    comm->conns[i]->state != KCOLL_CONN_UP)
-				pr_warn_ratelimited("comm %llx rank %u: no connection to rank %u\n",
-						    comm->uid, comm->rank, i);
-		mutex_unlock(&comm->lock);
-	}
+	if (err == -ETIMEDOUT)
+		err = kcoll_comm_create_timed_out(comm);
 	kcoll_comm_unlist(comm);
 	kcoll_comm_shutdown(comm, err);
 	kcoll_comm_revoke_flush(comm);

@@ -359,6 +359,11 @@ struct kcoll_conn {
 	struct ib_cq *cq;		/* every lane's */
 	struct delayed_work retry;	/* active side: reconnect later */
 	unsigned int attempts;
+	int setup_err;			/* why our last try to set it up
+					 * failed: -EDQUOT or another error
+					 * of this node's (passive side), or
+					 * -ENOSPC: the peer had no room
+					 * (active side); 0: none */
 	u8 nlanes;			/* QPs: the active side's choice */
 	u8 lanes_up;			/* established during setup */
 	u8 lanes_charged;		/* QPs charged for it (user_max_qps) */

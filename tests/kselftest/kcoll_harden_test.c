@@ -1092,6 +1092,111 @@ TEST_F_TIMEOUT(harden, per_user_limits_refuse_with_edquot, 120)
 }
 
 /*
+ * A listener with no room for a connection says so. Nobody holds two
+ * communicators' ranks 0 at user_max_qps 2, one QP each; root's rank 1
+ * of one of them, on a node whose qps_per_peer is 2, asks for a second
+ * QP, which nobody's user may not have: the listener refuses, and root
+ * tries again until its deadline. Nobody's COMM_CREATE then returns the
+ * limit it hit, -EDQUOT, not the -ETIMEDOUT of a missing peer (before
+ * 2026-12-06 it did), and the refused charge goes back with the rest.
+ */
+struct kh_room {
+	const char *ip;
+	__u64 uid;
+	__u32 timeout_ms;
+	long res;
+};
+
+static void *kh_room_rank0(void *arg)
+{
+	struct kh_room *k = arg;
+	struct kcoll_rank_addr ranks[2];
+	struct tring r;
+
+	kt_addr_pair(ranks, k->ip);
+	k->res = kt_ring_init(&r, 8, 0, 0);
+	if (!k->res)
+		k->res = kt_comm_create(r.fd, k->uid, "room", 0, 2, ranks,
+					k->timeout_ms, NULL);
+	kt_ring_exit(&r);
+	return NULL;
+}
+
+/* Nobody's two ranks 0: exit code 0, or which check failed. */
+static int kh_room_child(void *arg)
+{
+	struct kh_room k[2] = {
+		{ arg, 0x16fd, 3000, 0 },	/* root's peer */
+		{ arg, 0x16fe, 5000, 0 },	/* nobody comes */
+	};
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, kh_room_rank0, &k[1]))
+		return 110;
+	kh_room_rank0(&k[0]);
+	pthread_join(t, NULL);
+	fprintf(stderr, "# nobody's COMM_CREATEs: %ld (root's peer), %ld (no peer)\n",
+		k[0].res, k[1].res);
+	if (k[1].res != -ETIMEDOUT)
+		return 111;
+	return k[0].res == -EDQUOT ? 0 : k[0].res == -ETIMEDOUT ? 112 : 113;
+}
+
+TEST_F_TIMEOUT(harden, a_listener_without_room_says_so, 60)
+{
+	const char *ip = getenv("KCOLL_IP");
+	struct kcoll_rank_addr ranks[2];
+	long long qpp, umq, v[6] = { 0 };
+	char val[32];
+	struct tring r;
+	pid_t pid;
+	long res;
+	int st, i;
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "playing two users needs root");
+	qpp = kt_sysfs_read("qps_per_peer");
+	umq = kt_sysfs_read("user_max_qps");
+	ASSERT_LT(0, qpp);
+	ASSERT_LT(0, umq);
+	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
+	ASSERT_EQ(0, kt_sysfs_write("qps_per_peer", "1"));
+	ASSERT_EQ(0, kt_sysfs_write("user_max_qps", "2"));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(kt_become_nobody() ? 101 : kh_room_child((void *)ip));
+	/* Both of nobody's ranks have charged their QP: now ask for two. */
+	for (i = 0; i < 300; i++) {
+		if (!kh_quota_of_nobody(v, 6) && v[3] == 2)
+			break;
+		usleep(10000);
+	}
+	EXPECT_EQ(2, v[3]);
+	EXPECT_EQ(0, kt_sysfs_write("qps_per_peer", "2"));
+	kt_addr_pair(ranks, ip);
+	ASSERT_EQ(0, kt_ring_init(&r, 8, 0, 0));
+	res = kt_comm_create(r.fd, 0x16fd, "room", 1, 2, ranks, 4000, NULL);
+	kt_ring_exit(&r);
+	EXPECT_EQ(-ETIMEDOUT, res);
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_EQ(0, WIFEXITED(st) ? WEXITSTATUS(st) : 100);
+	snprintf(val, sizeof(val), "%lld", qpp);
+	EXPECT_EQ(0, kt_sysfs_write("qps_per_peer", val));
+	snprintf(val, sizeof(val), "%lld", umq);
+	EXPECT_EQ(0, kt_sysfs_write("user_max_qps", val));
+	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
+	/* Nothing of nobody's stays charged, the refused QP included. */
+	if (!kh_quota_of_nobody(v, 6))
+		EXPECT_EQ(0, v[1] + v[3]) {
+			TH_LOG("uid 65534 still holds %lld comms, %lld QPs",
+			       v[1], v[3]);
+		}
+}
+
+/*
  * Communicators of one user with the same uid and rank (different keys)
  * are few (user_max_same_rank, 4): the listener tries each one's key on
  * every hello for that uid and rank, under the node's communicator lock,
