@@ -64,6 +64,7 @@ int kcoll_rank_sockaddr(const struct kcoll_rank_addr *ra,
  */
 void kcoll_conn_teardown_id(struct kcoll_conn *conn)
 {
+	struct kcoll_comm *comm = conn->comm;
 	unsigned int i;
 
 	for (i = 0; i < KCOLL_MAX_LANES; i++) {
@@ -73,10 +74,22 @@ void kcoll_conn_teardown_id(struct kcoll_conn *conn)
 		if (!id)
 			continue;
 		if (lane->qp) {
+			/*
+			 * Handlers run meanwhile (another connection's, or
+			 * this one's completions before the drain's marker):
+			 * a receive posted again after the drain's marker
+			 * would complete after the ring is freed, and a
+			 * kill or a send would reach a destroyed QP.
+			 */
+			mutex_lock(&comm->lock);
+			lane->draining = true;
+			mutex_unlock(&comm->lock);
 			rdma_disconnect(id);
 			ib_drain_qp(lane->qp);
 			rdma_destroy_qp(id);
+			mutex_lock(&comm->lock);
 			lane->qp = NULL;
+			mutex_unlock(&comm->lock);
 		}
 		rdma_destroy_id(id);
 		lane->cm_id = NULL;
@@ -250,6 +263,19 @@ static void kcoll_conn_rejected(struct kcoll_lane *lane,
 	struct kcoll_comm *comm = conn->comm;
 	int reason = 0;
 
+	/*
+	 * Only a connection being set up is rejected. ib_cm also delivers
+	 * a REJ to an established id: a peer that sends one (a node of the
+	 * communicator, crafting CM MADs) ends the connection as a
+	 * disconnect would, its operations failed and its grants undone;
+	 * after that, or for an idle one, there is nothing left to end.
+	 */
+	if (conn->state == KCOLL_CONN_UP) {
+		kcoll_conn_kill(conn, -ECONNRESET);
+		return;
+	}
+	if (conn->state != KCOLL_CONN_CONNECTING)
+		return;
 	/* The accepting side: the connecting one gave up (ib_cm's REJ for
 	 * an accepted REQ whose id went away). It does not dial back. */
 	if (!conn->active) {
@@ -802,7 +828,8 @@ static void kcoll_cm_event(struct kcoll_lane *lane, struct rdma_cm_id *id,
 		if (conn->state == KCOLL_CONN_CONNECTING) {
 			kcoll_conn_fail_setup(conn, -ECONNRESET);
 		} else if (ev->event == RDMA_CM_EVENT_DISCONNECTED &&
-			   conn->state == KCOLL_CONN_UP && lane->qp) {
+			   conn->state == KCOLL_CONN_UP && lane->qp &&
+			   !lane->draining) {
 			/*
 			 * The peer closed. What it sent before may still be
 			 * waiting in our CQ: flush instead of failing now.

@@ -176,6 +176,7 @@ int kcoll_lane_create_qp(struct kcoll_lane *lane,
 	if (err)
 		goto out_free_cq;
 	lane->qp = id->qp;
+	lane->draining = false;
 	/* What the provider granted (at least what we asked for). */
 	lane->max_inline = attr.cap.max_inline_data;
 
@@ -297,6 +298,16 @@ static void kcoll_conn_wc_error(struct kcoll_conn *conn, struct ib_wc *wc,
 			      -ECONNRESET : -EIO);
 }
 
+/* A receive that completed goes back on the ring, unless its QP is being
+ * drained for destruction. Must hold comm->lock. */
+static int kcoll_lane_repost_rx(struct kcoll_lane *lane, struct kcoll_rx *rx)
+{
+	lockdep_assert_held(&lane->conn->comm->lock);
+	if (lane->draining)
+		return 0;
+	return kcoll_lane_post_rx(lane, rx);
+}
+
 static void kcoll_rx_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct kcoll_rx *rx = container_of(wc->wr_cqe, struct kcoll_rx, cqe);
@@ -335,7 +346,7 @@ static void kcoll_rx_done(struct ib_cq *cq, struct ib_wc *wc)
 	if (wc->opcode == IB_WC_RECV_RDMA_WITH_IMM) {
 		u32 imm = be32_to_cpu(wc->ex.imm_data);
 
-		if (kcoll_lane_post_rx(lane, rx))
+		if (kcoll_lane_repost_rx(lane, rx))
 			kcoll_conn_kill(conn, -EIO);
 		kcoll_engine_data(conn, imm, wc->byte_len);
 		goto out;
@@ -350,7 +361,7 @@ static void kcoll_rx_done(struct ib_cq *cq, struct ib_wc *wc)
 	ib_dma_sync_single_for_cpu(cq->device, rx->dma, sizeof(msg),
 				   DMA_FROM_DEVICE);
 	memcpy(&msg, rx->msg, sizeof(msg));
-	if (kcoll_lane_post_rx(lane, rx))
+	if (kcoll_lane_repost_rx(lane, rx))
 		kcoll_conn_kill(conn, -EIO);
 	if (!conn->active && !lane->authed)
 		kcoll_lane_auth(lane, &msg);
@@ -455,7 +466,8 @@ void kcoll_conn_kill(struct kcoll_conn *conn, int err)
 	for (i = 0; i < conn->nlanes; i++) {
 		struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
 
-		if (conn->lane[i].qp)
+		/* A draining QP is in error already, and may be gone. */
+		if (conn->lane[i].qp && !conn->lane[i].draining)
 			ib_modify_qp(conn->lane[i].qp, &attr, IB_QP_STATE);
 	}
 	if (!comm->shutting_down && !comm->revoked && comm->nr_ops)
@@ -545,6 +557,11 @@ void kcoll_conn_fail_setup(struct kcoll_conn *conn, int err)
 	struct kcoll_comm *comm = conn->comm;
 
 	lockdep_assert_held(&comm->lock);
+	/* Up already: its operations and grants must be undone too. */
+	if (conn->state == KCOLL_CONN_UP) {
+		kcoll_conn_kill(conn, err);
+		return;
+	}
 	if (!comm->error)
 		comm->error = err;
 	conn->state = KCOLL_CONN_DEAD;

@@ -168,11 +168,16 @@ u64 kcoll_op_mark(const struct kcoll_task *op)
 /* The error an ABORT carries, as this rank reports it. */
 int kcoll_abort_status(const struct kcoll_wire_msg *m)
 {
-	int err = -(int)le32_to_cpu(m->status);
+	u32 status = le32_to_cpu(m->status);
+	int err;
 
-	/* The peer's operation was cancelled (its communicator or process
-	 * went away): for us the peer is lost. */
-	if (err == -ECANCELED || err >= 0 || err < -MAX_ERRNO)
+	/* Not an errno at all (no negation of INT_MIN), or the peer's
+	 * operation was cancelled (its communicator or process went
+	 * away): for us the peer is lost. */
+	if (!status || status > MAX_ERRNO)
+		return -ECONNRESET;
+	err = -(int)status;
+	if (err == -ECANCELED)
 		return -ECONNRESET;
 	/* The kernel's own codes (-ERESTARTSYS and up) never reach user
 	 * space, and no peer of ours sends one: a peer that does lies. */

@@ -46,7 +46,7 @@ static int kcoll_conn_post(struct kcoll_conn *conn, unsigned int idx,
 	int err;
 
 	lockdep_assert_held(&conn->comm->lock);
-	if (conn->state != KCOLL_CONN_UP)
+	if (conn->state != KCOLL_CONN_UP || lane->draining)
 		return -ENOTCONN;
 	if (idx >= conn->nlanes)
 		return -EINVAL;

@@ -326,6 +326,10 @@ struct kcoll_lane {
 	u8 nonce_accept[KCOLL_AUTH_NONCE];
 	bool established;
 	bool authed;
+	bool draining;			/* its QP is being destroyed (set
+					 * under comm->lock before the drain):
+					 * no receive is posted again, nothing
+					 * is sent, no kill touches the QP */
 };
 
 struct kcoll_conn {

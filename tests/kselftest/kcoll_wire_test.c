@@ -1678,6 +1678,7 @@ TEST(an_abort_carries_only_a_users_error)
 		{ 512, -EPROTO },		/* ERESTARTSYS */
 		{ 529, -EPROTO },		/* EIOCBQUEUED */
 		{ 0x7fffffff, -ECONNRESET },	/* no errno at all */
+		{ 0x80000000, -ECONNRESET },	/* whose negation overflows */
 	};
 	float a[2] = { 1, 2 }, b[2];
 	unsigned int i;
