@@ -2813,10 +2813,7 @@ static void kt_disrupt(struct __test_metadata *_metadata, int unplug)
 	if (unplug) {
 		EXPECT_EQ(0, system("rdma link add rxe0 type rxe netdev eth0"));
 		/* Let the port come back for whoever runs next. */
-		for (i = 0; i < 100 &&
-		     system("ibv_devinfo -d rxe0 2>/dev/null | grep -q PORT_ACTIVE");
-		     i++)
-			usleep(100 * 1000);
+		EXPECT_EQ(0, kt_port_wait_active("rxe0", 100));
 	}
 }
 

@@ -275,16 +275,9 @@ static void *kh_rank_thread(void *arg)
 /* rxe0 back on eth0, and its port active (up to 10 s): 0, or -1. */
 static int kh_rxe_add(void)
 {
-	int i;
-
 	if (system("rdma link add rxe0 type rxe netdev eth0"))
 		return -1;
-	for (i = 0; i < 100; i++) {
-		if (!system("ibv_devinfo -d rxe0 2>/dev/null | grep -q PORT_ACTIVE"))
-			return 0;
-		usleep(100 * 1000);
-	}
-	return -1;
+	return kt_port_wait_active("rxe0", 100);
 }
 
 struct kh_devrace {
@@ -866,6 +859,8 @@ struct kh_quota_rank {
 	int rank;
 	__u32 timeout_ms;
 	long res;
+	__u64 uid;		/* 0: 0x16f7, key "quota" */
+	const char *key;
 };
 
 static void *kh_quota_rank(void *arg)
@@ -878,8 +873,9 @@ static void *kh_quota_rank(void *arg)
 	kt_addr_pair(ranks, k->ip);
 	k->res = kt_ring_init(&r, 8, 0, 0);
 	if (!k->res)
-		k->res = kt_comm_create(r.fd, 0x16f7, "quota", k->rank, 2,
-					ranks, k->timeout_ms, &id);
+		k->res = kt_comm_create(r.fd, k->uid ?: 0x16f7,
+					k->key ?: "quota", k->rank, 2, ranks,
+					k->timeout_ms, &id);
 	/* Both ends up before either leaves: a rank whose COMM_CREATE
 	 * returned first must not close while its peer still sets up. */
 	if (!k->res) {
@@ -1099,41 +1095,19 @@ TEST_F_TIMEOUT(harden, per_user_limits_refuse_with_edquot, 120)
  * tries again until its deadline. Nobody's COMM_CREATE then returns the
  * limit it hit, -EDQUOT, not the -ETIMEDOUT of a missing peer (before
  * 2026-12-06 it did), and the refused charge goes back with the rest.
+ * The child (nobody's two ranks 0): exit code 0, or which check failed.
  */
-struct kh_room {
-	const char *ip;
-	__u64 uid;
-	__u32 timeout_ms;
-	long res;
-};
-
-static void *kh_room_rank0(void *arg)
-{
-	struct kh_room *k = arg;
-	struct kcoll_rank_addr ranks[2];
-	struct tring r;
-
-	kt_addr_pair(ranks, k->ip);
-	k->res = kt_ring_init(&r, 8, 0, 0);
-	if (!k->res)
-		k->res = kt_comm_create(r.fd, k->uid, "room", 0, 2, ranks,
-					k->timeout_ms, NULL);
-	kt_ring_exit(&r);
-	return NULL;
-}
-
-/* Nobody's two ranks 0: exit code 0, or which check failed. */
 static int kh_room_child(void *arg)
 {
-	struct kh_room k[2] = {
-		{ arg, 0x16fd, 3000, 0 },	/* root's peer */
-		{ arg, 0x16fe, 5000, 0 },	/* nobody comes */
+	struct kh_quota_rank k[2] = {
+		{ arg, 0, 3000, 0, 0x16fd, "room" },	/* root's peer */
+		{ arg, 0, 5000, 0, 0x16fe, "room" },	/* nobody comes */
 	};
 	pthread_t t;
 
-	if (pthread_create(&t, NULL, kh_room_rank0, &k[1]))
+	if (pthread_create(&t, NULL, kh_quota_rank, &k[1]))
 		return 110;
-	kh_room_rank0(&k[0]);
+	kh_quota_rank(&k[0]);
 	pthread_join(t, NULL);
 	fprintf(stderr, "# nobody's COMM_CREATEs: %ld (root's peer), %ld (no peer)\n",
 		k[0].res, k[1].res);

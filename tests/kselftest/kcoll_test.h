@@ -180,7 +180,33 @@ static inline long long kt_sysfs_read(const char *name)
 	return v;
 }
 
-/* Write a sysfs value; returns 0 or -errno. */
+/*
+ * Wait up to @tenths tenths of a second for port 1 of RDMA device @dev
+ * to be ACTIVE (sysfs; an ibv_devinfo per poll costs a TCG guest three
+ * processes, more than a second): 0, or -1.
+ */
+static inline int kt_port_wait_active(const char *dev, int tenths)
+{
+	char path[128], st[32];
+	FILE *f;
+	int i;
+
+	snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/1/state",
+		 dev);
+	for (i = 0; i < tenths; i++) {
+		f = fopen(path, "r");
+		if (f) {
+			if (fgets(st, sizeof(st), f) && strstr(st, "ACTIVE")) {
+				fclose(f);
+				return 0;
+			}
+			fclose(f);
+		}
+		usleep(100 * 1000);
+	}
+	return -1;
+}
+
 /* Write @val to the file at @path (sysfs, procfs, cgroupfs): 0, or -errno
  * (-EIO for a short write). */
 static inline int kt_write_file(const char *path, const char *val)
