@@ -39,12 +39,14 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include "coll_internal.h"
@@ -566,6 +568,8 @@ static void fmt_sockaddr(const struct sockaddr_in *sa, char *buf, size_t len)
 #define ROOT_HELLO_MS		10000U
 /* Time a refusal or the table gets to go out. */
 #define ROOT_SEND_MS		5000U
+/* Out of descriptors: how long the listener is left alone. */
+#define ROOT_EMFILE_MS		20U
 
 struct root_pending {
 	int fd;
@@ -593,6 +597,8 @@ struct coll_root {
 	unsigned int npend;
 	uint64_t quiet_until;		/* strangers' refusals: one line a second */
 	uint64_t quieted;		/* not logged since the last line */
+	uint64_t lfd_pause;		/* out of descriptors: no accept till then */
+	bool emfile;			/* that happened */
 };
 
 static void root_free(struct coll_root *r)
@@ -696,6 +702,37 @@ static bool mac_equal(const uint8_t *a, const uint8_t *b)
 }
 
 /* A complete HELLO arrived on pending connection @i. */
+/*
+ * The root holds a descriptor per joined rank and up to ROOT_MAX_PENDING
+ * connections besides what the process has open. With nranks known, if
+ * that does not fit under the soft RLIMIT_NOFILE (1024 by default: a job
+ * of 1000 ranks), raise it toward the hard limit, by what is missing and
+ * 64 more. Only then: a soft limit above 1024 breaks select() in a
+ * process that uses it. If even the hard limit is short, accepts fail
+ * with EMFILE and root_accept() says so.
+ */
+static void root_fit_fds(struct coll_root *r)
+{
+	rlim_t used = 0, need;
+	struct rlimit rl;
+	DIR *d = opendir("/proc/self/fd");
+
+	if (d) {
+		while (readdir(d))
+			used++;
+		closedir(d);
+	}
+	need = used + r->nranks + ROOT_MAX_PENDING;
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur >= need || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need + 64 ?
+		      need + 64 : rl.rlim_max;
+	if (!setrlimit(RLIMIT_NOFILE, &rl))
+		fprintf(stderr, "kcoll: bootstrap root :%u: %u ranks: raised the soft limit on open files (ulimit -n) to %llu\n",
+			r->port, r->nranks, (unsigned long long)rl.rlim_cur);
+}
+
 static void root_hello(struct coll_root *r, unsigned int i)
 {
 	struct root_pending *p = &r->pend[i];
@@ -767,6 +804,7 @@ static void root_hello(struct coll_root *r, unsigned int i)
 			for (k = 0; k < nranks; k++)
 				r->fds[k] = -1;
 			r->nranks = nranks;
+			root_fit_fds(r);
 		}
 	}
 	if (status) {
@@ -796,9 +834,16 @@ static void root_leave(struct coll_root *r, uint32_t rank)
 	r->joined--;
 }
 
+/*
+ * At most one pass's worth of connections (ROOT_MAX_PENDING): under a
+ * flood the loop still gets back to the HELLOs and the deadlines, and a
+ * connection accepted in this pass is never the oldest one evicted.
+ */
 static void root_accept(struct coll_root *r)
 {
-	for (;;) {
+	unsigned int n;
+
+	for (n = 0; n < ROOT_MAX_PENDING; n++) {
 		struct sockaddr_in sa;
 		socklen_t sl = sizeof(sa);
 		struct root_pending *p;
@@ -806,6 +851,17 @@ static void root_accept(struct coll_root *r)
 
 		fd = accept4(r->lfd, (struct sockaddr *)&sa, &sl,
 			     SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+			/* The queued connection would wake poll at once,
+			 * for ever: leave the listener alone a while (a
+			 * pending one's deadline frees a descriptor). */
+			if (!r->emfile)
+				fprintf(stderr, "kcoll: bootstrap root :%u: out of file descriptors with %u of %u ranks joined (ulimit -n)\n",
+					r->port, r->joined, r->nranks);
+			r->emfile = true;
+			r->lfd_pause = coll_now_ms() + ROOT_EMFILE_MS;
+			return;
+		}
 		if (fd < 0)
 			return;		/* EAGAIN, or a transient error */
 		if (r->npend == ROOT_MAX_PENDING) {
@@ -908,7 +964,8 @@ static void root_timeout(struct coll_root *r)
 	uint32_t i;
 
 	snprintf(msg, sizeof(msg), "only %u of %u ranks joined in %" PRIu64
-		 " ms", r->joined, r->nranks, r->timeout_ms);
+		 " ms%s", r->joined, r->nranks, r->timeout_ms,
+		 r->emfile ? " (the root ran out of file descriptors)" : "");
 	reply_header(b, -ETIMEDOUT, r->uid, r->nranks, msg);
 	reply_digest(b, NULL, 0, digest);
 	for (i = 0; i < r->nranks; i++)
@@ -955,7 +1012,12 @@ static void *root_main(void *arg)
 			who = nw;
 			cap = need;
 		}
-		pfd[n++] = (struct pollfd){ .fd = r->lfd, .events = POLLIN };
+		/* A negative fd is left out of poll: paused. */
+		pfd[n++] = (struct pollfd){
+			.fd = now < r->lfd_pause ? -1 : r->lfd,
+			.events = POLLIN };
+		if (now < r->lfd_pause && r->lfd_pause < wake)
+			wake = r->lfd_pause;
 		for (i = 0; i < r->npend; i++) {
 			pfd[n++] = (struct pollfd){ .fd = r->pend[i].fd,
 						    .events = POLLIN };

@@ -7,6 +7,7 @@
  *  - the root refuses a wrong secret, a taken rank, a different nranks and
  *    garbage, each with a clear error, and the others still complete;
  *  - timeouts: a root that never gets all ranks, a root that is not there;
+ *  - a root whose process may not open a descriptor per rank;
  *  - the launcher environment (KCOLL_RANK/NRANKS with KCOLL_UNIQUE_ID or
  *    KCOLL_ROOT/KCOLL_SECRET, Open MPI's variables);
  *  - the node address from a fake /sys/class/infiniband and KCOLL_IB_ADDR;
@@ -23,8 +24,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "coll.h"
 #include "coll_internal.h"
@@ -935,6 +938,146 @@ static void test_bootstrap_many(void)
 	}
 }
 
+/* A rank of a communicator larger than struct rank_arg's table. */
+struct big_rank {
+	coll_unique_id id;
+	int nranks, rank, ret;
+	struct kcoll_rank_addr self, *table;
+	pthread_t th;
+};
+
+static void *big_rank_main(void *p)
+{
+	struct big_rank *b = p;
+
+	b->ret = coll_bootstrap(&b->id, b->nranks, b->rank, &b->self,
+				b->table, NULL);
+	return NULL;
+}
+
+/* Ranks @from..@to-1 of @n on @id as threads: how many failed. */
+static int big_ranks(const coll_unique_id *id, int n, int from, int to)
+{
+	struct big_rank *b = calloc((size_t)(to - from), sizeof(*b));
+	struct in_addr lo = { htonl(INADDR_LOOPBACK) };
+	bool *started = calloc((size_t)(to - from), sizeof(*started));
+	int i, bad = 0;
+
+	for (i = 0; b && started && i < to - from; i++) {
+		b[i].id = *id;
+		b[i].nranks = n;
+		b[i].rank = from + i;
+		b[i].ret = -ENOMEM;
+		coll_addr_from_ipv4(&b[i].self, lo);
+		b[i].table = calloc((size_t)n, sizeof(*b[i].table));
+		started[i] = b[i].table &&
+			     !pthread_create(&b[i].th, NULL, big_rank_main,
+					     &b[i]);
+	}
+	for (i = 0; i < to - from; i++) {
+		if (!b || !started) {
+			bad++;
+			continue;
+		}
+		if (started[i])
+			pthread_join(b[i].th, NULL);
+		bad += b[i].ret != 0;
+		free(b[i].table);
+	}
+	free(started);
+	free(b);
+	return bad;
+}
+
+#define FD_RANKS	40
+#define FD_LIMIT	24
+
+/*
+ * The root's process as rank 0, its soft limit on open files FD_LIMIT
+ * (and the hard one too if @hard): the unique id goes out through @wfd.
+ * Exit code 0 if the outcome is the expected one: the job comes up (the
+ * root raised the soft limit), or, with the hard limit short, it fails
+ * at its deadline with the root's process using less than half a CPU
+ * meanwhile (before 2026-12-06 it spun on the listener: accept failed
+ * with EMFILE, and poll woke at once for the queued connection).
+ */
+static int fd_root_child(int wfd, bool hard)
+{
+	struct big_rank r0 = { .nranks = FD_RANKS };
+	struct in_addr lo = { htonl(INADDR_LOOPBACK) };
+	struct rusage ru0, ru1;
+	struct rlimit rl;
+	double t0, cpu;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 10;
+	rl.rlim_cur = FD_LIMIT;
+	if (hard)
+		rl.rlim_max = FD_LIMIT;
+	if (setrlimit(RLIMIT_NOFILE, &rl) || coll_get_unique_id(&r0.id) ||
+	    write(wfd, &r0.id, sizeof(r0.id)) != sizeof(r0.id))
+		return 11;
+	close(wfd);
+	coll_addr_from_ipv4(&r0.self, lo);
+	r0.table = calloc(FD_RANKS, sizeof(*r0.table));
+	if (!r0.table)
+		return 12;
+	getrusage(RUSAGE_SELF, &ru0);
+	t0 = now_s();
+	big_rank_main(&r0);
+	getrusage(RUSAGE_SELF, &ru1);
+	cpu = ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec +
+	      ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec +
+	      (ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec +
+	       ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) * 1e-6;
+	fprintf(stderr, "# root process, hard limit %s: rank 0 %d after %.2f s, %.2f s of CPU\n",
+		hard ? "short" : "free", r0.ret, now_s() - t0, cpu);
+	if (!hard)
+		return r0.ret ? 13 : 0;
+	if (!r0.ret)
+		return 14;
+	return cpu < 0.5 * (now_s() - t0) ? 0 : 15;
+}
+
+static void test_bootstrap_fd_limit(void)
+{
+	int hard;
+
+	setenv(COLL_ENV_BOOTSTRAP_TIMEOUT, "3000", 1);
+	for (hard = 0; hard < 2; hard++) {
+		coll_unique_id id;
+		int p[2], st = 0, bad;
+		pid_t pid;
+
+		if (!UNIT_EQ_INT(pipe(p), 0))
+			break;
+		pid = fork();
+		if (!pid) {
+			close(p[0]);
+			_exit(fd_root_child(p[1], hard));
+		}
+		close(p[1]);
+		if (!UNIT_CHECK(pid > 0) ||
+		    !UNIT_EQ_INT((int)read(p[0], &id, sizeof(id)),
+				 (int)sizeof(id))) {
+			close(p[0]);
+			if (pid > 0)
+				waitpid(pid, &st, 0);
+			break;
+		}
+		close(p[0]);
+		bad = big_ranks(&id, FD_RANKS, 1, FD_RANKS);
+		UNIT_EQ_INT(waitpid(pid, &st, 0), pid);
+		UNIT_CHECK(WIFEXITED(st));
+		if (!UNIT_EQ_INT(WEXITSTATUS(st), 0))
+			unit_diag("hard limit %s: the root's process failed check %d",
+				  hard ? "short" : "free", WEXITSTATUS(st));
+		/* The other ranks: all in, or all told. */
+		UNIT_EQ_INT(bad, hard ? FD_RANKS - 1 : 0);
+	}
+	unsetenv(COLL_ENV_BOOTSTRAP_TIMEOUT);
+}
+
 /* ------------------------------------------------------------------ */
 /* The launcher environment                                            */
 /* ------------------------------------------------------------------ */
@@ -1243,6 +1386,7 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_bootstrap_root_lifetime);
 	UNIT_RUN(test_bootstrap_timeouts);
 	UNIT_RUN(test_bootstrap_many);
+	UNIT_RUN(test_bootstrap_fd_limit);
 	UNIT_RUN(test_env);
 	UNIT_RUN(test_node_addr);
 	UNIT_RUN(test_comm_no_device);
