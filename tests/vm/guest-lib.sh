@@ -75,6 +75,7 @@ kcoll_mod_load() {
 	modprobe ib_core && modprobe rdma_cm || { fail "modprobe ib_core/rdma_cm"; return 1; }
 	kcoll_kmemleak_baseline
 	echo "kcoll-test: begin $(basename "$kcoll_run")" >/dev/kmsg
+	kcoll_marked=1
 	# The emulated wire drops packets now and then; rxe resends only after
 	# the ACK timeout, so the test bed uses 67 ms (ack_timeout=14, also
 	# perftest's default) instead of rdma_cm's 1 s, as for UCX in the
@@ -201,6 +202,11 @@ kcoll_klog_check() {
 	local bad
 	# Lockdep (the KASAN kernel) stops at its first report: off means
 	# that something, maybe before this scenario began, was reported.
+	# The marker gone: the ring buffer wrapped, and what scrolled out of
+	# it (a report, maybe) cannot be scanned.
+	if [ -n "${kcoll_marked:-}" ] && ! grep -q 'kcoll-test: begin' "$KCOLL_OUT/dmesg.txt"; then
+		fail "the kernel log wrapped: 'kcoll-test: begin' is no longer in it, so reports from before may be lost (log_buf_len)"
+	fi
 	if [ -r /proc/lockdep_stats ] && grep -qE 'debug_locks: +0$' /proc/lockdep_stats; then
 		fail "lockdep turned itself off (debug_locks 0): a report in dmesg.txt, maybe before the scenario began"
 	fi

@@ -80,7 +80,11 @@ for ((i = 0; i < nvms; i++)); do
 	else
 		net="user,id=n0,restrict=on"
 	fi
-	cmdline="console=ttyS0 quiet loglevel=4 panic=-1 oops=panic"
+	# log_buf_len: the scan at the end (klog-scan.sh) reads dmesg; with
+	# the default 128 KiB a selftests run had wrapped it about 390 s in
+	# (2026-12-06), so a report from its first half would have gone
+	# unseen. guest-lib.sh fails a run whose marker has scrolled out.
+	cmdline="console=ttyS0 quiet loglevel=4 panic=-1 oops=panic log_buf_len=16M"
 	cmdline+=" kcoll_run=$scenario kcoll_out=$out kcoll_vm=$i kcoll_nvms=$nvms"
 	cmdline+=" kcoll_kver=$kver kcoll_top=$top"
 	[ -n "$modbase" ] && cmdline+=" kcoll_moddir=$modbase/lib/modules"
