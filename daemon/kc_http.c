@@ -107,7 +107,7 @@ int kc_http_pick_slot(const struct kc_http_slot *s, size_t n)
 		if (!s[i].used)
 			return (int)i;
 		if (!s[i].answering &&
-		    (oldest < 0 || s[i].since_ms < s[oldest].since_ms))
+		    (oldest < 0 || s[i].seq < s[oldest].seq))
 			oldest = (int)i;
 	}
 	return oldest;

@@ -39,7 +39,8 @@ char *kc_http_response(int status, const char *ctype, const char *body,
 struct kc_http_slot {
 	bool used;
 	bool answering;		/* its request is read, its answer going */
-	long long since_ms;	/* accepted at */
+	unsigned long long seq;	/* order of acceptance (larger: newer;
+				 * milliseconds tie under a flood) */
 };
 
 /*

@@ -57,6 +57,7 @@ struct kd_client {
 	size_t out_len;
 	size_t out_off;
 	int64_t start_ms;
+	unsigned long long seq;		/* which accept it was */
 };
 
 struct kd {
@@ -82,6 +83,7 @@ struct kd {
 	int64_t next_retry_ms;
 	int listen_fd;
 	struct kd_client clients[KD_MAX_CLIENTS];
+	unsigned long long accepted;	/* connections so far */
 };
 
 /* ------------------------------------------------------------------ */
@@ -476,7 +478,7 @@ static void kd_accept(struct kd *d)
 		slots[i] = (struct kc_http_slot){
 			.used = d->clients[i].fd >= 0,
 			.answering = d->clients[i].out != NULL,
-			.since_ms = d->clients[i].start_ms,
+			.seq = d->clients[i].seq,
 		};
 	i = kc_http_pick_slot(slots, KD_MAX_CLIENTS);
 	if (i < 0) {		/* all answering: the scraper retries */
@@ -491,6 +493,7 @@ static void kd_accept(struct kd *d)
 	c->out = NULL;
 	c->out_len = c->out_off = 0;
 	c->start_ms = kd_now_ms();
+	c->seq = ++d->accepted;
 }
 
 /* The request is complete: prepare the whole response. */
@@ -630,7 +633,7 @@ static int kd_loop(struct kd *d, const sigset_t *orig)
 	struct kd_client *who[2 + KD_MAX_CLIENTS];
 	struct timespec ts = { .tv_sec = 1 };
 	int64_t now;
-	int i, n;
+	int i, n, first;
 
 	while (!kd_stop) {
 		if (kd_hup) {
@@ -647,6 +650,7 @@ static int kd_loop(struct kd *d, const sigset_t *orig)
 		pfd[n++] = (struct pollfd){ kc_evsock_fd(&d->es), POLLIN, 0 };
 		if (d->listen_fd >= 0)
 			pfd[n++] = (struct pollfd){ d->listen_fd, POLLIN, 0 };
+		first = n;
 		for (i = 0; i < KD_MAX_CLIENTS; i++) {
 			struct kd_client *c = &d->clients[i];
 
@@ -664,12 +668,16 @@ static int kd_loop(struct kd *d, const sigset_t *orig)
 		}
 		if (pfd[0].revents)
 			kd_events(d);
-		i = 1;
-		if (d->listen_fd >= 0 && pfd[i++].revents)
-			kd_accept(d);
-		for (; i < n; i++)
+		/*
+		 * Clients before the accept: a scraper's request that came
+		 * with its connection is read (and its slot then kept) before
+		 * a flood of silent connections can make it give way.
+		 */
+		for (i = first; i < n; i++)
 			if (pfd[i].revents && who[i]->fd == pfd[i].fd)
 				kd_client_io(d, who[i], pfd[i].revents);
+		if (first == 2 && pfd[1].revents)
+			kd_accept(d);
 	}
 	kd_log(LOG_NOTICE, "%s: stopping", strsignal(kd_stop));
 	return 0;

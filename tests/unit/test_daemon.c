@@ -1034,16 +1034,18 @@ static void test_http(void)
 	free(resp);
 }
 
-/* A new connection's slot: a free one, else the longest silent one's. */
+/* A new connection's slot: a free one, else the longest silent one's
+ * (by order of acceptance: under a flood, milliseconds tie, and the
+ * newest connection went first). */
 static void test_http_slots(void)
 {
 	struct kc_http_slot s[4] = {
-		{ true, false, 500 }, { true, true, 100 },
-		{ false, false, 0 }, { true, false, 300 },
+		{ true, false, 5 }, { true, true, 1 },
+		{ false, false, 0 }, { true, false, 3 },
 	};
 
 	UNIT_EQ_INT(kc_http_pick_slot(s, 4), 2);
-	s[2] = (struct kc_http_slot){ true, false, 700 };
+	s[2] = (struct kc_http_slot){ true, false, 7 };
 	/* Slot 1 is older but answering: not taken from its scraper. */
 	UNIT_EQ_INT(kc_http_pick_slot(s, 4), 3);
 	for (int i = 0; i < 4; i++)
