@@ -43,7 +43,7 @@ struct rank_arg {
 	int nranks;
 	int rank;
 	struct kcoll_rank_addr self;
-	struct kcoll_rank_addr table[16];
+	struct kcoll_rank_addr table[64];	/* nranks at most */
 	uint64_t uid;
 	int ret;
 	char err[256];
@@ -938,54 +938,26 @@ static void test_bootstrap_many(void)
 	}
 }
 
-/* A rank of a communicator larger than struct rank_arg's table. */
-struct big_rank {
-	coll_unique_id id;
-	int nranks, rank, ret;
-	struct kcoll_rank_addr self, *table;
-	pthread_t th;
-};
-
-static void *big_rank_main(void *p)
-{
-	struct big_rank *b = p;
-
-	b->ret = coll_bootstrap(&b->id, b->nranks, b->rank, &b->self,
-				b->table, NULL);
-	return NULL;
-}
-
 /* Ranks @from..@to-1 of @n on @id as threads: how many failed. */
-static int big_ranks(const coll_unique_id *id, int n, int from, int to)
+static int some_ranks(const coll_unique_id *id, int n, int from, int to)
 {
-	struct big_rank *b = calloc((size_t)(to - from), sizeof(*b));
-	struct in_addr lo = { htonl(INADDR_LOOPBACK) };
-	bool *started = calloc((size_t)(to - from), sizeof(*started));
+	bool started[64] = { false };
+	struct rank_arg *a;
 	int i, bad = 0;
 
-	for (i = 0; b && started && i < to - from; i++) {
-		b[i].id = *id;
-		b[i].nranks = n;
-		b[i].rank = from + i;
-		b[i].ret = -ENOMEM;
-		coll_addr_from_ipv4(&b[i].self, lo);
-		b[i].table = calloc((size_t)n, sizeof(*b[i].table));
-		started[i] = b[i].table &&
-			     !pthread_create(&b[i].th, NULL, big_rank_main,
-					     &b[i]);
+	a = to - from <= 64 ? calloc((size_t)(to - from), sizeof(*a)) : NULL;
+	if (!a)
+		return to - from;
+	for (i = 0; i < to - from; i++) {
+		rank_setup(&a[i], id, n, from + i, "127.0.0.1", 0);
+		started[i] = rank_start(&a[i]);
 	}
 	for (i = 0; i < to - from; i++) {
-		if (!b || !started) {
-			bad++;
-			continue;
-		}
 		if (started[i])
-			pthread_join(b[i].th, NULL);
-		bad += b[i].ret != 0;
-		free(b[i].table);
+			rank_join(&a[i]);
+		bad += a[i].ret != 0;
 	}
-	free(started);
-	free(b);
+	free(a);
 	return bad;
 }
 
@@ -1003,10 +975,10 @@ static int big_ranks(const coll_unique_id *id, int n, int from, int to)
  */
 static int fd_root_child(int wfd, bool hard)
 {
-	struct big_rank r0 = { .nranks = FD_RANKS };
-	struct in_addr lo = { htonl(INADDR_LOOPBACK) };
+	struct rank_arg r0;
 	struct rusage ru0, ru1;
 	struct rlimit rl;
+	coll_unique_id id;
 	double t0, cpu;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl))
@@ -1014,17 +986,14 @@ static int fd_root_child(int wfd, bool hard)
 	rl.rlim_cur = FD_LIMIT;
 	if (hard)
 		rl.rlim_max = FD_LIMIT;
-	if (setrlimit(RLIMIT_NOFILE, &rl) || coll_get_unique_id(&r0.id) ||
-	    write(wfd, &r0.id, sizeof(r0.id)) != sizeof(r0.id))
+	if (setrlimit(RLIMIT_NOFILE, &rl) || coll_get_unique_id(&id) ||
+	    write(wfd, &id, sizeof(id)) != sizeof(id))
 		return 11;
 	close(wfd);
-	coll_addr_from_ipv4(&r0.self, lo);
-	r0.table = calloc(FD_RANKS, sizeof(*r0.table));
-	if (!r0.table)
-		return 12;
+	rank_setup(&r0, &id, FD_RANKS, 0, "127.0.0.1", 0);
 	getrusage(RUSAGE_SELF, &ru0);
 	t0 = now_s();
-	big_rank_main(&r0);
+	rank_main(&r0);
 	getrusage(RUSAGE_SELF, &ru1);
 	cpu = ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec +
 	      ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec +
@@ -1066,7 +1035,7 @@ static void test_bootstrap_fd_limit(void)
 			break;
 		}
 		close(p[0]);
-		bad = big_ranks(&id, FD_RANKS, 1, FD_RANKS);
+		bad = some_ranks(&id, FD_RANKS, 1, FD_RANKS);
 		UNIT_EQ_INT(waitpid(pid, &st, 0), pid);
 		UNIT_CHECK(WIFEXITED(st));
 		if (!UNIT_EQ_INT(WEXITSTATUS(st), 0))
