@@ -716,12 +716,13 @@ static void root_fit_fds(struct coll_root *r)
 	rlim_t used = 0, need;
 	struct rlimit rl;
 	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
 
-	if (d) {
-		while (readdir(d))
-			used++;
+	/* Open descriptors: the entries but "." and "..". */
+	while (d && (e = readdir(d)))
+		used += e->d_name[0] != '.';
+	if (d)
 		closedir(d);
-	}
 	need = used + r->nranks + ROOT_MAX_PENDING;
 	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY ||
 	    rl.rlim_cur >= need || rl.rlim_cur >= rl.rlim_max)
