@@ -141,11 +141,9 @@ void kcoll_conn_retry_work(struct work_struct *work)
 		return;
 	}
 	if (time_after(jiffies, comm->connect_deadline)) {
-		pr_warn_ratelimited("comm %llx rank %u: rank %u unreachable after %u attempt(s)%s\n",
+		pr_warn_ratelimited("comm %llx rank %u: rank %u unreachable after %u attempt(s)\n",
 				    comm->uid, comm->rank, conn->peer,
-				    conn->attempts,
-				    conn->setup_err == -ENOSPC ?
-				    " (it had no room for us)" : "");
+				    conn->attempts);
 		kcoll_conn_fail_setup(conn, -ETIMEDOUT);
 		mutex_unlock(&comm->lock);
 		return;
@@ -320,10 +318,10 @@ static void kcoll_conn_rejected(struct kcoll_lane *lane,
 		/* Not there yet (no comm, no listener) or no room there
 		 * (REJ_NOMEM: its memory or its user's limits): try again.
 		 * Lanes after the first go to a peer that has accepted one. */
-		if (reason == KCOLL_REJ_NOMEM && !conn->setup_err)
+		if (reason == KCOLL_REJ_NOMEM && !conn->peer_no_room)
 			pr_info_ratelimited("comm %llx rank %u: rank %u has no room for our connection (memory or its user's limits on its node); trying again\n",
 					    comm->uid, comm->rank, conn->peer);
-		conn->setup_err = reason == KCOLL_REJ_NOMEM ? -ENOSPC : 0;
+		conn->peer_no_room = reason == KCOLL_REJ_NOMEM;
 		if (lane->idx) {
 			pr_warn_ratelimited("comm %llx rank %u: rank %u refused QP %u of %u (%d)\n",
 					    comm->uid, comm->rank, conn->peer,

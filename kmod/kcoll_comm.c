@@ -659,7 +659,7 @@ static int kcoll_comm_create_timed_out(struct kcoll_comm *comm)
 		conn = comm->conns[i];
 		if (!conn || conn->state == KCOLL_CONN_UP)
 			continue;
-		if (conn->setup_err && conn->setup_err != -ENOSPC) {
+		if (conn->setup_err) {
 			pr_warn_ratelimited("comm %llx rank %u: no connection to rank %u: setting it up failed here (%pe)\n",
 					    comm->uid, comm->rank, i,
 					    ERR_PTR(conn->setup_err));
@@ -668,7 +668,7 @@ static int kcoll_comm_create_timed_out(struct kcoll_comm *comm)
 		} else {
 			pr_warn_ratelimited("comm %llx rank %u: no connection to rank %u%s\n",
 					    comm->uid, comm->rank, i,
-					    conn->setup_err ?
+					    conn->peer_no_room ?
 					    " (it had no room for us)" : "");
 		}
 	}

@@ -363,11 +363,11 @@ struct kcoll_conn {
 	struct ib_cq *cq;		/* every lane's */
 	struct delayed_work retry;	/* active side: reconnect later */
 	unsigned int attempts;
-	int setup_err;			/* why our last try to set it up
-					 * failed: -EDQUOT or another error
-					 * of this node's (passive side), or
-					 * -ENOSPC: the peer had no room
-					 * (active side); 0: none */
+	int setup_err;			/* passive side: why we last refused
+					 * it for want of room here (-EDQUOT,
+					 * -ENOMEM, ...); 0: none */
+	bool peer_no_room;		/* active side: the peer's last
+					 * refusal was KCOLL_REJ_NOMEM */
 	u8 nlanes;			/* QPs: the active side's choice */
 	u8 lanes_up;			/* established during setup */
 	u8 lanes_charged;		/* QPs charged for it (user_max_qps) */
