@@ -321,7 +321,10 @@ static void kcoll_conn_rejected(struct kcoll_lane *lane,
 		if (reason == KCOLL_REJ_NOMEM && !conn->peer_no_room)
 			pr_info_ratelimited("comm %llx rank %u: rank %u has no room for our connection (memory or its user's limits on its node); trying again\n",
 					    comm->uid, comm->rank, conn->peer);
-		conn->peer_no_room = reason == KCOLL_REJ_NOMEM;
+		/* Sticky: its later answers may be "no such communicator"
+		 * once its own setup gave up. */
+		if (reason == KCOLL_REJ_NOMEM)
+			conn->peer_no_room = true;
 		if (lane->idx) {
 			pr_warn_ratelimited("comm %llx rank %u: rank %u refused QP %u of %u (%d)\n",
 					    comm->uid, comm->rank, conn->peer,

@@ -669,7 +669,7 @@ static int kcoll_comm_create_timed_out(struct kcoll_comm *comm)
 			pr_warn_ratelimited("comm %llx rank %u: no connection to rank %u%s\n",
 					    comm->uid, comm->rank, i,
 					    conn->peer_no_room ?
-					    " (it had no room for us)" : "");
+					    " (it refused us for want of room)" : "");
 		}
 	}
 	mutex_unlock(&comm->lock);

@@ -366,8 +366,9 @@ struct kcoll_conn {
 	int setup_err;			/* passive side: why we last refused
 					 * it for want of room here (-EDQUOT,
 					 * -ENOMEM, ...); 0: none */
-	bool peer_no_room;		/* active side: the peer's last
-					 * refusal was KCOLL_REJ_NOMEM */
+	bool peer_no_room;		/* active side: the peer refused it
+					 * for want of room (KCOLL_REJ_NOMEM)
+					 * at least once */
 	u8 nlanes;			/* QPs: the active side's choice */
 	u8 lanes_up;			/* established during setup */
 	u8 lanes_charged;		/* QPs charged for it (user_max_qps) */
