@@ -1100,8 +1100,8 @@ TEST_F_TIMEOUT(harden, per_user_limits_refuse_with_edquot, 120)
 static int kh_room_child(void *arg)
 {
 	struct kh_quota_rank k[2] = {
-		{ arg, 0, 3000, 0, 0x16fd, "room" },	/* root's peer */
-		{ arg, 0, 5000, 0, 0x16fe, "room" },	/* nobody comes */
+		{ arg, 0, 3000, 0, 0x16e1, "room" },	/* root's peer */
+		{ arg, 0, 5000, 0, 0x16e2, "room" },	/* nobody comes */
 	};
 	pthread_t t;
 
@@ -1152,7 +1152,7 @@ TEST_F_TIMEOUT(harden, a_listener_without_room_says_so, 60)
 	EXPECT_EQ(0, kt_sysfs_write("qps_per_peer", "2"));
 	kt_addr_pair(ranks, ip);
 	ASSERT_EQ(0, kt_ring_init(&r, 8, 0, 0));
-	res = kt_comm_create(r.fd, 0x16fd, "room", 1, 2, ranks, 4000, NULL);
+	res = kt_comm_create(r.fd, 0x16e1, "room", 1, 2, ranks, 4000, NULL);
 	kt_ring_exit(&r);
 	EXPECT_EQ(-ETIMEDOUT, res);
 	ASSERT_EQ(pid, waitpid(pid, &st, 0));
