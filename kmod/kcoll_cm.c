@@ -127,6 +127,111 @@ static int kcoll_conn_connect(struct kcoll_conn *conn, unsigned int idx)
 	return err;
 }
 
+/* Accepting side: the peer proved the key on the first QP. */
+static bool kcoll_conn_proven(const struct kcoll_conn *conn)
+{
+	return conn->lane[0].authed;
+}
+
+/*
+ * Accepting side: start unwinding the attempt, which failed with @err
+ * before it proved the key. Must hold comm->lock.
+ */
+static void kcoll_conn_unwind_begin(struct kcoll_conn *conn, int err)
+{
+	struct kcoll_comm *comm = conn->comm;
+
+	lockdep_assert_held(&comm->lock);
+	conn->unwinding = true;
+	/* What COMM_CREATE reports if no later attempt gets through. */
+	conn->setup_err = err;
+	pr_warn_ratelimited("comm %llx rank %u: a connection as rank %u failed before it proved the key (%pe): dropped, waiting for rank %u again\n",
+			    comm->uid, comm->rank, conn->peer, ERR_PTR(err),
+			    conn->peer);
+}
+
+/*
+ * The attempt being set up failed with @err. On the accepting side,
+ * before its first QP proved the key, whoever made it may hold no more
+ * than a hello it captured (a replayer cannot answer our nonce): that
+ * must not end the setup. The attempt is torn down
+ * (kcoll_conn_unwind_work()) and the connection waits for its peer
+ * again, whose own hellos meanwhile were refused as duplicates and are
+ * tried again. Anything else fails the setup. Must hold comm->lock.
+ */
+void kcoll_conn_setup_failed(struct kcoll_conn *conn, int err)
+{
+	struct kcoll_comm *comm = conn->comm;
+
+	lockdep_assert_held(&comm->lock);
+	if (conn->active || conn->state != KCOLL_CONN_CONNECTING ||
+	    comm->shutting_down || comm->error || kcoll_conn_proven(conn)) {
+		kcoll_conn_fail_setup(conn, err);
+		return;
+	}
+	if (conn->unwinding)
+		return;
+	kcoll_conn_unwind_begin(conn, err);
+	kcoll_mod_delayed(&conn->retry, 0);
+}
+
+/*
+ * An accept of kcoll_conn_request() is over: its id is the lane's, or
+ * gone. Must hold comm->lock.
+ */
+static void kcoll_conn_accepted(struct kcoll_conn *conn)
+{
+	lockdep_assert_held(&conn->comm->lock);
+	if (!--conn->accepting)
+		wake_up_all(&conn->comm->wait);
+}
+
+/*
+ * Accepting side, conn->retry: the AUTH deadline of the attempt (a first
+ * QP accepted auth_timeout_ms ago that has not proved the key is dropped
+ * as above), or the unwinding asked for. The attempt's ids, QPs, CQ,
+ * staging and eager slots go; then the connection is idle and takes the
+ * next hello (until then kcoll_conn_request() refuses them as
+ * duplicates).
+ */
+static void kcoll_conn_unwind_work(struct kcoll_conn *conn)
+{
+	struct kcoll_comm *comm = conn->comm;
+	unsigned int i;
+	bool go;
+
+	mutex_lock(&comm->lock);
+	/* Not an earlier attempt's run, nor one asked for and done. */
+	if (!conn->unwinding && conn->state == KCOLL_CONN_CONNECTING &&
+	    !comm->shutting_down && !comm->error &&
+	    !kcoll_conn_proven(conn) &&
+	    time_after_eq(jiffies, conn->auth_due))
+		kcoll_conn_unwind_begin(conn, -ETIMEDOUT);
+	go = conn->unwinding;
+	mutex_unlock(&comm->lock);
+	if (!go)
+		return;
+	/*
+	 * An accept between its QP and its id's being the lane's (the peer
+	 * may send as soon as the REP is out) finishes first, or its QP
+	 * would be left behind. No new one starts while unwinding.
+	 */
+	wait_event(comm->wait, !READ_ONCE(conn->accepting));
+	kcoll_conn_teardown_id(conn);
+	kcoll_conn_free_stage(conn);
+	mutex_lock(&comm->lock);
+	for (i = 0; i < KCOLL_MAX_LANES; i++) {
+		conn->lane[i].established = false;
+		conn->lane[i].authed = false;
+	}
+	conn->local = false;
+	conn->eager = false;
+	conn->unwinding = false;
+	if (conn->state == KCOLL_CONN_CONNECTING)
+		conn->state = KCOLL_CONN_IDLE;
+	mutex_unlock(&comm->lock);
+}
+
 void kcoll_conn_retry_work(struct work_struct *work)
 {
 	struct kcoll_conn *conn = container_of(to_delayed_work(work),
@@ -134,6 +239,10 @@ void kcoll_conn_retry_work(struct work_struct *work)
 	struct kcoll_comm *comm = conn->comm;
 	int err;
 
+	if (!conn->active) {
+		kcoll_conn_unwind_work(conn);
+		return;
+	}
 	kcoll_conn_teardown_id(conn);
 	mutex_lock(&comm->lock);
 	if (comm->shutting_down || comm->error) {
@@ -277,7 +386,7 @@ static void kcoll_conn_rejected(struct kcoll_lane *lane,
 	/* The accepting side: the connecting one gave up (ib_cm's REJ for
 	 * an accepted REQ whose id went away). It does not dial back. */
 	if (!conn->active) {
-		kcoll_conn_fail_setup(conn, -ECONNRESET);
+		kcoll_conn_setup_failed(conn, -ECONNRESET);
 		return;
 	}
 	if (ev->status == IB_CM_REJ_CONSUMER_DEFINED && rej &&
@@ -308,6 +417,22 @@ static void kcoll_conn_rejected(struct kcoll_lane *lane,
 					    comm->uid, comm->rank, conn->peer,
 					    lane->idx, conn->nlanes);
 			kcoll_conn_fail_setup(conn, -EPROTONOSUPPORT);
+			return;
+		}
+		/*
+		 * Another attempt as our rank holds our place there: a
+		 * second process of our rank, or a hello of ours that was
+		 * captured and replayed, which the peer drops once it fails
+		 * to prove the key (auth_timeout_ms at most). Try again;
+		 * COMM_CREATE says so if no try gets through.
+		 */
+		if (reason == KCOLL_REJ_DUP) {
+			if (!conn->peer_dup)
+				pr_info_ratelimited("comm %llx rank %u: rank %u holds another connection as our rank; trying again\n",
+						    comm->uid, comm->rank,
+						    conn->peer);
+			conn->peer_dup = true;
+			kcoll_conn_retry_later(conn);
 			return;
 		}
 		pr_warn_ratelimited("comm %llx rank %u: rank %u refused the rank table (%d)\n",
@@ -465,9 +590,17 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		kcoll_reject(id, KCOLL_REJ_NOCOMM);
 		goto out_put;
 	}
+	/* Failed or going: as if it were gone already (the connecting
+	 * side's deadline then says "unreachable", not "duplicate"). */
+	if (comm->shutting_down || comm->error) {
+		mutex_unlock(&comm->lock);
+		kcoll_reject(id, KCOLL_REJ_NOCOMM);
+		goto out_put;
+	}
 	/* The first QP finds the connection idle and sets the number of
-	 * QPs; the others join it while it is being set up. */
-	if (comm->shutting_down || comm->error ||
+	 * QPs; the others join it while it is being set up, not while an
+	 * attempt that failed is unwound. */
+	if (conn->unwinding ||
 	    (!idx && conn->state != KCOLL_CONN_IDLE) ||
 	    (idx && (conn->state != KCOLL_CONN_CONNECTING ||
 		     conn->nlanes != nlanes || conn->lane[idx].cm_id ||
@@ -497,6 +630,8 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	}
 	if (!idx) {
 		conn->state = KCOLL_CONN_CONNECTING;
+		conn->auth_due = jiffies +
+				 msecs_to_jiffies(kcoll_auth_timeout_ms());
 		kcoll_conn_set_lanes(conn, nlanes);
 		conn->local = local;
 		conn->eager = nlanes == 1 &&
@@ -508,6 +643,8 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	}
 	lane = &conn->lane[idx];
 	comm->cm_busy++;
+	/* Until @id is the lane's, an unwinding waits (kcoll_conn_accepted()). */
+	conn->accepting++;
 	acc.alpha_ns = cpu_to_le32(comm->mine.alpha_ns);
 	acc.beta_ps = cpu_to_le32(comm->mine.beta_ps);
 	acc.gamma_ps = cpu_to_le32(comm->mine.gamma_ps);
@@ -542,6 +679,12 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	conn->setup_err = 0;	/* this try got through */
 	id->context = lane;
 	lane->cm_id = id;
+	/* Proven by then, or dropped (kcoll_conn_unwind_work()). */
+	if (!idx)
+		kcoll_mod_delayed(&conn->retry,
+				  (long)(conn->auth_due - jiffies) > 0 ?
+				  conn->auth_due - jiffies : 0);
+	kcoll_conn_accepted(conn);
 	kcoll_cm_unbusy(comm);
 	mutex_unlock(&comm->lock);
 	kcoll_comm_put(comm);
@@ -549,11 +692,13 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 
 out_idle:
 	mutex_lock(&comm->lock);
-	/* A later QP's failure fails the setup: the active side does not
-	 * retry once the first is accepted. */
+	kcoll_conn_accepted(conn);
+	/* A later QP's failure fails the setup (the active side does not
+	 * retry once the first is accepted), unless nothing proved the key
+	 * yet: then the attempt is unwound. */
 	if (idx)
-		kcoll_conn_fail_setup(conn, err);
-	else
+		kcoll_conn_setup_failed(conn, err);
+	else if (!conn->unwinding)
 		conn->state = KCOLL_CONN_IDLE;
 	kcoll_cm_unbusy(comm);
 	mutex_unlock(&comm->lock);
@@ -697,6 +842,8 @@ static bool kcoll_lane_established(struct kcoll_lane *lane,
 			err = kcoll_lane_send_auth(lane);
 		}
 		if (!err && !lane->idx) {
+			/* Our place there is ours now. */
+			conn->peer_dup = false;
 			kcoll_comm_model_merge(comm, acc->alpha_ns,
 					       acc->beta_ps, acc->gamma_ps);
 			/* Offered by us and confirmed by the peer. */
@@ -713,7 +860,8 @@ static bool kcoll_lane_established(struct kcoll_lane *lane,
 		return kcoll_lane_ready(lane);
 	}
 	if (err) {
-		kcoll_conn_fail_setup(conn, err);
+		/* Our staging, for an attempt that may be a replay's. */
+		kcoll_conn_setup_failed(conn, err);
 		return false;
 	}
 	lane->established = true;
@@ -733,13 +881,13 @@ void kcoll_lane_auth(struct kcoll_lane *lane,
 	struct kcoll_comm *comm = conn->comm;
 
 	lockdep_assert_held(&comm->lock);
-	if (conn->state != KCOLL_CONN_CONNECTING)
+	if (conn->state != KCOLL_CONN_CONNECTING || conn->unwinding)
 		return;
 	if (!kcoll_auth_msg_ok(comm, lane, a)) {
 		pr_warn_ratelimited("comm %llx rank %u: rank %u's first message on QP %u is no proof of the key: dropped\n",
 				    comm->uid, comm->rank, conn->peer,
 				    lane->idx);
-		kcoll_conn_fail_setup(conn, -EACCES);
+		kcoll_conn_setup_failed(conn, -EACCES);
 		return;
 	}
 	lane->authed = true;
@@ -827,7 +975,12 @@ static void kcoll_cm_event(struct kcoll_lane *lane, struct rdma_cm_id *id,
 		if (ev->event == RDMA_CM_EVENT_DISCONNECTED)
 			kcoll_lchan_deliver(conn);
 		if (conn->state == KCOLL_CONN_CONNECTING) {
-			kcoll_conn_fail_setup(conn, -ECONNRESET);
+			/* Only the peer's leaving may be unproven. */
+			if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL ||
+			    ev->event == RDMA_CM_EVENT_ADDR_CHANGE)
+				kcoll_conn_fail_setup(conn, -ECONNRESET);
+			else
+				kcoll_conn_setup_failed(conn, -ECONNRESET);
 		} else if (ev->event == RDMA_CM_EVENT_DISCONNECTED &&
 			   conn->state == KCOLL_CONN_UP && lane->qp &&
 			   !lane->draining) {
@@ -859,6 +1012,9 @@ retry:
 			kcoll_conn_fail_setup(conn, -EHOSTUNREACH);
 		else
 			kcoll_conn_retry_later(conn);
+	} else if (conn->state == KCOLL_CONN_CONNECTING) {
+		/* Our accept went unanswered (ib_cm gave up resending it). */
+		kcoll_conn_setup_failed(conn, -EHOSTUNREACH);
 	}
 	mutex_unlock(&comm->lock);
 	return;

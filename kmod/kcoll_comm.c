@@ -645,8 +645,11 @@ static bool kcoll_comm_connected(struct kcoll_comm *comm, void *arg)
  * -ETIMEDOUT, or this node's own reason if its last refusal of a
  * connection that never got through was for want of room here (-EDQUOT
  * past a user limit, -ENOMEM past the memory cgroup's, or whatever else
- * setting up its QP failed with): a user who hit a limit must read the
- * limit, not a network fault.
+ * setting up its QP failed with, or why the last attempt that reached
+ * it failed before proving the key: -EACCES, -ECONNRESET, -ETIMEDOUT),
+ * or -EADDRINUSE if the peer refused us as a duplicate (another attempt
+ * as our rank held our place there): a user who hit a limit must read
+ * the limit, not a network fault.
  */
 static int kcoll_comm_create_timed_out(struct kcoll_comm *comm)
 {
@@ -665,6 +668,13 @@ static int kcoll_comm_create_timed_out(struct kcoll_comm *comm)
 					    ERR_PTR(conn->setup_err));
 			if (err == -ETIMEDOUT)
 				err = conn->setup_err;
+		} else if (conn->peer_dup) {
+			/* Our place there stayed taken to the end. */
+			pr_warn_ratelimited("comm %llx rank %u: no connection to rank %u: it held another connection as our rank (a second process of rank %u?)\n",
+					    comm->uid, comm->rank, i,
+					    comm->rank);
+			if (err == -ETIMEDOUT)
+				err = -EADDRINUSE;
 		} else {
 			pr_warn_ratelimited("comm %llx rank %u: no connection to rank %u%s\n",
 					    comm->uid, comm->rank, i,

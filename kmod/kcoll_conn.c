@@ -263,6 +263,13 @@ int kcoll_conn_alloc_stage(struct kcoll_conn *conn)
 	return err;
 }
 
+/* Staging and eager slots go (the end, or an attempt unwound). */
+void kcoll_conn_free_stage(struct kcoll_conn *conn)
+{
+	kcoll_buf_release(&conn->stage);
+	kcoll_buf_release(&conn->ebuf);
+}
+
 /*
  * Eager slots are written at any offset of their buffer: it must be one
  * MR, so the device's fast-reg page list must cover it (any real one's
@@ -340,7 +347,7 @@ static void kcoll_rx_done(struct ib_cq *cq, struct ib_wc *wc)
 	     wc->byte_len != sizeof(msg))) {
 		pr_warn_ratelimited("comm %llx rank %u: rank %u sent before proving it knows the key: dropped\n",
 				    comm->uid, comm->rank, conn->peer);
-		kcoll_conn_fail_setup(conn, -EACCES);
+		kcoll_conn_setup_failed(conn, -EACCES);
 		goto out;
 	}
 	if (wc->opcode == IB_WC_RECV_RDMA_WITH_IMM) {
@@ -647,8 +654,7 @@ void kcoll_conn_shutdown(struct kcoll_conn *conn)
 	/* ... and every grant MR goes, before the PD. */
 	kcoll_gmr_conn_shutdown(conn);
 	/* Its MRs belong to the device's PD: gone before the device is. */
-	kcoll_buf_release(&conn->stage);
-	kcoll_buf_release(&conn->ebuf);
+	kcoll_conn_free_stage(conn);
 }
 
 void kcoll_conn_free(struct kcoll_conn *conn)

@@ -28,7 +28,9 @@ int kcoll_conn_send_msg(struct kcoll_conn *conn, struct kcoll_wire_msg *m);
 
 /* kcoll_conn.c, for kcoll_cm.c */
 int kcoll_conn_alloc_stage(struct kcoll_conn *conn);
+void kcoll_conn_free_stage(struct kcoll_conn *conn);
 void kcoll_conn_fail_setup(struct kcoll_conn *conn, int err);
+void kcoll_conn_setup_failed(struct kcoll_conn *conn, int err);
 void kcoll_conn_free_cq(struct kcoll_conn *conn);
 void kcoll_conn_set_lanes(struct kcoll_conn *conn, unsigned int n);
 void kcoll_conn_up(struct kcoll_conn *conn);

@@ -46,6 +46,7 @@ enum {
 	KCOLL_KNOB_PHASES_AHEAD, KCOLL_KNOB_EAGER_AHEAD,
 	KCOLL_KNOB_CONFIRM_BEHIND, KCOLL_KNOB_COVER_TOKENS, KCOLL_KNOB_OTHER_NETNS,
 	KCOLL_KNOB_DMABUF_WAIT, KCOLL_KNOB_USER_SAME_RANK,
+	KCOLL_KNOB_AUTH_TIMEOUT,
 	KCOLL_KNOB_NR
 };
 
@@ -151,6 +152,12 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	 * it fails with -ETIMEDOUT: a GPU that hung never signals them. */
 	[KCOLL_KNOB_DMABUF_WAIT] = { "dmabuf_wait_ms", 10000, 1, 600000,
 				     false },
+	/* How long an accepted connection may take to prove the key (its
+	 * AUTH) before the accepting rank drops it and waits for its peer
+	 * again: a replayed hello holds a rank's place no longer. Counted
+	 * from the hello: a lost REP costs ib_cm about 4 s. */
+	[KCOLL_KNOB_AUTH_TIMEOUT] = { "auth_timeout_ms", 15000, 1000, 600000,
+				      false },
 };
 
 u32 kcoll_user_max(enum kcoll_quota_kind kind)
@@ -184,6 +191,11 @@ u32 kcoll_user_max_dmabuf_mb(void)
 u32 kcoll_dmabuf_wait_ms(void)
 {
 	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_DMABUF_WAIT].val);
+}
+
+u32 kcoll_auth_timeout_ms(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_AUTH_TIMEOUT].val);
 }
 
 u32 kcoll_gpu_poll_us(void)
@@ -434,6 +446,10 @@ module_param_cb(dmabuf_wait_ms, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_DMABUF_WAIT], 0644);
 MODULE_PARM_DESC(dmabuf_wait_ms,
 		 "How long registering a dma-buf for a real NIC waits for its exporter's memory moves; past it -ETIMEDOUT (1..600000; default 10000)");
+module_param_cb(auth_timeout_ms, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_AUTH_TIMEOUT], 0644);
+MODULE_PARM_DESC(auth_timeout_ms,
+		 "How long an accepted connection may take to prove the communicator's key before it is dropped and its rank waited for again (1000..600000; default 15000)");
 module_param_cb(reg_cache_mb, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_REG_CACHE_MB], 0644);
 MODULE_PARM_DESC(reg_cache_mb,
@@ -525,6 +541,7 @@ KCOLL_KNOB_ATTR(user_max_kernel_mb, KCOLL_KNOB_USER_KERNEL_MB);
 KCOLL_KNOB_ATTR(user_max_dmabuf_mb, KCOLL_KNOB_USER_DMABUF_MB);
 KCOLL_KNOB_ATTR(gpu_poll_us, KCOLL_KNOB_GPU_POLL_US);
 KCOLL_KNOB_ATTR(dmabuf_wait_ms, KCOLL_KNOB_DMABUF_WAIT);
+KCOLL_KNOB_ATTR(auth_timeout_ms, KCOLL_KNOB_AUTH_TIMEOUT);
 KCOLL_KNOB_ATTR(reg_cache_mb, KCOLL_KNOB_REG_CACHE_MB);
 KCOLL_KNOB_ATTR(colls_in_flight, KCOLL_KNOB_COLLS_IN_FLIGHT);
 KCOLL_KNOB_ATTR(phases_ahead, KCOLL_KNOB_PHASES_AHEAD);
@@ -618,6 +635,7 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_user_max_dmabuf_mb.attr.attr,
 	&kcoll_attr_gpu_poll_us.attr.attr,
 	&kcoll_attr_dmabuf_wait_ms.attr.attr,
+	&kcoll_attr_auth_timeout_ms.attr.attr,
 	&kcoll_attr_reg_cache_mb.attr.attr,
 	&kcoll_attr_colls_in_flight.attr.attr,
 	&kcoll_attr_phases_ahead.attr.attr,

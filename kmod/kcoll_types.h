@@ -361,7 +361,9 @@ struct kcoll_conn {
 	enum kcoll_conn_state state;
 	int error;			/* why it died */
 	struct ib_cq *cq;		/* every lane's */
-	struct delayed_work retry;	/* active side: reconnect later */
+	struct delayed_work retry;	/* active side: reconnect later;
+					 * passive side: an attempt's AUTH
+					 * deadline, or its unwinding */
 	unsigned int attempts;
 	int setup_err;			/* passive side: why we last refused
 					 * it for want of room here (-EDQUOT,
@@ -369,6 +371,18 @@ struct kcoll_conn {
 	bool peer_no_room;		/* active side: the peer refused it
 					 * for want of room (KCOLL_REJ_NOMEM)
 					 * at least once */
+	bool peer_dup;			/* active side: the peer refused it
+					 * as a duplicate (KCOLL_REJ_DUP: an
+					 * attempt from our rank held its
+					 * place) at least once */
+	bool unwinding;			/* passive side: an attempt that
+					 * failed before proving the key is
+					 * being torn down (conn->retry); the
+					 * connection then waits again */
+	u8 accepting;			/* passive side: accepts of
+					 * kcoll_conn_request() in flight */
+	unsigned long auth_due;		/* passive side: jiffies by which the
+					 * attempt's first QP proves the key */
 	u8 nlanes;			/* QPs: the active side's choice */
 	u8 lanes_up;			/* established during setup */
 	u8 lanes_charged;		/* QPs charged for it (user_max_qps) */

@@ -167,8 +167,9 @@ static void wp_auth_sign(struct kcoll_wire_auth *a, const uint8_t *nonce_hello,
 	wp_mac(key, "kcoll auth v2", p, l, 3, a->mac);
 }
 
-/* What our side sends first once connected (tests of the handshake). */
-enum { WP_AUTH_GOOD, WP_AUTH_BAD_MAC, WP_AUTH_NONE };
+/* What our side sends first once connected (tests of the handshake):
+ * AUTH, a wrong one, a PING instead, or nothing at all. */
+enum { WP_AUTH_GOOD, WP_AUTH_BAD_MAC, WP_AUTH_NONE, WP_AUTH_SILENT };
 static int wp_auth_mode = WP_AUTH_GOOD;
 /* Grants and credits whose address looked like a kernel address. */
 static unsigned long wp_kaddr_seen;
@@ -355,7 +356,9 @@ static int wp_connect(struct wpeer *p, const char *ip, int port,
 		if (wp_auth_mode == WP_AUTH_NONE)
 			a.type = KCOLL_MSG_PING;
 		memcpy(p->tx, &a, sizeof(a));
-		if (ibv_post_send(p->id->qp, &wr, &bad))
+		if (wp_auth_mode == WP_AUTH_SILENT)
+			ret = 0;
+		else if (ibv_post_send(p->id->qp, &wr, &bad))
 			ret = -EIO;
 		else
 			p->inflight++, ret = 0;
@@ -3049,24 +3052,63 @@ TEST(a_fake_local_peer_cannot_fill_another_channel)
 	free(msrc);
 }
 
+/* The real rank 1 after a replay: fresh hellos, tried again while rank 0
+ * refuses them as duplicates (up to 15 s). 0 once in, or the refusal. */
+static int wp_connect_after_dups(struct wpeer *q, struct wcomm *c, int *dups)
+{
+	struct kcoll_wire_hello h;
+	int r = -1;
+
+	for (*dups = 0; *dups < 150; ++*dups) {
+		wp_hello(&h, c->uid, c->key, 0);
+		r = wp_connect(q, wp_ip(), wp_port(), &h, c->key);
+		if (r != KCOLL_REJ_DUP)
+			break;
+		wp_destroy(q);
+		usleep(100000);
+	}
+	return r;
+}
+
+static void wc_destroy_comm(struct wcomm *c)
+{
+	struct kcoll_comm_destroy d = { .comm_id = c->id };
+
+	if (!c->created)
+		kt_ioctl(c->r.fd, KCOLL_IOC_COMM_DESTROY, &d);
+}
+
 /*
  * A hello whose MAC is right (a replayed one: here we sign it ourselves,
  * as a replayer would have captured it) but whose sender cannot answer
- * the accept's fresh nonce: it sends a wrong AUTH, or anything else
- * first. Rank 0's COMM_CREATE must fail with -EACCES, never complete.
+ * the accept's fresh nonce: it sends a wrong AUTH, something else first,
+ * or nothing. Rank 0 must drop it and wait for its real peer, whose
+ * hellos, refused as duplicates meanwhile, get in once it has (for the
+ * silent one: auth_timeout_ms, 1 s here); then COMM_CREATE completes.
+ * Until 2026-12-06 the replay ended rank 0's setup with -EACCES, and the
+ * real peer was refused for good. A replay that no real peer follows
+ * still never completes it: -EACCES at its deadline.
  */
-TEST(a_replayed_hello_gets_nowhere)
+TEST_F_TIMEOUT(hello, a_replayed_hello_holds_no_place, 120)
 {
-	static const int modes[] = { WP_AUTH_BAD_MAC, WP_AUTH_NONE };
+	static const int modes[] = {
+		WP_AUTH_BAD_MAC, WP_AUTH_NONE, WP_AUTH_SILENT
+	};
+	static const char *const what[] = {
+		"a wrong AUTH", "a PING", "nothing"
+	};
 	struct kcoll_wire_hello h;
-	struct wpeer p;
+	struct wpeer p, q;
 	struct wcomm c;
-	int m, r = -1;
+	int m, r, dups, old = kt_sysfs_read("auth_timeout_ms");
 
 	if (!wp_ip())
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
-	for (m = 0; m < 2; m++) {
-		ASSERT_EQ(0, wc_start(&c, wp_ip(), 0x7e41 + m, "replayed"));
+	ASSERT_LT(0, old);
+	ASSERT_EQ(0, kt_sysfs_write("auth_timeout_ms", "1000"));
+	for (m = 0; m < 3; m++) {
+		ASSERT_EQ(0, wc_start_ms(&c, wp_ip(), 0x7ea0 + m, "replayed",
+					 30000));
 		wp_hello(&h, c.uid, c.key, 0);
 		wp_auth_mode = modes[m];
 		r = wp_connect_listed(&p, &h, c.key, 50);
@@ -3074,13 +3116,139 @@ TEST(a_replayed_hello_gets_nowhere)
 		EXPECT_EQ(0, r);
 		/* The module did prove itself: the replayer learns that much. */
 		EXPECT_TRUE(p.accept_ok);
-		pthread_join(c.creator, NULL);
-		EXPECT_EQ(-EACCES, c.created) {
-			TH_LOG("%s first: rank 0's COMM_CREATE said %ld",
-			       m ? "a PING" : "a wrong AUTH", c.created);
+		r = wp_connect_after_dups(&q, &c, &dups);
+		EXPECT_EQ(0, r) {
+			TH_LOG("%s first: the real peer's hello was refused (%d) after %d refusals as a duplicate",
+			       what[m], r, dups);
 		}
+		EXPECT_TRUE(q.accept_ok);
+		pthread_join(c.creator, NULL);
+		EXPECT_EQ(0, c.created) {
+			TH_LOG("%s first: rank 0's COMM_CREATE said %ld",
+			       what[m], c.created);
+		}
+		TH_LOG("%s first: the real peer got in after %d refusal(s) as a duplicate",
+		       what[m], dups);
+		wc_destroy_comm(&c);
+		wp_destroy(&q);
 		wp_destroy(&p);
 		kt_ring_exit(&c.r);
+	}
+	ASSERT_EQ(0, wc_start_ms(&c, wp_ip(), 0x7ea3, "replayed", 3000));
+	wp_hello(&h, c.uid, c.key, 0);
+	wp_auth_mode = WP_AUTH_BAD_MAC;
+	r = wp_connect_listed(&p, &h, c.key, 50);
+	wp_auth_mode = WP_AUTH_GOOD;
+	EXPECT_EQ(0, r);
+	pthread_join(c.creator, NULL);
+	EXPECT_EQ(-EACCES, c.created) {
+		TH_LOG("a replay alone: rank 0's COMM_CREATE said %ld",
+		       c.created);
+	}
+	wc_destroy_comm(&c);
+	wp_destroy(&p);
+	kt_ring_exit(&c.r);
+	{
+		char v[16];
+
+		snprintf(v, sizeof(v), "%d", old);
+		EXPECT_EQ(0, kt_sysfs_write("auth_timeout_ms", v));
+	}
+}
+
+struct wrank1 {
+	pthread_t th;
+	struct tring r;
+	struct kcoll_rank_addr *ranks;
+	uint64_t uid;
+	const char *key;
+	int timeout_ms;
+	long created;
+	__u32 id;
+};
+
+static void *wr1_create(void *arg)
+{
+	struct wrank1 *w = arg;
+
+	w->created = kt_comm_create(w->r.fd, w->uid, w->key, 1, 2, w->ranks,
+				    w->timeout_ms, &w->id);
+	return NULL;
+}
+
+/*
+ * The connecting side of the same: rank 1 is the module too. A replayed
+ * hello of rank 1's (signed here) reaches rank 0 first and its sender
+ * stays silent. Rank 1's own hellos are refused as duplicates until rank
+ * 0 drops the replay (auth_timeout_ms), and then both COMM_CREATEs
+ * complete; until 2026-12-06 rank 1 gave up at the first refusal
+ * (-EINVAL). If its place stays taken to its deadline, rank 1 says so:
+ * -EADDRINUSE, not a timeout.
+ */
+TEST_F_TIMEOUT(hello, a_rank_refused_as_a_duplicate_tries_again, 120)
+{
+	struct kcoll_wire_hello h;
+	struct wrank1 w;
+	struct wpeer p;
+	struct wcomm c;
+	int pass, r, old = kt_sysfs_read("auth_timeout_ms");
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	ASSERT_LT(0, old);
+	for (pass = 0; pass < 2; pass++) {
+		/* 0: the replay is dropped after 1 s; 1: not before both
+		 * ranks' deadlines. */
+		ASSERT_EQ(0, kt_sysfs_write("auth_timeout_ms",
+					    pass ? "20000" : "1000"));
+		ASSERT_EQ(0, wc_start_ms(&c, wp_ip(), 0x7ea4 + pass, "dupe",
+					 pass ? 5000 : 30000));
+		wp_hello(&h, c.uid, c.key, 0);
+		wp_auth_mode = WP_AUTH_SILENT;
+		r = wp_connect_listed(&p, &h, c.key, 50);
+		wp_auth_mode = WP_AUTH_GOOD;
+		ASSERT_EQ(0, r);
+		memset(&w, 0, sizeof(w));
+		ASSERT_EQ(0, kt_ring_init(&w.r, 8, 0, 0));
+		w.ranks = c.ranks;
+		w.uid = c.uid;
+		w.key = c.key;
+		w.timeout_ms = pass ? 2000 : 30000;
+		ASSERT_EQ(0, pthread_create(&w.th, NULL, wr1_create, &w));
+		pthread_join(w.th, NULL);
+		pthread_join(c.creator, NULL);
+		if (!pass) {
+			EXPECT_EQ(0, w.created) {
+				TH_LOG("rank 1's COMM_CREATE said %ld", w.created);
+			}
+			EXPECT_EQ(0, c.created) {
+				TH_LOG("rank 0's COMM_CREATE said %ld", c.created);
+			}
+		} else {
+			EXPECT_EQ(-EADDRINUSE, w.created) {
+				TH_LOG("its place taken to the end, rank 1's COMM_CREATE said %ld",
+				       w.created);
+			}
+			EXPECT_EQ(-ETIMEDOUT, c.created) {
+				TH_LOG("rank 0's COMM_CREATE said %ld", c.created);
+			}
+		}
+		if (!w.created) {
+			struct kcoll_comm_destroy d = { .comm_id = w.id };
+
+			EXPECT_EQ(0, kt_ioctl(w.r.fd, KCOLL_IOC_COMM_DESTROY,
+					      &d));
+		}
+		wc_destroy_comm(&c);
+		wp_destroy(&p);
+		kt_ring_exit(&w.r);
+		kt_ring_exit(&c.r);
+	}
+	{
+		char v[16];
+
+		snprintf(v, sizeof(v), "%d", old);
+		EXPECT_EQ(0, kt_sysfs_write("auth_timeout_ms", v));
 	}
 }
 
