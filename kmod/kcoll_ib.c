@@ -71,6 +71,10 @@ struct kcoll_ibdev {
 	u64 tx_mark;		/* ktime ns: last completion, or busy since */
 	u64 tx_ns, tx_bytes;	/* not yet made a sample */
 	atomic_t beta_ps;	/* measured, smoothed; 0: none */
+	/* The port rate's beta (kcoll_ib_beta_ps()) and when it was read
+	 * (jiffies; 0: never). */
+	u32 rate_beta_ps;
+	unsigned long rate_at;
 };
 
 static LIST_HEAD(kcoll_ib_devs);
@@ -557,11 +561,11 @@ void kcoll_ib_set_gone(struct ib_device *ibdev)
 
 /*
  * The cost model's beta for @ibdev: picoseconds per byte at the data rate
- * of its first port as it is now (lane rate after line encoding, times the
- * width), or 0 if the port reports nothing we know. ib_port_speed values
- * by number: the newer ones are not in every kernel's enum.
+ * of its first port (lane rate after line encoding, times the width), or
+ * 0 if the port reports nothing we know. ib_port_speed values by number:
+ * the newer ones are not in every kernel's enum.
  */
-u32 kcoll_ib_beta_ps(struct ib_device *ibdev)
+static u32 kcoll_ib_port_beta_ps(struct ib_device *ibdev)
 {
 	struct ib_port_attr pattr;
 	u32 lane_mbps, mbps;
@@ -588,6 +592,34 @@ u32 kcoll_ib_beta_ps(struct ib_device *ibdev)
 	mbps = lane_mbps * (u32)width;
 	/* 1 Mb/s is 125000 B/s: 8e6 ps per byte. */
 	return max_t(u32, 1, 8000000U / mbps);
+}
+
+/* How long a port rate read stays good (a link that renegotiates). */
+#define KCOLL_RATE_TTL	(10 * HZ)
+
+/*
+ * kcoll_ib_port_beta_ps(), read again at most every KCOLL_RATE_TTL: every
+ * COMM_CREATE asks, and on 6.1 a RoCE port over a netdev whose speed is
+ * unknown (virtio, veth) logs a warning on each query.
+ */
+u32 kcoll_ib_beta_ps(struct ib_device *ibdev)
+{
+	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
+	unsigned long at, now = jiffies;
+	u32 beta;
+
+	if (!dev)
+		return kcoll_ib_port_beta_ps(ibdev);
+	at = READ_ONCE(dev->rate_at);
+	if (at && time_before(now, at + KCOLL_RATE_TTL))
+		return READ_ONCE(dev->rate_beta_ps);
+	beta = kcoll_ib_port_beta_ps(ibdev);
+	/* A port not up yet is asked again next time. */
+	if (beta) {
+		WRITE_ONCE(dev->rate_beta_ps, beta);
+		WRITE_ONCE(dev->rate_at, now ?: 1);
+	}
+	return beta;
 }
 
 struct kcoll_prio *kcoll_ib_prio(struct ib_device *ibdev)
