@@ -58,6 +58,7 @@ struct kcoll_req {
 	struct kcoll_ctx *ctx;
 	struct list_head node;
 	struct delayed_work dwork;
+	u64 due_ns;		/* KCOLL_OP_DELAY: ktime_get_ns() to complete */
 };
 
 struct kcoll_ctx {
