@@ -405,6 +405,12 @@ static void kcoll_conn_rejected(struct kcoll_lane *lane,
 				    KCOLL_WIRE_VERSION);
 		kcoll_conn_fail_setup(conn, -EPROTONOSUPPORT);
 		return;
+	case KCOLL_REJ_TAKEN:
+		pr_warn_ratelimited("comm %llx rank %u: rank %u is connected to another process as our rank (a second process of rank %u?)\n",
+				    comm->uid, comm->rank, conn->peer,
+				    comm->rank);
+		kcoll_conn_fail_setup(conn, -EADDRINUSE);
+		return;
 	case KCOLL_REJ_DEVICE:
 		pr_warn_ratelimited("comm %llx rank %u: rank %u does not use the device our hello reached\n",
 				    comm->uid, comm->rank, conn->peer);
@@ -605,8 +611,18 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	    (idx && (conn->state != KCOLL_CONN_CONNECTING ||
 		     conn->nlanes != nlanes || conn->lane[idx].cm_id ||
 		     !conn->lane[0].cm_id))) {
+		/*
+		 * A first QP for a place whose peer has proved the key (up,
+		 * or was) will never get in: a second process of that rank
+		 * fails at once. One that an attempt not yet proven holds
+		 * may get in once it is unwound: busy, try again.
+		 */
+		bool taken = !idx && !conn->unwinding &&
+			     (conn->state != KCOLL_CONN_CONNECTING ||
+			      kcoll_conn_proven(conn));
+
 		mutex_unlock(&comm->lock);
-		kcoll_reject(id, KCOLL_REJ_DUP);
+		kcoll_reject(id, taken ? KCOLL_REJ_TAKEN : KCOLL_REJ_DUP);
 		goto out_put;
 	}
 	/*

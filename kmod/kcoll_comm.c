@@ -670,9 +670,8 @@ static int kcoll_comm_create_timed_out(struct kcoll_comm *comm)
 				err = conn->setup_err;
 		} else if (conn->peer_dup) {
 			/* Our place there stayed taken to the end. */
-			pr_warn_ratelimited("comm %llx rank %u: no connection to rank %u: it held another connection as our rank (a second process of rank %u?)\n",
-					    comm->uid, comm->rank, i,
-					    comm->rank);
+			pr_warn_ratelimited("comm %llx rank %u: no connection to rank %u: another attempt as our rank, never proven, held our place there (a replayed hello?)\n",
+					    comm->uid, comm->rank, i);
 			if (err == -ETIMEDOUT)
 				err = -EADDRINUSE;
 		} else {

@@ -130,11 +130,16 @@ enum kcoll_rej {
 	KCOLL_REJ_VERSION,	/* wire version or magic not understood */
 	KCOLL_REJ_KEY,		/* wrong communicator key */
 	KCOLL_REJ_RANK,		/* ranks or nranks inconsistent */
-	KCOLL_REJ_DUP,		/* that rank is already connected */
+	KCOLL_REJ_DUP,		/* an attempt as that rank, not yet proven,
+				 * holds its place: retry */
 	KCOLL_REJ_NOMEM,	/* the passive side could not set up */
 	KCOLL_REJ_DEVICE,	/* the hello came in on a device the passive
 				 * side does not use (its devices tunable);
 				 * older peers retry on it until they time out */
+	KCOLL_REJ_TAKEN,	/* that rank's connection is up (or was):
+				 * another attempt as it never gets in (DUP:
+				 * one not yet proven holds it; retry); older
+				 * peers retry on it until they time out */
 };
 
 /* Control messages: one SEND, inline, into a pre-posted receive. */

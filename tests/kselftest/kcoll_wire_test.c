@@ -1382,9 +1382,12 @@ TEST_F_TIMEOUT(hello, bad_hellos_are_refused_with_their_reason, 120)
 	ASSERT_EQ(0, r);
 	pthread_join(c.creator, NULL);
 	EXPECT_EQ(0, c.created);
+	/* The same hello again, once up: the place is taken for good
+	 * (KCOLL_REJ_TAKEN; a duplicate while not yet proven is
+	 * KCOLL_REJ_DUP, a_replayed_hello_holds_no_place). */
 	r = wp_connect(&dup, ip, port, &h, c.key);
 	wp_destroy(&dup);
-	EXPECT_EQ(KCOLL_REJ_DUP, r);
+	EXPECT_EQ(KCOLL_REJ_TAKEN, r);
 	if (!c.created) {
 		struct kcoll_comm_destroy d = { .comm_id = c.id };
 
@@ -3218,12 +3221,20 @@ TEST_F_TIMEOUT(hello, a_rank_refused_as_a_duplicate_tries_again, 120)
 		pthread_join(w.th, NULL);
 		pthread_join(c.creator, NULL);
 		if (!pass) {
+			struct wpeer q;
+
 			EXPECT_EQ(0, w.created) {
 				TH_LOG("rank 1's COMM_CREATE said %ld", w.created);
 			}
 			EXPECT_EQ(0, c.created) {
 				TH_LOG("rank 0's COMM_CREATE said %ld", c.created);
 			}
+			/* Up now: another hello as rank 1 (a second process
+			 * of it) is refused for good, not as busy. */
+			wp_hello(&h, c.uid, c.key, 0);
+			r = wp_connect(&q, wp_ip(), wp_port(), &h, c.key);
+			EXPECT_EQ(KCOLL_REJ_TAKEN, r);
+			wp_destroy(&q);
 		} else {
 			EXPECT_EQ(-EADDRINUSE, w.created) {
 				TH_LOG("its place taken to the end, rank 1's COMM_CREATE said %ld",
@@ -3250,6 +3261,53 @@ TEST_F_TIMEOUT(hello, a_rank_refused_as_a_duplicate_tries_again, 120)
 		snprintf(v, sizeof(v), "%d", old);
 		EXPECT_EQ(0, kt_sysfs_write("auth_timeout_ms", v));
 	}
+}
+
+/*
+ * The module's rank 1 is refused with KCOLL_REJ_TAKEN (rank 0 is up with
+ * another process as rank 1): its COMM_CREATE must fail at once with
+ * -EADDRINUSE, not try again until its deadline.
+ */
+TEST(a_rank_whose_place_is_taken_fails_at_once)
+{
+	struct kcoll_wire_reject rej = {
+		.magic = htole32(KCOLL_WIRE_MAGIC), .reason = KCOLL_REJ_TAKEN,
+	};
+	struct kcoll_wire_hello h;
+	struct wlisten *l = calloc(1, sizeof(*l));
+	struct wrank1 w;
+	struct wcomm c;
+	int port = 19400 + getpid() % 300;
+	double t0;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	ASSERT_NE(NULL, l);
+	ASSERT_EQ(0, wl_listen(l, port));
+	memset(&c, 0, sizeof(c));
+	kt_addr_pair(c.ranks, wp_ip());
+	c.ranks[0].port = port;
+	memset(&w, 0, sizeof(w));
+	ASSERT_EQ(0, kt_ring_init(&w.r, 8, 0, 0));
+	w.ranks = c.ranks;
+	w.uid = 0x7ea6;
+	w.key = "taken";
+	w.timeout_ms = 20000;
+	t0 = wp_now();
+	ASSERT_EQ(0, pthread_create(&w.th, NULL, wr1_create, &w));
+	ASSERT_EQ(0, wl_take_hello(l, &h));
+	EXPECT_EQ(0, rdma_reject(l->cid, &rej, sizeof(rej)));
+	pthread_join(w.th, NULL);
+	EXPECT_EQ(-EADDRINUSE, w.created);
+	EXPECT_GT(10, wp_now() - t0) {
+		TH_LOG("refused as taken, rank 1 took %.1f s to give up",
+		       wp_now() - t0);
+	}
+	TH_LOG("refused as taken: COMM_CREATE said %ld after %.1f s",
+	       w.created, wp_now() - t0);
+	kt_ring_exit(&w.r);
+	wl_close(l);
+	free(l);
 }
 
 /*
