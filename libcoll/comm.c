@@ -1862,6 +1862,36 @@ static void comm_park_bell(void *page)
 	pthread_mutex_unlock(&parked_lock);
 }
 
+/*
+ * What a failed COMM_CREATE means for the job: the kernel log (dmesg)
+ * names the rank and the reason on both sides.
+ */
+static const char *comm_create_hint(int err)
+{
+	switch (err) {
+	case -ETIMEDOUT:
+		return " (some ranks were not reached in time: the kernel log"
+		       " names them; are all ranks started, with the same"
+		       " unique id, and is listen_port open between nodes?)";
+	case -EADDRINUSE:
+		return " (another process holds this rank's place at a peer:"
+		       " two processes with the same rank?)";
+	case -EACCES:
+		return " (the node at a peer's address, or a connection"
+		       " claiming a peer's rank, did not prove the"
+		       " communicator's key: see the kernel log)";
+	case -EDQUOT:
+		return " (over a per-user limit of the module:"
+		       " /sys/class/misc/kcoll/user_max_*; the kernel log"
+		       " names it)";
+	case -EPROTONOSUPPORT:
+		return " (a peer runs another kcoll version: upgrade the nodes"
+		       " together)";
+	default:
+		return "";
+	}
+}
+
 /* Release everything but the kernel communicator itself. */
 static void comm_free(coll_comm *c)
 {
@@ -2024,8 +2054,9 @@ int coll_comm_create_child(coll_comm **out, int nranks, int rank,
 	ret = kcoll_ioctl(c->ring.ring_fd, KCOLL_IOC_COMM_CREATE, &cc);
 	explicit_bzero(cc.key, sizeof(cc.key));
 	if (ret) {
-		coll_err(ret, "KCOLL_IOC_COMM_CREATE (rank %d of %d): %s",
-			 rank, nranks, coll_strerror(ret));
+		coll_err(ret, "KCOLL_IOC_COMM_CREATE (rank %d of %d): %s%s",
+			 rank, nranks, coll_strerror(ret),
+			 comm_create_hint(ret));
 		goto out_free;
 	}
 	c->comm_id = cc.comm_id;
