@@ -532,6 +532,25 @@ int kcoll_p2p_grants(struct kcoll_task *op, struct kcoll_conn *conn)
 }
 
 /*
+ * Point-to-point @op's data came eagerly, whether it is taken or fails
+ * @op (a signature or size that differs): the send is over, and its
+ * sender drops any grant of ours for it (given after waiting,
+ * kcoll_p2p_waited()), so none is ever filled and no ABORT comes to undo
+ * them: forget them here, or the failed receive waits for them to drain
+ * and closes the connection. Until 2026-12-06 only a receive that took
+ * the data forgot them (make check, under load: a mismatched receive
+ * that had granted ended its connections 10 s later). A collective's
+ * grants out on this connection are for its next phase
+ * (kcoll_op_grant_ahead()): they stay. Must hold comm->lock.
+ */
+static void kcoll_eager_p2p_sent(struct kcoll_task *op,
+				 struct kcoll_conn *conn)
+{
+	if (op->kind == KCOLL_KIND_P2P && op->grants_out)
+		kcoll_op_forget_grants(op, conn);
+}
+
+/*
  * The current phase receives eagerly from @conn's peer: consume its data if
  * it has landed.
  */
@@ -563,11 +582,14 @@ void kcoll_op_eager_recv(struct kcoll_task *op, struct kcoll_conn *conn)
 		 */
 		if (!e->signed_ && !kcoll_sig_confirmed(op, conn))
 			return;
-		if (!kcoll_eager_check(op, conn, slot))
+		if (!kcoll_eager_check(op, conn, slot)) {
+			kcoll_eager_p2p_sent(op, conn);
 			return;
+		}
 		if (e->len != op->recv_total) {
 			kcoll_eager_release(conn, slot);
 			kcoll_op_fail(op, -EBADMSG);	/* sizes disagree */
+			kcoll_eager_p2p_sent(op, conn);
 			return;
 		}
 		if (e->len)
@@ -576,12 +598,7 @@ void kcoll_op_eager_recv(struct kcoll_task *op, struct kcoll_conn *conn)
 		kcoll_eager_release(conn, slot);
 		op->recv_done = op->recv_total;
 		op->recv_landed_any = true;
-		/* Granted too after waiting (kcoll_p2p_waited()): the
-		 * sender, having written eagerly, drops that grant. (A
-		 * collective's grants out on this connection are for its
-		 * next phase: kcoll_op_grant_ahead().) */
-		if (op->kind == KCOLL_KIND_P2P && op->grants_out)
-			kcoll_op_forget_grants(op, conn);
+		kcoll_eager_p2p_sent(op, conn);
 		return;
 	}
 }
