@@ -426,11 +426,12 @@ static void kcoll_conn_rejected(struct kcoll_lane *lane,
 			return;
 		}
 		/*
-		 * Another attempt as our rank holds our place there: a
-		 * second process of our rank, or a hello of ours that was
-		 * captured and replayed, which the peer drops once it fails
-		 * to prove the key (auth_timeout_ms at most). Try again;
-		 * COMM_CREATE says so if no try gets through.
+		 * Another attempt as our rank, not yet proven, holds our
+		 * place there: one of ours the peer still holds, or a hello
+		 * of ours that was captured and replayed. The peer drops it
+		 * once it fails to prove the key (auth_timeout_ms at most).
+		 * Try again; COMM_CREATE says so if no try gets through. (A
+		 * place a proven connection holds is KCOLL_REJ_TAKEN.)
 		 */
 		if (reason == KCOLL_REJ_DUP) {
 			if (!conn->peer_dup)
