@@ -399,6 +399,7 @@ struct wcomm {
 	struct tring r;
 	struct kcoll_rank_addr ranks[3];
 	unsigned int nranks;	/* 2, or 3: two peers of ours */
+	unsigned int rank;	/* the module's: 0, or 1 (wc_start_rank1()) */
 	uint64_t uid;
 	char key[KCOLL_KEY_LEN + 1];
 	long created;		/* COMM_CREATE's result */
@@ -419,8 +420,8 @@ static void *wc_create(void *arg)
 {
 	struct wcomm *c = arg;
 
-	c->created = kt_comm_create(c->r.fd, c->uid, c->key, 0, c->nranks,
-				    c->ranks, c->connect_ms, &c->id);
+	c->created = kt_comm_create(c->r.fd, c->uid, c->key, c->rank,
+				    c->nranks, c->ranks, c->connect_ms, &c->id);
 	return NULL;
 }
 
@@ -3073,12 +3074,13 @@ static int wp_connect_after_dups(struct wpeer *q, struct wcomm *c, int *dups)
 	return r;
 }
 
-static void wc_destroy_comm(struct wcomm *c)
+/* Destroy the module's communicator if COMM_CREATE made it: 0, or the
+ * ioctl's error. */
+static int wc_destroy_comm(struct wcomm *c)
 {
 	struct kcoll_comm_destroy d = { .comm_id = c->id };
 
-	if (!c->created)
-		kt_ioctl(c->r.fd, KCOLL_IOC_COMM_DESTROY, &d);
+	return c->created ? 0 : kt_ioctl(c->r.fd, KCOLL_IOC_COMM_DESTROY, &d);
 }
 
 /*
@@ -3108,6 +3110,9 @@ TEST_F_TIMEOUT(hello, a_replayed_hello_holds_no_place, 120)
 	if (!wp_ip())
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
 	ASSERT_LT(0, old);
+	/* Its bounds: 1 s to 10 min. */
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("auth_timeout_ms", "999"));
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("auth_timeout_ms", "600001"));
 	ASSERT_EQ(0, kt_sysfs_write("auth_timeout_ms", "1000"));
 	for (m = 0; m < 3; m++) {
 		ASSERT_EQ(0, wc_start_ms(&c, wp_ip(), 0x7ea0 + m, "replayed",
@@ -3132,7 +3137,7 @@ TEST_F_TIMEOUT(hello, a_replayed_hello_holds_no_place, 120)
 		}
 		TH_LOG("%s first: the real peer got in after %d refusal(s) as a duplicate",
 		       what[m], dups);
-		wc_destroy_comm(&c);
+		EXPECT_EQ(0, wc_destroy_comm(&c));
 		wp_destroy(&q);
 		wp_destroy(&p);
 		kt_ring_exit(&c.r);
@@ -3148,7 +3153,7 @@ TEST_F_TIMEOUT(hello, a_replayed_hello_holds_no_place, 120)
 		TH_LOG("a replay alone: rank 0's COMM_CREATE said %ld",
 		       c.created);
 	}
-	wc_destroy_comm(&c);
+	EXPECT_EQ(0, wc_destroy_comm(&c));
 	wp_destroy(&p);
 	kt_ring_exit(&c.r);
 	{
@@ -3159,24 +3164,23 @@ TEST_F_TIMEOUT(hello, a_replayed_hello_holds_no_place, 120)
 	}
 }
 
-struct wrank1 {
-	pthread_t th;
-	struct tring r;
-	struct kcoll_rank_addr *ranks;
-	uint64_t uid;
-	const char *key;
-	int timeout_ms;
-	long created;
-	__u32 id;
-};
-
-static void *wr1_create(void *arg)
+/* The module's rank 1 of a 2-rank @uid over @ranks, on a ring of its own:
+ * its COMM_CREATE runs in w->creator. */
+static int wc_start_rank1(struct wcomm *w,
+			  const struct kcoll_rank_addr ranks[2], uint64_t uid,
+			  const char *key, int connect_ms)
 {
-	struct wrank1 *w = arg;
-
-	w->created = kt_comm_create(w->r.fd, w->uid, w->key, 1, 2, w->ranks,
-				    w->timeout_ms, &w->id);
-	return NULL;
+	memset(w, 0, sizeof(*w));
+	if (kt_ring_init(&w->r, 8, 0, 0))
+		return -1;
+	memcpy(w->ranks, ranks, 2 * sizeof(*ranks));
+	w->nranks = 2;
+	w->rank = 1;
+	w->uid = uid;
+	snprintf(w->key, sizeof(w->key), "%s", key);
+	w->connect_ms = connect_ms;
+	w->created = 1;
+	return pthread_create(&w->creator, NULL, wc_create, w);
 }
 
 /*
@@ -3191,9 +3195,8 @@ static void *wr1_create(void *arg)
 TEST_F_TIMEOUT(hello, a_rank_refused_as_a_duplicate_tries_again, 120)
 {
 	struct kcoll_wire_hello h;
-	struct wrank1 w;
+	struct wcomm c, w;
 	struct wpeer p;
-	struct wcomm c;
 	int pass, r, old = kt_sysfs_read("auth_timeout_ms");
 
 	if (!wp_ip())
@@ -3211,14 +3214,9 @@ TEST_F_TIMEOUT(hello, a_rank_refused_as_a_duplicate_tries_again, 120)
 		r = wp_connect_listed(&p, &h, c.key, 50);
 		wp_auth_mode = WP_AUTH_GOOD;
 		ASSERT_EQ(0, r);
-		memset(&w, 0, sizeof(w));
-		ASSERT_EQ(0, kt_ring_init(&w.r, 8, 0, 0));
-		w.ranks = c.ranks;
-		w.uid = c.uid;
-		w.key = c.key;
-		w.timeout_ms = pass ? 2000 : 30000;
-		ASSERT_EQ(0, pthread_create(&w.th, NULL, wr1_create, &w));
-		pthread_join(w.th, NULL);
+		ASSERT_EQ(0, wc_start_rank1(&w, c.ranks, c.uid, c.key,
+					    pass ? 2000 : 30000));
+		pthread_join(w.creator, NULL);
 		pthread_join(c.creator, NULL);
 		if (!pass) {
 			struct wpeer q;
@@ -3244,13 +3242,8 @@ TEST_F_TIMEOUT(hello, a_rank_refused_as_a_duplicate_tries_again, 120)
 				TH_LOG("rank 0's COMM_CREATE said %ld", c.created);
 			}
 		}
-		if (!w.created) {
-			struct kcoll_comm_destroy d = { .comm_id = w.id };
-
-			EXPECT_EQ(0, kt_ioctl(w.r.fd, KCOLL_IOC_COMM_DESTROY,
-					      &d));
-		}
-		wc_destroy_comm(&c);
+		EXPECT_EQ(0, wc_destroy_comm(&w));
+		EXPECT_EQ(0, wc_destroy_comm(&c));
 		wp_destroy(&p);
 		kt_ring_exit(&w.r);
 		kt_ring_exit(&c.r);
@@ -3275,8 +3268,8 @@ TEST(a_rank_whose_place_is_taken_fails_at_once)
 	};
 	struct kcoll_wire_hello h;
 	struct wlisten *l = calloc(1, sizeof(*l));
-	struct wrank1 w;
-	struct wcomm c;
+	struct kcoll_rank_addr ranks[2];
+	struct wcomm w;
 	int port = 19400 + getpid() % 300;
 	double t0;
 
@@ -3284,20 +3277,13 @@ TEST(a_rank_whose_place_is_taken_fails_at_once)
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
 	ASSERT_NE(NULL, l);
 	ASSERT_EQ(0, wl_listen(l, port));
-	memset(&c, 0, sizeof(c));
-	kt_addr_pair(c.ranks, wp_ip());
-	c.ranks[0].port = port;
-	memset(&w, 0, sizeof(w));
-	ASSERT_EQ(0, kt_ring_init(&w.r, 8, 0, 0));
-	w.ranks = c.ranks;
-	w.uid = 0x7ea6;
-	w.key = "taken";
-	w.timeout_ms = 20000;
+	kt_addr_pair(ranks, wp_ip());
+	ranks[0].port = port;
 	t0 = wp_now();
-	ASSERT_EQ(0, pthread_create(&w.th, NULL, wr1_create, &w));
+	ASSERT_EQ(0, wc_start_rank1(&w, ranks, 0x7ea6, "taken", 20000));
 	ASSERT_EQ(0, wl_take_hello(l, &h));
 	EXPECT_EQ(0, rdma_reject(l->cid, &rej, sizeof(rej)));
-	pthread_join(w.th, NULL);
+	pthread_join(w.creator, NULL);
 	EXPECT_EQ(-EADDRINUSE, w.created);
 	EXPECT_GT(10, wp_now() - t0) {
 		TH_LOG("refused as taken, rank 1 took %.1f s to give up",
