@@ -4,8 +4,9 @@
  * "Authentication"). The communicator key never crosses the wire. Each
  * side proves it knows the key with HMAC-SHA256 (kernel crypto API, one
  * keyed transform per communicator), truncated to KCOLL_AUTH_MAC bytes,
- * over fresh random nonces of both sides:
- *   hello  (REQ)  mac over the hello: version, flags, uid, ranks, nonce A;
+ * over fresh nonces of both sides:
+ *   hello  (REQ)  mac over the hello: version, flags, uid, ranks, nonce A
+ *                 (its stamp, then random: kcoll_hello_stamp());
  *   accept (REP)  nonce B, mac over the whole hello and the accept;
  *   AUTH   (the connecting side's first message on the QP) mac over
  *                 nonce A, nonce B and the message.
@@ -18,7 +19,9 @@
 
 #include <crypto/algapi.h>
 #include <crypto/hash.h>
+#include <linux/atomic.h>
 #include <linux/err.h>
+#include <linux/ktime.h>
 #include <linux/random.h>
 
 #include "kcoll_types.h"
@@ -83,10 +86,28 @@ static int kcoll_auth_hello_mac(struct kcoll_comm *comm,
 	return kcoll_auth_mac(comm, "kcoll hello v2", parts, lens, 1, mac);
 }
 
-/* A fresh nonce and the MAC of the rest of @h, for @comm's key. */
+/*
+ * The stamp of @comm's next hello: the time now, or one more than the
+ * last if the clock has not moved past it (or went back), so that every
+ * hello of the communicator is newer than the ones before it.
+ */
+static u64 kcoll_auth_next_stamp(struct kcoll_comm *comm)
+{
+	u64 now = ktime_get_real_ns(), last, next;
+
+	do {
+		last = atomic64_read(&comm->hello_stamp);
+		next = max(now, last + 1);
+	} while (atomic64_cmpxchg(&comm->hello_stamp, last, next) != last);
+	return next;
+}
+
+/* A fresh nonce (its stamp, then random bytes) and the MAC of the rest
+ * of @h, for @comm's key. */
 int kcoll_auth_hello_sign(struct kcoll_comm *comm, struct kcoll_wire_hello *h)
 {
 	get_random_bytes(h->nonce, sizeof(h->nonce));
+	kcoll_hello_set_stamp(h, kcoll_auth_next_stamp(comm));
 	return kcoll_auth_hello_mac(comm, h, h->mac);
 }
 

@@ -151,6 +151,25 @@ static void kcoll_conn_unwind_begin(struct kcoll_conn *conn, int err)
 }
 
 /*
+ * Accepting side: a newer hello of the peer's came while an attempt that
+ * has not proved the key holds the place: unwind that one now. Must hold
+ * comm->lock.
+ */
+static void kcoll_conn_unwind_newer(struct kcoll_conn *conn)
+{
+	struct kcoll_comm *comm = conn->comm;
+
+	lockdep_assert_held(&comm->lock);
+	if (conn->state != KCOLL_CONN_CONNECTING || comm->shutting_down ||
+	    comm->error || kcoll_conn_proven(conn))
+		return;
+	conn->unwinding = true;
+	pr_info_ratelimited("comm %llx rank %u: a newer hello of rank %u's: dropping the attempt that has not proved the key\n",
+			    comm->uid, comm->rank, conn->peer);
+	kcoll_mod_delayed(&conn->retry, 0);
+}
+
+/*
  * The attempt being set up failed with @err. On the accepting side,
  * before its first QP proved the key, whoever made it may hold no more
  * than a hello it captured (a replayer cannot answer our nonce): that
@@ -446,6 +465,17 @@ static void kcoll_conn_rejected(struct kcoll_lane *lane,
 				    comm->uid, comm->rank, conn->peer, reason);
 		kcoll_conn_fail_setup(conn, -EINVAL);
 		return;
+	case KCOLL_REJ_STALE:
+		/* Every hello of ours is newer than the one before; the
+		 * next one gets in once the clock has passed what the peer
+		 * saw. */
+		if (!lane->idx) {
+			pr_info_ratelimited("comm %llx rank %u: rank %u refused our hello as no newer than one it saw from us (a replay of ours got there first, or this node's clock went back); trying again\n",
+					    comm->uid, comm->rank, conn->peer);
+			kcoll_conn_retry_later(conn);
+			return;
+		}
+		fallthrough;
 	default:
 		/* Not there yet (no comm, no listener) or no room there
 		 * (REJ_NOMEM: its memory or its user's limits): try again.
@@ -504,7 +534,8 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	struct kcoll_comm *comm;
 	struct kcoll_conn *conn;
 	u32 src, dst, n, idx, nlanes;
-	bool local, other;
+	bool local, other, newer;
+	u64 stamp;
 	int err;
 
 	switch (kcoll_wire_hello_check(h, ev->param.conn.private_data_len,
@@ -604,6 +635,17 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		kcoll_reject(id, KCOLL_REJ_NOCOMM);
 		goto out_put;
 	}
+	/*
+	 * Only a hello newer than every one seen from that rank counts
+	 * (each of its attempts is: kcoll_auth_hello_sign()). Whoever
+	 * captured hellos of a rank that was retrying, the listener not
+	 * there yet, cannot replay them to hold its place once its next
+	 * hello has come, nor replay one twice.
+	 */
+	stamp = kcoll_hello_stamp(h);
+	newer = stamp > conn->hello_seen;
+	if (newer)
+		conn->hello_seen = stamp;
 	/* The first QP finds the connection idle and sets the number of
 	 * QPs; the others join it while it is being set up, not while an
 	 * attempt that failed is unwound. */
@@ -622,8 +664,25 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 			     (conn->state != KCOLL_CONN_CONNECTING ||
 			      kcoll_conn_proven(conn));
 
+		/*
+		 * A newer first QP than the attempt that holds the place,
+		 * not yet proven: that one is a replay, or one its rank
+		 * gave up (its REP lost). It is dropped now, not at its
+		 * AUTH deadline; this one is tried again.
+		 */
+		if (!idx && !taken && newer && !conn->unwinding &&
+		    !conn->active)
+			kcoll_conn_unwind_newer(conn);
 		mutex_unlock(&comm->lock);
 		kcoll_reject(id, taken ? KCOLL_REJ_TAKEN : KCOLL_REJ_DUP);
+		goto out_put;
+	}
+	if (!newer) {
+		mutex_unlock(&comm->lock);
+		pr_warn_ratelimited("comm %llx rank %u: refusing a hello of rank %u (from %pISc) no newer than one it sent before: a replay, or its clock went back\n",
+				    comm->uid, comm->rank, src,
+				    &id->route.addr.dst_addr);
+		kcoll_reject(id, KCOLL_REJ_STALE);
 		goto out_put;
 	}
 	/*

@@ -383,6 +383,9 @@ struct kcoll_conn {
 					 * kcoll_conn_request() in flight */
 	unsigned long auth_due;		/* passive side: jiffies by which the
 					 * attempt's first QP proves the key */
+	u64 hello_seen;			/* passive side: the newest stamp of
+					 * a hello with our key from the peer
+					 * (kcoll_hello_stamp()); 0: none */
 	u8 nlanes;			/* QPs: the active side's choice */
 	u8 lanes_up;			/* established during setup */
 	u8 lanes_charged;		/* QPs charged for it (user_max_qps) */
@@ -728,6 +731,7 @@ struct kcoll_comm {
 	u64 parent_uid;			/* informational; 0: none */
 	u8 key[KCOLL_KEY_LEN];
 	struct crypto_shash *auth;	/* hmac(sha256) keyed with @key */
+	atomic64_t hello_stamp;		/* the last stamp our hellos used */
 	u32 rank;
 	u32 nranks;
 	struct kcoll_rank_addr *ranks;

@@ -22,8 +22,12 @@
  * 5: several collectives run at once: grants, SIGs and ABORTs of a younger
  * collective may come between those of an older one (docs/DESIGN.md,
  * "Several collectives in flight"); a version-4 engine would stop there.
+ * 6: a hello's nonce begins with its sender's stamp (kcoll_hello_stamp()):
+ * a listener refuses a hello no newer than one it saw from that rank and
+ * drops an attempt not yet proven for a newer one (docs/DESIGN.md,
+ * "Authentication"); version-5 nonces are random, which it would misread.
  */
-#define KCOLL_WIRE_VERSION	5
+#define KCOLL_WIRE_VERSION	6
 #define KCOLL_AUTH_NONCE	12
 #define KCOLL_AUTH_MAC		16
 
@@ -43,7 +47,8 @@ struct kcoll_wire_hello {
 	__le32	src_rank;	/* the connecting rank */
 	__le32	dst_rank;	/* the rank it wants */
 	__le32	nranks;
-	u8	nonce[KCOLL_AUTH_NONCE];	/* fresh per connection attempt */
+	u8	nonce[KCOLL_AUTH_NONCE];	/* fresh per connection attempt:
+						 * the stamp, then random */
 	u8	mac[KCOLL_AUTH_MAC];	/* over version .. nonce (bytes 2-39) */
 };
 #define KCOLL_HELLO_MAC_OFF	2
@@ -57,6 +62,33 @@ struct kcoll_wire_hello {
 #define KCOLL_HELLO_LOCAL	0x08
 /* The connecting rank offers eager transfers (KCOLL_ACCEPT_EAGER). */
 #define KCOLL_HELLO_EAGER	0x80
+
+/*
+ * The hello's stamp: the first 8 bytes of its nonce, little endian. The
+ * sender's CLOCK_REALTIME in ns when it signed the hello, and greater
+ * than every stamp its communicator used before (kcoll_auth_hello_sign()),
+ * so that a captured hello is older than the next one of its rank. The
+ * nonce's other 4 bytes are random.
+ */
+#define KCOLL_HELLO_STAMP_LEN	8
+
+static inline u64 kcoll_hello_stamp(const struct kcoll_wire_hello *h)
+{
+	u64 s = 0;
+	int i;
+
+	for (i = KCOLL_HELLO_STAMP_LEN - 1; i >= 0; i--)
+		s = s << 8 | h->nonce[i];
+	return s;
+}
+
+static inline void kcoll_hello_set_stamp(struct kcoll_wire_hello *h, u64 s)
+{
+	int i;
+
+	for (i = 0; i < KCOLL_HELLO_STAMP_LEN; i++, s >>= 8)
+		h->nonce[i] = (u8)s;
+}
 
 static inline u8 kcoll_hello_lanes(unsigned int idx, unsigned int nlanes)
 {
@@ -140,6 +172,9 @@ enum kcoll_rej {
 				 * another attempt as it never gets in (DUP:
 				 * one not yet proven holds it; retry); older
 				 * peers retry on it until they time out */
+	KCOLL_REJ_STALE,	/* the hello is no newer than one the passive
+				 * side saw from that rank (a replay of it, or
+				 * the sender's clock went back): retry */
 };
 
 /* Control messages: one SEND, inline, into a pre-posted receive. */
@@ -214,6 +249,8 @@ struct kcoll_wire_msg {
 				 * CREDIT: KCOLL_CREDIT_*; SIG: KCOLL_SIG_* */
 };
 
+KCOLL_STATIC_ASSERT(KCOLL_HELLO_STAMP_LEN + 4 <= KCOLL_AUTH_NONCE,
+		    "a hello's nonce keeps random bytes after its stamp");
 KCOLL_STATIC_ASSERT(sizeof(struct kcoll_wire_hello) <= 56,
 		    "hello must fit rdma_connect's 56 bytes");
 KCOLL_STATIC_ASSERT(sizeof(struct kcoll_wire_msg) == 48, "wire msg size");

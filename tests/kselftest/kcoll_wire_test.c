@@ -374,6 +374,23 @@ static int wp_connect(struct wpeer *p, const char *ip, int port,
 	return ret;
 }
 
+/*
+ * A hello's stamp as the module makes them (kcoll_hello_stamp()): the
+ * time now in ns, past every one before. A peer's hello no newer than one
+ * the module saw from it is refused as stale.
+ */
+static uint64_t wp_stamp(void)
+{
+	static uint64_t last;
+	struct timespec ts;
+	uint64_t now;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	last = now > last ? now : last + 1;
+	return last;
+}
+
 static void wp_hello(struct kcoll_wire_hello *h, uint64_t uid, const char *key,
 		     uint8_t flags)
 {
@@ -387,6 +404,7 @@ static void wp_hello(struct kcoll_wire_hello *h, uint64_t uid, const char *key,
 	h->nranks = htole32(2);
 	for (unsigned int i = 0; i < sizeof(h->nonce); i++)
 		h->nonce[i] = (uint8_t)wp_rand();
+	kcoll_hello_set_stamp(h, wp_stamp());
 	wp_hello_sign(h, key);
 }
 
@@ -2666,6 +2684,35 @@ static int wl_take_hello(struct wlisten *l, struct kcoll_wire_hello *h)
 	return 0;
 }
 
+/*
+ * The module's next hello to @l, refused as "no such communicator (yet)",
+ * as while its peer's listener is not there: it tries again. 0 or -1.
+ */
+static int wl_capture_hello(struct wlisten *l, struct kcoll_wire_hello *h)
+{
+	struct kcoll_wire_reject rej = {
+		.magic = htole32(KCOLL_WIRE_MAGIC), .reason = KCOLL_REJ_NOCOMM,
+	};
+	struct pollfd pfd = { .fd = l->ec->fd, .events = POLLIN };
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id = NULL;
+	int bad;
+
+	if (poll(&pfd, 1, 10000) <= 0 || rdma_get_cm_event(l->ec, &ev))
+		return -1;
+	if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST)
+		id = ev->id;
+	bad = !id || ev->param.conn.private_data_len < sizeof(*h);
+	if (!bad)
+		memcpy(h, ev->param.conn.private_data, sizeof(*h));
+	if (id)
+		rdma_reject(id, &rej, sizeof(rej));
+	rdma_ack_cm_event(ev);
+	if (id)
+		rdma_destroy_id(id);
+	return bad ? -1 : 0;
+}
+
 static int wl_accept(struct wlisten *l, struct kcoll_wire_accept *acc)
 {
 	struct rdma_conn_param param = {
@@ -3089,7 +3136,8 @@ static int wc_destroy_comm(struct wcomm *c)
  * the accept's fresh nonce: it sends a wrong AUTH, something else first,
  * or nothing. Rank 0 must drop it and wait for its real peer, whose
  * hellos, refused as duplicates meanwhile, get in once it has (for the
- * silent one: auth_timeout_ms, 1 s here); then COMM_CREATE completes.
+ * silent one: as soon as the real peer's newer hello came, or
+ * auth_timeout_ms, 1 s here); then COMM_CREATE completes.
  * Until 2026-12-06 the replay ended rank 0's setup with -EACCES, and the
  * real peer was refused for good. A replay that no real peer follows
  * still never completes it: -EACCES at its deadline.
@@ -3186,11 +3234,13 @@ static int wc_start_rank1(struct wcomm *w,
 /*
  * The connecting side of the same: rank 1 is the module too. A replayed
  * hello of rank 1's (signed here) reaches rank 0 first and its sender
- * stays silent. Rank 1's own hellos are refused as duplicates until rank
- * 0 drops the replay (auth_timeout_ms), and then both COMM_CREATEs
- * complete; until 2026-12-06 rank 1 gave up at the first refusal
- * (-EINVAL). If its place stays taken to its deadline, rank 1 says so:
- * -EADDRINUSE, not a timeout.
+ * stays silent. Rank 0 drops the replay (rank 1's hello is newer, or
+ * auth_timeout_ms), rank 1 tries again after the refusal, and then both
+ * COMM_CREATEs complete; until 2026-12-06 rank 1 gave up at the first
+ * refusal (-EINVAL). If its place stays taken to its deadline (here a
+ * hello stamped an hour ahead, as from a clock that far ahead, which no
+ * hello of rank 1's can drop), rank 1 says so: -EADDRINUSE, not a
+ * timeout.
  */
 TEST_F_TIMEOUT(hello, a_rank_refused_as_a_duplicate_tries_again, 120)
 {
@@ -3210,6 +3260,11 @@ TEST_F_TIMEOUT(hello, a_rank_refused_as_a_duplicate_tries_again, 120)
 		ASSERT_EQ(0, wc_start_ms(&c, wp_ip(), 0x7ea4 + pass, "dupe",
 					 pass ? 5000 : 30000));
 		wp_hello(&h, c.uid, c.key, 0);
+		if (pass) {
+			kcoll_hello_set_stamp(&h, kcoll_hello_stamp(&h) +
+						  3600ull * 1000000000ull);
+			wp_hello_sign(&h, c.key);
+		}
 		wp_auth_mode = WP_AUTH_SILENT;
 		r = wp_connect_listed(&p, &h, c.key, 50);
 		wp_auth_mode = WP_AUTH_GOOD;
@@ -3294,6 +3349,118 @@ TEST(a_rank_whose_place_is_taken_fails_at_once)
 	kt_ring_exit(&w.r);
 	wl_close(l);
 	free(l);
+}
+
+/* Connect with @h and let the connection go: the REJ reason, 0, or -errno. */
+static int wp_try_hello(const struct kcoll_wire_hello *h, const char *key)
+{
+	struct wpeer q;
+	int r = wp_connect(&q, wp_ip(), wp_port(), h, key);
+
+	wp_destroy(&q);
+	return r;
+}
+
+/*
+ * Hellos captured while their rank was retrying, its peer's listener not
+ * there yet (here the module's own rank 1's, refused by a listener of
+ * ours), replayed to that rank once it listens: each is newer than the
+ * one before (its stamp), and the listener takes none of them twice nor
+ * one older than any it saw. The newest replay holds the place only
+ * until a newer hello comes (here a later capture), which drops it at
+ * once, not after auth_timeout_ms (20 s here); then every captured hello
+ * is refused as stale (KCOLL_REJ_STALE) and the real peer gets in. Until
+ * 2026-12-07 each captured hello could hold the place for
+ * auth_timeout_ms in turn, again and again, and a replayer could keep
+ * the ranks apart until their deadline.
+ */
+TEST_F_TIMEOUT(hello, captured_hellos_are_taken_once, 120)
+{
+	struct kcoll_wire_hello h[3];
+	struct wlisten *l = calloc(1, sizeof(*l));
+	struct kcoll_rank_addr ranks[2];
+	int port = 19800 + getpid() % 150, i, r, dups;
+	long long old = kt_sysfs_read("auth_timeout_ms");
+	struct timespec ts;
+	struct wpeer p, q;
+	struct wcomm c, w;
+	double t0, held;
+	int64_t skew;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	ASSERT_NE(NULL, l);
+	ASSERT_LT(0, old);
+	ASSERT_EQ(0, wl_listen(l, port));
+	kt_addr_pair(ranks, wp_ip());
+	ranks[0].port = port;
+	ASSERT_EQ(0, wc_start_rank1(&w, ranks, 0x7ea7, "captured", 3000));
+	for (i = 0; i < 3; i++)
+		ASSERT_EQ(0, wl_capture_hello(l, &h[i]));
+	wl_close(l);
+	free(l);
+	pthread_join(w.creator, NULL);
+	TH_LOG("rank 1, its hellos captured and refused: COMM_CREATE said %ld",
+	       w.created);
+	EXPECT_NE(0, w.created);
+	/* Stamps: the sender's clock, each past the one before. */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	skew = (int64_t)((uint64_t)ts.tv_sec * 1000000000ull +
+			 (uint64_t)ts.tv_nsec - kcoll_hello_stamp(&h[2]));
+	EXPECT_GT(60000000000ll, llabs(skew));
+	EXPECT_LT(kcoll_hello_stamp(&h[0]), kcoll_hello_stamp(&h[1]));
+	EXPECT_LT(kcoll_hello_stamp(&h[1]), kcoll_hello_stamp(&h[2]));
+
+	ASSERT_EQ(0, kt_sysfs_write("auth_timeout_ms", "20000"));
+	ASSERT_EQ(0, wc_start_ms(&c, wp_ip(), 0x7ea7, "captured", 60000));
+	/* The middle one first: the newest seen, it holds the place. */
+	wp_auth_mode = WP_AUTH_SILENT;
+	r = wp_connect_listed(&p, &h[1], c.key, 50);
+	wp_auth_mode = WP_AUTH_GOOD;
+	ASSERT_EQ(0, r);
+	/* An older one is refused as busy and changes nothing. */
+	EXPECT_EQ(KCOLL_REJ_DUP, wp_try_hello(&h[0], c.key));
+	/* A newer one is refused as busy too, and drops the replay. */
+	t0 = wp_now();
+	EXPECT_EQ(KCOLL_REJ_DUP, wp_try_hello(&h[2], c.key));
+	for (i = 0; i < 150; i++) {
+		r = wp_try_hello(&h[1], c.key);
+		if (r != KCOLL_REJ_DUP)
+			break;
+		usleep(100000);
+	}
+	held = wp_now() - t0;
+	TH_LOG("after a newer hello the replay held its place %.1f s more; then its hello again: %d",
+	       held, r);
+	EXPECT_EQ(KCOLL_REJ_STALE, r);
+	EXPECT_GT(10, held);
+	for (i = 0; i < 3; i++) {
+		r = wp_try_hello(&h[i], c.key);
+		if (r != KCOLL_REJ_STALE)
+			TH_LOG("captured hello %d replayed once more: %d", i, r);
+		EXPECT_EQ(KCOLL_REJ_STALE, r);
+	}
+	/* The real peer's next hello. */
+	r = wp_connect_after_dups(&q, &c, &dups);
+	EXPECT_EQ(0, r) {
+		TH_LOG("the real peer: %d after %d refusal(s)", r, dups);
+	}
+	EXPECT_TRUE(q.accept_ok);
+	pthread_join(c.creator, NULL);
+	EXPECT_EQ(0, c.created) {
+		TH_LOG("rank 0's COMM_CREATE said %ld", c.created);
+	}
+	EXPECT_EQ(0, wc_destroy_comm(&c));
+	wp_destroy(&q);
+	wp_destroy(&p);
+	kt_ring_exit(&c.r);
+	kt_ring_exit(&w.r);
+	{
+		char v[24];
+
+		snprintf(v, sizeof(v), "%lld", old);
+		EXPECT_EQ(0, kt_sysfs_write("auth_timeout_ms", v));
+	}
 }
 
 /*

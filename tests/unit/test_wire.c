@@ -311,6 +311,27 @@ static void test_cover_bits(void)
 		}
 }
 
+/* The stamp is the nonce's first 8 bytes, little endian, and leaves the
+ * other 4 and the rest of the hello alone. */
+static void test_hello_stamp(void)
+{
+	struct kcoll_wire_hello h = hello(0), was;
+	static const u8 want[8] = { 0x08, 0x07, 0x06, 0x05,
+				    0x04, 0x03, 0x02, 0x01 };
+
+	memset(h.nonce, 0xa5, sizeof(h.nonce));
+	was = h;
+	kcoll_hello_set_stamp(&h, 0x0102030405060708ull);
+	UNIT_EQ_INT(memcmp(h.nonce, want, sizeof(want)), 0);
+	UNIT_CHECK(h.nonce[8] == 0xa5 && h.nonce[11] == 0xa5);
+	UNIT_CHECK(kcoll_hello_stamp(&h) == 0x0102030405060708ull);
+	memcpy(was.nonce, h.nonce, sizeof(h.nonce));
+	UNIT_EQ_INT(memcmp(&was, &h, sizeof(h)), 0);
+	kcoll_hello_set_stamp(&h, ~0ull);
+	UNIT_CHECK(kcoll_hello_stamp(&h) == ~0ull);
+	UNIT_EQ_INT(h.nonce[8], 0xa5);
+}
+
 int main(int argc, char **argv)
 {
 	unit_init(argc, argv);
@@ -319,6 +340,7 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_credits_and_sig_status);
 	UNIT_RUN(test_random_messages);
 	UNIT_RUN(test_hellos);
+	UNIT_RUN(test_hello_stamp);
 	UNIT_RUN(test_grant_imm);
 	UNIT_RUN(test_cover_bits);
 	return unit_done();
