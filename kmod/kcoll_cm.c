@@ -33,6 +33,7 @@
 #include "kcoll_tune.h"
 #include "kcoll_ib.h"
 #include "kcoll_cost.h"
+#include "kcoll_stats.h"
 
 /* ------------------------------------------------------------------ */
 /* Active side                                                          */
@@ -143,6 +144,7 @@ static void kcoll_conn_unwind_begin(struct kcoll_conn *conn, int err)
 
 	lockdep_assert_held(&comm->lock);
 	conn->unwinding = true;
+	kcoll_stat_add(KCOLL_STAT_ATTEMPTS_DROPPED, 1);
 	/* What COMM_CREATE reports if no later attempt gets through. */
 	conn->setup_err = err;
 	pr_warn_ratelimited("comm %llx rank %u: a connection as rank %u failed before it proved the key (%pe): dropped, waiting for rank %u again\n",
@@ -164,6 +166,7 @@ static void kcoll_conn_unwind_newer(struct kcoll_conn *conn)
 	    comm->error || kcoll_conn_proven(conn))
 		return;
 	conn->unwinding = true;
+	kcoll_stat_add(KCOLL_STAT_ATTEMPTS_DROPPED, 1);
 	pr_info_ratelimited("comm %llx rank %u: a newer hello of rank %u's: dropping the attempt that has not proved the key\n",
 			    comm->uid, comm->rank, conn->peer);
 	kcoll_mod_delayed(&conn->retry, 0);
@@ -679,6 +682,7 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	}
 	if (!newer) {
 		mutex_unlock(&comm->lock);
+		kcoll_stat_add(KCOLL_STAT_HELLOS_STALE, 1);
 		pr_warn_ratelimited("comm %llx rank %u: refusing a hello of rank %u (from %pISc) no newer than one it sent before: a replay, or its clock went back\n",
 				    comm->uid, comm->rank, src,
 				    &id->route.addr.dst_addr);

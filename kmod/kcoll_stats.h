@@ -67,6 +67,13 @@ enum kcoll_stat {
 					 * the registration or cache entry
 					 * they had mapped let its pages go,
 					 * on rxe (kcoll_gmr_forget()) */
+	KCOLL_STAT_HELLOS_STALE,	/* hellos refused as no newer than
+					 * one seen from their rank (a replay,
+					 * or its clock went back) */
+	KCOLL_STAT_ATTEMPTS_DROPPED,	/* accepted connections dropped
+					 * before they proved the key (a
+					 * replay's, or one its rank gave
+					 * up): the rank waits again */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);
