@@ -473,8 +473,11 @@ static void kcoll_conn_rejected(struct kcoll_lane *lane,
 		 * next one gets in once the clock has passed what the peer
 		 * saw. */
 		if (!lane->idx) {
-			pr_info_ratelimited("comm %llx rank %u: rank %u refused our hello as no newer than one it saw from us (a replay of ours got there first, or this node's clock went back); trying again\n",
-					    comm->uid, comm->rank, conn->peer);
+			if (!conn->peer_stale)
+				pr_info_ratelimited("comm %llx rank %u: rank %u refused our hello as no newer than one it saw from us (a replay of ours got there first, or this node's clock went back); trying again\n",
+						    comm->uid, comm->rank,
+						    conn->peer);
+			conn->peer_stale = true;
 			kcoll_conn_retry_later(conn);
 			return;
 		}
@@ -639,15 +642,23 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		goto out_put;
 	}
 	/*
-	 * Only a hello newer than every one seen from that rank counts
-	 * (each of its attempts is: kcoll_auth_hello_sign()). Whoever
+	 * A first QP counts only if newer than every hello seen from that
+	 * rank (each of its attempts is: kcoll_auth_hello_sign()): whoever
 	 * captured hellos of a rank that was retrying, the listener not
 	 * there yet, cannot replay them to hold its place once its next
-	 * hello has come, nor replay one twice.
+	 * hello has come, nor replay one twice. The other QPs of an
+	 * attempt, signed after its first but started together, may come
+	 * in any order (or one again from ib_cm after a lost REQ): each
+	 * must only be newer than the first QP it joins, which a QP of an
+	 * older attempt is not.
 	 */
 	stamp = kcoll_hello_stamp(h);
-	newer = stamp > conn->hello_seen;
-	if (newer)
+	if (!idx)
+		newer = stamp > conn->hello_seen;
+	else
+		newer = conn->state == KCOLL_CONN_CONNECTING &&
+			stamp > kcoll_nonce_stamp(conn->lane[0].nonce_hello);
+	if (stamp > conn->hello_seen)
 		conn->hello_seen = stamp;
 	/* The first QP finds the connection idle and sets the number of
 	 * QPs; the others join it while it is being set up, not while an
@@ -759,8 +770,9 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	conn->setup_err = 0;	/* this try got through */
 	id->context = lane;
 	lane->cm_id = id;
-	/* Proven by then, or dropped (kcoll_conn_unwind_work()). */
-	if (!idx)
+	/* Proven by then, or dropped (kcoll_conn_unwind_work()); not if a
+	 * newer hello asked for that at once meanwhile. */
+	if (!idx && !conn->unwinding)
 		kcoll_mod_delayed(&conn->retry,
 				  (long)(conn->auth_due - jiffies) > 0 ?
 				  conn->auth_due - jiffies : 0);
@@ -924,6 +936,7 @@ static bool kcoll_lane_established(struct kcoll_lane *lane,
 		if (!err && !lane->idx) {
 			/* Our place there is ours now. */
 			conn->peer_dup = false;
+			conn->peer_stale = false;
 			kcoll_comm_model_merge(comm, acc->alpha_ns,
 					       acc->beta_ps, acc->gamma_ps);
 			/* Offered by us and confirmed by the peer. */

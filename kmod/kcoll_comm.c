@@ -648,8 +648,10 @@ static bool kcoll_comm_connected(struct kcoll_comm *comm, void *arg)
  * setting up its QP failed with, or why the last attempt that reached
  * it failed before proving the key: -EACCES, -ECONNRESET, -ETIMEDOUT),
  * or -EADDRINUSE if the peer refused us as a duplicate (another attempt
- * as our rank held our place there): a user who hit a limit must read
- * the limit, not a network fault.
+ * as our rank held our place there), or -ESTALE if it refused our hellos
+ * as older than one it saw from us (our clock went back, or a hello of
+ * ours stamped ahead was replayed): a user who hit a limit must read the
+ * limit, not a network fault.
  */
 static int kcoll_comm_create_timed_out(struct kcoll_comm *comm)
 {
@@ -674,6 +676,11 @@ static int kcoll_comm_create_timed_out(struct kcoll_comm *comm)
 					    comm->uid, comm->rank, i);
 			if (err == -ETIMEDOUT)
 				err = -EADDRINUSE;
+		} else if (conn->peer_stale) {
+			pr_warn_ratelimited("comm %llx rank %u: no connection to rank %u: it refused our hellos as no newer than one it saw from us (this node's clock behind a predecessor's of this rank, or went back?)\n",
+					    comm->uid, comm->rank, i);
+			if (err == -ETIMEDOUT)
+				err = -ESTALE;
 		} else {
 			pr_warn_ratelimited("comm %llx rank %u: no connection to rank %u%s\n",
 					    comm->uid, comm->rank, i,

@@ -371,6 +371,10 @@ struct kcoll_conn {
 	bool peer_no_room;		/* active side: the peer refused it
 					 * for want of room (KCOLL_REJ_NOMEM)
 					 * at least once */
+	bool peer_stale;		/* active side: the peer refused our
+					 * hello as no newer than one it saw
+					 * from us (KCOLL_REJ_STALE) since our
+					 * last accepted attempt */
 	bool peer_dup;			/* active side: the peer refused it
 					 * as a duplicate (KCOLL_REJ_DUP: an
 					 * attempt from our rank held its

@@ -72,14 +72,19 @@ struct kcoll_wire_hello {
  */
 #define KCOLL_HELLO_STAMP_LEN	8
 
-static inline u64 kcoll_hello_stamp(const struct kcoll_wire_hello *h)
+static inline u64 kcoll_nonce_stamp(const u8 *nonce)
 {
 	u64 s = 0;
 	int i;
 
 	for (i = KCOLL_HELLO_STAMP_LEN - 1; i >= 0; i--)
-		s = s << 8 | h->nonce[i];
+		s = s << 8 | nonce[i];
 	return s;
+}
+
+static inline u64 kcoll_hello_stamp(const struct kcoll_wire_hello *h)
+{
+	return kcoll_nonce_stamp(h->nonce);
 }
 
 static inline void kcoll_hello_set_stamp(struct kcoll_wire_hello *h, u64 s)

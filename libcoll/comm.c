@@ -1876,6 +1876,10 @@ static const char *comm_create_hint(int err)
 	case -EADDRINUSE:
 		return " (another process holds this rank's place at a peer:"
 		       " two processes with the same rank?)";
+	case -ESTALE:
+		return " (a peer refused this rank's hellos as older than one"
+		       " it saw from this rank: is this node's clock behind, or"
+		       " did it go back? see the kernel log)";
 	case -EACCES:
 		return " (the node at a peer's address, or a connection"
 		       " claiming a peer's rank, did not prove the"

@@ -751,7 +751,8 @@ COLL_API int coll_comm_init_env(coll_comm **out);
  * loaded), -EOPNOTSUPP (the module has no communicators), and those of
  * KCOLL_IOC_COMM_CREATE: -ETIMEDOUT (a peer did not answer in time),
  * -EACCES (a peer refused our key), -EADDRINUSE (a peer is connected to
- * another process as our rank), -EDQUOT, -EINVAL, -EAFNOSUPPORT,
+ * another process as our rank), -ESTALE (a peer refused our hellos as
+ * older than one it saw from our rank), -EDQUOT, -EINVAL, -EAFNOSUPPORT,
  * -ENOMEM. The error's text (coll_last_error()) says what to look at.
  */
 COLL_API int coll_comm_init_table(coll_comm **out, int nranks, int rank,

@@ -3622,6 +3622,48 @@ TEST_F_TIMEOUT(hello, captured_hellos_are_taken_once, 120)
 }
 
 /*
+ * The QPs of an attempt after its first (qps_per_peer > 1) are started
+ * together: their hellos, each stamped as it was signed, may come in any
+ * order (or again from ib_cm after a lost REQ). Each must only be newer
+ * than the attempt's first QP: here QP 2's comes before QP 1's, and both
+ * get in; a QP stamped before the first (one of an older attempt) is
+ * refused as stale. (The first version of the stamps took only hellos
+ * newer than every one seen, and refused QP 1: found in review.)
+ */
+TEST_F_TIMEOUT(hello, later_qps_may_come_in_any_order, 120)
+{
+	struct kcoll_wire_hello old, h[3];
+	struct wpeer p[3], q;
+	struct wcomm c;
+	int i, r;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	ASSERT_EQ(0, wc_start_ms(&c, wp_ip(), 0x7eaa, "lanes", 60000));
+	wp_hello(&old, c.uid, c.key, kcoll_hello_lanes(1, 3));
+	for (i = 0; i < 3; i++)
+		wp_hello(&h[i], c.uid, c.key, kcoll_hello_lanes(i, 3));
+	ASSERT_EQ(0, wp_connect_listed(&p[0], &h[0], c.key, 50));
+	r = wp_connect(&q, wp_ip(), wp_port(), &old, c.key);
+	wp_destroy(&q);
+	EXPECT_EQ(KCOLL_REJ_STALE, r);
+	r = wp_connect(&p[2], wp_ip(), wp_port(), &h[2], c.key);
+	EXPECT_EQ(0, r);
+	r = wp_connect(&p[1], wp_ip(), wp_port(), &h[1], c.key);
+	EXPECT_EQ(0, r) {
+		TH_LOG("QP 1 after QP 2: refused (%d)", r);
+	}
+	pthread_join(c.creator, NULL);
+	EXPECT_EQ(0, c.created) {
+		TH_LOG("rank 0's COMM_CREATE said %ld", c.created);
+	}
+	EXPECT_EQ(0, wc_destroy_comm(&c));
+	for (i = 0; i < 3; i++)
+		wp_destroy(&p[i]);
+	kt_ring_exit(&c.r);
+}
+
+/*
  * A peer elsewhere with the key claims to be a rank on the module's node
  * (KCOLL_HELLO_LOCAL) while that rank's communicator is listed here but
  * not connected yet (its rank 0 entry points at a port nobody listens
