@@ -83,9 +83,18 @@ static long kcoll_ioctl(struct file *file, unsigned int cmd,
 	void __user *uarg = (void __user *)arg;
 	long ret;
 
-	switch (cmd) {
-	case KCOLL_IOC_QUERY:
+	if (cmd == KCOLL_IOC_QUERY)
 		return kcoll_ioctl_query(uarg);
+	/*
+	 * Everything else acts (rings, communicators, registrations,
+	 * transfers): it needs the file open for writing, as write(2)
+	 * would. An administrator who gives some users only read access
+	 * to the device node (mode 0644, a group with r-) lets them query
+	 * the ABI and nothing more.
+	 */
+	if (!(file->f_mode & FMODE_WRITE) && _IOC_TYPE(cmd) == KCOLL_IOC_MAGIC)
+		return -EBADF;
+	switch (cmd) {
 	case KCOLL_IOC_SETUP: {
 		struct kcoll_setup p;
 

@@ -182,6 +182,56 @@ TEST_F(dev, double_setup)
 	EXPECT_EQ(-EBUSY, setup(self->fd, 16, 0, 0, NULL));
 }
 
+/*
+ * A descriptor opened read-only may query the ABI and nothing else
+ * (-EBADF, as write(2) says): read access to the device node grants no
+ * rings, communicators or registrations. Until 2026-12-06 every ioctl
+ * ignored the open mode. Write-only: SETUP works, but the rings cannot
+ * be mapped without read access (the kernel's own mmap rule).
+ */
+TEST_F(dev, read_only_descriptors_may_only_query)
+{
+	struct kcoll_comm_create cc = { 0 };
+	struct kcoll_comm_destroy cd = { 0 };
+	struct kcoll_reg_mem rm = { 0 };
+	struct kcoll_eventfd ev = { .fd = -1 };
+	struct kcoll_enter e = { 0 };
+	struct kcoll_query q = { 0 };
+	struct kcoll_setup p;
+	char buf[256] = { 0 };
+	int ro = open(KCOLL_DEV, O_RDONLY | O_CLOEXEC);
+	int wo = open(KCOLL_DEV, O_WRONLY | O_CLOEXEC);
+	void *m;
+
+	ASSERT_LE(0, ro);
+	ASSERT_LE(0, wo);
+	EXPECT_EQ(0, kt_ioctl(ro, KCOLL_IOC_QUERY, &q));
+	EXPECT_EQ(KCOLL_ABI_VERSION, q.abi_version);
+	EXPECT_EQ(-EBADF, setup(ro, 8, 0, 0, NULL));
+	EXPECT_EQ(-EBADF, kt_ioctl(ro, KCOLL_IOC_ENTER, &e));
+	EXPECT_EQ(-EBADF, kt_ioctl(ro, KCOLL_IOC_EVENTFD, &ev));
+	EXPECT_EQ(-EBADF, kt_ioctl(ro, KCOLL_IOC_COMM_CREATE, &cc));
+	EXPECT_EQ(-EBADF, kt_ioctl(ro, KCOLL_IOC_COMM_DESTROY, &cd));
+	EXPECT_EQ(-EBADF, kt_ioctl(ro, KCOLL_IOC_REG_MEM, &rm));
+	/* Not ours at all: still not a tty. */
+	EXPECT_EQ(-ENOTTY, kt_ioctl(ro, _IOWR('X', 0x01, struct kcoll_setup),
+				    buf));
+
+	ASSERT_EQ(0, setup(wo, 8, 0, 0, &p));
+	m = mmap(NULL, p.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED, wo,
+		 p.mmap_offset);
+	EXPECT_EQ(MAP_FAILED, m);
+	EXPECT_EQ(EACCES, errno);
+	/* The same, read-write, as every caller opens it. */
+	ASSERT_EQ(0, setup(self->fd, 8, 0, 0, &p));
+	m = mmap(NULL, p.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 self->fd, p.mmap_offset);
+	ASSERT_NE(MAP_FAILED, m);
+	munmap(m, p.mmap_size);
+	close(wo);
+	close(ro);
+}
+
 TEST_F(dev, mmap_checks)
 {
 	struct kcoll_setup p;

@@ -1143,9 +1143,34 @@ static void slot_reopen(struct tstate *t, struct slot *s)
 	bool priv = !s->shared;
 	int fd;
 
+	int fl = one_in(&t->r, 6) ? oflags[rn(&t->r, 5)] : O_RDWR;
+
 	pthread_mutex_lock(&s->lock);
 	slot_close_locked(t, s);
-	fd = x_open(t, one_in(&t->r, 6) ? oflags[rn(&t->r, 5)] : O_RDWR);
+	fd = x_open(t, fl);
+	/*
+	 * Read-only: QUERY and nothing else (-EBADF). A shared slot keeps
+	 * such a descriptor for the others' random calls, which check
+	 * nothing; a private one, whose answers are checked as a
+	 * read-write descriptor's, is opened again.
+	 */
+	if (fd >= 0 && (fl & O_ACCMODE) == O_RDONLY) {
+		struct kcoll_setup p = { .sq_entries = 8 };
+		struct kcoll_query q = { 0 };
+		long r;
+
+		r = x_ioctl(t, fd, KCOLL_IOC_QUERY, &q, 1000);
+		if (r)
+			unexpected(t, "QUERY on a read-only descriptor returned %ld", r);
+		r = x_ioctl(t, fd, KCOLL_IOC_SETUP, &p, 1000);
+		if (r != -EBADF)
+			unexpected(t, "SETUP on a read-only descriptor returned %ld, not -EBADF", r);
+		t->checked++;
+		if (priv) {
+			x_close(t, fd);
+			fd = x_open(t, O_RDWR);
+		}
+	}
 	fd = priv ? fd_private(t, fd) : fd_move(t, fd, SHARED_FD_BASE);
 	if (fd < 0) {
 		pthread_mutex_unlock(&s->lock);
