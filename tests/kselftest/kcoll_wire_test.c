@@ -35,6 +35,7 @@
 #include <rdma/rdma_cma.h>
 #include "kselftest_harness.h"
 #include "kcoll_test.h"
+#include "kcoll_nobody.h"
 #include "../../kmod/kcoll_wire.h"
 #include "../../libcoll/kcoll_hmac.h"
 
@@ -1530,6 +1531,16 @@ TEST_F_TIMEOUT(hello, more_qps_than_charged_are_refused_past_the_limit, 120)
  * 0 starts, we connect with @flags in the hello (retrying while rank 0's
  * communicator is not listed yet). 0, or what went wrong.
  */
+/* Set sysfs auth_timeout_ms (a test puts back what it found): 0 or
+ * -errno. */
+static int wp_set_auth_timeout(long long ms)
+{
+	char v[24];
+
+	snprintf(v, sizeof(v), "%lld", ms);
+	return kt_sysfs_write("auth_timeout_ms", v);
+}
+
 /* Destroy the module's communicator if COMM_CREATE made it: 0, or the
  * ioctl's error. */
 static int wc_destroy_comm(struct wcomm *c)
@@ -3353,12 +3364,7 @@ TEST_F_TIMEOUT(hello, a_replayed_hello_holds_no_place, 120)
 	EXPECT_EQ(0, wc_destroy_comm(&c));
 	wp_destroy(&p);
 	kt_ring_exit(&c.r);
-	{
-		char v[16];
-
-		snprintf(v, sizeof(v), "%d", old);
-		EXPECT_EQ(0, kt_sysfs_write("auth_timeout_ms", v));
-	}
+	EXPECT_EQ(0, wp_set_auth_timeout(old));
 }
 
 /* The module's rank 1 of a 2-rank @uid over @ranks, on a ring of its own:
@@ -3452,12 +3458,7 @@ TEST_F_TIMEOUT(hello, a_rank_refused_as_a_duplicate_tries_again, 120)
 		kt_ring_exit(&w.r);
 		kt_ring_exit(&c.r);
 	}
-	{
-		char v[16];
-
-		snprintf(v, sizeof(v), "%d", old);
-		EXPECT_EQ(0, kt_sysfs_write("auth_timeout_ms", v));
-	}
+	EXPECT_EQ(0, wp_set_auth_timeout(old));
 }
 
 /*
@@ -3510,6 +3511,24 @@ static int wp_try_hello(const struct kcoll_wire_hello *h, const char *key)
 	return r;
 }
 
+/* Replay @n captured hellos: how many were not refused as stale. */
+struct wp_replays {
+	const struct kcoll_wire_hello *h;
+	int n;
+	const char *key;
+};
+
+static int wp_replay_stale(void *arg)
+{
+	const struct wp_replays *rp = arg;
+	int i, bad = 0;
+
+	for (i = 0; i < rp->n; i++)
+		if (wp_try_hello(&rp->h[i], rp->key) != KCOLL_REJ_STALE)
+			bad++;
+	return bad;
+}
+
 /*
  * Hellos captured while their rank was retrying, its peer's listener not
  * there yet (here the module's own rank 1's, refused by a listener of
@@ -3518,7 +3537,8 @@ static int wp_try_hello(const struct kcoll_wire_hello *h, const char *key)
  * one older than any it saw. The newest replay holds the place only
  * until a newer hello comes (here a later capture), which drops it at
  * once, not after auth_timeout_ms (20 s here); then every captured hello
- * is refused as stale (KCOLL_REJ_STALE) and the real peer gets in. Until
+ * is refused as stale (KCOLL_REJ_STALE), from root or from an
+ * unprivileged user alike, and the real peer gets in. Until
  * 2026-12-07 each captured hello could hold the place for
  * auth_timeout_ms in turn, again and again, and a replayer could keep
  * the ranks apart until their deadline.
@@ -3594,9 +3614,15 @@ TEST_F_TIMEOUT(hello, captured_hellos_are_taken_once, 120)
 			TH_LOG("captured hello %d replayed once more: %d", i, r);
 		EXPECT_EQ(KCOLL_REJ_STALE, r);
 	}
-	/* Counted for the operator: four stale hellos, one attempt
-	 * dropped (other tests may run beside: at least). */
-	EXPECT_LE(stale0 + 4, kt_sysfs_read("stats/hellos_stale"));
+	/* The same from an unprivileged user: rdma_cm is open to all. */
+	{
+		struct wp_replays rp = { h, 3, c.key };
+
+		EXPECT_EQ(0, kt_as_nobody(wp_replay_stale, &rp));
+	}
+	/* Counted for the operator: seven stale hellos, one attempt
+	 * dropped (at least: the counters are the node's). */
+	EXPECT_LE(stale0 + 7, kt_sysfs_read("stats/hellos_stale"));
 	EXPECT_LE(dropped0 + 1, kt_sysfs_read("stats/attempts_dropped"));
 	/* The real peer's next hello. */
 	r = wp_connect_after_dups(&q, &c, &dups);
@@ -3613,12 +3639,7 @@ TEST_F_TIMEOUT(hello, captured_hellos_are_taken_once, 120)
 	wp_destroy(&p);
 	kt_ring_exit(&c.r);
 	kt_ring_exit(&w.r);
-	{
-		char v[24];
-
-		snprintf(v, sizeof(v), "%lld", old);
-		EXPECT_EQ(0, kt_sysfs_write("auth_timeout_ms", v));
-	}
+	EXPECT_EQ(0, wp_set_auth_timeout(old));
 }
 
 /*
