@@ -153,26 +153,6 @@ static void kcoll_conn_unwind_begin(struct kcoll_conn *conn, int err)
 }
 
 /*
- * Accepting side: a newer hello of the peer's came while an attempt that
- * has not proved the key holds the place: unwind that one now. Must hold
- * comm->lock.
- */
-static void kcoll_conn_unwind_newer(struct kcoll_conn *conn)
-{
-	struct kcoll_comm *comm = conn->comm;
-
-	lockdep_assert_held(&comm->lock);
-	if (conn->state != KCOLL_CONN_CONNECTING || comm->shutting_down ||
-	    comm->error || kcoll_conn_proven(conn))
-		return;
-	conn->unwinding = true;
-	kcoll_stat_add(KCOLL_STAT_ATTEMPTS_DROPPED, 1);
-	pr_info_ratelimited("comm %llx rank %u: a newer hello of rank %u's: dropping the attempt that has not proved the key\n",
-			    comm->uid, comm->rank, conn->peer);
-	kcoll_mod_delayed(&conn->retry, 0);
-}
-
-/*
  * The attempt being set up failed with @err. On the accepting side,
  * before its first QP proved the key, whoever made it may hold no more
  * than a hello it captured (a replayer cannot answer our nonce): that
@@ -653,11 +633,8 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	 * older attempt is not.
 	 */
 	stamp = kcoll_hello_stamp(h);
-	if (!idx)
-		newer = stamp > conn->hello_seen;
-	else
-		newer = conn->state == KCOLL_CONN_CONNECTING &&
-			stamp > kcoll_nonce_stamp(conn->lane[0].nonce_hello);
+	newer = stamp > (idx ? kcoll_nonce_stamp(conn->lane[0].nonce_hello) :
+			       conn->hello_seen);
 	if (stamp > conn->hello_seen)
 		conn->hello_seen = stamp;
 	/* The first QP finds the connection idle and sets the number of
@@ -681,12 +658,12 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		/*
 		 * A newer first QP than the attempt that holds the place,
 		 * not yet proven: that one is a replay, or one its rank
-		 * gave up (its REP lost). It is dropped now, not at its
-		 * AUTH deadline; this one is tried again.
+		 * gave up (its REP lost). It is unwound now, as a failed
+		 * attempt is, not at its AUTH deadline; this one is tried
+		 * again.
 		 */
-		if (!idx && !taken && newer && !conn->unwinding &&
-		    !conn->active)
-			kcoll_conn_unwind_newer(conn);
+		if (!idx && !taken && newer && !conn->unwinding)
+			kcoll_conn_setup_failed(conn, -ECONNRESET);
 		mutex_unlock(&comm->lock);
 		kcoll_reject(id, taken ? KCOLL_REJ_TAKEN : KCOLL_REJ_DUP);
 		goto out_put;
