@@ -184,6 +184,25 @@ static bool kcoll_eager_check(struct kcoll_task *op, struct kcoll_conn *conn,
 }
 
 /*
+ * Point-to-point @op's data came eagerly, whether it is taken or fails
+ * @op (a signature or size that differs): the send is over, and its
+ * sender drops any grant of ours for it (given after waiting,
+ * kcoll_p2p_waited()), so none is ever filled and no ABORT comes to undo
+ * them: forget them here, or the failed receive waits for them to drain
+ * and closes the connection. Until 2026-12-06 only a receive that took
+ * the data forgot them (make check, under load: a mismatched receive
+ * that had granted ended its connections 10 s later). A collective's
+ * grants out on this connection are for its next phase
+ * (kcoll_op_grant_ahead()): they stay. Must hold comm->lock.
+ */
+static void kcoll_eager_p2p_sent(struct kcoll_task *op,
+				 struct kcoll_conn *conn)
+{
+	if (op->kind == KCOLL_KIND_P2P && op->grants_out)
+		kcoll_op_forget_grants(op, conn);
+}
+
+/*
  * A point-to-point transfer landed in slot @slot: our receive of it, in
  * order per direction, takes it when it reaches the head (only the head
  * runs). One for a receive that failed here is dropped; one for the
@@ -205,9 +224,7 @@ static void kcoll_eager_p2p_landed(struct kcoll_conn *conn, u32 slot)
 		   !kcoll_op_eager(op, conn, op->recv_total)) {
 		kcoll_eager_release(conn, slot);
 		kcoll_op_fail_from(op, -EBADMSG, conn->peer);
-		/* Its send is over: no ABORT will come to say that nothing
-		 * more does, and none of our grants for it is ever filled. */
-		kcoll_op_forget_grants(op, conn);
+		kcoll_eager_p2p_sent(op, conn);
 	}
 }
 
@@ -529,25 +546,6 @@ int kcoll_p2p_grants(struct kcoll_task *op, struct kcoll_conn *conn)
 		return -EBADMSG;
 	}
 	return 0;
-}
-
-/*
- * Point-to-point @op's data came eagerly, whether it is taken or fails
- * @op (a signature or size that differs): the send is over, and its
- * sender drops any grant of ours for it (given after waiting,
- * kcoll_p2p_waited()), so none is ever filled and no ABORT comes to undo
- * them: forget them here, or the failed receive waits for them to drain
- * and closes the connection. Until 2026-12-06 only a receive that took
- * the data forgot them (make check, under load: a mismatched receive
- * that had granted ended its connections 10 s later). A collective's
- * grants out on this connection are for its next phase
- * (kcoll_op_grant_ahead()): they stay. Must hold comm->lock.
- */
-static void kcoll_eager_p2p_sent(struct kcoll_task *op,
-				 struct kcoll_conn *conn)
-{
-	if (op->kind == KCOLL_KIND_P2P && op->grants_out)
-		kcoll_op_forget_grants(op, conn);
 }
 
 /*
