@@ -204,6 +204,54 @@ public:
 		start(timeout);
 	}
 
+	/*
+	 * A group over a communicator already made (kcoll_torch.shrink():
+	 * coll_comm_shrink() by the survivors alone); it owns @comm from
+	 * here on, also when this throws.
+	 */
+	ProcessGroupKcoll(coll_comm *comm, std::chrono::milliseconds timeout)
+		: c10d::ProcessGroup(coll_comm_rank(comm), coll_comm_size(comm)),
+		  comm_(comm)
+	{
+		start(timeout);
+	}
+
+	/*
+	 * kcoll_torch.shrink(): a new group of this group's ranks less
+	 * @exclude (group ranks), made by the survivors alone: no store, no
+	 * message on this group, which may be broken (coll_comm_shrink(),
+	 * ncclCommShrink). With @abort this group is revoked first, so that
+	 * what is still in flight on it fails everywhere; without, it must
+	 * be idle. @timeout_ms < 0: this group's operation timeout.
+	 */
+	c10::intrusive_ptr<c10d::ProcessGroup>
+	shrink(const std::vector<int> &exclude, bool abort,
+	       int64_t timeout_ms) const
+	{
+		coll_comm *c = nullptr;
+		int err;
+
+		err = coll_comm_shrink(comm_, exclude.data(),
+				       (int)exclude.size(),
+				       abort ? COLL_SHRINK_ABORT : 0, &c);
+		TORCH_CHECK(!err, coll_err("coll_comm_shrink", err));
+		auto ms = std::chrono::milliseconds(
+			timeout_ms < 0 ? (int64_t)timeout_ms_ : timeout_ms);
+		if (timeout_ms < 0 && timeout_ms_ == COLL_TIMEOUT_NONE)
+			ms = std::chrono::milliseconds(0);
+		return c10::make_intrusive<ProcessGroupKcoll>(c, ms);
+	}
+
+	/* kcoll_torch.revoke(): every operation in flight on this group, and
+	 * every later one, fails at once here and on every rank that can be
+	 * reached (coll_comm_revoke(), ncclCommRevoke). */
+	void revoke()
+	{
+		int err = coll_comm_revoke(comm_);
+
+		TORCH_CHECK(!err, coll_err("coll_comm_revoke", err));
+	}
+
 	/* The communicator's id and its parent's (0: none), as kcollctl
 	 * shows them. */
 	std::pair<uint64_t, uint64_t> comm_ids() const
@@ -990,6 +1038,24 @@ create_group(const c10::intrusive_ptr<c10d::Store> &store,
 						      ms);
 }
 
+static c10::intrusive_ptr<c10d::ProcessGroup>
+shrink(const c10::intrusive_ptr<c10d::ProcessGroup> &pg,
+       const std::vector<int> &exclude, bool abort, int64_t timeout_ms)
+{
+	const ProcessGroupKcoll *p = as_kcoll(pg);
+
+	TORCH_CHECK(p, "kcoll: shrink: the group is not kcoll's");
+	return p->shrink(exclude, abort, timeout_ms);
+}
+
+static void revoke(const c10::intrusive_ptr<c10d::ProcessGroup> &pg)
+{
+	auto *p = dynamic_cast<ProcessGroupKcoll *>(pg.get());
+
+	TORCH_CHECK(p, "kcoll: revoke: the group is not kcoll's");
+	p->revoke();
+}
+
 static pybind11::object
 comm_ids(const c10::intrusive_ptr<c10d::ProcessGroup> &pg)
 {
@@ -1014,6 +1080,12 @@ PYBIND11_MODULE(_C, m)
 	      pybind11::arg("store"), pybind11::arg("parent"),
 	      pybind11::arg("rank"), pybind11::arg("world_size"),
 	      pybind11::arg("timeout"),
+	      pybind11::call_guard<pybind11::gil_scoped_release>());
+	m.def("shrink", &kcoll_torch::shrink, pybind11::arg("group"),
+	      pybind11::arg("exclude"), pybind11::arg("abort"),
+	      pybind11::arg("timeout_ms"),
+	      pybind11::call_guard<pybind11::gil_scoped_release>());
+	m.def("revoke", &kcoll_torch::revoke, pybind11::arg("group"),
 	      pybind11::call_guard<pybind11::gil_scoped_release>());
 	m.def("comm_ids", &kcoll_torch::comm_ids, pybind11::arg("group"),
 	      "(uid, parent uid) of a kcoll group's communicator, or None "

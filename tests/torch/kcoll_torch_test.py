@@ -17,7 +17,10 @@ environment, init_method env://).
    file store.
 4. The last rank dies (exits) after a new 4-rank kcoll group is up: every
    other rank's next allreduce must raise within the group's timeout, with
-   kcoll's report naming the dead rank.
+   kcoll's report naming the dead rank. The survivors then shrink that
+   group to themselves (kcoll_torch.shrink), run on it, and one of them
+   revokes it (kcoll_torch.revoke): the others' waiting allreduce must
+   raise at once, naming it.
 
 Prints "ok - NAME" / "not ok - NAME: why" lines; exit status 0 only if
 every check passed. The last rank exits 0 on purpose in part 4.
@@ -555,6 +558,98 @@ def part_death():
             return
         raise AssertionError("the allreduce with a dead rank succeeded")
     check("death: the others raise within the timeout naming the dead rank", dies)
+    part_recover(g, victim)
+
+
+def part_recover(g, victim):
+    """The survivors of part 4 go on without the dead rank: kcoll_torch's
+    shrink() of the failed group by them alone (torch's new_group() would
+    wait in the store for the dead rank too), the shrunk group's
+    allreduce, then a revoke by one of them that fails the others' waiting
+    allreduce at once."""
+    survivors = [r for r in range(WORLD) if r != victim]
+    s = None
+
+    def refused():
+        # Argument errors are raised before anything else and do not count
+        # as one of the group's shrinks (every rank skips them alike).
+        for ex, why in (([RANK], "excludes itself"),
+                        ([WORLD], "out of range"),
+                        ([victim, victim], "listed twice")):
+            try:
+                kcoll_torch.shrink(ex, group=g)
+            except RuntimeError as e:
+                assert "coll_comm_shrink" in str(e) and why in str(e), str(e)
+                continue
+            raise AssertionError(f"shrink({ex}) succeeded")
+    check("shrink: bad rank lists raise naming the call", refused)
+
+    def shrink():
+        nonlocal s
+        t0 = time.time()
+        s = kcoll_torch.shrink([victim], group=g,
+                               timeout=datetime.timedelta(seconds=60))
+        el = time.time() - t0
+        print(f"# rank {RANK}: shrink took {el:.1f} s", flush=True)
+        assert dist.get_world_size(s) == len(survivors), dist.get_world_size(s)
+        assert dist.get_rank(s) == survivors.index(RANK), dist.get_rank(s)
+        assert dist.get_process_group_ranks(s) == survivors, \
+            dist.get_process_group_ranks(s)
+        uid, parent = kcoll_torch.comm_ids(s)
+        assert parent == kcoll_torch.comm_ids(g)[0], \
+            f"the shrunk group's parent is {parent:#x}, not the failed group"
+        for salt in range(3):
+            t = rank_data(RANK, 1 << 14, torch.float32, salt)
+            dist.all_reduce(t, group=s)
+            same(t, expect_reduce("sum", 1 << 14, torch.float32,
+                                  ranks=survivors, salt=salt),
+                 f"allreduce {salt} on the shrunk group")
+        b = torch.full((7,), float(RANK)) if RANK == survivors[-1] else torch.zeros(7)
+        dist.broadcast(b, src=survivors[-1], group=s)
+        same(b, torch.full((7,), float(survivors[-1])), "broadcast on the shrunk group")
+    check("shrink: the survivors make a group without the dead rank, and it works",
+          shrink)
+    if s is None:
+        return
+
+    def revoked():
+        revoker = survivors[0]
+        t = torch.ones(1 << 12)
+        # Through the world's store (served by rank 0, the revoker): the
+        # revoker lives until the others have raised, so that what they
+        # see is its revoke, not its exit.
+        store = dist.distributed_c10d._get_default_store()
+        if RANK == revoker:
+            time.sleep(3)
+            kcoll_torch.revoke(s)
+            t0 = time.time()
+            try:
+                dist.all_reduce(t, group=s)
+            except RuntimeError as e:
+                assert "canceled" in str(e).lower(), str(e)
+                assert time.time() - t0 < 2, "the next allreduce did not fail at once"
+            else:
+                raise AssertionError("an allreduce after the revoke succeeded")
+            while store.add("kcoll_revoke_seen", 0) < len(survivors) - 1:
+                assert time.time() - t0 < 60, "the others did not raise within 60 s"
+                time.sleep(0.2)
+            return
+        t0 = time.time()
+        try:
+            dist.all_reduce(t, group=s)     # waits for the revoker
+        except RuntimeError as e:
+            el = time.time() - t0
+            msg = str(e)
+            store.add("kcoll_revoke_seen", 1)
+            print(f"# rank {RANK}: raised after {el:.1f} s: {msg}", flush=True)
+            assert "canceled" in msg.lower(), "the error is not a cancellation"
+            # The group's timeout is 60 s: only the revoke ends it this soon.
+            assert el < 3 + 10, f"raised only after {el:.1f} s"
+            assert f"rank {revoker}" in msg, f"the error does not name rank {revoker}"
+            return
+        raise AssertionError("the allreduce on a revoked group succeeded")
+    check("revoke: one survivor's revoke fails the others' waiting allreduce at once",
+          revoked)
 
 
 def main():

@@ -5,7 +5,8 @@
 # the expected values and Gloo, DDP trained with "kcoll" and with "gloo"
 # (all ranks, then a 3-rank subgroup), the world group again through
 # tcp:// and each VM's ranks through a file store, then the last rank
-# dies and the others must raise naming it. Needs Debian's python3-torch (the guest
+# dies and the others must raise naming it, shrink the group to themselves
+# (kcoll_torch.shrink) and one revokes it. Needs Debian's python3-torch (the guest
 # runs the host's root filesystem) and `make torch`.
 #
 #   tests/vm/vmrun.sh -k KVER -n 2 -m 2048 -o OUT -t 1200 \
