@@ -49,6 +49,8 @@ ROUNDS = int(os.environ.get("KCOLL_TORCH_ROUNDS", "3"))
 # is off by whole units.
 TOL_RTOL = 1e-4
 TOL_ATOL = 1e-5
+# The subgroup of part 2, which is also who survives part 4's death.
+SUB = [0, 1, 2] if WORLD > 3 else list(range(WORLD))
 failures = []
 
 
@@ -425,8 +427,11 @@ def train(group, ranks, into, ddp=True):
 
 
 def part_ddp(gloo, ranks, kc_group, gl_group, tag):
+    """Returns Gloo's trained parameters (None if this rank is not in
+    ranks or the check failed before training)."""
     if RANK not in ranks:
-        return
+        return None
+    ref = []
 
     def ddp():
         # Rounds interleave the three ways (A B C, B C A, C A B, ...) so
@@ -440,6 +445,7 @@ def part_ddp(gloo, ranks, kc_group, gl_group, tag):
                 else:
                     train(kc_group if name == "kcoll" else gl_group, ranks, ways[name])
         pk, pg = ways["kcoll"].params, ways["gloo"].params
+        ref.append(pg)
         for i, (a, b) in enumerate(zip(pk, pg)):
             if not torch.allclose(a, b, rtol=TOL_RTOL, atol=TOL_ATOL):
                 raise AssertionError(
@@ -471,6 +477,7 @@ def part_ddp(gloo, ranks, kc_group, gl_group, tag):
               f"backend threads/step {k.other / max(1, k.n) * 1e3:.2f} ms kcoll, "
               f"{g.other / max(1, g.n) * 1e3:.2f} ms gloo", flush=True)
     check(f"DDP {tag}: {ROUNDS} rounds of {STEPS} steps with kcoll and gloo agree", ddp)
+    return ref[0] if ref else None
 
 
 def part_subgroup(kc, sub):
@@ -530,7 +537,7 @@ def part_init_methods():
           lambda: world(f"tcp://{host}:{port + 2}", RANK, WORLD))
 
 
-def part_death():
+def part_death(ref=None):
     """The last rank exits once a fresh kcoll group is up; the others'
     next allreduce must fail within the timeout, naming it."""
     tmo = 20
@@ -558,15 +565,16 @@ def part_death():
             return
         raise AssertionError("the allreduce with a dead rank succeeded")
     check("death: the others raise within the timeout naming the dead rank", dies)
-    part_recover(g, victim)
+    part_recover(g, victim, ref)
 
 
-def part_recover(g, victim):
+def part_recover(g, victim, ref):
     """The survivors of part 4 go on without the dead rank: kcoll_torch's
     shrink() of the failed group by them alone (torch's new_group() would
     wait in the store for the dead rank too), the shrunk group's
-    allreduce, then a revoke by one of them that fails the others' waiting
-    allreduce at once."""
+    allreduce and DDP (against Gloo's training on the same ranks before
+    the death, ref), then a revoke by one of them that fails the others'
+    waiting allreduce at once."""
     survivors = [r for r in range(WORLD) if r != victim]
     s = None
 
@@ -611,6 +619,16 @@ def part_recover(g, victim):
           shrink)
     if s is None:
         return
+
+    def ddp():
+        st = Steps()
+        train(s, survivors, st)
+        for i, (a, b) in enumerate(zip(st.params, ref)):
+            if not torch.allclose(a, b, rtol=TOL_RTOL, atol=TOL_ATOL):
+                raise AssertionError(
+                    f"parameter {i} differs by up to {(a - b).abs().max().item():.3g}")
+    if ref is not None and len(ref) and survivors == SUB:
+        check(f"shrink: DDP on the shrunk group trains as Gloo did on ranks {SUB}", ddp)
 
     def revoked():
         revoker = survivors[0]
@@ -665,17 +683,17 @@ def main():
           flush=True)
     part_collectives(gloo)
     part_ddp(gloo, list(range(WORLD)), None, gloo, f"{WORLD} ranks")
-    sub = [0, 1, 2] if WORLD > 3 else list(range(WORLD))
+    sub = SUB
     kc3 = dist.new_group(sub, backend="kcoll")
     gl3 = dist.new_group(sub, backend="gloo")
     part_subgroup(kc3, sub)
-    part_ddp(gloo, sub, kc3, gl3, f"{len(sub)} ranks")
+    ref3 = part_ddp(gloo, sub, kc3, gl3, f"{len(sub)} ranks")
     ru = resource.getrusage(resource.RUSAGE_SELF)
     print(f"# rank {RANK}: {time.time() - T0:.0f} s so far, max rss {ru.ru_maxrss >> 10} MiB",
           flush=True)
     part_init_methods()
     if os.environ.get("KCOLL_TORCH_DEATH", "1") == "1" and WORLD > 2:
-        part_death()
+        part_death(ref3)
     print(f"# rank {RANK}: {len(failures)} failed: {failures}", flush=True)
     sys.stdout.flush()
     # The world group is failed (a rank is gone): leave without the
