@@ -271,7 +271,17 @@ long kcoll_ctx_setup(struct kcoll_ctx *ctx, struct kcoll_setup *p)
 		return err;
 	kcoll_ring_layout(sq, cq, &l);
 
-	mutex_lock(&ctx->submit_lock);
+	/*
+	 * Rings are set up once. Say so before taking the lock: an ENTER
+	 * holds it while it may wait in a fault of the user's memory for
+	 * as long as that user likes (a FUSE file nobody serves), and a
+	 * caller that can only fail must not sleep uninterruptibly behind
+	 * it. The lock itself is taken killably, as ENTER takes it.
+	 */
+	if (smp_load_acquire(&ctx->ready))
+		return -EBUSY;
+	if (mutex_lock_killable(&ctx->submit_lock))
+		return -EINTR;
 	if (ctx->ready) {
 		err = -EBUSY;
 		goto out_unlock;

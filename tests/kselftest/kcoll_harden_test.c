@@ -2253,6 +2253,126 @@ static int kh_cg_child(void *arg)
 }
 
 /*
+ * A submission may wait in a fault of the user's memory for as long as
+ * the user likes (a userfaultfd region nobody serves; unprivileged, a
+ * FUSE file whose daemon never answers) while it holds the file's
+ * submission lock. Other callers on that file must not wait on it
+ * uninterruptibly (a hung-task report after 120 s, a panic with
+ * hung_task_panic): a second SETUP, which can only fail, must say -EBUSY
+ * at once. Until 2026-12-06 SETUP took the lock with mutex_lock() and
+ * only then looked whether the rings were set up: it slept in D state
+ * until the fault was served.
+ */
+struct kh_setup_call {
+	int fd;
+	volatile int done;
+	long res;
+};
+
+static void *kh_setup_again(void *arg)
+{
+	struct kh_setup_call *c = arg;
+	struct kcoll_setup p = { .sq_entries = 8 };
+
+	c->res = kt_ioctl(c->fd, KCOLL_IOC_SETUP, &p);
+	c->done = 1;
+	return NULL;
+}
+
+static void *kh_vec_enter(void *arg)
+{
+	struct kh_uf_call *c = arg;
+	struct kcoll_sqe s;
+
+	s = kt_coll(KCOLL_OP_ALLGATHERV, c->k->id, KCOLL_DTYPE_INT32, 0, 0, 0,
+		    c->src, c->dst);
+	s.vec_addr = (uintptr_t)c->area;
+	c->res = kt_run(&c->k->r, &s);
+	c->done = 1;
+	return NULL;
+}
+
+TEST(a_second_setup_does_not_wait_behind_a_faulting_submission)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = {};
+	struct uffdio_zeropage zp = {};
+	struct kh_setup_call sc = {};
+	struct kcoll_rank_addr ra;
+	struct kh_uf_rank k = {};
+	struct kh_uf_call c = {};
+	int src[4] = { 1, 2, 3, 4 }, dst[4];
+	bool faulted = false;
+	pthread_t ta, tb;
+	double t0, t_end;
+	long page = sysconf(_SC_PAGESIZE);
+	char *region;
+	int uffd;
+
+	if (geteuid())
+		SKIP(return, "faults of kernel accesses in a userfaultfd region need root (unprivileged: a FUSE file)");
+	uffd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (uffd < 0)
+		SKIP(return, "no userfaultfd in this kernel: %s", strerror(errno));
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_API, &api));
+	region = mmap(NULL, page, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, region);
+	reg.range.start = (uintptr_t)region;
+	reg.range.len = page;
+	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_REGISTER, &reg));
+
+	/* One rank: no device, the table's copy is the only wait. */
+	kt_addr_v4(&ra, "127.0.0.1");
+	ASSERT_EQ(0, kt_ring_init(&k.r, 8, 0, 0));
+	ASSERT_EQ(0, kt_comm_create(k.r.fd, 0x5e7a, "key", 0, 1, &ra, 0,
+				    &k.id));
+	c = (struct kh_uf_call){ .k = &k, .area = region, .src = src,
+				 .dst = dst };
+	ASSERT_EQ(0, pthread_create(&ta, NULL, kh_vec_enter, &c));
+	t_end = kh_now() + 30;
+	while (!faulted && !c.done && kh_now() < t_end) {
+		struct pollfd pfd = { .fd = uffd, .events = POLLIN };
+		struct uffd_msg msg;
+
+		if (poll(&pfd, 1, 100) <= 0)
+			continue;
+		if (read(uffd, &msg, sizeof(msg)) == sizeof(msg) &&
+		    msg.event == UFFD_EVENT_PAGEFAULT)
+			faulted = true;
+	}
+	EXPECT_TRUE(faulted) {
+		TH_LOG("the allgatherv's table copy did not fault (done %d, %ld)",
+		       c.done, c.res);
+	}
+
+	/* Behind it, on the same file: SETUP again. */
+	sc.fd = k.r.fd;
+	ASSERT_EQ(0, pthread_create(&tb, NULL, kh_setup_again, &sc));
+	t0 = kh_now();
+	while (!sc.done && kh_now() < t0 + 5)
+		usleep(10 * 1000);
+	EXPECT_EQ(1, sc.done) {
+		TH_LOG("SETUP still waits after 5 s behind the faulting submission");
+	}
+	EXPECT_FALSE(c.done);
+
+	/* The page comes: the submission ends, and so would SETUP. */
+	zp.range.start = (uintptr_t)region;
+	zp.range.len = page;
+	EXPECT_EQ(0, ioctl(uffd, UFFDIO_ZEROPAGE, &zp));
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	TH_LOG("SETUP: %s after %.2f s; the allgatherv of an all-zero table: %ld",
+	       strerror(-sc.res), kh_now() - t0, c.res);
+	EXPECT_EQ(-EBUSY, sc.res);
+	kt_ring_exit(&k.r);
+	munmap(region, page);
+	close(uffd);
+}
+
+/*
  * Ring memory is charged to the memory cgroup of whoever sets it up
  * (2026-12-05 review: vmalloc_user() charged nothing, so every file's
  * rings, 388 KiB at the default largest sizes, were outside every
