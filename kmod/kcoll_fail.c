@@ -213,14 +213,20 @@ void kcoll_abort_lost(struct kcoll_conn *conn,
 	}
 }
 
-/* Whom an ABORT from @conn's peer blames: the rank it names as lost, or
- * the sender itself. */
+/*
+ * Whom an ABORT from @conn's peer blames: the rank it names as lost, or
+ * the sender itself. One that names us is talking to us, so it blames
+ * its sender, as kcoll_abort_lost() ignores it: otherwise our report
+ * would name ourselves, and the ABORTs we pass on would tell every peer
+ * that we are lost.
+ */
 u32 kcoll_abort_culprit(struct kcoll_conn *conn,
 			const struct kcoll_wire_msg *m)
 {
 	u32 lost = le32_to_cpu(m->root);
 
-	if (lost && lost <= conn->comm->nranks)
+	if (lost && lost <= conn->comm->nranks &&
+	    lost - 1 != conn->comm->rank)
 		return lost - 1;
 	return conn->peer;
 }

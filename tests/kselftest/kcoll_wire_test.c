@@ -1913,6 +1913,58 @@ TEST(an_abort_carries_only_a_users_error)
 	}
 }
 
+/*
+ * An ABORT names the rank its sender lost. One that names the receiver
+ * itself is a lie (the receiver is talking to it), and its sender is the
+ * culprit: until 2026-12-06 the module took the named rank, so its report
+ * blamed itself, and the ABORTs it passes on told every peer that it was
+ * lost. Rank 1 (the fake peer) sends an ABORT naming rank 0, the module;
+ * the allreduce fails, and the report must name rank 1. Also an ABORT
+ * naming its sender (root 2), which must name rank 1 as well.
+ */
+TEST(an_abort_naming_its_receiver_blames_its_sender)
+{
+	static const uint32_t roots[] = { 1, 2 };
+	float a[2] = { 1, 2 }, b[2];
+	unsigned int i;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	for (i = 0; i < ARRAY_SIZE(roots); i++) {
+		struct kcoll_comm_report rep = { 0 };
+		struct kcoll_comm_destroy d = { 0 };
+		struct kcoll_wire_msg m = { .type = KCOLL_MSG_ABORT };
+		struct kcoll_sqe sqe;
+		struct wpeer p;
+		struct wcomm c;
+		int res;
+
+		ASSERT_EQ(0, wp_pair(&p, &c, 0x7e80 + i, "abort-names-us", 0));
+		m.seq = htole32(0);
+		m.root = htole32(roots[i]);
+		m.status = htole32(ECONNRESET);
+		ASSERT_EQ(0, wp_send(&p, &m, sizeof(m), false, 0));
+		for (int t = 0; t < 30; t++) {	/* in before the SIGs */
+			usleep(10000);
+			wp_poll(&p);
+		}
+		sqe = kt_coll(KCOLL_OP_ALLREDUCE, c.id, KCOLL_DTYPE_FP32,
+			      KCOLL_REDOP_SUM, 0, 2, a, b);
+		sqe.timeout_ms = 8000;
+		res = kt_run(&c.r, &sqe);
+		EXPECT_EQ(-ECONNRESET, res);
+		rep.comm_id = c.id;
+		ASSERT_EQ(0, kt_ioctl(c.r.fd, KCOLL_IOC_COMM_REPORT, &rep));
+		TH_LOG("an ABORT from rank 1 naming rank %u lost: %s, report reason %u peer %u",
+		       roots[i] - 1, strerror(-res), rep.reason, rep.peer);
+		EXPECT_EQ(1, rep.peer);
+		d.comm_id = c.id;
+		EXPECT_EQ(0, kt_ioctl(c.r.fd, KCOLL_IOC_COMM_DESTROY, &d));
+		wp_destroy(&p);
+		kt_ring_exit(&c.r);
+	}
+}
+
 /* The peer says BYE claiming five collectives done; then the module's
  * one operation in flight ends, into @cqe. 0, or what failed. */
 static int wp_bye_wait(struct wpeer *p, struct wcomm *c, struct kcoll_cqe *cqe)
