@@ -287,6 +287,8 @@ void kcoll_engine_eager(struct kcoll_conn *conn, u32 imm,
 	    slot >= KCOLL_EAGER_SLOTS || conn->erx[slot].full ||
 	    test_bit(slot, &conn->erx_due) || byte_len < sizeof(h))
 		goto bad;
+	/* The peer's index, checked: not past the slots on any path. */
+	slot = array_index_nospec(slot, KCOLL_EAGER_SLOTS);
 	/*
 	 * The slot stays writable by the peer until it is offered again
 	 * (kcoll_gmr_eager_offer()): copy the header (and the signature)
@@ -420,6 +422,7 @@ void kcoll_engine_eager_in(struct kcoll_conn *conn,
 		kcoll_conn_kill(conn, -EPROTO);
 		return;
 	}
+	slot = array_index_nospec(slot, KCOLL_EAGER_SLOTS);
 	memcpy(kcoll_eager_slot(conn, slot), payload, plen);
 	kcoll_engine_eager(conn, kcoll_imm_make(m->kind,
 						KCOLL_IMM_EAGER | slot), plen);

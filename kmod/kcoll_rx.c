@@ -143,7 +143,9 @@ static int kcoll_rx_data(struct kcoll_conn *conn, const struct kcoll_wire_msg *m
 static int kcoll_rx_credit(struct kcoll_conn *conn,
 			   const struct kcoll_wire_msg *m)
 {
-	u32 slot = le32_to_cpu(m->serial);
+	/* Below KCOLL_EAGER_SLOTS (kcoll_wire_msg_check()), on every path. */
+	u32 slot = array_index_nospec(le32_to_cpu(m->serial),
+				      KCOLL_EAGER_SLOTS);
 	u32 status = le32_to_cpu(m->status);
 
 	if (test_bit(slot, &conn->etx_known))
