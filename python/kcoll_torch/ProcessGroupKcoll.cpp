@@ -252,6 +252,15 @@ public:
 		TORCH_CHECK(!err, coll_err("coll_comm_revoke", err));
 	}
 
+	/* Why the last failed operation of this group failed
+	 * (coll_comm_get_report()); r->error 0: none failed. */
+	void last_report(coll_report *r) const
+	{
+		int err = coll_comm_get_report(comm_, r);
+
+		TORCH_CHECK(!err, coll_err("coll_comm_get_report", err));
+	}
+
 	/* The communicator's id and its parent's (0: none), as kcollctl
 	 * shows them. */
 	std::pair<uint64_t, uint64_t> comm_ids() const
@@ -1056,6 +1065,57 @@ static void revoke(const c10::intrusive_ptr<c10d::ProcessGroup> &pg)
 	p->revoke();
 }
 
+/*
+ * kcoll_torch.report(): the last failure of @pg as a dict, None if no
+ * operation failed. "lost": the ranks it found gone (a timeout's missing
+ * ranks, a lost peer), what a shrink would exclude.
+ */
+static pybind11::object
+report(const c10::intrusive_ptr<c10d::ProcessGroup> &pg)
+{
+	static const char *const reasons[] = {
+		"none", "timeout", "peer lost", "mismatch", "aborted", "error",
+		"gpu stream",
+	};
+	const ProcessGroupKcoll *p = as_kcoll(pg);
+	pybind11::list missing, lost;
+	pybind11::dict d;
+	char line[512] = "";
+	coll_report r;
+	uint32_t i, n;
+
+	TORCH_CHECK(p, "kcoll: report: the group is not kcoll's");
+	{
+		pybind11::gil_scoped_release nogil;
+
+		p->last_report(&r);
+	}
+	if (!r.error)
+		return pybind11::none();
+	coll_report_format(&r, line, sizeof(line));
+	n = std::min<uint32_t>(r.nmissing, COLL_REPORT_MAX_MISSING);
+	for (i = 0; i < n; i++) {
+		missing.append(r.missing[i]);
+		if (r.reason == COLL_REPORT_TIMEOUT)
+			lost.append(r.missing[i]);
+	}
+	if (r.reason == COLL_REPORT_PEER_LOST && r.peer >= 0)
+		lost.append(r.peer);
+	d["error"] = r.error;
+	d["reason"] = r.reason >= 0 &&
+			      r.reason < (int)(sizeof(reasons) / sizeof(reasons[0])) ?
+		reasons[r.reason] : "unknown";
+	d["peer"] = r.peer >= 0 ? pybind11::object(pybind11::int_(r.peer)) :
+		pybind11::none();
+	d["seq"] = r.seq;
+	d["elapsed_ms"] = r.elapsed_ms;
+	d["nmissing"] = r.nmissing;
+	d["missing"] = missing;
+	d["lost"] = lost;
+	d["text"] = std::string(line);
+	return d;
+}
+
 static pybind11::object
 comm_ids(const c10::intrusive_ptr<c10d::ProcessGroup> &pg)
 {
@@ -1087,6 +1147,7 @@ PYBIND11_MODULE(_C, m)
 	      pybind11::call_guard<pybind11::gil_scoped_release>());
 	m.def("revoke", &kcoll_torch::revoke, pybind11::arg("group"),
 	      pybind11::call_guard<pybind11::gil_scoped_release>());
+	m.def("report", &kcoll_torch::report, pybind11::arg("group"));
 	m.def("comm_ids", &kcoll_torch::comm_ids, pybind11::arg("group"),
 	      "(uid, parent uid) of a kcoll group's communicator, or None "
 	      "for another backend's");

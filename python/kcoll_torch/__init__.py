@@ -20,7 +20,7 @@ import torch.distributed as _dist
 from . import _C
 
 __all__ = ["BACKEND", "create_process_group", "comm_ids", "shrink",
-           "revoke"]
+           "revoke", "report"]
 
 BACKEND = "kcoll"
 
@@ -87,6 +87,18 @@ def shrink(exclude, group=None, abort=True, timeout=None):
     c10d._pg_names[pg] = f"kcoll_shrink_{_C.comm_ids(pg)[0]:016x}"
     c10d._pg_group_ranks[pg] = {g: r for r, g in enumerate(members)}
     return pg
+
+
+def report(group=None):
+    """Why the last failed operation of a kcoll group failed, as a dict,
+    or None if none failed: "error" (-errno), "reason" ("timeout", "peer
+    lost", "mismatch", "aborted", "error", "gpu stream"), "peer" (the
+    rank the reason names: lost, mismatched, or the one that aborted or
+    revoked; None if none), "seq", "elapsed_ms", "missing" (a timeout's
+    ranks never heard from, at most 64 of "nmissing"), "lost" (the ranks
+    this rank found gone: what to shrink() away), and "text", the line
+    the exception carried."""
+    return _C.report(_group_or_world(group))
 
 
 def revoke(group=None):

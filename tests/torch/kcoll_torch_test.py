@@ -562,6 +562,10 @@ def part_death(ref=None):
             print(f"# rank {RANK}: raised after {el:.1f} s: {msg}", flush=True)
             assert el < tmo + 15, f"raised only after {el:.1f} s"
             assert f"rank {victim}" in msg, f"the error does not name rank {victim}"
+            r = kcoll_torch.report(g)
+            assert r is not None and r["lost"] == [victim] and \
+                r["reason"] in ("peer lost", "timeout") and r["text"] in msg, \
+                f"kcoll_torch.report(): {r}"
             return
         raise AssertionError("the allreduce with a dead rank succeeded")
     check("death: the others raise within the timeout naming the dead rank", dies)
@@ -577,6 +581,9 @@ def part_recover(g, victim, ref):
     waiting allreduce at once."""
     survivors = [r for r in range(WORLD) if r != victim]
     s = None
+    # Whom to leave out, as a job would learn it: the failure's report.
+    r = kcoll_torch.report(g)
+    dead = r["lost"] if r else [victim]
 
     def refused():
         # Argument errors are raised before anything else and do not count
@@ -595,10 +602,11 @@ def part_recover(g, victim, ref):
     def shrink():
         nonlocal s
         t0 = time.time()
-        s = kcoll_torch.shrink([victim], group=g,
+        s = kcoll_torch.shrink(dead, group=g,
                                timeout=datetime.timedelta(seconds=60))
         el = time.time() - t0
         print(f"# rank {RANK}: shrink took {el:.1f} s", flush=True)
+        assert kcoll_torch.report(s) is None, "a new group reports a failure"
         assert dist.get_world_size(s) == len(survivors), dist.get_world_size(s)
         assert dist.get_rank(s) == survivors.index(RANK), dist.get_rank(s)
         assert dist.get_process_group_ranks(s) == survivors, \
@@ -661,6 +669,9 @@ def part_recover(g, victim, ref):
             store.add("kcoll_revoke_seen", 1)
             print(f"# rank {RANK}: raised after {el:.1f} s: {msg}", flush=True)
             assert "canceled" in msg.lower(), "the error is not a cancellation"
+            r = kcoll_torch.report(s)
+            assert r and r["reason"] == "aborted" and r["peer"] == revoker and \
+                r["lost"] == [], f"kcoll_torch.report(): {r}"
             # The group's timeout is 60 s: only the revoke ends it this soon.
             assert el < 3 + 10, f"raised only after {el:.1f} s"
             assert f"rank {revoker}" in msg, f"the error does not name rank {revoker}"
