@@ -245,7 +245,17 @@ void kcoll_conn_retry_work(struct work_struct *work)
 		kcoll_conn_unwind_work(conn);
 		return;
 	}
+	/* Only an attempt that failed before its first QP was accepted is
+	 * tried again (kcoll_conn_rejected()): never an established one. */
+	mutex_lock(&comm->lock);
+	if (conn->state == KCOLL_CONN_UP || conn->state == KCOLL_CONN_DEAD) {
+		mutex_unlock(&comm->lock);
+		return;
+	}
+	mutex_unlock(&comm->lock);
 	kcoll_conn_teardown_id(conn);
+	/* Nothing to free: staging comes with an accepted first QP. */
+	kcoll_conn_free_stage(conn);
 	mutex_lock(&comm->lock);
 	if (comm->shutting_down || comm->error) {
 		mutex_unlock(&comm->lock);
@@ -385,6 +395,20 @@ static void kcoll_conn_rejected(struct kcoll_lane *lane,
 	}
 	if (conn->state != KCOLL_CONN_CONNECTING)
 		return;
+	/*
+	 * Connecting side, a lane whose accept proved the key (while the
+	 * other lanes connect): its peer, or someone on the path, ended an
+	 * established QP, as a disconnect would. The setup fails, as for a
+	 * disconnect: a retry would tear down lanes whose handlers still
+	 * run and set up again over the first attempt's staging.
+	 */
+	if (conn->active && lane->authed) {
+		pr_warn_ratelimited("comm %llx rank %u: rank %u rejected QP %u of %u after accepting it\n",
+				    comm->uid, comm->rank, conn->peer,
+				    lane->idx, conn->nlanes);
+		kcoll_conn_fail_setup(conn, -ECONNRESET);
+		return;
+	}
 	/* The accepting side: the connecting one gave up (ib_cm's REJ for
 	 * an accepted REQ whose id went away). It does not dial back. */
 	if (!conn->active) {

@@ -104,20 +104,18 @@ void kcoll_conn_free_cq(struct kcoll_conn *conn)
 }
 
 /*
- * Destroy @lane's QP during setup. Its posted receives flush; while
- * another lane keeps the shared CQ polled, they must have come back before
- * their ring goes.
+ * Destroy @lane's QP during setup. Its posted receives must have come
+ * back before their ring goes: a QP already in the error state (a failed
+ * rdma_accept() moves it there) flushes them into the CQ, whose worker
+ * may be running their handler, which reads the ring, even when no
+ * other lane shares the CQ and it is freed right after (until
+ * 2026-12-06 only a QP beside another lane's was drained). A QP of a
+ * connection being set up: the flushes end nothing (kcoll_conn_kill()).
  */
 void kcoll_lane_destroy_qp(struct kcoll_lane *lane,
 			   struct rdma_cm_id *id)
 {
-	unsigned int i;
-
-	for (i = 0; i < KCOLL_MAX_LANES; i++)
-		if (i != lane->idx && lane->conn->lane[i].qp) {
-			ib_drain_qp(lane->qp);
-			break;
-		}
+	ib_drain_qp(lane->qp);
 	rdma_destroy_qp(id);
 	lane->qp = NULL;
 	kcoll_lane_free_rx(lane);

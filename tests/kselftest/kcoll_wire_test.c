@@ -260,16 +260,12 @@ static int wp_post_rx(struct wpeer *p, unsigned int i)
  * Connect to the module at @ip:@port with @hello. Returns 0 once
  * established, the REJ reason (> 0) if refused, or -errno.
  */
-static int wp_connect(struct wpeer *p, const char *ip, int port,
-		      const struct kcoll_wire_hello *hello, const char *key)
+/* @p resolved to @ip:@port, with its QP and receives, not yet
+ * connecting: 0 or -errno. */
+static int wp_dial(struct wpeer *p, const char *ip, int port)
 {
 	struct sockaddr_in dst = { .sin_family = AF_INET,
 				   .sin_port = htons(port) };
-	struct rdma_conn_param param = {
-		.private_data = hello, .private_data_len = sizeof(*hello),
-		.responder_resources = 1, .initiator_depth = 1,
-		.retry_count = 7, .rnr_retry_count = 7,
-	};
 	struct ibv_qp_init_attr qa = {};
 	struct rdma_cm_event *ev;
 	unsigned int i;
@@ -325,6 +321,23 @@ static int wp_connect(struct wpeer *p, const char *ip, int port,
 	for (i = 0; i < WP_RX; i++)
 		if (wp_post_rx(p, i))
 			return -EIO;
+	return 0;
+}
+
+static int wp_connect(struct wpeer *p, const char *ip, int port,
+		      const struct kcoll_wire_hello *hello, const char *key)
+{
+	struct rdma_conn_param param = {
+		.private_data = hello, .private_data_len = sizeof(*hello),
+		.responder_resources = 1, .initiator_depth = 1,
+		.retry_count = 7, .rnr_retry_count = 7,
+	};
+	struct rdma_cm_event *ev;
+	int ret;
+
+	ret = wp_dial(p, ip, port);
+	if (ret)
+		return ret;
 	if (rdma_connect(p->id, &param))
 		return -errno;
 	ev = wp_cm_event(p, 10000);
@@ -3551,6 +3564,190 @@ TEST(a_rank_whose_place_is_taken_fails_at_once)
 	kt_ring_exit(&w.r);
 	wl_close(l);
 	free(l);
+}
+
+/*
+ * With qps_per_peer 2 (and intra_node 0: our listener is on the module's
+ * node), the module's rank 1 connects to our listener (its rank 0): we accept QP 0 with the key and at once reject it, before its
+ * RTU has come (ib_cm sends a REJ in REP_SENT, and delivers it to the
+ * module's id, which has sent the RTU and is established). What a node
+ * with the key, or anyone on the path, can do. The module must fail the
+ * setup (-ECONNRESET, as for a disconnect during setup), not try again:
+ * until 2026-12-06 it retried, and each retry that was accepted again
+ * allocated a second staging buffer over the first (its pages, quota and
+ * MRs lost for good, so removing the device then waited forever), while
+ * tearing down QP 1's attempt under its running handlers.
+ */
+TEST_F_TIMEOUT(hello, a_qp_rejected_after_its_accept_fails_the_setup, 120)
+{
+	const char *key = "rej-after-rep";
+	struct kcoll_wire_accept acc = { .magic = htole32(KCOLL_WIRE_MAGIC) };
+	struct kcoll_rank_addr ranks[2];
+	struct kcoll_wire_hello h;
+	struct wlisten *l = calloc(1, sizeof(*l));
+	long qpp = kt_sysfs_read("qps_per_peer");
+	long intra = kt_sysfs_read("intra_node");
+	int port = 19700 + getpid() % 200, i, rej, again = 0, later = 0;
+	char qps[24], inode[24];
+	struct rdma_cm_id *pending[8];
+	struct wcomm w;
+	double t0, t_end;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "setting sysfs qps_per_peer needs root");
+	ASSERT_NE(NULL, l);
+	ASSERT_LT(0, qpp);
+	ASSERT_LE(0, intra);
+	snprintf(qps, sizeof(qps), "%ld", qpp);
+	snprintf(inode, sizeof(inode), "%ld", intra);
+	ASSERT_EQ(0, wl_listen(l, port));
+	kt_addr_pair(ranks, wp_ip());
+	ranks[0].port = port;
+	t0 = wp_now();
+	/*
+	 * Read by COMM_CREATE once: back as they were when its hello comes.
+	 * Through the NIC (our listener is on this node): a rank on the
+	 * same node gets one QP.
+	 */
+	ASSERT_EQ(0, kt_sysfs_write("qps_per_peer", "2"));
+	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
+	i = wc_start_rank1(&w, ranks, 0x7eb0, key, 30000);
+	rej = i ? -1 : wl_take_hello(l, &h);
+	EXPECT_EQ(0, kt_sysfs_write("qps_per_peer", qps));
+	EXPECT_EQ(0, kt_sysfs_write("intra_node", inode));
+	ASSERT_EQ(0, i);
+	ASSERT_EQ(0, rej);
+	EXPECT_EQ(0, kcoll_hello_lane(h.flags));
+	EXPECT_EQ(2, kcoll_hello_nlanes(h.flags));
+	for (i = 0; i < (int)sizeof(acc.nonce); i++)
+		acc.nonce[i] = (uint8_t)wp_rand();
+	{
+		const void *p[] = { (uint8_t *)&h + KCOLL_HELLO_MAC_OFF, &acc };
+		size_t n[] = { sizeof(h) - KCOLL_HELLO_MAC_OFF,
+			       offsetof(struct kcoll_wire_accept, mac) };
+
+		wp_mac(key, "kcoll accept v2", p, n, 2, acc.mac);
+	}
+	ASSERT_EQ(0, wl_accept(l, &acc));
+	rej = rdma_reject(l->cid, NULL, 0);
+	if (rej) {
+		/* The RTU won: nothing was tested. */
+		wl_close(l);
+		free(l);
+		SKIP(return, "the module's RTU came before our REJ (%s)",
+		     strerror(errno));
+	}
+	/* Whatever comes next: refused. A first QP again is a retry. */
+	t_end = wp_now() + 15;
+	while (wp_now() < t_end) {
+		struct kcoll_wire_reject nocomm = {
+			.magic = htole32(KCOLL_WIRE_MAGIC),
+			.reason = KCOLL_REJ_NOCOMM,
+		};
+		struct pollfd pfd = { .fd = l->ec->fd, .events = POLLIN };
+		struct rdma_cm_event *ev;
+
+		/* COMM_CREATE returned (wc_create() sets it from 1). */
+		if (__atomic_load_n(&w.created, __ATOMIC_RELAXED) != 1 &&
+		    wp_now() > t0 + 3)
+			break;
+		if (poll(&pfd, 1, 100) <= 0 || rdma_get_cm_event(l->ec, &ev))
+			continue;
+		if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST &&
+		    ev->param.conn.private_data_len >= sizeof(h)) {
+			const struct kcoll_wire_hello *n =
+				ev->param.conn.private_data;
+
+			/*
+			 * QP 1's stays unanswered (a refusal of it would
+			 * fail the setup by itself), as from a listener
+			 * slow to accept; a QP 0 again is refused.
+			 */
+			if (kcoll_hello_lane(n->flags)) {
+				if (later < 8)
+					pending[later] = ev->id;
+				later++;
+			} else {
+				again++;
+				rdma_reject(ev->id, &nocomm, sizeof(nocomm));
+			}
+			rdma_ack_cm_event(ev);
+			continue;
+		}
+		rdma_ack_cm_event(ev);
+	}
+	pthread_join(w.creator, NULL);
+	for (i = 0; i < 8 && i < later; i++)
+		rdma_destroy_id(pending[i]);
+	TH_LOG("COMM_CREATE: %s after %.1f s; after our REJ, %d hello(s) of QP 0 again, %d of QP 1",
+	       strerror(-w.created), wp_now() - t0, again, later);
+	EXPECT_EQ(-ECONNRESET, w.created);
+	EXPECT_EQ(0, again);
+	EXPECT_GT(10, wp_now() - t0);
+	kt_ring_exit(&w.r);
+	wl_close(l);
+	free(l);
+}
+
+/*
+ * Hellos whose senders vanish while the module accepts them: each one is
+ * signed (a peer with the key, or a fresh hello replayed) and its id is
+ * destroyed 0 to 4 ms after its REQ went out, so that ib_cm's REJ meets
+ * the module's accept at every stage: before it, during its QP's setup,
+ * as rdma_accept() sends the REP (which then fails, its reject path
+ * flushing the QP's receives into the CQ), or after. A stress of that
+ * path, not a deterministic test: a failed accept's QP was destroyed
+ * without a drain when no other QP shared the CQ, so its flushed
+ * receives' handler could read the freed ring (2026-12-06 review). Then
+ * the real rank 1 must get in, and the kernel log stay clean.
+ */
+TEST_F_TIMEOUT(hello, hellos_abandoned_during_their_accept, 300)
+{
+	unsigned int i, n = 120, tries = 0;
+	struct kcoll_wire_hello h;
+	struct wpeer p;
+	struct wcomm c;
+	double t0;
+	int r = -1;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	ASSERT_EQ(0, wc_start_ms(&c, wp_ip(), 0x7eb4, "abandon", 120000));
+	t0 = wp_now();
+	for (i = 0; i < n; i++) {
+		struct rdma_conn_param param = {
+			.private_data = &h, .private_data_len = sizeof(h),
+			.responder_resources = 1, .initiator_depth = 1,
+			.retry_count = 7, .rnr_retry_count = 7,
+		};
+
+		wp_hello(&h, c.uid, c.key, 0);
+		ASSERT_EQ(0, wp_dial(&p, wp_ip(), wp_port()));
+		ASSERT_EQ(0, rdma_connect(p.id, &param));
+		usleep(wp_below(4000));
+		wp_destroy(&p);
+	}
+	TH_LOG("%u hellos abandoned in %.1f s", n, wp_now() - t0);
+	/* The real rank 1: an attempt still being dropped refuses it. */
+	while (tries++ < 100) {
+		wp_hello(&h, c.uid, c.key, 0);
+		r = wp_connect(&p, wp_ip(), wp_port(), &h, c.key);
+		if (!r)
+			break;
+		wp_destroy(&p);
+		usleep(100000);
+	}
+	EXPECT_EQ(0, r);
+	pthread_join(c.creator, NULL);
+	EXPECT_EQ(0, c.created) {
+		TH_LOG("rank 0's COMM_CREATE said %ld after %u tries", c.created,
+		       tries);
+	}
+	EXPECT_EQ(0, wc_destroy_comm(&c));
+	wp_destroy(&p);
+	kt_ring_exit(&c.r);
 }
 
 /* Connect with @h and let the connection go: the REJ reason, 0, or -errno. */
