@@ -254,7 +254,8 @@ void kcoll_conn_retry_work(struct work_struct *work)
 	}
 	mutex_unlock(&comm->lock);
 	kcoll_conn_teardown_id(conn);
-	/* Nothing to free: staging comes with an accepted first QP. */
+	/* Staging comes with an accepted first QP, whose attempt is never
+	 * tried again: nothing to free, but none left behind either. */
 	kcoll_conn_free_stage(conn);
 	mutex_lock(&comm->lock);
 	if (comm->shutting_down || comm->error) {
