@@ -1654,6 +1654,36 @@ struct kh_rm {
 	int rc;
 };
 
+/*
+ * An anonymous region of @len bytes whose missing pages wait until the
+ * holder of *@uffd serves them: the region, or NULL (*@uffd < 0: no
+ * userfaultfd here; errno says why).
+ */
+static char *kh_uf_region(size_t len, int *uffd)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = {};
+	char *region;
+
+	*uffd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (*uffd < 0)
+		return NULL;
+	if (ioctl(*uffd, UFFDIO_API, &api))
+		return NULL;
+	region = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (region == MAP_FAILED)
+		return NULL;
+	reg.range.start = (uintptr_t)region;
+	reg.range.len = len;
+	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+	if (ioctl(*uffd, UFFDIO_REGISTER, &reg)) {
+		munmap(region, len);
+		return NULL;
+	}
+	return region;
+}
+
 static void *kh_rm_thread(void *arg)
 {
 	struct kh_rm *rm = arg;
@@ -1666,8 +1696,6 @@ static void *kh_rm_thread(void *arg)
 TEST_F_TIMEOUT(harden, pages_that_never_fault_in_hold_back_no_removal, 300)
 {
 	const char *ip = getenv("KCOLL_IP");
-	struct uffdio_api api = { .api = UFFD_API };
-	struct uffdio_register reg = {};
 	struct uffdio_zeropage zp = {};
 	struct kh_uf_rank k[2] = {};
 	struct kh_uf_call c[3] = {};
@@ -1685,17 +1713,10 @@ TEST_F_TIMEOUT(harden, pages_that_never_fault_in_hold_back_no_removal, 300)
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
 	if (geteuid())
 		SKIP(return, "deleting rxe0 and faults of kernel accesses in a userfaultfd region need root");
-	uffd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	region = kh_uf_region(len, &uffd);
 	if (uffd < 0)
 		SKIP(return, "no userfaultfd in this kernel: %s", strerror(errno));
-	ASSERT_EQ(0, ioctl(uffd, UFFDIO_API, &api));
-	region = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, region);
-	reg.range.start = (uintptr_t)region;
-	reg.range.len = len;
-	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
-	ASSERT_EQ(0, ioctl(uffd, UFFDIO_REGISTER, &reg));
+	ASSERT_NE(NULL, region);
 	src = aligned_alloc(4096, KH_UF_BYTES);
 	dst = aligned_alloc(4096, KH_UF_BYTES);
 	ASSERT_TRUE(src && dst);
@@ -2294,8 +2315,6 @@ static void *kh_vec_enter(void *arg)
 
 TEST(a_second_setup_does_not_wait_behind_a_faulting_submission)
 {
-	struct uffdio_api api = { .api = UFFD_API };
-	struct uffdio_register reg = {};
 	struct uffdio_zeropage zp = {};
 	struct kh_setup_call sc = {};
 	struct kcoll_rank_addr ra;
@@ -2311,17 +2330,10 @@ TEST(a_second_setup_does_not_wait_behind_a_faulting_submission)
 
 	if (geteuid())
 		SKIP(return, "faults of kernel accesses in a userfaultfd region need root (unprivileged: a FUSE file)");
-	uffd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	region = kh_uf_region(page, &uffd);
 	if (uffd < 0)
 		SKIP(return, "no userfaultfd in this kernel: %s", strerror(errno));
-	ASSERT_EQ(0, ioctl(uffd, UFFDIO_API, &api));
-	region = mmap(NULL, page, PROT_READ | PROT_WRITE,
-		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, region);
-	reg.range.start = (uintptr_t)region;
-	reg.range.len = page;
-	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
-	ASSERT_EQ(0, ioctl(uffd, UFFDIO_REGISTER, &reg));
+	ASSERT_NE(NULL, region);
 
 	/* One rank: no device, the table's copy is the only wait. */
 	kt_addr_v4(&ra, "127.0.0.1");

@@ -1875,6 +1875,31 @@ TEST(abort_into_a_full_send_queue)
  * comes before the module's first allreduce is submitted (queued with the
  * SIGs), which then fails at once.
  */
+/* The peer's ABORT of the module's first collective, naming @root (+1;
+ * 0: none) with @status, in before its SIGs; then that collective, a
+ * 2-element allreduce: its result. */
+static int wp_abort_first(struct wpeer *p, struct wcomm *c, uint32_t root,
+			  uint32_t status)
+{
+	struct kcoll_wire_msg m = { .type = KCOLL_MSG_ABORT };
+	float a[2] = { 1, 2 }, b[2];
+	struct kcoll_sqe sqe;
+
+	m.seq = htole32(0);
+	m.root = htole32(root);
+	m.status = htole32(status);
+	if (wp_send(p, &m, sizeof(m), false, 0))
+		return INT32_MIN;
+	for (int t = 0; t < 30; t++) {
+		usleep(10000);
+		wp_poll(p);
+	}
+	sqe = kt_coll(KCOLL_OP_ALLREDUCE, c->id, KCOLL_DTYPE_FP32,
+		      KCOLL_REDOP_SUM, 0, 2, a, b);
+	sqe.timeout_ms = 8000;
+	return kt_run(&c->r, &sqe);
+}
+
 TEST(an_abort_carries_only_a_users_error)
 {
 	static const struct {
@@ -1887,33 +1912,20 @@ TEST(an_abort_carries_only_a_users_error)
 		{ 0x7fffffff, -ECONNRESET },	/* no errno at all */
 		{ 0x80000000, -ECONNRESET },	/* whose negation overflows */
 	};
-	float a[2] = { 1, 2 }, b[2];
 	unsigned int i;
 
 	if (!wp_ip())
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
 	for (i = 0; i < ARRAY_SIZE(cases); i++) {
 		struct kcoll_comm_destroy d = { 0 };
-		struct kcoll_wire_msg m = { .type = KCOLL_MSG_ABORT };
-		struct kcoll_sqe sqe;
 		struct wpeer p;
 		struct wcomm c;
 		double t0;
 		int res;
 
 		ASSERT_EQ(0, wp_pair(&p, &c, 0x7e70 + i, "abort-status", 0));
-		m.seq = htole32(0);
-		m.status = htole32(cases[i].status);
-		ASSERT_EQ(0, wp_send(&p, &m, sizeof(m), false, 0));
-		for (int t = 0; t < 30; t++) {	/* in before the SIGs */
-			usleep(10000);
-			wp_poll(&p);
-		}
-		sqe = kt_coll(KCOLL_OP_ALLREDUCE, c.id, KCOLL_DTYPE_FP32,
-			      KCOLL_REDOP_SUM, 0, 2, a, b);
-		sqe.timeout_ms = 8000;
 		t0 = wp_now();
-		res = kt_run(&c.r, &sqe);
+		res = wp_abort_first(&p, &c, 0, cases[i].status);
 		EXPECT_EQ(cases[i].want, res) {
 			TH_LOG("an ABORT with status %u: %d (%s)",
 			       cases[i].status, res, strerror(-res));
@@ -1938,7 +1950,6 @@ TEST(an_abort_carries_only_a_users_error)
 TEST(an_abort_naming_its_receiver_blames_its_sender)
 {
 	static const uint32_t roots[] = { 1, 2 };
-	float a[2] = { 1, 2 }, b[2];
 	unsigned int i;
 
 	if (!wp_ip())
@@ -1946,25 +1957,12 @@ TEST(an_abort_naming_its_receiver_blames_its_sender)
 	for (i = 0; i < ARRAY_SIZE(roots); i++) {
 		struct kcoll_comm_report rep = { 0 };
 		struct kcoll_comm_destroy d = { 0 };
-		struct kcoll_wire_msg m = { .type = KCOLL_MSG_ABORT };
-		struct kcoll_sqe sqe;
 		struct wpeer p;
 		struct wcomm c;
 		int res;
 
 		ASSERT_EQ(0, wp_pair(&p, &c, 0x7e80 + i, "abort-names-us", 0));
-		m.seq = htole32(0);
-		m.root = htole32(roots[i]);
-		m.status = htole32(ECONNRESET);
-		ASSERT_EQ(0, wp_send(&p, &m, sizeof(m), false, 0));
-		for (int t = 0; t < 30; t++) {	/* in before the SIGs */
-			usleep(10000);
-			wp_poll(&p);
-		}
-		sqe = kt_coll(KCOLL_OP_ALLREDUCE, c.id, KCOLL_DTYPE_FP32,
-			      KCOLL_REDOP_SUM, 0, 2, a, b);
-		sqe.timeout_ms = 8000;
-		res = kt_run(&c.r, &sqe);
+		res = wp_abort_first(&p, &c, roots[i], ECONNRESET);
 		EXPECT_EQ(-ECONNRESET, res);
 		rep.comm_id = c.id;
 		ASSERT_EQ(0, kt_ioctl(c.r.fd, KCOLL_IOC_COMM_REPORT, &rep));
