@@ -245,18 +245,9 @@ void kcoll_conn_retry_work(struct work_struct *work)
 		kcoll_conn_unwind_work(conn);
 		return;
 	}
-	/* Only an attempt that failed before its first QP was accepted is
-	 * tried again (kcoll_conn_rejected()): never an established one. */
-	mutex_lock(&comm->lock);
-	if (conn->state == KCOLL_CONN_UP || conn->state == KCOLL_CONN_DEAD) {
-		mutex_unlock(&comm->lock);
-		return;
-	}
-	mutex_unlock(&comm->lock);
+	/* The first try, or one after an attempt whose first QP was never
+	 * accepted (kcoll_conn_rejected()): no staging to free. */
 	kcoll_conn_teardown_id(conn);
-	/* Staging comes with an accepted first QP, whose attempt is never
-	 * tried again: nothing to free, but none left behind either. */
-	kcoll_conn_free_stage(conn);
 	mutex_lock(&comm->lock);
 	if (comm->shutting_down || comm->error) {
 		mutex_unlock(&comm->lock);
