@@ -209,11 +209,11 @@ public:
 	 * coll_comm_shrink() by the survivors alone); it owns @comm from
 	 * here on, also when this throws.
 	 */
-	ProcessGroupKcoll(coll_comm *comm, std::chrono::milliseconds timeout)
+	ProcessGroupKcoll(coll_comm *comm, uint32_t timeout_ms)
 		: c10d::ProcessGroup(coll_comm_rank(comm), coll_comm_size(comm)),
 		  comm_(comm)
 	{
-		start(timeout);
+		start_ms(timeout_ms);
 	}
 
 	/*
@@ -235,17 +235,15 @@ public:
 				       (int)exclude.size(),
 				       abort ? COLL_SHRINK_ABORT : 0, &c);
 		TORCH_CHECK(!err, coll_err("coll_comm_shrink", err));
-		auto ms = std::chrono::milliseconds(
-			timeout_ms < 0 ? (int64_t)timeout_ms_ : timeout_ms);
-		if (timeout_ms < 0 && timeout_ms_ == COLL_TIMEOUT_NONE)
-			ms = std::chrono::milliseconds(0);
-		return c10::make_intrusive<ProcessGroupKcoll>(c, ms);
+		return c10::make_intrusive<ProcessGroupKcoll>(
+			c, timeout_ms < 0 ? timeout_ms_ :
+			timeout_to_ms(std::chrono::milliseconds(timeout_ms)));
 	}
 
 	/* kcoll_torch.revoke(): every operation in flight on this group, and
 	 * every later one, fails at once here and on every rank that can be
 	 * reached (coll_comm_revoke(), ncclCommRevoke). */
-	void revoke()
+	void revoke() const
 	{
 		int err = coll_comm_revoke(comm_);
 
@@ -723,9 +721,14 @@ private:
 	 * thread. */
 	void start(std::chrono::milliseconds timeout)
 	{
+		start_ms(timeout_to_ms(timeout));
+	}
+
+	void start_ms(uint32_t timeout_ms)
+	{
 		int err;
 
-		timeout_ms_ = timeout_to_ms(timeout);
+		timeout_ms_ = timeout_ms;
 		err = coll_comm_set_timeout(comm_, timeout_ms_);
 		if (err) {
 			coll_comm_destroy(comm_);
@@ -1059,7 +1062,7 @@ shrink(const c10::intrusive_ptr<c10d::ProcessGroup> &pg,
 
 static void revoke(const c10::intrusive_ptr<c10d::ProcessGroup> &pg)
 {
-	auto *p = dynamic_cast<ProcessGroupKcoll *>(pg.get());
+	const ProcessGroupKcoll *p = as_kcoll(pg);
 
 	TORCH_CHECK(p, "kcoll: revoke: the group is not kcoll's");
 	p->revoke();
