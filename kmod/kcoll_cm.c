@@ -534,6 +534,7 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	};
 	struct kcoll_lane *lane = NULL;
 	struct kcoll_comm *comm;
+	struct ib_device *ours;
 	struct kcoll_conn *conn;
 	u32 src, dst, n, idx, nlanes;
 	bool local, other, newer;
@@ -599,13 +600,13 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	}
 	/* An existing communicator keeps its device, whatever the tunable
 	 * says now; a hello on another is refused as such at once. */
-	if (id->device != comm->ibdev) {
+	ours = READ_ONCE(comm->ibdev);	/* set once, by the first connect */
+	if (id->device != ours) {
 		pr_warn_ratelimited("comm %llx rank %u: refusing rank %u from %pISc on %s: the communicator uses %s\n",
 				    comm->uid, comm->rank, src,
 				    &id->route.addr.dst_addr,
 				    dev_name(&id->device->dev),
-				    comm->ibdev ? dev_name(&comm->ibdev->dev) :
-						  "none");
+				    ours ? dev_name(&ours->dev) : "none");
 		kcoll_reject(id, KCOLL_REJ_DEVICE);
 		goto out_put;
 	}
