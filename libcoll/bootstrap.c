@@ -921,41 +921,127 @@ void coll_table_local_index(struct kcoll_rank_addr *t, uint32_t n)
 	}
 }
 
+/* What root_send_each() keeps per rank. */
+struct root_out {
+	size_t off;			/* of the REPLY and its mac, sent */
+	uint8_t mac[MAC_LEN];
+};
+
+/* Send rank @i what is left of @b (@len bytes) and its mac: true if it
+ * is done (all sent, or its connection gone: it finds out itself). */
+static bool root_send_some(struct coll_root *r, uint32_t i, const uint8_t *b,
+			   size_t len, struct root_out *o)
+{
+	for (;;) {
+		bool head = o->off < len;
+		const uint8_t *p = head ? b + o->off : o->mac + (o->off - len);
+		size_t want = head ? len - o->off : len + MAC_LEN - o->off;
+		ssize_t n;
+
+		if (!want)
+			return true;
+		n = send(r->fds[i], p, want, MSG_NOSIGNAL);
+		if (n > 0) {
+			o->off += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+	}
+}
+
+/*
+ * Send every rank the same REPLY @b (@len bytes) and its own mac, to all
+ * at once until @deadline. A rank that does not read (stopped, or holding
+ * the key and hostile) fills its own socket and holds up no one else.
+ * Until 2026-12-06 the ranks were served one after another: once the
+ * table outgrew the socket buffers (a few thousand ranks, or small
+ * buffers), such a rank held up every rank after it for the whole
+ * bootstrap timeout. False if out of memory (nothing was sent).
+ */
+static bool root_send_each(struct coll_root *r, const uint8_t *b, size_t len,
+			   const uint8_t digest[32], uint64_t deadline)
+{
+	struct root_out *o = calloc(r->nranks, sizeof(*o));
+	struct pollfd *p = calloc(r->nranks, sizeof(*p));
+	uint32_t *who = calloc(r->nranks, sizeof(*who));
+	uint32_t i, n = 0, k;
+
+	if (!o || !p || !who)
+		goto out_free;
+	for (i = 0; i < r->nranks; i++) {
+		if (r->fds[i] < 0)
+			continue;
+		reply_mac(r->secret, r->nonces[i], digest, o[i].mac);
+		if (!root_send_some(r, i, b, len, &o[i]))
+			who[n++] = i;
+	}
+	while (n) {
+		uint64_t now = coll_now_ms();
+		int ret;
+
+		if (now >= deadline)
+			break;
+		for (k = 0; k < n; k++)
+			p[k] = (struct pollfd){ .fd = r->fds[who[k]],
+						.events = POLLOUT };
+		ret = poll(p, n, (int)(deadline - now > INT_MAX ?
+				       INT_MAX : deadline - now));
+		if (ret < 0 && errno != EINTR)
+			break;
+		for (i = 0, k = 0; ret > 0 && k < n; k++)
+			if (!p[k].revents ||
+			    !root_send_some(r, who[k], b, len, &o[who[k]]))
+				who[i++] = who[k];
+		n = ret > 0 ? i : n;
+	}
+	free(who);
+	free(p);
+	free(o);
+	return true;
+
+out_free:
+	free(who);
+	free(p);
+	free(o);
+	return false;
+}
+
 /* Every rank joined: local indices, then the table to everybody. */
 static void root_finish(struct coll_root *r)
 {
 	size_t len = REPLY_LEN + (size_t)r->nranks * ENTRY_LEN;
 	uint64_t deadline = coll_now_ms() + r->timeout_ms;
-	uint8_t *b = malloc(len), digest[32];
+	uint8_t *b = malloc(len), e[REPLY_LEN], digest[32];
+	bool sent;
 	uint32_t i;
 
 	coll_table_local_index(r->table, r->nranks);
-	if (!b) {
-		uint8_t e[REPLY_LEN];
+	if (b) {
+		reply_header(b, 0, r->uid, r->nranks, "");
+		for (i = 0; i < r->nranks; i++) {
+			uint8_t *t = b + REPLY_LEN + (size_t)i * ENTRY_LEN;
 
-		reply_header(e, -ENOMEM, r->uid, r->nranks, "root out of memory");
-		reply_digest(e, NULL, 0, digest);
-		for (i = 0; i < r->nranks; i++)
-			root_send_reply(r, r->fds[i], e, sizeof(e),
-					r->nonces[i], digest, deadline);
-		return;
+			memset(t, 0, ENTRY_LEN);
+			memcpy(t, r->table[i].addr, 16);
+			put16(t + 16, r->table[i].port);
+			put16(t + 18, r->table[i].local_index);
+		}
+		reply_digest(b, b + REPLY_LEN, len - REPLY_LEN, digest);
+		/* A rank that died meanwhile sees nothing; the others go on
+		 * and find out when the kernel cannot reach it. */
+		sent = root_send_each(r, b, len, digest, deadline);
+		free(b);
+		if (sent)
+			return;
 	}
-	reply_header(b, 0, r->uid, r->nranks, "");
-	for (i = 0; i < r->nranks; i++) {
-		uint8_t *e = b + REPLY_LEN + (size_t)i * ENTRY_LEN;
-
-		memset(e, 0, ENTRY_LEN);
-		memcpy(e, r->table[i].addr, 16);
-		put16(e + 16, r->table[i].port);
-		put16(e + 18, r->table[i].local_index);
-	}
-	reply_digest(b, b + REPLY_LEN, len - REPLY_LEN, digest);
-	/* A rank that died meanwhile sees nothing; the others go on and
-	 * find out when the kernel cannot reach it. */
+	/* Out of memory: a short refusal, which fits any socket buffer. */
+	reply_header(e, -ENOMEM, r->uid, r->nranks, "root out of memory");
+	reply_digest(e, NULL, 0, digest);
 	for (i = 0; i < r->nranks; i++)
-		root_send_reply(r, r->fds[i], b, len, r->nonces[i], digest,
-				deadline);
-	free(b);
+		root_send_reply(r, r->fds[i], e, sizeof(e), r->nonces[i],
+				digest, deadline);
 }
 
 static void root_timeout(struct coll_root *r)

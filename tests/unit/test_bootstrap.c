@@ -8,6 +8,7 @@
  *    garbage, each with a clear error, and the others still complete;
  *  - timeouts: a root that never gets all ranks, a root that is not there;
  *  - a root whose process may not open a descriptor per rank;
+ *  - a rank that never reads its table holds up no other rank;
  *  - the launcher environment (KCOLL_RANK/NRANKS with KCOLL_UNIQUE_ID or
  *    KCOLL_ROOT/KCOLL_SECRET, Open MPI's variables);
  *  - the node address from a fake /sys/class/infiniband and KCOLL_IB_ADDR;
@@ -20,10 +21,13 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -438,6 +442,14 @@ static void put_be32(uint8_t *p, uint32_t v)
 {
 	v = htonl(v);
 	memcpy(p, &v, 4);
+}
+
+static uint32_t get_be32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return ntohl(v);
 }
 
 /*
@@ -1047,6 +1059,110 @@ static void test_bootstrap_fd_limit(void)
 	unsetenv(COLL_ENV_BOOTSTRAP_TIMEOUT);
 }
 
+#define SLOW_RANKS	1024
+
+static bool write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	bool ok;
+
+	if (!UNIT_CHECK(f))
+		return false;
+	ok = fputs(text, f) >= 0;
+	return UNIT_CHECK(!fclose(f) && ok);
+}
+
+/*
+ * In a network namespace of its own with 4 KiB socket buffers, so that
+ * the table of SLOW_RANKS ranks (24 KiB) outgrows them as the table of a
+ * few thousand ranks does on a real network: all ranks are raw sockets
+ * that send a signed HELLO; rank 0 (the first served) never reads. Every
+ * other rank must get its whole table well before the bootstrap
+ * timeout (20 s). Exit 0 if so, 77 without a namespace, 78 without the
+ * descriptors. Until 2026-12-06 rank 1 waited out the timeout behind
+ * rank 0.
+ */
+static int slow_reader_child(void)
+{
+	const size_t tlen = 96 + SLOW_RANKS * 24 + 32;
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct timeval tv = { .tv_sec = 8 };
+	struct ifreq ifr = { .ifr_name = "lo" };
+	struct coll_id_fields f = { .uid = 0 };
+	uint8_t hello[96], *reply = malloc(tlen);
+	int *fd = calloc(SLOW_RANKS, sizeof(*fd));
+	int i, s, got = 0, one = 1;
+	struct rlimit rl;
+	double t0, t;
+
+	if (!reply || !fd)
+		return 10;
+	if (unshare(CLONE_NEWNET))
+		return 77;
+	s = socket(AF_INET, SOCK_DGRAM, 0);
+	if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr))
+		return 11;
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr))
+		return 11;
+	close(s);
+	if (!write_file("/proc/sys/net/ipv4/tcp_wmem", "4096 4096 4096") ||
+	    !write_file("/proc/sys/net/ipv4/tcp_rmem", "4096 4096 4096"))
+		return 12;
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_max < 3 * SLOW_RANKS)
+		return 78;
+	rl.rlim_cur = 3 * SLOW_RANKS;
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		return 78;
+	setenv(COLL_ENV_BOOTSTRAP_TIMEOUT, "20000", 1);
+	memset(f.secret, 0x3c, sizeof(f.secret));
+	if (coll_root_start(&f))
+		return 13;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_port = htons(f.port);
+	for (i = 0; i < SLOW_RANKS; i++) {
+		fd[i] = socket(AF_INET, SOCK_STREAM, 0);
+		if (fd[i] < 0 ||
+		    (!i && setsockopt(fd[i], SOL_SOCKET, SO_RCVBUF, &one,
+				      sizeof(one))) ||
+		    setsockopt(fd[i], SOL_SOCKET, SO_RCVTIMEO, &tv,
+			       sizeof(tv)) ||
+		    connect(fd[i], (struct sockaddr *)&sa, sizeof(sa)) ||
+		    make_hello(fd[i], hello, &f, i, SLOW_RANKS) ||
+		    write(fd[i], hello, sizeof(hello)) != sizeof(hello))
+			return 14;
+	}
+	t0 = now_s();
+	for (i = 1; i < SLOW_RANKS; i++)
+		got += recv(fd[i], reply, tlen, MSG_WAITALL) == (ssize_t)tlen &&
+		       !get_be32(reply + 4) &&
+		       get_be32(reply + 16) == SLOW_RANKS;
+	t = now_s() - t0;
+	fprintf(stderr, "# rank 0 never reads: %d of %d other ranks got the whole table in %.2f s\n",
+		got, SLOW_RANKS - 1, t);
+	return got == SLOW_RANKS - 1 && t < 10 ? 0 : 15;
+}
+
+static void test_bootstrap_slow_reader(void)
+{
+	pid_t pid = fork();
+	int st = 0;
+
+	if (!pid)
+		_exit(slow_reader_child());
+	if (!UNIT_CHECK(pid > 0) || !UNIT_EQ_INT(waitpid(pid, &st, 0), pid) ||
+	    !UNIT_CHECK(WIFEXITED(st)))
+		return;
+	if (WEXITSTATUS(st) == 77 || WEXITSTATUS(st) == 78) {
+		unit_diag("SKIP: %s", WEXITSTATUS(st) == 77 ?
+			  "no network namespace of its own (needs CAP_SYS_ADMIN)" :
+			  "the hard limit on open files is below 3 per rank");
+		return;
+	}
+	if (!UNIT_EQ_INT(WEXITSTATUS(st), 0))
+		unit_diag("the child failed check %d", WEXITSTATUS(st));
+}
+
 /* ------------------------------------------------------------------ */
 /* The launcher environment                                            */
 /* ------------------------------------------------------------------ */
@@ -1142,17 +1258,6 @@ static void test_env(void)
 /* ------------------------------------------------------------------ */
 /* Node address                                                        */
 /* ------------------------------------------------------------------ */
-
-static bool write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	if (!UNIT_CHECK(f))
-		return false;
-	fputs(text, f);
-	fclose(f);
-	return true;
-}
 
 static void expect_addr(const struct kcoll_rank_addr *a, const char *ip)
 {
@@ -1356,6 +1461,7 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_bootstrap_timeouts);
 	UNIT_RUN(test_bootstrap_many);
 	UNIT_RUN(test_bootstrap_fd_limit);
+	UNIT_RUN(test_bootstrap_slow_reader);
 	UNIT_RUN(test_env);
 	UNIT_RUN(test_node_addr);
 	UNIT_RUN(test_comm_no_device);
