@@ -309,9 +309,10 @@ static int kcoll_op_vec(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 /*
  * The first part of @op's preparation, without dev_sem: the SQE checked
  * against the communicator, the v-variant table copied in, the schedule
- * chosen, plain buffers pinned. Copies and pins may fault, and a fault may
- * wait on the buffer's owner for as long as it likes: nothing here holds
- * what another user's work (a device removal, a destroy) waits for.
+ * chosen, plain buffers pinned, scratch allocated. Copies and pins may
+ * fault, and a fault may wait on the buffer's owner for as long as it
+ * likes: nothing here holds what another user's work (a device removal, a
+ * destroy) waits for.
  */
 static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 {
@@ -319,6 +320,7 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	struct kcoll_sched_args *a = &op->args;
 	u64 scount, rcount, tcount, n = comm->nranks;
 	bool p2p = op->kind == KCOLL_KIND_P2P;
+	size_t tlen;
 	int err;
 
 	op->dtype = sqe->dtype;
@@ -396,23 +398,32 @@ static int kcoll_op_prepare(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	err = kcoll_op_pin(op, KCOLL_SBUF_SEND, sqe->send_addr, sqe->send_mr,
 			   scount,
 			   a->in_place && sqe->opcode == KCOLL_OP_REDUCE_SCATTER);
-	if (err)
+	if (!err)
+		err = kcoll_op_pin(op, KCOLL_SBUF_RECV, sqe->recv_addr,
+				   sqe->recv_mr, rcount, true);
+	/*
+	 * Scratch is allocated here, before dev_sem: as large as the
+	 * operation (up to the user's quota), it may take seconds, and
+	 * what waits then is this submission, not the device's removal or
+	 * the comm's destroy (until 2026-12-06 they waited with it).
+	 * Registered in kcoll_op_bind(); a stream-ordered op has its own.
+	 */
+	if (err || !tcount || op->gpu)
 		return err;
-	return kcoll_op_pin(op, KCOLL_SBUF_RECV, sqe->recv_addr, sqe->recv_mr,
-			    rcount, true);
+	if (check_mul_overflow((size_t)tcount, op->esize, &tlen))
+		return -EOVERFLOW;
+	return kcoll_buf_alloc(&op->bufs[KCOLL_SBUF_TMP], tlen, comm->quota);
 }
 
 /*
  * The rest of @op's preparation, under comm->dev_sem (read), which keeps
- * the device: views of registrations, registrations of what was pinned,
- * the stream-ordered and device-memory parts, scratch. Nothing here
- * touches user memory.
+ * the device: views of registrations, registrations of what was pinned
+ * and of the scratch, the stream-ordered and device-memory parts. Nothing
+ * here touches user memory.
  */
 static int kcoll_op_bind(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 {
 	struct kcoll_comm *comm = op->comm;
-	u64 tcount = kcoll_sched_tmp_count(&op->args);
-	size_t tlen;
 	int err;
 
 	lockdep_assert_held(&comm->dev_sem);
@@ -435,15 +446,8 @@ static int kcoll_op_bind(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	}
 	if (op->gpu)
 		return kcoll_gpu_prepare(op, sqe);
-	if (tcount) {
-		if (check_mul_overflow((size_t)tcount, op->esize, &tlen))
-			return -EOVERFLOW;
-		err = kcoll_buf_alloc(&op->bufs[KCOLL_SBUF_TMP], tlen,
-				      comm->quota);
-		if (err || op->unreg)
-			return err;
+	if (op->bufs[KCOLL_SBUF_TMP].len && !op->unreg)
 		err = kcoll_buf_register(&op->bufs[KCOLL_SBUF_TMP], comm);
-	}
 	return err;
 }
 

@@ -190,11 +190,13 @@ out_clear:
 /*
  * Scratch of @len bytes (0 allowed), zeroed, charged to the memcg and to
  * @q, the user's kcoll quota: -EDQUOT past sysfs user_max_kernel_mb.
+ * A large one (an operation's, up to the quota) takes a while: -EINTR if
+ * the task is killed meanwhile.
  */
 int kcoll_buf_alloc(struct kcoll_buf *b, size_t len, struct kcoll_quota *q)
 {
 	unsigned int i;
-	int err;
+	int err = -ENOMEM;
 
 	memset(b, 0, sizeof(*b));
 	if (!len)
@@ -220,6 +222,14 @@ int kcoll_buf_alloc(struct kcoll_buf *b, size_t len, struct kcoll_quota *q)
 		b->pages[i] = alloc_page(KCOLL_GFP_CHARGED | __GFP_ZERO);
 		if (!b->pages[i])
 			goto out_free;
+		if (!((i + 1) % 512)) {
+			if (fatal_signal_pending(current)) {
+				i++;
+				err = -EINTR;
+				goto out_free;
+			}
+			cond_resched();
+		}
 	}
 	if (kcoll_buf_vmap(b))
 		goto out_free;
@@ -234,7 +244,7 @@ out_uncharge:
 	kcoll_quota_uncharge_bytes(q, PAGE_ALIGN(len));
 	b->quota = NULL;
 	b->npages = 0;
-	return -ENOMEM;
+	return err;
 }
 
 /* How the device may touch @b's pages: a buffer we never write (a send
