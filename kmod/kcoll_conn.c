@@ -487,12 +487,20 @@ void kcoll_conn_up(struct kcoll_conn *conn)
 	struct kcoll_comm *comm = conn->comm;
 
 	lockdep_assert_held(&comm->lock);
-	if (conn->state != KCOLL_CONN_CONNECTING)
+	/*
+	 * A comm shutting down brings nothing up: its teardown may have
+	 * detached this connection from its channel already, and an AUTH
+	 * that completes now (a receive, not an rdma_cm event, which would
+	 * see shutting_down first) would attach it again, for good.
+	 */
+	if (conn->state != KCOLL_CONN_CONNECTING || comm->shutting_down)
 		return;
 	/* A peer on this node: from now on through the channel. */
 	if (conn->local) {
-		if (kcoll_lchan_attach(conn)) {
-			kcoll_conn_fail_setup(conn, -ENOMEM);
+		int err = kcoll_lchan_attach(conn);
+
+		if (err) {
+			kcoll_conn_fail_setup(conn, err);
 			return;
 		}
 		conn->xp = &kcoll_xport_local;

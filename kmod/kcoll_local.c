@@ -206,6 +206,7 @@ struct kcoll_lchan {
 	u8 key[KCOLL_KEY_LEN];		/* comms of one uid with other keys
 					 * are other comms */
 	u32 rank[2];			/* [0] the lower, [1] the higher */
+	u8 nonce[KCOLL_AUTH_NONCE];	/* the connection's hello nonce */
 	u64 gen;			/* never another channel's */
 	unsigned int users;		/* ends that attached and did not
 					 * detach yet; kcoll_lchans_lock */
@@ -232,6 +233,14 @@ static unsigned int kcoll_lchan_end(const struct kcoll_conn *conn)
  * @conn (local) is up: attach it to the channel its peer shares, created
  * by whichever end comes first, and deliver what is already queued for
  * it. Must hold comm->lock.
+ *
+ * The channel is the connection's: both ends know the nonce of the hello
+ * it was set up with (authenticated: kcoll_auth.c). Until 2026-12-06 the
+ * communicator (uid, key, ranks) named it, and a communicator created
+ * again with the same uid and key while its predecessor was still being
+ * torn down (unlisted, not yet detached) joined that one's channel: what
+ * it sent went to an end that had left, and the old end's detach freed
+ * the new one's queue.
  */
 int kcoll_lchan_attach(struct kcoll_conn *conn)
 {
@@ -250,12 +259,15 @@ int kcoll_lchan_attach(struct kcoll_conn *conn)
 	list_for_each_entry(ch, &kcoll_lchans, node)
 		if (ch->uid == comm->uid && ch->rank[0] == lo &&
 		    ch->rank[1] == hi &&
-		    !crypto_memneq(ch->key, comm->key, KCOLL_KEY_LEN))
+		    !crypto_memneq(ch->key, comm->key, KCOLL_KEY_LEN) &&
+		    !memcmp(ch->nonce, conn->lane[0].nonce_hello,
+			    KCOLL_AUTH_NONCE))
 			goto found;
 	ch = fresh;
 	fresh = NULL;
 	ch->uid = comm->uid;
 	memcpy(ch->key, comm->key, KCOLL_KEY_LEN);
+	memcpy(ch->nonce, conn->lane[0].nonce_hello, KCOLL_AUTH_NONCE);
 	ch->rank[0] = lo;
 	ch->rank[1] = hi;
 	ch->gen = atomic64_inc_return(&kcoll_lchan_gens);
@@ -264,8 +276,15 @@ int kcoll_lchan_attach(struct kcoll_conn *conn)
 	INIT_LIST_HEAD(&ch->inbox[1]);
 	list_add(&ch->node, &kcoll_lchans);
 found:
-	ch->users++;
 	spin_lock(&ch->lock);
+	/* One connection per nonce and end: a second is no peer of ours. */
+	if (ch->end[me] || ch->gone[me]) {
+		spin_unlock(&ch->lock);
+		spin_unlock(&kcoll_lchans_lock);
+		kfree(fresh);
+		return -EPROTO;
+	}
+	ch->users++;
 	ch->end[me] = conn;
 	if (!list_empty(&ch->inbox[me]))
 		kcoll_queue_work(&conn->lrx);
