@@ -16,9 +16,11 @@
  * netlink path calls their show/store methods, so both interfaces validate
  * the same way and cannot drift apart.
  *
- * Locking: handlers run under genl's own mutex and take kcoll_ib_lock,
- * then comm->lock (never the other way round); communicators come from
- * kcoll_comms_for_each() on references, outside kcoll_comms_lock. Events are sent from process context, some under comm->lock.
+ * Locking: handlers run in parallel (not under genl_mutex) and take
+ * kcoll_ib_lock, then comm->lock (never the other way round);
+ * communicators come from kcoll_comms_for_each() on references, outside
+ * kcoll_comms_lock. Events are sent from process context, some under
+ * comm->lock.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -406,7 +408,13 @@ static int kcoll_nl_fill_comm(struct sk_buff *skb, struct kcoll_comm *comm,
 		kfree(missing);
 		return -EMSGSIZE;
 	}
-	mutex_lock(&comm->lock);
+	/* A comm's lock may be held for long (an operation's registrations
+	 * and copies on the device): whoever asks may give up. */
+	if (mutex_lock_killable(&comm->lock)) {
+		kfree(missing);
+		genlmsg_cancel(skb, hdr);
+		return -EINTR;
+	}
 	if (kcoll_nl_put_comm_id(skb, comm) ||
 	    nla_put_u8(skb, KCOLL_A_COMM_STATE, kcoll_nl_comm_state(comm)) ||
 	    (comm->ibdev && nla_put_string(skb, KCOLL_A_DEV_NAME,
@@ -510,23 +518,32 @@ static int kcoll_nl_comm_get(struct sk_buff *skb, struct genl_info *info)
 				    "no such communicator");
 		return -ENOENT;
 	}
-	/* Members, ops with their missing ranks, histogram, profile. */
-	size = NLMSG_DEFAULT_SIZE + (size_t)f.comm->nranks * 56 +
-	       KCOLL_NL_MAX_OPS * (128 + KCOLL_NL_MAX_MISSING * 4) +
-	       nla_total_size(KCOLL_NL_PROF_NR * sizeof(u64));
-	msg = genlmsg_new(size, GFP_KERNEL);
-	if (!msg) {
-		err = -ENOMEM;
-		goto out_put;
-	}
-	err = kcoll_nl_fill_comm(msg, f.comm, info->snd_portid, info->snd_seq,
-				 0, KCOLL_NL_FULL);
-	if (err) {
+	/*
+	 * Members, ops with their missing ranks, histogram, profile: most
+	 * comms fit a page; only one that does not gets the largest reply
+	 * it can need (until 2026-12-06 every request allocated that,
+	 * about 74 KiB, an order-5 allocation).
+	 */
+	for (size = NLMSG_GOODSIZE; ; ) {
+		msg = genlmsg_new(size, GFP_KERNEL);
+		if (!msg) {
+			err = -ENOMEM;
+			break;
+		}
+		err = kcoll_nl_fill_comm(msg, f.comm, info->snd_portid,
+					 info->snd_seq, 0, KCOLL_NL_FULL);
+		if (!err) {
+			err = genlmsg_reply(msg, info);
+			break;
+		}
 		nlmsg_free(msg);
-		goto out_put;
+		if (err != -EMSGSIZE || size > NLMSG_GOODSIZE)
+			break;
+		size = NLMSG_DEFAULT_SIZE + (size_t)f.comm->nranks * 56 +
+		       KCOLL_NL_MAX_OPS * (128 + KCOLL_NL_MAX_MISSING * 4) +
+		       nla_total_size(KCOLL_NL_PROF_NR * sizeof(u64));
 	}
-	err = genlmsg_reply(msg, info);
-out_put:
+
 	kcoll_comm_put(f.comm);
 	return err;
 }
@@ -847,6 +864,14 @@ static struct genl_family kcoll_nl_family = {
 	.n_mcgrps = ARRAY_SIZE(kcoll_nl_mcgrps),
 	/* Every command gets strict validation. */
 	.resv_start_op = KCOLL_CMD_TUNABLE_SET + 1,
+	/*
+	 * Not under genl_mutex, which every family without this shares: a
+	 * request waiting for a comm's lock would hold up all of generic
+	 * netlink on the node (until 2026-12-06). Nothing here relies on
+	 * it: a tunable's store serializes itself, as sysfs already
+	 * needs, and a dump's state is its own.
+	 */
+	.parallel_ops = true,
 };
 
 /* ---------------------------------------------------------------- */
