@@ -196,7 +196,7 @@ out_clear:
 int kcoll_buf_alloc(struct kcoll_buf *b, size_t len, struct kcoll_quota *q)
 {
 	unsigned int i;
-	int err = -ENOMEM;
+	int err;
 
 	memset(b, 0, sizeof(*b));
 	if (!len)
@@ -206,6 +206,7 @@ int kcoll_buf_alloc(struct kcoll_buf *b, size_t len, struct kcoll_quota *q)
 	err = kcoll_quota_charge_bytes(q, PAGE_ALIGN(len));
 	if (err)
 		return err;
+	err = -ENOMEM;
 	b->quota = q;
 	b->ops = &kcoll_buf_kernel;
 	b->npages = PAGE_ALIGN(len) >> PAGE_SHIFT;
@@ -242,8 +243,7 @@ out_free:
 	b->pages = NULL;
 out_uncharge:
 	kcoll_quota_uncharge_bytes(q, PAGE_ALIGN(len));
-	b->quota = NULL;
-	b->npages = 0;
+	memset(b, 0, sizeof(*b));
 	return err;
 }
 
