@@ -762,12 +762,14 @@ ssize_t kcoll_ib_list(char *buf, size_t size)
 		len += scnprintf(buf + len, size - len, "%s ports=%u",
 				 dev_name(&ib->dev), rdma_end_port(ib));
 		rdma_for_each_port(ib, port) {
-			struct ib_port_attr attr;
+			enum ib_port_state state;
 			const char *st = "?";
 
-			if (!ib_query_port(ib, port, &attr) &&
-			    attr.state < ARRAY_SIZE(states))
-				st = states[attr.state];
+			/* Cached, as for netlink (kcoll_nl.c): a file any
+			 * user may read must not query the provider. */
+			if (!ib_get_cached_port_state(ib, port, &state) &&
+			    state < ARRAY_SIZE(states))
+				st = states[state];
 			len += scnprintf(buf + len, size - len, " port%u=%s",
 					 port, st);
 		}

@@ -28,6 +28,7 @@
 #include <linux/slab.h>
 #include <linux/sysfs.h>
 #include <net/genetlink.h>
+#include <rdma/ib_cache.h>
 #include <rdma/ib_verbs.h>
 
 #include "kcoll.h"
@@ -159,14 +160,16 @@ static int kcoll_nl_put_model(struct sk_buff *skb, const struct kcoll_model *m)
 static int kcoll_nl_put_dev_attrs(struct sk_buff *skb, struct ib_device *ibdev,
 				  struct kcoll_opstats *st)
 {
+	enum ib_port_state state = IB_PORT_NOP;
 	struct kcoll_model model;
-	struct ib_port_attr pattr;
-	u8 state = IB_PORT_NOP;
 	u32 ncomms = 0;
 	void *a[2] = { ibdev, &ncomms };
 
-	if (!ib_query_port(ibdev, rdma_start_port(ibdev), &pattr))
-		state = pattr.state;
+	/* The core's cache: a query would ask the provider (rxe takes
+	 * rtnl_lock, and on 6.1 logs a line for a netdev of unknown speed)
+	 * on every request of every user. */
+	if (ib_get_cached_port_state(ibdev, rdma_start_port(ibdev), &state))
+		state = IB_PORT_NOP;
 	kcoll_comms_for_each(kcoll_nl_count_dev_comms, a, 0);
 	kcoll_tune_model(ibdev, &model);
 	if (kcoll_nl_put_model(skb, &model) ||
