@@ -46,9 +46,8 @@ void kcoll_lane_free_rx(struct kcoll_lane *lane)
 	struct ib_cq *cq = lane->conn->cq;
 	unsigned int i;
 
-	if (!lane->rx)
-		return;
-	for (i = 0; i < KCOLL_RQ_DEPTH; i++)
+	/* Either may be there without the other (one allocation failed). */
+	for (i = 0; lane->rx && i < KCOLL_RQ_DEPTH; i++)
 		if (cq && lane->rx[i].dma)
 			ib_dma_unmap_single(cq->device, lane->rx[i].dma,
 					    sizeof(struct kcoll_wire_msg),
@@ -143,9 +142,9 @@ int kcoll_lane_create_qp(struct kcoll_lane *lane,
 		return -EXDEV;
 	}
 	if (!conn->cq) {
-		/* + the drain WRs of a lane being torn down */
+		/* + the drain WRs of each lane (below) */
 		conn->cq = ib_alloc_cq(id->device, conn, conn->nlanes *
-				       (KCOLL_SQ_DEPTH + KCOLL_RQ_DEPTH) + 2,
+				       (KCOLL_SQ_DEPTH + KCOLL_RQ_DEPTH + 2),
 				       0, IB_POLL_WORKQUEUE);
 		if (IS_ERR(conn->cq)) {
 			err = PTR_ERR(conn->cq);
@@ -157,8 +156,16 @@ int kcoll_lane_create_qp(struct kcoll_lane *lane,
 	attr.qp_context = lane;
 	attr.send_cq = conn->cq;
 	attr.recv_cq = conn->cq;
-	attr.cap.max_send_wr = KCOLL_SQ_DEPTH;
-	attr.cap.max_recv_wr = KCOLL_RQ_DEPTH;
+	/*
+	 * + 1 each: ib_drain_qp() posts a marker on both queues and needs
+	 * room for it, and we keep KCOLL_RQ_DEPTH receives posted and may
+	 * have KCOLL_SQ_DEPTH sends out. rxe rounds queues up and siw
+	 * flushes at once, but mlx5 sizes them as asked: the drain then
+	 * failed (a WARN) and did not wait, and the receive ring was freed
+	 * under the CQ's worker (until 2026-12-06).
+	 */
+	attr.cap.max_send_wr = KCOLL_SQ_DEPTH + 1;
+	attr.cap.max_recv_wr = KCOLL_RQ_DEPTH + 1;
 	attr.cap.max_send_sge = 2;
 	attr.cap.max_recv_sge = 1;
 	/* Small writes go inline (kcoll_conn_write_inline()): ask for room
