@@ -68,8 +68,8 @@ static int kcoll_op_pin_plain(struct kcoll_task *op, int which)
 		if (err != -EAGAIN)
 			return err;
 	}
-	return kcoll_buf_pin_user(&op->bufs[which], w->addr, w->len,
-				  w->writable);
+	return kcoll_cache_pin_user(&op->bufs[which], w->addr, w->len,
+				    w->writable);
 }
 
 /*

@@ -112,8 +112,8 @@ static int kcoll_reg_mem(struct kcoll_ctx *ctx, void __user *uarg,
 	 * destroy.
 	 */
 	if (!dmabuf) {
-		err = kcoll_buf_pin_user(&mem->buf, p.addr, p.len,
-					 !(p.flags & KCOLL_REG_READONLY));
+		err = kcoll_cache_pin_user(&mem->buf, p.addr, p.len,
+					   !(p.flags & KCOLL_REG_READONLY));
 		if (err)
 			goto out_uncharge;
 	}

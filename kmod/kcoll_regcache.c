@@ -139,11 +139,72 @@ static void kcoll_cache_trim(struct kcoll_comm *comm, u64 keep_bytes,
 	}
 }
 
-/* Release everything @comm's cache holds: its destroy, or pinning short
- * of RLIMIT_MEMLOCK. Must hold comm->dev_sem (read). */
+/* Release everything @comm's cache holds: its destroy. Must hold
+ * comm->dev_sem (read). */
 void kcoll_cache_flush(struct kcoll_comm *comm)
 {
 	kcoll_cache_trim(comm, 0, 0);
+}
+
+struct kcoll_cache_shed {
+	struct mm_struct *mm;
+	bool shed;
+};
+
+/* kcoll_comms_for_each(): the entries of @arg's mm off @comm's cache,
+ * their pins (charged to that mm's RLIMIT_MEMLOCK) gone with their last
+ * use; entries an operation uses stay with it until it ends. */
+static int kcoll_cache_shed_comm(struct kcoll_comm *comm, void *arg)
+{
+	struct kcoll_cache_shed *sh = arg;
+	struct kcoll_mem *mem, *tmp;
+	LIST_HEAD(gone);
+
+	if (!READ_ONCE(comm->cache_n))
+		return 0;
+	/* As for a trim: off the cache with no device removal between. */
+	down_read(&comm->dev_sem);
+	mutex_lock(&comm->lock);
+	list_for_each_entry_safe(mem, tmp, &comm->cache, node) {
+		if (mem->buf.mm != sh->mm)
+			continue;
+		kcoll_cache_unlink(comm, mem);
+		list_add(&mem->node, &gone);
+		sh->shed = true;
+	}
+	mutex_unlock(&comm->lock);
+	list_for_each_entry_safe(mem, tmp, &gone, node) {
+		list_del(&mem->node);
+		kcoll_mem_put(mem);
+	}
+	up_read(&comm->dev_sem);
+	return 0;
+}
+
+/*
+ * kcoll_buf_pin_user() for a registration, the cache or an operation's
+ * own pages; if RLIMIT_MEMLOCK refused it (-ENOMEM), once more after the
+ * caches let go of this process's pages: every communicator's, not only
+ * the one pinning. libcoll opens a file per communicator, and until
+ * 2026-12-06 only the pinning comm's cache was emptied: what another
+ * comm's cache held failed this comm's operations and REG_MEMs until
+ * that buffer was unmapped. Must hold no comm's dev_sem.
+ */
+int kcoll_cache_pin_user(struct kcoll_buf *b, u64 addr, size_t len,
+			 bool writable)
+{
+	struct kcoll_cache_shed sh = { .mm = current->mm };
+	int err;
+
+	err = kcoll_buf_pin_user(b, addr, len, writable);
+	if (err != -ENOMEM)
+		return err;
+	kcoll_comms_for_each(kcoll_cache_shed_comm, &sh, 0);
+	if (sh.shed) {
+		kcoll_stat_add(KCOLL_STAT_REGCACHE_SHEDS, 1);
+		err = kcoll_buf_pin_user(b, addr, len, writable);
+	}
+	return err;
 }
 
 /*
@@ -280,15 +341,7 @@ int kcoll_cache_pin(struct kcoll_comm *comm, u64 addr, size_t len,
 	mem->comm_ref = true;
 	mem->seq = mmu_interval_read_begin(&mem->mni);
 
-	err = kcoll_buf_pin_user(&mem->buf, addr, len, writable);
-	if (err == -ENOMEM && READ_ONCE(comm->cache_n)) {
-		/* Our own cached pages may be what RLIMIT_MEMLOCK counts
-		 * (the trim's puts deregister: under dev_sem). */
-		down_read(&comm->dev_sem);
-		kcoll_cache_flush(comm);
-		up_read(&comm->dev_sem);
-		err = kcoll_buf_pin_user(&mem->buf, addr, len, writable);
-	}
+	err = kcoll_cache_pin_user(&mem->buf, addr, len, writable);
 	if (err) {
 		/* Nothing registered: no device to wait for. */
 		kcoll_mem_put(mem);

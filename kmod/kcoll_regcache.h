@@ -3,6 +3,7 @@
 #ifndef KCOLL_REGCACHE_H
 #define KCOLL_REGCACHE_H
 
+struct kcoll_buf;
 struct kcoll_comm;
 struct kcoll_mem;
 
@@ -13,6 +14,8 @@ struct kcoll_mem *kcoll_cache_take(struct kcoll_comm *comm, u64 addr,
 				   size_t len, bool writable);
 int kcoll_cache_commit(struct kcoll_comm *comm, struct kcoll_mem *mem);
 void kcoll_cache_flush(struct kcoll_comm *comm);
+int kcoll_cache_pin_user(struct kcoll_buf *b, u64 addr, size_t len,
+			 bool writable);
 void kcoll_cache_mem_free(struct kcoll_mem *mem);
 
 #endif

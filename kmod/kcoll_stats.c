@@ -81,6 +81,7 @@ KCOLL_STAT_ATTR(p2p_asks, KCOLL_STAT_P2P_ASKS);
 KCOLL_STAT_ATTR(tokens_covered, KCOLL_STAT_TOKENS_COVERED);
 KCOLL_STAT_ATTR(hellos_stale, KCOLL_STAT_HELLOS_STALE);
 KCOLL_STAT_ATTR(attempts_dropped, KCOLL_STAT_ATTEMPTS_DROPPED);
+KCOLL_STAT_ATTR(reg_cache_sheds, KCOLL_STAT_REGCACHE_SHEDS);
 /* The node's profile of collectives (struct kcoll_opstats.prof). */
 #define KCOLL_PROF_ATTR(_name, _idx)					\
 	static ssize_t _name##_show(struct device *dev,			\
@@ -189,6 +190,7 @@ static struct attribute *kcoll_stats_attrs[] = {
 	&dev_attr_tokens_covered.attr,
 	&dev_attr_hellos_stale.attr,
 	&dev_attr_attempts_dropped.attr,
+	&dev_attr_reg_cache_sheds.attr,
 	&dev_attr_time_ops.attr,
 	&dev_attr_time_phases.attr,
 	&dev_attr_time_total_ns.attr,

@@ -74,6 +74,9 @@ enum kcoll_stat {
 					 * before they proved the key (a
 					 * replay's, or one its rank gave
 					 * up): the rank waits again */
+	KCOLL_STAT_REGCACHE_SHEDS,	/* pins short of RLIMIT_MEMLOCK tried
+					 * again after the caches let go of
+					 * the process's pages */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);

@@ -2109,6 +2109,136 @@ TEST_F_TIMEOUT(rxe, registration_cache_follows_the_mapping, 300)
 	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
 }
 
+#define KT_SHED_A	(3u << 20)	/* bytes of each of comm A's buffers */
+#define KT_SHED_B	(3u << 19)	/* ... of comm B's */
+
+/* An allreduce of @bytes of floats from @snd into @rcv on @id: 0, or a
+ * failed step @step (+1: the result). */
+static int kt_shed_allreduce(struct tring *r, __u32 id, int rank, float *snd,
+			     float *rcv, size_t bytes, int step)
+{
+	size_t i, n = bytes / sizeof(float);
+	struct kcoll_sqe s;
+	int res;
+
+	for (i = 0; i < n; i++)
+		snd[i] = (float)(rank * 1000 + (int)(i % 1000));
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
+		    0, n, snd, rcv);
+	if ((res = kt_run(r, &s)))
+		return kt_fail(rank, step, res);
+	for (i = 0; i < n; i++)
+		if (rcv[i] != (float)(1000 + 2 * (int)(i % 1000)))
+			return step + 1;
+	return 0;
+}
+
+/* A rank of kt_shed: as nobody with 8 MiB of RLIMIT_MEMLOCK. */
+static int kt_shed_rank(const char *ip, int rank)
+{
+	struct rlimit rl = { 8 << 20, 8 << 20 };
+	struct kcoll_rank_addr ranks[2];
+	struct kcoll_reg_mem m = {};
+	float *a[2], *b[2], *big;
+	struct tring r;
+	__u32 ida, idb;
+	int res, k;
+
+	if (setrlimit(RLIMIT_MEMLOCK, &rl) || kt_drop_to_nobody())
+		return 99;
+	kt_addr_pair(ranks, ip);
+	if (kt_ring_init(&r, 16, 0, 0) ||
+	    kt_comm_create(r.fd, 0x7e41, "shed-a", rank, 2, ranks, 15000,
+			   &ida) ||
+	    kt_comm_create(r.fd, 0x7e42, "shed-b", rank, 2, ranks, 15000,
+			   &idb))
+		return 1;
+	for (k = 0; k < 2; k++) {
+		a[k] = mmap(NULL, KT_SHED_A, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		b[k] = mmap(NULL, KT_SHED_B, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (a[k] == MAP_FAILED || b[k] == MAP_FAILED)
+			return 2;
+	}
+	/* Comm A's cache keeps 6 MiB of the 8 pinned ... */
+	if ((res = kt_shed_allreduce(&r, ida, rank, a[0], a[1], KT_SHED_A, 10)))
+		return res;
+	/* ... which comm B's 3 MiB must get back from it, */
+	if ((res = kt_shed_allreduce(&r, idb, rank, b[0], b[1], KT_SHED_B, 20)))
+		return res;
+	/* and a REG_MEM of 6 MiB from B's own cache. */
+	big = mmap(NULL, 2 * KT_SHED_A, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (big == MAP_FAILED)
+		return 3;
+	m.comm_id = idb;
+	m.addr = (uintptr_t)big;
+	m.len = 2 * KT_SHED_A;
+	if ((res = kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m)))
+		return kt_fail(rank, 30, res);
+	/* Comm A again: its buffers must be pinned anew, and with the
+	 * registration's 6 MiB held and no cache holding anything, that
+	 * fails, and says so. */
+	{
+		struct kcoll_sqe s = kt_coll(KCOLL_OP_ALLREDUCE, ida,
+					     KCOLL_DTYPE_FP32, KCOLL_REDOP_SUM,
+					     0, KT_SHED_A / sizeof(float),
+					     a[0], a[1]);
+
+		if ((res = kt_run(&r, &s)) != -ENOMEM)
+			return kt_fail(rank, 40, res);
+	}
+	kt_ring_exit(&r);
+	return 0;
+}
+
+/*
+ * RLIMIT_MEMLOCK counts the pages every registration cache of a process
+ * holds, and libcoll opens a file per communicator: a pin that the limit
+ * refuses (an operation's, a REG_MEM's) is tried once more after every
+ * communicator's cache let go of the process's pages (stats/
+ * reg_cache_sheds), not only its own communicator's, whose cache may be
+ * empty. Until 2026-12-06 comm B's allreduce here failed with -ENOMEM
+ * while comm A's cache held the pages, and so did the REG_MEM. What no
+ * cache holds still fails: comm A's last allreduce, against B's
+ * registration.
+ */
+TEST_F_TIMEOUT(rxe, caches_of_other_communicators_make_room_within_rlimit_memlock, 180)
+{
+	const char *ip = getenv("KCOLL_IP");
+	long long sheds0, sheds;
+	int st, k;
+	pid_t pids[2];
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "writing sysfs intra_node needs root");
+	sheds0 = kt_sysfs_read("stats/reg_cache_sheds");
+	ASSERT_LE(0, sheds0);
+	/* Through the NIC, where plain buffers are registered and cached. */
+	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
+	for (k = 0; k < 2; k++) {
+		pids[k] = fork();
+		ASSERT_LE(0, pids[k]);
+		if (!pids[k])
+			_exit(kt_shed_rank(ip, k));
+	}
+	for (k = 0; k < 2; k++) {
+		ASSERT_EQ(pids[k], waitpid(pids[k], &st, 0));
+		EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) {
+			TH_LOG("rank %d failed check %d", k,
+			       WIFEXITED(st) ? WEXITSTATUS(st) : 100);
+		}
+	}
+	sheds = kt_sysfs_read("stats/reg_cache_sheds") - sheds0;
+	TH_LOG("%lld pins tried again after the caches let go", sheds);
+	/* B's allreduce and REG_MEM on each rank at least. */
+	EXPECT_LE(4, sheds);
+	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
+}
+
 /* rxe0's measured alpha from sysfs rdma_devices, or -1. */
 static long long kt_rdma_alpha_ns(void)
 {

@@ -17,6 +17,9 @@ export KCOLL_IP
 # Whether slub_debug poisons kmalloc objects (run-vm-tests.sh asks for it:
 # a write to a freed object is then reported, and fails the log scan).
 log "slub poison on kmalloc-256: $(cat /sys/kernel/slab/kmalloc-256/poison 2>/dev/null || echo n/a)"
+# The kernel log as it comes: a run that hangs (and is killed from the
+# host) never gets to the dmesg.txt of kcoll_finish.
+dmesg -w >"$KCOLL_OUT/dmesg-live.txt" 2>&1 &
 # Each test's start goes to the kernel log too, so that a report there
 # names the test that was running (the harness flushes before each fork).
 kcoll_mark_tests() {
