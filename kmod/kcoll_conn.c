@@ -18,6 +18,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/dma-mapping.h>
 #include <linux/in.h>
 #include <linux/in6.h>
 #include <linux/inet.h>
@@ -131,7 +132,7 @@ int kcoll_lane_create_qp(struct kcoll_lane *lane,
 	struct kcoll_comm *comm = conn->comm;
 	struct ib_qp_init_attr attr = {};
 	struct mem_cgroup *memcg;
-	unsigned int i;
+	unsigned int i, stride;
 	int err;
 
 	if (id->device != comm->ibdev) {
@@ -189,8 +190,12 @@ int kcoll_lane_create_qp(struct kcoll_lane *lane,
 	memcg = kcoll_comm_memcg_begin(comm);
 	lane->rx = kcalloc(KCOLL_RQ_DEPTH, sizeof(*lane->rx),
 			   KCOLL_GFP_CHARGED);
-	lane->rx_msgs = kcalloc(KCOLL_RQ_DEPTH, sizeof(*lane->rx_msgs),
-				KCOLL_GFP_CHARGED);
+	/* Each message in a cache line of its own: the device writes them
+	 * (DMA_FROM_DEVICE), and a line two mappings share is one that a
+	 * CPU without coherent DMA may write back over the device's data
+	 * (and that CONFIG_DMA_API_DEBUG reports). */
+	stride = ALIGN(sizeof(*lane->rx_msgs), dma_get_cache_alignment());
+	lane->rx_msgs = kcalloc(KCOLL_RQ_DEPTH, stride, KCOLL_GFP_CHARGED);
 	kcoll_comm_memcg_end(memcg);
 	if (!lane->rx || !lane->rx_msgs) {
 		err = -ENOMEM;
@@ -200,7 +205,7 @@ int kcoll_lane_create_qp(struct kcoll_lane *lane,
 		struct kcoll_rx *rx = &lane->rx[i];
 
 		rx->lane = lane;
-		rx->msg = &lane->rx_msgs[i];
+		rx->msg = (void *)((u8 *)lane->rx_msgs + i * stride);
 		rx->cqe.done = kcoll_rx_done;
 		rx->dma = ib_dma_map_single(id->device, rx->msg,
 					    sizeof(*rx->msg), DMA_FROM_DEVICE);

@@ -312,7 +312,8 @@ struct kcoll_lane {
 	struct rdma_cm_id *cm_id;	/* NULL once destroyed */
 	struct ib_qp *qp;
 	struct kcoll_rx *rx;		/* KCOLL_RQ_DEPTH */
-	struct kcoll_wire_msg *rx_msgs;
+	struct kcoll_wire_msg *rx_msgs;	/* KCOLL_RQ_DEPTH, one per cache
+					 * line (kcoll_lane_create_qp()) */
 	struct ib_cqe tx_cqe;		/* control SENDs, inline WRITEs */
 	u32 max_inline;			/* the QP's inline data limit */
 	u32 sq_posted;			/* send WRs not yet completed */
