@@ -888,7 +888,10 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	if (err)
 		goto out_shutdown;
 
-	mutex_lock(&ctx->comm_lock);
+	if (mutex_lock_killable(&ctx->comm_lock)) {
+		err = -EINTR;
+		goto out_shutdown;
+	}
 	err = xa_alloc(&ctx->comms, &id, comm, xa_limit_31b, GFP_KERNEL);
 	if (!err) {
 		comm->id = id;
@@ -952,7 +955,10 @@ int kcoll_comm_destroy_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 				  msecs_to_jiffies(KCOLL_LINGER_MS));
 		kcoll_comm_put(comm);
 	}
-	mutex_lock(&ctx->comm_lock);
+	/* Destroys of one file go one at a time: a killed caller need
+	 * not wait for the others' (its file's release does the rest). */
+	if (mutex_lock_killable(&ctx->comm_lock))
+		return -EINTR;
 	comm = xa_erase(&ctx->comms, p.comm_id);
 	if (comm)
 		kcoll_comm_destroy(ctx, comm);
@@ -1044,15 +1050,23 @@ int kcoll_comm_usable(struct kcoll_comm *comm)
 }
 
 /* A referenced comm of @ctx, or NULL. */
+/*
+ * Under the xarray's own lock, not ctx->comm_lock, which a COMM_DESTROY
+ * holds through the comm's shutdown (up to KCOLL_BYE_WAIT_MS for its BYEs
+ * and the teardown after): every ENTER, REG_MEM, ABORT and REPORT of the
+ * file waited behind each destroy in turn, uninterruptibly (until
+ * 2026-12-06). The array holds the file's reference until a destroy
+ * erases the entry, under the same lock: what is found is alive.
+ */
 struct kcoll_comm *kcoll_ctx_comm_get(struct kcoll_ctx *ctx, u32 id)
 {
 	struct kcoll_comm *comm;
 
-	mutex_lock(&ctx->comm_lock);
+	xa_lock(&ctx->comms);
 	comm = xa_load(&ctx->comms, id);
 	if (comm)
 		kref_get(&comm->ref);
-	mutex_unlock(&ctx->comm_lock);
+	xa_unlock(&ctx->comms);
 	return comm;
 }
 

@@ -273,7 +273,9 @@ static int kcoll_dereg_mem(struct kcoll_ctx *ctx, u32 handle)
 	struct kcoll_comm *comm;
 	struct kcoll_mem *mem;
 
-	mutex_lock(&ctx->comm_lock);
+	/* A COMM_DESTROY of the file may hold it for a while. */
+	if (mutex_lock_killable(&ctx->comm_lock))
+		return -EINTR;
 	xa_lock(&ctx->mems);
 	mem = xa_load(&ctx->mems, handle);
 	if (!mem) {
