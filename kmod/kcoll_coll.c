@@ -446,7 +446,10 @@ static int kcoll_op_bind(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	}
 	if (op->gpu)
 		return kcoll_gpu_prepare(op, sqe);
-	if (op->bufs[KCOLL_SBUF_TMP].len && !op->unreg)
+	/* The scratch of kcoll_op_prepare(), unless the op goes
+	 * unregistered or kcoll_op_nocpu() registered it with the rest. */
+	if (op->bufs[KCOLL_SBUF_TMP].npages && !op->unreg &&
+	    !op->bufs[KCOLL_SBUF_TMP].segs)
 		err = kcoll_buf_register(&op->bufs[KCOLL_SBUF_TMP], comm);
 	return err;
 }

@@ -314,7 +314,10 @@ int kcoll_buf_register(struct kcoll_buf *b, struct kcoll_comm *comm)
 	unsigned int i, nb = 0;
 	int err = 0;
 
-	if (!b->npages || comm->nranks == 1)
+	/* Registered already (kcoll_op_nocpu() does all of an op's): a
+	 * second registration would lose the first one's MRs, and a device
+	 * removal would wait for them for ever. */
+	if (!b->npages || comm->nranks == 1 || b->segs)
 		return 0;
 	if (!comm->pd)
 		return -ENODEV;
