@@ -469,8 +469,14 @@ static int kcoll_local_expose(struct kcoll_conn *conn, struct kcoll_task *op,
 			      struct kcoll_grant *g, const struct kcoll_buf *b,
 			      size_t off, struct kcoll_wire_msg *m)
 {
-	int err = kcoll_xpose_add(conn, b->vaddr + off, g->len, &g->xid);
+	int err;
 
+	/* What a peer writes must be ours to write, as a grant MR needs
+	 * the buffer's writable DMA map (every schedule lands in such a
+	 * buffer: this only keeps it so). */
+	if (!b->writable)
+		return -EACCES;
+	err = kcoll_xpose_add(conn, b->vaddr + off, g->len, &g->xid);
 	if (!err) {
 		g->addr = g->xid;
 		m->addr = cpu_to_le64(g->addr);
