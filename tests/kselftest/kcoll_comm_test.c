@@ -2177,6 +2177,15 @@ static int kt_shed_rank(const char *ip, int rank)
 	m.len = 2 * KT_SHED_A;
 	if ((res = kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m)))
 		return kt_fail(rank, 30, res);
+	/* Both registered before either goes on (a rank that leaves ends
+	 * the other's communicators: a REG_MEM then fails -ECONNRESET). */
+	{
+		struct kcoll_sqe s = kt_coll(KCOLL_OP_BARRIER, idb, 0, 0, 0, 0,
+					     NULL, NULL);
+
+		if ((res = kt_run(&r, &s)))
+			return kt_fail(rank, 35, res);
+	}
 	/* Comm A again: its buffers must be pinned anew, and with the
 	 * registration's 6 MiB held and no cache holding anything, that
 	 * fails, and says so. */
