@@ -160,7 +160,9 @@ static int kcoll_cache_shed_comm(struct kcoll_comm *comm, void *arg)
 	struct kcoll_mem *mem, *tmp;
 	LIST_HEAD(gone);
 
-	if (!READ_ONCE(comm->cache_n))
+	/* Only the caller's own comms: another user's lock is not ours to
+	 * wait for (a process's comms are its creator's). */
+	if (!READ_ONCE(comm->cache_n) || !uid_eq(comm->owner, current_uid()))
 		return 0;
 	/* As for a trim: off the cache with no device removal between. */
 	down_read(&comm->dev_sem);
