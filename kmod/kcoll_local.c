@@ -511,8 +511,10 @@ static int kcoll_local_put(struct kcoll_task *op, struct kcoll_conn *conn,
 {
 	int err;
 
-	/* Up before copying: the DATA message after it must go out (the
-	 * channel never refuses one for lack of room). */
+	/* Up before copying: the DATA message after it must go out. If
+	 * the channel refuses it (its peer left 4096 unread, or out of
+	 * memory) after the copy landed, the operation fails and the
+	 * exposure is revoked with it: the bytes are within the grant. */
 	if (conn->state != KCOLL_CONN_UP)
 		return conn->error ?: -ECONNRESET;
 	if (g->len) {
