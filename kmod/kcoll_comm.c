@@ -1049,9 +1049,8 @@ int kcoll_comm_usable(struct kcoll_comm *comm)
 	return err;
 }
 
-/* A referenced comm of @ctx, or NULL. */
 /*
- * Under the xarray's own lock, not ctx->comm_lock, which a COMM_DESTROY
+ * A referenced comm of @ctx, or NULL. Under the xarray's own lock, not ctx->comm_lock, which a COMM_DESTROY
  * holds through the comm's shutdown (up to KCOLL_BYE_WAIT_MS for its BYEs
  * and the teardown after): every ENTER, REG_MEM, ABORT and REPORT of the
  * file waited behind each destroy in turn, uninterruptibly (until

@@ -546,7 +546,6 @@ static int kcoll_nl_comm_get(struct sk_buff *skb, struct genl_info *info)
 		       KCOLL_NL_MAX_OPS * (128 + KCOLL_NL_MAX_MISSING * 4) +
 		       nla_total_size(KCOLL_NL_PROF_NR * sizeof(u64));
 	}
-
 	kcoll_comm_put(f.comm);
 	return err;
 }
