@@ -241,17 +241,18 @@ bool kcoll_sched_all_dependent(const struct kcoll_sched_args *a);
 
 /*
  * May @a go without SIGs to peers that take lazy signatures? Every
- * all-dependent collective, and BROADCAST and REDUCE (n > 1, count > 0):
- * their root depends on every rank (REDUCE through the data, BROADCAST
- * through the confirmation tokens its schedule sends back up), and every
- * other rank checks the signature of each rank whose data it uses. So the
- * root completes only if every rank's signature equals its own, and a rank
- * that completes holds data made under the root's signature; a rank whose
- * operation differs fails, with every rank on its path to the root, and
- * the ABORTs end the rest that have not completed (a REDUCE leaf whose
- * small transfer went eager may have completed by then: it used nobody's
- * data). Decided from the signature alone; test_sched checks the root's
- * dependency on every rank for every schedule.
+ * all-dependent collective, and BROADCAST, REDUCE and GATHER (n > 1,
+ * count > 0): their root depends on every rank (REDUCE and GATHER through
+ * the data, BROADCAST through the confirmation tokens its schedule sends
+ * back up), and every other rank checks the signature of each rank whose
+ * data it uses. So the root completes only if every rank's signature
+ * equals its own, and a rank that completes holds data made under the
+ * root's signature; a rank whose operation differs fails, with every rank
+ * on its path to the root, and the ABORTs end the rest that have not
+ * completed (a REDUCE or GATHER leaf whose small transfer went eager may
+ * have completed by then: it used nobody's data). Decided from the
+ * signature alone; test_sched checks the root's dependency on every rank
+ * for every schedule.
  */
 bool kcoll_sched_lazy(const struct kcoll_sched_args *a);
 
