@@ -446,10 +446,9 @@ static int kcoll_op_bind(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	}
 	if (op->gpu)
 		return kcoll_gpu_prepare(op, sqe);
-	/* The scratch of kcoll_op_prepare(), unless the op goes
-	 * unregistered or kcoll_op_nocpu() registered it with the rest. */
-	if (op->bufs[KCOLL_SBUF_TMP].npages && !op->unreg &&
-	    !op->bufs[KCOLL_SBUF_TMP].segs)
+	/* The scratch of kcoll_op_prepare() (kcoll_op_nocpu() may have
+	 * registered it with the rest: a registered buffer stays as it is). */
+	if (!op->unreg)
 		err = kcoll_buf_register(&op->bufs[KCOLL_SBUF_TMP], comm);
 	return err;
 }

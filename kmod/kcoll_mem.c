@@ -219,18 +219,17 @@ int kcoll_buf_alloc(struct kcoll_buf *b, size_t len, struct kcoll_quota *q)
 	if (!b->pages)
 		goto out_uncharge;
 	for (i = 0; i < b->npages; i++) {
-		/* Direct-map pages: rxe turns DMA addresses back into pages. */
-		b->pages[i] = alloc_page(KCOLL_GFP_CHARGED | __GFP_ZERO);
-		if (!b->pages[i])
-			goto out_free;
-		if (!((i + 1) % 512)) {
+		if (i && !(i % 512)) {
 			if (fatal_signal_pending(current)) {
-				i++;
 				err = -EINTR;
 				goto out_free;
 			}
 			cond_resched();
 		}
+		/* Direct-map pages: rxe turns DMA addresses back into pages. */
+		b->pages[i] = alloc_page(KCOLL_GFP_CHARGED | __GFP_ZERO);
+		if (!b->pages[i])
+			goto out_free;
 	}
 	if (kcoll_buf_vmap(b))
 		goto out_free;
@@ -240,7 +239,6 @@ out_free:
 	while (i--)
 		__free_page(b->pages[i]);
 	kvfree(b->pages);
-	b->pages = NULL;
 out_uncharge:
 	kcoll_quota_uncharge_bytes(q, PAGE_ALIGN(len));
 	memset(b, 0, sizeof(*b));
