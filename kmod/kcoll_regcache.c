@@ -117,6 +117,18 @@ static void kcoll_cache_drop_work(struct work_struct *w)
  * what leaves the cache keeps its MRs until put, and a device removal
  * only deregisters what it finds on the cache.
  */
+/* Drop the cache's use of each entry on @gone (unlinked from it), outside
+ * comm->lock; under comm->dev_sem (read). */
+static void kcoll_cache_put_all(struct list_head *gone)
+{
+	struct kcoll_mem *mem, *tmp;
+
+	list_for_each_entry_safe(mem, tmp, gone, node) {
+		list_del(&mem->node);
+		kcoll_mem_put(mem);
+	}
+}
+
 static void kcoll_cache_trim(struct kcoll_comm *comm, u64 keep_bytes,
 			     u32 keep_n)
 {
@@ -132,11 +144,7 @@ static void kcoll_cache_trim(struct kcoll_comm *comm, u64 keep_bytes,
 		list_add(&mem->node, &gone);
 	}
 	mutex_unlock(&comm->lock);
-	while (!list_empty(&gone)) {
-		mem = list_first_entry(&gone, struct kcoll_mem, node);
-		list_del(&mem->node);
-		kcoll_mem_put(mem);
-	}
+	kcoll_cache_put_all(&gone);
 }
 
 /* Release everything @comm's cache holds: its destroy. Must hold
@@ -175,10 +183,7 @@ static int kcoll_cache_shed_comm(struct kcoll_comm *comm, void *arg)
 		sh->shed = true;
 	}
 	mutex_unlock(&comm->lock);
-	list_for_each_entry_safe(mem, tmp, &gone, node) {
-		list_del(&mem->node);
-		kcoll_mem_put(mem);
-	}
+	kcoll_cache_put_all(&gone);
 	up_read(&comm->dev_sem);
 	return 0;
 }
