@@ -160,7 +160,7 @@ static int kcoll_nl_put_model(struct sk_buff *skb, const struct kcoll_model *m)
 static int kcoll_nl_put_dev_attrs(struct sk_buff *skb, struct ib_device *ibdev,
 				  struct kcoll_opstats *st)
 {
-	enum ib_port_state state = IB_PORT_NOP;
+	enum ib_port_state state;
 	struct kcoll_model model;
 	u32 ncomms = 0;
 	void *a[2] = { ibdev, &ncomms };
