@@ -2217,8 +2217,8 @@ TEST_F_TIMEOUT(rxe, caches_of_other_communicators_make_room_within_rlimit_memloc
 {
 	const char *ip = getenv("KCOLL_IP");
 	long long sheds0, sheds;
-	int st, k;
 	pid_t pids[2];
+	int k;
 
 	if (!ip)
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
@@ -2233,13 +2233,7 @@ TEST_F_TIMEOUT(rxe, caches_of_other_communicators_make_room_within_rlimit_memloc
 		if (!pids[k])
 			_exit(kt_shed_rank(ip, k));
 	}
-	for (k = 0; k < 2; k++) {
-		ASSERT_EQ(pids[k], waitpid(pids[k], &st, 0));
-		EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) {
-			TH_LOG("rank %d failed check %d", k,
-			       WIFEXITED(st) ? WEXITSTATUS(st) : 100);
-		}
-	}
+	kt_reap_two(_metadata, pids, "memlock shared by two comms");
 	/* Checked after the ranks: what they saw is the point. */
 	EXPECT_LE(0, sheds0);
 	sheds = kt_sysfs_read("stats/reg_cache_sheds") - sheds0;
