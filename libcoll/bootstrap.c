@@ -966,11 +966,10 @@ static bool root_send_each(struct coll_root *r, const uint8_t *b, size_t len,
 	struct root_out *o = calloc(r->nranks, sizeof(*o));
 	struct pollfd *p = calloc(r->nranks, sizeof(*p));
 	uint32_t *who = calloc(r->nranks, sizeof(*who));
+	bool ok = o && p && who;
 	uint32_t i, n = 0, k;
 
-	if (!o || !p || !who)
-		goto out_free;
-	for (i = 0; i < r->nranks; i++) {
+	for (i = 0; ok && i < r->nranks; i++) {
 		if (r->fds[i] < 0)
 			continue;
 		reply_mac(r->secret, r->nonces[i], digest, o[i].mac);
@@ -999,13 +998,7 @@ static bool root_send_each(struct coll_root *r, const uint8_t *b, size_t len,
 	free(who);
 	free(p);
 	free(o);
-	return true;
-
-out_free:
-	free(who);
-	free(p);
-	free(o);
-	return false;
+	return ok;
 }
 
 /* Every rank joined: local indices, then the table to everybody. */
