@@ -18,6 +18,7 @@
 #include <net/net_namespace.h>
 
 #include "kcoll.h"
+#include "kcoll_dmabuf.h"
 #include "kcoll_gpu.h"
 #include "kcoll_types.h"
 #include "kcoll_regcache.h"
@@ -1251,8 +1252,10 @@ void kcoll_comms_device_removed(struct ib_device *ibdev)
 		down_write(&victim->dev_sem);
 		kcoll_comm_shutdown(victim, -ENODEV);
 		mutex_lock(&victim->lock);
-		list_for_each_entry(mem, &victim->mems, node)
+		list_for_each_entry(mem, &victim->mems, node) {
 			kcoll_buf_unregister(&mem->buf);
+			kcoll_buf_device_gone(&mem->buf);
+		}
 		/* Lookups pass over an entry without MRs. */
 		list_for_each_entry(mem, &victim->cache, node)
 			kcoll_buf_unregister(&mem->buf);

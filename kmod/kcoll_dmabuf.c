@@ -433,6 +433,23 @@ out_release:
 	return err;
 }
 
+/*
+ * @b's communicator lost its device (after kcoll_buf_unregister()): an
+ * import attached to it lets go of its attachment, pin and mapping now.
+ * Unmapping them later, at the owner's DEREG_MEM or close, would call the
+ * DMA API on a device already deleted. Operations find no MRs (-ENODEV).
+ */
+void kcoll_buf_device_gone(struct kcoll_buf *b)
+{
+	struct kcoll_dmabuf *imp = b->imp;
+
+	if (!imp || !imp->attach)
+		return;
+	kvfree(b->dma);
+	b->dma = NULL;
+	kcoll_dmabuf_detach(imp);
+}
+
 /* A dry import (dmabuf_test_dev): never registered, refused by operations. */
 bool kcoll_buf_dry(const struct kcoll_buf *b)
 {

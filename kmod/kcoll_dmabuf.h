@@ -10,6 +10,7 @@
 int kcoll_buf_import_dmabuf(struct kcoll_buf *b, struct kcoll_comm *comm,
 			    int fd, u64 off, u64 len, bool nocpu,
 			    struct kcoll_quota *q);
+void kcoll_buf_device_gone(struct kcoll_buf *b);
 bool kcoll_buf_dry(const struct kcoll_buf *b);
 bool kcoll_buf_revoked(const struct kcoll_buf *b);
 

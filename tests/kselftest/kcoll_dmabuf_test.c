@@ -1239,4 +1239,89 @@ TEST_F_TIMEOUT(dmabuf, user_max_dmabuf_mb, 60)
 	EXPECT_EQ(0, tb_live());
 }
 
+/*
+ * A removed NIC takes its imports' attachments with it: the module lets
+ * go of the attachment, pin and mapping at the removal, not at the
+ * owner's DEREG_MEM or close, when unmapping would call the DMA API on a
+ * device already deleted (an oops under an IOMMU). rxe has no DMA device,
+ * so a dry import (dmabuf_test_dev) stands for the NIC's attachment: the
+ * removal walks every registration of the communicators on rxe0 alike.
+ */
+struct kd_gone_rank {
+	const char *ip;
+	int rank;
+	int go_fd;		/* rank 1 leaves when it can read */
+	long err;
+};
+
+static void *kd_gone_rank1(void *arg)
+{
+	struct kd_gone_rank *k = arg;
+	struct kcoll_rank_addr ranks[2];
+	struct tring r;
+	char c;
+
+	kt_addr_pair(ranks, k->ip);
+	k->err = kt_ring_init(&r, 8, 0, 0);
+	if (k->err)
+		return NULL;
+	k->err = kt_comm_create(r.fd, 0xd0e0 + getpid(), "dmabuf-gone", 1, 2,
+				ranks, 20000, NULL);
+	if (read(k->go_fd, &c, 1) != 1 && !k->err)
+		k->err = -EIO;
+	kt_ring_exit(&r);
+	return NULL;
+}
+
+TEST_F_TIMEOUT(dmabuf, imports_let_go_of_a_removed_device, 120)
+{
+	const char *ip = getenv("KCOLL_IP");
+	struct kcoll_rank_addr ranks[2];
+	struct kd_gone_rank k1;
+	struct kd_buf v;
+	struct tring r;
+	pthread_t t;
+	char dev[300];
+	__u32 id, h;
+	int p[2];
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (getuid())
+		SKIP(return, "needs root (dmabuf_test_dev, deleting rxe0)");
+	ASSERT_EQ(0, kd_pci_dev(dev, sizeof(dev))) TH_LOG("no PCI device with a driver");
+	ASSERT_EQ(0, kd_param_write("dmabuf_test_dev", dev));
+	ASSERT_EQ(0, kd_alloc(&v, "vram", 1 << 20));
+	ASSERT_EQ(0, pipe(p));
+	k1 = (struct kd_gone_rank){ .ip = ip, .rank = 1, .go_fd = p[0] };
+	ASSERT_EQ(0, pthread_create(&t, NULL, kd_gone_rank1, &k1));
+	kt_addr_pair(ranks, ip);
+	ASSERT_EQ(0, kt_ring_init(&r, 8, 0, 0));
+	ASSERT_EQ(0, kt_comm_create(r.fd, 0xd0e0 + getpid(), "dmabuf-gone",
+				    0, 2, ranks, 20000, &id));
+	EXPECT_EQ(0, kd_reg(r.fd, id, v.fd, 0, 1 << 20,
+			    (void *)0x7f0000000000ULL, KCOLL_REG_NO_CPU, &h));
+	EXPECT_EQ(1, tb_counter("attachments"));
+	EXPECT_EQ(1, tb_counter("mappings"));
+
+	EXPECT_EQ(0, system("rdma link delete rxe0"));
+	/* Let go at the removal, the registration itself still listed. */
+	EXPECT_EQ(0, tb_counter("attachments"));
+	EXPECT_EQ(0, tb_counter("mappings"));
+	EXPECT_EQ(0, tb_counter("pins"));
+	EXPECT_EQ(0, kd_dereg(r.fd, h));
+	EXPECT_EQ(1, write(p[1], "g", 1));
+	pthread_join(t, NULL);
+	EXPECT_EQ(0, k1.err);
+	kt_ring_exit(&r);
+	close(p[0]);
+	close(p[1]);
+	kd_free(&v);
+	EXPECT_EQ(0, kd_param_write("dmabuf_test_dev", "\n"));
+	EXPECT_EQ(0, tb_live());
+	/* rxe0 back for the tests after this one. */
+	ASSERT_EQ(0, system("rdma link add rxe0 type rxe netdev eth0"));
+	EXPECT_EQ(0, kt_port_wait_active("rxe0", 100));
+}
+
 TEST_HARNESS_MAIN
