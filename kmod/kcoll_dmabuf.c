@@ -91,6 +91,11 @@ static void kcoll_dmabuf_move_notify(struct dma_buf_attachment *attach)
 {
 	struct kcoll_dmabuf *imp = attach->importer_priv;
 
+	dma_resv_assert_held(attach->dmabuf->resv);
+	/* A move before our mapping (the exporter's own, to pin it where
+	 * we can reach it) is what the mapping then shows: nothing lost. */
+	if (!imp->sgt)
+		return;
 	WRITE_ONCE(imp->revoked, true);
 	kcoll_stat_add(KCOLL_STAT_DMABUF_REVOKED, 1);
 	pr_warn_ratelimited("dma-buf %s: its exporter moved a pinned import: operations on it fail\n",
@@ -166,9 +171,10 @@ static void kcoll_dmabuf_detach(struct kcoll_dmabuf *imp)
  * Real-NIC path: attach to imp->dev, pin, map; the exporter's moves that
  * are still running (its kernel fences) are waited for, for sysfs
  * dmabuf_wait_ms at most (-ETIMEDOUT: a hung GPU never signals them, and
- * this holds the buffer's reservation lock and the comm's dev_sem, which
- * a device removal waits for) and interruptibly (-EINTR, or the call is
- * restarted).
+ * this holds the comm's dev_sem, which a device removal waits for) and
+ * interruptibly (-EINTR, or the call is restarted). The wait is outside
+ * the reservation lock, which others' imports of the same buffer and
+ * every teardown take: the mapping is pinned and cannot move meanwhile.
  */
 static int kcoll_dmabuf_attach(struct kcoll_dmabuf *imp)
 {
@@ -186,7 +192,9 @@ static int kcoll_dmabuf_attach(struct kcoll_dmabuf *imp)
 	}
 	/* Pin and map under the reservation lock: what both kernels
 	 * expect of a dynamic importer. */
-	dma_resv_lock(resv, NULL);
+	err = dma_resv_lock_interruptible(resv, NULL);
+	if (err)
+		return err;
 	err = dma_buf_pin(imp->attach);
 	if (err)
 		goto out_unlock;
@@ -197,6 +205,8 @@ static int kcoll_dmabuf_attach(struct kcoll_dmabuf *imp)
 		goto out_unlock;
 	}
 	imp->sgt = sgt;
+	dma_resv_unlock(resv);
+
 	left = dma_resv_wait_timeout(resv, DMA_RESV_USAGE_KERNEL, true,
 				     msecs_to_jiffies(kcoll_dmabuf_wait_ms()));
 	err = left < 0 ? left : left ? 0 : -ETIMEDOUT;
@@ -205,6 +215,8 @@ static int kcoll_dmabuf_attach(struct kcoll_dmabuf *imp)
 				    task_pid_nr(current),
 				    (unsigned long)imp->dmabuf->size,
 				    kcoll_dmabuf_wait_ms());
+	return err;
+
 out_unlock:
 	dma_resv_unlock(resv);
 	return err;
