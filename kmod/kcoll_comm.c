@@ -386,9 +386,9 @@ static void kcoll_comm_shutdown(struct kcoll_comm *comm, int err)
 /* A peer's revoke: the log line and the event (once per comm). */
 static void kcoll_comm_revoke_report(struct kcoll_comm *comm)
 {
-	pr_info("comm %llx rank %u/%u revoked by rank %u, %u operation(s) cancelled\n",
-		comm->uid, comm->rank, comm->nranks, comm->revoker,
-		comm->revoke_nops);
+	pr_info_ratelimited("comm %llx rank %u/%u revoked by rank %u, %u operation(s) cancelled\n",
+			    comm->uid, comm->rank, comm->nranks, comm->revoker,
+			    comm->revoke_nops);
 	kcoll_nl_comm_event(comm, KCOLL_CMD_EV_COMM_ABORTED,
 			    comm->revoke_nops);
 }
@@ -1106,10 +1106,10 @@ int kcoll_comm_abort_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	kcoll_comm_unlist(comm);
 	kcoll_comm_shutdown(comm, -ECANCELED);
 	if (first) {
-		pr_info("comm %llx rank %u/%u %s, %u operation(s) cancelled\n",
-			comm->uid, comm->rank, comm->nranks,
-			revoking ? "revoked" : "aborted",
-			inflight);
+		/* Any user can abort in a loop: the event is not limited. */
+		pr_info_ratelimited("comm %llx rank %u/%u %s, %u operation(s) cancelled\n",
+				    comm->uid, comm->rank, comm->nranks,
+				    revoking ? "revoked" : "aborted", inflight);
 		kcoll_nl_comm_event(comm, KCOLL_CMD_EV_COMM_ABORTED, inflight);
 	}
 	kcoll_comm_put(comm);

@@ -244,13 +244,9 @@ static bool kcoll_op_sig_seen(struct kcoll_task *op, struct kcoll_conn *conn)
 	return false;
 }
 
+/* Callers add each rank once: the counting pass (@cap 0) cannot compare. */
 static void kcoll_missing_add(u32 *out, u32 cap, u32 *n, u32 rank)
 {
-	u32 i;
-
-	for (i = 0; i < min(*n, cap); i++)
-		if (out[i] == rank)
-			return;
 	if (*n < cap)
 		out[*n] = rank;
 	(*n)++;
@@ -269,6 +265,7 @@ u32 kcoll_op_missing(struct kcoll_task *op, u32 *out, u32 cap)
 {
 	struct kcoll_comm *comm = op->comm;
 	const struct kcoll_phase *ph = &op->ph;
+	bool recv_missing;
 	u32 i, n = 0;
 
 	lockdep_assert_held(&comm->lock);
@@ -286,11 +283,14 @@ u32 kcoll_op_missing(struct kcoll_task *op, u32 *out, u32 cap)
 	}
 	if (n || !op->started || !op->phase_open)
 		return n;
-	if (ph->has_recv && !(op->recv_landed_any &&
-			      op->recv_done == op->recv_total))
+	recv_missing = ph->has_recv && !(op->recv_landed_any &&
+					 op->recv_done == op->recv_total);
+	if (recv_missing)
 		kcoll_missing_add(out, cap, &n, ph->recv.peer);
+	/* A pairwise phase's one peer is one rank missing, not two. */
 	if (ph->has_send && !(op->send_done_any &&
-			      op->send_done == op->send_total))
+			      op->send_done == op->send_total) &&
+	    !(recv_missing && ph->send.peer == ph->recv.peer))
 		kcoll_missing_add(out, cap, &n, ph->send.peer);
 	if (n == 2 && cap >= 2 && out[0] > out[1])
 		swap(out[0], out[1]);
@@ -707,9 +707,12 @@ void kcoll_engine_conn_lost(struct kcoll_conn *conn)
 		comm->report.peer = comm->lost_rank - 1;
 		comm->report.seq = comm->coll_seq;
 	}
-	/* Operations that are done with that peer may still finish. */
+	/* Operations that are done with that peer may still finish. One
+	 * that failed already is not walked: a shutdown kills every
+	 * connection, and each walk may cover every phase (8190 for a ring
+	 * of 4096 ranks), all under comm->lock. */
 	list_for_each_entry(op, &comm->ops, all)
-		if (kcoll_op_needs_peer(op, conn))
+		if (!op->error && kcoll_op_needs_peer(op, conn))
 			kcoll_op_fail(op, comm->error);
 	/* Nothing of the peer's lands any more: no grant of ours lets it
 	 * write, nor does anything else the transport exposed (through the
