@@ -791,3 +791,34 @@ int kc_event_level(const struct kc_event *ev)
 		return LOG_INFO;
 	}
 }
+
+unsigned int kc_evrate_expire(struct kc_evrate *r, unsigned int cmd,
+			      int64_t now_ms)
+{
+	unsigned int dropped;
+
+	if (cmd > KCOLL_CMD_MAX ||
+	    (!r->cmd[cmd].logged && !r->cmd[cmd].dropped) ||
+	    now_ms - r->cmd[cmd].start_ms < KC_EV_WINDOW_MS)
+		return 0;
+	dropped = r->cmd[cmd].dropped;
+	r->cmd[cmd].logged = 0;
+	r->cmd[cmd].dropped = 0;
+	return dropped;
+}
+
+bool kc_evrate_take(struct kc_evrate *r, unsigned int cmd, int64_t now_ms,
+		    unsigned int *dropped_before)
+{
+	if (cmd > KCOLL_CMD_MAX)
+		cmd = 0;	/* unknown commands share one count */
+	*dropped_before = kc_evrate_expire(r, cmd, now_ms);
+	if (!r->cmd[cmd].logged && !r->cmd[cmd].dropped)
+		r->cmd[cmd].start_ms = now_ms;
+	if (r->cmd[cmd].logged < KC_EV_BURST) {
+		r->cmd[cmd].logged++;
+		return true;
+	}
+	r->cmd[cmd].dropped++;
+	return false;
+}

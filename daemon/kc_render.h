@@ -41,4 +41,33 @@ int kc_event_line(const struct kc_event *ev, char *buf, size_t len);
 /* syslog(3) level of an event: LOG_WARNING for failures, ... */
 int kc_event_level(const struct kc_event *ev);
 
+/*
+ * How many lines of each kind of event kcolld logs: any user makes
+ * communicators (and their events) at will, and a flood of one kind must
+ * neither fill the log nor hide another kind. At most KC_EV_BURST lines
+ * of one command per KC_EV_WINDOW_MS; what is left out is counted.
+ */
+#define KC_EV_BURST		50
+#define KC_EV_WINDOW_MS		10000
+
+struct kc_evrate {
+	struct {
+		int64_t start_ms;	/* this window's start */
+		unsigned int logged;	/* lines in this window */
+		unsigned int dropped;	/* lines left out in it */
+	} cmd[KCOLL_CMD_MAX + 1];
+};
+
+/*
+ * May an event of @cmd be logged at @now_ms? Each window starts with
+ * the first event after the last one ended; *@dropped_before is then
+ * what the ended window left out (to be said once, 0 otherwise).
+ */
+bool kc_evrate_take(struct kc_evrate *r, unsigned int cmd, int64_t now_ms,
+		    unsigned int *dropped_before);
+/* @cmd's window has ended by @now_ms: what it left out (and it is reset),
+ * else 0. kcolld asks every second, so a flood that stopped is told. */
+unsigned int kc_evrate_expire(struct kc_evrate *r, unsigned int cmd,
+			      int64_t now_ms);
+
 #endif /* KC_RENDER_H */

@@ -47,6 +47,7 @@
 #define KD_CLIENT_TIMEOUT_MS	10000
 #define KD_REQUEST_TIMEOUT_MS	3000	/* to send the request head */
 #define KD_RETRY_MS		1000
+#define KD_LISTEN_RETRY_MS	5000
 #define KD_EXIT_USAGE		2
 
 struct kd_client {
@@ -81,7 +82,9 @@ struct kd {
 	bool family_event;		/* set by the nlctrl callback */
 	bool family_present;
 	int64_t next_retry_ms;
+	int64_t next_listen_ms;		/* metrics port taken: try again */
 	int listen_fd;
+	struct kc_evrate evrate;	/* event lines per kind */
 	struct kd_client clients[KD_MAX_CLIENTS];
 	unsigned long long accepted;	/* connections so far */
 };
@@ -286,11 +289,28 @@ static void kd_verify_family(struct kd *d)
 	}
 }
 
+/* What a kind of event's ended window left out of the log, said once. */
+static void kd_event_dropped(unsigned int cmd, unsigned int n)
+{
+	const char *name = kc_event_name(cmd);
+
+	if (n)
+		kd_log(LOG_NOTICE, "%u %s event line%s not logged (more than %d in %d s)",
+		       n, name ? name : "unknown", n == 1 ? "" : "s",
+		       KC_EV_BURST, KC_EV_WINDOW_MS / 1000);
+}
+
 static void kd_on_event(const struct kc_event *ev, void *arg)
 {
+	struct kd *d = arg;
+	unsigned int dropped;
 	char line[512];
+	bool take;
 
-	(void)arg;
+	take = kc_evrate_take(&d->evrate, ev->cmd, kd_now_ms(), &dropped);
+	kd_event_dropped(ev->cmd, dropped);
+	if (!take)
+		return;
 	kc_event_line(ev, line, sizeof(line));
 	kd_log(kc_event_level(ev), "%s", line);
 }
@@ -424,7 +444,11 @@ static char *kd_metrics(struct kd *d, size_t *len)
 	return buf;
 }
 
-static int kd_listen(const char *addr, int port)
+/*
+ * The metrics socket, or -1 (logged unless @quiet); -2 for an address
+ * that can never work (the configuration's error).
+ */
+static int kd_listen(const char *addr, int port, bool quiet)
 {
 	struct addrinfo hints = {
 		.ai_family = AF_UNSPEC,
@@ -440,15 +464,17 @@ static int kd_listen(const char *addr, int port)
 	if (ret) {
 		kd_log(LOG_ERR, "listen address '%s': %s", addr,
 		       gai_strerror(ret));
-		return -1;
+		return -2;
 	}
 	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
 		    0);
 	if (fd < 0 ||
 	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
 	    bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 16)) {
-		kd_log(LOG_ERR, "cannot listen on %s port %d: %s", addr, port,
-		       strerror(errno));
+		if (!quiet)
+			kd_log(LOG_ERR, "cannot listen on %s port %d: %s; trying again every %d s",
+			       addr, port, strerror(errno),
+			       KD_LISTEN_RETRY_MS / 1000);
 		if (fd >= 0)
 			close(fd);
 		fd = -1;
@@ -627,6 +653,29 @@ static void kd_expire_clients(struct kd *d, int64_t now)
 	}
 }
 
+/*
+ * Open the metrics socket: 0, or -1 when it can never open (a bad
+ * address). A port taken (by any local user: it is unprivileged) or an
+ * address not up yet is tried again every KD_LISTEN_RETRY_MS, and only
+ * the metrics wait for it: the configuration is applied first.
+ */
+static int kd_metrics_listen(struct kd *d, bool retry)
+{
+	d->listen_fd = kd_listen(d->bind_addr, d->port, retry);
+	if (d->listen_fd == -2) {
+		d->listen_fd = -1;
+		return -1;
+	}
+	if (d->listen_fd < 0) {
+		d->next_listen_ms = kd_now_ms() + KD_LISTEN_RETRY_MS;
+		return 0;
+	}
+	if (retry)
+		kd_log(LOG_NOTICE, "metrics on %s port %d", d->bind_addr,
+		       d->port);
+	return 0;
+}
+
 static int kd_loop(struct kd *d, const sigset_t *orig)
 {
 	struct pollfd pfd[2 + KD_MAX_CLIENTS];
@@ -645,6 +694,12 @@ static int kd_loop(struct kd *d, const sigset_t *orig)
 			kd_connect(d);
 			d->next_retry_ms = now + KD_RETRY_MS;
 		}
+		if (d->port > 0 && d->listen_fd < 0 &&
+		    now >= d->next_listen_ms)
+			kd_metrics_listen(d, true);
+		for (i = 0; i <= KCOLL_CMD_MAX; i++)
+			kd_event_dropped(i, kc_evrate_expire(&d->evrate, i,
+							     now));
 		kd_expire_clients(d, now);
 		n = 0;
 		pfd[n++] = (struct pollfd){ kc_evsock_fd(&d->es), POLLIN, 0 };
@@ -818,11 +873,8 @@ static int kd_run(struct kd *d)
 	for (i = 0; i < KD_MAX_CLIENTS; i++)
 		d->clients[i].fd = -1;
 	d->listen_fd = -1;
-	if (d->port > 0) {
-		d->listen_fd = kd_listen(d->bind_addr, d->port);
-		if (d->listen_fd < 0)
-			return 1;
-	}
+	if (d->port > 0 && kd_metrics_listen(d, false))
+		return 1;
 	if (!d->foreground) {
 		if (daemon(0, 0)) {
 			kd_log(LOG_ERR, "daemon: %s", strerror(errno));
@@ -835,9 +887,12 @@ static int kd_run(struct kd *d)
 		kd_log(LOG_ERR, "signals: %s", strerror(errno));
 		return 1;
 	}
-	if (d->listen_fd < 0)
+	if (d->port <= 0)
 		kd_log(LOG_NOTICE, "kcolld %s starting; metrics disabled",
 		       KC_VERSION);
+	else if (d->listen_fd < 0)
+		kd_log(LOG_NOTICE, "kcolld %s starting; metrics on %s port %d once it is free",
+		       KC_VERSION, d->bind_addr, d->port);
 	else
 		kd_log(LOG_NOTICE, "kcolld %s starting; metrics on %s port %d",
 		       KC_VERSION, d->bind_addr, d->port);

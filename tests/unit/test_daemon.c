@@ -1054,6 +1054,42 @@ static void test_http_slots(void)
 	UNIT_EQ_INT(kc_http_pick_slot(s, 0), -1);
 }
 
+/* Event lines: 50 per kind per 10 s, a flood of one kind hides no other,
+ * and what was left out is told once its window ends. */
+static void test_evrate(void)
+{
+	static struct kc_evrate r;
+	unsigned int d, i, took = 0;
+
+	for (i = 0; i < 1000; i++)
+		took += kc_evrate_take(&r, KCOLL_CMD_EV_COMM_CREATED,
+				       1000 + i, &d);
+	UNIT_EQ_INT(took, KC_EV_BURST);
+	UNIT_EQ_INT(d, 0);
+	/* Another kind is not held back by the flood. */
+	UNIT_CHECK(kc_evrate_take(&r, KCOLL_CMD_EV_OP_TIMEOUT, 1999, &d));
+	UNIT_EQ_INT(d, 0);
+	/* Not over before its 10 s. */
+	UNIT_EQ_INT(kc_evrate_expire(&r, KCOLL_CMD_EV_COMM_CREATED,
+				     1000 + KC_EV_WINDOW_MS - 1), 0);
+	/* Over: the count once, then nothing. */
+	UNIT_EQ_INT(kc_evrate_expire(&r, KCOLL_CMD_EV_COMM_CREATED,
+				     1000 + KC_EV_WINDOW_MS), 1000 - KC_EV_BURST);
+	UNIT_EQ_INT(kc_evrate_expire(&r, KCOLL_CMD_EV_COMM_CREATED,
+				     1000 + 2 * KC_EV_WINDOW_MS), 0);
+	/* A new window logs again. */
+	UNIT_CHECK(kc_evrate_take(&r, KCOLL_CMD_EV_COMM_CREATED, 50000, &d));
+	UNIT_EQ_INT(d, 0);
+	/* Told by the next event when nobody asked in between. */
+	for (i = 0; i < 100; i++)
+		kc_evrate_take(&r, KCOLL_CMD_EV_COMM_CREATED, 50001, &d);
+	UNIT_CHECK(kc_evrate_take(&r, KCOLL_CMD_EV_COMM_CREATED,
+				 50000 + KC_EV_WINDOW_MS, &d));
+	UNIT_EQ_INT(d, 101 - KC_EV_BURST);
+	/* An unknown command counts, it does not index past the table. */
+	UNIT_CHECK(kc_evrate_take(&r, 1000, 1, &d));
+}
+
 int main(int argc, char **argv)
 {
 	unit_init(argc, argv);
@@ -1075,5 +1111,6 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_prom);
 	UNIT_RUN(test_http);
 	UNIT_RUN(test_http_slots);
+	UNIT_RUN(test_evrate);
 	return unit_done();
 }

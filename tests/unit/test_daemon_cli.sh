@@ -195,7 +195,7 @@ for _ in 1 2 3 4 5; do
 	"$kd" -f -c "$tmp/good.conf" -p "$port" 2>"$tmp/kd.log" &
 	kd_pid=$!
 	for _ in $(seq 1 50); do
-		grep -q "starting; metrics on 127.0.0.1 port $port" "$tmp/kd.log" && break
+		grep -q "starting; metrics on 127.0.0.1 port $port\$" "$tmp/kd.log" && break
 		kill -0 "$kd_pid" 2>/dev/null || break
 		sleep 0.1
 	done
@@ -257,6 +257,44 @@ else
 	[ $rc = 0 ] && grep -q "<5>Terminated: stopping" "$tmp/kd.log"
 	result "kcolld stops cleanly on SIGTERM" $? "$tmp/kd.log"
 fi
+
+# The metrics port held by someone else (any local user can take it: it
+# is unprivileged): the configuration is applied all the same, and the
+# port is taken once it is free (until 2026-12-06 kcolld exited before
+# applying anything, and its unit's restarts did the same).
+port=$((20000 + RANDOM % 30000))
+python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1)
+print("held", flush=True); time.sleep(60)' "$port" >"$tmp/holder.out" 2>&1 &
+holder=$!
+for _ in $(seq 1 50); do
+	grep -q held "$tmp/holder.out" && break
+	sleep 0.1
+done
+printf 'prio_sched = 1\n' >"$tmp/held.conf"
+"$kd" -f -c "$tmp/held.conf" -p "$port" 2>"$tmp/kd2.log" &
+kd_pid=$!
+for _ in $(seq 1 50); do
+	grep -q "applied 1 of 1 tunables" "$tmp/kd2.log" && break
+	sleep 0.1
+done
+kill -0 "$kd_pid" 2>/dev/null &&
+	grep -q "applied 1 of 1 tunables from $tmp/held.conf" "$tmp/kd2.log" &&
+	grep -q "cannot listen on 127.0.0.1 port $port: Address already in use; trying again every 5 s" "$tmp/kd2.log" &&
+	grep -q "starting; metrics on 127.0.0.1 port $port once it is free" "$tmp/kd2.log"
+result "kcolld applies its configuration while the metrics port is taken" $? "$tmp/kd2.log"
+kill "$holder" 2>/dev/null
+wait "$holder" 2>/dev/null
+for _ in $(seq 1 80); do
+	grep -q "metrics on 127.0.0.1 port $port\$" "$tmp/kd2.log" && break
+	sleep 0.1
+done
+http_get "$port" /metrics >"$tmp/http" 2>&1
+grep -q $'^HTTP/1.1 200 OK\r$' "$tmp/http" && grep -q '^kcoll_up 1$' "$tmp/http"
+result "kcolld serves metrics once the port is free" $? "$tmp/kd2.log"
+kill -TERM "$kd_pid"
+wait "$kd_pid"
+kd_pid=""
 
 echo "test_daemon_cli: $((n - fail)) passed, $fail failed"
 [ $fail = 0 ]
