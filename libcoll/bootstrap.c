@@ -58,13 +58,17 @@
 
 static __thread char coll_errbuf[256];
 
+/* Formatted aside first: a caller may pass coll_last_error() itself
+ * ("...: %s"), which vsnprintf() must not write over while reading. */
 int coll_err(int err, const char *fmt, ...)
 {
+	char msg[sizeof(coll_errbuf)];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(coll_errbuf, sizeof(coll_errbuf), fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	memcpy(coll_errbuf, msg, sizeof(msg));
 	return err;
 }
 
@@ -1690,13 +1694,9 @@ int coll_env_unique_id(coll_unique_id *id, int *rank, int *nranks)
 					COLL_ENV_UNIQUE_ID);
 	} else if (root && *root && secret && *secret) {
 		ret = coll_unique_id_from_root(id, root, secret);
-		if (ret) {
-			char why[200];
-
-			snprintf(why, sizeof(why), "%s", coll_last_error());
+		if (ret)
 			return coll_err(ret, "%s/%s: %s", COLL_ENV_ROOT,
-					COLL_ENV_SECRET, why);
-		}
+					COLL_ENV_SECRET, coll_last_error());
 		if (r == 0) {
 			ret = coll_id_decode(id, &f);
 			if (!ret)

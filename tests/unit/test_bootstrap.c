@@ -161,6 +161,15 @@ static void run_ranks(const coll_unique_id *id, int n)
 /* Unique ids                                                          */
 /* ------------------------------------------------------------------ */
 
+/* An error that quotes the one before it keeps it whole. */
+static void test_err_chains(void)
+{
+	UNIT_EQ_INT(coll_err(-EIO, "inner %d", 7), -EIO);
+	UNIT_EQ_INT(coll_err(-EINVAL, "outer: %s", coll_last_error()),
+		    -EINVAL);
+	UNIT_EQ_STR(coll_last_error(), "outer: inner 7");
+}
+
 static void test_unique_id_string(void)
 {
 	char s[COLL_UNIQUE_ID_STRLEN], up[COLL_UNIQUE_ID_STRLEN + 1];
@@ -1444,6 +1453,7 @@ int main(int argc, char **argv)
 	/* Roots advertise the loopback address in this test. */
 	setenv(COLL_ENV_BOOTSTRAP_ADDR, "127.0.0.1", 1);
 	UNIT_RUN(test_types);
+	UNIT_RUN(test_err_chains);
 	UNIT_RUN(test_unique_id_string);
 	UNIT_RUN(test_unique_id_from_root);
 	UNIT_RUN(test_bootstrap_table);
