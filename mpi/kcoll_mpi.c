@@ -91,6 +91,7 @@ static struct {
 	pthread_mutex_t lock;
 	struct km_mirror m[KM_MAX_COMMS];
 	int n;
+	int pending;		/* slots reserved by mirrors being made */
 	bool off, verbose, stats;
 	unsigned long kc[2 * KM_NFN], mpi[2 * KM_NFN][KM_W_NWHY];
 	unsigned long err[2 * KM_NFN];
@@ -179,11 +180,36 @@ static int km_local_ok(void)
 /* How a mirror was made (the statistics count the derived ones). */
 enum km_how { KM_BOOTSTRAP, KM_SPLIT, KM_GROUP };
 
-/* Keep @kc as @comm's mirror (every rank of @comm agreed). */
+/*
+ * A slot for a mirror being made, held across its collective calls: two
+ * threads making communicators at once (MPI_THREAD_MULTIPLE) cannot both
+ * take the last one. km_keep() fills it; km_unreserve() gives it back.
+ */
+static bool km_reserve(void)
+{
+	bool ok;
+
+	pthread_mutex_lock(&km.lock);
+	ok = km.n + km.pending < KM_MAX_COMMS;
+	km.pending += ok;
+	pthread_mutex_unlock(&km.lock);
+	return ok;
+}
+
+static void km_unreserve(void)
+{
+	pthread_mutex_lock(&km.lock);
+	km.pending--;
+	pthread_mutex_unlock(&km.lock);
+}
+
+/* Keep @kc as @comm's mirror (every rank of @comm agreed) in the slot
+ * reserved for it. */
 static void km_keep(MPI_Comm comm, coll_comm *kc, int rank, int size,
 		    int caps, enum km_how how)
 {
 	pthread_mutex_lock(&km.lock);
+	km.pending--;
 	km.m[km.n++] = (struct km_mirror){ comm, kc, rank, size, caps };
 	km.mirrored++;
 	km.split += how == KM_SPLIT;
@@ -196,6 +222,7 @@ static void km_mirror(MPI_Comm comm)
 	coll_unique_id id;
 	coll_comm *kc = NULL;
 	int rank, size, inter = 0, ok, all, err = 0;
+	bool reserved;
 
 	if (km.off || comm == MPI_COMM_NULL)
 		return;
@@ -203,16 +230,15 @@ static void km_mirror(MPI_Comm comm)
 		return;
 	PMPI_Comm_rank(comm, &rank);
 	PMPI_Comm_size(comm, &size);
-	pthread_mutex_lock(&km.lock);
-	ok = km.n < KM_MAX_COMMS && km_local_ok();
-	pthread_mutex_unlock(&km.lock);
+	reserved = km_reserve();
+	ok = reserved && km_local_ok();
 	PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
 	if (!all) {
 		if (km.verbose && !rank)
 			fprintf(stderr, "kcoll-mpi: a communicator of %d ranks is not mirrored: /dev/kcoll is missing on a rank, or too many communicators\n",
 				size);
 		km.refused++;
-		return;
+		goto out_unreserve;
 	}
 	memset(&id, 0, sizeof(id));
 	if (!rank)
@@ -223,7 +249,7 @@ static void km_mirror(MPI_Comm comm)
 			fprintf(stderr, "kcoll-mpi: no unique id: %s (%s)\n",
 				coll_strerror(err), coll_last_error());
 		km.refused++;
-		return;
+		goto out_unreserve;
 	}
 	PMPI_Bcast(&id, (int)sizeof(id), MPI_BYTE, 0, comm);
 	err = coll_comm_init_rank(&kc, size, &id, rank);
@@ -238,9 +264,14 @@ static void km_mirror(MPI_Comm comm)
 		if (kc)
 			coll_comm_abort(kc);
 		km.refused++;
-		return;
+		goto out_unreserve;
 	}
 	km_keep(comm, kc, rank, size, all, KM_BOOTSTRAP);
+	return;
+
+out_unreserve:
+	if (reserved)
+		km_unreserve();
 }
 
 /*
@@ -254,13 +285,13 @@ static void km_derived(MPI_Comm newcomm, coll_comm *kc, int err, int caps,
 		       enum km_how how, const char *what)
 {
 	int rank, size, ok, all;
+	bool reserved;
 
 	PMPI_Comm_rank(newcomm, &rank);
 	PMPI_Comm_size(newcomm, &size);
-	pthread_mutex_lock(&km.lock);
-	ok = !err && kc && coll_comm_rank(kc) == rank &&
-	     coll_comm_size(kc) == size && km.n < KM_MAX_COMMS;
-	pthread_mutex_unlock(&km.lock);
+	reserved = km_reserve();
+	ok = reserved && !err && kc && coll_comm_rank(kc) == rank &&
+	     coll_comm_size(kc) == size;
 	if (err && km.verbose)
 		fprintf(stderr, "kcoll-mpi: rank %d: %s: %s (%s)\n",
 			rank, what, coll_strerror(err), coll_last_error());
@@ -268,6 +299,8 @@ static void km_derived(MPI_Comm newcomm, coll_comm *kc, int err, int caps,
 	if (!all) {
 		if (kc)
 			coll_comm_abort(kc);
+		if (reserved)
+			km_unreserve();
 		km_mirror(newcomm);
 		return;
 	}
