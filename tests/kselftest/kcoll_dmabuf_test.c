@@ -1265,8 +1265,8 @@ static void *kd_gone_rank1(void *arg)
 	k->err = kt_ring_init(&r, 8, 0, 0);
 	if (k->err)
 		return NULL;
-	k->err = kt_comm_create(r.fd, 0xd0e0 + getpid(), "dmabuf-gone", 1, 2,
-				ranks, 20000, NULL);
+	k->err = kt_comm_create(r.fd, 0xd0e0 + getpid(), "dmabuf-gone",
+				k->rank, 2, ranks, 20000, NULL);
 	if (read(k->go_fd, &c, 1) != 1 && !k->err)
 		k->err = -EIO;
 	kt_ring_exit(&r);
