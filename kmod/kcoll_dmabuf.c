@@ -156,9 +156,10 @@ static void kcoll_dmabuf_detach(struct kcoll_dmabuf *imp)
 						 DMA_BIDIRECTIONAL);
 		if (imp->pinned)
 			dma_buf_unpin(imp->attach);
-		dma_resv_unlock(resv);
+		/* Under the lock: move_notify reads them under it. */
 		imp->sgt = NULL;
 		imp->pinned = false;
+		dma_resv_unlock(resv);
 	}
 	if (imp->attach)
 		dma_buf_detach(imp->dmabuf, imp->attach);
