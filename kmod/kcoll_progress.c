@@ -36,15 +36,23 @@
  * types. fp16, bf16 and fp8 convert each element through fp32, scalar
  * where the CPU lacks the instructions: 64 KiB of fp8 took up to 0.8 ms
  * (a review's measurement, SSE2 path), so they go 4096 elements at a
- * time (tens of microseconds).
+ * time (tens of microseconds). 1-byte integers need no conversion and
+ * keep 64 KiB.
  */
 #define KCOLL_FPU_BYTES		(64u << 10)
 #define KCOLL_FPU_NARROW_ELEMS	4096u
 
 static size_t kcoll_fpu_elems(const struct kcoll_task *op)
 {
-	return op->esize <= 2 ? KCOLL_FPU_NARROW_ELEMS :
-				KCOLL_FPU_BYTES / op->esize;
+	switch (op->dtype) {
+	case KCOLL_DTYPE_FP16:
+	case KCOLL_DTYPE_BF16:
+	case KCOLL_DTYPE_FP8_E4M3:
+	case KCOLL_DTYPE_FP8_E5M2:
+		return KCOLL_FPU_NARROW_ELEMS;
+	default:
+		return KCOLL_FPU_BYTES / op->esize;
+	}
 }
 
 /*
