@@ -38,6 +38,10 @@ COLL_HIDDEN const char *coll_cuda_unavailable(void);
  * error. */
 COLL_HIDDEN int coll_cuda_range(const void *p, uint64_t *base,
 				uint64_t *size);
+/* Does CUDA know @p (device memory, or host memory it pinned), so that a
+ * kernel may touch it? Plain host memory is not: without HMM or ATS a
+ * kernel's access faults and the whole context is lost. */
+COLL_HIDDEN bool coll_cuda_reachable(const void *p);
 /* The driver's id of the allocation holding @p (0: none): an address
  * freed and allocated again gets another. */
 COLL_HIDDEN uint64_t coll_cuda_buffer_id(const void *p);
@@ -52,7 +56,8 @@ COLL_HIDDEN int coll_cuda_dmabuf(const void *p, uint64_t base, uint64_t size,
  * a current context), else -ENOTSUP saying why.
  */
 COLL_HIDDEN int coll_cuda_stream_ready(void);
-/* Must a wait on NIC-written data flush them (GPUDirect write ordering)? */
+/* Must a wait on NIC-written data flush them (GPUDirect write ordering)?
+ * 1 yes, 0 no, -ENOTSUP when the GPU can neither order nor flush them. */
 COLL_HIDDEN int coll_cuda_flush_needed(void);
 COLL_HIDDEN int coll_cuda_host_map(void *p, size_t len, uint64_t *dptr);
 COLL_HIDDEN int coll_cuda_alloc(size_t len, uint64_t *dptr);

@@ -1275,13 +1275,18 @@ static int comm_gpu_setup(coll_comm *c, uint64_t need)
 		if (posix_memalign(&p, (size_t)page, (size_t)page))
 			return coll_err(-ENOMEM, "out of memory");
 		memset(p, 0, (size_t)page);
+		ret = coll_cuda_flush_needed();
+		if (ret < 0) {
+			free(p);
+			return ret;
+		}
+		c->gpu_flush = ret;
 		ret = coll_cuda_host_map(p, (size_t)page, &c->bell_dptr);
 		if (ret) {
 			free(p);
 			return ret;
 		}
 		c->bell = p;
-		c->gpu_flush = coll_cuda_flush_needed();
 	}
 	if (c->scratch && need <= c->scratch_len)
 		return 0;
@@ -1394,11 +1399,17 @@ static uint64_t bell_slot_word(coll_comm *c, uint64_t T, size_t off_s,
 	bell_slot_word(c, T, offsetof(struct kcoll_gpu_bell, name##_s),	\
 		       offsetof(struct kcoll_gpu_bell, name))
 
-/* @stream waits for the end of ticket @T's operation. */
+/*
+ * @stream waits for the end of ticket @T's operation, flushing what the
+ * NIC wrote where the GPU needs it: the work after it reads what landed
+ * in the user's buffers (an allgather's, a broadcast's, a receive's),
+ * not only what the reduction kernels read (until 2026-12-06 only the
+ * ready waits flushed, a review).
+ */
 static int comm_gpu_end_wait(coll_comm *c, void *stream, uint64_t T)
 {
 	return coll_cuda_wait64(stream, BELL_WORD(c, T, end),
-				T | KCOLL_GPU_STEP_MASK, false);
+				T | KCOLL_GPU_STEP_MASK, c->gpu_flush);
 }
 
 /*
@@ -1479,9 +1490,12 @@ static int comm_op_stream(coll_comm *c, struct kcoll_sqe *t,
 		ret = coll_err(-ENOMEM, "group: out of memory");
 		goto out_free;
 	}
-	/* They may end after later tickets: only the module's per-slot
-	 * words keep the others' waits where they are. */
-	if (d->p2p && !(c->ring.features & KCOLL_FEAT_GPU_SLOTS)) {
+	/* Only the module's per-slot words let one ticket's failure pass
+	 * its own waits and no other's (point-to-point ones may also end
+	 * after later tickets): with one set of words, a failure released
+	 * the waits of every older operation still in flight, which then
+	 * ran on unreduced data (a review). */
+	if (!(c->ring.features & KCOLL_FEAT_GPU_SLOTS)) {
 		ret = coll_err(-EOPNOTSUPP, "stream-ordered %s needs a newer "
 			       "kcoll module (KCOLL_FEAT_GPU_SLOTS)", d->name);
 		goto out_free;
@@ -1489,6 +1503,18 @@ static int comm_op_stream(coll_comm *c, struct kcoll_sqe *t,
 	ret = coll_cuda_stream_ready();
 	if (ret)
 		goto out_free;
+	/* The GPU reduces: its kernels read and write both buffers. */
+	if (d->reduces &&
+	    ((t->send_addr &&
+	      !coll_cuda_reachable((void *)(uintptr_t)t->send_addr)) ||
+	     (t->recv_addr &&
+	      !coll_cuda_reachable((void *)(uintptr_t)t->recv_addr)))) {
+		ret = coll_err(-EINVAL, "%s on the GPU: a buffer is host "
+			       "memory CUDA does not know (its kernels cannot "
+			       "reach it): give device memory, or memory "
+			       "CUDA pinned", d->name);
+		goto out_free;
+	}
 	es = t->opcode == KCOLL_OP_BARRIER ? 1 : coll_dtype_size(t->dtype);
 	if ((t->send_addr | t->recv_addr) % es) {
 		ret = coll_err(-EINVAL, "device buffers must be aligned to "

@@ -71,6 +71,7 @@ static struct {
 	cu_result (*mem_free)(cu_deviceptr);
 	cu_result (*module_load)(void **, const void *);
 	cu_result (*module_fn)(void **, void *, const char *);
+	cu_result (*module_unload)(void *);
 	cu_result (*launch)(void *, unsigned int, unsigned int, unsigned int,
 			    unsigned int, unsigned int, unsigned int,
 			    unsigned int, void *, void **, void **);
@@ -136,6 +137,8 @@ static void cuda_load(void)
 			 dlsym(cu.lib, "cuModuleLoadData");
 	cu.module_fn = (cu_result (*)(void **, void *, const char *))
 		       dlsym(cu.lib, "cuModuleGetFunction");
+	cu.module_unload = (cu_result (*)(void *))
+			   dlsym(cu.lib, "cuModuleUnload");
 	cu.launch = (cu_result (*)(void *, unsigned int, unsigned int,
 				   unsigned int, unsigned int, unsigned int,
 				   unsigned int, unsigned int, void *, void **,
@@ -192,6 +195,15 @@ int coll_cuda_range(const void *p, uint64_t *base, uint64_t *size)
 	*base = b;
 	*size = sz;
 	return 1;
+}
+
+bool coll_cuda_reachable(const void *p)
+{
+	unsigned int type = 0;
+
+	return !coll_cuda_unavailable() &&
+	       cu.ptr_attr(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+			   (cu_deviceptr)(uintptr_t)p) == CUDA_SUCCESS;
 }
 
 uint64_t coll_cuda_buffer_id(const void *p)
@@ -324,6 +336,10 @@ static int cuda_kernels(int *slot)
 		r = cu.module_fn(&cu_ctx[i].fn[k], cu_ctx[i].module,
 				 coll_kernels[k].name);
 		if (r != CUDA_SUCCESS) {
+			/* Not kept: the next call would load it again. */
+			if (cu.module_unload)
+				cu.module_unload(cu_ctx[i].module);
+			cu_ctx[i].module = NULL;
 			pthread_mutex_unlock(&cu_ctx_lock);
 			return coll_err(-ENOTSUP, "kernel %s missing from kcoll's "
 					"fatbin: CUresult %d", coll_kernels[k].name, r);
@@ -351,8 +367,17 @@ int coll_cuda_flush_needed(void)
 			dev) != CUDA_SUCCESS ||
 	    order >= CU_GPU_DIRECT_RDMA_WRITES_ORDERING_OWNER)
 		return 0;
-	return cu.dev_attr(&flush, CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES,
-			   dev) == CUDA_SUCCESS && flush;
+	if (cu.dev_attr(&flush, CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES,
+			dev) == CUDA_SUCCESS && flush)
+		return 1;
+	/* Neither: later work could read what the NIC wrote before it
+	 * lands. NCCL then flushes with an RDMA read of its own, which
+	 * the module does not do: refused rather than wrong. */
+	return coll_err(-ENOTSUP, "this GPU neither orders the NIC's writes "
+			"before its own work (GPU_DIRECT_RDMA_WRITES_ORDERING "
+			"%d) nor can flush them (CAN_FLUSH_REMOTE_WRITES 0): "
+			"stream-ordered operations on it are not supported",
+			order);
 }
 
 int coll_cuda_host_map(void *p, size_t len, uint64_t *dptr)

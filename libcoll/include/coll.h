@@ -1223,13 +1223,16 @@ COLL_API int coll_ibarrier(coll_comm *comm, coll_request **req);
  * reduces (kcoll's CUDA kernels, embedded in libcoll); the kernel module
  * moves the data with the NIC; no thread of the process and no SM spins
  * while it waits. Buffers are device pointers (any cudaMalloc'ed memory,
- * aligned to the element size), registered on first use.
+ * aligned to the element size), registered on first use; a reduction's
+ * given plain host memory, which its kernels cannot reach, is -EINVAL.
  *
  * Requirements: libcuda.so.1 with 64-bit stream memory operations, a
- * current CUDA context, a communicator created with KCOLL_DEVMEM=1 whose
- * peers are all on other nodes, and a libcoll built with nvcc. Otherwise
- * -ENOTSUP (or -EOPNOTSUPP from the kernel) at once, with
- * coll_last_error() saying which.
+ * current CUDA context, a GPU that orders the NIC's writes before its
+ * own work or can flush them, a communicator created with KCOLL_DEVMEM=1
+ * whose peers are all on other nodes, a module with
+ * KCOLL_FEAT_GPU_SLOTS, and a libcoll built with nvcc. Otherwise
+ * -ENOTSUP (or -EOPNOTSUPP) at once, with coll_last_error() saying
+ * which.
  *
  * Failures after enqueueing (a peer lost, a timeout, an abort) do not
  * hang the stream: the kernel releases every wait, the operation's
@@ -1302,7 +1305,8 @@ COLL_API int coll_alltoallv_stream(const void *sendbuf,
  * on one stream wait for each other for ever (a send waits for its
  * receive to be posted): group them (as with ncclGroupStart()), order
  * them (the lower rank sends first), or use two streams. Needs a module
- * with KCOLL_FEAT_GPU_SLOTS (-EOPNOTSUPP otherwise).
+ * with KCOLL_FEAT_GPU_SLOTS (-EOPNOTSUPP otherwise), as every
+ * stream-ordered operation does.
  */
 COLL_API int coll_send_stream(const void *sendbuf, size_t count,
 			      coll_dtype dtype, int peer, coll_comm *comm,

@@ -230,6 +230,14 @@ int cuMemGetAddressRange_v2(unsigned long long *base, size_t *size,
 	return OK;
 }
 
+/* $@name as an int, else @dflt: tests pick the GPU's answers. */
+static int fake_env_int(const char *name, int dflt)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? atoi(v) : dflt;
+}
+
 int cuDeviceGetAttribute(int *v, int attr, int dev)
 {
 	const char *no = getenv("FAKECUDA_NO_DMABUF");
@@ -247,10 +255,11 @@ int cuDeviceGetAttribute(int *v, int attr, int dev)
 		*v = 4;
 		return OK;
 	case 98:			/* CAN_FLUSH_REMOTE_WRITES */
-		*v = 0;
+		*v = fake_env_int("FAKECUDA_CAN_FLUSH", 0);
 		return OK;
 	case 118:			/* GPU_DIRECT_RDMA_WRITES_ORDERING */
-		*v = 200;		/* ALL_DEVICES: no flush needed */
+		/* ALL_DEVICES (200): no flush needed */
+		*v = fake_env_int("FAKECUDA_WRITES_ORDERING", 200);
 		return OK;
 	}
 	return ERR_VALUE;

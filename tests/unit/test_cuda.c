@@ -162,6 +162,41 @@ static void test_gpu_without_dmabuf_export(void)
 	coll_comm_destroy(c);
 }
 
+/*
+ * What the GPU says about the NIC's writes decides the waits: ordered
+ * (OWNER, 100, or more): no flush; below it with CAN_FLUSH_REMOTE_WRITES:
+ * every wait flushes; below it without: refused, not run unordered.
+ */
+static void test_flush_rule(void)
+{
+	UNIT_CHECK(!coll_cuda_unavailable());
+	UNIT_EQ_INT(coll_cuda_flush_needed(), 0);
+	setenv("FAKECUDA_WRITES_ORDERING", "100", 1);
+	UNIT_EQ_INT(coll_cuda_flush_needed(), 0);
+	setenv("FAKECUDA_WRITES_ORDERING", "0", 1);
+	setenv("FAKECUDA_CAN_FLUSH", "1", 1);
+	UNIT_EQ_INT(coll_cuda_flush_needed(), 1);
+	setenv("FAKECUDA_CAN_FLUSH", "0", 1);
+	UNIT_EQ_INT(coll_cuda_flush_needed(), -ENOTSUP);
+	UNIT_CHECK(strstr(coll_last_error(), "CAN_FLUSH_REMOTE_WRITES 0") != NULL);
+	unsetenv("FAKECUDA_WRITES_ORDERING");
+	unsetenv("FAKECUDA_CAN_FLUSH");
+}
+
+/* A kernel can reach device memory (and memory CUDA pinned), not plain
+ * host memory: a GPU reduction refuses the latter before anything runs. */
+static void test_reachable(void)
+{
+	static char host[4096];
+	char *dev = fakecuda_alloc(1 << 16);
+
+	if (!UNIT_CHECK(dev))
+		return;
+	UNIT_CHECK(coll_cuda_reachable(dev));
+	UNIT_CHECK(coll_cuda_reachable(dev + 4096));
+	UNIT_CHECK(!coll_cuda_reachable(host));
+}
+
 /* In a child that never loads CUDA ($KCOLL_NO_CUDA=1): an address not
  * mapped here (a device pointer, for all libcoll can tell) is -ENOTSUP
  * with the reason; host memory registers as ever. */
@@ -210,6 +245,8 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_dmabuf_offsets);
 	UNIT_RUN(test_operation_registers_allocation_once);
 	UNIT_RUN(test_gpu_without_dmabuf_export);
+	UNIT_RUN(test_flush_rule);
+	UNIT_RUN(test_reachable);
 	kcoll_model_stop();
 	return unit_done();
 }

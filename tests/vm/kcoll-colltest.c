@@ -1085,6 +1085,23 @@ static void stream_flood_case(void)
 	double t0 = now();
 	int i, ret, pass;
 
+	/* A GPU reduction given host memory CUDA does not know: its
+	 * kernels could not reach it, so it is refused before the stream
+	 * or the module see it (every rank alike, nothing sent). */
+	{
+		static int32_t host[COUNT];
+		void *hb = gbuf_alloc(&g[0], COUNT * 4);
+
+		ret = coll_allreduce_stream(host, gbuf_dev(&g[0], hb), COUNT,
+					    COLL_DTYPE_INT32, COLL_REDOP_SUM,
+					    comm, stream);
+		if (ret != -EINVAL) {
+			diag("stream reduction from host memory: %s (%s), not EINVAL",
+			     coll_strerror(ret), coll_last_error());
+			bad++;
+		}
+		gbuf_free(&g[0]);
+	}
 	for (pass = 0; pass < 2; pass++) {
 		for (i = 0; i < N; i++) {
 			c.op = i % 3 ? COLL_REDOP_SUM : COLL_REDOP_MAX;
