@@ -84,12 +84,21 @@ public:
 	{
 		int err = 0;
 
+		/* Freed here, not by the destructor: a Work the caller
+		 * keeps may outlive the process group and its comm, which
+		 * frees every request left on it. */
 		for (auto *r : reqs_) {
 			int e = coll_wait(r);
 
 			if (e && !err)
 				err = e;
+			coll_request_free(r);
 		}
+		reqs_.clear();
+		/* Issued in part: what was issued ran, the rest never did,
+		 * so nothing may be copied out as if it had. */
+		if (!err)
+			err = issue_err_;
 		if (err) {
 			coll_report rep;
 			char line[512] = "";
@@ -128,6 +137,8 @@ public:
 	/* What must stay alive until the operation completed. */
 	std::vector<at::Tensor> keep_;
 	std::vector<coll_request *> reqs_;
+	/* The error that stopped issue_n() after some requests, or 0. */
+	int issue_err_ = 0;
 	/* Copies back into the caller's tensors, after success. */
 	std::function<void()> after_;
 	c10::intrusive_ptr<c10::ivalue::Future> future_;
@@ -983,6 +994,7 @@ private:
 		seq_++;
 		if (err && work->reqs_.empty())
 			TORCH_CHECK(false, coll_err(work->name_.c_str(), err));
+		work->issue_err_ = err;
 		{
 			std::unique_lock<std::mutex> l(mu_);
 			queue_.push_back(work);

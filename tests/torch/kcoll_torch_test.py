@@ -26,6 +26,7 @@ Prints "ok - NAME" / "not ok - NAME: why" lines; exit status 0 only if
 every check passed. The last rank exits 0 on purpose in part 4.
 """
 import datetime
+import gc
 import os
 import resource
 import sys
@@ -511,6 +512,32 @@ def part_subgroup(kc, sub):
     check(f"new_group({sub}) is made from the kcoll world, not bootstrapped", derived)
 
 
+def part_work_outlives_group(sub):
+    """A Work the caller keeps past its group's end (w.wait(), then
+    destroy_process_group(), the Work released later, as scripts do):
+    releasing it touches nothing the group freed. Until 2026-12-06 its
+    requests were freed by the Work's destructor, after the communicator
+    had freed them; MALLOC_PERTURB_ (torch.sh) makes such a use after
+    free crash instead of passing by luck. Every rank enters new_group()."""
+    g = dist.new_group(sub, backend="kcoll")
+    if RANK not in sub:
+        return
+
+    def outlive():
+        nonlocal g
+        t = rank_data(RANK, 100, torch.float32)
+        w = dist.all_reduce(t, group=g, async_op=True)
+        w.wait()
+        same(t, expect_reduce("sum", 100, torch.float32, ranks=sub),
+             "the kept Work's allreduce")
+        dist.destroy_process_group(g)
+        g = None
+        gc.collect()
+        del w
+        gc.collect()
+    check("a Work kept past its group's end is released safely", outlive)
+
+
 def part_init_methods():
     """The same backend through the other init methods: tcp:// (the whole
     world), and a file store, which needs a file every rank sees: the
@@ -704,6 +731,7 @@ def main():
     kc3 = dist.new_group(sub, backend="kcoll")
     gl3 = dist.new_group(sub, backend="gloo")
     part_subgroup(kc3, sub)
+    part_work_outlives_group(sub)
     ref3 = part_ddp(gloo, sub, kc3, gl3, f"{len(sub)} ranks")
     ru = resource.getrusage(resource.RUSAGE_SELF)
     print(f"# rank {RANK}: {time.time() - T0:.0f} s so far, max rss {ru.ru_maxrss >> 10} MiB",

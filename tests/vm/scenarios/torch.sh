@@ -43,6 +43,8 @@ export KCOLL_TORCH_PER_VM=$per
 # Gloo's own TCP transport, on the VMs' network.
 export GLOO_SOCKET_IFNAME=eth0
 export OMP_NUM_THREADS=1
+# Freed memory filled with a pattern: a use after free crashes.
+export MALLOC_PERTURB_=165
 pids=()
 for r in $(seq $((per * kcoll_vm)) $((per * kcoll_vm + per - 1))); do
 	RANK=$r timeout -k 10 900 "$PY" -u "$TEST" >"$KCOLL_OUT/rank$r.log" 2>&1 &
