@@ -11,11 +11,8 @@
  * connect deadline: ranks do not create their communicators at the same
  * instant.
  *
- * Every connection owns a CQ polled from ib_comp_unbound_wq
- * (IB_POLL_UNBOUND_WORKQUEUE, process context: a phase's end may reduce,
- * average or copy a whole buffer there, which on the per-CPU ib_comp_wq
- * held back every other CQ of that CPU, other users' and other ULPs')
- * and KCOLL_RQ_DEPTH receives of one control message
+ * Every connection owns a CQ polled from ib_comp_wq (IB_POLL_WORKQUEUE,
+ * process context) and KCOLL_RQ_DEPTH receives of one control message
  * each, reposted as they complete. The engine bounds what it sends to a
  * peer well below that (see docs/DESIGN.md, "Credits").
  */
@@ -149,7 +146,7 @@ int kcoll_lane_create_qp(struct kcoll_lane *lane,
 		/* + the drain WRs of each lane (below) */
 		conn->cq = ib_alloc_cq(id->device, conn, conn->nlanes *
 				       (KCOLL_SQ_DEPTH + KCOLL_RQ_DEPTH + 2),
-				       0, IB_POLL_UNBOUND_WORKQUEUE);
+				       0, IB_POLL_WORKQUEUE);
 		if (IS_ERR(conn->cq)) {
 			err = PTR_ERR(conn->cq);
 			conn->cq = NULL;

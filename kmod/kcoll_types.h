@@ -28,7 +28,7 @@
  *  comm->lock (mutex)         everything mutable in a comm, its conns and its
  *                             ops; taken by ioctls, rdma_cm handlers and the
  *                             CQ completion handlers
- *                             (IB_POLL_UNBOUND_WORKQUEUE: process context,
+ *                             (IB_POLL_WORKQUEUE: process context,
  *                             so reductions may use the FPU)
  *  ctx->cq_lock (spinlock)    posting CQEs (kcoll_req_complete)
  *  kcoll_lchans_lock, then a channel's lock (spinlocks, kcoll_local.c):
