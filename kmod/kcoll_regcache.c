@@ -110,13 +110,6 @@ static void kcoll_cache_drop_work(struct work_struct *w)
 	kcoll_comm_put(comm);
 }
 
-/*
- * Empty @comm's cache down to @keep_bytes and KCOLL_CACHE_MAX - 1 entries
- * (all of it: 0 and 0), least recently used first. Entries in use stay
- * with their operations until those end. Must hold comm->dev_sem (read):
- * what leaves the cache keeps its MRs until put, and a device removal
- * only deregisters what it finds on the cache.
- */
 /* Drop the cache's use of each entry on @gone (unlinked from it), outside
  * comm->lock; under comm->dev_sem (read). */
 static void kcoll_cache_put_all(struct list_head *gone)
@@ -129,6 +122,13 @@ static void kcoll_cache_put_all(struct list_head *gone)
 	}
 }
 
+/*
+ * Empty @comm's cache down to @keep_bytes and KCOLL_CACHE_MAX - 1 entries
+ * (all of it: 0 and 0), least recently used first. Entries in use stay
+ * with their operations until those end. Must hold comm->dev_sem (read):
+ * what leaves the cache keeps its MRs until put, and a device removal
+ * only deregisters what it finds on the cache.
+ */
 static void kcoll_cache_trim(struct kcoll_comm *comm, u64 keep_bytes,
 			     u32 keep_n)
 {
