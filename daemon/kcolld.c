@@ -657,7 +657,7 @@ static void kd_expire_clients(struct kd *d, int64_t now)
  * Open the metrics socket: 0, or -1 when it can never open (a bad
  * address). A port taken (by any local user: it is unprivileged) or an
  * address not up yet is tried again every KD_LISTEN_RETRY_MS, and only
- * the metrics wait for it: the configuration is applied first.
+ * the metrics wait for it: the configuration is applied meanwhile.
  */
 static int kd_metrics_listen(struct kd *d, bool retry)
 {
