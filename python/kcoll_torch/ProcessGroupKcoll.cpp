@@ -63,12 +63,6 @@ public:
 	{
 	}
 
-	~WorkKcoll() override
-	{
-		for (auto *r : reqs_)
-			coll_request_free(r);
-	}
-
 	std::vector<at::Tensor> result() override
 	{
 		return outputs_;
@@ -136,6 +130,9 @@ public:
 	std::vector<at::Tensor> outputs_;
 	/* What must stay alive until the operation completed. */
 	std::vector<at::Tensor> keep_;
+	/* Freed by complete(), which every queued Work reaches before its
+	 * group's comm goes (run() drains the queue); never by a
+	 * destructor, which may run after the comm freed them. */
 	std::vector<coll_request *> reqs_;
 	/* The error that stopped issue_n() after some requests, or 0. */
 	int issue_err_ = 0;
