@@ -1346,24 +1346,18 @@ static void bell_raise(__u64 *w, __u64 v)
 }
 
 /*
- * Let the stream past ticket @T (nothing in the kernel will). With the
- * module's per-slot words only that ticket's: the single words would let
- * earlier tickets still in flight past too, and cancel their kernels.
+ * Let the stream past ticket @T (nothing in the kernel will): its slot's
+ * words only, not those of earlier tickets still in flight (every
+ * stream-ordered operation needs KCOLL_FEAT_GPU_SLOTS: comm_op_stream()).
  */
 static void comm_gpu_release(coll_comm *c, uint64_t T)
 {
 	uint64_t last = T | KCOLL_GPU_STEP_MASK;
 	unsigned int s = ticket_slot(T >> KCOLL_GPU_TICKET_SHIFT);
 
-	if (c->ring.features & KCOLL_FEAT_GPU_SLOTS) {
-		bell_raise(&c->bell->cancel_s[s], last);
-		bell_raise(&c->bell->ready_s[s], last);
-		bell_raise(&c->bell->end_s[s], last);
-		return;
-	}
-	bell_raise(&c->bell->cancel, last);
-	bell_raise(&c->bell->ready, last);
-	bell_raise(&c->bell->end, last);
+	bell_raise(&c->bell->cancel_s[s], last);
+	bell_raise(&c->bell->ready_s[s], last);
+	bell_raise(&c->bell->end_s[s], last);
 }
 
 static uint64_t bell_word(coll_comm *c, size_t off)
@@ -1381,23 +1375,17 @@ static uint64_t gpu_region(coll_comm *c, const struct kcoll_sqe *t,
 	return base + r->off * es;
 }
 
-/*
- * The device address of ticket @T's word: its slot's in the array at
- * @off_s where the module keeps one per slot, else the single one at @off.
- */
-static uint64_t bell_slot_word(coll_comm *c, uint64_t T, size_t off_s,
-			       size_t off)
+/* The device address of ticket @T's word: its slot's in the array at
+ * @off_s. */
+static uint64_t bell_slot_word(coll_comm *c, uint64_t T, size_t off_s)
 {
 	unsigned int slot = ticket_slot(T >> KCOLL_GPU_TICKET_SHIFT);
 
-	if (!(c->ring.features & KCOLL_FEAT_GPU_SLOTS))
-		return bell_word(c, off);
 	return bell_word(c, off_s + slot * sizeof(uint64_t));
 }
 
 #define BELL_WORD(c, T, name)						\
-	bell_slot_word(c, T, offsetof(struct kcoll_gpu_bell, name##_s),	\
-		       offsetof(struct kcoll_gpu_bell, name))
+	bell_slot_word(c, T, offsetof(struct kcoll_gpu_bell, name##_s))
 
 /*
  * @stream waits for the end of ticket @T's operation, flushing what the
