@@ -292,8 +292,9 @@ bool kcoll_cache_on(size_t len)
  * @addr + @len) that kcoll_cache_take() did not find: notified and
  * pinned, but neither registered nor cached (kcoll_cache_commit() does
  * both under dev_sem). On success *@out holds a use for the operation.
- * Returns 0, -EAGAIN if the cache is off or full for this user (the caller
- * pins for this operation alone), or the error of pinning.
+ * Returns 0, -EAGAIN if the cache is off or full for this user or its
+ * notifier could not be set up (the caller pins for this operation alone),
+ * or the error of pinning.
  *
  * Process context of the buffer's owner, without dev_sem: pinning may
  * fault, and a fault may wait on the buffer's owner for as long as it
@@ -341,7 +342,15 @@ int kcoll_cache_pin(struct kcoll_comm *comm, u64 addr, size_t len,
 		kcoll_quota_uncharge(mem->quota, KCOLL_Q_REGS, 1);
 		kcoll_quota_put(mem->quota);
 		kfree(mem);
-		return err;
+		/*
+		 * A process's first notifier registers its mm's, which gives
+		 * up on any pending signal, fatal or not (-EINTR, from
+		 * mm_take_all_locks()). A submission is never restarted, so
+		 * that would fail the operation for a signal its owner
+		 * handles: it pins its own pages instead, as it does past
+		 * the cache's limits (and fails there if the task is dying).
+		 */
+		return -EAGAIN;
 	}
 	mem->mni_on = true;
 	kref_get(&comm->ref);
