@@ -23,6 +23,7 @@
 #include "kcoll_types.h"
 #include "kcoll_regcache.h"
 #include "kcoll_comm.h"
+#include "kcoll_compat.h"
 #include "kcoll_mem.h"
 #include "kcoll_reg.h"
 #include "kcoll_auth.h"
@@ -170,16 +171,18 @@ static void kcoll_comm_unlist(struct kcoll_comm *comm)
 
 /*
  * Wait on comm->wait until @done(@comm, @arg) holds, for at most @timeout
- * jiffies (MAX_SCHEDULE_TIMEOUT: no limit), interruptibly if @intr. @done
- * may sleep (it takes comm->lock): it runs with the task running, which
- * wait_event()'s conditions do not (DEBUG_ATOMIC_SLEEP reported it), and
- * a wake-up between it and the sleep is not lost (wait_woken()). Returns
- * the jiffies left (at least 1) once @done, 0 on timeout, -ERESTARTSYS on
- * a signal.
+ * jiffies (MAX_SCHEDULE_TIMEOUT: no limit); if @killable, until the task
+ * is killed at most, freezable (nothing is held while it sleeps) and not
+ * counted as load.
+ * @done may sleep (it takes comm->lock): it runs with the task running,
+ * which wait_event()'s conditions do not (DEBUG_ATOMIC_SLEEP reported
+ * it), and a wake-up between it and the sleep is not lost (wait_woken()).
+ * Returns the jiffies left (at least 1) once @done, 0 on timeout, -EINTR
+ * if killed.
  */
 static long kcoll_comm_wait(struct kcoll_comm *comm,
 			    bool (*done)(struct kcoll_comm *comm, void *arg),
-			    void *arg, long timeout, bool intr)
+			    void *arg, long timeout, bool killable)
 {
 	DEFINE_WAIT_FUNC(wait, woken_wake_function);
 	long left = timeout;
@@ -192,12 +195,15 @@ static long kcoll_comm_wait(struct kcoll_comm *comm,
 		}
 		if (!left)
 			break;
-		if (intr && signal_pending(current)) {
-			left = -ERESTARTSYS;
+		if (killable && fatal_signal_pending(current)) {
+			left = -EINTR;
 			break;
 		}
-		left = wait_woken(&wait, intr ? TASK_INTERRUPTIBLE :
-						TASK_UNINTERRUPTIBLE, left);
+		/* Waiting for the network, as a connect() would: not load. */
+		left = wait_woken(&wait, killable ?
+					 TASK_KILLABLE | TASK_NOLOAD |
+					 TASK_FREEZABLE :
+					 TASK_UNINTERRUPTIBLE, left);
 	}
 	remove_wait_queue(&comm->wait, &wait);
 	return left;
@@ -879,11 +885,19 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	if (err)
 		goto out_shutdown;
 
+	/*
+	 * Killably, not interruptibly: a signal its caller handles (a
+	 * profiler's SIGPROF, a SIGCHLD, a watchdog's alarm) must not end
+	 * it. Ending it would shut the communicator down, BYEs to the peers
+	 * already connected included, which fails their COMM_CREATE too,
+	 * and refuse the retry (until 2026-12-07 it did). The wait is
+	 * bounded by the connect deadline.
+	 */
 	left = kcoll_comm_wait(comm, kcoll_comm_connected, &err,
 			max_t(long, (long)(comm->connect_deadline - jiffies), 1),
 			true);
 	if (left < 0)
-		err = -EINTR;
+		err = left;
 	else if (!left && !err)
 		err = -ETIMEDOUT;
 	if (err)

@@ -8,7 +8,14 @@
 
 #include <linux/eventfd.h>
 #include <linux/mm.h>
+#include <linux/sched.h>
 #include "kcoll_config.h"
+
+/* The freezer before 6.1 had no sleep state that lets it freeze a task:
+ * such a wait then only holds a freeze back until it ends. */
+#ifndef TASK_FREEZABLE
+#define TASK_FREEZABLE	0
+#endif
 
 static inline void kcoll_eventfd_signal(struct eventfd_ctx *ctx)
 {

@@ -2235,6 +2235,98 @@ TEST_F_TIMEOUT(rxe, registration_cache_survives_a_signal, 120)
 	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
 }
 
+/*
+ * One rank of comm_create_survives_handled_signals(): ranks 0 and 1 under
+ * SIGALRM every 100 ms (a handler without SA_RESTART) from before their
+ * COMM_CREATE to its end; rank 2 comes 2 s late. 0, or the failed step.
+ */
+static int kt_sigcreate_rank(const char *ip, int rank)
+{
+	struct itimerval on = { { 0, 100000 }, { 0, 100000 } }, off = { 0 };
+	struct sigaction sa = { .sa_handler = kt_sig_count };
+	struct kcoll_rank_addr ranks[3];
+	int32_t snd[64], rcv[64];
+	long long t0, took;
+	struct kcoll_sqe s;
+	struct tring r;
+	__u32 id;
+	long e;
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		kt_addr_v4(&ranks[i], ip);
+		ranks[i].local_index = i;
+	}
+	if (kt_ring_init(&r, 16, 0, 0))
+		return 1;
+	if (rank == 2)
+		usleep(2000000);
+	else if (sigaction(SIGALRM, &sa, NULL) ||
+		 setitimer(ITIMER_REAL, &on, NULL))
+		return 2;
+	t0 = kt_mono_ns() / 1000000;
+	e = kt_comm_create(r.fd, 0x7e42, "sigcreate", rank, 3, ranks, 30000,
+			   &id);
+	took = kt_mono_ns() / 1000000 - t0;
+	setitimer(ITIMER_REAL, &off, NULL);
+	if (e)
+		return kt_fail(rank, 3, (int)e);
+	/* The signals stay pending while it waits: the handler runs once,
+	 * as it returns. */
+	fprintf(stderr, "# rank %d: COMM_CREATE took %lld ms, handler ran %d times\n",
+		rank, took, (int)kt_sig_seen);
+	if (rank != 2 && (!kt_sig_seen || took < 1000))
+		return 4;	/* the test tested nothing */
+	for (i = 0; i < 64; i++)
+		snd[i] = rank + i;
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_INT32, KCOLL_REDOP_SUM,
+		    0, 64, snd, rcv);
+	if ((e = kt_run(&r, &s)))
+		return kt_fail(rank, 5, (int)e);
+	for (i = 0; i < 64; i++)
+		if (rcv[i] != 3 + 3 * i)
+			return 6;
+	kt_ring_exit(&r);
+	return 0;
+}
+
+/*
+ * COMM_CREATE waits for its peers killably: signals its caller handles
+ * neither end nor break it. Until 2026-12-07 the first one ended it with
+ * -EINTR and shut the communicator down, with BYEs to the peers already
+ * connected: their COMM_CREATE failed too, and they refused the retry.
+ * Ranks 0 and 1 connect to each other and wait for rank 2, 2 s late,
+ * under SIGALRM every 100 ms (pending while they wait: the handler runs
+ * as the call returns); then an allreduce on all three.
+ */
+TEST_F_TIMEOUT(rxe, comm_create_survives_handled_signals, 120)
+{
+	const char *ip = getenv("KCOLL_IP");
+	int codes[3], st, k;
+	pid_t pids[3];
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "writing sysfs intra_node needs root");
+	/* Through the NIC: connections that a BYE would break. */
+	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
+	for (k = 0; k < 3; k++) {
+		pids[k] = fork();
+		ASSERT_LE(0, pids[k]);
+		if (!pids[k])
+			_exit(kt_sigcreate_rank(ip, k));
+	}
+	for (k = 0; k < 3; k++) {
+		ASSERT_EQ(pids[k], waitpid(pids[k], &st, 0));
+		codes[k] = WIFEXITED(st) ? WEXITSTATUS(st) : 100;
+		EXPECT_EQ(0, codes[k]) {
+			TH_LOG("rank %d failed check %d", k, codes[k]);
+		}
+	}
+	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
+}
+
 #define KT_SHED_A	(3u << 20)	/* bytes of each of comm A's buffers */
 #define KT_SHED_B	(3u << 19)	/* ... of comm B's */
 
