@@ -11,8 +11,10 @@
 #include <linux/sched.h>
 #include "kcoll_config.h"
 
-/* The freezer before 6.1 had no sleep state that lets it freeze a task:
- * such a wait then only holds a freeze back until it ends. */
+/*
+ * The freezer before 6.1 had no sleep state that lets it freeze a task:
+ * such a wait then only holds a freeze back until it ends.
+ */
 #ifndef TASK_FREEZABLE
 #define TASK_FREEZABLE	0
 #endif
