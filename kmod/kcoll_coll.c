@@ -427,6 +427,7 @@ static int kcoll_op_bind(struct kcoll_task *op, const struct kcoll_sqe *sqe)
 	int err;
 
 	lockdep_assert_held(&comm->dev_sem);
+	kcoll_cache_fit(comm);
 	err = kcoll_op_take_cached(op);
 	if (err)
 		return err;

@@ -62,9 +62,10 @@ static long kcoll_ioctl_query(void __user *uarg)
 		return -EINVAL;
 	q.abi_version = KCOLL_ABI_VERSION;
 	q.features = KCOLL_FEATURES;
-	/* What SETUP enforces: every SQ slot needs a CQ slot. */
-	q.max_sq_entries = min(kcoll_max_sq_entries(), kcoll_max_cq_entries());
+	/* What SETUP enforces: every SQ slot needs a CQ slot. The knob
+	 * read once: a pair from one moment, even if root changes it. */
 	q.max_cq_entries = kcoll_max_cq_entries();
+	q.max_sq_entries = min(kcoll_max_sq_entries(), q.max_cq_entries);
 	q.sqe_size = sizeof(struct kcoll_sqe);
 	q.cqe_size = sizeof(struct kcoll_cqe);
 	q.nr_ops = KCOLL_OP_LAST;

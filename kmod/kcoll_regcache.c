@@ -253,6 +253,22 @@ static u64 kcoll_cache_limit(void)
 	return (u64)kcoll_reg_cache_mb() << 20;
 }
 
+/*
+ * @comm's cache within sysfs reg_cache_mb, should root have lowered it (0
+ * included) since it filled: each operation's preparation lets go of what
+ * lies past it. Until 2026-12-07 only the next caching trimmed, which a
+ * lowered limit refuses for the buffers over it, so those stayed pinned.
+ * Must hold comm->dev_sem (read).
+ */
+void kcoll_cache_fit(struct kcoll_comm *comm)
+{
+	u64 limit = kcoll_cache_limit();
+
+	/* Unlocked: a hint, which the trim checks again under the lock. */
+	if (data_race(comm->cache_bytes) > limit)
+		kcoll_cache_trim(comm, limit, KCOLL_CACHE_MAX);
+}
+
 /* A usable entry of @comm over [@addr, @addr + @len) of current's mm;
  * with a use taken. */
 static struct kcoll_mem *kcoll_cache_find(struct kcoll_comm *comm, u64 addr,

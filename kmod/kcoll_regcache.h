@@ -14,6 +14,7 @@ struct kcoll_mem *kcoll_cache_take(struct kcoll_comm *comm, u64 addr,
 				   size_t len, bool writable);
 int kcoll_cache_commit(struct kcoll_comm *comm, struct kcoll_mem *mem);
 void kcoll_cache_flush(struct kcoll_comm *comm);
+void kcoll_cache_fit(struct kcoll_comm *comm);
 int kcoll_cache_pin_user(struct kcoll_buf *b, u64 addr, size_t len,
 			 bool writable);
 void kcoll_cache_mem_free(struct kcoll_mem *mem);

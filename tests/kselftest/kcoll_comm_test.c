@@ -2110,6 +2110,134 @@ TEST_F_TIMEOUT(rxe, registration_cache_follows_the_mapping, 300)
 	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
 }
 
+/* VmPin of this process, in KiB; -1 if unknown. */
+static long kt_vmpin_kb(void)
+{
+	char line[128];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmPin: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+/*
+ * One rank of registration_cache_fits_a_lowered_limit(), as nobody (whose
+ * pins VmPin counts): both 1 MiB buffers cached; a byte on @done, and
+ * once one comes back on @go (the parent lowered reg_cache_mb to 1), a
+ * small allreduce; what stays pinned must fit the limit. 0, or the
+ * failed step.
+ */
+static int kt_fit_rank(const char *ip, int rank, int done, int go)
+{
+	struct rlimit rl = { 8 << 20, 8 << 20 };
+	char c = 0;
+	struct kcoll_rank_addr ranks[2];
+	int32_t a[64], b[64];
+	long pin0, pin1, pin2 = -1;
+	struct kcoll_sqe s;
+	float *snd, *rcv;
+	struct tring r;
+	int i, res;
+	__u32 id;
+
+	if (setrlimit(RLIMIT_MEMLOCK, &rl) || kt_drop_to_nobody())
+		return 99;
+	kt_addr_pair(ranks, ip);
+	if (kt_ring_init(&r, 16, 0, 0) ||
+	    kt_comm_create(r.fd, 0x7e43, "fit", rank, 2, ranks, 15000, &id))
+		return 1;
+	snd = kt_rc_map(NULL);
+	rcv = kt_rc_map(NULL);
+	if (!snd || !rcv)
+		return 2;
+	pin0 = kt_vmpin_kb();
+	if ((res = kt_rc_round(&r, id, snd, rcv, rank, 1)))
+		return res;
+	pin1 = kt_vmpin_kb();
+	if (pin0 < 0 || pin1 - pin0 < 2048) {
+		fprintf(stderr, "# rank %d: VmPin %ld kB, then %ld kB: not both buffers cached\n",
+			rank, pin0, pin1);
+		return 3;
+	}
+	if (write(done, &c, 1) != 1 || read(go, &c, 1) != 1)
+		return 4;
+	for (i = 0; i < 64; i++)
+		a[i] = rank + i;
+	s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_INT32, KCOLL_REDOP_SUM,
+		    0, 64, a, b);
+	if ((res = kt_run(&r, &s)))
+		return kt_fail(rank, 5, res);
+	/* The unpin may follow the trim by a moment. */
+	for (i = 0; i < 100; i++) {
+		pin2 = kt_vmpin_kb();
+		if (pin2 - pin0 <= 1024)
+			break;
+		usleep(20000);
+	}
+	fprintf(stderr, "# rank %d: VmPin %ld kB, %ld kB with both buffers cached, %ld kB after the limit went to 1 MiB\n",
+		rank, pin0, pin1, pin2);
+	if (pin2 - pin0 > 1024)
+		return 6;
+	kt_ring_exit(&r);
+	return 0;
+}
+
+/*
+ * sysfs reg_cache_mb lowered while communicators hold more than it allows:
+ * their next operation lets go of the excess. Until 2026-12-07 only the
+ * next caching trimmed, and the lowered limit refuses to cache the
+ * buffers over it, so they stayed pinned until the communicator's end.
+ */
+TEST_F_TIMEOUT(rxe, registration_cache_fits_a_lowered_limit, 120)
+{
+	const char *ip = getenv("KCOLL_IP");
+	int codes[2], st, k, done[2], go[2];
+	char c[2] = { 0, 0 };
+	pid_t pids[2];
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "writing sysfs reg_cache_mb needs root");
+	ASSERT_EQ(256, kt_sysfs_read("reg_cache_mb"));
+	ASSERT_EQ(0, pipe(done));
+	ASSERT_EQ(0, pipe(go));
+	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
+	for (k = 0; k < 2; k++) {
+		pids[k] = fork();
+		ASSERT_LE(0, pids[k]);
+		if (!pids[k]) {
+			close(done[0]);
+			close(go[1]);
+			_exit(kt_fit_rank(ip, k, done[1], go[0]));
+		}
+	}
+	close(done[1]);
+	close(go[0]);
+	/* Both ranks' buffers cached (or a rank gone: EOF). */
+	if (read(done[0], c, 1) == 1 && read(done[0], c, 1) == 1) {
+		EXPECT_EQ(0, kt_sysfs_write("reg_cache_mb", "1"));
+		EXPECT_EQ(2, write(go[1], c, 2));
+	}
+	close(go[1]);
+	close(done[0]);
+	for (k = 0; k < 2; k++) {
+		ASSERT_EQ(pids[k], waitpid(pids[k], &st, 0));
+		codes[k] = WIFEXITED(st) ? WEXITSTATUS(st) : 100;
+		EXPECT_EQ(0, codes[k]) {
+			TH_LOG("rank %d failed check %d", k, codes[k]);
+		}
+	}
+	EXPECT_EQ(0, kt_sysfs_write("reg_cache_mb", "256"));
+	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
+}
+
 static volatile sig_atomic_t kt_sig_seen;
 
 static void kt_sig_count(int sig)
