@@ -361,7 +361,7 @@ static int kcoll_conn_send_hello(struct kcoll_lane *lane,
 	lane->established = false;
 	lane->authed = false;
 	/* How long a lost packet stalls the QP before it is resent. */
-	rdma_set_ack_timeout(id, kcoll_ack_timeout());
+	kcoll_lane_set_ack_timeout(lane, id);
 	return rdma_connect_locked(id, &param);
 }
 
@@ -752,7 +752,7 @@ static int kcoll_conn_request(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 		mutex_unlock(&comm->lock);
 		goto out_idle;
 	}
-	rdma_set_ack_timeout(id, kcoll_ack_timeout());
+	kcoll_lane_set_ack_timeout(lane, id);
 	err = rdma_accept(id, &param);
 	if (err) {
 		/* Our non-zero return destroys @id; the QP goes first. */

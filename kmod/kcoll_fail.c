@@ -68,18 +68,38 @@ static void kcoll_op_send_abort(struct kcoll_task *op, struct kcoll_conn *conn)
 /*
  * How long a failed operation may wait for its posted writes and the
  * peers' writes into its grants: the RC transport's own limit (the first
- * try and 7 retries of the local ACK timeout) and a second, at least 10 s
- * (a loaded host delays ACKs for seconds and loses nothing). A transfer
- * that is neither done nor failed by then never will be (a peer gone
- * without a trace, a provider that stopped retrying; both seen with
- * rxe): kcoll_engine_timeout_work() closes the op's connections, which
- * flushes them.
+ * try and 7 retries of the local ACK timeout @ack, what the QPs were
+ * connected with) and a second, at least 10 s (a loaded host delays ACKs
+ * for seconds and loses nothing). A transfer that is neither done nor
+ * failed by then never will be (a peer gone without a trace, a provider
+ * that stopped retrying; both seen with rxe): kcoll_engine_timeout_work()
+ * closes the op's connections, which flushes them. No upper bound: until
+ * 2026-12-07 it stopped at 120 s, shorter than RC's own budget from
+ * ack_timeout 22 up, and a healthy connection retrying a lost packet was
+ * closed as stalled.
  */
-static unsigned long kcoll_drain_jiffies(void)
+static unsigned long kcoll_drain_jiffies(u32 ack)
 {
-	u64 ms = div_u64((4096ULL << kcoll_ack_timeout()) * 8, NSEC_PER_MSEC);
+	u64 ms = div_u64((4096ULL << min(ack, 31u)) * 8, NSEC_PER_MSEC);
 
-	return msecs_to_jiffies(clamp_t(u64, ms + MSEC_PER_SEC, 10000, 120000));
+	return msecs_to_jiffies(max_t(u64, ms + MSEC_PER_SEC, 10000));
+}
+
+/*
+ * rdma_set_ack_timeout() of @lane's @id with the knob read once: the lane
+ * and its communicator keep what the QP was given, which the drain and
+ * stall budgets are computed from (the knob may change meanwhile).
+ */
+void kcoll_lane_set_ack_timeout(struct kcoll_lane *lane,
+				struct rdma_cm_id *id)
+{
+	struct kcoll_comm *comm = lane->conn->comm;
+	int t = kcoll_ack_timeout(), old = atomic_read(&comm->ack_max);
+
+	WRITE_ONCE(lane->ack_timeout, t);
+	while (t > old && !atomic_try_cmpxchg(&comm->ack_max, &old, t))
+		;
+	rdma_set_ack_timeout(id, t);
 }
 
 /*
@@ -141,7 +161,10 @@ void kcoll_op_drain_arm(struct kcoll_task *op)
 	if (!op->error || op->drain_by || kcoll_op_quiet(op) ||
 	    (op->kind == KCOLL_KIND_COLL && !kcoll_op_is_head(op)))
 		return;
-	op->drain_by = (jiffies + kcoll_drain_jiffies()) ?: 1;
+	op->drain_by = (jiffies +
+			kcoll_drain_jiffies(max_t(u32, kcoll_ack_timeout(),
+						  atomic_read(&op->comm->ack_max))))
+		       ?: 1;
 	kcoll_timeout_arm(op->comm, op->drain_by);
 }
 
@@ -398,12 +421,15 @@ static void kcoll_op_unstick(struct kcoll_task *op)
  * an error, within its retry budget (kcoll_drain_jiffies()), unless the
  * provider stops retrying or the peer stops answering RNR (retried for
  * ever). A connection with work posted and no send completion for three
- * budgets (30 s to 6 min) is closed, so its operations fail now, naming
- * the peer, rather than at their own timeout (10 min by default).
+ * budgets of the QP's own ack timeout (30 s at least) is closed, so its
+ * operations fail now, naming the peer, rather than at their own timeout
+ * (10 min by default).
  */
-static unsigned long kcoll_stall_jiffies(void)
+static unsigned long kcoll_stall_jiffies(const struct kcoll_lane *lane)
 {
-	return 3 * kcoll_drain_jiffies();
+	u32 ack = READ_ONCE(lane->ack_timeout);
+
+	return 3 * kcoll_drain_jiffies(ack ?: kcoll_ack_timeout());
 }
 
 /* @lane's send queue went from empty to busy. Must hold comm->lock. */
@@ -413,7 +439,7 @@ void kcoll_engine_sq_busy(struct kcoll_lane *lane)
 
 	lockdep_assert_held(&comm->lock);
 	lane->sent_at = jiffies;
-	kcoll_timeout_arm(comm, lane->sent_at + kcoll_stall_jiffies());
+	kcoll_timeout_arm(comm, lane->sent_at + kcoll_stall_jiffies(lane));
 }
 
 /* Close the connections whose send queue stalled; the next check time. */
@@ -436,7 +462,7 @@ static unsigned long kcoll_conns_check_stall(struct kcoll_comm *comm,
 
 			if (!lane->sq_posted)
 				continue;
-			at = lane->sent_at + kcoll_stall_jiffies();
+			at = lane->sent_at + kcoll_stall_jiffies(lane);
 			if (time_before(now, at)) {
 				if (!next || time_before(at, next))
 					next = at;

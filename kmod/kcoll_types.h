@@ -320,6 +320,8 @@ struct kcoll_lane {
 	u32 sq_posted;			/* send WRs not yet completed */
 	unsigned long sent_at;		/* jiffies: last send completion, or
 					 * the posting that ended idleness */
+	u8 ack_timeout;			/* what its QP was connected with
+					 * (sysfs ack_timeout then) */
 	/* Authentication (kcoll_auth.c): the hello's and the accept's
 	 * nonces; the accepting side counts the QP established once it
 	 * has seen both the ESTABLISHED event and a good AUTH. */
@@ -796,6 +798,7 @@ struct kcoll_comm {
 	u32 nr_returned;		/* in @colls, returned to the caller
 					 * before confirmed (op->returned) */
 	u32 kills_due;			/* connections with kill_due set */
+	atomic_t ack_max;		/* the largest lane->ack_timeout */
 	bool tok_waiting;		/* some collective's tok_want may be
 					 * set (kcoll_tokens_flush()) */
 	int late_err;			/* one of those failed since: the next
