@@ -2238,6 +2238,33 @@ TEST_F_TIMEOUT(rxe, registration_cache_fits_a_lowered_limit, 120)
 	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
 }
 
+/*
+ * @fn(@ip, rank) in @n forked processes, waited for: their exit codes
+ * (100: killed) into @codes. 0, or -1 if a fork failed (those forked are
+ * still waited for).
+ */
+static int kt_fork_ranks(int n, int (*fn)(const char *ip, int rank),
+			 const char *ip, int *codes)
+{
+	pid_t pids[8];
+	int k, st, err = 0;
+
+	for (k = 0; k < n && k < 8; k++) {
+		pids[k] = fork();
+		if (pids[k] < 0)
+			err = -1;
+		else if (!pids[k])
+			_exit(fn(ip, k));
+	}
+	for (k = 0; k < n && k < 8; k++) {
+		codes[k] = 100;
+		if (pids[k] > 0 && waitpid(pids[k], &st, 0) == pids[k] &&
+		    WIFEXITED(st))
+			codes[k] = WEXITSTATUS(st);
+	}
+	return err;
+}
+
 static volatile sig_atomic_t kt_sig_seen;
 
 static void kt_sig_count(int sig)
@@ -2334,8 +2361,7 @@ TEST_F_TIMEOUT(rxe, registration_cache_survives_a_signal, 120)
 {
 	const char *ip = getenv("KCOLL_IP");
 	long long miss0, miss;
-	int codes[2], st, k;
-	pid_t pids[2];
+	int codes[2], k;
 
 	if (!ip)
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
@@ -2345,15 +2371,8 @@ TEST_F_TIMEOUT(rxe, registration_cache_survives_a_signal, 120)
 	miss0 = kt_sysfs_read("stats/reg_cache_misses");
 	ASSERT_LE(0, miss0);
 	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
+	ASSERT_EQ(0, kt_fork_ranks(2, kt_sig_rank, ip, codes));
 	for (k = 0; k < 2; k++) {
-		pids[k] = fork();
-		ASSERT_LE(0, pids[k]);
-		if (!pids[k])
-			_exit(kt_sig_rank(ip, k));
-	}
-	for (k = 0; k < 2; k++) {
-		ASSERT_EQ(pids[k], waitpid(pids[k], &st, 0));
-		codes[k] = WIFEXITED(st) ? WEXITSTATUS(st) : 100;
 		EXPECT_EQ(0, codes[k]) {
 			TH_LOG("rank %d failed check %d", k, codes[k]);
 		}
@@ -2430,8 +2449,7 @@ static int kt_sigcreate_rank(const char *ip, int rank)
 TEST_F_TIMEOUT(rxe, comm_create_survives_handled_signals, 120)
 {
 	const char *ip = getenv("KCOLL_IP");
-	int codes[3], st, k;
-	pid_t pids[3];
+	int codes[3], k;
 
 	if (!ip)
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
@@ -2439,15 +2457,8 @@ TEST_F_TIMEOUT(rxe, comm_create_survives_handled_signals, 120)
 		SKIP(return, "writing sysfs intra_node needs root");
 	/* Through the NIC: connections that a BYE would break. */
 	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
+	ASSERT_EQ(0, kt_fork_ranks(3, kt_sigcreate_rank, ip, codes));
 	for (k = 0; k < 3; k++) {
-		pids[k] = fork();
-		ASSERT_LE(0, pids[k]);
-		if (!pids[k])
-			_exit(kt_sigcreate_rank(ip, k));
-	}
-	for (k = 0; k < 3; k++) {
-		ASSERT_EQ(pids[k], waitpid(pids[k], &st, 0));
-		codes[k] = WIFEXITED(st) ? WEXITSTATUS(st) : 100;
 		EXPECT_EQ(0, codes[k]) {
 			TH_LOG("rank %d failed check %d", k, codes[k]);
 		}
