@@ -12,8 +12,8 @@
 #include "kcoll_config.h"
 
 /*
- * The freezer before 6.1 had no sleep state that lets it freeze a task:
- * such a wait then only holds a freeze back until it ends.
+ * Before 6.1 no sleep state let the freezer freeze a task in place: such a
+ * wait then makes a suspend give up after freeze_timeout_msecs.
  */
 #ifndef TASK_FREEZABLE
 #define TASK_FREEZABLE	0

@@ -161,10 +161,12 @@ void kcoll_op_drain_arm(struct kcoll_task *op)
 	if (!op->error || op->drain_by || kcoll_op_quiet(op) ||
 	    (op->kind == KCOLL_KIND_COLL && !kcoll_op_is_head(op)))
 		return;
+	/* The largest timeout its QPs were connected with (the peers'
+	 * QPs, which write into its grants, take the same knob), not the
+	 * knob's value now: raised to 31, that would be 19 hours. */
 	op->drain_by = (jiffies +
-			kcoll_drain_jiffies(max_t(u32, kcoll_ack_timeout(),
-						  atomic_read(&op->comm->ack_max))))
-		       ?: 1;
+			kcoll_drain_jiffies(atomic_read(&op->comm->ack_max) ?:
+					    kcoll_ack_timeout())) ?: 1;
 	kcoll_timeout_arm(op->comm, op->drain_by);
 }
 
