@@ -2228,8 +2228,9 @@ static void act_comm_create(struct tstate *t, struct slot *s)
 	c.nranks = n;
 	if (!c.ranks)
 		c.ranks = (uint64_t)(uintptr_t)ra;
-	/* Multi-rank waits end at timeout_ms, a signal, or the default
-	 * connect timeout, which the watchdog cuts short with SIGUSR1. */
+	/* Multi-rank waits end at timeout_ms (at most 200 ms here) or the
+	 * default connect timeout; a signal (the watchdog's SIGUSR1) waits
+	 * until then: the wait is killable only. */
 	allow = n > 1 ? (int)(c.timeout_ms ? c.timeout_ms : 1000) + 1000 : 1000;
 	if (n >= 1000)
 		allow += 10000;
