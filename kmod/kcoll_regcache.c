@@ -365,7 +365,10 @@ int kcoll_cache_pin(struct kcoll_comm *comm, u64 addr, size_t len,
 		 * that would fail the operation for a signal its owner
 		 * handles: it pins its own pages instead, as it does past
 		 * the cache's limits (and fails there if the task is dying).
+		 * Counted: under a steady signal (a profiler's) the cache
+		 * may never start for that process.
 		 */
+		kcoll_stat_add(KCOLL_STAT_REGCACHE_UNNOTIFIED, 1);
 		return -EAGAIN;
 	}
 	mem->mni_on = true;

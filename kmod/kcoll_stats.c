@@ -82,6 +82,7 @@ KCOLL_STAT_ATTR(tokens_covered, KCOLL_STAT_TOKENS_COVERED);
 KCOLL_STAT_ATTR(hellos_stale, KCOLL_STAT_HELLOS_STALE);
 KCOLL_STAT_ATTR(attempts_dropped, KCOLL_STAT_ATTEMPTS_DROPPED);
 KCOLL_STAT_ATTR(reg_cache_sheds, KCOLL_STAT_REGCACHE_SHEDS);
+KCOLL_STAT_ATTR(reg_cache_unnotified, KCOLL_STAT_REGCACHE_UNNOTIFIED);
 /* The node's profile of collectives (struct kcoll_opstats.prof). */
 #define KCOLL_PROF_ATTR(_name, _idx)					\
 	static ssize_t _name##_show(struct device *dev,			\
@@ -191,6 +192,7 @@ static struct attribute *kcoll_stats_attrs[] = {
 	&dev_attr_hellos_stale.attr,
 	&dev_attr_attempts_dropped.attr,
 	&dev_attr_reg_cache_sheds.attr,
+	&dev_attr_reg_cache_unnotified.attr,
 	&dev_attr_time_ops.attr,
 	&dev_attr_time_phases.attr,
 	&dev_attr_time_total_ns.attr,

@@ -77,6 +77,8 @@ enum kcoll_stat {
 	KCOLL_STAT_REGCACHE_SHEDS,	/* pins short of RLIMIT_MEMLOCK tried
 					 * again after the caches let go of
 					 * the process's pages */
+	KCOLL_STAT_REGCACHE_UNNOTIFIED,	/* buffers pinned without the cache:
+					 * no MMU notifier could be set up */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);
