@@ -325,6 +325,23 @@ static void kcoll_comm_model_merge(struct kcoll_comm *comm, __le32 alpha_ns,
 	m->gamma_ps = max(m->gamma_ps, le32_to_cpu(gamma_ps));
 }
 
+/*
+ * rdma_set_ack_timeout() of @lane's @id with the knob read once: the lane
+ * and its communicator keep what the QP was given, which the drain and
+ * stall budgets are computed from (the knob may change meanwhile).
+ */
+static void kcoll_lane_set_ack_timeout(struct kcoll_lane *lane,
+				       struct rdma_cm_id *id)
+{
+	struct kcoll_comm *comm = lane->conn->comm;
+	int t = kcoll_ack_timeout(), old = atomic_read(&comm->ack_max);
+
+	WRITE_ONCE(lane->ack_timeout, t);
+	while (t > old && !atomic_try_cmpxchg(&comm->ack_max, &old, t))
+		;
+	rdma_set_ack_timeout(id, t);
+}
+
 static int kcoll_conn_send_hello(struct kcoll_lane *lane,
 				 struct rdma_cm_id *id)
 {

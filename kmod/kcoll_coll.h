@@ -9,8 +9,6 @@
 
 #include "kcoll_types.h"
 
-struct rdma_cm_id;
-
 void kcoll_coll_issue(struct kcoll_req *req);
 void kcoll_engine_msg(struct kcoll_conn *conn, const struct kcoll_wire_msg *m);
 void kcoll_engine_data(struct kcoll_conn *conn, u32 imm, u32 byte_len);
@@ -25,9 +23,6 @@ void kcoll_engine_kick_work(struct work_struct *work);
 bool kcoll_peer_finished(struct kcoll_conn *conn, struct kcoll_task *op);
 void kcoll_engine_timeout_work(struct work_struct *work);
 void kcoll_engine_sq_busy(struct kcoll_lane *lane);
-/* Any context that may set up @lane's QP: no lock needed. */
-void kcoll_lane_set_ack_timeout(struct kcoll_lane *lane,
-				struct rdma_cm_id *id);
 void kcoll_engine_conn_unexpose(struct kcoll_conn *conn);
 u32 kcoll_op_missing(struct kcoll_task *op, u32 *out, u32 cap);
 

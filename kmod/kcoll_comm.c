@@ -23,7 +23,6 @@
 #include "kcoll_types.h"
 #include "kcoll_regcache.h"
 #include "kcoll_comm.h"
-#include "kcoll_compat.h"
 #include "kcoll_mem.h"
 #include "kcoll_reg.h"
 #include "kcoll_auth.h"

@@ -8,16 +8,7 @@
 
 #include <linux/eventfd.h>
 #include <linux/mm.h>
-#include <linux/sched.h>
 #include "kcoll_config.h"
-
-/*
- * Before 6.1 no sleep state let the freezer freeze a task in place: such a
- * wait then makes a suspend give up after freeze_timeout_msecs.
- */
-#ifndef TASK_FREEZABLE
-#define TASK_FREEZABLE	0
-#endif
 
 static inline void kcoll_eventfd_signal(struct eventfd_ctx *ctx)
 {

@@ -86,23 +86,6 @@ static unsigned long kcoll_drain_jiffies(u32 ack)
 }
 
 /*
- * rdma_set_ack_timeout() of @lane's @id with the knob read once: the lane
- * and its communicator keep what the QP was given, which the drain and
- * stall budgets are computed from (the knob may change meanwhile).
- */
-void kcoll_lane_set_ack_timeout(struct kcoll_lane *lane,
-				struct rdma_cm_id *id)
-{
-	struct kcoll_comm *comm = lane->conn->comm;
-	int t = kcoll_ack_timeout(), old = atomic_read(&comm->ack_max);
-
-	WRITE_ONCE(lane->ack_timeout, t);
-	while (t > old && !atomic_try_cmpxchg(&comm->ack_max, &old, t))
-		;
-	rdma_set_ack_timeout(id, t);
-}
-
-/*
  * Tell @op's peers it failed. Over several QPs an ABORT (lane 0) could
  * overtake our WRITEs on the other lanes, and the peer, having forgotten
  * the grants they fill, would take them for stray data: to such peers the
@@ -429,9 +412,9 @@ static void kcoll_op_unstick(struct kcoll_task *op)
  */
 static unsigned long kcoll_stall_jiffies(const struct kcoll_lane *lane)
 {
-	u32 ack = READ_ONCE(lane->ack_timeout);
-
-	return 3 * kcoll_drain_jiffies(ack ?: kcoll_ack_timeout());
+	/* Set before the QP connected (kcoll_lane_set_ack_timeout()),
+	 * so before anything was posted on it. */
+	return 3 * kcoll_drain_jiffies(READ_ONCE(lane->ack_timeout));
 }
 
 /* @lane's send queue went from empty to busy. Must hold comm->lock. */
