@@ -1848,6 +1848,25 @@ static void *kt_rc_map(void *at)
 }
 
 /*
+ * Rank @rank of a two-rank communicator @uid on this node (over the NIC
+ * when sysfs intra_node is 0), with two fresh KT_RC_BYTES buffers: 0, 1
+ * if the ring or the communicator failed, 2 if a buffer did.
+ */
+static int kt_rc_open(const char *ip, int rank, __u64 uid, const char *key,
+		      struct tring *r, __u32 *id, float **snd, float **rcv)
+{
+	struct kcoll_rank_addr ranks[2];
+
+	kt_addr_pair(ranks, ip);
+	if (kt_ring_init(r, 16, 0, 0) ||
+	    kt_comm_create(r->fd, uid, key, rank, 2, ranks, 15000, id))
+		return 1;
+	*snd = kt_rc_map(NULL);
+	*rcv = kt_rc_map(NULL);
+	return *snd && *rcv ? 0 : 2;
+}
+
+/*
  * Step 10 of kt_rc_rank(): an allgather into @rcv registered. On rxe the
  * grant MRs over it stay tied to the registration and are deregistered by
  * its DEREG_MEM (stats/grants_fenced_held): rank 0 reads the counter
@@ -1903,21 +1922,15 @@ static int kt_rc_registered(struct tring *r, __u32 id, float *snd,
 
 static int kt_rc_rank(const char *ip, int rank, bool registered)
 {
-	struct kcoll_rank_addr ranks[2];
 	float *snd, *rcv, *heap;
 	struct tring r;
 	int step = 0, res, st;
 	pid_t pid;
 	__u32 id;
 
-	kt_addr_pair(ranks, ip);
-	if (kt_ring_init(&r, 16, 0, 0) ||
-	    kt_comm_create(r.fd, 0x7e40, "cache", rank, 2, ranks, 15000, &id))
-		return 1;
-	snd = kt_rc_map(NULL);
-	rcv = kt_rc_map(NULL);
-	if (!snd || !rcv)
-		return 2;
+	res = kt_rc_open(ip, rank, 0x7e40, "cache", &r, &id, &snd, &rcv);
+	if (res)
+		return res;
 	/* 1-3: the same buffers: pinned once, then found in the cache. */
 	for (step = 1; step <= 3; step++)
 		if ((res = kt_rc_round(&r, id, snd, rcv, rank, step)))
@@ -2137,7 +2150,6 @@ static int kt_fit_rank(const char *ip, int rank, int done, int go)
 {
 	struct rlimit rl = { 8 << 20, 8 << 20 };
 	char c = 0;
-	struct kcoll_rank_addr ranks[2];
 	int32_t a[64], b[64];
 	long pin0, pin1, pin2 = -1;
 	struct kcoll_sqe s;
@@ -2148,14 +2160,9 @@ static int kt_fit_rank(const char *ip, int rank, int done, int go)
 
 	if (setrlimit(RLIMIT_MEMLOCK, &rl) || kt_drop_to_nobody())
 		return 99;
-	kt_addr_pair(ranks, ip);
-	if (kt_ring_init(&r, 16, 0, 0) ||
-	    kt_comm_create(r.fd, 0x7e43, "fit", rank, 2, ranks, 15000, &id))
-		return 1;
-	snd = kt_rc_map(NULL);
-	rcv = kt_rc_map(NULL);
-	if (!snd || !rcv)
-		return 2;
+	res = kt_rc_open(ip, rank, 0x7e43, "fit", &r, &id, &snd, &rcv);
+	if (res)
+		return res;
 	pin0 = kt_vmpin_kb();
 	if ((res = kt_rc_round(&r, id, snd, rcv, rank, 1)))
 		return res;
@@ -2241,9 +2248,9 @@ TEST_F_TIMEOUT(rxe, registration_cache_fits_a_lowered_limit, 300)
 }
 
 /*
- * @fn(@ip, rank) in @n forked processes, waited for: their exit codes
- * (100: killed) into @codes. 0, or -1 if a fork failed (those forked are
- * still waited for).
+ * @fn(@ip, rank) in @n (at most 8) forked processes, waited for: their
+ * exit codes (100: killed) into @codes. 0, or -1 if a fork failed (those
+ * forked are still waited for) or @n is too large.
  */
 static int kt_fork_ranks(int n, int (*fn)(const char *ip, int rank),
 			 const char *ip, int *codes)
@@ -2251,14 +2258,16 @@ static int kt_fork_ranks(int n, int (*fn)(const char *ip, int rank),
 	pid_t pids[8];
 	int k, st, err = 0;
 
-	for (k = 0; k < n && k < 8; k++) {
+	if (n > 8)
+		return -1;
+	for (k = 0; k < n; k++) {
 		pids[k] = fork();
 		if (pids[k] < 0)
 			err = -1;
 		else if (!pids[k])
 			_exit(fn(ip, k));
 	}
-	for (k = 0; k < n && k < 8; k++) {
+	for (k = 0; k < n; k++) {
 		codes[k] = 100;
 		if (pids[k] > 0 && waitpid(pids[k], &st, 0) == pids[k] &&
 		    WIFEXITED(st))
@@ -2289,7 +2298,6 @@ static int kt_sig_rank(const char *ip, int rank)
 	struct sigaction sa = { .sa_handler = kt_sig_count,
 				.sa_flags = SA_RESTART };
 	long page = sysconf(_SC_PAGESIZE);
-	struct kcoll_rank_addr ranks[2];
 	struct kcoll_sqe *sqe;
 	struct kcoll_cqe cqe;
 	float *snd, *rcv;
@@ -2299,14 +2307,9 @@ static int kt_sig_rank(const char *ip, int rank)
 	long e;
 	__u32 id;
 
-	kt_addr_pair(ranks, ip);
-	if (kt_ring_init(&r, 16, 0, 0) ||
-	    kt_comm_create(r.fd, 0x7e41, "sigreg", rank, 2, ranks, 15000, &id))
-		return 1;
-	snd = kt_rc_map(NULL);
-	rcv = kt_rc_map(NULL);
-	if (!snd || !rcv)
-		return 2;
+	e = kt_rc_open(ip, rank, 0x7e41, "sigreg", &r, &id, &snd, &rcv);
+	if (e)
+		return (int)e;
 	/* Every other page readable: a mapping each, which the kernel's
 	 * first notifier of this mm locks one by one. */
 	many = mmap(NULL, KT_SIG_PAGES * page, PROT_NONE,
