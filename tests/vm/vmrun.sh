@@ -72,60 +72,60 @@ hub="socket,mcast=230.0.$((RANDOM % 250)).$((RANDOM % 250 + 1)):$port,localaddr=
 
 # Boot the VMs and wait for them; 0 only if each reported ok.
 run_vms() {
-local i mac net cmdline qrc rc=0 pids=()
-for ((i = 0; i < nvms; i++)); do
-	rm -rf "$out/vm$i"
-	mkdir -p "$out/vm$i"
-	mac=$(printf '52:54:00:00:00:%02x' $((i + 1)))
-	if [ "$nvms" -gt 1 ]; then
-		net="$hub,id=n0"
-	else
-		net="user,id=n0,restrict=on"
-	fi
-	# log_buf_len: the scan at the end (klog-scan.sh) reads dmesg; with
-	# the default 128 KiB a selftests run had wrapped it about 390 s in
-	# (2026-12-06), so a report from its first half would have gone
-	# unseen. guest-lib.sh fails a run whose marker has scrolled out.
-	cmdline="console=ttyS0 quiet loglevel=4 panic=-1 oops=panic log_buf_len=16M"
-	cmdline+=" kcoll_run=$scenario kcoll_out=$out kcoll_vm=$i kcoll_nvms=$nvms"
-	cmdline+=" kcoll_kver=$kver kcoll_top=$top"
-	[ -n "$modbase" ] && cmdline+=" kcoll_moddir=$modbase/lib/modules"
-	[ -n "$arg" ] && cmdline+=" kcoll_arg=${arg// /,}"
-	# The guests' eth0 MTU (KCOLL_VM_MTU; default the netdev's 1500).
-	[ -n "${KCOLL_VM_MTU:-}" ] && cmdline+=" kcoll_mtu=$KCOLL_VM_MTU"
-	# Guest CPU: qemu's "max" without CMPXCHG16B (KCOLL_VM_CPU overrides).
-	# With it, 6.12 guests under multi-threaded TCG died about one run
-	# in three of a corrupted SLUB freelist (double fault in kmalloc from
-	# rxe), with this tree and with older ones; 6.12's lockless SLUB fast
-	# path is built on this_cpu cmpxchg128. Without it (or with
-	# slub_debug, which bypasses that path) 5 runs out of 5 were clean.
-	# docs/PERFORMANCE.md, "Open questions".
-	# Extra guest kernel arguments for debugging, e.g. slub_debug=FZPU.
-	[ -n "${KCOLL_VM_CMDLINE:-}" ] && cmdline+=" $KCOLL_VM_CMDLINE"
-	timeout --foreground -k 10 "$tmo" qemu-system-x86_64 \
-		-machine q35 -accel tcg,thread=multi -cpu "${KCOLL_VM_CPU:-max,-cx16}" -smp "$cpus" -m "$mem" \
-		-nographic -no-reboot -nodefaults -serial stdio \
-		-kernel "$kernel" -initrd "$initrd" -append "$cmdline" \
-		-virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap \
-		-virtfs "local,path=$out,mount_tag=results,security_model=none,multidevs=remap" \
-		-netdev "$net" -device "virtio-net-pci,netdev=n0,mac=$mac,romfile=${KCOLL_VM_NICOPT:-}" \
-		</dev/null >"$out/vm$i.console" 2>&1 &
-	pids+=($!)
-done
+	local i mac net cmdline qrc rc=0 pids=()
+	for ((i = 0; i < nvms; i++)); do
+		rm -rf "$out/vm$i"
+		mkdir -p "$out/vm$i"
+		mac=$(printf '52:54:00:00:00:%02x' $((i + 1)))
+		if [ "$nvms" -gt 1 ]; then
+			net="$hub,id=n0"
+		else
+			net="user,id=n0,restrict=on"
+		fi
+		# log_buf_len: the scan at the end (klog-scan.sh) reads dmesg; with
+		# the default 128 KiB a selftests run had wrapped it about 390 s in
+		# (2026-12-06), so a report from its first half would have gone
+		# unseen. guest-lib.sh fails a run whose marker has scrolled out.
+		cmdline="console=ttyS0 quiet loglevel=4 panic=-1 oops=panic log_buf_len=16M"
+		cmdline+=" kcoll_run=$scenario kcoll_out=$out kcoll_vm=$i kcoll_nvms=$nvms"
+		cmdline+=" kcoll_kver=$kver kcoll_top=$top"
+		[ -n "$modbase" ] && cmdline+=" kcoll_moddir=$modbase/lib/modules"
+		[ -n "$arg" ] && cmdline+=" kcoll_arg=${arg// /,}"
+		# The guests' eth0 MTU (KCOLL_VM_MTU; default the netdev's 1500).
+		[ -n "${KCOLL_VM_MTU:-}" ] && cmdline+=" kcoll_mtu=$KCOLL_VM_MTU"
+		# Guest CPU: qemu's "max" without CMPXCHG16B (KCOLL_VM_CPU overrides).
+		# With it, 6.12 guests under multi-threaded TCG died about one run
+		# in three of a corrupted SLUB freelist (double fault in kmalloc from
+		# rxe), with this tree and with older ones; 6.12's lockless SLUB fast
+		# path is built on this_cpu cmpxchg128. Without it (or with
+		# slub_debug, which bypasses that path) 5 runs out of 5 were clean.
+		# docs/PERFORMANCE.md, "Open questions".
+		# Extra guest kernel arguments for debugging, e.g. slub_debug=FZPU.
+		[ -n "${KCOLL_VM_CMDLINE:-}" ] && cmdline+=" $KCOLL_VM_CMDLINE"
+		timeout --foreground -k 10 "$tmo" qemu-system-x86_64 \
+			-machine q35 -accel tcg,thread=multi -cpu "${KCOLL_VM_CPU:-max,-cx16}" -smp "$cpus" -m "$mem" \
+			-nographic -no-reboot -nodefaults -serial stdio \
+			-kernel "$kernel" -initrd "$initrd" -append "$cmdline" \
+			-virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap \
+			-virtfs "local,path=$out,mount_tag=results,security_model=none,multidevs=remap" \
+			-netdev "$net" -device "virtio-net-pci,netdev=n0,mac=$mac,romfile=${KCOLL_VM_NICOPT:-}" \
+			</dev/null >"$out/vm$i.console" 2>&1 &
+		pids+=($!)
+	done
 
-for ((i = 0; i < nvms; i++)); do
-	wait "${pids[$i]}"
-	qrc=$?
-	if [ $qrc -eq 124 ] || [ $qrc -eq 137 ]; then
-		echo "vmrun: vm$i timed out after ${tmo}s (console: $out/vm$i.console)" >&2
-		rc=1
-	fi
-	if ! grep -qx ok "$out/vm$i/status" 2>/dev/null; then
-		echo "vmrun: vm$i did not report ok: $(head -c 300 "$out/vm$i/status" 2>/dev/null || echo 'no status')" >&2
-		rc=1
-	fi
-done
-return $rc
+	for ((i = 0; i < nvms; i++)); do
+		wait "${pids[$i]}"
+		qrc=$?
+		if [ $qrc -eq 124 ] || [ $qrc -eq 137 ]; then
+			echo "vmrun: vm$i timed out after ${tmo}s (console: $out/vm$i.console)" >&2
+			rc=1
+		fi
+		if ! grep -qx ok "$out/vm$i/status" 2>/dev/null; then
+			echo "vmrun: vm$i did not report ok: $(head -c 300 "$out/vm$i/status" 2>/dev/null || echo 'no status')" >&2
+			rc=1
+		fi
+	done
+	return $rc
 }
 
 # Every VM that failed died in its kernel before the guest's own code ran:
