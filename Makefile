@@ -230,14 +230,14 @@ $(COLLTEST): tests/vm/kcoll-colltest.c tests/oracle/kcoll-check.h tests/oracle/k
 	$(CC) $(CFLAGS_USER) -I$(TOP)/libcoll/include -I$(TOP)/tests/oracle -o $@ $< \
 		$(LIBCOLL_A) $(LIBCOLL_LIBS) -lm
 
-$(BUILD)/tests/bin/%: tests/kselftest/%.c tests/kselftest/kcoll_test.h tests/kselftest/kcoll_nobody.h tools/dmabuf-alloc.h tests/kmod/kcoll_testbuf.h uapi/linux/kcoll.h $(KSFT_DIR)/kselftest_harness.h $(LIBCOLL_A)
+$(BUILD)/tests/bin/%: tests/kselftest/%.c tests/kselftest/kcoll_test.h tests/kselftest/kcoll_test_main.h tests/kselftest/kcoll_nobody.h tools/dmabuf-alloc.h tests/kmod/kcoll_testbuf.h uapi/linux/kcoll.h $(KSFT_DIR)/kselftest_harness.h $(LIBCOLL_A)
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -Wall -Werror -I$(TOP)/uapi -I$(KSFT_DIR) -I$(TOP)/libcoll/include \
 		-o $@ $< $(LIBCOLL_A) -lpthread
 
 # The hostile-peer selftest speaks the wire protocol itself through
 # userspace verbs (rdma-core).
-$(BUILD)/tests/bin/kcoll_wire_test: tests/kselftest/kcoll_wire_test.c tests/kselftest/kcoll_test.h libcoll/kcoll_hmac.h kmod/kcoll_wire.h kmod/kcoll_plain.h uapi/linux/kcoll.h $(KSFT_DIR)/kselftest_harness.h
+$(BUILD)/tests/bin/kcoll_wire_test: tests/kselftest/kcoll_wire_test.c tests/kselftest/kcoll_test.h tests/kselftest/kcoll_test_main.h libcoll/kcoll_hmac.h kmod/kcoll_wire.h kmod/kcoll_plain.h uapi/linux/kcoll.h $(KSFT_DIR)/kselftest_harness.h
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -Wall -Werror -I$(TOP)/uapi -I$(KSFT_DIR) \
 		-o $@ $< -lrdmacm -libverbs -lpthread

@@ -431,4 +431,4 @@ TEST(reduce_impl)
 #endif
 }
 
-TEST_HARNESS_MAIN
+#include "kcoll_test_main.h"

@@ -3343,4 +3343,4 @@ TEST_F_TIMEOUT(rxe, device_removed_mid_operation, 300)
 	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
 }
 
-TEST_HARNESS_MAIN
+#include "kcoll_test_main.h"

@@ -1324,4 +1324,4 @@ TEST_F_TIMEOUT(dmabuf, imports_let_go_of_a_removed_device, 120)
 	EXPECT_EQ(0, kt_port_wait_active("rxe0", 100));
 }
 
-TEST_HARNESS_MAIN
+#include "kcoll_test_main.h"

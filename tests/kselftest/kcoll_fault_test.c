@@ -1664,4 +1664,4 @@ TEST(listen_port_moves)
 	free(nl);
 }
 
-TEST_HARNESS_MAIN
+#include "kcoll_test_main.h"

@@ -2493,4 +2493,4 @@ TEST(reading_the_device_list_asks_no_provider)
 	EXPECT_LT(after - before, 10);
 }
 
-TEST_HARNESS_MAIN
+#include "kcoll_test_main.h"

@@ -563,4 +563,4 @@ TEST(threads_with_own_rings)
 	}
 }
 
-TEST_HARNESS_MAIN
+#include "kcoll_test_main.h"

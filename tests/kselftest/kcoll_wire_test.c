@@ -4205,4 +4205,4 @@ TEST_F_TIMEOUT(wire, hostile_peer_cannot_hang_or_break_the_module, 3600)
 	}
 }
 
-TEST_HARNESS_MAIN
+#include "kcoll_test_main.h"
