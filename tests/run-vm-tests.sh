@@ -115,6 +115,12 @@ scenario() {	# kver name nvms timeout [arg [mem_mb]]
 		s=$(grep -cE '^ok [0-9]+ .*# SKIP' "$tap" | tr -d ' ')
 		f=$(grep -cE '^not ok [0-9]+ ' "$tap" | tr -d ' ')
 		grep -E '^not ok |# SKIP' "$tap" | sed "s|^|#   $kver $(basename "$tap" .tap): |"
+		# What a failed test said (its failed checks, its ranks'
+		# codes): the last lines of its block, as CI prints only this.
+		awk '/^#  RUN /{ n = 0 } { l[n++ % 12] = $0 }
+		     /^not ok / { for (i = (n > 12 ? n - 12 : 0); i < n - 1; i++)
+				      if (l[i % 12] ~ /^#/) print l[i % 12] }' "$tap" |
+			cut -c1-240 | sed "s|^|#     |"
 		pass=$((pass + p - s)) fail=$((fail + f)) skip=$((skip + s))
 	done
 }

@@ -3586,6 +3586,7 @@ TEST_F_TIMEOUT(hello, a_qp_rejected_after_its_accept_fails_the_setup, 120)
 	long qpp = kt_sysfs_read("qps_per_peer");
 	long intra = kt_sysfs_read("intra_node");
 	int port = 19700 + getpid() % 200, i, rej, again = 0, later = 0;
+	int gone[2];
 	char qps[24], inode[24];
 	struct rdma_cm_id *pending[8];
 	struct wcomm w;
@@ -3691,16 +3692,25 @@ TEST_F_TIMEOUT(hello, a_qp_rejected_after_its_accept_fails_the_setup, 120)
 	 * timeout), and destroying the id waits for that, about a minute
 	 * ("cm_destroy_id_wait_timeout" in the kernel log). A child that
 	 * shares our rdma_cm file, and nothing else, ends it instead, so
-	 * that this test does not wait: this process's copy of the file
-	 * goes when it exits, the child's last.
+	 * that this test does not wait: it holds the file until this
+	 * process has exited (the end of a pipe whose other end only we
+	 * hold), so that its copy goes last. Until 2026-12-07 it let go at
+	 * once, and whichever exited last waited: this test, in about one
+	 * run of two, for 70 s.
 	 */
+	ASSERT_EQ(0, pipe(gone));
 	i = fork();
 	if (!i) {
+		char c;
+
 		for (int fd = 0; fd < 1024; fd++)
-			if (fd != l->ec->fd)
+			if (fd != l->ec->fd && fd != gone[0])
 				close(fd);
+		while (read(gone[0], &c, 1) < 0 && errno == EINTR)
+			;
 		_exit(0);
 	}
+	close(gone[0]);
 	EXPECT_LT(0, i);
 	if (i < 0)
 		wl_close(l);
