@@ -19,8 +19,10 @@ FIXTURE(dev) {
 FIXTURE_SETUP(dev)
 {
 	self->fd = kt_open();
+	/* Debian 12's harness runs the test after a SKIP in its setup:
+	 * its exit status 255 says SKIP instead. */
 	if (self->fd < 0)
-		SKIP(return, "cannot open " KCOLL_DEV ": %s (module not loaded?)",
+		SKIP(_exit(255), "cannot open " KCOLL_DEV ": %s (module not loaded?)",
 		     strerror(errno));
 }
 

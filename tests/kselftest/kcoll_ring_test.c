@@ -35,8 +35,10 @@ FIXTURE_SETUP(ring)
 {
 	int err = kt_ring_init(&self->r, variant->sq, 0, 0);
 
+	/* Debian 12's harness runs the test after a SKIP in its setup
+	 * (it crashed on the ring it lacks): 255 says SKIP instead. */
 	if (err == -ENOENT)
-		SKIP(return, KCOLL_DEV " missing (module not loaded?)");
+		SKIP(_exit(255), KCOLL_DEV " missing (module not loaded?)");
 	ASSERT_EQ(0, err);
 }
 
