@@ -22,7 +22,8 @@
  * true when the check passed, so loops can bail out early:
  *	if (!UNIT_EQ_INT(a, b)) return;
  * An optional command-line argument runs only the tests whose name contains
- * it.
+ * it. UNIT_SHARD=K/N in the environment runs only every Nth test from the
+ * Kth (0-based) on, so that N processes share a long program's tests.
  */
 #ifndef KCOLL_UNIT_H
 #define KCOLL_UNIT_H
@@ -41,6 +42,8 @@
 struct unit_state {
 	const char *prog;
 	const char *filter;
+	unsigned int shard, nshards;	/* UNIT_SHARD; nshards 0: all */
+	unsigned int seen;		/* UNIT_RUN()s so far, run or not */
 	unsigned int nr;		/* tests run so far */
 	unsigned int passed;
 	unsigned int failed;
@@ -54,9 +57,15 @@ __attribute__((weak)) struct unit_state unit_st = { .prog = "unit" };
 static inline void unit_init(int argc, char **argv)
 {
 	const char *p = argc > 0 && argv[0] ? strrchr(argv[0], '/') : NULL;
+	const char *shard = getenv("UNIT_SHARD");
 
 	unit_st.prog = p ? p + 1 : (argc > 0 && argv[0] ? argv[0] : "unit");
 	unit_st.filter = argc > 1 ? argv[1] : NULL;
+	if (shard && sscanf(shard, "%u/%u", &unit_st.shard,
+			    &unit_st.nshards) != 2)
+		unit_st.nshards = 0;
+	if (unit_st.shard >= unit_st.nshards)
+		unit_st.nshards = 0;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 }
 
@@ -144,6 +153,9 @@ static inline unsigned long unit_fails(void)
 
 static inline void unit_run(const char *name, void (*fn)(void))
 {
+	if (unit_st.nshards &&
+	    unit_st.seen++ % unit_st.nshards != unit_st.shard)
+		return;
 	if (unit_st.filter && !strstr(name, unit_st.filter))
 		return;
 	unit_st.cur_fails = 0;
