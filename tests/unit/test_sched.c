@@ -1798,6 +1798,20 @@ static void test_data_phases(void)
 	UNIT_EQ_UINT(kcoll_sched_data_phases(&a), 0);
 }
 
+/*
+ * The runs of the tests before (this process's share of them) went
+ * through early landings and sends: every result was checked with them
+ * (kcoll_sched_recv_ahead(), kcoll_sched_send_ahead(), send_early). Until
+ * 2026-12-07 these checks sat outside any test and failed nothing.
+ */
+static void test_runs_reached_every_mode(void)
+{
+	UNIT_CHECK(stats.landed_ahead > 0);
+	UNIT_CHECK(stats.sent_ahead > 0);
+	UNIT_CHECK(stats.sent_early > 0 && stats.early_reach > 1);
+	UNIT_CHECK(stats.empty_tail > 0);
+}
+
 int main(int argc, char **argv)
 {
 	unit_init(argc, argv);
@@ -1835,6 +1849,8 @@ int main(int argc, char **argv)
 	UNIT_RUN(test_send_ahead);
 	UNIT_RUN(test_send_early);
 	UNIT_RUN(test_data_phases);
+	unit_run_every_shard("test_runs_reached_every_mode",
+			     test_runs_reached_every_mode);
 	arena_free();
 	unit_diag("%" PRIu64 " runs executed: %" PRIu64 " phases, %"
 		  PRIu64 " transfers, %" PRIu64 " of them landed ahead of "
@@ -1847,11 +1863,5 @@ int main(int argc, char **argv)
 		  "bytes, up to %" PRIu64 " phases ahead; %" PRIu64 " phases "
 		  "executed after their operation's last touching memory",
 		  stats.sent_early, stats.early_reach, stats.empty_tail);
-	/* The early landings and sends above ran: every result was checked
-	 * with them (kcoll_sched_recv_ahead(), kcoll_sched_send_ahead()). */
-	UNIT_CHECK(stats.landed_ahead > 0);
-	UNIT_CHECK(stats.sent_ahead > 0);
-	UNIT_CHECK(stats.sent_early > 0 && stats.early_reach > 1);
-	UNIT_CHECK(stats.empty_tail > 0);
 	return unit_done();
 }

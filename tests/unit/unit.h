@@ -175,6 +175,17 @@ static inline void unit_run(const char *name, void (*fn)(void))
 
 #define UNIT_RUN(fn)	unit_run(#fn, fn)
 
+/* A test of what the process's earlier tests did together: in every
+ * UNIT_SHARD (each checks its own share), still subject to a filter. */
+static inline void unit_run_every_shard(const char *name, void (*fn)(void))
+{
+	unsigned int n = unit_st.nshards;
+
+	unit_st.nshards = 0;
+	unit_run(name, fn);
+	unit_st.nshards = n;
+}
+
 /* Prints the summary; returns the process exit status. */
 static inline int unit_done(void)
 {
