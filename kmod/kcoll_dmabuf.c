@@ -276,7 +276,7 @@ out_free:
 static int kcoll_dmabuf_map_cpu(struct kcoll_buf *b, struct kcoll_dmabuf *imp,
 				u64 off, u64 len)
 {
-	u64 first = off >> PAGE_SHIFT, i;
+	u64 first = off >> PAGE_SHIFT, npages, i;
 	u8 *base;
 	int err;
 
@@ -293,7 +293,11 @@ static int kcoll_dmabuf_map_cpu(struct kcoll_buf *b, struct kcoll_dmabuf *imp,
 	if (imp->map.is_iomem)
 		return -EOPNOTSUPP;	/* I/O memory: no pages */
 	base = imp->map.vaddr;
-	b->npages = (PAGE_ALIGN(off + len) >> PAGE_SHIFT) - first;
+	/* As the NIC path's: b->npages counts b->pages. */
+	npages = (PAGE_ALIGN(off + len) >> PAGE_SHIFT) - first;
+	if (npages > UINT_MAX)
+		return -EOVERFLOW;
+	b->npages = npages;
 	b->off0 = off & ~PAGE_MASK;
 	b->pages = kvmalloc_array(b->npages, sizeof(*b->pages),
 				  GFP_KERNEL_ACCOUNT | __GFP_NOWARN);

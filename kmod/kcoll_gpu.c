@@ -189,19 +189,21 @@ int kcoll_gpu_setup_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	up_read(&comm->dev_sem);
 	if (err)
 		goto out_put;
-	if (!READ_ONCE(comm->gpu)) {
-		fresh = kzalloc(sizeof(*fresh), GFP_KERNEL_ACCOUNT);
-		err = -ENOMEM;
-		if (!fresh)
-			goto out_put;
-		err = kcoll_gpu_pin(fresh, p.bell);
-		if (err)
-			goto out_free;
-		fresh->comm = comm;
-		hrtimer_init(&fresh->timer, CLOCK_MONOTONIC,
-			     HRTIMER_MODE_REL_SOFT);
-		fresh->timer.function = kcoll_gpu_poll;
-	}
+	/*
+	 * The page at p.bell now, also for a setup again: the page pinned
+	 * first must still be the one there (the doorbell unmapped and other
+	 * memory mapped at its address would no longer see what we write).
+	 */
+	fresh = kzalloc(sizeof(*fresh), GFP_KERNEL_ACCOUNT);
+	err = -ENOMEM;
+	if (!fresh)
+		goto out_put;
+	err = kcoll_gpu_pin(fresh, p.bell);
+	if (err)
+		goto out_free;
+	fresh->comm = comm;
+	hrtimer_init(&fresh->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_SOFT);
+	fresh->timer.function = kcoll_gpu_poll;
 	mutex_lock(&comm->lock);
 	err = kcoll_comm_usable_locked(comm);
 	if (err)
@@ -211,11 +213,8 @@ int kcoll_gpu_setup_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	    comm->remote_peers != comm->nranks - 1)
 		goto out_unlock;
 	g = comm->gpu;
-	if (g && fresh) {
-		err = -EBUSY;		/* a racing setup won */
-		goto out_unlock;
-	}
-	if (g && (g->bell_uaddr != p.bell || g->slots_busy)) {
+	if (g && (g->bell_uaddr != p.bell || g->page != fresh->page ||
+		  g->slots_busy)) {
 		err = -EBUSY;
 		goto out_unlock;
 	}

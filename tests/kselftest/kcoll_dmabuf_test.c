@@ -710,6 +710,24 @@ static int kd_gpu(struct kd_rank *k, struct tring *r, __u32 id, __u32 h,
 	if (bell2 == MAP_FAILED)
 		return 50;
 	KG(x.bell = (uintptr_t)bell2, -EBUSY, 63);	/* one page per comm */
+	/*
+	 * The same address over another page: the doorbell moved away
+	 * (to bell2's place) and fresh memory mapped where it was. Refused:
+	 * the module writes the page it pinned, which the streams would no
+	 * longer see (until 2026-12-07 accepted). Then the doorbell goes
+	 * back.
+	 */
+	if (mremap(bell, page, page, MREMAP_MAYMOVE | MREMAP_FIXED,
+		   bell2) != bell2 ||
+	    mmap(bell, page, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != bell)
+		return 50;
+	*(volatile char *)bell = 1;	/* a page there, not only a mapping */
+	KG((void)0, -EBUSY, 84);
+	if (mremap(bell2, page, page, MREMAP_MAYMOVE | MREMAP_FIXED,
+		   bell) != bell)
+		return 50;
+	KG((void)0, 0, 85);	/* the pinned page again: ok */
 #undef KG
 
 	/* An in-place allreduce of fp32, ticket 1. Ring on 2 ranks: this

@@ -663,7 +663,9 @@ struct kcoll_gpu_bell {
  * page and a scratch buffer for its stream-ordered collectives.
  * @bell:	user address of a page-aligned page of host memory (it
  *		starts with struct kcoll_gpu_bell); pinned until the
- *		communicator is destroyed. Once per communicator (-EBUSY).
+ *		communicator is destroyed. Once per communicator (-EBUSY;
+ *		also for the same address over another page than the one
+ *		pinned).
  * @scratch_mr:	REG_MEM handle of the scratch: device memory where data
  *		to be reduced lands, and where schedules keep partial results
  * @scratch_addr, @scratch_len: the scratch, inside @scratch_mr's range.
