@@ -712,15 +712,16 @@ static int kd_gpu(struct kd_rank *k, struct tring *r, __u32 id, __u32 h,
 	KG(x.bell = (uintptr_t)bell2, -EBUSY, 63);	/* one page per comm */
 	/*
 	 * The same address over another page: the doorbell moved away
-	 * (to bell2's place) and fresh memory mapped where it was. Refused:
-	 * the module writes the page it pinned, which the streams would no
-	 * longer see (until 2026-12-07 accepted). Then the doorbell goes
-	 * back.
+	 * (to bell2's place; MREMAP_DONTUNMAP leaves its address mapped, so
+	 * that the other rank, a thread of this process, cannot map
+	 * something there meanwhile) and a fresh page faulted in where it
+	 * was. Refused: the module writes the page it pinned, which the
+	 * streams would no longer see (until 2026-12-07 accepted). Then the
+	 * doorbell goes back.
 	 */
-	if (mremap(bell, page, page, MREMAP_MAYMOVE | MREMAP_FIXED,
-		   bell2) != bell2 ||
-	    mmap(bell, page, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != bell)
+	if (mremap(bell, page, page,
+		   MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP,
+		   bell2) != bell2)
 		return 50;
 	*(volatile char *)bell = 1;	/* a page there, not only a mapping */
 	KG((void)0, -EBUSY, 84);
