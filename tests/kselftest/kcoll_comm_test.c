@@ -433,7 +433,7 @@ TEST(memlock_limit_unprivileged)
  */
 static int kt_qps;
 static long kt_qp_base;
-/* Set in a rank of kt_spawn() that uses a wrong key (or whose peer does). */
+/* Set by kt_spawn() when one of its ranks uses a wrong key. */
 static int kt_badkey;
 
 static long kt_rc_qps(void)
