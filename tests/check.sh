@@ -69,7 +69,13 @@ if [ $rc != 0 ] && [ "$f" = 0 ]; then
 	tail -20 "$log/unit.log"
 fi
 
-# 3. DKMS.
+# 3. DKMS, and beside it the Debian packages (below): much of each runs
+# on one core.
+debpid=
+if command -v dpkg-buildpackage >/dev/null && command -v lintian >/dev/null; then
+	tools/mkdeb.sh "$top/build/deb" >"$log/deb.log" 2>&1 &
+	debpid=$!
+fi
 if [ "$(id -u)" = 0 ] && command -v dkms >/dev/null; then
 	# shellcheck disable=SC2086
 	tools/dkms-check.sh $kvers >"$log/dkms.log" 2>&1
@@ -84,8 +90,8 @@ else
 fi
 
 # The Debian packages (make deb): built, and no lintian error.
-if command -v dpkg-buildpackage >/dev/null && command -v lintian >/dev/null; then
-	tools/mkdeb.sh "$top/build/deb" >"$log/deb.log" 2>&1
+if [ -n "$debpid" ]; then
+	wait "$debpid"
 	rc=$?
 	grep -E '^(not )?ok |^# lintian ' "$log/deb.log"
 	p=$(grep -cE '^ok ' "$log/deb.log")

@@ -3364,4 +3364,111 @@ TEST_F_TIMEOUT(rxe, device_removed_mid_operation, 300)
 	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
 }
 
+/*
+ * A revoke reaches a rank on the same node (intra_node 1: the ranks copy
+ * into each other's exposed memory) as -ECANCELED on every operation it
+ * had not completed, never as a lost peer. Rank 1 revokes while four
+ * allreduces run (the last in place over the first's buffer: it waits
+ * for it), after 0 to 4 ms. As nobody. 0, or the failed check.
+ *
+ * A KNOWN BUG (2026-12-07, found by the in-VM fuzzer): in about half the
+ * runs an operation of rank 0 ends with -ECONNRESET, the revoke taken for
+ * a lost peer. Two windows were found (the revoker withdraws its
+ * exposures right after queueing its BYE, and a copy into one may come
+ * before that BYE is delivered, even from within the batch that holds
+ * it; the revoker's operations may fail before its BYE goes, between the
+ * ioctl's lock and its shutdown's), but closing both left the failure
+ * as often (docs/TESTING.md, "Known bugs"). Until it is fixed the test
+ * runs only when KCOLL_SELFTEST_ONLY names it; make check says SKIP.
+ */
+#define KT_RV_ROUNDS	24
+#define KT_RV_CNT	(64 * 1024)
+
+static int kt_revoke_rank(const char *ip, int rank)
+{
+	struct kcoll_rank_addr ranks[2];
+	int round, cancelled = 0;
+	int32_t *v;
+
+	/* Any local user may revoke its communicator. */
+	if (kt_drop_to_nobody())
+		return 99;
+	kt_addr_v4(&ranks[0], ip);
+	kt_addr_v4(&ranks[1], ip);
+	v = malloc(3 * KT_RV_CNT * sizeof(*v));
+	if (!v)
+		return 10;
+	for (round = 0; round < KT_RV_ROUNDS; round++) {
+		struct kcoll_comm_abort ab = { .flags = KCOLL_ABORT_REVOKE };
+		struct tring r;
+		__u32 id;
+		int i;
+
+		if (kt_ring_init(&r, 64, 0, 0))
+			return 11;
+		if (kt_comm_create(r.fd, 0x7e9000 + round, "revoke-local",
+				   rank, 2, ranks, 30000, &id))
+			return 12;
+		for (i = 0; i < 3 * KT_RV_CNT; i++)
+			v[i] = i % 100 + rank;
+		for (i = 0; i < 4; i++) {
+			int32_t *p = v + (i % 3) * KT_RV_CNT;
+			struct kcoll_sqe s;
+
+			s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_INT32,
+				    KCOLL_REDOP_SUM, 0, KT_RV_CNT, p, p);
+			s.user_data = i;
+			*kt_get_sqe(&r) = s;
+		}
+		if (kt_enter(&r, 4, 0, 0, 0) != 4)
+			return 13;
+		if (rank == 1) {
+			usleep((round % 5) * 1000);
+			ab.comm_id = id;
+			if (ioctl(r.fd, KCOLL_IOC_COMM_ABORT, &ab))
+				return 14;
+		}
+		for (i = 0; i < 4; i++) {
+			struct kcoll_cqe c;
+
+			while (kt_pop(&r, &c))
+				if (kt_enter(&r, 0, 1, KCOLL_ENTER_GETEVENTS,
+					     0) < 0)
+					return 15;
+			if (c.res && c.res != -ECANCELED) {
+				fprintf(stderr, "# round %d: rank %d's allreduce %llu ended with %d, not -ECANCELED\n",
+					round, rank,
+					(unsigned long long)c.user_data, c.res);
+				return 16;
+			}
+			cancelled += c.res == -ECANCELED;
+		}
+		kt_ring_exit(&r);
+	}
+	free(v);
+	fprintf(stderr, "# rank %d: %d of %d allreduces cancelled\n", rank,
+		cancelled, 4 * KT_RV_ROUNDS);
+	/* The revoke met operations in flight on this rank: tested. */
+	return rank == 0 && !cancelled ? 17 : 0;
+}
+
+TEST_F_TIMEOUT(rxe, a_revoke_reaches_a_local_peer_as_a_revoke, 300)
+{
+	const char *ip = getenv("KCOLL_IP");
+	int codes[2], k;
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (!getenv("KCOLL_SELFTEST_ONLY") ||
+	    !strstr(getenv("KCOLL_SELFTEST_ONLY"), "a_revoke_reaches_a_local_peer"))
+		SKIP(return, "known bug: a revoke reaches a local peer as -ECONNRESET in about half the runs (docs/TESTING.md, Known bugs); KCOLL_SELFTEST_ONLY=rxe.a_revoke_reaches_a_local_peer_as_a_revoke runs it");
+	ASSERT_EQ(1, kt_sysfs_read("intra_node"));
+	ASSERT_EQ(0, kt_fork_ranks(2, kt_revoke_rank, ip, codes));
+	for (k = 0; k < 2; k++) {
+		EXPECT_EQ(0, codes[k]) {
+			TH_LOG("rank %d failed check %d", k, codes[k]);
+		}
+	}
+}
+
 #include "kcoll_test_main.h"
