@@ -3681,7 +3681,12 @@ TEST_F_TIMEOUT(hello, a_qp_rejected_after_its_accept_fails_the_setup, 120)
 	 * until 2026-12-07 this test, or a child that took the wait, held
 	 * the RDMA resources a minute and the selftests' leak check waited.
 	 * Unless the RTU came first (its ESTABLISHED event): then the
-	 * destroy would send a DREQ, and nothing would be tested.
+	 * destroy would send a DREQ, and nothing would be tested. An RTU
+	 * handled between this look and the destroy is not seen: the
+	 * module then gets a DREQ and fails its setup the same way, and
+	 * this run does not exercise the REJ (ib_cm's state is not
+	 * readable from here; the module's log line "rejected QP 0 ...
+	 * after accepting it" says which came).
 	 */
 	if (wl_rej_events(l, 0, &again, &later, pending)) {
 		wl_close(l);
