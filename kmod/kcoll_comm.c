@@ -633,9 +633,17 @@ static bool kcoll_comm_connected(struct kcoll_comm *comm, void *arg)
 	u32 i;
 
 	mutex_lock(&comm->lock);
-	*err = comm->error;
-	done = comm->error || comm->nr_up == comm->nranks - 1;
-	if (done && !comm->error) {
+	/*
+	 * A peer revoked it, its COMM_CREATE having returned before ours:
+	 * created all the same, and revoked, as if the revoke had come a
+	 * moment later (its operations fail with -ECANCELED, its report
+	 * names the revoker). Until 2026-12-07 COMM_CREATE failed with
+	 * -ECANCELED and no handle: its rank could not ask for the report,
+	 * nor tell a revoke from a failure of its own.
+	 */
+	*err = comm->revoked ? 0 : comm->error;
+	done = *err || comm->revoked || comm->nr_up == comm->nranks - 1;
+	if (done && !*err) {
 		/* Which peers are reached through the NIC: fixed now. */
 		comm->remote_peers = 0;
 		for (i = 0; i < comm->nranks; i++)

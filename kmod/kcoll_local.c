@@ -36,8 +36,17 @@
  * Channel lifetime: found by (uid, key, ranks) in kcoll_lchans; each end
  * attaches when its connection comes up and detaches in its teardown,
  * after its BYE has been queued. What is queued for an end that has not
- * attached yet waits for it; what is sent to an end that detached is
- * dropped, as a SEND to a QP that is gone. The last end to detach frees it.
+ * attached yet waits for it, even after the sender detached (a rank that
+ * revokes right after its COMM_CREATE may leave before the accepting
+ * rank, which attaches only once the peer proved the key, comes up: until
+ * 2026-12-07 its BYE went with the channel, and the peer took the
+ * disconnect for a lost rank, -ECONNRESET instead of -ECANCELED). What is
+ * sent to an end that detached is dropped, as a SEND to a QP that is gone.
+ * The last end to detach frees it; a channel kept for an end that has not
+ * come goes when that end's connection is torn down without attaching, or
+ * once twice auth_timeout_ms have passed (by then the accepting side has
+ * dropped an attempt that did not prove the key: swept at every attach
+ * and detach, and by a delayed work while any is kept), or at unload.
  * A queue holds at most KCOLL_LCHAN_QUEUED messages (the protocol's
  * windows keep a real peer far below): past that the sender's operation
  * fails with -EPROTO, so a peer end that never attaches, or never reads,
@@ -60,6 +69,7 @@
 #include "kcoll_coll.h"
 #include "kcoll_xport.h"
 #include "kcoll_stats.h"
+#include "kcoll_sysfs.h"
 
 struct kcoll_xpose {
 	refcount_t users;		/* 1 (the grant) + copies running */
@@ -210,6 +220,11 @@ struct kcoll_lchan {
 	u64 gen;			/* never another channel's */
 	unsigned int users;		/* ends that attached and did not
 					 * detach yet; kcoll_lchans_lock */
+	/*
+	 * users == 0 (kept for the end that has not attached): until
+	 * then, in jiffies; kcoll_lchans_lock
+	 */
+	unsigned long expires;
 	spinlock_t lock;		/* the rest */
 	struct kcoll_conn *end[2];	/* attached connections */
 	bool gone[2];			/* detached for good */
@@ -227,6 +242,83 @@ static atomic64_t kcoll_lchan_gens = ATOMIC64_INIT(0);
 static unsigned int kcoll_lchan_end(const struct kcoll_conn *conn)
 {
 	return conn->comm->rank > conn->peer;
+}
+
+/* Free @ch, which no end holds and no list has, with what it still queues. */
+static void kcoll_lchan_free(struct kcoll_lchan *ch)
+{
+	struct kcoll_lmsg *lm, *tmp;
+	unsigned int i;
+
+	for (i = 0; i < 2; i++)
+		list_for_each_entry_safe(lm, tmp, &ch->inbox[i], node)
+			kfree(lm);
+	kfree(ch);
+}
+
+/* Free the channels on @dead (unlisted by kcoll_lchans_expire()). */
+static void kcoll_lchans_free(struct list_head *dead)
+{
+	struct kcoll_lchan *ch, *tmp;
+
+	list_for_each_entry_safe(ch, tmp, dead, node)
+		kcoll_lchan_free(ch);
+}
+
+/*
+ * Move to @dead the channels kept for an end that is late: its attempt
+ * has been dropped by now (auth_timeout_ms), and one that never proved
+ * the key has nothing to read there. Whether kept ones remain. Must hold
+ * kcoll_lchans_lock.
+ */
+static bool kcoll_lchans_expire(struct list_head *dead)
+{
+	struct kcoll_lchan *ch, *tmp;
+	bool kept = false;
+
+	lockdep_assert_held(&kcoll_lchans_lock);
+	list_for_each_entry_safe(ch, tmp, &kcoll_lchans, node) {
+		if (ch->users)
+			continue;
+		if (time_after(jiffies, ch->expires))
+			list_move(&ch->node, dead);
+		else
+			kept = true;
+	}
+	return kept;
+}
+
+/*
+ * Kept channels also go when nothing attaches or detaches any more: a
+ * sweep every auth_timeout_ms while there are any (their messages are
+ * charged to the memory cgroup of a process that may have left).
+ */
+static void kcoll_lchans_gc(struct work_struct *work);
+static DECLARE_DELAYED_WORK(kcoll_lchans_gc_work, kcoll_lchans_gc);
+
+static void kcoll_lchans_gc(struct work_struct *work)
+{
+	LIST_HEAD(dead);
+	bool kept;
+
+	spin_lock(&kcoll_lchans_lock);
+	kept = kcoll_lchans_expire(&dead);
+	spin_unlock(&kcoll_lchans_lock);
+	kcoll_lchans_free(&dead);
+	if (kept)
+		schedule_delayed_work(&kcoll_lchans_gc_work,
+				      msecs_to_jiffies(kcoll_auth_timeout_ms()));
+}
+
+static bool kcoll_lchan_is(const struct kcoll_lchan *ch,
+			   const struct kcoll_comm *comm, u32 peer,
+			   const u8 *nonce)
+{
+	return ch->uid == comm->uid &&
+	       ch->rank[0] == min(comm->rank, peer) &&
+	       ch->rank[1] == max(comm->rank, peer) &&
+	       !crypto_memneq(ch->key, comm->key, KCOLL_KEY_LEN) &&
+	       !memcmp(ch->nonce, nonce, KCOLL_AUTH_NONCE);
 }
 
 /*
@@ -248,6 +340,7 @@ int kcoll_lchan_attach(struct kcoll_conn *conn)
 	unsigned int me = kcoll_lchan_end(conn);
 	struct kcoll_lchan *ch, *fresh;
 	u32 lo = min(comm->rank, conn->peer), hi = max(comm->rank, conn->peer);
+	LIST_HEAD(dead);
 
 	lockdep_assert_held(&comm->lock);
 	if (conn->lchan)
@@ -256,12 +349,10 @@ int kcoll_lchan_attach(struct kcoll_conn *conn)
 	if (!fresh)
 		return -ENOMEM;
 	spin_lock(&kcoll_lchans_lock);
+	kcoll_lchans_expire(&dead);
 	list_for_each_entry(ch, &kcoll_lchans, node)
-		if (ch->uid == comm->uid && ch->rank[0] == lo &&
-		    ch->rank[1] == hi &&
-		    !crypto_memneq(ch->key, comm->key, KCOLL_KEY_LEN) &&
-		    !memcmp(ch->nonce, conn->lane[0].nonce_hello,
-			    KCOLL_AUTH_NONCE))
+		if (kcoll_lchan_is(ch, comm, conn->peer,
+				   conn->lane[0].nonce_hello))
 			goto found;
 	ch = fresh;
 	fresh = NULL;
@@ -282,6 +373,7 @@ found:
 		spin_unlock(&ch->lock);
 		spin_unlock(&kcoll_lchans_lock);
 		kfree(fresh);
+		kcoll_lchans_free(&dead);
 		return -EPROTO;
 	}
 	ch->users++;
@@ -291,23 +383,64 @@ found:
 	spin_unlock(&ch->lock);
 	spin_unlock(&kcoll_lchans_lock);
 	kfree(fresh);
+	kcoll_lchans_free(&dead);
 	conn->lchan = ch;
 	conn->lchan_gen = ch->gen;
 	return 0;
 }
 
 /*
- * @conn's teardown: nothing is delivered to it any more, what waits for it
- * is dropped, and the channel goes with its last end. Must not hold
- * comm->lock (waits for the delivery work).
+ * @conn's teardown without a channel: it never attached (its attempt
+ * failed, or its comm went before the peer proved the key), and never
+ * will. A channel its peer made for this attempt no longer waits for it:
+ * what is queued for it goes, what the peer sends from now on is dropped,
+ * and one the peer has left already goes now.
  */
-void kcoll_lchan_detach(struct kcoll_conn *conn)
+static void kcoll_lchan_forgo(struct kcoll_conn *conn, const u8 *nonce)
 {
 	unsigned int me = kcoll_lchan_end(conn);
 	struct kcoll_lmsg *lm, *tmp;
 	struct kcoll_lchan *ch;
+	LIST_HEAD(dead);
 	LIST_HEAD(drop);
-	bool last;
+
+	spin_lock(&kcoll_lchans_lock);
+	kcoll_lchans_expire(&dead);
+	list_for_each_entry(ch, &kcoll_lchans, node) {
+		if (!kcoll_lchan_is(ch, conn->comm, conn->peer, nonce))
+			continue;
+		spin_lock(&ch->lock);
+		if (!ch->end[me] && !ch->gone[me]) {
+			ch->gone[me] = true;
+			list_splice_init(&ch->inbox[me], &drop);
+			ch->queued[me] = 0;
+			if (!ch->users)
+				list_move(&ch->node, &dead);
+		}
+		spin_unlock(&ch->lock);
+		break;
+	}
+	spin_unlock(&kcoll_lchans_lock);
+	kcoll_lchans_free(&dead);
+	list_for_each_entry_safe(lm, tmp, &drop, node)
+		kfree(lm);
+}
+
+/*
+ * @conn's teardown: nothing is delivered to it any more, what waits for it
+ * is dropped, and the channel goes with its last end, unless it holds
+ * messages for an end that has not attached yet. Must not hold comm->lock
+ * (waits for the delivery work).
+ */
+void kcoll_lchan_detach(struct kcoll_conn *conn)
+{
+	unsigned int me = kcoll_lchan_end(conn);
+	u8 nonce[KCOLL_AUTH_NONCE];
+	struct kcoll_lmsg *lm, *tmp;
+	struct kcoll_lchan *ch;
+	bool last, keep = false;
+	LIST_HEAD(dead);
+	LIST_HEAD(drop);
 
 	/*
 	 * Senders (under comm->lock: another connection's completion may
@@ -318,9 +451,12 @@ void kcoll_lchan_detach(struct kcoll_conn *conn)
 	mutex_lock(&conn->comm->lock);
 	ch = conn->lchan;
 	conn->lchan = NULL;
+	memcpy(nonce, conn->lane[0].nonce_hello, KCOLL_AUTH_NONCE);
 	mutex_unlock(&conn->comm->lock);
-	if (!ch)
+	if (!ch) {
+		kcoll_lchan_forgo(conn, nonce);
 		return;
+	}
 	spin_lock(&ch->lock);
 	ch->end[me] = NULL;
 	ch->gone[me] = true;
@@ -332,17 +468,31 @@ void kcoll_lchan_detach(struct kcoll_conn *conn)
 		kfree(lm);
 	/* What the work took but did not get to: none, it ran to the end. */
 	spin_lock(&kcoll_lchans_lock);
+	kcoll_lchans_expire(&dead);
 	last = !--ch->users;
-	if (last)
-		list_del(&ch->node);
-	spin_unlock(&kcoll_lchans_lock);
 	if (last) {
-		/* The other end detached first, or never attached: its
-		 * queue has nobody to read it. */
-		list_for_each_entry_safe(lm, tmp, &ch->inbox[!me], node)
-			kfree(lm);
-		kfree(ch);
+		/*
+		 * The other end detached first (its queue has nobody to
+		 * read it), or has not attached yet: then what we sent it,
+		 * our BYE above all, waits for it. Nobody else sends to it:
+		 * we were its only sender, and are gone.
+		 */
+		spin_lock(&ch->lock);
+		keep = !ch->gone[!me] && !list_empty(&ch->inbox[!me]);
+		spin_unlock(&ch->lock);
+		if (keep)
+			ch->expires = jiffies +
+				2 * msecs_to_jiffies(kcoll_auth_timeout_ms());
+		else
+			list_del(&ch->node);
 	}
+	spin_unlock(&kcoll_lchans_lock);
+	if (last && !keep)
+		kcoll_lchan_free(ch);
+	if (keep)
+		schedule_delayed_work(&kcoll_lchans_gc_work,
+				      msecs_to_jiffies(kcoll_auth_timeout_ms()));
+	kcoll_lchans_free(&dead);
 }
 
 /*
@@ -423,12 +573,15 @@ void kcoll_lchan_deliver(struct kcoll_conn *conn)
 	list_splice_init(&ch->inbox[me], &batch);
 	ch->queued[me] = 0;
 	spin_unlock(&ch->lock);
+	list_for_each_entry(lm, &batch, node)
+		conn->lchan_left++;
 	list_for_each_entry_safe(lm, tmp, &batch, node) {
 		/* A dead connection drops what comes, as a QP in the error
 		 * state flushes it. */
 		bool up = conn->state == KCOLL_CONN_UP &&
 			  !comm->shutting_down;
 
+		conn->lchan_left--;
 		if (up && lm->msg.type == KCOLL_MSG_EAGER)
 			kcoll_engine_eager_in(conn, &lm->msg, lm->payload,
 					      lm->plen);
@@ -438,6 +591,26 @@ void kcoll_lchan_deliver(struct kcoll_conn *conn)
 	}
 	if (!comm->shutting_down)
 		kcoll_engine_reap(comm);
+}
+
+/*
+ * Does the channel hold messages for @conn not handled yet, queued or
+ * later in the batch being delivered? Must hold comm->lock.
+ */
+static bool kcoll_lchan_unread(struct kcoll_conn *conn)
+{
+	struct kcoll_lchan *ch = conn->lchan;
+	bool unread;
+
+	lockdep_assert_held(&conn->comm->lock);
+	if (!ch)
+		return false;
+	if (conn->lchan_left)
+		return true;
+	spin_lock(&ch->lock);
+	unread = !list_empty(&ch->inbox[kcoll_lchan_end(conn)]);
+	spin_unlock(&ch->lock);
+	return unread;
 }
 
 /* conn->lrx: the channel has messages for this end. */
@@ -519,6 +692,17 @@ static int kcoll_local_put(struct kcoll_task *op, struct kcoll_conn *conn,
 		return conn->error ?: -ECONNRESET;
 	if (g->len) {
 		err = kcoll_xpose_copy(conn, g->addr, src->vaddr + off, g->len);
+		/*
+		 * Gone: the peer dropped the grant. One that leaves (its
+		 * revoke, abort or teardown) queues its BYE before it
+		 * withdraws what it exposed, and what the BYE says (a
+		 * revoke: -ECANCELED) comes first: while the channel holds
+		 * messages for us not handled yet, the put waits for them
+		 * (their delivery reaps). Until 2026-12-07 the operation
+		 * failed with -ECONNRESET at once.
+		 */
+		if (err == -ENOENT && kcoll_lchan_unread(conn))
+			return -ENOBUFS;
 		if (err)
 			return err;
 	}
@@ -590,9 +774,23 @@ const struct kcoll_xport kcoll_xport_local = {
 /* Module unload: every communicator is gone, and with it every grant. */
 void kcoll_local_exit(void)
 {
+	struct kcoll_lchan *ch, *tmp;
+
+	/* No channel is kept from now on: every communicator is gone. */
+	cancel_delayed_work_sync(&kcoll_lchans_gc_work);
 	if (!xa_empty(&kcoll_xposes))
 		pr_err("exposed memory left at unload\n");
-	if (!list_empty(&kcoll_lchans))
-		pr_err("intra-node channel left at unload\n");
+	/*
+	 * Kept for an end that never came (kcoll_lchan_detach()): those
+	 * go now; one an end still holds is a bug.
+	 */
+	list_for_each_entry_safe(ch, tmp, &kcoll_lchans, node) {
+		if (ch->users) {
+			pr_err("intra-node channel left at unload\n");
+			continue;
+		}
+		list_del(&ch->node);
+		kcoll_lchan_free(ch);
+	}
 	xa_destroy(&kcoll_xposes);
 }

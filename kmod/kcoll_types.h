@@ -362,6 +362,11 @@ struct kcoll_conn {
 					 * goes: what this connection's
 					 * copies may fill (kcoll_local.c) */
 	struct work_struct lrx;		/* delivers the channel's messages */
+	/*
+	 * Of the channel's batch being delivered, the messages not
+	 * handled yet (kcoll_local.c); comm->lock
+	 */
+	unsigned int lchan_left;
 	enum kcoll_conn_state state;
 	int error;			/* why it died */
 	struct ib_cq *cq;		/* every lane's */

@@ -413,7 +413,10 @@ struct kcoll_rank_addr {
  * struct kcoll_comm_create - KCOLL_IOC_COMM_CREATE argument. Blocks until
  * this rank is connected to every other rank (or the timeout expires:
  * -ETIMEDOUT; a peer refusing our key: -EACCES). Only a fatal signal
- * ends the wait early; other signals are taken after it.
+ * ends the wait early; other signals are taken after it. A peer whose
+ * COMM_CREATE returned first may revoke (KCOLL_ABORT_REVOKE) before this
+ * one returns: it still returns a handle, to the revoked communicator,
+ * as if the revoke had come a moment later.
  * @ranks:	user pointer to @nranks struct kcoll_rank_addr
  * @uid:	communicator id, the same on every rank, not 0
  * @key:	shared secret; peers presenting another key are refused
