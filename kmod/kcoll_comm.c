@@ -431,6 +431,7 @@ void kcoll_comm_peer_revoked(struct kcoll_comm *comm, u32 revoker)
 	if (comm->revoked || comm->aborted || comm->shutting_down)
 		return;
 	comm->revoked = true;
+	comm->revoked_first = !comm->error;
 	comm->revoker = revoker;
 	comm->revoke_nops = comm->nr_ops;
 	/* As our own abort: later work fails -ECANCELED, a later
@@ -639,9 +640,10 @@ static bool kcoll_comm_connected(struct kcoll_comm *comm, void *arg)
 	 * moment later (its operations fail with -ECANCELED, its report
 	 * names the revoker). Until 2026-12-07 COMM_CREATE failed with
 	 * -ECANCELED and no handle: its rank could not ask for the report,
-	 * nor tell a revoke from a failure of its own.
+	 * nor tell a revoke from a failure of its own. A failure that came
+	 * first (a setup refused here, a peer lost) is still its error.
 	 */
-	*err = comm->revoked ? 0 : comm->error;
+	*err = comm->revoked && comm->revoked_first ? 0 : comm->error;
 	done = *err || comm->revoked || comm->nr_up == comm->nranks - 1;
 	if (done && !*err) {
 		/* Which peers are reached through the NIC: fixed now. */

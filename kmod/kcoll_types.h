@@ -773,6 +773,12 @@ struct kcoll_comm {
 	bool aborted;			/* KCOLL_IOC_COMM_ABORT */
 	bool revoked;			/* KCOLL_ABORT_REVOKE, here or by a
 					 * peer: our BYEs pass it on */
+	/*
+	 * A peer's revoke came before any failure: a COMM_CREATE still
+	 * waiting returns the revoked comm (kcoll_comm_connected()), not
+	 * the failure's error.
+	 */
+	bool revoked_first;
 	u32 revoker;			/* the rank that revoked */
 	u32 revoke_nops;		/* a peer's revoke: ops it cancelled */
 	struct work_struct revoke_work;	/* a peer's revoke: our shutdown */

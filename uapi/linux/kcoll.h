@@ -416,7 +416,8 @@ struct kcoll_rank_addr {
  * ends the wait early; other signals are taken after it. A peer whose
  * COMM_CREATE returned first may revoke (KCOLL_ABORT_REVOKE) before this
  * one returns: it still returns a handle, to the revoked communicator,
- * as if the revoke had come a moment later.
+ * as if the revoke had come a moment later (unless this rank's setup had
+ * failed first: that error).
  * @ranks:	user pointer to @nranks struct kcoll_rank_addr
  * @uid:	communicator id, the same on every rank, not 0
  * @key:	shared secret; peers presenting another key are refused
