@@ -3386,6 +3386,9 @@ TEST_F_TIMEOUT(rxe, device_removed_mid_operation, 300)
 #define KT_RV_ROUNDS	24
 #define KT_RV_CNT	(64 * 1024)
 
+/* The uid of the first round's communicator (a test of its own each). */
+static __u64 kt_rv_uid;
+
 static int kt_revoke_rank(const char *ip, int rank)
 {
 	struct kcoll_rank_addr ranks[2];
@@ -3408,7 +3411,7 @@ static int kt_revoke_rank(const char *ip, int rank)
 
 		if (kt_ring_init(&r, 64, 0, 0))
 			return 11;
-		if (kt_comm_create(r.fd, 0x7e9000 + round, "revoke-local",
+		if (kt_comm_create(r.fd, kt_rv_uid + round, "revoke-local",
 				   rank, 2, ranks, 30000, &id))
 			return 12;
 		for (i = 0; i < 3 * KT_RV_CNT; i++)
@@ -3476,7 +3479,32 @@ TEST_F_TIMEOUT(rxe, a_revoke_reaches_a_local_peer_as_a_revoke, 300)
 	if (!ip)
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
 	ASSERT_EQ(1, kt_sysfs_read("intra_node"));
+	kt_rv_uid = 0x7e9000;
 	ASSERT_EQ(0, kt_fork_ranks(2, kt_revoke_rank, ip, codes));
+	for (k = 0; k < 2; k++) {
+		EXPECT_EQ(0, codes[k]) {
+			TH_LOG("rank %d failed check %d", k, codes[k]);
+		}
+	}
+}
+
+/*
+ * The same through the NIC (intra_node 0): the BYE comes over the QP,
+ * behind the AUTH, and the revoker waits for its acknowledgement before
+ * its grants go; a rank still in COMM_CREATE gets the revoked
+ * communicator there too.
+ */
+TEST_F_TIMEOUT(rxe, a_revoke_reaches_a_peer_through_the_nic_as_a_revoke, 300)
+{
+	const char *ip = getenv("KCOLL_IP");
+	int codes[2], k;
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
+	kt_rv_uid = 0x7ea000;
+	EXPECT_EQ(0, kt_fork_ranks(2, kt_revoke_rank, ip, codes));
+	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
 	for (k = 0; k < 2; k++) {
 		EXPECT_EQ(0, codes[k]) {
 			TH_LOG("rank %d failed check %d", k, codes[k]);
