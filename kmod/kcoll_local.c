@@ -33,9 +33,10 @@
  * remote one (a round trip costs milliseconds under TCG), and a hardware
  * HCA through PCIe. The rdma_cm connection stays for setup, key check and
  * disconnects; its QP carries nothing once the connection is up.
- * Channel lifetime: found by (uid, key, ranks) in kcoll_lchans; each end
- * attaches when its connection comes up and detaches in its teardown,
- * after its BYE has been queued. What is queued for an end that has not
+ * Channel lifetime: found by (uid, key, ranks, the nonce of the
+ * connection's hello) in kcoll_lchans; each end attaches when its
+ * connection comes up and detaches in its teardown, after its BYE has
+ * been queued. What is queued for an end that has not
  * attached yet waits for it, even after the sender detached (a rank that
  * revokes right after its COMM_CREATE may leave before the accepting
  * rank, which attaches only once the peer proved the key, comes up: until
@@ -438,7 +439,7 @@ void kcoll_lchan_detach(struct kcoll_conn *conn)
 	u8 nonce[KCOLL_AUTH_NONCE];
 	struct kcoll_lmsg *lm, *tmp;
 	struct kcoll_lchan *ch;
-	bool last, keep = false;
+	bool last, keep = false, again;
 	LIST_HEAD(dead);
 	LIST_HEAD(drop);
 
@@ -451,8 +452,16 @@ void kcoll_lchan_detach(struct kcoll_conn *conn)
 	mutex_lock(&conn->comm->lock);
 	ch = conn->lchan;
 	conn->lchan = NULL;
+	again = conn->lchan_detached;
+	conn->lchan_detached = true;
 	memcpy(nonce, conn->lane[0].nonce_hello, KCOLL_AUTH_NONCE);
 	mutex_unlock(&conn->comm->lock);
+	/*
+	 * The second shutdown (kcoll_conn_free(), maybe from a worker
+	 * while the module unloads): done already.
+	 */
+	if (again)
+		return;
 	if (!ch) {
 		kcoll_lchan_forgo(conn, nonce);
 		return;
@@ -775,6 +784,7 @@ const struct kcoll_xport kcoll_xport_local = {
 void kcoll_local_exit(void)
 {
 	struct kcoll_lchan *ch, *tmp;
+	LIST_HEAD(left);
 
 	/* No channel is kept from now on: every communicator is gone. */
 	cancel_delayed_work_sync(&kcoll_lchans_gc_work);
@@ -782,15 +792,19 @@ void kcoll_local_exit(void)
 		pr_err("exposed memory left at unload\n");
 	/*
 	 * Kept for an end that never came (kcoll_lchan_detach()): those
-	 * go now; one an end still holds is a bug.
+	 * go now; one an end still holds is a bug, and stays. Under the
+	 * lock: a communicator's last reference may still be dropped by a
+	 * worker (kcoll_exit() drains them later).
 	 */
+	spin_lock(&kcoll_lchans_lock);
 	list_for_each_entry_safe(ch, tmp, &kcoll_lchans, node) {
 		if (ch->users) {
 			pr_err("intra-node channel left at unload\n");
 			continue;
 		}
-		list_del(&ch->node);
-		kcoll_lchan_free(ch);
+		list_move(&ch->node, &left);
 	}
+	spin_unlock(&kcoll_lchans_lock);
+	kcoll_lchans_free(&left);
 	xa_destroy(&kcoll_xposes);
 }

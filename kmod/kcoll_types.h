@@ -367,6 +367,10 @@ struct kcoll_conn {
 	 * handled yet (kcoll_local.c); comm->lock
 	 */
 	unsigned int lchan_left;
+	/* Its teardown detached it (once: kcoll_conn_free() may shut down
+	 * again); comm->lock.
+	 */
+	bool lchan_detached;
 	enum kcoll_conn_state state;
 	int error;			/* why it died */
 	struct ib_cq *cq;		/* every lane's */

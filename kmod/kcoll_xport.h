@@ -96,7 +96,9 @@ struct kcoll_xport {
 	 * @off; @m is the DATA message that tells the peer where a channel
 	 * has no immediate to carry (prepared by the engine). A kcoll_put,
 	 * or a negative error: -ENOBUFS, no room now (retried after the
-	 * next completion); -ENOENT, the peer dropped the grant (it
+	 * next completion), or the grant is gone while a channel still
+	 * holds the peer's messages, its BYE maybe (retried when their
+	 * delivery reaps); -ENOENT, the peer dropped the grant (it
 	 * failed); -EPROTO, the peer's grant is bad (the connection ends);
 	 * another, the op fails. KCOLL_PUT_DONE leaves @g to the caller.
 	 */
