@@ -228,6 +228,7 @@ static void kcoll_conn_unwind_work(struct kcoll_conn *conn)
 	}
 	conn->local = false;
 	conn->eager = false;
+	conn->peer_left = false;
 	conn->unwinding = false;
 	if (conn->state == KCOLL_CONN_CONNECTING)
 		conn->state = KCOLL_CONN_IDLE;
@@ -1081,10 +1082,31 @@ static void kcoll_cm_event(struct kcoll_lane *lane, struct rdma_cm_id *id,
 		if (conn->state == KCOLL_CONN_CONNECTING) {
 			/* Only the peer's leaving may be unproven. */
 			if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL ||
-			    ev->event == RDMA_CM_EVENT_ADDR_CHANGE)
+			    ev->event == RDMA_CM_EVENT_ADDR_CHANGE) {
 				kcoll_conn_fail_setup(conn, -ECONNRESET);
-			else
+			} else if (ev->event == RDMA_CM_EVENT_DISCONNECTED &&
+				   !conn->active && !conn->unwinding &&
+				   lane->established && lane->qp &&
+				   !lane->draining) {
+				/*
+				 * Its AUTH, and a BYE after it (a revoke
+				 * made as soon as its COMM_CREATE returned),
+				 * may still wait in our CQ: rdma_cm's event
+				 * and the completions run apart. Flushed,
+				 * they come first, and the flushed receives
+				 * then fail the attempt (kcoll_rx_done()).
+				 * Until 2026-12-07 the attempt failed here,
+				 * and such a revoke read as a lost peer.
+				 */
+				struct ib_qp_attr attr = {
+					.qp_state = IB_QPS_ERR
+				};
+
+				conn->peer_left = true;
+				ib_modify_qp(lane->qp, &attr, IB_QP_STATE);
+			} else {
 				kcoll_conn_setup_failed(conn, -ECONNRESET);
+			}
 		} else if (ev->event == RDMA_CM_EVENT_DISCONNECTED &&
 			   conn->state == KCOLL_CONN_UP && lane->qp &&
 			   !lane->draining) {

@@ -335,7 +335,18 @@ static void kcoll_rx_done(struct ib_cq *cq, struct ib_wc *wc)
 
 	mutex_lock(&comm->lock);
 	if (wc->status != IB_WC_SUCCESS) {
-		kcoll_conn_wc_error(conn, wc, "receive");
+		/*
+		 * A peer on this node queued its last messages (its BYE)
+		 * before it left: handled first, as on its DISCONNECTED.
+		 * One that left during the setup: what it sent before has
+		 * been handled now (kcoll_cm.c).
+		 */
+		if (conn->lchan)
+			kcoll_lchan_deliver(conn);
+		if (conn->peer_left && conn->state == KCOLL_CONN_CONNECTING)
+			kcoll_conn_setup_failed(conn, -ECONNRESET);
+		else
+			kcoll_conn_wc_error(conn, wc, "receive");
 		goto out;
 	}
 	/* kcoll never sends with invalidate: a peer that does is trying

@@ -392,6 +392,12 @@ struct kcoll_conn {
 					 * as a duplicate (KCOLL_REJ_DUP: an
 					 * attempt from our rank held its
 					 * place) at least once */
+	/*
+	 * Passive side, setting up: the peer disconnected, and its QP was
+	 * flushed so that what it sent before (its AUTH, its BYE) is
+	 * handled first; the flushed receives then fail the attempt.
+	 */
+	bool peer_left;
 	bool unwinding;			/* passive side: an attempt that
 					 * failed before proving the key is
 					 * being torn down (conn->retry); the
