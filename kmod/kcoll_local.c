@@ -46,8 +46,8 @@
  * The last end to detach frees it; a channel kept for an end that has not
  * come goes when that end's connection is torn down without attaching, or
  * once twice auth_timeout_ms have passed (by then the accepting side has
- * dropped an attempt that did not prove the key: swept at every attach
- * and detach, and by a delayed work while any is kept), or at unload.
+ * dropped an attempt that did not prove the key: a delayed work sweeps
+ * them while any is kept), or at unload.
  * A queue holds at most KCOLL_LCHAN_QUEUED messages (the protocol's
  * windows keep a real peer far below): past that the sender's operation
  * fails with -EPROTO, so a peer end that never attaches, or never reads,
@@ -245,19 +245,24 @@ static unsigned int kcoll_lchan_end(const struct kcoll_conn *conn)
 	return conn->comm->rank > conn->peer;
 }
 
+/* Free the messages on @msgs (taken off a channel). */
+static void kcoll_lmsgs_free(struct list_head *msgs)
+{
+	struct kcoll_lmsg *lm, *tmp;
+
+	list_for_each_entry_safe(lm, tmp, msgs, node)
+		kfree(lm);
+}
+
 /* Free @ch, which no end holds and no list has, with what it still queues. */
 static void kcoll_lchan_free(struct kcoll_lchan *ch)
 {
-	struct kcoll_lmsg *lm, *tmp;
-	unsigned int i;
-
-	for (i = 0; i < 2; i++)
-		list_for_each_entry_safe(lm, tmp, &ch->inbox[i], node)
-			kfree(lm);
+	kcoll_lmsgs_free(&ch->inbox[0]);
+	kcoll_lmsgs_free(&ch->inbox[1]);
 	kfree(ch);
 }
 
-/* Free the channels on @dead (unlisted by kcoll_lchans_expire()). */
+/* Free the channels on @dead (taken off kcoll_lchans). */
 static void kcoll_lchans_free(struct list_head *dead)
 {
 	struct kcoll_lchan *ch, *tmp;
@@ -267,43 +272,29 @@ static void kcoll_lchans_free(struct list_head *dead)
 }
 
 /*
- * Move to @dead the channels kept for an end that is late: its attempt
- * has been dropped by now (auth_timeout_ms), and one that never proved
- * the key has nothing to read there. Whether kept ones remain. Must hold
- * kcoll_lchans_lock.
- */
-static bool kcoll_lchans_expire(struct list_head *dead)
-{
-	struct kcoll_lchan *ch, *tmp;
-	bool kept = false;
-
-	lockdep_assert_held(&kcoll_lchans_lock);
-	list_for_each_entry_safe(ch, tmp, &kcoll_lchans, node) {
-		if (ch->users)
-			continue;
-		if (time_after(jiffies, ch->expires))
-			list_move(&ch->node, dead);
-		else
-			kept = true;
-	}
-	return kept;
-}
-
-/*
- * Kept channels also go when nothing attaches or detaches any more: a
- * sweep every auth_timeout_ms while there are any (their messages are
- * charged to the memory cgroup of a process that may have left).
+ * The sweep of kept channels, every auth_timeout_ms while there are any:
+ * one whose end is late goes (its attempt has been dropped by now, and
+ * one that never proved the key has nothing to read there; the messages
+ * are charged to the memory cgroup of a process that may have left).
  */
 static void kcoll_lchans_gc(struct work_struct *work);
 static DECLARE_DELAYED_WORK(kcoll_lchans_gc_work, kcoll_lchans_gc);
 
 static void kcoll_lchans_gc(struct work_struct *work)
 {
+	struct kcoll_lchan *ch, *tmp;
+	bool kept = false;
 	LIST_HEAD(dead);
-	bool kept;
 
 	spin_lock(&kcoll_lchans_lock);
-	kept = kcoll_lchans_expire(&dead);
+	list_for_each_entry_safe(ch, tmp, &kcoll_lchans, node) {
+		if (ch->users)
+			continue;
+		if (time_after(jiffies, ch->expires))
+			list_move(&ch->node, &dead);
+		else
+			kept = true;
+	}
 	spin_unlock(&kcoll_lchans_lock);
 	kcoll_lchans_free(&dead);
 	if (kept)
@@ -341,7 +332,6 @@ int kcoll_lchan_attach(struct kcoll_conn *conn)
 	unsigned int me = kcoll_lchan_end(conn);
 	struct kcoll_lchan *ch, *fresh;
 	u32 lo = min(comm->rank, conn->peer), hi = max(comm->rank, conn->peer);
-	LIST_HEAD(dead);
 
 	lockdep_assert_held(&comm->lock);
 	if (conn->lchan)
@@ -350,7 +340,6 @@ int kcoll_lchan_attach(struct kcoll_conn *conn)
 	if (!fresh)
 		return -ENOMEM;
 	spin_lock(&kcoll_lchans_lock);
-	kcoll_lchans_expire(&dead);
 	list_for_each_entry(ch, &kcoll_lchans, node)
 		if (kcoll_lchan_is(ch, comm, conn->peer,
 				   conn->lane[0].nonce_hello))
@@ -374,7 +363,6 @@ found:
 		spin_unlock(&ch->lock);
 		spin_unlock(&kcoll_lchans_lock);
 		kfree(fresh);
-		kcoll_lchans_free(&dead);
 		return -EPROTO;
 	}
 	ch->users++;
@@ -384,7 +372,6 @@ found:
 	spin_unlock(&ch->lock);
 	spin_unlock(&kcoll_lchans_lock);
 	kfree(fresh);
-	kcoll_lchans_free(&dead);
 	conn->lchan = ch;
 	conn->lchan_gen = ch->gen;
 	return 0;
@@ -400,13 +387,11 @@ found:
 static void kcoll_lchan_forgo(struct kcoll_conn *conn, const u8 *nonce)
 {
 	unsigned int me = kcoll_lchan_end(conn);
-	struct kcoll_lmsg *lm, *tmp;
 	struct kcoll_lchan *ch;
 	LIST_HEAD(dead);
 	LIST_HEAD(drop);
 
 	spin_lock(&kcoll_lchans_lock);
-	kcoll_lchans_expire(&dead);
 	list_for_each_entry(ch, &kcoll_lchans, node) {
 		if (!kcoll_lchan_is(ch, conn->comm, conn->peer, nonce))
 			continue;
@@ -423,8 +408,7 @@ static void kcoll_lchan_forgo(struct kcoll_conn *conn, const u8 *nonce)
 	}
 	spin_unlock(&kcoll_lchans_lock);
 	kcoll_lchans_free(&dead);
-	list_for_each_entry_safe(lm, tmp, &drop, node)
-		kfree(lm);
+	kcoll_lmsgs_free(&drop);
 }
 
 /*
@@ -437,10 +421,8 @@ void kcoll_lchan_detach(struct kcoll_conn *conn)
 {
 	unsigned int me = kcoll_lchan_end(conn);
 	u8 nonce[KCOLL_AUTH_NONCE];
-	struct kcoll_lmsg *lm, *tmp;
+	bool last, keep = false, again, local;
 	struct kcoll_lchan *ch;
-	bool last, keep = false, again;
-	LIST_HEAD(dead);
 	LIST_HEAD(drop);
 
 	/*
@@ -454,6 +436,7 @@ void kcoll_lchan_detach(struct kcoll_conn *conn)
 	conn->lchan = NULL;
 	again = conn->lchan_detached;
 	conn->lchan_detached = true;
+	local = conn->local;
 	memcpy(nonce, conn->lane[0].nonce_hello, KCOLL_AUTH_NONCE);
 	mutex_unlock(&conn->comm->lock);
 	/*
@@ -462,8 +445,13 @@ void kcoll_lchan_detach(struct kcoll_conn *conn)
 	 */
 	if (again)
 		return;
+	/*
+	 * Only a local attempt's peer makes a channel for it; one of an
+	 * attempt unwound before (local no more) goes with the sweep.
+	 */
 	if (!ch) {
-		kcoll_lchan_forgo(conn, nonce);
+		if (local)
+			kcoll_lchan_forgo(conn, nonce);
 		return;
 	}
 	spin_lock(&ch->lock);
@@ -473,11 +461,9 @@ void kcoll_lchan_detach(struct kcoll_conn *conn)
 	ch->queued[me] = 0;
 	spin_unlock(&ch->lock);
 	cancel_work_sync(&conn->lrx);
-	list_for_each_entry_safe(lm, tmp, &drop, node)
-		kfree(lm);
+	kcoll_lmsgs_free(&drop);
 	/* What the work took but did not get to: none, it ran to the end. */
 	spin_lock(&kcoll_lchans_lock);
-	kcoll_lchans_expire(&dead);
 	last = !--ch->users;
 	if (last) {
 		/*
@@ -501,7 +487,6 @@ void kcoll_lchan_detach(struct kcoll_conn *conn)
 	if (keep)
 		schedule_delayed_work(&kcoll_lchans_gc_work,
 				      msecs_to_jiffies(kcoll_auth_timeout_ms()));
-	kcoll_lchans_free(&dead);
 }
 
 /*
@@ -580,10 +565,9 @@ void kcoll_lchan_deliver(struct kcoll_conn *conn)
 		return;
 	spin_lock(&ch->lock);
 	list_splice_init(&ch->inbox[me], &batch);
+	conn->lchan_left += ch->queued[me];
 	ch->queued[me] = 0;
 	spin_unlock(&ch->lock);
-	list_for_each_entry(lm, &batch, node)
-		conn->lchan_left++;
 	list_for_each_entry_safe(lm, tmp, &batch, node) {
 		/* A dead connection drops what comes, as a QP in the error
 		 * state flushes it. */
