@@ -3395,7 +3395,8 @@ TEST_F_TIMEOUT(rxe, device_removed_mid_operation, 300)
  *
  * Found by the in-VM fuzzer (2026-12-07): in about half the runs an
  * operation of rank 0 ended with -ECONNRESET, the revoke taken for a lost
- * peer; fixed 2026-12-07 in three places (docs/TESTING.md, "Fixed"): a
+ * peer; fixed 2026-12-07 in three places (docs/TESTING.md, "A revoke
+ * that reached a rank on the same node as a lost peer"): a
  * put into an exposure the revoker had withdrawn failed before the BYE
  * queued ahead of that was read; a BYE queued for an end that had not
  * attached yet was freed with its channel; and rank 0, still in
