@@ -20,6 +20,13 @@ exec > >(tee -a "$KCOLL_OUT/log") 2>&1
 log() { echo "[vm$kcoll_vm] $*"; }
 # Record a failure; the scenario goes on so that the log shows everything.
 fail() { log "FAIL: $*"; KCOLL_FAILS+=("$*"); }
+# The first failed checks of a TAP-like log, on one line: what a failure
+# message carries, so that the status (and CI's output) says which check
+# failed, not only that one did.
+kcoll_why() {
+	grep -E '^(not ok|Bail out)' "$1" 2>/dev/null | head -3 | tr '\n' ' ' |
+		cut -c1-400
+}
 
 # Two-VM scenarios: wait until the other VM reached the same point (flag
 # files in the shared results folder); $2 = seconds (default 300).

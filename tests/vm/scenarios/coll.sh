@@ -229,7 +229,7 @@ run() {
 		wait "${pids[$i]}"
 		rc=$?
 		i=$((i + 1))
-		[ $rc = 0 ] || fail "$name: rank $r exited with $rc (see $name-rank$r.log)"
+		[ $rc = 0 ] || fail "$name: rank $r exited with $rc (see $name-rank$r.log): $(kcoll_why "$KCOLL_OUT/$name-rank$r.log")"
 		grep -E "^not ok|^Bail out|^# kcoll-colltest:|rank $r:" \
 			"$KCOLL_OUT/$name-rank$r.log" | head -40 | sed "s/^/[$name rank $r] /"
 		# A failed run of a loop keeps its log (the next one overwrites).
@@ -428,9 +428,9 @@ elif [ $family = 1 ]; then
 		r=${ranks[$i]}
 		want=0
 		case $r in 1|2|new) want=137 ;; esac
-		[ $rc = $want ] || fail "family: rank $r exited with $rc, not $want (see family-rank$r.log)"
 		f=$KCOLL_OUT/family-rank$r.log
 		[ "$r" = new ] && f=$KCOLL_OUT/family-new.log
+		[ $rc = $want ] || fail "family: rank $r exited with $rc, not $want (see ${f##*/}): $(kcoll_why "$f")"
 		grep -c "^ok" "$f" | sed "s/^/[family rank $r] checks passed: /"
 		grep -E "^not ok|^Bail out|^# (revoked|shrink|grow|split)" "$f" | sed "s/^/[family rank $r] /"
 		! grep -qE "^not ok|^Bail out" "$f" || fail "family: rank $r failed a check (see $f)"

@@ -79,10 +79,10 @@ fi
 t0=$SECONDS
 timeout -k 10 600 "$TOOL" -v "$victim" -T $tmo $mode \
 	>"$KCOLL_OUT/nodedie.log" 2>&1 ||
-	fail "kcoll-nodedie rank $kcoll_vm failed (see nodedie.log)"
+	fail "kcoll-nodedie rank $kcoll_vm failed (see nodedie.log): $(kcoll_why "$KCOLL_OUT/nodedie.log")"
 sed "s/^/[rank $kcoll_vm] /" "$KCOLL_OUT/nodedie.log"
 if [ -n "${newcomer:-}" ]; then
-	wait "$newcomer" || fail "the grow's newcomer failed (see newcomer.log)"
+	wait "$newcomer" || fail "the grow's newcomer failed (see newcomer.log): $(kcoll_why "$KCOLL_OUT/newcomer.log")"
 	sed "s/^/[newcomer] /" "$KCOLL_OUT/newcomer.log"
 fi
 log "survived the node's death in $((SECONDS - t0)) s"
