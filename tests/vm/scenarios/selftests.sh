@@ -33,6 +33,26 @@ kcoll_mark_tests() {
 		esac
 	done
 }
+# The module's knobs as loaded. A binary killed at its timeout skips its
+# teardown, and one knob it changed (intra_node, say) would stay changed
+# for the binaries after it: each then starts from these values again,
+# and the log says what was left changed. Not the knobs that act when
+# written (devices, listen_port).
+declare -A knobs0
+for f in /sys/class/misc/kcoll/* /sys/class/misc/kcoll/algo/*; do
+	case ${f##*/} in uevent|devices|listen_port) continue ;; esac
+	# By the mode: root may write any file as far as test -w knows.
+	[ -f "$f" ] && [[ $(stat -c %A "$f") == ??w* ]] && knobs0[$f]=$(cat "$f")
+done
+kcoll_knobs_restore() {
+	local f v
+	for f in "${!knobs0[@]}"; do
+		v=$(cat "$f")
+		[ "$v" = "${knobs0[$f]}" ] && continue
+		log "$1 left ${f#/sys/class/misc/kcoll/} at $v: set back to ${knobs0[$f]}"
+		echo "${knobs0[$f]}" >"$f" || fail "setting ${f##*/} back to ${knobs0[$f]}"
+	done
+}
 for t in "${kcoll_bindir:-$KCOLL_TOP/build/tests/bin}"/*_test; do
 	name=$(basename "$t")
 	if [ -n "$KCOLL_ARG" ] && ! [[ " $KCOLL_ARG " == *" $name "* ]]; then
@@ -50,6 +70,7 @@ for t in "${kcoll_bindir:-$KCOLL_TOP/build/tests/bin}"/*_test; do
 	[ "$(cat /sys/class/misc/kcoll/stats/contexts)" = 0 ] || fail "$name left contexts open"
 	[ "$(cat /sys/class/misc/kcoll/stats/inflight)" = 0 ] || fail "$name left requests in flight"
 	kcoll_res_check || true
+	kcoll_knobs_restore "$name"
 done
 kcoll_exporters_down
 kcoll_mod_unload
