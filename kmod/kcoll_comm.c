@@ -218,8 +218,14 @@ static bool kcoll_comm_is_shut(struct kcoll_comm *comm, void *unused)
 	return shut;
 }
 
-/* How long a leaving comm waits for its BYEs to be acknowledged. */
+/*
+ * How long a leaving comm waits for its BYEs to be acknowledged: while a
+ * connection that still owes one completes sends (what was queued ahead
+ * of its BYE drains), until KCOLL_BYE_WAIT_MS without one; at most
+ * KCOLL_BYE_MAX_MS in all.
+ */
 #define KCOLL_BYE_WAIT_MS	500
+#define KCOLL_BYE_MAX_MS	5000
 
 /*
  * How long a destroy waits for the confirmation tokens of broadcasts that
@@ -273,6 +279,43 @@ static bool kcoll_comm_sends_done(struct kcoll_comm *comm, void *unused)
 	return done;
 }
 
+/*
+ * Until when the BYEs are worth waiting for (@until, jiffies): the last
+ * send completion of any connection still owing its acknowledgment (or
+ * the shutdown's start, if later) plus KCOLL_BYE_WAIT_MS, at most the
+ * shutdown's deadline. False when none owes one. A slow link still
+ * carries the BYE behind the writes queued ahead of it (a revoke's BYE
+ * that never arrives reads as a lost peer there); a dead one completes
+ * nothing, and is not waited for longer than before.
+ */
+static bool kcoll_comm_bye_until(struct kcoll_comm *comm,
+				 unsigned long *until)
+{
+	bool owed = false;
+	unsigned long at;
+	u32 i, l;
+
+	mutex_lock(&comm->lock);
+	for (i = 0; i < comm->nranks; i++) {
+		struct kcoll_conn *conn = comm->conns[i];
+
+		if (!conn || conn->state != KCOLL_CONN_UP || !conn->sq_posted)
+			continue;
+		at = comm->bye_begun;
+		for (l = 0; l < conn->nlanes; l++)
+			if (time_after(conn->lane[l].sent_at, at))
+				at = conn->lane[l].sent_at;
+		at += msecs_to_jiffies(KCOLL_BYE_WAIT_MS);
+		if (!owed || time_after(at, *until))
+			*until = at;
+		owed = true;
+	}
+	if (owed && time_after(*until, comm->bye_deadline))
+		*until = comm->bye_deadline;
+	mutex_unlock(&comm->lock);
+	return owed;
+}
+
 static bool kcoll_comm_cm_idle(struct kcoll_comm *comm, void *unused)
 {
 	bool idle;
@@ -286,9 +329,9 @@ static bool kcoll_comm_cm_idle(struct kcoll_comm *comm, void *unused)
 /*
  * The first half of a shutdown: every peer still connected is told, every
  * operation fails with @err, and nothing new starts. It does not wait:
- * kcoll_comm_shutdown_finish() does, until KCOLL_BYE_WAIT_MS after this at
- * most, so that a file closing many communicators begins them all and
- * waits once (kcoll_ctx_comms_release()). Idempotent. Must not hold
+ * kcoll_comm_shutdown_finish() does (kcoll_comm_bye_until(): at most
+ * KCOLL_BYE_MAX_MS after this), so that a file closing many communicators
+ * begins them all and waits once (kcoll_ctx_comms_release()). Idempotent. Must not hold
  * comm->lock.
  */
 static void kcoll_comm_shutdown_begin(struct kcoll_comm *comm, int err)
@@ -317,7 +360,9 @@ static void kcoll_comm_shutdown_begin(struct kcoll_comm *comm, int err)
 	WRITE_ONCE(comm->shutting_down, true);
 	comm->shut_owed = true;
 	comm->shut_err = err;
-	comm->bye_deadline = jiffies + msecs_to_jiffies(KCOLL_BYE_WAIT_MS);
+	comm->bye_begun = jiffies;
+	comm->bye_deadline = comm->bye_begun +
+			     msecs_to_jiffies(KCOLL_BYE_MAX_MS);
 	mutex_unlock(&comm->lock);
 	/* A COMM_CREATE waiting for connections sees the error now. */
 	wake_up_all(&comm->wait);
@@ -333,6 +378,7 @@ static void kcoll_comm_shutdown_begin(struct kcoll_comm *comm, int err)
  */
 static void kcoll_comm_shutdown_finish(struct kcoll_comm *comm)
 {
+	unsigned long until;
 	long left;
 	int err;
 	u32 i;
@@ -347,11 +393,18 @@ static void kcoll_comm_shutdown_finish(struct kcoll_comm *comm)
 	}
 	comm->shut_owed = false;
 	err = comm->shut_err;
-	left = (long)(comm->bye_deadline - jiffies);
 	mutex_unlock(&comm->lock);
-	if (left > 0)
+	/*
+	 * Woken when a connection's last send completes; each timeout looks
+	 * again whether sends still complete.
+	 */
+	while (kcoll_comm_bye_until(comm, &until)) {
+		left = (long)(until - jiffies);
+		if (left <= 0)
+			break;
 		kcoll_comm_wait(comm, kcoll_comm_sends_done, NULL, left,
 				false);
+	}
 	kcoll_comm_wait(comm, kcoll_comm_cm_idle, NULL, MAX_SCHEDULE_TIMEOUT,
 			false);
 
@@ -1075,7 +1128,7 @@ int kcoll_comm_usable(struct kcoll_comm *comm)
 
 /*
  * A referenced comm of @ctx, or NULL. Under the xarray's own lock, not ctx->comm_lock, which a COMM_DESTROY
- * holds through the comm's shutdown (up to KCOLL_BYE_WAIT_MS for its BYEs
+ * holds through the comm's shutdown (up to KCOLL_BYE_MAX_MS for its BYEs
  * and the teardown after): every ENTER, REG_MEM, ABORT and REPORT of the
  * file waited behind each destroy in turn, uninterruptibly (until
  * 2026-12-06). The array holds the file's reference until a destroy
@@ -1193,9 +1246,11 @@ void kcoll_ctx_comms_release(struct kcoll_ctx *ctx)
 	struct kcoll_comm *comm;
 
 	mutex_lock(&ctx->comm_lock);
-	/* Nothing else uses the file now: all linger at once (at most
+	/*
+	 * Nothing else uses the file now: all linger at once (at most
 	 * KCOLL_LINGER_MS in all), then all say BYE at once (and wait for
-	 * it KCOLL_BYE_WAIT_MS in all, not each in turn), then go. */
+	 * it KCOLL_BYE_MAX_MS at most in all, not each in turn), then go.
+	 */
 	xa_for_each(&ctx->comms, id, comm)
 		kcoll_comm_linger(comm, deadline);
 	xa_for_each(&ctx->comms, id, comm) {
@@ -1254,7 +1309,7 @@ void kcoll_comms_device_removed(struct ib_device *ibdev)
 	spin_unlock(&kcoll_comms_all_lock);
 	/*
 	 * Every comm on it begins its shutdown first, so that their waits
-	 * for the BYEs' acknowledgements overlap (KCOLL_BYE_WAIT_MS in all,
+	 * for the BYEs' acknowledgements overlap (KCOLL_BYE_MAX_MS in all,
 	 * not per comm, while the device's removal waits for us). Each turn
 	 * begins one (or finds one begun meanwhile): it ends.
 	 */

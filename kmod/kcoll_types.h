@@ -778,7 +778,8 @@ struct kcoll_comm {
 	bool shutting_down;
 	bool shut_owed;			/* begun, its finish not claimed */
 	int shut_err;			/* what the shutdown fails ops with */
-	unsigned long bye_deadline;	/* jiffies: BYEs acknowledged by */
+	unsigned long bye_begun;	/* jiffies: the BYEs queued */
+	unsigned long bye_deadline;	/* jiffies: BYEs waited for until */
 	bool shut;			/* kcoll_comm_shutdown() is over */
 	bool aborted;			/* KCOLL_IOC_COMM_ABORT */
 	bool revoked;			/* KCOLL_ABORT_REVOKE, here or by a

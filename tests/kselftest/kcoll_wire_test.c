@@ -1731,10 +1731,10 @@ TEST(floods_end_the_connection)
 
 /*
  * A file closed with many communicators on it says BYE on all of them at
- * once and waits for the acknowledgements once (at most KCOLL_BYE_WAIT_MS,
- * 500 ms, in all), not once per communicator in turn: a process with a
- * few dozen process groups whose peers are gone would otherwise take tens
- * of seconds to exit (until 2026-12-05 it did, 500 ms each). Our QPs stop
+ * once and waits for the acknowledgements once (until KCOLL_BYE_WAIT_MS,
+ * 500 ms, after the last send completion: here none came), not once per
+ * communicator in turn: a process with a few dozen process groups whose
+ * peers are gone would otherwise take tens of seconds to exit (until 2026-12-05 it did, 500 ms each). Our QPs stop
  * taking anything (error state: rxe drops what comes), so none of the
  * module's BYEs is acknowledged and each communicator's wait runs out.
  */
