@@ -25,7 +25,10 @@
 # gives rxe 4096-byte packets; default 1500: 1024-byte packets),
 # KCOLL_VM_CPU the guest CPU model, KCOLL_VM_CMDLINE extra kernel
 # arguments, KCOLL_VM_NICOPT extra virtio-net-pci properties (from a
-# comma: ",rx_queue_size=1024").
+# comma: ",rx_queue_size=1024"), KCOLL_VM_SLOWIO=1 slow links: strace
+# stops every qemu at each of its system calls (their sends to the hub
+# among them), which slows what the emulated NICs carry several times
+# over, while the guests' CPUs run as before.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -52,6 +55,8 @@ fi
 [ -n "$kdir" ] || kernel=/boot/vmlinuz-$kver
 [ -r "$kernel" ] || { echo "vmrun: cannot read $kernel" >&2; exit 2; }
 command -v qemu-system-x86_64 >/dev/null || { echo "vmrun: qemu-system-x86_64 missing" >&2; exit 2; }
+[ -z "${KCOLL_VM_SLOWIO:-}" ] || command -v strace >/dev/null ||
+	{ echo "vmrun: KCOLL_VM_SLOWIO needs strace (tools/install-deps.sh)" >&2; exit 2; }
 
 mkdir -p "$out"
 out=$(realpath "$out")
@@ -112,6 +117,15 @@ run_vms() {
 			</dev/null >"$out/vm$i.console" 2>&1 &
 		pids+=($!)
 	done
+	if [ -n "${KCOLL_VM_SLOWIO:-}" ]; then
+		sleep 1
+		for ((i = 0; i < nvms; i++)); do
+			local q
+			q=$(pgrep -P "${pids[$i]}" -f qemu-system-x86_64 | head -1)
+			[ -n "$q" ] || { echo "vmrun: vm$i: no qemu to slow" >&2; rc=1; continue; }
+			strace -f -qq -e trace=sendto -o /dev/null -p "$q" &
+		done
+	fi
 
 	for ((i = 0; i < nvms; i++)); do
 		wait "${pids[$i]}"
