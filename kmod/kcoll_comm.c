@@ -225,7 +225,7 @@ static bool kcoll_comm_is_shut(struct kcoll_comm *comm, void *unused)
  * KCOLL_BYE_MAX_MS in all.
  */
 #define KCOLL_BYE_WAIT_MS	500
-#define KCOLL_BYE_MAX_MS	5000
+#define KCOLL_BYE_MAX_MS	2000
 
 /*
  * How long a destroy waits for the confirmation tokens of broadcasts that
@@ -303,7 +303,7 @@ static bool kcoll_comm_bye_until(struct kcoll_comm *comm,
 			continue;
 		at = comm->bye_begun;
 		for (l = 0; l < conn->nlanes; l++)
-			if (time_after(conn->lane[l].sent_at, at))
+			if (time_in_range(conn->lane[l].sent_at, at, jiffies))
 				at = conn->lane[l].sent_at;
 		at += msecs_to_jiffies(KCOLL_BYE_WAIT_MS);
 		if (!owed || time_after(at, *until))
@@ -331,8 +331,8 @@ static bool kcoll_comm_cm_idle(struct kcoll_comm *comm, void *unused)
  * operation fails with @err, and nothing new starts. It does not wait:
  * kcoll_comm_shutdown_finish() does (kcoll_comm_bye_until(): at most
  * KCOLL_BYE_MAX_MS after this), so that a file closing many communicators
- * begins them all and waits once (kcoll_ctx_comms_release()). Idempotent. Must not hold
- * comm->lock.
+ * begins them all and waits once (kcoll_ctx_comms_release()). Idempotent.
+ * Must not hold comm->lock.
  */
 static void kcoll_comm_shutdown_begin(struct kcoll_comm *comm, int err)
 {
@@ -378,7 +378,7 @@ static void kcoll_comm_shutdown_begin(struct kcoll_comm *comm, int err)
  */
 static void kcoll_comm_shutdown_finish(struct kcoll_comm *comm)
 {
-	unsigned long until;
+	unsigned long until = 0;
 	long left;
 	int err;
 	u32 i;

@@ -413,9 +413,8 @@ static void kcoll_tx_done(struct ib_cq *cq, struct ib_wc *wc)
 	lane->sent_at = jiffies;
 	if (wc->status != IB_WC_SUCCESS)
 		kcoll_conn_wc_error(conn, wc, "send");
-	/* A revoke's BYE that met a full send queue: there is room now. */
-	else if (comm->revoked && !conn->bye_sent)
-		kcoll_conn_send_bye(conn);
+	else
+		kcoll_conn_bye_retry(conn);
 	kcoll_engine_reap(comm);
 	if (comm->shutting_down && !conn->sq_posted)
 		wake_up_all(&comm->wait);	/* a BYE went out */
@@ -451,9 +450,25 @@ void kcoll_conn_send_bye(struct kcoll_conn *conn)
 	if (conn->state != KCOLL_CONN_UP || conn->bye_sent || conn->bye)
 		return;
 	kcoll_conn_bye_msg(conn->comm, &m);
-	/* Not sent (a full send queue): the shutdown tries again. */
+	/*
+	 * Not sent (a full send queue): the next send completion on that
+	 * queue tries again (kcoll_conn_bye_retry()).
+	 */
 	if (!kcoll_conn_send_msg(conn, &m))
 		conn->bye_sent = true;
+}
+
+/*
+ * A send on @conn completed, so its queue has room: a BYE that met it full
+ * (a revoke's, or a leaving comm's) goes now. Must hold comm->lock.
+ */
+void kcoll_conn_bye_retry(struct kcoll_conn *conn)
+{
+	struct kcoll_comm *comm = conn->comm;
+
+	lockdep_assert_held(&comm->lock);
+	if ((comm->revoked || comm->shutting_down) && !conn->bye_sent)
+		kcoll_conn_send_bye(conn);
 }
 
 /* ------------------------------------------------------------------ */

@@ -254,6 +254,8 @@ static void kcoll_lanes_put_done(struct ib_cq *cq, struct ib_wc *wc)
 		kcoll_stat_add(KCOLL_STAT_RDMA_BYTES, g->len);
 		if (wc->status != IB_WC_SUCCESS)
 			kcoll_conn_kill(conn, -ECONNRESET);
+		else
+			kcoll_conn_bye_retry(conn);
 	} else {
 		if (wc->status != IB_WC_WR_FLUSH_ERR)
 			pr_warn_ratelimited("comm %llx rank %u: write to rank %u failed: %s\n",

@@ -1734,9 +1734,10 @@ TEST(floods_end_the_connection)
  * once and waits for the acknowledgements once (until KCOLL_BYE_WAIT_MS,
  * 500 ms, after the last send completion: here none came), not once per
  * communicator in turn: a process with a few dozen process groups whose
- * peers are gone would otherwise take tens of seconds to exit (until 2026-12-05 it did, 500 ms each). Our QPs stop
- * taking anything (error state: rxe drops what comes), so none of the
- * module's BYEs is acknowledged and each communicator's wait runs out.
+ * peers are gone would otherwise take tens of seconds to exit (until
+ * 2026-12-05 it did, 500 ms each). Our QPs stop taking anything (error
+ * state: rxe drops what comes), so none of the module's BYEs is
+ * acknowledged and each communicator's wait runs out.
  */
 TEST(a_closing_file_waits_for_its_byes_once)
 {
