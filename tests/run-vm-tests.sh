@@ -76,6 +76,17 @@ nic_stuck() {
 		sed "s|^$1/||"
 }
 
+# Before a retry: the first run's statuses, said, and its folder kept
+# as $1.try1 (the retry's VMs start from empty folders).
+keep_try() {
+	local s
+	for s in "$1"/vm*/status; do
+		[ -f "$s" ] && sed "s|^|#   first run, $(basename "$(dirname "$s")"): |" "$s"
+	done
+	rm -rf "$1.try1"
+	mv "$1" "$1.try1"
+}
+
 vm_run() {	# dir kver nvms timeout arg mem script
 	"$top/tests/vm/vmrun.sh" -k "$2" -n "$3" -o "$1" -t "$4" \
 		${5:+-a "$5"} ${6:+-m "$6"} "$7"
@@ -93,16 +104,19 @@ scenario() {	# kver name nvms timeout [arg [mem_mb]]
 	# but for a guest whose clock jumped or whose emulated NIC stopped.
 	if [ $ok = 0 ] && why=$(boot_panic "$dir") && [ -n "$why" ]; then
 		echo "# retry: a guest panicked while booting, before the scenario began: $why"
+		keep_try "$dir"
 		vm_run "$dir" "$kver" "$n" "$tmo" "$arg" "$mem" "$script" && ok=1
 	fi
 	# Nor is one whose guest's clock jumped (clock_jump()): once, said.
 	if [ $ok = 0 ] && why=$(clock_jump "$dir") && [ -n "$why" ]; then
 		echo "# retry: the guest's clock jumped, so its timeouts fired at once (this machine was paused): $why"
+		keep_try "$dir"
 		vm_run "$dir" "$kver" "$n" "$tmo" "$arg" "$mem" "$script" && ok=1
 	fi
 	# Nor is one whose emulated NIC stopped sending: once, said.
 	if [ $ok = 0 ] && why=$(nic_stuck "$dir") && [ -n "$why" ]; then
 		echo "# retry: a guest's emulated NIC stopped sending (qemu, below kcoll): $why"
+		keep_try "$dir"
 		vm_run "$dir" "$kver" "$n" "$tmo" "$arg" "$mem" "$script" && ok=1
 	fi
 	if [ $ok = 1 ]; then

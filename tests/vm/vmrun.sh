@@ -26,9 +26,9 @@
 # KCOLL_VM_CPU the guest CPU model, KCOLL_VM_CMDLINE extra kernel
 # arguments, KCOLL_VM_NICOPT extra virtio-net-pci properties (from a
 # comma: ",rx_queue_size=1024"), KCOLL_VM_SLOWIO=1 slow links: strace
-# stops every qemu at each of its system calls (their sends to the hub
-# among them), which slows what the emulated NICs carry several times
-# over, while the guests' CPUs run as before.
+# stops every thread of every qemu at each of its system calls (their
+# sends to the hub among them), which slows what the emulated NICs carry
+# several times over; the vCPUs, which make few system calls, less so.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -55,7 +55,7 @@ fi
 [ -n "$kdir" ] || kernel=/boot/vmlinuz-$kver
 [ -r "$kernel" ] || { echo "vmrun: cannot read $kernel" >&2; exit 2; }
 command -v qemu-system-x86_64 >/dev/null || { echo "vmrun: qemu-system-x86_64 missing" >&2; exit 2; }
-[ -z "${KCOLL_VM_SLOWIO:-}" ] || command -v strace >/dev/null ||
+[ "${KCOLL_VM_SLOWIO:-0}" != 1 ] || command -v strace >/dev/null ||
 	{ echo "vmrun: KCOLL_VM_SLOWIO needs strace (tools/install-deps.sh)" >&2; exit 2; }
 
 mkdir -p "$out"
@@ -117,13 +117,20 @@ run_vms() {
 			</dev/null >"$out/vm$i.console" 2>&1 &
 		pids+=($!)
 	done
-	if [ -n "${KCOLL_VM_SLOWIO:-}" ]; then
+	if [ "${KCOLL_VM_SLOWIO:-0}" = 1 ]; then
+		local q qs=()
 		sleep 1
 		for ((i = 0; i < nvms; i++)); do
-			local q
 			q=$(pgrep -P "${pids[$i]}" -f qemu-system-x86_64 | head -1)
 			[ -n "$q" ] || { echo "vmrun: vm$i: no qemu to slow" >&2; rc=1; continue; }
 			strace -f -qq -e trace=sendto -o /dev/null -p "$q" &
+			qs+=("$q")
+		done
+		# Attached, or the run is not what it says (ptrace refused).
+		sleep 1
+		for q in "${qs[@]}"; do
+			[ "$(awk '/^TracerPid:/ { print $2 }' "/proc/$q/status" 2>/dev/null)" != 0 ] ||
+				{ echo "vmrun: strace could not attach to qemu $q" >&2; rc=1; }
 		done
 	fi
 
