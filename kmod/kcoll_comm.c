@@ -348,8 +348,11 @@ static void kcoll_comm_shutdown_begin(struct kcoll_comm *comm, int err)
 	 * closes its connection at once instead of waiting for a disconnect
 	 * that may not come, and a peer still finishing a collective with us
 	 * knows we have it (kcoll_conn_send_bye()). It goes before the
-	 * ABORTs of what is in flight, so those are never needed.
+	 * ABORTs of what is in flight, so those are never needed; one that
+	 * meets a full send queue goes with its next completion, and no
+	 * ABORT goes there before it (kcoll_op_send_abort()).
 	 */
+	comm->byes_begun = true;
 	for (i = 0; i < comm->nranks; i++)
 		if (comm->conns[i])
 			kcoll_conn_send_bye(comm->conns[i]);
@@ -490,6 +493,7 @@ void kcoll_comm_peer_revoked(struct kcoll_comm *comm, u32 revoker)
 	/* As our own abort: later work fails -ECANCELED, a later
 	 * KCOLL_IOC_COMM_ABORT reports nothing twice. */
 	comm->aborted = true;
+	comm->byes_begun = true;
 	for (i = 0; i < comm->nranks; i++)
 		if (comm->conns[i])
 			kcoll_conn_send_bye(comm->conns[i]);

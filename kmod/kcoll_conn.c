@@ -459,15 +459,18 @@ void kcoll_conn_send_bye(struct kcoll_conn *conn)
 }
 
 /*
- * A send on @conn completed, so its queue has room: a BYE that met it full
- * (a revoke's, or a leaving comm's) goes now. Must hold comm->lock.
+ * A send on @conn completed: a BYE that met lane 0's queue full (a
+ * revoke's, or a leaving comm's) is tried again (it fails again if the
+ * room is on another lane). Not before the BYEs began: our own revoke
+ * marks the comm before its shutdown fails what is in flight. Must hold
+ * comm->lock.
  */
 void kcoll_conn_bye_retry(struct kcoll_conn *conn)
 {
 	struct kcoll_comm *comm = conn->comm;
 
 	lockdep_assert_held(&comm->lock);
-	if ((comm->revoked || comm->shutting_down) && !conn->bye_sent)
+	if (comm->byes_begun && !conn->bye_sent)
 		kcoll_conn_send_bye(conn);
 }
 

@@ -33,13 +33,15 @@ static void kcoll_op_send_abort(struct kcoll_task *op, struct kcoll_conn *conn)
 	struct kcoll_wire_msg m;
 
 	/*
-	 * A peer that said BYE reads nothing more; one that our revoke's
-	 * BYE has not reached yet (a full send queue: it goes with the next
-	 * send completion) must get that first, not an ABORT, whose own
-	 * full queue would end the connection.
+	 * A peer that said BYE reads nothing more; one that our BYE (a
+	 * revoke's, or a leaving comm's) has not reached yet (a full send
+	 * queue: it goes with the next send completion) must get that
+	 * first, not an ABORT, whose own full queue would end the
+	 * connection and flush the BYE unsent. After the BYE no ABORT is
+	 * needed: it ends what needs us there.
 	 */
 	if (!conn || conn->state != KCOLL_CONN_UP || conn->bye ||
-	    (op->comm->revoked && !conn->bye_sent))
+	    ((op->comm->revoked || op->comm->byes_begun) && !conn->bye_sent))
 		return;
 	kcoll_msg_init(op, &m, KCOLL_MSG_ABORT, conn->peer);
 	m.status = cpu_to_le32(-op->error);

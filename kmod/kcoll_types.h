@@ -778,6 +778,11 @@ struct kcoll_comm {
 	bool shutting_down;
 	bool shut_owed;			/* begun, its finish not claimed */
 	int shut_err;			/* what the shutdown fails ops with */
+	/*
+	 * Our BYEs were tried (leaving, or a peer's revoke): no ABORT
+	 * goes where one is still owed.
+	 */
+	bool byes_begun;
 	unsigned long bye_begun;	/* jiffies: the BYEs queued */
 	unsigned long bye_deadline;	/* jiffies: BYEs waited for until */
 	bool shut;			/* kcoll_comm_shutdown() is over */
