@@ -76,15 +76,15 @@ nic_stuck() {
 		sed "s|^$1/||"
 }
 
-# Before a retry: the first run's statuses, said, and its folder kept
-# as $1.try1 (the retry's VMs start from empty folders).
+# Before a retry: the failed run's statuses, said, and its folder kept
+# as $1.tryN (the retry's VMs start from empty folders).
 keep_try() {
-	local s
+	local s n=1
+	while [ -e "$1.try$n" ]; do n=$((n + 1)); done
 	for s in "$1"/vm*/status; do
-		[ -f "$s" ] && sed "s|^|#   first run, $(basename "$(dirname "$s")"): |" "$s"
+		[ -f "$s" ] && sed "s|^|#   try $n, $(basename "$(dirname "$s")"): |" "$s"
 	done
-	rm -rf "$1.try1"
-	mv "$1" "$1.try1"
+	mv "$1" "$1.try$n"
 }
 
 vm_run() {	# dir kver nvms timeout arg mem script
@@ -97,6 +97,8 @@ scenario() {	# kver name nvms timeout [arg [mem_mb]]
 	local dir=$out/$1/$2${arg:+-${arg// /-}}
 	local t0=$SECONDS ok=0 why
 	local script=$top/tests/vm/scenarios/$name.sh
+
+	rm -rf "$dir".try*
 
 	vm_run "$dir" "$kver" "$n" "$tmo" "$arg" "$mem" "$script" && ok=1
 	# A guest kernel that died booting ran nothing of kcoll's: said, and

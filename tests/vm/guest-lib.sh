@@ -255,7 +255,7 @@ kcoll_nic_check() {
 	# Only a NIC that is up with its address can be asked (a scenario
 	# that never brought eth0 up, or failed to, sends nothing anyway).
 	[ "$(cat /sys/class/net/eth0/operstate 2>/dev/null)" = up ] || return 0
-	ip -4 addr show dev eth0 2>/dev/null | grep -q "inet $KCOLL_IP/" || return 0
+	ip -4 addr show dev eth0 2>/dev/null | grep -qF "inet $KCOLL_IP/" || return 0
 	tc qdisc show dev eth0 2>/dev/null | grep -q netem && return 0
 	before=$(cat $f)
 	for i in 1 2 3; do
