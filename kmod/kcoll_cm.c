@@ -1098,12 +1098,8 @@ static void kcoll_cm_event(struct kcoll_lane *lane, struct rdma_cm_id *id,
 				 * Until 2026-12-07 the attempt failed here,
 				 * and such a revoke read as a lost peer.
 				 */
-				struct ib_qp_attr attr = {
-					.qp_state = IB_QPS_ERR
-				};
-
 				conn->peer_left = true;
-				ib_modify_qp(lane->qp, &attr, IB_QP_STATE);
+				kcoll_lane_flush(lane);
 			} else {
 				kcoll_conn_setup_failed(conn, -ECONNRESET);
 			}
@@ -1116,9 +1112,7 @@ static void kcoll_cm_event(struct kcoll_lane *lane, struct rdma_cm_id *id,
 			 * The flushed receives come after every real
 			 * completion and kill the connection then.
 			 */
-			struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
-
-			ib_modify_qp(lane->qp, &attr, IB_QP_STATE);
+			kcoll_lane_flush(lane);
 		} else if (ev->event != RDMA_CM_EVENT_TIMEWAIT_EXIT) {
 			kcoll_conn_kill(conn, ev->event ==
 					RDMA_CM_EVENT_DEVICE_REMOVAL ?

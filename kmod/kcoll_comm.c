@@ -264,26 +264,12 @@ static void kcoll_comm_linger(struct kcoll_comm *comm, unsigned long deadline)
 		kcoll_comm_wait(comm, kcoll_comm_confirmed, NULL, left, false);
 }
 
-/* Every send posted on a live connection has completed. */
-static bool kcoll_comm_sends_done(struct kcoll_comm *comm, void *unused)
-{
-	bool done = true;
-	u32 i;
-
-	mutex_lock(&comm->lock);
-	for (i = 0; i < comm->nranks && done; i++)
-		if (comm->conns[i] && comm->conns[i]->state == KCOLL_CONN_UP &&
-		    comm->conns[i]->sq_posted)
-			done = false;
-	mutex_unlock(&comm->lock);
-	return done;
-}
-
 /*
  * Until when the BYEs are worth waiting for (@until, jiffies): the last
  * send completion of any connection still owing its acknowledgment (or
- * the shutdown's start, if later) plus KCOLL_BYE_WAIT_MS, at most the
- * shutdown's deadline. False when none owes one. A slow link still
+ * the shutdown's start, if later) plus KCOLL_BYE_WAIT_MS, at most
+ * KCOLL_BYE_MAX_MS after that start. False when none owes one (every send
+ * posted on a live connection has completed). A slow link still
  * carries the BYE behind the writes queued ahead of it (a revoke's BYE
  * that never arrives reads as a lost peer there); a dead one completes
  * nothing, and is not waited for longer than before.
@@ -291,8 +277,9 @@ static bool kcoll_comm_sends_done(struct kcoll_comm *comm, void *unused)
 static bool kcoll_comm_bye_until(struct kcoll_comm *comm,
 				 unsigned long *until)
 {
+	unsigned long at, cap = comm->bye_since +
+				msecs_to_jiffies(KCOLL_BYE_MAX_MS);
 	bool owed = false;
-	unsigned long at;
 	u32 i, l;
 
 	mutex_lock(&comm->lock);
@@ -301,7 +288,7 @@ static bool kcoll_comm_bye_until(struct kcoll_comm *comm,
 
 		if (!conn || conn->state != KCOLL_CONN_UP || !conn->sq_posted)
 			continue;
-		at = comm->bye_begun;
+		at = comm->bye_since;
 		for (l = 0; l < conn->nlanes; l++)
 			if (time_in_range(conn->lane[l].sent_at, at, jiffies))
 				at = conn->lane[l].sent_at;
@@ -310,10 +297,18 @@ static bool kcoll_comm_bye_until(struct kcoll_comm *comm,
 			*until = at;
 		owed = true;
 	}
-	if (owed && time_after(*until, comm->bye_deadline))
-		*until = comm->bye_deadline;
+	if (owed && time_after(*until, cap))
+		*until = cap;
 	mutex_unlock(&comm->lock);
 	return owed;
+}
+
+/* The wait's condition: no BYE (nor anything before it) is owed. */
+static bool kcoll_comm_sends_done(struct kcoll_comm *comm, void *unused)
+{
+	unsigned long until;
+
+	return !kcoll_comm_bye_until(comm, &until);
 }
 
 static bool kcoll_comm_cm_idle(struct kcoll_comm *comm, void *unused)
@@ -363,9 +358,7 @@ static void kcoll_comm_shutdown_begin(struct kcoll_comm *comm, int err)
 	WRITE_ONCE(comm->shutting_down, true);
 	comm->shut_owed = true;
 	comm->shut_err = err;
-	comm->bye_begun = jiffies;
-	comm->bye_deadline = comm->bye_begun +
-			     msecs_to_jiffies(KCOLL_BYE_MAX_MS);
+	comm->bye_since = jiffies;
 	mutex_unlock(&comm->lock);
 	/* A COMM_CREATE waiting for connections sees the error now. */
 	wake_up_all(&comm->wait);

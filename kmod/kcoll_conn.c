@@ -479,6 +479,20 @@ void kcoll_conn_bye_retry(struct kcoll_conn *conn)
 /* ------------------------------------------------------------------ */
 
 /*
+ * Move @lane's QP to the error state: what is posted flushes, after every
+ * real completion. A draining QP is in error already, and may be gone.
+ * Must hold comm->lock.
+ */
+void kcoll_lane_flush(struct kcoll_lane *lane)
+{
+	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+
+	lockdep_assert_held(&lane->conn->comm->lock);
+	if (lane->qp && !lane->draining)
+		ib_modify_qp(lane->qp, &attr, IB_QP_STATE);
+}
+
+/*
  * The connection is unusable: fail the comm's operations. The QP is moved
  * to the error state so nothing lands any more; it is destroyed later by
  * the comm. Must hold comm->lock.
@@ -509,13 +523,8 @@ void kcoll_conn_kill(struct kcoll_conn *conn, int err)
 	comm->nr_up--;
 	conn->state = KCOLL_CONN_DEAD;
 	conn->error = err;
-	for (i = 0; i < conn->nlanes; i++) {
-		struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
-
-		/* A draining QP is in error already, and may be gone. */
-		if (conn->lane[i].qp && !conn->lane[i].draining)
-			ib_modify_qp(conn->lane[i].qp, &attr, IB_QP_STATE);
-	}
+	for (i = 0; i < conn->nlanes; i++)
+		kcoll_lane_flush(&conn->lane[i]);
 	if (!comm->shutting_down && !comm->revoked && comm->nr_ops)
 		pr_info_ratelimited("comm %llx rank %u: connection to rank %u lost (%d)\n",
 				    comm->uid, comm->rank, conn->peer, err);

@@ -21,6 +21,7 @@ int kcoll_conn_start(struct kcoll_comm *comm, u32 peer);
 void kcoll_conn_shutdown(struct kcoll_conn *conn);
 void kcoll_conn_send_bye(struct kcoll_conn *conn);
 void kcoll_conn_bye_retry(struct kcoll_conn *conn);
+void kcoll_lane_flush(struct kcoll_lane *lane);
 void kcoll_conn_free(struct kcoll_conn *conn);
 void kcoll_conn_kill(struct kcoll_conn *conn, int err);
 void kcoll_conn_ping(struct kcoll_conn *conn);

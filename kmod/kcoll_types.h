@@ -783,8 +783,8 @@ struct kcoll_comm {
 	 * goes where one is still owed.
 	 */
 	bool byes_begun;
-	unsigned long bye_begun;	/* jiffies: the BYEs queued */
-	unsigned long bye_deadline;	/* jiffies: BYEs waited for until */
+	/* jiffies: the shutdown's BYEs queued (kcoll_comm_bye_until()) */
+	unsigned long bye_since;
 	bool shut;			/* kcoll_comm_shutdown() is over */
 	bool aborted;			/* KCOLL_IOC_COMM_ABORT */
 	bool revoked;			/* KCOLL_ABORT_REVOKE, here or by a
