@@ -103,24 +103,21 @@ scenario() {	# kver name nvms timeout [arg [mem_mb]]
 	vm_run "$dir" "$kver" "$n" "$tmo" "$arg" "$mem" "$script" && ok=1
 	# A guest kernel that died booting ran nothing of kcoll's: said, and
 	# run once more. A failure once the scenario began is not retried,
-	# but for a guest whose clock jumped or whose emulated NIC stopped.
-	if [ $ok = 0 ] && why=$(boot_panic "$dir") && [ -n "$why" ]; then
-		echo "# retry: a guest panicked while booting, before the scenario began: $why"
+	# but for a guest whose clock jumped or whose emulated NIC stopped:
+	# each fault of the test bed once, said.
+	local fault
+	for fault in boot_panic clock_jump nic_stuck; do
+		[ $ok = 0 ] || break
+		why=$($fault "$dir")
+		[ -n "$why" ] || continue
+		case $fault in
+		boot_panic) echo "# retry: a guest panicked while booting, before the scenario began: $why" ;;
+		clock_jump) echo "# retry: the guest's clock jumped, so its timeouts fired at once (this machine was paused): $why" ;;
+		nic_stuck) echo "# retry: a guest's emulated NIC stopped sending (qemu, below kcoll): $why" ;;
+		esac
 		keep_try "$dir"
 		vm_run "$dir" "$kver" "$n" "$tmo" "$arg" "$mem" "$script" && ok=1
-	fi
-	# Nor is one whose guest's clock jumped (clock_jump()): once, said.
-	if [ $ok = 0 ] && why=$(clock_jump "$dir") && [ -n "$why" ]; then
-		echo "# retry: the guest's clock jumped, so its timeouts fired at once (this machine was paused): $why"
-		keep_try "$dir"
-		vm_run "$dir" "$kver" "$n" "$tmo" "$arg" "$mem" "$script" && ok=1
-	fi
-	# Nor is one whose emulated NIC stopped sending: once, said.
-	if [ $ok = 0 ] && why=$(nic_stuck "$dir") && [ -n "$why" ]; then
-		echo "# retry: a guest's emulated NIC stopped sending (qemu, below kcoll): $why"
-		keep_try "$dir"
-		vm_run "$dir" "$kver" "$n" "$tmo" "$arg" "$mem" "$script" && ok=1
-	fi
+	done
 	if [ $ok = 1 ]; then
 		echo "ok - vm $kver $name $arg ($n VM, $((SECONDS - t0)) s)"
 		pass=$((pass + 1))
