@@ -261,7 +261,7 @@ for kver in "$@"; do
 	if [ "$kver" = "$first" ]; then
 		# ... and communicators that split, revoke, shrink and grow
 		# with members dying (kcoll-family).
-		scenario "$kver" coll 2 1500 "4 quick skew dmabuf=vgem gpu=vgem family"
+		scenario "$kver" coll 2 900 "4 quick skew dmabuf=vgem gpu=vgem family"
 		# Death of a whole node (3 VMs, one stops dead; the
 		# survivors shrink to themselves). A node stopped while a
 		# survivor revokes, during a revoke that reaches a rank only

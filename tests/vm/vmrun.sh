@@ -93,7 +93,7 @@ run_vms() {
 		# unseen. guest-lib.sh fails a run whose marker has scrolled out.
 		cmdline="console=ttyS0 quiet loglevel=4 panic=-1 oops=panic log_buf_len=16M"
 		cmdline+=" kcoll_run=$scenario kcoll_out=$out kcoll_vm=$i kcoll_nvms=$nvms"
-		cmdline+=" kcoll_kver=$kver kcoll_top=$top"
+		cmdline+=" kcoll_kver=$kver kcoll_top=$top kcoll_tmo=$tmo"
 		[ -n "$modbase" ] && cmdline+=" kcoll_moddir=$modbase/lib/modules"
 		[ -n "$arg" ] && cmdline+=" kcoll_arg=${arg// /,}"
 		# The guests' eth0 MTU (KCOLL_VM_MTU; default the netdev's 1500).
@@ -138,7 +138,12 @@ run_vms() {
 		wait "${pids[$i]}"
 		qrc=$?
 		if [ $qrc -eq 124 ] || [ $qrc -eq 137 ]; then
-			echo "vmrun: vm$i timed out after ${tmo}s (console: $out/vm$i.console)" >&2
+			echo "vmrun: vm$i timed out after ${tmo}s (console: $out/vm$i.console); its last lines:" >&2
+			# What CI prints is all a reader of its run gets: the
+			# console's end (the scenario's log, the kernel's
+			# reports: a soft lockup, a hung task) goes with it.
+			tr -d '\r' <"$out/vm$i.console" | grep -av '^[[:space:]]*$' | tail -n 15 |
+				cut -c1-240 | sed "s/^/vmrun:   vm$i| /" >&2
 			rc=1
 		fi
 		if ! grep -qx ok "$out/vm$i/status" 2>/dev/null; then
