@@ -219,15 +219,6 @@ static bool kcoll_comm_is_shut(struct kcoll_comm *comm, void *unused)
 }
 
 /*
- * How long a leaving comm waits for its BYEs to be acknowledged: while a
- * connection that still owes one completes sends (what was queued ahead
- * of its BYE drains), until KCOLL_BYE_WAIT_MS without one; at most
- * KCOLL_BYE_MAX_MS in all.
- */
-#define KCOLL_BYE_WAIT_MS	500
-#define KCOLL_BYE_MAX_MS	2000
-
-/*
  * How long a destroy waits for the confirmation tokens of broadcasts that
  * returned before them (kcoll_comm_confirmed()).
  */
@@ -267,8 +258,8 @@ static void kcoll_comm_linger(struct kcoll_comm *comm, unsigned long deadline)
 /*
  * Until when the BYEs are worth waiting for (@until, jiffies): the last
  * send completion of any connection still owing its acknowledgment (or
- * the shutdown's start, if later) plus KCOLL_BYE_WAIT_MS, at most
- * KCOLL_BYE_MAX_MS after that start. False when none owes one (every send
+ * the shutdown's start, if later) plus sysfs bye_wait_ms (500), at most
+ * bye_max_ms (2000) after that start. False when none owes one (every send
  * posted on a live connection has completed). A slow link still
  * carries the BYE behind the writes queued ahead of it (a revoke's BYE
  * that never arrives reads as a lost peer there); a dead one completes
@@ -278,7 +269,8 @@ static bool kcoll_comm_bye_until(struct kcoll_comm *comm,
 				 unsigned long *until)
 {
 	unsigned long at, cap = comm->bye_since +
-				msecs_to_jiffies(KCOLL_BYE_MAX_MS);
+				msecs_to_jiffies(kcoll_bye_max_ms());
+	unsigned long window = msecs_to_jiffies(kcoll_bye_wait_ms());
 	bool owed = false;
 	u32 i, l;
 
@@ -292,7 +284,7 @@ static bool kcoll_comm_bye_until(struct kcoll_comm *comm,
 		for (l = 0; l < conn->nlanes; l++)
 			if (time_in_range(conn->lane[l].sent_at, at, jiffies))
 				at = conn->lane[l].sent_at;
-		at += msecs_to_jiffies(KCOLL_BYE_WAIT_MS);
+		at += window;
 		if (!owed || time_after(at, *until))
 			*until = at;
 		owed = true;
@@ -325,7 +317,7 @@ static bool kcoll_comm_cm_idle(struct kcoll_comm *comm, void *unused)
  * The first half of a shutdown: every peer still connected is told, every
  * operation fails with @err, and nothing new starts. It does not wait:
  * kcoll_comm_shutdown_finish() does (kcoll_comm_bye_until(): at most
- * KCOLL_BYE_MAX_MS after this), so that a file closing many communicators
+ * bye_max_ms after this), so that a file closing many communicators
  * begins them all and waits once (kcoll_ctx_comms_release()). Idempotent.
  * Must not hold comm->lock.
  */
@@ -1125,7 +1117,7 @@ int kcoll_comm_usable(struct kcoll_comm *comm)
 
 /*
  * A referenced comm of @ctx, or NULL. Under the xarray's own lock, not ctx->comm_lock, which a COMM_DESTROY
- * holds through the comm's shutdown (up to KCOLL_BYE_MAX_MS for its BYEs
+ * holds through the comm's shutdown (up to bye_max_ms for its BYEs
  * and the teardown after): every ENTER, REG_MEM, ABORT and REPORT of the
  * file waited behind each destroy in turn, uninterruptibly (until
  * 2026-12-06). The array holds the file's reference until a destroy
@@ -1246,7 +1238,7 @@ void kcoll_ctx_comms_release(struct kcoll_ctx *ctx)
 	/*
 	 * Nothing else uses the file now: all linger at once (at most
 	 * KCOLL_LINGER_MS in all), then all say BYE at once (and wait for
-	 * it KCOLL_BYE_MAX_MS at most in all, not each in turn), then go.
+	 * it bye_max_ms at most in all, not each in turn), then go.
 	 */
 	xa_for_each(&ctx->comms, id, comm)
 		kcoll_comm_linger(comm, deadline);
@@ -1306,7 +1298,7 @@ void kcoll_comms_device_removed(struct ib_device *ibdev)
 	spin_unlock(&kcoll_comms_all_lock);
 	/*
 	 * Every comm on it begins its shutdown first, so that their waits
-	 * for the BYEs' acknowledgements overlap (KCOLL_BYE_MAX_MS in all,
+	 * for the BYEs' acknowledgements overlap (bye_max_ms in all,
 	 * not per comm, while the device's removal waits for us). Each turn
 	 * begins one (or finds one begun meanwhile): it ends.
 	 */

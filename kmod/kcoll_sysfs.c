@@ -46,7 +46,7 @@ enum {
 	KCOLL_KNOB_PHASES_AHEAD, KCOLL_KNOB_EAGER_AHEAD,
 	KCOLL_KNOB_CONFIRM_BEHIND, KCOLL_KNOB_COVER_TOKENS, KCOLL_KNOB_OTHER_NETNS,
 	KCOLL_KNOB_DMABUF_WAIT, KCOLL_KNOB_USER_SAME_RANK,
-	KCOLL_KNOB_AUTH_TIMEOUT,
+	KCOLL_KNOB_AUTH_TIMEOUT, KCOLL_KNOB_BYE_WAIT, KCOLL_KNOB_BYE_MAX,
 	KCOLL_KNOB_NR
 };
 
@@ -158,6 +158,18 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	 * from the hello: a lost REP costs ib_cm about 4 s. */
 	[KCOLL_KNOB_AUTH_TIMEOUT] = { "auth_timeout_ms", 15000, 1000, 600000,
 				      false },
+	/*
+	 * A leaving communicator waits for its BYEs' acknowledgements
+	 * while the connections owing them complete sends, until this long
+	 * without one (a dead peer costs that much), ...
+	 */
+	[KCOLL_KNOB_BYE_WAIT] = { "bye_wait_ms", 500, 0, 60000, false },
+	/*
+	 * ... and this long in all: what a close, an abort or a revoke
+	 * may wait for a slow link to carry its BYEs (0: not at all, and
+	 * peers may read the leaving rank as lost).
+	 */
+	[KCOLL_KNOB_BYE_MAX] = { "bye_max_ms", 2000, 0, 60000, false },
 };
 
 u32 kcoll_user_max(enum kcoll_quota_kind kind)
@@ -196,6 +208,16 @@ u32 kcoll_dmabuf_wait_ms(void)
 u32 kcoll_auth_timeout_ms(void)
 {
 	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_AUTH_TIMEOUT].val);
+}
+
+u32 kcoll_bye_wait_ms(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_BYE_WAIT].val);
+}
+
+u32 kcoll_bye_max_ms(void)
+{
+	return READ_ONCE(kcoll_knobs[KCOLL_KNOB_BYE_MAX].val);
 }
 
 u32 kcoll_gpu_poll_us(void)
@@ -450,6 +472,14 @@ module_param_cb(auth_timeout_ms, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_AUTH_TIMEOUT], 0644);
 MODULE_PARM_DESC(auth_timeout_ms,
 		 "How long an accepted connection may take to prove the communicator's key before it is dropped and its rank waited for again (1000..600000; default 15000)");
+module_param_cb(bye_wait_ms, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_BYE_WAIT], 0644);
+MODULE_PARM_DESC(bye_wait_ms,
+		 "A leaving communicator waits for its BYEs while its links complete sends, until this long without one (0..60000; default 500)");
+module_param_cb(bye_max_ms, &kcoll_param_ops,
+		&kcoll_knobs[KCOLL_KNOB_BYE_MAX], 0644);
+MODULE_PARM_DESC(bye_max_ms,
+		 "... and this long in all after its shutdown began (0..60000; default 2000)");
 module_param_cb(reg_cache_mb, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_REG_CACHE_MB], 0644);
 MODULE_PARM_DESC(reg_cache_mb,
@@ -542,6 +572,8 @@ KCOLL_KNOB_ATTR(user_max_dmabuf_mb, KCOLL_KNOB_USER_DMABUF_MB);
 KCOLL_KNOB_ATTR(gpu_poll_us, KCOLL_KNOB_GPU_POLL_US);
 KCOLL_KNOB_ATTR(dmabuf_wait_ms, KCOLL_KNOB_DMABUF_WAIT);
 KCOLL_KNOB_ATTR(auth_timeout_ms, KCOLL_KNOB_AUTH_TIMEOUT);
+KCOLL_KNOB_ATTR(bye_wait_ms, KCOLL_KNOB_BYE_WAIT);
+KCOLL_KNOB_ATTR(bye_max_ms, KCOLL_KNOB_BYE_MAX);
 KCOLL_KNOB_ATTR(reg_cache_mb, KCOLL_KNOB_REG_CACHE_MB);
 KCOLL_KNOB_ATTR(colls_in_flight, KCOLL_KNOB_COLLS_IN_FLIGHT);
 KCOLL_KNOB_ATTR(phases_ahead, KCOLL_KNOB_PHASES_AHEAD);
@@ -636,6 +668,8 @@ static struct attribute *kcoll_attrs[] = {
 	&kcoll_attr_gpu_poll_us.attr.attr,
 	&kcoll_attr_dmabuf_wait_ms.attr.attr,
 	&kcoll_attr_auth_timeout_ms.attr.attr,
+	&kcoll_attr_bye_wait_ms.attr.attr,
+	&kcoll_attr_bye_max_ms.attr.attr,
 	&kcoll_attr_reg_cache_mb.attr.attr,
 	&kcoll_attr_colls_in_flight.attr.attr,
 	&kcoll_attr_phases_ahead.attr.attr,

@@ -26,6 +26,8 @@ u32 kcoll_op_timeout_ms(void);		/* SQE timeout_ms 0 means this */
 u32 kcoll_gpu_poll_us(void);
 u32 kcoll_dmabuf_wait_ms(void);		/* REG_MEM's wait for fences */
 u32 kcoll_auth_timeout_ms(void);	/* an accepted QP's AUTH, at most */
+u32 kcoll_bye_wait_ms(void);		/* without a send completion */
+u32 kcoll_bye_max_ms(void);		/* in all */
 u32 kcoll_reg_cache_mb(void);
 /* Collectives a communicator runs at once (kcoll_progress.c). */
 #define KCOLL_COLLS_IN_FLIGHT_MAX	16

@@ -1730,54 +1730,101 @@ TEST(floods_end_the_connection)
 }
 
 /*
- * A file closed with many communicators on it says BYE on all of them at
- * once and waits for the acknowledgements once (until KCOLL_BYE_WAIT_MS,
- * 500 ms, after the last send completion: here none came), not once per
- * communicator in turn: a process with a few dozen process groups whose
- * peers are gone would otherwise take tens of seconds to exit (until
- * 2026-12-05 it did, 500 ms each). Our QPs stop taking anything (error
- * state: rxe drops what comes), so none of the module's BYEs is
- * acknowledged and each communicator's wait runs out.
+ * Close a file with @n (at most 6) communicators on it whose peer (us)
+ * takes nothing: our QPs are in the error state, so rxe drops what comes
+ * and none of the module's BYEs is acknowledged. The seconds the close
+ * took (its wait for the BYEs), or -1.
  */
-TEST(a_closing_file_waits_for_its_byes_once)
+static double wp_close_unacked(struct __test_metadata *_metadata, int n,
+			       int uid)
 {
-	enum { N = 6 };
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
 	struct kcoll_wire_hello h;
-	struct wpeer p[N];
-	struct wcomm c[N];
+	struct wpeer p[6];
+	struct wcomm c[6];
 	struct tring r;
 	double t0, took;
 	int i;
 
-	if (!wp_ip())
-		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
-	ASSERT_EQ(0, kt_ring_init(&r, 64, 0, 0));
-	for (i = 0; i < N; i++) {
-		ASSERT_EQ(0, wc_start_on(&c[i], &r, wp_ip(), 0x7e50 + i,
+	if (n > 6 || kt_ring_init(&r, 64, 0, 0))
+		return -1;
+	for (i = 0; i < n; i++) {
+		EXPECT_EQ(0, wc_start_on(&c[i], &r, wp_ip(), uid + i,
 					 "close-once", 15000));
 		wp_hello(&h, c[i].uid, c[i].key, 0);
-		ASSERT_EQ(0, wp_connect_listed(&p[i], &h, c[i].key, 50));
+		EXPECT_EQ(0, wp_connect_listed(&p[i], &h, c[i].key, 50));
 		pthread_join(c[i].creator, NULL);
-		ASSERT_EQ(0, c[i].created);
+		EXPECT_EQ(0, c[i].created);
 	}
 	/* Whatever the module sent while connecting was acknowledged. */
 	usleep(200000);
-	for (i = 0; i < N; i++) {
+	for (i = 0; i < n; i++) {
 		wp_poll(&p[i]);
-		ASSERT_EQ(0, ibv_modify_qp(p[i].id->qp, &a, IBV_QP_STATE));
+		EXPECT_EQ(0, ibv_modify_qp(p[i].id->qp, &a, IBV_QP_STATE));
 	}
 	t0 = wp_now();
 	kt_ring_exit(&r);
 	took = wp_now() - t0;
-	TH_LOG("closing a file with %d communicators whose peer takes nothing: %.2f s",
-	       N, took);
+	for (i = 0; i < n; i++)
+		wp_destroy(&p[i]);
+	return took;
+}
+
+/*
+ * A file closed with many communicators on it says BYE on all of them at
+ * once and waits for the acknowledgements once (until sysfs bye_wait_ms,
+ * 500 ms, after the last send completion: here none came), not once per
+ * communicator in turn: a process with a few dozen process groups whose
+ * peers are gone would otherwise take tens of seconds to exit (until
+ * 2026-12-05 it did, 500 ms each). The wait's two sysfs bounds move it:
+ * bye_wait_ms (the time without a send completion) and bye_max_ms (the
+ * whole wait), each refusing what is out of its range.
+ */
+TEST(a_closing_file_waits_for_its_byes_once)
+{
+	int wait0 = kt_sysfs_read("bye_wait_ms");
+	int max0 = kt_sysfs_read("bye_max_ms");
+	char v[2][16];
+	double took;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	ASSERT_EQ(500, wait0);
+	ASSERT_EQ(2000, max0);
+	took = wp_close_unacked(_metadata, 6, 0x7e50);
+	TH_LOG("closing a file with 6 communicators whose peer takes nothing: %.2f s",
+	       took);
 	/* The wait ran (our QPs really took nothing) ... */
 	EXPECT_LE(0.4, took);
-	/* ... once: not N times 500 ms (3 s). */
+	/* ... once: not 6 times 500 ms (3 s). */
 	EXPECT_GT(1.5, took);
-	for (i = 0; i < N; i++)
-		wp_destroy(&p[i]);
+
+	/* Bounds: 0..60000 ms each. */
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("bye_wait_ms", "60001"));
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("bye_max_ms", "60001"));
+	EXPECT_EQ(-EINVAL, kt_sysfs_write("bye_wait_ms", "-1"));
+	EXPECT_EQ(500, kt_sysfs_read("bye_wait_ms"));
+	EXPECT_EQ(2000, kt_sysfs_read("bye_max_ms"));
+
+	/* A shorter window without completions: the wait ends sooner. */
+	ASSERT_EQ(0, kt_sysfs_write("bye_wait_ms", "100"));
+	took = wp_close_unacked(_metadata, 2, 0x7ec0);
+	TH_LOG("with bye_wait_ms 100: %.2f s", took);
+	EXPECT_LE(0.08, took);
+	EXPECT_GT(0.35, took);
+
+	/* A whole-wait cap below the window: the cap ends it. */
+	ASSERT_EQ(0, kt_sysfs_write("bye_wait_ms", "5000"));
+	ASSERT_EQ(0, kt_sysfs_write("bye_max_ms", "150"));
+	took = wp_close_unacked(_metadata, 2, 0x7ec4);
+	TH_LOG("with bye_wait_ms 5000, bye_max_ms 150: %.2f s", took);
+	EXPECT_LE(0.12, took);
+	EXPECT_GT(0.4, took);
+
+	snprintf(v[0], sizeof(v[0]), "%d", wait0);
+	snprintf(v[1], sizeof(v[1]), "%d", max0);
+	EXPECT_EQ(0, kt_sysfs_write("bye_wait_ms", v[0]));
+	EXPECT_EQ(0, kt_sysfs_write("bye_max_ms", v[1]));
 }
 
 /*
