@@ -5,7 +5,9 @@
  * Each tunable is defined once in kcoll_knobs[] and appears both as a module
  * parameter (load-time default, /sys/module/kcoll/parameters/) and as an
  * attribute of the misc device (/sys/class/misc/kcoll/). Writes take effect
- * for rings set up afterwards. See docs/ABI/sysfs-class-misc-kcoll.
+ * where the value is next read: most for rings, communicators or
+ * connections set up afterwards; each entry of
+ * docs/ABI/sysfs-class-misc-kcoll says when.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -163,13 +165,13 @@ static struct kcoll_knob kcoll_knobs[KCOLL_KNOB_NR] = {
 	 * while the connections owing them complete sends, until this long
 	 * without one (a dead peer costs that much), ...
 	 */
-	[KCOLL_KNOB_BYE_WAIT] = { "bye_wait_ms", 500, 0, 60000, false },
+	[KCOLL_KNOB_BYE_WAIT] = { "bye_wait_ms", 500, 0, 30000, false },
 	/*
 	 * ... and this long in all: what a close, an abort or a revoke
 	 * may wait for a slow link to carry its BYEs (0: not at all, and
 	 * peers may read the leaving rank as lost).
 	 */
-	[KCOLL_KNOB_BYE_MAX] = { "bye_max_ms", 2000, 0, 60000, false },
+	[KCOLL_KNOB_BYE_MAX] = { "bye_max_ms", 2000, 0, 30000, false },
 };
 
 u32 kcoll_user_max(enum kcoll_quota_kind kind)
@@ -475,11 +477,11 @@ MODULE_PARM_DESC(auth_timeout_ms,
 module_param_cb(bye_wait_ms, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_BYE_WAIT], 0644);
 MODULE_PARM_DESC(bye_wait_ms,
-		 "A leaving communicator waits for its BYEs while its links complete sends, until this long without one (0..60000; default 500)");
+		 "A leaving communicator waits for its BYEs while its links complete sends, until this long without one (0..30000; default 500)");
 module_param_cb(bye_max_ms, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_BYE_MAX], 0644);
 MODULE_PARM_DESC(bye_max_ms,
-		 "... and this long in all after its shutdown began (0..60000; default 2000)");
+		 "... and this long in all after its shutdown began (0..30000; default 2000)");
 module_param_cb(reg_cache_mb, &kcoll_param_ops,
 		&kcoll_knobs[KCOLL_KNOB_REG_CACHE_MB], 0644);
 MODULE_PARM_DESC(reg_cache_mb,
