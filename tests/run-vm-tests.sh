@@ -206,12 +206,13 @@ summary() {
 	[ $fail = 0 ]
 }
 if [ -n "$fuzz_only" ]; then
-	# The VM's own limit: the budget, the fuzzer's join deadline, boot
-	# and the checks after it.
+	# The VM's own limit: the budget, then the wire's hostile peer for
+	# half of it (fuzz.sh), the fuzzer's join deadline, boot and the
+	# checks after it.
 	# slub_debug and page_poison as for make check's fuzzer (below).
 	for kver in "$@"; do
 		KCOLL_VM_CMDLINE="${KCOLL_VM_CMDLINE:-} slub_debug=FZP,kmalloc-* page_poison=1" \
-			scenario "$kver" fuzz 1 $((${fuzz_only%% *} + 420)) "$fuzz_only"
+			scenario "$kver" fuzz 1 $((${fuzz_only%% *} * 3 / 2 + 420)) "$fuzz_only"
 	done
 	summary
 	exit
@@ -284,7 +285,7 @@ for kver in "$@"; do
 		# reported when the page is next allocated.
 		scenario_bg "$kver" ctl 1 600
 		KCOLL_VM_CMDLINE="${KCOLL_VM_CMDLINE:-} slub_debug=FZP,kmalloc-* page_poison=1" \
-			scenario_bg "$kver" fuzz 1 $((${FUZZ_CHECK_SECONDS:-40} + 420)) \
+			scenario_bg "$kver" fuzz 1 $((${FUZZ_CHECK_SECONDS:-40} * 3 / 2 + 420)) \
 			"${FUZZ_CHECK_SECONDS:-40}"
 		bg_wait
 	else

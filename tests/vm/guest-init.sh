@@ -1,11 +1,11 @@
 #!/bin/bash
 # PID 1 of a kcoll test VM after switch_root: run the scenario, power off.
 # (PID 1 must never exit: that would panic the guest.)
-# kcoll_tmo is vmrun.sh's -t: short of it, hang-report.sh records where a
-# scenario that still runs is stuck (the host kills the VM at -t, and a
-# killed VM says nothing itself). Boot comes before this, so 90 s early.
+# kcoll_tmo is vmrun.sh's -t: 90 s short of it, hang-report.sh records
+# where a scenario that still runs is stuck (the host kills the VM at -t,
+# and a killed VM says nothing itself).
 if [ "${kcoll_tmo:-0}" -gt 180 ]; then
-	bash "$kcoll_top/tests/vm/hang-report.sh" $((kcoll_tmo - 90)) &
+	bash "$kcoll_top/tests/vm/hang-report.sh" "$kcoll_tmo" &
 	hang_pid=$!
 fi
 bash "$kcoll_run"

@@ -134,6 +134,27 @@ run_vms() {
 		done
 	fi
 
+	# A VM whose emulated NIC stopped says so in its status and powers
+	# off (guest-lib.sh, kcoll_nic_watch): the others would only wait
+	# for it until their timeouts, so they are ended too.
+	local alive stuck="" p
+	while [ "$nvms" -gt 1 ]; do
+		alive=0
+		for p in "${pids[@]}"; do
+			kill -0 "$p" 2>/dev/null && alive=$((alive + 1))
+		done
+		[ $alive = 0 ] && break
+		if [ -z "$stuck" ]; then
+			stuck=$(grep -l TESTBED_NIC_STUCK "$out"/vm*/status 2>/dev/null | head -1)
+			if [ -n "$stuck" ]; then
+				echo "vmrun: ${stuck#"$out"/}: its emulated NIC stopped; ending the other VMs" >&2
+				for p in "${pids[@]}"; do
+					kill "$p" 2>/dev/null
+				done
+			fi
+		fi
+		sleep 2
+	done
 	for ((i = 0; i < nvms; i++)); do
 		wait "${pids[$i]}"
 		qrc=$?
@@ -142,7 +163,8 @@ run_vms() {
 			# What CI prints is all a reader of its run gets: the
 			# console's end (the scenario's log, the kernel's
 			# reports: a soft lockup, a hung task) goes with it.
-			tr -d '\r' <"$out/vm$i.console" | grep -av '^[[:space:]]*$' | tail -n 15 |
+			sed 's/\x1b\[[0-9;?]*[A-Za-z]//g; s/\r//g' "$out/vm$i.console" |
+				grep -av '^[[:space:]]*$' | tail -n 15 |
 				cut -c1-240 | sed "s/^/vmrun:   vm$i| /" >&2
 			rc=1
 		fi
