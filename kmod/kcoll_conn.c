@@ -111,10 +111,18 @@ void kcoll_conn_free_cq(struct kcoll_conn *conn)
  * other lane shares the CQ and it is freed right after (until
  * 2026-12-06 only a QP beside another lane's was drained). A QP of a
  * connection being set up: the flushes end nothing (kcoll_conn_kill()).
+ * Marked draining first, as kcoll_conn_teardown_id() does: a receive
+ * that completed before the drain's marker is not posted again behind
+ * it. Must not hold comm->lock.
  */
 void kcoll_lane_destroy_qp(struct kcoll_lane *lane,
 			   struct rdma_cm_id *id)
 {
+	struct kcoll_comm *comm = lane->conn->comm;
+
+	mutex_lock(&comm->lock);
+	lane->draining = true;
+	mutex_unlock(&comm->lock);
 	ib_drain_qp(lane->qp);
 	rdma_destroy_qp(id);
 	lane->qp = NULL;
