@@ -68,12 +68,12 @@ kcoll_net_up() {
 	fi
 }
 
-# eth0's packets handed to the device (its qdisc's "Sent ... pkt") and
-# those waiting in the qdisc ("backlog ...p"): "sent backlog".
+# eth0's packets handed to the device (its qdisc's "Sent ... pkt"), those
+# waiting in the qdisc ("backlog ...p"), and 1 if netem is on: one tc.
 kcoll_qdisc_pkts() {
 	tc -s qdisc show dev eth0 2>/dev/null |
 		awk '/ Sent / && s == "" { s = $4 } / backlog / && b == "" { b = $3 + 0 }
-		     END { print s + 0, b + 0 }'
+		     / netem / { n = 1 } END { print s + 0, b + 0, n + 0 }'
 }
 
 # The emulated NIC of this test bed can stop for good: once in CI (stop
@@ -82,20 +82,22 @@ kcoll_qdisc_pkts() {
 # later step of the scenario then waited out its own timeout (a
 # bootstrap's 300 s each) until the host killed both VMs at 1500 s, with
 # no status. So, beside a multi-VM scenario: if for 20 s the device has
-# completed nothing (virtio-net counts tx_packets as the device hands
-# packets back) while the stack gave it packets or has some waiting, the
-# status says TESTBED_NIC_STUCK (run-vm-tests.sh runs the scenario once
-# more), and the VM powers off at once (vmrun.sh then ends the others).
-# Not under netem, which holds and drops packets on purpose.
+# completed nothing (virtio-net counts tx_packets as it reaps what the
+# device handed back, at every transmit) while the stack gave it packets
+# or has some waiting, the status says TESTBED_NIC_STUCK (run-vm-tests.sh
+# runs the scenario once more), the file nic-stuck tells vmrun.sh to end
+# the other VMs, and this one powers off at once. Not under netem, which
+# holds and drops packets on purpose (nor would any other qdisc that
+# holds them be told apart: none is used).
 kcoll_nic_watch() {
 	local f=/sys/class/net/eth0/statistics/tx_packets
-	local tx tx0 sent sent0 bl stall=0 msg
-	tx0=$(cat $f 2>/dev/null) || return 0
-	read -r sent0 bl < <(kcoll_qdisc_pkts)
+	local tx tx0 sent sent0 bl nm stall=0 msg
+	read -r tx0 <$f 2>/dev/null || return 0
+	read -r sent0 bl nm < <(kcoll_qdisc_pkts)
 	while sleep 5; do
-		tx=$(cat $f 2>/dev/null) || return 0
-		read -r sent bl < <(kcoll_qdisc_pkts)
-		if tc qdisc show dev eth0 2>/dev/null | grep -q netem; then
+		read -r tx <$f 2>/dev/null || return 0
+		read -r sent bl nm < <(kcoll_qdisc_pkts)
+		if [ "$nm" = 1 ]; then
 			stall=0
 		elif [ "$tx" = "$tx0" ] && { [ "$sent" != "$sent0" ] || [ "$bl" -gt 0 ]; }; then
 			stall=$((stall + 5))
@@ -105,9 +107,13 @@ kcoll_nic_watch() {
 		tx0=$tx sent0=$sent
 		[ $stall -ge 20 ] || continue
 		msg="TESTBED_NIC_STUCK: eth0 completed no packet for $stall s while the stack gave it more ($sent sent, $bl waiting; tx_packets stays $tx): the emulated NIC stopped (qemu, below kcoll); this VM powers off"
+		# The status first: the log goes through a pipe that may be
+		# gone by now.
+		echo "$msg" >"$KCOLL_OUT/status"
+		touch "$KCOLL_OUT/nic-stuck"
+		sync
 		log "$msg"
 		dmesg | grep -m2 'NETDEV WATCHDOG' | sed "s/^/[vm$kcoll_vm] /"
-		echo "$msg" >"$KCOLL_OUT/status"
 		sync
 		echo o >/proc/sysrq-trigger
 		sleep 60
@@ -281,7 +287,9 @@ kcoll_klog_check() {
 
 # Write the status file the host waits for: "ok" or the failures.
 kcoll_finish() {
-	[ -n "${KCOLL_NIC_WATCH:-}" ] && kill "$KCOLL_NIC_WATCH" 2>/dev/null
+	if [ -n "${KCOLL_NIC_WATCH:-}" ]; then
+		kill "$KCOLL_NIC_WATCH" 2>/dev/null
+	fi
 	if [ ${#KCOLL_FAILS[@]} -eq 0 ]; then
 		echo ok >"$KCOLL_OUT/status"
 	else

@@ -33,19 +33,26 @@ state() { sed 's/.*) //' "$1/stat" 2>/dev/null | cut -d' ' -f1; }
 # processes per thread would take minutes on a loaded TCG guest, past
 # the host's kill.
 tasks() {
-	awk '{
-		p = 0
-		while ((k = index(substr($0, p + 1), ") ")) > 0)
-			p += k
-		o = index($0, "(")
-		comm = substr($0, o + 1, p - o - 1)
-		split(substr($0, p + 2), f, " ")
-		if (f[1] == "D" || (comm ~ /^kcoll/ && f[2] != 2)) {
-			t = FILENAME
-			sub(/\/stat$/, "", t)
-			print t
+	# From BEGIN with getline: a thread gone since the glob would end
+	# mawk's reading of its file list there (it stops at the first file
+	# it cannot open).
+	awk 'BEGIN {
+		for (i = 1; i < ARGC; i++) {
+			f = ARGV[i]
+			if ((getline l < f) > 0) {
+				p = 0
+				while ((k = index(substr(l, p + 1), ") ")) > 0)
+					p += k
+				o = index(l, "(")
+				comm = substr(l, o + 1, p - o - 1)
+				split(substr(l, p + 2), fl, " ")
+				if (fl[1] == "D" || (comm ~ /^kcoll/ && fl[2] != 2)) {
+					sub(/\/stat$/, "", f)
+					print f
+				}
+			}
+			close(f)
 		}
-		nextfile
 	}' /proc/[0-9]*/task/[0-9]*/stat 2>/dev/null
 }
 

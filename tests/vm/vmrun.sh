@@ -134,9 +134,10 @@ run_vms() {
 		done
 	fi
 
-	# A VM whose emulated NIC stopped says so in its status and powers
-	# off (guest-lib.sh, kcoll_nic_watch): the others would only wait
-	# for it until their timeouts, so they are ended too.
+	# A VM whose emulated NIC stopped while its scenario ran says so
+	# (guest-lib.sh, kcoll_nic_watch: the file nic-stuck, and its status)
+	# and powers off: the others would only wait for it until their
+	# timeouts, so they are ended too.
 	local alive stuck="" p
 	while [ "$nvms" -gt 1 ]; do
 		alive=0
@@ -145,9 +146,10 @@ run_vms() {
 		done
 		[ $alive = 0 ] && break
 		if [ -z "$stuck" ]; then
-			stuck=$(grep -l TESTBED_NIC_STUCK "$out"/vm*/status 2>/dev/null | head -1)
+			stuck=$(find "$out" -mindepth 2 -maxdepth 2 -name nic-stuck 2>/dev/null | head -1)
 			if [ -n "$stuck" ]; then
-				echo "vmrun: ${stuck#"$out"/}: its emulated NIC stopped; ending the other VMs" >&2
+				stuck=$(basename "$(dirname "$stuck")")
+				echo "vmrun: $stuck's emulated NIC stopped; ending the other VMs" >&2
 				for p in "${pids[@]}"; do
 					kill "$p" 2>/dev/null
 				done
@@ -158,12 +160,22 @@ run_vms() {
 	for ((i = 0; i < nvms; i++)); do
 		wait "${pids[$i]}"
 		qrc=$?
-		if [ $qrc -eq 124 ] || [ $qrc -eq 137 ]; then
+		if [ "vm$i" = "$stuck" ]; then
+			# qemu's own word on the device, if it said any: a
+			# virtio_error() (a ring it found corrupt, say) stops
+			# the queue for good, as would a backend that never
+			# completes (not seen in qemu 7.2's socket code).
+			grep -a '^qemu-system' "$out/vm$i.console" |
+				grep -v 'terminating on signal' | head -3 |
+				sed "s/^/vmrun:   vm$i qemu| /" >&2
+		elif [ -n "$stuck" ]; then
+			echo "vmrun: vm$i ended: $stuck's NIC stopped" >&2
+		elif [ $qrc -eq 124 ] || [ $qrc -eq 137 ]; then
 			echo "vmrun: vm$i timed out after ${tmo}s (console: $out/vm$i.console); its last lines:" >&2
 			# What CI prints is all a reader of its run gets: the
 			# console's end (the scenario's log, the kernel's
 			# reports: a soft lockup, a hung task) goes with it.
-			sed 's/\x1b\[[0-9;?]*[A-Za-z]//g; s/\r//g' "$out/vm$i.console" |
+			sed 's/\x1b\[[0-9;?]*[A-Za-z]//g; s/\x1b[c=>]//g; s/\r//g' "$out/vm$i.console" |
 				grep -av '^[[:space:]]*$' | tail -n 15 |
 				cut -c1-240 | sed "s/^/vmrun:   vm$i| /" >&2
 			rc=1
