@@ -1803,6 +1803,13 @@ static double wp_close_unacked_with(struct __test_metadata *_metadata,
 	return took;
 }
 
+/* As nobody (kt_in_child()): both BYE knobs refuse a write, -EACCES. */
+static int wp_nobody_sets_bye_knobs(void *unused)
+{
+	return kt_sysfs_write("bye_wait_ms", "0") != -EACCES ||
+	       kt_sysfs_write("bye_max_ms", "0") != -EACCES;
+}
+
 /*
  * A file closed with many communicators on it says BYE on all of them at
  * once and waits for the acknowledgements once (until sysfs bye_wait_ms,
@@ -1838,6 +1845,8 @@ TEST(a_closing_file_waits_for_its_byes_once)
 	EXPECT_EQ(-EINVAL, kt_sysfs_write("bye_wait_ms", "30001"));
 	EXPECT_EQ(-EINVAL, kt_sysfs_write("bye_max_ms", "30001"));
 	EXPECT_EQ(-EINVAL, kt_sysfs_write("bye_wait_ms", "-1"));
+	/* Only root sets them: nobody's write is refused (the file's mode). */
+	EXPECT_EQ(0, kt_in_child(wp_nobody_sets_bye_knobs, NULL, 1));
 	EXPECT_EQ(500, kt_sysfs_read("bye_wait_ms"));
 	EXPECT_EQ(2000, kt_sysfs_read("bye_max_ms"));
 
