@@ -20,6 +20,7 @@
 #include <time.h>
 #include "kselftest_harness.h"
 #include "kcoll_test.h"
+#include "kcoll_nobody.h"
 
 TEST(comm_create_rejects_bad_arguments)
 {
@@ -195,18 +196,6 @@ TEST(reg_mem)
 }
 
 /*
- * Drop to uid/gid 65534 (nobody), no supplementary groups: no
- * capabilities left. Returns 0 or -errno.
- */
-static int kt_drop_to_nobody(void)
-{
-	if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
-	    setresuid(65534, 65534, 65534))
-		return -errno;
-	return getuid() == 65534 && geteuid() == 65534 ? 0 : -EPERM;
-}
-
-/*
  * The child of reg_mem_readonly, as nobody: @path is a root-owned file it
  * may only read. A plain registration of its read-only mapping is refused
  * (-EFAULT: it would be pinned for writing); KCOLL_REG_READONLY pins it for
@@ -225,7 +214,7 @@ static int kt_readonly_child(const char *path, size_t len)
 	__u32 id;
 	int fd;
 
-	if (!dst || kt_drop_to_nobody())
+	if (!dst || kt_drop_ids())
 		return 1;
 	fd = open(path, O_RDONLY);
 	if (fd < 0 || open(path, O_RDWR) >= 0)
@@ -355,7 +344,7 @@ static int kt_memlock_child(int nobody)
 	if (!buf)
 		return 1;
 	if (nobody) {
-		if (setrlimit(RLIMIT_MEMLOCK, &rl) || kt_drop_to_nobody())
+		if (setrlimit(RLIMIT_MEMLOCK, &rl) || kt_drop_ids())
 			return 2;
 	} else {
 		if (syscall(SYS_capget, &h, d))
@@ -1374,7 +1363,7 @@ static int kt_spawn(int n, __u64 uid, int badkey_rank, int mismatch,
 	kt_badkey = badkey_rank >= 0;
 	for (i = 0; i < n; i++) {
 		pids[i] = fork();
-		if (!pids[i] && nobody && kt_drop_to_nobody())
+		if (!pids[i] && nobody && kt_drop_ids())
 			_exit(99);
 		if (!pids[i])
 			_exit(kt_rank_main(ip, i, n, uid,
@@ -1466,7 +1455,7 @@ static int kt_cgc_rank(const char *ip, int rank, const char *dir,
 
 	kt_addr_pair(ranks, ip);
 	if (!rank) {
-		if (kt_memcg_join(dir) || kt_drop_to_nobody())
+		if (kt_memcg_join(dir) || kt_drop_ids())
 			return 50;
 		cur0 = kt_memcg_current(dir);
 		if (cur0 < 0)
@@ -1578,7 +1567,7 @@ static int kt_tie_rank(const char *ip, int rank)
 	int res;
 	__u32 id;
 
-	if (setrlimit(RLIMIT_MEMLOCK, &rl) || kt_drop_to_nobody())
+	if (setrlimit(RLIMIT_MEMLOCK, &rl) || kt_drop_ids())
 		return 99;
 	kt_addr_pair(ranks, ip);
 	if (kt_ring_init(&r, 8, 0, 0) ||
@@ -2082,7 +2071,7 @@ TEST_F_TIMEOUT(rxe, registration_cache_follows_the_mapping, 300)
 				struct rlimit rl = { 8 << 20, 8 << 20 };
 
 				if (round && (setrlimit(RLIMIT_MEMLOCK, &rl) ||
-					      kt_drop_to_nobody()))
+					      kt_drop_ids()))
 					_exit(99);
 				_exit(kt_rc_rank(ip, k, round != 1));
 			}
@@ -2178,7 +2167,7 @@ static int kt_fit_rank(const char *ip, int rank, int done, int go)
 	int i, res;
 	__u32 id;
 
-	if (setrlimit(RLIMIT_MEMLOCK, &rl) || kt_drop_to_nobody())
+	if (setrlimit(RLIMIT_MEMLOCK, &rl) || kt_drop_ids())
 		return 99;
 	res = kt_rc_open(ip, rank, 0x7e43, "fit", &r, &id, &snd, &rcv);
 	if (res)
@@ -2437,7 +2426,7 @@ static int kt_sigcreate_rank(const char *ip, int rank)
 		ranks[i].local_index = i;
 	}
 	/* As any local user may: nobody. */
-	if (kt_drop_to_nobody())
+	if (kt_drop_ids())
 		return 99;
 	if (kt_ring_init(&r, 16, 0, 0))
 		return 1;
@@ -2536,7 +2525,7 @@ static int kt_shed_rank(const char *ip, int rank)
 	__u32 ida, idb;
 	int res, k;
 
-	if (setrlimit(RLIMIT_MEMLOCK, &rl) || kt_drop_to_nobody())
+	if (setrlimit(RLIMIT_MEMLOCK, &rl) || kt_drop_ids())
 		return 99;
 	kt_addr_pair(ranks, ip);
 	if (kt_ring_init(&r, 16, 0, 0) ||
@@ -3407,7 +3396,7 @@ static int kt_revoke_rank(const char *ip, int rank)
 	int32_t *v;
 
 	/* Any local user may revoke its communicator. */
-	if (kt_drop_to_nobody())
+	if (kt_drop_ids())
 		return 99;
 	kt_addr_v4(&ranks[0], ip);
 	kt_addr_v4(&ranks[1], ip);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The unprivileged user of the kcoll selftests (kcoll_harden_test.c,
- * kcoll_dmabuf_test.c): uid/gid 65534 with an 8 MiB RLIMIT_MEMLOCK, in a
- * child. Include after defining _GNU_SOURCE.
+ * kcoll_dmabuf_test.c, kcoll_comm_test.c, kcoll_wire_test.c): uid/gid
+ * 65534 with an 8 MiB RLIMIT_MEMLOCK (or the caller's own), in a child.
+ * Include after defining _GNU_SOURCE.
  */
 #ifndef KCOLL_NOBODY_H
 #define KCOLL_NOBODY_H
@@ -15,6 +16,16 @@
 
 #define KT_MEMLOCK	(8u << 20)
 
+/* uid/gid 65534, no supplementary groups (no capabilities left), limits
+ * as they were: 0 or -errno. */
+static inline int kt_drop_ids(void)
+{
+	if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
+	    setresuid(65534, 65534, 65534))
+		return -errno;
+	return getuid() == 65534 && geteuid() == 65534 ? 0 : -EPERM;
+}
+
 /* uid/gid 65534 with an 8 MiB memlock limit: 0 or -errno. */
 static inline int kt_become_nobody(void)
 {
@@ -22,10 +33,7 @@ static inline int kt_become_nobody(void)
 
 	if (setrlimit(RLIMIT_MEMLOCK, &rl))
 		return -errno;
-	if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
-	    setresuid(65534, 65534, 65534))
-		return -errno;
-	return geteuid() == 65534 ? 0 : -EPERM;
+	return kt_drop_ids();
 }
 
 /* Run @fn in a child (it inherits the caller's descriptors), as nobody
