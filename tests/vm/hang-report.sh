@@ -24,10 +24,7 @@ sleep $wait
 out=$kcoll_out/vm$kcoll_vm
 [ -d "$out" ] || mkdir -p "$out"
 
-# A task's state letter (the field after its name, which may hold spaces).
-state() { sed 's/.*) //' "$1/stat" 2>/dev/null | cut -d' ' -f1; }
-
-# The threads worth naming (their /proc/PID/task/TID): in D state, or of
+# The threads worth naming ("/proc/PID/task/TID STATE"): in D state, or of
 # a process named kcoll* (not a kernel thread: the module's workqueue
 # rescuer is named kcoll). One awk over every thread's stat: a few
 # processes per thread would take minutes on a loaded TCG guest, past
@@ -48,7 +45,7 @@ tasks() {
 				split(substr(l, p + 2), fl, " ")
 				if (fl[1] == "D" || (comm ~ /^kcoll/ && fl[2] != 2)) {
 					sub(/\/stat$/, "", f)
-					print f
+					print f, fl[1]
 				}
 			}
 			close(f)
@@ -58,17 +55,18 @@ tasks() {
 
 # One thread: "tid comm (state) in f1 < f2 < f3" (its kernel stack's top).
 where() {
-	local t=$1 stack
+	local t=$1 st=$2 stack
 	stack=$(sed -E 's/^\[<[0-9a-f]+>\] //; s/\+0x.*//' "$t/stack" 2>/dev/null |
 		grep -vE '^(__schedule|schedule|schedule_timeout|io_schedule)$' |
 		head -3 | paste -sd'<' | sed 's/</ < /g')
-	echo "${t##*/} $(cat "$t/comm" 2>/dev/null) ($(state "$t"))${stack:+ in $stack}"
+	echo "${t##*/} $(cat "$t/comm" 2>/dev/null) ($st)${stack:+ in $stack}"
 }
 
-stuck=()
-for t in $(tasks); do
-	stuck+=("$(where "$t")")
-done
+stuck=() found=()
+while read -r t st; do
+	found+=("$t $st")
+	stuck+=("$(where "$t" "$st")")
+done < <(tasks)
 last=$(grep -v '^$' "$out/log" 2>/dev/null | tail -1 | cut -c1-200)
 # A VM whose emulated NIC stopped (kcoll_nic_check) hangs its ranks in
 # teardown: rxe waits 50 s for each QP's transmitted packets to come
@@ -88,9 +86,9 @@ sync
 	echo "hang-report: the scenario still runs $((wait + up)) s after boot; the host kills this VM at $tmo s"
 	ps -eLo pid,tid,ppid,stat,etimes,wchan:32,args 2>/dev/null || busybox ps
 	echo
-	for t in $(tasks); do
-		echo "== $(where "$t")"
-		cat "$t/stack" 2>/dev/null
+	for i in "${!found[@]}"; do
+		echo "== ${stuck[$i]}"
+		cat "${found[$i]% *}/stack" 2>/dev/null
 	done
 } >"$out/hang.txt" 2>&1
 dmesg >"$out/hang-dmesg.txt" 2>/dev/null
