@@ -245,14 +245,18 @@ static bool kcoll_comm_confirmed(struct kcoll_comm *comm, void *unused)
  * owes its peers its own token: leaving first would fail theirs (our BYE
  * would say we did not complete it). So a destroy waits for that, until
  * @deadline (jiffies) at most: its peers' loss or its own deadline ends
- * such a broadcast sooner.
+ * such a broadcast sooner. @killable for a caller that may stop waiting
+ * (COMM_DESTROY: the destroy goes on without it); a file's release waits
+ * out its bound.
  */
-static void kcoll_comm_linger(struct kcoll_comm *comm, unsigned long deadline)
+static void kcoll_comm_linger(struct kcoll_comm *comm, unsigned long deadline,
+			      bool killable)
 {
 	long left = (long)(deadline - jiffies);
 
 	if (left > 0)
-		kcoll_comm_wait(comm, kcoll_comm_confirmed, NULL, left, false);
+		kcoll_comm_wait(comm, kcoll_comm_confirmed, NULL, left,
+				killable);
 }
 
 /*
@@ -1018,7 +1022,7 @@ int kcoll_comm_destroy_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	comm = kcoll_ctx_comm_get(ctx, p.comm_id);
 	if (comm) {
 		kcoll_comm_linger(comm, jiffies +
-				  msecs_to_jiffies(KCOLL_LINGER_MS));
+				  msecs_to_jiffies(KCOLL_LINGER_MS), true);
 		kcoll_comm_put(comm);
 	}
 	/* Destroys of one file go one at a time: a killed caller need
@@ -1241,7 +1245,7 @@ void kcoll_ctx_comms_release(struct kcoll_ctx *ctx)
 	 * it bye_max_ms at most in all, not each in turn), then go.
 	 */
 	xa_for_each(&ctx->comms, id, comm)
-		kcoll_comm_linger(comm, deadline);
+		kcoll_comm_linger(comm, deadline, false);
 	xa_for_each(&ctx->comms, id, comm) {
 		kcoll_comm_unlist(comm);
 		kcoll_comm_shutdown_begin(comm, -ECANCELED);

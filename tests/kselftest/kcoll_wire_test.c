@@ -2252,6 +2252,91 @@ TEST(one_token_confirms_the_broadcasts_it_names)
 	kt_ring_exit(&c.r);
 }
 
+/*
+ * COMM_DESTROY waits up to 5 s for the confirmation tokens of broadcasts
+ * that returned before them (docs/DESIGN.md, "Confirmations behind"); a
+ * peer that holds them back must not keep the destroying process from
+ * dying. A child of ours destroys while our peer holds the token of a
+ * returned broadcast; SIGKILL ends it at once, not after the 5 s (until
+ * 2026-12-07 that wait was uninterruptible: D state, SIGKILL ignored).
+ */
+TEST(a_destroy_waiting_for_tokens_dies_when_killed)
+{
+	struct kcoll_comm_destroy d = { 0 };
+	float v[2] = { 1, 2 };
+	long long ret0, ret1;
+	struct kcoll_sqe sqe;
+	struct kcoll_cqe cq;
+	struct wpeer p;
+	struct wcomm c;
+	double t_end, t0, took;
+	int i, st, got = 0;
+	pid_t pid;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	ASSERT_EQ(0, wp_pair(&p, &c, 0x7e3c, "linger-kill", KCOLL_HELLO_EAGER));
+	p.lazy = true;
+	p.cover_hold = 6;	/* never reached: the token stays with us */
+	wp_offer_slots(&p);
+	for (i = 0; i < 500 && !p.module_lazy; i++) {
+		usleep(10000);
+		wp_poll(&p);
+	}
+	ASSERT_TRUE(p.module_lazy);
+	ASSERT_TRUE(p.module_cover);
+	usleep(200000);
+	wp_poll(&p);
+	ret0 = kt_sysfs_read("stats/returned_early");
+	sqe = kt_coll(KCOLL_OP_BROADCAST, c.id, KCOLL_DTYPE_FP32,
+		      KCOLL_REDOP_NONE, 0, 2, v, v);
+	sqe.timeout_ms = 20000;
+	*kt_get_sqe(&c.r) = sqe;
+	ASSERT_EQ(1, kt_enter(&c.r, 1, 0, 0, 0));
+	for (t_end = wp_now() + 10; !got && wp_now() < t_end;) {
+		wp_poll(&p);
+		got = !kt_pop(&c.r, &cq);
+		usleep(1000);
+	}
+	ASSERT_TRUE(got);
+	EXPECT_EQ(0, cq.res);
+	ret1 = kt_sysfs_read("stats/returned_early");
+	for (t_end = wp_now() + 5; !p.nheld && wp_now() < t_end;) {
+		wp_poll(&p);
+		usleep(1000);
+	}
+	/* It returned before its token: the destroy has something to wait for. */
+	ASSERT_EQ(1, p.nheld);
+	ASSERT_LT(ret0, ret1);
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		d.comm_id = c.id;
+		ioctl(c.r.fd, KCOLL_IOC_COMM_DESTROY, &d);
+		_exit(0);
+	}
+	usleep(500000);
+	/* Still waiting for the token (else this tests nothing) ... */
+	EXPECT_EQ(0, waitpid(pid, &st, WNOHANG));
+	t0 = wp_now();
+	kill(pid, SIGKILL);
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	took = wp_now() - t0;
+	TH_LOG("the destroying child died %.2f s after SIGKILL", took);
+	/* ... and killed at once, not when the 5 s were out. */
+	EXPECT_TRUE(WIFSIGNALED(st));
+	EXPECT_GT(2.0, took);
+
+	/* The killed destroy went on without the wait (-ENOENT now) or
+	 * stopped before it began (the communicator is still ours). */
+	wp_destroy(&p);
+	d.comm_id = c.id;
+	i = kt_ioctl(c.r.fd, KCOLL_IOC_COMM_DESTROY, &d);
+	EXPECT_TRUE(i == 0 || i == -ENOENT);
+	kt_ring_exit(&c.r);
+}
+
 /* ---------------------------------------------------------------- */
 /* A peer who learned an rkey                                        */
 /* ---------------------------------------------------------------- */
