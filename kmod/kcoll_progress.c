@@ -617,6 +617,22 @@ static void kcoll_op_count(struct kcoll_task *op, int res, u64 ns)
 	kcoll_opstats_add(&kcoll_node_stats, op->bytes, res, ns);
 }
 
+/*
+ * @op no longer counts as active at its priority on its device
+ * (kcoll_op_held()): it completed, or it returned and what is left of it
+ * moves no data (a returned broadcast's tokens would otherwise hold every
+ * lower priority's sends on the device back until its slowest peer
+ * confirms). Its priority's burst clock restarts now.
+ */
+static void kcoll_op_prio_end(struct kcoll_task *op)
+{
+	if (!op->prio_dev)
+		return;
+	WRITE_ONCE(op->prio_dev->last[op->prio], jiffies);
+	atomic_dec(&op->prio_dev->active[op->prio]);
+	op->prio_dev = NULL;
+}
+
 void kcoll_op_complete(struct kcoll_task *op)
 {
 	struct kcoll_comm *comm = op->comm;
@@ -661,10 +677,7 @@ void kcoll_op_complete(struct kcoll_task *op)
 	list_del(&op->node);
 	list_del(&op->all);
 	comm->nr_ops--;
-	if (op->prio_dev) {
-		WRITE_ONCE(op->prio_dev->last[op->prio], jiffies);
-		atomic_dec(&op->prio_dev->active[op->prio]);
-	}
+	kcoll_op_prio_end(op);
 	if (op->kind == KCOLL_KIND_COLL)
 		comm->coll_done_seq = op->seq + 1;
 	if (op->gpu)
@@ -714,6 +727,7 @@ static void kcoll_op_return(struct kcoll_task *op)
 
 	lockdep_assert_held(&comm->lock);
 	kcoll_op_release(op, true);
+	kcoll_op_prio_end(op);
 	kcoll_op_count(op, 0, ns);
 	op->returned = true;
 	comm->nr_returned++;

@@ -2337,6 +2337,89 @@ TEST(a_destroy_waiting_for_tokens_dies_when_killed)
 	kt_ring_exit(&c.r);
 }
 
+/*
+ * Submit one broadcast (root 0, 2 floats at @v) at priority @prio and
+ * wait for its CQE, our peer playing along: the seconds it took, or -1.
+ */
+static double wp_bcast_timed(struct wpeer *p, struct wcomm *c, float *v,
+			     unsigned int prio)
+{
+	struct kcoll_sqe sqe;
+	struct kcoll_cqe cq;
+	double t0 = wp_now(), t_end = t0 + 15;
+
+	sqe = kt_coll(KCOLL_OP_BROADCAST, c->id, KCOLL_DTYPE_FP32,
+		      KCOLL_REDOP_NONE, 0, 2, v, v);
+	sqe.timeout_ms = 20000;
+	sqe.prio = prio;
+	*kt_get_sqe(&c->r) = sqe;
+	if (kt_enter(&c->r, 1, 0, 0, 0) != 1)
+		return -1;
+	while (wp_now() < t_end) {
+		wp_poll(p);
+		if (!kt_pop(&c->r, &cq))
+			return cq.res ? -1 : wp_now() - t0;
+		usleep(1000);
+	}
+	return -1;
+}
+
+/*
+ * A broadcast that returned before its tokens moves no more data, so it
+ * holds no lower priority back (docs/DESIGN.md, "Confirmations behind",
+ * "Priorities"): with prio_aging_ms 3000, an urgent broadcast returns
+ * (our peer keeps its token) and a priority-0 broadcast after it, on
+ * other buffers, goes at once. Until 2026-12-07 the returned one counted
+ * as active at its priority until its last token, and held the next one
+ * for the 3 s.
+ */
+TEST(a_returned_broadcast_holds_no_lower_priority_back)
+{
+	struct kcoll_comm_destroy d = { 0 };
+	float v[2][2] = { { 1, 2 }, { 3, 4 } };
+	int aging = kt_sysfs_read("prio_aging_ms");
+	double urgent, low;
+	struct wpeer p;
+	struct wcomm c;
+	char was[16];
+	int i;
+
+	if (!wp_ip())
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "not root: sets sysfs prio_aging_ms and submits at priority 7");
+	ASSERT_LT(0, aging);
+	ASSERT_EQ(0, wp_pair(&p, &c, 0x7e3e, "prio-return", KCOLL_HELLO_EAGER));
+	p.lazy = true;
+	p.cover_hold = 6;	/* never reached: the tokens stay with us */
+	wp_offer_slots(&p);
+	for (i = 0; i < 500 && !p.module_lazy; i++) {
+		usleep(10000);
+		wp_poll(&p);
+	}
+	ASSERT_TRUE(p.module_lazy);
+	ASSERT_TRUE(p.module_cover);
+	usleep(200000);
+	wp_poll(&p);
+	ASSERT_EQ(0, kt_sysfs_write("prio_aging_ms", "3000"));
+	urgent = wp_bcast_timed(&p, &c, v[0], KCOLL_PRIO_MAX);
+	low = wp_bcast_timed(&p, &c, v[1], 0);
+	snprintf(was, sizeof(was), "%d", aging);
+	EXPECT_EQ(0, kt_sysfs_write("prio_aging_ms", was));
+	TH_LOG("urgent broadcast returned after %.2f s, the priority-0 one after it in %.2f s",
+	       urgent, low);
+	EXPECT_LE(0, urgent);
+	EXPECT_LE(0, low);
+	EXPECT_GT(1.5, low);
+	EXPECT_EQ(aging, kt_sysfs_read("prio_aging_ms"));
+
+	wp_destroy(&p);
+	d.comm_id = c.id;
+	i = kt_ioctl(c.r.fd, KCOLL_IOC_COMM_DESTROY, &d);
+	EXPECT_EQ(0, i);
+	kt_ring_exit(&c.r);
+}
+
 /* ---------------------------------------------------------------- */
 /* A peer who learned an rkey                                        */
 /* ---------------------------------------------------------------- */
