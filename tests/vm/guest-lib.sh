@@ -89,6 +89,21 @@ kcoll_qdisc_pkts() {
 # the other VMs, and this one powers off at once. Not under netem, which
 # holds and drops packets on purpose (nor would any other qdisc that
 # holds them be told apart: none is used).
+# The guest's side of a stopped transmit queue: the virtio interrupts
+# taken per vector (are the device's completions still signalled?), the
+# queue's timeouts and bytes the stack counts in flight (BQL).
+kcoll_nic_state() {
+	local q=/sys/class/net/eth0/queues/tx-0
+	echo "$(date +%T) eth0 tx_packets $(cat /sys/class/net/eth0/statistics/tx_packets)" \
+		"tx_errors $(cat /sys/class/net/eth0/statistics/tx_errors)" \
+		"tx_dropped $(cat /sys/class/net/eth0/statistics/tx_dropped)"
+	echo "tx-0: tx_timeout $(cat $q/tx_timeout 2>/dev/null)" \
+		"bql inflight $(cat $q/byte_queue_limits/inflight 2>/dev/null)" \
+		"limit $(cat $q/byte_queue_limits/limit 2>/dev/null)"
+	grep -E 'virtio|CPU' /proc/interrupts
+	tc -s qdisc show dev eth0
+}
+
 kcoll_nic_watch() {
 	local f=/sys/class/net/eth0/statistics/tx_packets
 	local tx tx0 sent sent0 bl nm stall=0 msg
@@ -110,10 +125,18 @@ kcoll_nic_watch() {
 		# The status first: the log goes through a pipe that may be
 		# gone by now.
 		echo "$msg" >"$KCOLL_OUT/status"
+		kcoll_nic_state >"$KCOLL_OUT/nic-guest.txt" 2>&1
 		touch "$KCOLL_OUT/nic-stuck"
 		sync
 		log "$msg"
 		dmesg | grep -m2 'NETDEV WATCHDOG' | sed "s/^/[vm$kcoll_vm] /"
+		# vmrun.sh reads qemu's side of the queue through its
+		# monitor meanwhile (virtq.txt) and says when it is done.
+		local w
+		for w in $(seq 1 40); do
+			[ -e "$KCOLL_OUT/nic-stuck.seen" ] && break
+			sleep 1
+		done
 		sync
 		echo o >/proc/sysrq-trigger
 		sleep 60

@@ -73,7 +73,24 @@ fi
 [ -n "$cpus" ] || { [ "$nvms" -gt 1 ] && cpus=1 || cpus=2; }
 [ -n "$mem" ] || { [ "$nvms" -gt 1 ] && mem=1024 || mem=2048; }
 port=$((20000 + ($$ % 20000)))
+# Each VM's qemu monitor (HMP) on a socket of its own, kept short of the
+# 108-byte limit of a socket's path: read by tests/vm/virtq-dump.py when a
+# guest says its NIC stopped.
+mondir=$(mktemp -d /tmp/kcoll-mon.XXXXXX) || exit 2
+trap 'rm -rf "$mondir"' EXIT
 hub="socket,mcast=230.0.$((RANDOM % 250)).$((RANDOM % 250 + 1)):$port,localaddr=127.0.0.1"
+
+# One line per queue of virtq-dump.py's last round: qemu's indices and the
+# ring's own, enough to tell a missed kick from a missed interrupt.
+virtq_summary() {
+	awk '/queue_index:/ { q = $2 } /used_idx:/ { u = $2 } /signalled_used:/ { su = $2 }
+	     /signalled_used_valid:/ { sv = $2 } /last_avail_idx:/ { la = $2 }
+	     /shadow_avail_idx:/ { sa = $2 } /inuse:/ { iu = $2 }
+	     /in guest memory:/ { sub(/^ *in guest memory: */, ""); mem[q] = $0 }
+	     /num: / && q != "" { line[q] = sprintf("queue %s: inuse %s last_avail %s shadow_avail %s used %s signalled %s (%s)", q, iu, la, sa, u, su, sv) }
+	     END { for (i = 0; i <= 1; i++) if (i in line) print line[i] "; " mem[i] }' "$1" 2>/dev/null
+	grep -m1 '^virtq-dump:' "$1" 2>/dev/null
+}
 
 # Boot the VMs and wait for them; 0 only if each reported ok.
 run_vms() {
@@ -113,7 +130,8 @@ run_vms() {
 			-kernel "$kernel" -initrd "$initrd" -append "$cmdline" \
 			-virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap \
 			-virtfs "local,path=$out,mount_tag=results,security_model=none,multidevs=remap" \
-			-netdev "$net" -device "virtio-net-pci,netdev=n0,mac=$mac,romfile=${KCOLL_VM_NICOPT:-}" \
+			-netdev "$net" -device "virtio-net-pci,id=nic0,netdev=n0,mac=$mac,romfile=${KCOLL_VM_NICOPT:-}" \
+			-monitor "unix:$mondir/vm$i,server=on,wait=off" \
 			</dev/null >"$out/vm$i.console" 2>&1 &
 		pids+=($!)
 	done
@@ -150,6 +168,12 @@ run_vms() {
 			if [ -n "$stuck" ]; then
 				stuck=$(basename "$(dirname "$stuck")")
 				echo "vmrun: $stuck's emulated NIC stopped; ending the other VMs" >&2
+				# qemu's view of the stopped queue, while the
+				# guest waits for nic-stuck.seen to power off.
+				timeout 30 /usr/bin/python3 "$here/virtq-dump.py" "$mondir/$stuck" \
+					>"$out/$stuck/virtq.txt" 2>&1
+				touch "$out/$stuck/nic-stuck.seen"
+				virtq_summary "$out/$stuck/virtq.txt" | sed "s/^/vmrun:   $stuck qemu| /" >&2
 				for p in "${pids[@]}"; do
 					kill "$p" 2>/dev/null
 				done
