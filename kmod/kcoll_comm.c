@@ -501,8 +501,10 @@ void kcoll_comm_peer_revoked(struct kcoll_comm *comm, u32 revoker)
 	list_for_each_entry(op, &comm->ops, all)
 		kcoll_op_fail_from(op, -ECANCELED, revoker);
 	kref_get(&comm->ref);
-	/* Its shutdown waits for BYEs and rdma_cm's handlers: not on the
-	 * workqueue that runs every user's timeouts and kicks. */
+	/*
+	 * Its shutdown waits for BYEs and rdma_cm's handlers: not on the
+	 * workqueue that runs every user's timeouts and kicks.
+	 */
 	kcoll_queue_slow(&comm->revoke_work);
 }
 

@@ -769,8 +769,10 @@ void kcoll_engine_force_reap(struct kcoll_comm *comm)
 
 	lockdep_assert_held(&comm->lock);
 	list_for_each_entry_safe(op, tmp, &comm->ops, all) {
-		/* A broadcast that returned and then had every token in
-		 * succeeded: it only waited for an older one's CQE. */
+		/*
+		 * A broadcast that returned and then had every token in
+		 * succeeded: it only waited for an older one's CQE.
+		 */
 		if (!op->error && !(op->returned && op->finished))
 			op->error = comm->error ?: -ECANCELED;
 		op->grants_out = 0;

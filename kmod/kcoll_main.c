@@ -220,8 +220,10 @@ struct device *kcoll_misc_device(void)
 /* ------------------------------------------------------------------ */
 
 static struct workqueue_struct *kcoll_wq;
-/* Work that may wait for as long as a user likes (kcoll_quota_defer()),
- * or for a peer (a revoke's shutdown: kcoll_comm_peer_revoked()). */
+/*
+ * Work that may wait for as long as a user likes (kcoll_quota_defer()),
+ * or for a peer (a revoke's shutdown: kcoll_comm_peer_revoked()).
+ */
 static struct workqueue_struct *kcoll_slow_wq;
 
 /* Deferred work of the module: drained (destroy_workqueue) at exit. */

@@ -651,8 +651,10 @@ void kcoll_op_complete(struct kcoll_task *op)
 		if (!comm->nr_returned)
 			wake_up_all(&comm->wait);	/* a destroy lingers */
 		if (res < 0 && res != -ECANCELED) {	/* not abort, destroy */
-			/* The report and the error the next CQE carries name
-			 * the same (the latest) failure. */
+			/*
+			 * The report and the error the next CQE carries
+			 * name the same (the latest) failure.
+			 */
 			kcoll_report_set(op, ns);
 			comm->late_err = res;
 			kcoll_stat_add(KCOLL_STAT_LATE_ERRORS, 1);

@@ -557,8 +557,8 @@ struct kcoll_task {
 	u8 dtype;
 	u8 redop;
 	u8 prio;			/* SQE priority */
-	struct kcoll_prio *prio_dev;	/* counted there while started, until
-					 * it returns or completes */
+	/* Counted there while started, until it returns or completes. */
+	struct kcoll_prio *prio_dev;
 	unsigned long held_since;	/* jiffies; with @held */
 	u8 prio_aged;			/* levels gained while held (aging) */
 	bool held;			/* sends held back for a higher prio */
