@@ -137,6 +137,13 @@ kcoll_nic_watch() {
 			[ -e "$KCOLL_OUT/nic-stuck.seen" ] && break
 			sleep 1
 		done
+		# The host took the link down and up (virtq-dump.py): did
+		# the queue move again?
+		sleep 1
+		{ echo "-- after the host's set_link off/on"; kcoll_nic_state; } \
+			>>"$KCOLL_OUT/nic-guest.txt" 2>&1
+		read -r tx <$f 2>/dev/null
+		log "eth0 tx_packets $tx after the host's link toggle (was $tx0)"
 		sync
 		echo o >/proc/sysrq-trigger
 		sleep 60

@@ -11,7 +11,8 @@ the guest's avail index as qemu last read it; used_idx: what qemu
 completed; signalled_used: the used index of qemu's last interrupt) and,
 read straight from guest memory, the rings' own avail and used indices
 and their event-index fields. ROUNDS (default 2) repeats the queue dumps
-a second apart, to show whether anything still moves.
+a second apart, to show whether anything still moves; then it takes the
+link down and up (set_link) and dumps the queues once more.
 
 What the figures tell apart: qemu has descriptors it never took
 (avail idx in memory ahead of last_avail_idx: a kick qemu missed or a
@@ -99,6 +100,19 @@ def main():
             print("-- round %d (%s)" % (r + 1, time.strftime("%H:%M:%S")))
             for q in (0, 1):
                 queue(mon, q)
+        # Then take the link down and up: qemu's virtio-net then
+        # reschedules a transmit queue that still waits for its bottom
+        # half (tx_waiting), and does nothing for one that does not. If
+        # the queue moves after this, qemu had a kick and sat on it; if
+        # it does not, no kick reached the queue.
+        print("-- set_link nic0 off/on (%s)" % time.strftime("%H:%M:%S"))
+        print(mon.cmd("set_link nic0 off"))
+        time.sleep(1)
+        print(mon.cmd("set_link nic0 on"))
+        time.sleep(2)
+        print("-- after the link came back (%s)" % time.strftime("%H:%M:%S"))
+        for q in (0, 1):
+            queue(mon, q)
     except OSError as e:
         print("virtq-dump: monitor went away: %s" % e)
         return 1

@@ -80,15 +80,19 @@ mondir=$(mktemp -d /tmp/kcoll-mon.XXXXXX) || exit 2
 trap 'rm -rf "$mondir"' EXIT
 hub="socket,mcast=230.0.$((RANDOM % 250)).$((RANDOM % 250 + 1)):$port,localaddr=127.0.0.1"
 
-# One line per queue of virtq-dump.py's last round: qemu's indices and the
-# ring's own, enough to tell a missed kick from a missed interrupt.
+# One line per queue of virtq-dump.py's last round, and again after its
+# link toggle: qemu's indices and the ring's own, enough to tell a kick
+# qemu never took from one it sat on.
 virtq_summary() {
-	awk '/queue_index:/ { q = $2 } /used_idx:/ { u = $2 } /signalled_used:/ { su = $2 }
-	     /signalled_used_valid:/ { sv = $2 } /last_avail_idx:/ { la = $2 }
-	     /shadow_avail_idx:/ { sa = $2 } /inuse:/ { iu = $2 }
-	     /in guest memory:/ { sub(/^ *in guest memory: */, ""); mem[q] = $0 }
-	     /num: / && q != "" { line[q] = sprintf("queue %s: inuse %s last_avail %s shadow_avail %s used %s signalled %s (%s)", q, iu, la, sa, u, su, sv) }
-	     END { for (i = 0; i <= 1; i++) if (i in line) print line[i] "; " mem[i] }' "$1" 2>/dev/null
+	awk '/^-- round/ { sec = "stuck" } /^-- after/ { sec = "after set_link off/on" }
+	     /queue_index:/ { q = $2 } /used_idx:/ { u = $2 } /signalled_used:/ { su = $2 }
+	     /last_avail_idx:/ { la = $2 } /shadow_avail_idx:/ { sa = $2 } /inuse:/ { iu = $2 }
+	     /in guest memory:/ { sub(/^ *in guest memory: */, "")
+		line[sec, q] = sprintf("%s, queue %s: inuse %s last_avail %s shadow_avail %s used %s signalled %s; %s",
+				       sec, q, iu, la, sa, u, su, $0) }
+	     END { split("stuck|after set_link off/on", ss, "|")
+		   for (k = 1; k <= 2; k++) for (i = 0; i <= 1; i++)
+			if ((ss[k], i) in line) print line[ss[k], i] }' "$1" 2>/dev/null
 	grep -m1 '^virtq-dump:' "$1" 2>/dev/null
 }
 
@@ -156,7 +160,7 @@ run_vms() {
 	# (guest-lib.sh, kcoll_nic_watch: the file nic-stuck, and its status)
 	# and powers off: the others would only wait for it until their
 	# timeouts, so they are ended too.
-	local alive stuck="" p
+	local alive stuck="" stuck_at=0 p
 	while [ "$nvms" -gt 1 ]; do
 		alive=0
 		for p in "${pids[@]}"; do
@@ -174,10 +178,16 @@ run_vms() {
 					>"$out/$stuck/virtq.txt" 2>&1
 				touch "$out/$stuck/nic-stuck.seen"
 				virtq_summary "$out/$stuck/virtq.txt" | sed "s/^/vmrun:   $stuck qemu| /" >&2
-				for p in "${pids[@]}"; do
-					kill "$p" 2>/dev/null
+				# The stuck one notes what the toggle did
+				# and powers off by itself.
+				for ((i = 0; i < nvms; i++)); do
+					[ "vm$i" = "$stuck" ] || kill "${pids[$i]}" 2>/dev/null
 				done
+				stuck_at=$SECONDS
 			fi
+		elif [ $((SECONDS - stuck_at)) -gt 60 ]; then
+			# It did not power off within a minute.
+			kill "${pids[${stuck#vm}]}" 2>/dev/null
 		fi
 		sleep 2
 	done
