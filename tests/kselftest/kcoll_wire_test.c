@@ -2186,6 +2186,37 @@ TEST(a_bye_without_its_signature_fails_at_once)
 }
 
 /*
+ * A communicator of the module's (rank 0) and us (rank 1) with eager
+ * transfers and lazy signatures, where we hold the tokens of the
+ * module's broadcasts until @hold have come and then confirm them all
+ * with one covering token (which the module offered). 0, or -1 (said).
+ */
+static int wp_pair_covering(struct wpeer *p, struct wcomm *c, uint64_t uid,
+			    const char *name, unsigned int hold)
+{
+	int i;
+
+	if (wp_pair(p, c, uid, name, KCOLL_HELLO_EAGER))
+		return -1;
+	p->lazy = true;
+	p->cover_hold = hold;
+	wp_offer_slots(p);
+	for (i = 0; i < 500 && !p->module_lazy; i++) {
+		usleep(10000);
+		wp_poll(p);
+	}
+	if (!p->module_lazy || !p->module_cover) {
+		fprintf(stderr, "# %s: the module's signatures are%s lazy, its tokens%s cover\n",
+			name, p->module_lazy ? "" : " not",
+			p->module_cover ? "" : " do not");
+		return -1;
+	}
+	usleep(200000);
+	wp_poll(p);
+	return 0;
+}
+
+/*
  * Tokens that cover, received (docs/DESIGN.md): the peer confirms six
  * broadcasts of the module's (root 0, signed eager data) with one token,
  * for the last, whose bitmap names the five before it. The broadcasts
@@ -2205,18 +2236,7 @@ TEST(one_token_confirms_the_broadcasts_it_names)
 
 	if (!wp_ip())
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
-	ASSERT_EQ(0, wp_pair(&p, &c, 0x7e38, "cover-in", KCOLL_HELLO_EAGER));
-	p.lazy = true;
-	p.cover_hold = 6;
-	wp_offer_slots(&p);
-	for (i = 0; i < 500 && !p.module_lazy; i++) {
-		usleep(10000);
-		wp_poll(&p);
-	}
-	ASSERT_TRUE(p.module_lazy);
-	ASSERT_TRUE(p.module_cover);
-	usleep(200000);
-	wp_poll(&p);
+	ASSERT_EQ(0, wp_pair_covering(&p, &c, 0x7e38, "cover-in", 6));
 	for (i = 0; i < 6; i++) {
 		v[i][0] = (float)i;
 		sqe = kt_coll(KCOLL_OP_BROADCAST, c.id, KCOLL_DTYPE_FP32,
@@ -2275,18 +2295,8 @@ TEST(a_destroy_waiting_for_tokens_dies_when_killed)
 
 	if (!wp_ip())
 		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
-	ASSERT_EQ(0, wp_pair(&p, &c, 0x7e3c, "linger-kill", KCOLL_HELLO_EAGER));
-	p.lazy = true;
-	p.cover_hold = 6;	/* never reached: the token stays with us */
-	wp_offer_slots(&p);
-	for (i = 0; i < 500 && !p.module_lazy; i++) {
-		usleep(10000);
-		wp_poll(&p);
-	}
-	ASSERT_TRUE(p.module_lazy);
-	ASSERT_TRUE(p.module_cover);
-	usleep(200000);
-	wp_poll(&p);
+	/* 6 never come: the token stays with us. */
+	ASSERT_EQ(0, wp_pair_covering(&p, &c, 0x7e3c, "linger-kill", 6));
 	ret0 = kt_sysfs_read("stats/returned_early");
 	sqe = kt_coll(KCOLL_OP_BROADCAST, c.id, KCOLL_DTYPE_FP32,
 		      KCOLL_REDOP_NONE, 0, 2, v, v);
@@ -2389,18 +2399,8 @@ TEST(a_returned_broadcast_holds_no_lower_priority_back)
 	if (geteuid())
 		SKIP(return, "not root: sets sysfs prio_aging_ms and submits at priority 7");
 	ASSERT_LT(0, aging);
-	ASSERT_EQ(0, wp_pair(&p, &c, 0x7e3e, "prio-return", KCOLL_HELLO_EAGER));
-	p.lazy = true;
-	p.cover_hold = 6;	/* never reached: the tokens stay with us */
-	wp_offer_slots(&p);
-	for (i = 0; i < 500 && !p.module_lazy; i++) {
-		usleep(10000);
-		wp_poll(&p);
-	}
-	ASSERT_TRUE(p.module_lazy);
-	ASSERT_TRUE(p.module_cover);
-	usleep(200000);
-	wp_poll(&p);
+	/* 6 never come: the tokens stay with us. */
+	ASSERT_EQ(0, wp_pair_covering(&p, &c, 0x7e3e, "prio-return", 6));
 	ASSERT_EQ(0, kt_sysfs_write("prio_aging_ms", "3000"));
 	urgent = wp_bcast_timed(&p, &c, v[0], KCOLL_PRIO_MAX);
 	low = wp_bcast_timed(&p, &c, v[1], 0);
