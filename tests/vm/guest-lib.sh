@@ -76,19 +76,6 @@ kcoll_qdisc_pkts() {
 		     / netem / { n = 1 } END { print s + 0, b + 0, n + 0 }'
 }
 
-# The emulated NIC of this test bed can stop for good: once in CI (stop
-# 56's second run), and again here 12 s into a 2-VM run, virtio-net's
-# transmit queue stopped (NETDEV WATCHDOG) and never came back. Every
-# later step of the scenario then waited out its own timeout (a
-# bootstrap's 300 s each) until the host killed both VMs at 1500 s, with
-# no status. So, beside a multi-VM scenario: if for 20 s the device has
-# completed nothing (virtio-net counts tx_packets as it reaps what the
-# device handed back, at every transmit) while the stack gave it packets
-# or has some waiting, the status says TESTBED_NIC_STUCK (run-vm-tests.sh
-# runs the scenario once more), the file nic-stuck tells vmrun.sh to end
-# the other VMs, and this one powers off at once. Not under netem, which
-# holds and drops packets on purpose (nor would any other qdisc that
-# holds them be told apart: none is used).
 # The guest's side of a stopped transmit queue: the virtio interrupts
 # taken per vector (are the device's completions still signalled?), the
 # queue's timeouts and bytes the stack counts in flight (BQL).
@@ -104,6 +91,21 @@ kcoll_nic_state() {
 	tc -s qdisc show dev eth0
 }
 
+# The emulated NIC of this test bed can stop for good: once in CI (stop
+# 56's second run), and again here 12 s into a 2-VM run, virtio-net's
+# transmit queue stopped (NETDEV WATCHDOG) and never came back. Every
+# later step of the scenario then waited out its own timeout (a
+# bootstrap's 300 s each) until the host killed both VMs at 1500 s, with
+# no status. So, beside a multi-VM scenario: if for 20 s the device has
+# completed nothing (virtio-net counts tx_packets as it reaps what the
+# device handed back, at every transmit) while the stack gave it packets
+# or has some waiting, the status says TESTBED_NIC_STUCK (run-vm-tests.sh
+# runs the scenario again, up to twice), the file nic-stuck tells vmrun.sh
+# to read qemu's side of the queue and end the other VMs, and this one
+# powers off once the host says it is done (nic-stuck.seen, 40 s at
+# most; kcoll_nic_state() before and after). Not under netem, which
+# holds and drops packets on purpose (nor would any other qdisc that
+# holds them be told apart: none is used).
 kcoll_nic_watch() {
 	local f=/sys/class/net/eth0/statistics/tx_packets
 	local tx tx0 sent sent0 bl nm stall=0 msg
