@@ -594,31 +594,40 @@ static u32 kcoll_ib_port_beta_ps(struct ib_device *ibdev)
 	return max_t(u32, 1, 8000000U / mbps);
 }
 
-/* How long a port rate read stays good (a link that renegotiates). */
-#define KCOLL_RATE_TTL	(10 * HZ)
+/* How long a port rate read stays good (a link that renegotiates); one
+ * that gave none (a speed we do not know) is asked again sooner.
+ */
+#define KCOLL_RATE_TTL		(10 * HZ)
+#define KCOLL_RATE_TTL_NONE	HZ
 
 /*
  * kcoll_ib_port_beta_ps(), read again at most every KCOLL_RATE_TTL: every
- * COMM_CREATE asks, and on 6.1 a RoCE port over a netdev whose speed is
- * unknown (virtio, veth) logs a warning on each query.
+ * COMM_CREATE and every user's netlink DEV_GET or STATS_GET asks, and a
+ * provider's query may take rtnl_lock (rxe) and on 6.1 log a warning (a
+ * RoCE port over a netdev whose speed is unknown: virtio, veth, dummy).
+ * A port the core's cache calls down has no rate and is not asked at
+ * all: until 2026-12-07 one was queried at every request of anyone.
  */
 u32 kcoll_ib_beta_ps(struct ib_device *ibdev)
 {
 	struct kcoll_ibdev *dev = ib_get_client_data(ibdev, &kcoll_ib_client);
-	unsigned long at, now = jiffies;
+	unsigned long at, ttl, now = jiffies;
+	enum ib_port_state state;
 	u32 beta;
 
+	if (ib_get_cached_port_state(ibdev, rdma_start_port(ibdev), &state) ||
+	    state != IB_PORT_ACTIVE)
+		return 0;
 	if (!dev)
 		return kcoll_ib_port_beta_ps(ibdev);
 	at = READ_ONCE(dev->rate_at);
-	if (at && time_before(now, at + KCOLL_RATE_TTL))
-		return READ_ONCE(dev->rate_beta_ps);
+	beta = READ_ONCE(dev->rate_beta_ps);
+	ttl = beta ? KCOLL_RATE_TTL : KCOLL_RATE_TTL_NONE;
+	if (at && time_before(now, at + ttl))
+		return beta;
 	beta = kcoll_ib_port_beta_ps(ibdev);
-	/* A port not up yet is asked again next time. */
-	if (beta) {
-		WRITE_ONCE(dev->rate_beta_ps, beta);
-		WRITE_ONCE(dev->rate_at, now ?: 1);
-	}
+	WRITE_ONCE(dev->rate_beta_ps, beta);
+	WRITE_ONCE(dev->rate_at, now ?: 1);
 	return beta;
 }
 

@@ -2429,29 +2429,6 @@ TEST(ring_memory_is_charged_to_the_memory_cgroup)
 	EXPECT_EQ(0, kt_memcg_remove(c.dir, root, mounted));
 }
 
-/* Records of the kernel log containing @what (/dev/kmsg: root); -1 if
- * it cannot be read. */
-static int kh_klog_count(const char *what)
-{
-	int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK), n = 0;
-	char rec[8192];
-	ssize_t len;
-
-	if (fd < 0)
-		return -1;
-	for (;;) {
-		len = read(fd, rec, sizeof(rec) - 1);
-		if (len < 0 && errno == EPIPE)	/* overwritten meanwhile */
-			continue;
-		if (len <= 0)
-			break;			/* EAGAIN: the end */
-		rec[len] = 0;
-		n += strstr(rec, what) != NULL;
-	}
-	close(fd);
-	return n;
-}
-
 static int kh_read_devices(void *arg)
 {
 	char buf[4096];
@@ -2484,10 +2461,10 @@ TEST(reading_the_device_list_asks_no_provider)
 
 	if (geteuid())
 		SKIP(return, "counting kernel log lines needs /dev/kmsg (root)");
-	before = kh_klog_count("speed is unknown");
+	before = kt_klog_count("speed is unknown");
 	ASSERT_LE(0, before);
 	ASSERT_EQ(0, kt_as_nobody(kh_read_devices, NULL));
-	after = kh_klog_count("speed is unknown");
+	after = kt_klog_count("speed is unknown");
 	TH_LOG("\"speed is unknown\" in the kernel log: %d lines before, %d after 100 reads by nobody",
 	       before, after);
 	EXPECT_LT(after - before, 10);

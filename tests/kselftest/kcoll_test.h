@@ -180,6 +180,29 @@ static inline long long kt_sysfs_read(const char *name)
 	return v;
 }
 
+/* Records of the kernel log containing @what (/dev/kmsg: root); -1 if
+ * it cannot be read. */
+static inline int kt_klog_count(const char *what)
+{
+	int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK), n = 0;
+	char rec[8192];
+	ssize_t len;
+
+	if (fd < 0)
+		return -1;
+	for (;;) {
+		len = read(fd, rec, sizeof(rec) - 1);
+		if (len < 0 && errno == EPIPE)	/* overwritten meanwhile */
+			continue;
+		if (len <= 0)
+			break;			/* EAGAIN: the end */
+		rec[len] = 0;
+		n += strstr(rec, what) != NULL;
+	}
+	close(fd);
+	return n;
+}
+
 /*
  * Wait up to @tenths tenths of a second for port 1 of RDMA device @dev
  * to be ACTIVE (sysfs; an ibv_devinfo per poll costs a TCG guest three
