@@ -68,6 +68,7 @@
 #include "kcoll_types.h"
 #include "kcoll_local.h"
 #include "kcoll_coll.h"
+#include "kcoll_comm.h"
 #include "kcoll_xport.h"
 #include "kcoll_stats.h"
 #include "kcoll_sysfs.h"
@@ -95,15 +96,22 @@ static u32 kcoll_xpose_next;
 static int kcoll_xpose_add(struct kcoll_conn *conn, u8 *vaddr, u32 len,
 			   u32 *id)
 {
+	struct mem_cgroup *memcg;
 	struct kcoll_xpose *x;
 	int err;
 
 	lockdep_assert_held(&conn->comm->lock);
 	if (!conn->lchan)
 		return -ENOTCONN;
-	x = kmalloc(sizeof(*x), GFP_KERNEL);
-	if (!x)
+	/* Often in a worker (a CQ's, the channel's): the comm's creator
+	 * pays, as for everything else a connection holds.
+	 */
+	memcg = kcoll_comm_memcg_begin(conn->comm);
+	x = kmalloc(sizeof(*x), GFP_KERNEL_ACCOUNT);
+	if (!x) {
+		kcoll_comm_memcg_end(memcg);
 		return -ENOMEM;
+	}
 	refcount_set(&x->users, 1);
 	init_completion(&x->idle);
 	x->vaddr = vaddr;
@@ -113,7 +121,8 @@ static int kcoll_xpose_add(struct kcoll_conn *conn, u8 *vaddr, u32 len,
 	x->owner = conn->comm->rank;
 	x->writer = conn->peer;
 	err = xa_alloc_cyclic(&kcoll_xposes, id, x, xa_limit_32b,
-			      &kcoll_xpose_next, GFP_KERNEL);
+			      &kcoll_xpose_next, GFP_KERNEL_ACCOUNT);
+	kcoll_comm_memcg_end(memcg);
 	if (err < 0) {
 		kfree(x);
 		return err;
@@ -332,11 +341,14 @@ int kcoll_lchan_attach(struct kcoll_conn *conn)
 	unsigned int me = kcoll_lchan_end(conn);
 	struct kcoll_lchan *ch, *fresh;
 	u32 lo = min(comm->rank, conn->peer), hi = max(comm->rank, conn->peer);
+	struct mem_cgroup *memcg;
 
 	lockdep_assert_held(&comm->lock);
 	if (conn->lchan)
 		return 0;
-	fresh = kzalloc(sizeof(*fresh), GFP_KERNEL);
+	memcg = kcoll_comm_memcg_begin(comm);
+	fresh = kzalloc(sizeof(*fresh), GFP_KERNEL_ACCOUNT);
+	kcoll_comm_memcg_end(memcg);
 	if (!fresh)
 		return -ENOMEM;
 	spin_lock(&kcoll_lchans_lock);
@@ -504,12 +516,18 @@ static int kcoll_lchan_send_data(struct kcoll_conn *conn,
 	struct kcoll_lchan *ch = conn->lchan;
 	unsigned int peer = !kcoll_lchan_end(conn);
 	u32 plen = hdr ? hlen + len : 0;
+	struct mem_cgroup *memcg;
 	struct kcoll_lmsg *lm;
 
 	lockdep_assert_held(&conn->comm->lock);
 	if (!ch)
 		return -ENOTCONN;
+	/* Mostly sent from workers, which have no memory cgroup of their
+	 * own: charged to the sender's comm's creator.
+	 */
+	memcg = kcoll_comm_memcg_begin(conn->comm);
 	lm = kmalloc(struct_size(lm, payload, plen), GFP_KERNEL_ACCOUNT);
+	kcoll_comm_memcg_end(memcg);
 	if (!lm)
 		return -ENOMEM;
 	lm->msg = *m;
@@ -683,6 +701,11 @@ static int kcoll_local_put(struct kcoll_task *op, struct kcoll_conn *conn,
 	 * exposure is revoked with it: the bytes are within the grant. */
 	if (conn->state != KCOLL_CONN_UP)
 		return conn->error ?: -ECONNRESET;
+	/* An exposure's id is 32 bits and it has no key: a grant that says
+	 * otherwise is not one this module's peer sent.
+	 */
+	if (g->addr > U32_MAX || g->rkey)
+		return -EPROTO;
 	if (g->len) {
 		err = kcoll_xpose_copy(conn, g->addr, src->vaddr + off, g->len);
 		/*
