@@ -374,8 +374,13 @@ static int kcoll_submit(struct kcoll_ctx *ctx, u32 to_submit)
 		struct kcoll_sqe sqe;
 		int res;
 
-		/* Copy once; validate and use only the copy. */
+		/* Copy once; validate and use only the copy. The barrier
+		 * keeps the compiler from reading a field from the shared
+		 * slot again in place of the copy (the user may rewrite it
+		 * meanwhile), however much gets inlined.
+		 */
 		memcpy(&sqe, &ctx->r.sqes[ctx->sq_head & sq_mask], sizeof(sqe));
+		barrier();
 		WRITE_ONCE(ctx->sq_head, ctx->sq_head + 1);
 
 		res = kcoll_sqe_check(&sqe);
