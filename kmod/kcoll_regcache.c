@@ -52,7 +52,7 @@
 
 #define KCOLL_CACHE_MAX	64
 
-static void kcoll_cache_drop_work(struct work_struct *w);
+static void kcoll_cache_drop(struct kcoll_deferred *d);
 
 static bool kcoll_cache_invalidate(struct mmu_interval_notifier *mni,
 				   const struct mmu_notifier_range *range,
@@ -64,10 +64,15 @@ static bool kcoll_cache_invalidate(struct mmu_interval_notifier *mni,
 	if (atomic_xchg(&mem->stale, 1))
 		return true;
 	kcoll_stat_add(KCOLL_STAT_REGCACHE_INVAL, 1);
-	/* The work's own use; none left means the entry is being freed
-	 * (its free work waits for us in mmu_interval_notifier_remove()). */
+	/* The drop's own use; none left means the entry is being freed
+	 * (its free work waits for us in mmu_interval_notifier_remove()).
+	 * Deferred per user, as the free is: the drop waits for dev_sem
+	 * and comm->lock, which the owner can keep busy, and one region
+	 * unmapped under thousands of entries would otherwise take as
+	 * many of the module's shared workers (until 2026-12-07).
+	 */
 	if (refcount_inc_not_zero(&mem->users))
-		kcoll_queue_work(&mem->drop);
+		kcoll_quota_defer(mem->quota, &mem->drop);
 	return true;
 }
 
@@ -89,9 +94,9 @@ static bool kcoll_cache_unlink(struct kcoll_comm *comm, struct kcoll_mem *mem)
 	return true;
 }
 
-static void kcoll_cache_drop_work(struct work_struct *w)
+static void kcoll_cache_drop(struct kcoll_deferred *d)
 {
-	struct kcoll_mem *mem = container_of(w, struct kcoll_mem, drop);
+	struct kcoll_mem *mem = container_of(d, struct kcoll_mem, drop);
 	struct kcoll_comm *comm = mem->comm;
 	bool was;
 
@@ -105,7 +110,7 @@ static void kcoll_cache_drop_work(struct work_struct *w)
 	mutex_unlock(&comm->lock);
 	if (was)
 		kcoll_mem_put(mem);
-	kcoll_mem_put(mem);	/* the work's */
+	kcoll_mem_put(mem);	/* the drop's */
 	up_read(&comm->dev_sem);
 	kcoll_comm_put(comm);
 }
@@ -347,7 +352,7 @@ int kcoll_cache_pin(struct kcoll_comm *comm, u64 addr, size_t len,
 	mem->len = len;
 	mem->comm = comm;
 	mem->is_cache = true;
-	INIT_WORK(&mem->drop, kcoll_cache_drop_work);
+	mem->drop.fn = kcoll_cache_drop;
 	mem->free.fn = kcoll_cache_free;
 	refcount_set(&mem->users, 1);		/* the operation's */
 	/* Before the pages are pinned: a change in between is seen. */

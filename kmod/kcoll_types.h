@@ -206,7 +206,8 @@ struct kcoll_mem {
 	unsigned int gmr_ties;
 	atomic_t stale;			/* the mapping changed: never reused */
 	struct mmu_interval_notifier mni;
-	struct work_struct drop;	/* off the cache after a change */
+	/* Off the cache after a change (per user: kcoll_quota_defer()). */
+	struct kcoll_deferred drop;
 	struct kcoll_deferred free;	/* after the last put: notifier, comm,
 					 * registration quota (one at a time
 					 * per user: kcoll_quota_defer()) */
