@@ -60,9 +60,15 @@ static void kcoll_uncharge_pinned(struct kcoll_buf *b)
 	b->mm = NULL;
 }
 
+/*
+ * The kernel's view of @b's pages: read-only unless @b is writable (pinned
+ * for writing, or ours), so that no bug of ours can write a page the user
+ * may only read (a file's page cache) through it: it would fault instead.
+ */
 static int kcoll_buf_vmap(struct kcoll_buf *b)
 {
-	b->vmap_base = vmap(b->pages, b->npages, VM_MAP, PAGE_KERNEL);
+	b->vmap_base = vmap(b->pages, b->npages, VM_MAP,
+			    b->writable ? PAGE_KERNEL : PAGE_KERNEL_RO);
 	if (!b->vmap_base)
 		return -ENOMEM;
 	b->vaddr = (u8 *)b->vmap_base + b->off0;
