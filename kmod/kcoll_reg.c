@@ -9,6 +9,8 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/mm.h>
+#include <linux/mmu_notifier.h>
 #include <linux/pagemap.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
@@ -23,18 +25,21 @@
 #include "kcoll_quota.h"
 #include "kcoll_regcache.h"
 #include "kcoll_gmr.h"
+#include "kcoll_stats.h"
 
 /*
  * The last use of @mem is gone: it is released (its MRs, and on rxe the
  * grant MRs tied to it, die before its pages are unpinned). Process
- * context: an op's release, DEREG_MEM or the comm's destroy. A cache
- * entry's notifier goes after, in a work item (kcoll_cache_mem_free()),
- * and its registration counts against user_max_regs until then.
+ * context: an op's release, DEREG_MEM or the comm's destroy. The
+ * notifier of a cache entry or a watched registration goes after, in a
+ * work item (kcoll_cache_mem_free()), and the registration counts against
+ * user_max_regs until then.
  */
 static void kcoll_mem_release(struct kcoll_mem *mem)
 {
 	kcoll_buf_release(&mem->buf);
-	if (mem->is_cache) {
+	/* A watched registration's notifier goes as a cache entry's does. */
+	if (mem->is_cache || mem->mni_on) {
 		kcoll_cache_mem_free(mem);
 		return;
 	}
@@ -68,6 +73,123 @@ void kcoll_mem_put_locked(struct kcoll_mem *mem)
 		return;
 	kcoll_gmr_forget(mem->comm, mem);
 	kcoll_mem_release(mem);
+}
+
+/*
+ * A registration holds the pages its range mapped when it was made, as an
+ * RDMA MR does. Should the program unmap or remap that range, or drop its
+ * pages (madvise(DONTNEED)), an operation naming the handle would read
+ * and write pages the program no longer sees, and report success: so the
+ * range is watched with an MMU interval notifier. The callback, which may
+ * run under the mm's locks, only marks the registration suspect; changes
+ * of protection alone are ignored (NUMA balancing's, a fork's
+ * write-protection, which leaves a pinned page where it was, mprotect():
+ * the pages stay what the range maps). The next use walks the page tables
+ * (kcoll_reg_recheck()): the same pages, and it goes on (a spurious
+ * invalidation: khugepaged's attempt to collapse pinned pages); others, or
+ * none, and the registration is stale for good: operations naming it
+ * fail with -EFAULT, DEREG_MEM still releases it.
+ */
+static bool kcoll_reg_invalidate(struct mmu_interval_notifier *mni,
+				 const struct mmu_notifier_range *range,
+				 unsigned long cur_seq)
+{
+	struct kcoll_mem *mem = container_of(mni, struct kcoll_mem, mni);
+
+	mmu_interval_set_seq(mni, cur_seq);
+	switch (range->event) {
+	case MMU_NOTIFY_PROTECTION_VMA:
+	case MMU_NOTIFY_PROTECTION_PAGE:
+	case MMU_NOTIFY_SOFT_DIRTY:
+		break;
+	default:
+		atomic_set(&mem->suspect, 1);
+		break;
+	}
+	return true;
+}
+
+static const struct mmu_interval_notifier_ops kcoll_reg_ops = {
+	.invalidate = kcoll_reg_invalidate,
+};
+
+/*
+ * Watch the range of @mem (before its pages are pinned: a change in
+ * between is seen). Without a notifier (the mm's first one gives up at a
+ * pending signal, or memory ran out) the registration is made unwatched
+ * and counted (stats/reg_untracked).
+ */
+static void kcoll_reg_watch(struct kcoll_mem *mem)
+{
+	unsigned long start = mem->addr & PAGE_MASK;
+
+	if (mmu_interval_notifier_insert(&mem->mni, current->mm, start,
+					 PAGE_ALIGN(mem->addr + mem->len) - start,
+					 &kcoll_reg_ops)) {
+		kcoll_stat_add(KCOLL_STAT_REG_UNTRACKED, 1);
+		return;
+	}
+	mem->mni_on = true;
+	mem->seq = mmu_interval_read_begin(&mem->mni);
+}
+
+/* Page-table lookups per batch of kcoll_reg_recheck(). */
+#define KCOLL_RECHECK_BATCH	64
+
+/*
+ * Are @mem's pinned pages still what its range maps in the caller's mm?
+ * 0 if so (no longer suspect), -EFAULT if not (stale for good, or the
+ * caller is another process: it cannot tell), -EAGAIN if the range kept
+ * changing meanwhile (still suspect). Walks the page tables without
+ * faulting (the caller holds dev_sem): a page no longer mapped is one
+ * the range lost.
+ */
+static int kcoll_reg_recheck(struct kcoll_mem *mem)
+{
+	const unsigned long start = mem->addr & PAGE_MASK;
+	struct page *pg[KCOLL_RECHECK_BATCH];
+	struct kcoll_buf *b = &mem->buf;
+	unsigned int done, i, tries;
+	unsigned long seq;
+	bool same;
+	int n;
+
+	if (current->mm != mem->mni.mm)
+		return -EFAULT;
+	kcoll_stat_add(KCOLL_STAT_REG_RECHECKS, 1);
+	for (tries = 0; tries < 3; tries++) {
+		seq = mmu_interval_read_begin(&mem->mni);
+		/*
+		 * An invalidation from here on moves the sequence: the
+		 * retry below sees it, and it marks us suspect again.
+		 */
+		atomic_set(&mem->suspect, 0);
+		same = true;
+		for (done = 0; same && done < b->npages; done += n) {
+			n = get_user_pages_fast_only(start +
+					((unsigned long)done << PAGE_SHIFT),
+					min_t(unsigned int, b->npages - done,
+					      KCOLL_RECHECK_BATCH), 0, pg);
+			if (n <= 0) {
+				same = false;
+				break;
+			}
+			for (i = 0; i < n; i++) {
+				same &= pg[i] == b->pages[done + i];
+				put_page(pg[i]);
+			}
+			cond_resched();
+		}
+		if (!same) {
+			if (!atomic_xchg(&mem->stale, 1))
+				kcoll_stat_add(KCOLL_STAT_REG_STALE, 1);
+			return -EFAULT;
+		}
+		if (!mmu_interval_read_retry(&mem->mni, seq))
+			return 0;
+	}
+	atomic_set(&mem->suspect, 1);
+	return -EAGAIN;
 }
 
 /*
@@ -112,10 +234,13 @@ static int kcoll_reg_mem(struct kcoll_ctx *ctx, void __user *uarg,
 	 * destroy.
 	 */
 	if (!dmabuf) {
+		kcoll_reg_watch(mem);
 		err = kcoll_cache_pin_user(&mem->buf, p.addr, p.len,
 					   !(p.flags & KCOLL_REG_READONLY));
 		if (err)
 			goto out_uncharge;
+		if (mem->mni_on && mmu_interval_read_retry(&mem->mni, mem->seq))
+			atomic_set(&mem->suspect, 1);
 	}
 	/*
 	 * Importing and registering may take long: not under
@@ -182,6 +307,11 @@ out_release:
 out_unlock_dev:
 	up_read(&comm->dev_sem);
 out_uncharge:
+	if (mem->mni_on) {
+		/* Its notifier, quota and memory, as after a last put. */
+		kcoll_cache_mem_free(mem);
+		goto out_put_comm;
+	}
 	kcoll_quota_uncharge(mem->quota, KCOLL_Q_REGS, 1);
 	kcoll_quota_put(mem->quota);
 	kfree(mem);
@@ -237,8 +367,10 @@ int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 /*
  * Take a use of registration @handle of @ctx on @comm for the bytes
  * [@addr, @addr + @len); NULL with *err set if there is none, or it does
- * not hold the range, or its device went away. The caller holds
- * comm->dev_sem for read.
+ * not hold the range, or its device went away, or its range no longer
+ * maps its pages (-EFAULT; -EAGAIN while the range keeps changing:
+ * kcoll_reg_recheck()). The caller holds comm->dev_sem for read, not
+ * comm->lock.
  */
 struct kcoll_mem *kcoll_mem_get(struct kcoll_ctx *ctx, struct kcoll_comm *comm,
 				u32 handle, u64 addr, u64 len, int *err)
@@ -265,6 +397,16 @@ struct kcoll_mem *kcoll_mem_get(struct kcoll_ctx *ctx, struct kcoll_comm *comm,
 		refcount_inc(&mem->users);
 	}
 	xa_unlock(&ctx->mems);
+	if (mem && mem->mni_on &&
+	    (atomic_read(&mem->stale) || atomic_read(&mem->suspect))) {
+		*err = atomic_read(&mem->stale) ? -EFAULT :
+						   kcoll_reg_recheck(mem);
+		if (*err) {
+			/* Not the last: the handle holds one. */
+			kcoll_mem_put(mem);
+			mem = NULL;
+		}
+	}
 	return mem;
 }
 

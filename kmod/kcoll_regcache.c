@@ -250,6 +250,8 @@ static void kcoll_cache_free(struct kcoll_deferred *d)
 
 void kcoll_cache_mem_free(struct kcoll_mem *mem)
 {
+	/* Also a watched REG_MEM's (kcoll_reg.c), which set no fn. */
+	mem->free.fn = kcoll_cache_free;
 	kcoll_quota_defer(mem->quota, &mem->free);
 }
 
@@ -353,7 +355,6 @@ int kcoll_cache_pin(struct kcoll_comm *comm, u64 addr, size_t len,
 	mem->comm = comm;
 	mem->is_cache = true;
 	mem->drop.fn = kcoll_cache_drop;
-	mem->free.fn = kcoll_cache_free;
 	refcount_set(&mem->users, 1);		/* the operation's */
 	/* Before the pages are pinned: a change in between is seen. */
 	err = mmu_interval_notifier_insert(&mem->mni, current->mm, start,

@@ -83,6 +83,9 @@ KCOLL_STAT_ATTR(hellos_stale, KCOLL_STAT_HELLOS_STALE);
 KCOLL_STAT_ATTR(attempts_dropped, KCOLL_STAT_ATTEMPTS_DROPPED);
 KCOLL_STAT_ATTR(reg_cache_sheds, KCOLL_STAT_REGCACHE_SHEDS);
 KCOLL_STAT_ATTR(reg_cache_unnotified, KCOLL_STAT_REGCACHE_UNNOTIFIED);
+KCOLL_STAT_ATTR(reg_rechecks, KCOLL_STAT_REG_RECHECKS);
+KCOLL_STAT_ATTR(reg_stale, KCOLL_STAT_REG_STALE);
+KCOLL_STAT_ATTR(reg_untracked, KCOLL_STAT_REG_UNTRACKED);
 /* The node's profile of collectives (struct kcoll_opstats.prof). */
 #define KCOLL_PROF_ATTR(_name, _idx)					\
 	static ssize_t _name##_show(struct device *dev,			\
@@ -193,6 +196,9 @@ static struct attribute *kcoll_stats_attrs[] = {
 	&dev_attr_attempts_dropped.attr,
 	&dev_attr_reg_cache_sheds.attr,
 	&dev_attr_reg_cache_unnotified.attr,
+	&dev_attr_reg_rechecks.attr,
+	&dev_attr_reg_stale.attr,
+	&dev_attr_reg_untracked.attr,
 	&dev_attr_time_ops.attr,
 	&dev_attr_time_phases.attr,
 	&dev_attr_time_total_ns.attr,

@@ -79,6 +79,9 @@ enum kcoll_stat {
 					 * the process's pages */
 	KCOLL_STAT_REGCACHE_UNNOTIFIED,	/* buffers pinned without the cache:
 					 * no MMU notifier could be set up */
+	KCOLL_STAT_REG_RECHECKS,	/* REG_MEMs checked after a change */
+	KCOLL_STAT_REG_STALE,		/* ... that lost their pages' mapping */
+	KCOLL_STAT_REG_UNTRACKED,	/* REG_MEMs without an MMU notifier */
 	KCOLL_STAT_NR
 };
 void kcoll_stat_add(enum kcoll_stat s, u64 v);

@@ -204,7 +204,16 @@ struct kcoll_mem {
 	bool comm_ref;			/* holds a reference of @comm */
 	/* Grant MRs tied to it (struct kcoll_gmr's @mem); comm->lock. */
 	unsigned int gmr_ties;
-	atomic_t stale;			/* the mapping changed: never reused */
+	/*
+	 * Cache entries: the mapping changed, never reused. REG_MEM
+	 * registrations: their pages are not what the range maps now.
+	 */
+	atomic_t stale;
+	/*
+	 * REG_MEM registrations watched by @mni: the mm changed the range
+	 * (not only its protection); checked again at the next use.
+	 */
+	atomic_t suspect;
 	struct mmu_interval_notifier mni;
 	/* Off the cache after a change (per user: kcoll_quota_defer()). */
 	struct kcoll_deferred drop;

@@ -195,6 +195,114 @@ TEST(reg_mem)
 	kt_ring_exit(&r);
 }
 
+/* The SQE of reg_mem_follows_the_mapping: the first half of @buf
+ * allreduced (one rank: copied) into the second, both through @h. */
+static struct kcoll_sqe kt_half_copy(__u32 id, float *buf, size_t len,
+				     __u32 h)
+{
+	struct kcoll_sqe s = kt_coll(KCOLL_OP_ALLREDUCE, id, KCOLL_DTYPE_FP32,
+				     KCOLL_REDOP_SUM, 0, len / 8, buf,
+				     buf + len / 8);
+
+	s.send_mr = h;
+	s.recv_mr = h;
+	return s;
+}
+
+/* Is the second half of @buf the first half (@n floats each)? */
+static int kt_half_copied(const float *buf, size_t n)
+{
+	return !memcmp(buf, buf + n, n * sizeof(*buf));
+}
+
+/*
+ * A registration holds the pages its range mapped when it was made. Until
+ * 2026-12-07, after the program unmapped and remapped that range (or
+ * dropped its pages with madvise(DONTNEED)), an operation naming the
+ * handle read and wrote the old pages, which the program no longer sees,
+ * and completed with success. Now the range is watched: such an operation
+ * fails with -EFAULT (stats/reg_stale), and the new pages stay untouched.
+ * Changes of protection alone (mprotect(), a fork) leave it usable.
+ */
+TEST(reg_mem_follows_the_mapping)
+{
+	const size_t len = 64 << 10, n = len / 8;
+	long long rech0, stale0;
+	size_t i;
+	struct kcoll_rank_addr ra;
+	struct kcoll_reg_mem m = {};
+	struct kcoll_dereg_mem d = {};
+	struct kcoll_sqe s;
+	struct tring r;
+	float *buf, *p;
+	int st;
+	pid_t pid;
+	__u32 id;
+
+	buf = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, buf);
+	for (i = 0; i < n; i++)
+		buf[i] = (float)i;
+	kt_addr_v4(&ra, "127.0.0.1");
+	ASSERT_EQ(0, kt_ring_init(&r, 8, 0, 0));
+	ASSERT_EQ(0, kt_comm_create(r.fd, 0x7e40, "key", 0, 1, &ra, 0, &id));
+	m.addr = (uintptr_t)buf;
+	m.len = len;
+	m.comm_id = id;
+	ASSERT_EQ(0, kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m));
+	s = kt_half_copy(id, buf, len, m.handle);
+	EXPECT_EQ(0, kt_run(&r, &s));
+	EXPECT_TRUE(kt_half_copied(buf, n));
+	rech0 = kt_sysfs_read("stats/reg_rechecks");
+	stale0 = kt_sysfs_read("stats/reg_stale");
+
+	/* Protection changes and a fork: the same pages, still usable. */
+	ASSERT_EQ(0, mprotect(buf, len, PROT_READ));
+	ASSERT_EQ(0, mprotect(buf, len, PROT_READ | PROT_WRITE));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(0);
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	memset(buf + n, 0, n * sizeof(*buf));
+	EXPECT_EQ(0, kt_run(&r, &s));
+	EXPECT_TRUE(kt_half_copied(buf, n));
+
+	/* Remapped: fresh pages at the same address, other contents. */
+	p = mmap(buf, len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	ASSERT_EQ(buf, p);
+	for (i = 0; i < n; i++)
+		buf[i] = (float)(3 * i + 1);
+	EXPECT_EQ(-EFAULT, kt_run(&r, &s));
+	for (i = 0; i < n && buf[n + i] == 0.0f; i++)
+		;
+	EXPECT_EQ(n, i) {
+		TH_LOG("the new pages were written at float %zu", i);
+	}
+	EXPECT_EQ(-EFAULT, kt_run(&r, &s));	/* stale for good */
+	EXPECT_EQ(stale0 + 1, kt_sysfs_read("stats/reg_stale"));
+	EXPECT_LE(rech0 + 1, kt_sysfs_read("stats/reg_rechecks"));
+	d.handle = m.handle;
+	EXPECT_EQ(0, kt_ioctl(r.fd, KCOLL_IOC_DEREG_MEM, &d));
+
+	/* A registration of the new pages works; then its receive half is
+	 * dropped (madvise(DONTNEED)): refused again. */
+	m.handle = 0;
+	ASSERT_EQ(0, kt_ioctl(r.fd, KCOLL_IOC_REG_MEM, &m));
+	s = kt_half_copy(id, buf, len, m.handle);
+	EXPECT_EQ(0, kt_run(&r, &s));
+	EXPECT_TRUE(kt_half_copied(buf, n));
+	ASSERT_EQ(0, madvise(buf + n, len / 2, MADV_DONTNEED));
+	EXPECT_EQ(-EFAULT, kt_run(&r, &s));
+	EXPECT_EQ(stale0 + 2, kt_sysfs_read("stats/reg_stale"));
+	d.handle = m.handle;
+	EXPECT_EQ(0, kt_ioctl(r.fd, KCOLL_IOC_DEREG_MEM, &d));
+	EXPECT_EQ(0, munmap(buf, len));
+	kt_ring_exit(&r);
+}
+
 /*
  * The child of reg_mem_readonly, as nobody: @path is a root-owned file it
  * may only read. A plain registration of its read-only mapping is refused

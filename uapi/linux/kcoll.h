@@ -472,7 +472,14 @@ struct kcoll_comm_destroy {
  *
  * Without KCOLL_REG_DMABUF: pin @len bytes at user address @addr (counts
  * against RLIMIT_MEMLOCK unless CAP_IPC_LOCK); @dmabuf_fd and @dmabuf_off
- * must be 0.
+ * must be 0. The registration holds the pages the range mapped then.
+ * Should the range lose them (munmap, mremap, a new mapping over it,
+ * madvise(MADV_DONTNEED)), SQEs naming the handle fail with -EFAULT from
+ * then on (-EAGAIN while the range keeps changing under the submission),
+ * and the new pages are never touched: deregister, and register the new
+ * memory. Changes of protection alone (mprotect, fork) change nothing. A
+ * process other than the registering one (a child after fork) that names
+ * the handle after such a change gets -EFAULT too.
  *
  * With KCOLL_REG_DMABUF: import @len bytes at byte @dmabuf_off of the
  * dma-buf @dmabuf_fd (GPU memory exported by its driver, vgem, udmabuf, a
