@@ -10,7 +10,7 @@ rdma-core ibverbs-utils perftest libibverbs-dev librdmacm-dev iproute2
 libnl-3-dev libnl-genl-3-dev libjson-c-dev dkms
 openmpi-bin libopenmpi-dev ucx-utils clang-14 libclang-rt-14-dev libgloo-dev g++
 python3-torch libtorch-dev pybind11-dev python3-dev python3-mpi4py
-debhelper dh-dkms lintian dpkg-dev strace"
+debhelper dh-dkms lintian dpkg-dev strace ethtool"
 
 missing=""
 for p in $PKGS; do

@@ -89,6 +89,8 @@ kcoll_nic_state() {
 		"limit $(cat $q/byte_queue_limits/limit 2>/dev/null)"
 	grep -E 'virtio|CPU' /proc/interrupts
 	tc -s qdisc show dev eth0
+	# virtio-net's own counters: per queue, the kicks it sent the device.
+	ethtool -S eth0 2>&1
 }
 
 # The emulated NIC of this test bed can stop for good: once in CI (stop
