@@ -75,6 +75,7 @@ static void kcoll_comm_free(struct kref *ref)
 	mutex_destroy(&comm->lock);
 	kcoll_auth_free(comm);
 	mem_cgroup_put(comm->memcg);
+	put_pid(comm->pid);
 	if (comm->quota) {
 		kcoll_quota_uncharge(comm->quota, KCOLL_Q_QPS, comm->quota_qps);
 		kcoll_quota_uncharge(comm->quota, KCOLL_Q_COMMS, 1);
@@ -806,7 +807,7 @@ int kcoll_comm_create_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
 	INIT_WORK(&comm->revoke_work, kcoll_comm_revoke_work);
 	comm->gid = atomic_inc_return(&kcoll_comm_gids) ?:
 		    atomic_inc_return(&kcoll_comm_gids);
-	comm->pid = task_tgid_nr(current);
+	comm->pid = get_task_pid(current, PIDTYPE_TGID);
 	comm->owner = current_uid();
 	comm->report.peer = ~0U;
 	init_waitqueue_head(&comm->wait);

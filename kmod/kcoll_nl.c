@@ -25,6 +25,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/device.h>
+#include <linux/pid_namespace.h>
 #include <linux/slab.h>
 #include <linux/sysfs.h>
 #include <net/genetlink.h>
@@ -239,17 +240,33 @@ static u8 kcoll_nl_comm_state(struct kcoll_comm *comm)
 	return KCOLL_COMM_READY;
 }
 
-static int kcoll_nl_put_comm_id(struct sk_buff *skb, struct kcoll_comm *comm)
+/*
+ * The communicator's names. Its creator's pid as @ns sees it (0: not at
+ * all): a reply gives the reader's, never the host's number inside a
+ * container (until 2026-12-07); an event, for the initial namespace's
+ * CAP_NET_ADMIN listeners, the host's.
+ */
+static int kcoll_nl_put_comm_id_ns(struct sk_buff *skb,
+				   struct kcoll_comm *comm,
+				   struct pid_namespace *ns)
 {
+	pid_t pid = pid_nr_ns(comm->pid, ns);
+
 	if (nla_put_u32(skb, KCOLL_A_COMM_ID, comm->gid) ||
 	    kcoll_nl_put_u64(skb, KCOLL_A_COMM_UID, comm->uid) ||
-	    nla_put_u32(skb, KCOLL_A_COMM_PID, comm->pid) ||
+	    nla_put_u32(skb, KCOLL_A_COMM_PID, pid) ||
 	    nla_put_u32(skb, KCOLL_A_RANK, comm->rank) ||
 	    nla_put_u32(skb, KCOLL_A_NRANKS, comm->nranks) ||
 	    (comm->parent_uid &&
 	     kcoll_nl_put_u64(skb, KCOLL_A_COMM_PARENT_UID, comm->parent_uid)))
 		return -EMSGSIZE;
 	return 0;
+}
+
+/* kcoll_nl_put_comm_id_ns() for a reply, in the requester's context. */
+static int kcoll_nl_put_comm_id(struct sk_buff *skb, struct kcoll_comm *comm)
+{
+	return kcoll_nl_put_comm_id_ns(skb, comm, task_active_pid_ns(current));
 }
 
 static int kcoll_nl_put_missing(struct sk_buff *skb, const u32 *r, u32 n,
@@ -917,7 +934,7 @@ void kcoll_nl_comm_event(struct kcoll_comm *comm, u8 cmd, u32 inflight)
 	skb = kcoll_nl_event_new(NLMSG_DEFAULT_SIZE, cmd, &hdr);
 	if (!skb)
 		return;
-	err = kcoll_nl_put_comm_id(skb, comm);
+	err = kcoll_nl_put_comm_id_ns(skb, comm, &init_pid_ns);
 	if (!err && cmd == KCOLL_CMD_EV_COMM_CREATED) {
 		struct ib_device *ibdev;
 
@@ -948,7 +965,7 @@ void kcoll_nl_peer_lost(struct kcoll_comm *comm, u32 peer, int error)
 				 &hdr);
 	if (!skb)
 		return;
-	err = kcoll_nl_put_comm_id(skb, comm) ?:
+	err = kcoll_nl_put_comm_id_ns(skb, comm, &init_pid_ns) ?:
 	      nla_put_u32(skb, KCOLL_A_PEER_RANK, peer) ?:
 	      nla_put_s32(skb, KCOLL_A_ERRNO, error);
 	kcoll_nl_event_send(skb, hdr, err);
@@ -966,7 +983,7 @@ void kcoll_nl_op_timeout(struct kcoll_comm *comm, u64 seq, u8 opcode,
 				 KCOLL_CMD_EV_OP_TIMEOUT, &hdr);
 	if (!skb)
 		return;
-	err = kcoll_nl_put_comm_id(skb, comm) ?:
+	err = kcoll_nl_put_comm_id_ns(skb, comm, &init_pid_ns) ?:
 	      kcoll_nl_put_u64(skb, KCOLL_A_OP_SEQ, seq) ?:
 	      nla_put_u8(skb, KCOLL_A_OP_OPCODE, opcode) ?:
 	      nla_put_u32(skb, KCOLL_A_OP_TIMEOUT_MS, timeout_ms);

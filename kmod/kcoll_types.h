@@ -744,7 +744,7 @@ struct kcoll_comm {
 	struct mem_cgroup *memcg;
 	u32 id;				/* handle in ctx->comms */
 	u32 gid;			/* node-wide id (netlink), never 0 */
-	pid_t pid;			/* creator's thread group */
+	struct pid *pid;		/* creator's thread group (held) */
 	kuid_t owner;			/* creator's real uid: who may see it
 					 * through netlink */
 	struct list_head node;		/* kcoll_comms; kcoll_comms_lock */

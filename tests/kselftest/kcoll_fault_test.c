@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <grp.h>
 #include <sys/socket.h>
@@ -1042,6 +1043,112 @@ static int kt_nl_other_child(uid_t uid, __u64 mine, __u64 root_uid,
 	if (kt_nl_join_events() != -EPERM)
 		return 6;
 	return 0;
+}
+
+/* COMM_GET dump: the KCOLL_A_COMM_PID of the communicator whose uid is
+ * k->uid, into k->pid. */
+struct kt_pid_seek {
+	__u64 uid;
+	long pid;
+};
+
+static void kt_comm_pid_cb(void *attrs, int len, void *arg)
+{
+	struct kt_pid_seek *k = arg;
+	struct nlattr *u = kt_nla_find(attrs, len, KCOLL_A_COMM_UID);
+	struct nlattr *p = kt_nla_find(attrs, len, KCOLL_A_COMM_PID);
+
+	if (u && p && *(__u64 *)kt_nla_data(u) == k->uid)
+		k->pid = *(__u32 *)kt_nla_data(p);
+}
+
+/* The creator's pid netlink gives this process for communicator @uid;
+ * -1 if it is not listed, -2 if netlink failed. */
+static long kt_comm_pid(__u64 uid)
+{
+	struct kt_pid_seek k = { .uid = uid, .pid = -1 };
+	struct kt_nl *nl = calloc(1, sizeof(*nl));
+	struct nlmsghdr *n;
+	char m[4096];
+
+	if (!nl || kt_nl_open(nl)) {
+		free(nl);
+		return -2;
+	}
+	n = kt_nl_msg(nl, m, nl->family, NLM_F_DUMP, KCOLL_CMD_COMM_GET);
+	if (kt_nl_talk(nl, n, kt_comm_pid_cb, &k))
+		k.pid = -2;
+	close(nl->fd);
+	free(nl);
+	return k.pid;
+}
+
+/*
+ * The creator's pid in COMM_GET is the one the reader's pid namespace
+ * knows: until 2026-12-07 a process in a container read its host pid. A
+ * communicator made by the first process of a new pid namespace reads as
+ * pid 1 there, and as that process's host pid from here.
+ */
+TEST(a_communicator_shows_its_creator_as_the_reader_knows_it)
+{
+	int up[2], go[2], st;
+	__u64 uid = 0x7e50;
+	long inner, outer;
+	pid_t mid, pid;
+	char c;
+
+	if (geteuid())
+		SKIP(return, "a new pid namespace needs root");
+	ASSERT_EQ(0, pipe(up));
+	ASSERT_EQ(0, pipe(go));
+	mid = fork();
+	ASSERT_LE(0, mid);
+	if (!mid) {
+		struct kcoll_rank_addr ra;
+		struct tring r;
+		__u32 id;
+
+		if (unshare(CLONE_NEWPID))
+			_exit(1);
+		pid = fork();
+		if (pid < 0)
+			_exit(2);
+		if (pid) {
+			/* The host's number of our child: to the test. */
+			if (write(up[1], &pid, sizeof(pid)) != sizeof(pid))
+				_exit(3);
+			_exit(waitpid(pid, &st, 0) == pid && WIFEXITED(st) ?
+			      WEXITSTATUS(st) : 4);
+		}
+		/* Pid 1 of the new namespace. */
+		kt_addr_v4(&ra, "127.0.0.1");
+		if (kt_ring_init(&r, 8, 0, 0) ||
+		    kt_comm_create(r.fd, uid, "key", 0, 1, &ra, 0, &id))
+			_exit(5);
+		inner = kt_comm_pid(uid);
+		if (write(up[1], &inner, sizeof(inner)) != sizeof(inner))
+			_exit(6);
+		if (read(go[0], &c, 1) != 1)
+			_exit(7);
+		kt_ring_exit(&r);
+		_exit(0);
+	}
+	ASSERT_EQ((ssize_t)sizeof(pid), read(up[0], &pid, sizeof(pid)));
+	ASSERT_EQ((ssize_t)sizeof(inner), read(up[0], &inner, sizeof(inner)));
+	outer = kt_comm_pid(uid);
+	ASSERT_EQ(1, write(go[1], "g", 1));
+	ASSERT_EQ(mid, waitpid(mid, &st, 0));
+	TH_LOG("creator's pid: %ld inside its namespace, %ld from here (its host pid %d)",
+	       inner, outer, (int)pid);
+	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) {
+		TH_LOG("child status %#x", st);
+	}
+	EXPECT_EQ(1, inner);
+	EXPECT_EQ((long)pid, outer);
+	close(up[0]);
+	close(up[1]);
+	close(go[0]);
+	close(go[1]);
 }
 
 TEST(netlink_shows_users_only_their_own)

@@ -96,7 +96,8 @@ enum kcoll_comm_state {
  * @KCOLL_A_COMM_ID:	u32, node-wide communicator id (not the per-file
  *			comm_id of the ioctls)
  * @KCOLL_A_COMM_UID:	u64, the id every rank of the communicator shares
- * @KCOLL_A_COMM_PID:	u32, thread group id of the process that created it
+ * @KCOLL_A_COMM_PID:	u32, thread group id of the process that created it,
+ *			in the reader's pid namespace (0: not visible there)
  * @KCOLL_A_RANK:	u32, this rank
  * @KCOLL_A_NRANKS:	u32
  * @KCOLL_A_COMM_STATE:	u8, enum kcoll_comm_state
