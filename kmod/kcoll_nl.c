@@ -73,16 +73,23 @@ static const struct genl_multicast_group kcoll_nl_mcgrps[] = {
 };
 
 /*
- * May the sender of @skb (its socket's opener) see @comm? Its creator's
- * uid, or CAP_NET_ADMIN.
+ * May the sender of @skb (its socket's opener) see every communicator?
+ * CAP_NET_ADMIN. Asked once per request: the check is audited, and a
+ * reader without it made one denial per communicator of the node (until
+ * 2026-12-07).
  */
-static bool kcoll_nl_may_see(const struct sk_buff *skb,
+static bool kcoll_nl_sees_all(const struct sk_buff *skb)
+{
+	return netlink_capable(skb, CAP_NET_ADMIN);
+}
+
+/* ... and if not @all, may it see @comm? Its creator's uid. */
+static bool kcoll_nl_may_see(const struct sk_buff *skb, bool all,
 			     const struct kcoll_comm *comm)
 {
 	struct sock *sk = NETLINK_CB(skb).sk;
 
-	return netlink_capable(skb, CAP_NET_ADMIN) ||
-	       (sk && uid_eq(sock_i_uid(sk), comm->owner));
+	return all || (sk && uid_eq(sock_i_uid(sk), comm->owner));
 }
 
 static struct genl_family kcoll_nl_family;
@@ -189,6 +196,7 @@ struct kcoll_nl_dump {
 	struct sk_buff *skb;
 	struct netlink_callback *cb;
 	u32 done;		/* entries written in this pass */
+	bool all;		/* kcoll_nl_sees_all() */
 };
 
 static int kcoll_nl_dev_one(struct ib_device *ibdev, struct kcoll_opstats *st,
@@ -468,7 +476,7 @@ static int kcoll_nl_comm_one(struct kcoll_comm *comm, void *arg)
 	struct kcoll_nl_dump *d = arg;
 	int err;
 
-	if (!kcoll_nl_may_see(d->cb->skb, comm)) {
+	if (!kcoll_nl_may_see(d->cb->skb, d->all, comm)) {
 		d->done++;	/* passed over, as if written */
 		return 0;
 	}
@@ -489,7 +497,9 @@ static int kcoll_nl_comm_one(struct kcoll_comm *comm, void *arg)
 
 static int kcoll_nl_comm_dump(struct sk_buff *skb, struct netlink_callback *cb)
 {
-	struct kcoll_nl_dump d = { .skb = skb, .cb = cb };
+	struct kcoll_nl_dump d = {
+		.skb = skb, .cb = cb, .all = kcoll_nl_sees_all(cb->skb),
+	};
 	int err;
 
 	err = kcoll_comms_for_each(kcoll_nl_comm_one, &d, cb->args[0]);
@@ -504,6 +514,7 @@ static int kcoll_nl_comm_dump(struct sk_buff *skb, struct netlink_callback *cb)
 struct kcoll_nl_find {
 	u32 gid;
 	const struct sk_buff *skb;	/* the request: who asks */
+	bool all;			/* kcoll_nl_sees_all() */
 	struct kcoll_comm *comm;
 };
 
@@ -511,7 +522,7 @@ static int kcoll_nl_find_comm(struct kcoll_comm *comm, void *arg)
 {
 	struct kcoll_nl_find *f = arg;
 
-	if (comm->gid != f->gid || !kcoll_nl_may_see(f->skb, comm))
+	if (comm->gid != f->gid || !kcoll_nl_may_see(f->skb, f->all, comm))
 		return 0;
 	kref_get(&comm->ref);
 	f->comm = comm;
@@ -531,6 +542,7 @@ static int kcoll_nl_comm_get(struct sk_buff *skb, struct genl_info *info)
 	}
 	f.gid = nla_get_u32(info->attrs[KCOLL_A_COMM_ID]);
 	f.skb = skb;
+	f.all = kcoll_nl_sees_all(skb);
 	kcoll_comms_for_each(kcoll_nl_find_comm, &f, 0);
 	if (!f.comm) {
 		/* Another user's looks the same as none. */
