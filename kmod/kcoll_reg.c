@@ -85,7 +85,7 @@ void kcoll_mem_put_locked(struct kcoll_mem *mem)
  * of protection alone are ignored (NUMA balancing's, a fork's
  * write-protection, which leaves a pinned page where it was, mprotect():
  * the pages stay what the range maps). The next use walks the page tables
- * (kcoll_reg_recheck()): the same pages, and it goes on (a spurious
+ * (kcoll_mem_recheck()): the same pages, and it goes on (a spurious
  * invalidation: khugepaged's attempt to collapse pinned pages); others, or
  * none, and the registration is stale for good: operations naming it
  * fail with -EFAULT, DEREG_MEM still releases it.
@@ -133,18 +133,19 @@ static void kcoll_reg_watch(struct kcoll_mem *mem)
 	mem->seq = mmu_interval_read_begin(&mem->mni);
 }
 
-/* Page-table lookups per batch of kcoll_reg_recheck(). */
+/* Page-table lookups per batch of kcoll_mem_recheck(). */
 #define KCOLL_RECHECK_BATCH	64
 
 /*
- * Are @mem's pinned pages still what its range maps in the caller's mm?
- * 0 if so (no longer suspect), -EFAULT if not (stale for good, or the
- * caller is another process: it cannot tell), -EAGAIN if the range kept
- * changing meanwhile (still suspect). Walks the page tables without
- * faulting (the caller holds dev_sem): a page no longer mapped is one
- * the range lost.
+ * Are @mem's pinned pages still what its range maps in the caller's mm
+ * (with @gup_flags FOLL_WRITE: writably)? 0 if so (no longer suspect),
+ * -EFAULT if not (or the caller is another process: it cannot tell),
+ * -EAGAIN if the range kept changing meanwhile (still suspect). Walks
+ * the page tables without faulting (the caller holds dev_sem): a page no
+ * longer mapped is one the range lost. A REG_MEM registration or a cache
+ * entry (kcoll_regcache.c), watched by @mem->mni.
  */
-static int kcoll_reg_recheck(struct kcoll_mem *mem)
+int kcoll_mem_recheck(struct kcoll_mem *mem, unsigned int gup_flags)
 {
 	const unsigned long start = mem->addr & PAGE_MASK;
 	struct page *pg[KCOLL_RECHECK_BATCH];
@@ -169,7 +170,8 @@ static int kcoll_reg_recheck(struct kcoll_mem *mem)
 			n = get_user_pages_fast_only(start +
 					((unsigned long)done << PAGE_SHIFT),
 					min_t(unsigned int, b->npages - done,
-					      KCOLL_RECHECK_BATCH), 0, pg);
+					      KCOLL_RECHECK_BATCH), gup_flags,
+					pg);
 			if (n <= 0) {
 				same = false;
 				break;
@@ -180,11 +182,8 @@ static int kcoll_reg_recheck(struct kcoll_mem *mem)
 			}
 			cond_resched();
 		}
-		if (!same) {
-			if (!atomic_xchg(&mem->stale, 1))
-				kcoll_stat_add(KCOLL_STAT_REG_STALE, 1);
+		if (!same)
 			return -EFAULT;
-		}
 		if (!mmu_interval_read_retry(&mem->mni, seq))
 			return 0;
 	}
@@ -369,7 +368,7 @@ int kcoll_reg_mem_ioctl(struct kcoll_ctx *ctx, void __user *uarg)
  * [@addr, @addr + @len); NULL with *err set if there is none, or it does
  * not hold the range, or its device went away, or its range no longer
  * maps its pages (-EFAULT; -EAGAIN while the range keeps changing:
- * kcoll_reg_recheck()). The caller holds comm->dev_sem for read, not
+ * kcoll_mem_recheck()). The caller holds comm->dev_sem for read, not
  * comm->lock.
  */
 struct kcoll_mem *kcoll_mem_get(struct kcoll_ctx *ctx, struct kcoll_comm *comm,
@@ -400,7 +399,9 @@ struct kcoll_mem *kcoll_mem_get(struct kcoll_ctx *ctx, struct kcoll_comm *comm,
 	if (mem && mem->mni_on &&
 	    (atomic_read(&mem->stale) || atomic_read(&mem->suspect))) {
 		*err = atomic_read(&mem->stale) ? -EFAULT :
-						   kcoll_reg_recheck(mem);
+						   kcoll_mem_recheck(mem, 0);
+		if (*err == -EFAULT && !atomic_xchg(&mem->stale, 1))
+			kcoll_stat_add(KCOLL_STAT_REG_STALE, 1);
 		if (*err) {
 			/* Not the last: the handle holds one. */
 			kcoll_mem_put(mem);

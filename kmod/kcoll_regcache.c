@@ -8,10 +8,11 @@
  * recently used first), holding one use of itself ("the cache's"), one
  * reference of its communicator, and an MMU interval notifier over its
  * pages in the process's mm. Whatever changes that range's mapping (munmap,
- * mremap, madvise(DONTNEED), a fork's write-protection, migration,
- * exit) invalidates it: the notifier marks it stale at once, so no later
- * lookup returns it, and a work item takes it off the cache and drops the
- * cache's use. An operation that already holds a use goes on with the
+ * mremap, madvise(DONTNEED), migration, exit) invalidates it: the
+ * notifier marks it stale at once, so no later lookup returns it, and a
+ * work item takes it off the cache and drops the cache's use. A change of
+ * protection alone only makes it suspect: the next lookup checks its
+ * pages (kcoll_cache_invalidate()). An operation that already holds a use goes on with the
  * pages it pinned, as one that pinned its own buffer would; the last put
  * deregisters and unpins, and deferred work then removes the notifier
  * (kcoll_cache_free()), one entry at a time per user, on a workqueue of
@@ -54,15 +55,14 @@
 
 static void kcoll_cache_drop(struct kcoll_deferred *d);
 
-static bool kcoll_cache_invalidate(struct mmu_interval_notifier *mni,
-				   const struct mmu_notifier_range *range,
-				   unsigned long cur_seq)
+/*
+ * @mem's mapping changed: never found again, and dropped from the cache
+ * (by deferred work holding a use of its own).
+ */
+static void kcoll_cache_stale(struct kcoll_mem *mem)
 {
-	struct kcoll_mem *mem = container_of(mni, struct kcoll_mem, mni);
-
-	mmu_interval_set_seq(mni, cur_seq);
 	if (atomic_xchg(&mem->stale, 1))
-		return true;
+		return;
 	kcoll_stat_add(KCOLL_STAT_REGCACHE_INVAL, 1);
 	/* The drop's own use; none left means the entry is being freed
 	 * (its free work waits for us in mmu_interval_notifier_remove()).
@@ -73,6 +73,35 @@ static bool kcoll_cache_invalidate(struct mmu_interval_notifier *mni,
 	 */
 	if (refcount_inc_not_zero(&mem->users))
 		kcoll_quota_defer(mem->quota, &mem->drop);
+}
+
+/*
+ * A change of protection alone (NUMA balancing's scans, which on a NUMA
+ * host pass over every mapping each period; a fork's write-protection;
+ * mprotect(); soft-dirty) leaves pinned pages where they were: the entry
+ * is only suspect, and the next lookup that finds it checks its pages
+ * (kcoll_mem_recheck(), writably for a writable entry, so that one the
+ * program made read-only is not written through the cache). Until
+ * 2026-12-07 every such change dropped the entry, and a NUMA host's
+ * balancing emptied the cache at each scan.
+ */
+static bool kcoll_cache_invalidate(struct mmu_interval_notifier *mni,
+				   const struct mmu_notifier_range *range,
+				   unsigned long cur_seq)
+{
+	struct kcoll_mem *mem = container_of(mni, struct kcoll_mem, mni);
+
+	mmu_interval_set_seq(mni, cur_seq);
+	switch (range->event) {
+	case MMU_NOTIFY_PROTECTION_VMA:
+	case MMU_NOTIFY_PROTECTION_PAGE:
+	case MMU_NOTIFY_SOFT_DIRTY:
+		atomic_set(&mem->suspect, 1);
+		break;
+	default:
+		kcoll_cache_stale(mem);
+		break;
+	}
 	return true;
 }
 
@@ -408,6 +437,13 @@ struct kcoll_mem *kcoll_cache_take(struct kcoll_comm *comm, u64 addr,
 
 	lockdep_assert_held(&comm->dev_sem);
 	mem = kcoll_cache_find(comm, addr, len, writable);
+	if (mem && atomic_read(&mem->suspect) &&
+	    kcoll_mem_recheck(mem, mem->buf.writable ? FOLL_WRITE : 0)) {
+		/* Not the last use: the cache holds one until the drop. */
+		kcoll_cache_stale(mem);
+		kcoll_mem_put(mem);
+		mem = NULL;
+	}
 	if (mem)
 		kcoll_stat_add(KCOLL_STAT_REGCACHE_HITS, 1);
 	return mem;

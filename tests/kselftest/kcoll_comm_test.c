@@ -2240,6 +2240,102 @@ TEST_F_TIMEOUT(rxe, registration_cache_follows_the_mapping, 300)
 	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
 }
 
+/*
+ * Rank @rank of registration_cache_keeps_what_protection_leaves: two
+ * rounds on its buffers (cached, then found), then, told to go on @go, a
+ * change of protection alone (read-only and back) of both, and a round
+ * more; says on @up when each part is done.
+ */
+static int kt_rc_protect_rank(const char *ip, int rank, int up, int go)
+{
+	float *snd, *rcv;
+	struct tring r;
+	int res, step;
+	__u32 id;
+	char c;
+
+	res = kt_rc_open(ip, rank, 0x7e44, "protect", &r, &id, &snd, &rcv);
+	if (res)
+		return res;
+	for (step = 1; step <= 2; step++)
+		if ((res = kt_rc_round(&r, id, snd, rcv, rank, step)))
+			return res;
+	if (write(up, "r", 1) != 1 || read(go, &c, 1) != 1)
+		return 50;
+	if (mprotect(snd, KT_RC_BYTES, PROT_READ) ||
+	    mprotect(rcv, KT_RC_BYTES, PROT_READ) ||
+	    mprotect(snd, KT_RC_BYTES, PROT_READ | PROT_WRITE) ||
+	    mprotect(rcv, KT_RC_BYTES, PROT_READ | PROT_WRITE))
+		return 51;
+	if ((res = kt_rc_round(&r, id, snd, rcv, rank, 3)))
+		return res;
+	if (write(up, "d", 1) != 1 || read(go, &c, 1) != 1)
+		return 52;
+	kt_ring_exit(&r);
+	return 0;
+}
+
+/*
+ * A change of protection alone leaves a cached buffer's pages where they
+ * were: its entry is checked again, not dropped. Until 2026-12-07 every
+ * such change (mprotect(), and on a NUMA host the balancing's scan of
+ * every mapping, each period) dropped the entries it touched, and the
+ * next operation pinned and registered anew. Both ranks make their
+ * buffers read-only and writable again between two rounds; the counters
+ * are read while both wait, so they are theirs alone.
+ */
+TEST_F_TIMEOUT(rxe, registration_cache_keeps_what_protection_leaves, 120)
+{
+	const char *ip = getenv("KCOLL_IP");
+	long long hits0, inval0, rech0, hits, inval, rech;
+	int up[2][2], go[2][2], st, k;
+	pid_t pids[2];
+	char c;
+
+	if (!ip)
+		SKIP(return, "KCOLL_IP not set: no RDMA address in this environment");
+	if (geteuid())
+		SKIP(return, "writing sysfs intra_node needs root");
+	ASSERT_EQ(256, kt_sysfs_read("reg_cache_mb"));
+	/* Both ranks on this node, through the NIC: registered, cached. */
+	ASSERT_EQ(0, kt_sysfs_write("intra_node", "0"));
+	for (k = 0; k < 2; k++) {
+		ASSERT_EQ(0, pipe(up[k]));
+		ASSERT_EQ(0, pipe(go[k]));
+		pids[k] = fork();
+		ASSERT_LE(0, pids[k]);
+		if (!pids[k])
+			_exit(kt_rc_protect_rank(ip, k, up[k][1], go[k][0]));
+	}
+	for (k = 0; k < 2; k++)
+		ASSERT_EQ(1, read(up[k][0], &c, 1));
+	hits0 = kt_sysfs_read("stats/reg_cache_hits");
+	inval0 = kt_sysfs_read("stats/reg_cache_invalidations");
+	rech0 = kt_sysfs_read("stats/reg_rechecks");
+	for (k = 0; k < 2; k++)
+		ASSERT_EQ(1, write(go[k][1], "g", 1));
+	for (k = 0; k < 2; k++)
+		ASSERT_EQ(1, read(up[k][0], &c, 1));
+	hits = kt_sysfs_read("stats/reg_cache_hits") - hits0;
+	inval = kt_sysfs_read("stats/reg_cache_invalidations") - inval0;
+	rech = kt_sysfs_read("stats/reg_rechecks") - rech0;
+	for (k = 0; k < 2; k++) {
+		ASSERT_EQ(1, write(go[k][1], "g", 1));
+		ASSERT_EQ(pids[k], waitpid(pids[k], &st, 0));
+		EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) {
+			TH_LOG("rank %d: status %#x", k, st);
+		}
+	}
+	TH_LOG("after read-only and back: %lld hits, %lld invalidations, %lld rechecks",
+	       hits, inval, rech);
+	/* Each rank's round: an allreduce and an allgather, each finding
+	 * both buffers; each buffer checked once. */
+	EXPECT_EQ(0, inval);
+	EXPECT_LE(2 * 4, hits);
+	EXPECT_LE(2 * 2, rech);
+	EXPECT_EQ(0, kt_sysfs_write("intra_node", "1"));
+}
+
 /* VmPin of this process, in KiB; -1 if unknown. */
 static long kt_vmpin_kb(void)
 {
