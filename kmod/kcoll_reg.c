@@ -90,6 +90,22 @@ void kcoll_mem_put_locked(struct kcoll_mem *mem)
  * none, and the registration is stale for good: operations naming it
  * fail with -EFAULT, DEREG_MEM still releases it.
  */
+/*
+ * Does invalidation @range change more than protection (what a pinned
+ * page is mapped as, not where)?
+ */
+bool kcoll_mmu_moves_pages(const struct mmu_notifier_range *range)
+{
+	switch (range->event) {
+	case MMU_NOTIFY_PROTECTION_VMA:
+	case MMU_NOTIFY_PROTECTION_PAGE:
+	case MMU_NOTIFY_SOFT_DIRTY:
+		return false;
+	default:
+		return true;
+	}
+}
+
 static bool kcoll_reg_invalidate(struct mmu_interval_notifier *mni,
 				 const struct mmu_notifier_range *range,
 				 unsigned long cur_seq)
@@ -97,15 +113,8 @@ static bool kcoll_reg_invalidate(struct mmu_interval_notifier *mni,
 	struct kcoll_mem *mem = container_of(mni, struct kcoll_mem, mni);
 
 	mmu_interval_set_seq(mni, cur_seq);
-	switch (range->event) {
-	case MMU_NOTIFY_PROTECTION_VMA:
-	case MMU_NOTIFY_PROTECTION_PAGE:
-	case MMU_NOTIFY_SOFT_DIRTY:
-		break;
-	default:
+	if (kcoll_mmu_moves_pages(range))
 		atomic_set(&mem->suspect, 1);
-		break;
-	}
 	return true;
 }
 

@@ -92,16 +92,10 @@ static bool kcoll_cache_invalidate(struct mmu_interval_notifier *mni,
 	struct kcoll_mem *mem = container_of(mni, struct kcoll_mem, mni);
 
 	mmu_interval_set_seq(mni, cur_seq);
-	switch (range->event) {
-	case MMU_NOTIFY_PROTECTION_VMA:
-	case MMU_NOTIFY_PROTECTION_PAGE:
-	case MMU_NOTIFY_SOFT_DIRTY:
-		atomic_set(&mem->suspect, 1);
-		break;
-	default:
+	if (kcoll_mmu_moves_pages(range))
 		kcoll_cache_stale(mem);
-		break;
-	}
+	else
+		atomic_set(&mem->suspect, 1);
 	return true;
 }
 
