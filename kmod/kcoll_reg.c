@@ -76,21 +76,6 @@ void kcoll_mem_put_locked(struct kcoll_mem *mem)
 }
 
 /*
- * A registration holds the pages its range mapped when it was made, as an
- * RDMA MR does. Should the program unmap or remap that range, or drop its
- * pages (madvise(DONTNEED)), an operation naming the handle would read
- * and write pages the program no longer sees, and report success: so the
- * range is watched with an MMU interval notifier. The callback, which may
- * run under the mm's locks, only marks the registration suspect; changes
- * of protection alone are ignored (NUMA balancing's, a fork's
- * write-protection, which leaves a pinned page where it was, mprotect():
- * the pages stay what the range maps). The next use walks the page tables
- * (kcoll_mem_recheck()): the same pages, and it goes on (a spurious
- * invalidation: khugepaged's attempt to collapse pinned pages); others, or
- * none, and the registration is stale for good: operations naming it
- * fail with -EFAULT, DEREG_MEM still releases it.
- */
-/*
  * Does invalidation @range change more than protection (what a pinned
  * page is mapped as, not where)?
  */
@@ -106,6 +91,21 @@ bool kcoll_mmu_moves_pages(const struct mmu_notifier_range *range)
 	}
 }
 
+/*
+ * A registration holds the pages its range mapped when it was made, as an
+ * RDMA MR does. Should the program unmap or remap that range, or drop its
+ * pages (madvise(DONTNEED)), an operation naming the handle would read
+ * and write pages the program no longer sees, and report success: so the
+ * range is watched with an MMU interval notifier. The callback, which may
+ * run under the mm's locks, only marks the registration suspect; changes
+ * of protection alone are ignored (NUMA balancing's, a fork's
+ * write-protection, which leaves a pinned page where it was, mprotect():
+ * the pages stay what the range maps). The next use walks the page tables
+ * (kcoll_mem_recheck()): the same pages, and it goes on (a spurious
+ * invalidation: khugepaged's attempt to collapse pinned pages); others, or
+ * none, and the registration is stale for good: operations naming it
+ * fail with -EFAULT, DEREG_MEM still releases it.
+ */
 static bool kcoll_reg_invalidate(struct mmu_interval_notifier *mni,
 				 const struct mmu_notifier_range *range,
 				 unsigned long cur_seq)
@@ -148,7 +148,8 @@ static void kcoll_reg_watch(struct kcoll_mem *mem)
 /*
  * Are @mem's pinned pages still what its range maps in the caller's mm
  * (with @gup_flags FOLL_WRITE: writably)? 0 if so (no longer suspect),
- * -EFAULT if not (or the caller is another process: it cannot tell),
+ * -EFAULT if not (the caller must be the mm's process; another gets
+ * -EFAULT, having looked at nothing),
  * -EAGAIN if the range kept changing meanwhile (still suspect). Walks
  * the page tables without faulting (the caller holds dev_sem): a page no
  * longer mapped is one the range lost. A REG_MEM registration or a cache
@@ -407,10 +408,18 @@ struct kcoll_mem *kcoll_mem_get(struct kcoll_ctx *ctx, struct kcoll_comm *comm,
 	xa_unlock(&ctx->mems);
 	if (mem && mem->mni_on &&
 	    (atomic_read(&mem->stale) || atomic_read(&mem->suspect))) {
-		*err = atomic_read(&mem->stale) ? -EFAULT :
-						   kcoll_mem_recheck(mem, 0);
-		if (*err == -EFAULT && !atomic_xchg(&mem->stale, 1))
-			kcoll_stat_add(KCOLL_STAT_REG_STALE, 1);
+		if (atomic_read(&mem->stale) || current->mm != mem->mni.mm) {
+			/*
+			 * Stale; or another process (a child after fork),
+			 * which cannot tell: refused, the registration
+			 * left as it is for its owner.
+			 */
+			*err = -EFAULT;
+		} else {
+			*err = kcoll_mem_recheck(mem, 0);
+			if (*err == -EFAULT && !atomic_xchg(&mem->stale, 1))
+				kcoll_stat_add(KCOLL_STAT_REG_STALE, 1);
+		}
 		if (*err) {
 			/* Not the last: the handle holds one. */
 			kcoll_mem_put(mem);

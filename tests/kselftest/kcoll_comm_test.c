@@ -222,7 +222,10 @@ static int kt_half_copied(const float *buf, size_t n)
  * handle read and wrote the old pages, which the program no longer sees,
  * and completed with success. Now the range is watched: such an operation
  * fails with -EFAULT (stats/reg_stale), and the new pages stay untouched.
- * Changes of protection alone (mprotect(), a fork) leave it usable.
+ * Changes of protection alone (mprotect(), a fork) leave it usable, and
+ * an invalidation that leaves the pages where they were (MADV_FREE) costs
+ * one check; another process cannot check, and is refused, without
+ * spoiling the registration for its owner.
  */
 TEST(reg_mem_follows_the_mapping)
 {
@@ -268,6 +271,26 @@ TEST(reg_mem_follows_the_mapping)
 	memset(buf + n, 0, n * sizeof(*buf));
 	EXPECT_EQ(0, kt_run(&r, &s));
 	EXPECT_TRUE(kt_half_copied(buf, n));
+
+	/* MADV_FREE: an invalidation that leaves pinned pages mapped. A
+	 * child (another mm, which cannot check them) is refused; the owner
+	 * then finds the same pages and goes on. */
+	ASSERT_EQ(0, madvise(buf, len, MADV_FREE));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(kt_run(&r, &s) == -EFAULT ? 0 : 1);
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) {
+		TH_LOG("the child's operation was not refused: %#x", st);
+	}
+	/* The child published an SQE on the shared ring: catch up. */
+	r.sq_local_tail = atomic_load(r.sq_tail);
+	memset(buf + n, 0, n * sizeof(*buf));
+	EXPECT_EQ(0, kt_run(&r, &s));
+	EXPECT_TRUE(kt_half_copied(buf, n));
+	EXPECT_LE(rech0 + 1, kt_sysfs_read("stats/reg_rechecks"));
+	EXPECT_EQ(stale0, kt_sysfs_read("stats/reg_stale"));
 
 	/* Remapped: fresh pages at the same address, other contents. */
 	p = mmap(buf, len, PROT_READ | PROT_WRITE,
