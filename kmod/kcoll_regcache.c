@@ -12,12 +12,13 @@
  * notifier marks it stale at once, so no later lookup returns it, and a
  * work item takes it off the cache and drops the cache's use. A change of
  * protection alone only makes it suspect: the next lookup checks its
- * pages (kcoll_cache_invalidate()). An operation that already holds a use goes on with the
- * pages it pinned, as one that pinned its own buffer would; the last put
- * deregisters and unpins, and deferred work then removes the notifier
- * (kcoll_cache_free()), one entry at a time per user, on a workqueue of
- * its own: the removal waits until no invalidation of the mm runs, which
- * the owner can keep up for as long as it likes.
+ * pages (kcoll_cache_invalidate()). An operation that already holds a
+ * use goes on with the pages it pinned, as one that pinned its own buffer
+ * would; the last put deregisters and unpins, and deferred work then
+ * removes the notifier (kcoll_cache_free()), one entry at a time per
+ * user, on a workqueue of its own: the removal waits until no
+ * invalidation of the mm runs, which the owner can keep up for as long
+ * as it likes.
  *
  * Lookups happen under comm->lock and take a use there; the notifier
  * callback never sleeps and never frees (it may run under the mm's locks):
@@ -433,7 +434,9 @@ struct kcoll_mem *kcoll_cache_take(struct kcoll_comm *comm, u64 addr,
 	mem = kcoll_cache_find(comm, addr, len, writable);
 	if (mem && atomic_read(&mem->suspect) &&
 	    kcoll_mem_recheck(mem, mem->buf.writable ? FOLL_WRITE : 0)) {
-		/* Not the last use: the cache holds one until the drop. */
+		/* Maybe the last use (the drop ran meanwhile): under
+		 * dev_sem, as a last put must be.
+		 */
 		kcoll_cache_stale(mem);
 		kcoll_mem_put(mem);
 		mem = NULL;
